@@ -1,0 +1,568 @@
+//! The embedded backend: state store, queues and alerts in one SQLite database
+//! (WAL), with the semantics the AWS services have: conditional writes that fail
+//! on a stale version, multi-item transactions, visibility timeouts, receive
+//! counts, a dead-letter queue after maxReceiveCount, and delayed messages.
+//! Committed writes survive a kill -9; with [`Durability::Full`], a power cut too.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::Notify;
+
+use crate::domain::ids::{QueueName, TaskId};
+use crate::domain::messages::Alert;
+use crate::domain::task::{Order, Task, TaskState};
+use crate::domain::workflow::Workflow;
+use crate::ports::{
+    AlertError, Alerts, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage,
+};
+use crate::time::{Clock, Timestamp};
+
+/// What a commit waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync on every commit: a commit survives a power cut (SQLite `synchronous=FULL`).
+    Full,
+    /// fsync at WAL checkpoints only: a commit survives a crash or kill -9 of the
+    /// process, not a power cut (SQLite `synchronous=NORMAL`).
+    Process,
+}
+
+impl Durability {
+    /// What is fsynced, and when, in words.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Full => "sqlite WAL, synchronous=FULL: fsync of the WAL at every commit",
+            Self::Process => "sqlite WAL, synchronous=NORMAL: fsync at checkpoints only (survives kill -9, not power loss)",
+        }
+    }
+}
+
+/// How a queue treats its messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// How long a received message stays invisible before it is delivered again.
+    pub visibility_timeout: Duration,
+    /// Receives after which a message moves to the dead-letter queue.
+    pub max_receive_count: Option<u32>,
+    /// Where messages go after `max_receive_count` receives.
+    pub dead_letter: Option<QueueName>,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            visibility_timeout: Duration::from_secs(30),
+            max_receive_count: None,
+            dead_letter: None,
+        }
+    }
+}
+
+/// A received message, to delete once handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The message's body.
+    pub body: String,
+    /// Times it has been received, this one included.
+    pub receive_count: u32,
+    /// Deletes this receipt of the message; stale after the message is received again.
+    pub receipt: Receipt,
+}
+
+/// The handle that deletes a received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    id: i64,
+    receive_count: u32,
+}
+
+/// Messages waiting in a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Depth {
+    /// Ready to be received.
+    pub visible: u64,
+    /// Received and not deleted, or delayed.
+    pub invisible: u64,
+}
+
+/// The embedded backend.
+pub struct Embedded {
+    connection: Arc<Mutex<Connection>>,
+    clock: Arc<dyn Clock>,
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    durability: Durability,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL,
+    lease_expires INTEGER, created_at INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tasks_state ON tasks(state, created_at, id);
+CREATE TABLE IF NOT EXISTS orders (task_id TEXT PRIMARY KEY, input TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workflows (
+    name TEXT NOT NULL, version INTEGER NOT NULL, digest TEXT NOT NULL, source TEXT NOT NULL,
+    PRIMARY KEY (name, version));
+CREATE TABLE IF NOT EXISTS queues (
+    name TEXT PRIMARY KEY, visibility_timeout_ms INTEGER NOT NULL,
+    max_receive_count INTEGER, dead_letter TEXT);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
+    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS messages_ready ON messages(queue, visible_at, id);
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
+";
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+impl Embedded {
+    /// Opens (creating if needed) the database at `path`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the file cannot be opened or set up.
+    pub fn open(path: &Path, clock: Arc<dyn Clock>, durability: Durability) -> Result<Self, StoreError> {
+        let connection = Connection::open(path).map_err(unavailable)?;
+        let synchronous = match durability {
+            Durability::Full => "FULL",
+            Durability::Process => "NORMAL",
+        };
+        connection
+            .execute_batch(&format!(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; {SCHEMA}"
+            ))
+            .map_err(unavailable)?;
+        Ok(Self {
+            connection: Arc::new(Mutex::new(connection)),
+            clock,
+            wakers: Mutex::new(HashMap::new()),
+            durability,
+        })
+    }
+
+    /// What each commit waits for.
+    #[must_use]
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// Runs `work` on the connection, off the async threads.
+    async fn with<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let connection = Arc::clone(&self.connection);
+        tokio::task::spawn_blocking(move || {
+            let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
+            work(&mut connection)
+        })
+        .await
+        .map_err(unavailable)?
+    }
+
+    fn waker(&self, queue: &str) -> Arc<Notify> {
+        let mut wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(wakers.entry(queue.to_owned()).or_default())
+    }
+
+    /// Creates a queue, or updates its settings.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the database fails.
+    pub async fn create_queue(&self, name: &QueueName, settings: QueueSettings) -> Result<(), StoreError> {
+        let name = name.to_string();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO queues (name, visibility_timeout_ms, max_receive_count, dead_letter)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (name) DO UPDATE SET visibility_timeout_ms = ?2, max_receive_count = ?3, dead_letter = ?4",
+                params![
+                    name,
+                    millis(settings.visibility_timeout),
+                    settings.max_receive_count,
+                    settings.dead_letter.map(String::from)
+                ],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Receives up to `max` visible messages, making them invisible for the queue's
+    /// visibility timeout; a message received more than maxReceiveCount times moves
+    /// to the dead-letter queue instead.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the database fails.
+    pub async fn receive(&self, queue: &QueueName, max: usize) -> Result<Vec<Received>, StoreError> {
+        let queue = queue.to_string();
+        let now = self.clock.now().0;
+        let (received, dead_lettered) = self
+            .with(move |c| {
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+                let settings = queue_settings(&tx, &queue)?;
+                let candidates: Vec<(i64, String, u32)> = {
+                    let mut select = tx
+                        .prepare_cached(
+                            "SELECT id, body, receive_count FROM messages
+                             WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
+                        )
+                        .map_err(unavailable)?;
+                    let rows = select
+                        .query_map(params![queue, now, i64::try_from(max).unwrap_or(i64::MAX)], |row| {
+                            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                        })
+                        .map_err(unavailable)?;
+                    rows.collect::<Result<_, _>>().map_err(unavailable)?
+                };
+                let mut received = Vec::new();
+                let mut dead_lettered = None;
+                for (id, body, count) in candidates {
+                    let receive_count = count + 1;
+                    let exhausted = settings.max_receive_count.is_some_and(|m| receive_count > m);
+                    if let (true, Some(dead_letter)) = (exhausted, &settings.dead_letter) {
+                        tx.execute(
+                            "UPDATE messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
+                            params![id, dead_letter.as_str(), now],
+                        )
+                        .map_err(unavailable)?;
+                        dead_lettered = Some(dead_letter.to_string());
+                        continue;
+                    }
+                    tx.execute(
+                        "UPDATE messages SET receive_count = ?2, visible_at = ?3 WHERE id = ?1",
+                        params![id, receive_count, now + millis(settings.visibility_timeout)],
+                    )
+                    .map_err(unavailable)?;
+                    received.push(Received {
+                        body,
+                        receive_count,
+                        receipt: Receipt { id, receive_count },
+                    });
+                }
+                tx.commit().map_err(unavailable)?;
+                Ok((received, dead_lettered))
+            })
+            .await?;
+        if let Some(dead_letter) = dead_lettered {
+            tracing::warn!(queue = %dead_letter, "message moved to the dead-letter queue");
+            self.waker(&dead_letter).notify_one();
+        }
+        Ok(received)
+    }
+
+    /// Deletes a received message; false when the receipt is stale (the message was
+    /// received again or already deleted).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the database fails.
+    pub async fn delete(&self, receipt: Receipt) -> Result<bool, StoreError> {
+        self.with(move |c| {
+            let deleted = c
+                .execute(
+                    "DELETE FROM messages WHERE id = ?1 AND receive_count = ?2",
+                    params![receipt.id, receipt.receive_count],
+                )
+                .map_err(unavailable)?;
+            Ok(deleted == 1)
+        })
+        .await
+    }
+
+    /// Waits until a message may be ready in `queue`, or `at_most` has passed.
+    pub async fn wait(&self, queue: &QueueName, at_most: Duration) {
+        let waker = self.waker(queue.as_str());
+        let _ = tokio::time::timeout(at_most, waker.notified()).await;
+    }
+
+    /// The messages in a queue.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the database fails.
+    pub async fn depth(&self, queue: &QueueName) -> Result<Depth, StoreError> {
+        let queue = queue.to_string();
+        let now = self.clock.now().0;
+        self.with(move |c| {
+            c.query_row(
+                "SELECT COALESCE(SUM(visible_at <= ?2), 0), COALESCE(SUM(visible_at > ?2), 0)
+                 FROM messages WHERE queue = ?1",
+                params![queue, now],
+                |row| {
+                    let count = |i| row.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
+                    Ok(Depth { visible: count(0)?, invisible: count(1)? })
+                },
+            )
+            .map_err(unavailable)
+        })
+        .await
+    }
+
+    /// The alerts raised, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn alerts(&self) -> Result<Vec<Alert>, StoreError> {
+        self.with(|c| {
+            let mut select = c.prepare_cached("SELECT alert FROM alerts ORDER BY id").map_err(unavailable)?;
+            let rows = select.query_map([], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
+        })
+        .await
+    }
+
+    /// Every task, for checks over the whole store.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the database fails.
+    pub async fn all_tasks(&self) -> Result<Vec<Task>, StoreError> {
+        self.with(|c| {
+            let mut select = c.prepare_cached("SELECT record FROM tasks ORDER BY created_at, id").map_err(unavailable)?;
+            let rows = select.query_map([], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
+        })
+        .await
+    }
+}
+
+fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSettings, StoreError> {
+    let row = c
+        .query_row(
+            "SELECT visibility_timeout_ms, max_receive_count, dead_letter FROM queues WHERE name = ?1",
+            [queue],
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Option<u32>>(1)?, row.get::<_, Option<String>>(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    let Some((visibility, max_receive_count, dead_letter)) = row else {
+        return Ok(QueueSettings::default());
+    };
+    Ok(QueueSettings {
+        visibility_timeout: Duration::from_millis(u64::try_from(visibility).unwrap_or(0)),
+        max_receive_count,
+        dead_letter: dead_letter.map(QueueName::parse).transpose().map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    })
+}
+
+fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
+    let record: Option<String> = c
+        .query_row("SELECT record FROM tasks WHERE id = ?1", [id], |row| row.get(0))
+        .optional()
+        .map_err(unavailable)?;
+    record.as_deref().map(decode).transpose()
+}
+
+fn stored_version(task: &Task) -> i64 {
+    i64::try_from(task.version).unwrap_or(i64::MAX)
+}
+
+fn lease(task: &Task) -> Option<i64> {
+    task.complete_by.map(|t| t.0)
+}
+
+#[async_trait]
+impl StateStore for Embedded {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let record = encode(task)?;
+        let input = encode(&order.input)?;
+        let (id, version, state, lease, created) =
+            (task.id.to_string(), stored_version(task), task.state.as_str(), lease(task), task.created_at.0);
+        self.with(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+            let inserted = tx
+                .execute(
+                    "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                    params![id, version, state, lease, created, record],
+                )
+                .map_err(unavailable)?;
+            if inserted == 0 {
+                return Err(StoreError::Conflict);
+            }
+            tx.execute("INSERT INTO orders (task_id, input) VALUES (?1, ?2)", params![id, input])
+                .map_err(unavailable)?;
+            tx.commit().map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        let id = id.to_string();
+        self.with(move |c| read_task(c, &id)).await
+    }
+
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        let id = id.clone();
+        self.with(move |c| {
+            let row: Option<(String, String)> = c
+                .query_row(
+                    "SELECT t.record, o.input FROM tasks t JOIN orders o ON o.task_id = t.id WHERE t.id = ?1",
+                    [id.as_str()],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            row.map(|(record, input)| {
+                Ok((decode(&record)?, Order { task_id: id.clone(), input: decode(&input)? }))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        let record = encode(task)?;
+        let (id, version, state, lease) =
+            (task.id.to_string(), stored_version(task), task.state.as_str(), lease(task));
+        self.with(move |c| {
+            let updated = c
+                .execute(
+                    "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
+                     WHERE id = ?1 AND version = ?2 - 1",
+                    params![id, version, state, lease, record],
+                )
+                .map_err(unavailable)?;
+            if updated == 1 { Ok(()) } else { Err(StoreError::Conflict) }
+        })
+        .await
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+        self.with(move |c| {
+            let mut select = c
+                .prepare_cached(
+                    "SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
+                     ORDER BY lease_expires LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let rows = select
+                .query_map(params![now.0, i64::try_from(limit).unwrap_or(i64::MAX)], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
+        })
+        .await
+    }
+
+    async fn list(&self, state: TaskState, limit: usize, after: Option<&str>) -> Result<TaskPage, StoreError> {
+        let (after_created, after_id) = after
+            .and_then(|cursor| cursor.split_once('.'))
+            .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
+            .unwrap_or((i64::MIN, String::new()));
+        self.with(move |c| {
+            let mut select = c
+                .prepare_cached(
+                    "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
+                     ORDER BY created_at, id LIMIT ?4",
+                )
+                .map_err(unavailable)?;
+            let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+            let rows = select
+                .query_map(params![state.as_str(), after_created, after_id, fetch], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
+            let mut tasks: Vec<Task> = rows.map(|row| decode(&row.map_err(unavailable)?)).collect::<Result<_, _>>()?;
+            let next = (tasks.len() > limit).then(|| {
+                tasks.truncate(limit);
+                tasks.last().map(|t| format!("{}.{}", t.created_at.0, t.id)).unwrap_or_default()
+            });
+            Ok(TaskPage { tasks, next })
+        })
+        .await
+    }
+
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let (name, version, digest, source) =
+            (workflow.name.clone(), workflow.version, workflow.digest.clone(), workflow.source.clone());
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO workflows (name, version, digest, source) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (name, version) DO NOTHING",
+                params![name, version, digest, source],
+            )
+            .map_err(unavailable)?;
+            let stored: String = c
+                .query_row(
+                    "SELECT digest FROM workflows WHERE name = ?1 AND version = ?2",
+                    params![name, version],
+                    |row| row.get(0),
+                )
+                .map_err(unavailable)?;
+            if stored == digest { Ok(()) } else { Err(StoreError::Conflict) }
+        })
+        .await
+    }
+
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        let name = name.to_owned();
+        self.with(move |c| {
+            c.query_row(
+                "SELECT source FROM workflows WHERE name = ?1 AND version = ?2",
+                params![name, version],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(unavailable)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Queues for Embedded {
+    async fn send(&self, queue: &QueueName, messages: &[OutgoingMessage]) -> Result<(), QueueError> {
+        let name = queue.to_string();
+        let now = self.clock.now().0;
+        let rows: Vec<(String, i64)> = messages.iter().map(|m| (m.body.clone(), now + millis(m.delay))).collect();
+        self.with(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+            {
+                let mut insert = tx
+                    .prepare_cached("INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)")
+                    .map_err(unavailable)?;
+                for (body, visible_at) in rows {
+                    insert.execute(params![name, body, visible_at, now]).map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+        .await
+        .map_err(|e| QueueError { queue: queue.to_string(), reason: e.to_string() })?;
+        self.waker(queue.as_str()).notify_one();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Alerts for Embedded {
+    async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
+        let text = encode(alert).map_err(|e| AlertError(e.to_string()))?;
+        let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
+        self.with(move |c| {
+            c.execute("INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)", params![task_id, at, text])
+                .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| AlertError(e.to_string()))
+    }
+}

@@ -1,0 +1,4 @@
+//! Adapters of the ports.
+
+pub mod embedded;
+pub mod http_remote;

@@ -1,0 +1,363 @@
+//! The actors at work: each reads state through the ports, asks the domain what
+//! to do, writes the new state conditionally, then performs the effects. The
+//! Lambda functions and the local process both call these.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tracing::{info, warn};
+
+use crate::domain::decide::{self, Decision, Effect, NotInError, Submission};
+use crate::domain::ids::{QueueName, TaskId};
+use crate::domain::messages::{AgentRequest, SchedulerMessage};
+use crate::domain::task::{Task, TaskState, WorkflowRef};
+use crate::domain::workflow::{InputError, Registry, Workflow};
+use crate::ports::{Alerts, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage};
+use crate::time::Clock;
+
+/// A conditional write lost this many times in a row means something is wrong.
+const MAX_CONFLICT_RETRIES: usize = 8;
+
+/// The queues of the pattern, by role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueNames {
+    /// Run messages for the scheduler.
+    pub scheduler: QueueName,
+    /// Requests for the agents.
+    pub agent_requests: QueueName,
+    /// Agents' responses, read by the scheduler.
+    pub agent_responses: QueueName,
+}
+
+/// Why a message could not be handled; the message is then left for redelivery
+/// and, after the queue's maxReceiveCount, the dead-letter queue.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    /// The message is not one this handler understands: a poison message.
+    #[error("undecodable message: {0}")]
+    Poison(String),
+    /// A task names a workflow version no longer known anywhere.
+    #[error("workflow {0} version {1} is not defined")]
+    UnknownWorkflow(String, u32),
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// Why a submission was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// No workflow of that name.
+    #[error("unknown workflow '{0}'")]
+    UnknownWorkflow(String),
+    /// The input does not fit the workflow.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A task with that id exists, from a different request.
+    #[error("task '{0}' exists with a different request")]
+    Conflict(TaskId),
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] HandleError),
+}
+
+/// Why a resubmission was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResubmitError {
+    /// No such task.
+    #[error("no task '{0}'")]
+    NotFound(TaskId),
+    /// The task is not in Error.
+    #[error(transparent)]
+    NotInError(#[from] NotInError),
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] HandleError),
+}
+
+impl From<QueueError> for SubmitError {
+    fn from(error: QueueError) -> Self {
+        Self::Backend(error.into())
+    }
+}
+
+impl From<StoreError> for SubmitError {
+    fn from(error: StoreError) -> Self {
+        Self::Backend(error.into())
+    }
+}
+
+impl From<StoreError> for ResubmitError {
+    fn from(error: StoreError) -> Self {
+        Self::Backend(error.into())
+    }
+}
+
+/// A submission's result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    /// A new task.
+    Created(Task),
+    /// The same request again: the task it made.
+    Replayed(Task),
+}
+
+/// Submission, scheduler, supervisor and operator actions over the ports.
+pub struct App {
+    store: Arc<dyn StateStore>,
+    queues: Arc<dyn Queues>,
+    alerts: Arc<dyn Alerts>,
+    clock: Arc<dyn Clock>,
+    workflows: Arc<Registry>,
+    names: QueueNames,
+    instance: String,
+}
+
+/// What a supervisor sweep did, by verdict.
+pub type SweepReport = BTreeMap<&'static str, usize>;
+
+impl App {
+    /// Wires the actors to their ports; `instance` names this process in LockedBy.
+    #[must_use]
+    pub fn new(
+        store: Arc<dyn StateStore>,
+        queues: Arc<dyn Queues>,
+        alerts: Arc<dyn Alerts>,
+        clock: Arc<dyn Clock>,
+        workflows: Arc<Registry>,
+        names: QueueNames,
+        instance: String,
+    ) -> Self {
+        Self { store, queues, alerts, clock, workflows, names, instance }
+    }
+
+    /// The workflow registry.
+    #[must_use]
+    pub fn workflows(&self) -> &Registry {
+        &self.workflows
+    }
+
+    /// Stores every known workflow definition, so that a task can finish on the
+    /// version it started with after the files change.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when a stored version differs from its file.
+    pub async fn register_workflows(&self) -> Result<(), StoreError> {
+        for workflow in self.workflows.all() {
+            self.store.save_workflow(&workflow).await?;
+        }
+        Ok(())
+    }
+
+    /// Submission: creates the task and its order data in one transaction and asks
+    /// a scheduler to run it. The same request again returns the same task.
+    ///
+    /// # Errors
+    /// [`SubmitError`] for an unknown workflow, a bad input, an id taken by another
+    /// request, or a backend failure.
+    pub async fn submit(&self, workflow: &str, submission: Submission) -> Result<Submitted, SubmitError> {
+        let definition = self
+            .workflows
+            .latest(workflow)
+            .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
+        definition.validate_input(&submission.input)?;
+        let fingerprint = submission.fingerprint(&definition.name);
+        let id = submission.id.clone();
+        let (task, order, effects) = decide::submit(&definition, submission, self.clock.now());
+        match self.store.create(&task, &order).await {
+            Ok(()) => {
+                info!(task_id = %id, workflow, "task accepted");
+                self.perform(effects).await?;
+                Ok(Submitted::Created(task))
+            }
+            Err(StoreError::Conflict) => {
+                let existing = self.store.task(&id).await?.ok_or(StoreError::Conflict)?;
+                if existing.fingerprint != fingerprint {
+                    return Err(SubmitError::Conflict(id));
+                }
+                if existing.state == TaskState::Pending && existing.locked_by.is_none() {
+                    // The first submission may have failed between its write and its send.
+                    self.schedule(&id).await?;
+                }
+                Ok(Submitted::Replayed(existing))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// A task's state.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.store.task(id).await
+    }
+
+    /// Tasks in a state, a page at a time.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn list(&self, state: TaskState, limit: usize, after: Option<&str>) -> Result<TaskPage, StoreError> {
+        self.store.list(state, limit, after).await
+    }
+
+    /// An operator restarts a task in Error from its failed step.
+    ///
+    /// # Errors
+    /// [`ResubmitError`] when the task is missing or not in Error.
+    pub async fn resubmit(&self, id: &TaskId) -> Result<Task, ResubmitError> {
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let task = self.store.task(id).await?.ok_or_else(|| ResubmitError::NotFound(id.clone()))?;
+            let workflow = self.workflow(&task.workflow).await?;
+            let decision = decide::resubmit(&task, &workflow, self.clock.now())?;
+            let next = decision.next.clone();
+            if self.apply(decision).await?.is_some() {
+                return Ok(next.unwrap_or(task));
+            }
+        }
+        Err(ResubmitError::Backend(StoreError::Conflict.into()))
+    }
+
+    /// Scheduler: handles one message of the scheduler queue or of the agent-response queue.
+    ///
+    /// # Errors
+    /// [`HandleError`]; the message should then be retried (and dead-lettered in the end).
+    pub async fn on_scheduler_message(&self, body: &str) -> Result<&'static str, HandleError> {
+        let message: SchedulerMessage =
+            serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
+        let task_id = match &message {
+            SchedulerMessage::Run { task_id } => task_id,
+            SchedulerMessage::Response(response) => &response.task_id,
+        };
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let Some((task, order)) = self.store.task_with_order(task_id).await? else {
+                warn!(task_id = %task_id, "message for an unknown task dropped");
+                return Ok("unknown task");
+            };
+            let workflow = self.workflow(&task.workflow).await?;
+            let now = self.clock.now();
+            let decision = match &message {
+                SchedulerMessage::Run { .. } => decide::on_run(&task, &workflow, &order, &self.instance, now),
+                SchedulerMessage::Response(response) => decide::on_response(&task, &workflow, &order, response, now),
+            };
+            if let Some(verdict) = self.apply(decision).await? {
+                return Ok(verdict);
+            }
+        }
+        Err(StoreError::Conflict.into())
+    }
+
+    /// Supervisor: recovers up to `limit` tasks whose lease has expired.
+    ///
+    /// # Errors
+    /// [`HandleError`] when the store or a queue fails; tasks handled before stay handled.
+    pub async fn sweep(&self, limit: usize) -> Result<SweepReport, HandleError> {
+        let mut report = SweepReport::new();
+        for expired in self.store.expired(self.clock.now(), limit).await? {
+            let mut task = expired;
+            let verdict = loop {
+                let workflow = self.workflow(&task.workflow).await?;
+                let decision = decide::on_expired(&task, &workflow, self.clock.now());
+                if let Some(verdict) = self.apply(decision).await? {
+                    break verdict;
+                }
+                match self.store.task(&task.id).await? {
+                    Some(fresh) => task = fresh,
+                    None => break "vanished",
+                }
+            };
+            info!(task_id = %task.id, verdict, "supervisor");
+            *report.entry(verdict).or_default() += 1;
+        }
+        Ok(report)
+    }
+
+    /// The definition a task runs: from the registry, or from the store when the
+    /// files no longer have that version.
+    async fn workflow(&self, reference: &WorkflowRef) -> Result<Arc<Workflow>, HandleError> {
+        if let Some(workflow) = self.workflows.version(&reference.name, reference.version) {
+            return Ok(workflow);
+        }
+        let unknown = || HandleError::UnknownWorkflow(reference.name.clone(), reference.version);
+        let source = self
+            .store
+            .load_workflow(&reference.name, reference.version)
+            .await?
+            .ok_or_else(unknown)?;
+        let parsed = Workflow::parse(&format!("stored {}@{}", reference.name, reference.version), &source)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.workflows.add(parsed).map_err(|_| unknown())
+    }
+
+    /// Writes the decision's state, then performs its effects. Returns the
+    /// verdict, or `None` when the write lost a race and the caller must read again.
+    async fn apply(&self, decision: Decision) -> Result<Option<&'static str>, HandleError> {
+        if let Some(next) = &decision.next {
+            match self.store.update(next).await {
+                Ok(()) => {}
+                Err(StoreError::Conflict) => return Ok(None),
+                Err(error) => return Err(error.into()),
+            }
+        }
+        self.perform(decision.effects).await?;
+        Ok(Some(decision.verdict))
+    }
+
+    async fn schedule(&self, task_id: &TaskId) -> Result<(), QueueError> {
+        self.perform_required(&self.names.scheduler, vec![run_message(task_id, std::time::Duration::ZERO)])
+            .await
+    }
+
+    async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {
+        let mut dispatches = Vec::new();
+        let mut schedules = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Dispatch(request) => dispatches.push(agent_message(&request)),
+                Effect::Schedule { task_id, delay } => schedules.push(run_message(&task_id, delay)),
+                Effect::Notify { queue, notification } => {
+                    let message = OutgoingMessage {
+                        body: serde_json::json!(notification).to_string(),
+                        delay: std::time::Duration::ZERO,
+                    };
+                    if let Err(error) = self.queues.send(&queue, &[message]).await {
+                        warn!(task_id = %notification.task_id, %error, "notification not delivered");
+                    }
+                }
+                Effect::Alert(alert) => {
+                    warn!(task_id = %alert.task_id, reason = %alert.reason, "task in Error: operator alerted");
+                    if let Err(error) = self.alerts.raise(&alert).await {
+                        warn!(task_id = %alert.task_id, %error, "alert not raised");
+                    }
+                }
+            }
+        }
+        self.perform_required(&self.names.agent_requests, dispatches).await?;
+        self.perform_required(&self.names.scheduler, schedules).await
+    }
+
+    async fn perform_required(&self, queue: &QueueName, messages: Vec<OutgoingMessage>) -> Result<(), QueueError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        self.queues.send(queue, &messages).await
+    }
+}
+
+fn run_message(task_id: &TaskId, delay: std::time::Duration) -> OutgoingMessage {
+    let message = SchedulerMessage::Run { task_id: task_id.clone() };
+    OutgoingMessage {
+        body: serde_json::json!(message).to_string(),
+        delay,
+    }
+}
+
+fn agent_message(request: &AgentRequest) -> OutgoingMessage {
+    OutgoingMessage {
+        body: serde_json::json!(request).to_string(),
+        delay: std::time::Duration::ZERO,
+    }
+}

@@ -1,0 +1,414 @@
+//! The decisions of submission, scheduler, supervisor and operator: each reads a
+//! task's state and returns its next state and the effects to perform after it is
+//! written. Nothing here does I/O or reads a clock.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::ids::{QueueName, TaskId};
+use super::messages::{
+    Alert, AgentRequest, AgentResponse, Notification, Operation, Outcome,
+};
+use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
+use super::workflow::Workflow;
+use crate::time::Timestamp;
+
+/// Something to do once the new state is written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send a request to an agent. Must be sent: a lease covers its loss.
+    Dispatch(AgentRequest),
+    /// Ask a scheduler to pick the task up after `delay`. Must be sent: a lease covers its loss.
+    Schedule {
+        /// The task.
+        task_id: TaskId,
+        /// How long the message stays invisible.
+        delay: Duration,
+    },
+    /// Tell the caller of a status change; best effort.
+    Notify {
+        /// The caller's queue.
+        queue: QueueName,
+        /// The status.
+        notification: Notification,
+    },
+    /// Alert an operator.
+    Alert(Alert),
+}
+
+/// A decision: the task's next state, if it changes, and the effects to perform
+/// once that state is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The state to write, conditional on the version that was read.
+    pub next: Option<Task>,
+    /// What to do after the write succeeds.
+    pub effects: Vec<Effect>,
+    /// What was decided, for logs and metrics.
+    pub verdict: &'static str,
+}
+
+impl Decision {
+    fn ignore(verdict: &'static str) -> Self {
+        Self {
+            next: None,
+            effects: Vec::new(),
+            verdict,
+        }
+    }
+}
+
+/// A task being changed: the copy to write and the effects it gathers.
+struct Change {
+    task: Task,
+    effects: Vec<Effect>,
+    now: Timestamp,
+}
+
+impl Change {
+    fn of(task: &Task, now: Timestamp) -> Self {
+        let mut task = task.clone();
+        task.version += 1;
+        task.updated_at = now;
+        Self {
+            task,
+            effects: Vec::new(),
+            now,
+        }
+    }
+
+    fn done(self, verdict: &'static str) -> Decision {
+        Decision {
+            next: Some(self.task),
+            effects: self.effects,
+            verdict,
+        }
+    }
+
+    /// Moves the task to `state`, telling the caller.
+    fn set_state(&mut self, state: TaskState) {
+        if self.task.state == state {
+            return;
+        }
+        self.task.state = state;
+        if let Some(queue) = &self.task.notify {
+            self.effects.push(Effect::Notify {
+                queue: queue.clone(),
+                notification: Notification {
+                    task_id: self.task.id.clone(),
+                    state,
+                    error: self.task.error.clone(),
+                    at: self.now,
+                },
+            });
+        }
+    }
+
+    /// Releases the task to wait for a scheduler after `delay`, with a lease that
+    /// lets the supervisor send it again if nobody picks it up.
+    fn release(&mut self, workflow: &Workflow, delay: Duration) {
+        self.task.locked_by = None;
+        self.task.complete_by = Some(self.now.plus(delay + workflow.pickup_timeout));
+        self.effects.push(Effect::Schedule {
+            task_id: self.task.id.clone(),
+            delay,
+        });
+    }
+
+    /// Runs the task on from where it is: the next step, the next compensation,
+    /// or its end.
+    fn advance(&mut self, workflow: &Workflow, order: &Order) {
+        match self.task.state {
+            TaskState::Processing | TaskState::Pending => {
+                self.set_state(TaskState::Processing);
+                match self.task.steps.iter().position(|s| s.state != StepState::Processed) {
+                    Some(index) => self.dispatch(workflow, order, index, Operation::Call),
+                    None => self.finish(TaskState::Processed),
+                }
+            }
+            TaskState::Compensating => {
+                let undo = self.task.steps.iter().enumerate().rposition(|(i, s)| {
+                    matches!(s.state, StepState::Processed | StepState::TimedOut)
+                        && workflow.steps[i].compensation.is_some()
+                });
+                match undo {
+                    Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
+                    None => self.finish(TaskState::Error),
+                }
+            }
+            TaskState::Processed | TaskState::Error => {}
+        }
+    }
+
+    fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
+        let definition = &workflow.steps[index];
+        let complete_by = self.now.plus(definition.complete_by);
+        let results: Map<String, Value> = self
+            .task
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.name.clone(), s.output.clone()?)))
+            .collect();
+        let (path, key_suffix) = match operation {
+            Operation::Call => (definition.call.clone(), ""),
+            Operation::Compensate => (definition.compensation.clone().unwrap_or_default(), "/compensate"),
+        };
+        let task = &mut self.task;
+        let step = &mut task.steps[index];
+        step.state = match operation {
+            Operation::Call => StepState::Processing,
+            Operation::Compensate => StepState::Compensating,
+        };
+        step.attempt += 1;
+        step.complete_by = Some(complete_by);
+        step.started_at = Some(self.now);
+        task.complete_by = Some(complete_by);
+        self.effects.push(Effect::Dispatch(AgentRequest {
+            task_id: task.id.clone(),
+            run: task.run,
+            step: index,
+            step_name: definition.name.clone(),
+            attempt: step.attempt,
+            operation,
+            agent: definition.agent.clone(),
+            path,
+            complete_by,
+            idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
+            retry: definition.retry.clone(),
+            payload: json!({
+                "task_id": task.id,
+                "step": definition.name,
+                "input": order.input,
+                "results": results,
+            }),
+        }));
+    }
+
+    fn finish(&mut self, state: TaskState) {
+        self.task.locked_by = None;
+        self.task.complete_by = None;
+        self.set_state(state);
+        if state == TaskState::Error {
+            let compensation_failed = self
+                .task
+                .steps
+                .iter()
+                .filter(|s| s.state == StepState::CompensationFailed)
+                .map(|s| s.name.clone())
+                .collect();
+            self.effects.push(Effect::Alert(Alert {
+                task_id: self.task.id.clone(),
+                workflow: self.task.workflow.name.clone(),
+                reason: self.task.error.clone().unwrap_or_default(),
+                compensation_failed,
+                at: self.now,
+            }));
+        }
+    }
+}
+
+/// A submission, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    /// The task's identifier.
+    pub id: TaskId,
+    /// The input, checked against the workflow.
+    pub input: Value,
+    /// The caller's notification queue.
+    pub notify: Option<QueueName>,
+}
+
+impl Submission {
+    /// A digest of what was asked, the same for the same request sent again.
+    #[must_use]
+    pub fn fingerprint(&self, workflow: &str) -> String {
+        let canonical = json!({ "workflow": workflow, "input": self.input, "notify": self.notify });
+        super::workflow::sha256_hex(&canonical.to_string())
+    }
+}
+
+/// A new task for `submission`: its state, its order data, and the effects
+/// (a message to the schedulers, the caller told it is Pending).
+#[must_use]
+pub fn submit(workflow: &Workflow, submission: Submission, now: Timestamp) -> (Task, Order, Vec<Effect>) {
+    let task = Task {
+        id: submission.id.clone(),
+        version: 0,
+        workflow: WorkflowRef {
+            name: workflow.name.clone(),
+            version: workflow.version,
+        },
+        fingerprint: submission.fingerprint(&workflow.name),
+        notify: submission.notify.clone(),
+        state: TaskState::Pending,
+        locked_by: None,
+        complete_by: None,
+        failure_count: 0,
+        run: 1,
+        steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
+        error: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let mut change = Change::of(&task, now);
+    change.release(workflow, Duration::ZERO);
+    if let Some(queue) = &change.task.notify {
+        change.effects.push(Effect::Notify {
+            queue: queue.clone(),
+            notification: Notification {
+                task_id: task.id.clone(),
+                state: TaskState::Pending,
+                error: None,
+                at: now,
+            },
+        });
+    }
+    let order = Order {
+        task_id: submission.id,
+        input: submission.input,
+    };
+    (change.task, order, change.effects)
+}
+
+/// The scheduler, on a Run message: claims the task if it waits for a scheduler
+/// and sends its next step (or compensation) to an agent.
+#[must_use]
+pub fn on_run(task: &Task, workflow: &Workflow, order: &Order, instance: &str, now: Timestamp) -> Decision {
+    if task.locked_by.is_some() || !matches!(task.state, TaskState::Pending | TaskState::Compensating) {
+        return Decision::ignore("not waiting for a scheduler");
+    }
+    let mut change = Change::of(task, now);
+    change.task.locked_by = Some(instance.to_owned());
+    change.advance(workflow, order);
+    change.done("claimed")
+}
+
+/// The scheduler, on an agent's response: records the step's result and moves on.
+/// A response for another run or attempt, or for a step no longer running, is stale.
+#[must_use]
+pub fn on_response(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    response: &AgentResponse,
+    now: Timestamp,
+) -> Decision {
+    let expected = match response.operation {
+        Operation::Call => StepState::Processing,
+        Operation::Compensate => StepState::Compensating,
+    };
+    let current = task.steps.get(response.step).is_some_and(|step| {
+        step.state == expected && step.attempt == response.attempt && task.run == response.run
+    });
+    if !current || task.locked_by.is_none() {
+        return Decision::ignore("stale response");
+    }
+    let mut change = Change::of(task, now);
+    let step = &mut change.task.steps[response.step];
+    step.finished_at = Some(now);
+    step.complete_by = None;
+    match (&response.outcome, response.operation) {
+        (Outcome::Succeeded { output }, Operation::Call) => {
+            step.state = StepState::Processed;
+            step.output = Some(output.clone());
+        }
+        (Outcome::Succeeded { .. }, Operation::Compensate) => step.state = StepState::Compensated,
+        (Outcome::Failed { error }, Operation::Call) => {
+            step.state = StepState::Error;
+            step.error = Some(error.clone());
+            change.task.error = Some(format!("step '{}' failed: {error}", step.name));
+            change.set_state(TaskState::Compensating);
+        }
+        (Outcome::Failed { error }, Operation::Compensate) => {
+            step.state = StepState::CompensationFailed;
+            step.error = Some(format!("compensation failed: {error}"));
+        }
+    }
+    change.advance(workflow, order);
+    change.done("recorded")
+}
+
+/// The supervisor, on a task whose lease has expired: sends it again if it was
+/// waiting for a scheduler; otherwise counts a failure of its running step and
+/// retries it, or past the step's threshold gives it up and compensates.
+#[must_use]
+pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
+    let expired = task.complete_by.is_some_and(|at| at <= now);
+    if task.state.is_final() || !expired {
+        return Decision::ignore("lease live");
+    }
+    let mut change = Change::of(task, now);
+    let Some(index) = task.running_step().filter(|_| task.locked_by.is_some()) else {
+        change.release(workflow, Duration::ZERO);
+        return change.done("sent again");
+    };
+    let supervision = &workflow.steps[index].supervision;
+    change.task.failure_count += 1;
+    let step = &mut change.task.steps[index];
+    step.complete_by = None;
+    let compensating = step.state == StepState::Compensating;
+    let failures = if compensating {
+        &mut step.compensation_failure_count
+    } else {
+        &mut step.failure_count
+    };
+    *failures += 1;
+    let failures = *failures;
+    if failures > supervision.failure_threshold {
+        let reason = format!("timed out {failures} times");
+        step.finished_at = Some(now);
+        if compensating {
+            step.state = StepState::CompensationFailed;
+            step.error = Some(format!("compensation {reason}"));
+        } else {
+            step.state = StepState::TimedOut;
+            change.task.error = Some(format!("step '{}' {reason}", step.name));
+            step.error = Some(reason);
+            change.set_state(TaskState::Compensating);
+        }
+        change.release(workflow, Duration::ZERO);
+        return change.done("gave up");
+    }
+    if compensating {
+        step.state = StepState::Processed;
+    } else {
+        step.state = StepState::Pending;
+        change.set_state(TaskState::Pending);
+    }
+    let delay = if failures == supervision.failure_threshold {
+        supervision.extended_wait
+    } else {
+        supervision.retry_delay
+    };
+    change.release(workflow, delay);
+    change.done("retry")
+}
+
+/// Why an operator's resubmission was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("only a task in Error can be resubmitted; this one is {0:?}")]
+pub struct NotInError(pub TaskState);
+
+/// An operator restarts a task in Error from its first step whose effect is not in
+/// place (failed, timed out or compensated), in a new run with new idempotency keys.
+///
+/// # Errors
+/// [`NotInError`] when the task is not in Error.
+pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Decision, NotInError> {
+    if task.state != TaskState::Error {
+        return Err(NotInError(task.state));
+    }
+    let mut change = Change::of(task, now);
+    change.task.run += 1;
+    change.task.failure_count = 0;
+    change.task.error = None;
+    for step in &mut change.task.steps {
+        if step.state != StepState::Processed {
+            *step = Step::new(&step.name);
+        }
+    }
+    change.set_state(TaskState::Pending);
+    change.release(workflow, Duration::ZERO);
+    Ok(change.done("resubmitted"))
+}

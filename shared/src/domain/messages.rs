@@ -1,0 +1,122 @@
+//! The messages between the actors, and what the caller and the operator are sent.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ids::TaskId;
+use super::task::TaskState;
+use super::workflow::RetryPolicy;
+use crate::time::Timestamp;
+
+/// What the scheduler consumes: its own queue and the agents' responses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SchedulerMessage {
+    /// Claim the task if it waits for a scheduler, and run its next step.
+    Run {
+        /// The task.
+        task_id: TaskId,
+    },
+    /// An agent's answer.
+    Response(AgentResponse),
+}
+
+/// Run the step's remote call, or undo it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// The step's own call.
+    Call,
+    /// The step's compensation.
+    Compensate,
+}
+
+/// What the scheduler asks of an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRequest {
+    /// The task.
+    pub task_id: TaskId,
+    /// The task's run (bumped by a resubmission).
+    pub run: u32,
+    /// The step's index in the workflow.
+    pub step: usize,
+    /// The step's name.
+    pub step_name: String,
+    /// The step's attempt; the response must carry it back.
+    pub attempt: u32,
+    /// Call or compensate.
+    pub operation: Operation,
+    /// The remote service.
+    pub agent: String,
+    /// The service's operation (a path).
+    pub path: String,
+    /// After this instant the agent stops and answers nothing.
+    pub complete_by: Timestamp,
+    /// The same for every attempt of this step in this run.
+    pub idempotency_key: String,
+    /// How the agent retries.
+    pub retry: RetryPolicy,
+    /// The body sent to the remote service.
+    pub payload: Value,
+}
+
+/// How a remote call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The service did it.
+    Succeeded {
+        /// The service's answer.
+        output: Value,
+    },
+    /// The service refused for good (a non-transient error).
+    Failed {
+        /// The service's reason.
+        error: String,
+    },
+}
+
+/// An agent's answer to an [`AgentRequest`], sent only before its complete-by time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentResponse {
+    /// The task.
+    pub task_id: TaskId,
+    /// The run of the request.
+    pub run: u32,
+    /// The step's index.
+    pub step: usize,
+    /// The attempt of the request.
+    pub attempt: u32,
+    /// Call or compensate.
+    pub operation: Operation,
+    /// The result.
+    pub outcome: Outcome,
+}
+
+/// A status change, posted to the caller's notification queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// The task, to correlate with the submission.
+    pub task_id: TaskId,
+    /// Its new state.
+    pub state: TaskState,
+    /// Why it failed, for Error.
+    pub error: Option<String>,
+    /// When it changed.
+    pub at: Timestamp,
+}
+
+/// An operator must look at a task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its workflow.
+    pub workflow: String,
+    /// Why it failed.
+    pub reason: String,
+    /// Steps whose compensation failed: their effects must be undone by hand.
+    pub compensation_failed: Vec<String>,
+    /// When the task reached Error.
+    pub at: Timestamp,
+}

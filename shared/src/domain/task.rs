@@ -1,0 +1,188 @@
+//! The state a task and each of its steps keep in the state store.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ids::{QueueName, TaskId};
+use crate::time::Timestamp;
+
+/// The pattern's ProcessState of a task, with the compensation phase the
+/// drone-delivery workflow needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TaskState {
+    /// Waiting for a scheduler to claim it.
+    Pending,
+    /// Claimed by a scheduler; a step is running.
+    Processing,
+    /// Undoing the completed steps, in reverse order, after a failure.
+    Compensating,
+    /// Every step completed.
+    Processed,
+    /// Failed; the completed steps have been compensated and an operator alerted.
+    Error,
+}
+
+impl TaskState {
+    /// Every state, for parsing and listing.
+    pub const ALL: [Self; 5] = [
+        Self::Pending,
+        Self::Processing,
+        Self::Compensating,
+        Self::Processed,
+        Self::Error,
+    ];
+
+    /// Processed and Error are final until an operator resubmits.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Processed | Self::Error)
+    }
+
+    /// The state's name, as in the API.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Processing => "Processing",
+            Self::Compensating => "Compensating",
+            Self::Processed => "Processed",
+            Self::Error => "Error",
+        }
+    }
+
+    /// The state named `name`, if any.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// The state of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StepState {
+    /// Not started, or to be retried.
+    Pending,
+    /// Sent to its agent; must complete by its complete-by time.
+    Processing,
+    /// Its remote call succeeded.
+    Processed,
+    /// Its remote call failed for good.
+    Error,
+    /// Its complete-by time passed more often than the supervisor allows; its
+    /// effect may be in place, so it is compensated like a processed step.
+    TimedOut,
+    /// Its compensation was sent to its agent.
+    Compensating,
+    /// Its compensation succeeded: its effect is undone.
+    Compensated,
+    /// Its compensation failed for good: an operator must undo it.
+    CompensationFailed,
+}
+
+/// One step's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The step's name in the workflow.
+    pub name: String,
+    /// Where the step is.
+    pub state: StepState,
+    /// Times the step (or its compensation) was sent to an agent; a response
+    /// counts only if it names the current attempt.
+    pub attempt: u32,
+    /// When the current attempt must have completed.
+    pub complete_by: Option<Timestamp>,
+    /// Times the step's complete-by passed in the current run.
+    pub failure_count: u32,
+    /// Times its compensation's complete-by passed.
+    pub compensation_failure_count: u32,
+    /// What the remote service answered.
+    pub output: Option<Value>,
+    /// Why the step or its compensation failed.
+    pub error: Option<String>,
+    /// When the current attempt was sent.
+    pub started_at: Option<Timestamp>,
+    /// When the step reached its last state.
+    pub finished_at: Option<Timestamp>,
+}
+
+impl Step {
+    /// A step not yet started.
+    #[must_use]
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            state: StepState::Pending,
+            attempt: 0,
+            complete_by: None,
+            failure_count: 0,
+            compensation_failure_count: 0,
+            output: None,
+            error: None,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
+/// The workflow, by name and the version the task started with.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WorkflowRef {
+    /// The workflow's name.
+    pub name: String,
+    /// The version the task keeps to its end.
+    pub version: u32,
+}
+
+/// A task's state record: the pattern's fields, and its steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// The task's identifier.
+    pub id: TaskId,
+    /// Bumped by every write; every write is conditional on the version it read.
+    pub version: u64,
+    /// The workflow it runs.
+    pub workflow: WorkflowRef,
+    /// A digest of the submission, to tell a repeated submission from a different one.
+    pub fingerprint: String,
+    /// The caller's queue for status messages.
+    pub notify: Option<QueueName>,
+    /// The pattern's ProcessState.
+    pub state: TaskState,
+    /// The scheduler instance that claimed the task; `None` while it waits for one.
+    pub locked_by: Option<String>,
+    /// The lease: when the current step (or the pickup) must be done by. `None`
+    /// once the task is final; the supervisor sweeps tasks whose lease expired.
+    pub complete_by: Option<Timestamp>,
+    /// Expired leases in the current run, all steps together.
+    pub failure_count: u32,
+    /// Starts at 1; an operator's resubmission starts a new run.
+    pub run: u32,
+    /// The steps, in workflow order.
+    pub steps: Vec<Step>,
+    /// Why the task failed.
+    pub error: Option<String>,
+    /// When it was submitted.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+impl Task {
+    /// The step sent to an agent and not yet answered, if any.
+    #[must_use]
+    pub fn running_step(&self) -> Option<usize> {
+        self.steps
+            .iter()
+            .position(|s| matches!(s.state, StepState::Processing | StepState::Compensating))
+    }
+}
+
+/// The order (business) data of a task, kept beside its state and written in the
+/// same transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    /// The task it belongs to.
+    pub task_id: TaskId,
+    /// The caller's input.
+    pub input: Value,
+}

@@ -1,0 +1,13 @@
+//! The Scheduler Agent Supervisor pattern: its domain (task and step state,
+//! workflow definitions, decisions), its ports, the actors that use them, and the
+//! adapters (an embedded durable backend here; AWS services beside it).
+
+#![warn(missing_docs)]
+
+pub mod adapters;
+pub mod agent;
+pub mod api;
+pub mod app;
+pub mod domain;
+pub mod ports;
+pub mod time;

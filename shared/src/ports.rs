@@ -1,0 +1,170 @@
+//! The ports: what the actors need from the outside world, named by role. The
+//! embedded backend implements them for one machine; AWS adapters for Lambda.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::domain::ids::{QueueName, TaskId};
+use crate::domain::messages::Alert;
+use crate::domain::task::{Order, Task, TaskState};
+use crate::domain::workflow::Workflow;
+use crate::time::Timestamp;
+
+/// Why the state store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The write's condition failed: someone else changed or created the record first.
+    #[error("conditional write lost: the record changed since it was read")]
+    Conflict,
+    /// The store could not be reached or failed; the caller may retry.
+    #[error("state store unavailable: {0}")]
+    Unavailable(String),
+    /// A record could not be decoded.
+    #[error("state store record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// A page of tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    /// The tasks, oldest first.
+    pub tasks: Vec<Task>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<String>,
+}
+
+/// The durable state store: tasks, their order data, and workflow definitions.
+#[async_trait]
+pub trait StateStore: Send + Sync {
+    /// Writes a new task and its order data in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when a task with that id exists.
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError>;
+
+    /// Reads a task.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError>;
+
+    /// Reads a task with its order data.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError>;
+
+    /// Replaces a task, on condition that the stored version is `task.version - 1`.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the stored version is another.
+    async fn update(&self, task: &Task) -> Result<(), StoreError>;
+
+    /// Tasks whose lease (complete-by) is at or before `now`, soonest first; reads
+    /// only live leases, never the whole table.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError>;
+
+    /// Tasks in `state`, oldest first, from the cursor `after` of an earlier page.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn list(&self, state: TaskState, limit: usize, after: Option<&str>) -> Result<TaskPage, StoreError>;
+
+    /// Keeps a workflow definition for the tasks that start with it.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when that name and version is stored with other content.
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError>;
+
+    /// A stored definition's source text.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError>;
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot send to queue {queue}: {reason}")]
+pub struct QueueError {
+    /// The queue.
+    pub queue: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// A message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingMessage {
+    /// The body, JSON.
+    pub body: String,
+    /// How long it stays invisible (at most 15 minutes).
+    pub delay: Duration,
+}
+
+/// Sending to the pattern's queues and to callers' notification queues.
+#[async_trait]
+pub trait Queues: Send + Sync {
+    /// Sends messages to one queue; all are sent or an error is returned (some may
+    /// have been sent: receivers tolerate duplicates).
+    ///
+    /// # Errors
+    /// [`QueueError`] when the queue is unknown or unreachable.
+    async fn send(&self, queue: &QueueName, messages: &[OutgoingMessage]) -> Result<(), QueueError>;
+}
+
+/// Why an alert could not be raised.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot raise alert: {0}")]
+pub struct AlertError(pub String);
+
+/// Operator alerts (SNS in AWS).
+#[async_trait]
+pub trait Alerts: Send + Sync {
+    /// Raises an alert.
+    ///
+    /// # Errors
+    /// [`AlertError`] when the alert channel fails.
+    async fn raise(&self, alert: &Alert) -> Result<(), AlertError>;
+}
+
+/// How a remote call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemoteError {
+    /// May succeed if tried again: timeout, 5xx, 429, connection refused.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// Will not succeed if tried again: the service refused the request.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// One call to a remote service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteRequest {
+    /// The service, by the agent name of the step.
+    pub service: String,
+    /// The operation, a path.
+    pub path: String,
+    /// Sent with every attempt; the service applies the effect once per key.
+    pub idempotency_key: String,
+    /// The body.
+    pub payload: Value,
+    /// The longest the call may take.
+    pub timeout: Duration,
+}
+
+/// Calls remote services.
+#[async_trait]
+pub trait RemoteCall: Send + Sync {
+    /// Makes one call.
+    ///
+    /// # Errors
+    /// [`RemoteError`], telling whether a retry may help.
+    async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError>;
+}

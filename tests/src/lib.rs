@@ -1,0 +1,1 @@
+//! End-to-end scenario tests live under `tests/tests/`.
