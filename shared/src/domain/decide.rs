@@ -412,3 +412,210 @@ pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Deci
     change.release(workflow, Duration::ZERO);
     Ok(change.done("resubmitted"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::workflow::Registry;
+
+    fn drone() -> std::sync::Arc<Workflow> {
+        Registry::load(None).expect("built-ins").latest("drone-delivery").expect("drone")
+    }
+
+    fn submission(notify: bool) -> Submission {
+        Submission {
+            id: TaskId::parse("t1").expect("id"),
+            input: json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
+            notify: notify.then(|| QueueName::parse("mine").expect("queue")),
+        }
+    }
+
+    fn dispatched(decision: &Decision) -> Vec<&AgentRequest> {
+        decision
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Dispatch(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn respond(request: &AgentRequest, outcome: Outcome) -> AgentResponse {
+        AgentResponse {
+            task_id: request.task_id.clone(),
+            run: request.run,
+            step: request.step,
+            attempt: request.attempt,
+            operation: request.operation,
+            outcome,
+        }
+    }
+
+    fn ok() -> Outcome {
+        Outcome::Succeeded { output: json!({"ok": true}) }
+    }
+
+    /// Runs a new task through `on_run` and the first `steps` successful responses.
+    fn run_to(workflow: &Workflow, steps: usize, now: Timestamp) -> (Task, Order, AgentRequest) {
+        let (task, order, _) = submit(workflow, submission(true), now);
+        let claim = on_run(&task, workflow, &order, "s1", now);
+        let mut task = claim.next.clone().expect("claimed");
+        let mut request = dispatched(&claim)[0].clone();
+        for _ in 0..steps {
+            let decision = on_response(&task, workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("recorded");
+            request = dispatched(&decision)[0].clone();
+        }
+        (task, order, request)
+    }
+
+    #[test]
+    fn a_task_runs_its_steps_in_order_to_processed() {
+        let workflow = drone();
+        let now = Timestamp(1_000);
+        let (task, order, effects) = submit(&workflow, submission(true), now);
+        assert_eq!((task.state, task.version, task.locked_by.as_deref()), (TaskState::Pending, 1, None));
+        assert_eq!(task.complete_by, Some(now.plus(workflow.pickup_timeout)), "a pickup lease");
+        assert!(matches!(effects[0], Effect::Schedule { .. }));
+        assert!(matches!(&effects[1], Effect::Notify { notification, .. } if notification.state == TaskState::Pending));
+
+        let claim = on_run(&task, &workflow, &order, "s1", now);
+        let mut task = claim.next.clone().expect("claimed");
+        assert_eq!((task.state, task.locked_by.as_deref(), task.version), (TaskState::Processing, Some("s1"), 2));
+        let mut request = dispatched(&claim)[0].clone();
+        let mut order_seen = vec![];
+        loop {
+            order_seen.push(request.step_name.clone());
+            assert_eq!(request.idempotency_key, format!("t1/1/{}", request.step_name));
+            assert_eq!(task.complete_by, Some(request.complete_by), "the task's lease is the step's");
+            let decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("recorded");
+            match dispatched(&decision).first() {
+                Some(next) => request = (*next).clone(),
+                None => break,
+            }
+        }
+        let names: Vec<_> = workflow.steps.iter().map(|s| s.name.clone()).collect();
+        assert_eq!(order_seen, names);
+        assert_eq!((task.state, task.locked_by.clone(), task.complete_by), (TaskState::Processed, None, None));
+        assert!(task.steps.iter().all(|s| s.state == StepState::Processed && s.attempt == 1));
+    }
+
+    #[test]
+    fn duplicate_and_stale_messages_change_nothing() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 1, now);
+        assert_eq!(on_run(&task, &workflow, &order, "s2", now).next, None, "a second claim");
+        let previous = AgentRequest { step: 0, step_name: "check-account".into(), attempt: 1, ..request.clone() };
+        assert_eq!(on_response(&task, &workflow, &order, &respond(&previous, ok()), now).next, None, "a duplicate response");
+        let old_attempt = AgentRequest { attempt: 0, ..request.clone() };
+        assert_eq!(on_response(&task, &workflow, &order, &respond(&old_attempt, ok()), now).next, None);
+        let old_run = AgentRequest { run: 0, ..request };
+        assert_eq!(on_response(&task, &workflow, &order, &respond(&old_run, ok()), now).next, None);
+    }
+
+    #[test]
+    fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
+        let workflow = drone();
+        let threshold = workflow.steps[3].supervision.failure_threshold;
+        let mut now = Timestamp(0);
+        let (mut task, order, mut request) = run_to(&workflow, 3, now);
+        assert_eq!(request.step_name, "schedule-drone");
+        assert_eq!(on_expired(&task, &workflow, now).next, None, "the lease is live");
+        for failure in 1..=threshold {
+            now = request.complete_by;
+            let decision = on_expired(&task, &workflow, now);
+            task = decision.next.clone().expect("retry");
+            assert_eq!(decision.verdict, "retry");
+            assert_eq!((task.state, task.locked_by.clone()), (TaskState::Pending, None));
+            assert_eq!((task.steps[3].failure_count, task.failure_count), (failure, failure));
+            let wait = if failure == threshold { workflow.steps[3].supervision.extended_wait } else { Duration::ZERO };
+            assert!(decision.effects.contains(&Effect::Schedule { task_id: task.id.clone(), delay: wait }));
+            let claim = on_run(&task, &workflow, &order, "s2", now);
+            task = claim.next.clone().expect("claimed again");
+            request = dispatched(&claim)[0].clone();
+            assert_eq!((request.step, request.attempt), (3, failure + 1));
+            assert_eq!(request.idempotency_key, "t1/1/schedule-drone", "the same key on every attempt");
+        }
+        now = request.complete_by;
+        let decision = on_expired(&task, &workflow, now);
+        task = decision.next.clone().expect("gave up");
+        assert_eq!(decision.verdict, "gave up");
+        assert_eq!(task.steps[3].failure_count, threshold + 1);
+        assert_eq!((task.state, task.steps[3].state), (TaskState::Compensating, StepState::TimedOut));
+
+        // Compensation runs in reverse order: the timed-out drone, then the package.
+        let claim = on_run(&task, &workflow, &order, "s3", now);
+        task = claim.next.clone().expect("claimed for compensation");
+        let mut undone = vec![];
+        let mut decision = claim;
+        while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+            assert_eq!(request.operation, Operation::Compensate);
+            assert!(request.idempotency_key.ends_with("/compensate"));
+            undone.push(request.step_name.clone());
+            decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("compensated");
+        }
+        assert_eq!(undone, ["schedule-drone", "create-package"]);
+        assert_eq!((task.state, task.locked_by.clone(), task.complete_by), (TaskState::Error, None, None));
+        let alert = decision.effects.iter().find_map(|e| match e {
+            Effect::Alert(a) => Some(a),
+            _ => None,
+        });
+        assert_eq!(alert.expect("alerted").reason, "step 'schedule-drone' timed out 4 times");
+    }
+
+    #[test]
+    fn a_permanent_error_compensates_at_once_and_a_resubmission_redoes_the_undone_steps() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 4, now);
+        assert_eq!(request.step_name, "create-delivery");
+        let failed = Outcome::Failed { error: "address not served".into() };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let mut task = decision.next.clone().expect("recorded");
+        assert_eq!(task.state, TaskState::Compensating);
+        assert_eq!(task.steps[4].state, StepState::Error);
+        let mut decision = decision;
+        while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+            decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("compensated");
+        }
+        let states: Vec<_> = task.steps.iter().map(|s| s.state).collect();
+        use StepState::{Compensated, Error, Processed};
+        assert_eq!(states, [Processed, Compensated, Processed, Compensated, Error]);
+        assert_eq!(task.state, TaskState::Error);
+
+        assert!(resubmit(&run_to(&workflow, 1, now).0, &workflow, now).is_err(), "only a task in Error");
+        let decision = resubmit(&task, &workflow, now).expect("resubmitted");
+        let task = decision.next.expect("reset");
+        assert_eq!((task.state, task.run, task.failure_count, task.error.clone()), (TaskState::Pending, 2, 0, None));
+        let claim = on_run(&task, &workflow, &order, "s1", now);
+        let request = dispatched(&claim)[0];
+        assert_eq!((request.step_name.as_str(), request.idempotency_key.as_str()), ("create-package", "t1/2/create-package"));
+    }
+
+    #[test]
+    fn an_unclaimed_task_is_sent_again_without_counting_a_failure() {
+        let workflow = drone();
+        let (task, _, _) = submit(&workflow, submission(false), Timestamp(0));
+        let late = task.complete_by.expect("lease");
+        let decision = on_expired(&task, &workflow, late);
+        let next = decision.next.expect("sent again");
+        assert_eq!((next.failure_count, next.state), (0, TaskState::Pending));
+        assert!(next.complete_by > task.complete_by);
+        assert_eq!(decision.effects, [Effect::Schedule { task_id: task.id, delay: Duration::ZERO }]);
+    }
+
+    #[test]
+    fn the_fingerprint_tells_a_repeat_from_a_different_request() {
+        let a = submission(false);
+        let mut b = submission(false);
+        assert_eq!(a.fingerprint("w"), b.fingerprint("w"));
+        b.input["weight_kg"] = json!(3);
+        assert_ne!(a.fingerprint("w"), b.fingerprint("w"));
+        assert_ne!(a.fingerprint("w"), a.fingerprint("v"));
+    }
+}
