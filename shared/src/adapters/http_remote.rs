@@ -15,16 +15,26 @@ pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 pub struct HttpRemote {
     client: reqwest::Client,
     services: HashMap<String, String>,
+    fallback: Option<String>,
 }
 
 impl HttpRemote {
-    /// Services by name, to base URLs such as `https://account.example.com/v1`.
+    /// Services by name, to base URLs such as `https://account.example.com/v1`;
+    /// a service not named is at `<fallback>/<service>`, when there is a fallback.
     #[must_use]
-    pub fn new(services: HashMap<String, String>) -> Self {
+    pub fn new(services: HashMap<String, String>, fallback: Option<String>) -> Self {
         Self {
             client: reqwest::Client::new(),
             services,
+            fallback,
         }
+    }
+
+    fn base(&self, service: &str) -> Option<String> {
+        self.services.get(service).cloned().or_else(|| {
+            let fallback = self.fallback.as_deref()?;
+            Some(format!("{}/{service}", fallback.trim_end_matches('/')))
+        })
     }
 }
 
@@ -32,8 +42,7 @@ impl HttpRemote {
 impl RemoteCall for HttpRemote {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
         let base = self
-            .services
-            .get(&request.service)
+            .base(&request.service)
             .ok_or_else(|| RemoteError::Permanent(format!("no URL configured for service '{}'", request.service)))?;
         let url = format!("{}{}", base.trim_end_matches('/'), request.path);
         let response = self

@@ -1,0 +1,138 @@
+//! The whole pattern in one local process: the HTTP API, the scheduler, the
+//! agents and the supervisor over the embedded durable backend, and mock remote
+//! services with fault injection.
+
+pub mod mock;
+pub mod runtime;
+pub mod server;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sas_shared::adapters::embedded::Durability;
+use sas_shared::time::Clock;
+
+pub use runtime::{Settings, System};
+
+/// Where the local process listens, and how its system is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The API's address.
+    pub api_addr: SocketAddr,
+    /// The mock services' address; `None` to run without them.
+    pub mock_addr: Option<SocketAddr>,
+    /// The system's settings. Services with no URL are the mock services'.
+    pub settings: Settings,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn parsed<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    match var(name) {
+        Some(text) => text.parse().map_err(|e| anyhow::anyhow!("{name}={text}: {e}")),
+        None => Ok(default),
+    }
+}
+
+fn duration(name: &str, default: Duration) -> anyhow::Result<Duration> {
+    match var(name) {
+        Some(text) => humantime::parse_duration(&text).map_err(|e| anyhow::anyhow!("{name}={text}: {e}")),
+        None => Ok(default),
+    }
+}
+
+impl Config {
+    /// Reads the configuration from `SAS_*` environment variables; every one has a
+    /// default (see the README).
+    ///
+    /// # Errors
+    /// A variable that does not parse, by name.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let durability = match var("SAS_DURABILITY").as_deref() {
+            None | Some("full") => Durability::Full,
+            Some("process") => Durability::Process,
+            Some(other) => anyhow::bail!("SAS_DURABILITY={other}: expected 'full' or 'process'"),
+        };
+        let mock_addr = match var("SAS_MOCK_ADDR").as_deref() {
+            Some("off") => None,
+            Some(addr) => Some(addr.parse().with_context(|| format!("SAS_MOCK_ADDR={addr}"))?),
+            None => Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
+        };
+        let services = std::env::vars()
+            .filter_map(|(key, url)| {
+                let agent = key.strip_prefix("SAS_SERVICE_URL_")?;
+                Some((agent.to_ascii_lowercase().replace('_', "-"), url))
+            })
+            .collect::<HashMap<_, _>>();
+        Ok(Self {
+            api_addr: parsed("SAS_API_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
+            mock_addr,
+            settings: Settings {
+                data_dir: PathBuf::from(var("SAS_DATA_DIR").unwrap_or_else(|| ".sas-data".into())),
+                workflows_dir: var("SAS_WORKFLOWS_DIR").map(PathBuf::from),
+                durability,
+                supervisor_interval: Some(duration("SAS_SUPERVISOR_INTERVAL", Duration::from_secs(1))?),
+                scheduler_concurrency: parsed("SAS_SCHEDULER_CONCURRENCY", 16)?,
+                agent_concurrency: parsed("SAS_AGENT_CONCURRENCY", 64)?,
+                max_receive_count: parsed("SAS_MAX_RECEIVE_COUNT", 5)?,
+                services,
+                services_fallback: None,
+            },
+        })
+    }
+}
+
+/// The running process: its addresses and its parts.
+pub struct Running {
+    /// Where the API listens.
+    pub api: SocketAddr,
+    /// Where the mock services listen.
+    pub mock: Option<SocketAddr>,
+    /// The mock services.
+    pub mocks: Option<mock::Shared>,
+    /// The actors.
+    pub system: System,
+}
+
+/// Binds the listeners and starts everything.
+///
+/// # Errors
+/// When an address cannot be bound or the system cannot start.
+pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Running> {
+    std::fs::create_dir_all(&config.settings.data_dir)
+        .with_context(|| format!("cannot create {}", config.settings.data_dir.display()))?;
+    let (mock, mocks) = match config.mock_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for the mock services"))?;
+            let addr = listener.local_addr()?;
+            let mocks = mock::MockServices::open(&config.settings.data_dir.join("mock-services.db"), fastrand::u64(..))
+                .context("cannot open the mock services' database")?;
+            server::spawn(listener, mock::router(Arc::clone(&mocks)));
+            config.settings.services_fallback = Some(format!("http://{addr}"));
+            (Some(addr), Some(mocks))
+        }
+        None => (None, None),
+    };
+    let system = System::start(config.settings, clock).await?;
+    let listener = tokio::net::TcpListener::bind(config.api_addr)
+        .await
+        .with_context(|| format!("cannot listen on {} for the API", config.api_addr))?;
+    let api = listener.local_addr()?;
+    let shared = server::Shared {
+        app: Arc::clone(&system.app),
+        backend: Arc::clone(&system.backend),
+    };
+    server::spawn(listener, server::router(shared));
+    Ok(Running { api, mock, mocks, system })
+}

@@ -1,0 +1,262 @@
+//! Mock remote services for the workflow steps, with fault injection per service.
+//! Each records, durably, the side effects it applied per idempotency key and how
+//! often each key was called, so that one can see the duplicates the pattern absorbs.
+//!
+//! Routes: `POST /{service}/{operation...}` (the services), `GET /effects`,
+//! `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Faults injected into one service's calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// Added to every call, in milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// Share of calls (0..1) answered 503 without applying the effect.
+    #[serde(default)]
+    pub transient_error_rate: f64,
+    /// Share of calls (0..1) refused with 422, for good, without applying the effect.
+    #[serde(default)]
+    pub permanent_error_rate: f64,
+    /// The effect is applied, then the answer is held this long (past any deadline).
+    #[serde(default)]
+    pub hang_ms: u64,
+    /// From now, every call fails with 503 for this long.
+    #[serde(default)]
+    pub outage_ms: u64,
+    /// The faults apply to this many calls, then clear; all calls when absent.
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+struct Injected {
+    faults: Faults,
+    outage_until: Instant,
+    remaining: Option<u32>,
+}
+
+/// A side effect a service applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    /// The service.
+    pub service: String,
+    /// The idempotency key it was applied under.
+    pub idempotency_key: String,
+    /// The operation called.
+    pub operation: String,
+    /// Calls with that key: more than one means duplicates were absorbed.
+    pub calls: u32,
+    /// The answer, the same for every call with that key.
+    pub response: Value,
+}
+
+/// The mock services' state.
+pub struct MockServices {
+    db: Mutex<Connection>,
+    faults: Mutex<HashMap<String, Injected>>,
+    random: Mutex<fastrand::Rng>,
+}
+
+/// The mock services, shared by their routes.
+pub type Shared = Arc<MockServices>;
+
+impl MockServices {
+    /// Opens (or creates) the effects database at `path`.
+    ///
+    /// # Errors
+    /// When the database cannot be opened.
+    pub fn open(path: &Path, seed: u64) -> rusqlite::Result<Shared> {
+        let db = Connection::open(path)?;
+        db.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+             CREATE TABLE IF NOT EXISTS effects (
+                service TEXT NOT NULL, idempotency_key TEXT NOT NULL, operation TEXT NOT NULL,
+                calls INTEGER NOT NULL, applied_at INTEGER NOT NULL, response TEXT NOT NULL,
+                PRIMARY KEY (service, idempotency_key));",
+        )?;
+        Ok(Arc::new(Self {
+            db: Mutex::new(db),
+            faults: Mutex::new(HashMap::new()),
+            random: Mutex::new(fastrand::Rng::with_seed(seed)),
+        }))
+    }
+
+    /// Sets a service's faults.
+    pub fn set_faults(&self, service: &str, faults: Faults) {
+        let injected = Injected {
+            outage_until: Instant::now() + Duration::from_millis(faults.outage_ms),
+            remaining: faults.times,
+            faults,
+        };
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner).insert(service.to_owned(), injected);
+    }
+
+    /// The faults to apply to the next call of `service`, counting it.
+    fn take_faults(&self, service: &str) -> Option<(Faults, bool)> {
+        let mut all = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let injected = all.get_mut(service)?;
+        if let Some(remaining) = injected.remaining.as_mut() {
+            if *remaining == 0 {
+                return None;
+            }
+            *remaining -= 1;
+        }
+        Some((injected.faults.clone(), Instant::now() < injected.outage_until))
+    }
+
+    fn chance(&self, rate: f64) -> bool {
+        rate > 0.0 && self.random.lock().unwrap_or_else(PoisonError::into_inner).f64() < rate
+    }
+
+    /// Applies an effect once per key; returns the answer of the first call.
+    fn apply(&self, service: &str, key: &str, operation: &str) -> rusqlite::Result<Value> {
+        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = db.transaction()?;
+        let known: Option<String> = tx
+            .query_row(
+                "UPDATE effects SET calls = calls + 1 WHERE service = ?1 AND idempotency_key = ?2 RETURNING response",
+                params![service, key],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let response = if let Some(known) = known {
+            serde_json::from_str(&known).unwrap_or(Value::Null)
+        } else {
+            let id = format!("{service}-{:08x}", fnv(key));
+            let response = json!({ "service": service, "operation": operation, "id": id });
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            tx.execute(
+                "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
+                 VALUES (?1, ?2, ?3, 1, ?4, ?5)",
+                params![service, key, operation, i64::try_from(now).unwrap_or(0), response.to_string()],
+            )?;
+            response
+        };
+        tx.commit()?;
+        Ok(response)
+    }
+
+    /// The effects applied, optionally of one service.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub fn effects(&self, service: Option<&str>) -> rusqlite::Result<Vec<Effect>> {
+        let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut select = db.prepare(
+            "SELECT service, idempotency_key, operation, calls, response FROM effects
+             WHERE ?1 IS NULL OR service = ?1 ORDER BY applied_at, service, idempotency_key",
+        )?;
+        let rows = select.query_map([service], |row| {
+            Ok(Effect {
+                service: row.get(0)?,
+                idempotency_key: row.get(1)?,
+                operation: row.get(2)?,
+                calls: row.get(3)?,
+                response: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or(Value::Null),
+            })
+        })?;
+        rows.collect()
+    }
+}
+
+/// A stable, short hash for readable ids.
+fn fnv(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5, |hash, b| (hash ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+async fn call(
+    State(mock): State<Shared>,
+    UrlPath((service, operation)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned) else {
+        return error(StatusCode::BAD_REQUEST, "an Idempotency-Key header is required");
+    };
+    let operation = format!("/{operation}");
+    if let Some((faults, in_outage)) = mock.take_faults(&service) {
+        if in_outage {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "outage injected");
+        }
+        tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
+        if mock.chance(faults.permanent_error_rate) {
+            return error(StatusCode::UNPROCESSABLE_ENTITY, "permanent error injected");
+        }
+        if mock.chance(faults.transient_error_rate) {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "transient error injected");
+        }
+        if faults.hang_ms > 0 {
+            let applied = mock.apply(&service, &key, &operation);
+            tokio::time::sleep(Duration::from_millis(faults.hang_ms)).await;
+            return respond(applied);
+        }
+    }
+    respond(mock.apply(&service, &key, &operation))
+}
+
+fn respond(applied: rusqlite::Result<Value>) -> Response {
+    match applied {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct EffectsQuery {
+    service: Option<String>,
+}
+
+async fn effects(State(mock): State<Shared>, Query(query): Query<EffectsQuery>) -> Response {
+    match mock.effects(query.service.as_deref()) {
+        Ok(effects) => Json(json!({ "effects": effects })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+async fn list_faults(State(mock): State<Shared>) -> Json<Value> {
+    let all = mock.faults.lock().unwrap_or_else(PoisonError::into_inner);
+    let faults: HashMap<&String, &Faults> = all.iter().map(|(k, v)| (k, &v.faults)).collect();
+    Json(json!({ "faults": faults }))
+}
+
+async fn set_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<String>, body: axum::body::Bytes) -> Response {
+    match serde_json::from_slice::<Faults>(&body) {
+        Ok(faults) => {
+            mock.set_faults(&service, faults.clone());
+            Json(json!({ "service": service, "faults": faults })).into_response()
+        }
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("invalid faults: {e}")),
+    }
+}
+
+async fn clear_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<String>) -> StatusCode {
+    mock.faults.lock().unwrap_or_else(PoisonError::into_inner).remove(&service);
+    StatusCode::NO_CONTENT
+}
+
+/// The mock services' routes.
+pub fn router(mock: Shared) -> axum::Router {
+    axum::Router::new()
+        .route("/effects", get(effects))
+        .route("/faults", get(list_faults))
+        .route("/faults/{service}", put(set_faults).delete(clear_faults))
+        .route("/{service}/{*operation}", post(call))
+        .with_state(mock)
+}

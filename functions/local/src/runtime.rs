@@ -1,0 +1,257 @@
+//! The four actors in one process over the embedded backend: the queues'
+//! consumers play the part of Lambda's event-source mappings (receive a batch,
+//! handle each message, delete the handled ones, leave the failed ones to be
+//! redelivered and dead-lettered), and a timer plays EventBridge's schedule.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sas_shared::adapters::embedded::{Durability, Embedded, QueueSettings, Received};
+use sas_shared::adapters::http_remote::HttpRemote;
+use sas_shared::agent::Agent;
+use sas_shared::app::{App, HandleError, QueueNames};
+use sas_shared::domain::agent::BreakerSettings;
+use sas_shared::domain::ids::QueueName;
+use sas_shared::domain::workflow::Registry;
+use sas_shared::time::Clock;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+use tracing::{error, warn};
+
+/// Messages received at once, as an SQS event-source mapping's batch.
+const BATCH: usize = 10;
+
+/// How the local system is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the databases live.
+    pub data_dir: PathBuf,
+    /// Extra workflow definitions, beside the built-in ones.
+    pub workflows_dir: Option<PathBuf>,
+    /// What each commit waits for.
+    pub durability: Durability,
+    /// How often the supervisor sweeps; `None` to sweep only when asked.
+    pub supervisor_interval: Option<Duration>,
+    /// Messages the scheduler handles at once, per queue.
+    pub scheduler_concurrency: usize,
+    /// Requests the agents handle at once (levels the load on remote services).
+    pub agent_concurrency: usize,
+    /// Receives after which a message is dead-lettered.
+    pub max_receive_count: u32,
+    /// Remote services by agent name, to base URLs.
+    pub services: HashMap<String, String>,
+    /// The base URL of services not in `services`: `<base>/<agent>`.
+    pub services_fallback: Option<String>,
+}
+
+/// The running actors.
+pub struct System {
+    /// Submission, scheduler, supervisor and operator actions.
+    pub app: Arc<App>,
+    /// The agents.
+    pub agent: Arc<Agent>,
+    /// The embedded backend.
+    pub backend: Arc<Embedded>,
+    /// The pattern's queues.
+    pub queues: QueueNames,
+    stop: watch::Sender<bool>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+fn queue(name: &str) -> anyhow::Result<QueueName> {
+    QueueName::parse(name).with_context(|| format!("queue name {name}"))
+}
+
+impl System {
+    /// Opens the backend, creates the queues and starts the consumers and the supervisor.
+    ///
+    /// # Errors
+    /// When the data directory, the database or a workflow definition is unusable.
+    pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&settings.data_dir)
+            .with_context(|| format!("cannot create data directory {}", settings.data_dir.display()))?;
+        let backend = Arc::new(
+            Embedded::open(&settings.data_dir.join("state.db"), Arc::clone(&clock), settings.durability)
+                .context("cannot open the embedded backend")?,
+        );
+        let queues = QueueNames {
+            scheduler: queue("scheduler")?,
+            agent_requests: queue("agent-requests")?,
+            agent_responses: queue("agent-responses")?,
+        };
+        let workflows = Arc::new(Registry::load(settings.workflows_dir.as_deref())?);
+        // An agent holds its request for up to the step's complete-by time; the
+        // request must stay invisible at least that long.
+        let longest_step = workflows
+            .all()
+            .iter()
+            .flat_map(|w| w.steps.iter().map(|s| s.complete_by))
+            .max()
+            .unwrap_or_default();
+        for (name, visibility) in [
+            (&queues.scheduler, Duration::from_secs(30)),
+            (&queues.agent_responses, Duration::from_secs(30)),
+            (&queues.agent_requests, longest_step + Duration::from_secs(30)),
+        ] {
+            let dead_letter = queue(&format!("{name}-dlq"))?;
+            let settings = QueueSettings {
+                visibility_timeout: visibility,
+                max_receive_count: Some(settings.max_receive_count),
+                dead_letter: Some(dead_letter),
+            };
+            backend.create_queue(name, settings).await?;
+        }
+        let app = Arc::new(App::new(
+            Arc::clone(&backend) as _,
+            Arc::clone(&backend) as _,
+            Arc::clone(&backend) as _,
+            Arc::clone(&clock),
+            workflows,
+            queues.clone(),
+            format!("local-{}", std::process::id()),
+        ));
+        app.register_workflows().await.context("a stored workflow version differs from its file; bump its version")?;
+        let agent = Arc::new(Agent::new(
+            Arc::new(HttpRemote::new(settings.services.clone(), settings.services_fallback.clone())),
+            Arc::clone(&backend) as _,
+            clock,
+            queues.agent_responses.clone(),
+            BreakerSettings::default(),
+            u64::from(std::process::id()),
+        ));
+        let (stop, stopped) = watch::channel(false);
+        let mut system = Self { app, agent, backend, queues, stop, workers: Vec::new() };
+        system.start_workers(&settings, &stopped);
+        Ok(system)
+    }
+
+    fn start_workers(&mut self, settings: &Settings, stopped: &watch::Receiver<bool>) {
+        for source in [self.queues.scheduler.clone(), self.queues.agent_responses.clone()] {
+            let app = Arc::clone(&self.app);
+            self.workers.push(tokio::spawn(consume(
+                Arc::clone(&self.backend),
+                source,
+                settings.scheduler_concurrency,
+                stopped.clone(),
+                move |body| {
+                    let app = Arc::clone(&app);
+                    async move { app.on_scheduler_message(&body).await.map(drop) }
+                },
+            )));
+        }
+        let agent = Arc::clone(&self.agent);
+        self.workers.push(tokio::spawn(consume(
+            Arc::clone(&self.backend),
+            self.queues.agent_requests.clone(),
+            settings.agent_concurrency,
+            stopped.clone(),
+            move |body| {
+                let agent = Arc::clone(&agent);
+                async move { agent.on_request(&body).await.map(drop) }
+            },
+        )));
+        if let Some(interval) = settings.supervisor_interval {
+            let app = Arc::clone(&self.app);
+            let mut stopped = stopped.clone();
+            self.workers.push(tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(interval);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        _ = ticks.tick() => {}
+                        _ = stopped.changed() => return,
+                    }
+                    if let Err(e) = app.sweep(1000).await {
+                        error!(error = %e, "supervisor sweep failed");
+                    }
+                }
+            }));
+        }
+    }
+
+    /// Stops the consumers and the supervisor, letting in-flight handlers finish
+    /// their current message.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for worker in self.workers {
+            let _ = worker.await;
+        }
+    }
+}
+
+/// Consumes a queue like an event-source mapping: batches of up to [`BATCH`],
+/// at most `concurrency` messages in flight, a message deleted once handled and
+/// left for redelivery when its handler fails.
+async fn consume<H, F>(
+    backend: Arc<Embedded>,
+    queue: QueueName,
+    concurrency: usize,
+    mut stopped: watch::Receiver<bool>,
+    handler: H,
+) where
+    H: Fn(String) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<(), HandleError>> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(concurrency.max(1)));
+    let handler = Arc::new(handler);
+    loop {
+        if *stopped.borrow() {
+            break;
+        }
+        let Ok(first) = Arc::clone(&slots).acquire_owned().await else { break };
+        let room = slots.available_permits() + 1;
+        let batch = match backend.receive(&queue, room.min(BATCH)).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                error!(%queue, error = %e, "receive failed");
+                Vec::new()
+            }
+        };
+        if batch.is_empty() {
+            drop(first);
+            tokio::select! {
+                () = backend.wait(&queue, Duration::from_millis(100)) => {}
+                _ = stopped.changed() => {}
+            }
+            continue;
+        }
+        let mut permits = vec![first];
+        for _ in 1..batch.len() {
+            match Arc::clone(&slots).acquire_owned().await {
+                Ok(permit) => permits.push(permit),
+                Err(_) => return,
+            }
+        }
+        for (message, permit) in batch.into_iter().zip(permits) {
+            let (backend, handler, queue) = (Arc::clone(&backend), Arc::clone(&handler), queue.clone());
+            tokio::spawn(async move {
+                handle(&backend, &queue, message, handler.as_ref()).await;
+                drop(permit);
+            });
+        }
+    }
+    // Wait for the handlers in flight.
+    let _ = slots.acquire_many(u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX)).await;
+}
+
+async fn handle<H, F>(backend: &Embedded, queue: &QueueName, message: Received, handler: &H)
+where
+    H: Fn(String) -> F,
+    F: Future<Output = Result<(), HandleError>>,
+{
+    match handler(message.body).await {
+        Ok(()) => {
+            if let Err(e) = backend.delete(message.receipt).await {
+                warn!(%queue, error = %e, "delete failed; the message will be delivered again");
+            }
+        }
+        Err(e @ HandleError::Poison(_)) => {
+            error!(%queue, receive_count = message.receive_count, error = %e, "poison message; it will go to the dead-letter queue");
+        }
+        Err(e) => warn!(%queue, receive_count = message.receive_count, error = %e, "handler failed; the message will be delivered again"),
+    }
+}

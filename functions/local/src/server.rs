@@ -1,0 +1,102 @@
+//! The local HTTP server: every request goes to the same API handler the API
+//! Gateway Lambda uses, so both behave alike. Two local-only routes let a user
+//! read what AWS would deliver elsewhere: `GET /local/queues/{name}` takes the
+//! messages of a queue (a caller's notification queue, a dead-letter queue) and
+//! `GET /local/alerts` lists the operator alerts.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sas_shared::adapters::embedded::Embedded;
+use sas_shared::api::{self, ApiRequest, MAX_BODY_BYTES};
+use sas_shared::app::App;
+use sas_shared::domain::ids::QueueName;
+use serde_json::{Value, json};
+
+/// What the routes share.
+#[derive(Clone)]
+pub struct Shared {
+    /// The actors.
+    pub app: Arc<App>,
+    /// The backend, for the local-only routes.
+    pub backend: Arc<Embedded>,
+}
+
+/// The API's routes, and the local-only ones.
+pub fn router(shared: Shared) -> axum::Router {
+    axum::Router::new()
+        .route("/local/queues/{name}", get(take_messages))
+        .route("/local/alerts", get(alerts))
+        .fallback(serve_api)
+        .with_state(shared)
+}
+
+fn json(status: StatusCode, body: &Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+fn failure(status: StatusCode, code: &str, message: &str) -> Response {
+    json(status, &json!({ "error": { "code": code, "message": message } }))
+}
+
+async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    // One byte over the limit is enough for the API to name the problem.
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES + 1).await else {
+        let message = format!("the body is over the limit of {MAX_BODY_BYTES} bytes");
+        return failure(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message);
+    };
+    let response = api::handle(
+        &shared.app,
+        ApiRequest {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            query: parts.uri.query(),
+            body: &bytes,
+        },
+    )
+    .await;
+    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut http = json(status, &response.body);
+    if let Some(location) = response.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+        http.headers_mut().insert(header::LOCATION, location);
+    }
+    http
+}
+
+async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -> Response {
+    let Ok(queue) = QueueName::parse(&name) else {
+        return failure(StatusCode::BAD_REQUEST, "invalid_queue", "queue names are letters, digits, '-' and '_'");
+    };
+    let received = match shared.backend.receive(&queue, 10).await {
+        Ok(received) => received,
+        Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &e.to_string()),
+    };
+    let mut messages = Vec::with_capacity(received.len());
+    for message in received {
+        let _ = shared.backend.delete(message.receipt).await;
+        messages.push(serde_json::from_str(&message.body).unwrap_or(Value::String(message.body)));
+    }
+    json(StatusCode::OK, &json!({ "messages": messages }))
+}
+
+async fn alerts(State(shared): State<Shared>) -> Response {
+    match shared.backend.alerts().await {
+        Ok(alerts) => json(StatusCode::OK, &json!({ "alerts": alerts })),
+        Err(e) => failure(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &e.to_string()),
+    }
+}
+
+/// Serves `router` on `listener` until the process ends.
+pub fn spawn(listener: tokio::net::TcpListener, router: axum::Router) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router.into_make_service()).await {
+            tracing::error!(error = %e, "server stopped");
+        }
+    })
+}
+
