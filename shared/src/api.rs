@@ -287,6 +287,7 @@ pub fn view(task: &Task) -> Value {
         .collect();
     json!({
         "id": task.id,
+        "version": task.version,
         "workflow": task.workflow,
         "state": task.state,
         "locked_by": task.locked_by,

@@ -1,1 +1,190 @@
-//! End-to-end scenario tests live under `tests/tests/`.
+//! The harness of the end-to-end scenarios: the local system (API server, queue
+//! consumers, agents, mock services) on a fresh embedded backend, with a manual
+//! clock, the supervisor swept on demand, and helpers to drive and observe it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_local::{Config, Running, Settings};
+use sas_shared::adapters::embedded::{Depth, Durability};
+use sas_shared::app::SweepReport;
+use sas_shared::domain::ids::QueueName;
+use sas_shared::time::{ManualClock, Timestamp};
+use serde_json::{Value, json};
+
+/// How long a test waits for the system to settle before it gives up.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A drone-delivery input.
+#[must_use]
+pub fn delivery_input() -> Value {
+    json!({"customer_id": "c-1", "pickup": "Sydney", "dropoff": "Bondi", "weight_kg": 1.5})
+}
+
+/// The local system under test.
+pub struct Harness {
+    /// The clock every actor reads.
+    pub clock: Arc<ManualClock>,
+    /// The running system.
+    pub running: Running,
+    http: reqwest::Client,
+    api: String,
+    mock: String,
+    _data: tempfile::TempDir,
+}
+
+impl Harness {
+    /// Starts the system with the test workflows, the supervisor swept only by
+    /// [`Harness::sweep`], and messages dead-lettered after `max_receive_count`.
+    ///
+    /// # Panics
+    /// When the system cannot start.
+    pub async fn start(max_receive_count: u32) -> Self {
+        let data = tempfile::tempdir().expect("temporary directory");
+        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+        let config = Config {
+            api_addr: ([127, 0, 0, 1], 0).into(),
+            mock_addr: Some(([127, 0, 0, 1], 0).into()),
+            settings: Settings {
+                data_dir: data.path().to_path_buf(),
+                workflows_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workflows")),
+                durability: Durability::Process,
+                supervisor_interval: None,
+                scheduler_concurrency: 8,
+                agent_concurrency: 16,
+                max_receive_count,
+                services: HashMap::new(),
+                services_fallback: None,
+            },
+        };
+        let running = sas_local::start(config, Arc::clone(&clock) as _).await.expect("system starts");
+        let api = format!("http://{}", running.api);
+        let mock = format!("http://{}", running.mock.expect("mock services"));
+        Self { clock, running, http: reqwest::Client::new(), api, mock, _data: data }
+    }
+
+    /// Sends a request to the API; returns the status, the Location header and the JSON body.
+    ///
+    /// # Panics
+    /// When the server does not answer with JSON.
+    pub async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Option<String>, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut request = self.http.request(method, format!("{}{path}", self.api));
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body.to_vec());
+        }
+        let response = request.send().await.expect("the API answers");
+        let status = response.status().as_u16();
+        let location = response.headers().get("location").map(|l| l.to_str().expect("ascii").to_owned());
+        (status, location, response.json().await.expect("a JSON body"))
+    }
+
+    /// Submits a task by PUT.
+    pub async fn put_task(&self, id: &str, body: &Value) -> (u16, Value) {
+        let (status, _, body) = self.call("PUT", &format!("/tasks/{id}"), Some(body.to_string().as_bytes())).await;
+        (status, body)
+    }
+
+    /// A task's state as the API shows it.
+    pub async fn task(&self, id: &str) -> Value {
+        self.call("GET", &format!("/tasks/{id}"), None).await.2
+    }
+
+    /// Waits until the task satisfies `done`.
+    ///
+    /// # Panics
+    /// When it does not within the harness's patience.
+    pub async fn wait_for(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let task = self.task(id).await;
+            if done(&task) {
+                return task;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "task {id} never became {what}: {task:#}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the task is in `state` and no message of the pattern is queued or in
+    /// flight (delayed messages count as queued).
+    pub async fn settle_in(&self, id: &str, state: &str) -> Value {
+        self.wait_for(id, state, |t| t["state"] == state).await;
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let queues = &self.running.system.queues;
+        loop {
+            let mut idle = true;
+            for queue in [&queues.scheduler, &queues.agent_requests, &queues.agent_responses] {
+                idle &= self.depth(queue).await == Depth::default();
+            }
+            if idle {
+                return self.task(id).await;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the queues never emptied");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A queue's depth.
+    pub async fn depth(&self, queue: &QueueName) -> Depth {
+        self.running.system.backend.depth(queue).await.expect("depth")
+    }
+
+    /// Moves the clock on.
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+
+    /// Runs the supervisor once.
+    pub async fn sweep(&self) -> SweepReport {
+        self.running.system.app.sweep(100).await.expect("sweep")
+    }
+
+    /// Sets a mock service's faults.
+    pub async fn faults(&self, service: &str, faults: Value) {
+        let response = self
+            .http
+            .put(format!("{}/faults/{service}", self.mock))
+            .body(faults.to_string())
+            .send()
+            .await
+            .expect("mock answers");
+        assert!(response.status().is_success(), "faults rejected: {}", response.text().await.unwrap_or_default());
+    }
+
+    /// Clears a mock service's faults.
+    pub async fn clear_faults(&self, service: &str) {
+        let response = self.http.delete(format!("{}/faults/{service}", self.mock)).send().await.expect("mock answers");
+        assert!(response.status().is_success());
+    }
+
+    /// The side effects the mock services applied, by (service, operation): the
+    /// calls made with each key.
+    pub async fn effects(&self) -> Vec<Value> {
+        let body: Value = self.mock_get("/effects").await;
+        body["effects"].as_array().expect("effects").clone()
+    }
+
+    /// The requests each mock service received.
+    pub async fn calls(&self, service: &str) -> u64 {
+        self.mock_get("/calls").await["calls"][service].as_u64().unwrap_or(0)
+    }
+
+    async fn mock_get(&self, path: &str) -> Value {
+        let response = self.http.get(format!("{}{path}", self.mock)).send().await.expect("mock answers");
+        response.json().await.expect("JSON")
+    }
+}
+
+/// The states of a task's steps, in order.
+#[must_use]
+pub fn step_states(task: &Value) -> Vec<String> {
+    task["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| s["state"].as_str().expect("state").to_owned())
+        .collect()
+}

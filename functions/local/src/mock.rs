@@ -3,7 +3,7 @@
 //! often each key was called, so that one can see the duplicates the pattern absorbs.
 //!
 //! Routes: `POST /{service}/{operation...}` (the services), `GET /effects`,
-//! `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
+//! `GET /calls` (requests received per service, failed ones included), `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -68,6 +68,7 @@ pub struct Effect {
 pub struct MockServices {
     db: Mutex<Connection>,
     faults: Mutex<HashMap<String, Injected>>,
+    calls: Mutex<HashMap<String, u64>>,
     random: Mutex<fastrand::Rng>,
 }
 
@@ -91,6 +92,7 @@ impl MockServices {
         Ok(Arc::new(Self {
             db: Mutex::new(db),
             faults: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
         }))
     }
@@ -105,8 +107,16 @@ impl MockServices {
         self.faults.lock().unwrap_or_else(PoisonError::into_inner).insert(service.to_owned(), injected);
     }
 
-    /// The faults to apply to the next call of `service`, counting it.
+    /// Requests received per service since start, failed ones included.
+    #[must_use]
+    pub fn calls(&self) -> HashMap<String, u64> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Counts a call of `service` and returns the faults to apply to it, and
+    /// whether the service is in an outage.
     fn take_faults(&self, service: &str) -> Option<(Faults, bool)> {
+        *self.calls.lock().unwrap_or_else(PoisonError::into_inner).entry(service.to_owned()).or_default() += 1;
         let mut all = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
         let injected = all.get_mut(service)?;
         if let Some(remaining) = injected.remaining.as_mut() {
@@ -230,6 +240,10 @@ async fn effects(State(mock): State<Shared>, Query(query): Query<EffectsQuery>) 
     }
 }
 
+async fn calls(State(mock): State<Shared>) -> Json<Value> {
+    Json(json!({ "calls": mock.calls() }))
+}
+
 async fn list_faults(State(mock): State<Shared>) -> Json<Value> {
     let all = mock.faults.lock().unwrap_or_else(PoisonError::into_inner);
     let faults: HashMap<&String, &Faults> = all.iter().map(|(k, v)| (k, &v.faults)).collect();
@@ -255,6 +269,7 @@ async fn clear_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<Stri
 pub fn router(mock: Shared) -> axum::Router {
     axum::Router::new()
         .route("/effects", get(effects))
+        .route("/calls", get(calls))
         .route("/faults", get(list_faults))
         .route("/faults/{service}", put(set_faults).delete(clear_faults))
         .route("/{service}/{*operation}", post(call))
