@@ -62,7 +62,8 @@ impl Agent {
     /// [`HandleError::Poison`] for an undecodable message, [`HandleError::Queue`] when
     /// the answer cannot be sent.
     pub async fn on_request(&self, body: &str) -> Result<AgentVerdict, HandleError> {
-        let request: AgentRequest = serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
+        let request: AgentRequest =
+            serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
         let Some(outcome) = self.perform(&request).await else {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: past complete-by or out of tries");
             return Ok(AgentVerdict::Silent);
@@ -114,7 +115,10 @@ impl Agent {
                 });
                 result
             } else {
-                Err(RemoteError::Transient(format!("circuit open for {}", request.agent)))
+                Err(RemoteError::Transient(format!(
+                    "circuit open for {}",
+                    request.agent
+                )))
             };
             match result {
                 Ok(output) => return Some(Outcome::Succeeded { output }),
@@ -124,7 +128,11 @@ impl Agent {
                 }
             }
             if attempt < policy.attempts {
-                let random = self.random.lock().unwrap_or_else(PoisonError::into_inner).f64();
+                let random = self
+                    .random
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .f64();
                 let wait = backoff(policy, attempt, random);
                 if self.clock.now().plus(wait) >= request.complete_by {
                     return None;

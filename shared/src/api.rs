@@ -64,7 +64,12 @@ impl ApiResponse {
 
     fn unavailable(what: &dyn std::fmt::Display) -> Self {
         error!(error = %what, "request failed in the backend");
-        Self::error(503, "unavailable", "the service is unavailable; retry later", None)
+        Self::error(
+            503,
+            "unavailable",
+            "the service is unavailable; retry later",
+            None,
+        )
     }
 }
 
@@ -88,14 +93,31 @@ pub async fn handle(app: &App, request: ApiRequest<'_>) -> ApiResponse {
         },
         ("GET", ["workflows"]) => workflows(app),
         (_, ["tasks"] | ["tasks", _] | ["tasks", _, "resubmit"] | ["workflows"]) => {
-            ApiResponse::error(405, "method_not_allowed", format!("{} is not allowed on {}", request.method, request.path), None)
+            ApiResponse::error(
+                405,
+                "method_not_allowed",
+                format!("{} is not allowed on {}", request.method, request.path),
+                None,
+            )
         }
-        _ => ApiResponse::error(404, "not_found", format!("no route for {}", request.path), None),
+        _ => ApiResponse::error(
+            404,
+            "not_found",
+            format!("no route for {}", request.path),
+            None,
+        ),
     }
 }
 
 fn parse_id(text: &str) -> Result<TaskId, ApiResponse> {
-    TaskId::parse(text).map_err(|e| ApiResponse::error(400, "invalid_id", format!("task id '{text}' {e}"), Some("id")))
+    TaskId::parse(text).map_err(|e| {
+        ApiResponse::error(
+            400,
+            "invalid_id",
+            format!("task id '{text}' {e}"),
+            Some("id"),
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -114,14 +136,28 @@ fn parse_body(body: &[u8]) -> Result<SubmitBody, ApiResponse> {
         return Err(ApiResponse::error(
             413,
             "body_too_large",
-            format!("the body is {} bytes; the limit is {MAX_BODY_BYTES}", body.len()),
+            format!(
+                "the body is {} bytes; the limit is {MAX_BODY_BYTES}",
+                body.len()
+            ),
             None,
         ));
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiResponse::error(400, "invalid_json", format!("the body is not valid JSON: {e}"), None))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiResponse::error(
+            400,
+            "invalid_json",
+            format!("the body is not valid JSON: {e}"),
+            None,
+        )
+    })?;
     if !value.is_object() {
-        return Err(ApiResponse::error(400, "invalid_body", "the body must be a JSON object", None));
+        return Err(ApiResponse::error(
+            400,
+            "invalid_body",
+            "the body must be a JSON object",
+            None,
+        ));
     }
     serde_path_to_error::deserialize(&value).map_err(|e| {
         let message = e.inner().to_string();
@@ -131,7 +167,12 @@ fn parse_body(body: &[u8]) -> Result<SubmitBody, ApiResponse> {
         } else {
             path
         };
-        ApiResponse::error(400, "invalid_field", format!("{field}: {message}"), Some(&field))
+        ApiResponse::error(
+            400,
+            "invalid_field",
+            format!("{field}: {message}"),
+            Some(&field),
+        )
     })
 }
 
@@ -142,7 +183,12 @@ async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> ApiResponse 
     };
     let id = match (path_id, body.id) {
         (Some(path), Some(named)) if path != named => {
-            return ApiResponse::error(400, "invalid_field", "id: differs from the id in the path", Some("id"));
+            return ApiResponse::error(
+                400,
+                "invalid_field",
+                "id: differs from the id in the path",
+                Some("id"),
+            );
         }
         (Some(id), _) | (None, Some(id)) => id,
         (None, None) => TaskId::generate(),
@@ -158,10 +204,15 @@ async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> ApiResponse 
             location: Some(format!("/tasks/{}", task.id)),
             body: view(&task),
         },
-        Err(SubmitError::UnknownWorkflow(name)) => {
-            ApiResponse::error(400, "unknown_workflow", format!("no workflow named '{name}'"), Some("workflow"))
+        Err(SubmitError::UnknownWorkflow(name)) => ApiResponse::error(
+            400,
+            "unknown_workflow",
+            format!("no workflow named '{name}'"),
+            Some("workflow"),
+        ),
+        Err(SubmitError::Input(e)) => {
+            ApiResponse::error(400, "invalid_field", e.to_string(), Some(&e.field))
         }
-        Err(SubmitError::Input(e)) => ApiResponse::error(400, "invalid_field", e.to_string(), Some(&e.field)),
         Err(SubmitError::Conflict(id)) => ApiResponse::error(
             409,
             "conflict",
@@ -184,7 +235,11 @@ async fn list(app: &App, query: Option<&str>) -> ApiResponse {
     let mut state = None;
     let mut limit = 50;
     let mut after = None;
-    for pair in query.unwrap_or_default().split('&').filter(|p| !p.is_empty()) {
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "state" => match TaskState::parse(value) {
@@ -202,15 +257,32 @@ async fn list(app: &App, query: Option<&str>) -> ApiResponse {
             "limit" => match value.parse::<usize>() {
                 Ok(n) if (1..=MAX_PAGE).contains(&n) => limit = n,
                 _ => {
-                    return ApiResponse::error(400, "invalid_query", format!("limit: must be 1 to {MAX_PAGE}"), Some("limit"));
+                    return ApiResponse::error(
+                        400,
+                        "invalid_query",
+                        format!("limit: must be 1 to {MAX_PAGE}"),
+                        Some("limit"),
+                    );
                 }
             },
             "after" => after = Some(value),
-            _ => return ApiResponse::error(400, "invalid_query", format!("unknown parameter '{key}'"), Some(key)),
+            _ => {
+                return ApiResponse::error(
+                    400,
+                    "invalid_query",
+                    format!("unknown parameter '{key}'"),
+                    Some(key),
+                );
+            }
         }
     }
     let Some(state) = state else {
-        return ApiResponse::error(400, "invalid_query", "state: is required, e.g. ?state=Error", Some("state"));
+        return ApiResponse::error(
+            400,
+            "invalid_query",
+            "state: is required, e.g. ?state=Error",
+            Some("state"),
+        );
     };
     match app.list(state, limit, after).await {
         Ok(page) => ApiResponse::ok(
@@ -228,8 +300,12 @@ async fn resubmit(app: &App, id: &TaskId) -> ApiResponse {
             location: Some(format!("/tasks/{}", task.id)),
             body: view(&task),
         },
-        Err(ResubmitError::NotFound(id)) => ApiResponse::error(404, "not_found", format!("no task '{id}'"), None),
-        Err(ResubmitError::NotInError(e)) => ApiResponse::error(409, "not_in_error", e.to_string(), None),
+        Err(ResubmitError::NotFound(id)) => {
+            ApiResponse::error(404, "not_found", format!("no task '{id}'"), None)
+        }
+        Err(ResubmitError::NotInError(e)) => {
+            ApiResponse::error(409, "not_in_error", e.to_string(), None)
+        }
         Err(ResubmitError::Backend(e)) => ApiResponse::unavailable(&e),
     }
 }

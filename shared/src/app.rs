@@ -131,7 +131,15 @@ impl App {
         names: QueueNames,
         instance: String,
     ) -> Self {
-        Self { store, queues, alerts, clock, workflows, names, instance }
+        Self {
+            store,
+            queues,
+            alerts,
+            clock,
+            workflows,
+            names,
+            instance,
+        }
     }
 
     /// The workflow registry.
@@ -158,7 +166,11 @@ impl App {
     /// # Errors
     /// [`SubmitError`] for an unknown workflow, a bad input, an id taken by another
     /// request, or a backend failure.
-    pub async fn submit(&self, workflow: &str, submission: Submission) -> Result<Submitted, SubmitError> {
+    pub async fn submit(
+        &self,
+        workflow: &str,
+        submission: Submission,
+    ) -> Result<Submitted, SubmitError> {
         let definition = self
             .workflows
             .latest(workflow)
@@ -200,7 +212,12 @@ impl App {
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
-    pub async fn list(&self, state: TaskState, limit: usize, after: Option<&str>) -> Result<TaskPage, StoreError> {
+    pub async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
         self.store.list(state, limit, after).await
     }
 
@@ -210,7 +227,11 @@ impl App {
     /// [`ResubmitError`] when the task is missing or not in Error.
     pub async fn resubmit(&self, id: &TaskId) -> Result<Task, ResubmitError> {
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let task = self.store.task(id).await?.ok_or_else(|| ResubmitError::NotFound(id.clone()))?;
+            let task = self
+                .store
+                .task(id)
+                .await?
+                .ok_or_else(|| ResubmitError::NotFound(id.clone()))?;
             let workflow = self.workflow(&task.workflow).await?;
             let decision = decide::resubmit(&task, &workflow, self.clock.now())?;
             let next = decision.next.clone();
@@ -240,8 +261,12 @@ impl App {
             let workflow = self.workflow(&task.workflow).await?;
             let now = self.clock.now();
             let decision = match &message {
-                SchedulerMessage::Run { .. } => decide::on_run(&task, &workflow, &order, &self.instance, now),
-                SchedulerMessage::Response(response) => decide::on_response(&task, &workflow, &order, response, now),
+                SchedulerMessage::Run { .. } => {
+                    decide::on_run(&task, &workflow, &order, &self.instance, now)
+                }
+                SchedulerMessage::Response(response) => {
+                    decide::on_response(&task, &workflow, &order, response, now)
+                }
             };
             if let Some(verdict) = self.apply(decision).await? {
                 return Ok(verdict);
@@ -287,8 +312,11 @@ impl App {
             .load_workflow(&reference.name, reference.version)
             .await?
             .ok_or_else(unknown)?;
-        let parsed = Workflow::parse(&format!("stored {}@{}", reference.name, reference.version), &source)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let parsed = Workflow::parse(
+            &format!("stored {}@{}", reference.name, reference.version),
+            &source,
+        )
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.workflows.add(parsed).map_err(|_| unknown())
     }
 
@@ -307,8 +335,11 @@ impl App {
     }
 
     async fn schedule(&self, task_id: &TaskId) -> Result<(), QueueError> {
-        self.perform_required(&self.names.scheduler, vec![run_message(task_id, std::time::Duration::ZERO)])
-            .await
+        self.perform_required(
+            &self.names.scheduler,
+            vec![run_message(task_id, std::time::Duration::ZERO)],
+        )
+        .await
     }
 
     async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {
@@ -318,7 +349,10 @@ impl App {
             match effect {
                 Effect::Dispatch(request) => dispatches.push(agent_message(&request)),
                 Effect::Schedule { task_id, delay } => schedules.push(run_message(&task_id, delay)),
-                Effect::Notify { queue, notification } => {
+                Effect::Notify {
+                    queue,
+                    notification,
+                } => {
                     let message = OutgoingMessage {
                         body: serde_json::json!(notification).to_string(),
                         delay: std::time::Duration::ZERO,
@@ -335,11 +369,17 @@ impl App {
                 }
             }
         }
-        self.perform_required(&self.names.agent_requests, dispatches).await?;
-        self.perform_required(&self.names.scheduler, schedules).await
+        self.perform_required(&self.names.agent_requests, dispatches)
+            .await?;
+        self.perform_required(&self.names.scheduler, schedules)
+            .await
     }
 
-    async fn perform_required(&self, queue: &QueueName, messages: Vec<OutgoingMessage>) -> Result<(), QueueError> {
+    async fn perform_required(
+        &self,
+        queue: &QueueName,
+        messages: Vec<OutgoingMessage>,
+    ) -> Result<(), QueueError> {
         if messages.is_empty() {
             return Ok(());
         }
@@ -348,7 +388,9 @@ impl App {
 }
 
 fn run_message(task_id: &TaskId, delay: std::time::Duration) -> OutgoingMessage {
-    let message = SchedulerMessage::Run { task_id: task_id.clone() };
+    let message = SchedulerMessage::Run {
+        task_id: task_id.clone(),
+    };
     OutgoingMessage {
         body: serde_json::json!(message).to_string(),
         delay,

@@ -73,7 +73,12 @@ pub trait StateStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
-    async fn list(&self, state: TaskState, limit: usize, after: Option<&str>) -> Result<TaskPage, StoreError>;
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError>;
 
     /// Keeps a workflow definition for the tasks that start with it.
     ///
@@ -115,7 +120,8 @@ pub trait Queues: Send + Sync {
     ///
     /// # Errors
     /// [`QueueError`] when the queue is unknown or unreachable.
-    async fn send(&self, queue: &QueueName, messages: &[OutgoingMessage]) -> Result<(), QueueError>;
+    async fn send(&self, queue: &QueueName, messages: &[OutgoingMessage])
+    -> Result<(), QueueError>;
 }
 
 /// Why an alert could not be raised.

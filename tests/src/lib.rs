@@ -59,31 +59,60 @@ impl Harness {
                 services_fallback: None,
             },
         };
-        let running = sas_local::start(config, Arc::clone(&clock) as _).await.expect("system starts");
+        let running = sas_local::start(config, Arc::clone(&clock) as _)
+            .await
+            .expect("system starts");
         let api = format!("http://{}", running.api);
         let mock = format!("http://{}", running.mock.expect("mock services"));
-        Self { clock, running, http: reqwest::Client::new(), api, mock, _data: data }
+        Self {
+            clock,
+            running,
+            http: reqwest::Client::new(),
+            api,
+            mock,
+            _data: data,
+        }
     }
 
     /// Sends a request to the API; returns the status, the Location header and the JSON body.
     ///
     /// # Panics
     /// When the server does not answer with JSON.
-    pub async fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> (u16, Option<String>, Value) {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> (u16, Option<String>, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut request = self.http.request(method, format!("{}{path}", self.api));
         if let Some(body) = body {
-            request = request.header("content-type", "application/json").body(body.to_vec());
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_vec());
         }
         let response = request.send().await.expect("the API answers");
         let status = response.status().as_u16();
-        let location = response.headers().get("location").map(|l| l.to_str().expect("ascii").to_owned());
-        (status, location, response.json().await.expect("a JSON body"))
+        let location = response
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().expect("ascii").to_owned());
+        (
+            status,
+            location,
+            response.json().await.expect("a JSON body"),
+        )
     }
 
     /// Submits a task by PUT.
     pub async fn put_task(&self, id: &str, body: &Value) -> (u16, Value) {
-        let (status, _, body) = self.call("PUT", &format!("/tasks/{id}"), Some(body.to_string().as_bytes())).await;
+        let (status, _, body) = self
+            .call(
+                "PUT",
+                &format!("/tasks/{id}"),
+                Some(body.to_string().as_bytes()),
+            )
+            .await;
         (status, body)
     }
 
@@ -103,7 +132,10 @@ impl Harness {
             if done(&task) {
                 return task;
             }
-            assert!(tokio::time::Instant::now() < deadline, "task {id} never became {what}: {task:#}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {id} never became {what}: {task:#}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -116,20 +148,32 @@ impl Harness {
         let queues = &self.running.system.queues;
         loop {
             let mut idle = true;
-            for queue in [&queues.scheduler, &queues.agent_requests, &queues.agent_responses] {
+            for queue in [
+                &queues.scheduler,
+                &queues.agent_requests,
+                &queues.agent_responses,
+            ] {
                 idle &= self.depth(queue).await == Depth::default();
             }
             if idle {
                 return self.task(id).await;
             }
-            assert!(tokio::time::Instant::now() < deadline, "the queues never emptied");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the queues never emptied"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     /// A queue's depth.
     pub async fn depth(&self, queue: &QueueName) -> Depth {
-        self.running.system.backend.depth(queue).await.expect("depth")
+        self.running
+            .system
+            .backend
+            .depth(queue)
+            .await
+            .expect("depth")
     }
 
     /// Moves the clock on.
@@ -151,12 +195,21 @@ impl Harness {
             .send()
             .await
             .expect("mock answers");
-        assert!(response.status().is_success(), "faults rejected: {}", response.text().await.unwrap_or_default());
+        assert!(
+            response.status().is_success(),
+            "faults rejected: {}",
+            response.text().await.unwrap_or_default()
+        );
     }
 
     /// Clears a mock service's faults.
     pub async fn clear_faults(&self, service: &str) {
-        let response = self.http.delete(format!("{}/faults/{service}", self.mock)).send().await.expect("mock answers");
+        let response = self
+            .http
+            .delete(format!("{}/faults/{service}", self.mock))
+            .send()
+            .await
+            .expect("mock answers");
         assert!(response.status().is_success());
     }
 
@@ -169,11 +222,18 @@ impl Harness {
 
     /// The requests each mock service received.
     pub async fn calls(&self, service: &str) -> u64 {
-        self.mock_get("/calls").await["calls"][service].as_u64().unwrap_or(0)
+        self.mock_get("/calls").await["calls"][service]
+            .as_u64()
+            .unwrap_or(0)
     }
 
     async fn mock_get(&self, path: &str) -> Value {
-        let response = self.http.get(format!("{}{path}", self.mock)).send().await.expect("mock answers");
+        let response = self
+            .http
+            .get(format!("{}{path}", self.mock))
+            .send()
+            .await
+            .expect("mock answers");
         response.json().await.expect("JSON")
     }
 }

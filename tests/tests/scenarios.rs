@@ -10,7 +10,13 @@ use sas_shared::ports::{OutgoingMessage, Queues};
 use sas_tests::{Harness, delivery_input, step_states};
 use serde_json::{Value, json};
 
-const STEPS: [&str; 5] = ["check-account", "create-package", "check-transport", "schedule-drone", "create-delivery"];
+const STEPS: [&str; 5] = [
+    "check-account",
+    "create-package",
+    "check-transport",
+    "schedule-drone",
+    "create-delivery",
+];
 
 fn quick(notify: Option<&str>) -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input(), "notify": notify })
@@ -22,10 +28,18 @@ async fn effects_of(harness: &Harness, task: &str) -> Vec<(String, String, u64)>
         .effects()
         .await
         .into_iter()
-        .filter(|e| e["idempotency_key"].as_str().is_some_and(|k| k.starts_with(&format!("{task}/"))))
+        .filter(|e| {
+            e["idempotency_key"]
+                .as_str()
+                .is_some_and(|k| k.starts_with(&format!("{task}/")))
+        })
         .map(|e| {
             let text = |f: &str| e[f].as_str().expect("text").to_owned();
-            (text("service"), text("operation"), e["calls"].as_u64().expect("calls"))
+            (
+                text("service"),
+                text("operation"),
+                e["calls"].as_u64().expect("calls"),
+            )
         })
         .collect();
     effects.sort();
@@ -35,40 +49,86 @@ async fn effects_of(harness: &Harness, task: &str) -> Vec<(String, String, u64)>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submitted() {
     let harness = Harness::start(5).await;
-    let body = json!({ "workflow": "drone-delivery", "input": delivery_input(), "notify": "my-updates" });
+    let body =
+        json!({ "workflow": "drone-delivery", "input": delivery_input(), "notify": "my-updates" });
     let (status, first) = harness.put_task("order-1", &body).await;
     assert_eq!((status, first["state"].as_str()), (202, Some("Pending")));
-    let (status, location, _) = harness.call("PUT", "/tasks/order-1", Some(body.to_string().as_bytes())).await;
-    assert_eq!((status, location.as_deref()), (202, Some("/tasks/order-1")), "the same PUT again is accepted");
+    let (status, location, _) = harness
+        .call("PUT", "/tasks/order-1", Some(body.to_string().as_bytes()))
+        .await;
+    assert_eq!(
+        (status, location.as_deref()),
+        (202, Some("/tasks/order-1")),
+        "the same PUT again is accepted"
+    );
     let again = json!({ "id": "order-1", "workflow": "drone-delivery", "input": delivery_input(), "notify": "my-updates" });
-    let (status, _, _) = harness.call("POST", "/tasks", Some(again.to_string().as_bytes())).await;
+    let (status, _, _) = harness
+        .call("POST", "/tasks", Some(again.to_string().as_bytes()))
+        .await;
     assert_eq!(status, 202, "and so is a POST naming the same id");
 
     let task = harness.settle_in("order-1", "Processed").await;
     assert_eq!(step_states(&task), ["Processed"; 5]);
     let steps = task["steps"].as_array().expect("steps");
-    let names: Vec<_> = steps.iter().map(|s| s["name"].as_str().expect("name")).collect();
+    let names: Vec<_> = steps
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
     assert_eq!(names, STEPS);
     for pair in steps.windows(2) {
-        assert!(pair[0]["finished_at"].as_str() <= pair[1]["started_at"].as_str(), "steps ran in order: {pair:?}");
+        assert!(
+            pair[0]["finished_at"].as_str() <= pair[1]["started_at"].as_str(),
+            "steps ran in order: {pair:?}"
+        );
     }
-    assert!(steps.iter().all(|s| s["attempt"] == 1 && s["failure_count"] == 0));
-    assert_eq!((task["locked_by"].clone(), task["complete_by"].clone()), (Value::Null, Value::Null));
-    assert_eq!(task["workflow"], json!({"name": "drone-delivery", "version": 1}));
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["attempt"] == 1 && s["failure_count"] == 0)
+    );
+    assert_eq!(
+        (task["locked_by"].clone(), task["complete_by"].clone()),
+        (Value::Null, Value::Null)
+    );
+    assert_eq!(
+        task["workflow"],
+        json!({"name": "drone-delivery", "version": 1})
+    );
 
     let effects = effects_of(&harness, "order-1").await;
     assert_eq!(effects.len(), 5, "one effect per step: {effects:?}");
-    assert!(effects.iter().all(|(_, _, calls)| *calls == 1), "{effects:?}");
+    assert!(
+        effects.iter().all(|(_, _, calls)| *calls == 1),
+        "{effects:?}"
+    );
 
     let mut different = body.clone();
     different["input"]["weight_kg"] = json!(9);
     let (status, conflict) = harness.put_task("order-1", &different).await;
-    assert_eq!((status, conflict["error"]["code"].as_str()), (409, Some("conflict")));
+    assert_eq!(
+        (status, conflict["error"]["code"].as_str()),
+        (409, Some("conflict"))
+    );
 
     let (_, _, updates) = harness.call("GET", "/local/queues/my-updates", None).await;
-    let states: Vec<_> = updates["messages"].as_array().expect("messages").iter().map(|m| m["state"].clone()).collect();
-    assert_eq!(states, ["Pending", "Processing", "Processed"], "each status change, with the task id");
-    assert!(updates["messages"].as_array().expect("messages").iter().all(|m| m["task_id"] == "order-1"));
+    let states: Vec<_> = updates["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["state"].clone())
+        .collect();
+    assert_eq!(
+        states,
+        ["Pending", "Processing", "Processed"],
+        "each status change, with the task id"
+    );
+    assert!(
+        updates["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .all(|m| m["task_id"] == "order-1")
+    );
     let (_, _, processed) = harness.call("GET", "/tasks?state=Processed", None).await;
     assert_eq!(processed["tasks"].as_array().expect("tasks").len(), 1);
 }
@@ -76,38 +136,66 @@ async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_agent_is_silent_and_the_supervisor_retry_applies_the_effect_once() {
     let harness = Harness::start(5).await;
-    harness.faults("drone", json!({ "hang_ms": 3000, "times": 1 })).await;
+    harness
+        .faults("drone", json!({ "hang_ms": 3000, "times": 1 }))
+        .await;
     harness.put_task("hang-1", &quick(None)).await;
 
     // The drone service applies the effect but answers after the step's 500 ms budget.
     let task = harness
-        .wait_for("hang-1", "stuck on the drone", |t| t["steps"][3]["state"] == "Processing")
+        .wait_for("hang-1", "stuck on the drone", |t| {
+            t["steps"][3]["state"] == "Processing"
+        })
         .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let drone = harness.running.system.queues.agent_requests.clone();
-    assert_eq!(harness.depth(&drone).await.visible + harness.depth(&drone).await.invisible, 0, "the agent is done");
+    assert_eq!(
+        harness.depth(&drone).await.visible + harness.depth(&drone).await.invisible,
+        0,
+        "the agent is done"
+    );
     let still = harness.task("hang-1").await;
-    assert_eq!(still["steps"][3]["state"], "Processing", "the agent answered nothing, not even an error");
+    assert_eq!(
+        still["steps"][3]["state"], "Processing",
+        "the agent answered nothing, not even an error"
+    );
     assert_eq!(still["version"], task["version"]);
 
-    assert!(harness.sweep().await.is_empty(), "the lease has not expired yet");
+    assert!(
+        harness.sweep().await.is_empty(),
+        "the lease has not expired yet"
+    );
     harness.advance(Duration::from_millis(501));
     let report = harness.sweep().await;
     assert_eq!(report.get("retry"), Some(&1), "{report:?}");
     let task = harness.settle_in("hang-1", "Processed").await;
-    assert_eq!((task["failure_count"].as_u64(), task["steps"][3]["failure_count"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (
+            task["failure_count"].as_u64(),
+            task["steps"][3]["failure_count"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
     assert_eq!(task["steps"][3]["attempt"], 2);
 
     let effects = effects_of(&harness, "hang-1").await;
     let drone_effects: Vec<_> = effects.iter().filter(|(s, _, _)| s == "drone").collect();
-    assert_eq!(drone_effects, [&("drone".into(), "/drones/schedule".into(), 2)], "called twice, applied once");
+    assert_eq!(
+        drone_effects,
+        [&("drone".into(), "/drones/schedule".into(), 2)],
+        "called twice, applied once"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_alerted() {
     let harness = Harness::start(5).await;
-    harness.faults("drone", json!({ "transient_error_rate": 1.0, "times": 3 })).await;
-    harness.put_task("doomed", &quick(Some("doomed-updates"))).await;
+    harness
+        .faults("drone", json!({ "transient_error_rate": 1.0, "times": 3 }))
+        .await;
+    harness
+        .put_task("doomed", &quick(Some("doomed-updates")))
+        .await;
     let budget = Duration::from_millis(501);
 
     for failure in 1..=2u64 {
@@ -119,59 +207,145 @@ async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_a
     // The second failure reaches the threshold: the retry waits the extended wait.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let waiting = harness.task("doomed").await;
-    assert_eq!((waiting["state"].as_str(), waiting["failure_count"].as_u64()), (Some("Pending"), Some(2)));
+    assert_eq!(
+        (waiting["state"].as_str(), waiting["failure_count"].as_u64()),
+        (Some("Pending"), Some(2))
+    );
     harness.advance(Duration::from_secs(5));
-    harness.wait_for("doomed", "on its third attempt", |t| t["steps"][3]["attempt"] == 3).await;
+    harness
+        .wait_for("doomed", "on its third attempt", |t| {
+            t["steps"][3]["attempt"] == 3
+        })
+        .await;
     let task = harness.settle_in("doomed", "Processing").await;
     assert_eq!(task["steps"][3]["state"], "Processing");
 
     harness.advance(budget);
     assert_eq!(harness.sweep().await.get("gave up"), Some(&1));
     let task = harness.settle_in("doomed", "Error").await;
-    assert_eq!(step_states(&task), ["Processed", "Compensated", "Processed", "Compensated", "Pending"]);
-    assert_eq!(task["steps"][3]["failure_count"], 3, "the threshold of 2, passed by one");
+    assert_eq!(
+        step_states(&task),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Pending"
+        ]
+    );
+    assert_eq!(
+        task["steps"][3]["failure_count"], 3,
+        "the threshold of 2, passed by one"
+    );
     assert_eq!(task["error"], "step 'schedule-drone' timed out 3 times");
 
     let effects = effects_of(&harness, "doomed").await;
-    let undone: Vec<_> = effects.iter().filter(|(_, op, _)| op.ends_with("/cancel")).map(|(s, _, c)| (s.as_str(), *c)).collect();
+    let undone: Vec<_> = effects
+        .iter()
+        .filter(|(_, op, _)| op.ends_with("/cancel"))
+        .map(|(s, _, c)| (s.as_str(), *c))
+        .collect();
     assert_eq!(undone, [("drone", 1), ("package", 1)]);
     let (_, _, alerts) = harness.call("GET", "/local/alerts", None).await;
     assert_eq!(alerts["alerts"][0]["task_id"], "doomed");
-    assert_eq!(alerts["alerts"][0]["reason"], "step 'schedule-drone' timed out 3 times");
+    assert_eq!(
+        alerts["alerts"][0]["reason"],
+        "step 'schedule-drone' timed out 3 times"
+    );
     let (_, _, in_error) = harness.call("GET", "/tasks?state=Error", None).await;
     assert_eq!(in_error["tasks"][0]["id"], "doomed");
-    let (_, _, updates) = harness.call("GET", "/local/queues/doomed-updates", None).await;
-    let states: Vec<_> = updates["messages"].as_array().expect("messages").iter().map(|m| m["state"].clone()).collect();
-    assert_eq!(states, ["Pending", "Processing", "Pending", "Processing", "Pending", "Processing", "Compensating", "Error"]);
+    let (_, _, updates) = harness
+        .call("GET", "/local/queues/doomed-updates", None)
+        .await;
+    let states: Vec<_> = updates["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["state"].clone())
+        .collect();
+    assert_eq!(
+        states,
+        [
+            "Pending",
+            "Processing",
+            "Pending",
+            "Processing",
+            "Pending",
+            "Processing",
+            "Compensating",
+            "Error"
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permanent_error_compensates_at_once_and_an_operator_resubmission_completes() {
     let harness = Harness::start(5).await;
-    harness.faults("delivery", json!({ "permanent_error_rate": 1.0 })).await;
+    harness
+        .faults("delivery", json!({ "permanent_error_rate": 1.0 }))
+        .await;
     harness.put_task("refused", &quick(None)).await;
     let task = harness.settle_in("refused", "Error").await;
-    assert_eq!(step_states(&task), ["Processed", "Compensated", "Processed", "Compensated", "Error"]);
-    assert_eq!(harness.calls("delivery").await, 1, "no retry after a non-transient error");
-    assert_eq!(task["steps"][4]["failure_count"], 0, "and no supervisor involved");
-    assert!(task["error"].as_str().expect("error").contains("422"), "{}", task["error"]);
+    assert_eq!(
+        step_states(&task),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Error"
+        ]
+    );
+    assert_eq!(
+        harness.calls("delivery").await,
+        1,
+        "no retry after a non-transient error"
+    );
+    assert_eq!(
+        task["steps"][4]["failure_count"], 0,
+        "and no supervisor involved"
+    );
+    assert!(
+        task["error"].as_str().expect("error").contains("422"),
+        "{}",
+        task["error"]
+    );
     let (_, _, alerts) = harness.call("GET", "/local/alerts", None).await;
     assert_eq!(alerts["alerts"].as_array().expect("alerts").len(), 1);
 
-    let (status, _, refused) = harness.call("POST", "/tasks/order-nope/resubmit", None).await;
-    assert_eq!((status, refused["error"]["code"].as_str()), (404, Some("not_found")));
+    let (status, _, refused) = harness
+        .call("POST", "/tasks/order-nope/resubmit", None)
+        .await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
     harness.clear_faults("delivery").await;
     let (status, location, body) = harness.call("POST", "/tasks/refused/resubmit", None).await;
-    assert_eq!((status, location.as_deref(), body["run"].as_u64()), (202, Some("/tasks/refused"), Some(2)));
+    assert_eq!(
+        (status, location.as_deref(), body["run"].as_u64()),
+        (202, Some("/tasks/refused"), Some(2))
+    );
     let task = harness.settle_in("refused", "Processed").await;
     assert_eq!(step_states(&task), ["Processed"; 5]);
     let (status, _, again) = harness.call("POST", "/tasks/refused/resubmit", None).await;
-    assert_eq!((status, again["error"]["code"].as_str()), (409, Some("not_in_error")));
+    assert_eq!(
+        (status, again["error"]["code"].as_str()),
+        (409, Some("not_in_error"))
+    );
 
     let effects = effects_of(&harness, "refused").await;
     let packages: Vec<_> = effects.iter().filter(|(s, _, _)| s == "package").collect();
-    assert_eq!(packages.len(), 3, "run 1 created and cancelled a package, run 2 created a new one: {packages:?}");
-    assert_eq!(effects.iter().filter(|(s, _, _)| s == "account").count(), 1, "the account check was not redone");
+    assert_eq!(
+        packages.len(),
+        3,
+        "run 1 created and cancelled a package, run 2 created a new one: {packages:?}"
+    );
+    assert_eq!(
+        effects.iter().filter(|(s, _, _)| s == "account").count(),
+        1,
+        "the account check was not redone"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,25 +376,53 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         submission,
         sas_shared::time::Clock::now(harness.clock.as_ref()),
     );
-    sas_shared::ports::StateStore::create(backend.as_ref(), &task, &order).await.expect("created");
-    let run = serde_json::to_string(&SchedulerMessage::Run { task_id: task.id.clone() }).expect("json");
-    let (a, b) = tokio::join!(app.on_scheduler_message(&run), other.on_scheduler_message(&run));
+    sas_shared::ports::StateStore::create(backend.as_ref(), &task, &order)
+        .await
+        .expect("created");
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: task.id.clone(),
+    })
+    .expect("json");
+    let (a, b) = tokio::join!(
+        app.on_scheduler_message(&run),
+        other.on_scheduler_message(&run)
+    );
     let mut verdicts = [a.expect("handled"), b.expect("handled")];
     verdicts.sort_unstable();
     assert_eq!(verdicts, ["claimed", "not waiting for a scheduler"]);
     let claimed = harness.settle_in("raced", "Processed").await;
-    assert_eq!(claimed["steps"][0]["attempt"], 1, "one dispatch of the first step");
-    assert_eq!(effects_of(&harness, "raced").await.iter().map(|e| e.2).sum::<u64>(), 5);
+    assert_eq!(
+        claimed["steps"][0]["attempt"], 1,
+        "one dispatch of the first step"
+    );
+    assert_eq!(
+        effects_of(&harness, "raced")
+            .await
+            .iter()
+            .map(|e| e.2)
+            .sum::<u64>(),
+        5
+    );
 
     // A poison message ends in the dead-letter queue after maxReceiveCount receives.
-    let poison = OutgoingMessage { body: "{\"type\":\"nonsense\"}".into(), delay: Duration::ZERO };
-    backend.send(&queues.scheduler, &[poison]).await.expect("sent");
+    let poison = OutgoingMessage {
+        body: "{\"type\":\"nonsense\"}".into(),
+        delay: Duration::ZERO,
+    };
+    backend
+        .send(&queues.scheduler, &[poison])
+        .await
+        .expect("sent");
     let dead_letters = sas_shared::domain::ids::QueueName::parse("scheduler-dlq").expect("name");
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         harness.advance(Duration::from_secs(31));
     }
-    assert_eq!(harness.depth(&dead_letters).await.visible, 1, "the poison message is dead-lettered");
+    assert_eq!(
+        harness.depth(&dead_letters).await.visible,
+        1,
+        "the poison message is dead-lettered"
+    );
     assert_eq!(harness.depth(&queues.scheduler).await.visible, 0);
 }
 
@@ -233,34 +435,173 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_creates_nothing() {
         f(&mut body);
         body.to_string().into_bytes()
     };
-    let oversize = json!({ "workflow": "drone-delivery", "input": { "pad": "x".repeat(70_000) } }).to_string();
-    let cases: Vec<(&str, &str, Vec<u8>, u16, &str, Option<&str>)> = vec![
-        ("POST", "/tasks", b"{\"workflow\": ".to_vec(), 400, "invalid_json", None),
-        ("POST", "/tasks", b"[1, 2]".to_vec(), 400, "invalid_body", None),
-        ("POST", "/tasks", with(&|b| b["workflow"] = json!("teleport")), 400, "unknown_workflow", Some("workflow")),
-        ("POST", "/tasks", with(&|b| { b.as_object_mut().expect("object").remove("input"); }), 400, "invalid_field", Some("input")),
-        ("POST", "/tasks", with(&|b| b["workflow"] = json!(7)), 400, "invalid_field", Some("workflow")),
-        ("POST", "/tasks", with(&|b| b["input"]["weight_kg"] = json!("heavy")), 400, "invalid_field", Some("input.weight_kg")),
-        ("POST", "/tasks", with(&|b| { b["input"].as_object_mut().expect("input").remove("pickup"); }), 400, "invalid_field", Some("input.pickup")),
-        ("POST", "/tasks", with(&|b| b["colour"] = json!("red")), 400, "invalid_field", Some("colour")),
-        ("POST", "/tasks", with(&|b| b["notify"] = json!("no spaces allowed")), 400, "invalid_field", Some("notify")),
-        ("POST", "/tasks", with(&|b| b["id"] = json!("a/b")), 400, "invalid_field", Some("id")),
-        ("PUT", "/tasks/has.dot", valid.to_string().into_bytes(), 400, "invalid_id", Some("id")),
-        ("PUT", "/tasks/abc", with(&|b| b["id"] = json!("xyz")), 400, "invalid_field", Some("id")),
-        ("POST", "/tasks", oversize.into_bytes(), 413, "body_too_large", None),
-        ("DELETE", "/tasks/abc", Vec::new(), 405, "method_not_allowed", None),
+    let oversize =
+        json!({ "workflow": "drone-delivery", "input": { "pad": "x".repeat(70_000) } }).to_string();
+    // (method, path, body, status, error code, field named)
+    type Case<'a> = (&'a str, &'a str, Vec<u8>, u16, &'a str, Option<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            "POST",
+            "/tasks",
+            b"{\"workflow\": ".to_vec(),
+            400,
+            "invalid_json",
+            None,
+        ),
+        (
+            "POST",
+            "/tasks",
+            b"[1, 2]".to_vec(),
+            400,
+            "invalid_body",
+            None,
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["workflow"] = json!("teleport")),
+            400,
+            "unknown_workflow",
+            Some("workflow"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| {
+                b.as_object_mut().expect("object").remove("input");
+            }),
+            400,
+            "invalid_field",
+            Some("input"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["workflow"] = json!(7)),
+            400,
+            "invalid_field",
+            Some("workflow"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["input"]["weight_kg"] = json!("heavy")),
+            400,
+            "invalid_field",
+            Some("input.weight_kg"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| {
+                b["input"].as_object_mut().expect("input").remove("pickup");
+            }),
+            400,
+            "invalid_field",
+            Some("input.pickup"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["colour"] = json!("red")),
+            400,
+            "invalid_field",
+            Some("colour"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["notify"] = json!("no spaces allowed")),
+            400,
+            "invalid_field",
+            Some("notify"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["id"] = json!("a/b")),
+            400,
+            "invalid_field",
+            Some("id"),
+        ),
+        (
+            "PUT",
+            "/tasks/has.dot",
+            valid.to_string().into_bytes(),
+            400,
+            "invalid_id",
+            Some("id"),
+        ),
+        (
+            "PUT",
+            "/tasks/abc",
+            with(&|b| b["id"] = json!("xyz")),
+            400,
+            "invalid_field",
+            Some("id"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            oversize.into_bytes(),
+            413,
+            "body_too_large",
+            None,
+        ),
+        (
+            "DELETE",
+            "/tasks/abc",
+            Vec::new(),
+            405,
+            "method_not_allowed",
+            None,
+        ),
         ("GET", "/tasks/missing", Vec::new(), 404, "not_found", None),
-        ("GET", "/tasks?state=Lost", Vec::new(), 400, "invalid_query", Some("state")),
-        ("GET", "/tasks?state=Error&limit=0", Vec::new(), 400, "invalid_query", Some("limit")),
+        (
+            "GET",
+            "/tasks?state=Lost",
+            Vec::new(),
+            400,
+            "invalid_query",
+            Some("state"),
+        ),
+        (
+            "GET",
+            "/tasks?state=Error&limit=0",
+            Vec::new(),
+            400,
+            "invalid_query",
+            Some("limit"),
+        ),
         ("GET", "/nowhere", Vec::new(), 404, "not_found", None),
     ];
     for (method, path, body, status, code, field) in cases {
         let (got, _, response) = harness.call(method, path, Some(&body)).await;
         let error = &response["error"];
-        let case = format!("{method} {path} {}", String::from_utf8_lossy(&body[..body.len().min(80)]));
-        assert_eq!((got, error["code"].as_str()), (status, Some(code)), "{case}: {response}");
+        let case = format!(
+            "{method} {path} {}",
+            String::from_utf8_lossy(&body[..body.len().min(80)])
+        );
+        assert_eq!(
+            (got, error["code"].as_str()),
+            (status, Some(code)),
+            "{case}: {response}"
+        );
         assert_eq!(error["field"].as_str(), field, "{case}: {response}");
-        assert!(!error["message"].as_str().unwrap_or_default().is_empty(), "{case}: a message");
+        assert!(
+            !error["message"].as_str().unwrap_or_default().is_empty(),
+            "{case}: a message"
+        );
     }
-    assert!(harness.running.system.backend.all_tasks().await.expect("tasks").is_empty(), "no task was created");
+    assert!(
+        harness
+            .running
+            .system
+            .backend
+            .all_tasks()
+            .await
+            .expect("tasks")
+            .is_empty(),
+        "no task was created"
+    );
 }

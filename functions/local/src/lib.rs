@@ -38,14 +38,18 @@ where
     T::Err: std::fmt::Display,
 {
     match var(name) {
-        Some(text) => text.parse().map_err(|e| anyhow::anyhow!("{name}={text}: {e}")),
+        Some(text) => text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}={text}: {e}")),
         None => Ok(default),
     }
 }
 
 fn duration(name: &str, default: Duration) -> anyhow::Result<Duration> {
     match var(name) {
-        Some(text) => humantime::parse_duration(&text).map_err(|e| anyhow::anyhow!("{name}={text}: {e}")),
+        Some(text) => {
+            humantime::parse_duration(&text).map_err(|e| anyhow::anyhow!("{name}={text}: {e}"))
+        }
         None => Ok(default),
     }
 }
@@ -64,7 +68,10 @@ impl Config {
         };
         let mock_addr = match var("SAS_MOCK_ADDR").as_deref() {
             Some("off") => None,
-            Some(addr) => Some(addr.parse().with_context(|| format!("SAS_MOCK_ADDR={addr}"))?),
+            Some(addr) => Some(
+                addr.parse()
+                    .with_context(|| format!("SAS_MOCK_ADDR={addr}"))?,
+            ),
             None => Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
         };
         let services = std::env::vars()
@@ -80,7 +87,10 @@ impl Config {
                 data_dir: PathBuf::from(var("SAS_DATA_DIR").unwrap_or_else(|| ".sas-data".into())),
                 workflows_dir: var("SAS_WORKFLOWS_DIR").map(PathBuf::from),
                 durability,
-                supervisor_interval: Some(duration("SAS_SUPERVISOR_INTERVAL", Duration::from_secs(1))?),
+                supervisor_interval: Some(duration(
+                    "SAS_SUPERVISOR_INTERVAL",
+                    Duration::from_secs(1),
+                )?),
                 scheduler_concurrency: parsed("SAS_SCHEDULER_CONCURRENCY", 16)?,
                 agent_concurrency: parsed("SAS_AGENT_CONCURRENCY", 64)?,
                 max_receive_count: parsed("SAS_MAX_RECEIVE_COUNT", 5)?,
@@ -116,8 +126,11 @@ pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<
                 .await
                 .with_context(|| format!("cannot listen on {addr} for the mock services"))?;
             let addr = listener.local_addr()?;
-            let mocks = mock::MockServices::open(&config.settings.data_dir.join("mock-services.db"), fastrand::u64(..))
-                .context("cannot open the mock services' database")?;
+            let mocks = mock::MockServices::open(
+                &config.settings.data_dir.join("mock-services.db"),
+                fastrand::u64(..),
+            )
+            .context("cannot open the mock services' database")?;
             server::spawn(listener, mock::router(Arc::clone(&mocks)));
             config.settings.services_fallback = Some(format!("http://{addr}"));
             (Some(addr), Some(mocks))
@@ -134,5 +147,10 @@ pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<
         backend: Arc::clone(&system.backend),
     };
     server::spawn(listener, server::router(shared));
-    Ok(Running { api, mock, mocks, system })
+    Ok(Running {
+        api,
+        mock,
+        mocks,
+        system,
+    })
 }

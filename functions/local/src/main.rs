@@ -10,14 +10,18 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let config = sas_local::Config::from_env()?;
     let data_dir = config.settings.data_dir.clone();
     let durability = config.settings.durability;
     let running = sas_local::start(config, Arc::new(WallClock)).await?;
-    let mock = running.mock.map_or_else(|| "off".to_owned(), |a| format!("http://{a}"));
+    let mock = running
+        .mock
+        .map_or_else(|| "off".to_owned(), |a| format!("http://{a}"));
     println!(
         "sas-local ready: api=http://{} mock={mock} data={} durability=\"{}\"",
         running.api,
@@ -34,13 +38,14 @@ async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = interrupt.await;
-                return;
-            }
-        };
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = interrupt => {}
             _ = terminate.recv() => {}

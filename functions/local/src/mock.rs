@@ -104,19 +104,30 @@ impl MockServices {
             remaining: faults.times,
             faults,
         };
-        self.faults.lock().unwrap_or_else(PoisonError::into_inner).insert(service.to_owned(), injected);
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(service.to_owned(), injected);
     }
 
     /// Requests received per service since start, failed ones included.
     #[must_use]
     pub fn calls(&self) -> HashMap<String, u64> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Counts a call of `service` and returns the faults to apply to it, and
     /// whether the service is in an outage.
     fn take_faults(&self, service: &str) -> Option<(Faults, bool)> {
-        *self.calls.lock().unwrap_or_else(PoisonError::into_inner).entry(service.to_owned()).or_default() += 1;
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(service.to_owned())
+            .or_default() += 1;
         let mut all = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
         let injected = all.get_mut(service)?;
         if let Some(remaining) = injected.remaining.as_mut() {
@@ -125,11 +136,20 @@ impl MockServices {
             }
             *remaining -= 1;
         }
-        Some((injected.faults.clone(), Instant::now() < injected.outage_until))
+        Some((
+            injected.faults.clone(),
+            Instant::now() < injected.outage_until,
+        ))
     }
 
     fn chance(&self, rate: f64) -> bool {
-        rate > 0.0 && self.random.lock().unwrap_or_else(PoisonError::into_inner).f64() < rate
+        rate > 0.0
+            && self
+                .random
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .f64()
+                < rate
     }
 
     /// Applies an effect once per key; returns the answer of the first call.
@@ -148,7 +168,9 @@ impl MockServices {
         } else {
             let id = format!("{service}-{:08x}", fnv(key));
             let response = json!({ "service": service, "operation": operation, "id": id });
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
             tx.execute(
                 "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
                  VALUES (?1, ?2, ?3, 1, ?4, ?5)",
@@ -185,7 +207,9 @@ impl MockServices {
 
 /// A stable, short hash for readable ids.
 fn fnv(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5, |hash, b| (hash ^ u32::from(b)).wrapping_mul(0x0100_0193))
+    text.bytes().fold(0x811c_9dc5, |hash, b| {
+        (hash ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -197,8 +221,15 @@ async fn call(
     UrlPath((service, operation)): UrlPath<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_owned) else {
-        return error(StatusCode::BAD_REQUEST, "an Idempotency-Key header is required");
+    let Some(key) = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "an Idempotency-Key header is required",
+        );
     };
     let operation = format!("/{operation}");
     if let Some((faults, in_outage)) = mock.take_faults(&service) {
@@ -250,7 +281,11 @@ async fn list_faults(State(mock): State<Shared>) -> Json<Value> {
     Json(json!({ "faults": faults }))
 }
 
-async fn set_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<String>, body: axum::body::Bytes) -> Response {
+async fn set_faults(
+    State(mock): State<Shared>,
+    UrlPath(service): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Response {
     match serde_json::from_slice::<Faults>(&body) {
         Ok(faults) => {
             mock.set_faults(&service, faults.clone());
@@ -261,7 +296,10 @@ async fn set_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<String
 }
 
 async fn clear_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<String>) -> StatusCode {
-    mock.faults.lock().unwrap_or_else(PoisonError::into_inner).remove(&service);
+    mock.faults
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&service);
     StatusCode::NO_CONTENT
 }
 

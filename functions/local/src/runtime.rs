@@ -72,11 +72,19 @@ impl System {
     /// # Errors
     /// When the data directory, the database or a workflow definition is unusable.
     pub async fn start(settings: Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&settings.data_dir)
-            .with_context(|| format!("cannot create data directory {}", settings.data_dir.display()))?;
+        std::fs::create_dir_all(&settings.data_dir).with_context(|| {
+            format!(
+                "cannot create data directory {}",
+                settings.data_dir.display()
+            )
+        })?;
         let backend = Arc::new(
-            Embedded::open(&settings.data_dir.join("state.db"), Arc::clone(&clock), settings.durability)
-                .context("cannot open the embedded backend")?,
+            Embedded::open(
+                &settings.data_dir.join("state.db"),
+                Arc::clone(&clock),
+                settings.durability,
+            )
+            .context("cannot open the embedded backend")?,
         );
         let queues = QueueNames {
             scheduler: queue("scheduler")?,
@@ -95,7 +103,10 @@ impl System {
         for (name, visibility) in [
             (&queues.scheduler, Duration::from_secs(30)),
             (&queues.agent_responses, Duration::from_secs(30)),
-            (&queues.agent_requests, longest_step + Duration::from_secs(30)),
+            (
+                &queues.agent_requests,
+                longest_step + Duration::from_secs(30),
+            ),
         ] {
             let dead_letter = queue(&format!("{name}-dlq"))?;
             let settings = QueueSettings {
@@ -114,9 +125,14 @@ impl System {
             queues.clone(),
             format!("local-{}", std::process::id()),
         ));
-        app.register_workflows().await.context("a stored workflow version differs from its file; bump its version")?;
+        app.register_workflows()
+            .await
+            .context("a stored workflow version differs from its file; bump its version")?;
         let agent = Arc::new(Agent::new(
-            Arc::new(HttpRemote::new(settings.services.clone(), settings.services_fallback.clone())),
+            Arc::new(HttpRemote::new(
+                settings.services.clone(),
+                settings.services_fallback.clone(),
+            )),
             Arc::clone(&backend) as _,
             clock,
             queues.agent_responses.clone(),
@@ -124,13 +140,23 @@ impl System {
             u64::from(std::process::id()),
         ));
         let (stop, stopped) = watch::channel(false);
-        let mut system = Self { app, agent, backend, queues, stop, workers: Vec::new() };
+        let mut system = Self {
+            app,
+            agent,
+            backend,
+            queues,
+            stop,
+            workers: Vec::new(),
+        };
         system.start_workers(&settings, &stopped);
         Ok(system)
     }
 
     fn start_workers(&mut self, settings: &Settings, stopped: &watch::Receiver<bool>) {
-        for source in [self.queues.scheduler.clone(), self.queues.agent_responses.clone()] {
+        for source in [
+            self.queues.scheduler.clone(),
+            self.queues.agent_responses.clone(),
+        ] {
             let app = Arc::clone(&self.app);
             self.workers.push(tokio::spawn(consume(
                 Arc::clone(&self.backend),
@@ -202,7 +228,9 @@ async fn consume<H, F>(
         if *stopped.borrow() {
             break;
         }
-        let Ok(first) = Arc::clone(&slots).acquire_owned().await else { break };
+        let Ok(first) = Arc::clone(&slots).acquire_owned().await else {
+            break;
+        };
         let room = slots.available_permits() + 1;
         let batch = match backend.receive(&queue, room.min(BATCH)).await {
             Ok(batch) => batch,
@@ -227,7 +255,8 @@ async fn consume<H, F>(
             }
         }
         for (message, permit) in batch.into_iter().zip(permits) {
-            let (backend, handler, queue) = (Arc::clone(&backend), Arc::clone(&handler), queue.clone());
+            let (backend, handler, queue) =
+                (Arc::clone(&backend), Arc::clone(&handler), queue.clone());
             tokio::spawn(async move {
                 handle(&backend, &queue, message, handler.as_ref()).await;
                 drop(permit);
@@ -235,7 +264,9 @@ async fn consume<H, F>(
         }
     }
     // Wait for the handlers in flight.
-    let _ = slots.acquire_many(u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX)).await;
+    let _ = slots
+        .acquire_many(u32::try_from(concurrency.max(1)).unwrap_or(u32::MAX))
+        .await;
 }
 
 async fn handle<H, F>(backend: &Embedded, queue: &QueueName, message: Received, handler: &H)
@@ -252,6 +283,8 @@ where
         Err(e @ HandleError::Poison(_)) => {
             error!(%queue, receive_count = message.receive_count, error = %e, "poison message; it will go to the dead-letter queue");
         }
-        Err(e) => warn!(%queue, receive_count = message.receive_count, error = %e, "handler failed; the message will be delivered again"),
+        Err(e) => {
+            warn!(%queue, receive_count = message.receive_count, error = %e, "handler failed; the message will be delivered again")
+        }
     }
 }

@@ -40,7 +40,10 @@ fn json(status: StatusCode, body: &Value) -> Response {
 }
 
 fn failure(status: StatusCode, code: &str, message: &str) -> Response {
-    json(status, &json!({ "error": { "code": code, "message": message } }))
+    json(
+        status,
+        &json!({ "error": { "code": code, "message": message } }),
+    )
 }
 
 async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
@@ -62,7 +65,10 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
     .await;
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut http = json(status, &response.body);
-    if let Some(location) = response.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+    if let Some(location) = response
+        .location
+        .and_then(|l| HeaderValue::from_str(&l).ok())
+    {
         http.headers_mut().insert(header::LOCATION, location);
     }
     http
@@ -70,11 +76,21 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
 
 async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -> Response {
     let Ok(queue) = QueueName::parse(&name) else {
-        return failure(StatusCode::BAD_REQUEST, "invalid_queue", "queue names are letters, digits, '-' and '_'");
+        return failure(
+            StatusCode::BAD_REQUEST,
+            "invalid_queue",
+            "queue names are letters, digits, '-' and '_'",
+        );
     };
     let received = match shared.backend.receive(&queue, 10).await {
         Ok(received) => received,
-        Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &e.to_string()),
+        Err(e) => {
+            return failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                &e.to_string(),
+            );
+        }
     };
     let mut messages = Vec::with_capacity(received.len());
     for message in received {
@@ -87,16 +103,22 @@ async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -
 async fn alerts(State(shared): State<Shared>) -> Response {
     match shared.backend.alerts().await {
         Ok(alerts) => json(StatusCode::OK, &json!({ "alerts": alerts })),
-        Err(e) => failure(StatusCode::SERVICE_UNAVAILABLE, "unavailable", &e.to_string()),
+        Err(e) => failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            &e.to_string(),
+        ),
     }
 }
 
 /// Serves `router` on `listener` until the process ends.
-pub fn spawn(listener: tokio::net::TcpListener, router: axum::Router) -> tokio::task::JoinHandle<()> {
+pub fn spawn(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router.into_make_service()).await {
             tracing::error!(error = %e, "server stopped");
         }
     })
 }
-

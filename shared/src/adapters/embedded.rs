@@ -38,7 +38,9 @@ impl Durability {
     pub fn describe(self) -> &'static str {
         match self {
             Self::Full => "sqlite WAL, synchronous=FULL: fsync of the WAL at every commit",
-            Self::Process => "sqlite WAL, synchronous=NORMAL: fsync at checkpoints only (survives kill -9, not power loss)",
+            Self::Process => {
+                "sqlite WAL, synchronous=NORMAL: fsync at checkpoints only (survives kill -9, not power loss)"
+            }
         }
     }
 }
@@ -141,7 +143,11 @@ impl Embedded {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the file cannot be opened or set up.
-    pub fn open(path: &Path, clock: Arc<dyn Clock>, durability: Durability) -> Result<Self, StoreError> {
+    pub fn open(
+        path: &Path,
+        clock: Arc<dyn Clock>,
+        durability: Durability,
+    ) -> Result<Self, StoreError> {
         let connection = Connection::open(path).map_err(unavailable)?;
         let synchronous = match durability {
             Durability::Full => "FULL",
@@ -190,7 +196,11 @@ impl Embedded {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the database fails.
-    pub async fn create_queue(&self, name: &QueueName, settings: QueueSettings) -> Result<(), StoreError> {
+    pub async fn create_queue(
+        &self,
+        name: &QueueName,
+        settings: QueueSettings,
+    ) -> Result<(), StoreError> {
         let name = name.to_string();
         self.with(move |c| {
             c.execute(
@@ -216,7 +226,11 @@ impl Embedded {
     ///
     /// # Errors
     /// [`StoreError::Unavailable`] when the database fails.
-    pub async fn receive(&self, queue: &QueueName, max: usize) -> Result<Vec<Received>, StoreError> {
+    pub async fn receive(
+        &self,
+        queue: &QueueName,
+        max: usize,
+    ) -> Result<Vec<Received>, StoreError> {
         let queue = queue.to_string();
         let now = self.clock.now().0;
         let (received, dead_lettered) = self
@@ -311,7 +325,10 @@ impl Embedded {
                 params![queue, now],
                 |row| {
                     let count = |i| row.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
-                    Ok(Depth { visible: count(0)?, invisible: count(1)? })
+                    Ok(Depth {
+                        visible: count(0)?,
+                        invisible: count(1)?,
+                    })
                 },
             )
             .map_err(unavailable)
@@ -325,8 +342,12 @@ impl Embedded {
     /// [`StoreError`] when the database fails.
     pub async fn alerts(&self) -> Result<Vec<Alert>, StoreError> {
         self.with(|c| {
-            let mut select = c.prepare_cached("SELECT alert FROM alerts ORDER BY id").map_err(unavailable)?;
-            let rows = select.query_map([], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            let mut select = c
+                .prepare_cached("SELECT alert FROM alerts ORDER BY id")
+                .map_err(unavailable)?;
+            let rows = select
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
             rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
         })
         .await
@@ -338,8 +359,12 @@ impl Embedded {
     /// [`StoreError`] when the database fails.
     pub async fn all_tasks(&self) -> Result<Vec<Task>, StoreError> {
         self.with(|c| {
-            let mut select = c.prepare_cached("SELECT record FROM tasks ORDER BY created_at, id").map_err(unavailable)?;
-            let rows = select.query_map([], |row| row.get::<_, String>(0)).map_err(unavailable)?;
+            let mut select = c
+                .prepare_cached("SELECT record FROM tasks ORDER BY created_at, id")
+                .map_err(unavailable)?;
+            let rows = select
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?;
             rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
         })
         .await
@@ -361,13 +386,18 @@ fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSettings, StoreErr
     Ok(QueueSettings {
         visibility_timeout: Duration::from_millis(u64::try_from(visibility).unwrap_or(0)),
         max_receive_count,
-        dead_letter: dead_letter.map(QueueName::parse).transpose().map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        dead_letter: dead_letter
+            .map(QueueName::parse)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
     })
 }
 
 fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
     let record: Option<String> = c
-        .query_row("SELECT record FROM tasks WHERE id = ?1", [id], |row| row.get(0))
+        .query_row("SELECT record FROM tasks WHERE id = ?1", [id], |row| {
+            row.get(0)
+        })
         .optional()
         .map_err(unavailable)?;
     record.as_deref().map(decode).transpose()
@@ -386,10 +416,17 @@ impl StateStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let record = encode(task)?;
         let input = encode(&order.input)?;
-        let (id, version, state, lease, created) =
-            (task.id.to_string(), stored_version(task), task.state.as_str(), lease(task), task.created_at.0);
+        let (id, version, state, lease, created) = (
+            task.id.to_string(),
+            stored_version(task),
+            task.state.as_str(),
+            lease(task),
+            task.created_at.0,
+        );
         self.with(move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
             let inserted = tx
                 .execute(
                     "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
@@ -400,8 +437,11 @@ impl StateStore for Embedded {
             if inserted == 0 {
                 return Err(StoreError::Conflict);
             }
-            tx.execute("INSERT INTO orders (task_id, input) VALUES (?1, ?2)", params![id, input])
-                .map_err(unavailable)?;
+            tx.execute(
+                "INSERT INTO orders (task_id, input) VALUES (?1, ?2)",
+                params![id, input],
+            )
+            .map_err(unavailable)?;
             tx.commit().map_err(unavailable)
         })
         .await
@@ -433,8 +473,12 @@ impl StateStore for Embedded {
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
         let record = encode(task)?;
-        let (id, version, state, lease) =
-            (task.id.to_string(), stored_version(task), task.state.as_str(), lease(task));
+        let (id, version, state, lease) = (
+            task.id.to_string(),
+            stored_version(task),
+            task.state.as_str(),
+            lease(task),
+        );
         self.with(move |c| {
             let updated = c
                 .execute(
@@ -443,7 +487,11 @@ impl StateStore for Embedded {
                     params![id, version, state, lease, record],
                 )
                 .map_err(unavailable)?;
-            if updated == 1 { Ok(()) } else { Err(StoreError::Conflict) }
+            if updated == 1 {
+                Ok(())
+            } else {
+                Err(StoreError::Conflict)
+            }
         })
         .await
     }
@@ -464,7 +512,12 @@ impl StateStore for Embedded {
         .await
     }
 
-    async fn list(&self, state: TaskState, limit: usize, after: Option<&str>) -> Result<TaskPage, StoreError> {
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
         let (after_created, after_id) = after
             .and_then(|cursor| cursor.split_once('.'))
             .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
@@ -478,12 +531,20 @@ impl StateStore for Embedded {
                 .map_err(unavailable)?;
             let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
             let rows = select
-                .query_map(params![state.as_str(), after_created, after_id, fetch], |row| row.get::<_, String>(0))
+                .query_map(
+                    params![state.as_str(), after_created, after_id, fetch],
+                    |row| row.get::<_, String>(0),
+                )
                 .map_err(unavailable)?;
-            let mut tasks: Vec<Task> = rows.map(|row| decode(&row.map_err(unavailable)?)).collect::<Result<_, _>>()?;
+            let mut tasks: Vec<Task> = rows
+                .map(|row| decode(&row.map_err(unavailable)?))
+                .collect::<Result<_, _>>()?;
             let next = (tasks.len() > limit).then(|| {
                 tasks.truncate(limit);
-                tasks.last().map(|t| format!("{}.{}", t.created_at.0, t.id)).unwrap_or_default()
+                tasks
+                    .last()
+                    .map(|t| format!("{}.{}", t.created_at.0, t.id))
+                    .unwrap_or_default()
             });
             Ok(TaskPage { tasks, next })
         })
@@ -491,8 +552,12 @@ impl StateStore for Embedded {
     }
 
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
-        let (name, version, digest, source) =
-            (workflow.name.clone(), workflow.version, workflow.digest.clone(), workflow.source.clone());
+        let (name, version, digest, source) = (
+            workflow.name.clone(),
+            workflow.version,
+            workflow.digest.clone(),
+            workflow.source.clone(),
+        );
         self.with(move |c| {
             c.execute(
                 "INSERT INTO workflows (name, version, digest, source) VALUES (?1, ?2, ?3, ?4)
@@ -507,7 +572,11 @@ impl StateStore for Embedded {
                     |row| row.get(0),
                 )
                 .map_err(unavailable)?;
-            if stored == digest { Ok(()) } else { Err(StoreError::Conflict) }
+            if stored == digest {
+                Ok(())
+            } else {
+                Err(StoreError::Conflict)
+            }
         })
         .await
     }
@@ -529,10 +598,17 @@ impl StateStore for Embedded {
 
 #[async_trait]
 impl Queues for Embedded {
-    async fn send(&self, queue: &QueueName, messages: &[OutgoingMessage]) -> Result<(), QueueError> {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
         let name = queue.to_string();
         let now = self.clock.now().0;
-        let rows: Vec<(String, i64)> = messages.iter().map(|m| (m.body.clone(), now + millis(m.delay))).collect();
+        let rows: Vec<(String, i64)> = messages
+            .iter()
+            .map(|m| (m.body.clone(), now + millis(m.delay)))
+            .collect();
         self.with(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
             {
@@ -558,8 +634,11 @@ impl Alerts for Embedded {
         let text = encode(alert).map_err(|e| AlertError(e.to_string()))?;
         let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
         self.with(move |c| {
-            c.execute("INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)", params![task_id, at, text])
-                .map_err(unavailable)?;
+            c.execute(
+                "INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)",
+                params![task_id, at, text],
+            )
+            .map_err(unavailable)?;
             Ok(())
         })
         .await
@@ -579,7 +658,10 @@ mod tests {
     }
 
     fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
-        let workflow = Registry::load(None).expect("built-ins").latest("order-processing").expect("order");
+        let workflow = Registry::load(None)
+            .expect("built-ins")
+            .latest("order-processing")
+            .expect("order");
         let submission = Submission {
             id: TaskId::parse(id).expect("id"),
             input: serde_json::json!({"order_id": id}),
@@ -596,9 +678,19 @@ mod tests {
         let store = open(&dir, clock);
         let (task, order) = new_task("a", Timestamp(0));
         store.create(&task, &order).await.expect("created");
-        let other_order = Order { task_id: task.id.clone(), input: serde_json::json!({"order_id": "other"}) };
-        assert!(matches!(store.create(&task, &other_order).await, Err(StoreError::Conflict)));
-        let (_, stored_order) = store.task_with_order(&task.id).await.expect("read").expect("exists");
+        let other_order = Order {
+            task_id: task.id.clone(),
+            input: serde_json::json!({"order_id": "other"}),
+        };
+        assert!(matches!(
+            store.create(&task, &other_order).await,
+            Err(StoreError::Conflict)
+        ));
+        let (_, stored_order) = store
+            .task_with_order(&task.id)
+            .await
+            .expect("read")
+            .expect("exists");
         assert_eq!(stored_order, order, "the failed creation wrote nothing");
 
         let mut first = task.clone();
@@ -608,7 +700,10 @@ mod tests {
         second.version += 1;
         second.locked_by = Some("s2".into());
         let (a, b) = tokio::join!(store.update(&first), store.update(&second));
-        assert!(a.is_ok() != b.is_ok(), "exactly one of two racing writes wins: {a:?} {b:?}");
+        assert!(
+            a.is_ok() != b.is_ok(),
+            "exactly one of two racing writes wins: {a:?} {b:?}"
+        );
         assert!(matches!(a.err().or(b.err()), Some(StoreError::Conflict)));
     }
 
@@ -626,14 +721,27 @@ mod tests {
             store.create(&task, &order).await.expect("created");
         }
         let lease = Duration::from_secs(30);
-        assert!(store.expired(Timestamp(0).plus(lease), 10).await.expect("sweep").len() == 1);
-        let expired = store.expired(Timestamp(10).plus(lease), 10).await.expect("sweep");
+        assert!(
+            store
+                .expired(Timestamp(0).plus(lease), 10)
+                .await
+                .expect("sweep")
+                .len()
+                == 1
+        );
+        let expired = store
+            .expired(Timestamp(10).plus(lease), 10)
+            .await
+            .expect("sweep");
         let ids: Vec<_> = expired.iter().map(|t| t.id.to_string()).collect();
         assert_eq!(ids, ["a", "b"], "soonest first, never the finished task");
 
         let page = store.list(TaskState::Pending, 1, None).await.expect("page");
         assert_eq!(page.tasks[0].id.as_str(), "a");
-        let page = store.list(TaskState::Pending, 1, page.next.as_deref()).await.expect("page 2");
+        let page = store
+            .list(TaskState::Pending, 1, page.next.as_deref())
+            .await
+            .expect("page 2");
         assert_eq!((page.tasks[0].id.as_str(), page.next), ("b", None));
     }
 
@@ -650,15 +758,31 @@ mod tests {
             dead_letter: Some(dead.clone()),
         };
         store.create_queue(&work, settings).await.expect("queue");
-        let message = |body: &str, delay| OutgoingMessage { body: body.into(), delay };
+        let message = |body: &str, delay| OutgoingMessage {
+            body: body.into(),
+            delay,
+        };
         store
-            .send(&work, &[message("now", Duration::ZERO), message("later", Duration::from_secs(5))])
+            .send(
+                &work,
+                &[
+                    message("now", Duration::ZERO),
+                    message("later", Duration::from_secs(5)),
+                ],
+            )
             .await
             .expect("sent");
 
         let first = store.receive(&work, 10).await.expect("receive");
-        assert_eq!(first.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(), ["now"], "the delayed one waits");
-        assert!(store.receive(&work, 10).await.expect("receive").is_empty(), "invisible while in flight");
+        assert_eq!(
+            first.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
+            ["now"],
+            "the delayed one waits"
+        );
+        assert!(
+            store.receive(&work, 10).await.expect("receive").is_empty(),
+            "invisible while in flight"
+        );
         clock.advance(Duration::from_secs(5));
         let later = store.receive(&work, 10).await.expect("receive");
         assert_eq!(later[0].body, "later");
@@ -667,9 +791,15 @@ mod tests {
         clock.advance(Duration::from_secs(5));
         let again = store.receive(&work, 10).await.expect("redelivered");
         assert_eq!((again[0].body.as_str(), again[0].receive_count), ("now", 2));
-        assert!(!store.delete(first[0].receipt).await.expect("delete"), "a stale receipt deletes nothing");
+        assert!(
+            !store.delete(first[0].receipt).await.expect("delete"),
+            "a stale receipt deletes nothing"
+        );
         clock.advance(Duration::from_secs(10));
-        assert!(store.receive(&work, 10).await.expect("receive").is_empty(), "the third receive dead-letters it");
+        assert!(
+            store.receive(&work, 10).await.expect("receive").is_empty(),
+            "the third receive dead-letters it"
+        );
         let dead_letters = store.receive(&dead, 10).await.expect("dlq");
         assert_eq!(dead_letters[0].body, "now");
         assert_eq!(store.depth(&work).await.expect("depth"), Depth::default());
@@ -684,10 +814,22 @@ mod tests {
         {
             let store = open(&dir, Arc::clone(&clock));
             store.create(&task, &order).await.expect("created");
-            store.send(&queue, &[OutgoingMessage { body: "m".into(), delay: Duration::ZERO }]).await.expect("sent");
+            store
+                .send(
+                    &queue,
+                    &[OutgoingMessage {
+                        body: "m".into(),
+                        delay: Duration::ZERO,
+                    }],
+                )
+                .await
+                .expect("sent");
         }
         let store = open(&dir, clock);
         assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
-        assert_eq!(store.receive(&queue, 1).await.expect("receive")[0].body, "m");
+        assert_eq!(
+            store.receive(&queue, 1).await.expect("receive")[0].body,
+            "m"
+        );
     }
 }

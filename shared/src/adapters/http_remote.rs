@@ -41,9 +41,12 @@ impl HttpRemote {
 #[async_trait]
 impl RemoteCall for HttpRemote {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
-        let base = self
-            .base(&request.service)
-            .ok_or_else(|| RemoteError::Permanent(format!("no URL configured for service '{}'", request.service)))?;
+        let base = self.base(&request.service).ok_or_else(|| {
+            RemoteError::Permanent(format!(
+                "no URL configured for service '{}'",
+                request.service
+            ))
+        })?;
         let url = format!("{}{}", base.trim_end_matches('/'), request.path);
         let response = self
             .client

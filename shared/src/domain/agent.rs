@@ -12,7 +12,10 @@ use crate::time::Timestamp;
 #[must_use]
 pub fn backoff(policy: &RetryPolicy, retry: u32, random: f64) -> Duration {
     let factor = 2u32.saturating_pow(retry.saturating_sub(1));
-    let nominal = policy.initial_backoff.saturating_mul(factor).min(policy.max_backoff);
+    let nominal = policy
+        .initial_backoff
+        .saturating_mul(factor)
+        .min(policy.max_backoff);
     if policy.jitter {
         nominal.mul_f64(random.clamp(0.0, 1.0))
     } else {
@@ -103,7 +106,9 @@ impl CircuitBreaker {
     pub fn on_failure(&mut self, now: Timestamp) {
         self.state = match self.state {
             BreakerState::Closed { failures } if failures + 1 < self.settings.failure_threshold => {
-                BreakerState::Closed { failures: failures + 1 }
+                BreakerState::Closed {
+                    failures: failures + 1,
+                }
             }
             _ => BreakerState::Open {
                 until: now.plus(self.settings.open_for),
@@ -128,7 +133,9 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_its_cap_and_jitter_stays_below_it() {
-        let fixed: Vec<_> = (1..=4).map(|n| backoff(&policy(false), n, 0.5).as_millis()).collect();
+        let fixed: Vec<_> = (1..=4)
+            .map(|n| backoff(&policy(false), n, 0.5).as_millis())
+            .collect();
         assert_eq!(fixed, [100, 200, 350, 350]);
         assert_eq!(backoff(&policy(true), 2, 0.5), Duration::from_millis(100));
         assert_eq!(backoff(&policy(true), 3, 0.0), Duration::ZERO);
@@ -148,12 +155,22 @@ mod tests {
         breaker.on_success();
         breaker.on_failure(t0);
         breaker.on_failure(t0);
-        assert_eq!(breaker.state(), BreakerState::Open { until: Timestamp(1000) });
+        assert_eq!(
+            breaker.state(),
+            BreakerState::Open {
+                until: Timestamp(1000)
+            }
+        );
         assert!(!breaker.allow(Timestamp(999)));
         assert!(breaker.allow(Timestamp(1000)), "the trial call");
         assert!(!breaker.allow(Timestamp(1000)), "only one trial at a time");
         breaker.on_failure(Timestamp(1100));
-        assert_eq!(breaker.state(), BreakerState::Open { until: Timestamp(2100) });
+        assert_eq!(
+            breaker.state(),
+            BreakerState::Open {
+                until: Timestamp(2100)
+            }
+        );
         assert!(breaker.allow(Timestamp(2100)));
         breaker.on_success();
         assert_eq!(breaker.state(), BreakerState::Closed { failures: 0 });

@@ -7,9 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::ids::{QueueName, TaskId};
-use super::messages::{
-    Alert, AgentRequest, AgentResponse, Notification, Operation, Outcome,
-};
+use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
 use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
 use super::workflow::Workflow;
 use crate::time::Timestamp;
@@ -122,7 +120,12 @@ impl Change {
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
-                match self.task.steps.iter().position(|s| s.state != StepState::Processed) {
+                match self
+                    .task
+                    .steps
+                    .iter()
+                    .position(|s| s.state != StepState::Processed)
+                {
                     Some(index) => self.dispatch(workflow, order, index, Operation::Call),
                     None => self.finish(TaskState::Processed),
                 }
@@ -152,7 +155,10 @@ impl Change {
             .collect();
         let (path, key_suffix) = match operation {
             Operation::Call => (definition.call.clone(), ""),
-            Operation::Compensate => (definition.compensation.clone().unwrap_or_default(), "/compensate"),
+            Operation::Compensate => (
+                definition.compensation.clone().unwrap_or_default(),
+                "/compensate",
+            ),
         };
         let task = &mut self.task;
         let step = &mut task.steps[index];
@@ -231,7 +237,11 @@ impl Submission {
 /// A new task for `submission`: its state, its order data, and the effects
 /// (a message to the schedulers, the caller told it is Pending).
 #[must_use]
-pub fn submit(workflow: &Workflow, submission: Submission, now: Timestamp) -> (Task, Order, Vec<Effect>) {
+pub fn submit(
+    workflow: &Workflow,
+    submission: Submission,
+    now: Timestamp,
+) -> (Task, Order, Vec<Effect>) {
     let task = Task {
         id: submission.id.clone(),
         version: 0,
@@ -274,8 +284,16 @@ pub fn submit(workflow: &Workflow, submission: Submission, now: Timestamp) -> (T
 /// The scheduler, on a Run message: claims the task if it waits for a scheduler
 /// and sends its next step (or compensation) to an agent.
 #[must_use]
-pub fn on_run(task: &Task, workflow: &Workflow, order: &Order, instance: &str, now: Timestamp) -> Decision {
-    if task.locked_by.is_some() || !matches!(task.state, TaskState::Pending | TaskState::Compensating) {
+pub fn on_run(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    instance: &str,
+    now: Timestamp,
+) -> Decision {
+    if task.locked_by.is_some()
+        || !matches!(task.state, TaskState::Pending | TaskState::Compensating)
+    {
         return Decision::ignore("not waiting for a scheduler");
     }
     let mut change = Change::of(task, now);
@@ -419,7 +437,10 @@ mod tests {
     use crate::domain::workflow::Registry;
 
     fn drone() -> std::sync::Arc<Workflow> {
-        Registry::load(None).expect("built-ins").latest("drone-delivery").expect("drone")
+        Registry::load(None)
+            .expect("built-ins")
+            .latest("drone-delivery")
+            .expect("drone")
     }
 
     fn submission(notify: bool) -> Submission {
@@ -453,7 +474,9 @@ mod tests {
     }
 
     fn ok() -> Outcome {
-        Outcome::Succeeded { output: json!({"ok": true}) }
+        Outcome::Succeeded {
+            output: json!({"ok": true}),
+        }
     }
 
     /// Runs a new task through `on_run` and the first `steps` successful responses.
@@ -475,20 +498,39 @@ mod tests {
         let workflow = drone();
         let now = Timestamp(1_000);
         let (task, order, effects) = submit(&workflow, submission(true), now);
-        assert_eq!((task.state, task.version, task.locked_by.as_deref()), (TaskState::Pending, 1, None));
-        assert_eq!(task.complete_by, Some(now.plus(workflow.pickup_timeout)), "a pickup lease");
+        assert_eq!(
+            (task.state, task.version, task.locked_by.as_deref()),
+            (TaskState::Pending, 1, None)
+        );
+        assert_eq!(
+            task.complete_by,
+            Some(now.plus(workflow.pickup_timeout)),
+            "a pickup lease"
+        );
         assert!(matches!(effects[0], Effect::Schedule { .. }));
-        assert!(matches!(&effects[1], Effect::Notify { notification, .. } if notification.state == TaskState::Pending));
+        assert!(
+            matches!(&effects[1], Effect::Notify { notification, .. } if notification.state == TaskState::Pending)
+        );
 
         let claim = on_run(&task, &workflow, &order, "s1", now);
         let mut task = claim.next.clone().expect("claimed");
-        assert_eq!((task.state, task.locked_by.as_deref(), task.version), (TaskState::Processing, Some("s1"), 2));
+        assert_eq!(
+            (task.state, task.locked_by.as_deref(), task.version),
+            (TaskState::Processing, Some("s1"), 2)
+        );
         let mut request = dispatched(&claim)[0].clone();
         let mut order_seen = vec![];
         loop {
             order_seen.push(request.step_name.clone());
-            assert_eq!(request.idempotency_key, format!("t1/1/{}", request.step_name));
-            assert_eq!(task.complete_by, Some(request.complete_by), "the task's lease is the step's");
+            assert_eq!(
+                request.idempotency_key,
+                format!("t1/1/{}", request.step_name)
+            );
+            assert_eq!(
+                task.complete_by,
+                Some(request.complete_by),
+                "the task's lease is the step's"
+            );
             let decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
             task = decision.next.clone().expect("recorded");
             match dispatched(&decision).first() {
@@ -498,8 +540,15 @@ mod tests {
         }
         let names: Vec<_> = workflow.steps.iter().map(|s| s.name.clone()).collect();
         assert_eq!(order_seen, names);
-        assert_eq!((task.state, task.locked_by.clone(), task.complete_by), (TaskState::Processed, None, None));
-        assert!(task.steps.iter().all(|s| s.state == StepState::Processed && s.attempt == 1));
+        assert_eq!(
+            (task.state, task.locked_by.clone(), task.complete_by),
+            (TaskState::Processed, None, None)
+        );
+        assert!(
+            task.steps
+                .iter()
+                .all(|s| s.state == StepState::Processed && s.attempt == 1)
+        );
     }
 
     #[test]
@@ -507,13 +556,35 @@ mod tests {
         let workflow = drone();
         let now = Timestamp(0);
         let (task, order, request) = run_to(&workflow, 1, now);
-        assert_eq!(on_run(&task, &workflow, &order, "s2", now).next, None, "a second claim");
-        let previous = AgentRequest { step: 0, step_name: "check-account".into(), attempt: 1, ..request.clone() };
-        assert_eq!(on_response(&task, &workflow, &order, &respond(&previous, ok()), now).next, None, "a duplicate response");
-        let old_attempt = AgentRequest { attempt: 0, ..request.clone() };
-        assert_eq!(on_response(&task, &workflow, &order, &respond(&old_attempt, ok()), now).next, None);
+        assert_eq!(
+            on_run(&task, &workflow, &order, "s2", now).next,
+            None,
+            "a second claim"
+        );
+        let previous = AgentRequest {
+            step: 0,
+            step_name: "check-account".into(),
+            attempt: 1,
+            ..request.clone()
+        };
+        assert_eq!(
+            on_response(&task, &workflow, &order, &respond(&previous, ok()), now).next,
+            None,
+            "a duplicate response"
+        );
+        let old_attempt = AgentRequest {
+            attempt: 0,
+            ..request.clone()
+        };
+        assert_eq!(
+            on_response(&task, &workflow, &order, &respond(&old_attempt, ok()), now).next,
+            None
+        );
         let old_run = AgentRequest { run: 0, ..request };
-        assert_eq!(on_response(&task, &workflow, &order, &respond(&old_run, ok()), now).next, None);
+        assert_eq!(
+            on_response(&task, &workflow, &order, &respond(&old_run, ok()), now).next,
+            None
+        );
     }
 
     #[test]
@@ -523,28 +594,51 @@ mod tests {
         let mut now = Timestamp(0);
         let (mut task, order, mut request) = run_to(&workflow, 3, now);
         assert_eq!(request.step_name, "schedule-drone");
-        assert_eq!(on_expired(&task, &workflow, now).next, None, "the lease is live");
+        assert_eq!(
+            on_expired(&task, &workflow, now).next,
+            None,
+            "the lease is live"
+        );
         for failure in 1..=threshold {
             now = request.complete_by;
             let decision = on_expired(&task, &workflow, now);
             task = decision.next.clone().expect("retry");
             assert_eq!(decision.verdict, "retry");
-            assert_eq!((task.state, task.locked_by.clone()), (TaskState::Pending, None));
-            assert_eq!((task.steps[3].failure_count, task.failure_count), (failure, failure));
-            let wait = if failure == threshold { workflow.steps[3].supervision.extended_wait } else { Duration::ZERO };
-            assert!(decision.effects.contains(&Effect::Schedule { task_id: task.id.clone(), delay: wait }));
+            assert_eq!(
+                (task.state, task.locked_by.clone()),
+                (TaskState::Pending, None)
+            );
+            assert_eq!(
+                (task.steps[3].failure_count, task.failure_count),
+                (failure, failure)
+            );
+            let wait = if failure == threshold {
+                workflow.steps[3].supervision.extended_wait
+            } else {
+                Duration::ZERO
+            };
+            assert!(decision.effects.contains(&Effect::Schedule {
+                task_id: task.id.clone(),
+                delay: wait
+            }));
             let claim = on_run(&task, &workflow, &order, "s2", now);
             task = claim.next.clone().expect("claimed again");
             request = dispatched(&claim)[0].clone();
             assert_eq!((request.step, request.attempt), (3, failure + 1));
-            assert_eq!(request.idempotency_key, "t1/1/schedule-drone", "the same key on every attempt");
+            assert_eq!(
+                request.idempotency_key, "t1/1/schedule-drone",
+                "the same key on every attempt"
+            );
         }
         now = request.complete_by;
         let decision = on_expired(&task, &workflow, now);
         task = decision.next.clone().expect("gave up");
         assert_eq!(decision.verdict, "gave up");
         assert_eq!(task.steps[3].failure_count, threshold + 1);
-        assert_eq!((task.state, task.steps[3].state), (TaskState::Compensating, StepState::TimedOut));
+        assert_eq!(
+            (task.state, task.steps[3].state),
+            (TaskState::Compensating, StepState::TimedOut)
+        );
 
         // Compensation runs in reverse order: the timed-out drone, then the package.
         let claim = on_run(&task, &workflow, &order, "s3", now);
@@ -559,12 +653,18 @@ mod tests {
             task = decision.next.clone().expect("compensated");
         }
         assert_eq!(undone, ["schedule-drone", "create-package"]);
-        assert_eq!((task.state, task.locked_by.clone(), task.complete_by), (TaskState::Error, None, None));
+        assert_eq!(
+            (task.state, task.locked_by.clone(), task.complete_by),
+            (TaskState::Error, None, None)
+        );
         let alert = decision.effects.iter().find_map(|e| match e {
             Effect::Alert(a) => Some(a),
             _ => None,
         });
-        assert_eq!(alert.expect("alerted").reason, "step 'schedule-drone' timed out 4 times");
+        assert_eq!(
+            alert.expect("alerted").reason,
+            "step 'schedule-drone' timed out 4 times"
+        );
     }
 
     #[test]
@@ -573,7 +673,9 @@ mod tests {
         let now = Timestamp(0);
         let (task, order, request) = run_to(&workflow, 4, now);
         assert_eq!(request.step_name, "create-delivery");
-        let failed = Outcome::Failed { error: "address not served".into() };
+        let failed = Outcome::Failed {
+            error: "address not served".into(),
+        };
         let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
         let mut task = decision.next.clone().expect("recorded");
         assert_eq!(task.state, TaskState::Compensating);
@@ -585,16 +687,28 @@ mod tests {
         }
         let states: Vec<_> = task.steps.iter().map(|s| s.state).collect();
         use StepState::{Compensated, Error, Processed};
-        assert_eq!(states, [Processed, Compensated, Processed, Compensated, Error]);
+        assert_eq!(
+            states,
+            [Processed, Compensated, Processed, Compensated, Error]
+        );
         assert_eq!(task.state, TaskState::Error);
 
-        assert!(resubmit(&run_to(&workflow, 1, now).0, &workflow, now).is_err(), "only a task in Error");
+        assert!(
+            resubmit(&run_to(&workflow, 1, now).0, &workflow, now).is_err(),
+            "only a task in Error"
+        );
         let decision = resubmit(&task, &workflow, now).expect("resubmitted");
         let task = decision.next.expect("reset");
-        assert_eq!((task.state, task.run, task.failure_count, task.error.clone()), (TaskState::Pending, 2, 0, None));
+        assert_eq!(
+            (task.state, task.run, task.failure_count, task.error.clone()),
+            (TaskState::Pending, 2, 0, None)
+        );
         let claim = on_run(&task, &workflow, &order, "s1", now);
         let request = dispatched(&claim)[0];
-        assert_eq!((request.step_name.as_str(), request.idempotency_key.as_str()), ("create-package", "t1/2/create-package"));
+        assert_eq!(
+            (request.step_name.as_str(), request.idempotency_key.as_str()),
+            ("create-package", "t1/2/create-package")
+        );
     }
 
     #[test]
@@ -606,7 +720,13 @@ mod tests {
         let next = decision.next.expect("sent again");
         assert_eq!((next.failure_count, next.state), (0, TaskState::Pending));
         assert!(next.complete_by > task.complete_by);
-        assert_eq!(decision.effects, [Effect::Schedule { task_id: task.id, delay: Duration::ZERO }]);
+        assert_eq!(
+            decision.effects,
+            [Effect::Schedule {
+                task_id: task.id,
+                delay: Duration::ZERO
+            }]
+        );
     }
 
     #[test]

@@ -204,20 +204,24 @@ impl Workflow {
         };
         let value: Value =
             serde_json::from_str(text).map_err(|e| error(None, "(document)", e.to_string()))?;
-        let document: WorkflowFile =
-            serde_path_to_error::deserialize(&value).map_err(|e| {
-                let (step, field) = locate(&value, e.path());
-                error(step, &field, e.inner().to_string())
-            })?;
+        let document: WorkflowFile = serde_path_to_error::deserialize(&value).map_err(|e| {
+            let (step, field) = locate(&value, e.path());
+            error(step, &field, e.inner().to_string())
+        })?;
         let source = value.to_string();
         let digest = sha256_hex(&source);
-        document.resolve(source, digest).map_err(|(step, field, message)| error(step, &field, message))
+        document
+            .resolve(source, digest)
+            .map_err(|(step, field, message)| error(step, &field, message))
     }
 }
 
 /// The SHA-256 of `text`, in hex.
 pub(crate) fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Splits a serde path into the step it is in (by name) and the field within.
@@ -230,12 +234,27 @@ fn locate(value: &Value, path: &serde_path_to_error::Path) -> (Option<String>, S
         let name = value["steps"][*index]["name"]
             .as_str()
             .map_or_else(|| format!("#{}", index + 1), str::to_owned);
-        let field = rest.iter().map(ToString::to_string).collect::<Vec<_>>().join(".");
-        let field = if field.is_empty() { "(step)".to_owned() } else { field };
+        let field = rest
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(".");
+        let field = if field.is_empty() {
+            "(step)".to_owned()
+        } else {
+            field
+        };
         return (Some(name), field);
     }
     let field = path.to_string();
-    (None, if field == "." { "(document)".to_owned() } else { field })
+    (
+        None,
+        if field == "." {
+            "(document)".to_owned()
+        } else {
+            field
+        },
+    )
 }
 
 type Fault = (Option<String>, String, String);
@@ -281,7 +300,12 @@ struct StepFile {
 impl WorkflowFile {
     fn resolve(self, source: String, digest: String) -> Result<Workflow, Fault> {
         let top = |field: &str, message: &str| (None, field.to_owned(), message.to_owned());
-        if self.name.is_empty() || !self.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        if self.name.is_empty()
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
             return Err(top("name", "must be non-empty letters, digits and '-'"));
         }
         if self.version == 0 {
@@ -297,7 +321,11 @@ impl WorkflowFile {
         let mut steps = Vec::with_capacity(self.steps.len());
         for step in self.steps {
             let at = |field: &str, message: &str| {
-                (Some(step.name.clone()), field.to_owned(), message.to_owned())
+                (
+                    Some(step.name.clone()),
+                    field.to_owned(),
+                    message.to_owned(),
+                )
             };
             if step.name.is_empty() {
                 return Err(at("name", "must not be empty"));
@@ -311,7 +339,11 @@ impl WorkflowFile {
             if !step.call.starts_with('/') {
                 return Err(at("call", "must be a path starting with '/'"));
             }
-            if step.compensation.as_ref().is_some_and(|c| !c.starts_with('/')) {
+            if step
+                .compensation
+                .as_ref()
+                .is_some_and(|c| !c.starts_with('/'))
+            {
                 return Err(at("compensation", "must be a path starting with '/'"));
             }
             let complete_by = step
@@ -330,7 +362,10 @@ impl WorkflowFile {
                 return Err(at("retry.attempts", "must be at least 1"));
             }
             if retry.max_backoff < retry.initial_backoff {
-                return Err(at("retry.max_backoff", "must not be less than initial_backoff"));
+                return Err(at(
+                    "retry.max_backoff",
+                    "must not be less than initial_backoff",
+                ));
             }
             let supervision = step
                 .supervisor
@@ -418,7 +453,9 @@ mod duration_text {
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(deserializer)?;
         humantime::parse_duration(&text).map_err(|e| {
-            <D::Error as serde::de::Error>::custom(format!("'{text}' is not a duration such as \"500ms\" or \"30s\": {e}"))
+            <D::Error as serde::de::Error>::custom(format!(
+                "'{text}' is not a duration such as \"500ms\" or \"30s\": {e}"
+            ))
         })
     }
 }
@@ -428,14 +465,19 @@ mod optional_duration_text {
     use serde::Serializer;
 
     #[allow(clippy::ref_option)] // serde's `with` passes a reference to the field
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         match value {
             Some(d) => super::duration_text::serialize(d, serializer),
             None => serializer.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
         #[derive(Deserialize)]
         struct Wrapped(#[serde(with = "super::duration_text")] Duration);
         Ok(Option::<Wrapped>::deserialize(deserializer)?.map(|Wrapped(d)| d))
@@ -457,7 +499,9 @@ pub enum RegistryError {
         source: std::io::Error,
     },
     /// Two definitions claim the same name and version with different content.
-    #[error("workflow '{name}' version {version} is defined twice with different content; bump the version")]
+    #[error(
+        "workflow '{name}' version {version} is defined twice with different content; bump the version"
+    )]
     Changed {
         /// The workflow's name.
         name: String,
@@ -485,7 +529,10 @@ impl Registry {
             registry.add(Workflow::parse(file, text)?)?;
         }
         if let Some(dir) = dir {
-            let io = |source| RegistryError::Io { path: dir.display().to_string(), source };
+            let io = |source| RegistryError::Io {
+                path: dir.display().to_string(),
+                source,
+            };
             let mut files: Vec<_> = std::fs::read_dir(dir)
                 .map_err(io)?
                 .filter_map(Result::ok)
@@ -510,17 +557,28 @@ impl Registry {
     /// [`RegistryError::Changed`] when it differs from a known definition of that version.
     pub fn add(&self, workflow: Workflow) -> Result<Arc<Workflow>, RegistryError> {
         let key = (workflow.name.clone(), workflow.version);
-        let mut versions = self.versions.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut versions = self
+            .versions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(known) = versions.get(&key) {
             if known.digest != workflow.digest {
-                return Err(RegistryError::Changed { name: key.0, version: key.1 });
+                return Err(RegistryError::Changed {
+                    name: key.0,
+                    version: key.1,
+                });
             }
             return Ok(Arc::clone(known));
         }
         let workflow = Arc::new(workflow);
         versions.insert(key, Arc::clone(&workflow));
-        let mut latest = self.latest.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let newer = latest.get(&workflow.name).is_none_or(|w| w.version < workflow.version);
+        let mut latest = self
+            .latest
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let newer = latest
+            .get(&workflow.name)
+            .is_none_or(|w| w.version < workflow.version);
         if newer {
             latest.insert(workflow.name.clone(), Arc::clone(&workflow));
         }
@@ -530,7 +588,11 @@ impl Registry {
     /// The version new tasks of `name` start with.
     #[must_use]
     pub fn latest(&self, name: &str) -> Option<Arc<Workflow>> {
-        self.latest.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+        self.latest
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
     }
 
     /// A given version, if this registry has it.
@@ -546,7 +608,12 @@ impl Registry {
     /// Every known definition.
     #[must_use]
     pub fn all(&self) -> Vec<Arc<Workflow>> {
-        self.versions.read().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect()
+        self.versions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 }
 
@@ -561,35 +628,68 @@ mod tests {
         let names: Vec<_> = drone.steps.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
-            ["check-account", "create-package", "check-transport", "schedule-drone", "create-delivery"]
+            [
+                "check-account",
+                "create-package",
+                "check-transport",
+                "schedule-drone",
+                "create-delivery"
+            ]
         );
         assert!(drone.steps[3].compensation.is_some());
         assert!(drone.steps[1].compensation.is_some());
-        assert_eq!(registry.latest("order-processing").expect("order").steps.len(), 1);
+        assert_eq!(
+            registry
+                .latest("order-processing")
+                .expect("order")
+                .steps
+                .len(),
+            1
+        );
     }
 
     fn parse_error(text: &str) -> String {
-        Workflow::parse("wf.json", text).expect_err("invalid").to_string()
+        Workflow::parse("wf.json", text)
+            .expect_err("invalid")
+            .to_string()
     }
 
     #[test]
     fn errors_name_the_file_the_step_and_the_field() {
         let step = r#"{"name":"a","agent":"x","call":"/a","retry":{"attempts":0}}"#;
         let text = format!(r#"{{"name":"w","version":1,"steps":[{step}]}}"#);
-        assert_eq!(parse_error(&text), "wf.json: step 'a': retry.attempts: must be at least 1");
+        assert_eq!(
+            parse_error(&text),
+            "wf.json: step 'a': retry.attempts: must be at least 1"
+        );
 
         let text = r#"{"name":"w","version":1,"steps":[{"name":"b","agent":"x","call":"/a","complete_by":"soon"}]}"#;
         let message = parse_error(text);
-        assert!(message.starts_with("wf.json: step 'b': complete_by: 'soon' is not a duration"), "{message}");
+        assert!(
+            message.starts_with("wf.json: step 'b': complete_by: 'soon' is not a duration"),
+            "{message}"
+        );
 
-        let text = r#"{"name":"w","version":1,"steps":[{"name":"c","agent":"x","call":"/a","colour":1}]}"#;
-        assert!(parse_error(text).contains("step 'c'"), "{}", parse_error(text));
+        let text =
+            r#"{"name":"w","version":1,"steps":[{"name":"c","agent":"x","call":"/a","colour":1}]}"#;
+        assert!(
+            parse_error(text).contains("step 'c'"),
+            "{}",
+            parse_error(text)
+        );
 
         let text = r#"{"name":"w","steps":[]}"#;
-        assert!(parse_error(text).contains("missing field `version`"), "{}", parse_error(text));
+        assert!(
+            parse_error(text).contains("missing field `version`"),
+            "{}",
+            parse_error(text)
+        );
 
         let text = r#"{"name":"w","version":1,"steps":[{"name":"d","agent":"x","call":"/a"},{"name":"d","agent":"y","call":"/b"}]}"#;
-        assert_eq!(parse_error(text), "wf.json: step 'd': name: is used by an earlier step");
+        assert_eq!(
+            parse_error(text),
+            "wf.json: step 'd': name: is used by an earlier step"
+        );
 
         assert!(parse_error("{").starts_with("wf.json: (document): EOF"));
     }
@@ -598,15 +698,22 @@ mod tests {
     fn a_version_cannot_change_without_a_bump() {
         let registry = Registry::default();
         let v1 = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"/a"}]}"#;
-        let v1_changed = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"/b"}]}"#;
+        let v1_changed =
+            r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"/b"}]}"#;
         let v2 = r#"{"name":"w","version":2,"steps":[{"name":"a","agent":"x","call":"/b"}]}"#;
-        registry.add(Workflow::parse("1", v1).expect("valid")).expect("new");
-        registry.add(Workflow::parse("1", v1).expect("valid")).expect("same content");
+        registry
+            .add(Workflow::parse("1", v1).expect("valid"))
+            .expect("new");
+        registry
+            .add(Workflow::parse("1", v1).expect("valid"))
+            .expect("same content");
         assert!(matches!(
             registry.add(Workflow::parse("1b", v1_changed).expect("valid")),
             Err(RegistryError::Changed { .. })
         ));
-        registry.add(Workflow::parse("2", v2).expect("valid")).expect("bumped");
+        registry
+            .add(Workflow::parse("2", v2).expect("valid"))
+            .expect("bumped");
         assert_eq!(registry.latest("w").expect("w").version, 2);
         assert_eq!(registry.version("w", 1).expect("kept").steps[0].call, "/a");
     }
@@ -615,11 +722,16 @@ mod tests {
     fn input_fields_are_checked_by_name_and_type() {
         let registry = Registry::load(None).expect("built-ins");
         let drone = registry.latest("drone-delivery").expect("drone");
-        let error = drone.validate_input(&serde_json::json!({})).expect_err("missing");
+        let error = drone
+            .validate_input(&serde_json::json!({}))
+            .expect_err("missing");
         assert_eq!(error.field, "input.customer_id");
         let error = drone
             .validate_input(&serde_json::json!({"customer_id": 7, "pickup": "a", "dropoff": "b", "weight_kg": 1}))
             .expect_err("mistyped");
-        assert_eq!(error.to_string(), "input.customer_id: must be of type \"string\"");
+        assert_eq!(
+            error.to_string(),
+            "input.customer_id: must be of type \"string\""
+        );
     }
 }

@@ -1,0 +1,172 @@
+//! A real kill -9 of the local process in the middle of a load, twice, each
+//! followed by a restart on the same data: every accepted task ends Processed,
+//! none is lost or stuck, and every remote side effect is applied once.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::RwLock;
+
+const TASKS: usize = 240;
+const CLIENTS: usize = 8;
+
+/// Starts `sas-local` on free ports; returns the child and its API's base URL.
+fn spawn(data: &Path) -> (Child, String, String) {
+    let workflows = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workflows");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sas-local"))
+        .env("SAS_DATA_DIR", data)
+        .env("SAS_WORKFLOWS_DIR", workflows)
+        .env("SAS_API_ADDR", "127.0.0.1:0")
+        .env("SAS_MOCK_ADDR", "127.0.0.1:0")
+        .env("SAS_SUPERVISOR_INTERVAL", "200ms")
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("sas-local starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("a ready line");
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+            .to_owned()
+    };
+    (child, field("api"), field("mock"))
+}
+
+async fn count(http: &reqwest::Client, api: &str, state: &str) -> usize {
+    let mut total = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let cursor = after
+            .as_ref()
+            .map(|a| format!("&after={a}"))
+            .unwrap_or_default();
+        let page: Value = http
+            .get(format!("{api}/tasks?state={state}&limit=100{cursor}"))
+            .send()
+            .await
+            .expect("listing")
+            .json()
+            .await
+            .expect("json");
+        total += page["tasks"].as_array().expect("tasks").len();
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => return total,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
+    let data = tempfile::tempdir().expect("data directory");
+    let (mut child, api, mut mock) = spawn(data.path());
+    let api = Arc::new(RwLock::new(api));
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("client");
+    let next = Arc::new(AtomicUsize::new(0));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let (api, http, next, accepted) = (
+            Arc::clone(&api),
+            http.clone(),
+            Arc::clone(&next),
+            Arc::clone(&accepted),
+        );
+        clients.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= TASKS {
+                    return;
+                }
+                let body = json!({
+                    "workflow": "drone-delivery-quick",
+                    "input": {"customer_id": format!("c-{i}"), "pickup": "a", "dropoff": "b", "weight_kg": 1},
+                });
+                // A PUT that got no answer is sent again: the same request, the same task.
+                loop {
+                    let base = api.read().await.clone();
+                    let sent = http.put(format!("{base}/tasks/kill-{i}")).json(&body).send().await;
+                    if sent.is_ok_and(|r| r.status() == 202) {
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }));
+    }
+    for kill_at in [TASKS / 3, 2 * TASKS / 3] {
+        while accepted.load(Ordering::SeqCst) < kill_at {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        child.kill().expect("kill -9");
+        child.wait().expect("reaped");
+        let (restarted, new_api, new_mock) = spawn(data.path());
+        child = restarted;
+        mock = new_mock;
+        *api.write().await = new_api;
+    }
+    for client in clients {
+        client.await.expect("client");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), TASKS);
+
+    let base = api.read().await.clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let mut tally;
+    loop {
+        tally = Vec::new();
+        for state in [
+            "Pending",
+            "Processing",
+            "Compensating",
+            "Processed",
+            "Error",
+        ] {
+            tally.push((state, count(&http, &base, state).await));
+        }
+        if tally[3].1 == TASKS || tokio::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let effects: Value = http
+        .get(format!("{mock}/effects"))
+        .send()
+        .await
+        .expect("mock")
+        .json()
+        .await
+        .expect("json");
+    child.kill().expect("stop");
+    let _ = child.wait();
+    assert_eq!(
+        tally[3],
+        ("Processed", TASKS),
+        "every accepted task ends Processed: {tally:?}"
+    );
+    assert_eq!(
+        tally.iter().map(|t| t.1).sum::<usize>(),
+        TASKS,
+        "and there is no other: {tally:?}"
+    );
+    let effects = effects["effects"].as_array().expect("effects");
+    assert_eq!(
+        effects.len(),
+        5 * TASKS,
+        "one side effect per step and task, under one key each"
+    );
+}
