@@ -243,6 +243,14 @@ async fn list(app: &App, query: Option<&str>) -> ApiResponse {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "state" => match TaskState::parse(value) {
+                Some(TaskState::Processed) => {
+                    return ApiResponse::error(
+                        400,
+                        "invalid_query",
+                        "state: Processed tasks are not listed (they are many, and expire); read one with GET /tasks/{id}",
+                        Some("state"),
+                    );
+                }
                 Some(s) => state = Some(s),
                 None => {
                     let states: Vec<_> = TaskState::ALL.iter().map(|s| s.as_str()).collect();

@@ -12,7 +12,9 @@ use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::messages::{AgentRequest, SchedulerMessage};
 use crate::domain::task::{Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
-use crate::ports::{Alerts, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage};
+use crate::ports::{
+    Alerts, Metrics, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage,
+};
 use crate::time::Clock;
 
 /// A conditional write lost this many times in a row means something is wrong.
@@ -105,11 +107,27 @@ pub enum Submitted {
     Replayed(Task),
 }
 
+/// The ports the actors use.
+#[derive(Clone)]
+pub struct Ports {
+    /// The state store.
+    pub store: Arc<dyn StateStore>,
+    /// The queues messages are sent to.
+    pub queues: Arc<dyn Queues>,
+    /// Operator alerts.
+    pub alerts: Arc<dyn Alerts>,
+    /// Counters.
+    pub metrics: Arc<dyn Metrics>,
+    /// The time.
+    pub clock: Arc<dyn Clock>,
+}
+
 /// Submission, scheduler, supervisor and operator actions over the ports.
 pub struct App {
     store: Arc<dyn StateStore>,
     queues: Arc<dyn Queues>,
     alerts: Arc<dyn Alerts>,
+    metrics: Arc<dyn Metrics>,
     clock: Arc<dyn Clock>,
     workflows: Arc<Registry>,
     names: QueueNames,
@@ -123,18 +141,23 @@ impl App {
     /// Wires the actors to their ports; `instance` names this process in LockedBy.
     #[must_use]
     pub fn new(
-        store: Arc<dyn StateStore>,
-        queues: Arc<dyn Queues>,
-        alerts: Arc<dyn Alerts>,
-        clock: Arc<dyn Clock>,
+        ports: Ports,
         workflows: Arc<Registry>,
         names: QueueNames,
         instance: String,
     ) -> Self {
+        let Ports {
+            store,
+            queues,
+            alerts,
+            metrics,
+            clock,
+        } = ports;
         Self {
             store,
             queues,
             alerts,
+            metrics,
             clock,
             workflows,
             names,
@@ -182,6 +205,8 @@ impl App {
         match self.store.create(&task, &order).await {
             Ok(()) => {
                 info!(task_id = %id, workflow, "task accepted");
+                self.metrics
+                    .count("TasksSubmitted", ("Workflow", workflow), 1);
                 self.perform(effects).await?;
                 Ok(Submitted::Created(task))
             }
@@ -330,6 +355,8 @@ impl App {
                 Err(error) => return Err(error.into()),
             }
         }
+        self.metrics
+            .count("Decisions", ("Verdict", decision.verdict), 1);
         self.perform(decision.effects).await?;
         Ok(Some(decision.verdict))
     }
@@ -362,6 +389,8 @@ impl App {
                     }
                 }
                 Effect::Alert(alert) => {
+                    self.metrics
+                        .count("TasksInError", ("Workflow", &alert.workflow), 1);
                     warn!(task_id = %alert.task_id, reason = %alert.reason, "task in Error: operator alerted");
                     if let Err(error) = self.alerts.raise(&alert).await {
                         warn!(task_id = %alert.task_id, %error, "alert not raised");

@@ -129,8 +129,14 @@ async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submi
             .iter()
             .all(|m| m["task_id"] == "order-1")
     );
-    let (_, _, processed) = harness.call("GET", "/tasks?state=Processed", None).await;
-    assert_eq!(processed["tasks"].as_array().expect("tasks").len(), 1);
+    let (status, _, listing) = harness.call("GET", "/tasks?state=Processed", None).await;
+    assert_eq!(
+        (status, listing["error"]["field"].as_str()),
+        (400, Some("state")),
+        "Processed tasks are not indexed"
+    );
+    let (_, _, pending) = harness.call("GET", "/tasks?state=Pending", None).await;
+    assert_eq!(pending["tasks"], json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,15 +362,17 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let app = Arc::clone(&running.system.app);
     let backend = Arc::clone(&running.system.backend);
     let queues = running.system.queues.clone();
-    let other = sas_shared::app::App::new(
-        Arc::clone(&backend) as _,
-        Arc::clone(&backend) as _,
-        Arc::clone(&backend) as _,
-        Arc::clone(&harness.clock) as _,
-        Arc::new(sas_shared::domain::workflow::Registry::load(None).expect("workflows")),
-        queues.clone(),
-        "other-scheduler".into(),
-    );
+    let ports = sas_shared::app::Ports {
+        store: Arc::clone(&backend) as _,
+        queues: Arc::clone(&backend) as _,
+        alerts: Arc::clone(&backend) as _,
+        metrics: Arc::new(sas_shared::ports::NoMetrics),
+        clock: Arc::clone(&harness.clock) as _,
+    };
+    let workflows =
+        Arc::new(sas_shared::domain::workflow::Registry::load(None).expect("workflows"));
+    let other =
+        sas_shared::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
     let submission = sas_shared::domain::decide::Submission {
         id: TaskId::parse("raced").expect("id"),
         input: delivery_input(),

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sas_shared::adapters::embedded::{Durability, Embedded, QueueSettings, Received};
+use sas_shared::adapters::embedded::{Durability, Embedded, QueueSettings};
 use sas_shared::adapters::http_remote::HttpRemote;
 use sas_shared::agent::Agent;
-use sas_shared::app::{App, HandleError, QueueNames};
+use sas_shared::app::{App, HandleError, Ports, QueueNames};
 use sas_shared::domain::agent::BreakerSettings;
 use sas_shared::domain::ids::QueueName;
 use sas_shared::domain::workflow::Registry;
+use sas_shared::ports::{Consumer, Delivery, NoMetrics};
 use sas_shared::time::Clock;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -116,11 +117,15 @@ impl System {
             };
             backend.create_queue(name, settings).await?;
         }
+        let ports = Ports {
+            store: Arc::clone(&backend) as _,
+            queues: Arc::clone(&backend) as _,
+            alerts: Arc::clone(&backend) as _,
+            metrics: Arc::new(NoMetrics),
+            clock: Arc::clone(&clock),
+        };
         let app = Arc::new(App::new(
-            Arc::clone(&backend) as _,
-            Arc::clone(&backend) as _,
-            Arc::clone(&backend) as _,
-            Arc::clone(&clock),
+            ports,
             workflows,
             queues.clone(),
             format!("local-{}", std::process::id()),
@@ -159,7 +164,7 @@ impl System {
         ] {
             let app = Arc::clone(&self.app);
             self.workers.push(tokio::spawn(consume(
-                Arc::clone(&self.backend),
+                Arc::clone(&self.backend) as _,
                 source,
                 settings.scheduler_concurrency,
                 stopped.clone(),
@@ -171,7 +176,7 @@ impl System {
         }
         let agent = Arc::clone(&self.agent);
         self.workers.push(tokio::spawn(consume(
-            Arc::clone(&self.backend),
+            Arc::clone(&self.backend) as _,
             self.queues.agent_requests.clone(),
             settings.agent_concurrency,
             stopped.clone(),
@@ -211,9 +216,9 @@ impl System {
 
 /// Consumes a queue like an event-source mapping: batches of up to [`BATCH`],
 /// at most `concurrency` messages in flight, a message deleted once handled and
-/// left for redelivery when its handler fails.
+/// left for redelivery (and in the end the dead-letter queue) when its handler fails.
 async fn consume<H, F>(
-    backend: Arc<Embedded>,
+    consumer: Arc<dyn Consumer>,
     queue: QueueName,
     concurrency: usize,
     mut stopped: watch::Receiver<bool>,
@@ -224,29 +229,19 @@ async fn consume<H, F>(
 {
     let slots = Arc::new(Semaphore::new(concurrency.max(1)));
     let handler = Arc::new(handler);
-    loop {
-        if *stopped.borrow() {
-            break;
-        }
+    while !*stopped.borrow() {
         let Ok(first) = Arc::clone(&slots).acquire_owned().await else {
             break;
         };
         let room = slots.available_permits() + 1;
-        let batch = match backend.receive(&queue, room.min(BATCH)).await {
-            Ok(batch) => batch,
-            Err(e) => {
-                error!(%queue, error = %e, "receive failed");
-                Vec::new()
-            }
+        let batch = tokio::select! {
+            received = consumer.receive(&queue, room.min(BATCH), Duration::from_millis(100)) => received,
+            _ = stopped.changed() => break,
         };
-        if batch.is_empty() {
-            drop(first);
-            tokio::select! {
-                () = backend.wait(&queue, Duration::from_millis(100)) => {}
-                _ = stopped.changed() => {}
-            }
-            continue;
-        }
+        let batch = batch.unwrap_or_else(|e| {
+            error!(%queue, error = %e, "receive failed");
+            Vec::new()
+        });
         let mut permits = vec![first];
         for _ in 1..batch.len() {
             match Arc::clone(&slots).acquire_owned().await {
@@ -255,10 +250,10 @@ async fn consume<H, F>(
             }
         }
         for (message, permit) in batch.into_iter().zip(permits) {
-            let (backend, handler, queue) =
-                (Arc::clone(&backend), Arc::clone(&handler), queue.clone());
+            let (consumer, handler, queue) =
+                (Arc::clone(&consumer), Arc::clone(&handler), queue.clone());
             tokio::spawn(async move {
-                handle(&backend, &queue, message, handler.as_ref()).await;
+                handle(consumer.as_ref(), &queue, message, handler.as_ref()).await;
                 drop(permit);
             });
         }
@@ -269,14 +264,14 @@ async fn consume<H, F>(
         .await;
 }
 
-async fn handle<H, F>(backend: &Embedded, queue: &QueueName, message: Received, handler: &H)
+async fn handle<H, F>(consumer: &dyn Consumer, queue: &QueueName, message: Delivery, handler: &H)
 where
     H: Fn(String) -> F,
     F: Future<Output = Result<(), HandleError>>,
 {
     match handler(message.body).await {
         Ok(()) => {
-            if let Err(e) = backend.delete(message.receipt).await {
+            if let Err(e) = consumer.delete(queue, &message.receipt).await {
                 warn!(%queue, error = %e, "delete failed; the message will be delivered again");
             }
         }

@@ -5,6 +5,7 @@
 //! `GET /local/alerts` lists the operator alerts.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, Request, State};
@@ -15,6 +16,7 @@ use sas_shared::adapters::embedded::Embedded;
 use sas_shared::api::{self, ApiRequest, MAX_BODY_BYTES};
 use sas_shared::app::App;
 use sas_shared::domain::ids::QueueName;
+use sas_shared::ports::Consumer;
 use serde_json::{Value, json};
 
 /// What the routes share.
@@ -82,7 +84,7 @@ async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -
             "queue names are letters, digits, '-' and '_'",
         );
     };
-    let received = match shared.backend.receive(&queue, 10).await {
+    let received = match shared.backend.receive(&queue, 10, Duration::ZERO).await {
         Ok(received) => received,
         Err(e) => {
             return failure(
@@ -94,7 +96,7 @@ async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -
     };
     let mut messages = Vec::with_capacity(received.len());
     for message in received {
-        let _ = shared.backend.delete(message.receipt).await;
+        let _ = shared.backend.delete(&queue, &message.receipt).await;
         messages.push(serde_json::from_str(&message.body).unwrap_or(Value::String(message.body)));
     }
     json(StatusCode::OK, &json!({ "messages": messages }))

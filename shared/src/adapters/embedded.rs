@@ -18,7 +18,8 @@ use crate::domain::messages::Alert;
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::ports::{
-    AlertError, Alerts, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage,
+    AlertError, Alerts, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StateStore,
+    StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -64,24 +65,6 @@ impl Default for QueueSettings {
             dead_letter: None,
         }
     }
-}
-
-/// A received message, to delete once handled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Received {
-    /// The message's body.
-    pub body: String,
-    /// Times it has been received, this one included.
-    pub receive_count: u32,
-    /// Deletes this receipt of the message; stale after the message is received again.
-    pub receipt: Receipt,
-}
-
-/// The handle that deletes a received message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Receipt {
-    id: i64,
-    receive_count: u32,
 }
 
 /// Messages waiting in a queue.
@@ -220,17 +203,12 @@ impl Embedded {
         .await
     }
 
-    /// Receives up to `max` visible messages, making them invisible for the queue's
-    /// visibility timeout; a message received more than maxReceiveCount times moves
-    /// to the dead-letter queue instead.
-    ///
-    /// # Errors
-    /// [`StoreError::Unavailable`] when the database fails.
-    pub async fn receive(
+    /// Receives up to `max` visible messages at once, without waiting.
+    async fn receive_now(
         &self,
         queue: &QueueName,
         max: usize,
-    ) -> Result<Vec<Received>, StoreError> {
+    ) -> Result<Vec<Delivery>, StoreError> {
         let queue = queue.to_string();
         let now = self.clock.now().0;
         let (received, dead_lettered) = self
@@ -270,10 +248,12 @@ impl Embedded {
                         params![id, receive_count, now + millis(settings.visibility_timeout)],
                     )
                     .map_err(unavailable)?;
-                    received.push(Received {
+                    received.push(Delivery {
+                        id: id.to_string(),
                         body,
                         receive_count,
-                        receipt: Receipt { id, receive_count },
+                        // A receipt names the receive it came from: stale once received again.
+                        receipt: format!("{id}:{receive_count}"),
                     });
                 }
                 tx.commit().map_err(unavailable)?;
@@ -285,30 +265,6 @@ impl Embedded {
             self.waker(&dead_letter).notify_one();
         }
         Ok(received)
-    }
-
-    /// Deletes a received message; false when the receipt is stale (the message was
-    /// received again or already deleted).
-    ///
-    /// # Errors
-    /// [`StoreError::Unavailable`] when the database fails.
-    pub async fn delete(&self, receipt: Receipt) -> Result<bool, StoreError> {
-        self.with(move |c| {
-            let deleted = c
-                .execute(
-                    "DELETE FROM messages WHERE id = ?1 AND receive_count = ?2",
-                    params![receipt.id, receipt.receive_count],
-                )
-                .map_err(unavailable)?;
-            Ok(deleted == 1)
-        })
-        .await
-    }
-
-    /// Waits until a message may be ready in `queue`, or `at_most` has passed.
-    pub async fn wait(&self, queue: &QueueName, at_most: Duration) {
-        let waker = self.waker(queue.as_str());
-        let _ = tokio::time::timeout(at_most, waker.notified()).await;
     }
 
     /// The messages in a queue.
@@ -628,6 +584,57 @@ impl Queues for Embedded {
     }
 }
 
+/// How often a waiting receive looks again, for delayed messages and visibility
+/// timeouts that end without a send to wake it.
+const RECHECK: Duration = Duration::from_millis(100);
+
+#[async_trait]
+impl Consumer for Embedded {
+    async fn receive(
+        &self,
+        queue: &QueueName,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        let failed = |e: StoreError| QueueError {
+            queue: queue.to_string(),
+            reason: e.to_string(),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let waker = self.waker(queue.as_str());
+        loop {
+            let received = self.receive_now(queue, max.min(10)).await.map_err(failed)?;
+            let now = tokio::time::Instant::now();
+            if !received.is_empty() || now >= deadline {
+                return Ok(received);
+            }
+            let _ = tokio::time::timeout((deadline - now).min(RECHECK), waker.notified()).await;
+        }
+    }
+
+    async fn delete(&self, queue: &QueueName, receipt: &str) -> Result<(), QueueError> {
+        let failed = |reason: String| QueueError {
+            queue: queue.to_string(),
+            reason,
+        };
+        let (id, receive_count) = receipt
+            .split_once(':')
+            .and_then(|(id, count)| Some((id.parse::<i64>().ok()?, count.parse::<u32>().ok()?)))
+            .ok_or_else(|| failed(format!("'{receipt}' is not a receipt of this queue")))?;
+        // A stale receipt deletes nothing, as in SQS: the message is delivered again.
+        self.with(move |c| {
+            c.execute(
+                "DELETE FROM messages WHERE id = ?1 AND receive_count = ?2",
+                params![id, receive_count],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| failed(e.to_string()))
+    }
+}
+
 #[async_trait]
 impl Alerts for Embedded {
     async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
@@ -773,34 +780,55 @@ mod tests {
             .await
             .expect("sent");
 
-        let first = store.receive(&work, 10).await.expect("receive");
+        let first = store
+            .receive(&work, 10, Duration::ZERO)
+            .await
+            .expect("receive");
         assert_eq!(
             first.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
             ["now"],
             "the delayed one waits"
         );
         assert!(
-            store.receive(&work, 10).await.expect("receive").is_empty(),
+            store
+                .receive(&work, 10, Duration::ZERO)
+                .await
+                .expect("receive")
+                .is_empty(),
             "invisible while in flight"
         );
         clock.advance(Duration::from_secs(5));
-        let later = store.receive(&work, 10).await.expect("receive");
+        let later = store
+            .receive(&work, 10, Duration::ZERO)
+            .await
+            .expect("receive");
         assert_eq!(later[0].body, "later");
-        assert!(store.delete(later[0].receipt).await.expect("delete"));
+        store
+            .delete(&work, &later[0].receipt)
+            .await
+            .expect("delete");
 
         clock.advance(Duration::from_secs(5));
-        let again = store.receive(&work, 10).await.expect("redelivered");
+        let again = store
+            .receive(&work, 10, Duration::ZERO)
+            .await
+            .expect("redelivered");
         assert_eq!((again[0].body.as_str(), again[0].receive_count), ("now", 2));
-        assert!(
-            !store.delete(first[0].receipt).await.expect("delete"),
-            "a stale receipt deletes nothing"
-        );
+        // A stale receipt deletes nothing: the message reaches the dead-letter queue below.
+        store
+            .delete(&work, &first[0].receipt)
+            .await
+            .expect("a stale receipt is no error");
         clock.advance(Duration::from_secs(10));
         assert!(
-            store.receive(&work, 10).await.expect("receive").is_empty(),
+            store
+                .receive(&work, 10, Duration::ZERO)
+                .await
+                .expect("receive")
+                .is_empty(),
             "the third receive dead-letters it"
         );
-        let dead_letters = store.receive(&dead, 10).await.expect("dlq");
+        let dead_letters = store.receive(&dead, 10, Duration::ZERO).await.expect("dlq");
         assert_eq!(dead_letters[0].body, "now");
         assert_eq!(store.depth(&work).await.expect("depth"), Depth::default());
     }
@@ -828,7 +856,11 @@ mod tests {
         let store = open(&dir, clock);
         assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
         assert_eq!(
-            store.receive(&queue, 1).await.expect("receive")[0].body,
+            store
+                .receive(&queue, 1, Duration::ZERO)
+                .await
+                .expect("receive")[0]
+                .body,
             "m"
         );
     }
