@@ -9,5 +9,7 @@ pub mod agent;
 pub mod api;
 pub mod app;
 pub mod domain;
+#[cfg(feature = "aws")]
+pub mod lambda;
 pub mod ports;
 pub mod time;

@@ -1,0 +1,26 @@
+//! The scheduler function, on the scheduler queue and the agent-response queue:
+//! claims tasks, records step results and sends the next step to an agent.
+
+use std::sync::Arc;
+
+use aws_lambda_events::sqs::SqsEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use sas_shared::lambda::{self, Functions};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let functions = Arc::new(Functions::from_env("scheduler").await?);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        let functions = Arc::clone(&functions);
+        async move {
+            let app = &functions.app;
+            Ok::<_, Error>(
+                lambda::sqs_batch(event.payload, |body| async move {
+                    app.on_scheduler_message(&body).await.map(drop)
+                })
+                .await,
+            )
+        }
+    }))
+    .await
+}

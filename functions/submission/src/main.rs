@@ -1,0 +1,21 @@
+//! The submission function, behind API Gateway (HTTP API, payload 2.0): submits,
+//! reads, lists and resubmits tasks, with the same routes and answers as the
+//! local server.
+
+use std::sync::Arc;
+
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use sas_shared::lambda::{self, Functions};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let functions = Arc::new(Functions::from_env("submission").await?);
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
+            let functions = Arc::clone(&functions);
+            async move { Ok::<_, Error>(lambda::http(&functions.app, event.payload).await) }
+        },
+    ))
+    .await
+}

@@ -1,0 +1,442 @@
+//! The state store on DynamoDB, one table:
+//!
+//! | pk               | sk          | what |
+//! |------------------|-------------|------|
+//! | `TASK#<id>`      | `TASK`      | the task's record, its version, and the index keys below |
+//! | `TASK#<id>`      | `ORDER`     | the order data, written with the task in one transaction |
+//! | `WORKFLOW#<name>`| `V#<version>` | a workflow definition, as tasks started with it |
+//!
+//! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
+//! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
+//! partition is hot, for the supervisor's sweep; `listing` (`listed_state`,
+//! `listed_key`) holds the tasks that are not Processed, for operators. A finished
+//! task gets an `expires_at` for DynamoDB's TTL.
+//!
+//! Every write is conditional: a creation on the item's absence, an update on the
+//! version read. Every attribute name goes through ExpressionAttributeNames.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
+
+use crate::domain::ids::TaskId;
+use crate::domain::task::{Order, Task, TaskState};
+use crate::domain::workflow::Workflow;
+use crate::ports::{StateStore, StoreError, TaskPage};
+use crate::time::Timestamp;
+
+/// The name of the expiry index.
+pub const EXPIRY_INDEX: &str = "expiry";
+/// The name of the listing index.
+pub const LISTING_INDEX: &str = "listing";
+
+type Item = HashMap<String, AttributeValue>;
+
+/// How the table is laid out and kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSettings {
+    /// The table's name.
+    pub table: String,
+    /// Partitions of the expiry index.
+    pub lease_shards: u32,
+    /// How long finished tasks are kept before DynamoDB's TTL deletes them.
+    pub retention: Duration,
+}
+
+/// The state store on a DynamoDB table.
+pub struct DynamoStore {
+    client: Client,
+    settings: TableSettings,
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn unavailable<E, R>(error: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    StoreError::Unavailable(DisplayErrorContext(error).to_string())
+}
+
+fn task_key(id: &TaskId) -> (String, String) {
+    (format!("TASK#{id}"), "TASK".to_owned())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+/// The expiry index's partition for a task: a stable hash of its id.
+fn lease_shard(id: &TaskId, shards: u32) -> String {
+    let hash = id.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    format!("LEASE#{}", hash % shards.max(1))
+}
+
+/// Sorts as the creation time, then the id: a cursor for listings.
+fn listed_key(task: &Task) -> String {
+    format!("{:015}#{}", task.created_at.0, task.id)
+}
+
+fn seconds(at: Timestamp) -> i64 {
+    at.0 / 1000
+}
+
+impl DynamoStore {
+    /// A store on the table of `settings`.
+    #[must_use]
+    pub fn new(client: Client, settings: TableSettings) -> Self {
+        Self { client, settings }
+    }
+
+    /// The task's item: its record, the pattern's fields as attributes an operator
+    /// can read in the console, and the sparse index keys.
+    fn task_item(&self, task: &Task) -> Result<Item, StoreError> {
+        let (pk, sk) = task_key(&task.id);
+        let record = serde_json::to_string(task).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut item = key(pk, sk);
+        item.insert("version".into(), n(task.version));
+        item.insert("record".into(), s(record));
+        item.insert("ProcessState".into(), s(task.state.as_str()));
+        item.insert("FailureCount".into(), n(task.failure_count));
+        item.insert("created_at".into(), n(task.created_at.0));
+        if let Some(locked_by) = &task.locked_by {
+            item.insert("LockedBy".into(), s(locked_by.clone()));
+        }
+        if let Some(complete_by) = task.complete_by {
+            item.insert("CompleteBy".into(), n(complete_by.0));
+            item.insert(
+                "lease_shard".into(),
+                s(lease_shard(&task.id, self.settings.lease_shards)),
+            );
+            item.insert("lease_expires".into(), n(complete_by.0));
+        }
+        if task.state != TaskState::Processed {
+            item.insert("listed_state".into(), s(task.state.as_str()));
+            item.insert("listed_key".into(), s(listed_key(task)));
+        }
+        if task.state.is_final() {
+            item.insert(
+                "expires_at".into(),
+                n(seconds(task.updated_at.plus(self.settings.retention))),
+            );
+        }
+        Ok(item)
+    }
+
+    /// Reads tasks by id, consistently, in the order given.
+    async fn tasks(&self, ids: Vec<TaskId>) -> Result<Vec<Task>, StoreError> {
+        let mut found: HashMap<String, Task> = HashMap::new();
+        for chunk in ids.chunks(100) {
+            let mut pending: Vec<Item> = chunk
+                .iter()
+                .map(|id| {
+                    let (pk, sk) = task_key(id);
+                    key(pk, sk)
+                })
+                .collect();
+            while !pending.is_empty() {
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .projection_expression("#record")
+                    .expression_attribute_names("#record", "record")
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                let output = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.settings.table, request)
+                    .send()
+                    .await
+                    .map_err(unavailable)?;
+                for item in output
+                    .responses()
+                    .and_then(|r| r.get(&self.settings.table))
+                    .into_iter()
+                    .flatten()
+                {
+                    let task = decode_task(item)?;
+                    found.insert(task.id.to_string(), task);
+                }
+                if let Some(retry) = output
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.settings.table))
+                {
+                    pending = retry.keys().to_vec();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        Ok(ids
+            .iter()
+            .filter_map(|id| found.remove(id.as_str()))
+            .collect())
+    }
+}
+
+fn attribute<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+        .ok_or_else(|| StoreError::Corrupt(format!("item without the text attribute '{name}'")))
+}
+
+fn decode_task(item: &Item) -> Result<Task, StoreError> {
+    serde_json::from_str(attribute(item, "record")?).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
+    let pk = attribute(item, "pk")?;
+    pk.strip_prefix("TASK#")
+        .and_then(|id| TaskId::parse(id).ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("'{pk}' is not a task key")))
+}
+
+#[async_trait]
+impl StateStore for DynamoStore {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let (pk, _) = task_key(&task.id);
+        let input =
+            serde_json::to_string(&order.input).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut order_item = key(pk, "ORDER".into());
+        order_item.insert("input".into(), s(input));
+        // Order data outlives any run of its task: twice the retention from creation.
+        let order_expiry = task.created_at.plus(self.settings.retention * 2);
+        order_item.insert("expires_at".into(), n(seconds(order_expiry)));
+        let put = |item: Item| {
+            Put::builder()
+                .table_name(&self.settings.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", "pk")
+                .build()
+                .map(|put| TransactWriteItem::builder().put(put).build())
+                .map_err(|e| StoreError::Unavailable(e.to_string()))
+        };
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(put(self.task_item(task)?)?)
+            .transact_items(put(order_item)?)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                let lost = match error.as_service_error() {
+                    Some(TransactWriteItemsError::TransactionCanceledException(e)) => e
+                        .cancellation_reasons()
+                        .iter()
+                        .any(|r| r.code() == Some("ConditionalCheckFailed")),
+                    _ => false,
+                };
+                if lost {
+                    Err(StoreError::Conflict)
+                } else {
+                    Err(unavailable(error))
+                }
+            }
+        }
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        let (pk, sk) = task_key(id);
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        output.item().map(decode_task).transpose()
+    }
+
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        // One query reads both items of the task's partition.
+        let (pk, _) = task_key(id);
+        let output = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_values(":pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let mut task = None;
+        let mut order = None;
+        for item in output.items() {
+            match attribute(item, "sk")? {
+                "TASK" => task = Some(decode_task(item)?),
+                "ORDER" => {
+                    let input = serde_json::from_str(attribute(item, "input")?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    order = Some(Order {
+                        task_id: id.clone(),
+                        input,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(task.zip(order))
+    }
+
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(self.task_item(task)?))
+            .condition_expression("#version = :expected")
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Err(StoreError::Conflict)
+            }
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+        let mut ids = Vec::new();
+        for shard in 0..self.settings.lease_shards.max(1) {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.settings.table)
+                .index_name(EXPIRY_INDEX)
+                .key_condition_expression("#shard = :shard AND #expires <= :now")
+                .expression_attribute_names("#shard", "lease_shard")
+                .expression_attribute_names("#expires", "lease_expires")
+                .expression_attribute_values(":shard", s(format!("LEASE#{shard}")))
+                .expression_attribute_values(":now", n(now.0))
+                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for item in output.items() {
+                ids.push(task_id_of(item)?);
+            }
+        }
+        // The index is eventually consistent: read the tasks themselves, and keep
+        // only those still expired.
+        let mut tasks: Vec<Task> = self
+            .tasks(ids)
+            .await?
+            .into_iter()
+            .filter(|t| t.complete_by.is_some_and(|at| at <= now))
+            .collect();
+        tasks.sort_by_key(|t| t.complete_by);
+        tasks.truncate(limit);
+        Ok(tasks)
+    }
+
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .index_name(LISTING_INDEX)
+            .key_condition_expression("#state = :state AND #key > :after")
+            .expression_attribute_names("#state", "listed_state")
+            .expression_attribute_names("#key", "listed_key")
+            .expression_attribute_values(":state", s(state.as_str()))
+            .expression_attribute_values(":after", s(after.unwrap_or("")))
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let ids = output
+            .items()
+            .iter()
+            .map(task_id_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tasks = self.tasks(ids).await?;
+        let next = (tasks.len() > limit).then(|| {
+            tasks.truncate(limit);
+            tasks.last().map(listed_key).unwrap_or_default()
+        });
+        Ok(TaskPage { tasks, next })
+    }
+
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let item = HashMap::from([
+            ("pk".to_owned(), s(format!("WORKFLOW#{}", workflow.name))),
+            ("sk".to_owned(), s(format!("V#{:010}", workflow.version))),
+            ("digest".to_owned(), s(workflow.digest.clone())),
+            ("source".to_owned(), s(workflow.source.clone())),
+        ]);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR #digest = :digest")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#digest", "digest")
+            .expression_attribute_values(":digest", s(workflow.digest.clone()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Err(StoreError::Conflict)
+            }
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(
+                format!("WORKFLOW#{name}"),
+                format!("V#{version:010}"),
+            )))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        output
+            .item()
+            .map(|item| attribute(item, "source").map(str::to_owned))
+            .transpose()
+    }
+}

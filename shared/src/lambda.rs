@@ -1,0 +1,365 @@
+//! What the four Lambda functions share: configuration from the environment,
+//! clients built once per cold start, and the translation of Lambda events into
+//! calls of the actors and of their outcomes back (HTTP responses, partial batch
+//! failures). Each function's `main` is a few lines over this.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use aws_lambda_events::http::{HeaderValue, header};
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tracing::{Instrument, error, info_span};
+
+use crate::adapters::dynamodb::{DynamoStore, TableSettings};
+use crate::adapters::http_remote::HttpRemote;
+use crate::adapters::sns::{EmfMetrics, SnsAlerts};
+use crate::adapters::sqs::{Sqs, queue_name};
+use crate::agent::Agent;
+use crate::api::{self, ApiRequest};
+use crate::app::{App, HandleError, Ports, QueueNames};
+use crate::domain::agent::BreakerSettings;
+use crate::domain::workflow::{Registry, RegistryError};
+use crate::ports::QueueError;
+use crate::time::{Clock, WallClock};
+
+/// Every environment variable the functions read: the template and the CDK
+/// construct set exactly these.
+pub const VARIABLES: [&str; 10] = [
+    "TABLE_NAME",
+    "SCHEDULER_QUEUE_URL",
+    "AGENT_REQUEST_QUEUE_URL",
+    "AGENT_RESPONSE_QUEUE_URL",
+    "ALERT_TOPIC_ARN",
+    "SERVICE_URLS",
+    "LEASE_SHARDS",
+    "TASK_RETENTION_DAYS",
+    "SUPERVISOR_BATCH",
+    "METRICS_NAMESPACE",
+];
+
+/// A variable missing or unusable, by name; reported at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("environment variable {0} is not set")]
+    Missing(&'static str),
+    /// A variable is set to something unusable.
+    #[error("environment variable {0} is invalid: {1}")]
+    Invalid(&'static str, String),
+}
+
+/// The functions' configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The table, its expiry shards and retention.
+    pub table: TableSettings,
+    /// The scheduler's queue.
+    pub scheduler_queue_url: String,
+    /// The agents' request queue.
+    pub agent_request_queue_url: String,
+    /// The agents' response queue.
+    pub agent_response_queue_url: String,
+    /// The operators' alert topic.
+    pub alert_topic_arn: String,
+    /// Remote services by agent name, to base URLs.
+    pub services: HashMap<String, String>,
+    /// Tasks the supervisor recovers per query.
+    pub supervisor_batch: usize,
+    /// The CloudWatch namespace of the metrics.
+    pub metrics_namespace: String,
+    /// Where more workflow definitions are, beside the built-in ones.
+    pub workflows_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Reads the configuration from the environment.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable missing or invalid.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Reads the configuration from `lookup`, a variable's value by name.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable missing or invalid.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
+            lookup(name).map_or(Ok(default), |v| {
+                v.parse()
+                    .map_err(|e| ConfigError::Invalid(name, format!("{v}: {e}")))
+            })
+        };
+        let services = match lookup("SERVICE_URLS") {
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                ConfigError::Invalid(
+                    "SERVICE_URLS",
+                    format!("expected a JSON object of agent name to URL: {e}"),
+                )
+            })?,
+            None => HashMap::new(),
+        };
+        let lease_shards = u32::try_from(number("LEASE_SHARDS", 8)?)
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| ConfigError::Invalid("LEASE_SHARDS", "must be 1 to 1000".into()))?;
+        Ok(Self {
+            table: TableSettings {
+                table: required("TABLE_NAME")?,
+                lease_shards,
+                retention: Duration::from_secs(number("TASK_RETENTION_DAYS", 30)? * 86_400),
+            },
+            scheduler_queue_url: required("SCHEDULER_QUEUE_URL")?,
+            agent_request_queue_url: required("AGENT_REQUEST_QUEUE_URL")?,
+            agent_response_queue_url: required("AGENT_RESPONSE_QUEUE_URL")?,
+            alert_topic_arn: required("ALERT_TOPIC_ARN")?,
+            services,
+            supervisor_batch: usize::try_from(number("SUPERVISOR_BATCH", 100)?)
+                .unwrap_or(100)
+                .max(1),
+            metrics_namespace: lookup("METRICS_NAMESPACE")
+                .unwrap_or_else(|| "SchedulerAgentSupervisor".into()),
+            workflows_dir: None,
+        })
+    }
+}
+
+/// Why the functions could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is incomplete.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A workflow definition is invalid.
+    #[error(transparent)]
+    Workflows(#[from] RegistryError),
+    /// A queue URL is not one.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// The workflow definitions could not be stored.
+    #[error("cannot store the workflow definitions: {0}")]
+    Store(#[from] crate::ports::StoreError),
+}
+
+/// The actors, built once per cold start.
+pub struct Functions {
+    /// Submission, scheduler, supervisor and operator actions.
+    pub app: Arc<App>,
+    /// The agents.
+    pub agent: Arc<Agent>,
+    /// How many tasks the supervisor recovers per query.
+    pub supervisor_batch: usize,
+}
+
+impl Functions {
+    /// Builds the actors over AWS from `config` and an SDK configuration (which
+    /// honours `AWS_ENDPOINT_URL`), as function `function`.
+    ///
+    /// # Errors
+    /// [`StartError`] when a queue URL or a workflow definition is invalid.
+    pub fn new(
+        config: &Config,
+        sdk: &aws_config::SdkConfig,
+        function: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StartError> {
+        let queues = QueueNames {
+            scheduler: queue_name(&config.scheduler_queue_url)?,
+            agent_requests: queue_name(&config.agent_request_queue_url)?,
+            agent_responses: queue_name(&config.agent_response_queue_url)?,
+        };
+        let sqs = Arc::new(Sqs::new(
+            aws_sdk_sqs::Client::new(sdk),
+            [
+                (queues.scheduler.clone(), config.scheduler_queue_url.clone()),
+                (
+                    queues.agent_requests.clone(),
+                    config.agent_request_queue_url.clone(),
+                ),
+                (
+                    queues.agent_responses.clone(),
+                    config.agent_response_queue_url.clone(),
+                ),
+            ],
+        ));
+        let workflows = Registry::load(config.workflows_dir.as_deref())?;
+        let ports = Ports {
+            store: Arc::new(DynamoStore::new(
+                aws_sdk_dynamodb::Client::new(sdk),
+                config.table.clone(),
+            )),
+            queues: Arc::clone(&sqs) as _,
+            alerts: Arc::new(SnsAlerts::new(
+                aws_sdk_sns::Client::new(sdk),
+                config.alert_topic_arn.clone(),
+            )),
+            metrics: Arc::new(EmfMetrics::new(
+                config.metrics_namespace.clone(),
+                function.to_owned(),
+            )),
+            clock: Arc::clone(&clock),
+        };
+        let instance = format!("{function}-{}", uuid::Uuid::new_v4().simple());
+        let app = Arc::new(App::new(
+            ports,
+            Arc::new(workflows),
+            queues.clone(),
+            instance,
+        ));
+        let agent = Arc::new(Agent::new(
+            Arc::new(HttpRemote::new(config.services.clone(), None)),
+            sqs,
+            clock,
+            queues.agent_responses,
+            BreakerSettings::default(),
+            fastrand::u64(..),
+        ));
+        Ok(Self {
+            app,
+            agent,
+            supervisor_batch: config.supervisor_batch,
+        })
+    }
+
+    /// The start-up every function shares: JSON logs, the configuration from the
+    /// environment, the SDK clients, the workflow definitions stored.
+    ///
+    /// # Errors
+    /// [`StartError`] naming what is missing or invalid.
+    pub async fn from_env(function: &str) -> Result<Self, StartError> {
+        lambda_runtime::tracing::init_default_subscriber();
+        let config = Config::from_env()?;
+        let sdk = aws_config::load_from_env().await;
+        let functions = Self::new(&config, &sdk, function, Arc::new(WallClock))?;
+        functions.app.register_workflows().await?;
+        Ok(functions)
+    }
+}
+
+/// The submission function: an API Gateway HTTP API (payload 2.0) request, served
+/// by the same handler as the local server.
+pub async fn http(app: &App, request: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    let body = match (request.body, request.is_base64_encoded) {
+        (None, _) => Vec::new(),
+        (Some(text), false) => text.into_bytes(),
+        (Some(text), true) => match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                return respond(
+                    400,
+                    None,
+                    &json!({"error": {"code": "invalid_body", "message": "the body is not valid base64"}}),
+                );
+            }
+        },
+    };
+    let response = api::handle(
+        app,
+        ApiRequest {
+            method: request.request_context.http.method.as_str(),
+            path: request.raw_path.as_deref().unwrap_or("/"),
+            query: request
+                .raw_query_string
+                .as_deref()
+                .filter(|q| !q.is_empty()),
+            body: &body,
+        },
+    )
+    .await;
+    respond(
+        response.status,
+        response.location.as_deref(),
+        &response.body,
+    )
+}
+
+fn respond(status: u16, location: Option<&str>, body: &Value) -> ApiGatewayV2httpResponse {
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = i64::from(status);
+    response.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(location) = location.and_then(|l| HeaderValue::from_str(l).ok()) {
+        response.headers.insert(header::LOCATION, location);
+    }
+    response.body = Some(Body::Text(body.to_string()));
+    response
+}
+
+/// The scheduler and agent functions: handles every record of an SQS batch, each
+/// in its own span, at once, and names only the failed ones, so that only they are
+/// delivered again (and in the end dead-lettered). Needs ReportBatchItemFailures.
+pub async fn sqs_batch<H, F>(event: SqsEvent, handler: H) -> SqsBatchResponse
+where
+    H: Fn(String) -> F,
+    F: Future<Output = Result<(), HandleError>>,
+{
+    let handling = event.records.into_iter().map(|record| {
+        let id = record.message_id.unwrap_or_default();
+        let receive_count = record
+            .attributes
+            .get("ApproximateReceiveCount")
+            .cloned()
+            .unwrap_or_default();
+        let span = info_span!("message", message_id = %id, receive_count = %receive_count);
+        let outcome = handler(record.body.unwrap_or_default());
+        async move {
+            match outcome.await {
+                Ok(()) => None,
+                Err(e) => {
+                    error!(error = %e, "message failed; it will be delivered again");
+                    Some(id)
+                }
+            }
+        }
+        .instrument(span)
+    });
+    let mut response = SqsBatchResponse::default();
+    for id in futures_util::future::join_all(handling)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
+
+/// The supervisor function, on its EventBridge schedule: sweeps expired leases
+/// until a query finds fewer than a batch of them.
+///
+/// # Errors
+/// [`HandleError`] when the store or a queue fails; the next run picks up the rest.
+pub async fn sweep(
+    functions: &Functions,
+    event: EventBridgeEvent<Value>,
+) -> Result<Value, HandleError> {
+    let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
+    async {
+        let mut total = crate::app::SweepReport::new();
+        loop {
+            let report = functions.app.sweep(functions.supervisor_batch).await?;
+            let found: usize = report.values().sum();
+            for (verdict, count) in report {
+                *total.entry(verdict).or_default() += count;
+            }
+            if found < functions.supervisor_batch {
+                return Ok(json!(total));
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
