@@ -2,6 +2,8 @@
 //! consumers, agents, mock services) on a fresh embedded backend, with a manual
 //! clock, the supervisor swept on demand, and helpers to drive and observe it.
 
+pub mod aws;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;

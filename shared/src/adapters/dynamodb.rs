@@ -364,20 +364,23 @@ impl StateStore for DynamoStore {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
-        let output = self
+        let query = self
             .client
             .query()
             .table_name(&self.settings.table)
             .index_name(LISTING_INDEX)
-            .key_condition_expression("#state = :state AND #key > :after")
             .expression_attribute_names("#state", "listed_state")
-            .expression_attribute_names("#key", "listed_key")
             .expression_attribute_values(":state", s(state.as_str()))
-            .expression_attribute_values(":after", s(after.unwrap_or("")))
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(unavailable)?;
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
+        // A key condition may not compare with an empty string: no cursor, no bound.
+        let query = match after {
+            Some(cursor) => query
+                .key_condition_expression("#state = :state AND #key > :after")
+                .expression_attribute_names("#key", "listed_key")
+                .expression_attribute_values(":after", s(cursor)),
+            None => query.key_condition_expression("#state = :state"),
+        };
+        let output = query.send().await.map_err(unavailable)?;
         let ids = output
             .items()
             .iter()

@@ -1,0 +1,496 @@
+//! The AWS side of the harness: a moto server started for the test (and stopped
+//! with it), the stack the functions need created in it under unique names, and a
+//! loop that plays Lambda's event-source mappings, feeding the function handlers
+//! real-shaped events built from the fixtures under `tests/fixtures`.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
+use sas_shared::adapters::sqs::{Sqs, queue_name};
+use sas_shared::domain::ids::QueueName;
+use sas_shared::lambda::{self, Config, Functions};
+use sas_shared::ports::Consumer;
+use sas_shared::time::WallClock;
+use serde_json::Value;
+
+/// The directory of the repository.
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A fixture's JSON.
+///
+/// # Panics
+/// When the fixture is missing or not JSON.
+#[must_use]
+pub fn fixture(name: &str) -> Value {
+    let path = repository().join("tests/fixtures").join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
+/// A moto server on a free port of 127.0.0.1, stopped when dropped.
+pub struct Moto {
+    child: Child,
+    /// Its URL, for `AWS_ENDPOINT_URL`.
+    pub endpoint: String,
+}
+
+impl Moto {
+    /// Starts moto: `$SAS_MOTO_SERVER`, or the `moto_server` of the repository's
+    /// `.venv` that `./tests/run` installs.
+    ///
+    /// # Panics
+    /// With instructions, when moto is not installed or does not start.
+    #[must_use]
+    pub fn start() -> Self {
+        let binary = std::env::var("SAS_MOTO_SERVER").map_or_else(
+            |_| repository().join(".venv/bin/moto_server"),
+            PathBuf::from,
+        );
+        assert!(
+            binary.exists(),
+            "moto is not installed at {}: run ./tests/run, which installs it into .venv, \
+             or `python3 -m venv .venv && .venv/bin/pip install 'moto[server]==5.2.5'`, \
+             or set SAS_MOTO_SERVER to a moto_server binary",
+            binary.display()
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let moto = Self {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "moto did not listen on port {port} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        moto
+    }
+
+    /// An SDK configuration pointed at this server.
+    pub async fn sdk(&self) -> SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(aws_sdk_sqs::config::Region::new("eu-west-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "test", "test", None, None, "moto",
+            ))
+            .load()
+            .await
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How the stack's queues treat messages.
+#[derive(Debug, Clone, Copy)]
+pub struct QueuePolicy {
+    /// The visibility timeout, in whole seconds as SQS has it.
+    pub visibility_seconds: u32,
+    /// Receives before the dead-letter queue.
+    pub max_receive_count: u32,
+}
+
+/// Creates a queue with a dead-letter queue; returns both URLs.
+///
+/// # Panics
+/// When the emulator refuses.
+pub async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    policy: QueuePolicy,
+) -> (String, String) {
+    let dead_letter = sqs
+        .create_queue()
+        .queue_name(format!("{name}-dlq"))
+        .send()
+        .await
+        .expect("dlq");
+    let dead_letter_url = dead_letter.queue_url().expect("url").to_owned();
+    let arn = queue_arn(sqs, &dead_letter_url).await;
+    let redrive = serde_json::json!({ "deadLetterTargetArn": arn, "maxReceiveCount": policy.max_receive_count.to_string() });
+    let queue = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            policy.visibility_seconds.to_string(),
+        )
+        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
+        .send()
+        .await
+        .expect("queue");
+    (queue.queue_url().expect("url").to_owned(), dead_letter_url)
+}
+
+/// A queue's ARN.
+///
+/// # Panics
+/// When the emulator refuses.
+pub async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .expect("queue attributes");
+    attributes
+        .attributes()
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
+        .expect("arn")
+        .clone()
+}
+
+/// Creates the state table with its indexes and TTL.
+///
+/// # Panics
+/// When the emulator refuses.
+pub async fn create_table(dynamodb: &aws_sdk_dynamodb::Client, name: &str) {
+    let attribute = |name: &str, kind| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(kind)
+            .build()
+            .expect("attribute")
+    };
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .expect("key")
+    };
+    let index = |name: &str, partition: &str, sort: &str| {
+        GlobalSecondaryIndex::builder()
+            .index_name(name)
+            .key_schema(key(partition, KeyType::Hash))
+            .key_schema(key(sort, KeyType::Range))
+            .projection(
+                Projection::builder()
+                    .projection_type(ProjectionType::KeysOnly)
+                    .build(),
+            )
+            .build()
+            .expect("index")
+    };
+    dynamodb
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute("pk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("sk", ScalarAttributeType::S))
+        .attribute_definitions(attribute("lease_shard", ScalarAttributeType::S))
+        .attribute_definitions(attribute("lease_expires", ScalarAttributeType::N))
+        .attribute_definitions(attribute("listed_state", ScalarAttributeType::S))
+        .attribute_definitions(attribute("listed_key", ScalarAttributeType::S))
+        .key_schema(key("pk", KeyType::Hash))
+        .key_schema(key("sk", KeyType::Range))
+        .global_secondary_indexes(index(EXPIRY_INDEX, "lease_shard", "lease_expires"))
+        .global_secondary_indexes(index(LISTING_INDEX, "listed_state", "listed_key"))
+        .send()
+        .await
+        .expect("table");
+    dynamodb
+        .update_time_to_live()
+        .table_name(name)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .attribute_name("expires_at")
+                .enabled(true)
+                .build()
+                .expect("ttl"),
+        )
+        .send()
+        .await
+        .expect("ttl");
+}
+
+/// The whole stack in the emulator, and the functions built on it as Lambda would.
+pub struct Stack {
+    /// The emulator (stopped with the stack).
+    pub moto: Moto,
+    /// The SDK configuration.
+    pub sdk: SdkConfig,
+    /// The functions' configuration.
+    pub config: Config,
+    /// The four functions' actors.
+    pub functions: Arc<Functions>,
+    /// SQS, for the event-source mapping loop and the checks.
+    pub sqs: Arc<Sqs>,
+    /// The queue that receives the alert topic's messages.
+    pub alert_inbox: QueueName,
+    /// The dead-letter queues by the name of their queue.
+    pub dead_letters: HashMap<String, QueueName>,
+}
+
+impl Stack {
+    /// Starts moto and creates a table, the three queues with their dead-letter
+    /// queues, and the alert topic with a queue subscribed to it; remote services
+    /// are at `services/<agent>`.
+    ///
+    /// # Panics
+    /// When the emulator cannot be started or refuses.
+    pub async fn start(services: &str, policy: QueuePolicy) -> Self {
+        let moto = Moto::start();
+        let sdk = moto.sdk().await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+        let sqs_client = aws_sdk_sqs::Client::new(&sdk);
+        let sns = aws_sdk_sns::Client::new(&sdk);
+        create_table(&dynamodb, "sas-state").await;
+        let mut urls = HashMap::new();
+        let mut dead_letters = HashMap::new();
+        for name in ["sas-scheduler", "sas-agent-requests", "sas-agent-responses"] {
+            let (url, dead_letter_url) = create_queue(&sqs_client, name, policy).await;
+            dead_letters.insert(name.to_owned(), queue_name(&dead_letter_url).expect("name"));
+            urls.insert(name, url);
+        }
+        let topic = sns
+            .create_topic()
+            .name("sas-alerts")
+            .send()
+            .await
+            .expect("topic");
+        let topic_arn = topic.topic_arn().expect("arn").to_owned();
+        let (inbox_url, _) = create_queue(&sqs_client, "sas-alert-inbox", policy).await;
+        let inbox_arn = queue_arn(&sqs_client, &inbox_url).await;
+        sns.subscribe()
+            .topic_arn(&topic_arn)
+            .protocol("sqs")
+            .endpoint(inbox_arn)
+            .send()
+            .await
+            .expect("subscription");
+        let agents = [
+            "account",
+            "package",
+            "transport",
+            "drone",
+            "delivery",
+            "order",
+        ];
+        let service_urls: HashMap<String, String> = agents
+            .iter()
+            .map(|a| ((*a).to_owned(), format!("{services}/{a}")))
+            .collect();
+        let lookup = |name: &str| -> Option<String> {
+            match name {
+                "TABLE_NAME" => Some("sas-state".into()),
+                "SCHEDULER_QUEUE_URL" => Some(urls["sas-scheduler"].clone()),
+                "AGENT_REQUEST_QUEUE_URL" => Some(urls["sas-agent-requests"].clone()),
+                "AGENT_RESPONSE_QUEUE_URL" => Some(urls["sas-agent-responses"].clone()),
+                "ALERT_TOPIC_ARN" => Some(topic_arn.clone()),
+                "SERVICE_URLS" => Some(serde_json::json!(service_urls).to_string()),
+                "LEASE_SHARDS" => Some("4".into()),
+                _ => None,
+            }
+        };
+        let mut config = Config::from_lookup(lookup).expect("configuration");
+        config.workflows_dir = Some(repository().join("tests/workflows"));
+        let functions =
+            Functions::new(&config, &sdk, "test", Arc::new(WallClock)).expect("functions");
+        functions
+            .app
+            .register_workflows()
+            .await
+            .expect("workflows stored");
+        let sqs = Arc::new(Sqs::new(
+            sqs_client,
+            [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],
+        ));
+        Self {
+            moto,
+            sdk,
+            config,
+            functions: Arc::new(functions),
+            sqs,
+            alert_inbox: queue_name(&inbox_url).expect("name"),
+            dead_letters,
+        }
+    }
+
+    /// The queue of a configured URL.
+    #[must_use]
+    pub fn queue(url: &str) -> QueueName {
+        queue_name(url).expect("queue name")
+    }
+
+    /// Plays API Gateway: the fixture request with this method, path and body.
+    pub async fn http(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut event = fixture("apigw-v2-request.json");
+        event["rawPath"] = path.split('?').next().unwrap_or(path).into();
+        event["rawQueryString"] = path.split_once('?').map_or("", |(_, q)| q).into();
+        event["requestContext"]["http"]["method"] = method.into();
+        event["requestContext"]["http"]["path"] = event["rawPath"].clone();
+        event["body"] = body.map_or(Value::Null, |b| b.to_string().into());
+        let request: ApiGatewayV2httpRequest =
+            serde_json::from_value(event).expect("an API Gateway v2 event");
+        let response = lambda::http(&self.functions.app, request).await;
+        let body = match response.body {
+            Some(aws_lambda_events::encodings::Body::Text(text)) => {
+                serde_json::from_str(&text).expect("JSON body")
+            }
+            other => panic!("unexpected body {other:?}"),
+        };
+        (u16::try_from(response.status_code).expect("status"), body)
+    }
+
+    /// Plays EventBridge Scheduler: the supervisor on the fixture's scheduled event.
+    pub async fn supervise(&self) -> Value {
+        let event: EventBridgeEvent =
+            serde_json::from_value(fixture("eventbridge-scheduled.json")).expect("event");
+        lambda::sweep(&self.functions, event).await.expect("sweep")
+    }
+
+    /// Plays the event-source mappings once: a batch from each queue, as an SQS event
+    /// built on the fixture, to its function; the records not reported failed are
+    /// deleted. With `twice`, every batch is delivered a second time first, as SQS
+    /// may. Returns the records delivered.
+    pub async fn pump(&self, twice: bool) -> usize {
+        let scheduler = Self::queue(&self.config.scheduler_queue_url);
+        let responses = Self::queue(&self.config.agent_response_queue_url);
+        let requests = Self::queue(&self.config.agent_request_queue_url);
+        let mut delivered = 0;
+        for queue in [scheduler, responses] {
+            let app = &self.functions.app;
+            delivered += self
+                .deliver(&queue, twice, |body| async move {
+                    app.on_scheduler_message(&body).await.map(drop)
+                })
+                .await;
+        }
+        let agent = &self.functions.agent;
+        delivered
+            + self
+                .deliver(&requests, twice, |body| async move {
+                    agent.on_request(&body).await.map(drop)
+                })
+                .await
+    }
+
+    async fn deliver<H, F>(&self, queue: &QueueName, twice: bool, handler: H) -> usize
+    where
+        H: Fn(String) -> F + Copy,
+        F: Future<Output = Result<(), sas_shared::app::HandleError>>,
+    {
+        let received = self
+            .sqs
+            .receive(queue, 10, Duration::ZERO)
+            .await
+            .expect("receive");
+        if received.is_empty() {
+            return 0;
+        }
+        let template: SqsEvent =
+            serde_json::from_value(fixture("sqs-event.json")).expect("an SQS event");
+        let records: Vec<SqsMessage> = received
+            .iter()
+            .map(|delivery| {
+                let mut record = template.records[0].clone();
+                record.message_id = Some(delivery.id.clone());
+                record.receipt_handle = Some(delivery.receipt.clone());
+                record.body = Some(delivery.body.clone());
+                record.attributes.insert(
+                    "ApproximateReceiveCount".into(),
+                    delivery.receive_count.to_string(),
+                );
+                record.event_source_arn =
+                    Some(format!("arn:aws:sqs:eu-west-1:123456789012:{queue}"));
+                record
+            })
+            .collect();
+        let mut event = template.clone();
+        event.records = records;
+        if twice {
+            lambda::sqs_batch(event.clone(), handler).await;
+        }
+        let response = lambda::sqs_batch(event, handler).await;
+        let failed: Vec<&str> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        for delivery in &received {
+            if !failed.contains(&delivery.id.as_str()) {
+                self.sqs
+                    .delete(queue, &delivery.receipt)
+                    .await
+                    .expect("delete");
+            }
+        }
+        received.len()
+    }
+
+    /// Pumps until `done` holds for the task, or panics after `patience`.
+    pub async fn run_until(
+        &self,
+        id: &str,
+        patience: Duration,
+        twice: bool,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let (_, task) = self.http("GET", &format!("/tasks/{id}"), None).await;
+            if done(&task) {
+                return task;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {id} did not get there: {task:#}"
+            );
+            if self.pump(twice).await == 0 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// The alerts published to the topic so far.
+    pub async fn alerts(&self) -> Vec<Value> {
+        let mut alerts = Vec::new();
+        for delivery in self
+            .sqs
+            .receive(&self.alert_inbox, 10, Duration::from_secs(1))
+            .await
+            .expect("alerts")
+        {
+            let envelope: Value = serde_json::from_str(&delivery.body).expect("an SNS envelope");
+            let message = envelope["Message"].as_str().unwrap_or(&delivery.body);
+            alerts.push(serde_json::from_str(message).expect("an alert"));
+        }
+        alerts
+    }
+}

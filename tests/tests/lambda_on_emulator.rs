@@ -1,0 +1,270 @@
+//! The four Lambda functions on DynamoDB, SQS and SNS (moto), fed real-shaped
+//! API Gateway, SQS and EventBridge events by a loop that plays Lambda's
+//! event-source mappings and EventBridge's schedule.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_local::mock::MockServices;
+use sas_shared::ports::{Consumer, OutgoingMessage, Queues};
+use sas_tests::aws::{QueuePolicy, Stack};
+use sas_tests::{delivery_input, step_states};
+use serde_json::{Value, json};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Mock remote services on a free port, as the agents' remote services.
+struct Remote {
+    mocks: sas_local::mock::Shared,
+    url: String,
+    _data: tempfile::TempDir,
+}
+
+impl Remote {
+    async fn start() -> Self {
+        let data = tempfile::tempdir().expect("directory");
+        let mocks = MockServices::open(&data.path().join("mock.db"), 7).expect("mock services");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("port");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        sas_local::server::spawn(listener, sas_local::mock::router(Arc::clone(&mocks)));
+        Self {
+            mocks,
+            url,
+            _data: data,
+        }
+    }
+
+    /// Calls per (service, operation) for a task's keys.
+    fn effects(&self, task: &str) -> Vec<(String, String, u32)> {
+        let mut effects: Vec<_> = self
+            .mocks
+            .effects(None)
+            .expect("effects")
+            .into_iter()
+            .filter(|e| e.idempotency_key.starts_with(&format!("{task}/")))
+            .map(|e| (e.service, e.operation, e.calls))
+            .collect();
+        effects.sort();
+        effects
+    }
+}
+
+fn quick() -> Value {
+    json!({ "workflow": "drone-delivery-quick", "input": delivery_input() })
+}
+
+const POLICY: QueuePolicy = QueuePolicy {
+    visibility_seconds: 1,
+    max_receive_count: 3,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives_twice() {
+    let remote = Remote::start().await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    let (status, task) = stack.http("PUT", "/tasks/aws-1", Some(&body)).await;
+    assert_eq!((status, task["state"].as_str()), (202, Some("Pending")));
+    assert_eq!(
+        stack.http("PUT", "/tasks/aws-1", Some(&body)).await.0,
+        202,
+        "the same PUT again"
+    );
+    let mut other = body.clone();
+    other["input"]["weight_kg"] = json!(7);
+    assert_eq!(stack.http("PUT", "/tasks/aws-1", Some(&other)).await.0, 409);
+    let (_, pending) = stack.http("GET", "/tasks?state=Pending", None).await;
+    assert_eq!(
+        pending["tasks"][0]["id"], "aws-1",
+        "listed through the sparse listing index: {pending}"
+    );
+
+    let task = stack
+        .run_until("aws-1", PATIENCE, true, |t| t["state"] == "Processed")
+        .await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+    assert!(
+        task["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .all(|s| s["attempt"] == 1),
+        "{task:#}"
+    );
+    let effects = remote.effects("aws-1");
+    assert_eq!(effects.len(), 5, "one effect per step: {effects:?}");
+    assert!(effects.iter().all(|(_, _, calls)| *calls >= 1));
+    let (_, pending) = stack.http("GET", "/tasks?state=Pending", None).await;
+    assert_eq!(
+        pending["tasks"],
+        json!([]),
+        "a task leaves the listing as it moves on"
+    );
+
+    let (status, error) = stack
+        .http(
+            "POST",
+            "/tasks",
+            Some(&json!({"workflow": "drone-delivery", "input": {}})),
+        )
+        .await;
+    assert_eq!(
+        (status, error["error"]["field"].as_str()),
+        (400, Some("input.customer_id"))
+    );
+    let (status, _) = stack.http("PUT", "/tasks/a.b", Some(&body)).await;
+    assert_eq!(status, 400);
+    assert!(
+        stack
+            .supervise()
+            .await
+            .as_object()
+            .expect("report")
+            .is_empty(),
+        "nothing expired"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supervisor_function_retries_a_hung_step_and_compensates_past_the_threshold() {
+    let remote = Remote::start().await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+
+    // A hang: the drone service applies the effect and answers too late, once.
+    remote.mocks.set_faults(
+        "drone",
+        serde_json::from_value(json!({"hang_ms": 2000, "times": 1})).expect("faults"),
+    );
+    stack.http("PUT", "/tasks/hung", Some(&quick())).await;
+    stack
+        .run_until("hung", PATIENCE, false, |t| {
+            t["steps"][3]["state"] == "Processing"
+        })
+        .await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let task = loop {
+        let report = stack.supervise().await;
+        let (_, task) = stack.http("GET", "/tasks/hung", None).await;
+        if report["retry"] == 1 {
+            break task;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never retried: {task:#}"
+        );
+        stack.pump(false).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (task["state"].as_str(), task["failure_count"].as_u64()),
+        (Some("Pending"), Some(1))
+    );
+    let task = stack
+        .run_until("hung", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    assert_eq!(task["steps"][3]["attempt"], 2);
+    let drone: Vec<_> = remote
+        .effects("hung")
+        .into_iter()
+        .filter(|e| e.0 == "drone")
+        .collect();
+    assert_eq!(
+        drone,
+        [("drone".to_owned(), "/drones/schedule".to_owned(), 2)],
+        "called twice, applied once"
+    );
+
+    // Past the threshold: the drone service fails three times running.
+    remote.mocks.set_faults(
+        "drone",
+        serde_json::from_value(json!({"transient_error_rate": 1.0, "times": 3})).expect("faults"),
+    );
+    stack.http("PUT", "/tasks/doomed", Some(&quick())).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let task = loop {
+        stack.pump(false).await;
+        stack.supervise().await;
+        let (_, task) = stack.http("GET", "/tasks/doomed", None).await;
+        if task["state"] == "Error" {
+            break task;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never gave up: {task:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        step_states(&task),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Pending"
+        ]
+    );
+    assert_eq!(task["steps"][3]["failure_count"], 3);
+    let undone: Vec<_> = remote
+        .effects("doomed")
+        .into_iter()
+        .filter(|e| e.1.ends_with("/cancel"))
+        .collect();
+    assert_eq!(
+        undone.len(),
+        2,
+        "the drone and the package cancelled: {undone:?}"
+    );
+    let alerts = stack.alerts().await;
+    assert_eq!(alerts.len(), 1, "one alert on SNS: {alerts:?}");
+    assert_eq!(alerts[0]["task_id"], "doomed");
+    let (_, in_error) = stack.http("GET", "/tasks?state=Error", None).await;
+    assert_eq!(in_error["tasks"][0]["id"], "doomed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_ends_in_the_dead_letter_queue_and_the_batch_goes_on() {
+    let remote = Remote::start().await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let scheduler = Stack::queue(&stack.config.scheduler_queue_url);
+    let poison = OutgoingMessage {
+        body: "not json".into(),
+        delay: Duration::ZERO,
+    };
+    stack.sqs.send(&scheduler, &[poison]).await.expect("sent");
+    stack
+        .http("PUT", "/tasks/beside-poison", Some(&quick()))
+        .await;
+
+    let task = stack
+        .run_until("beside-poison", PATIENCE, false, |t| {
+            t["state"] == "Processed"
+        })
+        .await;
+    assert_eq!(
+        step_states(&task),
+        ["Processed"; 5],
+        "the good message in the batch went through"
+    );
+    let dead_letters = &stack.dead_letters["sas-scheduler"];
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let dead = loop {
+        stack.pump(false).await;
+        let dead = stack
+            .sqs
+            .receive(dead_letters, 10, Duration::ZERO)
+            .await
+            .expect("dlq");
+        if !dead.is_empty() {
+            break dead;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the poison message never reached the DLQ"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(dead[0].body, "not json");
+}
