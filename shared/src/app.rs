@@ -5,17 +5,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::domain::decide::{self, Decision, Effect, NotInError, Submission};
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::messages::{AgentRequest, SchedulerMessage};
-use crate::domain::task::{Task, TaskState, WorkflowRef};
+use crate::domain::task::{Order, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
     Alerts, Metrics, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage,
 };
-use crate::time::Clock;
+use crate::time::{Clock, Timestamp};
 
 /// A conditional write lost this many times in a row means something is wrong.
 const MAX_CONFLICT_RETRIES: usize = 8;
@@ -251,20 +251,15 @@ impl App {
     /// # Errors
     /// [`ResubmitError`] when the task is missing or not in Error.
     pub async fn resubmit(&self, id: &TaskId) -> Result<Task, ResubmitError> {
-        for _ in 0..MAX_CONFLICT_RETRIES {
-            let task = self
-                .store
-                .task(id)
-                .await?
-                .ok_or_else(|| ResubmitError::NotFound(id.clone()))?;
-            let workflow = self.workflow(&task.workflow).await?;
-            let decision = decide::resubmit(&task, &workflow, self.clock.now())?;
-            let next = decision.next.clone();
-            if self.apply(decision).await?.is_some() {
-                return Ok(next.unwrap_or(task));
-            }
+        let written = self
+            .transition(id, |task, workflow, _, now| {
+                decide::resubmit(task, workflow, now).map_err(ResubmitError::from)
+            })
+            .await?;
+        match written {
+            Some((_, Some(task))) => Ok(task),
+            Some((_, None)) | None => Err(ResubmitError::NotFound(id.clone())),
         }
-        Err(ResubmitError::Backend(StoreError::Conflict.into()))
     }
 
     /// Scheduler: handles one message of the scheduler queue or of the agent-response queue.
@@ -278,51 +273,82 @@ impl App {
             SchedulerMessage::Run { task_id } => task_id,
             SchedulerMessage::Response(response) => &response.task_id,
         };
-        for _ in 0..MAX_CONFLICT_RETRIES {
-            let Some((task, order)) = self.store.task_with_order(task_id).await? else {
+        let written = self
+            .transition(task_id, |task, workflow, order, now| {
+                Ok::<_, HandleError>(match &message {
+                    SchedulerMessage::Run { .. } => {
+                        decide::on_run(task, workflow, order, &self.instance, now)
+                    }
+                    SchedulerMessage::Response(response) => {
+                        decide::on_response(task, workflow, order, response, now)
+                    }
+                })
+            })
+            .await?;
+        Ok(written.map_or_else(
+            || {
                 warn!(task_id = %task_id, "message for an unknown task dropped");
-                return Ok("unknown task");
-            };
-            let workflow = self.workflow(&task.workflow).await?;
-            let now = self.clock.now();
-            let decision = match &message {
-                SchedulerMessage::Run { .. } => {
-                    decide::on_run(&task, &workflow, &order, &self.instance, now)
-                }
-                SchedulerMessage::Response(response) => {
-                    decide::on_response(&task, &workflow, &order, response, now)
-                }
-            };
-            if let Some(verdict) = self.apply(decision).await? {
-                return Ok(verdict);
-            }
-        }
-        Err(StoreError::Conflict.into())
+                "unknown task"
+            },
+            |(verdict, _)| verdict,
+        ))
     }
 
-    /// Supervisor: recovers up to `limit` tasks whose lease has expired.
+    /// Supervisor: recovers up to `limit` tasks whose lease has expired. A task that
+    /// cannot be recovered now is counted as "failed" and left for the next sweep.
     ///
     /// # Errors
-    /// [`HandleError`] when the store or a queue fails; tasks handled before stay handled.
+    /// [`HandleError`] when the expired leases cannot be read.
     pub async fn sweep(&self, limit: usize) -> Result<SweepReport, HandleError> {
         let mut report = SweepReport::new();
         for expired in self.store.expired(self.clock.now(), limit).await? {
-            let mut task = expired;
-            let verdict = loop {
-                let workflow = self.workflow(&task.workflow).await?;
-                let decision = decide::on_expired(&task, &workflow, self.clock.now());
-                if let Some(verdict) = self.apply(decision).await? {
-                    break verdict;
-                }
-                match self.store.task(&task.id).await? {
-                    Some(fresh) => task = fresh,
-                    None => break "vanished",
+            let recovered = self
+                .transition(&expired.id, |task, workflow, _, now| {
+                    Ok::<_, HandleError>(decide::on_expired(task, workflow, now))
+                })
+                .await;
+            let verdict = match recovered {
+                Ok(Some((verdict, _))) => verdict,
+                Ok(None) => "vanished",
+                Err(error) => {
+                    error!(task_id = %expired.id, %error, "supervisor could not recover the task");
+                    "failed"
                 }
             };
-            info!(task_id = %task.id, verdict, "supervisor");
+            info!(task_id = %expired.id, verdict, "supervisor");
             *report.entry(verdict).or_default() += 1;
         }
         Ok(report)
+    }
+
+    /// Reads a task with its order, decides, and writes the decision; a write that
+    /// loses a race reads again and decides again. Returns the verdict and the state
+    /// written, or `None` when there is no such task.
+    async fn transition<E>(
+        &self,
+        id: &TaskId,
+        decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
+    ) -> Result<Option<(&'static str, Option<Task>)>, E>
+    where
+        E: From<HandleError>,
+    {
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let Some((task, order)) = self
+                .store
+                .task_with_order(id)
+                .await
+                .map_err(HandleError::from)?
+            else {
+                return Ok(None);
+            };
+            let workflow = self.workflow(&task.workflow).await?;
+            let decision = decide(&task, &workflow, &order, self.clock.now())?;
+            let next = decision.next.clone();
+            if let Some(verdict) = self.apply(decision).await? {
+                return Ok(Some((verdict, next)));
+            }
+        }
+        Err(HandleError::from(StoreError::Conflict).into())
     }
 
     /// The definition a task runs: from the registry, or from the store when the

@@ -363,3 +363,74 @@ pub async fn sweep(
     .instrument(span)
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(overrides: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let mut values: HashMap<String, String> = [
+            ("TABLE_NAME", "state"),
+            (
+                "SCHEDULER_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/sas-scheduler",
+            ),
+            (
+                "AGENT_REQUEST_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/sas-agent-requests",
+            ),
+            (
+                "AGENT_RESPONSE_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/sas-agent-responses",
+            ),
+            ("ALERT_TOPIC_ARN", "arn:aws:sns:eu-west-1:1:sas-alerts"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        for (k, v) in overrides {
+            values.insert((*k).to_owned(), (*v).to_owned());
+        }
+        move |name| values.get(name).filter(|v| !v.is_empty()).cloned()
+    }
+
+    #[test]
+    fn the_configuration_names_what_is_missing_or_invalid() {
+        let config = Config::from_lookup(lookup(&[])).expect("complete");
+        assert_eq!(
+            (config.table.lease_shards, config.supervisor_batch),
+            (8, 100)
+        );
+        assert_eq!(config.table.retention, Duration::from_secs(30 * 86_400));
+        let missing = Config::from_lookup(lookup(&[("ALERT_TOPIC_ARN", "")])).expect_err("missing");
+        assert_eq!(
+            missing.to_string(),
+            "environment variable ALERT_TOPIC_ARN is not set"
+        );
+        let invalid = Config::from_lookup(lookup(&[("LEASE_SHARDS", "0")])).expect_err("invalid");
+        assert!(
+            invalid
+                .to_string()
+                .starts_with("environment variable LEASE_SHARDS is invalid"),
+            "{invalid}"
+        );
+        let services =
+            Config::from_lookup(lookup(&[("SERVICE_URLS", "[1]")])).expect_err("not an object");
+        assert!(services.to_string().contains("SERVICE_URLS"), "{services}");
+        let config = Config::from_lookup(lookup(&[(
+            "SERVICE_URLS",
+            r#"{"drone":"https://drones.example.com"}"#,
+        )]))
+        .expect("services");
+        assert_eq!(config.services["drone"], "https://drones.example.com");
+        let read: Vec<_> = VARIABLES
+            .iter()
+            .filter(|v| lookup(&[])(v).is_some())
+            .collect();
+        assert_eq!(
+            read.len(),
+            5,
+            "the five required variables are among those declared"
+        );
+    }
+}

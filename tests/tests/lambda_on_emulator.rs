@@ -64,7 +64,15 @@ const POLICY: QueuePolicy = QueuePolicy {
 async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives_twice() {
     let remote = Remote::start().await;
     let stack = Stack::start(&remote.url, POLICY).await;
-    let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let updates_url = sqs
+        .create_queue()
+        .queue_name("caller-updates")
+        .send()
+        .await
+        .expect("queue");
+    let updates_url = updates_url.queue_url().expect("url").to_owned();
+    let body = json!({ "workflow": "drone-delivery", "input": delivery_input(), "notify": "caller-updates" });
     let (status, task) = stack.http("PUT", "/tasks/aws-1", Some(&body)).await;
     assert_eq!((status, task["state"].as_str()), (202, Some("Pending")));
     assert_eq!(
@@ -101,6 +109,24 @@ async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives
         pending["tasks"],
         json!([]),
         "a task leaves the listing as it moves on"
+    );
+    let updates = Stack::queue(&updates_url);
+    let mut states = Vec::new();
+    for delivery in stack
+        .sqs
+        .receive(&updates, 10, Duration::from_secs(1))
+        .await
+        .expect("updates")
+    {
+        let update: Value = serde_json::from_str(&delivery.body).expect("json");
+        assert_eq!(update["task_id"], "aws-1");
+        states.push(update["state"].as_str().expect("state").to_owned());
+    }
+    states.sort();
+    assert_eq!(
+        states,
+        ["Pending", "Processed", "Processing"],
+        "each status change in the caller's queue"
     );
 
     let (status, error) = stack
