@@ -145,9 +145,6 @@ pub enum StartError {
     /// A queue URL is not one.
     #[error(transparent)]
     Queue(#[from] QueueError),
-    /// The workflow definitions could not be stored.
-    #[error("cannot store the workflow definitions: {0}")]
-    Store(#[from] crate::ports::StoreError),
 }
 
 /// The actors, built once per cold start.
@@ -231,7 +228,7 @@ impl Functions {
     }
 
     /// The start-up every function shares: JSON logs, the configuration from the
-    /// environment, the SDK clients, the workflow definitions stored.
+    /// environment, the SDK clients.
     ///
     /// # Errors
     /// [`StartError`] naming what is missing or invalid.
@@ -239,9 +236,7 @@ impl Functions {
         lambda_runtime::tracing::init_default_subscriber();
         let config = Config::from_env()?;
         let sdk = aws_config::load_from_env().await;
-        let functions = Self::new(&config, &sdk, function, Arc::new(WallClock))?;
-        functions.app.register_workflows().await?;
-        Ok(functions)
+        Self::new(&config, &sdk, function, Arc::new(WallClock))
     }
 }
 

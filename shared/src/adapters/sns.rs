@@ -75,7 +75,8 @@ impl EmfMetrics {
                 "Timestamp": at_millis,
                 "CloudWatchMetrics": [{
                     "Namespace": self.namespace,
-                    "Dimensions": [["Function", dimension.0]],
+                    // Aggregated by function (what the alarms watch), and by function and dimension.
+                    "Dimensions": [["Function"], ["Function", dimension.0]],
                     "Metrics": [{ "Name": name, "Unit": "Count" }],
                 }],
             },
@@ -106,7 +107,7 @@ mod tests {
         let line = metrics.line("TasksInError", ("Workflow", "drone-delivery"), 1, 42);
         assert_eq!(
             line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
-            json!([["Function", "Workflow"]])
+            json!([["Function"], ["Function", "Workflow"]])
         );
         assert_eq!(
             line["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],

@@ -1,0 +1,19 @@
+// The app that deploys the construct as one stack. The functions' code is the
+// output of `cargo lambda build --release --arm64` (target/lambda/sas-<name>/), or
+// the directory in SAS_LAMBDA_DIR.
+
+import * as path from "path";
+import { App, Stack } from "aws-cdk-lib";
+import * as lambda from "aws-cdk-lib/aws-lambda";
+import { SchedulerAgentSupervisor } from "../lib/scheduler-agent-supervisor";
+
+const app = new App();
+const built = process.env.SAS_LAMBDA_DIR ?? path.join(__dirname, "..", "..", "..", "..", "target", "lambda");
+const stack = new Stack(app, "SchedulerAgentSupervisor", {
+  description: "Scheduler Agent Supervisor: Rust Lambda functions over DynamoDB, SQS and SNS",
+});
+new SchedulerAgentSupervisor(stack, "Sas", {
+  code: (name) => lambda.Code.fromAsset(path.join(built, `sas-${name}`)),
+  alertEmail: app.node.tryGetContext("alertEmail"),
+  serviceUrls: JSON.parse(app.node.tryGetContext("serviceUrls") ?? "{}"),
+});

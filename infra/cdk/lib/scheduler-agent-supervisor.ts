@@ -1,0 +1,335 @@
+// The Scheduler Agent Supervisor stack as one construct: the same resources,
+// permissions, alarms and outputs as infra/template.yaml, to embed in a team's own app.
+
+import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
+import * as apigw from "aws-cdk-lib/aws-apigatewayv2";
+import { HttpIamAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
+import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import * as actions from "aws-cdk-lib/aws-cloudwatch-actions";
+import * as dynamodb from "aws-cdk-lib/aws-dynamodb";
+import * as iam from "aws-cdk-lib/aws-iam";
+import * as lambda from "aws-cdk-lib/aws-lambda";
+import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
+import * as logs from "aws-cdk-lib/aws-logs";
+import * as scheduler from "aws-cdk-lib/aws-scheduler";
+import * as targets from "aws-cdk-lib/aws-scheduler-targets";
+import * as sns from "aws-cdk-lib/aws-sns";
+import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
+import * as sqs from "aws-cdk-lib/aws-sqs";
+import { Construct } from "constructs";
+
+/** The four functions, by the name of their binary without the `sas-` prefix. */
+export type FunctionName = "submission" | "scheduler" | "agent" | "supervisor";
+
+export interface SchedulerAgentSupervisorProps {
+  /** The code of each function: a directory with its `bootstrap` (cargo lambda build's output). */
+  readonly code: (name: FunctionName) => lambda.Code;
+  /** How often the supervisor sweeps. Default: every minute. */
+  readonly supervisorRate?: Duration;
+  /** Agent invocations at once, to level the load on the remote services. Default: 10. */
+  readonly agentMaxConcurrency?: number;
+  /** An address subscribed to the alert topic. Default: none. */
+  readonly alertEmail?: string;
+  /** The remote services by agent name, to base URLs. Default: none. */
+  readonly serviceUrls?: Record<string, string>;
+  /** Callers' notification queues must have this prefix. Default: `sas-notify-`. */
+  readonly notificationQueuePrefix?: string;
+  /** Partitions of the expiry index. Default: 8. */
+  readonly leaseShards?: number;
+  /** Days finished tasks are kept. Default: 30. */
+  readonly taskRetentionDays?: number;
+  /** The agent's timeout; more than the longest complete-by of any step. Default: 60 s. */
+  readonly agentTimeout?: Duration;
+}
+
+const NAMESPACE = "SchedulerAgentSupervisor";
+
+/** Tells cfn-lint (and cfn-lint-serverless) which of its rules do not apply here, and why. */
+function waive(scope: Construct, reasons: Record<string, string>) {
+  const resource = scope instanceof CfnResource ? scope : (scope.node.defaultChild as CfnResource);
+  resource.addMetadata("cfn-lint", { config: { ignore_checks: Object.keys(reasons) } });
+  resource.addMetadata("cfn-lint-waivers", reasons);
+}
+
+export class SchedulerAgentSupervisor extends Construct {
+  readonly table: dynamodb.Table;
+  readonly api: apigw.HttpApi;
+  readonly alertTopic: sns.Topic;
+  readonly queues: Record<"scheduler" | "agentRequests" | "agentResponses", sqs.Queue>;
+  readonly deadLetterQueues: sqs.Queue[] = [];
+  readonly functions: Record<FunctionName, lambda.Function>;
+
+  constructor(scope: Construct, id: string, props: SchedulerAgentSupervisorProps) {
+    super(scope, id);
+    const stack = Stack.of(this);
+    const agentTimeout = props.agentTimeout ?? Duration.seconds(60);
+
+    this.table = new dynamodb.Table(this, "StateTable", {
+      partitionKey: { name: "pk", type: dynamodb.AttributeType.STRING },
+      sortKey: { name: "sk", type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      timeToLiveAttribute: "expires_at",
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.table.addGlobalSecondaryIndex({
+      indexName: "expiry",
+      partitionKey: { name: "lease_shard", type: dynamodb.AttributeType.STRING },
+      sortKey: { name: "lease_expires", type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    });
+    this.table.addGlobalSecondaryIndex({
+      indexName: "listing",
+      partitionKey: { name: "listed_state", type: dynamodb.AttributeType.STRING },
+      sortKey: { name: "listed_key", type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+    });
+
+    const queue = (name: string, visibilityTimeout: Duration) => {
+      const deadLetters = new sqs.Queue(this, `${name}DeadLetterQueue`, {
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        retentionPeriod: Duration.days(14),
+        enforceSSL: true,
+      });
+      this.deadLetterQueues.push(deadLetters);
+      waive(deadLetters, { ES6000: "a dead-letter queue is the end of the line: it has no dead-letter queue of its own" });
+      return new sqs.Queue(this, `${name}Queue`, {
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        visibilityTimeout,
+        deadLetterQueue: { queue: deadLetters, maxReceiveCount: 5 },
+        enforceSSL: true,
+      });
+    };
+    // Six times the consuming function's timeout, as Lambda advises; the agent's
+    // requests at least its longest timeout.
+    this.queues = {
+      scheduler: queue("Scheduler", Duration.seconds(180)),
+      agentRequests: queue("AgentRequest", Duration.seconds(900)),
+      agentResponses: queue("AgentResponse", Duration.seconds(180)),
+    };
+
+    this.alertTopic = new sns.Topic(this, "AlertTopic", { enforceSSL: true });
+    if (props.alertEmail) {
+      this.alertTopic.addSubscription(new subscriptions.EmailSubscription(props.alertEmail));
+    }
+
+    const environment: Record<string, string> = {
+      TABLE_NAME: this.table.tableName,
+      SCHEDULER_QUEUE_URL: this.queues.scheduler.queueUrl,
+      AGENT_REQUEST_QUEUE_URL: this.queues.agentRequests.queueUrl,
+      AGENT_RESPONSE_QUEUE_URL: this.queues.agentResponses.queueUrl,
+      ALERT_TOPIC_ARN: this.alertTopic.topicArn,
+      SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),
+      LEASE_SHARDS: String(props.leaseShards ?? 8),
+      TASK_RETENTION_DAYS: String(props.taskRetentionDays ?? 30),
+      SUPERVISOR_BATCH: "100",
+      METRICS_NAMESPACE: NAMESPACE,
+    };
+    const fn = (name: FunctionName, description: string, extra: Partial<lambda.FunctionProps> = {}) =>
+      new lambda.Function(this, `${name[0].toUpperCase()}${name.slice(1)}Function`, {
+        runtime: lambda.Runtime.PROVIDED_AL2023,
+        architecture: lambda.Architecture.ARM_64,
+        handler: "bootstrap",
+        code: props.code(name),
+        description,
+        memorySize: 256,
+        timeout: Duration.seconds(30),
+        tracing: lambda.Tracing.ACTIVE,
+        loggingFormat: lambda.LoggingFormat.JSON,
+        logGroup: new logs.LogGroup(this, `${name}Logs`, { retention: logs.RetentionDays.ONE_MONTH }),
+        environment,
+        ...extra,
+      });
+    this.functions = {
+      submission: fn("submission", "Submits, reads, lists and resubmits tasks."),
+      scheduler: fn("scheduler", "Claims tasks, records step results, dispatches steps and compensations."),
+      agent: fn("agent", "Calls the remote services, with retries and a circuit breaker, before complete-by.", {
+        timeout: agentTimeout,
+      }),
+      supervisor: fn("supervisor", "Recovers the tasks whose complete-by has passed.", {
+        timeout: Duration.seconds(60),
+        // One sweep at a time; two at once would still be safe (conditional writes), only wasteful.
+        reservedConcurrentExecutions: 1,
+      }),
+    };
+
+    for (const f of Object.values(this.functions)) {
+      waive(f, {
+        WS1004: "each function logs to its own log group, kept 30 days, through LoggingConfig, which the rule does not read",
+        W3005: "the DependsOn on the role is CDK's own",
+      });
+    }
+    this.grant(props.notificationQueuePrefix ?? "sas-notify-");
+    this.connect(props.agentMaxConcurrency ?? 10, props.supervisorRate ?? Duration.minutes(1));
+    this.api = this.routes();
+    this.alarms();
+
+    const outputs: Record<string, string> = {
+      ApiUrl: this.api.apiEndpoint,
+      StateTableName: this.table.tableName,
+      SchedulerQueueUrl: this.queues.scheduler.queueUrl,
+      AgentRequestQueueUrl: this.queues.agentRequests.queueUrl,
+      AgentResponseQueueUrl: this.queues.agentResponses.queueUrl,
+      AlertTopicArn: this.alertTopic.topicArn,
+    };
+    for (const [name, value] of Object.entries(outputs)) {
+      new CfnOutput(stack, name, { value });
+    }
+  }
+
+  /** Least privilege: each function may do only what it does, on what it does it to. */
+  private grant(notificationQueuePrefix: string) {
+    const { submission, scheduler, agent, supervisor } = this.functions;
+    const table = this.table.tableArn;
+    const allow = (target: lambda.Function, actions: string[], resources: string[]) =>
+      target.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
+    const notifications = `arn:${Stack.of(this).partition}:sqs:${Stack.of(this).region}:${Stack.of(this).account}:${notificationQueuePrefix}*`;
+
+    allow(submission, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [
+      table,
+      `${table}/index/listing`,
+    ]);
+    allow(scheduler, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], [table]);
+    allow(supervisor, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [
+      table,
+      `${table}/index/expiry`,
+    ]);
+    this.queues.scheduler.grantSendMessages(submission);
+    this.queues.scheduler.grantSendMessages(supervisor);
+    this.queues.agentRequests.grantSendMessages(scheduler);
+    this.queues.agentResponses.grantSendMessages(agent);
+    for (const target of [submission, scheduler, supervisor]) {
+      allow(target, ["sqs:SendMessage", "sqs:GetQueueUrl"], [notifications]);
+    }
+    this.alertTopic.grantPublish(scheduler);
+  }
+
+  private connect(agentMaxConcurrency: number, supervisorRate: Duration) {
+    const sqsSource = (queue: sqs.Queue, maxConcurrency?: number) =>
+      new SqsEventSource(queue, { batchSize: 10, reportBatchItemFailures: true, maxConcurrency });
+    this.functions.scheduler.addEventSource(sqsSource(this.queues.scheduler));
+    this.functions.scheduler.addEventSource(sqsSource(this.queues.agentResponses));
+    this.functions.agent.addEventSource(sqsSource(this.queues.agentRequests, agentMaxConcurrency));
+    for (const f of [this.functions.scheduler, this.functions.agent]) {
+      for (const mapping of f.node.findAll().filter((c) => c instanceof lambda.CfnEventSourceMapping)) {
+        waive(mapping, { ES1001: "an SQS source's failures go to the queue's dead-letter queue; OnFailure destinations are for streams" });
+      }
+    }
+    new scheduler.Schedule(this, "SupervisorSchedule", {
+      schedule: scheduler.ScheduleExpression.rate(supervisorRate),
+      target: new targets.LambdaInvoke(this.functions.supervisor, { retryAttempts: 0 }),
+    });
+  }
+
+  /** The routes; listing and resubmission, the operator's, behind IAM authorization. */
+  private routes(): apigw.HttpApi {
+    const api = new apigw.HttpApi(this, "Api");
+    const integration = new HttpLambdaIntegration("Submission", this.functions.submission);
+    const operator = new HttpIamAuthorizer();
+    const route = (method: apigw.HttpMethod, path: string, authorizer?: HttpIamAuthorizer) =>
+      api.addRoutes({ path, methods: [method], integration, authorizer });
+    route(apigw.HttpMethod.POST, "/tasks");
+    route(apigw.HttpMethod.PUT, "/tasks/{id}");
+    route(apigw.HttpMethod.GET, "/tasks/{id}");
+    route(apigw.HttpMethod.GET, "/workflows");
+    route(apigw.HttpMethod.GET, "/tasks", operator);
+    route(apigw.HttpMethod.POST, "/tasks/{id}/resubmit", operator);
+    const stage = api.defaultStage?.node.defaultChild as apigw.CfnStage;
+    stage.defaultRouteSettings = { throttlingBurstLimit: 5000, throttlingRateLimit: 10000 };
+    const accessLogs = new logs.LogGroup(this, "ApiAccessLogs", { retention: logs.RetentionDays.ONE_MONTH });
+    stage.accessLogSettings = {
+      destinationArn: accessLogs.logGroupArn,
+      format: JSON.stringify({
+        requestId: "$context.requestId",
+        ip: "$context.identity.sourceIp",
+        route: "$context.routeKey",
+        status: "$context.status",
+        latency: "$context.responseLatency",
+      }),
+    };
+    return api;
+  }
+
+  /** What needs a person: each alarm notifies the alert topic. */
+  private alarms() {
+    const notify = new actions.SnsAction(this.alertTopic);
+    const alarm = (id: string, description: string, metric: cloudwatch.Metric | cloudwatch.MathExpression, options: Partial<cloudwatch.CreateAlarmOptions> = {}) =>
+      metric
+        .createAlarm(this, id, {
+          alarmDescription: description,
+          threshold: 1,
+          evaluationPeriods: 1,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+          ...options,
+        })
+        .addAlarmAction(notify);
+    const minute = Duration.minutes(1);
+    alarm(
+      "TasksInErrorAlarm",
+      "A task ended in Error after compensation; its alert names it.",
+      new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "TasksInError", dimensionsMap: { Function: "scheduler" }, statistic: "Sum", period: minute }),
+    );
+    for (const deadLetters of this.deadLetterQueues) {
+      alarm(
+        `${deadLetters.node.id}Alarm`,
+        "A message failed maxReceiveCount times and waits in a dead-letter queue.",
+        deadLetters.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: minute }),
+      );
+    }
+    const ages = Object.values(this.queues).map((q) => q.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: minute }));
+    alarm(
+      "OldestMessageAlarm",
+      "A message has waited over 5 minutes in one of the pattern's queues; its consumer is behind or failing.",
+      new cloudwatch.MathExpression({ expression: "MAX([a0, a1, a2])", usingMetrics: { a0: ages[0], a1: ages[1], a2: ages[2] }, period: minute }),
+      { threshold: 300, evaluationPeriods: 3, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
+    );
+    const functions = Object.values(this.functions);
+    const fiveMinutes = Duration.minutes(5);
+    const sum = (metric: (f: lambda.Function) => cloudwatch.Metric) =>
+      new cloudwatch.MathExpression({
+        expression: "SUM([f0, f1, f2, f3])",
+        usingMetrics: Object.fromEntries(functions.map((f, i) => [`f${i}`, metric(f)])),
+        period: fiveMinutes,
+      });
+    alarm("FunctionErrorsAlarm", "A function failed; the dashboard shows which.", sum((f) => f.metricErrors({ period: fiveMinutes, statistic: "Sum" })));
+    alarm("FunctionThrottlesAlarm", "A function was throttled.", sum((f) => f.metricThrottles({ period: fiveMinutes, statistic: "Sum" })));
+    alarm(
+      "SupervisorStoppedAlarm",
+      "The supervisor has not run for 15 minutes; expired leases are not being recovered.",
+      this.functions.supervisor.metricInvocations({ period: fiveMinutes, statistic: "Sum" }),
+      {
+        evaluationPeriods: 3,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      },
+    );
+
+    const dashboard = new cloudwatch.Dashboard(this, "Dashboard");
+    dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: "Tasks",
+        left: ["TasksSubmitted", "TasksInError"].map(
+          (metricName, i) => new cloudwatch.Metric({ namespace: NAMESPACE, metricName, dimensionsMap: { Function: i === 0 ? "submission" : "scheduler" }, statistic: "Sum", period: minute }),
+        ),
+      }),
+      new cloudwatch.GraphWidget({
+        title: "Decisions by verdict",
+        left: [new cloudwatch.MathExpression({ expression: `SEARCH('{${NAMESPACE},Function,Verdict} MetricName="Decisions"', 'Sum', 60)`, period: minute })],
+      }),
+      new cloudwatch.GraphWidget({
+        title: "Queue depth",
+        left: [...Object.values(this.queues), ...this.deadLetterQueues].map((q) => q.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: minute })),
+      }),
+      new cloudwatch.GraphWidget({ title: "Age of the oldest message (s)", left: ages }),
+      new cloudwatch.GraphWidget({
+        title: "Functions: errors, throttles, duration p99",
+        width: 24,
+        left: functions.flatMap((f) => [f.metricErrors({ statistic: "Sum", period: minute }), f.metricThrottles({ statistic: "Sum", period: minute })]),
+        right: [this.functions.scheduler, this.functions.agent].map((f) => f.metricDuration({ statistic: "p99", period: minute })),
+      }),
+    );
+  }
+}
