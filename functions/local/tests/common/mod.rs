@@ -1,0 +1,32 @@
+//! What the tests that run the `sas-local` binary share.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// Starts `sas-local` on free ports; returns the child and the base URLs of its API and of its mock services.
+pub fn spawn(data: &Path) -> (Child, String, String) {
+    let workflows = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workflows");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sas-local"))
+        .env("SAS_DATA_DIR", data)
+        .env("SAS_WORKFLOWS_DIR", workflows)
+        .env("SAS_API_ADDR", "127.0.0.1:0")
+        .env("SAS_MOCK_ADDR", "127.0.0.1:0")
+        .env("SAS_SUPERVISOR_INTERVAL", "200ms")
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("sas-local starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("a ready line");
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+            .to_owned()
+    };
+    (child, field("api"), field("mock"))
+}
