@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use sas_shared::adapters::dynamodb::{DynamoStore, TableSettings};
 use sas_shared::adapters::embedded::{Durability, Embedded, QueueSettings};
+use sas_shared::adapters::memory::Memory;
 use sas_shared::adapters::sqs::{Sqs, queue_name};
 use sas_shared::domain::decide::{Submission, submit};
 use sas_shared::domain::ids::{QueueName, TaskId};
@@ -55,6 +56,25 @@ async fn embedded() -> Backend {
         work,
         dead_letters,
         _resources: Box::new(dir),
+    }
+}
+
+fn in_memory() -> Backend {
+    let backend = Arc::new(Memory::new(Arc::new(WallClock)));
+    let work = QueueName::parse("work").expect("name");
+    let dead_letters = QueueName::parse("work-dlq").expect("name");
+    backend.create_queue(
+        &work,
+        Duration::from_secs(1),
+        Some((2, dead_letters.clone())),
+    );
+    Backend {
+        store: Arc::clone(&backend) as _,
+        queues: Arc::clone(&backend) as _,
+        consumer: backend,
+        work,
+        dead_letters,
+        _resources: Box::new(()),
     }
 }
 
@@ -375,6 +395,11 @@ async fn conformance(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_embedded_backend_conforms() {
     conformance(embedded().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_memory_backend_of_the_simulator_conforms() {
+    conformance(in_memory()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
