@@ -1,0 +1,992 @@
+//! A deterministic simulation of the whole pattern: submission, schedulers, agents,
+//! supervisors and an operator over the in-memory backend, on a virtual clock, with
+//! a seeded random source choosing every interleaving and every fault: messages
+//! delayed, reordered, duplicated and lost; handlers that crash before or after any
+//! write; agents running past complete-by; remote services failing transiently,
+//! for good, hanging or down; two supervisors sweeping at once; schedulers
+//! restarting; operators resubmitting. The same seed replays the same run.
+//!
+//! After a phase of chaos, the faults stop (but for the permanent ones) and the
+//! system must settle: every task Processed or Error within a bound of virtual time,
+//! with the invariants below holding throughout and at the end.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sas_shared::adapters::memory::Memory;
+use sas_shared::agent::Agent;
+use sas_shared::app::{App, Ports, QueueNames};
+use sas_shared::domain::agent::BreakerSettings;
+use sas_shared::domain::decide::Submission;
+use sas_shared::domain::ids::{QueueName, TaskId};
+use sas_shared::domain::messages::{AgentRequest, SchedulerMessage};
+use sas_shared::domain::task::{Order, StepState, Task, TaskState};
+use sas_shared::domain::workflow::{Registry, Workflow};
+use sas_shared::ports::{
+    NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest,
+    StateStore, StoreError, TaskPage,
+};
+use sas_shared::time::{Clock, ManualClock, Timestamp};
+use serde_json::{Value, json};
+
+/// How long the system has to settle once the chaos stops.
+const SETTLE_BOUND: Duration = Duration::from_secs(3600);
+/// Actions of the chaos phase.
+const CHAOS_STEPS: usize = 400;
+
+/// What one seed's run found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Broken invariants; empty when the run is sound.
+    pub violations: Vec<String>,
+    /// The events of the run, in order.
+    pub trace: Vec<String>,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Tasks by final state.
+    pub ended: BTreeMap<String, usize>,
+}
+
+impl Outcome {
+    /// The command that replays this seed with its trace.
+    #[must_use]
+    pub fn reproduce(&self) -> String {
+        format!(
+            "cargo run -p sas-tests --bin simulate -- --seed {} --trace",
+            self.seed
+        )
+    }
+
+    /// A report of a failed run: the violations, the command, the trace's end.
+    #[must_use]
+    pub fn report(&self, trace_lines: usize) -> String {
+        let mut text = format!(
+            "seed {} broke {} invariant(s):\n",
+            self.seed,
+            self.violations.len()
+        );
+        for violation in &self.violations {
+            let _ = writeln!(text, "  - {violation}");
+        }
+        let _ = writeln!(text, "reproduce: {}", self.reproduce());
+        let _ = writeln!(text, "last {} events:", trace_lines.min(self.trace.len()));
+        for line in &self.trace[self.trace.len().saturating_sub(trace_lines)..] {
+            let _ = writeln!(text, "  {line}");
+        }
+        text
+    }
+}
+
+/// The randomness, the fault switch, the counters and the record of a run.
+struct World {
+    random: fastrand::Rng,
+    chaos: bool,
+    clock: Arc<ManualClock>,
+    start: Timestamp,
+    faults: BTreeMap<&'static str, u64>,
+    trace: Vec<String>,
+    violations: Vec<String>,
+    /// Times each (task, run, step) became Processed.
+    completions: HashMap<(String, u32, usize), u32>,
+}
+
+#[derive(Clone)]
+struct Shared(Arc<Mutex<World>>);
+
+impl Shared {
+    fn world(&self) -> MutexGuard<'_, World> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True with probability `p` while the chaos lasts, counting a fault of `kind`.
+    fn fault(&self, kind: &'static str, p: f64) -> bool {
+        let mut world = self.world();
+        let hit = world.chaos && world.random.f64() < p;
+        if hit {
+            *world.faults.entry(kind).or_default() += 1;
+        }
+        hit
+    }
+
+    fn chance(&self, p: f64) -> bool {
+        self.world().random.f64() < p
+    }
+
+    fn below(&self, n: usize) -> usize {
+        self.world().random.usize(..n.max(1))
+    }
+
+    fn note(&self, event: impl AsRef<str>) {
+        let mut world = self.world();
+        let at = world.start.until(world.clock.now());
+        let line = format!("t={:>9.3}s {}", at.as_secs_f64(), event.as_ref());
+        world.trace.push(line);
+    }
+
+    fn violation(&self, what: String) {
+        let mut world = self.world();
+        if !world.violations.contains(&what) {
+            world.violations.push(what);
+        }
+    }
+
+    /// Lets other handlers run first, a random number of times: the interleaving.
+    async fn interleave(&self) {
+        let yields = self.world().random.u8(..3);
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+fn crash() -> StoreError {
+    StoreError::Unavailable("simulated crash".into())
+}
+
+/// The state store as the actors see it: interleaved, crashing before or after its
+/// writes, and checking every transition written against the invariants.
+struct FaultyStore {
+    inner: Arc<Memory>,
+    world: Shared,
+    workflows: Arc<Registry>,
+}
+
+impl FaultyStore {
+    /// The invariants of one transition, from `old` (if any) to `new`.
+    fn check(&self, old: Option<&Task>, new: &Task) {
+        let Some(workflow) = self
+            .workflows
+            .version(&new.workflow.name, new.workflow.version)
+        else {
+            return self
+                .world
+                .violation(format!("task {} runs an unknown workflow", new.id));
+        };
+        if new.state == TaskState::Processed
+            && new.steps.iter().any(|s| s.state != StepState::Processed)
+        {
+            self.world.violation(format!(
+                "task {} Processed with a step not Processed",
+                new.id
+            ));
+        }
+        for (index, (step, definition)) in new.steps.iter().zip(&workflow.steps).enumerate() {
+            let bound = definition.supervision.failure_threshold + 1;
+            if step.failure_count > bound || step.compensation_failure_count > bound {
+                self.world.violation(format!(
+                    "task {} step {} FailureCount {}/{} past the threshold {} by more than one",
+                    new.id,
+                    step.name,
+                    step.failure_count,
+                    step.compensation_failure_count,
+                    bound - 1
+                ));
+            }
+            // A completion is a step that was running becoming Processed (a step whose
+            // compensation timed out goes back to Processed too, to be undone again).
+            let was_running = old.is_some_and(|o| o.steps[index].state == StepState::Processing);
+            if step.state == StepState::Processed && was_running {
+                let mut world = self.world.world();
+                let count = world
+                    .completions
+                    .entry((new.id.to_string(), new.run, index))
+                    .or_default();
+                *count += 1;
+                if *count > 1 {
+                    drop(world);
+                    self.world.violation(format!(
+                        "task {} step {} completed twice in run {}",
+                        new.id, step.name, new.run
+                    ));
+                }
+            }
+        }
+    }
+
+    async fn write<T>(
+        &self,
+        kind: &'static str,
+        write: impl AsyncFnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.world.interleave().await;
+        if self.world.fault("crash before a write", 0.03) {
+            self.world.note(format!("  crash before {kind}"));
+            return Err(crash());
+        }
+        let written = write().await?;
+        if self.world.fault("crash after a write", 0.03) {
+            self.world.note(format!("  crash after {kind}"));
+            return Err(crash());
+        }
+        Ok(written)
+    }
+}
+
+#[async_trait]
+impl StateStore for FaultyStore {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.write("a creation", async || {
+            self.inner.create(task, order).await?;
+            self.check(None, task);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.world.interleave().await;
+        self.inner.task(id).await
+    }
+
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        self.world.interleave().await;
+        self.inner.task_with_order(id).await
+    }
+
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        self.write("an update", async || {
+            let old = self.inner.task(&task.id).await?;
+            self.inner.update(task).await?;
+            self.check(old.as_ref(), task);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+        self.world.interleave().await;
+        self.inner.expired(now, limit).await
+    }
+
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        self.inner.list(state, limit, after).await
+    }
+
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        self.inner.save_workflow(workflow).await
+    }
+
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        self.inner.load_workflow(name, version).await
+    }
+}
+
+/// The queues as the actors see them: sends interleaved, crashing before or after,
+/// and delayed at random (which reorders them).
+struct FaultyQueues {
+    inner: Arc<Memory>,
+    world: Shared,
+}
+
+#[async_trait]
+impl Queues for FaultyQueues {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        self.world.interleave().await;
+        let failed = || QueueError {
+            queue: queue.to_string(),
+            reason: "simulated crash".into(),
+        };
+        if self.world.fault("crash before a send", 0.03) {
+            self.world.note(format!("  crash before a send to {queue}"));
+            return Err(failed());
+        }
+        let mut delayed = messages.to_vec();
+        for message in &mut delayed {
+            if self.world.fault("message delayed", 0.1) {
+                let extra = Duration::from_millis(self.world.world().random.u64(1..20_000));
+                message.delay += extra;
+            }
+        }
+        self.inner.send(queue, &delayed).await?;
+        if self.world.fault("crash after a send", 0.03) {
+            self.world.note(format!("  crash after a send to {queue}"));
+            return Err(failed());
+        }
+        Ok(())
+    }
+}
+
+/// A remote effect, as the simulated services applied it.
+#[derive(Debug, Clone)]
+struct Applied {
+    task: String,
+    step: String,
+    compensation: bool,
+}
+
+/// The remote services: idempotent by key, with transient and permanent errors,
+/// hangs past the deadline and outages.
+struct SimRemote {
+    world: Shared,
+    clock: Arc<ManualClock>,
+    /// Effects applied, by (service, key).
+    applied: Mutex<BTreeMap<(String, String), Applied>>,
+    /// Steps whose call fails for good, by (task, step).
+    doomed: Mutex<BTreeSet<(String, String)>>,
+    /// Services down until the instant given.
+    outages: Mutex<HashMap<String, Timestamp>>,
+}
+
+impl SimRemote {
+    fn applied(&self) -> MutexGuard<'_, BTreeMap<(String, String), Applied>> {
+        self.applied.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl RemoteCall for SimRemote {
+    async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        self.world.interleave().await;
+        let task = request.payload["task_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let step = request.payload["step"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let compensation = request.idempotency_key.ends_with("/compensate");
+        let now = self.clock.now();
+        if self
+            .outages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&request.service)
+            .is_some_and(|until| now < *until)
+        {
+            return Err(RemoteError::Transient("outage".into()));
+        }
+        if self.world.fault("remote outage", 0.005) {
+            let until = now.plus(Duration::from_secs(self.world.world().random.u64(1..120)));
+            self.outages
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(request.service.clone(), until);
+            return Err(RemoteError::Transient("outage".into()));
+        }
+        if self.world.fault("remote transient error", 0.08) {
+            return Err(RemoteError::Transient("503".into()));
+        }
+        let doomed = self
+            .doomed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&(task.clone(), step.clone()));
+        if doomed && !compensation {
+            return Err(RemoteError::Permanent("refused".into()));
+        }
+        if compensation
+            && self
+                .world
+                .fault("remote permanent error on a compensation", 0.01)
+        {
+            return Err(RemoteError::Permanent("cannot undo".into()));
+        }
+        self.applied()
+            .entry((request.service.clone(), request.idempotency_key.clone()))
+            .or_insert(Applied {
+                task,
+                step,
+                compensation,
+            });
+        if self.world.fault("remote hang past the deadline", 0.04) {
+            // The effect is applied; the answer comes after the call's whole time.
+            self.clock
+                .advance(request.timeout + Duration::from_millis(1));
+            return Err(RemoteError::Transient("timed out".into()));
+        }
+        Ok(json!({ "id": request.idempotency_key }))
+    }
+}
+
+/// The simulated system.
+struct Sim {
+    world: Shared,
+    clock: Arc<ManualClock>,
+    memory: Arc<Memory>,
+    remote: Arc<SimRemote>,
+    ports: Ports,
+    workflows: Arc<Registry>,
+    names: QueueNames,
+    schedulers: Vec<Arc<App>>,
+    supervisors: Vec<Arc<App>>,
+    agent: Arc<Agent>,
+    restarts: usize,
+    submitted: Vec<(TaskId, Value)>,
+    accepted: BTreeSet<String>,
+    resubmitted: BTreeSet<String>,
+}
+
+fn queue(name: &str) -> QueueName {
+    QueueName::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+impl Sim {
+    fn new(seed: u64) -> Self {
+        let start = Timestamp(1_800_000_000_000);
+        let clock = Arc::new(ManualClock::new(start));
+        let world = Shared(Arc::new(Mutex::new(World {
+            random: fastrand::Rng::with_seed(seed),
+            chaos: true,
+            clock: Arc::clone(&clock),
+            start,
+            faults: BTreeMap::new(),
+            trace: Vec::new(),
+            violations: Vec::new(),
+            completions: HashMap::new(),
+        })));
+        let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
+        let names = QueueNames {
+            scheduler: queue("scheduler"),
+            agent_requests: queue("agent-requests"),
+            agent_responses: queue("agent-responses"),
+        };
+        for name in [
+            &names.scheduler,
+            &names.agent_requests,
+            &names.agent_responses,
+        ] {
+            memory.create_queue(
+                name,
+                Duration::from_secs(30),
+                Some((5, queue(&format!("{name}-dlq")))),
+            );
+        }
+        let workflows = Arc::new(Registry::load(None).expect("built-in workflows"));
+        let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
+            inner: Arc::clone(&memory),
+            world: world.clone(),
+        });
+        let ports = Ports {
+            store: Arc::new(FaultyStore {
+                inner: Arc::clone(&memory),
+                world: world.clone(),
+                workflows: Arc::clone(&workflows),
+            }),
+            queues: Arc::clone(&queues) as _,
+            alerts: Arc::clone(&memory) as _,
+            metrics: Arc::new(NoMetrics),
+            clock: Arc::clone(&clock) as _,
+        };
+        let remote = Arc::new(SimRemote {
+            world: world.clone(),
+            clock: Arc::clone(&clock),
+            applied: Mutex::new(BTreeMap::new()),
+            doomed: Mutex::new(BTreeSet::new()),
+            outages: Mutex::new(HashMap::new()),
+        });
+        let agent = Arc::new(Agent::new(
+            Arc::clone(&remote) as _,
+            queues,
+            Arc::clone(&clock) as _,
+            names.agent_responses.clone(),
+            BreakerSettings::default(),
+            seed,
+        ));
+        let mut sim = Self {
+            world,
+            clock,
+            memory,
+            remote,
+            ports,
+            workflows,
+            names,
+            schedulers: Vec::new(),
+            supervisors: Vec::new(),
+            agent,
+            restarts: 0,
+            submitted: Vec::new(),
+            accepted: BTreeSet::new(),
+            resubmitted: BTreeSet::new(),
+        };
+        for _ in 0..2 {
+            let scheduler = sim.app();
+            sim.schedulers.push(scheduler);
+            let supervisor = sim.app();
+            sim.supervisors.push(supervisor);
+        }
+        sim
+    }
+
+    fn app(&mut self) -> Arc<App> {
+        self.restarts += 1;
+        let instance = format!("instance-{}", self.restarts);
+        Arc::new(App::new(
+            self.ports.clone(),
+            Arc::clone(&self.workflows),
+            self.names.clone(),
+            instance,
+        ))
+    }
+
+    fn queues(&self) -> [QueueName; 3] {
+        [
+            self.names.scheduler.clone(),
+            self.names.agent_requests.clone(),
+            self.names.agent_responses.clone(),
+        ]
+    }
+
+    /// Messages that may be received now, by queue and id.
+    fn visible(&self) -> Vec<(QueueName, u64)> {
+        let now = self.clock.now();
+        self.queues()
+            .into_iter()
+            .flat_map(|q| {
+                self.memory
+                    .messages(&q)
+                    .into_iter()
+                    .filter(|m| m.visible_at <= now)
+                    .map(move |m| (q.clone(), m.id))
+            })
+            .collect()
+    }
+
+    /// Hands a message to its function, as an event-source mapping would: deleted
+    /// when handled, left to come back when the handler fails.
+    async fn deliver(&self, queue: &QueueName, id: u64) {
+        let Some(delivery) = self.memory.receive_one(queue, id) else {
+            return;
+        };
+        let describe = describe(&delivery.body);
+        if self.world.fault("message lost", 0.02) {
+            self.memory.drop_message(queue, id);
+            self.world.note(format!("lose {queue} #{id} {describe}"));
+            return;
+        }
+        let copies = if self.world.fault("message duplicated", 0.05) {
+            2
+        } else {
+            1
+        };
+        let handled =
+            futures_util::future::join_all((0..copies).map(|_| self.handle(queue, &delivery.body)))
+                .await;
+        for outcome in &handled {
+            self.world.note(format!(
+                "deliver {queue} #{id} (receive {}) {describe} -> {outcome}",
+                delivery.receive_count
+            ));
+        }
+        if handled.iter().any(|o| !o.starts_with("failed")) {
+            let _ =
+                sas_shared::ports::Consumer::delete(self.memory.as_ref(), queue, &delivery.receipt)
+                    .await;
+        }
+    }
+
+    async fn handle(&self, queue: &QueueName, body: &str) -> String {
+        let outcome = if *queue == self.names.agent_requests {
+            self.agent.on_request(body).await.map(|v| format!("{v:?}"))
+        } else {
+            let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
+            scheduler
+                .on_scheduler_message(body)
+                .await
+                .map(str::to_owned)
+        };
+        outcome.unwrap_or_else(|e| format!("failed: {e}"))
+    }
+
+    async fn sweep(&self) {
+        let twice = self.world.fault("two supervisors at once", 0.3);
+        let sweeps = futures_util::future::join_all(
+            self.supervisors
+                .iter()
+                .take(if twice { 2 } else { 1 })
+                .map(|s| s.sweep(100)),
+        )
+        .await;
+        for report in sweeps {
+            match report {
+                Ok(report) if !report.is_empty() => self.world.note(format!("sweep {report:?}")),
+                Ok(_) => {}
+                Err(e) => self.world.note(format!("sweep failed: {e}")),
+            }
+        }
+    }
+
+    async fn submit(&mut self) {
+        let n = self.submitted.len();
+        let id = TaskId::parse(format!("t{n}")).expect("id");
+        let (workflow, input) = if self.world.chance(0.7) {
+            (
+                "drone-delivery",
+                json!({"customer_id": format!("c{n}"), "pickup": "a", "dropoff": "b", "weight_kg": 1.0}),
+            )
+        } else {
+            ("order-processing", json!({"order_id": format!("o{n}")}))
+        };
+        if self.world.chance(0.15) {
+            let steps = &self.workflows.latest(workflow).expect("workflow").steps;
+            let step = steps[self.world.below(steps.len())].name.clone();
+            self.remote
+                .doomed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert((id.to_string(), step.clone()));
+            self.world.note(format!("doom {id} at {step}"));
+        }
+        self.submitted
+            .push((id.clone(), json!({"workflow": workflow, "input": input})));
+        self.submit_again(n).await;
+    }
+
+    /// Submits task `n`, again when it was already: the same request, the same task.
+    async fn submit_again(&mut self, n: usize) {
+        let (id, request) = self.submitted[n].clone();
+        let submission = Submission {
+            id: id.clone(),
+            input: request["input"].clone(),
+            notify: None,
+        };
+        let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
+        match scheduler
+            .submit(request["workflow"].as_str().unwrap_or_default(), submission)
+            .await
+        {
+            Ok(_) => {
+                self.accepted.insert(id.to_string());
+                self.world.note(format!("submit {id} -> accepted"));
+            }
+            Err(e) => self.world.note(format!("submit {id} -> failed: {e}")),
+        }
+    }
+
+    async fn resubmit_one(&mut self) {
+        let in_error: Vec<Task> = self
+            .memory
+            .tasks()
+            .into_iter()
+            .filter(|t| t.state == TaskState::Error && !self.resubmitted.contains(t.id.as_str()))
+            .collect();
+        let Some(task) = in_error.get(self.world.below(in_error.len())) else {
+            return;
+        };
+        *self
+            .world
+            .world()
+            .faults
+            .entry("operator resubmit")
+            .or_default() += 1;
+        self.resubmitted.insert(task.id.to_string());
+        if self.world.chance(0.5) {
+            // The operator fixed the cause.
+            self.remote
+                .doomed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .retain(|(t, _)| t != task.id.as_str());
+        }
+        let outcome = self.schedulers[0].resubmit(&task.id).await;
+        self.world.note(format!(
+            "resubmit {} -> {}",
+            task.id,
+            outcome.map_or_else(|e| format!("failed: {e}"), |t| format!("run {}", t.run))
+        ));
+    }
+
+    fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+    }
+
+    /// One action of the chaos phase, chosen at random.
+    async fn chaos_step(&mut self) {
+        let roll = self.world.below(100);
+        match roll {
+            0..35 => {
+                let visible = self.visible();
+                if let Some((queue, id)) = visible.get(self.world.below(visible.len())) {
+                    self.deliver(queue, *id).await;
+                }
+            }
+            35..45 => {
+                let visible = self.visible();
+                let picks: Vec<_> = (0..3)
+                    .filter_map(|_| visible.get(self.world.below(visible.len())).cloned())
+                    .collect();
+                if picks.len() > 1 {
+                    *self
+                        .world
+                        .world()
+                        .faults
+                        .entry("concurrent deliveries")
+                        .or_default() += 1;
+                }
+                futures_util::future::join_all(picks.iter().map(|(q, id)| self.deliver(q, *id)))
+                    .await;
+            }
+            45..65 => {
+                let long = self.world.chance(0.15);
+                let millis =
+                    self.world
+                        .world()
+                        .random
+                        .u64(if long { 1_000..40_000 } else { 0..500 });
+                self.advance(Duration::from_millis(millis));
+            }
+            65..75 => self.sweep().await,
+            75..85 if self.submitted.len() < 12 => self.submit().await,
+            75..85 => {
+                let n = self.world.below(self.submitted.len());
+                *self
+                    .world
+                    .world()
+                    .faults
+                    .entry("duplicate submission")
+                    .or_default() += 1;
+                self.submit_again(n).await;
+            }
+            85..89 => self.resubmit_one().await,
+            89..92 => {
+                *self
+                    .world
+                    .world()
+                    .faults
+                    .entry("scheduler restart")
+                    .or_default() += 1;
+                let i = self.world.below(self.schedulers.len());
+                self.schedulers[i] = self.app();
+                self.world.note(format!("restart scheduler {i}"));
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs without faults until every task is final and the queues are empty.
+    async fn settle(&mut self) -> bool {
+        self.world.world().chaos = false;
+        self.remote
+            .outages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        let deadline = self.clock.now().plus(SETTLE_BOUND);
+        loop {
+            let visible = self.visible();
+            if let Some((queue, id)) = visible.get(self.world.below(visible.len())) {
+                self.deliver(queue, *id).await;
+                continue;
+            }
+            let tasks = self.memory.tasks();
+            let pending = self
+                .queues()
+                .iter()
+                .any(|q| !self.memory.messages(q).is_empty());
+            if !pending && tasks.iter().all(|t| t.state.is_final()) {
+                return true;
+            }
+            if self.clock.now() > deadline {
+                return false;
+            }
+            self.sweep().await;
+            if self.visible().is_empty() {
+                // Nothing to do until the next message becomes visible or lease expires.
+                let next_message = self
+                    .queues()
+                    .iter()
+                    .flat_map(|q| self.memory.messages(q))
+                    .map(|m| m.visible_at)
+                    .min();
+                let next_lease = tasks.iter().filter_map(|t| t.complete_by).min();
+                let next = [next_message, next_lease]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(self.clock.now());
+                self.advance(self.clock.now().until(next) + Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// The invariants that hold at the end of a run.
+    fn check_end(&self, settled: bool) {
+        let tasks = self.memory.tasks();
+        let accepted: BTreeSet<String> = tasks.iter().map(|t| t.id.to_string()).collect();
+        if !settled {
+            let open: Vec<_> = tasks
+                .iter()
+                .filter(|t| !t.state.is_final())
+                .map(|t| format!("{} {:?}", t.id, t.state))
+                .collect();
+            self.world
+                .violation(format!("not settled within {SETTLE_BOUND:?}: {open:?}"));
+        }
+        let applied = self.remote.applied().clone();
+        for task in &tasks {
+            let workflow = self
+                .workflows
+                .version(&task.workflow.name, task.workflow.version)
+                .expect("workflow");
+            if task.state.is_final() && (task.complete_by.is_some() || task.locked_by.is_some()) {
+                self.world
+                    .violation(format!("task {} final with a lease or a lock", task.id));
+            }
+            // A step kept Processed through a resubmission keeps the effect of its run.
+            let applied_in = |runs: std::ops::RangeInclusive<u32>, step: &str, suffix: &str| {
+                let service = &workflow
+                    .steps
+                    .iter()
+                    .find(|s| s.name == step)
+                    .expect("step")
+                    .agent;
+                runs.into_iter().any(|run| {
+                    applied.contains_key(&(
+                        service.clone(),
+                        format!("{}/{run}/{step}{suffix}", task.id),
+                    ))
+                })
+            };
+            let applied_for =
+                |step: &str, suffix: &str| applied_in(task.run..=task.run, step, suffix);
+            for (step, definition) in task.steps.iter().zip(&workflow.steps) {
+                match task.state {
+                    TaskState::Processed if !applied_in(1..=task.run, &step.name, "") => {
+                        self.world.violation(format!(
+                            "task {} Processed without the effect of {}",
+                            task.id, step.name
+                        ));
+                    }
+                    TaskState::Error if definition.compensation.is_some() => {
+                        let undone = matches!(
+                            step.state,
+                            StepState::Compensated | StepState::CompensationFailed
+                        );
+                        if matches!(
+                            step.state,
+                            StepState::Processed | StepState::TimedOut | StepState::Compensating
+                        ) {
+                            self.world.violation(format!(
+                                "task {} in Error with {} not compensated",
+                                task.id, step.name
+                            ));
+                        }
+                        if applied_for(&step.name, "") && !undone && step.state != StepState::Error
+                        {
+                            self.world.violation(format!(
+                                "task {} in Error with the effect of {} in place",
+                                task.id, step.name
+                            ));
+                        }
+                        if step.state == StepState::Compensated
+                            && !applied_for(&step.name, "/compensate")
+                        {
+                            self.world.violation(format!(
+                                "task {} step {} Compensated without its compensation",
+                                task.id, step.name
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for id in self.accepted.difference(&accepted) {
+            self.world
+                .violation(format!("task {id} was accepted and lost"));
+        }
+        let mut keys_per_step: BTreeMap<(&str, &str, bool), usize> = BTreeMap::new();
+        for effect in applied.values() {
+            *keys_per_step
+                .entry((&effect.task, &effect.step, effect.compensation))
+                .or_default() += 1;
+        }
+        for ((task, step, compensation), keys) in keys_per_step {
+            let runs = tasks
+                .iter()
+                .find(|t| t.id.as_str() == task)
+                .map_or(0, |t| t.run as usize);
+            if keys > runs {
+                let what = if compensation {
+                    "compensation"
+                } else {
+                    "effect"
+                };
+                self.world.violation(format!(
+                    "the {what} of task {task} step {step} applied {keys} times in {runs} run(s)"
+                ));
+            }
+        }
+        for effect in applied.values() {
+            if !accepted.contains(&effect.task) {
+                self.world.violation(format!(
+                    "an effect of unknown task {} ({}, compensation: {})",
+                    effect.task, effect.step, effect.compensation
+                ));
+            }
+        }
+        if self
+            .queues()
+            .iter()
+            .any(|q| !self.memory.messages(q).is_empty())
+        {
+            self.world
+                .violation("messages left in the queues after settling".into());
+        }
+    }
+}
+
+/// A short description of a message, for the trace.
+fn describe(body: &str) -> String {
+    if let Ok(request) = serde_json::from_str::<AgentRequest>(body) {
+        return format!(
+            "{:?} {} {} attempt {}",
+            request.operation, request.task_id, request.step_name, request.attempt
+        );
+    }
+    match serde_json::from_str::<SchedulerMessage>(body) {
+        Ok(SchedulerMessage::Run { task_id }) => format!("Run {task_id}"),
+        Ok(SchedulerMessage::Response(r)) => format!(
+            "Response {} step {} attempt {} {:?}",
+            r.task_id, r.step, r.attempt, r.operation
+        ),
+        Err(_) => "undecodable".into(),
+    }
+}
+
+/// Runs one seed.
+///
+/// # Panics
+/// When the runtime cannot be built.
+#[must_use]
+pub fn run(seed: u64) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut sim = Sim::new(seed);
+        sim.submit().await;
+        for _ in 0..CHAOS_STEPS {
+            sim.chaos_step().await;
+        }
+        let settled = sim.settle().await;
+        sim.check_end(settled);
+        let tasks = sim.memory.tasks();
+        let world = sim.world.world();
+        let mut ended = BTreeMap::new();
+        for task in tasks {
+            *ended.entry(task.state.as_str().to_owned()).or_default() += 1;
+        }
+        Outcome {
+            seed,
+            violations: world.violations.clone(),
+            trace: world.trace.clone(),
+            faults: world.faults.clone(),
+            ended,
+        }
+    })
+}
