@@ -1,0 +1,176 @@
+//! Property-based fuzzing of what comes from outside: HTTP requests and queue
+//! messages. Nothing panics; every bad request is a 4xx with a JSON error naming
+//! the problem; every undecodable message is refused as poison, so that its queue
+//! moves it to the dead-letter queue.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use sas_shared::adapters::memory::Memory;
+use sas_shared::agent::Agent;
+use sas_shared::api::{self, ApiRequest};
+use sas_shared::app::{App, HandleError, Ports, QueueNames};
+use sas_shared::domain::agent::BreakerSettings;
+use sas_shared::domain::ids::QueueName;
+use sas_shared::domain::workflow::Registry;
+use sas_shared::ports::{NoMetrics, RemoteCall, RemoteError, RemoteRequest};
+use sas_shared::time::{ManualClock, Timestamp};
+use serde_json::{Value, json};
+
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl RemoteCall for Unreachable {
+    async fn call(&self, _: &RemoteRequest) -> Result<Value, RemoteError> {
+        Err(RemoteError::Transient(
+            "no remote services in this test".into(),
+        ))
+    }
+}
+
+struct Subject {
+    runtime: tokio::runtime::Runtime,
+    app: App,
+    agent: Agent,
+}
+
+fn subject() -> Subject {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
+    let name = |n: &str| QueueName::parse(n).expect("name");
+    let names = QueueNames {
+        scheduler: name("s"),
+        agent_requests: name("q"),
+        agent_responses: name("r"),
+    };
+    let ports = Ports {
+        store: Arc::clone(&memory) as _,
+        queues: Arc::clone(&memory) as _,
+        alerts: Arc::clone(&memory) as _,
+        metrics: Arc::new(NoMetrics),
+        clock: Arc::clone(&clock) as _,
+    };
+    let workflows = Arc::new(Registry::load(None).expect("workflows"));
+    let agent = Agent::new(
+        Arc::new(Unreachable),
+        memory,
+        clock,
+        names.agent_responses.clone(),
+        BreakerSettings::default(),
+        1,
+    );
+    Subject {
+        runtime: tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime"),
+        app: App::new(ports, workflows, names, "fuzz".into()),
+        agent,
+    }
+}
+
+/// JSON of any shape, a few levels deep.
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("[a-z_]{1,10}", inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Submission bodies near the valid one: fields dropped, replaced or added.
+fn submission_body() -> impl Strategy<Value = Vec<u8>> {
+    let valid = json!({
+        "workflow": "drone-delivery",
+        "input": {"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 1},
+        "notify": "q1",
+    });
+    (
+        any_json(),
+        "[a-z_.]{1,20}",
+        any::<u8>(),
+        prop::collection::vec(any::<u8>(), 0..64),
+    )
+        .prop_map(move |(value, field, how, bytes)| {
+            let mut body = valid.clone();
+            match how % 5 {
+                0 => body[field.as_str()] = value,
+                1 => body["input"][field.as_str()] = value,
+                2 => {
+                    body.as_object_mut()
+                        .expect("object")
+                        .remove(field.split('.').next().unwrap_or_default());
+                }
+                3 => return bytes,
+                _ => body = value,
+            }
+            body.to_string().into_bytes()
+        })
+}
+
+fn request() -> impl Strategy<Value = (String, String, Option<String>, Vec<u8>)> {
+    let method = prop_oneof![
+        Just("GET".to_owned()),
+        Just("POST".to_owned()),
+        Just("PUT".to_owned()),
+        Just("DELETE".to_owned()),
+        "[A-Z]{1,7}",
+    ];
+    let segment = prop_oneof![
+        Just("tasks".to_owned()),
+        Just("resubmit".to_owned()),
+        Just("workflows".to_owned()),
+        "[a-zA-Z0-9_.%-]{0,70}",
+        ".{0,8}"
+    ];
+    let path = prop::collection::vec(segment, 0..4).prop_map(|s| format!("/{}", s.join("/")));
+    let query = prop::option::of(prop_oneof![
+        "state=[A-Za-z]{0,12}",
+        "limit=[0-9-]{0,4}",
+        "after=.{0,20}",
+        ".{0,30}"
+    ]);
+    (method, path, query, submission_body())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_request_panics_and_every_refusal_is_a_named_4xx((method, path, query, body) in request()) {
+        let subject = subject();
+        let response = subject.runtime.block_on(api::handle(&subject.app, ApiRequest {
+            method: &method, path: &path, query: query.as_deref(), body: &body,
+        }));
+        prop_assert!(response.status < 500, "{method} {path} answered {}: {}", response.status, response.body);
+        if response.status >= 400 {
+            prop_assert!(response.body["error"]["code"].is_string(), "{}", response.body);
+            prop_assert!(!response.body["error"]["message"].as_str().unwrap_or_default().is_empty(), "{}", response.body);
+        }
+        if response.status == 202 {
+            prop_assert!(response.location.is_some(), "an accepted task has a Location");
+        }
+    }
+
+    #[test]
+    fn every_undecodable_message_is_poison(text in prop_oneof![".{0,200}", any_json().prop_map(|v| v.to_string())]) {
+        let subject = subject();
+        let scheduled = subject.runtime.block_on(subject.app.on_scheduler_message(&text));
+        let decodes = serde_json::from_str::<sas_shared::domain::messages::SchedulerMessage>(&text).is_ok();
+        prop_assert!(decodes || matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}");
+        let answered = subject.runtime.block_on(subject.agent.on_request(&text));
+        let decodes = serde_json::from_str::<sas_shared::domain::messages::AgentRequest>(&text).is_ok();
+        prop_assert!(decodes || matches!(answered, Err(HandleError::Poison(_))), "agent: {text:?} -> {answered:?}");
+    }
+}
