@@ -1,6 +1,8 @@
-//! A real kill -9 of the local process in the middle of a load, twice, each
-//! followed by a restart on the same data: every accepted task ends Processed,
-//! none is lost or stuck, and every remote side effect is applied once.
+//! A kill -9 soak: the local process killed at random points of a load, and once
+//! more after the last submission while tasks are in flight, each kill followed by
+//! a restart on the same data: every accepted task ends Processed, none is lost or
+//! stuck, and every remote side effect is applied once. The kill points come from
+//! a seed (`SAS_KILL_SEED`, printed), so that a failure can be replayed.
 
 mod common;
 
@@ -12,8 +14,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::RwLock;
 
-const TASKS: usize = 240;
+const TASKS: usize = 300;
 const CLIENTS: usize = 8;
+/// Kills during the load; one more follows it.
+const KILLS: usize = 5;
 
 async fn count(http: &reqwest::Client, api: &str, state: &str) -> usize {
     let mut total = 0;
@@ -81,10 +85,21 @@ async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
             }
         }));
     }
-    for kill_at in [TASKS / 3, 2 * TASKS / 3] {
+    let seed = std::env::var("SAS_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    println!("kill points from SAS_KILL_SEED={seed}");
+    let mut random = fastrand::Rng::with_seed(seed);
+    let mut kill_points: Vec<usize> = (0..KILLS).map(|_| random.usize(10..TASKS - 10)).collect();
+    kill_points.sort_unstable();
+    kill_points.push(TASKS);
+    for kill_at in kill_points {
         while accepted.load(Ordering::SeqCst) < kill_at {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        // Past the acceptances, at a random moment of the processing.
+        tokio::time::sleep(Duration::from_millis(random.u64(0..30))).await;
         child.kill().expect("kill -9");
         child.wait().expect("reaped");
         let (restarted, new_api, new_mock) = spawn(data.path());
