@@ -1,9 +1,11 @@
 //! The HTTP API, independent of its transport: the local server and the API
 //! Gateway Lambda both translate their requests into [`ApiRequest`] and back.
 //!
-//! Routes: `POST /tasks`, `PUT /tasks/{id}`, `GET /tasks/{id}`,
+//! Routes: `POST /tasks`, `PUT /tasks/{id}`, `GET /tasks/{id}` (with `?wait=10s`, until it is final),
 //! `GET /tasks?state=Error&limit=50&after=<cursor>`, `POST /tasks/{id}/resubmit`,
 //! `GET /workflows`.
+
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -83,9 +85,9 @@ pub async fn handle(app: &App, request: ApiRequest<'_>) -> ApiResponse {
             Ok(id) => submit(app, Some(id), request.body).await,
             Err(response) => response,
         },
-        ("GET", ["tasks", id]) => match parse_id(id) {
-            Ok(id) => get(app, &id).await,
-            Err(response) => response,
+        ("GET", ["tasks", id]) => match (parse_id(id), parse_wait(request.query)) {
+            (Ok(id), Ok(wait)) => get(app, &id, wait).await,
+            (Err(response), _) | (_, Err(response)) => response,
         },
         ("POST", ["tasks", id, "resubmit"]) => match parse_id(id) {
             Ok(id) => resubmit(app, &id).await,
@@ -223,8 +225,51 @@ async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> ApiResponse 
     }
 }
 
-async fn get(app: &App, id: &TaskId) -> ApiResponse {
-    match app.task(id).await {
+/// The longest a `GET /tasks/{id}?wait=` may wait (API Gateway answers within 30 s).
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+
+/// `wait=<duration>`: how long to wait for the task to be final.
+fn parse_wait(query: Option<&str>) -> Result<Duration, ApiResponse> {
+    let mut wait = Duration::ZERO;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("wait", value) => {
+                wait = humantime::parse_duration(value)
+                    .ok()
+                    .filter(|w| *w <= MAX_WAIT)
+                    .ok_or_else(|| {
+                        ApiResponse::error(
+                            400,
+                            "invalid_query",
+                            "wait: must be a duration up to 20s, e.g. wait=10s",
+                            Some("wait"),
+                        )
+                    })?;
+            }
+            (key, _) => {
+                return Err(ApiResponse::error(
+                    400,
+                    "invalid_query",
+                    format!("unknown parameter '{key}'"),
+                    Some(key),
+                ));
+            }
+        }
+    }
+    Ok(wait)
+}
+
+async fn get(app: &App, id: &TaskId, wait: Duration) -> ApiResponse {
+    let task = if wait.is_zero() {
+        app.task(id).await
+    } else {
+        app.wait_final(id, wait).await
+    };
+    match task {
         Ok(Some(task)) => ApiResponse::ok(200, view(&task)),
         Ok(None) => ApiResponse::error(404, "not_found", format!("no task '{id}'"), None),
         Err(e) => ApiResponse::unavailable(&e),

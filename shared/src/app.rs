@@ -2,8 +2,11 @@
 //! to do, writes the new state conditionally, then performs the effects. The
 //! Lambda functions and the local process both call these.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use tracing::{error, info, warn};
 
@@ -132,7 +135,13 @@ pub struct App {
     workflows: Arc<Registry>,
     names: QueueNames,
     instance: String,
+    /// Wakes the requests waiting for a task to finish, when this process finishes it.
+    finished: Mutex<HashMap<TaskId, Arc<Notify>>>,
 }
+
+/// How often a wait for a task's end reads it again when another process may
+/// finish it (a Lambda function waits on tasks the scheduler function finishes).
+const WAIT_POLL: Duration = Duration::from_millis(250);
 
 /// What a supervisor sweep did, by verdict.
 pub type SweepReport = BTreeMap<&'static str, usize>;
@@ -162,6 +171,7 @@ impl App {
             workflows,
             names,
             instance,
+            finished: Mutex::new(HashMap::new()),
         }
     }
 
@@ -231,6 +241,38 @@ impl App {
     /// [`StoreError`] when the store fails.
     pub async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
         self.store.task(id).await
+    }
+
+    /// A task's state once it is final, or when `wait` has passed, whichever is first.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn wait_final(
+        &self,
+        id: &TaskId,
+        wait: Duration,
+    ) -> Result<Option<Task>, StoreError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let waker = {
+            let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(finished.entry(id.clone()).or_default())
+        };
+        let result = loop {
+            let notified = waker.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let task = self.store.task(id).await?;
+            let now = tokio::time::Instant::now();
+            if task.as_ref().is_none_or(|t| t.state.is_final()) || now >= deadline {
+                break task;
+            }
+            let _ = tokio::time::timeout((deadline - now).min(WAIT_POLL), notified).await;
+        };
+        let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(&waker) <= 2 {
+            finished.remove(id);
+        }
+        Ok(result)
     }
 
     /// Tasks in a state, a page at a time.
@@ -376,6 +418,12 @@ impl App {
     async fn apply(&self, decision: Decision) -> Result<Option<&'static str>, HandleError> {
         if let Some(next) = &decision.next {
             match self.store.update(next).await {
+                Ok(()) if next.state.is_final() => {
+                    let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(waker) = finished.get(&next.id) {
+                        waker.notify_waiters();
+                    }
+                }
                 Ok(()) => {}
                 Err(StoreError::Conflict) => return Ok(None),
                 Err(error) => return Err(error.into()),

@@ -50,6 +50,7 @@ impl Harness {
         let config = Config {
             api_addr: ([127, 0, 0, 1], 0).into(),
             mock_addr: Some(([127, 0, 0, 1], 0).into()),
+            mock_durable: true,
             settings: Settings {
                 data_dir: data.path().to_path_buf(),
                 workflows_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workflows")),

@@ -23,7 +23,8 @@ struct Remote {
 impl Remote {
     async fn start() -> Self {
         let data = tempfile::tempdir().expect("directory");
-        let mocks = MockServices::open(&data.path().join("mock.db"), 7).expect("mock services");
+        let mocks =
+            MockServices::open(&data.path().join("mock.db"), 7, true).expect("mock services");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("port");

@@ -25,6 +25,8 @@ pub struct Config {
     pub api_addr: SocketAddr,
     /// The mock services' address; `None` to run without them.
     pub mock_addr: Option<SocketAddr>,
+    /// Whether the mock services fsync the effects they record.
+    pub mock_durable: bool,
     /// The system's settings. Services with no URL are the mock services'.
     pub settings: Settings,
 }
@@ -80,7 +82,13 @@ impl Config {
                 Some((agent.to_ascii_lowercase().replace('_', "-"), url))
             })
             .collect::<HashMap<_, _>>();
+        let mock_durable = match var("SAS_MOCK_DURABILITY").as_deref() {
+            None | Some("full") => true,
+            Some("off") => false,
+            Some(other) => anyhow::bail!("SAS_MOCK_DURABILITY={other}: expected 'full' or 'off'"),
+        };
         Ok(Self {
+            mock_durable,
             api_addr: parsed("SAS_API_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             mock_addr,
             settings: Settings {
@@ -129,6 +137,7 @@ pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<
             let mocks = mock::MockServices::open(
                 &config.settings.data_dir.join("mock-services.db"),
                 fastrand::u64(..),
+                config.mock_durable,
             )
             .context("cannot open the mock services' database")?;
             server::spawn(listener, mock::router(Arc::clone(&mocks)));

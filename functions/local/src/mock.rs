@@ -76,19 +76,22 @@ pub struct MockServices {
 pub type Shared = Arc<MockServices>;
 
 impl MockServices {
-    /// Opens (or creates) the effects database at `path`.
+    /// Opens (or creates) the effects database at `path`; with `durable`, every
+    /// effect is fsynced before the answer (as a real service would), else not (for
+    /// benchmarks, where the remote side must cost nothing).
     ///
     /// # Errors
     /// When the database cannot be opened.
-    pub fn open(path: &Path, seed: u64) -> rusqlite::Result<Shared> {
+    pub fn open(path: &Path, seed: u64, durable: bool) -> rusqlite::Result<Shared> {
         let db = Connection::open(path)?;
-        db.execute_batch(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+        let synchronous = if durable { "FULL" } else { "OFF" };
+        db.execute_batch(&format!(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous};
              CREATE TABLE IF NOT EXISTS effects (
                 service TEXT NOT NULL, idempotency_key TEXT NOT NULL, operation TEXT NOT NULL,
                 calls INTEGER NOT NULL, applied_at INTEGER NOT NULL, response TEXT NOT NULL,
-                PRIMARY KEY (service, idempotency_key));",
-        )?;
+                PRIMARY KEY (service, idempotency_key));"
+        ))?;
         Ok(Arc::new(Self {
             db: Mutex::new(db),
             faults: Mutex::new(HashMap::new()),
