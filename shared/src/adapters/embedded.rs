@@ -6,12 +6,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use tokio::sync::Notify;
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::{Notify, oneshot};
 
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::messages::Alert;
@@ -76,12 +77,49 @@ pub struct Depth {
     pub invisible: u64,
 }
 
-/// The embedded backend.
+/// The embedded backend. Writes go to one writer thread, which commits every
+/// write waiting at the time in one transaction (group commit: one fsync for many
+/// writers), each in a savepoint of its own so that one failing write does not undo
+/// the others; reads go to their own connections, concurrently.
 pub struct Embedded {
-    connection: Arc<Mutex<Connection>>,
+    writer: Mutex<mpsc::Sender<Job>>,
+    readers: Arc<Vec<Mutex<Connection>>>,
+    next_reader: AtomicUsize,
     clock: Arc<dyn Clock>,
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
     durability: Durability,
+}
+
+/// A write: runs in the writer's transaction, and returns what to do once the
+/// transaction has committed (`true`) or failed.
+type Job = Box<dyn FnOnce(&Connection) -> Box<dyn FnOnce(bool) + Send> + Send>;
+
+/// Writes committed together at most.
+const GROUP: usize = 512;
+/// Read connections.
+const READERS: usize = 2;
+
+/// The writer thread: takes every write waiting, runs them in one transaction,
+/// commits once, then answers each.
+fn write_loop(connection: Connection, jobs: mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < GROUP {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let began = connection.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let answers: Vec<_> = batch.into_iter().map(|job| job(&connection)).collect();
+        let committed = began && connection.execute_batch("COMMIT").is_ok();
+        if !committed {
+            let _ = connection.execute_batch("ROLLBACK");
+        }
+        for answer in answers {
+            answer(committed);
+        }
+    }
 }
 
 const SCHEMA: &str = "
@@ -141,8 +179,24 @@ impl Embedded {
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; {SCHEMA}"
             ))
             .map_err(unavailable)?;
+        let readers = (0..READERS)
+            .map(|_| {
+                let reader = Connection::open(path).map_err(unavailable)?;
+                reader
+                    .execute_batch("PRAGMA busy_timeout=5000; PRAGMA query_only=1")
+                    .map_err(unavailable)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let (writer, jobs) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sas-embedded-writer".into())
+            .spawn(move || write_loop(connection, jobs))
+            .map_err(unavailable)?;
         Ok(Self {
-            connection: Arc::new(Mutex::new(connection)),
+            writer: Mutex::new(writer),
+            readers: Arc::new(readers),
+            next_reader: AtomicUsize::new(0),
             clock,
             wakers: Mutex::new(HashMap::new()),
             durability,
@@ -155,16 +209,68 @@ impl Embedded {
         self.durability
     }
 
-    /// Runs `work` on the connection, off the async threads.
-    async fn with<T, F>(&self, work: F) -> Result<T, StoreError>
+    /// Queues `work` for the writer; the receiver answers once it is committed.
+    fn submit<T, F>(&self, work: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let connection = Arc::clone(&self.connection);
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |c: &Connection| {
+            let outcome = c
+                .execute_batch("SAVEPOINT write")
+                .map_err(unavailable)
+                .and_then(|()| {
+                    let result = work(c);
+                    let end = if result.is_ok() {
+                        "RELEASE write"
+                    } else {
+                        "ROLLBACK TO write; RELEASE write"
+                    };
+                    c.execute_batch(end).map_err(unavailable)?;
+                    result
+                });
+            Box::new(move |committed: bool| {
+                let answer = if committed {
+                    outcome
+                } else {
+                    outcome.and(Err(unavailable("the commit failed")))
+                };
+                let _ = reply.send(answer);
+            })
+        });
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| unavailable("the writer thread has stopped"))?;
+        Ok(answer)
+    }
+
+    /// Runs `work` in the writer's next transaction and waits for its commit.
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.submit(work)?
+            .await
+            .map_err(|_| unavailable("the writer thread has stopped"))?
+    }
+
+    /// Runs `work` on a read connection, off the async threads.
+    async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let index = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        let readers = Arc::clone(&self.readers);
         tokio::task::spawn_blocking(move || {
-            let mut connection = connection.lock().unwrap_or_else(PoisonError::into_inner);
-            work(&mut connection)
+            let reader = readers[index]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            work(&reader)
         })
         .await
         .map_err(unavailable)?
@@ -185,7 +291,7 @@ impl Embedded {
         settings: QueueSettings,
     ) -> Result<(), StoreError> {
         let name = name.to_string();
-        self.with(move |c| {
+        self.write(move |c| {
             c.execute(
                 "INSERT INTO queues (name, visibility_timeout_ms, max_receive_count, dead_letter)
                  VALUES (?1, ?2, ?3, ?4)
@@ -212,11 +318,10 @@ impl Embedded {
         let queue = queue.to_string();
         let now = self.clock.now().0;
         let (received, dead_lettered) = self
-            .with(move |c| {
-                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
-                let settings = queue_settings(&tx, &queue)?;
+            .write(move |c| {
+                let settings = queue_settings(c, &queue)?;
                 let candidates: Vec<(i64, String, u32)> = {
-                    let mut select = tx
+                    let mut select = c
                         .prepare_cached(
                             "SELECT id, body, receive_count FROM messages
                              WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
@@ -235,7 +340,7 @@ impl Embedded {
                     let receive_count = count + 1;
                     let exhausted = settings.max_receive_count.is_some_and(|m| receive_count > m);
                     if let (true, Some(dead_letter)) = (exhausted, &settings.dead_letter) {
-                        tx.execute(
+                        c.execute(
                             "UPDATE messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
                             params![id, dead_letter.as_str(), now],
                         )
@@ -243,7 +348,7 @@ impl Embedded {
                         dead_lettered = Some(dead_letter.to_string());
                         continue;
                     }
-                    tx.execute(
+                    c.execute(
                         "UPDATE messages SET receive_count = ?2, visible_at = ?3 WHERE id = ?1",
                         params![id, receive_count, now + millis(settings.visibility_timeout)],
                     )
@@ -256,8 +361,7 @@ impl Embedded {
                         receipt: format!("{id}:{receive_count}"),
                     });
                 }
-                tx.commit().map_err(unavailable)?;
-                Ok((received, dead_lettered))
+                                Ok((received, dead_lettered))
             })
             .await?;
         if let Some(dead_letter) = dead_lettered {
@@ -274,7 +378,7 @@ impl Embedded {
     pub async fn depth(&self, queue: &QueueName) -> Result<Depth, StoreError> {
         let queue = queue.to_string();
         let now = self.clock.now().0;
-        self.with(move |c| {
+        self.read(move |c| {
             c.query_row(
                 "SELECT COALESCE(SUM(visible_at <= ?2), 0), COALESCE(SUM(visible_at > ?2), 0)
                  FROM messages WHERE queue = ?1",
@@ -297,7 +401,7 @@ impl Embedded {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn alerts(&self) -> Result<Vec<Alert>, StoreError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut select = c
                 .prepare_cached("SELECT alert FROM alerts ORDER BY id")
                 .map_err(unavailable)?;
@@ -314,7 +418,7 @@ impl Embedded {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn all_tasks(&self) -> Result<Vec<Task>, StoreError> {
-        self.with(|c| {
+        self.read(|c| {
             let mut select = c
                 .prepare_cached("SELECT record FROM tasks ORDER BY created_at, id")
                 .map_err(unavailable)?;
@@ -379,11 +483,8 @@ impl StateStore for Embedded {
             lease(task),
             task.created_at.0,
         );
-        self.with(move |c| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
-            let inserted = tx
+        self.write(move |c| {
+            let inserted = c
                 .execute(
                     "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
@@ -393,24 +494,24 @@ impl StateStore for Embedded {
             if inserted == 0 {
                 return Err(StoreError::Conflict);
             }
-            tx.execute(
+            c.execute(
                 "INSERT INTO orders (task_id, input) VALUES (?1, ?2)",
                 params![id, input],
             )
             .map_err(unavailable)?;
-            tx.commit().map_err(unavailable)
+            Ok(())
         })
         .await
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
         let id = id.to_string();
-        self.with(move |c| read_task(c, &id)).await
+        self.read(move |c| read_task(c, &id)).await
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
         let id = id.clone();
-        self.with(move |c| {
+        self.read(move |c| {
             let row: Option<(String, String)> = c
                 .query_row(
                     "SELECT t.record, o.input FROM tasks t JOIN orders o ON o.task_id = t.id WHERE t.id = ?1",
@@ -435,7 +536,7 @@ impl StateStore for Embedded {
             task.state.as_str(),
             lease(task),
         );
-        self.with(move |c| {
+        self.write(move |c| {
             let updated = c
                 .execute(
                     "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
@@ -453,7 +554,7 @@ impl StateStore for Embedded {
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
-        self.with(move |c| {
+        self.read(move |c| {
             let mut select = c
                 .prepare_cached(
                     "SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
@@ -478,7 +579,7 @@ impl StateStore for Embedded {
             .and_then(|cursor| cursor.split_once('.'))
             .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
             .unwrap_or((i64::MIN, String::new()));
-        self.with(move |c| {
+        self.read(move |c| {
             let mut select = c
                 .prepare_cached(
                     "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
@@ -514,7 +615,7 @@ impl StateStore for Embedded {
             workflow.digest.clone(),
             workflow.source.clone(),
         );
-        self.with(move |c| {
+        self.write(move |c| {
             c.execute(
                 "INSERT INTO workflows (name, version, digest, source) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (name, version) DO NOTHING",
@@ -539,7 +640,7 @@ impl StateStore for Embedded {
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         let name = name.to_owned();
-        self.with(move |c| {
+        self.read(move |c| {
             c.query_row(
                 "SELECT source FROM workflows WHERE name = ?1 AND version = ?2",
                 params![name, version],
@@ -565,17 +666,16 @@ impl Queues for Embedded {
             .iter()
             .map(|m| (m.body.clone(), now + millis(m.delay)))
             .collect();
-        self.with(move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(unavailable)?;
+        self.write(move |c| {
             {
-                let mut insert = tx
+                let mut insert = c
                     .prepare_cached("INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)")
                     .map_err(unavailable)?;
                 for (body, visible_at) in rows {
                     insert.execute(params![name, body, visible_at, now]).map_err(unavailable)?;
                 }
             }
-            tx.commit().map_err(unavailable)
+            Ok(())
         })
         .await
         .map_err(|e| QueueError { queue: queue.to_string(), reason: e.to_string() })?;
@@ -622,7 +722,9 @@ impl Consumer for Embedded {
             .and_then(|(id, count)| Some((id.parse::<i64>().ok()?, count.parse::<u32>().ok()?)))
             .ok_or_else(|| failed(format!("'{receipt}' is not a receipt of this queue")))?;
         // A stale receipt deletes nothing, as in SQS: the message is delivered again.
-        self.with(move |c| {
+        // Nobody waits for the commit: a delete lost in a crash only means one more
+        // delivery, which every handler tolerates; later writes queue behind it.
+        self.submit(move |c| {
             c.execute(
                 "DELETE FROM messages WHERE id = ?1 AND receive_count = ?2",
                 params![id, receive_count],
@@ -630,7 +732,7 @@ impl Consumer for Embedded {
             .map_err(unavailable)?;
             Ok(())
         })
-        .await
+        .map(drop)
         .map_err(|e| failed(e.to_string()))
     }
 }
@@ -640,7 +742,7 @@ impl Alerts for Embedded {
     async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
         let text = encode(alert).map_err(|e| AlertError(e.to_string()))?;
         let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
-        self.with(move |c| {
+        self.write(move |c| {
             c.execute(
                 "INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)",
                 params![task_id, at, text],
