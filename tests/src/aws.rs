@@ -3,11 +3,11 @@
 //! loop that plays Lambda's event-source mappings, feeding the function handlers
 //! real-shaped events built from the fixtures under `tests/fixtures`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::SdkConfig;
@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
+use sas_local::mock::MockServices;
 use sas_shared::adapters::sqs::{Sqs, queue_name};
 use sas_shared::domain::ids::QueueName;
 use sas_shared::lambda::{self, Config, Functions};
@@ -59,6 +60,15 @@ impl Moto {
     /// With instructions, when moto is not installed or does not start.
     #[must_use]
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts moto with these environment variables (`MOTO_RECORDER_FILEPATH`, say).
+    ///
+    /// # Panics
+    /// With instructions, when moto is not installed or does not start.
+    #[must_use]
+    pub fn start_with(environment: &[(&str, &str)]) -> Self {
         let binary = std::env::var("SAS_MOTO_SERVER").map_or_else(
             |_| repository().join(".venv/bin/moto_server"),
             PathBuf::from,
@@ -76,6 +86,7 @@ impl Moto {
             .port();
         let child = Command::new(&binary)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(environment.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -255,6 +266,18 @@ pub struct Stack {
     pub alert_inbox: QueueName,
     /// The dead-letter queues by the name of their queue.
     pub dead_letters: HashMap<String, QueueName>,
+    invocations: Mutex<BTreeMap<&'static str, Invocations>>,
+}
+
+/// A function's invocations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocations {
+    /// Times invoked.
+    pub invocations: u64,
+    /// Records (SQS messages, HTTP requests, scheduled events) handled.
+    pub records: u64,
+    /// Time spent in the handler.
+    pub time: Duration,
 }
 
 impl Stack {
@@ -265,7 +288,14 @@ impl Stack {
     /// # Panics
     /// When the emulator cannot be started or refuses.
     pub async fn start(services: &str, policy: QueuePolicy) -> Self {
-        let moto = Moto::start();
+        Self::on(Moto::start(), services, policy).await
+    }
+
+    /// The stack on a moto server already started.
+    ///
+    /// # Panics
+    /// When the emulator refuses.
+    pub async fn on(moto: Moto, services: &str, policy: QueuePolicy) -> Self {
         let sdk = moto.sdk().await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
@@ -339,6 +369,7 @@ impl Stack {
             sqs,
             alert_inbox: queue_name(&inbox_url).expect("name"),
             dead_letters,
+            invocations: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -356,9 +387,11 @@ impl Stack {
         event["requestContext"]["http"]["method"] = method.into();
         event["requestContext"]["http"]["path"] = event["rawPath"].clone();
         event["body"] = body.map_or(Value::Null, |b| b.to_string().into());
+        let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");
         let response = lambda::http(&self.functions.app, request).await;
+        self.count("submission", 1, started.elapsed());
         let body = match response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => {
                 serde_json::from_str(&text).expect("JSON body")
@@ -372,7 +405,25 @@ impl Stack {
     pub async fn supervise(&self) -> Value {
         let event: EventBridgeEvent =
             serde_json::from_value(fixture("eventbridge-scheduled.json")).expect("event");
-        lambda::sweep(&self.functions, event).await.expect("sweep")
+        let started = std::time::Instant::now();
+        let report = lambda::sweep(&self.functions, event).await.expect("sweep");
+        self.count("supervisor", 1, started.elapsed());
+        report
+    }
+
+    /// Counts an invocation of `function` with `records` records, that took `time`.
+    fn count(&self, function: &'static str, records: usize, time: Duration) {
+        let mut invocations = self.invocations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = invocations.entry(function).or_default();
+        entry.invocations += 1;
+        entry.records += records as u64;
+        entry.time += time;
+    }
+
+    /// The functions' invocations so far, by function.
+    #[must_use]
+    pub fn invocations(&self) -> BTreeMap<&'static str, Invocations> {
+        self.invocations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Plays the event-source mappings once: a batch from each queue, as an SQS event
@@ -387,7 +438,7 @@ impl Stack {
         for queue in [scheduler, responses] {
             let app = &self.functions.app;
             delivered += self
-                .deliver(&queue, twice, |body| async move {
+                .deliver("scheduler", &queue, twice, |body| async move {
                     app.on_scheduler_message(&body).await.map(drop)
                 })
                 .await;
@@ -395,13 +446,13 @@ impl Stack {
         let agent = &self.functions.agent;
         delivered
             + self
-                .deliver(&requests, twice, |body| async move {
+                .deliver("agent", &requests, twice, |body| async move {
                     agent.on_request(&body).await.map(drop)
                 })
                 .await
     }
 
-    async fn deliver<H, F>(&self, queue: &QueueName, twice: bool, handler: H) -> usize
+    async fn deliver<H, F>(&self, function: &'static str, queue: &QueueName, twice: bool, handler: H) -> usize
     where
         H: Fn(String) -> F + Copy,
         F: Future<Output = Result<(), sas_shared::app::HandleError>>,
@@ -434,10 +485,12 @@ impl Stack {
             .collect();
         let mut event = template.clone();
         event.records = records;
+        let started = std::time::Instant::now();
         if twice {
             lambda::sqs_batch(event.clone(), handler).await;
         }
         let response = lambda::sqs_batch(event, handler).await;
+        self.count(function, received.len(), started.elapsed());
         let failed: Vec<&str> = response
             .batch_item_failures
             .iter()
@@ -494,3 +547,53 @@ impl Stack {
         alerts
     }
 }
+
+/// Mock remote services on a free port, as the agents' remote services.
+pub struct Remote {
+    /// The mock services.
+    pub mocks: sas_local::mock::Shared,
+    /// Their base URL.
+    pub url: String,
+    _data: tempfile::TempDir,
+}
+
+impl Remote {
+    /// Starts the mock services; `durable` as [`MockServices::open`] has it.
+    ///
+    /// # Panics
+    /// When they cannot start.
+    pub async fn start(durable: bool) -> Self {
+        let data = tempfile::tempdir().expect("directory");
+        let mocks =
+            MockServices::open(&data.path().join("mock.db"), 7, durable).expect("mock services");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("port");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        sas_local::server::spawn(listener, sas_local::mock::router(Arc::clone(&mocks)));
+        Self {
+            mocks,
+            url,
+            _data: data,
+        }
+    }
+
+    /// Calls per (service, operation) for a task's keys.
+    ///
+    /// # Panics
+    /// When the mock services' database fails.
+    #[must_use]
+    pub fn effects(&self, task: &str) -> Vec<(String, String, u32)> {
+        let mut effects: Vec<_> = self
+            .mocks
+            .effects(None)
+            .expect("effects")
+            .into_iter()
+            .filter(|e| e.idempotency_key.starts_with(&format!("{task}/")))
+            .map(|e| (e.service, e.operation, e.calls))
+            .collect();
+        effects.sort();
+        effects
+    }
+}
+

@@ -2,55 +2,14 @@
 //! API Gateway, SQS and EventBridge events by a loop that plays Lambda's
 //! event-source mappings and EventBridge's schedule.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use sas_local::mock::MockServices;
 use sas_shared::ports::{Consumer, OutgoingMessage, Queues};
-use sas_tests::aws::{QueuePolicy, Stack};
+use sas_tests::aws::{QueuePolicy, Remote, Stack};
 use sas_tests::{delivery_input, step_states};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Mock remote services on a free port, as the agents' remote services.
-struct Remote {
-    mocks: sas_local::mock::Shared,
-    url: String,
-    _data: tempfile::TempDir,
-}
-
-impl Remote {
-    async fn start() -> Self {
-        let data = tempfile::tempdir().expect("directory");
-        let mocks =
-            MockServices::open(&data.path().join("mock.db"), 7, true).expect("mock services");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("port");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        sas_local::server::spawn(listener, sas_local::mock::router(Arc::clone(&mocks)));
-        Self {
-            mocks,
-            url,
-            _data: data,
-        }
-    }
-
-    /// Calls per (service, operation) for a task's keys.
-    fn effects(&self, task: &str) -> Vec<(String, String, u32)> {
-        let mut effects: Vec<_> = self
-            .mocks
-            .effects(None)
-            .expect("effects")
-            .into_iter()
-            .filter(|e| e.idempotency_key.starts_with(&format!("{task}/")))
-            .map(|e| (e.service, e.operation, e.calls))
-            .collect();
-        effects.sort();
-        effects
-    }
-}
 
 fn quick() -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input() })
@@ -63,7 +22,7 @@ const POLICY: QueuePolicy = QueuePolicy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives_twice() {
-    let remote = Remote::start().await;
+    let remote = Remote::start(true).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let updates_url = sqs
@@ -156,7 +115,7 @@ async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_supervisor_function_retries_a_hung_step_and_compensates_past_the_threshold() {
-    let remote = Remote::start().await;
+    let remote = Remote::start(true).await;
     let stack = Stack::start(&remote.url, POLICY).await;
 
     // A hang: the drone service applies the effect and answers too late, once.
@@ -253,7 +212,7 @@ async fn the_supervisor_function_retries_a_hung_step_and_compensates_past_the_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_message_ends_in_the_dead_letter_queue_and_the_batch_goes_on() {
-    let remote = Remote::start().await;
+    let remote = Remote::start(true).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let scheduler = Stack::queue(&stack.config.scheduler_queue_url);
     let poison = OutgoingMessage {

@@ -90,18 +90,23 @@ pub struct Step {
     /// counts only if it names the current attempt.
     pub attempt: u32,
     /// When the current attempt must have completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
     /// Times the step's complete-by passed in the current run.
     pub failure_count: u32,
     /// Times its compensation's complete-by passed.
     pub compensation_failure_count: u32,
     /// What the remote service answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     /// Why the step or its compensation failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// When the current attempt was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Timestamp>,
     /// When the step reached its last state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
 }
 
@@ -145,13 +150,16 @@ pub struct Task {
     /// A digest of the submission, to tell a repeated submission from a different one.
     pub fingerprint: String,
     /// The caller's queue for status messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<QueueName>,
     /// The pattern's ProcessState.
     pub state: TaskState,
     /// The scheduler instance that claimed the task; `None` while it waits for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_by: Option<String>,
     /// The lease: when the current step (or the pickup) must be done by. `None`
     /// once the task is final; the supervisor sweeps tasks whose lease expired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
     /// Expired leases in the current run, all steps together.
     pub failure_count: u32,
@@ -160,6 +168,7 @@ pub struct Task {
     /// The steps, in workflow order.
     pub steps: Vec<Step>,
     /// Why the task failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// When it was submitted.
     pub created_at: Timestamp,

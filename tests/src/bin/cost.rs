@@ -1,0 +1,268 @@
+//! Counts the AWS requests a drone delivery costs on the Lambda path, on moto: the
+//! four functions fed real-shaped events, moto recording every request they make.
+//! Prints the requests per task by service and operation, DynamoDB write and read
+//! units (from the items' sizes, as DynamoDB bills them, indexes included), Lambda
+//! invocations and batch sizes, and dollars per million tasks at list prices, beside
+//! Step Functions.
+//!
+//! ```text
+//! cost [--tasks 100]
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+
+use base64::Engine as _;
+use sas_tests::aws::{Moto, QueuePolicy, Remote, Stack};
+use sas_tests::delivery_input;
+use serde_json::{Value, json};
+
+/// us-east-1 list prices, November 2026.
+mod price {
+    pub const DYNAMODB_WRITE_UNIT: f64 = 0.625 / 1e6;
+    pub const DYNAMODB_READ_UNIT: f64 = 0.125 / 1e6;
+    pub const SQS_REQUEST: f64 = 0.40 / 1e6;
+    pub const SNS_PUBLISH: f64 = 0.50 / 1e6;
+    pub const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
+    pub const LAMBDA_ARM_GB_SECOND: f64 = 0.000_013_333_4;
+    pub const HTTP_API_REQUEST: f64 = 1.00 / 1e6;
+    pub const STEP_FUNCTIONS_STANDARD_TRANSITION: f64 = 0.025 / 1e3;
+    pub const STEP_FUNCTIONS_EXPRESS_REQUEST: f64 = 1.00 / 1e6;
+    pub const STEP_FUNCTIONS_EXPRESS_GB_SECOND: f64 = 0.000_016_67;
+}
+
+/// The size of a DynamoDB item as DynamoDB bills it: names and values.
+fn item_size(item: &Value) -> usize {
+    item.as_object().map_or(0, |attributes| {
+        attributes
+            .iter()
+            .map(|(name, value)| {
+                name.len()
+                    + value.as_object().map_or(0, |typed| {
+                        typed.values().map(|v| v.as_str().map_or(8, str::len)).sum::<usize>()
+                    })
+            })
+            .sum()
+    })
+}
+
+fn units(bytes: usize, unit: usize) -> u64 {
+    bytes.div_ceil(unit).max(1) as u64
+}
+
+/// Index keys of an item: (index, partition, sort) when the item is in the index.
+fn index_entries(item: &Value) -> Vec<(&'static str, String)> {
+    [("expiry", "lease_shard", "lease_expires"), ("listing", "listed_state", "listed_key")]
+        .into_iter()
+        .filter_map(|(index, partition, sort)| {
+            let key = format!("{}|{}", item.get(partition)?, item.get(sort)?);
+            Some((index, key))
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    requests: BTreeMap<String, u64>,
+    write_units: u64,
+    index_write_units: u64,
+    written_bytes: usize,
+    writes: usize,
+    read_units: u64,
+    /// The last version of every item written, for the index writes of the next.
+    items: HashMap<String, Value>,
+}
+
+impl Tally {
+    fn write(&mut self, item: &Value, transactional: bool) {
+        let factor = if transactional { 2 } else { 1 };
+        self.write_units += factor * units(item_size(item), 1024);
+        self.written_bytes += item_size(item);
+        self.writes += 1;
+        let key = format!("{}|{}", item["pk"], item["sk"]);
+        let before: Vec<_> = self.items.get(&key).map(index_entries).unwrap_or_default();
+        let after = index_entries(item);
+        // A keys-only index entry costs a unit to write and one to remove; a changed key both.
+        for (index, entry) in &after {
+            if !before.contains(&(index, entry.clone())) {
+                self.index_write_units += 1;
+            }
+        }
+        for (index, entry) in &before {
+            if !after.contains(&(index, entry.clone())) {
+                self.index_write_units += 1;
+            }
+        }
+        self.items.insert(key, item.clone());
+    }
+
+    fn read(&mut self, items: &[Value]) {
+        let bytes: usize = items.iter().map(item_size).sum();
+        self.read_units += units(bytes, 4096);
+    }
+
+    fn record(&mut self, line: &Value) {
+        let headers = &line["headers"];
+        let body = line["body"].as_str().unwrap_or_default();
+        let body = if line["body_encoded"].as_bool() == Some(true) {
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(body).unwrap_or_default()).unwrap_or_default()
+        } else {
+            body.to_owned()
+        };
+        let target = headers["X-Amz-Target"].as_str().or_else(|| headers["x-amz-target"].as_str()).unwrap_or_default();
+        let operation = if let Some(operation) = target.strip_prefix("DynamoDB_20120810.") {
+            format!("dynamodb:{operation}")
+        } else if let Some(operation) = target.strip_prefix("AmazonSQS.") {
+            format!("sqs:{operation}")
+        } else if let Some(action) = body.split('&').find_map(|p| p.strip_prefix("Action=")) {
+            format!("sns:{action}")
+        } else {
+            format!("other:{}", line["url"])
+        };
+        *self.requests.entry(operation.clone()).or_default() += 1;
+        let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        match operation.as_str() {
+            "dynamodb:PutItem" => self.write(&request["Item"], false),
+            "dynamodb:TransactWriteItems" => {
+                for item in request["TransactItems"].as_array().into_iter().flatten() {
+                    self.write(&item["Put"]["Item"], true);
+                }
+            }
+            // Reads are billed by the size of what they return; the stored items stand in.
+            "dynamodb:GetItem" => {
+                let key = format!("{}|{}", request["Key"]["pk"], request["Key"]["sk"]);
+                let item = self.items.get(&key).cloned().unwrap_or(Value::Null);
+                self.read(&[item]);
+            }
+            "dynamodb:Query" => {
+                let pk = &request["ExpressionAttributeValues"][":pk"];
+                let items: Vec<Value> = self.items.values().filter(|i| !pk.is_null() && &i["pk"] == pk).cloned().collect();
+                self.read(&items);
+            }
+            "dynamodb:BatchGetItem" => {
+                let keys: Vec<Value> = request["RequestItems"].as_object().into_iter().flat_map(|t| t.values()).flat_map(|t| t["Keys"].as_array().cloned().unwrap_or_default()).collect();
+                for key in keys {
+                    let item = self.items.get(&format!("{}|{}", key["pk"], key["sk"])).cloned().unwrap_or(Value::Null);
+                    self.read(&[item]);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn flag(args: &[String], name: &str, default: usize) -> usize {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(default)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let tasks = flag(&args, "--tasks", 100);
+    let recording = tempfile::NamedTempFile::new().expect("recording file");
+    let path = recording.path().to_str().expect("path").to_owned();
+    let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
+    let endpoint = moto.endpoint.clone();
+    let remote = Remote::start(false).await;
+    let stack = Stack::on(moto, &remote.url, QueuePolicy { visibility_seconds: 30, max_receive_count: 5 }).await;
+    let http = reqwest::Client::new();
+    http.post(format!("{endpoint}/moto-api/recorder/start-recording")).send().await.expect("recording");
+    let before = stack.invocations();
+
+    for i in 0..tasks {
+        let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+        let (status, _) = stack.http("PUT", &format!("/tasks/cost-{i}"), Some(&body)).await;
+        assert_eq!(status, 202);
+    }
+    // Until the queues are empty twice running (a task's next message may be on its way).
+    let mut idle = 0;
+    while idle < 2 {
+        idle = if stack.pump(false).await == 0 { idle + 1 } else { 0 };
+    }
+    stack.supervise().await;
+    http.post(format!("{endpoint}/moto-api/recorder/stop-recording")).send().await.expect("recording");
+    for i in 0..tasks {
+        let (_, task) = stack.http("GET", &format!("/tasks/cost-{i}"), None).await;
+        assert_eq!(task["state"], "Processed", "{task}");
+    }
+
+    let mut tally = Tally::default();
+    for line in std::fs::read_to_string(recording.path()).expect("recording").lines() {
+        tally.record(&serde_json::from_str(line).expect("a recorded request"));
+    }
+    let per_task = |n: u64| n as f64 / tasks as f64;
+    println!("{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5\n");
+    println!("requests per task, by operation (what the functions call; the event-source mappings' receives and deletes are the harness's):");
+    let mut sqs_requests = 0;
+    let mut sns_requests = 0;
+    for (operation, count) in &tally.requests {
+        let harness = matches!(operation.as_str(), "sqs:ReceiveMessage" | "sqs:DeleteMessage" | "sqs:GetQueueUrl");
+        println!("  {operation:<34} {:>7.2}{}", per_task(*count), if harness { "  (harness)" } else { "" });
+        if operation.starts_with("sqs:") && !harness {
+            sqs_requests += count;
+        }
+        if operation.starts_with("sns:") {
+            sns_requests += count;
+        }
+    }
+    let invocations: BTreeMap<_, _> = stack
+        .invocations()
+        .into_iter()
+        .map(|(f, mut i)| {
+            if let Some(b) = before.get(f) {
+                i.invocations -= b.invocations;
+                i.records -= b.records;
+                i.time -= b.time;
+            }
+            (f, i)
+        })
+        .collect();
+    println!("\nLambda invocations per task (records per invocation, handler time per invocation):");
+    let mut lambda_requests = 0;
+    let mut gb_seconds = 0.0;
+    let mut handled_records = 0;
+    for (function, i) in &invocations {
+        if *function == "supervisor" || *function == "submission" {
+            continue;
+        }
+        lambda_requests += i.invocations;
+        handled_records += i.records;
+        gb_seconds += i.time.as_secs_f64() * 0.25;
+        println!(
+            "  {function:<12} {:>6.2} ({:.1} records, {:.1} ms)",
+            per_task(i.invocations),
+            i.records as f64 / i.invocations.max(1) as f64,
+            i.time.as_secs_f64() * 1000.0 / i.invocations.max(1) as f64
+        );
+    }
+    // One submission per task; the reads of the check above are not counted.
+    lambda_requests += tasks as u64;
+    // The event-source mapping receives a batch and deletes it in one call each.
+    let batches = invocations.iter().filter(|(f, _)| ["scheduler", "agent"].contains(f)).map(|(_, i)| i.invocations).sum::<u64>();
+    let mapping_requests = 2 * batches;
+    println!("  {:<12} {:>6.2}", "submission", 1.0);
+    println!(
+        "\nDynamoDB per task: {:.1} write units on the table (items of {} bytes on average), {:.1} on the indexes, {:.1} read units",
+        per_task(tally.write_units),
+        tally.written_bytes / tally.writes.max(1),
+        per_task(tally.index_write_units),
+        per_task(tally.read_units)
+    );
+    let millions = 1e6 / tasks as f64;
+    let dynamodb = ((tally.write_units + tally.index_write_units) as f64 * price::DYNAMODB_WRITE_UNIT + tally.read_units as f64 * price::DYNAMODB_READ_UNIT) * millions;
+    let sqs = (sqs_requests + mapping_requests) as f64 * price::SQS_REQUEST * millions;
+    let sns = sns_requests as f64 * price::SNS_PUBLISH * millions;
+    let lambda = lambda_requests as f64 * price::LAMBDA_REQUEST * millions + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
+    let api = price::HTTP_API_REQUEST * 1e6;
+    let total = dynamodb + sqs + sns + lambda + api;
+    println!("\ndollars per million drone deliveries, us-east-1 list prices:");
+    println!("  DynamoDB on demand           {dynamodb:>8.2}");
+    println!("  SQS (sends, and the event-source mappings' {:.1} receive and delete calls per task) {sqs:>8.2}", per_task(mapping_requests));
+    println!("  SNS                          {sns:>8.2}");
+    println!("  Lambda (requests, and {:.3} GB-s per task at 256 MB as measured here) {lambda:>8.2}", gb_seconds / tasks as f64);
+    println!("  API Gateway HTTP API         {api:>8.2}");
+    println!("  total                        {total:>8.2}  ({} records handled)", handled_records);
+    let standard = 7.0 * price::STEP_FUNCTIONS_STANDARD_TRANSITION * 1e6;
+    let express = price::STEP_FUNCTIONS_EXPRESS_REQUEST * 1e6 + 0.064 * 0.5 * price::STEP_FUNCTIONS_EXPRESS_GB_SECOND * 1e6;
+    println!("  Step Functions Standard, 7 transitions per task, the orchestration alone: {standard:.2}");
+    println!("  Step Functions Express, 64 MB for 0.5 s per task, the orchestration alone: {express:.2}");
+}
