@@ -19,8 +19,8 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
-use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
 use sas_local::mock::MockServices;
+use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
 use sas_shared::adapters::sqs::{Sqs, queue_name};
 use sas_shared::domain::ids::QueueName;
 use sas_shared::lambda::{self, Config, Functions};
@@ -413,7 +413,10 @@ impl Stack {
 
     /// Counts an invocation of `function` with `records` records, that took `time`.
     fn count(&self, function: &'static str, records: usize, time: Duration) {
-        let mut invocations = self.invocations.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut invocations = self
+            .invocations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = invocations.entry(function).or_default();
         entry.invocations += 1;
         entry.records += records as u64;
@@ -423,7 +426,10 @@ impl Stack {
     /// The functions' invocations so far, by function.
     #[must_use]
     pub fn invocations(&self) -> BTreeMap<&'static str, Invocations> {
-        self.invocations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.invocations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Plays the event-source mappings once: a batch from each queue, as an SQS event
@@ -452,7 +458,13 @@ impl Stack {
                 .await
     }
 
-    async fn deliver<H, F>(&self, function: &'static str, queue: &QueueName, twice: bool, handler: H) -> usize
+    async fn deliver<H, F>(
+        &self,
+        function: &'static str,
+        queue: &QueueName,
+        twice: bool,
+        handler: H,
+    ) -> usize
     where
         H: Fn(String) -> F + Copy,
         F: Future<Output = Result<(), sas_shared::app::HandleError>>,
@@ -596,4 +608,3 @@ impl Remote {
         effects
     }
 }
-

@@ -4,7 +4,7 @@
 //! counts, a dead-letter queue after maxReceiveCount, and delayed messages.
 //! Committed writes survive a kill -9; with [`Durability::Full`], a power cut too.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -88,6 +88,45 @@ pub struct Embedded {
     clock: Arc<dyn Clock>,
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
     durability: Durability,
+    queues: Mutex<Messages>,
+}
+
+/// The queues' messages in memory, beside their rows: a receive, which only
+/// changes a message's visibility and receive count, is served from memory without
+/// a write. Messages are written when sent and deleted (or dead-lettered) on disk
+/// too; after a restart they are all visible at once and their receive counts start
+/// again from zero, which only means earlier redeliveries.
+#[derive(Default)]
+struct Messages {
+    settings: HashMap<String, QueueSettings>,
+    /// (visible at, id) of each queue's messages, in the order they become visible.
+    ready: HashMap<String, BTreeSet<(i64, i64)>>,
+    by_id: HashMap<i64, Message>,
+}
+
+struct Message {
+    queue: String,
+    body: String,
+    visible_at: i64,
+    receive_count: u32,
+}
+
+impl Messages {
+    fn insert(&mut self, id: i64, message: Message) {
+        self.ready
+            .entry(message.queue.clone())
+            .or_default()
+            .insert((message.visible_at, id));
+        self.by_id.insert(id, message);
+    }
+
+    fn remove(&mut self, id: i64) -> Option<Message> {
+        let message = self.by_id.remove(&id)?;
+        if let Some(ready) = self.ready.get_mut(&message.queue) {
+            ready.remove(&(message.visible_at, id));
+        }
+        Some(message)
+    }
 }
 
 /// A write: runs in the writer's transaction, and returns what to do once the
@@ -188,6 +227,7 @@ impl Embedded {
                 Ok(Mutex::new(reader))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
+        let queues = Mutex::new(load_messages(&connection)?);
         let (writer, jobs) = mpsc::channel();
         std::thread::Builder::new()
             .name("sas-embedded-writer".into())
@@ -200,7 +240,12 @@ impl Embedded {
             clock,
             wakers: Mutex::new(HashMap::new()),
             durability,
+            queues,
         })
+    }
+
+    fn messages(&self) -> std::sync::MutexGuard<'_, Messages> {
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// What each commit waits for.
@@ -290,6 +335,9 @@ impl Embedded {
         name: &QueueName,
         settings: QueueSettings,
     ) -> Result<(), StoreError> {
+        self.messages()
+            .settings
+            .insert(name.to_string(), settings.clone());
         let name = name.to_string();
         self.write(move |c| {
             c.execute(
@@ -309,66 +357,67 @@ impl Embedded {
         .await
     }
 
-    /// Receives up to `max` visible messages at once, without waiting.
-    async fn receive_now(
-        &self,
-        queue: &QueueName,
-        max: usize,
-    ) -> Result<Vec<Delivery>, StoreError> {
-        let queue = queue.to_string();
+    /// Receives up to `max` visible messages at once, without waiting: from memory;
+    /// only a move to the dead-letter queue is written (and not waited for).
+    fn receive_now(&self, queue: &QueueName, max: usize) -> Vec<Delivery> {
         let now = self.clock.now().0;
-        let (received, dead_lettered) = self
-            .write(move |c| {
-                let settings = queue_settings(c, &queue)?;
-                let candidates: Vec<(i64, String, u32)> = {
-                    let mut select = c
-                        .prepare_cached(
-                            "SELECT id, body, receive_count FROM messages
-                             WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id LIMIT ?3",
-                        )
-                        .map_err(unavailable)?;
-                    let rows = select
-                        .query_map(params![queue, now, i64::try_from(max).unwrap_or(i64::MAX)], |row| {
-                            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                        })
-                        .map_err(unavailable)?;
-                    rows.collect::<Result<_, _>>().map_err(unavailable)?
-                };
-                let mut received = Vec::new();
-                let mut dead_lettered = None;
-                for (id, body, count) in candidates {
-                    let receive_count = count + 1;
-                    let exhausted = settings.max_receive_count.is_some_and(|m| receive_count > m);
-                    if let (true, Some(dead_letter)) = (exhausted, &settings.dead_letter) {
-                        c.execute(
-                            "UPDATE messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
-                            params![id, dead_letter.as_str(), now],
-                        )
-                        .map_err(unavailable)?;
-                        dead_lettered = Some(dead_letter.to_string());
-                        continue;
-                    }
-                    c.execute(
-                        "UPDATE messages SET receive_count = ?2, visible_at = ?3 WHERE id = ?1",
-                        params![id, receive_count, now + millis(settings.visibility_timeout)],
-                    )
-                    .map_err(unavailable)?;
-                    received.push(Delivery {
-                        id: id.to_string(),
-                        body,
-                        receive_count,
-                        // A receipt names the receive it came from: stale once received again.
-                        receipt: format!("{id}:{receive_count}"),
-                    });
-                }
-                                Ok((received, dead_lettered))
-            })
-            .await?;
-        if let Some(dead_letter) = dead_lettered {
-            tracing::warn!(queue = %dead_letter, "message moved to the dead-letter queue");
-            self.waker(&dead_letter).notify_one();
+        let mut messages = self.messages();
+        let settings = messages
+            .settings
+            .get(queue.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let due: Vec<(i64, i64)> = messages
+            .ready
+            .get(queue.as_str())
+            .map(|ready| ready.range(..=(now, i64::MAX)).take(max).copied().collect())
+            .unwrap_or_default();
+        let mut received = Vec::with_capacity(due.len());
+        let mut dead_lettered = Vec::new();
+        for (_, id) in due {
+            let Some(mut message) = messages.remove(id) else {
+                continue;
+            };
+            message.receive_count += 1;
+            let exhausted = settings
+                .max_receive_count
+                .is_some_and(|m| message.receive_count > m);
+            if let (true, Some(dead_letter)) = (exhausted, &settings.dead_letter) {
+                message.queue = dead_letter.to_string();
+                message.visible_at = now;
+                message.receive_count = 0;
+                messages.insert(id, message);
+                dead_lettered.push((id, dead_letter.clone()));
+                continue;
+            }
+            message.visible_at = now + millis(settings.visibility_timeout);
+            received.push(Delivery {
+                id: id.to_string(),
+                body: message.body.clone(),
+                receive_count: message.receive_count,
+                // A receipt names the receive it came from: stale once received again.
+                receipt: format!("{id}:{}", message.receive_count),
+            });
+            messages.insert(id, message);
         }
-        Ok(received)
+        drop(messages);
+        for (id, dead_letter) in dead_lettered {
+            tracing::warn!(queue = %dead_letter, "message moved to the dead-letter queue");
+            let queue = dead_letter.to_string();
+            let moved = self.submit(move |c| {
+                c.execute(
+                    "UPDATE messages SET queue = ?2, visible_at = ?3 WHERE id = ?1",
+                    params![id, queue, now],
+                )
+                .map_err(unavailable)?;
+                Ok(())
+            });
+            if let Err(error) = moved {
+                tracing::error!(%error, "the move to the dead-letter queue was not written");
+            }
+            self.waker(dead_letter.as_str()).notify_one();
+        }
+        received
     }
 
     /// The messages in a queue.
@@ -376,24 +425,17 @@ impl Embedded {
     /// # Errors
     /// [`StoreError::Unavailable`] when the database fails.
     pub async fn depth(&self, queue: &QueueName) -> Result<Depth, StoreError> {
-        let queue = queue.to_string();
         let now = self.clock.now().0;
-        self.read(move |c| {
-            c.query_row(
-                "SELECT COALESCE(SUM(visible_at <= ?2), 0), COALESCE(SUM(visible_at > ?2), 0)
-                 FROM messages WHERE queue = ?1",
-                params![queue, now],
-                |row| {
-                    let count = |i| row.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
-                    Ok(Depth {
-                        visible: count(0)?,
-                        invisible: count(1)?,
-                    })
-                },
-            )
-            .map_err(unavailable)
-        })
-        .await
+        let messages = self.messages();
+        let mut depth = Depth::default();
+        for (visible_at, _) in messages.ready.get(queue.as_str()).into_iter().flatten() {
+            if *visible_at <= now {
+                depth.visible += 1;
+            } else {
+                depth.invisible += 1;
+            }
+        }
+        Ok(depth)
     }
 
     /// The alerts raised, oldest first.
@@ -429,6 +471,42 @@ impl Embedded {
         })
         .await
     }
+}
+
+/// The queues' settings and messages, as stored.
+fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
+    let mut loaded = Messages::default();
+    let mut select = c.prepare("SELECT name FROM queues").map_err(unavailable)?;
+    let names: Vec<String> = select
+        .query_map([], |row| row.get(0))
+        .map_err(unavailable)?
+        .collect::<Result<_, _>>()
+        .map_err(unavailable)?;
+    for name in names {
+        let settings = queue_settings(c, &name)?;
+        loaded.settings.insert(name, settings);
+    }
+    let mut select = c
+        .prepare("SELECT id, queue, body, visible_at FROM messages")
+        .map_err(unavailable)?;
+    let rows = select
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                Message {
+                    queue: row.get(1)?,
+                    body: row.get(2)?,
+                    visible_at: row.get(3)?,
+                    receive_count: 0,
+                },
+            ))
+        })
+        .map_err(unavailable)?;
+    for row in rows {
+        let (id, message) = row.map_err(unavailable)?;
+        loaded.insert(id, message);
+    }
+    Ok(loaded)
 }
 
 fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSettings, StoreError> {
@@ -666,19 +744,33 @@ impl Queues for Embedded {
             .iter()
             .map(|m| (m.body.clone(), now + millis(m.delay)))
             .collect();
-        self.write(move |c| {
-            {
+        let written = rows.clone();
+        let ids = self
+            .write(move |c| {
                 let mut insert = c
                     .prepare_cached("INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)")
                     .map_err(unavailable)?;
-                for (body, visible_at) in rows {
-                    insert.execute(params![name, body, visible_at, now]).map_err(unavailable)?;
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| QueueError { queue: queue.to_string(), reason: e.to_string() })?;
+                written
+                    .into_iter()
+                    .map(|(body, visible_at)| {
+                        insert.execute(params![name, body, visible_at, now]).map_err(unavailable)?;
+                        Ok(c.last_insert_rowid())
+                    })
+                    .collect::<Result<Vec<i64>, StoreError>>()
+            })
+            .await
+            .map_err(|e| QueueError { queue: queue.to_string(), reason: e.to_string() })?;
+        let mut messages = self.messages();
+        for (id, (body, visible_at)) in ids.into_iter().zip(rows) {
+            let message = Message {
+                queue: queue.to_string(),
+                body,
+                visible_at,
+                receive_count: 0,
+            };
+            messages.insert(id, message);
+        }
+        drop(messages);
         self.waker(queue.as_str()).notify_one();
         Ok(())
     }
@@ -696,14 +788,10 @@ impl Consumer for Embedded {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<Delivery>, QueueError> {
-        let failed = |e: StoreError| QueueError {
-            queue: queue.to_string(),
-            reason: e.to_string(),
-        };
         let deadline = tokio::time::Instant::now() + wait;
         let waker = self.waker(queue.as_str());
         loop {
-            let received = self.receive_now(queue, max.min(10)).await.map_err(failed)?;
+            let received = self.receive_now(queue, max.min(10));
             let now = tokio::time::Instant::now();
             if !received.is_empty() || now >= deadline {
                 return Ok(received);
@@ -722,14 +810,22 @@ impl Consumer for Embedded {
             .and_then(|(id, count)| Some((id.parse::<i64>().ok()?, count.parse::<u32>().ok()?)))
             .ok_or_else(|| failed(format!("'{receipt}' is not a receipt of this queue")))?;
         // A stale receipt deletes nothing, as in SQS: the message is delivered again.
+        {
+            let mut messages = self.messages();
+            let current = messages
+                .by_id
+                .get(&id)
+                .is_some_and(|m| m.receive_count == receive_count && m.queue == queue.as_str());
+            if !current {
+                return Ok(());
+            }
+            messages.remove(id);
+        }
         // Nobody waits for the commit: a delete lost in a crash only means one more
-        // delivery, which every handler tolerates; later writes queue behind it.
+        // delivery, which every handler tolerates.
         self.submit(move |c| {
-            c.execute(
-                "DELETE FROM messages WHERE id = ?1 AND receive_count = ?2",
-                params![id, receive_count],
-            )
-            .map_err(unavailable)?;
+            c.execute("DELETE FROM messages WHERE id = ?1", [id])
+                .map_err(unavailable)?;
             Ok(())
         })
         .map(drop)

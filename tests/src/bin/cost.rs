@@ -38,7 +38,10 @@ fn item_size(item: &Value) -> usize {
             .map(|(name, value)| {
                 name.len()
                     + value.as_object().map_or(0, |typed| {
-                        typed.values().map(|v| v.as_str().map_or(8, str::len)).sum::<usize>()
+                        typed
+                            .values()
+                            .map(|v| v.as_str().map_or(8, str::len))
+                            .sum::<usize>()
                     })
             })
             .sum()
@@ -51,13 +54,16 @@ fn units(bytes: usize, unit: usize) -> u64 {
 
 /// Index keys of an item: (index, partition, sort) when the item is in the index.
 fn index_entries(item: &Value) -> Vec<(&'static str, String)> {
-    [("expiry", "lease_shard", "lease_expires"), ("listing", "listed_state", "listed_key")]
-        .into_iter()
-        .filter_map(|(index, partition, sort)| {
-            let key = format!("{}|{}", item.get(partition)?, item.get(sort)?);
-            Some((index, key))
-        })
-        .collect()
+    [
+        ("expiry", "lease_shard", "lease_expires"),
+        ("listing", "listed_state", "listed_key"),
+    ]
+    .into_iter()
+    .filter_map(|(index, partition, sort)| {
+        let key = format!("{}|{}", item.get(partition)?, item.get(sort)?);
+        Some((index, key))
+    })
+    .collect()
 }
 
 #[derive(Default)]
@@ -104,11 +110,19 @@ impl Tally {
         let headers = &line["headers"];
         let body = line["body"].as_str().unwrap_or_default();
         let body = if line["body_encoded"].as_bool() == Some(true) {
-            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(body).unwrap_or_default()).unwrap_or_default()
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(body)
+                    .unwrap_or_default(),
+            )
+            .unwrap_or_default()
         } else {
             body.to_owned()
         };
-        let target = headers["X-Amz-Target"].as_str().or_else(|| headers["x-amz-target"].as_str()).unwrap_or_default();
+        let target = headers["X-Amz-Target"]
+            .as_str()
+            .or_else(|| headers["x-amz-target"].as_str())
+            .unwrap_or_default();
         let operation = if let Some(operation) = target.strip_prefix("DynamoDB_20120810.") {
             format!("dynamodb:{operation}")
         } else if let Some(operation) = target.strip_prefix("AmazonSQS.") {
@@ -135,13 +149,27 @@ impl Tally {
             }
             "dynamodb:Query" => {
                 let pk = &request["ExpressionAttributeValues"][":pk"];
-                let items: Vec<Value> = self.items.values().filter(|i| !pk.is_null() && &i["pk"] == pk).cloned().collect();
+                let items: Vec<Value> = self
+                    .items
+                    .values()
+                    .filter(|i| !pk.is_null() && &i["pk"] == pk)
+                    .cloned()
+                    .collect();
                 self.read(&items);
             }
             "dynamodb:BatchGetItem" => {
-                let keys: Vec<Value> = request["RequestItems"].as_object().into_iter().flat_map(|t| t.values()).flat_map(|t| t["Keys"].as_array().cloned().unwrap_or_default()).collect();
+                let keys: Vec<Value> = request["RequestItems"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|t| t.values())
+                    .flat_map(|t| t["Keys"].as_array().cloned().unwrap_or_default())
+                    .collect();
                 for key in keys {
-                    let item = self.items.get(&format!("{}|{}", key["pk"], key["sk"])).cloned().unwrap_or(Value::Null);
+                    let item = self
+                        .items
+                        .get(&format!("{}|{}", key["pk"], key["sk"]))
+                        .cloned()
+                        .unwrap_or(Value::Null);
                     self.read(&[item]);
                 }
             }
@@ -151,7 +179,10 @@ impl Tally {
 }
 
 fn flag(args: &[String], name: &str, default: usize) -> usize {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(default)
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -163,40 +194,72 @@ async fn main() {
     let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
     let endpoint = moto.endpoint.clone();
     let remote = Remote::start(false).await;
-    let stack = Stack::on(moto, &remote.url, QueuePolicy { visibility_seconds: 30, max_receive_count: 5 }).await;
+    let stack = Stack::on(
+        moto,
+        &remote.url,
+        QueuePolicy {
+            visibility_seconds: 30,
+            max_receive_count: 5,
+        },
+    )
+    .await;
     let http = reqwest::Client::new();
-    http.post(format!("{endpoint}/moto-api/recorder/start-recording")).send().await.expect("recording");
+    http.post(format!("{endpoint}/moto-api/recorder/start-recording"))
+        .send()
+        .await
+        .expect("recording");
     let before = stack.invocations();
 
     for i in 0..tasks {
         let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
-        let (status, _) = stack.http("PUT", &format!("/tasks/cost-{i}"), Some(&body)).await;
+        let (status, _) = stack
+            .http("PUT", &format!("/tasks/cost-{i}"), Some(&body))
+            .await;
         assert_eq!(status, 202);
     }
     // Until the queues are empty twice running (a task's next message may be on its way).
     let mut idle = 0;
     while idle < 2 {
-        idle = if stack.pump(false).await == 0 { idle + 1 } else { 0 };
+        idle = if stack.pump(false).await == 0 {
+            idle + 1
+        } else {
+            0
+        };
     }
     stack.supervise().await;
-    http.post(format!("{endpoint}/moto-api/recorder/stop-recording")).send().await.expect("recording");
+    http.post(format!("{endpoint}/moto-api/recorder/stop-recording"))
+        .send()
+        .await
+        .expect("recording");
     for i in 0..tasks {
         let (_, task) = stack.http("GET", &format!("/tasks/cost-{i}"), None).await;
         assert_eq!(task["state"], "Processed", "{task}");
     }
 
     let mut tally = Tally::default();
-    for line in std::fs::read_to_string(recording.path()).expect("recording").lines() {
+    for line in std::fs::read_to_string(recording.path())
+        .expect("recording")
+        .lines()
+    {
         tally.record(&serde_json::from_str(line).expect("a recorded request"));
     }
     let per_task = |n: u64| n as f64 / tasks as f64;
     println!("{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5\n");
-    println!("requests per task, by operation (what the functions call; the event-source mappings' receives and deletes are the harness's):");
+    println!(
+        "requests per task, by operation (what the functions call; the event-source mappings' receives and deletes are the harness's):"
+    );
     let mut sqs_requests = 0;
     let mut sns_requests = 0;
     for (operation, count) in &tally.requests {
-        let harness = matches!(operation.as_str(), "sqs:ReceiveMessage" | "sqs:DeleteMessage" | "sqs:GetQueueUrl");
-        println!("  {operation:<34} {:>7.2}{}", per_task(*count), if harness { "  (harness)" } else { "" });
+        let harness = matches!(
+            operation.as_str(),
+            "sqs:ReceiveMessage" | "sqs:DeleteMessage" | "sqs:GetQueueUrl"
+        );
+        println!(
+            "  {operation:<34} {:>7.2}{}",
+            per_task(*count),
+            if harness { "  (harness)" } else { "" }
+        );
         if operation.starts_with("sqs:") && !harness {
             sqs_requests += count;
         }
@@ -216,7 +279,9 @@ async fn main() {
             (f, i)
         })
         .collect();
-    println!("\nLambda invocations per task (records per invocation, handler time per invocation):");
+    println!(
+        "\nLambda invocations per task (records per invocation, handler time per invocation):"
+    );
     let mut lambda_requests = 0;
     let mut gb_seconds = 0.0;
     let mut handled_records = 0;
@@ -237,7 +302,11 @@ async fn main() {
     // One submission per task; the reads of the check above are not counted.
     lambda_requests += tasks as u64;
     // The event-source mapping receives a batch and deletes it in one call each.
-    let batches = invocations.iter().filter(|(f, _)| ["scheduler", "agent"].contains(f)).map(|(_, i)| i.invocations).sum::<u64>();
+    let batches = invocations
+        .iter()
+        .filter(|(f, _)| ["scheduler", "agent"].contains(f))
+        .map(|(_, i)| i.invocations)
+        .sum::<u64>();
     let mapping_requests = 2 * batches;
     println!("  {:<12} {:>6.2}", "submission", 1.0);
     println!(
@@ -248,21 +317,39 @@ async fn main() {
         per_task(tally.read_units)
     );
     let millions = 1e6 / tasks as f64;
-    let dynamodb = ((tally.write_units + tally.index_write_units) as f64 * price::DYNAMODB_WRITE_UNIT + tally.read_units as f64 * price::DYNAMODB_READ_UNIT) * millions;
+    let dynamodb = ((tally.write_units + tally.index_write_units) as f64
+        * price::DYNAMODB_WRITE_UNIT
+        + tally.read_units as f64 * price::DYNAMODB_READ_UNIT)
+        * millions;
     let sqs = (sqs_requests + mapping_requests) as f64 * price::SQS_REQUEST * millions;
     let sns = sns_requests as f64 * price::SNS_PUBLISH * millions;
-    let lambda = lambda_requests as f64 * price::LAMBDA_REQUEST * millions + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
+    let lambda = lambda_requests as f64 * price::LAMBDA_REQUEST * millions
+        + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
     let api = price::HTTP_API_REQUEST * 1e6;
     let total = dynamodb + sqs + sns + lambda + api;
     println!("\ndollars per million drone deliveries, us-east-1 list prices:");
     println!("  DynamoDB on demand           {dynamodb:>8.2}");
-    println!("  SQS (sends, and the event-source mappings' {:.1} receive and delete calls per task) {sqs:>8.2}", per_task(mapping_requests));
+    println!(
+        "  SQS (sends, and the event-source mappings' {:.1} receive and delete calls per task) {sqs:>8.2}",
+        per_task(mapping_requests)
+    );
     println!("  SNS                          {sns:>8.2}");
-    println!("  Lambda (requests, and {:.3} GB-s per task at 256 MB as measured here) {lambda:>8.2}", gb_seconds / tasks as f64);
+    println!(
+        "  Lambda (requests, and {:.3} GB-s per task at 256 MB as measured here) {lambda:>8.2}",
+        gb_seconds / tasks as f64
+    );
     println!("  API Gateway HTTP API         {api:>8.2}");
-    println!("  total                        {total:>8.2}  ({} records handled)", handled_records);
+    println!(
+        "  total                        {total:>8.2}  ({} records handled)",
+        handled_records
+    );
     let standard = 7.0 * price::STEP_FUNCTIONS_STANDARD_TRANSITION * 1e6;
-    let express = price::STEP_FUNCTIONS_EXPRESS_REQUEST * 1e6 + 0.064 * 0.5 * price::STEP_FUNCTIONS_EXPRESS_GB_SECOND * 1e6;
-    println!("  Step Functions Standard, 7 transitions per task, the orchestration alone: {standard:.2}");
-    println!("  Step Functions Express, 64 MB for 0.5 s per task, the orchestration alone: {express:.2}");
+    let express = price::STEP_FUNCTIONS_EXPRESS_REQUEST * 1e6
+        + 0.064 * 0.5 * price::STEP_FUNCTIONS_EXPRESS_GB_SECOND * 1e6;
+    println!(
+        "  Step Functions Standard, 7 transitions per task, the orchestration alone: {standard:.2}"
+    );
+    println!(
+        "  Step Functions Express, 64 MB for 0.5 s per task, the orchestration alone: {express:.2}"
+    );
 }
