@@ -2,6 +2,7 @@
 //! URL and the step's path, with the idempotency key in an `Idempotency-Key` header.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -13,7 +14,8 @@ pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
 /// Calls services by name, each at its base URL.
 pub struct HttpRemote {
-    client: reqwest::Client,
+    /// Built at the first call: a function that makes none does not pay for its TLS set-up.
+    client: OnceLock<reqwest::Client>,
     services: HashMap<String, String>,
     fallback: Option<String>,
 }
@@ -24,7 +26,7 @@ impl HttpRemote {
     #[must_use]
     pub fn new(services: HashMap<String, String>, fallback: Option<String>) -> Self {
         Self {
-            client: reqwest::Client::new(),
+            client: OnceLock::new(),
             services,
             fallback,
         }
@@ -48,8 +50,16 @@ impl RemoteCall for HttpRemote {
             ))
         })?;
         let url = format!("{}{}", base.trim_end_matches('/'), request.path);
-        let response = self
-            .client
+        let client = match self.client.get() {
+            Some(client) => client,
+            None => {
+                let built = reqwest::Client::builder().build().map_err(|e| {
+                    RemoteError::Transient(format!("cannot build the HTTP client: {e}"))
+                })?;
+                self.client.get_or_init(|| built)
+            }
+        };
+        let response = client
             .post(&url)
             .header(IDEMPOTENCY_KEY, &request.idempotency_key)
             .timeout(request.timeout)

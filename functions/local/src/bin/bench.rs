@@ -8,6 +8,9 @@
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
 //! bench ingest [--rates 500,1000,2000] [--seconds 5] [--durability full|process]
 //!     open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms
+//! bench sweep [--tasks 100000] [--expired-percent 1]
+//!     the supervisor's sweep of a store of that many tasks, some with expired leases:
+//!     the rows it reads and the time it takes (in process, on the embedded backend)
 //! ```
 
 use std::io::{BufRead, BufReader};
@@ -301,6 +304,103 @@ async fn ingest(rates: &[u32], seconds: u64, durability: &str) -> anyhow::Result
     Ok(())
 }
 
+/// A store of `tasks` drone deliveries, `expired_percent` of them with an expired
+/// lease, then the supervisor's sweeps until none is left expired.
+async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
+    use sas_shared::adapters::embedded::{Durability, Embedded};
+    use sas_shared::app::{App, Ports, QueueNames};
+    use sas_shared::domain::decide::{Submission, submit};
+    use sas_shared::domain::ids::{QueueName, TaskId};
+    use sas_shared::domain::workflow::Registry;
+    use sas_shared::ports::{NoMetrics, StateStore};
+    use sas_shared::time::{Clock, WallClock};
+
+    let data = tempfile::tempdir()?;
+    let path = data.path().join("state.db");
+    let store = Arc::new(Embedded::open(
+        &path,
+        Arc::new(WallClock),
+        Durability::Process,
+    )?);
+    let workflows = Arc::new(Registry::load(None)?);
+    let drone = workflows
+        .latest("drone-delivery")
+        .context("drone delivery")?;
+    let now = WallClock.now();
+    let expired_every = 100 / expired_percent.clamp(1, 100);
+    let loading = Instant::now();
+    let mut writes = Vec::new();
+    for i in 0..tasks {
+        let submission = Submission {
+            id: TaskId::parse(format!("t{i}"))?,
+            input: delivery(i)["input"].clone(),
+            notify: None,
+        };
+        // The lease of every `expired_every`th task has expired; the others' run an hour.
+        let (mut task, order, _) = submit(&drone, submission, now);
+        task.complete_by = Some(if i % expired_every == 0 {
+            now.plus(Duration::ZERO)
+        } else {
+            now.plus(Duration::from_secs(3600))
+        });
+        let store = Arc::clone(&store);
+        writes.push(tokio::spawn(
+            async move { store.create(&task, &order).await },
+        ));
+        if writes.len() == 512 {
+            for write in writes.drain(..) {
+                write.await??;
+            }
+        }
+    }
+    for write in writes {
+        write.await??;
+    }
+    let loaded = loading.elapsed();
+    let plan: String = rusqlite::Connection::open(&path)?.query_row(
+        "EXPLAIN QUERY PLAN SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1 ORDER BY lease_expires LIMIT ?2",
+        rusqlite::params![now.0, 100],
+        |row| row.get(3),
+    )?;
+    let name = |n: &str| QueueName::parse(n).context("queue");
+    let queues = QueueNames {
+        scheduler: name("scheduler")?,
+        agent_requests: name("agent-requests")?,
+        agent_responses: name("agent-responses")?,
+    };
+    let ports = Ports {
+        store: Arc::clone(&store) as _,
+        queues: Arc::clone(&store) as _,
+        alerts: Arc::clone(&store) as _,
+        metrics: Arc::new(NoMetrics),
+        clock: Arc::new(WallClock),
+    };
+    let app = App::new(ports, workflows, queues, "bench".into());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let started = Instant::now();
+    let probe = Instant::now();
+    let found = store.expired(WallClock.now(), usize::MAX).await?.len();
+    let query = probe.elapsed();
+    let mut recovered = 0;
+    loop {
+        let report = app.sweep(100).await?;
+        let n: usize = report.values().sum();
+        recovered += n;
+        if n < 100 {
+            break;
+        }
+    }
+    let swept = started.elapsed();
+    println!(
+        "engine=sas-local mode=sweep tasks={tasks} expired={found} recovered={recovered} expiry_query_ms={:.2} sweep_ms={:.1} \
+         load_s={:.1} plan=\"{plan}\"",
+        query.as_secs_f64() * 1000.0,
+        swept.as_secs_f64() * 1000.0,
+        loaded.as_secs_f64(),
+    );
+    Ok(())
+}
+
 fn flag<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> anyhow::Result<T> {
     match args.iter().position(|a| a == name) {
         Some(i) => args
@@ -337,8 +437,16 @@ async fn main() -> anyhow::Result<()> {
                 .context("--rates")?;
             ingest(&rates, flag(&args, "--seconds", 5)?, &durability).await
         }
+        Some("sweep") => {
+            sweep(
+                flag(&args, "--tasks", 100_000)?,
+                flag(&args, "--expired-percent", 1)?,
+            )
+            .await
+        }
         _ => bail!(
-            "usage: bench run [--tasks N] [--concurrency C] [--warmup W] [--durability full|process] | bench ingest [--rates R,R] [--seconds S]"
+            "usage: bench run [--tasks N] [--concurrency C] [--warmup W] [--durability full|process] | \
+             bench ingest [--rates R,R] [--seconds S] | bench sweep [--tasks N] [--expired-percent P]"
         ),
     }
 }
