@@ -190,6 +190,14 @@ impl Harness {
         self.running.system.app.sweep(100).await.expect("sweep")
     }
 
+    /// The messages of a notification queue, in order, taking them.
+    pub async fn notifications(&self, queue: &str) -> Vec<Value> {
+        let (_, _, updates) = self
+            .call("GET", &format!("/local/queues/{queue}"), None)
+            .await;
+        updates["messages"].as_array().expect("messages").clone()
+    }
+
     /// Sets a mock service's faults.
     pub async fn faults(&self, service: &str, faults: Value) {
         let response = self

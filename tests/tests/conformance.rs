@@ -278,6 +278,15 @@ async fn workflow_versions_are_kept(backend: &Backend) {
     );
 }
 
+/// What the work queue hands out at once, without waiting.
+async fn receive_now(backend: &Backend) -> Vec<sas_shared::ports::Delivery> {
+    backend
+        .consumer
+        .receive(&backend.work, 10, Duration::ZERO)
+        .await
+        .expect("receive")
+}
+
 async fn receive_all(
     backend: &Backend,
     queue: &QueueName,
@@ -326,15 +335,7 @@ async fn queues_behave_like_sqs(backend: &Backend) {
         )
         .await
         .expect("sent");
-    assert!(
-        backend
-            .consumer
-            .receive(&backend.work, 10, Duration::ZERO)
-            .await
-            .expect("receive")
-            .is_empty(),
-        "delayed"
-    );
+    assert!(receive_now(backend).await.is_empty(), "delayed");
     let delayed = receive_all(backend, &backend.work, 1).await;
     assert_eq!(delayed[0].body, "delayed", "visible after its delay");
     backend
@@ -353,15 +354,7 @@ async fn queues_behave_like_sqs(backend: &Backend) {
         (first[0].body.as_str(), first[0].receive_count),
         ("poison", 1)
     );
-    assert!(
-        backend
-            .consumer
-            .receive(&backend.work, 10, Duration::ZERO)
-            .await
-            .expect("receive")
-            .is_empty(),
-        "in flight"
-    );
+    assert!(receive_now(backend).await.is_empty(), "in flight");
     let second = receive_all(backend, &backend.work, 1).await;
     assert_eq!(
         second[0].receive_count, 2,
@@ -369,11 +362,7 @@ async fn queues_behave_like_sqs(backend: &Backend) {
     );
     // As in SQS, the message moves when a receive finds it past maxReceiveCount.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let third = backend
-        .consumer
-        .receive(&backend.work, 10, Duration::ZERO)
-        .await
-        .expect("receive");
+    let third = receive_now(backend).await;
     assert!(
         third.is_empty(),
         "a third receive dead-letters it: {third:?}"

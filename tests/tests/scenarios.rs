@@ -110,24 +110,16 @@ async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submi
         (409, Some("conflict"))
     );
 
-    let (_, _, updates) = harness.call("GET", "/local/queues/my-updates", None).await;
-    let states: Vec<_> = updates["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| m["state"].clone())
-        .collect();
+    let updates = harness.notifications("my-updates").await;
+    let states: Vec<_> = updates.iter().map(|m| &m["state"]).collect();
     assert_eq!(
         states,
         ["Pending", "Processing", "Processed"],
-        "each status change, with the task id"
+        "each status change"
     );
     assert!(
-        updates["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .all(|m| m["task_id"] == "order-1")
+        updates.iter().all(|m| m["task_id"] == "order-1"),
+        "with the task id"
     );
     let (status, _, listing) = harness.call("GET", "/tasks?state=Processed", None).await;
     assert_eq!(
@@ -260,15 +252,8 @@ async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_a
     );
     let (_, _, in_error) = harness.call("GET", "/tasks?state=Error", None).await;
     assert_eq!(in_error["tasks"][0]["id"], "doomed");
-    let (_, _, updates) = harness
-        .call("GET", "/local/queues/doomed-updates", None)
-        .await;
-    let states: Vec<_> = updates["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| m["state"].clone())
-        .collect();
+    let updates = harness.notifications("doomed-updates").await;
+    let states: Vec<_> = updates.iter().map(|m| &m["state"]).collect();
     assert_eq!(
         states,
         [

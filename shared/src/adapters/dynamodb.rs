@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
 
@@ -68,6 +70,23 @@ where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
     StoreError::Unavailable(DisplayErrorContext(error).to_string())
+}
+
+/// A conditional PutItem's outcome: a failed condition is the domain's conflict.
+fn conditional<T>(
+    result: Result<T, SdkError<PutItemError, HttpResponse>>,
+) -> Result<(), StoreError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(error)
+            if error
+                .as_service_error()
+                .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
+        {
+            Err(StoreError::Conflict)
+        }
+        Err(error) => Err(unavailable(error)),
+    }
 }
 
 fn task_key(id: &TaskId) -> (String, String) {
@@ -311,17 +330,7 @@ impl StateStore for DynamoStore {
             .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Err(StoreError::Conflict)
-            }
-            Err(error) => Err(unavailable(error)),
-        }
+        conditional(result)
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
@@ -412,17 +421,7 @@ impl StateStore for DynamoStore {
             .expression_attribute_values(":digest", s(workflow.digest.clone()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Err(StoreError::Conflict)
-            }
-            Err(error) => Err(unavailable(error)),
-        }
+        conditional(result)
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

@@ -443,16 +443,8 @@ impl Embedded {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn alerts(&self) -> Result<Vec<Alert>, StoreError> {
-        self.read(|c| {
-            let mut select = c
-                .prepare_cached("SELECT alert FROM alerts ORDER BY id")
-                .map_err(unavailable)?;
-            let rows = select
-                .query_map([], |row| row.get::<_, String>(0))
-                .map_err(unavailable)?;
-            rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
-        })
-        .await
+        self.read(|c| decode_rows(c, "SELECT alert FROM alerts ORDER BY id", []))
+            .await
     }
 
     /// Every task, for checks over the whole store.
@@ -460,16 +452,8 @@ impl Embedded {
     /// # Errors
     /// [`StoreError`] when the database fails.
     pub async fn all_tasks(&self) -> Result<Vec<Task>, StoreError> {
-        self.read(|c| {
-            let mut select = c
-                .prepare_cached("SELECT record FROM tasks ORDER BY created_at, id")
-                .map_err(unavailable)?;
-            let rows = select
-                .query_map([], |row| row.get::<_, String>(0))
-                .map_err(unavailable)?;
-            rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
-        })
-        .await
+        self.read(|c| decode_rows(c, "SELECT record FROM tasks ORDER BY created_at, id", []))
+            .await
     }
 }
 
@@ -529,6 +513,19 @@ fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSettings, StoreErr
             .transpose()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?,
     })
+}
+
+/// The rows of a query of one JSON column, decoded.
+fn decode_rows<T: serde::de::DeserializeOwned>(
+    c: &Connection,
+    sql: &str,
+    parameters: impl rusqlite::Params,
+) -> Result<Vec<T>, StoreError> {
+    let mut select = c.prepare_cached(sql).map_err(unavailable)?;
+    let rows = select
+        .query_map(parameters, |row| row.get::<_, String>(0))
+        .map_err(unavailable)?;
+    rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
 }
 
 fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
@@ -632,17 +629,14 @@ impl StateStore for Embedded {
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |c| {
-            let mut select = c
-                .prepare_cached(
-                    "SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
-                     ORDER BY lease_expires LIMIT ?2",
-                )
-                .map_err(unavailable)?;
-            let rows = select
-                .query_map(params![now.0, i64::try_from(limit).unwrap_or(i64::MAX)], |row| row.get::<_, String>(0))
-                .map_err(unavailable)?;
-            rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
+            decode_rows(
+                c,
+                "SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
+                 ORDER BY lease_expires LIMIT ?2",
+                params![now.0, limit],
+            )
         })
         .await
     }
@@ -658,22 +652,13 @@ impl StateStore for Embedded {
             .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
             .unwrap_or((i64::MIN, String::new()));
         self.read(move |c| {
-            let mut select = c
-                .prepare_cached(
-                    "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
-                     ORDER BY created_at, id LIMIT ?4",
-                )
-                .map_err(unavailable)?;
             let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-            let rows = select
-                .query_map(
-                    params![state.as_str(), after_created, after_id, fetch],
-                    |row| row.get::<_, String>(0),
-                )
-                .map_err(unavailable)?;
-            let mut tasks: Vec<Task> = rows
-                .map(|row| decode(&row.map_err(unavailable)?))
-                .collect::<Result<_, _>>()?;
+            let mut tasks: Vec<Task> = decode_rows(
+                c,
+                "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
+                 ORDER BY created_at, id LIMIT ?4",
+                params![state.as_str(), after_created, after_id, fetch],
+            )?;
             let next = (tasks.len() > limit).then(|| {
                 tasks.truncate(limit);
                 tasks
@@ -950,6 +935,13 @@ mod tests {
         assert_eq!((page.tasks[0].id.as_str(), page.next), ("b", None));
     }
 
+    async fn receive_now(store: &Embedded, queue: &QueueName) -> Vec<Delivery> {
+        store
+            .receive(queue, 10, Duration::ZERO)
+            .await
+            .expect("receive")
+    }
+
     #[tokio::test]
     async fn queues_have_visibility_timeouts_delays_and_a_dead_letter_queue() {
         let dir = tempfile::tempdir().expect("dir");
@@ -978,28 +970,18 @@ mod tests {
             .await
             .expect("sent");
 
-        let first = store
-            .receive(&work, 10, Duration::ZERO)
-            .await
-            .expect("receive");
+        let first = receive_now(&store, &work).await;
         assert_eq!(
             first.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
             ["now"],
             "the delayed one waits"
         );
         assert!(
-            store
-                .receive(&work, 10, Duration::ZERO)
-                .await
-                .expect("receive")
-                .is_empty(),
+            receive_now(&store, &work).await.is_empty(),
             "invisible while in flight"
         );
         clock.advance(Duration::from_secs(5));
-        let later = store
-            .receive(&work, 10, Duration::ZERO)
-            .await
-            .expect("receive");
+        let later = receive_now(&store, &work).await;
         assert_eq!(later[0].body, "later");
         store
             .delete(&work, &later[0].receipt)
@@ -1007,10 +989,7 @@ mod tests {
             .expect("delete");
 
         clock.advance(Duration::from_secs(5));
-        let again = store
-            .receive(&work, 10, Duration::ZERO)
-            .await
-            .expect("redelivered");
+        let again = receive_now(&store, &work).await;
         assert_eq!((again[0].body.as_str(), again[0].receive_count), ("now", 2));
         // A stale receipt deletes nothing: the message reaches the dead-letter queue below.
         store
@@ -1019,11 +998,7 @@ mod tests {
             .expect("a stale receipt is no error");
         clock.advance(Duration::from_secs(10));
         assert!(
-            store
-                .receive(&work, 10, Duration::ZERO)
-                .await
-                .expect("receive")
-                .is_empty(),
+            receive_now(&store, &work).await.is_empty(),
             "the third receive dead-letters it"
         );
         let dead_letters = store.receive(&dead, 10, Duration::ZERO).await.expect("dlq");
