@@ -31,7 +31,7 @@ use crate::time::{Clock, WallClock};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 10] = [
+pub const VARIABLES: [&str; 11] = [
     "TABLE_NAME",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
@@ -39,6 +39,7 @@ pub const VARIABLES: [&str; 10] = [
     "ALERT_TOPIC_ARN",
     "SERVICE_URLS",
     "LEASE_SHARDS",
+    "LEASE_BUCKET_SECONDS",
     "TASK_RETENTION_DAYS",
     "SUPERVISOR_BATCH",
     "METRICS_NAMESPACE",
@@ -116,6 +117,7 @@ impl Config {
             table: TableSettings {
                 table: required("TABLE_NAME")?,
                 lease_shards,
+                lease_bucket: Duration::from_secs(number("LEASE_BUCKET_SECONDS", 10)?),
                 retention: Duration::from_secs(number("TASK_RETENTION_DAYS", 30)? * 86_400),
             },
             scheduler_queue_url: required("SCHEDULER_QUEUE_URL")?,

@@ -288,14 +288,21 @@ impl Stack {
     /// # Panics
     /// When the emulator cannot be started or refuses.
     pub async fn start(services: &str, policy: QueuePolicy) -> Self {
-        Self::on(Moto::start(), services, policy).await
+        Self::on(Moto::start(), services, policy, 0).await
     }
 
-    /// The stack on a moto server already started.
+    /// The stack on a moto server already started, lease ends in the expiry index
+    /// rounded up to `lease_bucket_seconds` (the functions' default is 10; zero finds
+    /// expired leases at once).
     ///
     /// # Panics
     /// When the emulator refuses.
-    pub async fn on(moto: Moto, services: &str, policy: QueuePolicy) -> Self {
+    pub async fn on(
+        moto: Moto,
+        services: &str,
+        policy: QueuePolicy,
+        lease_bucket_seconds: u64,
+    ) -> Self {
         let sdk = moto.sdk().await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
@@ -345,6 +352,7 @@ impl Stack {
                 "ALERT_TOPIC_ARN" => Some(topic_arn.clone()),
                 "SERVICE_URLS" => Some(serde_json::json!(service_urls).to_string()),
                 "LEASE_SHARDS" => Some("4".into()),
+                "LEASE_BUCKET_SECONDS" => Some(lease_bucket_seconds.to_string()),
                 _ => None,
             }
         };

@@ -100,6 +100,7 @@ async fn on_moto() -> Backend {
     let settings = TableSettings {
         table: "conformance".into(),
         lease_shards: 4,
+        lease_bucket: Duration::ZERO,
         retention: Duration::from_secs(86_400),
     };
     Backend {

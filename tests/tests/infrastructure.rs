@@ -25,7 +25,10 @@ fn the_functions_read_exactly_the_declared_variables() {
         asked.borrow_mut().insert(name.to_owned());
         Some(match name {
             "SERVICE_URLS" => "{}".to_owned(),
-            "LEASE_SHARDS" | "TASK_RETENTION_DAYS" | "SUPERVISOR_BATCH" => "1".to_owned(),
+            "LEASE_SHARDS"
+            | "LEASE_BUCKET_SECONDS"
+            | "TASK_RETENTION_DAYS"
+            | "SUPERVISOR_BATCH" => "1".to_owned(),
             _ => "https://sqs.eu-west-1.amazonaws.com/1/value".to_owned(),
         })
     })

@@ -46,6 +46,11 @@ pub struct TableSettings {
     pub table: String,
     /// Partitions of the expiry index.
     pub lease_shards: u32,
+    /// The expiry index's sort key is a lease's end rounded up to this: the steps of a
+    /// task mostly end in the same bucket, so its index entry is rewritten only when
+    /// the bucket changes, not at every step; the supervisor finds an expired lease up
+    /// to this much later. Zero for exact ends.
+    pub lease_bucket: Duration,
     /// How long finished tasks are kept before DynamoDB's TTL deletes them.
     pub retention: Duration,
 }
@@ -110,6 +115,15 @@ fn listed_key(task: &Task) -> String {
     format!("{:015}#{}", task.created_at.0, task.id)
 }
 
+/// The end of the `bucket` that `at` falls in (`at` itself when the bucket is zero).
+fn bucket_end(at: Timestamp, bucket: Duration) -> i64 {
+    let width = i64::try_from(bucket.as_millis()).unwrap_or(i64::MAX);
+    if width <= 1 {
+        return at.0;
+    }
+    (at.0 + width - 1) / width * width
+}
+
 fn seconds(at: Timestamp) -> i64 {
     at.0 / 1000
 }
@@ -141,7 +155,10 @@ impl DynamoStore {
                 "lease_shard".into(),
                 s(lease_shard(&task.id, self.settings.lease_shards)),
             );
-            item.insert("lease_expires".into(), n(complete_by.0));
+            item.insert(
+                "lease_expires".into(),
+                n(bucket_end(complete_by, self.settings.lease_bucket)),
+            );
         }
         if task.state != TaskState::Processed {
             item.insert("listed_state".into(), s(task.state.as_str()));
@@ -440,5 +457,23 @@ impl StateStore for DynamoStore {
             .item()
             .map(|item| attribute(item, "source").map(str::to_owned))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_ends_at_the_end_of_its_bucket() {
+        let bucket = Duration::from_secs(10);
+        assert_eq!(bucket_end(Timestamp(20_000), bucket), 20_000);
+        assert_eq!(bucket_end(Timestamp(20_001), bucket), 30_000);
+        assert_eq!(bucket_end(Timestamp(29_999), bucket), 30_000);
+        assert_eq!(
+            bucket_end(Timestamp(29_999), Duration::ZERO),
+            29_999,
+            "no bucket: the exact end"
+        );
     }
 }

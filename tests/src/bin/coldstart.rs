@@ -140,6 +140,7 @@ async fn main() {
             visibility_seconds: 30,
             max_receive_count: 5,
         },
+        0,
     )
     .await;
     let config = &stack.config;

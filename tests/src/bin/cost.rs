@@ -201,6 +201,7 @@ async fn main() {
             visibility_seconds: 30,
             max_receive_count: 5,
         },
+        10,
     )
     .await;
     let http = reqwest::Client::new();
