@@ -309,16 +309,13 @@ impl Embedded {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        // A read of the WAL from the page cache takes microseconds: cheaper here than a
+        // hand-off to the blocking pool and back.
         let index = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        let readers = Arc::clone(&self.readers);
-        tokio::task::spawn_blocking(move || {
-            let reader = readers[index]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            work(&reader)
-        })
-        .await
-        .map_err(unavailable)?
+        let reader = self.readers[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        work(&reader)
     }
 
     fn waker(&self, queue: &str) -> Arc<Notify> {
