@@ -16,7 +16,8 @@ use crate::domain::messages::{AgentRequest, SchedulerMessage};
 use crate::domain::task::{Order, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
-    Alerts, Metrics, OutgoingMessage, QueueError, Queues, StateStore, StoreError, TaskPage,
+    Alerts, Metrics, Outgoing, OutgoingMessage, QueueError, Queues, StateStore, StoreError,
+    TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -413,50 +414,92 @@ impl App {
         self.workflows.add(parsed).map_err(|_| unknown())
     }
 
-    /// Writes the decision's state, then performs its effects. Returns the
+    /// Writes the decision's state with the messages it requires (in one transaction
+    /// where the store can), then performs the rest of its effects. Returns the
     /// verdict, or `None` when the write lost a race and the caller must read again.
     async fn apply(&self, decision: Decision) -> Result<Option<&'static str>, HandleError> {
-        if let Some(next) = &decision.next {
-            match self.store.update(next).await {
-                Ok(()) if next.state.is_final() => {
-                    let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Some(waker) = finished.get(&next.id) {
-                        waker.notify_waiters();
+        let (required, best_effort) = self.split(decision.effects);
+        let unsent = match &decision.next {
+            Some(next) => match self.store.update_and_send(next, required).await {
+                Ok(unsent) => {
+                    if next.state.is_final() {
+                        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+                        if let Some(waker) = finished.get(&next.id) {
+                            waker.notify_waiters();
+                        }
                     }
+                    unsent
                 }
-                Ok(()) => {}
                 Err(StoreError::Conflict) => return Ok(None),
                 Err(error) => return Err(error.into()),
-            }
-        }
+            },
+            None => required,
+        };
         self.metrics
             .count("Decisions", ("Verdict", decision.verdict), 1);
-        self.perform(decision.effects).await?;
+        self.send(unsent).await?;
+        self.perform_best_effort(best_effort).await;
         Ok(Some(decision.verdict))
     }
 
     async fn schedule(&self, task_id: &TaskId) -> Result<(), QueueError> {
-        self.perform_required(
-            &self.names.scheduler,
-            vec![run_message(task_id, std::time::Duration::ZERO)],
-        )
-        .await
+        let run = Outgoing {
+            queue: self.names.scheduler.clone(),
+            message: run_message(task_id, Duration::ZERO),
+        };
+        self.send(vec![run]).await
     }
 
     async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {
-        let mut dispatches = Vec::new();
-        let mut schedules = Vec::new();
+        let (required, best_effort) = self.split(effects);
+        self.send(required).await?;
+        self.perform_best_effort(best_effort).await;
+        Ok(())
+    }
+
+    /// The messages the effects require (a lease covers their loss), and the
+    /// effects performed at best (notifications, alerts).
+    fn split(&self, effects: Vec<Effect>) -> (Vec<Outgoing>, Vec<Effect>) {
+        let mut required = Vec::new();
+        let mut best_effort = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Dispatch(request) => dispatches.push(agent_message(&request)),
-                Effect::Schedule { task_id, delay } => schedules.push(run_message(&task_id, delay)),
+                Effect::Dispatch(request) => required.push(Outgoing {
+                    queue: self.names.agent_requests.clone(),
+                    message: agent_message(&request),
+                }),
+                Effect::Schedule { task_id, delay } => required.push(Outgoing {
+                    queue: self.names.scheduler.clone(),
+                    message: run_message(&task_id, delay),
+                }),
+                other => best_effort.push(other),
+            }
+        }
+        (required, best_effort)
+    }
+
+    /// Sends messages, one batch per queue.
+    async fn send(&self, outgoing: Vec<Outgoing>) -> Result<(), QueueError> {
+        let mut by_queue: BTreeMap<QueueName, Vec<OutgoingMessage>> = BTreeMap::new();
+        for Outgoing { queue, message } in outgoing {
+            by_queue.entry(queue).or_default().push(message);
+        }
+        for (queue, messages) in by_queue {
+            self.queues.send(&queue, &messages).await?;
+        }
+        Ok(())
+    }
+
+    async fn perform_best_effort(&self, effects: Vec<Effect>) {
+        for effect in effects {
+            match effect {
                 Effect::Notify {
                     queue,
                     notification,
                 } => {
                     let message = OutgoingMessage {
                         body: serde_json::json!(notification).to_string(),
-                        delay: std::time::Duration::ZERO,
+                        delay: Duration::ZERO,
                     };
                     if let Err(error) = self.queues.send(&queue, &[message]).await {
                         warn!(task_id = %notification.task_id, %error, "notification not delivered");
@@ -470,27 +513,13 @@ impl App {
                         warn!(task_id = %alert.task_id, %error, "alert not raised");
                     }
                 }
+                Effect::Dispatch(_) | Effect::Schedule { .. } => {}
             }
         }
-        self.perform_required(&self.names.agent_requests, dispatches)
-            .await?;
-        self.perform_required(&self.names.scheduler, schedules)
-            .await
-    }
-
-    async fn perform_required(
-        &self,
-        queue: &QueueName,
-        messages: Vec<OutgoingMessage>,
-    ) -> Result<(), QueueError> {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        self.queues.send(queue, &messages).await
     }
 }
 
-fn run_message(task_id: &TaskId, delay: std::time::Duration) -> OutgoingMessage {
+fn run_message(task_id: &TaskId, delay: Duration) -> OutgoingMessage {
     let message = SchedulerMessage::Run {
         task_id: task_id.clone(),
     };
@@ -503,6 +532,6 @@ fn run_message(task_id: &TaskId, delay: std::time::Duration) -> OutgoingMessage 
 fn agent_message(request: &AgentRequest) -> OutgoingMessage {
     OutgoingMessage {
         body: serde_json::json!(request).to_string(),
-        delay: std::time::Duration::ZERO,
+        delay: Duration::ZERO,
     }
 }

@@ -62,6 +62,23 @@ pub trait StateStore: Send + Sync {
     /// [`StoreError::Conflict`] when the stored version is another.
     async fn update(&self, task: &Task) -> Result<(), StoreError>;
 
+    /// Replaces a task as [`StateStore::update`] does and sends the messages its
+    /// decision requires. A store that keeps the queues too writes both in one
+    /// transaction (a transactional outbox) and returns nothing; the others write the
+    /// task and return the messages, for the caller to send (a crash between the two
+    /// is covered by the task's lease).
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the stored version is another; then nothing is sent.
+    async fn update_and_send(
+        &self,
+        task: &Task,
+        outbox: Vec<Outgoing>,
+    ) -> Result<Vec<Outgoing>, StoreError> {
+        self.update(task).await?;
+        Ok(outbox)
+    }
+
     /// Tasks whose lease (complete-by) is at or before `now`, soonest first; reads
     /// only live leases, never the whole table.
     ///
@@ -110,6 +127,15 @@ pub struct OutgoingMessage {
     pub body: String,
     /// How long it stays invisible (at most 15 minutes).
     pub delay: Duration,
+}
+
+/// A message for a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The queue.
+    pub queue: QueueName,
+    /// The message.
+    pub message: OutgoingMessage,
 }
 
 /// Sending to the pattern's queues and to callers' notification queues.

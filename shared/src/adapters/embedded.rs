@@ -19,8 +19,8 @@ use crate::domain::messages::Alert;
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::ports::{
-    AlertError, Alerts, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StateStore,
-    StoreError, TaskPage,
+    AlertError, Alerts, Consumer, Delivery, Outgoing, OutgoingMessage, QueueError, Queues,
+    StateStore, StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -244,6 +244,39 @@ impl Embedded {
         })
     }
 
+    /// Messages as rows to insert: (queue, body, visible at).
+    fn rows<'a>(
+        &self,
+        messages: impl Iterator<Item = (&'a QueueName, &'a OutgoingMessage)>,
+    ) -> Vec<(String, String, i64)> {
+        let now = self.clock.now().0;
+        messages
+            .map(|(queue, m)| (queue.to_string(), m.body.clone(), now + millis(m.delay)))
+            .collect()
+    }
+
+    /// Makes messages whose rows are committed receivable, and wakes their queues.
+    fn publish(&self, rows: Vec<(String, String, i64)>, ids: Vec<i64>) {
+        let mut queues = BTreeSet::new();
+        let mut messages = self.messages();
+        for (id, (queue, body, visible_at)) in ids.into_iter().zip(rows) {
+            queues.insert(queue.clone());
+            messages.insert(
+                id,
+                Message {
+                    queue,
+                    body,
+                    visible_at,
+                    receive_count: 0,
+                },
+            );
+        }
+        drop(messages);
+        for queue in queues {
+            self.waker(&queue).notify_one();
+        }
+    }
+
     fn messages(&self) -> std::sync::MutexGuard<'_, Messages> {
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -454,6 +487,27 @@ impl Embedded {
     }
 }
 
+/// Inserts messages' rows; returns their ids.
+fn insert_messages(
+    c: &Connection,
+    rows: &[(String, String, i64)],
+    now: i64,
+) -> Result<Vec<i64>, StoreError> {
+    let mut insert = c
+        .prepare_cached(
+            "INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(unavailable)?;
+    rows.iter()
+        .map(|(queue, body, visible_at)| {
+            insert
+                .execute(params![queue, body, visible_at, now])
+                .map_err(unavailable)?;
+            Ok(c.last_insert_rowid())
+        })
+        .collect()
+}
+
 /// The queues' settings and messages, as stored.
 fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
     let mut loaded = Messages::default();
@@ -601,6 +655,14 @@ impl StateStore for Embedded {
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        self.update_and_send(task, Vec::new()).await.map(drop)
+    }
+
+    async fn update_and_send(
+        &self,
+        task: &Task,
+        outbox: Vec<Outgoing>,
+    ) -> Result<Vec<Outgoing>, StoreError> {
         let record = encode(task)?;
         let (id, version, state, lease) = (
             task.id.to_string(),
@@ -608,21 +670,26 @@ impl StateStore for Embedded {
             task.state.as_str(),
             lease(task),
         );
-        self.write(move |c| {
-            let updated = c
-                .execute(
-                    "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
-                     WHERE id = ?1 AND version = ?2 - 1",
-                    params![id, version, state, lease, record],
-                )
-                .map_err(unavailable)?;
-            if updated == 1 {
-                Ok(())
-            } else {
-                Err(StoreError::Conflict)
-            }
-        })
-        .await
+        let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
+        let written = rows.clone();
+        let now = self.clock.now().0;
+        let ids = self
+            .write(move |c| {
+                let updated = c
+                    .execute(
+                        "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
+                         WHERE id = ?1 AND version = ?2 - 1",
+                        params![id, version, state, lease, record],
+                    )
+                    .map_err(unavailable)?;
+                if updated != 1 {
+                    return Err(StoreError::Conflict);
+                }
+                insert_messages(c, &written, now)
+            })
+            .await?;
+        self.publish(rows, ids);
+        Ok(Vec::new())
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
@@ -720,40 +787,17 @@ impl Queues for Embedded {
         queue: &QueueName,
         messages: &[OutgoingMessage],
     ) -> Result<(), QueueError> {
-        let name = queue.to_string();
-        let now = self.clock.now().0;
-        let rows: Vec<(String, i64)> = messages
-            .iter()
-            .map(|m| (m.body.clone(), now + millis(m.delay)))
-            .collect();
+        let rows = self.rows(messages.iter().map(|m| (queue, m)));
         let written = rows.clone();
+        let now = self.clock.now().0;
         let ids = self
-            .write(move |c| {
-                let mut insert = c
-                    .prepare_cached("INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)")
-                    .map_err(unavailable)?;
-                written
-                    .into_iter()
-                    .map(|(body, visible_at)| {
-                        insert.execute(params![name, body, visible_at, now]).map_err(unavailable)?;
-                        Ok(c.last_insert_rowid())
-                    })
-                    .collect::<Result<Vec<i64>, StoreError>>()
-            })
+            .write(move |c| insert_messages(c, &written, now))
             .await
-            .map_err(|e| QueueError { queue: queue.to_string(), reason: e.to_string() })?;
-        let mut messages = self.messages();
-        for (id, (body, visible_at)) in ids.into_iter().zip(rows) {
-            let message = Message {
+            .map_err(|e| QueueError {
                 queue: queue.to_string(),
-                body,
-                visible_at,
-                receive_count: 0,
-            };
-            messages.insert(id, message);
-        }
-        drop(messages);
-        self.waker(queue.as_str()).notify_one();
+                reason: e.to_string(),
+            })?;
+        self.publish(rows, ids);
         Ok(())
     }
 }
