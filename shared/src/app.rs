@@ -2,7 +2,7 @@
 //! to do, writes the new state conditionally, then performs the effects. The
 //! Lambda functions and the local process both call these.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -138,6 +138,8 @@ pub struct App {
     instance: String,
     /// Wakes the requests waiting for a task to finish, when this process finishes it.
     finished: Mutex<HashMap<TaskId, Arc<Notify>>>,
+    /// The workflow versions this process has stored (or found stored).
+    stored: Mutex<HashSet<(String, u32)>>,
 }
 
 /// How often a wait for a task's end reads it again when another process may
@@ -173,6 +175,7 @@ impl App {
             names,
             instance,
             finished: Mutex::new(HashMap::new()),
+            stored: Mutex::new(HashSet::new()),
         }
     }
 
@@ -189,8 +192,32 @@ impl App {
     /// [`StoreError::Conflict`] when a stored version differs from its file.
     pub async fn register_workflows(&self) -> Result<(), StoreError> {
         for workflow in self.workflows.all() {
-            self.store.save_workflow(&workflow).await?;
+            self.store_workflow(&workflow).await?;
         }
+        Ok(())
+    }
+
+    /// Stores a definition before its first task, once per process: a task can then
+    /// always finish on the version it started with, and a start-up stores nothing.
+    async fn store_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let key = (workflow.name.clone(), workflow.version);
+        if self
+            .stored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        if let Err(error) = self.store.save_workflow(workflow).await {
+            error!(workflow = %workflow.name, version = workflow.version, %error,
+                "cannot store the workflow definition (a version changed without a bump?)");
+            return Err(error);
+        }
+        self.stored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key);
         Ok(())
     }
 
@@ -210,6 +237,7 @@ impl App {
             .latest(workflow)
             .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
         definition.validate_input(&submission.input)?;
+        self.store_workflow(&definition).await?;
         let fingerprint = submission.fingerprint(&definition.name);
         let id = submission.id.clone();
         let (task, order, effects) = decide::submit(&definition, submission, self.clock.now());

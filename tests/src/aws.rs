@@ -360,11 +360,6 @@ impl Stack {
         config.workflows_dir = Some(repository().join("tests/workflows"));
         let functions =
             Functions::new(&config, &sdk, "test", Arc::new(WallClock)).expect("functions");
-        functions
-            .app
-            .register_workflows()
-            .await
-            .expect("workflows stored");
         let sqs = Arc::new(Sqs::new(
             sqs_client,
             [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],

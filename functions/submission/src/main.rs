@@ -11,9 +11,6 @@ use sas_shared::lambda::{self, Functions};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let functions = Arc::new(Functions::from_env("submission").await?);
-    // New tasks start on these definitions: store them, so that every task can
-    // finish on the version it started with, whatever the files say later.
-    functions.app.register_workflows().await?;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
             let functions = Arc::clone(&functions);
