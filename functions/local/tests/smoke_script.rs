@@ -1,6 +1,7 @@
-//! The LocalStack smoke test script (`infra/localstack/smoke.sh`), run here against
-//! `sas-local`, which serves the same API: the script itself is proven, though the
-//! LocalStack deployment around it needs Docker.
+//! The README's run command; and the LocalStack smoke test script
+//! (`infra/localstack/smoke.sh`), run here against `sas-local`, which serves the same
+//! API: the script itself is proven, though the LocalStack deployment around it needs
+//! Docker.
 
 mod common;
 
@@ -26,4 +27,20 @@ fn the_smoke_script_sees_a_drone_delivery_processed() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("Processed"), "{stdout}");
+}
+
+#[test]
+fn the_readme_run_command_runs_the_local_system() {
+    // `cargo run -p sas-local`, as the README has it; an address that cannot parse makes
+    // the binary stop at once, naming the variable: proof it was the system that ran.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "-p", "sas-local"])
+        .current_dir(root)
+        .env("SAS_API_ADDR", "not-an-address")
+        .output()
+        .expect("cargo runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("SAS_API_ADDR=not-an-address"), "{stderr}");
 }
