@@ -31,6 +31,28 @@ struct Backend {
     _resources: Box<dyn Any>,
 }
 
+impl Backend {
+    /// A backend that is its own store, sender and consumer.
+    fn of<B>(
+        backend: Arc<B>,
+        work: QueueName,
+        dead_letters: QueueName,
+        resources: Box<dyn Any>,
+    ) -> Self
+    where
+        B: StateStore + Queues + Consumer + 'static,
+    {
+        Self {
+            store: Arc::clone(&backend) as _,
+            queues: Arc::clone(&backend) as _,
+            consumer: backend,
+            work,
+            dead_letters,
+            _resources: resources,
+        }
+    }
+}
+
 async fn embedded() -> Backend {
     let dir = tempfile::tempdir().expect("directory");
     let backend = Arc::new(
@@ -49,14 +71,7 @@ async fn embedded() -> Backend {
         dead_letter: Some(dead_letters.clone()),
     };
     backend.create_queue(&work, settings).await.expect("queue");
-    Backend {
-        store: Arc::clone(&backend) as _,
-        queues: Arc::clone(&backend) as _,
-        consumer: backend,
-        work,
-        dead_letters,
-        _resources: Box::new(dir),
-    }
+    Backend::of(backend, work, dead_letters, Box::new(dir))
 }
 
 fn in_memory() -> Backend {
@@ -68,14 +83,7 @@ fn in_memory() -> Backend {
         Duration::from_secs(1),
         Some((2, dead_letters.clone())),
     );
-    Backend {
-        store: Arc::clone(&backend) as _,
-        queues: Arc::clone(&backend) as _,
-        consumer: backend,
-        work,
-        dead_letters,
-        _resources: Box::new(()),
-    }
+    Backend::of(backend, work, dead_letters, Box::new(()))
 }
 
 async fn on_moto() -> Backend {

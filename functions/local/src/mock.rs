@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use rusqlite::{Connection, OptionalExtension, params};
+use sas_shared::domain::ids::stable_hash;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -169,7 +170,7 @@ impl MockServices {
         let response = if let Some(known) = known {
             serde_json::from_str(&known).unwrap_or(Value::Null)
         } else {
-            let id = format!("{service}-{:08x}", fnv(key));
+            let id = format!("{service}-{:08x}", stable_hash(key));
             let response = json!({ "service": service, "operation": operation, "id": id });
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -206,13 +207,6 @@ impl MockServices {
         })?;
         rows.collect()
     }
-}
-
-/// A stable, short hash for readable ids.
-fn fnv(text: &str) -> u32 {
-    text.bytes().fold(0x811c_9dc5, |hash, b| {
-        (hash ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
 }
 
 fn error(status: StatusCode, message: &str) -> Response {

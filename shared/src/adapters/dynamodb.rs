@@ -26,7 +26,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
 
-use crate::domain::ids::TaskId;
+use crate::domain::ids::{TaskId, stable_hash};
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::ports::{StateStore, StoreError, TaskPage};
@@ -104,10 +104,7 @@ fn key(pk: String, sk: String) -> Item {
 
 /// The expiry index's partition for a task: a stable hash of its id.
 fn lease_shard(id: &TaskId, shards: u32) -> String {
-    let hash = id.as_str().bytes().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    format!("LEASE#{}", hash % shards.max(1))
+    format!("LEASE#{}", stable_hash(id.as_str()) % shards.max(1))
 }
 
 /// Sorts as the creation time, then the id: a cursor for listings.

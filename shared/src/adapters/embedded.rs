@@ -248,7 +248,7 @@ impl Embedded {
     fn rows<'a>(
         &self,
         messages: impl Iterator<Item = (&'a QueueName, &'a OutgoingMessage)>,
-    ) -> Vec<(String, String, i64)> {
+    ) -> Vec<Row> {
         let now = self.clock.now().0;
         messages
             .map(|(queue, m)| (queue.to_string(), m.body.clone(), now + millis(m.delay)))
@@ -256,10 +256,10 @@ impl Embedded {
     }
 
     /// Makes messages whose rows are committed receivable, and wakes their queues.
-    fn publish(&self, rows: Vec<(String, String, i64)>, ids: Vec<i64>) {
+    fn publish(&self, inserted: Vec<(i64, Row)>) {
         let mut queues = BTreeSet::new();
         let mut messages = self.messages();
-        for (id, (queue, body, visible_at)) in ids.into_iter().zip(rows) {
+        for (id, (queue, body, visible_at)) in inserted {
             queues.insert(queue.clone());
             messages.insert(
                 id,
@@ -487,23 +487,27 @@ impl Embedded {
     }
 }
 
-/// Inserts messages' rows; returns their ids.
+/// A message as a row: its queue, its body, when it becomes visible.
+type Row = (String, String, i64);
+
+/// Inserts messages' rows; returns them with their ids.
 fn insert_messages(
     c: &Connection,
-    rows: &[(String, String, i64)],
+    rows: Vec<Row>,
     now: i64,
-) -> Result<Vec<i64>, StoreError> {
+) -> Result<Vec<(i64, Row)>, StoreError> {
     let mut insert = c
         .prepare_cached(
             "INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)",
         )
         .map_err(unavailable)?;
-    rows.iter()
-        .map(|(queue, body, visible_at)| {
+    rows.into_iter()
+        .map(|row| {
+            let (queue, body, visible_at) = &row;
             insert
                 .execute(params![queue, body, visible_at, now])
                 .map_err(unavailable)?;
-            Ok(c.last_insert_rowid())
+            Ok((c.last_insert_rowid(), row))
         })
         .collect()
 }
@@ -671,9 +675,8 @@ impl StateStore for Embedded {
             lease(task),
         );
         let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
-        let written = rows.clone();
         let now = self.clock.now().0;
-        let ids = self
+        let inserted = self
             .write(move |c| {
                 let updated = c
                     .execute(
@@ -685,10 +688,10 @@ impl StateStore for Embedded {
                 if updated != 1 {
                     return Err(StoreError::Conflict);
                 }
-                insert_messages(c, &written, now)
+                insert_messages(c, rows, now)
             })
             .await?;
-        self.publish(rows, ids);
+        self.publish(inserted);
         Ok(Vec::new())
     }
 
@@ -788,16 +791,15 @@ impl Queues for Embedded {
         messages: &[OutgoingMessage],
     ) -> Result<(), QueueError> {
         let rows = self.rows(messages.iter().map(|m| (queue, m)));
-        let written = rows.clone();
         let now = self.clock.now().0;
-        let ids = self
-            .write(move |c| insert_messages(c, &written, now))
+        let inserted = self
+            .write(move |c| insert_messages(c, rows, now))
             .await
             .map_err(|e| QueueError {
                 queue: queue.to_string(),
                 reason: e.to_string(),
             })?;
-        self.publish(rows, ids);
+        self.publish(inserted);
         Ok(())
     }
 }

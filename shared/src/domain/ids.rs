@@ -91,6 +91,15 @@ impl TaskId {
     }
 }
 
+/// A stable 32-bit FNV-1a hash of `text`: the same on every machine and version,
+/// for spreading keys over partitions and naming things after them.
+#[must_use]
+pub fn stable_hash(text: &str) -> u32 {
+    text.bytes().fold(0x811c_9dc5, |hash, b| {
+        (hash ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
