@@ -15,6 +15,7 @@ use crate::app::{App, ResubmitError, SubmitError, Submitted};
 use crate::domain::decide::Submission;
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::task::{Task, TaskState};
+use crate::ports::StoreError;
 use crate::time::Timestamp;
 
 /// The largest request body accepted.
@@ -342,6 +343,9 @@ async fn list(app: &App, query: Option<&str>) -> ApiResponse {
             200,
             json!({ "tasks": page.tasks.iter().map(view).collect::<Vec<_>>(), "next": page.next }),
         ),
+        Err(e @ StoreError::InvalidCursor(_)) => {
+            ApiResponse::error(400, "invalid_query", format!("after: {e}"), Some("after"))
+        }
         Err(e) => ApiResponse::unavailable(&e),
     }
 }

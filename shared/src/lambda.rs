@@ -8,11 +8,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_config::environment::EnvironmentVariableCredentialsProvider;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_smithy_http_client::tls;
+use aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata;
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
@@ -117,7 +124,7 @@ impl Config {
             table: TableSettings {
                 table: required("TABLE_NAME")?,
                 lease_shards,
-                lease_bucket: Duration::from_secs(number("LEASE_BUCKET_SECONDS", 10)?),
+                lease_bucket: Duration::from_secs(number("LEASE_BUCKET_SECONDS", 60)?),
                 retention: Duration::from_secs(number("TASK_RETENTION_DAYS", 30)? * 86_400),
             },
             scheduler_queue_url: required("SCHEDULER_QUEUE_URL")?,
@@ -177,7 +184,7 @@ impl Functions {
             agent_responses: queue_name(&config.agent_response_queue_url)?,
         };
         let sqs = Arc::new(Sqs::new(
-            aws_sdk_sqs::Client::new(sdk),
+            sdk,
             [
                 (queues.scheduler.clone(), config.scheduler_queue_url.clone()),
                 (
@@ -192,22 +199,17 @@ impl Functions {
         ));
         let workflows = Registry::load(config.workflows_dir.as_deref())?;
         let ports = Ports {
-            store: Arc::new(DynamoStore::new(
-                aws_sdk_dynamodb::Client::new(sdk),
-                config.table.clone(),
-            )),
+            store: Arc::new(DynamoStore::new(sdk, config.table.clone())),
             queues: Arc::clone(&sqs) as _,
-            alerts: Arc::new(SnsAlerts::new(
-                aws_sdk_sns::Client::new(sdk),
-                config.alert_topic_arn.clone(),
-            )),
+            alerts: Arc::new(SnsAlerts::new(sdk, config.alert_topic_arn.clone())),
             metrics: Arc::new(EmfMetrics::new(
                 config.metrics_namespace.clone(),
                 function.to_owned(),
             )),
             clock: Arc::clone(&clock),
         };
-        let instance = format!("{function}-{}", uuid::Uuid::new_v4().simple());
+        // 64 random bits name an instance well enough, in fewer bytes of every task item.
+        let instance = format!("{function}-{:016x}", fastrand::u64(..));
         let app = Arc::new(App::new(
             ports,
             Arc::new(workflows),
@@ -237,8 +239,50 @@ impl Functions {
     pub async fn from_env(function: &str) -> Result<Self, StartError> {
         lambda_runtime::tracing::init_default_subscriber();
         let config = Config::from_env()?;
-        let sdk = aws_config::load_from_env().await;
+        let sdk = sdk_config().await;
         Self::new(&config, &sdk, function, Arc::new(WallClock))
+    }
+}
+
+/// The SDK's configuration for a function: the credentials Lambda puts in the
+/// environment (no provider chain: no profile files, no STS client built at start-up),
+/// `AWS_ENDPOINT_URL` and the region (`AWS_REGION`, set by Lambda: no region provider
+/// chain) from the environment, and TLS set up at the first
+/// request instead of at start-up.
+async fn sdk_config() -> aws_config::SdkConfig {
+    let https = aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::AwsLc,
+        ))
+        .build_https();
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .credentials_provider(EnvironmentVariableCredentialsProvider::new());
+    if let Ok(region) = std::env::var("AWS_REGION") {
+        loader = loader.region(aws_config::Region::new(region));
+    }
+    loader
+        .http_client(SharedHttpClient::new(TlsAtFirstRequest(https)))
+        .load()
+        .await
+}
+
+/// The SDK's HTTPS client, less its check at client construction, which loads and
+/// parses the system's root certificates: a few milliseconds of every cold start,
+/// paid instead by the first request (which opens a connection anyway).
+#[derive(Debug)]
+struct TlsAtFirstRequest(SharedHttpClient);
+
+impl HttpClient for TlsAtFirstRequest {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        self.0.http_connector(settings, components)
+    }
+
+    fn connector_metadata(&self) -> Option<ConnectorMetadata> {
+        self.0.connector_metadata()
     }
 }
 

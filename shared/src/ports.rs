@@ -24,12 +24,16 @@ pub enum StoreError {
     /// A record could not be decoded.
     #[error("state store record is corrupt: {0}")]
     Corrupt(String),
+    /// A listing's cursor is not one the store gave.
+    #[error("'{0}' is not a cursor from an earlier page")]
+    InvalidCursor(String),
 }
 
 /// A page of tasks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskPage {
-    /// The tasks, oldest first.
+    /// The tasks: oldest first, but for the tasks in flight on DynamoDB (in the
+    /// order of their leases, shard after shard).
     pub tasks: Vec<Task>,
     /// Where the next page starts, if there is one.
     pub next: Option<String>,
@@ -86,10 +90,12 @@ pub trait StateStore: Send + Sync {
     /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError>;
 
-    /// Tasks in `state`, oldest first, from the cursor `after` of an earlier page.
+    /// Tasks in `state` (see [`TaskPage`] for the order), from the cursor `after` of an
+    /// earlier page.
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    /// [`StoreError::InvalidCursor`], [`StoreError::Unavailable`] or
+    /// [`StoreError::Corrupt`].
     async fn list(
         &self,
         state: TaskState,

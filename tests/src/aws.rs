@@ -292,7 +292,7 @@ impl Stack {
     }
 
     /// The stack on a moto server already started, lease ends in the expiry index
-    /// rounded up to `lease_bucket_seconds` (the functions' default is 10; zero finds
+    /// rounded up to `lease_bucket_seconds` (the functions' default is 60; zero finds
     /// expired leases at once).
     ///
     /// # Panics
@@ -361,7 +361,7 @@ impl Stack {
         let functions =
             Functions::new(&config, &sdk, "test", Arc::new(WallClock)).expect("functions");
         let sqs = Arc::new(Sqs::new(
-            sqs_client,
+            &sdk,
             [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],
         ));
         Self {

@@ -99,7 +99,7 @@ async fn on_moto() -> Backend {
     let work = queue_name(&work_url).expect("name");
     let dead_letters = queue_name(&dead_letter_url).expect("name");
     let sqs = Arc::new(Sqs::new(
-        sqs_client,
+        &sdk,
         [
             (work.clone(), work_url),
             (dead_letters.clone(), dead_letter_url),
@@ -112,10 +112,7 @@ async fn on_moto() -> Backend {
         retention: Duration::from_secs(86_400),
     };
     Backend {
-        store: Arc::new(DynamoStore::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            settings,
-        )),
+        store: Arc::new(DynamoStore::new(&sdk, settings)),
         queues: Arc::clone(&sqs) as _,
         consumer: sqs,
         work,
@@ -248,6 +245,15 @@ async fn the_sweep_reads_expired_leases_only(backend: &Backend) {
     let pending = ["cw", "late-a", "late-b", "later"].map(String::from).into();
     assert_eq!(all, pending, "the pages cover the state, each task once");
     assert_eq!(rest.next, None);
+    assert!(
+        matches!(
+            store
+                .list(TaskState::Pending, 2, Some("not-a-cursor"))
+                .await,
+            Err(StoreError::InvalidCursor(_))
+        ),
+        "a cursor the store did not give is refused"
+    );
     assert!(
         store
             .list(TaskState::Error, 10, None)

@@ -566,6 +566,14 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_creates_nothing() {
             "invalid_query",
             Some("limit"),
         ),
+        (
+            "GET",
+            "/tasks?state=Error&after=not-a-cursor",
+            Vec::new(),
+            400,
+            "invalid_query",
+            Some("after"),
+        ),
         ("GET", "/nowhere", Vec::new(), 404, "not_found", None),
     ];
     for (method, path, body, status, code, field) in cases {

@@ -37,7 +37,7 @@ export interface SchedulerAgentSupervisorProps {
   readonly notificationQueuePrefix?: string;
   /** Partitions of the expiry index. Default: 8. */
   readonly leaseShards?: number;
-  /** Lease ends in the expiry index are rounded up to this many seconds. Default: 10. */
+  /** Lease ends in the expiry index are rounded up to this many seconds. Default: 60. */
   readonly leaseBucketSeconds?: number;
   /** Days finished tasks are kept. Default: 30. */
   readonly taskRetentionDays?: number;
@@ -125,7 +125,7 @@ export class SchedulerAgentSupervisor extends Construct {
       ALERT_TOPIC_ARN: this.alertTopic.topicArn,
       SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),
       LEASE_SHARDS: String(props.leaseShards ?? 8),
-      LEASE_BUCKET_SECONDS: String(props.leaseBucketSeconds ?? 10),
+      LEASE_BUCKET_SECONDS: String(props.leaseBucketSeconds ?? 60),
       TASK_RETENTION_DAYS: String(props.taskRetentionDays ?? 30),
       SUPERVISOR_BATCH: "100",
       METRICS_NAMESPACE: NAMESPACE,

@@ -8,9 +8,13 @@
 //!
 //! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
 //! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
-//! partition is hot, for the supervisor's sweep; `listing` (`listed_state`,
-//! `listed_key`) holds the tasks that are not Processed, for operators. A finished
-//! task gets an `expires_at` for DynamoDB's TTL.
+//! partition is hot, for the supervisor's sweep, and for listing the tasks in
+//! flight (Pending, Processing, Compensating); `listing` (`listed_state`,
+//! `listed_key`) holds the tasks in Error, for operators. A task in flight is
+//! written to an index only when it enters or leaves it, or its lease moves to
+//! another bucket: no index is rewritten at every step, and no index partition
+//! takes every task's writes. A finished task gets an `expires_at` for DynamoDB's
+//! TTL.
 //!
 //! Every write is conditional: a creation on the item's absence, an update on the
 //! version read. Every attribute name goes through ExpressionAttributeNames.
@@ -19,11 +23,18 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_config::SdkConfig;
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+
+use super::{SdkClient, sdk_client};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
 
 use crate::domain::ids::{TaskId, stable_hash};
@@ -57,7 +68,7 @@ pub struct TableSettings {
 
 /// The state store on a DynamoDB table.
 pub struct DynamoStore {
-    client: Client,
+    client: SdkClient<Client>,
     settings: TableSettings,
 }
 
@@ -121,6 +132,24 @@ fn bucket_end(at: Timestamp, bucket: Duration) -> i64 {
     (at.0 + width - 1) / width * width
 }
 
+/// The expiry index entry a listing cursor names, and its shard.
+fn expiry_entry(cursor: &str) -> Result<(u32, Item), StoreError> {
+    let invalid = || StoreError::InvalidCursor(cursor.to_owned());
+    let mut parts = cursor.splitn(3, '/');
+    let (Some(shard), Some(lease_end), Some(id)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(invalid());
+    };
+    let shard: u32 = shard.parse().map_err(|_| invalid())?;
+    let lease_end: i64 = lease_end.parse().map_err(|_| invalid())?;
+    let id = TaskId::parse(id).map_err(|_| invalid())?;
+    let (pk, sk) = task_key(&id);
+    let mut entry = key(pk, sk);
+    entry.insert("lease_shard".into(), s(format!("LEASE#{shard}")));
+    entry.insert("lease_expires".into(), n(lease_end));
+    Ok((shard, entry))
+}
+
 fn seconds(at: Timestamp) -> i64 {
     at.0 / 1000
 }
@@ -128,18 +157,23 @@ fn seconds(at: Timestamp) -> i64 {
 impl DynamoStore {
     /// A store on the table of `settings`.
     #[must_use]
-    pub fn new(client: Client, settings: TableSettings) -> Self {
-        Self { client, settings }
+    pub fn new(sdk: &SdkConfig, settings: TableSettings) -> Self {
+        Self {
+            client: sdk_client(sdk, Client::new),
+            settings,
+        }
     }
 
     /// The task's item: its record, the pattern's fields as attributes an operator
     /// can read in the console, and the sparse index keys.
     fn task_item(&self, task: &Task) -> Result<Item, StoreError> {
         let (pk, sk) = task_key(&task.id);
-        let record = serde_json::to_string(task).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut item = key(pk, sk);
         item.insert("version".into(), n(task.version));
-        item.insert("record".into(), s(record));
+        item.insert(
+            "record".into(),
+            AttributeValue::B(Blob::new(compress(task)?)),
+        );
         item.insert("ProcessState".into(), s(task.state.as_str()));
         item.insert("FailureCount".into(), n(task.failure_count));
         item.insert("created_at".into(), n(task.created_at.0));
@@ -157,7 +191,7 @@ impl DynamoStore {
                 n(bucket_end(complete_by, self.settings.lease_bucket)),
             );
         }
-        if task.state != TaskState::Processed {
+        if task.state == TaskState::Error {
             item.insert("listed_state".into(), s(task.state.as_str()));
             item.insert("listed_key".into(), s(listed_key(task)));
         }
@@ -168,6 +202,113 @@ impl DynamoStore {
             );
         }
         Ok(item)
+    }
+
+    /// Tasks in Error, oldest first, from the listing index.
+    async fn list_in_error(
+        &self,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .index_name(LISTING_INDEX)
+            .expression_attribute_names("#state", "listed_state")
+            .expression_attribute_values(":state", s(TaskState::Error.as_str()))
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
+        // A key condition may not compare with an empty string: no cursor, no bound.
+        let query = match after {
+            Some(cursor) => query
+                .key_condition_expression("#state = :state AND #key > :after")
+                .expression_attribute_names("#key", "listed_key")
+                .expression_attribute_values(":after", s(cursor)),
+            None => query.key_condition_expression("#state = :state"),
+        };
+        let output = query.send().await.map_err(unavailable)?;
+        let ids = output
+            .items()
+            .iter()
+            .map(task_id_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tasks = self.tasks(ids).await?;
+        let next = (tasks.len() > limit).then(|| {
+            tasks.truncate(limit);
+            tasks.last().map(listed_key).unwrap_or_default()
+        });
+        Ok(TaskPage { tasks, next })
+    }
+
+    /// Tasks in flight in `state`, from the expiry index, shard after shard, each in
+    /// lease order. The cursor, `<shard>/<lease end>/<task id>`, is the index entry
+    /// of the last task given; a task whose lease moves while an operator pages may
+    /// be given twice or not at all.
+    async fn list_in_flight(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let (mut shard, mut start) = match after {
+            Some(cursor) => {
+                let (shard, entry) = expiry_entry(cursor)?;
+                (shard, Some(entry))
+            }
+            None => (0, None),
+        };
+        // Each task found, with the cursor naming its index entry; one more than a page
+        // tells whether there is a next page.
+        let mut found: Vec<(Task, String)> = Vec::new();
+        while shard < self.settings.lease_shards.max(1) && found.len() <= limit {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.settings.table)
+                .index_name(EXPIRY_INDEX)
+                .key_condition_expression("#shard = :shard")
+                .expression_attribute_names("#shard", "lease_shard")
+                .expression_attribute_values(":shard", s(format!("LEASE#{shard}")))
+                .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let mut cursors: HashMap<String, String> = HashMap::new();
+            let mut ids = Vec::new();
+            for item in output.items() {
+                let id = task_id_of(item)?;
+                let lease_end = item
+                    .get("lease_expires")
+                    .and_then(|v| v.as_n().ok())
+                    .ok_or_else(|| {
+                        StoreError::Corrupt("an expiry entry without its lease end".into())
+                    })?;
+                cursors.insert(id.to_string(), format!("{shard}/{lease_end}/{id}"));
+                ids.push(id);
+            }
+            for task in self.tasks(ids).await? {
+                if task.state == state && found.len() <= limit {
+                    let cursor = cursors.remove(task.id.as_str()).unwrap_or_default();
+                    found.push((task, cursor));
+                }
+            }
+            match output.last_evaluated_key() {
+                Some(last) => start = Some(last.clone()),
+                None => shard += 1,
+            }
+        }
+        let next = (found.len() > limit).then(|| {
+            found.truncate(limit);
+            found
+                .last()
+                .map(|(_, cursor)| cursor.clone())
+                .unwrap_or_default()
+        });
+        Ok(TaskPage {
+            tasks: found.into_iter().map(|(task, _)| task).collect(),
+            next,
+        })
     }
 
     /// Reads tasks by id, consistently, in the order given.
@@ -228,8 +369,23 @@ fn attribute<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("item without the text attribute '{name}'")))
 }
 
+/// The task's record as stored: its JSON, deflated. A task's item is billed by the
+/// kilobyte at every write; the record, most of the item, shrinks to about a third,
+/// and a five-step task stays within one write unit.
+fn compress(task: &Task) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |e: std::io::Error| StoreError::Corrupt(e.to_string());
+    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
+    serde_json::to_writer(&mut encoder, task).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    encoder.finish().map_err(corrupt)
+}
+
 fn decode_task(item: &Item) -> Result<Task, StoreError> {
-    serde_json::from_str(attribute(item, "record")?).map_err(|e| StoreError::Corrupt(e.to_string()))
+    let record = item
+        .get("record")
+        .and_then(|v| v.as_b().ok())
+        .ok_or_else(|| StoreError::Corrupt("item without the binary attribute 'record'".into()))?;
+    serde_json::from_reader(DeflateDecoder::new(record.as_ref()))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
@@ -387,34 +543,16 @@ impl StateStore for DynamoStore {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.settings.table)
-            .index_name(LISTING_INDEX)
-            .expression_attribute_names("#state", "listed_state")
-            .expression_attribute_values(":state", s(state.as_str()))
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
-        // A key condition may not compare with an empty string: no cursor, no bound.
-        let query = match after {
-            Some(cursor) => query
-                .key_condition_expression("#state = :state AND #key > :after")
-                .expression_attribute_names("#key", "listed_key")
-                .expression_attribute_values(":after", s(cursor)),
-            None => query.key_condition_expression("#state = :state"),
-        };
-        let output = query.send().await.map_err(unavailable)?;
-        let ids = output
-            .items()
-            .iter()
-            .map(task_id_of)
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut tasks = self.tasks(ids).await?;
-        let next = (tasks.len() > limit).then(|| {
-            tasks.truncate(limit);
-            tasks.last().map(listed_key).unwrap_or_default()
-        });
-        Ok(TaskPage { tasks, next })
+        match state {
+            TaskState::Error => self.list_in_error(limit, after).await,
+            TaskState::Processed => Ok(TaskPage {
+                tasks: Vec::new(),
+                next: None,
+            }),
+            TaskState::Pending | TaskState::Processing | TaskState::Compensating => {
+                self.list_in_flight(state, limit, after).await
+            }
+        }
     }
 
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {

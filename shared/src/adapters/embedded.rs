@@ -714,10 +714,13 @@ impl StateStore for Embedded {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
-        let (after_created, after_id) = after
-            .and_then(|cursor| cursor.split_once('.'))
-            .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
-            .unwrap_or((i64::MIN, String::new()));
+        let (after_created, after_id) = match after {
+            Some(cursor) => cursor
+                .split_once('.')
+                .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
+                .ok_or_else(|| StoreError::InvalidCursor(cursor.to_owned()))?,
+            None => (i64::MIN, String::new()),
+        };
         self.read(move |c| {
             let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
             let mut tasks: Vec<Task> = decode_rows(

@@ -247,6 +247,13 @@ impl StateStore for Memory {
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
         let key = |t: &Task| format!("{:015}#{}", t.created_at.0, t.id);
+        if let Some(cursor) = after
+            && cursor
+                .split_once('#')
+                .is_none_or(|(created, _)| created.parse::<i64>().is_err())
+        {
+            return Err(StoreError::InvalidCursor(cursor.to_owned()));
+        }
         let mut tasks: Vec<Task> = self
             .state()
             .tasks

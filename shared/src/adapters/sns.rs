@@ -5,6 +5,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use aws_config::SdkConfig;
+
+use super::{SdkClient, sdk_client};
 use aws_sdk_sns::Client;
 use aws_sdk_sns::error::DisplayErrorContext;
 use serde_json::json;
@@ -14,15 +17,18 @@ use crate::ports::{AlertError, Alerts, Metrics};
 
 /// Alerts published to an SNS topic.
 pub struct SnsAlerts {
-    client: Client,
+    client: SdkClient<Client>,
     topic_arn: String,
 }
 
 impl SnsAlerts {
     /// Alerts to the topic `topic_arn`.
     #[must_use]
-    pub fn new(client: Client, topic_arn: String) -> Self {
-        Self { client, topic_arn }
+    pub fn new(sdk: &SdkConfig, topic_arn: String) -> Self {
+        Self {
+            client: sdk_client(sdk, Client::new),
+            topic_arn,
+        }
     }
 }
 

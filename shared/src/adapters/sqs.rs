@@ -1,12 +1,16 @@
 //! The queues on SQS: batch sends (with the X-Ray trace header of the invocation,
-//! when there is one), and receiving for the tests and any non-Lambda consumer.
+//! when there is one; concurrent sends to a queue share requests), and receiving for the tests and any non-Lambda consumer.
 //! Queues are named; a name not configured with its URL is looked up once.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_config::SdkConfig;
+use tokio::sync::oneshot;
+
+use super::{SdkClient, sdk_client};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
@@ -24,8 +28,10 @@ const SEND_TRIES: usize = 3;
 
 /// SQS queues by name.
 pub struct Sqs {
-    client: Client,
+    client: SdkClient<Client>,
     urls: RwLock<HashMap<String, String>>,
+    /// Messages waiting to be sent, by queue URL.
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
 }
 
 /// The queue's name, the last segment of its URL.
@@ -43,14 +49,15 @@ pub fn queue_name(url: &str) -> Result<QueueName, QueueError> {
 impl Sqs {
     /// SQS, with the URLs of the queues known in advance.
     #[must_use]
-    pub fn new(client: Client, known: impl IntoIterator<Item = (QueueName, String)>) -> Self {
+    pub fn new(sdk: &SdkConfig, known: impl IntoIterator<Item = (QueueName, String)>) -> Self {
         let urls = known
             .into_iter()
             .map(|(name, url)| (name.to_string(), url))
             .collect();
         Self {
-            client,
+            client: sdk_client(sdk, Client::new),
             urls: RwLock::new(urls),
+            waiting: Arc::default(),
         }
     }
 
@@ -58,7 +65,7 @@ impl Sqs {
         if let Some(url) = self
             .urls
             .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .get(queue.as_str())
         {
             return Ok(url.clone());
@@ -76,7 +83,7 @@ impl Sqs {
             .to_owned();
         self.urls
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .insert(queue.to_string(), url.clone());
         Ok(url)
     }
@@ -110,50 +117,136 @@ impl Queues for Sqs {
     ) -> Result<(), QueueError> {
         let url = self.url(queue).await?;
         let trace = trace_header();
-        for chunk in messages.chunks(BATCH) {
-            let mut entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, message)| {
-                    let delay = i32::try_from(message.delay.as_secs().min(900)).unwrap_or(900);
-                    SendMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .message_body(&message.body)
-                        .delay_seconds(delay)
-                        .set_message_system_attributes(trace.clone().map(|t| {
-                            HashMap::from([(MessageSystemAttributeNameForSends::AwsTraceHeader, t)])
-                        }))
-                        .build()
-                        .map_err(|e| failed(queue, e))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            for _ in 0..SEND_TRIES {
-                let output = self
-                    .client
-                    .send_message_batch()
-                    .queue_url(&url)
-                    .set_entries(Some(entries.clone()))
-                    .send()
-                    .await
-                    .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
-                let refused: Vec<&str> = output.failed().iter().map(|f| f.id()).collect();
-                entries.retain(|e| refused.contains(&e.id()));
-                if entries.is_empty() {
-                    break;
+        let entries = messages
+            .iter()
+            .map(|message| Entry {
+                body: message.body.clone(),
+                delay: i32::try_from(message.delay.as_secs().min(900)).unwrap_or(900),
+                trace: trace.clone(),
+            })
+            .collect();
+        let (done, sent) = oneshot::channel();
+        let start_sender = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let queue_waiting = waiting.entry(url.clone()).or_default();
+            queue_waiting.calls.push(Call { entries, done });
+            !std::mem::replace(&mut queue_waiting.sending, true)
+        };
+        if start_sender {
+            tokio::spawn(send_waiting(
+                (*self.client).clone(),
+                Arc::clone(&self.waiting),
+                url,
+            ));
+        }
+        sent.await
+            .unwrap_or_else(|_| Err("the sender stopped".into()))
+            .map_err(|reason| failed(queue, reason))
+    }
+}
+
+/// One message to send.
+struct Entry {
+    body: String,
+    delay: i32,
+    trace: Option<MessageSystemAttributeValue>,
+}
+
+/// The messages of one call of [`Queues::send`], and where its outcome goes.
+struct Call {
+    entries: Vec<Entry>,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+/// The calls waiting for a queue's next SendMessageBatch, and whether a sender is at
+/// work on the queue.
+#[derive(Default)]
+struct Waiting {
+    calls: Vec<Call>,
+    sending: bool,
+}
+
+/// Sends the calls waiting for the queue at `url`, ten messages per request, round
+/// after round, until none is left: the calls made while a request is in flight go
+/// together in the next one (a group commit: no wait is added, and concurrent sends,
+/// such as those of the records of one batch, share requests).
+async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting>>>, url: String) {
+    loop {
+        let calls = {
+            let mut all = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let queue_waiting = all.entry(url.clone()).or_default();
+            if queue_waiting.calls.is_empty() {
+                queue_waiting.sending = false;
+                return;
+            }
+            std::mem::take(&mut queue_waiting.calls)
+        };
+        let mut outcome: Vec<Result<(), String>> = vec![Ok(()); calls.len()];
+        // Each entry's id is its call's index and its own: a refused entry names its call.
+        let mut entries: Vec<(usize, SendMessageBatchRequestEntry)> = Vec::new();
+        for (call, c) in calls.iter().enumerate() {
+            for (i, entry) in c.entries.iter().enumerate() {
+                let built = SendMessageBatchRequestEntry::builder()
+                    .id(format!("{call}-{i}"))
+                    .message_body(&entry.body)
+                    .delay_seconds(entry.delay)
+                    .set_message_system_attributes(entry.trace.clone().map(|t| {
+                        HashMap::from([(MessageSystemAttributeNameForSends::AwsTraceHeader, t)])
+                    }))
+                    .build();
+                match built {
+                    Ok(built) => entries.push((call, built)),
+                    Err(e) => outcome[call] = Err(e.to_string()),
                 }
             }
-            if !entries.is_empty() {
-                return Err(failed(
-                    queue,
-                    format!(
-                        "{} messages refused after {SEND_TRIES} tries",
-                        entries.len()
-                    ),
-                ));
+        }
+        let batches = entries.chunks(BATCH).map(|chunk| {
+            send_batch(
+                &client,
+                &url,
+                chunk.iter().map(|(_, e)| e.clone()).collect(),
+            )
+        });
+        for (chunk, result) in entries
+            .chunks(BATCH)
+            .zip(futures_util::future::join_all(batches).await)
+        {
+            if let Err(reason) = result {
+                for (call, _) in chunk {
+                    outcome[*call] = Err(reason.clone());
+                }
             }
         }
-        Ok(())
+        for (call, result) in calls.into_iter().zip(outcome) {
+            let _ = call.done.send(result);
+        }
     }
+}
+
+/// One SendMessageBatch, with the entries SQS refused tried again.
+async fn send_batch(
+    client: &Client,
+    url: &str,
+    mut entries: Vec<SendMessageBatchRequestEntry>,
+) -> Result<(), String> {
+    for _ in 0..SEND_TRIES {
+        let output = client
+            .send_message_batch()
+            .queue_url(url)
+            .set_entries(Some(entries.clone()))
+            .send()
+            .await
+            .map_err(|e| DisplayErrorContext(e).to_string())?;
+        let refused: Vec<&str> = output.failed().iter().map(|f| f.id()).collect();
+        entries.retain(|e| refused.contains(&e.id()));
+        if entries.is_empty() {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "{} messages refused after {SEND_TRIES} tries",
+        entries.len()
+    ))
 }
 
 #[async_trait]

@@ -88,13 +88,16 @@ pub struct Step {
     pub state: StepState,
     /// Times the step (or its compensation) was sent to an agent; a response
     /// counts only if it names the current attempt.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub attempt: u32,
     /// When the current attempt must have completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
     /// Times the step's complete-by passed in the current run.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub failure_count: u32,
     /// Times its compensation's complete-by passed.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub compensation_failure_count: u32,
     /// What the remote service answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +111,13 @@ pub struct Step {
     /// When the step reached its last state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+}
+
+/// Zero counters are left out of the stored record: most are zero, and on DynamoDB
+/// every byte of a task's item is paid at every write.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's signature
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 impl Step {

@@ -6,7 +6,7 @@
 //! Step Functions.
 //!
 //! ```text
-//! cost [--tasks 100]
+//! cost [--tasks 100] [--lease-bucket-seconds 60]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,8 +39,13 @@ fn item_size(item: &Value) -> usize {
                 name.len()
                     + value.as_object().map_or(0, |typed| {
                         typed
-                            .values()
-                            .map(|v| v.as_str().map_or(8, str::len))
+                            .iter()
+                            .map(|(kind, v)| match (kind.as_str(), v.as_str()) {
+                                // Binary values are recorded in base64; billed as bytes.
+                                ("B", Some(text)) => text.len() / 4 * 3,
+                                (_, Some(text)) => text.len(),
+                                _ => 8,
+                            })
                             .sum::<usize>()
                     })
             })
@@ -201,7 +206,7 @@ async fn main() {
             visibility_seconds: 30,
             max_receive_count: 5,
         },
-        10,
+        flag(&args, "--lease-bucket-seconds", 60) as u64,
     )
     .await;
     let http = reqwest::Client::new();
