@@ -161,11 +161,10 @@ impl MockServices {
         let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = db.transaction()?;
         let known: Option<String> = tx
-            .query_row(
+            .prepare_cached(
                 "UPDATE effects SET calls = calls + 1 WHERE service = ?1 AND idempotency_key = ?2 RETURNING response",
-                params![service, key],
-                |row| row.get(0),
-            )
+            )?
+            .query_row(params![service, key], |row| row.get(0))
             .optional()?;
         let response = if let Some(known) = known {
             serde_json::from_str(&known).unwrap_or(Value::Null)
@@ -175,10 +174,11 @@ impl MockServices {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis());
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
                  VALUES (?1, ?2, ?3, 1, ?4, ?5)",
-                params![service, key, operation, i64::try_from(now).unwrap_or(0), response.to_string()],
+            )?
+            .execute(params![service, key, operation, i64::try_from(now).unwrap_or(0), response.to_string()],
             )?;
             response
         };

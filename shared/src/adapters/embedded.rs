@@ -137,6 +137,24 @@ type Job = Box<dyn FnOnce(&Connection) -> Box<dyn FnOnce(bool) + Send> + Send>;
 const GROUP: usize = 512;
 /// Read connections.
 const READERS: usize = 2;
+/// Prepared statements kept per connection: every statement this store runs.
+const STATEMENTS: usize = 64;
+
+/// Runs `sql` through the connection's statement cache: parsed once per connection,
+/// not at every call.
+fn execute(c: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(params)
+}
+
+/// Reads one row with `sql`, through the connection's statement cache.
+fn query_row<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(params, read)
+}
 
 /// The writer thread: takes every write waiting, runs them in one transaction,
 /// commits once, then answers each.
@@ -149,11 +167,11 @@ fn write_loop(connection: Connection, jobs: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let began = connection.execute_batch("BEGIN IMMEDIATE").is_ok();
+        let began = execute(&connection, "BEGIN IMMEDIATE", []).is_ok();
         let answers: Vec<_> = batch.into_iter().map(|job| job(&connection)).collect();
-        let committed = began && connection.execute_batch("COMMIT").is_ok();
+        let committed = began && execute(&connection, "COMMIT", []).is_ok();
         if !committed {
-            let _ = connection.execute_batch("ROLLBACK");
+            let _ = execute(&connection, "ROLLBACK", []);
         }
         for answer in answers {
             answer(committed);
@@ -209,6 +227,7 @@ impl Embedded {
         durability: Durability,
     ) -> Result<Self, StoreError> {
         let connection = Connection::open(path).map_err(unavailable)?;
+        connection.set_prepared_statement_cache_capacity(STATEMENTS);
         let synchronous = match durability {
             Durability::Full => "FULL",
             Durability::Process => "NORMAL",
@@ -221,6 +240,7 @@ impl Embedded {
         let readers = (0..READERS)
             .map(|_| {
                 let reader = Connection::open(path).map_err(unavailable)?;
+                reader.set_prepared_statement_cache_capacity(STATEMENTS);
                 reader
                     .execute_batch("PRAGMA busy_timeout=5000; PRAGMA query_only=1")
                     .map_err(unavailable)?;
@@ -295,17 +315,14 @@ impl Embedded {
     {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |c: &Connection| {
-            let outcome = c
-                .execute_batch("SAVEPOINT write")
+            let outcome = execute(c, "SAVEPOINT write", [])
                 .map_err(unavailable)
-                .and_then(|()| {
+                .and_then(|_| {
                     let result = work(c);
-                    let end = if result.is_ok() {
-                        "RELEASE write"
-                    } else {
-                        "ROLLBACK TO write; RELEASE write"
-                    };
-                    c.execute_batch(end).map_err(unavailable)?;
+                    if result.is_err() {
+                        execute(c, "ROLLBACK TO write", []).map_err(unavailable)?;
+                    }
+                    execute(c, "RELEASE write", []).map_err(unavailable)?;
                     result
                 });
             Box::new(move |committed: bool| {
@@ -370,7 +387,7 @@ impl Embedded {
             .insert(name.to_string(), settings.clone());
         let name = name.to_string();
         self.write(move |c| {
-            c.execute(
+            execute(c,
                 "INSERT INTO queues (name, visibility_timeout_ms, max_receive_count, dead_letter)
                  VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (name) DO UPDATE SET visibility_timeout_ms = ?2, max_receive_count = ?3, dead_letter = ?4",
@@ -435,7 +452,8 @@ impl Embedded {
             tracing::warn!(queue = %dead_letter, "message moved to the dead-letter queue");
             let queue = dead_letter.to_string();
             let moved = self.submit(move |c| {
-                c.execute(
+                execute(
+                    c,
                     "UPDATE messages SET queue = ?2, visible_at = ?3 WHERE id = ?1",
                     params![id, queue, now],
                 )
@@ -549,14 +567,20 @@ fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
 }
 
 fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSettings, StoreError> {
-    let row = c
-        .query_row(
-            "SELECT visibility_timeout_ms, max_receive_count, dead_letter FROM queues WHERE name = ?1",
-            [queue],
-            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Option<u32>>(1)?, row.get::<_, Option<String>>(2)?)),
-        )
-        .optional()
-        .map_err(unavailable)?;
+    let row = query_row(
+        c,
+        "SELECT visibility_timeout_ms, max_receive_count, dead_letter FROM queues WHERE name = ?1",
+        [queue],
+        |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, Option<u32>>(1)?,
+                row.get::<_, Option<String>>(2)?,
+            ))
+        },
+    )
+    .optional()
+    .map_err(unavailable)?;
     let Some((visibility, max_receive_count, dead_letter)) = row else {
         return Ok(QueueSettings::default());
     };
@@ -584,8 +608,8 @@ fn decode_rows<T: serde::de::DeserializeOwned>(
 }
 
 fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
-    let record: Option<String> = c
-        .query_row("SELECT record FROM tasks WHERE id = ?1", [id], |row| {
+    let record: Option<String> =
+        query_row(c, "SELECT record FROM tasks WHERE id = ?1", [id], |row| {
             row.get(0)
         })
         .optional()
@@ -614,17 +638,18 @@ impl StateStore for Embedded {
             task.created_at.0,
         );
         self.write(move |c| {
-            let inserted = c
-                .execute(
-                    "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
+            let inserted = execute(
+                c,
+                "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
-                    params![id, version, state, lease, created, record],
-                )
-                .map_err(unavailable)?;
+                params![id, version, state, lease, created, record],
+            )
+            .map_err(unavailable)?;
             if inserted == 0 {
                 return Err(StoreError::Conflict);
             }
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO orders (task_id, input) VALUES (?1, ?2)",
                 params![id, input],
             )
@@ -642,14 +667,17 @@ impl StateStore for Embedded {
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
         let id = id.clone();
         self.read(move |c| {
-            let row: Option<(String, String)> = c
-                .query_row(
-                    "SELECT t.record, o.input FROM tasks t JOIN orders o ON o.task_id = t.id WHERE t.id = ?1",
-                    [id.as_str()],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .map_err(unavailable)?;
+            // A subquery rather than a join: SQLite re-plans a join on an indexed
+            // column at every new binding (STAT4), parsing the statement again.
+            let row: Option<(String, Option<String>)> = query_row(
+                c,
+                "SELECT record, (SELECT input FROM orders WHERE task_id = ?1) FROM tasks WHERE id = ?1",
+                [id.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(unavailable)?;
+            let row = row.and_then(|(record, input)| Some((record, input?)));
             row.map(|(record, input)| {
                 Ok((decode(&record)?, Order { task_id: id.clone(), input: decode(&input)? }))
             })
@@ -678,13 +706,13 @@ impl StateStore for Embedded {
         let now = self.clock.now().0;
         let inserted = self
             .write(move |c| {
-                let updated = c
-                    .execute(
-                        "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
+                let updated = execute(
+                    c,
+                    "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
                          WHERE id = ?1 AND version = ?2 - 1",
-                        params![id, version, state, lease, record],
-                    )
-                    .map_err(unavailable)?;
+                    params![id, version, state, lease, record],
+                )
+                .map_err(unavailable)?;
                 if updated != 1 {
                     return Err(StoreError::Conflict);
                 }
@@ -749,19 +777,20 @@ impl StateStore for Embedded {
             workflow.source.clone(),
         );
         self.write(move |c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO workflows (name, version, digest, source) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (name, version) DO NOTHING",
                 params![name, version, digest, source],
             )
             .map_err(unavailable)?;
-            let stored: String = c
-                .query_row(
-                    "SELECT digest FROM workflows WHERE name = ?1 AND version = ?2",
-                    params![name, version],
-                    |row| row.get(0),
-                )
-                .map_err(unavailable)?;
+            let stored: String = query_row(
+                c,
+                "SELECT digest FROM workflows WHERE name = ?1 AND version = ?2",
+                params![name, version],
+                |row| row.get(0),
+            )
+            .map_err(unavailable)?;
             if stored == digest {
                 Ok(())
             } else {
@@ -774,7 +803,8 @@ impl StateStore for Embedded {
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         let name = name.to_owned();
         self.read(move |c| {
-            c.query_row(
+            query_row(
+                c,
                 "SELECT source FROM workflows WHERE name = ?1 AND version = ?2",
                 params![name, version],
                 |row| row.get(0),
@@ -855,8 +885,7 @@ impl Consumer for Embedded {
         // Nobody waits for the commit: a delete lost in a crash only means one more
         // delivery, which every handler tolerates.
         self.submit(move |c| {
-            c.execute("DELETE FROM messages WHERE id = ?1", [id])
-                .map_err(unavailable)?;
+            execute(c, "DELETE FROM messages WHERE id = ?1", [id]).map_err(unavailable)?;
             Ok(())
         })
         .map(drop)
@@ -870,7 +899,8 @@ impl Alerts for Embedded {
         let text = encode(alert).map_err(|e| AlertError(e.to_string()))?;
         let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
         self.write(move |c| {
-            c.execute(
+            execute(
+                c,
                 "INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)",
                 params![task_id, at, text],
             )
