@@ -16,4 +16,6 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   code: (name) => lambda.Code.fromAsset(path.join(built, `sas-${name}`)),
   alertEmail: app.node.tryGetContext("alertEmail"),
   serviceUrls: JSON.parse(app.node.tryGetContext("serviceUrls") ?? "{}"),
+  // -c provisionedCapacity='{"min":5,"max":1000}' for a provisioned table.
+  provisionedCapacity: JSON.parse(app.node.tryGetContext("provisionedCapacity") ?? "null") ?? undefined,
 });

@@ -43,6 +43,12 @@ export interface SchedulerAgentSupervisorProps {
   readonly taskRetentionDays?: number;
   /** The agent's timeout; more than the longest complete-by of any step. Default: 60 s. */
   readonly agentTimeout?: Duration;
+  /**
+   * Provisioned capacity for the table and its indexes, auto scaled at 70% between
+   * `min` and `max` units per second: about a third of the on-demand cost per task
+   * under a steady load. Default: on demand.
+   */
+  readonly provisionedCapacity?: { readonly min: number; readonly max: number };
 }
 
 const NAMESPACE = "SchedulerAgentSupervisor";
@@ -66,11 +72,15 @@ export class SchedulerAgentSupervisor extends Construct {
     super(scope, id);
     const stack = Stack.of(this);
     const agentTimeout = props.agentTimeout ?? Duration.seconds(60);
+    const capacity = props.provisionedCapacity;
+    const indexCapacity = capacity ? { readCapacity: capacity.min, writeCapacity: capacity.min } : {};
 
     this.table = new dynamodb.Table(this, "StateTable", {
       partitionKey: { name: "pk", type: dynamodb.AttributeType.STRING },
       sortKey: { name: "sk", type: dynamodb.AttributeType.STRING },
-      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      ...(capacity
+        ? { billingMode: dynamodb.BillingMode.PROVISIONED, readCapacity: capacity.min, writeCapacity: capacity.min }
+        : { billingMode: dynamodb.BillingMode.PAY_PER_REQUEST }),
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
       timeToLiveAttribute: "expires_at",
@@ -81,13 +91,26 @@ export class SchedulerAgentSupervisor extends Construct {
       partitionKey: { name: "lease_shard", type: dynamodb.AttributeType.STRING },
       sortKey: { name: "lease_expires", type: dynamodb.AttributeType.NUMBER },
       projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      ...indexCapacity,
     });
     this.table.addGlobalSecondaryIndex({
       indexName: "listing",
       partitionKey: { name: "listed_state", type: dynamodb.AttributeType.STRING },
       sortKey: { name: "listed_key", type: dynamodb.AttributeType.STRING },
       projectionType: dynamodb.ProjectionType.KEYS_ONLY,
+      ...indexCapacity,
     });
+    if (capacity) {
+      // The table's reads and writes and the indexes' writes follow the load; the
+      // indexes' reads (a query per shard a minute, and listings) stay at the minimum.
+      const range = { minCapacity: capacity.min, maxCapacity: capacity.max };
+      const utilization = { targetUtilizationPercent: 70 };
+      this.table.autoScaleReadCapacity(range).scaleOnUtilization(utilization);
+      this.table.autoScaleWriteCapacity(range).scaleOnUtilization(utilization);
+      for (const index of ["expiry", "listing"]) {
+        this.table.autoScaleGlobalSecondaryIndexWriteCapacity(index, range).scaleOnUtilization(utilization);
+      }
+    }
 
     const queue = (name: string, visibilityTimeout: Duration) => {
       const deadLetters = new sqs.Queue(this, `${name}DeadLetterQueue`, {

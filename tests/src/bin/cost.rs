@@ -6,7 +6,7 @@
 //! Step Functions.
 //!
 //! ```text
-//! cost [--tasks 100] [--lease-bucket-seconds 60]
+//! cost [--tasks 100] [--lease-bucket-seconds 60] [--waves 6]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,6 +20,11 @@ use serde_json::{Value, json};
 mod price {
     pub const DYNAMODB_WRITE_UNIT: f64 = 0.625 / 1e6;
     pub const DYNAMODB_READ_UNIT: f64 = 0.125 / 1e6;
+    /// Provisioned capacity, per unit-hour.
+    pub const DYNAMODB_WCU_HOUR: f64 = 0.000_65;
+    pub const DYNAMODB_RCU_HOUR: f64 = 0.000_13;
+    /// The share of provisioned capacity used, at auto scaling's target.
+    pub const AUTO_SCALING_TARGET: f64 = 0.7;
     pub const SQS_REQUEST: f64 = 0.40 / 1e6;
     pub const SNS_PUBLISH: f64 = 0.50 / 1e6;
     pub const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
@@ -194,6 +199,8 @@ fn flag(args: &[String], name: &str, default: usize) -> usize {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let tasks = flag(&args, "--tasks", 100);
+    let lease_bucket_seconds = flag(&args, "--lease-bucket-seconds", 60) as u64;
+    let waves = flag(&args, "--waves", 6).clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
     let path = recording.path().to_str().expect("path").to_owned();
     let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
@@ -206,7 +213,7 @@ async fn main() {
             visibility_seconds: 30,
             max_receive_count: 5,
         },
-        flag(&args, "--lease-bucket-seconds", 60) as u64,
+        lease_bucket_seconds,
     )
     .await;
     let http = reqwest::Client::new();
@@ -216,21 +223,30 @@ async fn main() {
         .expect("recording");
     let before = stack.invocations();
 
-    for i in 0..tasks {
-        let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
-        let (status, _) = stack
-            .http("PUT", &format!("/tasks/cost-{i}"), Some(&body))
-            .await;
-        assert_eq!(status, 202);
-    }
-    // Until the queues are empty twice running (a task's next message may be on its way).
-    let mut idle = 0;
-    while idle < 2 {
-        idle = if stack.pump(false).await == 0 {
-            idle + 1
-        } else {
-            0
-        };
+    // Waves spread over one lease bucket: whether a task's lease crosses into another
+    // bucket (an index write) depends on when in the bucket it runs.
+    let wave_gap = std::time::Duration::from_secs(lease_bucket_seconds) / waves as u32;
+    for wave in 0..waves {
+        let started = std::time::Instant::now();
+        for i in (wave..tasks).step_by(waves) {
+            let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+            let (status, _) = stack
+                .http("PUT", &format!("/tasks/cost-{i}"), Some(&body))
+                .await;
+            assert_eq!(status, 202);
+        }
+        // Until the queues are empty twice running (a task's next message may be on its way).
+        let mut idle = 0;
+        while idle < 2 {
+            idle = if stack.pump(false).await == 0 {
+                idle + 1
+            } else {
+                0
+            };
+        }
+        if wave + 1 < waves {
+            tokio::time::sleep(wave_gap.saturating_sub(started.elapsed())).await;
+        }
     }
     stack.supervise().await;
     http.post(format!("{endpoint}/moto-api/recorder/stop-recording"))
@@ -327,14 +343,27 @@ async fn main() {
         * price::DYNAMODB_WRITE_UNIT
         + tally.read_units as f64 * price::DYNAMODB_READ_UNIT)
         * millions;
+    // A unit of provisioned capacity serves one request unit a second; at the auto
+    // scaling target, each unit used pays for 1/target units.
+    let provisioned = |units: u64, unit_hour: f64| {
+        units as f64 * unit_hour / 3600.0 / price::AUTO_SCALING_TARGET * millions
+    };
+    let dynamodb_provisioned = provisioned(
+        tally.write_units + tally.index_write_units,
+        price::DYNAMODB_WCU_HOUR,
+    ) + provisioned(tally.read_units, price::DYNAMODB_RCU_HOUR);
     let sqs = (sqs_requests + mapping_requests) as f64 * price::SQS_REQUEST * millions;
     let sns = sns_requests as f64 * price::SNS_PUBLISH * millions;
     let lambda = lambda_requests as f64 * price::LAMBDA_REQUEST * millions
         + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
     let api = price::HTTP_API_REQUEST * 1e6;
-    let total = dynamodb + sqs + sns + lambda + api;
+    let rest = sqs + sns + lambda + api;
     println!("\ndollars per million drone deliveries, us-east-1 list prices:");
     println!("  DynamoDB on demand           {dynamodb:>8.2}");
+    println!(
+        "  (DynamoDB provisioned, auto scaled at {:.0}% of capacity under a steady load: {dynamodb_provisioned:.2})",
+        price::AUTO_SCALING_TARGET * 100.0
+    );
     println!(
         "  SQS (sends, and the event-source mappings' {:.1} receive and delete calls per task) {sqs:>8.2}",
         per_task(mapping_requests)
@@ -346,8 +375,12 @@ async fn main() {
     );
     println!("  API Gateway HTTP API         {api:>8.2}");
     println!(
-        "  total                        {total:>8.2}  ({} records handled)",
-        handled_records
+        "  total                        {:>8.2}  ({handled_records} records handled)",
+        dynamodb + rest
+    );
+    println!(
+        "  total, DynamoDB provisioned  {:>8.2}",
+        dynamodb_provisioned + rest
     );
     let standard = 7.0 * price::STEP_FUNCTIONS_STANDARD_TRANSITION * 1e6;
     let express = price::STEP_FUNCTIONS_EXPRESS_REQUEST * 1e6
