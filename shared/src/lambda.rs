@@ -246,9 +246,9 @@ impl Functions {
 
 /// The SDK's configuration for a function: the credentials Lambda puts in the
 /// environment (no provider chain: no profile files, no STS client built at start-up),
-/// `AWS_ENDPOINT_URL` and the region (`AWS_REGION`, set by Lambda: no region provider
-/// chain) from the environment, and TLS set up at the first
-/// request instead of at start-up.
+/// the region from `AWS_REGION` (set by Lambda: no region provider chain),
+/// `AWS_ENDPOINT_URL` honoured, and TLS set up at the first request instead of at
+/// start-up.
 async fn sdk_config() -> aws_config::SdkConfig {
     let https = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(

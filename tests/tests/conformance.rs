@@ -342,6 +342,33 @@ async fn queues_behave_like_sqs(backend: &Backend) {
             .expect("delete");
     }
 
+    // Concurrent senders (on SQS, they share requests): each is answered, and every
+    // message arrives once.
+    let senders = (0..25).map(|i| {
+        let (queues, work) = (Arc::clone(&backend.queues), backend.work.clone());
+        tokio::spawn(async move {
+            let messages = [message(format!("c{i}"), Duration::ZERO)];
+            queues.send(&work, &messages).await
+        })
+    });
+    for sent in futures_util::future::join_all(senders).await {
+        sent.expect("sender").expect("a concurrent send");
+    }
+    let received = receive_all(backend, &backend.work, 25).await;
+    let bodies: BTreeSet<_> = received.iter().map(|m| m.body.clone()).collect();
+    assert_eq!(
+        (received.len(), bodies.len()),
+        (25, 25),
+        "every concurrent message, once"
+    );
+    for delivery in &received {
+        backend
+            .consumer
+            .delete(&backend.work, &delivery.receipt)
+            .await
+            .expect("delete");
+    }
+
     backend
         .queues
         .send(

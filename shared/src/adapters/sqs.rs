@@ -171,6 +171,10 @@ struct Waiting {
 /// together in the next one (a group commit: no wait is added, and concurrent sends,
 /// such as those of the records of one batch, share requests).
 async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting>>>, url: String) {
+    let _unwinding = ReleaseOnPanic {
+        waiting: Arc::clone(&waiting),
+        url: url.clone(),
+    };
     loop {
         let calls = {
             let mut all = waiting.lock().unwrap_or_else(PoisonError::into_inner);
@@ -219,6 +223,28 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
         }
         for (call, result) in calls.into_iter().zip(outcome) {
             let _ = call.done.send(result);
+        }
+    }
+}
+
+/// Should a sender panic, fails the calls waiting for it and lets the next call start
+/// another, rather than leave every later send to the queue waiting.
+struct ReleaseOnPanic {
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    url: String,
+}
+
+impl Drop for ReleaseOnPanic {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut all = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(queue_waiting) = all.get_mut(&self.url) {
+            queue_waiting.sending = false;
+            for call in queue_waiting.calls.drain(..) {
+                let _ = call.done.send(Err("the sender failed".into()));
+            }
         }
     }
 }
