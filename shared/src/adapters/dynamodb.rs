@@ -24,11 +24,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
-use flate2::Compression;
-use flate2::read::DeflateDecoder;
-use flate2::write::DeflateEncoder;
-
-use super::{SdkClient, sdk_client};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
@@ -36,7 +31,11 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
 
+use super::{SdkClient, sdk_client};
 use crate::domain::ids::{TaskId, stable_hash};
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;

@@ -6,12 +6,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
-
-use super::{SdkClient, sdk_client};
 use aws_sdk_sns::Client;
 use aws_sdk_sns::error::DisplayErrorContext;
 use serde_json::json;
 
+use super::{SdkClient, sdk_client};
 use crate::domain::messages::Alert;
 use crate::ports::{AlertError, Alerts, Metrics};
 

@@ -1,5 +1,6 @@
 //! The queues on SQS: batch sends (with the X-Ray trace header of the invocation,
-//! when there is one; concurrent sends to a queue share requests), and receiving for the tests and any non-Lambda consumer.
+//! when there is one; concurrent sends to a queue share requests), and receiving for
+//! the tests and any non-Lambda consumer.
 //! Queues are named; a name not configured with its URL is looked up once.
 
 use std::collections::HashMap;
@@ -8,16 +9,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
-use tokio::sync::oneshot;
-
-use super::{SdkClient, sdk_client};
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
     MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
     SendMessageBatchRequestEntry,
 };
+use tokio::sync::oneshot;
 
+use super::{SdkClient, sdk_client};
 use crate::domain::ids::QueueName;
 use crate::ports::{Consumer, Delivery, OutgoingMessage, QueueError, Queues};
 
