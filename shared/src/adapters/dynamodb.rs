@@ -46,6 +46,8 @@ use crate::time::Timestamp;
 pub const EXPIRY_INDEX: &str = "expiry";
 /// The name of the listing index.
 pub const LISTING_INDEX: &str = "listing";
+/// Index entries a listing of tasks in flight reads at most per page.
+const IN_FLIGHT_READS: usize = 1000;
 
 type Item = HashMap<String, AttributeValue>;
 
@@ -217,6 +219,13 @@ impl DynamoStore {
             .expression_attribute_names("#state", "listed_state")
             .expression_attribute_values(":state", s(TaskState::Error.as_str()))
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
+        if let Some(cursor) = after
+            && cursor
+                .split_once('#')
+                .is_none_or(|(created, _)| created.parse::<i64>().is_err())
+        {
+            return Err(StoreError::InvalidCursor(cursor.to_owned()));
+        }
         // A key condition may not compare with an empty string: no cursor, no bound.
         let query = match after {
             Some(cursor) => query
@@ -241,8 +250,10 @@ impl DynamoStore {
 
     /// Tasks in flight in `state`, from the expiry index, shard after shard, each in
     /// lease order. The cursor, `<shard>/<lease end>/<task id>`, is the index entry
-    /// of the last task given; a task whose lease moves while an operator pages may
-    /// be given twice or not at all.
+    /// of the last task given, or of the last one read when `IN_FLIGHT_READS` entries
+    /// were read without filling the page (a page may then be short, or empty, with a
+    /// next one); a task whose lease moves while an operator pages may be given twice
+    /// or not at all.
     async fn list_in_flight(
         &self,
         state: TaskState,
@@ -259,7 +270,14 @@ impl DynamoStore {
         // Each task found, with the cursor naming its index entry; one more than a page
         // tells whether there is a next page.
         let mut found: Vec<(Task, String)> = Vec::new();
+        let (mut read, mut last_read) = (0, None);
         while shard < self.settings.lease_shards.max(1) && found.len() <= limit {
+            if read >= IN_FLIGHT_READS {
+                return Ok(TaskPage {
+                    tasks: found.into_iter().map(|(task, _)| task).collect(),
+                    next: last_read,
+                });
+            }
             let output = self
                 .client
                 .query()
@@ -283,9 +301,12 @@ impl DynamoStore {
                     .ok_or_else(|| {
                         StoreError::Corrupt("an expiry entry without its lease end".into())
                     })?;
-                cursors.insert(id.to_string(), format!("{shard}/{lease_end}/{id}"));
+                let cursor = format!("{shard}/{lease_end}/{id}");
+                last_read = Some(cursor.clone());
+                cursors.insert(id.to_string(), cursor);
                 ids.push(id);
             }
+            read += ids.len();
             for task in self.tasks(ids).await? {
                 if task.state == state && found.len() <= limit {
                     let cursor = cursors.remove(task.id.as_str()).unwrap_or_default();
@@ -378,13 +399,16 @@ fn compress(task: &Task) -> Result<Vec<u8>, StoreError> {
     encoder.finish().map_err(corrupt)
 }
 
+/// The task of an item: its record deflated, or (as first written) plain JSON.
 fn decode_task(item: &Item) -> Result<Task, StoreError> {
-    let record = item
-        .get("record")
-        .and_then(|v| v.as_b().ok())
-        .ok_or_else(|| StoreError::Corrupt("item without the binary attribute 'record'".into()))?;
-    serde_json::from_reader(DeflateDecoder::new(record.as_ref()))
-        .map_err(|e| StoreError::Corrupt(e.to_string()))
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
+    match item.get("record") {
+        Some(AttributeValue::B(deflated)) => {
+            serde_json::from_reader(DeflateDecoder::new(deflated.as_ref())).map_err(corrupt)
+        }
+        Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(corrupt),
+        _ => Err(StoreError::Corrupt("item without its record".into())),
+    }
 }
 
 fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
@@ -609,5 +633,38 @@ mod tests {
             29_999,
             "no bucket: the exact end"
         );
+    }
+
+    #[test]
+    fn a_record_is_read_deflated_or_as_first_written() {
+        let workflow = crate::domain::workflow::Registry::load(None)
+            .expect("built-ins")
+            .latest("drone-delivery")
+            .expect("drone delivery");
+        let submission = crate::domain::decide::Submission {
+            id: TaskId::parse("kept").expect("id"),
+            input: serde_json::json!({}),
+            notify: None,
+        };
+        let (task, _, _) = crate::domain::decide::submit(&workflow, submission, Timestamp(0));
+        let deflated = compress(&task).expect("deflated");
+        let json = serde_json::to_string(&task).expect("json");
+        assert!(
+            deflated.len() * 2 < json.len(),
+            "deflate halves it at least"
+        );
+        let item = |record| HashMap::from([("record".to_owned(), record)]);
+        assert_eq!(
+            decode_task(&item(AttributeValue::B(Blob::new(deflated)))).expect("deflated"),
+            task
+        );
+        assert_eq!(
+            decode_task(&item(AttributeValue::S(json))).expect("plain"),
+            task
+        );
+        assert!(matches!(
+            decode_task(&item(AttributeValue::N("1".into()))),
+            Err(StoreError::Corrupt(_))
+        ));
     }
 }

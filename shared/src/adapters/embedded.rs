@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
@@ -109,6 +109,9 @@ pub struct Embedded {
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
     durability: Durability,
     queues: Mutex<Messages>,
+    /// Message ids are given here, not by SQLite: an id made receivable before its
+    /// commit stays unique even if the commit fails and SQLite would give it again.
+    last_message_id: AtomicI64,
 }
 
 /// The queues' messages in memory, beside their rows: a receive, which only
@@ -268,6 +271,7 @@ impl Embedded {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let queues = Mutex::new(load_messages(&connection)?);
+        let last_message_id = AtomicI64::new(last_message_id(&connection)?);
         let (writer, jobs) = mpsc::channel();
         let writer_thread = std::thread::Builder::new()
             .name("sas-embedded-writer".into())
@@ -282,17 +286,24 @@ impl Embedded {
             wakers: Mutex::new(HashMap::new()),
             durability,
             queues,
+            last_message_id,
         })
     }
 
-    /// Messages as rows to insert: (queue, body, visible at).
+    /// Messages as rows to insert, each with a new id.
     fn rows<'a>(
         &self,
         messages: impl Iterator<Item = (&'a QueueName, &'a OutgoingMessage)>,
-    ) -> Vec<Row> {
+    ) -> Vec<(i64, Row)> {
         let now = self.clock.now().0;
         messages
-            .map(|(queue, m)| (queue.to_string(), m.body.clone(), now + millis(m.delay)))
+            .map(|(queue, m)| {
+                let id = self.last_message_id.fetch_add(1, Ordering::Relaxed) + 1;
+                (
+                    id,
+                    (queue.to_string(), m.body.clone(), now + millis(m.delay)),
+                )
+            })
             .collect()
     }
 
@@ -560,26 +571,35 @@ impl Drop for Embedded {
 /// A message as a row: its queue, its body, when it becomes visible.
 type Row = (String, String, i64);
 
-/// Inserts messages' rows; returns them with their ids.
+/// Inserts messages' rows, under the ids they were given; returns them.
 fn insert_messages(
     c: &Connection,
-    rows: Vec<Row>,
+    rows: Vec<(i64, Row)>,
     now: i64,
 ) -> Result<Vec<(i64, Row)>, StoreError> {
     let mut insert = c
         .prepare_cached(
-            "INSERT INTO messages (queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO messages (id, queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(unavailable)?;
-    rows.into_iter()
-        .map(|row| {
-            let (queue, body, visible_at) = &row;
-            insert
-                .execute(params![queue, body, visible_at, now])
-                .map_err(unavailable)?;
-            Ok((c.last_insert_rowid(), row))
-        })
-        .collect()
+    for (id, (queue, body, visible_at)) in &rows {
+        insert
+            .execute(params![id, queue, body, visible_at, now])
+            .map_err(unavailable)?;
+    }
+    Ok(rows)
+}
+
+/// The last message id used, by any row ever written (AUTOINCREMENT's record of it).
+fn last_message_id(c: &Connection) -> Result<i64, StoreError> {
+    query_row(
+        c,
+        "SELECT MAX(COALESCE((SELECT MAX(id) FROM messages), 0),
+                    COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(unavailable)
 }
 
 /// The queues' settings and messages, as stored.

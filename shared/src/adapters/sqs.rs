@@ -23,6 +23,8 @@ use crate::ports::{Consumer, Delivery, OutgoingMessage, QueueError, Queues};
 
 /// Messages per SQS batch call.
 const BATCH: usize = 10;
+/// Bytes of message bodies per SQS batch call (SQS takes 256 KiB, attributes included).
+const BATCH_BYTES: usize = 200 * 1024;
 /// Tries of the entries of a batch that SQS did not take.
 const SEND_TRIES: usize = 3;
 
@@ -171,9 +173,10 @@ struct Waiting {
 /// together in the next one (a group commit: no wait is added, and concurrent sends,
 /// such as those of the records of one batch, share requests).
 async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting>>>, url: String) {
-    let _unwinding = ReleaseOnPanic {
+    let mut release = ReleaseIfStopped {
         waiting: Arc::clone(&waiting),
         url: url.clone(),
+        finished: false,
     };
     loop {
         let calls = {
@@ -181,13 +184,14 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
             let queue_waiting = all.entry(url.clone()).or_default();
             if queue_waiting.calls.is_empty() {
                 queue_waiting.sending = false;
+                release.finished = true;
                 return;
             }
             std::mem::take(&mut queue_waiting.calls)
         };
         let mut outcome: Vec<Result<(), String>> = vec![Ok(()); calls.len()];
-        // Each entry's id is its call's index and its own: a refused entry names its call.
-        let mut entries: Vec<(usize, SendMessageBatchRequestEntry)> = Vec::new();
+        // Each entry's id names its call and its place in it: a refusal names its call.
+        let mut entries: Vec<SendMessageBatchRequestEntry> = Vec::new();
         for (call, c) in calls.iter().enumerate() {
             for (i, entry) in c.entries.iter().enumerate() {
                 let built = SendMessageBatchRequestEntry::builder()
@@ -199,26 +203,21 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
                     }))
                     .build();
                 match built {
-                    Ok(built) => entries.push((call, built)),
+                    Ok(built) => entries.push(built),
                     Err(e) => outcome[call] = Err(e.to_string()),
                 }
             }
         }
-        let batches = entries.chunks(BATCH).map(|chunk| {
-            send_batch(
-                &client,
-                &url,
-                chunk.iter().map(|(_, e)| e.clone()).collect(),
-            )
-        });
-        for (chunk, result) in entries
-            .chunks(BATCH)
-            .zip(futures_util::future::join_all(batches).await)
+        let requests = batches(entries)
+            .into_iter()
+            .map(|batch| send_batch(&client, &url, batch));
+        for (id, reason) in futures_util::future::join_all(requests)
+            .await
+            .into_iter()
+            .flatten()
         {
-            if let Err(reason) = result {
-                for (call, _) in chunk {
-                    outcome[*call] = Err(reason.clone());
-                }
+            if let Some(call) = call_of(&id).and_then(|call| outcome.get_mut(call)) {
+                *call = Err(reason);
             }
         }
         for (call, result) in calls.into_iter().zip(outcome) {
@@ -227,52 +226,102 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
     }
 }
 
-/// Should a sender panic, fails the calls waiting for it and lets the next call start
-/// another, rather than leave every later send to the queue waiting.
-struct ReleaseOnPanic {
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
-    url: String,
+/// The call an entry of a round belongs to, by the entry's id (`<call>-<place>`).
+fn call_of(entry_id: &str) -> Option<usize> {
+    entry_id.split_once('-')?.0.parse().ok()
 }
 
-impl Drop for ReleaseOnPanic {
+/// Entries in SendMessageBatch requests: at most ten, and at most `BATCH_BYTES` of
+/// bodies, per request.
+fn batches(entries: Vec<SendMessageBatchRequestEntry>) -> Vec<Vec<SendMessageBatchRequestEntry>> {
+    let mut batches: Vec<Vec<SendMessageBatchRequestEntry>> = Vec::new();
+    let mut bytes = 0;
+    for entry in entries {
+        let size = entry.message_body().len();
+        match batches.last_mut() {
+            Some(batch) if batch.len() < BATCH && bytes + size <= BATCH_BYTES => {
+                bytes += size;
+                batch.push(entry);
+            }
+            _ => {
+                bytes = size;
+                batches.push(vec![entry]);
+            }
+        }
+    }
+    batches
+}
+
+/// Should a sender stop before its work is done (a panic, or its runtime going
+/// away), fails the calls waiting for it and lets the next call start another, rather
+/// than leave every later send to the queue waiting.
+struct ReleaseIfStopped {
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    url: String,
+    finished: bool,
+}
+
+impl Drop for ReleaseIfStopped {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if self.finished {
             return;
         }
         let mut all = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(queue_waiting) = all.get_mut(&self.url) {
             queue_waiting.sending = false;
             for call in queue_waiting.calls.drain(..) {
-                let _ = call.done.send(Err("the sender failed".into()));
+                let _ = call.done.send(Err("the sender stopped".into()));
             }
         }
     }
 }
 
-/// One SendMessageBatch, with the entries SQS refused tried again.
+/// One SendMessageBatch, with the entries SQS refused tried again (but for faults
+/// of the sender's, bad content, which another try does not mend); the ids of the
+/// entries not sent in the end, each with why.
 async fn send_batch(
     client: &Client,
     url: &str,
     mut entries: Vec<SendMessageBatchRequestEntry>,
-) -> Result<(), String> {
+) -> Vec<(String, String)> {
+    let mut failed: Vec<(String, String)> = Vec::new();
+    let mut retrying: Vec<(String, String)> = Vec::new();
     for _ in 0..SEND_TRIES {
-        let output = client
+        let output = match client
             .send_message_batch()
             .queue_url(url)
             .set_entries(Some(entries.clone()))
             .send()
             .await
-            .map_err(|e| DisplayErrorContext(e).to_string())?;
-        let refused: Vec<&str> = output.failed().iter().map(|f| f.id()).collect();
-        entries.retain(|e| refused.contains(&e.id()));
+        {
+            Ok(output) => output,
+            Err(e) => {
+                let reason = DisplayErrorContext(e).to_string();
+                failed.extend(entries.iter().map(|e| (e.id().to_owned(), reason.clone())));
+                return failed;
+            }
+        };
+        retrying.clear();
+        for refusal in output.failed() {
+            let reason = format!(
+                "{}: {}",
+                refusal.code(),
+                refusal.message().unwrap_or_default()
+            );
+            let refused = (refusal.id().to_owned(), reason);
+            if refusal.sender_fault() {
+                failed.push(refused);
+            } else {
+                retrying.push(refused);
+            }
+        }
+        entries.retain(|e| retrying.iter().any(|(id, _)| id == e.id()));
         if entries.is_empty() {
-            return Ok(());
+            break;
         }
     }
-    Err(format!(
-        "{} messages refused after {SEND_TRIES} tries",
-        entries.len()
-    ))
+    failed.extend(retrying);
+    failed
 }
 
 #[async_trait]
@@ -320,5 +369,41 @@ impl Consumer for Sqs {
             .await
             .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: usize, bytes: usize) -> SendMessageBatchRequestEntry {
+        SendMessageBatchRequestEntry::builder()
+            .id(format!("{id}-0"))
+            .message_body("x".repeat(bytes))
+            .build()
+            .expect("entry")
+    }
+
+    #[test]
+    fn batches_hold_ten_entries_and_a_bounded_size() {
+        let sizes = |batches: Vec<Vec<SendMessageBatchRequestEntry>>| -> Vec<usize> {
+            batches.iter().map(Vec::len).collect()
+        };
+        let small = (0..25).map(|i| entry(i, 100)).collect();
+        assert_eq!(sizes(batches(small)), [10, 10, 5]);
+        let large = (0..3).map(|i| entry(i, 150 * 1024)).collect();
+        assert_eq!(
+            sizes(batches(large)),
+            [1, 1, 1],
+            "two would pass the size limit"
+        );
+        assert!(batches(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn an_entry_names_its_call() {
+        assert_eq!(call_of("12-3"), Some(12));
+        assert_eq!(call_of("0-0"), Some(0));
+        assert_eq!(call_of("x"), None);
     }
 }
