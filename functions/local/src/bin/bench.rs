@@ -228,7 +228,9 @@ async fn run(
     #[allow(clippy::cast_precision_loss)]
     let rate = totals.len() as f64 / wall;
     let durable = match durability {
-        "full" => "sqlite WAL fsync at every commit",
+        "full" => {
+            "sqlite WAL fsync at every commit; a task's write answered after its commit, a message receivable once written, committed before anything that follows from it"
+        }
         _ => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
     };
     println!(
