@@ -3,11 +3,12 @@
 // the directory in SAS_LAMBDA_DIR.
 
 import * as path from "path";
-import { App, Stack } from "aws-cdk-lib";
+import { App, Duration, Stack } from "aws-cdk-lib";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import { SchedulerAgentSupervisor } from "../lib/scheduler-agent-supervisor";
 
 const app = new App();
+const batchingWindow = app.node.tryGetContext("queueBatchingWindowSeconds");
 const built = process.env.SAS_LAMBDA_DIR ?? path.join(__dirname, "..", "..", "..", "..", "target", "lambda");
 const stack = new Stack(app, "SchedulerAgentSupervisor", {
   description: "Scheduler Agent Supervisor: Rust Lambda functions over DynamoDB, SQS and SNS",
@@ -18,4 +19,6 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   serviceUrls: JSON.parse(app.node.tryGetContext("serviceUrls") ?? "{}"),
   // -c provisionedCapacity='{"min":5,"max":1000}' for a provisioned table.
   provisionedCapacity: JSON.parse(app.node.tryGetContext("provisionedCapacity") ?? "null") ?? undefined,
+  // -c queueBatchingWindowSeconds=5 to let queue messages gather before an invocation.
+  queueBatchingWindow: batchingWindow === undefined ? undefined : Duration.seconds(Number(batchingWindow)),
 });

@@ -49,6 +49,12 @@ export interface SchedulerAgentSupervisorProps {
    * under a steady load. Default: on demand.
    */
   readonly provisionedCapacity?: { readonly min: number; readonly max: number };
+  /**
+   * How long the scheduler's and agents' queue sources gather messages before an
+   * invocation: under a light load, messages then share receives, deletes and
+   * invocations, at up to that much more time per step. Default: none.
+   */
+  readonly queueBatchingWindow?: Duration;
 }
 
 const NAMESPACE = "SchedulerAgentSupervisor";
@@ -188,7 +194,11 @@ export class SchedulerAgentSupervisor extends Construct {
       });
     }
     this.grant(props.notificationQueuePrefix ?? "sas-notify-");
-    this.connect(props.agentMaxConcurrency ?? 10, props.supervisorRate ?? Duration.minutes(1));
+    this.connect(
+      props.agentMaxConcurrency ?? 10,
+      props.supervisorRate ?? Duration.minutes(1),
+      props.queueBatchingWindow,
+    );
     this.api = this.routes();
     this.alarms();
 
@@ -232,9 +242,14 @@ export class SchedulerAgentSupervisor extends Construct {
     this.alertTopic.grantPublish(scheduler);
   }
 
-  private connect(agentMaxConcurrency: number, supervisorRate: Duration) {
+  private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow?: Duration) {
     const sqsSource = (queue: sqs.Queue, maxConcurrency?: number) =>
-      new SqsEventSource(queue, { batchSize: 10, reportBatchItemFailures: true, maxConcurrency });
+      new SqsEventSource(queue, {
+        batchSize: 10,
+        maxBatchingWindow: batchingWindow,
+        reportBatchItemFailures: true,
+        maxConcurrency,
+      });
     this.functions.scheduler.addEventSource(sqsSource(this.queues.scheduler));
     this.functions.scheduler.addEventSource(sqsSource(this.queues.agentResponses));
     this.functions.agent.addEventSource(sqsSource(this.queues.agentRequests, agentMaxConcurrency));
