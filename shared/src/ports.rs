@@ -39,6 +39,26 @@ pub struct TaskPage {
     pub next: Option<String>,
 }
 
+impl TaskPage {
+    /// The cursor after `task` in a listing ordered by creation time, then id:
+    /// `<created at, 15 digits>#<id>`, which sorts as they do.
+    #[must_use]
+    pub fn cursor_after(task: &Task) -> String {
+        format!("{:015}#{}", task.created_at.0, task.id)
+    }
+
+    /// The creation time and id a cursor of [`TaskPage::cursor_after`] names.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidCursor`] when it is not such a cursor.
+    pub fn parse_cursor(cursor: &str) -> Result<(i64, &str), StoreError> {
+        cursor
+            .split_once('#')
+            .and_then(|(created, id)| Some((created.parse().ok()?, id)))
+            .ok_or_else(|| StoreError::InvalidCursor(cursor.to_owned()))
+    }
+}
+
 /// The durable state store: tasks, their order data, and workflow definitions.
 #[async_trait]
 pub trait StateStore: Send + Sync {

@@ -119,11 +119,6 @@ fn lease_shard(id: &TaskId, shards: u32) -> String {
     format!("LEASE#{}", stable_hash(id.as_str()) % shards.max(1))
 }
 
-/// Sorts as the creation time, then the id: a cursor for listings.
-fn listed_key(task: &Task) -> String {
-    format!("{:015}#{}", task.created_at.0, task.id)
-}
-
 /// The end of the `bucket` that `at` falls in (`at` itself when the bucket is zero).
 fn bucket_end(at: Timestamp, bucket: Duration) -> i64 {
     let width = i64::try_from(bucket.as_millis()).unwrap_or(i64::MAX);
@@ -194,7 +189,7 @@ impl DynamoStore {
         }
         if task.state == TaskState::Error {
             item.insert("listed_state".into(), s(task.state.as_str()));
-            item.insert("listed_key".into(), s(listed_key(task)));
+            item.insert("listed_key".into(), s(TaskPage::cursor_after(task)));
         }
         if task.state.is_final() {
             item.insert(
@@ -219,12 +214,8 @@ impl DynamoStore {
             .expression_attribute_names("#state", "listed_state")
             .expression_attribute_values(":state", s(TaskState::Error.as_str()))
             .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
-        if let Some(cursor) = after
-            && cursor
-                .split_once('#')
-                .is_none_or(|(created, _)| created.parse::<i64>().is_err())
-        {
-            return Err(StoreError::InvalidCursor(cursor.to_owned()));
+        if let Some(cursor) = after {
+            TaskPage::parse_cursor(cursor)?;
         }
         // A key condition may not compare with an empty string: no cursor, no bound.
         let query = match after {
@@ -243,7 +234,7 @@ impl DynamoStore {
         let mut tasks = self.tasks(ids).await?;
         let next = (tasks.len() > limit).then(|| {
             tasks.truncate(limit);
-            tasks.last().map(listed_key).unwrap_or_default()
+            tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
         });
         Ok(TaskPage { tasks, next })
     }

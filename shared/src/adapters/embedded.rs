@@ -815,10 +815,10 @@ impl StateStore for Embedded {
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
         let (after_created, after_id) = match after {
-            Some(cursor) => cursor
-                .split_once('.')
-                .and_then(|(created, id)| Some((created.parse::<i64>().ok()?, id.to_owned())))
-                .ok_or_else(|| StoreError::InvalidCursor(cursor.to_owned()))?,
+            Some(cursor) => {
+                let (created, id) = TaskPage::parse_cursor(cursor)?;
+                (created, id.to_owned())
+            }
             None => (i64::MIN, String::new()),
         };
         self.read(move |c| {
@@ -831,10 +831,7 @@ impl StateStore for Embedded {
             )?;
             let next = (tasks.len() > limit).then(|| {
                 tasks.truncate(limit);
-                tasks
-                    .last()
-                    .map(|t| format!("{}.{}", t.created_at.0, t.id))
-                    .unwrap_or_default()
+                tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
             });
             Ok(TaskPage { tasks, next })
         })

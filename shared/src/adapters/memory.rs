@@ -246,13 +246,9 @@ impl StateStore for Memory {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
-        let key = |t: &Task| format!("{:015}#{}", t.created_at.0, t.id);
-        if let Some(cursor) = after
-            && cursor
-                .split_once('#')
-                .is_none_or(|(created, _)| created.parse::<i64>().is_err())
-        {
-            return Err(StoreError::InvalidCursor(cursor.to_owned()));
+        let key = TaskPage::cursor_after;
+        if let Some(cursor) = after {
+            TaskPage::parse_cursor(cursor)?;
         }
         let mut tasks: Vec<Task> = self
             .state()
