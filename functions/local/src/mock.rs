@@ -178,8 +178,13 @@ impl MockServices {
                 "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
                  VALUES (?1, ?2, ?3, 1, ?4, ?5)",
             )?
-            .execute(params![service, key, operation, i64::try_from(now).unwrap_or(0), response.to_string()],
-            )?;
+            .execute(params![
+                service,
+                key,
+                operation,
+                i64::try_from(now).unwrap_or(0),
+                response.to_string()
+            ])?;
             response
         };
         tx.commit()?;
