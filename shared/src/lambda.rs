@@ -1,7 +1,9 @@
 //! What the four Lambda functions share: configuration from the environment,
 //! clients built once per cold start, and the translation of Lambda events into
 //! calls of the actors and of their outcomes back (HTTP responses, partial batch
-//! failures). Each function's `main` is a few lines over this.
+//! failures). Each function's `main` is a few lines over this, on a current-thread
+//! runtime: an instance handles one event at a time, its work (the records of a batch
+//! at once) waits on the network, and no worker threads are started at a cold start.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

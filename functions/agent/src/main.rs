@@ -7,7 +7,7 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sas_shared::lambda::{self, Functions};
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let functions = Arc::new(Functions::from_env("agent").await?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {

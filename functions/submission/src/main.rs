@@ -8,7 +8,7 @@ use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sas_shared::lambda::{self, Functions};
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let functions = Arc::new(Functions::from_env("submission").await?);
     lambda_runtime::run(service_fn(
