@@ -45,7 +45,7 @@ export interface SchedulerAgentSupervisorProps {
   readonly agentTimeout?: Duration;
   /**
    * Provisioned capacity for the table and its indexes, auto scaled at 70% between
-   * `min` and `max` units per second: about a third of the on-demand cost per task
+   * `min` and `max` units per second: less than half the on-demand cost per task
    * under a steady load. Default: on demand.
    */
   readonly provisionedCapacity?: { readonly min: number; readonly max: number };
