@@ -321,6 +321,16 @@ async fn receive_all(
     received
 }
 
+async fn delete_all(backend: &Backend, deliveries: &[sas_shared::ports::Delivery]) {
+    for delivery in deliveries {
+        backend
+            .consumer
+            .delete(&backend.work, &delivery.receipt)
+            .await
+            .expect("delete");
+    }
+}
+
 async fn queues_behave_like_sqs(backend: &Backend) {
     let message = |body: String, delay| OutgoingMessage { body, delay };
     let batch: Vec<_> = (0..15)
@@ -334,13 +344,7 @@ async fn queues_behave_like_sqs(backend: &Backend) {
     let received = receive_all(backend, &backend.work, 15).await;
     let bodies: BTreeSet<_> = received.iter().map(|m| m.body.clone()).collect();
     assert_eq!(bodies.len(), 15, "every message of the batch, once");
-    for delivery in &received {
-        backend
-            .consumer
-            .delete(&backend.work, &delivery.receipt)
-            .await
-            .expect("delete");
-    }
+    delete_all(backend, &received).await;
 
     // Concurrent senders (on SQS, they share requests): each is answered, and every
     // message arrives once.
@@ -361,13 +365,7 @@ async fn queues_behave_like_sqs(backend: &Backend) {
         (25, 25),
         "every concurrent message, once"
     );
-    for delivery in &received {
-        backend
-            .consumer
-            .delete(&backend.work, &delivery.receipt)
-            .await
-            .expect("delete");
-    }
+    delete_all(backend, &received).await;
 
     backend
         .queues
