@@ -1,9 +1,12 @@
 //! Cold starts, measured against a local Lambda Runtime API: each function's
 //! `bootstrap` is started with `AWS_LAMBDA_RUNTIME_API` pointing here, and the time
-//! from its start to the answer of its first event is printed, beside its size, and
-//! beside a hello-world function built the same way. The functions' configuration
-//! points at a moto server started here (the submission function stores the
-//! workflow definitions at start-up).
+//! from its start to its first request for an event (its initialization) and to the
+//! answer of that event is printed, beside its size, and beside a hello-world function
+//! built the same way. Beside each wall-clock time, the CPU time the process used until
+//! then (from `/proc/<pid>/task/*/schedstat`), which the other processes on the machine
+//! (moto, still logging the previous run's requests) do not disturb. The functions run
+//! in turn, one of each per round, so that a drift of the machine touches them alike.
+//! Their configuration points at a moto server started here.
 //!
 //! ```text
 //! cargo build --release -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor -p sas-tests --bins
@@ -13,7 +16,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -24,19 +27,63 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
 
 /// A Runtime API serving one event, and telling when the function asked for it (the
-/// end of its initialization) and when its answer came.
+/// end of its initialization) and when its answer came, with the CPU time the function
+/// had used by then.
 #[derive(Clone)]
 struct Runtime {
     event: Arc<Value>,
-    answered: mpsc::UnboundedSender<Instant>,
-    served: Arc<Mutex<Option<Instant>>>,
+    function: Arc<OnceLock<u32>>,
+    answered: mpsc::UnboundedSender<Moment>,
+    served: Arc<Mutex<Option<Moment>>>,
+}
+
+/// A point in a function's start: the wall clock, and the CPU time its process had used.
+#[derive(Clone, Copy)]
+struct Moment {
+    at: Instant,
+    cpu: Duration,
+}
+
+impl Moment {
+    fn now(function: &OnceLock<u32>) -> Self {
+        Self {
+            at: Instant::now(),
+            cpu: function.get().map_or(Duration::ZERO, |&pid| cpu_time(pid)),
+        }
+    }
+}
+
+/// The CPU time process `pid`'s threads have used, from the scheduler's statistics.
+fn cpu_time(pid: u32) -> Duration {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    let nanoseconds = threads
+        .flatten()
+        .filter_map(|thread| std::fs::read_to_string(thread.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanoseconds)
+}
+
+/// How long a function took to reach a point of its start: wall-clock and CPU time.
+#[derive(Clone, Copy)]
+struct Elapsed {
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// One cold start, measured: to the first request for an event, and to its answer.
+struct Sample {
+    init: Elapsed,
+    answered: Elapsed,
 }
 
 async fn next(State(runtime): State<Runtime>) -> (HeaderMap, String) {
     let first = {
         let mut served = runtime.served.lock().await;
         let first = served.is_none();
-        served.get_or_insert_with(Instant::now);
+        served.get_or_insert_with(|| Moment::now(&runtime.function));
         first
     };
     if !first {
@@ -62,21 +109,22 @@ async fn next(State(runtime): State<Runtime>) -> (HeaderMap, String) {
 }
 
 async fn answer(State(runtime): State<Runtime>) -> &'static str {
-    let _ = runtime.answered.send(Instant::now());
+    let _ = runtime.answered.send(Moment::now(&runtime.function));
     "{}"
 }
 
-/// Starts `binary` against a fresh Runtime API with `event`; the time to its first
-/// request for an event (its initialization), and to its answer.
+/// Starts `binary` against a fresh Runtime API with `event`, until it answers.
 async fn cold_start(
     binary: &PathBuf,
     environment: &HashMap<String, String>,
     event: &Value,
-) -> (Duration, Duration) {
+) -> Sample {
     let (answered, mut answers) = mpsc::unbounded_channel();
     let served = Arc::new(Mutex::new(None));
+    let function = Arc::new(OnceLock::new());
     let runtime = Runtime {
         event: Arc::new(event.clone()),
+        function: Arc::clone(&function),
         answered,
         served: Arc::clone(&served),
     };
@@ -104,15 +152,23 @@ async fn cold_start(
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-    let done = tokio::time::timeout(Duration::from_secs(30), answers.recv())
+    let _ = function.set(child.id());
+    let answered = tokio::time::timeout(Duration::from_secs(30), answers.recv())
         .await
         .expect("an answer within 30 s")
         .expect("answer");
     let _ = child.kill();
     let _ = child.wait();
     server.abort();
-    let ready = served.lock().await.unwrap_or(done);
-    (ready - started, done - started)
+    let init = served.lock().await.unwrap_or(answered);
+    let since_start = |moment: Moment| Elapsed {
+        wall: moment.at - started,
+        cpu: moment.cpu,
+    };
+    Sample {
+        init: since_start(init),
+        answered: since_start(answered),
+    }
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -178,35 +234,64 @@ async fn main() {
         ("sas-agent", empty_batch),
         ("sas-supervisor", scheduled),
     ];
+    let sizes: Vec<u64> = functions
+        .iter()
+        .map(|(name, _)| {
+            std::fs::metadata(directory.join(name))
+                .map(|m| m.len())
+                .unwrap_or_else(|_| panic!("{name} is not built in {}", directory.display()))
+        })
+        .collect();
+    let mut samples: Vec<Vec<Sample>> = functions.iter().map(|_| Vec::new()).collect();
+    for _ in 0..runs {
+        for ((name, event), samples) in functions.iter().zip(&mut samples) {
+            samples.push(cold_start(&directory.join(name), &environment, event).await);
+        }
+    }
     println!(
-        "cold start, median of {runs}, on this machine (x86_64 release builds): initialization (process start to"
+        "cold start, median of {runs} (in rounds of one start each), x86_64 release builds on this machine:"
     );
     println!(
-        "its first request for an event), and process start to the first event answered (the event's own work included)"
+        "from process start to its first request for an event (initialization) and to its answer (the event's work included),"
     );
-    let mut hello = (Duration::ZERO, Duration::ZERO);
-    for (name, event) in functions {
-        let binary = directory.join(name);
-        let size = std::fs::metadata(&binary)
-            .map(|m| m.len())
-            .unwrap_or_else(|_| panic!("{} is not built", binary.display()));
-        let mut samples = Vec::new();
-        for _ in 0..runs {
-            samples.push(cold_start(&binary, &environment, &event).await);
-        }
-        let init = median(samples.iter().map(|s| s.0).collect());
-        let first = median(samples.iter().map(|s| s.1).collect());
-        if name == "hello_lambda" {
-            hello = (init, first);
-        }
+    println!("wall-clock time and the CPU time of the process, and their ratio to hello-world's");
+    let medians: Vec<Sample> = samples
+        .iter()
+        .map(|samples| {
+            let median = |of: fn(&Sample) -> Duration| median(samples.iter().map(of).collect());
+            Sample {
+                init: Elapsed {
+                    wall: median(|s| s.init.wall),
+                    cpu: median(|s| s.init.cpu),
+                },
+                answered: Elapsed {
+                    wall: median(|s| s.answered.wall),
+                    cpu: median(|s| s.answered.cpu),
+                },
+            }
+        })
+        .collect();
+    let hello = &medians[0];
+    let shown = |of: Duration, hello: Duration| {
+        format!(
+            "{:>6.2} ms {:>+4.0}%",
+            of.as_secs_f64() * 1000.0,
+            (of.as_secs_f64() / hello.as_secs_f64() - 1.0) * 100.0
+        )
+    };
+    println!(
+        "  {:<16} {:>7}  {:<15}  {:<15}  {:<15}  {:<15}",
+        "", "size", "init, wall", "init, CPU", "answer, wall", "answer, CPU"
+    );
+    for (((name, _), size), median) in functions.iter().zip(&sizes).zip(&medians) {
         #[allow(clippy::cast_precision_loss)]
-        let megabytes = size as f64 / 1_048_576.0;
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let megabytes = *size as f64 / 1_048_576.0;
         println!(
-            "  {name:<16} {megabytes:>6.1} MB  init {:>6.2} ms ({:+.0}% of hello-world)  first event answered {:>6.2} ms",
-            ms(init),
-            (init.as_secs_f64() / hello.0.as_secs_f64() - 1.0) * 100.0,
-            ms(first),
+            "  {name:<16} {megabytes:>4.1} MB  {}  {}  {}  {}",
+            shown(median.init.wall, hello.init.wall),
+            shown(median.init.cpu, hello.init.cpu),
+            shown(median.answered.wall, hello.answered.wall),
+            shown(median.answered.cpu, hello.answered.cpu),
         );
     }
 }
