@@ -5,7 +5,8 @@
 //! built the same way. Beside each wall-clock time, the CPU time the process used until
 //! then (from `/proc/<pid>/task/*/schedstat`), which the other processes on the machine
 //! (moto, still logging the previous run's requests) do not disturb. The functions run
-//! in turn, one of each per round, so that a drift of the machine touches them alike.
+//! in turn, one of each per round, each round starting with the next, so that a drift
+//! of the machine, or the previous start's load, touches them alike.
 //! Their configuration points at a moto server started here.
 //!
 //! ```text
@@ -243,9 +244,13 @@ async fn main() {
         })
         .collect();
     let mut samples: Vec<Vec<Sample>> = functions.iter().map(|_| Vec::new()).collect();
-    for _ in 0..runs {
-        for ((name, event), samples) in functions.iter().zip(&mut samples) {
-            samples.push(cold_start(&directory.join(name), &environment, event).await);
+    for round in 0..runs {
+        // Each round starts with the next function: none always follows the supervisor,
+        // whose sweep leaves moto busy for a while.
+        for index in (0..functions.len()).map(|i| (i + round) % functions.len()) {
+            let (name, event) = &functions[index];
+            let sample = cold_start(&directory.join(name), &environment, event).await;
+            samples[index].push(sample);
         }
     }
     println!(
