@@ -36,7 +36,7 @@ use crate::app::{App, HandleError, Ports, QueueNames};
 use crate::domain::agent::BreakerSettings;
 use crate::domain::workflow::{Registry, RegistryError};
 use crate::ports::QueueError;
-use crate::time::{Clock, WallClock};
+use crate::time::WallClock;
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
@@ -158,92 +158,86 @@ pub enum StartError {
     Queue(#[from] QueueError),
 }
 
-/// The actors, built once per cold start.
-pub struct Functions {
-    /// Submission, scheduler, supervisor and operator actions.
-    pub app: Arc<App>,
-    /// The agents.
-    pub agent: Arc<Agent>,
-    /// How many tasks the supervisor recovers per query.
-    pub supervisor_batch: usize,
+/// What every function starts with: JSON logs, the configuration from the environment,
+/// the SDK's configuration. Each function then builds only the actor it runs
+/// ([`app`] or [`agent`]), so that its binary links only the clients that actor uses.
+///
+/// # Errors
+/// [`StartError`] naming what is missing or invalid.
+pub async fn start() -> Result<(Config, aws_config::SdkConfig), StartError> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let config = Config::from_env()?;
+    Ok((config, sdk_config().await))
 }
 
-impl Functions {
-    /// Builds the actors over AWS from `config` and an SDK configuration (which
-    /// honours `AWS_ENDPOINT_URL`), as function `function`.
-    ///
-    /// # Errors
-    /// [`StartError`] when a queue URL or a workflow definition is invalid.
-    pub fn new(
-        config: &Config,
-        sdk: &aws_config::SdkConfig,
-        function: &str,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, StartError> {
-        let queues = QueueNames {
-            scheduler: queue_name(&config.scheduler_queue_url)?,
-            agent_requests: queue_name(&config.agent_request_queue_url)?,
-            agent_responses: queue_name(&config.agent_response_queue_url)?,
-        };
-        let sqs = Arc::new(Sqs::new(
-            sdk,
-            [
-                (queues.scheduler.clone(), config.scheduler_queue_url.clone()),
-                (
-                    queues.agent_requests.clone(),
-                    config.agent_request_queue_url.clone(),
-                ),
-                (
-                    queues.agent_responses.clone(),
-                    config.agent_response_queue_url.clone(),
-                ),
-            ],
-        ));
-        let workflows = Registry::load(config.workflows_dir.as_deref())?;
-        let ports = Ports {
-            store: Arc::new(DynamoStore::new(sdk, config.table.clone())),
-            queues: Arc::clone(&sqs) as _,
-            alerts: Arc::new(SnsAlerts::new(sdk, config.alert_topic_arn.clone())),
-            metrics: Arc::new(EmfMetrics::new(
-                config.metrics_namespace.clone(),
-                function.to_owned(),
-            )),
-            clock: Arc::clone(&clock),
-        };
-        // 64 random bits name an instance well enough, in fewer bytes of every task item.
-        let instance = format!("{function}-{:016x}", fastrand::u64(..));
-        let app = Arc::new(App::new(
-            ports,
-            Arc::new(workflows),
-            queues.clone(),
-            instance,
-        ));
-        let agent = Arc::new(Agent::new(
-            Arc::new(HttpRemote::new(config.services.clone(), None)),
-            sqs,
-            clock,
-            queues.agent_responses,
-            BreakerSettings::default(),
-            fastrand::u64(..),
-        ));
-        Ok(Self {
-            app,
-            agent,
-            supervisor_batch: config.supervisor_batch,
-        })
-    }
+/// Submission, scheduler, supervisor and operator actions over DynamoDB, SQS and SNS,
+/// as function `function`.
+///
+/// # Errors
+/// [`StartError`] when a queue URL or a workflow definition is invalid.
+pub fn app(
+    config: &Config,
+    sdk: &aws_config::SdkConfig,
+    function: &str,
+) -> Result<App, StartError> {
+    let (queues, sqs) = queues(config, sdk)?;
+    let workflows = Registry::load(config.workflows_dir.as_deref())?;
+    let ports = Ports {
+        store: Arc::new(DynamoStore::new(sdk, config.table.clone())),
+        queues: sqs,
+        alerts: Arc::new(SnsAlerts::new(sdk, config.alert_topic_arn.clone())),
+        metrics: Arc::new(EmfMetrics::new(
+            config.metrics_namespace.clone(),
+            function.to_owned(),
+        )),
+        clock: Arc::new(WallClock),
+    };
+    // 64 random bits name an instance well enough, in fewer bytes of every task item.
+    let instance = format!("{function}-{:016x}", fastrand::u64(..));
+    Ok(App::new(ports, Arc::new(workflows), queues, instance))
+}
 
-    /// The start-up every function shares: JSON logs, the configuration from the
-    /// environment, the SDK clients.
-    ///
-    /// # Errors
-    /// [`StartError`] naming what is missing or invalid.
-    pub async fn from_env(function: &str) -> Result<Self, StartError> {
-        lambda_runtime::tracing::init_default_subscriber();
-        let config = Config::from_env()?;
-        let sdk = sdk_config().await;
-        Self::new(&config, &sdk, function, Arc::new(WallClock))
-    }
+/// The agents, calling the remote services over HTTP and answering over SQS.
+///
+/// # Errors
+/// [`StartError`] when a queue URL is invalid.
+pub fn agent(config: &Config, sdk: &aws_config::SdkConfig) -> Result<Agent, StartError> {
+    let (queues, sqs) = queues(config, sdk)?;
+    Ok(Agent::new(
+        Arc::new(HttpRemote::new(config.services.clone(), None)),
+        sqs,
+        Arc::new(WallClock),
+        queues.agent_responses,
+        BreakerSettings::default(),
+        fastrand::u64(..),
+    ))
+}
+
+/// The three queues by name, and SQS over their URLs.
+fn queues(
+    config: &Config,
+    sdk: &aws_config::SdkConfig,
+) -> Result<(QueueNames, Arc<Sqs>), QueueError> {
+    let names = QueueNames {
+        scheduler: queue_name(&config.scheduler_queue_url)?,
+        agent_requests: queue_name(&config.agent_request_queue_url)?,
+        agent_responses: queue_name(&config.agent_response_queue_url)?,
+    };
+    let sqs = Sqs::new(
+        sdk,
+        [
+            (names.scheduler.clone(), config.scheduler_queue_url.clone()),
+            (
+                names.agent_requests.clone(),
+                config.agent_request_queue_url.clone(),
+            ),
+            (
+                names.agent_responses.clone(),
+                config.agent_response_queue_url.clone(),
+            ),
+        ],
+    );
+    Ok((names, Arc::new(sqs)))
 }
 
 /// The SDK's configuration for a function: the credentials Lambda puts in the
@@ -380,25 +374,26 @@ where
     response
 }
 
-/// The supervisor function, on its EventBridge schedule: sweeps expired leases
-/// until a query finds fewer than a batch of them.
+/// The supervisor function, on its EventBridge schedule: sweeps expired leases,
+/// `batch` tasks per query, until a query finds fewer.
 ///
 /// # Errors
 /// [`HandleError`] when the store or a queue fails; the next run picks up the rest.
 pub async fn sweep(
-    functions: &Functions,
+    app: &App,
+    batch: usize,
     event: EventBridgeEvent<Value>,
 ) -> Result<Value, HandleError> {
     let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
     async {
         let mut total = crate::app::SweepReport::new();
         loop {
-            let report = functions.app.sweep(functions.supervisor_batch).await?;
+            let report = app.sweep(batch).await?;
             let found: usize = report.values().sum();
             for (verdict, count) in report {
                 *total.entry(verdict).or_default() += count;
             }
-            if found < functions.supervisor_batch {
+            if found < batch {
                 return Ok(json!(total));
             }
         }

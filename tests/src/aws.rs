@@ -22,10 +22,11 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use sas_local::mock::MockServices;
 use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
 use sas_shared::adapters::sqs::{Sqs, queue_name};
+use sas_shared::agent::Agent;
+use sas_shared::app::App;
 use sas_shared::domain::ids::QueueName;
-use sas_shared::lambda::{self, Config, Functions};
+use sas_shared::lambda::{self, Config};
 use sas_shared::ports::Consumer;
-use sas_shared::time::WallClock;
 use serde_json::Value;
 
 /// The directory of the repository.
@@ -258,8 +259,10 @@ pub struct Stack {
     pub sdk: SdkConfig,
     /// The functions' configuration.
     pub config: Config,
-    /// The four functions' actors.
-    pub functions: Arc<Functions>,
+    /// The submission, scheduler and supervisor functions' actor.
+    pub app: Arc<App>,
+    /// The agent function's actor.
+    pub agent: Arc<Agent>,
     /// SQS, for the event-source mapping loop and the checks.
     pub sqs: Arc<Sqs>,
     /// The queue that receives the alert topic's messages.
@@ -358,8 +361,8 @@ impl Stack {
         };
         let mut config = Config::from_lookup(lookup).expect("configuration");
         config.workflows_dir = Some(repository().join("tests/workflows"));
-        let functions =
-            Functions::new(&config, &sdk, "test", Arc::new(WallClock)).expect("functions");
+        let app = lambda::app(&config, &sdk, "test").expect("the app");
+        let agent = lambda::agent(&config, &sdk).expect("the agent");
         let sqs = Arc::new(Sqs::new(
             &sdk,
             [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],
@@ -368,7 +371,8 @@ impl Stack {
             moto,
             sdk,
             config,
-            functions: Arc::new(functions),
+            app: Arc::new(app),
+            agent: Arc::new(agent),
             sqs,
             alert_inbox: queue_name(&inbox_url).expect("name"),
             dead_letters,
@@ -393,7 +397,7 @@ impl Stack {
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");
-        let response = lambda::http(&self.functions.app, request).await;
+        let response = lambda::http(&self.app, request).await;
         self.count("submission", 1, started.elapsed());
         let body = match response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => {
@@ -409,7 +413,9 @@ impl Stack {
         let event: EventBridgeEvent =
             serde_json::from_value(fixture("eventbridge-scheduled.json")).expect("event");
         let started = std::time::Instant::now();
-        let report = lambda::sweep(&self.functions, event).await.expect("sweep");
+        let report = lambda::sweep(&self.app, self.config.supervisor_batch, event)
+            .await
+            .expect("sweep");
         self.count("supervisor", 1, started.elapsed());
         report
     }
@@ -445,14 +451,14 @@ impl Stack {
         let requests = Self::queue(&self.config.agent_request_queue_url);
         let mut delivered = 0;
         for queue in [scheduler, responses] {
-            let app = &self.functions.app;
+            let app = &self.app;
             delivered += self
                 .deliver("scheduler", &queue, twice, |body| async move {
                     app.on_scheduler_message(&body).await.map(drop)
                 })
                 .await;
         }
-        let agent = &self.functions.agent;
+        let agent = &self.agent;
         delivered
             + self
                 .deliver("agent", &requests, twice, |body| async move {

@@ -5,15 +5,16 @@ use std::sync::Arc;
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda::{self, Functions};
+use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let functions = Arc::new(Functions::from_env("agent").await?);
+    let (config, sdk) = lambda::start().await?;
+    let agent = Arc::new(lambda::agent(&config, &sdk)?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
-        let functions = Arc::clone(&functions);
+        let agent = Arc::clone(&agent);
         async move {
-            let agent = &functions.agent;
+            let agent = &agent;
             Ok::<_, Error>(
                 lambda::sqs_batch(event.payload, |body| async move {
                     agent.on_request(&body).await.map(drop)

@@ -5,15 +5,16 @@ use std::sync::Arc;
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda::{self, Functions};
+use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let functions = Arc::new(Functions::from_env("scheduler").await?);
+    let (config, sdk) = lambda::start().await?;
+    let app = Arc::new(lambda::app(&config, &sdk, "scheduler")?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
-        let functions = Arc::clone(&functions);
+        let app = Arc::clone(&app);
         async move {
-            let app = &functions.app;
+            let app = &app;
             Ok::<_, Error>(
                 lambda::sqs_batch(event.payload, |body| async move {
                     app.on_scheduler_message(&body).await.map(drop)

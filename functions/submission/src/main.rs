@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda::{self, Functions};
+use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let functions = Arc::new(Functions::from_env("submission").await?);
+    let (config, sdk) = lambda::start().await?;
+    let app = Arc::new(lambda::app(&config, &sdk, "submission")?);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
-            let functions = Arc::clone(&functions);
-            async move { Ok::<_, Error>(lambda::http(&functions.app, event.payload).await) }
+            let app = Arc::clone(&app);
+            async move { Ok::<_, Error>(lambda::http(&app, event.payload).await) }
         },
     ))
     .await

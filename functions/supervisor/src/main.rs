@@ -5,14 +5,16 @@ use std::sync::Arc;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda::{self, Functions};
+use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let functions = Arc::new(Functions::from_env("supervisor").await?);
+    let (config, sdk) = lambda::start().await?;
+    let app = Arc::new(lambda::app(&config, &sdk, "supervisor")?);
+    let batch = config.supervisor_batch;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| {
-        let functions = Arc::clone(&functions);
-        async move { Ok::<_, Error>(lambda::sweep(&functions, event.payload).await?) }
+        let app = Arc::clone(&app);
+        async move { Ok::<_, Error>(lambda::sweep(&app, batch, event.payload).await?) }
     }))
     .await
 }
