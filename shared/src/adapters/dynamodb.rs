@@ -570,10 +570,11 @@ impl StateStore for DynamoStore {
     }
 
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let digest = workflow.digest();
         let item = HashMap::from([
             ("pk".to_owned(), s(format!("WORKFLOW#{}", workflow.name))),
             ("sk".to_owned(), s(format!("V#{:010}", workflow.version))),
-            ("digest".to_owned(), s(workflow.digest.clone())),
+            ("digest".to_owned(), s(digest.clone())),
             ("source".to_owned(), s(workflow.source.clone())),
         ]);
         let result = self
@@ -584,7 +585,7 @@ impl StateStore for DynamoStore {
             .condition_expression("attribute_not_exists(#pk) OR #digest = :digest")
             .expression_attribute_names("#pk", "pk")
             .expression_attribute_names("#digest", "digest")
-            .expression_attribute_values(":digest", s(workflow.digest.clone()))
+            .expression_attribute_values(":digest", s(digest))
             .send()
             .await;
         conditional(result)

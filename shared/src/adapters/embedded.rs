@@ -842,7 +842,7 @@ impl StateStore for Embedded {
         let (name, version, digest, source) = (
             workflow.name.clone(),
             workflow.version,
-            workflow.digest.clone(),
+            workflow.digest(),
             workflow.source.clone(),
         );
         self.write(Answer::Committed, move |c| {

@@ -43,7 +43,7 @@ pub struct Stored {
 struct State {
     tasks: BTreeMap<String, Task>,
     orders: HashMap<String, Order>,
-    workflows: HashMap<(String, u32), (String, String)>,
+    workflows: HashMap<(String, u32), String>,
     queues: BTreeMap<String, Vec<Stored>>,
     visibility: HashMap<String, Duration>,
     redrive: HashMap<String, Redrive>,
@@ -270,8 +270,8 @@ impl StateStore for Memory {
         let stored = state
             .workflows
             .entry((workflow.name.clone(), workflow.version))
-            .or_insert_with(|| (workflow.digest.clone(), workflow.source.clone()));
-        if stored.0 == workflow.digest {
+            .or_insert_with(|| workflow.source.clone());
+        if *stored == workflow.source {
             Ok(())
         } else {
             Err(StoreError::Conflict)
@@ -283,7 +283,7 @@ impl StateStore for Memory {
             .state()
             .workflows
             .get(&(name.to_owned(), version))
-            .map(|(_, source)| source.clone()))
+            .cloned())
     }
 }
 

@@ -142,8 +142,6 @@ pub struct Workflow {
     pub pickup_timeout: Duration,
     /// The steps, in order.
     pub steps: Vec<StepDefinition>,
-    /// A digest of the definition's content, to catch a change without a version bump.
-    pub digest: String,
     /// The definition's canonical JSON text, as stored.
     pub source: String,
 }
@@ -191,6 +189,13 @@ impl Workflow {
         Ok(())
     }
 
+    /// A digest of the definition's content, stored beside it, to catch a change
+    /// without a version bump. Computed when asked: most start-ups never store one.
+    #[must_use]
+    pub fn digest(&self) -> String {
+        sha256_hex(&self.source)
+    }
+
     /// Parses and validates a definition; `file` names it in errors.
     ///
     /// # Errors
@@ -208,10 +213,8 @@ impl Workflow {
             let (step, field) = locate(&value, e.path());
             error(step, &field, e.inner().to_string())
         })?;
-        let source = value.to_string();
-        let digest = sha256_hex(&source);
         document
-            .resolve(source, digest)
+            .resolve(value.to_string())
             .map_err(|(step, field, message)| error(step, &field, message))
     }
 }
@@ -298,7 +301,7 @@ struct StepFile {
 }
 
 impl WorkflowFile {
-    fn resolve(self, source: String, digest: String) -> Result<Workflow, Fault> {
+    fn resolve(self, source: String) -> Result<Workflow, Fault> {
         let top = |field: &str, message: &str| (None, field.to_owned(), message.to_owned());
         if self.name.is_empty()
             || !self
@@ -397,7 +400,6 @@ impl WorkflowFile {
             input: self.input,
             pickup_timeout: self.pickup_timeout,
             steps,
-            digest,
             source,
         })
     }
@@ -562,7 +564,7 @@ impl Registry {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(known) = versions.get(&key) {
-            if known.digest != workflow.digest {
+            if known.source != workflow.source {
                 return Err(RegistryError::Changed {
                     name: key.0,
                     version: key.1,
