@@ -41,10 +41,11 @@ pub struct TaskPage {
 
 impl TaskPage {
     /// The cursor after `task` in a listing ordered by creation time, then id:
-    /// `<created at, 15 digits>#<id>`, which sorts as they do.
+    /// `<created at, 15 digits>.<id>`, which sorts as they do, and which a client can
+    /// put in a URL as it is (digits, `.` and an id's characters need no escaping).
     #[must_use]
     pub fn cursor_after(task: &Task) -> String {
-        format!("{:015}#{}", task.created_at.0, task.id)
+        format!("{:015}.{}", task.created_at.0, task.id)
     }
 
     /// The creation time and id a cursor of [`TaskPage::cursor_after`] names.
@@ -53,7 +54,7 @@ impl TaskPage {
     /// [`StoreError::InvalidCursor`] when it is not such a cursor.
     pub fn parse_cursor(cursor: &str) -> Result<(i64, &str), StoreError> {
         cursor
-            .split_once('#')
+            .split_once('.')
             .and_then(|(created, id)| Some((created.parse().ok()?, id)))
             .ok_or_else(|| StoreError::InvalidCursor(cursor.to_owned()))
     }

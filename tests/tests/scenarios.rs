@@ -340,6 +340,37 @@ async fn a_permanent_error_compensates_at_once_and_an_operator_resubmission_comp
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_is_paged_through_with_the_cursor_put_in_the_url_as_it_is() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults("delivery", json!({ "permanent_error_rate": 1.0 }))
+        .await;
+    let ids = ["refused-1", "refused-2", "refused-3"];
+    for id in ids {
+        harness.put_task(id, &quick(None)).await;
+        harness.settle_in(id, "Error").await;
+    }
+    let mut listed = Vec::new();
+    let mut path = "/tasks?state=Error&limit=1".to_owned();
+    loop {
+        let (status, _, page) = harness.call("GET", &path, None).await;
+        assert_eq!(status, 200, "{path}: {page}");
+        let tasks = page["tasks"].as_array().expect("tasks");
+        listed.extend(
+            tasks
+                .iter()
+                .map(|t| t["id"].as_str().expect("id").to_owned()),
+        );
+        let Some(next) = page["next"].as_str() else {
+            break;
+        };
+        assert!(listed.len() <= ids.len(), "the pages never end: {listed:?}");
+        path = format!("/tasks?state=Error&limit=1&after={next}");
+    }
+    assert_eq!(listed, ids, "each once, oldest first");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let harness = Harness::start(5).await;
     // Stop the consumers so that only the two racers handle the task.
