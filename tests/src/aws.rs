@@ -54,6 +54,12 @@ pub struct Moto {
 }
 
 impl Moto {
+    /// Its process id.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts moto: `$SAS_MOTO_SERVER`, or the `moto_server` of the repository's
     /// `.venv` that `./tests/run` installs.
     ///

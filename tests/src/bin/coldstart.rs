@@ -3,10 +3,10 @@
 //! from its start to its first request for an event (its initialization) and to the
 //! answer of that event is printed, beside its size, and beside a hello-world function
 //! built the same way. Beside each wall-clock time, the CPU time the process used until
-//! then (from `/proc/<pid>/task/*/schedstat`), which the other processes on the machine
-//! (moto, still logging the previous run's requests) do not disturb. The functions run
-//! in turn, one of each per round, each round starting with the next, so that a drift
-//! of the machine, or the previous start's load, touches them alike.
+//! then (from `/proc/<pid>/task/*/schedstat`). The functions run in turn, one of each
+//! per round, in a new random order each round, so that a drift of the machine touches
+//! them alike, and each starts once moto is idle (still at work on the previous start's
+//! requests, it would slow the next: on two cores, even its CPU time).
 //! Their configuration points at a moto server started here.
 //!
 //! ```text
@@ -72,6 +72,20 @@ fn cpu_time(pid: u32) -> Duration {
 struct Elapsed {
     wall: Duration,
     cpu: Duration,
+}
+
+/// Waits until process `pid` has used no CPU for a few milliseconds (at most a
+/// second): moto, still at work on the previous start's requests, would slow the next.
+async fn until_idle(pid: u32) {
+    let mut used = cpu_time(pid);
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let now = cpu_time(pid);
+        if now == used {
+            return;
+        }
+        used = now;
+    }
 }
 
 /// One cold start, measured: to the first request for an event, and to its answer.
@@ -244,10 +258,13 @@ async fn main() {
         })
         .collect();
     let mut samples: Vec<Vec<Sample>> = functions.iter().map(|_| Vec::new()).collect();
-    for round in 0..runs {
-        // Each round starts with the next function: none always follows the supervisor,
-        // whose sweep leaves moto busy for a while.
-        for index in (0..functions.len()).map(|i| (i + round) % functions.len()) {
+    let mut order: Vec<usize> = (0..functions.len()).collect();
+    let mut random = fastrand::Rng::with_seed(7);
+    for _ in 0..runs {
+        // A new order each round: no function always follows the same one.
+        random.shuffle(&mut order);
+        for &index in &order {
+            until_idle(stack.moto.pid()).await;
             let (name, event) = &functions[index];
             let sample = cold_start(&directory.join(name), &environment, event).await;
             samples[index].push(sample);
