@@ -67,13 +67,6 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_nanos(nanoseconds)
 }
 
-/// How long a function took to reach a point of its start: wall-clock and CPU time.
-#[derive(Clone, Copy)]
-struct Elapsed {
-    wall: Duration,
-    cpu: Duration,
-}
-
 /// Waits until process `pid` has used no CPU for a few milliseconds (at most a
 /// second): moto, still at work on the previous start's requests, would slow the next.
 async fn until_idle(pid: u32) {
@@ -86,6 +79,13 @@ async fn until_idle(pid: u32) {
         }
         used = now;
     }
+}
+
+/// How long a function took to reach a point of its start: wall-clock and CPU time.
+#[derive(Clone, Copy)]
+struct Elapsed {
+    wall: Duration,
+    cpu: Duration,
 }
 
 /// One cold start, measured: to the first request for an event, and to its answer.
