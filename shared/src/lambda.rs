@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::environment::EnvironmentVariableCredentialsProvider;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
@@ -22,6 +21,7 @@ use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
 };
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_types::SdkConfig;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
@@ -89,14 +89,6 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads the configuration from the environment.
-    ///
-    /// # Errors
-    /// [`ConfigError`] naming the first variable missing or invalid.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-    }
-
     /// Reads the configuration from `lookup`, a variable's value by name.
     ///
     /// # Errors
@@ -158,16 +150,16 @@ pub enum StartError {
     Queue(#[from] QueueError),
 }
 
-/// What every function starts with: JSON logs, the configuration from the environment,
-/// the SDK's configuration. Each function then builds only the actor it runs
+/// What every function starts with: JSON logs, and the configuration and the SDK's
+/// configuration from the environment. Each function then builds only the actor it runs
 /// ([`app`] or [`agent`]), so that its binary links only the clients that actor uses.
 ///
 /// # Errors
 /// [`StartError`] naming what is missing or invalid.
-pub async fn start() -> Result<(Config, aws_config::SdkConfig), StartError> {
+pub fn start() -> Result<(Config, SdkConfig), StartError> {
     lambda_runtime::tracing::init_default_subscriber();
-    let config = Config::from_env()?;
-    Ok((config, sdk_config().await))
+    let lookup = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    Ok((Config::from_lookup(lookup)?, sdk_config(lookup)?))
 }
 
 /// Submission, scheduler, supervisor and operator actions over DynamoDB, SQS and SNS,
@@ -175,11 +167,7 @@ pub async fn start() -> Result<(Config, aws_config::SdkConfig), StartError> {
 ///
 /// # Errors
 /// [`StartError`] when a queue URL or a workflow definition is invalid.
-pub fn app(
-    config: &Config,
-    sdk: &aws_config::SdkConfig,
-    function: &str,
-) -> Result<App, StartError> {
+pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, StartError> {
     let (queues, sqs) = queues(config, sdk)?;
     let workflows = Registry::load(config.workflows_dir.as_deref())?;
     let ports = Ports {
@@ -201,7 +189,7 @@ pub fn app(
 ///
 /// # Errors
 /// [`StartError`] when a queue URL is invalid.
-pub fn agent(config: &Config, sdk: &aws_config::SdkConfig) -> Result<Agent, StartError> {
+pub fn agent(config: &Config, sdk: &SdkConfig) -> Result<Agent, StartError> {
     let (queues, sqs) = queues(config, sdk)?;
     Ok(Agent::new(
         Arc::new(HttpRemote::new(config.services.clone(), None)),
@@ -214,10 +202,7 @@ pub fn agent(config: &Config, sdk: &aws_config::SdkConfig) -> Result<Agent, Star
 }
 
 /// The three queues by name, and SQS over their URLs.
-fn queues(
-    config: &Config,
-    sdk: &aws_config::SdkConfig,
-) -> Result<(QueueNames, Arc<Sqs>), QueueError> {
+fn queues(config: &Config, sdk: &SdkConfig) -> Result<(QueueNames, Arc<Sqs>), QueueError> {
     let names = QueueNames {
         scheduler: queue_name(&config.scheduler_queue_url)?,
         agent_requests: queue_name(&config.agent_request_queue_url)?,
@@ -240,26 +225,53 @@ fn queues(
     Ok((names, Arc::new(sqs)))
 }
 
-/// The SDK's configuration for a function: the credentials Lambda puts in the
-/// environment (no provider chain: no profile files, no STS client built at start-up),
-/// the region from `AWS_REGION` (set by Lambda: no region provider chain),
-/// `AWS_ENDPOINT_URL` honoured, and TLS set up at the first request instead of at
-/// start-up.
-async fn sdk_config() -> aws_config::SdkConfig {
+/// The SDK's configuration from what Lambda puts in the environment, `lookup` giving
+/// a variable's value by name: the region (`AWS_REGION`), the credentials
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), and, when set,
+/// `AWS_ENDPOINT_URL` (an emulator) and `AWS_MAX_ATTEMPTS`; everything else is the
+/// clients' defaults, and TLS is set up at the first request. Built here rather than by
+/// aws-config's loader, whose provider chains, profile files and STS client cost every
+/// cold start a tenth of a millisecond and 80 KB of relocated data (BENCHMARKS.md), to
+/// read what Lambda always sets in the environment.
+///
+/// # Errors
+/// [`ConfigError`] naming the first variable missing or invalid.
+pub fn sdk_config(lookup: impl Fn(&str) -> Option<String>) -> Result<SdkConfig, ConfigError> {
+    use aws_sdk_sqs::config::retry::RetryConfig;
+    use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region, SharedCredentialsProvider};
+
+    let required = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+    let credentials = Credentials::new(
+        required("AWS_ACCESS_KEY_ID")?,
+        required("AWS_SECRET_ACCESS_KEY")?,
+        lookup("AWS_SESSION_TOKEN"),
+        None,
+        "environment",
+    );
+    let mut retry = RetryConfig::standard();
+    if let Some(value) = lookup("AWS_MAX_ATTEMPTS") {
+        let attempts = value
+            .parse()
+            .ok()
+            .filter(|&n: &u32| n >= 1)
+            .ok_or_else(|| {
+                ConfigError::Invalid("AWS_MAX_ATTEMPTS", format!("{value}: must be 1 or more"))
+            })?;
+        retry = retry.with_max_attempts(attempts);
+    }
     let https = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::AwsLc,
         ))
         .build_https();
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .credentials_provider(EnvironmentVariableCredentialsProvider::new());
-    if let Ok(region) = std::env::var("AWS_REGION") {
-        loader = loader.region(aws_config::Region::new(region));
-    }
-    loader
-        .http_client(SharedHttpClient::new(TlsAtFirstRequest(https)))
-        .load()
-        .await
+    let mut sdk = SdkConfig::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(required("AWS_REGION")?))
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .retry_config(retry)
+        .http_client(SharedHttpClient::new(TlsAtFirstRequest(https)));
+    sdk.set_endpoint_url(lookup("AWS_ENDPOINT_URL"));
+    Ok(sdk.build())
 }
 
 /// The SDK's HTTPS client, less its check at client construction, which loads and
@@ -469,6 +481,70 @@ mod tests {
             read.len(),
             5,
             "the five required variables are among those declared"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_sdk_configuration_is_what_lambda_sets_and_names_what_is_missing() {
+        use aws_sdk_sqs::config::ProvideCredentials;
+
+        let lambda = [
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_SESSION_TOKEN", "token"),
+        ];
+        let sdk = sdk_config(lookup(&lambda)).expect("complete");
+        assert_eq!(
+            sdk.region().map(ToString::to_string).as_deref(),
+            Some("eu-west-1")
+        );
+        assert_eq!(
+            (
+                sdk.endpoint_url(),
+                sdk.retry_config().map(|r| r.max_attempts())
+            ),
+            (None, Some(3))
+        );
+        let credentials = sdk
+            .credentials_provider()
+            .expect("credentials")
+            .provide_credentials()
+            .await
+            .expect("credentials");
+        assert_eq!(
+            (credentials.access_key_id(), credentials.session_token()),
+            ("AKID", Some("token"))
+        );
+
+        let emulator = [
+            lambda.as_slice(),
+            &[
+                ("AWS_ENDPOINT_URL", "http://127.0.0.1:4566"),
+                ("AWS_MAX_ATTEMPTS", "5"),
+            ],
+        ]
+        .concat();
+        let sdk = sdk_config(lookup(&emulator)).expect("complete");
+        assert_eq!(
+            (
+                sdk.endpoint_url(),
+                sdk.retry_config().map(|r| r.max_attempts())
+            ),
+            (Some("http://127.0.0.1:4566"), Some(5))
+        );
+
+        let no_region = [lambda.as_slice(), &[("AWS_REGION", "")]].concat();
+        let missing = sdk_config(lookup(&no_region)).expect_err("missing");
+        assert_eq!(
+            missing.to_string(),
+            "environment variable AWS_REGION is not set"
+        );
+        let no_attempts = [lambda.as_slice(), &[("AWS_MAX_ATTEMPTS", "0")]].concat();
+        let invalid = sdk_config(lookup(&no_attempts)).expect_err("invalid");
+        assert_eq!(
+            invalid.to_string(),
+            "environment variable AWS_MAX_ATTEMPTS is invalid: 0: must be 1 or more"
         );
     }
 }

@@ -10,7 +10,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_config::SdkConfig;
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
@@ -19,6 +18,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
+use aws_types::SdkConfig;
 use sas_local::mock::MockServices;
 use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
 use sas_shared::adapters::sqs::{Sqs, queue_name};
@@ -113,16 +113,15 @@ impl Moto {
         moto
     }
 
-    /// An SDK configuration pointed at this server.
-    pub async fn sdk(&self) -> SdkConfig {
-        aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(&self.endpoint)
-            .region(aws_sdk_sqs::config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
-                "test", "test", None, None, "moto",
-            ))
-            .load()
-            .await
+    /// An SDK configuration pointed at this server, built as the functions build theirs.
+    pub fn sdk(&self) -> SdkConfig {
+        lambda::sdk_config(|name| match name {
+            "AWS_REGION" => Some("eu-west-1".into()),
+            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".into()),
+            "AWS_ENDPOINT_URL" => Some(self.endpoint.clone()),
+            _ => None,
+        })
+        .expect("a complete SDK configuration")
     }
 }
 
@@ -312,7 +311,7 @@ impl Stack {
         policy: QueuePolicy,
         lease_bucket_seconds: u64,
     ) -> Self {
-        let sdk = moto.sdk().await;
+        let sdk = moto.sdk();
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
         let sns = aws_sdk_sns::Client::new(&sdk);

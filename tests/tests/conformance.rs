@@ -88,7 +88,7 @@ fn in_memory() -> Backend {
 
 async fn on_moto() -> Backend {
     let moto = Moto::start();
-    let sdk = moto.sdk().await;
+    let sdk = moto.sdk();
     create_table(&aws_sdk_dynamodb::Client::new(&sdk), "conformance").await;
     let sqs_client = aws_sdk_sqs::Client::new(&sdk);
     let policy = QueuePolicy {

@@ -9,7 +9,7 @@ use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let (config, sdk) = lambda::start().await?;
+    let (config, sdk) = lambda::start()?;
     let app = Arc::new(lambda::app(&config, &sdk, "supervisor")?);
     let batch = config.supervisor_batch;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| {

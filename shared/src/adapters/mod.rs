@@ -20,8 +20,8 @@ type SdkClient<C> = std::sync::LazyLock<C, Box<dyn FnOnce() -> C + Send>>;
 /// The client `make` builds from `sdk`, built at its first use.
 #[cfg(feature = "aws")]
 fn sdk_client<C: 'static>(
-    sdk: &aws_config::SdkConfig,
-    make: fn(&aws_config::SdkConfig) -> C,
+    sdk: &aws_types::SdkConfig,
+    make: fn(&aws_types::SdkConfig) -> C,
 ) -> SdkClient<C> {
     let sdk = sdk.clone();
     std::sync::LazyLock::new(Box::new(move || make(&sdk)))

@@ -5,9 +5,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use aws_config::SdkConfig;
 use aws_sdk_sns::Client;
 use aws_sdk_sns::error::DisplayErrorContext;
+use aws_types::SdkConfig;
 use serde_json::json;
 
 use super::{SdkClient, sdk_client};

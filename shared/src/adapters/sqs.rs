@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_config::SdkConfig;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
     MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
     SendMessageBatchRequestEntry,
 };
+use aws_types::SdkConfig;
 use tokio::sync::oneshot;
 
 use super::{SdkClient, sdk_client};
