@@ -58,10 +58,10 @@ pub struct TableSettings {
     pub table: String,
     /// Partitions of the expiry index.
     pub lease_shards: u32,
-    /// The expiry index's sort key is a lease's end rounded up to this: the steps of a
-    /// task mostly end in the same bucket, so its index entry is rewritten only when
-    /// the bucket changes, not at every step; the supervisor finds an expired lease up
-    /// to this much later. Zero for exact ends.
+    /// The expiry index's sort key is a lease's end rounded up to a multiple of this
+    /// from the task's creation: the leases of a task mostly end in its first bucket,
+    /// so its index entry is rewritten only when the bucket changes, not at every step;
+    /// the supervisor finds an expired lease up to this much later. Zero for exact ends.
     pub lease_bucket: Duration,
     /// How long finished tasks are kept before DynamoDB's TTL deletes them.
     pub retention: Duration,
@@ -119,13 +119,19 @@ fn lease_shard(id: &TaskId, shards: u32) -> String {
     format!("LEASE#{}", stable_hash(id.as_str()) % shards.max(1))
 }
 
-/// The end of the `bucket` that `at` falls in (`at` itself when the bucket is zero).
-fn bucket_end(at: Timestamp, bucket: Duration) -> i64 {
+/// The end of the bucket that `at` falls in, buckets of width `bucket` counted from
+/// `origin`, the task's creation (`at` itself when the bucket is zero). Counted from
+/// the creation, not from the epoch, a task's leases fall in its first bucket while it
+/// runs within a bucket of its creation, wherever in the minute it was created: the
+/// claim does not move its entry from the pickup lease's bucket, nor a later step from
+/// an earlier step's.
+fn bucket_end(at: Timestamp, origin: Timestamp, bucket: Duration) -> i64 {
     let width = i64::try_from(bucket.as_millis()).unwrap_or(i64::MAX);
     if width <= 1 {
         return at.0;
     }
-    (at.0 + width - 1) / width * width
+    let buckets = -(origin.0 - at.0).div_euclid(width);
+    origin.0 + buckets * width
 }
 
 /// The expiry index entry a listing cursor names, and its shard.
@@ -184,7 +190,11 @@ impl DynamoStore {
             );
             item.insert(
                 "lease_expires".into(),
-                n(bucket_end(complete_by, self.settings.lease_bucket)),
+                n(bucket_end(
+                    complete_by,
+                    task.created_at,
+                    self.settings.lease_bucket,
+                )),
             );
         }
         if task.state == TaskState::Error {
@@ -615,13 +625,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lease_ends_at_the_end_of_its_bucket() {
+    fn a_lease_ends_at_the_end_of_its_tasks_bucket() {
         let bucket = Duration::from_secs(10);
-        assert_eq!(bucket_end(Timestamp(20_000), bucket), 20_000);
-        assert_eq!(bucket_end(Timestamp(20_001), bucket), 30_000);
-        assert_eq!(bucket_end(Timestamp(29_999), bucket), 30_000);
+        let created = Timestamp(23_000);
+        let end = |at| bucket_end(Timestamp(at), created, bucket);
+        assert_eq!(end(23_000), 23_000);
+        assert_eq!(end(23_001), 33_000);
         assert_eq!(
-            bucket_end(Timestamp(29_999), Duration::ZERO),
+            (end(26_000), end(32_999), end(33_000)),
+            (33_000, 33_000, 33_000),
+            "one bucket from the creation, whatever the epoch's buckets"
+        );
+        assert_eq!(end(33_001), 43_000);
+        assert_eq!(
+            end(21_000),
+            23_000,
+            "an end before the creation: a clock skew"
+        );
+        assert_eq!(
+            bucket_end(Timestamp(29_999), created, Duration::ZERO),
             29_999,
             "no bucket: the exact end"
         );
