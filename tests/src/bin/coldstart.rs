@@ -3,7 +3,7 @@
 //! from its start to its first request for an event (its initialization) and to the
 //! answer of that event is printed, beside its size, and beside a hello-world function
 //! built the same way. Beside each wall-clock time, the CPU time the process used until
-//! then (from `/proc/<pid>/task/*/schedstat`). The functions run in turn, one of each
+//! then (from `/proc/<pid>/task/*/schedstat`), and the page faults of its initialization. The functions run in turn, one of each
 //! per round, in a new random order each round, so that a drift of the machine touches
 //! them alike, and each starts once moto is idle (still at work on the previous start's
 //! requests, it would slow the next: on two cores, even its CPU time).
@@ -38,20 +38,37 @@ struct Runtime {
     served: Arc<Mutex<Option<Moment>>>,
 }
 
-/// A point in a function's start: the wall clock, and the CPU time its process had used.
+/// A point in a function's start: the wall clock, and the CPU time and page faults its
+/// process had by then.
 #[derive(Clone, Copy)]
 struct Moment {
     at: Instant,
     cpu: Duration,
+    faults: u64,
 }
 
 impl Moment {
     fn now(function: &OnceLock<u32>) -> Self {
+        let pid = function.get().copied();
         Self {
             at: Instant::now(),
-            cpu: function.get().map_or(Duration::ZERO, |&pid| cpu_time(pid)),
+            cpu: pid.map_or(Duration::ZERO, cpu_time),
+            faults: pid.map_or(0, page_faults),
         }
     }
+}
+
+/// The page faults process `pid` has taken (minor and major, all its threads).
+fn page_faults(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis: minflt is the 8th, majflt the 10th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    [7, 9]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum()
 }
 
 /// The CPU time process `pid`'s threads have used, from the scheduler's statistics.
@@ -92,6 +109,8 @@ struct Elapsed {
 struct Sample {
     init: Elapsed,
     answered: Elapsed,
+    /// Page faults until the first request for an event.
+    init_faults: u64,
 }
 
 async fn next(State(runtime): State<Runtime>) -> (HeaderMap, String) {
@@ -183,10 +202,11 @@ async fn cold_start(
     Sample {
         init: since_start(init),
         answered: since_start(answered),
+        init_faults: init.faults,
     }
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
+fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
     samples.sort_unstable();
     samples[samples.len() / 2]
 }
@@ -276,20 +296,23 @@ async fn main() {
     println!(
         "from process start to its first request for an event (initialization) and to its answer (the event's work included),"
     );
-    println!("wall-clock time and the CPU time of the process, and their ratio to hello-world's");
+    println!(
+        "wall-clock time and the CPU time of the process, their ratio to hello-world's, and the page faults until the first request"
+    );
     let medians: Vec<Sample> = samples
         .iter()
         .map(|samples| {
-            let median = |of: fn(&Sample) -> Duration| median(samples.iter().map(of).collect());
+            let middle = |of: fn(&Sample) -> Duration| median(samples.iter().map(of).collect());
             Sample {
                 init: Elapsed {
-                    wall: median(|s| s.init.wall),
-                    cpu: median(|s| s.init.cpu),
+                    wall: middle(|s| s.init.wall),
+                    cpu: middle(|s| s.init.cpu),
                 },
                 answered: Elapsed {
-                    wall: median(|s| s.answered.wall),
-                    cpu: median(|s| s.answered.cpu),
+                    wall: middle(|s| s.answered.wall),
+                    cpu: middle(|s| s.answered.cpu),
                 },
+                init_faults: median(samples.iter().map(|s| s.init_faults).collect()),
             }
         })
         .collect();
@@ -302,18 +325,19 @@ async fn main() {
         )
     };
     println!(
-        "  {:<16} {:>7}  {:<15}  {:<15}  {:<15}  {:<15}",
-        "", "size", "init, wall", "init, CPU", "answer, wall", "answer, CPU"
+        "  {:<16} {:>7}  {:<15}  {:<15}  {:<15}  {:<15}  {:>11}",
+        "", "size", "init, wall", "init, CPU", "answer, wall", "answer, CPU", "init faults"
     );
     for (((name, _), size), median) in functions.iter().zip(&sizes).zip(&medians) {
         #[allow(clippy::cast_precision_loss)]
         let megabytes = *size as f64 / 1_048_576.0;
         println!(
-            "  {name:<16} {megabytes:>4.1} MB  {}  {}  {}  {}",
+            "  {name:<16} {megabytes:>4.1} MB  {}  {}  {}  {}  {:>11}",
             shown(median.init.wall, hello.init.wall),
             shown(median.init.cpu, hello.init.cpu),
             shown(median.answered.wall, hello.answered.wall),
             shown(median.answered.cpu, hello.answered.cpu),
+            median.init_faults,
         );
     }
 }
