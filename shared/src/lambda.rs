@@ -231,8 +231,8 @@ fn queues(config: &Config, sdk: &SdkConfig) -> Result<(QueueNames, Arc<Sqs>), Qu
 /// `AWS_ENDPOINT_URL` (an emulator) and `AWS_MAX_ATTEMPTS`; everything else is the
 /// clients' defaults, and TLS is set up at the first request. Built here rather than by
 /// aws-config's loader, whose provider chains, profile files and STS client cost every
-/// cold start a tenth of a millisecond and 80 KB of relocated data (BENCHMARKS.md), to
-/// read what Lambda always sets in the environment.
+/// cold start 0.1 to 0.3 ms, 105 KB of it data for the loader to relocate
+/// (BENCHMARKS.md), to read what Lambda always sets in the environment.
 ///
 /// # Errors
 /// [`ConfigError`] naming the first variable missing or invalid.
