@@ -3,11 +3,12 @@
 //! from its start to its first request for an event (its initialization) and to the
 //! answer of that event is printed, beside its size, and beside a hello-world function
 //! built the same way. Beside each wall-clock time, the CPU time the process used until
-//! then (from `/proc/<pid>/task/*/schedstat`), and the page faults of its initialization. The functions run in turn, one of each
-//! per round, in a new random order each round, so that a drift of the machine touches
-//! them alike, and each starts once moto is idle (still at work on the previous start's
-//! requests, it would slow the next: on two cores, even its CPU time).
-//! Their configuration points at a moto server started here.
+//! then (from `/proc/<pid>/task/*/schedstat`), and the page faults of its
+//! initialization. The functions run in turn, one of each per round, in a new random
+//! order each round, so that a drift of the machine touches them alike, and each starts
+//! once moto is idle (still at work on the previous start's requests, it would slow the
+//! next: on two cores, even its CPU time). Their configuration points at a moto server
+//! started here.
 //!
 //! ```text
 //! cargo build --release -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor -p sas-tests --bins
