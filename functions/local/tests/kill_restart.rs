@@ -3,6 +3,11 @@
 //! a restart on the same data: every accepted task ends Processed, none is lost or
 //! stuck, and every remote side effect is applied once. The kill points come from
 //! a seed (`SAS_KILL_SEED`, printed), so that a failure can be replayed.
+//!
+//! The workflow is `drone-delivery-soak`: a kill costs each task in flight one
+//! failure, so its threshold outlasts the kills, and its 5 s budgets leave room for
+//! a loaded machine's fsyncs (the 500 ms of the quick workflow timed steps out three
+//! times on a CI machine whose disk was shared).
 
 mod common;
 
@@ -69,7 +74,7 @@ async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
                     return;
                 }
                 let body = json!({
-                    "workflow": "drone-delivery-quick",
+                    "workflow": "drone-delivery-soak",
                     "input": {"customer_id": format!("c-{i}"), "pickup": "a", "dropoff": "b", "weight_kg": 1},
                 });
                 // A PUT that got no answer is sent again: the same request, the same task.
@@ -139,6 +144,15 @@ async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
             .entry(task["state"].as_str().unwrap_or("lost").to_owned())
             .or_default() += 1;
     }
+    // What the first failed tasks went through, for the assertion message below.
+    let failed: Value = http
+        .get(format!("{base}/tasks?state=Error&limit=3"))
+        .send()
+        .await
+        .expect("listing")
+        .json()
+        .await
+        .expect("json");
     let effects: Value = http
         .get(format!("{mock}/effects"))
         .send()
@@ -151,7 +165,7 @@ async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
     let _ = child.wait();
     assert!(
         unfinished.iter().all(|(_, n)| *n == 0),
-        "none stuck or failed: {unfinished:?}"
+        "none stuck or failed: {unfinished:?}; the first failed: {failed}"
     );
     assert_eq!(
         states,
