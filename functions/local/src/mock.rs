@@ -1,6 +1,7 @@
 //! Mock remote services for the workflow steps, with fault injection per service.
-//! Each records, durably, the side effects it applied per idempotency key and how
-//! often each key was called, so that one can see the duplicates the pattern absorbs.
+//! Each records the side effects it applied per idempotency key and how often each key
+//! was called, so that one can see the duplicates the pattern absorbs: durably, or for
+//! benchmarks in memory.
 //!
 //! Routes: `POST /{service}/{operation...}` (the services), `GET /effects`,
 //! `GET /calls` (requests received per service, failed ones included), `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
@@ -65,9 +66,24 @@ pub struct Effect {
     pub response: Value,
 }
 
+/// The effects applied, where they are kept.
+enum Record {
+    /// In SQLite, fsynced before the answer, as a real service would.
+    Durable(Mutex<Connection>),
+    /// In memory, lost at exit: for benchmarks, where the remote side must cost nothing.
+    Memory(Mutex<Applied>),
+}
+
+/// The effects applied, in the order they were, and their place by (service, key).
+#[derive(Default)]
+struct Applied {
+    effects: Vec<Effect>,
+    by_key: HashMap<(String, String), usize>,
+}
+
 /// The mock services' state.
 pub struct MockServices {
-    db: Mutex<Connection>,
+    record: Record,
     faults: Mutex<HashMap<String, Injected>>,
     calls: Mutex<HashMap<String, u64>>,
     random: Mutex<fastrand::Rng>,
@@ -77,24 +93,27 @@ pub struct MockServices {
 pub type Shared = Arc<MockServices>;
 
 impl MockServices {
-    /// Opens (or creates) the effects database at `path`; with `durable`, every
-    /// effect is fsynced before the answer (as a real service would), else not (for
-    /// benchmarks, where the remote side must cost nothing).
+    /// With `durable`, opens (or creates) the effects database at `path`, and every
+    /// effect is fsynced before the answer; else the effects are kept in memory.
     ///
     /// # Errors
     /// When the database cannot be opened.
     pub fn open(path: &Path, seed: u64, durable: bool) -> rusqlite::Result<Shared> {
-        let db = Connection::open(path)?;
-        let synchronous = if durable { "FULL" } else { "OFF" };
-        db.execute_batch(&format!(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous};
-             CREATE TABLE IF NOT EXISTS effects (
-                service TEXT NOT NULL, idempotency_key TEXT NOT NULL, operation TEXT NOT NULL,
-                calls INTEGER NOT NULL, applied_at INTEGER NOT NULL, response TEXT NOT NULL,
-                PRIMARY KEY (service, idempotency_key));"
-        ))?;
+        let record = if durable {
+            let db = Connection::open(path)?;
+            db.execute_batch(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+                 CREATE TABLE IF NOT EXISTS effects (
+                    service TEXT NOT NULL, idempotency_key TEXT NOT NULL, operation TEXT NOT NULL,
+                    calls INTEGER NOT NULL, applied_at INTEGER NOT NULL, response TEXT NOT NULL,
+                    PRIMARY KEY (service, idempotency_key));",
+            )?;
+            Record::Durable(Mutex::new(db))
+        } else {
+            Record::Memory(Mutex::default())
+        };
         Ok(Arc::new(Self {
-            db: Mutex::new(db),
+            record,
             faults: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
@@ -158,7 +177,33 @@ impl MockServices {
 
     /// Applies an effect once per key; returns the answer of the first call.
     fn apply(&self, service: &str, key: &str, operation: &str) -> rusqlite::Result<Value> {
-        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let first_answer = || {
+            let id = format!("{service}-{:08x}", stable_hash(key));
+            json!({ "service": service, "operation": operation, "id": id })
+        };
+        let db = match &self.record {
+            Record::Durable(db) => db,
+            Record::Memory(applied) => {
+                let mut applied = applied.lock().unwrap_or_else(PoisonError::into_inner);
+                let Applied { effects, by_key } = &mut *applied;
+                let index = *by_key
+                    .entry((service.to_owned(), key.to_owned()))
+                    .or_insert_with(|| {
+                        effects.push(Effect {
+                            service: service.to_owned(),
+                            idempotency_key: key.to_owned(),
+                            operation: operation.to_owned(),
+                            calls: 0,
+                            response: first_answer(),
+                        });
+                        effects.len() - 1
+                    });
+                let effect = &mut effects[index];
+                effect.calls += 1;
+                return Ok(effect.response.clone());
+            }
+        };
+        let mut db = db.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = db.transaction()?;
         let known: Option<String> = tx
             .prepare_cached(
@@ -169,8 +214,7 @@ impl MockServices {
         let response = if let Some(known) = known {
             serde_json::from_str(&known).unwrap_or(Value::Null)
         } else {
-            let id = format!("{service}-{:08x}", stable_hash(key));
-            let response = json!({ "service": service, "operation": operation, "id": id });
+            let response = first_answer();
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis());
@@ -191,15 +235,27 @@ impl MockServices {
         Ok(response)
     }
 
-    /// The effects applied, optionally of one service.
+    /// The effects applied, in the order they were, optionally of one service.
     ///
     /// # Errors
     /// When the database fails.
     pub fn effects(&self, service: Option<&str>) -> rusqlite::Result<Vec<Effect>> {
-        let db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
+        let db = match &self.record {
+            Record::Durable(db) => db,
+            Record::Memory(applied) => {
+                let applied = applied.lock().unwrap_or_else(PoisonError::into_inner);
+                return Ok(applied
+                    .effects
+                    .iter()
+                    .filter(|e| service.is_none_or(|s| e.service == s))
+                    .cloned()
+                    .collect());
+            }
+        };
+        let db = db.lock().unwrap_or_else(PoisonError::into_inner);
         let mut select = db.prepare(
             "SELECT service, idempotency_key, operation, calls, response FROM effects
-             WHERE ?1 IS NULL OR service = ?1 ORDER BY applied_at, service, idempotency_key",
+             WHERE ?1 IS NULL OR service = ?1 ORDER BY rowid",
         )?;
         let rows = select.query_map([service], |row| {
             Ok(Effect {
@@ -314,4 +370,43 @@ pub fn router(mock: Shared) -> axum::Router {
         .route("/faults/{service}", put(set_faults).delete(clear_faults))
         .route("/{service}/{*operation}", post(call))
         .with_state(mock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both records apply an effect once per key, count every call, and list the
+    /// effects in the order applied, by service when asked.
+    #[test]
+    fn an_effect_is_applied_once_per_key_in_either_record() {
+        for durable in [true, false] {
+            let data = tempfile::tempdir().expect("directory");
+            let mock = MockServices::open(&data.path().join("mock.db"), 1, durable).expect("mock");
+            let first = mock
+                .apply("drone", "t1/0/pickup", "/pickup")
+                .expect("apply");
+            mock.apply("billing", "t1/0/charge", "/charge")
+                .expect("apply");
+            let again = mock.apply("drone", "t1/0/pickup", "/other").expect("apply");
+            assert_eq!(
+                first, again,
+                "durable={durable}: a repeated key gets the first answer"
+            );
+            let all = mock.effects(None).expect("effects");
+            let keys: Vec<(&str, u32)> = all
+                .iter()
+                .map(|e| (e.idempotency_key.as_str(), e.calls))
+                .collect();
+            assert_eq!(
+                keys,
+                [("t1/0/pickup", 2), ("t1/0/charge", 1)],
+                "durable={durable}"
+            );
+            assert_eq!(all[0].operation, "/pickup", "durable={durable}");
+            let billing = mock.effects(Some("billing")).expect("effects");
+            assert_eq!(billing.len(), 1, "durable={durable}");
+            assert_eq!(billing[0].service, "billing", "durable={durable}");
+        }
+    }
 }

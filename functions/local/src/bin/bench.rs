@@ -1,6 +1,6 @@
 //! Benchmarks the local system through its HTTP API. It starts `sas-local` (the
 //! binary beside this one) on an empty data directory, with mock remote services
-//! that answer at once and store nothing durably, drives it, and prints one line.
+//! that answer at once and keep their record in memory, drives it, and prints one line.
 //!
 //! ```text
 //! bench run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
