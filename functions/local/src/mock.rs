@@ -177,62 +177,18 @@ impl MockServices {
 
     /// Applies an effect once per key; returns the answer of the first call.
     fn apply(&self, service: &str, key: &str, operation: &str) -> rusqlite::Result<Value> {
-        let first_answer = || {
-            let id = format!("{service}-{:08x}", stable_hash(key));
-            json!({ "service": service, "operation": operation, "id": id })
-        };
-        let db = match &self.record {
-            Record::Durable(db) => db,
-            Record::Memory(applied) => {
-                let mut applied = applied.lock().unwrap_or_else(PoisonError::into_inner);
-                let Applied { effects, by_key } = &mut *applied;
-                let index = *by_key
-                    .entry((service.to_owned(), key.to_owned()))
-                    .or_insert_with(|| {
-                        effects.push(Effect {
-                            service: service.to_owned(),
-                            idempotency_key: key.to_owned(),
-                            operation: operation.to_owned(),
-                            calls: 0,
-                            response: first_answer(),
-                        });
-                        effects.len() - 1
-                    });
-                let effect = &mut effects[index];
-                effect.calls += 1;
-                return Ok(effect.response.clone());
-            }
-        };
-        let mut db = db.lock().unwrap_or_else(PoisonError::into_inner);
-        let tx = db.transaction()?;
-        let known: Option<String> = tx
-            .prepare_cached(
-                "UPDATE effects SET calls = calls + 1 WHERE service = ?1 AND idempotency_key = ?2 RETURNING response",
-            )?
-            .query_row(params![service, key], |row| row.get(0))
-            .optional()?;
-        let response = if let Some(known) = known {
-            serde_json::from_str(&known).unwrap_or(Value::Null)
-        } else {
-            let response = first_answer();
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis());
-            tx.prepare_cached(
-                "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
-                 VALUES (?1, ?2, ?3, 1, ?4, ?5)",
-            )?
-            .execute(params![
+        match &self.record {
+            Record::Durable(db) => apply_durably(
+                &mut db.lock().unwrap_or_else(PoisonError::into_inner),
                 service,
                 key,
                 operation,
-                i64::try_from(now).unwrap_or(0),
-                response.to_string()
-            ])?;
-            response
-        };
-        tx.commit()?;
-        Ok(response)
+            ),
+            Record::Memory(applied) => Ok(applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .apply(service, key, operation)),
+        }
     }
 
     /// The effects applied, in the order they were, optionally of one service.
@@ -240,34 +196,101 @@ impl MockServices {
     /// # Errors
     /// When the database fails.
     pub fn effects(&self, service: Option<&str>) -> rusqlite::Result<Vec<Effect>> {
-        let db = match &self.record {
-            Record::Durable(db) => db,
-            Record::Memory(applied) => {
-                let applied = applied.lock().unwrap_or_else(PoisonError::into_inner);
-                return Ok(applied
-                    .effects
-                    .iter()
-                    .filter(|e| service.is_none_or(|s| e.service == s))
-                    .cloned()
-                    .collect());
+        match &self.record {
+            Record::Durable(db) => {
+                durable_effects(&db.lock().unwrap_or_else(PoisonError::into_inner), service)
             }
-        };
-        let db = db.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut select = db.prepare(
-            "SELECT service, idempotency_key, operation, calls, response FROM effects
-             WHERE ?1 IS NULL OR service = ?1 ORDER BY rowid",
-        )?;
-        let rows = select.query_map([service], |row| {
-            Ok(Effect {
-                service: row.get(0)?,
-                idempotency_key: row.get(1)?,
-                operation: row.get(2)?,
-                calls: row.get(3)?,
-                response: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or(Value::Null),
-            })
-        })?;
-        rows.collect()
+            Record::Memory(applied) => Ok(applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .effects
+                .iter()
+                .filter(|e| service.is_none_or(|s| e.service == s))
+                .cloned()
+                .collect()),
+        }
     }
+}
+
+impl Applied {
+    fn apply(&mut self, service: &str, key: &str, operation: &str) -> Value {
+        let Self { effects, by_key } = self;
+        let index = *by_key
+            .entry((service.to_owned(), key.to_owned()))
+            .or_insert_with(|| {
+                effects.push(Effect {
+                    service: service.to_owned(),
+                    idempotency_key: key.to_owned(),
+                    operation: operation.to_owned(),
+                    calls: 0,
+                    response: first_answer(service, key, operation),
+                });
+                effects.len() - 1
+            });
+        let effect = &mut effects[index];
+        effect.calls += 1;
+        effect.response.clone()
+    }
+}
+
+/// What a service answers the first call with a key, and every call with it after.
+fn first_answer(service: &str, key: &str, operation: &str) -> Value {
+    let id = format!("{service}-{:08x}", stable_hash(key));
+    json!({ "service": service, "operation": operation, "id": id })
+}
+
+fn apply_durably(
+    db: &mut Connection,
+    service: &str,
+    key: &str,
+    operation: &str,
+) -> rusqlite::Result<Value> {
+    let tx = db.transaction()?;
+    let known: Option<String> = tx
+        .prepare_cached(
+            "UPDATE effects SET calls = calls + 1 WHERE service = ?1 AND idempotency_key = ?2 RETURNING response",
+        )?
+        .query_row(params![service, key], |row| row.get(0))
+        .optional()?;
+    let response = if let Some(known) = known {
+        serde_json::from_str(&known).unwrap_or(Value::Null)
+    } else {
+        let response = first_answer(service, key, operation);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        tx.prepare_cached(
+            "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
+             VALUES (?1, ?2, ?3, 1, ?4, ?5)",
+        )?
+        .execute(params![
+            service,
+            key,
+            operation,
+            i64::try_from(now).unwrap_or(0),
+            response.to_string()
+        ])?;
+        response
+    };
+    tx.commit()?;
+    Ok(response)
+}
+
+fn durable_effects(db: &Connection, service: Option<&str>) -> rusqlite::Result<Vec<Effect>> {
+    let mut select = db.prepare(
+        "SELECT service, idempotency_key, operation, calls, response FROM effects
+         WHERE ?1 IS NULL OR service = ?1 ORDER BY rowid",
+    )?;
+    let rows = select.query_map([service], |row| {
+        Ok(Effect {
+            service: row.get(0)?,
+            idempotency_key: row.get(1)?,
+            operation: row.get(2)?,
+            calls: row.get(3)?,
+            response: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or(Value::Null),
+        })
+    })?;
+    rows.collect()
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
