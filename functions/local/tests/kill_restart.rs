@@ -24,6 +24,17 @@ const CLIENTS: usize = 8;
 /// Kills during the load; one more follows it.
 const KILLS: usize = 5;
 
+/// The JSON body of a GET.
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+}
+
 async fn count(http: &reqwest::Client, api: &str, state: &str) -> usize {
     let mut total = 0;
     let mut after: Option<String> = None;
@@ -32,14 +43,11 @@ async fn count(http: &reqwest::Client, api: &str, state: &str) -> usize {
             .as_ref()
             .map(|a| format!("&after={a}"))
             .unwrap_or_default();
-        let page: Value = http
-            .get(format!("{api}/tasks?state={state}&limit=100{cursor}"))
-            .send()
-            .await
-            .expect("listing")
-            .json()
-            .await
-            .expect("json");
+        let page = get_json(
+            http,
+            &format!("{api}/tasks?state={state}&limit=100{cursor}"),
+        )
+        .await;
         total += page["tasks"].as_array().expect("tasks").len();
         match page["next"].as_str() {
             Some(next) => after = Some(next.to_owned()),
@@ -132,35 +140,14 @@ async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
     }
     let mut states = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..TASKS {
-        let task: Value = http
-            .get(format!("{base}/tasks/kill-{i}"))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let task = get_json(&http, &format!("{base}/tasks/kill-{i}")).await;
         *states
             .entry(task["state"].as_str().unwrap_or("lost").to_owned())
             .or_default() += 1;
     }
     // What the first failed tasks went through, for the assertion message below.
-    let failed: Value = http
-        .get(format!("{base}/tasks?state=Error&limit=3"))
-        .send()
-        .await
-        .expect("listing")
-        .json()
-        .await
-        .expect("json");
-    let effects: Value = http
-        .get(format!("{mock}/effects"))
-        .send()
-        .await
-        .expect("mock")
-        .json()
-        .await
-        .expect("json");
+    let failed = get_json(&http, &format!("{base}/tasks?state=Error&limit=3")).await;
+    let effects = get_json(&http, &format!("{mock}/effects")).await;
     child.kill().expect("stop");
     let _ = child.wait();
     assert!(
