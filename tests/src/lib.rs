@@ -190,12 +190,15 @@ impl Harness {
         self.running.system.app.sweep(100).await.expect("sweep")
     }
 
-    /// The messages of a notification queue, in order, taking them.
+    /// The messages of a notification queue, taking them, in the order of the task's
+    /// versions (a queue keeps no order between the actors posting to it).
     pub async fn notifications(&self, queue: &str) -> Vec<Value> {
         let (_, _, updates) = self
             .call("GET", &format!("/local/queues/{queue}"), None)
             .await;
-        updates["messages"].as_array().expect("messages").clone()
+        let mut updates = updates["messages"].as_array().expect("messages").clone();
+        updates.sort_by_key(|m| m["version"].as_u64().expect("version"));
+        updates
     }
 
     /// Sets a mock service's faults.

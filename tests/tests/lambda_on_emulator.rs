@@ -80,13 +80,15 @@ async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives
     {
         let update: Value = serde_json::from_str(&delivery.body).expect("json");
         assert_eq!(update["task_id"], "aws-1");
-        states.push(update["state"].as_str().expect("state").to_owned());
+        let version = update["version"].as_u64().expect("version");
+        states.push((version, update["state"].as_str().expect("state").to_owned()));
     }
-    states.sort();
+    states.sort_by_key(|(version, _)| *version);
+    let states: Vec<&str> = states.iter().map(|(_, state)| state.as_str()).collect();
     assert_eq!(
         states,
-        ["Pending", "Processed", "Processing"],
-        "each status change in the caller's queue"
+        ["Pending", "Processing", "Processed"],
+        "each status change in the caller's queue, in the order of the task's versions"
     );
 
     let (status, error) = stack

@@ -96,6 +96,7 @@ impl Change {
                 notification: Notification {
                     task_id: self.task.id.clone(),
                     state,
+                    version: self.task.version,
                     error: self.task.error.clone(),
                     at: self.now,
                 },
@@ -269,6 +270,7 @@ pub fn submit(
             notification: Notification {
                 task_id: task.id.clone(),
                 state: TaskState::Pending,
+                version: change.task.version,
                 error: None,
                 at: now,
             },

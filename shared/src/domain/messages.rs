@@ -100,6 +100,11 @@ pub struct Notification {
     pub task_id: TaskId,
     /// Its new state.
     pub state: TaskState,
+    /// The task's version once the change is written. A queue keeps no order between
+    /// the functions that post to it, so a caller orders the notifications by this;
+    /// the states one write goes through (Compensating, then Error when nothing is
+    /// left to undo) share it and are posted in that order.
+    pub version: u64,
     /// Why it failed, for Error.
     pub error: Option<String>,
     /// When it changed.
