@@ -12,7 +12,7 @@ use tracing::{error, info, warn};
 
 use crate::domain::decide::{self, Decision, Effect, NotInError, Submission};
 use crate::domain::ids::{QueueName, TaskId};
-use crate::domain::messages::{AgentRequest, SchedulerMessage};
+use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use crate::domain::task::{Order, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
@@ -448,19 +448,25 @@ impl App {
     async fn apply(&self, decision: Decision) -> Result<Option<&'static str>, HandleError> {
         let (required, best_effort) = self.split(decision.effects);
         let unsent = match &decision.next {
-            Some(next) => match self.store.update_and_send(next, required).await {
-                Ok(unsent) => {
-                    if next.state.is_final() {
-                        let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
-                        if let Some(waker) = finished.get(&next.id) {
-                            waker.notify_waiters();
-                        }
+            Some(next) => {
+                let unsent = match self.store.update_and_send(next, required.clone()).await {
+                    Ok(unsent) => unsent,
+                    Err(StoreError::Conflict) if self.landed(next).await? => {
+                        info!(task_id = %next.id, version = next.version,
+                            "the write had landed and its answer was lost: its effects are performed");
+                        required
                     }
-                    unsent
+                    Err(StoreError::Conflict) => return Ok(None),
+                    Err(error) => return Err(error.into()),
+                };
+                if next.state.is_final() {
+                    let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(waker) = finished.get(&next.id) {
+                        waker.notify_waiters();
+                    }
                 }
-                Err(StoreError::Conflict) => return Ok(None),
-                Err(error) => return Err(error.into()),
-            },
+                unsent
+            }
             None => required,
         };
         self.metrics
@@ -468,6 +474,42 @@ impl App {
         self.send(unsent).await?;
         self.perform_best_effort(best_effort).await;
         Ok(Some(decision.verdict))
+    }
+
+    /// Whether a write that failed its condition had in fact landed: its answer was
+    /// lost and a retry of it (the SDK retries) found the version already moved, by
+    /// itself. The record stored is then exactly the one it meant to write.
+    async fn landed(&self, intended: &Task) -> Result<bool, StoreError> {
+        Ok(self.store.task(&intended.id).await?.as_ref() == Some(intended))
+    }
+
+    /// Clears a published alert's mark from its task, so that the supervisor does not
+    /// raise it again. Failing that, it is raised again: an alert comes at least once.
+    async fn clear_alert(&self, alert: &Alert) {
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let task = match self.store.task(&alert.task_id).await {
+                Ok(Some(task)) => task,
+                Ok(None) => return,
+                Err(error) => {
+                    warn!(task_id = %alert.task_id, %error, "alert published, its mark kept: it will be raised again");
+                    return;
+                }
+            };
+            let decision = decide::alert_published(&task, alert, self.clock.now());
+            let Some(next) = decision.next else { return };
+            match self.store.update(&next).await {
+                Ok(()) => {
+                    self.metrics
+                        .count("Decisions", ("Verdict", decision.verdict), 1);
+                    return;
+                }
+                Err(StoreError::Conflict) => {}
+                Err(error) => {
+                    warn!(task_id = %alert.task_id, %error, "alert published, its mark kept: it will be raised again");
+                    return;
+                }
+            }
+        }
     }
 
     async fn schedule(&self, task_id: &TaskId) -> Result<(), QueueError> {
@@ -537,8 +579,11 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", &alert.workflow), 1);
                     warn!(task_id = %alert.task_id, reason = %alert.reason, "task in Error: operator alerted");
-                    if let Err(error) = self.alerts.raise(&alert).await {
-                        warn!(task_id = %alert.task_id, %error, "alert not raised");
+                    match self.alerts.raise(&alert).await {
+                        Ok(()) => self.clear_alert(&alert).await,
+                        Err(error) => {
+                            warn!(task_id = %alert.task_id, %error, "alert not raised: the supervisor will raise it again");
+                        }
                     }
                 }
                 Effect::Dispatch(_) | Effect::Schedule { .. } => {}

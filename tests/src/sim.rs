@@ -22,12 +22,12 @@ use sas_shared::app::{App, Ports, QueueNames};
 use sas_shared::domain::agent::BreakerSettings;
 use sas_shared::domain::decide::Submission;
 use sas_shared::domain::ids::{QueueName, TaskId};
-use sas_shared::domain::messages::{AgentRequest, SchedulerMessage};
+use sas_shared::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use sas_shared::domain::task::{Order, StepState, Task, TaskState};
 use sas_shared::domain::workflow::{Registry, Workflow};
 use sas_shared::ports::{
-    NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest,
-    StateStore, StoreError, TaskPage,
+    AlertError, Alerts, NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError,
+    RemoteRequest, StateStore, StoreError, TaskPage,
 };
 use sas_shared::time::{Clock, ManualClock, Timestamp};
 use serde_json::{Value, json};
@@ -93,6 +93,10 @@ struct World {
     violations: Vec<String>,
     /// Times each (task, run, step) became Processed.
     completions: HashMap<(String, u32, usize), u32>,
+    /// Each (task, run) that reached Error: each must have its alert published,
+    reached_error: BTreeSet<(String, u32)>,
+    /// unless an operator resubmitted it first (the operator saw it without one).
+    acted_on: BTreeSet<(String, u32)>,
 }
 
 #[derive(Clone)]
@@ -167,6 +171,12 @@ impl FaultyStore {
                 .world
                 .violation(format!("task {} runs an unknown workflow", new.id));
         };
+        if new.state == TaskState::Error && old.is_none_or(|o| o.state != TaskState::Error) {
+            self.world
+                .world()
+                .reached_error
+                .insert((new.id.to_string(), new.run));
+        }
         if new.state == TaskState::Processed
             && new.steps.iter().any(|s| s.state != StepState::Processed)
         {
@@ -222,6 +232,13 @@ impl FaultyStore {
         if self.world.fault("crash after a write", 0.03) {
             self.world.note(format!("  crash after {kind}"));
             return Err(crash());
+        }
+        // The write landed and its answer was lost: the SDK's retry of it then
+        // fails its own condition.
+        if self.world.fault("write applied, conflict returned", 0.03) {
+            self.world
+                .note(format!("  {kind} applied, a conflict returned"));
+            return Err(StoreError::Conflict);
         }
         Ok(written)
     }
@@ -317,6 +334,26 @@ impl Queues for FaultyQueues {
             return Err(failed());
         }
         Ok(())
+    }
+}
+
+/// The operators' alert channel: down at times, or the function dies before it
+/// publishes (the same to the operator: no alert).
+struct FaultyAlerts {
+    inner: Arc<Memory>,
+    world: Shared,
+}
+
+#[async_trait]
+impl Alerts for FaultyAlerts {
+    async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
+        self.world.interleave().await;
+        if self.world.fault("alert not published", 0.2) {
+            self.world
+                .note(format!("  alert for {} not published", alert.task_id));
+            return Err(AlertError("simulated publish failure".into()));
+        }
+        self.inner.raise(alert).await
     }
 }
 
@@ -448,6 +485,8 @@ impl Sim {
             trace: Vec::new(),
             violations: Vec::new(),
             completions: HashMap::new(),
+            reached_error: BTreeSet::new(),
+            acted_on: BTreeSet::new(),
         })));
         let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
         let names = QueueNames {
@@ -478,7 +517,10 @@ impl Sim {
                 workflows: Arc::clone(&workflows),
             }),
             queues: Arc::clone(&queues) as _,
-            alerts: Arc::clone(&memory) as _,
+            alerts: Arc::new(FaultyAlerts {
+                inner: Arc::clone(&memory),
+                world: world.clone(),
+            }),
             metrics: Arc::new(NoMetrics),
             clock: Arc::clone(&clock) as _,
         };
@@ -693,6 +735,18 @@ impl Sim {
                 .retain(|(t, _)| t != task.id.as_str());
         }
         let outcome = self.schedulers[0].resubmit(&task.id).await;
+        // A resubmission whose answer was lost (a crash after its write) happened too.
+        let resubmitted = self
+            .memory
+            .tasks()
+            .iter()
+            .any(|t| t.id == task.id && t.run > task.run);
+        if resubmitted {
+            self.world
+                .world()
+                .acted_on
+                .insert((task.id.to_string(), task.run));
+        }
         self.world.note(format!(
             "resubmit {} -> {}",
             task.id,
@@ -787,7 +841,12 @@ impl Sim {
                 .queues()
                 .iter()
                 .any(|q| !self.memory.messages(q).is_empty());
-            if !pending && tasks.iter().all(|t| t.state.is_final()) {
+            // A task in Error may keep a lease until its alert is published.
+            if !pending
+                && tasks
+                    .iter()
+                    .all(|t| t.state.is_final() && t.complete_by.is_none())
+            {
                 return true;
             }
             if self.clock.now() > deadline {
@@ -893,6 +952,25 @@ impl Sim {
                     }
                     _ => {}
                 }
+            }
+        }
+        let alerts = self.memory.alerts();
+        let unseen: Vec<(String, u32)> = {
+            let world = self.world.world();
+            world
+                .reached_error
+                .difference(&world.acted_on)
+                .cloned()
+                .collect()
+        };
+        for (id, run) in &unseen {
+            if !alerts
+                .iter()
+                .any(|a| a.task_id.as_str() == id && a.run == *run)
+            {
+                self.world.violation(format!(
+                    "task {id} reached Error in run {run} and no alert was published"
+                ));
             }
         }
         for id in self.accepted.difference(&accepted) {

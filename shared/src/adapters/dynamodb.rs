@@ -201,7 +201,8 @@ impl DynamoStore {
             item.insert("listed_state".into(), s(task.state.as_str()));
             item.insert("listed_key".into(), s(TaskPage::cursor_after(task)));
         }
-        if task.state.is_final() {
+        // A task in Error keeps a lease while its alert is unpublished: no TTL yet.
+        if task.state.is_final() && task.complete_by.is_none() {
             item.insert(
                 "expires_at".into(),
                 n(seconds(task.updated_at.plus(self.settings.retention))),

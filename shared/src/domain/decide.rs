@@ -12,6 +12,9 @@ use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
 use super::workflow::Workflow;
 use crate::time::Timestamp;
 
+/// How long an alert may stay unpublished before the supervisor raises it again.
+pub const ALERT_REDELIVERY: Duration = Duration::from_secs(60);
+
 /// Something to do once the new state is written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
@@ -90,6 +93,12 @@ impl Change {
             return;
         }
         self.task.state = state;
+        self.notify();
+    }
+
+    /// Tells the caller the task's state, as this change writes it.
+    fn notify(&mut self) {
+        let state = self.task.state;
         if let Some(queue) = &self.task.notify {
             self.effects.push(Effect::Notify {
                 queue: queue.clone(),
@@ -204,14 +213,24 @@ impl Change {
                 .filter(|s| s.state == StepState::CompensationFailed)
                 .map(|s| s.name.clone())
                 .collect();
-            self.effects.push(Effect::Alert(Alert {
+            self.raise(Alert {
                 task_id: self.task.id.clone(),
+                run: self.task.run,
                 workflow: self.task.workflow.name.clone(),
                 reason: self.task.error.clone().unwrap_or_default(),
                 compensation_failed,
                 at: self.now,
-            }));
+            });
         }
+    }
+
+    /// Alerts an operator, and keeps the alert in the task with a lease until it is
+    /// published ([`alert_published`]); the supervisor raises it again
+    /// ([`on_expired`]) if the lease expires first.
+    fn raise(&mut self, alert: Alert) {
+        self.task.complete_by = Some(self.now.plus(ALERT_REDELIVERY));
+        self.task.pending_alert = Some(alert.clone());
+        self.effects.push(Effect::Alert(alert));
     }
 }
 
@@ -259,6 +278,7 @@ pub fn submit(
         run: 1,
         steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
         error: None,
+        pending_alert: None,
         created_at: now,
         updated_at: now,
     };
@@ -351,10 +371,19 @@ pub fn on_response(
 
 /// The supervisor, on a task whose lease has expired: sends it again if it was
 /// waiting for a scheduler; otherwise counts a failure of its running step and
-/// retries it, or past the step's threshold gives it up and compensates.
+/// retries it, or past the step's threshold gives it up and compensates. A task in
+/// Error whose alert is not yet published has it raised again.
 #[must_use]
 pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
     let expired = task.complete_by.is_some_and(|at| at <= now);
+    if let Some(alert) = task.pending_alert.as_ref().filter(|_| expired) {
+        // The task reached Error and its alert was not published: publish it again,
+        // with the caller's notification, after taking a new lease for the next try.
+        let mut change = Change::of(task, now);
+        change.notify();
+        change.raise(alert.clone());
+        return change.done("alerted again");
+    }
     if task.state.is_final() || !expired {
         return Decision::ignore("lease live");
     }
@@ -405,6 +434,20 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     change.done("retry")
 }
 
+/// Once `alert` is published: the task keeps it no longer, nor the lease that
+/// would have it raised again. Nothing to do when it was cleared already (a
+/// duplicate publication, or the task resubmitted meanwhile).
+#[must_use]
+pub fn alert_published(task: &Task, alert: &Alert, now: Timestamp) -> Decision {
+    if task.pending_alert.as_ref() != Some(alert) {
+        return Decision::ignore("alert cleared already");
+    }
+    let mut change = Change::of(task, now);
+    change.task.pending_alert = None;
+    change.task.complete_by = None;
+    change.done("alert published")
+}
+
 /// Why an operator's resubmission was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("only a task in Error can be resubmitted; this one is {0:?}")]
@@ -423,6 +466,7 @@ pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Deci
     change.task.run += 1;
     change.task.failure_count = 0;
     change.task.error = None;
+    change.task.pending_alert = None;
     for step in &mut change.task.steps {
         if step.state != StepState::Processed {
             *step = Step::new(&step.name);
@@ -655,17 +699,64 @@ mod tests {
             task = decision.next.clone().expect("compensated");
         }
         assert_eq!(undone, ["schedule-drone", "create-package"]);
+        let alert = alert_of(&decision).expect("alerted");
+        assert_eq!(alert.reason, "step 'schedule-drone' timed out 4 times");
         assert_eq!(
             (task.state, task.locked_by.clone(), task.complete_by),
-            (TaskState::Error, None, None)
+            (TaskState::Error, None, Some(now.plus(ALERT_REDELIVERY))),
+            "a lease until the alert is published"
         );
-        let alert = decision.effects.iter().find_map(|e| match e {
-            Effect::Alert(a) => Some(a),
+        assert_eq!(task.pending_alert.as_ref(), Some(&alert));
+    }
+
+    fn alert_of(decision: &Decision) -> Option<Alert> {
+        decision.effects.iter().find_map(|e| match e {
+            Effect::Alert(a) => Some(a.clone()),
             _ => None,
-        });
+        })
+    }
+
+    #[test]
+    fn an_alert_not_published_is_raised_again_until_it_is() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 0, now);
+        let failed = Outcome::Failed {
+            error: "no such account".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let alert = alert_of(&decision).expect("alerted");
+        let in_error = decision.next.expect("in Error");
+        assert_eq!(in_error.state, TaskState::Error);
+
+        let early = now.plus(ALERT_REDELIVERY - Duration::from_millis(1));
+        assert_eq!(on_expired(&in_error, &workflow, early).next, None);
+        let late = now.plus(ALERT_REDELIVERY);
+        let again = on_expired(&in_error, &workflow, late);
+        assert_eq!(again.verdict, "alerted again");
+        assert_eq!(alert_of(&again), Some(alert.clone()), "the same alert");
+        assert!(
+            again
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::Notify { notification, .. }
+                if notification.state == TaskState::Error)),
+            "the caller told again"
+        );
+        let retried = again.next.expect("a new lease");
+        assert_eq!(retried.complete_by, Some(late.plus(ALERT_REDELIVERY)));
+
+        let published = alert_published(&retried, &alert, late);
+        let cleared = published.next.expect("cleared");
         assert_eq!(
-            alert.expect("alerted").reason,
-            "step 'schedule-drone' timed out 4 times"
+            (cleared.pending_alert.clone(), cleared.complete_by),
+            (None, None)
+        );
+        assert_eq!(cleared.state, TaskState::Error);
+        assert_eq!(alert_published(&cleared, &alert, late).next, None, "once");
+        assert_eq!(
+            on_expired(&cleared, &workflow, late.plus(ALERT_REDELIVERY)).next,
+            None
         );
     }
 

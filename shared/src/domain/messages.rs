@@ -116,6 +116,8 @@ pub struct Notification {
 pub struct Alert {
     /// The task.
     pub task_id: TaskId,
+    /// The task's run that failed (an operator's resubmission starts another).
+    pub run: u32,
     /// Its workflow.
     pub workflow: String,
     /// Why it failed.

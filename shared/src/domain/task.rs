@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ids::{QueueName, TaskId};
+use super::messages::Alert;
 use crate::time::Timestamp;
 
 /// The pattern's ProcessState of a task, with the compensation phase the
@@ -180,6 +181,12 @@ pub struct Task {
     /// Why the task failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The operator alert of a task in Error, kept until it is published. While it is
+    /// here the task keeps a lease, and the supervisor publishes it again when the
+    /// lease expires: a crash or a failed publish between the write of the Error and
+    /// the alert does not lose it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_alert: Option<Alert>,
     /// When it was submitted.
     pub created_at: Timestamp,
     /// When it last changed.
