@@ -45,6 +45,16 @@ pub enum HandleError {
     /// A task names a workflow version no longer known anywhere.
     #[error("workflow {0} version {1} is not defined")]
     UnknownWorkflow(String, u32),
+    /// A task's steps are not its workflow's: a definition changed under the task.
+    #[error("task {task} has {steps} steps and its workflow {defined}")]
+    StepsMismatch {
+        /// The task.
+        task: TaskId,
+        /// Its steps.
+        steps: usize,
+        /// The workflow's.
+        defined: usize,
+    },
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -140,6 +150,8 @@ pub struct App {
     finished: Mutex<HashMap<TaskId, Arc<Notify>>>,
     /// The workflow versions this process has stored (or found stored).
     stored: Mutex<HashSet<(String, u32)>>,
+    /// The definitions tasks run, by name and version, as checked against the store.
+    checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
 }
 
 /// How often a wait for a task's end reads it again when another process may
@@ -176,6 +188,7 @@ impl App {
             instance,
             finished: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
+            checked: Mutex::new(HashMap::new()),
         }
     }
 
@@ -365,31 +378,76 @@ impl App {
         ))
     }
 
-    /// Supervisor: recovers up to `limit` tasks whose lease has expired. A task that
-    /// cannot be recovered now is counted as "failed" and left for the next sweep.
+    /// Supervisor: one pass over the tasks whose lease has expired, `batch` at a
+    /// time, each task once. A task that cannot be recovered now is counted as
+    /// "failed" and left for the next pass; the pass ends when a read finds no task
+    /// it has not seen, so tasks that keep failing neither hold it up nor hide the
+    /// ones behind them. An undecodable record is quarantined (taken off the leases,
+    /// kept for a person) and counted.
     ///
     /// # Errors
     /// [`HandleError`] when the expired leases cannot be read.
-    pub async fn sweep(&self, limit: usize) -> Result<SweepReport, HandleError> {
+    pub async fn sweep(&self, batch: usize) -> Result<SweepReport, HandleError> {
         let mut report = SweepReport::new();
-        for expired in self.store.expired(self.clock.now(), limit).await? {
-            let recovered = self
-                .transition(&expired.id, |task, workflow, _, now| {
-                    Ok::<_, HandleError>(decide::on_expired(task, workflow, now))
-                })
-                .await;
-            let verdict = match recovered {
-                Ok(Some((verdict, _))) => verdict,
-                Ok(None) => "vanished",
-                Err(error) => {
-                    error!(task_id = %expired.id, %error, "supervisor could not recover the task");
-                    "failed"
+        let mut seen: HashSet<TaskId> = HashSet::new();
+        loop {
+            let expired = self
+                .store
+                .expired(self.clock.now(), batch + seen.len())
+                .await?;
+            let mut progressed = false;
+            for id in expired.undecodable {
+                if !seen.insert(id.clone()) {
+                    continue;
                 }
-            };
-            info!(task_id = %expired.id, verdict, "supervisor");
-            *report.entry(verdict).or_default() += 1;
+                progressed = true;
+                error!(task_id = %id, "supervisor: the task's record cannot be decoded; quarantined for a person");
+                self.metrics
+                    .count("QuarantinedTasks", ("Store", "tasks"), 1);
+                let verdict = match self.store.quarantine(&id).await {
+                    Ok(()) => "quarantined",
+                    Err(error) => {
+                        error!(task_id = %id, %error, "supervisor could not quarantine the task");
+                        "failed"
+                    }
+                };
+                *report.entry(verdict).or_default() += 1;
+            }
+            let fresh: Vec<TaskId> = expired
+                .tasks
+                .into_iter()
+                .map(|task| task.id)
+                .filter(|id| !seen.contains(id))
+                .take(batch)
+                .collect();
+            for id in fresh {
+                progressed = true;
+                let verdict = self.recover(&id).await;
+                info!(task_id = %id, verdict, "supervisor");
+                *report.entry(verdict).or_default() += 1;
+                seen.insert(id);
+            }
+            if !progressed {
+                return Ok(report);
+            }
         }
-        Ok(report)
+    }
+
+    /// Supervisor: decides on one task whose lease has expired.
+    async fn recover(&self, id: &TaskId) -> &'static str {
+        let recovered = self
+            .transition(id, |task, workflow, _, now| {
+                Ok::<_, HandleError>(decide::on_expired(task, workflow, now))
+            })
+            .await;
+        match recovered {
+            Ok(Some((verdict, _))) => verdict,
+            Ok(None) => "vanished",
+            Err(error) => {
+                error!(task_id = %id, %error, "supervisor could not recover the task");
+                "failed"
+            }
+        }
     }
 
     /// Reads a task with its order, decides, and writes the decision; a write that
@@ -413,6 +471,14 @@ impl App {
                 return Ok(None);
             };
             let workflow = self.workflow(&task.workflow).await?;
+            if task.steps.len() != workflow.steps.len() {
+                return Err(HandleError::StepsMismatch {
+                    task: task.id,
+                    steps: task.steps.len(),
+                    defined: workflow.steps.len(),
+                }
+                .into());
+            }
             let decision = decide(&task, &workflow, &order, self.clock.now())?;
             let next = decision.next.clone();
             if let Some(verdict) = self.apply(decision).await? {
@@ -422,24 +488,52 @@ impl App {
         Err(HandleError::from(StoreError::Conflict).into())
     }
 
-    /// The definition a task runs: from the registry, or from the store when the
-    /// files no longer have that version.
+    /// The definition a task runs: the one stored under its name and version when
+    /// it started, checked once per process against the registry's. A file changed
+    /// without a version bump is refused for the tasks of that version (they run
+    /// the stored definition, whose steps they have) with an error in the log.
     async fn workflow(&self, reference: &WorkflowRef) -> Result<Arc<Workflow>, HandleError> {
-        if let Some(workflow) = self.workflows.version(&reference.name, reference.version) {
-            return Ok(workflow);
+        let key = (reference.name.clone(), reference.version);
+        if let Some(workflow) = self
+            .checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Arc::clone(workflow));
         }
-        let unknown = || HandleError::UnknownWorkflow(reference.name.clone(), reference.version);
-        let source = self
+        let file = self.workflows.version(&reference.name, reference.version);
+        let stored = self
             .store
             .load_workflow(&reference.name, reference.version)
-            .await?
-            .ok_or_else(unknown)?;
-        let parsed = Workflow::parse(
-            &format!("stored {}@{}", reference.name, reference.version),
-            &source,
-        )
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.workflows.add(parsed).map_err(|_| unknown())
+            .await?;
+        let workflow = match stored {
+            Some(source) => {
+                let stored = Workflow::parse(
+                    &format!("stored {}@{}", reference.name, reference.version),
+                    &source,
+                )
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                match file {
+                    Some(file) if file.source == stored.source => file,
+                    Some(_) => {
+                        error!(workflow = %reference.name, version = reference.version,
+                            "the workflow file differs from the definition stored under its version: \
+                             tasks of that version run the stored one; give a changed definition a new version");
+                        Arc::new(stored)
+                    }
+                    None => Arc::new(stored),
+                }
+            }
+            None => file.ok_or_else(|| {
+                HandleError::UnknownWorkflow(reference.name.clone(), reference.version)
+            })?,
+        };
+        self.checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::clone(&workflow));
+        Ok(workflow)
     }
 
     /// Writes the decision's state with the messages it requires (in one transaction

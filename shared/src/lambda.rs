@@ -386,32 +386,19 @@ where
     response
 }
 
-/// The supervisor function, on its EventBridge schedule: sweeps expired leases,
-/// `batch` tasks per query, until a query finds fewer.
+/// The supervisor function, on its EventBridge schedule: one pass over the expired
+/// leases, `batch` tasks per query ([`App::sweep`]).
 ///
 /// # Errors
-/// [`HandleError`] when the store or a queue fails; the next run picks up the rest.
+/// [`HandleError`] when the store fails; the next run picks up the rest.
 pub async fn sweep(
     app: &App,
     batch: usize,
     event: EventBridgeEvent<Value>,
 ) -> Result<Value, HandleError> {
     let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
-    async {
-        let mut total = crate::app::SweepReport::new();
-        loop {
-            let report = app.sweep(batch).await?;
-            let found: usize = report.values().sum();
-            for (verdict, count) in report {
-                *total.entry(verdict).or_default() += count;
-            }
-            if found < batch {
-                return Ok(json!(total));
-            }
-        }
-    }
-    .instrument(span)
-    .await
+    let report = app.sweep(batch).instrument(span).await?;
+    Ok(json!(report))
 }
 
 #[cfg(test)]

@@ -60,6 +60,15 @@ impl TaskPage {
     }
 }
 
+/// What [`StateStore::expired`] found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Expired {
+    /// The tasks whose lease expired, soonest first.
+    pub tasks: Vec<Task>,
+    /// Tasks with an expired lease whose records could not be decoded.
+    pub undecodable: Vec<TaskId>,
+}
+
 /// The durable state store: tasks, their order data, and workflow definitions.
 #[async_trait]
 pub trait StateStore: Send + Sync {
@@ -104,12 +113,20 @@ pub trait StateStore: Send + Sync {
         Ok(outbox)
     }
 
-    /// Tasks whose lease (complete-by) is at or before `now`, soonest first; reads
-    /// only live leases, never the whole table.
+    /// Up to `limit` tasks whose lease (complete-by) is at or before `now`, soonest
+    /// first; reads only live leases, never the whole table. A record that cannot be
+    /// decoded is named among [`Expired::undecodable`] rather than failing the rest.
     ///
     /// # Errors
-    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError>;
+    /// [`StoreError::Unavailable`].
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError>;
+
+    /// Takes an undecodable task record off the leases the supervisor sweeps, and
+    /// keeps it, marked, for a person to look at.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError>;
 
     /// Tasks in `state` (see [`TaskPage`] for the order), from the cursor `after` of an
     /// earlier page.

@@ -26,8 +26,8 @@ use sas_shared::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use sas_shared::domain::task::{Order, StepState, Task, TaskState};
 use sas_shared::domain::workflow::{Registry, Workflow};
 use sas_shared::ports::{
-    AlertError, Alerts, NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError,
-    RemoteRequest, StateStore, StoreError, TaskPage,
+    AlertError, Alerts, Expired, NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall,
+    RemoteError, RemoteRequest, StateStore, StoreError, TaskPage,
 };
 use sas_shared::time::{Clock, ManualClock, Timestamp};
 use serde_json::{Value, json};
@@ -275,9 +275,13 @@ impl StateStore for FaultyStore {
         .await
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
         self.world.interleave().await;
         self.inner.expired(now, limit).await
+    }
+
+    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.inner.quarantine(id).await
     }
 
     async fn list(

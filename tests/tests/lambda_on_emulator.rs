@@ -256,3 +256,46 @@ async fn a_poison_message_ends_in_the_dead_letter_queue_and_the_batch_goes_on() 
     };
     assert_eq!(dead[0].body, "not json");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    let text = |v: &str| AttributeValue::S(v.into());
+    dynamodb
+        .put_item()
+        .table_name(&stack.config.table.table)
+        .item("pk", text("TASK#garbled"))
+        .item("sk", text("TASK"))
+        .item("record", text("{ not a task"))
+        .item("lease_shard", text("LEASE#0"))
+        .item("lease_expires", AttributeValue::N("0".into()))
+        .send()
+        .await
+        .expect("a garbled item written");
+
+    let report = stack.supervise().await;
+    assert_eq!(report, json!({ "quarantined": 1 }));
+    let item = dynamodb
+        .get_item()
+        .table_name(&stack.config.table.table)
+        .key("pk", text("TASK#garbled"))
+        .key("sk", text("TASK"))
+        .send()
+        .await
+        .expect("read")
+        .item
+        .expect("kept for a person");
+    assert_eq!(item.get("quarantined"), Some(&AttributeValue::Bool(true)));
+    assert!(
+        !item.contains_key("lease_shard"),
+        "off the expiry index: {item:?}"
+    );
+    assert_eq!(
+        stack.supervise().await,
+        json!({}),
+        "the next sweep reads it no more"
+    );
+}

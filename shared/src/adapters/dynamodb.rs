@@ -34,12 +34,13 @@ use aws_types::SdkConfig;
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
+use tracing::error;
 
 use super::{SdkClient, sdk_client};
 use crate::domain::ids::{TaskId, stable_hash};
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
-use crate::ports::{StateStore, StoreError, TaskPage};
+use crate::ports::{Expired, StateStore, StoreError, TaskPage};
 use crate::time::Timestamp;
 
 /// The name of the expiry index.
@@ -333,9 +334,21 @@ impl DynamoStore {
         })
     }
 
-    /// Reads tasks by id, consistently, in the order given.
+    /// Reads tasks by id, consistently, in the order given; an undecodable record is
+    /// logged and left out (the supervisor quarantines those with a lease).
     async fn tasks(&self, ids: Vec<TaskId>) -> Result<Vec<Task>, StoreError> {
+        let (tasks, undecodable) = self.read_tasks(ids).await?;
+        for id in undecodable {
+            error!(task_id = %id, "a task record cannot be decoded: left out");
+        }
+        Ok(tasks)
+    }
+
+    /// Reads tasks by id, consistently, in the order given, and names those whose
+    /// records cannot be decoded.
+    async fn read_tasks(&self, ids: Vec<TaskId>) -> Result<(Vec<Task>, Vec<TaskId>), StoreError> {
         let mut found: HashMap<String, Task> = HashMap::new();
+        let mut undecodable = Vec::new();
         for chunk in ids.chunks(100) {
             let mut pending: Vec<Item> = chunk
                 .iter()
@@ -348,7 +361,8 @@ impl DynamoStore {
                 let request = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
                     .consistent_read(true)
-                    .projection_expression("#record")
+                    .projection_expression("#pk, #record")
+                    .expression_attribute_names("#pk", "pk")
                     .expression_attribute_names("#record", "record")
                     .build()
                     .map_err(|e| StoreError::Unavailable(e.to_string()))?;
@@ -365,8 +379,12 @@ impl DynamoStore {
                     .into_iter()
                     .flatten()
                 {
-                    let task = decode_task(item)?;
-                    found.insert(task.id.to_string(), task);
+                    match decode_task(item) {
+                        Ok(task) => {
+                            found.insert(task.id.to_string(), task);
+                        }
+                        Err(_) => undecodable.push(task_id_of(item)?),
+                    }
                 }
                 if let Some(retry) = output
                     .unprocessed_keys()
@@ -377,10 +395,11 @@ impl DynamoStore {
                 }
             }
         }
-        Ok(ids
+        let tasks = ids
             .iter()
             .filter_map(|id| found.remove(id.as_str()))
-            .collect())
+            .collect();
+        Ok((tasks, undecodable))
     }
 }
 
@@ -528,7 +547,7 @@ impl StateStore for DynamoStore {
         conditional(result)
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
         let mut ids = Vec::new();
         for shard in 0..self.settings.lease_shards.max(1) {
             let output = self
@@ -551,15 +570,43 @@ impl StateStore for DynamoStore {
         }
         // The index is eventually consistent: read the tasks themselves, and keep
         // only those still expired.
-        let mut tasks: Vec<Task> = self
-            .tasks(ids)
-            .await?
+        let (tasks, undecodable) = self.read_tasks(ids).await?;
+        let mut tasks: Vec<Task> = tasks
             .into_iter()
             .filter(|t| t.complete_by.is_some_and(|at| at <= now))
             .collect();
         tasks.sort_by_key(|t| t.complete_by);
         tasks.truncate(limit);
-        Ok(tasks)
+        Ok(Expired { tasks, undecodable })
+    }
+
+    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
+        let (pk, sk) = task_key(id);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, sk)))
+            .update_expression("REMOVE #shard, #expires SET #quarantined = :yes")
+            .condition_expression("attribute_exists(#shard)")
+            .expression_attribute_names("#shard", "lease_shard")
+            .expression_attribute_names("#expires", "lease_expires")
+            .expression_attribute_names("#quarantined", "quarantined")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Off the index already: quarantined by another sweep.
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(unavailable(error)),
+        }
     }
 
     async fn list(

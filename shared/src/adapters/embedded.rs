@@ -27,7 +27,7 @@ use crate::domain::messages::Alert;
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::ports::{
-    AlertError, Alerts, Consumer, Delivery, Outgoing, OutgoingMessage, QueueError, Queues,
+    AlertError, Alerts, Consumer, Delivery, Expired, Outgoing, OutgoingMessage, QueueError, Queues,
     StateStore, StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
@@ -795,15 +795,46 @@ impl StateStore for Embedded {
         Ok(Vec::new())
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |c| {
-            decode_rows(
+            let mut select = c
+                .prepare_cached(
+                    "SELECT id, record FROM tasks
+                     WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
+                     ORDER BY lease_expires LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let rows = select
+                .query_map(params![now.0, limit], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                })
+                .map_err(unavailable)?;
+            let mut expired = Expired::default();
+            for row in rows {
+                let (id, record) = row.map_err(unavailable)?;
+                match decode(&record) {
+                    Ok(task) => expired.tasks.push(task),
+                    Err(_) => expired
+                        .undecodable
+                        .push(TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+                }
+            }
+            Ok(expired)
+        })
+        .await
+    }
+
+    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
+        let id = id.to_string();
+        self.write(Answer::Committed, move |c| {
+            execute(
                 c,
-                "SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
-                 ORDER BY lease_expires LIMIT ?2",
-                params![now.0, limit],
+                "UPDATE tasks SET lease_expires = NULL WHERE id = ?1",
+                [id],
             )
+            .map(drop)
+            .map_err(unavailable)
         })
         .await
     }
@@ -1061,15 +1092,38 @@ mod tests {
                 .expired(Timestamp(0).plus(lease), 10)
                 .await
                 .expect("sweep")
+                .tasks
                 .len()
                 == 1
         );
-        let expired = store
-            .expired(Timestamp(10).plus(lease), 10)
-            .await
-            .expect("sweep");
-        let ids: Vec<_> = expired.iter().map(|t| t.id.to_string()).collect();
+        let late = Timestamp(10).plus(lease);
+        let expired = store.expired(late, 10).await.expect("sweep");
+        let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.to_string()).collect();
         assert_eq!(ids, ["a", "b"], "soonest first, never the finished task");
+
+        let b = TaskId::parse("b").expect("id");
+        let original = encode(&store.task(&b).await.expect("read").expect("b")).expect("encoded");
+        let corrupt = "garbage".to_owned();
+        store
+            .write(Answer::Committed, move |c| {
+                execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [corrupt])
+                    .map_err(unavailable)
+            })
+            .await
+            .expect("corrupted");
+        let expired = store.expired(late, 10).await.expect("a sweep despite it");
+        assert_eq!(expired.undecodable, std::slice::from_ref(&b));
+        assert_eq!(expired.tasks.len(), 1);
+        store.quarantine(&b).await.expect("quarantined");
+        let expired = store.expired(late, 10).await.expect("sweep");
+        assert_eq!((expired.tasks.len(), expired.undecodable.len()), (1, 0));
+        store
+            .write(Answer::Committed, move |c| {
+                execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [original])
+                    .map_err(unavailable)
+            })
+            .await
+            .expect("mended, for the listing below");
 
         let page = store.list(TaskState::Pending, 1, None).await.expect("page");
         assert_eq!(page.tasks[0].id.as_str(), "a");

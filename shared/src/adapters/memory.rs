@@ -14,8 +14,8 @@ use crate::domain::messages::Alert;
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::ports::{
-    AlertError, Alerts, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StateStore,
-    StoreError, TaskPage,
+    AlertError, Alerts, Consumer, Delivery, Expired, OutgoingMessage, QueueError, Queues,
+    StateStore, StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -227,17 +227,25 @@ impl StateStore for Memory {
         }
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Vec<Task>, StoreError> {
-        let mut expired: Vec<Task> = self
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
+        let mut tasks: Vec<Task> = self
             .state()
             .tasks
             .values()
             .filter(|t| t.complete_by.is_some_and(|at| at <= now))
             .cloned()
             .collect();
-        expired.sort_by_key(|t| t.complete_by);
-        expired.truncate(limit);
-        Ok(expired)
+        tasks.sort_by_key(|t| t.complete_by);
+        tasks.truncate(limit);
+        Ok(Expired {
+            tasks,
+            undecodable: Vec::new(),
+        })
+    }
+
+    /// Records kept as values are never undecodable: there is nothing to take off.
+    async fn quarantine(&self, _: &TaskId) -> Result<(), StoreError> {
+        Ok(())
     }
 
     async fn list(

@@ -1,0 +1,197 @@
+//! The supervisor and the scheduler where the records they read are not what they
+//! expect: tasks that keep failing, and a workflow file edited without a version
+//! bump. Over the in-memory backend, on a manual clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_shared::adapters::memory::Memory;
+use sas_shared::app::{App, Ports, QueueNames};
+use sas_shared::domain::decide::{self, Submission};
+use sas_shared::domain::ids::{QueueName, TaskId};
+use sas_shared::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
+use sas_shared::domain::task::WorkflowRef;
+use sas_shared::domain::workflow::{Registry, Workflow};
+use sas_shared::ports::{NoMetrics, StateStore};
+use sas_shared::time::{Clock, ManualClock, Timestamp};
+use sas_tests::delivery_input;
+use serde_json::json;
+
+struct World {
+    memory: Arc<Memory>,
+    clock: Arc<ManualClock>,
+    names: QueueNames,
+}
+
+fn queue(name: &str) -> QueueName {
+    QueueName::parse(name).expect("queue name")
+}
+
+impl World {
+    fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+        let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
+        let names = QueueNames {
+            scheduler: queue("scheduler"),
+            agent_requests: queue("agent-requests"),
+            agent_responses: queue("agent-responses"),
+        };
+        for name in [
+            &names.scheduler,
+            &names.agent_requests,
+            &names.agent_responses,
+        ] {
+            memory.create_queue(name, Duration::from_secs(30), None);
+        }
+        Self {
+            memory,
+            clock,
+            names,
+        }
+    }
+
+    /// An actor over this world's backend, knowing the workflows of `registry`.
+    fn app(&self, registry: Registry, instance: &str) -> App {
+        let ports = Ports {
+            store: Arc::clone(&self.memory) as _,
+            queues: Arc::clone(&self.memory) as _,
+            alerts: Arc::clone(&self.memory) as _,
+            metrics: Arc::new(NoMetrics),
+            clock: Arc::clone(&self.clock) as _,
+        };
+        App::new(
+            ports,
+            Arc::new(registry),
+            self.names.clone(),
+            instance.into(),
+        )
+    }
+
+    fn agent_requests(&self) -> Vec<AgentRequest> {
+        self.memory
+            .messages(&self.names.agent_requests)
+            .iter()
+            .map(|m| serde_json::from_str(&m.body).expect("an agent request"))
+            .collect()
+    }
+}
+
+fn built_ins() -> Registry {
+    Registry::load(None).expect("built-in workflows")
+}
+
+fn submission(id: &str) -> Submission {
+    Submission {
+        id: TaskId::parse(id).expect("id"),
+        input: delivery_input(),
+        notify: None,
+    }
+}
+
+#[tokio::test]
+async fn a_pass_reaches_every_expired_task_when_a_hundred_and_fifty_keep_failing() {
+    let world = World::new();
+    let app = world.app(built_ins(), "supervisor");
+    let drone = app.workflows().latest("drone-delivery").expect("drone");
+    // Tasks whose workflow is known nowhere: every recovery of them fails. Their
+    // leases end first, so a pass that read the soonest again and again would see
+    // only them.
+    for n in 0..150 {
+        let (mut task, order, _) =
+            decide::submit(&drone, submission(&format!("stuck-{n}")), world.clock.now());
+        task.workflow = WorkflowRef {
+            name: "withdrawn".into(),
+            version: 1,
+        };
+        world.memory.create(&task, &order).await.expect("created");
+    }
+    world.clock.advance(Duration::from_secs(1));
+    app.submit("drone-delivery", submission("behind-them"))
+        .await
+        .expect("submitted");
+    world
+        .clock
+        .advance(drone.pickup_timeout + Duration::from_secs(1));
+
+    let report = tokio::time::timeout(Duration::from_secs(60), app.sweep(100))
+        .await
+        .expect("the pass ends")
+        .expect("the pass reads the leases");
+    assert_eq!(report.get("failed"), Some(&150), "{report:?}");
+    assert_eq!(report.get("sent again"), Some(&1), "{report:?}");
+    let again = app.sweep(100).await.expect("a second pass");
+    assert_eq!(
+        again.get("failed"),
+        Some(&150),
+        "each once a pass: {again:?}"
+    );
+    assert_eq!(again.get("sent again"), None, "its new lease is live");
+}
+
+#[tokio::test]
+async fn tasks_run_the_definition_they_started_with_when_its_file_changes_without_a_new_version() {
+    let world = World::new();
+    let submitter = world.app(built_ins(), "submission");
+    submitter
+        .submit("drone-delivery", submission("kept"))
+        .await
+        .expect("submitted");
+
+    // The same name and version, edited: two steps, the first calling elsewhere.
+    let edited = built_ins();
+    let original = edited.latest("drone-delivery").expect("drone");
+    let mut source: serde_json::Value = serde_json::from_str(&original.source).expect("json");
+    source["steps"] = json!([
+        { "name": "check-account", "agent": "account", "call": "/accounts/verify" },
+        { "name": "create-delivery", "agent": "delivery", "call": "/deliveries" }
+    ]);
+    let changed = Registry::default();
+    changed
+        .add(Workflow::parse("edited.json", &source.to_string()).expect("a valid definition"))
+        .expect("added");
+    let scheduler = world.app(changed, "scheduler");
+
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: TaskId::parse("kept").expect("id"),
+    })
+    .expect("json");
+    scheduler.on_scheduler_message(&run).await.expect("claimed");
+    let requests = world.agent_requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        (requests[0].step_name.as_str(), requests[0].path.as_str()),
+        ("check-account", "/accounts/check"),
+        "the stored definition, not the edited file"
+    );
+
+    // Through every step: the task has five, as its definition.
+    let mut answered = 0;
+    while let Some(request) = world.agent_requests().pop() {
+        let response = SchedulerMessage::Response(AgentResponse {
+            task_id: request.task_id.clone(),
+            run: request.run,
+            step: request.step,
+            attempt: request.attempt,
+            operation: request.operation,
+            outcome: Outcome::Succeeded { output: json!({}) },
+        });
+        for stored in world.memory.messages(&world.names.agent_requests) {
+            world
+                .memory
+                .drop_message(&world.names.agent_requests, stored.id);
+        }
+        scheduler
+            .on_scheduler_message(&serde_json::to_string(&response).expect("json"))
+            .await
+            .expect("recorded");
+        answered += 1;
+        assert!(answered <= 5, "at most the five steps");
+    }
+    let task = scheduler
+        .task(&TaskId::parse("kept").expect("id"))
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(task.state.as_str(), "Processed");
+    assert_eq!(answered, 5);
+}
