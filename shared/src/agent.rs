@@ -10,6 +10,7 @@ use tracing::{debug, info};
 use crate::app::HandleError;
 use crate::domain::agent::{BreakerSettings, CircuitBreaker, backoff};
 use crate::domain::ids::QueueName;
+use crate::domain::limits;
 use crate::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
 use crate::ports::{OutgoingMessage, Queues, RemoteCall, RemoteError, RemoteRequest};
 use crate::time::Clock;
@@ -64,7 +65,7 @@ impl Agent {
     pub async fn on_request(&self, body: &str) -> Result<AgentVerdict, HandleError> {
         let request: AgentRequest =
             serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
-        let Some(outcome) = self.perform(&request).await else {
+        let Some(outcome) = self.perform(&request).await.map(within_limit) else {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: past complete-by or out of tries");
             return Ok(AgentVerdict::Silent);
         };
@@ -111,7 +112,9 @@ impl Agent {
                 let after = self.clock.now();
                 self.breaker(&request.agent, |b| match &result {
                     Err(RemoteError::Transient(_)) => b.on_failure(after),
-                    Ok(_) | Err(RemoteError::Permanent(_)) => b.on_success(),
+                    Ok(_) | Err(RemoteError::Permanent(_) | RemoteError::Oversized(_)) => {
+                        b.on_success();
+                    }
                 });
                 result
             } else {
@@ -123,6 +126,7 @@ impl Agent {
             match result {
                 Ok(output) => return Some(Outcome::Succeeded { output }),
                 Err(RemoteError::Permanent(error)) => return Some(Outcome::Failed { error }),
+                Err(RemoteError::Oversized(error)) => return Some(Outcome::Oversized { error }),
                 Err(RemoteError::Transient(error)) => {
                     debug!(task_id = %request.task_id, step = %request.step_name, attempt, %error, "transient failure");
                 }
@@ -149,5 +153,17 @@ impl Agent {
             .entry(service.to_owned())
             .or_insert_with(|| CircuitBreaker::new(self.breaker_settings));
         f(breaker)
+    }
+}
+
+/// The outcome as the response carries it: an output larger than a step's may be
+/// is not sent (its message could exceed what the queue takes), only its size.
+fn within_limit(outcome: Outcome) -> Outcome {
+    match &outcome {
+        Outcome::Succeeded { output } => {
+            let bytes = serde_json::to_vec(output).map_or(usize::MAX, |b| b.len());
+            limits::output_refusal(bytes, 0).map_or(outcome, |error| Outcome::Oversized { error })
+        }
+        Outcome::Failed { .. } | Outcome::Oversized { .. } => outcome,
     }
 }

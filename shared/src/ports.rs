@@ -24,6 +24,9 @@ pub enum StoreError {
     /// A record could not be decoded.
     #[error("state store record is corrupt: {0}")]
     Corrupt(String),
+    /// A record is larger than the store takes: no retry will write it.
+    #[error("state store record too large: {0}")]
+    TooLarge(String),
     /// A listing's cursor is not one the store gave.
     #[error("'{0}' is not a cursor from an earlier page")]
     InvalidCursor(String),
@@ -218,6 +221,9 @@ pub enum RemoteError {
     /// Will not succeed if tried again: the service refused the request.
     #[error("permanent: {0}")]
     Permanent(String),
+    /// The service did it, but its answer is larger than a step's output may be.
+    #[error("oversized: {0}")]
+    Oversized(String),
 }
 
 /// One call to a remote service.

@@ -299,3 +299,97 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
         "the next sweep reads it no more"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
+    use sas_shared::domain::limits::MAX_STEP_OUTPUT;
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let answer = |bytes: usize| {
+        serde_json::from_value(json!({"answer_bytes": bytes, "times": 1})).expect("faults")
+    };
+
+    remote.mocks.set_faults("drone", answer(MAX_STEP_OUTPUT));
+    stack.http("PUT", "/tasks/at-limit", Some(&quick())).await;
+    let kept = stack
+        .run_until("at-limit", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    let output = kept["steps"][3]["output"].to_string();
+    assert_eq!(output.len(), MAX_STEP_OUTPUT, "kept whole");
+
+    remote
+        .mocks
+        .set_faults("drone", answer(MAX_STEP_OUTPUT + 1));
+    stack.http("PUT", "/tasks/over", Some(&quick())).await;
+    let refused = stack
+        .run_until("over", PATIENCE, false, |t| t["state"] == "Error")
+        .await;
+    assert_eq!(
+        step_states(&refused),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Pending"
+        ],
+        "{refused:#}"
+    );
+    assert!(
+        refused["steps"][3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("over the {MAX_STEP_OUTPUT} bytes"))),
+        "{refused:#}"
+    );
+    let undone: Vec<_> = remote
+        .effects("over")
+        .into_iter()
+        .filter(|e| e.1.ends_with("/cancel"))
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        undone,
+        ["drone", "package"],
+        "the drone and the package undone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
+    use sas_shared::adapters::dynamodb::DynamoStore;
+    use sas_shared::domain::limits::{MAX_ITEM, MAX_MESSAGE};
+    use sas_shared::ports::{StateStore, StoreError};
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let queue = Stack::queue(&stack.config.scheduler_queue_url);
+    let message = |bytes: usize| OutgoingMessage {
+        body: "x".repeat(bytes),
+        delay: Duration::ZERO,
+    };
+    stack
+        .sqs
+        .send(&queue, &[message(MAX_MESSAGE)])
+        .await
+        .expect("at SQS's limit");
+    let error = stack
+        .sqs
+        .send(&queue, &[message(MAX_MESSAGE + 1)])
+        .await
+        .expect_err("over it");
+    assert!(error.to_string().contains("262145 bytes"), "{error}");
+
+    stack.http("PUT", "/tasks/large", Some(&quick())).await;
+    let store = DynamoStore::new(&stack.sdk, stack.config.table.clone());
+    let id = sas_shared::domain::ids::TaskId::parse("large").expect("id");
+    let mut task = store.task(&id).await.expect("read").expect("stored");
+    // Noise that deflate shrinks to no less than three quarters.
+    let noise: String = (0..2 * MAX_ITEM)
+        .map(|_| fastrand::alphanumeric())
+        .collect();
+    task.steps[0].output = Some(json!(noise));
+    task.version += 1;
+    assert!(
+        matches!(store.update(&task).await, Err(StoreError::TooLarge(e)) if e.contains("over the 409600")),
+        "refused before it is sent"
+    );
+}

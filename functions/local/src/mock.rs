@@ -40,6 +40,10 @@ pub struct Faults {
     /// From now, every call fails with 503 for this long.
     #[serde(default)]
     pub outage_ms: u64,
+    /// The effect is applied and the answer padded to this many bytes of JSON (a
+    /// service answering more than a step's output may hold).
+    #[serde(default)]
+    pub answer_bytes: Option<usize>,
     /// The faults apply to this many calls, then clear; all calls when absent.
     #[serde(default)]
     pub times: Option<u32>,
@@ -313,7 +317,9 @@ async fn call(
         );
     };
     let operation = format!("/{operation}");
+    let mut answer_bytes = None;
     if let Some((faults, in_outage)) = mock.take_faults(&service) {
+        answer_bytes = faults.answer_bytes;
         if in_outage {
             return error(StatusCode::SERVICE_UNAVAILABLE, "outage injected");
         }
@@ -330,7 +336,21 @@ async fn call(
             return respond(applied);
         }
     }
-    respond(mock.apply(&service, &key, &operation))
+    respond(
+        mock.apply(&service, &key, &operation)
+            .map(|answer| padded(answer, answer_bytes)),
+    )
+}
+
+/// The answer with a `padding` field that makes its JSON `bytes` long, when given
+/// and longer than the answer.
+fn padded(mut answer: Value, bytes: Option<usize>) -> Value {
+    if let Some(bytes) = bytes {
+        answer["padding"] = json!("");
+        let unpadded = answer.to_string().len();
+        answer["padding"] = json!("x".repeat(bytes.saturating_sub(unpadded)));
+    }
+    answer
 }
 
 fn respond(applied: rusqlite::Result<Value>) -> Response {

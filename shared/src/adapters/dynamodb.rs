@@ -38,6 +38,7 @@ use tracing::error;
 
 use super::{SdkClient, sdk_client};
 use crate::domain::ids::{TaskId, stable_hash};
+use crate::domain::limits::MAX_ITEM;
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::ports::{Expired, StateStore, StoreError, TaskPage};
@@ -209,7 +210,7 @@ impl DynamoStore {
                 n(seconds(task.updated_at.plus(self.settings.retention))),
             );
         }
-        Ok(item)
+        within_item_limit(&task.id, item)
     }
 
     /// Tasks in Error, oldest first, from the listing index.
@@ -432,6 +433,28 @@ fn decode_task(item: &Item) -> Result<Task, StoreError> {
     }
 }
 
+/// The item, if DynamoDB takes it: at most [`MAX_ITEM`] bytes of names and values
+/// (an over-estimate: numbers are counted as their text).
+fn within_item_limit(id: &TaskId, item: Item) -> Result<Item, StoreError> {
+    let size: usize = item
+        .iter()
+        .map(|(name, value)| {
+            name.len()
+                + match value {
+                    AttributeValue::S(text) | AttributeValue::N(text) => text.len(),
+                    AttributeValue::B(bytes) => bytes.as_ref().len(),
+                    _ => 1,
+                }
+        })
+        .sum();
+    if size > MAX_ITEM {
+        return Err(StoreError::TooLarge(format!(
+            "task {id}: an item of {size} bytes is over the {MAX_ITEM} DynamoDB takes"
+        )));
+    }
+    Ok(item)
+}
+
 fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
     let pk = attribute(item, "pk")?;
     pk.strip_prefix("TASK#")
@@ -450,6 +473,7 @@ impl StateStore for DynamoStore {
         // Order data outlives any run of its task: twice the retention from creation.
         let order_expiry = task.created_at.plus(self.settings.retention * 2);
         order_item.insert("expires_at".into(), n(seconds(order_expiry)));
+        let order_item = within_item_limit(&task.id, order_item)?;
         let put = |item: Item| {
             Put::builder()
                 .table_name(&self.settings.table)

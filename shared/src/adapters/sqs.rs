@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 
 use super::{SdkClient, sdk_client};
 use crate::domain::ids::QueueName;
+use crate::domain::limits::MAX_MESSAGE;
 use crate::ports::{Consumer, Delivery, OutgoingMessage, QueueError, Queues};
 
 /// Messages per SQS batch call.
@@ -117,6 +118,16 @@ impl Queues for Sqs {
         queue: &QueueName,
         messages: &[OutgoingMessage],
     ) -> Result<(), QueueError> {
+        if let Some(large) = messages.iter().find(|m| m.body.len() > MAX_MESSAGE) {
+            // SQS would refuse it at every try: refused here, with its size.
+            return Err(failed(
+                queue,
+                format!(
+                    "a message of {} bytes is over the {MAX_MESSAGE} SQS takes",
+                    large.body.len()
+                ),
+            ));
+        }
         let url = self.url(queue).await?;
         let trace = trace_header();
         let entries = messages

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::ids::{QueueName, TaskId};
+use super::limits;
 use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
 use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
 use super::workflow::Workflow;
@@ -142,8 +143,10 @@ impl Change {
             }
             TaskState::Compensating => {
                 let undo = self.task.steps.iter().enumerate().rposition(|(i, s)| {
-                    matches!(s.state, StepState::Processed | StepState::TimedOut)
-                        && workflow.steps[i].compensation.is_some()
+                    matches!(
+                        s.state,
+                        StepState::Processed | StepState::TimedOut | StepState::Oversized
+                    ) && workflow.steps[i].compensation.is_some()
                 });
                 match undo {
                     Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
@@ -345,15 +348,33 @@ pub fn on_response(
         return Decision::ignore("stale response");
     }
     let mut change = Change::of(task, now);
+    // An answer too large to keep is refused here, whichever agent sent it.
+    let outcome = match (&response.outcome, response.operation) {
+        (Outcome::Succeeded { output }, Operation::Call) => {
+            limits::output_refusal(json_size(output), task_data_size(order, task)).map_or_else(
+                || response.outcome.clone(),
+                |error| Outcome::Oversized { error },
+            )
+        }
+        _ => response.outcome.clone(),
+    };
     let step = &mut change.task.steps[response.step];
     step.finished_at = Some(now);
     step.complete_by = None;
-    match (&response.outcome, response.operation) {
+    match (&outcome, response.operation) {
         (Outcome::Succeeded { output }, Operation::Call) => {
             step.state = StepState::Processed;
             step.output = Some(output.clone());
         }
-        (Outcome::Succeeded { .. }, Operation::Compensate) => step.state = StepState::Compensated,
+        (Outcome::Oversized { error }, Operation::Call) => {
+            step.state = StepState::Oversized;
+            step.error = Some(error.clone());
+            change.task.error = Some(format!("step '{}': {error}", step.name));
+            change.set_state(TaskState::Compensating);
+        }
+        (Outcome::Succeeded { .. } | Outcome::Oversized { .. }, Operation::Compensate) => {
+            step.state = StepState::Compensated;
+        }
         (Outcome::Failed { error }, Operation::Call) => {
             step.state = StepState::Error;
             step.error = Some(error.clone());
@@ -446,6 +467,22 @@ pub fn alert_published(task: &Task, alert: &Alert, now: Timestamp) -> Decision {
     change.task.pending_alert = None;
     change.task.complete_by = None;
     change.done("alert published")
+}
+
+/// The bytes of a value as JSON.
+fn json_size(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
+}
+
+/// The bytes of the data an agent request carries: the input and the outputs kept.
+fn task_data_size(order: &Order, task: &Task) -> usize {
+    json_size(&order.input)
+        + task
+            .steps
+            .iter()
+            .filter_map(|s| s.output.as_ref())
+            .map(json_size)
+            .sum::<usize>()
 }
 
 /// Why an operator's resubmission was refused.
@@ -714,6 +751,99 @@ mod tests {
             Effect::Alert(a) => Some(a.clone()),
             _ => None,
         })
+    }
+
+    /// A JSON string output whose text has exactly `bytes` bytes.
+    fn output_of(bytes: usize) -> Outcome {
+        Outcome::Succeeded {
+            output: json!("x".repeat(bytes - 2)),
+        }
+    }
+
+    #[test]
+    fn an_answer_too_large_to_keep_is_oversized_and_compensated_with_the_steps_before() {
+        use crate::domain::limits::{MAX_STEP_OUTPUT, MAX_TASK_DATA};
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 3, now);
+        assert_eq!(request.step_name, "schedule-drone");
+        let at_limit = on_response(
+            &task,
+            &workflow,
+            &order,
+            &respond(&request, output_of(MAX_STEP_OUTPUT)),
+            now,
+        );
+        let kept = at_limit.next.expect("recorded");
+        assert_eq!(kept.steps[3].state, StepState::Processed, "at the limit");
+
+        let over = on_response(
+            &task,
+            &workflow,
+            &order,
+            &respond(&request, output_of(MAX_STEP_OUTPUT + 1)),
+            now,
+        );
+        let refused = over.next.clone().expect("recorded");
+        assert_eq!(
+            refused.steps[3].state,
+            StepState::Compensating,
+            "Oversized, and its compensation sent at once"
+        );
+        assert_eq!(refused.steps[3].output, None, "not kept");
+        assert!(
+            refused.steps[3]
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("65537 bytes")),
+            "{:?}",
+            refused.steps[3].error
+        );
+        assert_eq!(refused.state, TaskState::Compensating);
+        let undo = dispatched(&over);
+        assert_eq!(
+            (undo[0].step_name.as_str(), undo[0].operation),
+            ("schedule-drone", Operation::Compensate),
+            "its effect is in place: undone first"
+        );
+
+        // Outputs each within the limit, together over what a task may carry.
+        let each = MAX_STEP_OUTPUT - 1_000;
+        let (mut task, order, mut request) = run_to(&workflow, 0, now);
+        let mut decision = None;
+        for step in 0..4 {
+            let d = on_response(
+                &task,
+                &workflow,
+                &order,
+                &respond(&request, output_of(each)),
+                now,
+            );
+            task = d.next.clone().expect("recorded");
+            let total = json_size(&order.input) + each * (step + 1);
+            if total > MAX_TASK_DATA {
+                assert!(
+                    task.steps[step]
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.contains("a task may carry")),
+                    "step {step}: {:?}",
+                    task.steps[step]
+                );
+                decision = Some(d);
+                break;
+            }
+            assert_eq!(task.steps[step].state, StepState::Processed, "step {step}");
+            request = dispatched(&d)[0].clone();
+        }
+        let decision = decision.expect("the fourth output crosses the task's limit");
+        assert_eq!(task.state, TaskState::Compensating);
+        let undo = dispatched(&decision);
+        assert_eq!(undo[0].step_name, "schedule-drone");
+        assert!(
+            serde_json::to_vec(undo[0]).expect("json").len() < crate::domain::limits::MAX_MESSAGE,
+            "the compensation fits in a message"
+        );
     }
 
     #[test]

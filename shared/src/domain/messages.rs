@@ -74,6 +74,12 @@ pub enum Outcome {
         /// The service's reason.
         error: String,
     },
+    /// The service did it, but its answer is larger than a step's output may be:
+    /// the effect is in place and the answer is not kept.
+    Oversized {
+        /// What was too large, and the limit.
+        error: String,
+    },
 }
 
 /// An agent's answer to an [`AgentRequest`], sent only before its complete-by time.

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod decide;
 pub mod ids;
+pub mod limits;
 pub mod messages;
 pub mod task;
 pub mod workflow;

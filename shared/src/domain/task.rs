@@ -72,6 +72,10 @@ pub enum StepState {
     /// Its complete-by time passed more often than the supervisor allows; its
     /// effect may be in place, so it is compensated like a processed step.
     TimedOut,
+    /// Its call succeeded but its answer is larger than a step's output may be
+    /// ([`crate::domain::limits`]); its effect is in place, so it is compensated
+    /// like a processed step.
+    Oversized,
     /// Its compensation was sent to its agent.
     Compensating,
     /// Its compensation succeeded: its effect is undone.

@@ -1,0 +1,39 @@
+//! How large what is stored and sent may be. Every agent request carries the task's
+//! input and every earlier step's output, and the task's record holds the outputs:
+//! bounded here, a request always fits in an SQS message (256 KiB) and a record in a
+//! DynamoDB item (400 KB), compensations included. What would not fit is refused
+//! where it arrives: a step whose answer is too large is [`Oversized`] and
+//! compensated, never retried against a limit it cannot pass.
+//!
+//! [`Oversized`]: crate::domain::task::StepState::Oversized
+
+/// The most one step's output may have, as JSON.
+pub const MAX_STEP_OUTPUT: usize = 64 * 1024;
+
+/// The most a task's input and its steps' outputs may have together, as JSON: what
+/// an agent request carries, with room to spare under SQS's 256 KiB.
+pub const MAX_TASK_DATA: usize = 192 * 1024;
+
+/// The largest message SQS takes, body and attributes.
+pub const MAX_MESSAGE: usize = 256 * 1024;
+
+/// The largest item DynamoDB takes, names and values.
+pub const MAX_ITEM: usize = 400 * 1024;
+
+/// Why a step's output cannot be kept, if it cannot: over [`MAX_STEP_OUTPUT`], or
+/// taking the task's data (`kept`: the input's and earlier outputs' bytes) over
+/// [`MAX_TASK_DATA`].
+#[must_use]
+pub fn output_refusal(output_bytes: usize, kept: usize) -> Option<String> {
+    if output_bytes > MAX_STEP_OUTPUT {
+        return Some(format!(
+            "the answer has {output_bytes} bytes, over the {MAX_STEP_OUTPUT} a step's output may have"
+        ));
+    }
+    let total = kept + output_bytes;
+    (total > MAX_TASK_DATA).then(|| {
+        format!(
+            "the answer takes the task's input and outputs to {total} bytes, over the {MAX_TASK_DATA} a task may carry"
+        )
+    })
+}
