@@ -267,8 +267,11 @@ impl App {
                 if existing.fingerprint != fingerprint {
                     return Err(SubmitError::Conflict(id));
                 }
-                if existing.state == TaskState::Pending && existing.locked_by.is_none() {
-                    // The first submission may have failed between its write and its send.
+                if existing.version == 1 && existing.state == TaskState::Pending {
+                    // The first submission may have failed between its write and its
+                    // send. A task moved since (by a scheduler, or the supervisor's
+                    // retry after a delay) has messages of its own: a Run now would
+                    // cut the supervisor's delay short.
                     self.schedule(&id).await?;
                 }
                 Ok(Submitted::Replayed(existing))

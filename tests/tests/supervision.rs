@@ -195,3 +195,51 @@ async fn tasks_run_the_definition_they_started_with_when_its_file_changes_withou
     assert_eq!(task.state.as_str(), "Processed");
     assert_eq!(answered, 5);
 }
+
+#[tokio::test]
+async fn a_repeated_submission_does_not_cut_the_supervisors_retry_delay_short() {
+    let world = World::new();
+    let app = world.app(built_ins(), "all");
+    let drone = app.workflows().latest("drone-delivery").expect("drone");
+    let id = TaskId::parse("waiting").expect("id");
+    app.submit("drone-delivery", submission("waiting"))
+        .await
+        .expect("submitted");
+    let runs = || world.memory.messages(&world.names.scheduler).len();
+    assert_eq!(runs(), 1);
+    app.submit("drone-delivery", submission("waiting"))
+        .await
+        .expect("the same again");
+    assert_eq!(
+        runs(),
+        2,
+        "while it may never have been sent, it is sent again"
+    );
+
+    // Claimed, its first step times out up to the threshold: the supervisor sends it
+    // back to Pending with a delayed Run (the extended wait before its last try).
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: id.clone(),
+    })
+    .expect("json");
+    app.on_scheduler_message(&run).await.expect("claimed");
+    let threshold = drone.steps[0].supervision.failure_threshold;
+    for failure in 1..=threshold {
+        world.clock.advance(drone.steps[0].complete_by);
+        app.sweep(10).await.expect("swept");
+        if failure < threshold {
+            app.on_scheduler_message(&run).await.expect("claimed again");
+        }
+    }
+    let task = app.task(&id).await.expect("read").expect("exists");
+    assert_eq!(
+        task.state.as_str(),
+        "Pending",
+        "waiting out the extended wait"
+    );
+    let before = runs();
+    app.submit("drone-delivery", submission("waiting"))
+        .await
+        .expect("the same again");
+    assert_eq!(runs(), before, "no Run that would skip the wait");
+}
