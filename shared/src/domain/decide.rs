@@ -177,7 +177,10 @@ impl Change {
         let step = &mut task.steps[index];
         step.state = match operation {
             Operation::Call => StepState::Processing,
-            Operation::Compensate => StepState::Compensating,
+            Operation::Compensate => {
+                step.undoing = Some(step.state);
+                StepState::Compensating
+            }
         };
         step.attempt += 1;
         step.complete_by = Some(complete_by);
@@ -441,7 +444,7 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
         return change.done("gave up");
     }
     if compensating {
-        step.state = StepState::Processed;
+        step.state = step.undoing.unwrap_or(StepState::Processed);
     } else {
         step.state = StepState::Pending;
         change.set_state(TaskState::Pending);
@@ -751,6 +754,38 @@ mod tests {
             Effect::Alert(a) => Some(a.clone()),
             _ => None,
         })
+    }
+
+    #[test]
+    fn a_timed_out_step_whose_compensation_times_out_is_still_timed_out() {
+        let workflow = drone();
+        let threshold = workflow.steps[3].supervision.failure_threshold;
+        let (mut task, order, mut request) = run_to(&workflow, 3, Timestamp(0));
+        let mut now = Timestamp(0);
+        for _ in 0..=threshold {
+            now = request.complete_by;
+            task = on_expired(&task, &workflow, now).next.expect("expired");
+            let claim = on_run(&task, &workflow, &order, "s", now);
+            task = claim.next.clone().expect("claimed");
+            request = dispatched(&claim)[0].clone();
+        }
+        assert_eq!(request.operation, Operation::Compensate, "gave up, undoing");
+        assert_eq!(task.steps[3].state, StepState::Compensating);
+
+        let decision = on_expired(&task, &workflow, request.complete_by);
+        assert_eq!(decision.verdict, "retry");
+        let task = decision.next.expect("to be undone again");
+        assert_eq!(
+            task.steps[3].state,
+            StepState::TimedOut,
+            "as it was, not Processed"
+        );
+        let claim = on_run(&task, &workflow, &order, "s", now);
+        assert_eq!(
+            (dispatched(&claim)[0].step, dispatched(&claim)[0].operation),
+            (3, Operation::Compensate),
+            "undone again"
+        );
     }
 
     /// A JSON string output whose text has exactly `bytes` bytes.

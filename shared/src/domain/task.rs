@@ -104,6 +104,10 @@ pub struct Step {
     /// Times its compensation's complete-by passed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub compensation_failure_count: u32,
+    /// The state the step had when its compensation was sent, to return to when
+    /// the compensation's complete-by passes and it is to be undone again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undoing: Option<StepState>,
     /// What the remote service answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
@@ -136,6 +140,7 @@ impl Step {
             complete_by: None,
             failure_count: 0,
             compensation_failure_count: 0,
+            undoing: None,
             output: None,
             error: None,
             started_at: None,
