@@ -29,10 +29,41 @@ const BATCH_BYTES: usize = 200 * 1024;
 /// Tries of the entries of a batch that SQS did not take.
 const SEND_TRIES: usize = 3;
 
+/// Queue URLs looked up (callers' notification queues) kept at most; past it the
+/// lookups start afresh, so that callers naming ever new queues do not grow the
+/// function's memory.
+const LEARNED_URLS: usize = 1024;
+
+/// Queue URLs by name: the pattern's own, given at start, and those looked up.
+struct Urls {
+    known: HashMap<String, String>,
+    learned: RwLock<HashMap<String, String>>,
+}
+
+impl Urls {
+    fn get(&self, queue: &str) -> Option<String> {
+        self.known.get(queue).cloned().or_else(|| {
+            self.learned
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(queue)
+                .cloned()
+        })
+    }
+
+    fn learn(&self, queue: &str, url: String) {
+        let mut learned = self.learned.write().unwrap_or_else(PoisonError::into_inner);
+        if learned.len() >= LEARNED_URLS {
+            learned.clear();
+        }
+        learned.insert(queue.to_owned(), url);
+    }
+}
+
 /// SQS queues by name.
 pub struct Sqs {
     client: SdkClient<Client>,
-    urls: RwLock<HashMap<String, String>>,
+    urls: Urls,
     /// Messages waiting to be sent, by queue URL.
     waiting: Arc<Mutex<HashMap<String, Waiting>>>,
 }
@@ -53,25 +84,23 @@ impl Sqs {
     /// SQS, with the URLs of the queues known in advance.
     #[must_use]
     pub fn new(sdk: &SdkConfig, known: impl IntoIterator<Item = (QueueName, String)>) -> Self {
-        let urls = known
+        let known = known
             .into_iter()
             .map(|(name, url)| (name.to_string(), url))
             .collect();
         Self {
             client: sdk_client(sdk, Client::new),
-            urls: RwLock::new(urls),
+            urls: Urls {
+                known,
+                learned: RwLock::default(),
+            },
             waiting: Arc::default(),
         }
     }
 
     async fn url(&self, queue: &QueueName) -> Result<String, QueueError> {
-        if let Some(url) = self
-            .urls
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(queue.as_str())
-        {
-            return Ok(url.clone());
+        if let Some(url) = self.urls.get(queue.as_str()) {
+            return Ok(url);
         }
         let output = self
             .client
@@ -84,10 +113,7 @@ impl Sqs {
             .queue_url()
             .ok_or_else(|| failed(queue, "no URL returned"))?
             .to_owned();
-        self.urls
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(queue.to_string(), url.clone());
+        self.urls.learn(queue.as_str(), url.clone());
         Ok(url)
     }
 }
@@ -194,7 +220,9 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
             let mut all = waiting.lock().unwrap_or_else(PoisonError::into_inner);
             let queue_waiting = all.entry(url.clone()).or_default();
             if queue_waiting.calls.is_empty() {
-                queue_waiting.sending = false;
+                // Nothing kept for a queue with nothing to send: callers' queues
+                // come and go.
+                all.remove(&url);
                 release.finished = true;
                 return;
             }
@@ -393,6 +421,27 @@ mod tests {
             .message_body("x".repeat(bytes))
             .build()
             .expect("entry")
+    }
+
+    #[test]
+    fn looked_up_urls_are_kept_up_to_a_bound_and_the_patterns_own_always() {
+        let urls = Urls {
+            known: HashMap::from([("scheduler".to_owned(), "https://q/scheduler".to_owned())]),
+            learned: RwLock::default(),
+        };
+        for n in 0..LEARNED_URLS * 3 {
+            urls.learn(&format!("notify-{n}"), format!("https://q/notify-{n}"));
+            assert!(urls.learned.read().expect("lock").len() <= LEARNED_URLS);
+        }
+        let last = LEARNED_URLS * 3 - 1;
+        assert_eq!(
+            urls.get(&format!("notify-{last}")).as_deref(),
+            Some(format!("https://q/notify-{last}").as_str())
+        );
+        assert_eq!(
+            urls.get("scheduler").as_deref(),
+            Some("https://q/scheduler")
+        );
     }
 
     #[test]
