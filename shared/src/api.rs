@@ -216,6 +216,9 @@ async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> ApiResponse 
         Err(SubmitError::Input(e)) => {
             ApiResponse::error(400, "invalid_field", e.to_string(), Some(&e.field))
         }
+        Err(error @ SubmitError::ReservedQueue(_)) => {
+            ApiResponse::error(400, "invalid_field", error.to_string(), Some("notify"))
+        }
         Err(SubmitError::Conflict(id)) => ApiResponse::error(
             409,
             "conflict",

@@ -75,6 +75,9 @@ pub enum SubmitError {
     /// A task with that id exists, from a different request.
     #[error("task '{0}' exists with a different request")]
     Conflict(TaskId),
+    /// The notification queue is one of the pattern's own.
+    #[error("notify: '{0}' is one of the system's own queues")]
+    ReservedQueue(QueueName),
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] HandleError),
@@ -250,6 +253,9 @@ impl App {
             .latest(workflow)
             .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
         definition.validate_input(&submission.input)?;
+        if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own(q)) {
+            return Err(SubmitError::ReservedQueue(queue.clone()));
+        }
         self.store_workflow(&definition).await?;
         let fingerprint = submission.fingerprint(&definition.name);
         let id = submission.id.clone();
@@ -278,6 +284,21 @@ impl App {
             }
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// Whether `queue` is one of the pattern's queues or their dead-letter queues,
+    /// where a caller's notifications must not go.
+    fn is_own(&self, queue: &QueueName) -> bool {
+        [
+            &self.names.scheduler,
+            &self.names.agent_requests,
+            &self.names.agent_responses,
+        ]
+        .into_iter()
+        .any(|own| {
+            let name = queue.as_str();
+            name == own.as_str() || name.strip_suffix("-dlq") == Some(own.as_str())
+        })
     }
 
     /// A task's state.

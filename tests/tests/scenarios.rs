@@ -543,6 +543,22 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_creates_nothing() {
         (
             "POST",
             "/tasks",
+            with(&|b| b["notify"] = json!("scheduler")),
+            400,
+            "invalid_field",
+            Some("notify"),
+        ),
+        (
+            "POST",
+            "/tasks",
+            with(&|b| b["notify"] = json!("agent-requests-dlq")),
+            400,
+            "invalid_field",
+            Some("notify"),
+        ),
+        (
+            "POST",
+            "/tasks",
             with(&|b| b["id"] = json!("a/b")),
             400,
             "invalid_field",
