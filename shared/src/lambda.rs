@@ -150,16 +150,50 @@ pub enum StartError {
     Queue(#[from] QueueError),
 }
 
-/// What every function starts with: JSON logs, and the configuration and the SDK's
-/// configuration from the environment. Each function then builds only the actor it runs
-/// ([`app`] or [`agent`]), so that its binary links only the clients that actor uses.
-///
-/// # Errors
-/// [`StartError`] naming what is missing or invalid.
-pub fn start() -> Result<(Config, SdkConfig), StartError> {
+/// What every function starts with: JSON logs, the configuration and the SDK's
+/// configuration from the environment, then `build`, which builds only the actor the
+/// function runs ([`app`] or [`agent`]), so that its binary links only the clients
+/// that actor uses. What fails is logged and reported to Lambda as the function's
+/// init error, whose message (naming the variable missing or invalid) the console
+/// and the logs then show, and the process ends.
+pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartError>) -> T {
     lambda_runtime::tracing::init_default_subscriber();
     let lookup = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    Ok((Config::from_lookup(lookup)?, sdk_config(lookup)?))
+    let built = Config::from_lookup(lookup)
+        .map_err(StartError::from)
+        .and_then(|config| Ok((config, sdk_config(lookup)?)))
+        .and_then(|(config, sdk)| build(&config, &sdk));
+    match built {
+        Ok(built) => built,
+        Err(error) => {
+            error!(%error, "the function cannot start");
+            report_init_error(&error).await;
+            std::process::exit(1)
+        }
+    }
+}
+
+/// Tells Lambda's Runtime API why the function could not start (`/init/error`).
+async fn report_init_error(error: &StartError) {
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none() {
+        return;
+    }
+    let body = json!({ "errorType": "Runtime.ConfigError", "errorMessage": error.to_string() });
+    let request = aws_lambda_events::http::Request::builder()
+        .method("POST")
+        .uri("/2018-06-01/runtime/init/error")
+        .header("lambda-runtime-function-error-type", "Runtime.ConfigError")
+        .body(lambda_runtime_api_client::body::Body::from(
+            body.to_string(),
+        ));
+    let client = lambda_runtime_api_client::PooledClient::builder().build();
+    let reported = match request {
+        Ok(request) => client.call(request).await.map(drop),
+        Err(e) => Err(e.into()),
+    };
+    if let Err(e) = reported {
+        error!(error = %e, "the init error could not be reported to the Runtime API");
+    }
 }
 
 /// Submission, scheduler, supervisor and operator actions over DynamoDB, SQS and SNS,

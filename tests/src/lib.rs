@@ -20,6 +20,29 @@ use serde_json::{Value, json};
 /// How long a test waits for the system to settle before it gives up.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// The path of a function's binary (`sas-scheduler`, say), built by cargo for this
+/// machine in the profile of the tests (a no-op when it is up to date).
+///
+/// # Panics
+/// When cargo cannot build it.
+#[must_use]
+pub fn function_binary(name: &str) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = std::process::Command::new(&cargo)
+        .args(["build", "--quiet", "--locked", "--package", name, "--bin", name])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
+    assert!(built.success(), "cargo build --bin {name} failed");
+    // The tests run from target/<profile>/deps; the binaries are one folder up.
+    let exe = std::env::current_exe().expect("the test's path");
+    let profile = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("target/<profile>");
+    profile.join(name)
+}
+
 /// A drone-delivery input.
 #[must_use]
 pub fn delivery_input() -> Value {

@@ -9,8 +9,7 @@ use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let (config, sdk) = lambda::start()?;
-    let agent = Arc::new(lambda::agent(&config, &sdk)?);
+    let agent = Arc::new(lambda::init(lambda::agent).await);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let agent = Arc::clone(&agent);
         async move {

@@ -9,8 +9,7 @@ use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let (config, sdk) = lambda::start()?;
-    let app = Arc::new(lambda::app(&config, &sdk, "scheduler")?);
+    let app = Arc::new(lambda::init(|config, sdk| lambda::app(config, sdk, "scheduler")).await);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let app = Arc::clone(&app);
         async move {

@@ -10,8 +10,7 @@ use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let (config, sdk) = lambda::start()?;
-    let app = Arc::new(lambda::app(&config, &sdk, "submission")?);
+    let app = Arc::new(lambda::init(|config, sdk| lambda::app(config, sdk, "submission")).await);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
             let app = Arc::clone(&app);

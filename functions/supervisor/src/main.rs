@@ -9,9 +9,14 @@ use sas_shared::lambda;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let (config, sdk) = lambda::start()?;
-    let app = Arc::new(lambda::app(&config, &sdk, "supervisor")?);
-    let batch = config.supervisor_batch;
+    let (app, batch) = lambda::init(|config, sdk| {
+        Ok((
+            lambda::app(config, sdk, "supervisor")?,
+            config.supervisor_batch,
+        ))
+    })
+    .await;
+    let app = Arc::new(app);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| {
         let app = Arc::clone(&app);
         async move { Ok::<_, Error>(lambda::sweep(&app, batch, event.payload).await?) }
