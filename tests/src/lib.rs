@@ -29,7 +29,15 @@ const PATIENCE: Duration = Duration::from_secs(20);
 pub fn function_binary(name: &str) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = std::process::Command::new(&cargo)
-        .args(["build", "--quiet", "--locked", "--package", name, "--bin", name])
+        .args([
+            "build",
+            "--quiet",
+            "--locked",
+            "--package",
+            name,
+            "--bin",
+            name,
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));

@@ -393,3 +393,77 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
         "refused before it is sent"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_data_never_outlives_nor_predeceases_its_task() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    let table = stack.config.table.table.clone();
+    let item = |id: &str, sk: &str| {
+        let (dynamodb, table) = (dynamodb.clone(), table.clone());
+        let pk = format!("TASK#{id}");
+        let sk = sk.to_owned();
+        async move {
+            dynamodb
+                .get_item()
+                .table_name(table)
+                .key("pk", AttributeValue::S(pk))
+                .key("sk", AttributeValue::S(sk))
+                .send()
+                .await
+                .expect("read")
+                .item
+        }
+    };
+    let expiry = |item: &Option<std::collections::HashMap<String, AttributeValue>>| {
+        item.as_ref()
+            .and_then(|i| i.get("expires_at"))
+            .and_then(|v| v.as_n().ok())
+            .map(|n| n.parse::<i64>().expect("seconds"))
+    };
+
+    // The TTL deleted a task before its order data: the id is free again.
+    stack.http("PUT", "/tasks/reused", Some(&quick())).await;
+    stack
+        .run_until("reused", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    dynamodb
+        .delete_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("TASK#reused".into()))
+        .key("sk", AttributeValue::S("TASK".into()))
+        .send()
+        .await
+        .expect("deleted as the TTL would");
+    let (status, body) = stack.http("PUT", "/tasks/reused", Some(&quick())).await;
+    assert_eq!(status, 202, "{body}");
+    stack
+        .run_until("reused", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+
+    // A resubmitted task's order data is kept a retention past the task.
+    remote.mocks.set_faults(
+        "delivery",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0, "times": 1})).expect("faults"),
+    );
+    stack.http("PUT", "/tasks/again", Some(&quick())).await;
+    stack
+        .run_until("again", PATIENCE, false, |t| t["state"] == "Error")
+        .await;
+    stack
+        .run_until("again", PATIENCE, false, |t| t["complete_by"].is_null())
+        .await;
+    let (status, body) = stack.http("POST", "/tasks/again/resubmit", None).await;
+    assert_eq!(status, 202, "{body}");
+    stack
+        .run_until("again", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    let task_expiry = expiry(&item("again", "TASK").await).expect("the task expires");
+    let retention = i64::try_from(stack.config.table.retention.as_secs()).expect("seconds");
+    assert_eq!(
+        expiry(&item("again", "ORDER").await),
+        Some(task_expiry + retention)
+    );
+}

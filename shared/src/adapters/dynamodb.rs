@@ -29,7 +29,7 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
 use aws_types::SdkConfig;
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
@@ -69,6 +69,15 @@ pub struct TableSettings {
     pub retention: Duration,
 }
 
+/// A new expiry of a task's order data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OrderExpiry {
+    /// Kept until a person acts on the task.
+    Never,
+    /// Deleted by the TTL after this.
+    At(Timestamp),
+}
+
 /// The state store on a DynamoDB table.
 pub struct DynamoStore {
     client: SdkClient<Client>,
@@ -105,6 +114,21 @@ fn conditional<T>(
             Err(StoreError::Conflict)
         }
         Err(error) => Err(unavailable(error)),
+    }
+}
+
+/// The code of each item's cancellation, in the order of the transaction's items,
+/// when a transaction was cancelled.
+fn cancellation_reasons(
+    error: &SdkError<TransactWriteItemsError, HttpResponse>,
+) -> Vec<Option<&str>> {
+    match error.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(e)) => e
+            .cancellation_reasons()
+            .iter()
+            .map(aws_sdk_dynamodb::types::CancellationReason::code)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -203,14 +227,37 @@ impl DynamoStore {
             item.insert("listed_state".into(), s(task.state.as_str()));
             item.insert("listed_key".into(), s(TaskPage::cursor_after(task)));
         }
-        // A task in Error keeps a lease while its alert is unpublished: no TTL yet.
-        if task.state.is_final() && task.complete_by.is_none() {
-            item.insert(
-                "expires_at".into(),
-                n(seconds(task.updated_at.plus(self.settings.retention))),
-            );
+        if let Some(expiry) = self.task_expiry(task) {
+            item.insert("expires_at".into(), n(seconds(expiry)));
         }
         within_item_limit(&task.id, item)
+    }
+
+    /// When DynamoDB's TTL may delete a task: a retention after it finished. Never
+    /// while it runs, while its alert is unpublished (it keeps a lease), nor while
+    /// it needs a person.
+    fn task_expiry(&self, task: &Task) -> Option<Timestamp> {
+        (task.state.is_final() && task.complete_by.is_none() && !task.needs_a_person())
+            .then(|| task.updated_at.plus(self.settings.retention))
+    }
+
+    /// When the order data written at a task's creation expires: twice the
+    /// retention from then, which outlives a task that finishes within a retention.
+    fn default_order_expiry(&self, task: &Task) -> Timestamp {
+        task.created_at.plus(self.settings.retention * 2)
+    }
+
+    /// How a write of `task` must move its order data's expiry, so that the order
+    /// never expires before its task: kept with a task that needs a person, and
+    /// outliving a task that finishes late (a resubmitted one, or one that ran
+    /// longer than a retention). `None`: the expiry given at creation holds.
+    fn order_expiry_change(&self, task: &Task) -> Option<OrderExpiry> {
+        if task.needs_a_person() {
+            return Some(OrderExpiry::Never);
+        }
+        let expiry = self.task_expiry(task)?;
+        (task.run > 1 || expiry > self.default_order_expiry(task))
+            .then(|| OrderExpiry::At(expiry.plus(self.settings.retention)))
     }
 
     /// Tasks in Error, oldest first, from the listing index.
@@ -470,38 +517,38 @@ impl StateStore for DynamoStore {
             serde_json::to_string(&order.input).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let mut order_item = key(pk, "ORDER".into());
         order_item.insert("input".into(), s(input));
-        // Order data outlives any run of its task: twice the retention from creation.
-        let order_expiry = task.created_at.plus(self.settings.retention * 2);
-        order_item.insert("expires_at".into(), n(seconds(order_expiry)));
+        order_item.insert(
+            "expires_at".into(),
+            n(seconds(self.default_order_expiry(task))),
+        );
         let order_item = within_item_limit(&task.id, order_item)?;
-        let put = |item: Item| {
-            Put::builder()
+        let put = |item: Item, absent: bool| {
+            let put = Put::builder()
                 .table_name(&self.settings.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", "pk")
-                .build()
+                .set_item(Some(item));
+            let put = if absent {
+                put.condition_expression("attribute_not_exists(#pk)")
+                    .expression_attribute_names("#pk", "pk")
+            } else {
+                put
+            };
+            put.build()
                 .map(|put| TransactWriteItem::builder().put(put).build())
                 .map_err(|e| StoreError::Unavailable(e.to_string()))
         };
+        // The task's absence decides; order data left by a task that expired first
+        // is replaced (with the condition on it, that id answered 503 until it went).
         let result = self
             .client
             .transact_write_items()
-            .transact_items(put(self.task_item(task)?)?)
-            .transact_items(put(order_item)?)
+            .transact_items(put(self.task_item(task)?, true)?)
+            .transact_items(put(order_item, false)?)
             .send()
             .await;
         match result {
             Ok(_) => Ok(()),
             Err(error) => {
-                let lost = match error.as_service_error() {
-                    Some(TransactWriteItemsError::TransactionCanceledException(e)) => e
-                        .cancellation_reasons()
-                        .iter()
-                        .any(|r| r.code() == Some("ConditionalCheckFailed")),
-                    _ => false,
-                };
-                if lost {
+                if cancellation_reasons(&error).contains(&Some("ConditionalCheckFailed")) {
                     Err(StoreError::Conflict)
                 } else {
                     Err(unavailable(error))
@@ -558,17 +605,63 @@ impl StateStore for DynamoStore {
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
-        let result = self
-            .client
-            .put_item()
+        let Some(order_expiry) = self.order_expiry_change(task) else {
+            let result = self
+                .client
+                .put_item()
+                .table_name(&self.settings.table)
+                .set_item(Some(self.task_item(task)?))
+                .condition_expression("#version = :expected")
+                .expression_attribute_names("#version", "version")
+                .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+                .send()
+                .await;
+            return conditional(result);
+        };
+        // Rare (a task that needs a person, or finishes late): the order data's
+        // expiry moves in the same transaction.
+        let invalid =
+            |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+        let put = Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(self.task_item(task)?))
             .condition_expression("#version = :expected")
             .expression_attribute_names("#version", "version")
             .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+            .build()
+            .map_err(invalid)?;
+        let (pk, _) = task_key(&task.id);
+        let order = Update::builder()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, "ORDER".into())))
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#expires", "expires_at");
+        let order = match order_expiry {
+            OrderExpiry::Never => order.update_expression("REMOVE #expires"),
+            OrderExpiry::At(at) => order
+                .update_expression("SET #expires = :at")
+                .expression_attribute_values(":at", n(seconds(at))),
+        }
+        .build()
+        .map_err(invalid)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(order).build())
             .send()
             .await;
-        conditional(result)
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => Err(match cancellation_reasons(&error).as_slice() {
+                [Some("ConditionalCheckFailed"), ..] => StoreError::Conflict,
+                [_, Some("ConditionalCheckFailed")] => {
+                    StoreError::Corrupt(format!("task {}: its order data is missing", task.id))
+                }
+                _ => unavailable(error),
+            }),
+        }
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
@@ -719,6 +812,87 @@ mod tests {
             29_999,
             "no bucket: the exact end"
         );
+    }
+
+    #[test]
+    fn order_data_expires_after_its_task_and_neither_while_a_person_is_needed() {
+        use crate::domain::task::StepState;
+        let sdk = crate::lambda::sdk_config(|name| match name {
+            "AWS_REGION" => Some("eu-west-1".into()),
+            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".into()),
+            _ => None,
+        })
+        .expect("an SDK configuration");
+        let day = Duration::from_secs(86_400);
+        let store = DynamoStore::new(
+            &sdk,
+            TableSettings {
+                table: "t".into(),
+                lease_shards: 1,
+                lease_bucket: Duration::ZERO,
+                retention: day * 30,
+            },
+        );
+        let workflow = crate::domain::workflow::Registry::load(None)
+            .expect("built-ins")
+            .latest("drone-delivery")
+            .expect("drone delivery");
+        let submission = crate::domain::decide::Submission {
+            id: TaskId::parse("t").expect("id"),
+            input: serde_json::json!({}),
+            notify: None,
+        };
+        let created = Timestamp(1_800_000_000_000);
+        let (task, _, _) = crate::domain::decide::submit(&workflow, submission, created);
+        let finished = |at: Timestamp, f: &dyn Fn(&mut Task)| {
+            let mut done = task.clone();
+            done.state = TaskState::Processed;
+            done.complete_by = None;
+            done.updated_at = at;
+            f(&mut done);
+            done
+        };
+
+        let on_time = finished(created.plus(day), &|_| {});
+        assert_eq!(store.task_expiry(&on_time), Some(created.plus(day * 31)));
+        assert_eq!(
+            store.order_expiry_change(&on_time),
+            None,
+            "the order's own expiry holds"
+        );
+
+        let late = finished(created.plus(day * 31), &|_| {});
+        assert_eq!(
+            store.order_expiry_change(&late),
+            Some(OrderExpiry::At(created.plus(day * 91))),
+            "moved past its task's"
+        );
+        let resubmitted = finished(created.plus(day), &|t| t.run = 2);
+        assert_eq!(
+            store.order_expiry_change(&resubmitted),
+            Some(OrderExpiry::At(created.plus(day * 61)))
+        );
+
+        let needs_a_person = finished(created.plus(day), &|t| {
+            t.state = TaskState::Error;
+            t.steps[1].state = StepState::CompensationFailed;
+        });
+        assert_eq!(store.task_expiry(&needs_a_person), None);
+        assert_eq!(
+            store.order_expiry_change(&needs_a_person),
+            Some(OrderExpiry::Never)
+        );
+
+        let alert_pending = finished(created.plus(day), &|t| {
+            t.state = TaskState::Error;
+            t.complete_by = Some(created.plus(day * 2));
+        });
+        assert_eq!(
+            store.task_expiry(&alert_pending),
+            None,
+            "kept while its alert is due"
+        );
+        assert_eq!(store.order_expiry_change(&alert_pending), None);
     }
 
     #[test]

@@ -203,6 +203,17 @@ pub struct Task {
 }
 
 impl Task {
+    /// In Error with an effect an operator must undo by hand: a step whose
+    /// compensation failed. Such a task is kept until a person acts on it.
+    #[must_use]
+    pub fn needs_a_person(&self) -> bool {
+        self.state == TaskState::Error
+            && self
+                .steps
+                .iter()
+                .any(|s| s.state == StepState::CompensationFailed)
+    }
+
     /// The step sent to an agent and not yet answered, if any.
     #[must_use]
     pub fn running_step(&self) -> Option<usize> {
