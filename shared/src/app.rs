@@ -21,6 +21,9 @@ use crate::ports::{
 };
 use crate::time::{Clock, Timestamp};
 
+/// The longest an SQS message can be delayed.
+const MAX_DELAY: Duration = Duration::from_secs(15 * 60);
+
 /// A conditional write lost this many times in a row means something is wrong.
 const MAX_CONFLICT_RETRIES: usize = 8;
 
@@ -155,6 +158,8 @@ pub struct App {
     stored: Mutex<HashSet<(String, u32)>>,
     /// The definitions tasks run, by name and version, as checked against the store.
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
+    /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
+    deadline_messages: bool,
 }
 
 /// How often a wait for a task's end reads it again when another process may
@@ -192,7 +197,19 @@ impl App {
             finished: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
             checked: Mutex::new(HashMap::new()),
+            deadline_messages: false,
         }
+    }
+
+    /// Sends a deadline message for every lease taken, delayed until its end, which a
+    /// scheduler acts on as the supervisor would: an expired lease is found within
+    /// seconds, where the supervisor's schedule is a minute or more (Lambda). Without
+    /// them (the default: the local process sweeps every second), the supervisor alone
+    /// finds expired leases.
+    #[must_use]
+    pub fn with_deadline_messages(mut self, on: bool) -> Self {
+        self.deadline_messages = on;
+        self
     }
 
     /// The workflow registry.
@@ -378,9 +395,19 @@ impl App {
         let message: SchedulerMessage =
             serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
         let task_id = match &message {
-            SchedulerMessage::Run { task_id } => task_id,
+            SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {
+                task_id
+            }
             SchedulerMessage::Response(response) => &response.task_id,
         };
+        if let SchedulerMessage::Deadline { at, .. } = message
+            && self.clock.now() < at
+        {
+            // Its delay could not reach the lease's end (SQS delays at most 15
+            // minutes): the message goes on.
+            self.send(vec![self.deadline(task_id, at)]).await?;
+            return Ok("deadline chained");
+        }
         let written = self
             .transition(task_id, |task, workflow, order, now| {
                 Ok::<_, HandleError>(match &message {
@@ -390,6 +417,8 @@ impl App {
                     SchedulerMessage::Response(response) => {
                         decide::on_response(task, workflow, order, response, now)
                     }
+                    // A lease's end, acted on as the supervisor would.
+                    SchedulerMessage::Deadline { .. } => decide::on_expired(task, workflow, now),
                 })
             })
             .await?;
@@ -630,6 +659,25 @@ impl App {
         }
     }
 
+    /// A deadline message for a lease ending `at`, delayed until then (in whole
+    /// seconds, rounded up: never early), or by SQS's longest delay, after which it
+    /// is sent on.
+    fn deadline(&self, task_id: &TaskId, at: Timestamp) -> Outgoing {
+        let wait = self.clock.now().until(at);
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let message = SchedulerMessage::Deadline {
+            task_id: task_id.clone(),
+            at,
+        };
+        Outgoing {
+            queue: self.names.scheduler.clone(),
+            message: OutgoingMessage {
+                body: serde_json::json!(message).to_string(),
+                delay: Duration::from_secs(seconds).min(MAX_DELAY),
+            },
+        }
+    }
+
     async fn schedule(&self, task_id: &TaskId) -> Result<(), QueueError> {
         let run = Outgoing {
             queue: self.names.scheduler.clone(),
@@ -660,6 +708,11 @@ impl App {
                     queue: self.names.scheduler.clone(),
                     message: run_message(&task_id, delay),
                 }),
+                // Sent with the messages that must be, on the scheduler's queue: in
+                // the same batch as a Run, and in the same transaction locally.
+                Effect::Deadline { task_id, at } if self.deadline_messages => {
+                    required.push(self.deadline(&task_id, at));
+                }
                 other => best_effort.push(other),
             }
         }
@@ -704,7 +757,7 @@ impl App {
                         }
                     }
                 }
-                Effect::Dispatch(_) | Effect::Schedule { .. } => {}
+                Effect::Dispatch(_) | Effect::Schedule { .. } | Effect::Deadline { .. } => {}
             }
         }
     }

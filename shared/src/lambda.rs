@@ -216,7 +216,7 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     };
     // 64 random bits name an instance well enough, in fewer bytes of every task item.
     let instance = format!("{function}-{:016x}", fastrand::u64(..));
-    Ok(App::new(ports, Arc::new(workflows), queues, instance))
+    Ok(App::new(ports, Arc::new(workflows), queues, instance).with_deadline_messages(true))
 }
 
 /// The agents, calling the remote services over HTTP and answering over SQS.

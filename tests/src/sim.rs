@@ -571,12 +571,15 @@ impl Sim {
     fn app(&mut self) -> Arc<App> {
         self.restarts += 1;
         let instance = format!("instance-{}", self.restarts);
-        Arc::new(App::new(
-            self.ports.clone(),
-            Arc::clone(&self.workflows),
-            self.names.clone(),
-            instance,
-        ))
+        Arc::new(
+            App::new(
+                self.ports.clone(),
+                Arc::clone(&self.workflows),
+                self.names.clone(),
+                instance,
+            )
+            .with_deadline_messages(true),
+        )
     }
 
     fn queues(&self) -> [QueueName; 3] {
@@ -1032,6 +1035,7 @@ fn describe(body: &str) -> String {
     }
     match serde_json::from_str::<SchedulerMessage>(body) {
         Ok(SchedulerMessage::Run { task_id }) => format!("Run {task_id}"),
+        Ok(SchedulerMessage::Deadline { task_id, at }) => format!("Deadline {task_id} at {}", at.0),
         Ok(SchedulerMessage::Response(r)) => format!(
             "Response {} step {} attempt {} {:?}",
             r.task_id, r.step, r.attempt, r.operation

@@ -467,3 +467,33 @@ async fn order_data_never_outlives_nor_predeceases_its_task() {
         Some(task_expiry + retention)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_step_is_recovered_by_its_deadline_message_without_the_supervisor() {
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    remote.mocks.set_faults(
+        "drone",
+        serde_json::from_value(json!({"hang_ms": 3000, "times": 1})).expect("faults"),
+    );
+    stack.http("PUT", "/tasks/deadline", Some(&quick())).await;
+    let hung = stack
+        .run_until("deadline", PATIENCE, false, |t| {
+            t["steps"][3]["state"] == "Processing"
+        })
+        .await;
+    let complete_by = hung["steps"][3]["complete_by"].clone();
+    // Only the queues are played: no supervisor runs in this test.
+    let task = stack
+        .run_until("deadline", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    assert_eq!(
+        (
+            task["steps"][3]["failure_count"].as_u64(),
+            task["steps"][3]["attempt"].as_u64()
+        ),
+        (Some(1), Some(2)),
+        "timed out at {complete_by}, sent again, done: {task:#}"
+    );
+    assert_eq!(stack.invocations().get("supervisor"), None);
+}

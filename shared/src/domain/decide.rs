@@ -37,6 +37,14 @@ pub enum Effect {
     },
     /// Alert an operator.
     Alert(Alert),
+    /// Ask a scheduler to check the task's lease when it ends, `at`; best effort:
+    /// the supervisor's sweep finds a lease whose deadline message was lost.
+    Deadline {
+        /// The task.
+        task_id: TaskId,
+        /// The lease's end.
+        at: Timestamp,
+    },
 }
 
 /// A decision: the task's next state, if it changes, and the effects to perform
@@ -66,6 +74,8 @@ struct Change {
     task: Task,
     effects: Vec<Effect>,
     now: Timestamp,
+    /// The lease before the change.
+    lease: Option<Timestamp>,
 }
 
 impl Change {
@@ -74,17 +84,30 @@ impl Change {
         task.version += 1;
         task.updated_at = now;
         Self {
+            lease: task.complete_by,
             task,
             effects: Vec::new(),
             now,
         }
     }
 
-    fn done(self, verdict: &'static str) -> Decision {
+    /// The decision, with a deadline message for a lease the change takes.
+    fn done(mut self, verdict: &'static str) -> Decision {
+        self.watch_lease();
         Decision {
             next: Some(self.task),
             effects: self.effects,
             verdict,
+        }
+    }
+
+    /// Asks for a deadline message when the change takes a new lease.
+    fn watch_lease(&mut self) {
+        if let Some(at) = self.task.complete_by.filter(|at| Some(*at) != self.lease) {
+            self.effects.push(Effect::Deadline {
+                task_id: self.task.id.clone(),
+                at,
+            });
         }
     }
 
@@ -290,18 +313,8 @@ pub fn submit(
     };
     let mut change = Change::of(&task, now);
     change.release(workflow, Duration::ZERO);
-    if let Some(queue) = &change.task.notify {
-        change.effects.push(Effect::Notify {
-            queue: queue.clone(),
-            notification: Notification {
-                task_id: task.id.clone(),
-                state: TaskState::Pending,
-                version: change.task.version,
-                error: None,
-                at: now,
-            },
-        });
-    }
+    change.notify();
+    change.watch_lease();
     let order = Order {
         task_id: submission.id,
         input: submission.input,
@@ -980,11 +993,61 @@ mod tests {
         assert!(next.complete_by > task.complete_by);
         assert_eq!(
             decision.effects,
-            [Effect::Schedule {
-                task_id: task.id,
-                delay: Duration::ZERO
-            }]
+            [
+                Effect::Schedule {
+                    task_id: task.id.clone(),
+                    delay: Duration::ZERO
+                },
+                Effect::Deadline {
+                    task_id: task.id,
+                    at: next.complete_by.expect("a new lease"),
+                }
+            ],
+            "a Run, and a deadline message for its new lease"
         );
+    }
+
+    #[test]
+    fn every_lease_taken_asks_for_a_deadline_message_and_none_other() {
+        let workflow = drone();
+        let deadlines = |decision: &Decision| -> Vec<Timestamp> {
+            decision
+                .effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Deadline { at, .. } => Some(*at),
+                    _ => None,
+                })
+                .collect()
+        };
+        let now = Timestamp(0);
+        let (task, order, effects) = submit(&workflow, submission(false), now);
+        assert!(effects.contains(&Effect::Deadline {
+            task_id: task.id.clone(),
+            at: task.complete_by.expect("the pickup lease"),
+        }));
+        let claim = on_run(&task, &workflow, &order, "s", now);
+        let claimed = claim.next.clone().expect("claimed");
+        assert_eq!(
+            deadlines(&claim),
+            [claimed.complete_by.expect("the step's lease")]
+        );
+        let request = dispatched(&claim)[0].clone();
+        let later = Timestamp(1_000);
+        let answered = on_response(&claimed, &workflow, &order, &respond(&request, ok()), later);
+        assert_eq!(
+            deadlines(&answered),
+            [later.plus(workflow.steps[1].complete_by)],
+            "the next step's"
+        );
+        // The same lease end again (a step answered at the instant the last began)
+        // needs no second message; a task that ends has no lease to watch.
+        let same = on_response(&claimed, &workflow, &order, &respond(&request, ok()), now);
+        assert!(deadlines(&same).is_empty());
+        let (last, order, request) = run_to(&workflow, 4, now);
+        let finished = on_response(&last, &workflow, &order, &respond(&request, ok()), later);
+        assert!(deadlines(&finished).is_empty());
+        assert_eq!(finished.next.expect("processed").complete_by, None);
     }
 
     #[test]

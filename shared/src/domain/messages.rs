@@ -19,6 +19,15 @@ pub enum SchedulerMessage {
     },
     /// An agent's answer.
     Response(AgentResponse),
+    /// A lease's end: sent when the lease is taken, delayed until it ends, so that
+    /// an expired lease is acted on within seconds (the supervisor's sweep is the
+    /// backstop when this message is lost).
+    Deadline {
+        /// The task.
+        task_id: TaskId,
+        /// The lease's end (complete-by).
+        at: Timestamp,
+    },
 }
 
 /// Run the step's remote call, or undo it.
