@@ -417,8 +417,7 @@ impl App {
                     SchedulerMessage::Response(response) => {
                         decide::on_response(task, workflow, order, response, now)
                     }
-                    // A lease's end, acted on as the supervisor would.
-                    SchedulerMessage::Deadline { .. } => decide::on_expired(task, workflow, now),
+                    SchedulerMessage::Deadline { .. } => decide::on_deadline(task, workflow, now),
                 })
             })
             .await?;

@@ -101,9 +101,17 @@ impl Change {
         }
     }
 
-    /// Asks for a deadline message when the change takes a new lease.
+    /// Asks for a deadline message when the change takes a lease the task's message
+    /// in flight cannot watch: a first one, or one ending sooner. A lease that ends
+    /// later is watched by the message already on its way, which comes early and
+    /// follows it ([`on_deadline`]).
     fn watch_lease(&mut self) {
-        if let Some(at) = self.task.complete_by.filter(|at| Some(*at) != self.lease) {
+        let unwatched = match (self.lease, self.task.complete_by) {
+            (None, Some(_)) => true,
+            (Some(before), Some(after)) => after < before,
+            (_, None) => false,
+        };
+        if let Some(at) = self.task.complete_by.filter(|_| unwatched) {
             self.effects.push(Effect::Deadline {
                 task_id: self.task.id.clone(),
                 at,
@@ -469,6 +477,29 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     };
     change.release(workflow, delay);
     change.done("retry")
+}
+
+/// A scheduler, on a deadline message: as the supervisor on an expired lease
+/// ([`on_expired`]); and since the message is spent, another follows whatever lease
+/// the task then has, delayed to its end (one that came early finds the lease moved
+/// on, and follows it). A task without a lease ends the chain.
+#[must_use]
+pub fn on_deadline(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
+    let mut decision = on_expired(task, workflow, now);
+    let lease = decision
+        .next
+        .as_ref()
+        .map_or(task.complete_by, |next| next.complete_by);
+    if let Some(at) = lease {
+        let deadline = Effect::Deadline {
+            task_id: task.id.clone(),
+            at,
+        };
+        if !decision.effects.contains(&deadline) {
+            decision.effects.push(deadline);
+        }
+    }
+    decision
 }
 
 /// Once `alert` is published: the task keeps it no longer, nor the lease that
@@ -993,22 +1024,16 @@ mod tests {
         assert!(next.complete_by > task.complete_by);
         assert_eq!(
             decision.effects,
-            [
-                Effect::Schedule {
-                    task_id: task.id.clone(),
-                    delay: Duration::ZERO
-                },
-                Effect::Deadline {
-                    task_id: task.id,
-                    at: next.complete_by.expect("a new lease"),
-                }
-            ],
-            "a Run, and a deadline message for its new lease"
+            [Effect::Schedule {
+                task_id: task.id,
+                delay: Duration::ZERO
+            }],
+            "a Run (the deadline message that came follows the new lease: on_deadline)"
         );
     }
 
     #[test]
-    fn every_lease_taken_asks_for_a_deadline_message_and_none_other() {
+    fn a_deadline_message_follows_each_tasks_lease() {
         let workflow = drone();
         let deadlines = |decision: &Decision| -> Vec<Timestamp> {
             decision
@@ -1022,32 +1047,50 @@ mod tests {
         };
         let now = Timestamp(0);
         let (task, order, effects) = submit(&workflow, submission(false), now);
+        let pickup = task.complete_by.expect("the pickup lease");
         assert!(effects.contains(&Effect::Deadline {
             task_id: task.id.clone(),
-            at: task.complete_by.expect("the pickup lease"),
+            at: pickup,
         }));
         let claim = on_run(&task, &workflow, &order, "s", now);
         let claimed = claim.next.clone().expect("claimed");
+        let first = claimed.complete_by.expect("the step's lease");
+        assert!(first < pickup);
         assert_eq!(
             deadlines(&claim),
-            [claimed.complete_by.expect("the step's lease")]
+            [first],
+            "a lease ending sooner: a message of its own"
         );
         let request = dispatched(&claim)[0].clone();
         let later = Timestamp(1_000);
         let answered = on_response(&claimed, &workflow, &order, &respond(&request, ok()), later);
-        assert_eq!(
-            deadlines(&answered),
-            [later.plus(workflow.steps[1].complete_by)],
-            "the next step's"
+        let second = answered.next.clone().expect("recorded");
+        assert!(
+            deadlines(&answered).is_empty(),
+            "a lease ending later: the message on its way follows it"
         );
-        // The same lease end again (a step answered at the instant the last began)
-        // needs no second message; a task that ends has no lease to watch.
-        let same = on_response(&claimed, &workflow, &order, &respond(&request, ok()), now);
-        assert!(deadlines(&same).is_empty());
+
+        // That message comes at the first lease's end, finds the lease moved on,
+        // and is sent on to the new end; there the lease has expired: acted on as
+        // the supervisor would, and the next lease followed.
+        let early = on_deadline(&second, &workflow, first);
+        assert_eq!((early.verdict, early.next.clone()), ("lease live", None));
+        let second_end = second.complete_by.expect("the second step's lease");
+        assert_eq!(deadlines(&early), [second_end]);
+        let expired = on_deadline(&second, &workflow, second_end);
+        assert_eq!(expired.verdict, "retry");
+        let retried = expired.next.clone().expect("sent back");
+        assert_eq!(
+            deadlines(&expired),
+            [retried.complete_by.expect("a pickup lease")]
+        );
+
+        // A task that ends has no lease to watch: the chain ends.
         let (last, order, request) = run_to(&workflow, 4, now);
         let finished = on_response(&last, &workflow, &order, &respond(&request, ok()), later);
+        let done = finished.next.clone().expect("processed");
         assert!(deadlines(&finished).is_empty());
-        assert_eq!(finished.next.expect("processed").complete_by, None);
+        assert!(deadlines(&on_deadline(&done, &workflow, later)).is_empty());
     }
 
     #[test]
