@@ -112,7 +112,7 @@ impl Agent {
                 let after = self.clock.now();
                 self.breaker(&request.agent, |b| match &result {
                     Err(RemoteError::Transient(_)) => b.on_failure(after),
-                    Ok(_) | Err(RemoteError::Permanent(_) | RemoteError::Oversized(_)) => {
+                    Ok(_) | Err(RemoteError::Permanent(_) | RemoteError::Unusable(_)) => {
                         b.on_success();
                     }
                 });
@@ -126,7 +126,7 @@ impl Agent {
             match result {
                 Ok(output) => return Some(Outcome::Succeeded { output }),
                 Err(RemoteError::Permanent(error)) => return Some(Outcome::Failed { error }),
-                Err(RemoteError::Oversized(error)) => return Some(Outcome::Oversized { error }),
+                Err(RemoteError::Unusable(error)) => return Some(Outcome::Unusable { error }),
                 Err(RemoteError::Transient(error)) => {
                     debug!(task_id = %request.task_id, step = %request.step_name, attempt, %error, "transient failure");
                 }
@@ -160,10 +160,8 @@ impl Agent {
 /// is not sent (its message could exceed what the queue takes), only its size.
 fn within_limit(outcome: Outcome) -> Outcome {
     match &outcome {
-        Outcome::Succeeded { output } => {
-            let bytes = serde_json::to_vec(output).map_or(usize::MAX, |b| b.len());
-            limits::output_refusal(bytes, 0).map_or(outcome, |error| Outcome::Oversized { error })
-        }
-        Outcome::Failed { .. } | Outcome::Oversized { .. } => outcome,
+        Outcome::Succeeded { output } => limits::output_refusal(limits::json_size(output), 0)
+            .map_or(outcome, |error| Outcome::Unusable { error }),
+        Outcome::Failed { .. } | Outcome::Unusable { .. } => outcome,
     }
 }

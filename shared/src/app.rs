@@ -12,6 +12,7 @@ use tracing::{error, info, warn};
 
 use crate::domain::decide::{self, Decision, Effect, NotInError, Submission};
 use crate::domain::ids::{QueueName, TaskId};
+use crate::domain::limits::MAX_DELAY;
 use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use crate::domain::task::{Order, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
@@ -20,9 +21,6 @@ use crate::ports::{
     TaskPage,
 };
 use crate::time::{Clock, Timestamp};
-
-/// The longest an SQS message can be delayed.
-const MAX_DELAY: Duration = Duration::from_secs(15 * 60);
 
 /// A conditional write lost this many times in a row means something is wrong.
 const MAX_CONFLICT_RETRIES: usize = 8;
@@ -295,7 +293,7 @@ impl App {
                     // send. A task moved since (by a scheduler, or the supervisor's
                     // retry after a delay) has messages of its own: a Run now would
                     // cut the supervisor's delay short.
-                    self.schedule(&id).await?;
+                    self.schedule(&existing).await?;
                 }
                 Ok(Submitted::Replayed(existing))
             }
@@ -417,7 +415,9 @@ impl App {
                     SchedulerMessage::Response(response) => {
                         decide::on_response(task, workflow, order, response, now)
                     }
-                    SchedulerMessage::Deadline { .. } => decide::on_deadline(task, workflow, now),
+                    SchedulerMessage::Deadline { at, .. } => {
+                        decide::on_deadline(task, workflow, *at, now)
+                    }
                 })
             })
             .await?;
@@ -442,11 +442,11 @@ impl App {
     pub async fn sweep(&self, batch: usize) -> Result<SweepReport, HandleError> {
         let mut report = SweepReport::new();
         let mut seen: HashSet<TaskId> = HashSet::new();
+        // The leases expired when the pass began: those expiring meanwhile are the
+        // next pass's, so a pass ends under any load.
+        let now = self.clock.now();
         loop {
-            let expired = self
-                .store
-                .expired(self.clock.now(), batch + seen.len())
-                .await?;
+            let expired = self.store.expired(now, batch + seen.len()).await?;
             let mut progressed = false;
             for id in expired.undecodable {
                 if !seen.insert(id.clone()) {
@@ -624,7 +624,10 @@ impl App {
 
     /// Whether a write that failed its condition had in fact landed: its answer was
     /// lost and a retry of it (the SDK retries) found the version already moved, by
-    /// itself. The record stored is then exactly the one it meant to write.
+    /// itself. The record stored is then exactly the one it meant to write. (Another
+    /// actor writing the very same record, the same decision in the same
+    /// millisecond, looks alike: its effects are then performed twice, which every
+    /// receiver tolerates.)
     async fn landed(&self, intended: &Task) -> Result<bool, StoreError> {
         Ok(self.store.task(&intended.id).await?.as_ref() == Some(intended))
     }
@@ -677,12 +680,19 @@ impl App {
         }
     }
 
-    async fn schedule(&self, task_id: &TaskId) -> Result<(), QueueError> {
-        let run = Outgoing {
-            queue: self.names.scheduler.clone(),
-            message: run_message(task_id, Duration::ZERO),
-        };
-        self.send(vec![run]).await
+    /// Sends a new task's Run again, with its deadline message.
+    async fn schedule(&self, task: &Task) -> Result<(), QueueError> {
+        let mut effects = vec![Effect::Schedule {
+            task_id: task.id.clone(),
+            delay: Duration::ZERO,
+        }];
+        if let Some(at) = task.deadline {
+            effects.push(Effect::Deadline {
+                task_id: task.id.clone(),
+                at,
+            });
+        }
+        self.perform(effects).await
     }
 
     async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {

@@ -221,9 +221,10 @@ pub enum RemoteError {
     /// Will not succeed if tried again: the service refused the request.
     #[error("permanent: {0}")]
     Permanent(String),
-    /// The service did it, but its answer is larger than a step's output may be.
-    #[error("oversized: {0}")]
-    Oversized(String),
+    /// The service did it (a 2xx), but its answer cannot be kept: larger than a
+    /// step's output may be, or not JSON.
+    #[error("unusable answer: {0}")]
+    Unusable(String),
 }
 
 /// One call to a remote service.

@@ -198,7 +198,8 @@ impl FaultyStore {
                 ));
             }
             // A completion is a step that was running becoming Processed (a step whose
-            // compensation timed out goes back to Processed too, to be undone again).
+            // compensation timed out goes back to the state it had, Processed for
+            // most, to be undone again).
             let was_running = old.is_some_and(|o| o.steps[index].state == StepState::Processing);
             if step.state == StepState::Processed && was_running {
                 let mut world = self.world.world();

@@ -272,6 +272,8 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
         .item("record", text("{ not a task"))
         .item("lease_shard", text("LEASE#0"))
         .item("lease_expires", AttributeValue::N("0".into()))
+        .item("listed_state", text("Error"))
+        .item("listed_key", text("000000000000000.garbled"))
         .send()
         .await
         .expect("a garbled item written");
@@ -298,6 +300,31 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
         json!({}),
         "the next sweep reads it no more"
     );
+
+    // Listed in Error before a task that is: a page without it, and the next page.
+    remote.mocks.set_faults(
+        "account",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0, "times": 1})).expect("faults"),
+    );
+    stack.http("PUT", "/tasks/refused", Some(&quick())).await;
+    stack
+        .run_until("refused", PATIENCE, false, |t| t["state"] == "Error")
+        .await;
+    let (status, first) = stack.http("GET", "/tasks?state=Error&limit=1", None).await;
+    assert_eq!(
+        (status, first["tasks"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{first}"
+    );
+    let next = first["next"].as_str().expect("a next page");
+    let (_, second) = stack
+        .http(
+            "GET",
+            &format!("/tasks?state=Error&limit=1&after={next}"),
+            None,
+        )
+        .await;
+    assert_eq!(second["tasks"][0]["id"], "refused", "{second}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -357,7 +384,7 @@ async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     use sas_shared::adapters::dynamodb::DynamoStore;
-    use sas_shared::domain::limits::{MAX_ITEM, MAX_MESSAGE};
+    use sas_shared::domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
     use sas_shared::ports::{StateStore, StoreError};
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
@@ -368,15 +395,15 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     };
     stack
         .sqs
-        .send(&queue, &[message(MAX_MESSAGE)])
+        .send(&queue, &[message(MAX_MESSAGE_BODY)])
         .await
-        .expect("at SQS's limit");
+        .expect("at the limit");
     let error = stack
         .sqs
-        .send(&queue, &[message(MAX_MESSAGE + 1)])
+        .send(&queue, &[message(MAX_MESSAGE_BODY + 1)])
         .await
         .expect_err("over it");
-    assert!(error.to_string().contains("262145 bytes"), "{error}");
+    assert!(error.to_string().contains("261121 bytes"), "{error}");
 
     stack.http("PUT", "/tasks/large", Some(&quick())).await;
     let store = DynamoStore::new(&stack.sdk, stack.config.table.clone());

@@ -286,16 +286,20 @@ impl DynamoStore {
             None => query.key_condition_expression("#state = :state"),
         };
         let output = query.send().await.map_err(unavailable)?;
-        let ids = output
-            .items()
+        let mut entries = output.items().to_vec();
+        // One more than a page tells whether there is a next one: counted on the index
+        // entries, so that a record left out (undecodable) does not end the listing.
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        let next = match entries.last().filter(|_| more) {
+            Some(last) => Some(attribute(last, "listed_key")?.to_owned()),
+            None => None,
+        };
+        let ids = entries
             .iter()
             .map(task_id_of)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut tasks = self.tasks(ids).await?;
-        let next = (tasks.len() > limit).then(|| {
-            tasks.truncate(limit);
-            tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
-        });
+        let tasks = self.tasks(ids).await?;
         Ok(TaskPage { tasks, next })
     }
 
@@ -431,7 +435,12 @@ impl DynamoStore {
                         Ok(task) => {
                             found.insert(task.id.to_string(), task);
                         }
-                        Err(_) => undecodable.push(task_id_of(item)?),
+                        Err(DecodeError::Garbled(_)) => undecodable.push(task_id_of(item)?),
+                        // Well formed, of a shape this version does not know (a newer
+                        // version's, in a deployment under way): left for it.
+                        Err(DecodeError::Unknown(error)) => {
+                            error!(task_id = %task_id_of(item)?, %error, "a task record of an unknown shape: left as it is");
+                        }
                     }
                 }
                 if let Some(retry) = output
@@ -468,15 +477,35 @@ fn compress(task: &Task) -> Result<Vec<u8>, StoreError> {
     encoder.finish().map_err(corrupt)
 }
 
+/// Why a task's item could not be read.
+#[derive(Debug, thiserror::Error)]
+enum DecodeError {
+    /// Not a record at all: not deflated JSON, or none.
+    #[error("garbled task record: {0}")]
+    Garbled(String),
+    /// Well-formed JSON that is not a task as this version knows one.
+    #[error("task record of an unknown shape: {0}")]
+    Unknown(serde_json::Error),
+}
+
+impl From<DecodeError> for StoreError {
+    fn from(error: DecodeError) -> Self {
+        Self::Corrupt(error.to_string())
+    }
+}
+
 /// The task of an item: its record deflated, or (as first written) plain JSON.
-fn decode_task(item: &Item) -> Result<Task, StoreError> {
-    let corrupt = |e: serde_json::Error| StoreError::Corrupt(e.to_string());
+fn decode_task(item: &Item) -> Result<Task, DecodeError> {
+    let classify = |e: serde_json::Error| match e.classify() {
+        serde_json::error::Category::Data => DecodeError::Unknown(e),
+        _ => DecodeError::Garbled(e.to_string()),
+    };
     match item.get("record") {
         Some(AttributeValue::B(deflated)) => {
-            serde_json::from_reader(DeflateDecoder::new(deflated.as_ref())).map_err(corrupt)
+            serde_json::from_reader(DeflateDecoder::new(deflated.as_ref())).map_err(classify)
         }
-        Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(corrupt),
-        _ => Err(StoreError::Corrupt("item without its record".into())),
+        Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(classify),
+        _ => Err(DecodeError::Garbled("item without its record".into())),
     }
 }
 
@@ -568,7 +597,7 @@ impl StateStore for DynamoStore {
             .send()
             .await
             .map_err(unavailable)?;
-        output.item().map(decode_task).transpose()
+        Ok(output.item().map(decode_task).transpose()?)
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
@@ -655,7 +684,10 @@ impl StateStore for DynamoStore {
         match result {
             Ok(_) => Ok(()),
             Err(error) => Err(match cancellation_reasons(&error).as_slice() {
-                [Some("ConditionalCheckFailed"), ..] => StoreError::Conflict,
+                // Its condition failed, or another write to it was under way: read again.
+                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
+                    StoreError::Conflict
+                }
                 [_, Some("ConditionalCheckFailed")] => {
                     StoreError::Corrupt(format!("task {}: its order data is missing", task.id))
                 }
@@ -924,7 +956,16 @@ mod tests {
         );
         assert!(matches!(
             decode_task(&item(AttributeValue::N("1".into()))),
-            Err(StoreError::Corrupt(_))
+            Err(DecodeError::Garbled(_))
         ));
+        assert!(
+            matches!(
+                decode_task(&item(AttributeValue::S(
+                    r#"{"id": "t", "state": "Teleported"}"#.into()
+                ))),
+                Err(DecodeError::Unknown(_))
+            ),
+            "well formed, of another version's shape: not to be quarantined"
+        );
     }
 }

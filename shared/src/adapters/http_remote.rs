@@ -126,7 +126,7 @@ impl RemoteCall for HttpRemote {
             Ok(body) => body,
             Err(BodyError::TooLarge) if status.is_success() => {
                 warn!(service, %url, %status, "answer over the size of a step's output");
-                return Err(RemoteError::Oversized(format!(
+                return Err(RemoteError::Unusable(format!(
                     "service '{service}' answered {status} with a body over the \
                      {MAX_STEP_OUTPUT} bytes a step's output may have"
                 )));
@@ -143,9 +143,10 @@ impl RemoteCall for HttpRemote {
             if body.is_empty() {
                 return Ok(Value::Null);
             }
+            // The service did it; what it said cannot be kept: the step is undone.
             return serde_json::from_slice(&body).map_err(|error| {
                 warn!(service, %url, %status, %error, body = %quoted(&body), "answer not JSON");
-                RemoteError::Permanent(format!(
+                RemoteError::Unusable(format!(
                     "service '{service}' answered {status} with a body that is not JSON"
                 ))
             });
@@ -228,7 +229,7 @@ mod tests {
 
         let (url, _) = serve(answer("200 OK", "", &json_of(MAX_STEP_OUTPUT + 1))).await;
         assert!(
-            matches!(call(&url).await, Err(RemoteError::Oversized(e)) if e.contains("65536 bytes")),
+            matches!(call(&url).await, Err(RemoteError::Unusable(e)) if e.contains("65536 bytes")),
             "one byte over"
         );
 
@@ -239,9 +240,10 @@ mod tests {
         let error = call(&url).await.expect_err("not JSON");
         assert_eq!(
             error,
-            RemoteError::Permanent(
+            RemoteError::Unusable(
                 "service 'svc' answered 200 OK with a body that is not JSON".into()
-            )
+            ),
+            "done, but its answer cannot be kept: undone"
         );
     }
 

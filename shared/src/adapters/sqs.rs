@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 
 use super::{SdkClient, sdk_client};
 use crate::domain::ids::QueueName;
-use crate::domain::limits::MAX_MESSAGE;
+use crate::domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
 use crate::ports::{Consumer, Delivery, OutgoingMessage, QueueError, Queues};
 
 /// Messages per SQS batch call.
@@ -144,12 +144,13 @@ impl Queues for Sqs {
         queue: &QueueName,
         messages: &[OutgoingMessage],
     ) -> Result<(), QueueError> {
-        if let Some(large) = messages.iter().find(|m| m.body.len() > MAX_MESSAGE) {
+        if let Some(large) = messages.iter().find(|m| m.body.len() > MAX_MESSAGE_BODY) {
             // SQS would refuse it at every try: refused here, with its size.
             return Err(failed(
                 queue,
                 format!(
-                    "a message of {} bytes is over the {MAX_MESSAGE} SQS takes",
+                    "a message of {} bytes is over the {MAX_MESSAGE_BODY} a body may have \
+                     (SQS takes {MAX_MESSAGE} with its attributes)",
                     large.body.len()
                 ),
             ));
@@ -160,7 +161,7 @@ impl Queues for Sqs {
             .iter()
             .map(|message| Entry {
                 body: message.body.clone(),
-                delay: i32::try_from(message.delay.as_secs().min(900)).unwrap_or(900),
+                delay: i32::try_from(message.delay.min(MAX_DELAY).as_secs()).unwrap_or(0),
                 trace: trace.clone(),
             })
             .collect();

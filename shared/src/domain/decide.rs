@@ -13,8 +13,12 @@ use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
 use super::workflow::Workflow;
 use crate::time::Timestamp;
 
-/// How long an alert may stay unpublished before the supervisor raises it again.
+/// How long an alert may stay unpublished before the supervisor raises it again; then
+/// as long as it has been waiting (the waits double), up to [`MAX_ALERT_REDELIVERY`].
 pub const ALERT_REDELIVERY: Duration = Duration::from_secs(60);
+
+/// The longest wait before an unpublished alert is raised again.
+pub const MAX_ALERT_REDELIVERY: Duration = Duration::from_secs(3600);
 
 /// Something to do once the new state is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,8 +78,6 @@ struct Change {
     task: Task,
     effects: Vec<Effect>,
     now: Timestamp,
-    /// The lease before the change.
-    lease: Option<Timestamp>,
 }
 
 impl Change {
@@ -84,7 +86,6 @@ impl Change {
         task.version += 1;
         task.updated_at = now;
         Self {
-            lease: task.complete_by,
             task,
             effects: Vec::new(),
             now,
@@ -101,17 +102,21 @@ impl Change {
         }
     }
 
-    /// Asks for a deadline message when the change takes a lease the task's message
-    /// in flight cannot watch: a first one, or one ending sooner. A lease that ends
-    /// later is watched by the message already on its way, which comes early and
-    /// follows it ([`on_deadline`]).
+    /// Asks for a deadline message for the task's lease unless the message on its
+    /// way watches it: one due later than now and no later than the lease's end, which
+    /// comes early and follows the lease ([`on_deadline`]). So a task has one message
+    /// at a time, and another only for a lease ending sooner, or once its message is
+    /// spent (or lost: the supervisor found the lease expired).
     fn watch_lease(&mut self) {
-        let unwatched = match (self.lease, self.task.complete_by) {
-            (None, Some(_)) => true,
-            (Some(before), Some(after)) => after < before,
-            (_, None) => false,
+        let Some(at) = self.task.complete_by else {
+            return;
         };
-        if let Some(at) = self.task.complete_by.filter(|_| unwatched) {
+        let watched = self
+            .task
+            .deadline
+            .is_some_and(|due| due > self.now && due <= at);
+        if !watched {
+            self.task.deadline = Some(at);
             self.effects.push(Effect::Deadline {
                 task_id: self.task.id.clone(),
                 at,
@@ -176,7 +181,7 @@ impl Change {
                 let undo = self.task.steps.iter().enumerate().rposition(|(i, s)| {
                     matches!(
                         s.state,
-                        StepState::Processed | StepState::TimedOut | StepState::Oversized
+                        StepState::Processed | StepState::TimedOut | StepState::Unusable
                     ) && workflow.steps[i].compensation.is_some()
                 });
                 match undo {
@@ -265,7 +270,9 @@ impl Change {
     /// published ([`alert_published`]); the supervisor raises it again
     /// ([`on_expired`]) if the lease expires first.
     fn raise(&mut self, alert: Alert) {
-        self.task.complete_by = Some(self.now.plus(ALERT_REDELIVERY));
+        let waiting = alert.at.until(self.now);
+        let wait = waiting.clamp(ALERT_REDELIVERY, MAX_ALERT_REDELIVERY);
+        self.task.complete_by = Some(self.now.plus(wait));
         self.task.pending_alert = Some(alert.clone());
         self.effects.push(Effect::Alert(alert));
     }
@@ -311,6 +318,7 @@ pub fn submit(
         state: TaskState::Pending,
         locked_by: None,
         complete_by: None,
+        deadline: None,
         failure_count: 0,
         run: 1,
         steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
@@ -375,10 +383,11 @@ pub fn on_response(
     // An answer too large to keep is refused here, whichever agent sent it.
     let outcome = match (&response.outcome, response.operation) {
         (Outcome::Succeeded { output }, Operation::Call) => {
-            limits::output_refusal(json_size(output), task_data_size(order, task)).map_or_else(
-                || response.outcome.clone(),
-                |error| Outcome::Oversized { error },
-            )
+            limits::output_refusal(limits::json_size(output), task_data_size(order, task))
+                .map_or_else(
+                    || response.outcome.clone(),
+                    |error| Outcome::Unusable { error },
+                )
         }
         _ => response.outcome.clone(),
     };
@@ -390,13 +399,13 @@ pub fn on_response(
             step.state = StepState::Processed;
             step.output = Some(output.clone());
         }
-        (Outcome::Oversized { error }, Operation::Call) => {
-            step.state = StepState::Oversized;
+        (Outcome::Unusable { error }, Operation::Call) => {
+            step.state = StepState::Unusable;
             step.error = Some(error.clone());
             change.task.error = Some(format!("step '{}': {error}", step.name));
             change.set_state(TaskState::Compensating);
         }
-        (Outcome::Succeeded { .. } | Outcome::Oversized { .. }, Operation::Compensate) => {
+        (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
             step.state = StepState::Compensated;
         }
         (Outcome::Failed { error }, Operation::Call) => {
@@ -479,27 +488,23 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     change.done("retry")
 }
 
-/// A scheduler, on a deadline message: as the supervisor on an expired lease
-/// ([`on_expired`]); and since the message is spent, another follows whatever lease
-/// the task then has, delayed to its end (one that came early finds the lease moved
-/// on, and follows it). A task without a lease ends the chain.
+/// A scheduler, on the deadline message for a lease ending `at`: a message the task
+/// no longer waits for (another watches its lease) is dropped. Otherwise it is spent:
+/// the lease is acted on as the supervisor would ([`on_expired`]), and whatever lease
+/// the task then has gets a message of its own (a message that came early, the lease
+/// having moved on, is followed by one for the new end). A task without a lease ends
+/// the chain.
 #[must_use]
-pub fn on_deadline(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
-    let mut decision = on_expired(task, workflow, now);
-    let lease = decision
-        .next
-        .as_ref()
-        .map_or(task.complete_by, |next| next.complete_by);
-    if let Some(at) = lease {
-        let deadline = Effect::Deadline {
-            task_id: task.id.clone(),
-            at,
-        };
-        if !decision.effects.contains(&deadline) {
-            decision.effects.push(deadline);
-        }
+pub fn on_deadline(task: &Task, workflow: &Workflow, at: Timestamp, now: Timestamp) -> Decision {
+    if task.deadline != Some(at) {
+        return Decision::ignore("deadline superseded");
     }
-    decision
+    let decision = on_expired(task, workflow, now);
+    if decision.next.is_some() || task.complete_by.is_none() {
+        return decision;
+    }
+    // The lease moved on: the next message, for its end.
+    Change::of(task, now).done("deadline moved")
 }
 
 /// Once `alert` is published: the task keeps it no longer, nor the lease that
@@ -516,19 +521,14 @@ pub fn alert_published(task: &Task, alert: &Alert, now: Timestamp) -> Decision {
     change.done("alert published")
 }
 
-/// The bytes of a value as JSON.
-fn json_size(value: &Value) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
-}
-
 /// The bytes of the data an agent request carries: the input and the outputs kept.
 fn task_data_size(order: &Order, task: &Task) -> usize {
-    json_size(&order.input)
+    limits::json_size(&order.input)
         + task
             .steps
             .iter()
             .filter_map(|s| s.output.as_ref())
-            .map(json_size)
+            .map(limits::json_size)
             .sum::<usize>()
 }
 
@@ -867,7 +867,7 @@ mod tests {
         assert_eq!(
             refused.steps[3].state,
             StepState::Compensating,
-            "Oversized, and its compensation sent at once"
+            "Unusable, and its compensation sent at once"
         );
         assert_eq!(refused.steps[3].output, None, "not kept");
         assert!(
@@ -899,7 +899,7 @@ mod tests {
                 now,
             );
             task = d.next.clone().expect("recorded");
-            let total = json_size(&order.input) + each * (step + 1);
+            let total = limits::json_size(&order.input) + each * (step + 1);
             if total > MAX_TASK_DATA {
                 assert!(
                     task.steps[step]
@@ -1024,16 +1024,22 @@ mod tests {
         assert!(next.complete_by > task.complete_by);
         assert_eq!(
             decision.effects,
-            [Effect::Schedule {
-                task_id: task.id,
-                delay: Duration::ZERO
-            }],
-            "a Run (the deadline message that came follows the new lease: on_deadline)"
+            [
+                Effect::Schedule {
+                    task_id: task.id.clone(),
+                    delay: Duration::ZERO
+                },
+                Effect::Deadline {
+                    task_id: task.id,
+                    at: next.complete_by.expect("a new lease"),
+                }
+            ],
+            "a Run, and a deadline message for the new lease (the last one is spent)"
         );
     }
 
     #[test]
-    fn a_deadline_message_follows_each_tasks_lease() {
+    fn a_deadline_message_follows_each_tasks_lease_one_at_a_time() {
         let workflow = drone();
         let deadlines = |decision: &Decision| -> Vec<Timestamp> {
             decision
@@ -1052,6 +1058,7 @@ mod tests {
             task_id: task.id.clone(),
             at: pickup,
         }));
+        assert_eq!(task.deadline, Some(pickup));
         let claim = on_run(&task, &workflow, &order, "s", now);
         let claimed = claim.next.clone().expect("claimed");
         let first = claimed.complete_by.expect("the step's lease");
@@ -1070,19 +1077,45 @@ mod tests {
             "a lease ending later: the message on its way follows it"
         );
 
-        // That message comes at the first lease's end, finds the lease moved on,
-        // and is sent on to the new end; there the lease has expired: acted on as
-        // the supervisor would, and the next lease followed.
-        let early = on_deadline(&second, &workflow, first);
-        assert_eq!((early.verdict, early.next.clone()), ("lease live", None));
+        // The pickup's message is spent: dropped without a write.
+        let spent = on_deadline(&second, &workflow, pickup, pickup);
+        assert_eq!(
+            (spent.verdict, spent.next, spent.effects),
+            ("deadline superseded", None, vec![])
+        );
+        // The first step's comes at its end, finds the lease moved on and is followed
+        // by one for the new end; there the lease has expired: acted on as the
+        // supervisor would, and the next lease watched.
+        let moved = on_deadline(&second, &workflow, first, first);
+        assert_eq!(moved.verdict, "deadline moved");
         let second_end = second.complete_by.expect("the second step's lease");
-        assert_eq!(deadlines(&early), [second_end]);
-        let expired = on_deadline(&second, &workflow, second_end);
+        assert_eq!(deadlines(&moved), [second_end]);
+        let watched = moved.next.expect("the new end recorded");
+        let expired = on_deadline(&watched, &workflow, second_end, second_end);
         assert_eq!(expired.verdict, "retry");
         let retried = expired.next.clone().expect("sent back");
+        let pickup_again = retried.complete_by.expect("a pickup lease");
+        assert_eq!(deadlines(&expired), [pickup_again]);
+
+        // Claimed again: a lease ending sooner, one message more; the pickup's is
+        // spent when it comes. One chain, however often the task is sent back.
+        let claim = on_run(&retried, &workflow, &order, "s", second_end);
+        let reclaimed = claim.next.clone().expect("claimed again");
         assert_eq!(
-            deadlines(&expired),
-            [retried.complete_by.expect("a pickup lease")]
+            deadlines(&claim),
+            [reclaimed.complete_by.expect("its lease")]
+        );
+        assert_eq!(
+            on_deadline(&reclaimed, &workflow, pickup_again, pickup_again).verdict,
+            "deadline superseded"
+        );
+
+        // The supervisor, finding a lease expired (its message lost), watches the new one.
+        let lost = reclaimed.complete_by.expect("lease");
+        let swept = on_expired(&reclaimed, &workflow, lost);
+        assert_eq!(
+            deadlines(&swept),
+            [swept.next.expect("retried").complete_by.expect("lease")]
         );
 
         // A task that ends has no lease to watch: the chain ends.
@@ -1090,7 +1123,9 @@ mod tests {
         let finished = on_response(&last, &workflow, &order, &respond(&request, ok()), later);
         let done = finished.next.clone().expect("processed");
         assert!(deadlines(&finished).is_empty());
-        assert!(deadlines(&on_deadline(&done, &workflow, later)).is_empty());
+        let due = done.deadline.expect("the last message's");
+        let end = on_deadline(&done, &workflow, due, due);
+        assert_eq!((end.next, end.effects), (None, vec![]));
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! input and every earlier step's output, and the task's record holds the outputs:
 //! bounded here, a request always fits in an SQS message (256 KiB) and a record in a
 //! DynamoDB item (400 KB), compensations included. What would not fit is refused
-//! where it arrives: a step whose answer is too large is [`Oversized`] and
+//! where it arrives: a step whose answer is too large is [`Unusable`] and
 //! compensated, never retried against a limit it cannot pass.
 //!
-//! [`Oversized`]: crate::domain::task::StepState::Oversized
+//! [`Unusable`]: crate::domain::task::StepState::Unusable
 
 /// The most one step's output may have, as JSON.
 pub const MAX_STEP_OUTPUT: usize = 64 * 1024;
@@ -17,8 +17,21 @@ pub const MAX_TASK_DATA: usize = 192 * 1024;
 /// The largest message SQS takes, body and attributes.
 pub const MAX_MESSAGE: usize = 256 * 1024;
 
+/// The largest body the SQS adapter sends: SQS's limit, less room for the
+/// attributes it adds (a trace header).
+pub const MAX_MESSAGE_BODY: usize = MAX_MESSAGE - 1024;
+
+/// The longest SQS delays a message.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 /// The largest item DynamoDB takes, names and values.
 pub const MAX_ITEM: usize = 400 * 1024;
+
+/// The bytes of a value as JSON.
+#[must_use]
+pub fn json_size(value: &serde_json::Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
+}
 
 /// Why a step's output cannot be kept, if it cannot: over [`MAX_STEP_OUTPUT`], or
 /// taking the task's data (`kept`: the input's and earlier outputs' bytes) over

@@ -83,9 +83,9 @@ pub enum Outcome {
         /// The service's reason.
         error: String,
     },
-    /// The service did it, but its answer is larger than a step's output may be:
-    /// the effect is in place and the answer is not kept.
-    Oversized {
+    /// The service did it, but its answer cannot be kept (larger than a step's
+    /// output may be, or not JSON): the effect is in place; the answer is dropped.
+    Unusable {
         /// What was too large, and the limit.
         error: String,
     },

@@ -72,10 +72,10 @@ pub enum StepState {
     /// Its complete-by time passed more often than the supervisor allows; its
     /// effect may be in place, so it is compensated like a processed step.
     TimedOut,
-    /// Its call succeeded but its answer is larger than a step's output may be
-    /// ([`crate::domain::limits`]); its effect is in place, so it is compensated
-    /// like a processed step.
-    Oversized,
+    /// Its call succeeded but its answer cannot be kept: larger than a step's output
+    /// may be ([`crate::domain::limits`]), or not JSON. Its effect is in place, so it
+    /// is compensated like a processed step.
+    Unusable,
     /// Its compensation was sent to its agent.
     Compensating,
     /// Its compensation succeeded: its effect is undone.
@@ -181,6 +181,10 @@ pub struct Task {
     /// once the task is final; the supervisor sweeps tasks whose lease expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
+    /// The lease end that the task's deadline message on its way watches; a message
+    /// for another end is spent ([`crate::domain::decide::on_deadline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
     /// Expired leases in the current run, all steps together.
     pub failure_count: u32,
     /// Starts at 1; an operator's resubmission starts a new run.
