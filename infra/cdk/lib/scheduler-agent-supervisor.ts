@@ -9,6 +9,7 @@ import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as actions from "aws-cdk-lib/aws-cloudwatch-actions";
 import * as dynamodb from "aws-cdk-lib/aws-dynamodb";
 import * as iam from "aws-cdk-lib/aws-iam";
+import * as kms from "aws-cdk-lib/aws-kms";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import * as logs from "aws-cdk-lib/aws-logs";
@@ -70,6 +71,7 @@ export class SchedulerAgentSupervisor extends Construct {
   readonly table: dynamodb.Table;
   readonly api: apigw.HttpApi;
   readonly alertTopic: sns.Topic;
+  readonly alertKey: kms.Key;
   readonly queues: Record<"scheduler" | "agentRequests" | "agentResponses", sqs.Queue>;
   readonly deadLetterQueues: sqs.Queue[] = [];
   readonly functions: Record<FunctionName, lambda.Function>;
@@ -141,7 +143,42 @@ export class SchedulerAgentSupervisor extends Construct {
       agentResponses: queue("AgentResponse", Duration.seconds(180)),
     };
 
-    this.alertTopic = new sns.Topic(this, "AlertTopic", { enforceSSL: true });
+    // The topic is encrypted with a key of the stack's own: CloudWatch alarms cannot
+    // publish to a topic under the AWS-managed alias/aws/sns key, whose policy no one
+    // can change. The account administers the key (CDK's default key policy), so IAM
+    // policies may grant its use (the functions that publish have it in theirs);
+    // CloudWatch may use it for this account's alarms only.
+    this.alertKey = new kms.Key(this, "AlertKey", {
+      description: "Encrypts the Scheduler Agent Supervisor's alert topic.",
+      enableKeyRotation: true,
+    });
+    this.alertKey.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: "AlarmsPublish",
+        principals: [new iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+        actions: ["kms:Decrypt", "kms:GenerateDataKey*"],
+        resources: ["*"],
+        conditions: {
+          StringEquals: { "aws:SourceAccount": stack.account },
+          ArnLike: { "aws:SourceArn": `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*` },
+        },
+      }),
+    );
+    this.alertTopic = new sns.Topic(this, "AlertTopic", { enforceSSL: true, masterKey: this.alertKey });
+    // The topic's policy (enforceSSL's) replaces its default one, which let CloudWatch
+    // publish: it must say so itself.
+    this.alertTopic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: "AlarmsPublish",
+        principals: [new iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+        actions: ["sns:Publish"],
+        resources: [this.alertTopic.topicArn],
+        conditions: {
+          StringEquals: { "aws:SourceAccount": stack.account },
+          ArnLike: { "aws:SourceArn": `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*` },
+        },
+      }),
+    );
     if (props.alertEmail) {
       this.alertTopic.addSubscription(new subscriptions.EmailSubscription(props.alertEmail));
     }
@@ -223,23 +260,23 @@ export class SchedulerAgentSupervisor extends Construct {
       target.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
     const notifications = `arn:${Stack.of(this).partition}:sqs:${Stack.of(this).region}:${Stack.of(this).account}:${notificationQueuePrefix}*`;
 
-    allow(submission, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [
-      table,
-      `${table}/index/listing`,
-    ]);
+    // Explicit statements rather than the constructs' grants, which give more than is
+    // used (a queue's grantSendMessages adds GetQueueAttributes and GetQueueUrl).
+    allow(submission, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [table]);
+    // Listings: the tasks in Error from the listing index, those in flight from the expiry index.
+    allow(submission, ["dynamodb:Query"], [`${table}/index/listing`, `${table}/index/expiry`]);
     allow(scheduler, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], [table]);
-    allow(supervisor, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [
-      table,
-      `${table}/index/expiry`,
-    ]);
-    this.queues.scheduler.grantSendMessages(submission);
-    this.queues.scheduler.grantSendMessages(supervisor);
-    this.queues.agentRequests.grantSendMessages(scheduler);
-    this.queues.agentResponses.grantSendMessages(agent);
+    allow(supervisor, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [table]);
+    allow(supervisor, ["dynamodb:Query"], [`${table}/index/expiry`]);
+    allow(submission, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
+    allow(supervisor, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
+    allow(scheduler, ["sqs:SendMessage"], [this.queues.agentRequests.queueArn]);
+    allow(agent, ["sqs:SendMessage"], [this.queues.agentResponses.queueArn]);
     for (const target of [submission, scheduler, supervisor]) {
       allow(target, ["sqs:SendMessage", "sqs:GetQueueUrl"], [notifications]);
     }
-    this.alertTopic.grantPublish(scheduler);
+    allow(scheduler, ["sns:Publish"], [this.alertTopic.topicArn]);
+    allow(scheduler, ["kms:Decrypt", "kms:GenerateDataKey*"], [this.alertKey.keyArn]);
   }
 
   private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow?: Duration) {
