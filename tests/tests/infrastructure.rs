@@ -1,12 +1,13 @@
-//! The deployments set exactly the environment the functions read: the SAM
-//! template, and the CDK construct as `infra/check` synthesizes it.
+//! The deployments set exactly the environment the functions read, and build the same
+//! security, alarms and triggers: the SAM template (after its transform, as
+//! `infra/check` writes it), and the CDK construct as `infra/check` synthesizes it.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use sas_shared::lambda::{Config, VARIABLES};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn infra(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -88,4 +89,575 @@ fn the_cdk_construct_sets_exactly_those_variables() {
             declared()
         );
     }
+}
+
+/// A CloudFormation template as deployed, read so that two templates of the same stack
+/// written differently compare: the SAM template after its transform (`infra/check`
+/// writes it with aws-sam-translator) and the CDK app's synthesized one. Every reference
+/// is rendered as text with the resources named as in the SAM template (CDK's logical
+/// ids less their `Sas` prefix and hash suffix) and each parameter at its default.
+struct Deployed {
+    resources: serde_json::Map<String, Value>,
+    parameters: serde_json::Map<String, Value>,
+    name: &'static str,
+}
+
+/// The AWS-managed policies the templates attach, by what they are for.
+const MANAGED_POLICIES: [(&str, Platform); 3] = [
+    ("AWSLambdaBasicExecutionRole", Platform::Logs),
+    ("AWSXrayWriteOnlyAccess", Platform::Tracing),
+    ("AWSLambdaSQSQueueExecutionRole", Platform::QueuePolling),
+];
+
+/// What Lambda itself needs of a function's role, granted by SAM with managed policies
+/// and by CDK with statements of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Platform {
+    Logs,
+    Tracing,
+    QueuePolling,
+}
+
+/// What the event-source mappings do with a role's permissions on their queues.
+const POLLING: [&str; 5] = [
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+];
+
+impl Deployed {
+    fn load(path: &PathBuf, name: &'static str) -> Self {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: run ./tests/run, or infra/check, which writes it",
+                path.display()
+            )
+        });
+        let template: Value = serde_json::from_str(&text).expect("JSON");
+        Self {
+            resources: template["Resources"]
+                .as_object()
+                .expect("resources")
+                .clone(),
+            parameters: template["Parameters"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            name,
+        }
+    }
+
+    fn sam() -> Self {
+        Self::load(&infra("sam.out/template.json"), "SAM")
+    }
+
+    fn cdk() -> Self {
+        Self::load(
+            &infra("cdk/cdk.out/SchedulerAgentSupervisor.template.json"),
+            "CDK",
+        )
+    }
+
+    /// A resource's name as the SAM template has it.
+    fn canonical(id: &str) -> String {
+        let hashed = id.len() > 11
+            && id[id.len() - 8..]
+                .chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
+        match id.strip_prefix("Sas") {
+            Some(rest) if hashed => rest[..rest.len() - 8].to_owned(),
+            _ => id.to_owned(),
+        }
+    }
+
+    fn of_type<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> {
+        self.resources
+            .iter()
+            .filter(move |(_, r)| r["Type"] == kind)
+    }
+
+    /// A name in a `Ref` or `${...}`: a pseudo parameter as written, a parameter as its
+    /// default, a resource by its name.
+    fn reference(&self, name: &str) -> String {
+        if name.starts_with("AWS::") {
+            format!("${{{name}}}")
+        } else if let Some(parameter) = self.parameters.get(name) {
+            self.render(&parameter["Default"])
+        } else if let Some((resource, attribute)) = name.split_once('.') {
+            format!("${{{}.{attribute}}}", Self::canonical(resource))
+        } else {
+            format!("${{{}}}", Self::canonical(name))
+        }
+    }
+
+    /// A value as text, references resolved as [`Deployed::reference`] does.
+    fn render(&self, value: &Value) -> String {
+        match value {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            Value::Null => String::new(),
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(|v| self.render(v)).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Value::Object(object) => {
+                if let Some(name) = object.get("Ref").and_then(Value::as_str) {
+                    self.reference(name)
+                } else if let Some(get) = object.get("Fn::GetAtt") {
+                    let (resource, attribute) = match get {
+                        Value::String(s) => s.split_once('.').expect("Resource.Attribute"),
+                        _ => (
+                            get[0].as_str().expect("a resource"),
+                            get[1].as_str().expect("an attribute"),
+                        ),
+                    };
+                    format!("${{{}.{attribute}}}", Self::canonical(resource))
+                } else if let Some(join) = object.get("Fn::Join") {
+                    let separator = join[0].as_str().expect("a separator");
+                    let parts: Vec<String> = join[1]
+                        .as_array()
+                        .expect("parts")
+                        .iter()
+                        .map(|v| self.render(v))
+                        .collect();
+                    parts.join(separator)
+                } else if let Some(sub) = object.get("Fn::Sub") {
+                    let (text, variables) = match sub {
+                        Value::String(s) => (s.as_str(), None),
+                        _ => (sub[0].as_str().expect("a string"), sub[1].as_object()),
+                    };
+                    let mut rendered = String::new();
+                    let mut rest = text;
+                    while let Some(start) = rest.find("${") {
+                        rendered.push_str(&rest[..start]);
+                        let end = rest[start..].find('}').expect("a closing brace") + start;
+                        let name = &rest[start + 2..end];
+                        match variables.and_then(|v| v.get(name)) {
+                            Some(value) => rendered.push_str(&self.render(value)),
+                            None => rendered.push_str(&self.reference(name)),
+                        }
+                        rest = &rest[end + 1..];
+                    }
+                    rendered.push_str(rest);
+                    rendered
+                } else {
+                    let rendered: serde_json::Map<String, Value> = object
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(self.render(v))))
+                        .collect();
+                    Value::Object(rendered).to_string()
+                }
+            }
+        }
+    }
+
+    /// A value that may be one item or a list of them, as sorted texts.
+    fn texts(&self, value: &Value) -> Vec<String> {
+        let mut texts: Vec<String> = match value {
+            Value::Null => Vec::new(),
+            Value::Array(items) => items.iter().map(|v| self.render(v)).collect(),
+            other => vec![self.render(other)],
+        };
+        texts.sort();
+        texts
+    }
+
+    /// A policy statement as comparable JSON: its Sid (a label) left out, `*` as a
+    /// principal written as IAM reads it.
+    fn statement(&self, statement: &Value) -> Value {
+        let principals: Vec<String> = match &statement["Principal"] {
+            Value::Null => Vec::new(),
+            Value::String(s) if s == "*" => vec!["AWS:*".to_owned()],
+            Value::Object(kinds) => {
+                let mut all: Vec<String> = kinds
+                    .iter()
+                    .flat_map(|(kind, who)| {
+                        self.texts(who)
+                            .into_iter()
+                            .map(move |who| format!("{kind}:{who}"))
+                    })
+                    .collect();
+                all.sort();
+                all
+            }
+            other => panic!("{}: an unexpected principal {other}", self.name),
+        };
+        let conditions: Value = statement["Condition"]
+            .as_object()
+            .map(|operators| {
+                operators
+                    .iter()
+                    .map(|(operator, keys)| {
+                        let keys: serde_json::Map<String, Value> = keys
+                            .as_object()
+                            .expect("condition keys")
+                            .iter()
+                            .map(|(key, values)| (key.clone(), json!(self.texts(values))))
+                            .collect();
+                        (operator.clone(), Value::Object(keys))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+                    .into()
+            })
+            .unwrap_or(Value::Null);
+        json!({
+            "effect": statement["Effect"],
+            "principals": principals,
+            "actions": self.texts(&statement["Action"]),
+            "resources": self.texts(&statement["Resource"]),
+            "conditions": conditions,
+        })
+    }
+
+    fn statements(&self, document: &Value) -> Vec<Value> {
+        let mut statements: Vec<Value> = document["Statement"]
+            .as_array()
+            .expect("statements")
+            .iter()
+            .map(|s| self.statement(s))
+            .collect();
+        statements.sort_by_key(Value::to_string);
+        statements
+    }
+
+    /// The alert topic's encryption key, whether it rotates, and its policy.
+    fn topic_encryption(&self) -> Value {
+        let topics: Vec<_> = self.of_type("AWS::SNS::Topic").collect();
+        assert_eq!(topics.len(), 1, "{}: one topic", self.name);
+        let key = &topics[0].1["Properties"]["KmsMasterKeyId"];
+        assert!(
+            !key.is_null(),
+            "{}: the alert topic is not encrypted",
+            self.name
+        );
+        let key = self.render(key);
+        let key_id = key
+            .strip_prefix("${")
+            .and_then(|k| k.strip_suffix(".Arn}"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: the alert topic's key is {key}, not a key of the stack's own \
+                     (CloudWatch alarms cannot use the AWS-managed alias/aws/sns)",
+                    self.name
+                )
+            });
+        let (_, resource) = self
+            .resources
+            .iter()
+            .find(|(id, _)| Self::canonical(id) == key_id)
+            .expect("the key");
+        let properties = &resource["Properties"];
+        json!({
+            "key": key,
+            "rotates": properties["EnableKeyRotation"],
+            "policy": self.statements(&properties["KeyPolicy"]),
+        })
+    }
+
+    /// Each topic's and queue's resource policy, by resource; a queue policy's
+    /// statements keep only the resources that are that queue.
+    fn resource_policies(&self) -> BTreeMap<String, Vec<Value>> {
+        let mut policies: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (kind, list) in [
+            ("AWS::SNS::TopicPolicy", "Topics"),
+            ("AWS::SQS::QueuePolicy", "Queues"),
+        ] {
+            for (_, policy) in self.of_type(kind) {
+                let properties = &policy["Properties"];
+                for target in self.texts(&properties[list]) {
+                    let arn = target.replace('}', ".Arn}");
+                    let mine =
+                        |resource: &String| kind == "AWS::SNS::TopicPolicy" || *resource == arn;
+                    let entry = policies.entry(target.clone()).or_default();
+                    for mut statement in self.statements(&properties["PolicyDocument"]) {
+                        let resources: Vec<String> = self
+                            .texts_of(&statement["resources"])
+                            .into_iter()
+                            .filter(mine)
+                            .collect();
+                        statement["resources"] = json!(resources);
+                        entry.push(statement);
+                    }
+                    entry.sort_by_key(Value::to_string);
+                }
+            }
+        }
+        policies
+    }
+
+    fn texts_of(&self, value: &Value) -> Vec<String> {
+        value
+            .as_array()
+            .expect("texts")
+            .iter()
+            .map(|v| v.as_str().expect("a text").to_owned())
+            .collect()
+    }
+
+    /// Each function's grants as (action, resource) pairs, less what the platform needs
+    /// (listed apart) and less its event sources' polling (checked apart: the function's
+    /// role may poll each of its queues).
+    fn function_permissions(&self) -> BTreeMap<String, Value> {
+        let sources = self.event_source_queues();
+        let mut functions = BTreeMap::new();
+        for (id, function) in self.of_type("AWS::Lambda::Function") {
+            let name = Self::canonical(id);
+            let role = self.render(&function["Properties"]["Role"]);
+            let role_id = role
+                .strip_prefix("${")
+                .and_then(|r| r.strip_suffix(".Arn}"))
+                .expect("a role of the stack");
+            let (role_logical, role) = self
+                .resources
+                .iter()
+                .find(|(id, _)| Self::canonical(id) == role_id)
+                .expect("the role");
+            let mut documents: Vec<&Value> = role["Properties"]["Policies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| &p["PolicyDocument"])
+                .collect();
+            for (_, policy) in self.of_type("AWS::IAM::Policy") {
+                let roles = &policy["Properties"]["Roles"];
+                if roles
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|r| r["Ref"] == role_logical.as_str()))
+                {
+                    documents.push(&policy["Properties"]["PolicyDocument"]);
+                }
+            }
+            let mut platform = BTreeSet::new();
+            for managed in self.texts(&role["Properties"]["ManagedPolicyArns"]) {
+                let (_, what) = MANAGED_POLICIES
+                    .iter()
+                    .find(|(policy, _)| managed.ends_with(&format!("/{policy}")))
+                    .unwrap_or_else(|| {
+                        panic!("{}: an unknown managed policy {managed}", self.name)
+                    });
+                platform.insert(*what);
+            }
+            let mine = sources.get(&name).cloned().unwrap_or_default();
+            let mut grants = BTreeSet::new();
+            let mut polls = BTreeSet::new();
+            for document in documents {
+                for statement in self.statements(document) {
+                    assert_eq!(
+                        (&statement["effect"], &statement["conditions"]),
+                        (&json!("Allow"), &Value::Null),
+                        "{}: {name} has a statement this comparison does not read: {statement}",
+                        self.name
+                    );
+                    for action in self.texts_of(&statement["actions"]) {
+                        for resource in self.texts_of(&statement["resources"]) {
+                            if action.starts_with("logs:") {
+                                platform.insert(Platform::Logs);
+                            } else if action.starts_with("xray:") {
+                                platform.insert(Platform::Tracing);
+                            } else if POLLING.contains(&action.as_str()) && mine.contains(&resource)
+                            {
+                                if action == "sqs:ReceiveMessage" {
+                                    polls.insert(resource.clone());
+                                }
+                            } else {
+                                grants.insert(format!("{action} {resource}"));
+                            }
+                        }
+                    }
+                }
+            }
+            if platform.contains(&Platform::QueuePolling) {
+                // Any queue: the managed policy's statements are on "*".
+                polls.extend(mine.iter().cloned());
+            }
+            platform.remove(&Platform::QueuePolling);
+            assert_eq!(
+                polls, mine,
+                "{}: {name} may receive from exactly its event sources' queues",
+                self.name
+            );
+            functions.insert(
+                name,
+                json!({"grants": grants, "platform": format!("{platform:?}")}),
+            );
+        }
+        functions
+    }
+
+    /// The queues (their ARNs) each function (its name) polls.
+    fn event_source_queues(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut queues: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (_, mapping) in self.of_type("AWS::Lambda::EventSourceMapping") {
+            let function = self.render(&mapping["Properties"]["FunctionName"]);
+            let function = function
+                .trim_start_matches("${")
+                .trim_end_matches('}')
+                .to_owned();
+            queues
+                .entry(function)
+                .or_default()
+                .insert(self.render(&mapping["Properties"]["EventSourceArn"]));
+        }
+        queues
+    }
+
+    /// The event-source mappings and the supervisor's schedule, as comparable JSON.
+    fn triggers(&self) -> Vec<Value> {
+        let mut triggers: Vec<Value> = self
+            .of_type("AWS::Lambda::EventSourceMapping")
+            .map(|(_, mapping)| {
+                let p = &mapping["Properties"];
+                json!({
+                    "function": self.render(&p["FunctionName"]),
+                    "queue": self.render(&p["EventSourceArn"]),
+                    "batch_size": self.render(&p["BatchSize"]),
+                    "batching_window": match &p["MaximumBatchingWindowInSeconds"] {
+                        Value::Null => "0".to_owned(),
+                        window => self.render(window),
+                    },
+                    "response_types": self.texts(&p["FunctionResponseTypes"]),
+                    "max_concurrency": self.render(&p["ScalingConfig"]["MaximumConcurrency"]),
+                    "enabled": match &p["Enabled"] { Value::Null => "true".to_owned(), e => self.render(e) },
+                })
+            })
+            .chain(self.of_type("AWS::Scheduler::Schedule").map(|(_, schedule)| {
+                let p = &schedule["Properties"];
+                json!({
+                    "schedule": self.render(&p["ScheduleExpression"]),
+                    "target": self.render(&p["Target"]["Arn"]),
+                    "retries": self.render(&p["Target"]["RetryPolicy"]["MaximumRetryAttempts"]),
+                    "window": self.render(&p["FlexibleTimeWindow"]["Mode"]),
+                    "state": match &p["State"] { Value::Null => "ENABLED".to_owned(), s => self.render(s) },
+                })
+            }))
+            .collect();
+        triggers.sort_by_key(Value::to_string);
+        triggers
+    }
+
+    /// A metric: namespace, name, dimensions, statistic and period.
+    fn metric(&self, metric: &Value, stat: &Value, period: &Value) -> String {
+        let mut dimensions: Vec<String> = metric["Dimensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| format!("{}={}", self.render(&d["Name"]), self.render(&d["Value"])))
+            .collect();
+        dimensions.sort();
+        format!(
+            "{}/{} {{{}}} {} {}s",
+            self.render(&metric["Namespace"]),
+            self.render(&metric["MetricName"]),
+            dimensions.join(","),
+            self.render(stat),
+            self.render(period)
+        )
+    }
+
+    /// The alarms, as comparable JSON: what each watches (a metric math expression as its
+    /// function over the metrics it names), when it fires, and whom it notifies.
+    fn alarms(&self) -> Vec<Value> {
+        let mut alarms: Vec<Value> = self
+            .of_type("AWS::CloudWatch::Alarm")
+            .map(|(_, alarm)| {
+                let p = &alarm["Properties"];
+                let watches = match p["Metrics"].as_array() {
+                    None => self.metric(p, &p["Statistic"], &p["Period"]),
+                    Some(metrics) => {
+                        let by_id: BTreeMap<&str, String> = metrics
+                            .iter()
+                            .filter(|m| m.get("MetricStat").is_some())
+                            .map(|m| {
+                                let stat = &m["MetricStat"];
+                                (
+                                    m["Id"].as_str().expect("an id"),
+                                    self.metric(&stat["Metric"], &stat["Stat"], &stat["Period"]),
+                                )
+                            })
+                            .collect();
+                        let expression = metrics
+                            .iter()
+                            .find_map(|m| m["Expression"].as_str())
+                            .expect("an expression");
+                        let (function, ids) = expression.split_once('(').expect("FUNCTION([ids])");
+                        let mut named: Vec<&str> = ids
+                            .trim_matches(|c| "[]() ".contains(c))
+                            .split(',')
+                            .map(|id| by_id[id.trim()].as_str())
+                            .collect();
+                        named.sort_unstable();
+                        format!("{function}({})", named.join(" ; "))
+                    }
+                };
+                json!({
+                    "watches": watches,
+                    "comparison": p["ComparisonOperator"],
+                    "threshold": p["Threshold"].as_f64(),
+                    "periods": p["EvaluationPeriods"],
+                    "missing": p["TreatMissingData"],
+                    "actions": self.texts(&p["AlarmActions"]),
+                    "ok_actions": self.texts(&p["OKActions"]),
+                })
+            })
+            .collect();
+        alarms.sort_by_key(Value::to_string);
+        alarms
+    }
+}
+
+#[test]
+fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
+    let (sam, cdk) = (Deployed::sam(), Deployed::cdk());
+    let encryption = sam.topic_encryption();
+    assert_eq!(
+        encryption["rotates"], true,
+        "the alert key rotates: {encryption:#}"
+    );
+    let principals: BTreeSet<&str> = encryption["policy"]
+        .as_array()
+        .expect("statements")
+        .iter()
+        .flat_map(|s| s["principals"].as_array().expect("principals"))
+        .map(|p| p.as_str().expect("a principal"))
+        .collect();
+    assert!(
+        principals.contains("Service:cloudwatch.amazonaws.com"),
+        "CloudWatch may use the alert key: {encryption:#}"
+    );
+    assert_eq!(encryption, cdk.topic_encryption(), "the alert topic's key");
+    assert_eq!(
+        sam.resource_policies(),
+        cdk.resource_policies(),
+        "the topic's and the queues' policies"
+    );
+    let (sam_functions, cdk_functions) = (sam.function_permissions(), cdk.function_permissions());
+    assert_eq!(
+        sam_functions.keys().collect::<Vec<_>>(),
+        [
+            "AgentFunction",
+            "SchedulerFunction",
+            "SubmissionFunction",
+            "SupervisorFunction"
+        ]
+    );
+    for (function, permissions) in &sam_functions {
+        assert_eq!(
+            Some(permissions),
+            cdk_functions.get(function),
+            "{function}'s permissions, SAM then CDK"
+        );
+    }
+    assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
+    let alarms = sam.alarms();
+    assert_eq!(alarms.len(), 8);
+    assert!(
+        alarms
+            .iter()
+            .all(|a| a["actions"] == json!(["${AlertTopic}"])),
+        "every alarm notifies the alert topic: {alarms:#?}"
+    );
+    assert_eq!(alarms, cdk.alarms(), "the alarms");
 }
