@@ -30,8 +30,32 @@ use sas_shared::ports::Consumer;
 use serde_json::Value;
 
 /// The directory of the repository.
-fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The remote services of the built-in workflows' agents, each at `base/<agent>`.
+#[must_use]
+pub fn service_urls(base: &str) -> HashMap<String, String> {
+    [
+        "account",
+        "package",
+        "transport",
+        "drone",
+        "delivery",
+        "order",
+    ]
+    .iter()
+    .map(|a| ((*a).to_owned(), format!("{base}/{a}")))
+    .collect()
+}
+
+/// A free port of 127.0.0.1.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
 /// A fixture's JSON.
@@ -87,10 +111,7 @@ impl Moto {
              or set SAS_MOTO_SERVER to a moto_server binary",
             binary.display()
         );
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = free_port();
         let child = Command::new(&binary)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .envs(environment.iter().copied())
@@ -339,18 +360,7 @@ impl Stack {
             .send()
             .await
             .expect("subscription");
-        let agents = [
-            "account",
-            "package",
-            "transport",
-            "drone",
-            "delivery",
-            "order",
-        ];
-        let service_urls: HashMap<String, String> = agents
-            .iter()
-            .map(|a| ((*a).to_owned(), format!("{services}/{a}")))
-            .collect();
+        let service_urls = service_urls(services);
         let lookup = |name: &str| -> Option<String> {
             match name {
                 "TABLE_NAME" => Some("sas-state".into()),

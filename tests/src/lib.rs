@@ -3,6 +3,7 @@
 //! clock, the supervisor swept on demand, and helpers to drive and observe it.
 
 pub mod aws;
+pub mod ministack;
 pub mod sim;
 
 use std::collections::HashMap;

@@ -1,0 +1,884 @@
+//! The real stack on [MiniStack](https://pypi.org/project/ministack/): `infra/template.yaml`
+//! deployed with `sam deploy`, the four functions' debug binaries laid out as `sam build`
+//! lays them out, run by the emulator as Lambda functions through their real triggers
+//! (the HTTP API, the SQS event-source mappings, the EventBridge schedule), each under
+//! its execution role with IAM enforced (`AUTH=true`).
+//!
+//! Where MiniStack is wrong and AWS right, the harness works around it, never the
+//! template (README, "The stack deployed on MiniStack"):
+//! - alarms on metric math (`Metrics:`) make the stack roll back: the deployed copy of
+//!   the template leaves them out ([`deployable_template`]);
+//! - MiniStack is served over plain HTTP here, and it evaluates `aws:SecureTransport`:
+//!   the deployed copy leaves out the topic's and the queues' TLS-only denials;
+//! - MiniStack asks for `sqs:SendMessageBatch` where AWS authorises a batch send as
+//!   `sqs:SendMessage`: the deployed copy grants the one wherever the template grants
+//!   the other, on the same resources;
+//! - the HttpApi's OpenAPI body is ignored (the API has no routes): they are added after
+//!   the deployment, as SAM writes them from the functions' `HttpApi` events;
+//! - an event-source mapping's `ScalingConfig.MaximumConcurrency` given by a `!Ref` is
+//!   stored as a string, which stops every SQS poller: it is set again as a number.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use aws_types::SdkConfig;
+use sas_shared::lambda;
+use serde_json::{Value, json};
+use serde_norway::Value as Yaml;
+
+use crate::aws::{free_port, repository};
+
+/// The region the stack is deployed in.
+pub const REGION: &str = "us-east-1";
+/// The credentials of the emulator's account root, which deploys and drives the stack.
+const ACCESS_KEY: &str = "test";
+
+/// The four functions: their logical id in the template and their binary.
+pub const FUNCTIONS: [(&str, &str); 4] = [
+    ("SubmissionFunction", "sas-submission"),
+    ("SchedulerFunction", "sas-scheduler"),
+    ("AgentFunction", "sas-agent"),
+    ("SupervisorFunction", "sas-supervisor"),
+];
+
+/// A MiniStack server on a free port of 127.0.0.1 with IAM enforced, its temporary files
+/// (and the functions' code) under a directory of its own; stopped, with every function
+/// it started, when dropped.
+pub struct MiniStack {
+    child: Child,
+    /// Its URL, for `AWS_ENDPOINT_URL`.
+    pub endpoint: String,
+    dir: tempfile::TempDir,
+}
+
+impl MiniStack {
+    /// Starts MiniStack: `$SAS_MINISTACK`, or the `ministack` of the repository's
+    /// `.venv-ministack` that `./tests/run` installs.
+    ///
+    /// # Panics
+    /// With instructions, when MiniStack is not installed or does not start.
+    #[must_use]
+    pub fn start() -> Self {
+        let binary = std::env::var("SAS_MINISTACK").map_or_else(
+            |_| repository().join(".venv-ministack/bin/ministack"),
+            PathBuf::from,
+        );
+        assert!(
+            binary.exists(),
+            "MiniStack is not installed at {}: run ./tests/run, which installs it into \
+             .venv-ministack, or `python3 -m venv .venv-ministack && .venv-ministack/bin/pip \
+             install -r tests/requirements-ministack.txt`, or set SAS_MINISTACK to a ministack binary",
+            binary.display()
+        );
+        let port = free_port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).expect("MiniStack's TMPDIR");
+        let log = std::fs::File::create(dir.path().join("ministack.log")).expect("a log file");
+        let child = Command::new(&binary)
+            .env("GATEWAY_PORT", port.to_string())
+            .env("BIND_HOST", "127.0.0.1")
+            .env("MINISTACK_HOST", "127.0.0.1")
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AUTH", "true")
+            .env("TMPDIR", &tmp)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            // Its own process group, so that dropping it stops the functions it started.
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let ministack = Self {
+            child,
+            endpoint,
+            dir,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "MiniStack did not listen on port {port} within 60 s: {}",
+                ministack.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ministack
+    }
+
+    /// The last lines MiniStack logged, for failure messages.
+    #[must_use]
+    pub fn log_tail(&self) -> String {
+        tail(&self.dir.path().join("ministack.log"), 40)
+    }
+
+    /// An SDK configuration pointed at MiniStack with the root's credentials, built as
+    /// the functions build theirs.
+    ///
+    /// # Panics
+    /// Never: the configuration is complete.
+    #[must_use]
+    pub fn sdk(&self) -> SdkConfig {
+        lambda::sdk_config(|name| match name {
+            "AWS_REGION" => Some(REGION.into()),
+            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some(ACCESS_KEY.into()),
+            "AWS_ENDPOINT_URL" => Some(self.endpoint.clone()),
+            _ => None,
+        })
+        .expect("a complete SDK configuration")
+    }
+}
+
+impl Drop for MiniStack {
+    fn drop(&mut self) {
+        // The whole group: MiniStack and the functions' processes it started.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A response: its status and body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body, as text.
+    pub body: String,
+}
+
+impl Answer {
+    /// The body as JSON (`null` when it is not JSON).
+    #[must_use]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends HTTP requests to MiniStack, signed with SigV4 as the root when asked: the
+/// operator's requests to the API, and the harness's calls of the AWS APIs it has no SDK
+/// crate for (API Gateway, Lambda, CloudWatch and its logs), in their JSON protocols.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    endpoint: String,
+}
+
+impl Client {
+    /// A client of the MiniStack at `endpoint`.
+    #[must_use]
+    pub fn new(endpoint: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            endpoint: endpoint.to_owned(),
+        }
+    }
+
+    /// Sends a request to `url`; with `service`, signed for it.
+    ///
+    /// # Panics
+    /// When the request cannot be signed or sent.
+    pub async fn send(
+        &self,
+        method: &str,
+        url: &str,
+        service: Option<&str>,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Answer {
+        let method_name = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut request = self.http.request(method_name, url).body(body.to_vec());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(service) = service {
+            let identity: Identity =
+                Credentials::new(ACCESS_KEY, ACCESS_KEY, None, None, "ministack").into();
+            let params = v4::SigningParams::builder()
+                .identity(&identity)
+                .region(REGION)
+                .name(service)
+                .time(SystemTime::now())
+                .settings(SigningSettings::default())
+                .build()
+                .expect("signing parameters")
+                .into();
+            let signable = SignableRequest::new(
+                method,
+                url,
+                headers.iter().copied(),
+                SignableBody::Bytes(body),
+            )
+            .expect("a signable request");
+            let (instructions, _) = sign(signable, &params).expect("signed").into_parts();
+            for (name, value) in instructions.headers() {
+                request = request.header(name, value);
+            }
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        Answer {
+            status: response.status().as_u16(),
+            body: response.text().await.unwrap_or_default(),
+        }
+    }
+
+    /// Calls a REST-JSON API (API Gateway, Lambda) as the root; panics unless it succeeds.
+    ///
+    /// # Panics
+    /// When the call fails.
+    pub async fn rest(&self, method: &str, service: &str, path: &str, body: &Value) -> Value {
+        let body = if body.is_null() {
+            Vec::new()
+        } else {
+            body.to_string().into_bytes()
+        };
+        let url = format!("{}{path}", self.endpoint);
+        let answer = self
+            .send(
+                method,
+                &url,
+                Some(service),
+                &[("content-type", "application/json")],
+                &body,
+            )
+            .await;
+        assert!(
+            (200..300).contains(&answer.status),
+            "{method} {path} ({service}) answered {}: {}",
+            answer.status,
+            answer.body
+        );
+        answer.json()
+    }
+
+    /// Calls a JSON-RPC API (CloudWatch, CloudWatch Logs) as the root; panics unless it
+    /// succeeds.
+    ///
+    /// # Panics
+    /// When the call fails.
+    pub async fn rpc(&self, service: &str, version: &str, target: &str, body: &Value) -> Value {
+        let content_type = format!("application/x-amz-json-{version}");
+        let answer = self
+            .send(
+                "POST",
+                &format!("{}/", self.endpoint),
+                Some(service),
+                &[("content-type", &content_type), ("x-amz-target", target)],
+                body.to_string().as_bytes(),
+            )
+            .await;
+        assert!(
+            (200..300).contains(&answer.status),
+            "{target} answered {}: {}",
+            answer.status,
+            answer.body
+        );
+        answer.json()
+    }
+}
+
+/// The template as deployed to MiniStack: `infra/template.yaml` as `sam build` writes it
+/// (each function's `CodeUri` its build directory, named by its logical id), less what
+/// MiniStack cannot deploy and plus what it wrongly asks for (the module's comment).
+///
+/// # Panics
+/// When the template is not what the harness expects.
+#[must_use]
+pub fn deployable_template(source: &str) -> String {
+    let mut template: Yaml = serde_norway::from_str(source).expect("the template's YAML");
+    let resources = template["Resources"]
+        .as_mapping_mut()
+        .expect("the template's resources");
+    // MiniStack: "metric math is not supported", and the stack rolls back.
+    resources.retain(|_, resource| resource["Properties"].get("Metrics").is_none());
+    // MiniStack is served over plain HTTP here: the policies' TLS-only denials would
+    // refuse every call the functions make (MiniStack evaluates aws:SecureTransport).
+    for resource in resources.values_mut() {
+        let kind = resource["Type"].as_str().unwrap_or_default();
+        if kind != "AWS::SNS::TopicPolicy" && kind != "AWS::SQS::QueuePolicy" {
+            continue;
+        }
+        let statements = resource["Properties"]["PolicyDocument"]["Statement"]
+            .as_sequence_mut()
+            .expect("a policy's statements");
+        statements.retain(|s| {
+            s.get("Condition")
+                .and_then(|c| c.get("Bool"))
+                .and_then(|b| b.get("aws:SecureTransport"))
+                .is_none()
+        });
+    }
+    resources.retain(|_, resource| {
+        resource["Properties"]
+            .get("PolicyDocument")
+            .is_none_or(|d| d["Statement"].as_sequence().is_some_and(|s| !s.is_empty()))
+    });
+    for (name, resource) in resources.iter_mut() {
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let name = name.as_str().expect("a logical id").to_owned();
+        let resource = resource.as_mapping_mut().expect("a function");
+        resource.remove("Metadata");
+        let properties = resource
+            .get_mut("Properties")
+            .and_then(Yaml::as_mapping_mut)
+            .expect("a function's properties");
+        properties.insert("CodeUri".into(), Yaml::String(name));
+        // MiniStack asks for sqs:SendMessageBatch; AWS authorises it as sqs:SendMessage.
+        let statements = properties
+            .get_mut("Policies")
+            .and_then(Yaml::as_sequence_mut)
+            .into_iter()
+            .flatten()
+            .filter_map(|policy| policy.get_mut("Statement"))
+            .filter_map(Yaml::as_sequence_mut)
+            .flatten();
+        for statement in statements {
+            let actions = match &statement["Action"] {
+                Yaml::String(action) => vec![action.clone()],
+                Yaml::Sequence(actions) => actions
+                    .iter()
+                    .map(|a| a.as_str().expect("an action").to_owned())
+                    .collect(),
+                other => panic!("an unexpected Action: {other:?}"),
+            };
+            if actions.iter().any(|a| a == "sqs:SendMessage") {
+                let mut with_batch: Vec<Yaml> = actions.into_iter().map(Yaml::String).collect();
+                with_batch.push(Yaml::String("sqs:SendMessageBatch".into()));
+                statement["Action"] = Yaml::Sequence(with_batch);
+            }
+        }
+    }
+    serde_norway::to_string(&template).expect("YAML")
+}
+
+/// A route of the HTTP API: method, path, and whether it needs IAM authorization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// `GET`, `PUT`, ...
+    pub method: String,
+    /// `/tasks/{id}`, ...
+    pub path: String,
+    /// Whether callers must sign their requests.
+    pub iam: bool,
+    /// The function's logical id.
+    pub function: String,
+}
+
+/// The HTTP API's routes as SAM writes them into its OpenAPI body: each `HttpApi` event
+/// of each function.
+///
+/// # Panics
+/// When the template is not what the harness expects.
+#[must_use]
+pub fn http_api_routes(source: &str) -> Vec<Route> {
+    let template: Yaml = serde_norway::from_str(source).expect("the template's YAML");
+    let mut routes = Vec::new();
+    for (name, resource) in template["Resources"].as_mapping().expect("resources") {
+        let Some(events) = resource["Properties"]
+            .get("Events")
+            .and_then(Yaml::as_mapping)
+        else {
+            continue;
+        };
+        for event in events.values() {
+            if event["Type"].as_str() != Some("HttpApi") {
+                continue;
+            }
+            let properties = &event["Properties"];
+            routes.push(Route {
+                method: properties["Method"]
+                    .as_str()
+                    .expect("a method")
+                    .to_uppercase(),
+                path: properties["Path"].as_str().expect("a path").to_owned(),
+                iam: properties
+                    .get("Auth")
+                    .and_then(|auth| auth.get("Authorizer"))
+                    .and_then(Yaml::as_str)
+                    == Some("AWS_IAM"),
+                function: name.as_str().expect("a logical id").to_owned(),
+            });
+        }
+    }
+    routes
+}
+
+/// The stack deployed on its own MiniStack.
+pub struct Deployment {
+    /// The API's base URL (no trailing slash).
+    pub api: String,
+    /// The stack's outputs, by key.
+    pub outputs: HashMap<String, String>,
+    /// The deployed functions' names, by logical id.
+    pub functions: HashMap<String, String>,
+    /// Requests to MiniStack.
+    pub client: Client,
+    /// The SDK's configuration for MiniStack, as the root.
+    pub sdk: SdkConfig,
+    /// The build directory, as `sam build` would have left it.
+    _build: tempfile::TempDir,
+    /// The emulator, stopped last.
+    pub ministack: MiniStack,
+}
+
+impl Deployment {
+    /// Starts MiniStack and deploys `infra/template.yaml` to it with `sam deploy`, the
+    /// functions being this workspace's debug binaries, with these parameters (the
+    /// template's defaults for the others).
+    ///
+    /// # Panics
+    /// With instructions, when a binary or a tool is missing, or the deployment fails;
+    /// on a current-thread runtime (`sam` runs in a blocking section).
+    pub async fn deploy(parameters: &[(&str, &str)]) -> Self {
+        let binaries = built_binaries();
+        let sam = std::env::var("SAS_SAM")
+            .map_or_else(|_| repository().join(".venv/bin/sam"), PathBuf::from);
+        assert!(
+            sam.exists(),
+            "the SAM CLI is not installed at {}: run ./tests/run, which installs it into .venv, \
+             or `.venv/bin/pip install -r tests/requirements.txt`, or set SAS_SAM",
+            sam.display()
+        );
+        let ministack = MiniStack::start();
+        let source = std::fs::read_to_string(repository().join("infra/template.yaml"))
+            .expect("infra/template.yaml");
+
+        // As `sam build` lays it out: .aws-sam/build/<LogicalId>/bootstrap and the template.
+        let build = tempfile::tempdir().expect("a build directory");
+        let built = build.path().join(".aws-sam/build");
+        for ((logical_id, _), binary) in FUNCTIONS.iter().zip(&binaries) {
+            let dir = built.join(logical_id);
+            std::fs::create_dir_all(&dir).expect("a function's build directory");
+            let bootstrap = dir.join("bootstrap");
+            if std::fs::hard_link(binary, &bootstrap).is_err() {
+                std::fs::copy(binary, &bootstrap).expect("the function's binary copied");
+            }
+        }
+        std::fs::write(built.join("template.yaml"), deployable_template(&source))
+            .expect("the built template");
+
+        // Quoted each: SAM's CLI cuts an unquoted value at its first space or brace.
+        let overrides: Vec<String> = parameters
+            .iter()
+            .map(|(key, value)| format!("{key}='{value}'"))
+            .collect();
+        let log = build.path().join("sam.log");
+        let sam_run = |args: &[&str], log: &Path| {
+            let output = std::fs::File::create(log).expect("a log file");
+            Command::new(&sam)
+                .args(args)
+                .current_dir(build.path())
+                .env("AWS_ENDPOINT_URL", &ministack.endpoint)
+                .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", ACCESS_KEY)
+                .env("AWS_DEFAULT_REGION", REGION)
+                .env("AWS_REGION", REGION)
+                .env("SAM_CLI_TELEMETRY", "0")
+                .stdin(Stdio::null())
+                .stdout(output.try_clone().expect("log"))
+                .stderr(output)
+                .status()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", sam.display()))
+        };
+        let mut deploy = vec![
+            "deploy",
+            "--stack-name",
+            "sas",
+            "--resolve-s3",
+            "--capabilities",
+            "CAPABILITY_IAM",
+            "--no-confirm-changeset",
+            "--no-progressbar",
+            "--parameter-overrides",
+        ];
+        deploy.extend(overrides.iter().map(String::as_str));
+        let status = tokio::task::block_in_place(|| sam_run(&deploy, &log));
+        assert!(
+            status.success(),
+            "sam deploy failed:\n{}\nMiniStack's log:\n{}",
+            tail(&log, 60),
+            ministack.log_tail()
+        );
+        let outputs_log = build.path().join("outputs.json");
+        let status = tokio::task::block_in_place(|| {
+            sam_run(
+                &[
+                    "list",
+                    "stack-outputs",
+                    "--stack-name",
+                    "sas",
+                    "--output",
+                    "json",
+                ],
+                &outputs_log,
+            )
+        });
+        let text = std::fs::read_to_string(&outputs_log).unwrap_or_default();
+        assert!(status.success(), "sam list stack-outputs failed: {text}");
+        let listed: Value = serde_json::from_str(&text).expect("the outputs' JSON");
+        let outputs: HashMap<String, String> = listed
+            .as_array()
+            .expect("outputs")
+            .iter()
+            .map(|o| {
+                (
+                    o["OutputKey"].as_str().expect("key").to_owned(),
+                    o["OutputValue"].as_str().expect("value").to_owned(),
+                )
+            })
+            .collect();
+
+        let client = Client::new(&ministack.endpoint);
+        let listed = client
+            .rest("GET", "lambda", "/2015-03-31/functions/", &Value::Null)
+            .await;
+        let mut functions = HashMap::new();
+        for function in listed["Functions"].as_array().expect("functions") {
+            let name = function["FunctionName"].as_str().expect("a name");
+            for (logical_id, _) in FUNCTIONS {
+                if name.contains(&format!("-{logical_id}-")) {
+                    functions.insert(logical_id.to_owned(), name.to_owned());
+                }
+            }
+        }
+        assert_eq!(functions.len(), 4, "the four functions deployed: {listed}");
+
+        // The API id is the first label of the ApiUrl output.
+        let api_id = outputs["ApiUrl"]
+            .trim_start_matches("https://")
+            .split('.')
+            .next()
+            .expect("an API id")
+            .to_owned();
+        let deployment = Self {
+            api: format!("{}/_aws/execute-api/{api_id}", ministack.endpoint),
+            outputs,
+            functions,
+            client,
+            sdk: ministack.sdk(),
+            _build: build,
+            ministack,
+        };
+        deployment.add_routes(&api_id, &source).await;
+        deployment.concurrency_as_numbers(parameters).await;
+        deployment
+    }
+
+    /// MiniStack ignores the HttpApi's OpenAPI body: the routes SAM writes into it are
+    /// added one by one, each to its function's Lambda proxy integration (payload 2.0).
+    async fn add_routes(&self, api_id: &str, source: &str) {
+        let mut integrations: HashMap<String, String> = HashMap::new();
+        for route in http_api_routes(source) {
+            if !integrations.contains_key(&route.function) {
+                let arn = format!(
+                    "arn:aws:lambda:{REGION}:000000000000:function:{}",
+                    self.functions[&route.function]
+                );
+                let integration = self
+                    .client
+                    .rest(
+                        "POST",
+                        "apigateway",
+                        &format!("/v2/apis/{api_id}/integrations"),
+                        &json!({"integrationType": "AWS_PROXY", "integrationUri": arn, "payloadFormatVersion": "2.0"}),
+                    )
+                    .await;
+                let id = integration["integrationId"]
+                    .as_str()
+                    .expect("an integration id")
+                    .to_owned();
+                integrations.insert(route.function.clone(), id);
+            }
+            self.client
+                .rest(
+                    "POST",
+                    "apigateway",
+                    &format!("/v2/apis/{api_id}/routes"),
+                    &json!({
+                        "routeKey": format!("{} {}", route.method, route.path),
+                        "target": format!("integrations/{}", integrations[&route.function]),
+                        "authorizationType": if route.iam { "AWS_IAM" } else { "NONE" },
+                    }),
+                )
+                .await;
+        }
+    }
+
+    /// MiniStack stores a `MaximumConcurrency` given by a `!Ref` as a string, and its SQS
+    /// pollers then stop: set as the number it is.
+    async fn concurrency_as_numbers(&self, parameters: &[(&str, &str)]) {
+        let concurrency: u64 = parameters
+            .iter()
+            .find(|(key, _)| *key == "AgentMaxConcurrency")
+            .map_or(10, |(_, value)| value.parse().expect("a number"));
+        let mappings = self
+            .client
+            .rest(
+                "GET",
+                "lambda",
+                "/2015-03-31/event-source-mappings/",
+                &Value::Null,
+            )
+            .await;
+        for mapping in mappings["EventSourceMappings"]
+            .as_array()
+            .expect("mappings")
+        {
+            if mapping.get("ScalingConfig").is_some() {
+                let uuid = mapping["UUID"].as_str().expect("a mapping's id");
+                self.client
+                    .rest(
+                        "PUT",
+                        "lambda",
+                        &format!("/2015-03-31/event-source-mappings/{uuid}"),
+                        &json!({"ScalingConfig": {"MaximumConcurrency": concurrency}}),
+                    )
+                    .await;
+            }
+        }
+    }
+
+    /// A request to the API; signed as the root when `signed`.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        signed: bool,
+    ) -> Answer {
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let headers: &[(&str, &str)] = if body.is_empty() {
+            &[]
+        } else {
+            &[("content-type", "application/json")]
+        };
+        self.client
+            .send(
+                method,
+                &format!("{}{path}", self.api),
+                signed.then_some("execute-api"),
+                headers,
+                body.as_bytes(),
+            )
+            .await
+    }
+
+    /// Invokes a function (by logical id) with `payload`, as the root; returns its answer.
+    pub async fn invoke(&self, function: &str, payload: &Value) -> Value {
+        self.client
+            .rest(
+                "POST",
+                "lambda",
+                &format!(
+                    "/2015-03-31/functions/{}/invocations",
+                    self.functions[function]
+                ),
+                payload,
+            )
+            .await
+    }
+
+    /// The lines a function (by logical id) has logged so far.
+    pub async fn logs(&self, function: &str) -> Vec<String> {
+        let group = format!("/aws/lambda/{}", self.functions[function]);
+        let mut lines = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut request = json!({"logGroupName": group});
+            if let Some(token) = &token {
+                request["nextToken"] = json!(token);
+            }
+            let page = self
+                .client
+                .rpc("logs", "1.1", "Logs_20140328.FilterLogEvents", &request)
+                .await;
+            for event in page["events"].as_array().into_iter().flatten() {
+                lines.push(event["message"].as_str().unwrap_or_default().to_owned());
+            }
+            match page["nextToken"].as_str() {
+                Some(next) if token.as_deref() != Some(next) => token = Some(next.to_owned()),
+                _ => return lines,
+            }
+        }
+    }
+
+    /// Waits until `check` gives a value, polling every `every`; panics after `patience`,
+    /// saying what was awaited and showing the last thing seen.
+    pub async fn wait<T, F, Fut>(
+        &self,
+        what: &str,
+        patience: Duration,
+        every: Duration,
+        check: F,
+    ) -> T
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, String>>,
+    {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            match check().await {
+                Ok(value) => return value,
+                Err(last) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        panic!(
+                            "{what}: not within {patience:?}; last seen: {last}\n{}\nMiniStack's log:\n{}",
+                            self.all_logs().await,
+                            self.ministack.log_tail()
+                        );
+                    }
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// What the functions logged, for failure messages.
+    pub async fn all_logs(&self) -> String {
+        let mut text = String::new();
+        for (function, _) in FUNCTIONS {
+            let _ = writeln!(text, "--- {function}");
+            for line in self.logs(function).await {
+                let _ = writeln!(text, "{line}");
+            }
+        }
+        text
+    }
+}
+
+/// The four functions' binaries, built by `cargo build` for this machine into the
+/// target directory of the test itself (`target/debug`).
+fn built_binaries() -> Vec<PathBuf> {
+    let exe = std::env::current_exe().expect("the test's path");
+    // target/debug/deps/<test>: the binaries are in target/debug.
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the target directory");
+    FUNCTIONS
+        .iter()
+        .map(|(_, binary)| {
+            let path = dir.join(binary);
+            assert!(
+                path.exists(),
+                "{} is missing: build the functions first with \
+                 `cargo build --locked -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor` \
+                 (./tests/run does)",
+                path.display()
+            );
+            path
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> String {
+        std::fs::read_to_string(repository().join("infra/template.yaml")).expect("template")
+    }
+
+    #[test]
+    fn the_deployed_template_is_the_template_less_metric_math_and_tls_denials_plus_batch_sends() {
+        let source = template();
+        let deployed: Yaml = serde_norway::from_str(&deployable_template(&source)).expect("YAML");
+        let original: Yaml = serde_norway::from_str(&source).expect("YAML");
+        let resources = deployed["Resources"].as_mapping().expect("resources");
+        let removed: Vec<&str> = original["Resources"]
+            .as_mapping()
+            .expect("resources")
+            .keys()
+            .filter(|k| !resources.contains_key(*k))
+            .map(|k| k.as_str().expect("id"))
+            .collect();
+        assert_eq!(
+            removed,
+            [
+                "QueuesTlsOnly",
+                "OldestMessageAlarm",
+                "FunctionErrorsAlarm",
+                "FunctionThrottlesAlarm"
+            ]
+        );
+        let topic_policy = serde_json::to_string(
+            &resources["AlertTopicPolicy"]["Properties"]["PolicyDocument"]["Statement"],
+        )
+        .expect("json");
+        assert!(
+            !topic_policy.contains("SecureTransport") && topic_policy.contains("cloudwatch"),
+            "the topic's policy less its TLS-only denial: {topic_policy}"
+        );
+        for (logical_id, _) in FUNCTIONS {
+            let properties = &resources[logical_id]["Properties"];
+            assert_eq!(properties["CodeUri"].as_str(), Some(logical_id));
+            for statement in properties["Policies"][0]["Statement"]
+                .as_sequence()
+                .expect("statements")
+            {
+                let actions = serde_json::to_string(&statement["Action"]).expect("json");
+                assert_eq!(
+                    actions.contains("\"sqs:SendMessage\""),
+                    actions.contains("sqs:SendMessageBatch"),
+                    "{logical_id}: {actions}"
+                );
+            }
+        }
+        assert_eq!(
+            deployed["Resources"]["AlertTopic"], original["Resources"]["AlertTopic"],
+            "tags such as !GetAtt survive"
+        );
+    }
+
+    #[test]
+    fn the_routes_are_the_functions_http_api_events() {
+        let routes = http_api_routes(&template());
+        let keys: Vec<(String, &str, bool)> = routes
+            .iter()
+            .map(|r| {
+                (
+                    format!("{} {}", r.method, r.path),
+                    r.function.as_str(),
+                    r.iam,
+                )
+            })
+            .collect();
+        let expected = [
+            ("POST /tasks", false),
+            ("PUT /tasks/{id}", false),
+            ("GET /tasks/{id}", false),
+            ("GET /workflows", false),
+            ("GET /tasks", true),
+            ("POST /tasks/{id}/resubmit", true),
+        ];
+        assert_eq!(
+            keys,
+            expected
+                .iter()
+                .map(|(k, iam)| ((*k).to_owned(), "SubmissionFunction", *iam))
+                .collect::<Vec<_>>()
+        );
+    }
+}

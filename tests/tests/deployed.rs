@@ -1,0 +1,535 @@
+//! The real stack, `infra/template.yaml`, deployed with `sam deploy` on MiniStack with
+//! IAM enforced, and driven from outside as its users drive it: through the deployed
+//! HTTP API, the deployed queues and the alert topic. The functions run as Lambda
+//! functions through their real triggers, each under the policy the template gives it,
+//! so a permission missing from the template fails a test here. Each test deploys the
+//! stack on a MiniStack of its own (`sas_tests::ministack`, which lists the emulator's
+//! gaps and how the harness works around them).
+
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use sas_tests::aws::{Remote, fixture, queue_arn, service_urls};
+use sas_tests::ministack::{Answer, Deployment};
+use sas_tests::step_states;
+use serde_json::{Value, json};
+
+/// The README's drone delivery.
+fn readme_delivery() -> Value {
+    json!({"workflow":"drone-delivery","input":{"customer_id":"c-1","pickup":"Sydney","dropoff":"Bondi","weight_kg":1.2}})
+}
+
+/// The stack's parameters with the remote services at `remote`: leases found as soon as
+/// they end (no bucket), the supervisor every minute (the shortest rate AWS and MiniStack
+/// take).
+async fn deploy(remote: &Remote) -> Deployment {
+    let services = json!(service_urls(&remote.url)).to_string();
+    Deployment::deploy(&[
+        ("ServiceUrls", services.as_str()),
+        ("SupervisorRate", "rate(1 minute)"),
+        ("LeaseBucketSeconds", "0"),
+        ("AgentMaxConcurrency", "10"),
+    ])
+    .await
+}
+
+/// Waits until the task satisfies `done`; panics after `patience` with the task and
+/// the functions' logs.
+async fn wait_for_task(
+    stack: &Deployment,
+    id: &str,
+    what: &str,
+    patience: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let answer = stack
+            .call("GET", &format!("/tasks/{id}"), None, false)
+            .await;
+        let task = answer.json();
+        if answer.status == 200 && done(&task) {
+            return task;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!(
+                "task {id} never became {what} within {patience:?}: {} {}\n{}",
+                answer.status,
+                answer.body,
+                stack.all_logs().await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Creates a queue; returns its URL.
+async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+    sqs.create_queue()
+        .queue_name(name)
+        .send()
+        .await
+        .expect("a queue")
+        .queue_url()
+        .expect("its URL")
+        .to_owned()
+}
+
+/// Receives what a queue holds, deleting it; the bodies.
+async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<String> {
+    let received = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("a receive");
+    let mut bodies = Vec::new();
+    for message in received.messages() {
+        bodies.push(message.body().unwrap_or_default().to_owned());
+        sqs.delete_message()
+            .queue_url(url)
+            .receipt_handle(message.receipt_handle().unwrap_or_default())
+            .send()
+            .await
+            .expect("a delete");
+    }
+    bodies
+}
+
+/// The operators' view of a state, signed: status and task ids.
+async fn listed(stack: &Deployment, state: &str) -> (u16, Vec<String>) {
+    let answer = stack
+        .call("GET", &format!("/tasks?state={state}"), None, true)
+        .await;
+    let ids = answer.json()["tasks"]
+        .as_array()
+        .map(|tasks| {
+            tasks
+                .iter()
+                .map(|t| t["id"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (answer.status, ids)
+}
+
+fn status_and_code(answer: &Answer) -> (u16, Option<String>) {
+    (
+        answer.status,
+        answer.json()["error"]["code"].as_str().map(str::to_owned),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_and_dead_letters_poison()
+ {
+    let remote = Remote::start(true).await;
+    let stack = deploy(&remote).await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+
+    // The README's curl lines, through the deployed API.
+    let put = stack
+        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    assert_eq!(put.json()["id"], "delivery-1");
+    let task = wait_for_task(
+        &stack,
+        "delivery-1",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5], "{task:#}");
+    let effects = remote.effects("delivery-1");
+    assert_eq!(effects.len(), 5, "one effect per step: {effects:?}");
+    let again = stack
+        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(again.status, 202, "the same PUT again is the same task");
+    let mut other = readme_delivery();
+    other["input"]["weight_kg"] = json!(7);
+    let conflict = stack
+        .call("PUT", "/tasks/delivery-1", Some(&other), false)
+        .await;
+    assert_eq!(
+        status_and_code(&conflict),
+        (409, Some("conflict".into())),
+        "{}",
+        conflict.body
+    );
+
+    // The caller's notification queue, named with the prefix the functions may post to.
+    let updates = create_queue(&sqs, "sas-notify-caller").await;
+    let mut notified = readme_delivery();
+    notified["notify"] = json!("sas-notify-caller");
+    let put = stack
+        .call("PUT", "/tasks/notified", Some(&notified), false)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    wait_for_task(
+        &stack,
+        "notified",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    let mut states: Vec<(u64, String)> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while states.len() < 3 && tokio::time::Instant::now() < deadline {
+        for body in drain(&sqs, &updates).await {
+            let update: Value = serde_json::from_str(&body).expect("a notification");
+            assert_eq!(update["task_id"], "notified");
+            states.push((
+                update["version"].as_u64().expect("a version"),
+                update["state"].as_str().expect("a state").to_owned(),
+            ));
+        }
+    }
+    states.sort();
+    let states: Vec<&str> = states.iter().map(|(_, s)| s.as_str()).collect();
+    assert_eq!(states, ["Pending", "Processing", "Processed"]);
+
+    // The operator's routes: refused unsigned by the authorizer, taken signed.
+    for (method, path) in [
+        ("GET", "/tasks?state=Processing"),
+        ("GET", "/tasks?state=Error"),
+        ("POST", "/tasks/delivery-1/resubmit"),
+    ] {
+        let answer = stack.call(method, path, None, false).await;
+        assert_eq!(
+            answer.status, 403,
+            "{method} {path} unsigned: {}",
+            answer.body
+        );
+    }
+    for state in ["Pending", "Processing", "Compensating", "Error"] {
+        let (status, _) = listed(&stack, state).await;
+        assert_eq!(
+            status, 200,
+            "GET /tasks?state={state} signed: the submission function may read the index it lists from"
+        );
+    }
+    let resubmit = stack
+        .call("POST", "/tasks/delivery-1/resubmit", None, true)
+        .await;
+    assert_eq!(
+        status_and_code(&resubmit),
+        (409, Some("not_in_error".into())),
+        "signed, the resubmission reaches the function: {}",
+        resubmit.body
+    );
+    let workflows = stack.call("GET", "/workflows", None, false).await;
+    assert_eq!(workflows.status, 200, "{}", workflows.body);
+
+    // A poison message beside a good one in the scheduler's queue: the good one goes
+    // through, the poison ends in the dead-letter queue after maxReceiveCount (5)
+    // receives. The queue's visibility timeout (180 s, six times the scheduler's
+    // timeout) is cut to 1 s for the test, or the five receives would take 15 minutes.
+    let scheduler = &stack.outputs["SchedulerQueueUrl"];
+    sqs.set_queue_attributes()
+        .queue_url(scheduler)
+        .attributes(QueueAttributeName::VisibilityTimeout, "1")
+        .send()
+        .await
+        .expect("the visibility timeout");
+    let put = stack
+        .call(
+            "PUT",
+            "/tasks/beside-poison",
+            Some(&readme_delivery()),
+            false,
+        )
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    let batch = sqs
+        .send_message_batch()
+        .queue_url(scheduler)
+        .entries(
+            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id("poison")
+                .message_body("not json")
+                .build()
+                .expect("an entry"),
+        )
+        .entries(
+            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id("good")
+                .message_body(json!({"type": "run", "task_id": "beside-poison"}).to_string())
+                .build()
+                .expect("an entry"),
+        )
+        .send()
+        .await
+        .expect("a batch sent");
+    assert!(batch.failed().is_empty(), "{batch:?}");
+    let task = wait_for_task(
+        &stack,
+        "beside-poison",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+    let dead_letters = &stack.outputs["SchedulerDeadLetterQueueUrl"];
+    let dead = stack
+        .wait(
+            "the poison message in the scheduler's dead-letter queue",
+            Duration::from_secs(90),
+            Duration::from_millis(500),
+            || async {
+                let dead = drain(&sqs, dead_letters).await;
+                if dead.is_empty() {
+                    Err("nothing yet".to_owned())
+                } else {
+                    Ok(dead)
+                }
+            },
+        )
+        .await;
+    assert_eq!(dead, ["not json"], "only the poison is dead-lettered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduled_supervisor_recovers_a_hung_agent_on_the_deployed_stack() {
+    let remote = Remote::start(true).await;
+    let stack = deploy(&remote).await;
+
+    // The drone service applies the effect and answers 20 s later, past the step's
+    // complete-by (10 s), once: the agent stays silent, the lease expires, and the
+    // supervisor, on its one-minute schedule, retries the step.
+    remote.mocks.set_faults(
+        "drone",
+        serde_json::from_value(json!({"hang_ms": 20000, "times": 1})).expect("faults"),
+    );
+    let put = stack
+        .call("PUT", "/tasks/hung", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    wait_for_task(
+        &stack,
+        "hung",
+        "stuck at the drone",
+        Duration::from_secs(60),
+        |t| t["steps"][3]["state"] == "Processing",
+    )
+    .await;
+    let (status, processing) = listed(&stack, "Processing").await;
+    assert_eq!(
+        (status, processing),
+        (200, vec!["hung".to_owned()]),
+        "the operator lists the tasks in flight from the expiry index, with IAM enforced"
+    );
+
+    let task = wait_for_task(&stack, "hung", "Processed", Duration::from_secs(150), |t| {
+        t["state"] == "Processed"
+    })
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+    assert_eq!(
+        (
+            task["steps"][3]["attempt"].as_u64(),
+            task["steps"][3]["failure_count"].as_u64()
+        ),
+        (Some(2), Some(1)),
+        "the drone step retried once, after one expired budget: {task:#}"
+    );
+    let drone: Vec<_> = remote
+        .effects("hung")
+        .into_iter()
+        .filter(|e| e.0 == "drone")
+        .collect();
+    assert_eq!(
+        drone,
+        [("drone".to_owned(), "/drones/schedule".to_owned(), 2)],
+        "called twice, applied once"
+    );
+    let supervised = stack.logs("SupervisorFunction").await;
+    assert!(
+        supervised.iter().any(|line| line.starts_with("START ")),
+        "nothing but the schedule invokes the supervisor here, and it ran: {supervised:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_alarm_reaches_the_topic()
+ {
+    let remote = Remote::start(true).await;
+    let stack = deploy(&remote).await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let sns = aws_sdk_sns::Client::new(&stack.sdk);
+
+    // The operators' inbox: a queue subscribed to the alert topic, which SNS may send to.
+    let topic = &stack.outputs["AlertTopicArn"];
+    let inbox = create_queue(&sqs, "operators-inbox").await;
+    let inbox_arn = queue_arn(&sqs, &inbox).await;
+    let policy = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
+        "Action": "sqs:SendMessage", "Resource": inbox_arn,
+        "Condition": {"ArnEquals": {"aws:SourceArn": topic}}}]});
+    sqs.set_queue_attributes()
+        .queue_url(&inbox)
+        .attributes(QueueAttributeName::Policy, policy.to_string())
+        .send()
+        .await
+        .expect("the inbox's policy");
+    sns.subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(&inbox_arn)
+        .send()
+        .await
+        .expect("the inbox subscribed");
+
+    // The drone service applies the effect and answers too late, four times running:
+    // the agent is silent each time; the supervisor retries the step after each expired
+    // budget, the last time after the extended wait, and past the threshold (3) gives up:
+    // the drone (whose effect is in place) and the package are undone. On its one-minute
+    // schedule that would take five minutes: the test invokes the deployed supervisor
+    // function itself, with the scheduled event, every two seconds.
+    remote.mocks.set_faults(
+        "drone",
+        serde_json::from_value(json!({"hang_ms": 15000, "times": 4})).expect("faults"),
+    );
+    let put = stack
+        .call("PUT", "/tasks/doomed", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    let scheduled = fixture("eventbridge-scheduled.json");
+    let task = stack
+        .wait(
+            "the task in Error",
+            Duration::from_secs(180),
+            Duration::from_secs(2),
+            || async {
+                stack.invoke("SupervisorFunction", &scheduled).await;
+                let task = stack.call("GET", "/tasks/doomed", None, false).await.json();
+                if task["state"] == "Error" {
+                    Ok(task)
+                } else {
+                    Err(task.to_string())
+                }
+            },
+        )
+        .await;
+    assert_eq!(
+        step_states(&task),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Pending"
+        ],
+        "the drone and the package undone: {task:#}"
+    );
+    assert_eq!(
+        task["steps"][3]["failure_count"], 4,
+        "retried after each of three expired budgets, given up after the fourth: {task:#}"
+    );
+    let mut undone: Vec<_> = remote
+        .effects("doomed")
+        .into_iter()
+        .filter(|e| e.1.ends_with("/cancel"))
+        .map(|e| e.1)
+        .collect();
+    undone.sort();
+    assert_eq!(undone, ["/drones/cancel", "/packages/cancel"]);
+    let (status, in_error) = listed(&stack, "Error").await;
+    assert_eq!((status, in_error), (200, vec!["doomed".to_owned()]));
+
+    // The alert, published by the scheduler to the encrypted topic, in the inbox.
+    let messages = stack
+        .wait(
+            "the alert in the operators' inbox",
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || async {
+                let bodies = drain(&sqs, &inbox).await;
+                if bodies.is_empty() {
+                    Err("nothing yet".to_owned())
+                } else {
+                    Ok(bodies)
+                }
+            },
+        )
+        .await;
+    let alerts: Vec<Value> = messages.iter().map(|m| sns_message(m)).collect();
+    assert_eq!(alerts.len(), 1, "one alert: {alerts:?}");
+    assert_eq!(alerts[0]["task_id"], "doomed", "{alerts:?}");
+
+    // The alarm: MiniStack turns no EMF line into a metric, so the harness does what
+    // CloudWatch does with the scheduler's TasksInError line: puts it as metric data.
+    // MiniStack then evaluates the alarm, which notifies the topic.
+    let logs = stack.logs("SchedulerFunction").await;
+    let emf: Value = logs
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line.get("TasksInError").is_some())
+        .unwrap_or_else(|| panic!("no TasksInError metric in the scheduler's logs: {logs:#?}"));
+    let namespace = &emf["_aws"]["CloudWatchMetrics"][0]["Namespace"];
+    stack
+        .client
+        .rpc(
+            "monitoring",
+            "1.0",
+            "GraniteServiceVersion20100801.PutMetricData",
+            &json!({"Namespace": namespace, "MetricData": [{
+                "MetricName": "TasksInError",
+                "Dimensions": [{"Name": "Function", "Value": emf["Function"]}],
+                "Value": emf["TasksInError"], "Unit": "Count"}]}),
+        )
+        .await;
+    let alarm = stack
+        .wait(
+            "the TasksInError alarm's notification in the operators' inbox",
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || async {
+                let messages: Vec<Value> = drain(&sqs, &inbox)
+                    .await
+                    .iter()
+                    .map(|m| sns_message(m))
+                    .collect();
+                messages
+                    .iter()
+                    .find(|m| m["NewStateValue"] == "ALARM")
+                    .cloned()
+                    .ok_or_else(|| format!("{messages:?}"))
+            },
+        )
+        .await;
+    assert!(
+        alarm["AlarmName"]
+            .as_str()
+            .is_some_and(|name| name.contains("TasksInErrorAlarm")),
+        "{alarm:#}"
+    );
+
+    // The operator resubmits, signed: the task completes.
+    let resubmit = stack
+        .call("POST", "/tasks/doomed/resubmit", None, true)
+        .await;
+    assert_eq!(resubmit.status, 202, "{}", resubmit.body);
+    let task = wait_for_task(
+        &stack,
+        "doomed",
+        "Processed after the resubmission",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+}
+
+/// The message of an SNS envelope delivered to SQS, as JSON.
+fn sns_message(body: &str) -> Value {
+    let envelope: Value = serde_json::from_str(body).expect("an SNS envelope");
+    let message = envelope["Message"].as_str().unwrap_or(body);
+    serde_json::from_str(message).unwrap_or_else(|_| json!(message))
+}
