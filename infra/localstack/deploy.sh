@@ -3,45 +3,61 @@
 # its API URL. Needs Docker with LocalStack running (`localstack start -d`), and
 # `pip install aws-sam-cli-local cargo-lambda`. The agents call the mock services of
 # sas-local, which this script starts on the host for the Lambda containers to reach.
+#
+# Settings, all optional: AWS_ENDPOINT_URL (the emulator; LocalStack's
+# http://localhost:4566 by default), SAM (the SAM CLI: samlocal), LAMBDA_DIR (a directory
+# of sas-<function>/bootstrap already built, for the build to be skipped), MOCK_HOST
+# (where the functions reach this host: host.docker.internal from LocalStack's
+# containers), API_URL (the API's URL, %s for its id: LocalStack's own host by default),
+# STACK, AWS_DEFAULT_REGION, MOCK_PORT.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 stack=${STACK:-sas-local-stack}
 region=${AWS_DEFAULT_REGION:-us-east-1}
 mock_port=${MOCK_PORT:-8081}
+mock_host=${MOCK_HOST:-host.docker.internal}
+sam=${SAM:-samlocal}
+export AWS_ENDPOINT_URL=${AWS_ENDPOINT_URL:-http://localhost:4566}
 export AWS_DEFAULT_REGION=$region AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-test}
 export SAM_CLI_TELEMETRY=0
 
 # LocalStack runs the functions in containers of the host's architecture.
-case "$(uname -m)" in
-    arm64|aarch64) arch=--arm64 ;;
-    *) arch=--x86-64 ;;
-esac
-cargo lambda build --release "$arch" --bin sas-submission --bin sas-scheduler --bin sas-agent --bin sas-supervisor
+lambda_dir=${LAMBDA_DIR:-target/lambda}
+if [ -z "${LAMBDA_DIR:-}" ]; then
+    case "$(uname -m)" in
+        arm64|aarch64) arch=--arm64 ;;
+        *) arch=--x86-64 ;;
+    esac
+    cargo lambda build --release "$arch" --bin sas-submission --bin sas-scheduler --bin sas-agent --bin sas-supervisor
+fi
 
-# The remote services: sas-local's mocks, listening where the containers can reach them.
+# The remote services: sas-local's mocks, listening where the functions can reach them.
 cargo build -p sas-local
 SAS_API_ADDR=127.0.0.1:0 SAS_MOCK_ADDR="0.0.0.0:$mock_port" SAS_DATA_DIR="$(mktemp -d)" ./target/debug/sas-local > /dev/null &
 mocks=$!
 trap 'kill $mocks' EXIT
-services=$(python3 -c "import json; print(json.dumps({a: 'http://host.docker.internal:$mock_port/' + a for a in ['account','package','transport','drone','delivery','order']}))")
+services=$(python3 -c "import json; print(json.dumps({a: 'http://$mock_host:$mock_port/' + a for a in ['account','package','transport','drone','delivery','order']}))")
 
 # Package the binaries cargo lambda built, then deploy the template with them.
 build=$(mktemp -d)
-python3 - "$build" <<'PY'
+python3 - "$build" "$lambda_dir" <<'PY'
 import pathlib, re, sys
-build = pathlib.Path(sys.argv[1])
+build, built = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 template = pathlib.Path("infra/template.yaml").read_text()
 for name in ["submission", "scheduler", "agent", "supervisor"]:
-    template = template.replace(f"CodeUri: ../functions/{name}", f"CodeUri: {pathlib.Path('target/lambda/sas-' + name).resolve()}")
+    template = template.replace(f"CodeUri: ../functions/{name}", f"CodeUri: {(built / ('sas-' + name)).resolve()}")
 template = re.sub(r"\n    Metadata:\n      BuildMethod: rust-cargolambda\n      BuildProperties:\n        Binary: sas-\w+", "", template)
 (build / "template.yaml").write_text(template)
 PY
-samlocal deploy --template-file "$build/template.yaml" --stack-name "$stack" --resolve-s3 \
+# Each parameter quoted whole: the SAM CLI cuts an unquoted value at its first brace or
+# space (ServiceUrls arrived as `{`, SupervisorRate as `rate(1`).
+"$sam" deploy --template-file "$build/template.yaml" --stack-name "$stack" --resolve-s3 \
     --capabilities CAPABILITY_IAM --no-confirm-changeset --no-fail-on-empty-changeset \
-    --parameter-overrides "ServiceUrls=$services" "SupervisorRate=rate(1 minute)"
+    --parameter-overrides "ServiceUrls='$services'" "SupervisorRate='rate(1 minute)'"
 
-api=$(awslocal cloudformation describe-stacks --stack-name "$stack" \
-    --query "Stacks[0].Outputs[?OutputKey=='ApiUrl'].OutputValue" --output text)
+api_id=$("$sam" list stack-outputs --stack-name "$stack" --output json | python3 -c \
+    'import json, sys; url = next(o["OutputValue"] for o in json.load(sys.stdin) if o["OutputKey"] == "ApiUrl"); print(url.split("//")[1].split(".")[0])')
 # LocalStack serves API Gateway under its own host.
-api=$(printf '%s' "$api" | sed -E 's#https://([a-z0-9]+)\.execute-api\.[^/]+#http://\1.execute-api.localhost.localstack.cloud:4566#')
-infra/localstack/smoke.sh "$api" 180
+# shellcheck disable=SC2059 # the format is the setting
+api_url=$(printf "${API_URL:-http://%s.execute-api.localhost.localstack.cloud:4566}" "$api_id")
+infra/localstack/smoke.sh "$api_url" 180

@@ -162,6 +162,22 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         conflict.body
     );
 
+    // The smoke test that ends infra/localstack/deploy.sh, through the same API URL.
+    let smoke = tokio::task::block_in_place(|| {
+        std::process::Command::new(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/localstack/smoke.sh"),
+        )
+        .args([stack.api.as_str(), "60"])
+        .output()
+        .expect("smoke.sh runs")
+    });
+    assert!(
+        smoke.status.success(),
+        "smoke.sh: {}{}",
+        String::from_utf8_lossy(&smoke.stdout),
+        String::from_utf8_lossy(&smoke.stderr)
+    );
+
     // The caller's notification queue, named with the prefix the functions may post to.
     let updates = create_queue(&sqs, "sas-notify-caller").await;
     let mut notified = readme_delivery();
