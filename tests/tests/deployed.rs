@@ -402,6 +402,37 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         .await
         .expect("the inbox subscribed");
 
+    // The scheduler may not publish for now: its alert will be lost, and the supervisor,
+    // whose lease on the alert expires after a minute, must raise it again.
+    let original = sns
+        .get_topic_attributes()
+        .topic_arn(topic)
+        .send()
+        .await
+        .expect("the topic's attributes")
+        .attributes()
+        .and_then(|a| a.get("Policy"))
+        .cloned()
+        .unwrap_or_default();
+    let mut refusing: Value = serde_json::from_str(&original).expect("the topic's policy");
+    refusing["Statement"]
+        .as_array_mut()
+        .expect("statements")
+        .push(json!({
+            "Sid": "NotTheScheduler", "Effect": "Deny", "Principal": "*",
+            "Action": "sns:Publish", "Resource": topic,
+            "Condition": {"StringLike": {"aws:PrincipalArn": "*SchedulerFunctionRole*"}}}));
+    let set_policy = |policy: String| {
+        sns.set_topic_attributes()
+            .topic_arn(topic)
+            .attribute_name("Policy")
+            .attribute_value(policy)
+            .send()
+    };
+    set_policy(refusing.to_string())
+        .await
+        .expect("the scheduler refused");
+
     // The drone service applies the effect and answers too late, four times running:
     // the agent is silent each time; the supervisor retries the step after each expired
     // budget, the last time after the extended wait, and past the threshold (3) gives up:
@@ -458,26 +489,22 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
     assert_eq!(undone, ["/drones/cancel", "/packages/cancel"]);
     let (status, in_error) = listed(&stack, "Error").await;
     assert_eq!((status, in_error), (200, vec!["doomed".to_owned()]));
-
-    // The alert, published by the scheduler to the encrypted topic, in the inbox.
-    let messages = stack
+    let refused = stack
         .wait(
-            "the alert in the operators' inbox",
-            Duration::from_secs(30),
-            Duration::from_millis(200),
+            "the scheduler's publication refused",
+            Duration::from_secs(10),
+            Duration::from_millis(500),
             || async {
-                let bodies = drain(&sqs, &inbox).await;
-                if bodies.is_empty() {
-                    Err("nothing yet".to_owned())
-                } else {
-                    Ok(bodies)
-                }
+                let logs = stack.logs("SchedulerFunction").await;
+                logs.iter()
+                    .find(|line| line.contains("alert not raised"))
+                    .cloned()
+                    .ok_or_else(|| "not yet".to_owned())
             },
         )
         .await;
-    let alerts: Vec<Value> = messages.iter().map(|m| sns_message(m)).collect();
-    assert_eq!(alerts.len(), 1, "one alert: {alerts:?}");
-    assert_eq!(alerts[0]["task_id"], "doomed", "{alerts:?}");
+    assert!(refused.contains("doomed"), "{refused}");
+    set_policy(original).await.expect("the scheduler allowed");
 
     // The alarm: MiniStack turns no EMF line into a metric, so the harness does what
     // CloudWatch does with the scheduler's TasksInError line: puts it as metric data.
@@ -501,22 +528,27 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
                 "Value": emf["TasksInError"], "Unit": "Count"}]}),
         )
         .await;
-    let alarm = stack
+
+    // In the operators' inbox: the alarm's notification, and the task's alert, raised
+    // again by the supervisor (invoked every two seconds until its lease on the alert
+    // ends, a minute after the Error), published to the encrypted topic.
+    let received = std::sync::Mutex::new(Vec::<Value>::new());
+    let (alarm, alert) = stack
         .wait(
-            "the TasksInError alarm's notification in the operators' inbox",
-            Duration::from_secs(30),
-            Duration::from_millis(200),
+            "the alarm's notification and the alert in the operators' inbox",
+            Duration::from_secs(120),
+            Duration::from_secs(2),
             || async {
-                let messages: Vec<Value> = drain(&sqs, &inbox)
-                    .await
-                    .iter()
-                    .map(|m| sns_message(m))
-                    .collect();
-                messages
-                    .iter()
-                    .find(|m| m["NewStateValue"] == "ALARM")
+                stack.invoke("SupervisorFunction", &scheduled).await;
+                let new = drain(&sqs, &inbox).await;
+                let mut received = received.lock().expect("received");
+                received.extend(new.iter().map(|m| sns_message(m)));
+                let alarm = received.iter().find(|m| m["NewStateValue"] == "ALARM");
+                let alert = received.iter().find(|m| m.get("task_id").is_some());
+                alarm
                     .cloned()
-                    .ok_or_else(|| format!("{messages:?}"))
+                    .zip(alert.cloned())
+                    .ok_or_else(|| format!("{received:?}"))
             },
         )
         .await;
@@ -525,6 +557,19 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
             .as_str()
             .is_some_and(|name| name.contains("TasksInErrorAlarm")),
         "{alarm:#}"
+    );
+    assert_eq!(alert["task_id"], "doomed", "{alert:#}");
+    let alerts = received
+        .into_inner()
+        .expect("received")
+        .into_iter()
+        .filter(|m| m.get("task_id").is_some())
+        .count();
+    assert_eq!(alerts, 1, "the alert published once");
+    let supervisor = stack.logs("SupervisorFunction").await;
+    assert!(
+        supervisor.iter().any(|line| line.contains("alerted again")),
+        "the supervisor raised it: {supervisor:#?}"
     );
 
     // The operator resubmits, signed: the task completes.

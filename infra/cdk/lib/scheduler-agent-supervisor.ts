@@ -275,8 +275,11 @@ export class SchedulerAgentSupervisor extends Construct {
     for (const target of [submission, scheduler, supervisor]) {
       allow(target, ["sqs:SendMessage", "sqs:GetQueueUrl"], [notifications]);
     }
-    allow(scheduler, ["sns:Publish"], [this.alertTopic.topicArn]);
-    allow(scheduler, ["kms:Decrypt", "kms:GenerateDataKey*"], [this.alertKey.keyArn]);
+    // The scheduler raises alerts; the supervisor raises again those whose publication failed.
+    for (const target of [scheduler, supervisor]) {
+      allow(target, ["sns:Publish"], [this.alertTopic.topicArn]);
+      allow(target, ["kms:Decrypt", "kms:GenerateDataKey*"], [this.alertKey.keyArn]);
+    }
   }
 
   private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow?: Duration) {
