@@ -265,11 +265,20 @@ export class SchedulerAgentSupervisor extends Construct {
     allow(submission, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [table]);
     // Listings: the tasks in Error from the listing index, those in flight from the expiry index.
     allow(submission, ["dynamodb:Query"], [`${table}/index/listing`, `${table}/index/expiry`]);
-    allow(scheduler, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], [table]);
-    allow(supervisor, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [table]);
+    // UpdateItem: a finished task's order data, whose expiry moves with it when the task
+    // finishes late or needs a person; and, for the supervisor, a task that cannot be
+    // read taken off the expiry index.
+    allow(scheduler, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"], [table]);
+    allow(
+      supervisor,
+      ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"],
+      [table],
+    );
     allow(supervisor, ["dynamodb:Query"], [`${table}/index/expiry`]);
-    allow(submission, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
-    allow(supervisor, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
+    // Runs, and the deadline messages of the leases taken (the scheduler's to itself).
+    for (const target of [submission, scheduler, supervisor]) {
+      allow(target, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
+    }
     allow(scheduler, ["sqs:SendMessage"], [this.queues.agentRequests.queueArn]);
     allow(agent, ["sqs:SendMessage"], [this.queues.agentResponses.queueArn]);
     for (const target of [submission, scheduler, supervisor]) {
