@@ -554,12 +554,14 @@ impl Deployment {
         let listed = client
             .rest("GET", "lambda", "/2015-03-31/functions/", &Value::Null)
             .await;
-        let mut functions = HashMap::new();
+        let (mut functions, mut arns) = (HashMap::new(), HashMap::new());
         for function in listed["Functions"].as_array().expect("functions") {
             let name = function["FunctionName"].as_str().expect("a name");
             for (logical_id, _) in FUNCTIONS {
                 if name.contains(&format!("-{logical_id}-")) {
                     functions.insert(logical_id.to_owned(), name.to_owned());
+                    let arn = function["FunctionArn"].as_str().expect("an ARN");
+                    arns.insert(logical_id.to_owned(), arn.to_owned());
                 }
             }
         }
@@ -581,21 +583,18 @@ impl Deployment {
             _build: build,
             ministack,
         };
-        deployment.add_routes(&api_id, &source).await;
+        deployment.add_routes(&api_id, &source, &arns).await;
         deployment.concurrency_as_numbers(parameters).await;
         deployment
     }
 
     /// MiniStack ignores the HttpApi's OpenAPI body: the routes SAM writes into it are
     /// added one by one, each to its function's Lambda proxy integration (payload 2.0).
-    async fn add_routes(&self, api_id: &str, source: &str) {
+    async fn add_routes(&self, api_id: &str, source: &str, arns: &HashMap<String, String>) {
         let mut integrations: HashMap<String, String> = HashMap::new();
         for route in http_api_routes(source) {
             if !integrations.contains_key(&route.function) {
-                let arn = format!(
-                    "arn:aws:lambda:{REGION}:000000000000:function:{}",
-                    self.functions[&route.function]
-                );
+                let arn = &arns[&route.function];
                 let integration = self
                     .client
                     .rest(
@@ -769,28 +768,64 @@ impl Deployment {
 }
 
 /// The four functions' binaries, built by `cargo build` for this machine into the
-/// target directory of the test itself (`target/debug`).
+/// target directory of the test itself (`target/debug`), each newer than its sources.
 fn built_binaries() -> Vec<PathBuf> {
+    const BUILD: &str = "build the functions with `cargo build --locked -p sas-submission \
+                         -p sas-scheduler -p sas-agent -p sas-supervisor` (./tests/run does)";
     let exe = std::env::current_exe().expect("the test's path");
     // target/debug/deps/<test>: the binaries are in target/debug.
     let dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("the target directory");
+    // What the compiler reads: a file outside these (a README) would not rebuild them.
+    let shared = newest(
+        [
+            "shared/src",
+            "shared/workflows",
+            "shared/Cargo.toml",
+            "Cargo.lock",
+        ]
+        .map(|path| repository().join(path)),
+    );
     FUNCTIONS
         .iter()
         .map(|(_, binary)| {
             let path = dir.join(binary);
+            let built = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| panic!("{} is missing: {BUILD}", path.display()));
+            let function = binary.trim_start_matches("sas-");
+            let crate_dir = repository().join("functions").join(function);
+            let sources =
+                newest(["src", "Cargo.toml"].map(|path| crate_dir.join(path))).max(shared);
             assert!(
-                path.exists(),
-                "{} is missing: build the functions first with \
-                 `cargo build --locked -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor` \
-                 (./tests/run does)",
+                built >= sources,
+                "{} is older than its sources: {BUILD}",
                 path.display()
             );
             path
         })
         .collect()
+}
+
+/// The time of the newest file under these paths.
+fn newest(paths: impl IntoIterator<Item = PathBuf>) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    let mut pending: Vec<PathBuf> = paths.into_iter().collect();
+    while let Some(path) = pending.pop() {
+        let Ok(metadata) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if metadata.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                pending.push(entry.path());
+            }
+        } else if let Ok(modified) = metadata.modified() {
+            newest = newest.max(modified);
+        }
+    }
+    newest
 }
 
 #[cfg(test)]

@@ -312,41 +312,100 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_scheduled_supervisor_recovers_a_hung_agent_on_the_deployed_stack() {
+async fn a_hung_agent_is_recovered_by_its_deadline_message_or_when_that_is_lost_by_the_scheduled_supervisor()
+ {
     let remote = Remote::start(true).await;
     let stack = deploy(&remote).await;
 
     // The drone service applies the effect and answers 20 s later, past the step's
     // complete-by (10 s), once: the agent stays silent, the lease expires, and the
-    // supervisor, on its one-minute schedule, retries the step.
-    remote.mocks.set_faults(
-        "drone",
-        serde_json::from_value(json!({"hang_ms": 20000, "times": 1})).expect("faults"),
-    );
+    // scheduler, on the deadline message it sent itself when it took the lease, retries
+    // the step.
+    let hang = || {
+        remote.mocks.set_faults(
+            "drone",
+            serde_json::from_value(json!({"hang_ms": 20000, "times": 1})).expect("faults"),
+        );
+    };
+    hang();
     let put = stack
         .call("PUT", "/tasks/hung", Some(&readme_delivery()), false)
         .await;
     assert_eq!(put.status, 202, "{}", put.body);
-    wait_for_task(
-        &stack,
-        "hung",
-        "stuck at the drone",
-        Duration::from_secs(60),
-        |t| t["steps"][3]["state"] == "Processing",
-    )
-    .await;
-    let (status, processing) = listed(&stack, "Processing").await;
-    assert_eq!(
-        (status, processing),
-        (200, vec!["hung".to_owned()]),
-        "the operator lists the tasks in flight from the expiry index, with IAM enforced"
-    );
-
-    let task = wait_for_task(&stack, "hung", "Processed", Duration::from_secs(150), |t| {
+    let task = wait_for_task(&stack, "hung", "Processed", Duration::from_secs(60), |t| {
         t["state"] == "Processed"
     })
     .await;
-    assert_eq!(step_states(&task), ["Processed"; 5]);
+    assert_recovered(&remote, &task, "hung");
+    assert_eq!(
+        verdicts(&stack, "SchedulerFunction", "retry").await,
+        1,
+        "the scheduler retried the step, on the lease's deadline message"
+    );
+
+    // Again, with the deadline message lost: the supervisor's sweep, on its one-minute
+    // schedule (nothing else invokes it here), is the backstop.
+    hang();
+    let put = stack
+        .call("PUT", "/tasks/backstop", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    stack
+        .wait(
+            "the hung call",
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || async {
+                let calls = remote.mocks.calls().get("drone").copied().unwrap_or(0);
+                if calls >= 3 {
+                    Ok(())
+                } else {
+                    Err(format!("{calls} calls to the drone service"))
+                }
+            },
+        )
+        .await;
+    let (status, processing) = listed(&stack, "Processing").await;
+    assert_eq!(
+        (status, processing),
+        (200, vec!["backstop".to_owned()]),
+        "the operator lists the tasks in flight from the expiry index, with IAM enforced"
+    );
+    // The scheduler sends the step's deadline message right after the agent's request,
+    // which the drone service has received: a second later, it waits in the queue, delayed
+    // until the lease's end. Purging the queue loses it (and the earlier leases' ones).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    aws_sdk_sqs::Client::new(&stack.sdk)
+        .purge_queue()
+        .queue_url(&stack.outputs["SchedulerQueueUrl"])
+        .send()
+        .await
+        .expect("the scheduler's queue purged");
+    let task = wait_for_task(
+        &stack,
+        "backstop",
+        "Processed",
+        Duration::from_secs(150),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_recovered(&remote, &task, "backstop");
+    assert_eq!(
+        verdicts(&stack, "SupervisorFunction", "retry").await,
+        1,
+        "the scheduled supervisor retried the step"
+    );
+    assert_eq!(
+        verdicts(&stack, "SchedulerFunction", "retry").await,
+        1,
+        "no deadline message for the second hang"
+    );
+}
+
+/// A task recovered from one hang of the drone service: Processed, the drone step
+/// retried once after one expired budget, scheduled once and called twice.
+fn assert_recovered(remote: &Remote, task: &Value, id: &str) {
+    assert_eq!(step_states(task), ["Processed"; 5], "{task:#}");
     assert_eq!(
         (
             task["steps"][3]["attempt"].as_u64(),
@@ -356,7 +415,7 @@ async fn the_scheduled_supervisor_recovers_a_hung_agent_on_the_deployed_stack() 
         "the drone step retried once, after one expired budget: {task:#}"
     );
     let drone: Vec<_> = remote
-        .effects("hung")
+        .effects(id)
         .into_iter()
         .filter(|e| e.0 == "drone")
         .collect();
@@ -365,11 +424,17 @@ async fn the_scheduled_supervisor_recovers_a_hung_agent_on_the_deployed_stack() 
         [("drone".to_owned(), "/drones/schedule".to_owned(), 2)],
         "called twice, applied once"
     );
-    let supervised = stack.logs("SupervisorFunction").await;
-    assert!(
-        supervised.iter().any(|line| line.starts_with("START ")),
-        "nothing but the schedule invokes the supervisor here, and it ran: {supervised:#?}"
-    );
+}
+
+/// How many decisions of `verdict` a function has made, from its metric lines.
+async fn verdicts(stack: &Deployment, function: &str, verdict: &str) -> usize {
+    stack
+        .logs(function)
+        .await
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line.get("Decisions").is_some() && line["Verdict"] == verdict)
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -402,8 +467,8 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         .await
         .expect("the inbox subscribed");
 
-    // The scheduler may not publish for now: its alert will be lost, and the supervisor,
-    // whose lease on the alert expires after a minute, must raise it again.
+    // The scheduler may not publish for now: its alert will be lost, and must be raised
+    // again when the task's lease on it ends, a minute later.
     let original = sns
         .get_topic_attributes()
         .topic_arn(topic)
@@ -434,11 +499,10 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         .expect("the scheduler refused");
 
     // The drone service applies the effect and answers too late, four times running:
-    // the agent is silent each time; the supervisor retries the step after each expired
-    // budget, the last time after the extended wait, and past the threshold (3) gives up:
-    // the drone (whose effect is in place) and the package are undone. On its one-minute
-    // schedule that would take five minutes: the test invokes the deployed supervisor
-    // function itself, with the scheduled event, every two seconds.
+    // the agent is silent each time; on the deadline message of each lease, the
+    // scheduler retries the step after each expired budget, the last time after the
+    // extended wait, and past the threshold (3) gives up: the drone (whose effect is in
+    // place) and the package are undone.
     remote.mocks.set_faults(
         "drone",
         serde_json::from_value(json!({"hang_ms": 15000, "times": 4})).expect("faults"),
@@ -447,14 +511,12 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         .call("PUT", "/tasks/doomed", Some(&readme_delivery()), false)
         .await;
     assert_eq!(put.status, 202, "{}", put.body);
-    let scheduled = fixture("eventbridge-scheduled.json");
     let task = stack
         .wait(
             "the task in Error",
             Duration::from_secs(180),
-            Duration::from_secs(2),
+            Duration::from_secs(1),
             || async {
-                stack.invoke("SupervisorFunction", &scheduled).await;
                 let task = stack.call("GET", "/tasks/doomed", None, false).await.json();
                 if task["state"] == "Error" {
                     Ok(task)
@@ -504,6 +566,14 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         )
         .await;
     assert!(refused.contains("doomed"), "{refused}");
+    // The alert's lease has its deadline message too, which would have the scheduler
+    // raise it again: lost here (the queue purged), the supervisor must.
+    aws_sdk_sqs::Client::new(&stack.sdk)
+        .purge_queue()
+        .queue_url(&stack.outputs["SchedulerQueueUrl"])
+        .send()
+        .await
+        .expect("the scheduler's queue purged");
     set_policy(original).await.expect("the scheduler allowed");
 
     // The alarm: MiniStack turns no EMF line into a metric, so the harness does what
@@ -530,8 +600,11 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         .await;
 
     // In the operators' inbox: the alarm's notification, and the task's alert, raised
-    // again by the supervisor (invoked every two seconds until its lease on the alert
-    // ends, a minute after the Error), published to the encrypted topic.
+    // again by the supervisor when the lease on it ends, a minute after the Error, and
+    // published to the encrypted topic. On its one-minute schedule the supervisor would
+    // come up to a minute after that: the test invokes the deployed function itself, with
+    // the scheduled event, every two seconds.
+    let scheduled = fixture("eventbridge-scheduled.json");
     let received = std::sync::Mutex::new(Vec::<Value>::new());
     let (alarm, alert) = stack
         .wait(
@@ -566,10 +639,10 @@ async fn past_its_threshold_a_task_is_compensated_alerted_through_sns_and_its_al
         .filter(|m| m.get("task_id").is_some())
         .count();
     assert_eq!(alerts, 1, "the alert published once");
-    let supervisor = stack.logs("SupervisorFunction").await;
-    assert!(
-        supervisor.iter().any(|line| line.contains("alerted again")),
-        "the supervisor raised it: {supervisor:#?}"
+    assert_eq!(
+        verdicts(&stack, "SupervisorFunction", "alerted again").await,
+        1,
+        "the supervisor raised it again"
     );
 
     // The operator resubmits, signed: the task completes.
