@@ -591,7 +591,10 @@ impl App {
     /// Writes the decision's state with the messages it requires (in one transaction
     /// where the store can), then performs the rest of its effects. Returns the
     /// verdict, or `None` when the write lost a race and the caller must read again.
-    async fn apply(&self, decision: Decision) -> Result<Option<&'static str>, HandleError> {
+    async fn apply(&self, mut decision: Decision) -> Result<Option<&'static str>, HandleError> {
+        if let Some(next) = &mut decision.next {
+            next.write_id = fastrand::u64(..);
+        }
         let (required, best_effort) = self.split(decision.effects);
         let unsent = match &decision.next {
             Some(next) => {
@@ -624,10 +627,9 @@ impl App {
 
     /// Whether a write that failed its condition had in fact landed: its answer was
     /// lost and a retry of it (the SDK retries) found the version already moved, by
-    /// itself. The record stored is then exactly the one it meant to write. (Another
-    /// actor writing the very same record, the same decision in the same
-    /// millisecond, looks alike: its effects are then performed twice, which every
-    /// receiver tolerates.)
+    /// itself. The record stored is then exactly the one it meant to write, down to
+    /// its `write_id` (another actor's identical decision, in the same millisecond,
+    /// has another).
     async fn landed(&self, intended: &Task) -> Result<bool, StoreError> {
         Ok(self.store.task(&intended.id).await?.as_ref() == Some(intended))
     }

@@ -444,6 +444,23 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// The stack with the remote services at `remote`'s mock services: leases found as
+    /// soon as they end (no bucket), the supervisor every minute (the shortest rate AWS
+    /// and MiniStack take).
+    ///
+    /// # Panics
+    /// As [`Deployment::deploy`].
+    pub async fn with_services(remote: &crate::aws::Remote) -> Self {
+        let services = json!(crate::aws::service_urls(&remote.url)).to_string();
+        Self::deploy(&[
+            ("ServiceUrls", services.as_str()),
+            ("SupervisorRate", "rate(1 minute)"),
+            ("LeaseBucketSeconds", "0"),
+            ("AgentMaxConcurrency", "10"),
+        ])
+        .await
+    }
+
     /// Starts MiniStack and deploys `infra/template.yaml` to it with `sam deploy`, the
     /// functions being this workspace's debug binaries, with these parameters (the
     /// template's defaults for the others).
@@ -767,65 +784,14 @@ impl Deployment {
     }
 }
 
-/// The four functions' binaries, built by `cargo build` for this machine into the
-/// target directory of the test itself (`target/debug`), each newer than its sources.
+/// The four functions' binaries, built by cargo for this machine into the test's
+/// own target directory (cargo decides whether they are up to date: a check of file
+/// times found them stale when only the lock file had changed).
 fn built_binaries() -> Vec<PathBuf> {
-    const BUILD: &str = "build the functions with `cargo build --locked -p sas-submission \
-                         -p sas-scheduler -p sas-agent -p sas-supervisor` (./tests/run does)";
-    let exe = std::env::current_exe().expect("the test's path");
-    // target/debug/deps/<test>: the binaries are in target/debug.
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the target directory");
-    // What the compiler reads: a file outside these (a README) would not rebuild them.
-    let shared = newest(
-        [
-            "shared/src",
-            "shared/workflows",
-            "shared/Cargo.toml",
-            "Cargo.lock",
-        ]
-        .map(|path| repository().join(path)),
-    );
     FUNCTIONS
         .iter()
-        .map(|(_, binary)| {
-            let path = dir.join(binary);
-            let built = std::fs::metadata(&path)
-                .and_then(|m| m.modified())
-                .unwrap_or_else(|_| panic!("{} is missing: {BUILD}", path.display()));
-            let function = binary.trim_start_matches("sas-");
-            let crate_dir = repository().join("functions").join(function);
-            let sources =
-                newest(["src", "Cargo.toml"].map(|path| crate_dir.join(path))).max(shared);
-            assert!(
-                built >= sources,
-                "{} is older than its sources: {BUILD}",
-                path.display()
-            );
-            path
-        })
+        .map(|(_, binary)| crate::function_binary(binary))
         .collect()
-}
-
-/// The time of the newest file under these paths.
-fn newest(paths: impl IntoIterator<Item = PathBuf>) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut pending: Vec<PathBuf> = paths.into_iter().collect();
-    while let Some(path) = pending.pop() {
-        let Ok(metadata) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if metadata.is_dir() {
-            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                pending.push(entry.path());
-            }
-        } else if let Ok(modified) = metadata.modified() {
-            newest = newest.max(modified);
-        }
-    }
-    newest
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use sas_tests::aws::{Remote, fixture, queue_arn, service_urls};
+use sas_tests::aws::{Remote, fixture, queue_arn};
 use sas_tests::ministack::{Answer, Deployment};
 use sas_tests::step_states;
 use serde_json::{Value, json};
@@ -19,18 +19,9 @@ fn readme_delivery() -> Value {
     json!({"workflow":"drone-delivery","input":{"customer_id":"c-1","pickup":"Sydney","dropoff":"Bondi","weight_kg":1.2}})
 }
 
-/// The stack's parameters with the remote services at `remote`: leases found as soon as
-/// they end (no bucket), the supervisor every minute (the shortest rate AWS and MiniStack
-/// take).
+/// The stack with the remote services at `remote` ([`Deployment::with_services`]).
 async fn deploy(remote: &Remote) -> Deployment {
-    let services = json!(service_urls(&remote.url)).to_string();
-    Deployment::deploy(&[
-        ("ServiceUrls", services.as_str()),
-        ("SupervisorRate", "rate(1 minute)"),
-        ("LeaseBucketSeconds", "0"),
-        ("AgentMaxConcurrency", "10"),
-    ])
-    .await
+    Deployment::with_services(remote).await
 }
 
 /// Waits until the task satisfies `done`; panics after `patience` with the task and

@@ -309,6 +309,7 @@ pub fn submit(
     let task = Task {
         id: submission.id.clone(),
         version: 0,
+        write_id: 0,
         workflow: WorkflowRef {
             name: workflow.name.clone(),
             version: workflow.version,

@@ -165,6 +165,11 @@ pub struct Task {
     pub id: TaskId,
     /// Bumped by every write; every write is conditional on the version it read.
     pub version: u64,
+    /// Drawn at random for each write by the actor writing it, so that an actor whose
+    /// write seems to have failed can tell whether the record stored is its own
+    /// (its answer was lost) or another's identical decision.
+    #[serde(default)]
+    pub write_id: u64,
     /// The workflow it runs.
     pub workflow: WorkflowRef,
     /// A digest of the submission, to tell a repeated submission from a different one.
