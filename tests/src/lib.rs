@@ -43,12 +43,13 @@ pub fn function_binary(name: &str) -> PathBuf {
         .status()
         .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
     assert!(built.success(), "cargo build --bin {name} failed");
-    // The tests run from target/<profile>/deps; the binaries are one folder up.
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile = exe
-        .parent()
-        .and_then(std::path::Path::parent)
-        .expect("target/<profile>");
+    // Tests run from target/<profile>/deps, tools from target/<profile>: the
+    // binaries are in target/<profile>.
+    let exe = std::env::current_exe().expect("the running program's path");
+    let mut profile = exe.parent().expect("target/<profile>");
+    if profile.ends_with("deps") {
+        profile = profile.parent().expect("target/<profile>");
+    }
     profile.join(name)
 }
 
