@@ -534,6 +534,15 @@ impl App {
             let decision = decide(&task, &workflow, &order, self.clock.now())?;
             let next = decision.next.clone();
             if let Some(verdict) = self.apply(decision).await? {
+                // Counted as it enters Error, once a task (always by the scheduler, the
+                // dimension the alarm watches), not at each raise of its alert.
+                if let Some(failed) = next
+                    .as_ref()
+                    .filter(|n| n.state == TaskState::Error && task.state != TaskState::Error)
+                {
+                    self.metrics
+                        .count("TasksInError", ("Workflow", &failed.workflow.name), 1);
+                }
                 return Ok(Some((verdict, next)));
             }
         }
@@ -758,8 +767,6 @@ impl App {
                     }
                 }
                 Effect::Alert(alert) => {
-                    self.metrics
-                        .count("TasksInError", ("Workflow", &alert.workflow), 1);
                     warn!(task_id = %alert.task_id, reason = %alert.reason, "task in Error: operator alerted");
                     match self.alerts.raise(&alert).await {
                         Ok(()) => self.clear_alert(&alert).await,
