@@ -53,6 +53,36 @@ pub fn function_binary(name: &str) -> PathBuf {
     profile.join(name)
 }
 
+/// The in-memory backend on `clock`, with the pattern's three queues (a visibility
+/// timeout of 30 s; with `dead_letter_after`, a `<queue>-dlq` after that many receives).
+#[must_use]
+pub fn in_memory(
+    clock: &Arc<ManualClock>,
+    dead_letter_after: Option<u32>,
+) -> (
+    Arc<sas_shared::adapters::memory::Memory>,
+    sas_shared::app::QueueNames,
+) {
+    let queue = |name: &str| QueueName::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let memory = Arc::new(sas_shared::adapters::memory::Memory::new(
+        Arc::clone(clock) as _
+    ));
+    let names = sas_shared::app::QueueNames {
+        scheduler: queue("scheduler"),
+        agent_requests: queue("agent-requests"),
+        agent_responses: queue("agent-responses"),
+    };
+    for name in [
+        &names.scheduler,
+        &names.agent_requests,
+        &names.agent_responses,
+    ] {
+        let dead_letter = dead_letter_after.map(|after| (after, queue(&format!("{name}-dlq"))));
+        memory.create_queue(name, Duration::from_secs(30), dead_letter);
+    }
+    (memory, names)
+}
+
 /// A drone-delivery input.
 #[must_use]
 pub fn delivery_input() -> Value {

@@ -30,6 +30,8 @@ use sas_shared::ports::{
     RemoteError, RemoteRequest, StateStore, StoreError, TaskPage,
 };
 use sas_shared::time::{Clock, ManualClock, Timestamp};
+
+use crate::in_memory;
 use serde_json::{Value, json};
 
 /// How long the system has to settle once the chaos stops.
@@ -473,10 +475,6 @@ struct Sim {
     resubmitted: BTreeSet<String>,
 }
 
-fn queue(name: &str) -> QueueName {
-    QueueName::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
 impl Sim {
     fn new(seed: u64) -> Self {
         let start = Timestamp(1_800_000_000_000);
@@ -493,23 +491,7 @@ impl Sim {
             reached_error: BTreeSet::new(),
             acted_on: BTreeSet::new(),
         })));
-        let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
-        let names = QueueNames {
-            scheduler: queue("scheduler"),
-            agent_requests: queue("agent-requests"),
-            agent_responses: queue("agent-responses"),
-        };
-        for name in [
-            &names.scheduler,
-            &names.agent_requests,
-            &names.agent_responses,
-        ] {
-            memory.create_queue(
-                name,
-                Duration::from_secs(30),
-                Some((5, queue(&format!("{name}-dlq")))),
-            );
-        }
+        let (memory, names) = in_memory(&clock, Some(5));
         let workflows = Arc::new(Registry::load(None).expect("built-in workflows"));
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),

@@ -8,13 +8,13 @@ use std::time::Duration;
 use sas_shared::adapters::memory::Memory;
 use sas_shared::app::{App, Ports, QueueNames};
 use sas_shared::domain::decide::{self, Submission};
-use sas_shared::domain::ids::{QueueName, TaskId};
+use sas_shared::domain::ids::TaskId;
 use sas_shared::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
 use sas_shared::domain::task::WorkflowRef;
 use sas_shared::domain::workflow::{Registry, Workflow};
 use sas_shared::ports::{NoMetrics, StateStore};
 use sas_shared::time::{Clock, ManualClock, Timestamp};
-use sas_tests::delivery_input;
+use sas_tests::{delivery_input, in_memory};
 use serde_json::json;
 
 struct World {
@@ -23,26 +23,10 @@ struct World {
     names: QueueNames,
 }
 
-fn queue(name: &str) -> QueueName {
-    QueueName::parse(name).expect("queue name")
-}
-
 impl World {
     fn new() -> Self {
         let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-        let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
-        let names = QueueNames {
-            scheduler: queue("scheduler"),
-            agent_requests: queue("agent-requests"),
-            agent_responses: queue("agent-responses"),
-        };
-        for name in [
-            &names.scheduler,
-            &names.agent_requests,
-            &names.agent_responses,
-        ] {
-            memory.create_queue(name, Duration::from_secs(30), None);
-        }
+        let (memory, names) = in_memory(&clock, None);
         Self {
             memory,
             clock,
