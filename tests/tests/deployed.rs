@@ -54,6 +54,15 @@ async fn wait_for_task(
     }
 }
 
+/// Submits a task through the deployed API (unsigned, as a client); its answer, a 202.
+async fn put_task(stack: &Deployment, id: &str, body: &Value) -> Answer {
+    let put = stack
+        .call("PUT", &format!("/tasks/{id}"), Some(body), false)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    put
+}
+
 /// Creates a queue; returns its URL.
 async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
     sqs.create_queue()
@@ -121,10 +130,7 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
 
     // The README's curl lines, through the deployed API.
-    let put = stack
-        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), false)
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    let put = put_task(&stack, "delivery-1", &readme_delivery()).await;
     assert_eq!(put.json()["id"], "delivery-1");
     let task = wait_for_task(
         &stack,
@@ -173,10 +179,7 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
     let updates = create_queue(&sqs, "sas-notify-caller").await;
     let mut notified = readme_delivery();
     notified["notify"] = json!("sas-notify-caller");
-    let put = stack
-        .call("PUT", "/tasks/notified", Some(&notified), false)
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    put_task(&stack, "notified", &notified).await;
     wait_for_task(
         &stack,
         "notified",
@@ -244,15 +247,7 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         .send()
         .await
         .expect("the visibility timeout");
-    let put = stack
-        .call(
-            "PUT",
-            "/tasks/beside-poison",
-            Some(&readme_delivery()),
-            false,
-        )
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    put_task(&stack, "beside-poison", &readme_delivery()).await;
     let batch = sqs
         .send_message_batch()
         .queue_url(scheduler)
@@ -319,10 +314,7 @@ async fn a_hung_agent_is_recovered_by_its_deadline_message_or_when_that_is_lost_
         );
     };
     hang();
-    let put = stack
-        .call("PUT", "/tasks/hung", Some(&readme_delivery()), false)
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    put_task(&stack, "hung", &readme_delivery()).await;
     let task = wait_for_task(&stack, "hung", "Processed", Duration::from_secs(60), |t| {
         t["state"] == "Processed"
     })
@@ -337,10 +329,7 @@ async fn a_hung_agent_is_recovered_by_its_deadline_message_or_when_that_is_lost_
     // Again, with the deadline message lost: the supervisor's sweep, on its one-minute
     // schedule (nothing else invokes it here), is the backstop.
     hang();
-    let put = stack
-        .call("PUT", "/tasks/backstop", Some(&readme_delivery()), false)
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    put_task(&stack, "backstop", &readme_delivery()).await;
     stack
         .wait(
             "the hung call",
@@ -495,10 +484,7 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
             .set_faults(service, serde_json::from_value(faults).expect("faults"));
     };
     faults("delivery", json!({"permanent_error_rate": 1.0}));
-    let put = stack
-        .call("PUT", "/tasks/refused", Some(&readme_delivery()), false)
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    put_task(&stack, "refused", &readme_delivery()).await;
     let task = wait_for_task(
         &stack,
         "refused",
@@ -551,10 +537,7 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
     // time after the extended wait, and past the threshold (3) gives up: the drone (whose
     // effect is in place) and the package are undone.
     faults("drone", json!({"hang_ms": 15000, "times": 4}));
-    let put = stack
-        .call("PUT", "/tasks/doomed", Some(&readme_delivery()), false)
-        .await;
-    assert_eq!(put.status, 202, "{}", put.body);
+    put_task(&stack, "doomed", &readme_delivery()).await;
 
     // Until the second task is in Error and both alerts are in the operators' inbox:
     // the first raised again by the supervisor once its lease has ended, the second
