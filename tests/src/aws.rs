@@ -4,29 +4,25 @@
 //! real-shaped events built from the fixtures under `tests/fixtures`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
-};
-use aws_sdk_sqs::types::QueueAttributeName;
 use aws_types::SdkConfig;
-use sas_local::mock::MockServices;
-use sas_shared::adapters::dynamodb::{EXPIRY_INDEX, LISTING_INDEX};
-use sas_shared::adapters::sqs::{Sqs, queue_name};
-use sas_shared::agent::Agent;
-use sas_shared::app::App;
-use sas_shared::domain::ids::QueueName;
-use sas_shared::lambda::{self, Config};
-use sas_shared::ports::Consumer;
+pub use sas_aws::table::create_table;
+use sas_core::app::App;
+use sas_core::domain::ids::QueueName;
+use sas_core::ports::Consumer;
+use sas_core::step_caller::StepCaller;
+use sas_lambda::config::Config;
+pub use sas_lambda::emulator::{self, QueuePolicy, create_queue, queue_arn};
+use sas_lambda::events;
+use sas_lambda::sqs::{Sqs, queue_name};
+use sas_mock_services::MockServices;
+pub use sas_testkit::moto::{Moto, free_port};
 use serde_json::Value;
 
 /// The directory of the repository.
@@ -50,14 +46,6 @@ pub fn service_urls(base: &str) -> HashMap<String, String> {
     .collect()
 }
 
-/// A free port of 127.0.0.1.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// A fixture's JSON.
 ///
 /// # Panics
@@ -68,213 +56,6 @@ pub fn fixture(name: &str) -> Value {
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
-}
-
-/// A moto server on a free port of 127.0.0.1, stopped when dropped.
-pub struct Moto {
-    child: Child,
-    /// Its URL, for `AWS_ENDPOINT_URL`.
-    pub endpoint: String,
-}
-
-impl Moto {
-    /// Its process id.
-    #[must_use]
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Starts moto: `$SAS_MOTO_SERVER`, or the `moto_server` of the repository's
-    /// `.venv` that `./tests/run` installs.
-    ///
-    /// # Panics
-    /// With instructions, when moto is not installed or does not start.
-    #[must_use]
-    pub fn start() -> Self {
-        Self::start_with(&[])
-    }
-
-    /// Starts moto with these environment variables (`MOTO_RECORDER_FILEPATH`, say).
-    ///
-    /// # Panics
-    /// With instructions, when moto is not installed or does not start.
-    #[must_use]
-    pub fn start_with(environment: &[(&str, &str)]) -> Self {
-        let binary = std::env::var("SAS_MOTO_SERVER").map_or_else(
-            |_| repository().join(".venv/bin/moto_server"),
-            PathBuf::from,
-        );
-        assert!(
-            binary.exists(),
-            "moto is not installed at {}: run ./tests/run, which installs it into .venv, \
-             or `python3 -m venv .venv && .venv/bin/pip install 'moto[server]==5.2.5'`, \
-             or set SAS_MOTO_SERVER to a moto_server binary",
-            binary.display()
-        );
-        let port = free_port();
-        let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .envs(environment.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let moto = Self {
-            child,
-            endpoint: format!("http://127.0.0.1:{port}"),
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "moto did not listen on port {port} within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        moto
-    }
-
-    /// An SDK configuration pointed at this server, built as the functions build theirs.
-    pub fn sdk(&self) -> SdkConfig {
-        lambda::sdk_config(|name| match name {
-            "AWS_REGION" => Some("eu-west-1".into()),
-            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".into()),
-            "AWS_ENDPOINT_URL" => Some(self.endpoint.clone()),
-            _ => None,
-        })
-        .expect("a complete SDK configuration")
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// How the stack's queues treat messages.
-#[derive(Debug, Clone, Copy)]
-pub struct QueuePolicy {
-    /// The visibility timeout, in whole seconds as SQS has it.
-    pub visibility_seconds: u32,
-    /// Receives before the dead-letter queue.
-    pub max_receive_count: u32,
-}
-
-/// Creates a queue with a dead-letter queue; returns both URLs.
-///
-/// # Panics
-/// When the emulator refuses.
-pub async fn create_queue(
-    sqs: &aws_sdk_sqs::Client,
-    name: &str,
-    policy: QueuePolicy,
-) -> (String, String) {
-    let dead_letter = sqs
-        .create_queue()
-        .queue_name(format!("{name}-dlq"))
-        .send()
-        .await
-        .expect("dlq");
-    let dead_letter_url = dead_letter.queue_url().expect("url").to_owned();
-    let arn = queue_arn(sqs, &dead_letter_url).await;
-    let redrive = serde_json::json!({ "deadLetterTargetArn": arn, "maxReceiveCount": policy.max_receive_count.to_string() });
-    let queue = sqs
-        .create_queue()
-        .queue_name(name)
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            policy.visibility_seconds.to_string(),
-        )
-        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
-        .send()
-        .await
-        .expect("queue");
-    (queue.queue_url().expect("url").to_owned(), dead_letter_url)
-}
-
-/// A queue's ARN.
-///
-/// # Panics
-/// When the emulator refuses.
-pub async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
-    let attributes = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .expect("queue attributes");
-    attributes
-        .attributes()
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn))
-        .expect("arn")
-        .clone()
-}
-
-/// Creates the state table with its indexes and TTL.
-///
-/// # Panics
-/// When the emulator refuses.
-pub async fn create_table(dynamodb: &aws_sdk_dynamodb::Client, name: &str) {
-    let attribute = |name: &str, kind| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(kind)
-            .build()
-            .expect("attribute")
-    };
-    let key = |name: &str, kind| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-            .expect("key")
-    };
-    let index = |name: &str, partition: &str, sort: &str| {
-        GlobalSecondaryIndex::builder()
-            .index_name(name)
-            .key_schema(key(partition, KeyType::Hash))
-            .key_schema(key(sort, KeyType::Range))
-            .projection(
-                Projection::builder()
-                    .projection_type(ProjectionType::KeysOnly)
-                    .build(),
-            )
-            .build()
-            .expect("index")
-    };
-    dynamodb
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attribute("pk", ScalarAttributeType::S))
-        .attribute_definitions(attribute("sk", ScalarAttributeType::S))
-        .attribute_definitions(attribute("lease_shard", ScalarAttributeType::S))
-        .attribute_definitions(attribute("lease_expires", ScalarAttributeType::N))
-        .attribute_definitions(attribute("listed_state", ScalarAttributeType::S))
-        .attribute_definitions(attribute("listed_key", ScalarAttributeType::S))
-        .key_schema(key("pk", KeyType::Hash))
-        .key_schema(key("sk", KeyType::Range))
-        .global_secondary_indexes(index(EXPIRY_INDEX, "lease_shard", "lease_expires"))
-        .global_secondary_indexes(index(LISTING_INDEX, "listed_state", "listed_key"))
-        .send()
-        .await
-        .expect("table");
-    dynamodb
-        .update_time_to_live()
-        .table_name(name)
-        .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .attribute_name("expires_at")
-                .enabled(true)
-                .build()
-                .expect("ttl"),
-        )
-        .send()
-        .await
-        .expect("ttl");
 }
 
 /// The whole stack in the emulator, and the functions built on it as Lambda would.
@@ -288,7 +69,7 @@ pub struct Stack {
     /// The submission, scheduler and supervisor functions' actor.
     pub app: Arc<App>,
     /// The agent function's actor.
-    pub agent: Arc<Agent>,
+    pub agent: Arc<StepCaller>,
     /// SQS, for the event-source mapping loop and the checks.
     pub sqs: Arc<Sqs>,
     /// The queue that receives the alert topic's messages.
@@ -332,7 +113,7 @@ impl Stack {
         policy: QueuePolicy,
         lease_bucket_seconds: u64,
     ) -> Self {
-        let sdk = moto.sdk();
+        let sdk = emulator::sdk(&moto.endpoint);
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
         let sns = aws_sdk_sns::Client::new(&sdk);
@@ -376,8 +157,8 @@ impl Stack {
         };
         let mut config = Config::from_lookup(lookup).expect("configuration");
         config.workflows_dir = Some(repository().join("tests/workflows"));
-        let app = lambda::app(&config, &sdk, "test").expect("the app");
-        let agent = lambda::agent(&config, &sdk).expect("the agent");
+        let app = sas_aws::app(&config, &sdk, "test").expect("the app");
+        let agent = sas_agent::step_caller(&config, &sdk).expect("the agent");
         let sqs = Arc::new(Sqs::new(
             &sdk,
             [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],
@@ -412,7 +193,7 @@ impl Stack {
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");
-        let response = lambda::http(&self.app, request).await;
+        let response = events::http(&self.app, request).await;
         self.count("submission", 1, started.elapsed());
         let body = match response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => {
@@ -428,7 +209,7 @@ impl Stack {
         let event: EventBridgeEvent =
             serde_json::from_value(fixture("eventbridge-scheduled.json")).expect("event");
         let started = std::time::Instant::now();
-        let report = lambda::sweep(&self.app, self.config.supervisor_batch, event)
+        let report = events::sweep(&self.app, self.config.supervisor_batch, event)
             .await
             .expect("sweep");
         self.count("supervisor", 1, started.elapsed());
@@ -491,7 +272,7 @@ impl Stack {
     ) -> usize
     where
         H: Fn(String) -> F + Copy,
-        F: Future<Output = Result<(), sas_shared::app::HandleError>>,
+        F: Future<Output = Result<(), sas_core::app::HandleError>>,
     {
         let received = self
             .sqs
@@ -523,9 +304,9 @@ impl Stack {
         event.records = records;
         let started = std::time::Instant::now();
         if twice {
-            lambda::sqs_batch(event.clone(), handler).await;
+            events::sqs_batch(event.clone(), handler).await;
         }
-        let response = lambda::sqs_batch(event, handler).await;
+        let response = events::sqs_batch(event, handler).await;
         self.count(function, received.len(), started.elapsed());
         let failed: Vec<&str> = response
             .batch_item_failures
@@ -587,7 +368,7 @@ impl Stack {
 /// Mock remote services on a free port, as the agents' remote services.
 pub struct Remote {
     /// The mock services.
-    pub mocks: sas_local::mock::Shared,
+    pub mocks: sas_mock_services::Shared,
     /// Their base URL.
     pub url: String,
     _data: tempfile::TempDir,
@@ -606,7 +387,7 @@ impl Remote {
             .await
             .expect("port");
         let url = format!("http://{}", listener.local_addr().expect("address"));
-        sas_local::server::spawn(listener, sas_local::mock::router(Arc::clone(&mocks)));
+        sas_local::server::spawn(listener, sas_mock_services::router(Arc::clone(&mocks)));
         Self {
             mocks,
             url,

@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sas_core::app::SweepReport;
+use sas_core::domain::ids::QueueName;
+use sas_core::time::Timestamp;
+use sas_embedded::{Depth, Durability};
 use sas_local::{Config, Running, Settings};
-use sas_shared::adapters::embedded::{Depth, Durability};
-use sas_shared::app::SweepReport;
-use sas_shared::domain::ids::QueueName;
-use sas_shared::time::{ManualClock, Timestamp};
-use serde_json::{Value, json};
+use sas_testkit::ManualClock;
+use serde_json::Value;
 
 /// How long a test waits for the system to settle before it gives up.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -59,15 +60,10 @@ pub fn function_binary(name: &str) -> PathBuf {
 pub fn in_memory(
     clock: &Arc<ManualClock>,
     dead_letter_after: Option<u32>,
-) -> (
-    Arc<sas_shared::adapters::memory::Memory>,
-    sas_shared::app::QueueNames,
-) {
+) -> (Arc<sas_testkit::memory::Memory>, sas_core::app::QueueNames) {
     let queue = |name: &str| QueueName::parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let memory = Arc::new(sas_shared::adapters::memory::Memory::new(
-        Arc::clone(clock) as _
-    ));
-    let names = sas_shared::app::QueueNames {
+    let memory = Arc::new(sas_testkit::memory::Memory::new(Arc::clone(clock) as _));
+    let names = sas_core::app::QueueNames {
         scheduler: queue("scheduler"),
         agent_requests: queue("agent-requests"),
         agent_responses: queue("agent-responses"),
@@ -83,11 +79,7 @@ pub fn in_memory(
     (memory, names)
 }
 
-/// A drone-delivery input.
-#[must_use]
-pub fn delivery_input() -> Value {
-    json!({"customer_id": "c-1", "pickup": "Sydney", "dropoff": "Bondi", "weight_kg": 1.5})
-}
+pub use sas_testkit::delivery_input;
 
 /// The local system under test.
 pub struct Harness {

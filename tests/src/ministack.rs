@@ -30,7 +30,7 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use aws_types::SdkConfig;
-use sas_shared::lambda;
+use sas_lambda::sdk;
 use serde_json::{Value, json};
 use serde_norway::Value as Yaml;
 
@@ -128,7 +128,7 @@ impl MiniStack {
     /// Never: the configuration is complete.
     #[must_use]
     pub fn sdk(&self) -> SdkConfig {
-        lambda::sdk_config(|name| match name {
+        sdk::sdk_config(|name| match name {
             "AWS_REGION" => Some(REGION.into()),
             "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some(ACCESS_KEY.into()),
             "AWS_ENDPOINT_URL" => Some(self.endpoint.clone()),

@@ -16,20 +16,21 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sas_shared::adapters::memory::Memory;
-use sas_shared::agent::Agent;
-use sas_shared::app::{App, Ports, QueueNames};
-use sas_shared::domain::agent::BreakerSettings;
-use sas_shared::domain::decide::Submission;
-use sas_shared::domain::ids::{QueueName, TaskId};
-use sas_shared::domain::messages::{AgentRequest, Alert, SchedulerMessage};
-use sas_shared::domain::task::{Order, StepState, Task, TaskState};
-use sas_shared::domain::workflow::{Registry, Workflow};
-use sas_shared::ports::{
+use sas_core::app::{App, Ports, QueueNames};
+use sas_core::domain::decide::Submission;
+use sas_core::domain::ids::{QueueName, TaskId};
+use sas_core::domain::messages::{AgentRequest, Alert, SchedulerMessage};
+use sas_core::domain::resilience::BreakerSettings;
+use sas_core::domain::task::{Order, StepState, Task, TaskState};
+use sas_core::domain::workflow::{Registry, Workflow};
+use sas_core::ports::{
     AlertError, Alerts, Expired, NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall,
     RemoteError, RemoteRequest, StateStore, StoreError, TaskPage,
 };
-use sas_shared::time::{Clock, ManualClock, Timestamp};
+use sas_core::step_caller::StepCaller;
+use sas_core::time::{Clock, Timestamp};
+use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
 
 use crate::in_memory;
 use serde_json::{Value, json};
@@ -468,7 +469,7 @@ struct Sim {
     names: QueueNames,
     schedulers: Vec<Arc<App>>,
     supervisors: Vec<Arc<App>>,
-    agent: Arc<Agent>,
+    agent: Arc<StepCaller>,
     restarts: usize,
     submitted: Vec<(TaskId, Value)>,
     accepted: BTreeSet<String>,
@@ -492,7 +493,7 @@ impl Sim {
             acted_on: BTreeSet::new(),
         })));
         let (memory, names) = in_memory(&clock, Some(5));
-        let workflows = Arc::new(Registry::load(None).expect("built-in workflows"));
+        let workflows = Arc::new(Registry::built_in());
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),
             world: world.clone(),
@@ -518,7 +519,7 @@ impl Sim {
             doomed: Mutex::new(BTreeSet::new()),
             outages: Mutex::new(HashMap::new()),
         });
-        let agent = Arc::new(Agent::new(
+        let agent = Arc::new(StepCaller::new(
             Arc::clone(&remote) as _,
             queues,
             Arc::clone(&clock) as _,
@@ -616,7 +617,7 @@ impl Sim {
         }
         if handled.iter().any(|o| !o.starts_with("failed")) {
             let _ =
-                sas_shared::ports::Consumer::delete(self.memory.as_ref(), queue, &delivery.receipt)
+                sas_core::ports::Consumer::delete(self.memory.as_ref(), queue, &delivery.receipt)
                     .await;
         }
     }

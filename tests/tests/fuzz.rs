@@ -6,15 +6,16 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sas_shared::adapters::memory::Memory;
-use sas_shared::agent::Agent;
-use sas_shared::api::{self, ApiRequest};
-use sas_shared::app::{App, HandleError, Ports, QueueNames};
-use sas_shared::domain::agent::BreakerSettings;
-use sas_shared::domain::ids::QueueName;
-use sas_shared::domain::workflow::Registry;
-use sas_shared::ports::{NoMetrics, RemoteCall, RemoteError, RemoteRequest};
-use sas_shared::time::{ManualClock, Timestamp};
+use sas_core::api::{self, ApiRequest};
+use sas_core::app::{App, HandleError, Ports, QueueNames};
+use sas_core::domain::ids::QueueName;
+use sas_core::domain::resilience::BreakerSettings;
+use sas_core::domain::workflow::Registry;
+use sas_core::ports::{NoMetrics, RemoteCall, RemoteError, RemoteRequest};
+use sas_core::step_caller::StepCaller;
+use sas_core::time::Timestamp;
+use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
 use serde_json::{Value, json};
 
 struct Unreachable;
@@ -31,7 +32,7 @@ impl RemoteCall for Unreachable {
 struct Subject {
     runtime: tokio::runtime::Runtime,
     app: App,
-    agent: Agent,
+    agent: StepCaller,
 }
 
 fn subject() -> Subject {
@@ -50,8 +51,8 @@ fn subject() -> Subject {
         metrics: Arc::new(NoMetrics),
         clock: Arc::clone(&clock) as _,
     };
-    let workflows = Arc::new(Registry::load(None).expect("workflows"));
-    let agent = Agent::new(
+    let workflows = Arc::new(Registry::built_in());
+    let agent = StepCaller::new(
         Arc::new(Unreachable),
         memory,
         clock,
@@ -167,10 +168,10 @@ proptest! {
     fn every_undecodable_message_is_poison(text in prop_oneof![".{0,200}", any_json().prop_map(|v| v.to_string())]) {
         let subject = subject();
         let scheduled = subject.runtime.block_on(subject.app.on_scheduler_message(&text));
-        let decodes = serde_json::from_str::<sas_shared::domain::messages::SchedulerMessage>(&text).is_ok();
+        let decodes = serde_json::from_str::<sas_core::domain::messages::SchedulerMessage>(&text).is_ok();
         prop_assert!(decodes || matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}");
         let answered = subject.runtime.block_on(subject.agent.on_request(&text));
-        let decodes = serde_json::from_str::<sas_shared::domain::messages::AgentRequest>(&text).is_ok();
+        let decodes = serde_json::from_str::<sas_core::domain::messages::AgentRequest>(&text).is_ok();
         prop_assert!(decodes || matches!(answered, Err(HandleError::Poison(_))), "agent: {text:?} -> {answered:?}");
     }
 }

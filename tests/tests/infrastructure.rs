@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use sas_shared::lambda::{Config, VARIABLES};
+use sas_lambda::config::{Config, VARIABLES};
 use serde_json::{Value, json};
 
 fn infra(path: &str) -> PathBuf {

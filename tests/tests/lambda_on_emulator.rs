@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sas_shared::ports::{Consumer, OutgoingMessage, Queues};
+use sas_core::ports::{Consumer, OutgoingMessage, Queues};
 use sas_tests::aws::{QueuePolicy, Remote, Stack};
 use sas_tests::{delivery_input, step_states};
 use serde_json::{Value, json};
@@ -329,7 +329,7 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
-    use sas_shared::domain::limits::MAX_STEP_OUTPUT;
+    use sas_core::domain::limits::MAX_STEP_OUTPUT;
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let answer = |bytes: usize| {
@@ -383,9 +383,9 @@ async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
-    use sas_shared::adapters::dynamodb::DynamoStore;
-    use sas_shared::domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
-    use sas_shared::ports::{StateStore, StoreError};
+    use sas_aws::store::DynamoStore;
+    use sas_core::domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
+    use sas_core::ports::{StateStore, StoreError};
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let queue = Stack::queue(&stack.config.scheduler_queue_url);
@@ -407,7 +407,7 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
 
     stack.http("PUT", "/tasks/large", Some(&quick())).await;
     let store = DynamoStore::new(&stack.sdk, stack.config.table.clone());
-    let id = sas_shared::domain::ids::TaskId::parse("large").expect("id");
+    let id = sas_core::domain::ids::TaskId::parse("large").expect("id");
     let mut task = store.task(&id).await.expect("read").expect("stored");
     // Noise that deflate shrinks to no less than three quarters.
     let noise: String = (0..2 * MAX_ITEM)

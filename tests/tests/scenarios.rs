@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_shared::domain::ids::TaskId;
-use sas_shared::domain::messages::SchedulerMessage;
-use sas_shared::ports::{OutgoingMessage, Queues};
+use sas_core::domain::ids::TaskId;
+use sas_core::domain::messages::SchedulerMessage;
+use sas_core::ports::{OutgoingMessage, Queues};
 use sas_tests::{Harness, delivery_input, step_states};
 use serde_json::{Value, json};
 
@@ -378,29 +378,27 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let app = Arc::clone(&running.system.app);
     let backend = Arc::clone(&running.system.backend);
     let queues = running.system.queues.clone();
-    let ports = sas_shared::app::Ports {
+    let ports = sas_core::app::Ports {
         store: Arc::clone(&backend) as _,
         queues: Arc::clone(&backend) as _,
         alerts: Arc::clone(&backend) as _,
-        metrics: Arc::new(sas_shared::ports::NoMetrics),
+        metrics: Arc::new(sas_core::ports::NoMetrics),
         clock: Arc::clone(&harness.clock) as _,
     };
-    let workflows =
-        Arc::new(sas_shared::domain::workflow::Registry::load(None).expect("workflows"));
-    let other =
-        sas_shared::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
-    let submission = sas_shared::domain::decide::Submission {
+    let workflows = Arc::new(sas_core::domain::workflow::Registry::built_in());
+    let other = sas_core::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
+    let submission = sas_core::domain::decide::Submission {
         id: TaskId::parse("raced").expect("id"),
         input: delivery_input(),
         notify: None,
     };
     // Submit straight to the store, and race before any consumer sees the message.
-    let (task, order, _) = sas_shared::domain::decide::submit(
+    let (task, order, _) = sas_core::domain::decide::submit(
         &app.workflows().latest("drone-delivery").expect("drone"),
         submission,
-        sas_shared::time::Clock::now(harness.clock.as_ref()),
+        sas_core::time::Clock::now(harness.clock.as_ref()),
     );
-    sas_shared::ports::StateStore::create(backend.as_ref(), &task, &order)
+    sas_core::ports::StateStore::create(backend.as_ref(), &task, &order)
         .await
         .expect("created");
     let run = serde_json::to_string(&SchedulerMessage::Run {
@@ -437,7 +435,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         .send(&queues.scheduler, &[poison])
         .await
         .expect("sent");
-    let dead_letters = sas_shared::domain::ids::QueueName::parse("scheduler-dlq").expect("name");
+    let dead_letters = sas_core::domain::ids::QueueName::parse("scheduler-dlq").expect("name");
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         harness.advance(Duration::from_secs(31));

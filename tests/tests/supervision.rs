@@ -5,15 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_shared::adapters::memory::Memory;
-use sas_shared::app::{App, Ports, QueueNames};
-use sas_shared::domain::decide::{self, Submission};
-use sas_shared::domain::ids::TaskId;
-use sas_shared::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
-use sas_shared::domain::task::WorkflowRef;
-use sas_shared::domain::workflow::{Registry, Workflow};
-use sas_shared::ports::{NoMetrics, StateStore};
-use sas_shared::time::{Clock, ManualClock, Timestamp};
+use sas_core::app::{App, Ports, QueueNames};
+use sas_core::domain::decide::{self, Submission};
+use sas_core::domain::ids::TaskId;
+use sas_core::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
+use sas_core::domain::task::WorkflowRef;
+use sas_core::domain::workflow::{Registry, Workflow};
+use sas_core::ports::{NoMetrics, StateStore};
+use sas_core::time::{Clock, Timestamp};
+use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
 use sas_tests::{delivery_input, in_memory};
 use serde_json::json;
 
@@ -61,7 +62,7 @@ impl World {
 }
 
 fn built_ins() -> Registry {
-    Registry::load(None).expect("built-in workflows")
+    Registry::built_in()
 }
 
 fn submission(id: &str) -> Submission {

@@ -5,17 +5,18 @@ use std::sync::Arc;
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda;
+use sas_agent::step_caller;
+use sas_lambda::events;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let agent = Arc::new(lambda::init(lambda::agent).await);
+    let agent = Arc::new(sas_lambda::init(step_caller).await);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let agent = Arc::clone(&agent);
         async move {
             let agent = &agent;
             Ok::<_, Error>(
-                lambda::sqs_batch(event.payload, |body| async move {
+                events::sqs_batch(event.payload, |body| async move {
                     agent.on_request(&body).await.map(drop)
                 })
                 .await,

@@ -2,7 +2,6 @@
 //! agents and the supervisor over the embedded durable backend, and mock remote
 //! services with fault injection.
 
-pub mod mock;
 pub mod runtime;
 pub mod server;
 
@@ -13,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sas_shared::adapters::embedded::Durability;
-use sas_shared::time::Clock;
+use sas_core::time::Clock;
+use sas_embedded::Durability;
 
 pub use runtime::{Settings, System};
 
@@ -116,7 +115,7 @@ pub struct Running {
     /// Where the mock services listen.
     pub mock: Option<SocketAddr>,
     /// The mock services.
-    pub mocks: Option<mock::Shared>,
+    pub mocks: Option<sas_mock_services::Shared>,
     /// The actors.
     pub system: System,
 }
@@ -134,13 +133,13 @@ pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<
                 .await
                 .with_context(|| format!("cannot listen on {addr} for the mock services"))?;
             let addr = listener.local_addr()?;
-            let mocks = mock::MockServices::open(
+            let mocks = sas_mock_services::MockServices::open(
                 &config.settings.data_dir.join("mock-services.db"),
                 fastrand::u64(..),
                 config.mock_durable,
             )
             .context("cannot open the mock services' database")?;
-            server::spawn(listener, mock::router(Arc::clone(&mocks)));
+            server::spawn(listener, sas_mock_services::router(Arc::clone(&mocks)));
             config.settings.services_fallback = Some(format!("http://{addr}"));
             (Some(addr), Some(mocks))
         }

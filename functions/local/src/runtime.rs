@@ -5,20 +5,20 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sas_shared::adapters::embedded::{Durability, Embedded, QueueSettings};
-use sas_shared::adapters::http_remote::HttpRemote;
-use sas_shared::agent::Agent;
-use sas_shared::app::{App, HandleError, Ports, QueueNames};
-use sas_shared::domain::agent::BreakerSettings;
-use sas_shared::domain::ids::QueueName;
-use sas_shared::domain::workflow::Registry;
-use sas_shared::ports::{Consumer, Delivery, NoMetrics};
-use sas_shared::time::Clock;
+use sas_core::app::{App, HandleError, Ports, QueueNames};
+use sas_core::domain::ids::QueueName;
+use sas_core::domain::resilience::BreakerSettings;
+use sas_core::domain::workflow::Registry;
+use sas_core::ports::{Consumer, Delivery, NoMetrics};
+use sas_core::step_caller::StepCaller;
+use sas_core::time::Clock;
+use sas_embedded::{Durability, Embedded, QueueSettings};
+use sas_http_remote::HttpRemote;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
@@ -54,7 +54,7 @@ pub struct System {
     /// Submission, scheduler, supervisor and operator actions.
     pub app: Arc<App>,
     /// The agents.
-    pub agent: Arc<Agent>,
+    pub agent: Arc<StepCaller>,
     /// The embedded backend.
     pub backend: Arc<Embedded>,
     /// The pattern's queues.
@@ -92,7 +92,7 @@ impl System {
             agent_requests: queue("agent-requests")?,
             agent_responses: queue("agent-responses")?,
         };
-        let workflows = Arc::new(Registry::load(settings.workflows_dir.as_deref())?);
+        let workflows = Arc::new(workflows(settings.workflows_dir.as_deref())?);
         // An agent holds its request for up to the step's complete-by time; the
         // request must stay invisible at least that long.
         let longest_step = workflows
@@ -133,7 +133,7 @@ impl System {
         app.register_workflows()
             .await
             .context("a stored workflow version differs from its file; bump its version")?;
-        let agent = Arc::new(Agent::new(
+        let agent = Arc::new(StepCaller::new(
             Arc::new(HttpRemote::new(
                 settings.services.clone(),
                 settings.services_fallback.clone(),
@@ -282,4 +282,25 @@ where
             warn!(%queue, receive_count = message.receive_count, error = %e, "handler failed; the message will be delivered again")
         }
     }
+}
+
+/// The built-in workflows, and the `*.json` files of `dir` when given, in the order
+/// of their names.
+fn workflows(dir: Option<&Path>) -> anyhow::Result<Registry> {
+    let mut files = Vec::new();
+    if let Some(dir) = dir {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read the workflows in {}", dir.display()))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            files.push((path.display().to_string(), text));
+        }
+    }
+    Ok(Registry::with_files(files)?)
 }

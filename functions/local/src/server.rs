@@ -12,11 +12,11 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_shared::adapters::embedded::Embedded;
-use sas_shared::api::{self, ApiRequest, MAX_BODY_BYTES};
-use sas_shared::app::App;
-use sas_shared::domain::ids::QueueName;
-use sas_shared::ports::Consumer;
+use sas_core::api::{self, ApiRequest, MAX_BODY_BYTES};
+use sas_core::app::App;
+use sas_core::domain::ids::QueueName;
+use sas_core::ports::Consumer;
+use sas_embedded::Embedded;
 use serde_json::{Value, json};
 
 /// What the routes share.

@@ -5,17 +5,18 @@ use std::sync::Arc;
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda;
+use sas_lambda::events;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let app = Arc::new(lambda::init(|config, sdk| lambda::app(config, sdk, "scheduler")).await);
+    let app =
+        Arc::new(sas_lambda::init(|config, sdk| sas_aws::app(config, sdk, "scheduler")).await);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let app = Arc::clone(&app);
         async move {
             let app = &app;
             Ok::<_, Error>(
-                lambda::sqs_batch(event.payload, |body| async move {
+                events::sqs_batch(event.payload, |body| async move {
                     app.on_scheduler_message(&body).await.map(drop)
                 })
                 .await,

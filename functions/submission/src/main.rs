@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda;
+use sas_lambda::events;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let app = Arc::new(lambda::init(|config, sdk| lambda::app(config, sdk, "submission")).await);
+    let app =
+        Arc::new(sas_lambda::init(|config, sdk| sas_aws::app(config, sdk, "submission")).await);
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
             let app = Arc::clone(&app);
-            async move { Ok::<_, Error>(lambda::http(&app, event.payload).await) }
+            async move { Ok::<_, Error>(events::http(&app, event.payload).await) }
         },
     ))
     .await

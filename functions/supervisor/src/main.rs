@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sas_shared::lambda;
+use sas_lambda::events;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let (app, batch) = lambda::init(|config, sdk| {
+    let (app, batch) = sas_lambda::init(|config, sdk| {
         Ok((
-            lambda::app(config, sdk, "supervisor")?,
+            sas_aws::app(config, sdk, "supervisor")?,
             config.supervisor_batch,
         ))
     })
@@ -19,7 +19,7 @@ async fn main() -> Result<(), Error> {
     let app = Arc::new(app);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<EventBridgeEvent>| {
         let app = Arc::clone(&app);
-        async move { Ok::<_, Error>(lambda::sweep(&app, batch, event.payload).await?) }
+        async move { Ok::<_, Error>(events::sweep(&app, batch, event.payload).await?) }
     }))
     .await
 }

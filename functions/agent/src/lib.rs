@@ -1,0 +1,29 @@
+//! The agent function's actor: a [`StepCaller`] calling the remote services over HTTP
+//! and answering over SQS. It links no state store: an agent keeps no state but its
+//! circuit breakers.
+
+use std::sync::Arc;
+
+use aws_types::SdkConfig;
+use sas_core::domain::resilience::BreakerSettings;
+use sas_core::step_caller::StepCaller;
+use sas_core::time::WallClock;
+use sas_http_remote::HttpRemote;
+use sas_lambda::StartError;
+use sas_lambda::config::Config;
+
+/// The step caller, calling the remote services over HTTP and answering over SQS.
+///
+/// # Errors
+/// [`StartError`] when a queue URL is invalid.
+pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, StartError> {
+    let (queues, sqs) = sas_lambda::queues(config, sdk)?;
+    Ok(StepCaller::new(
+        Arc::new(HttpRemote::new(config.services.clone(), None)),
+        sqs,
+        Arc::new(WallClock),
+        queues.agent_responses,
+        BreakerSettings::default(),
+        fastrand::u64(..),
+    ))
+}

@@ -1,0 +1,47 @@
+//! Operator alerts on SNS.
+
+use async_trait::async_trait;
+use aws_sdk_sns::Client;
+use aws_sdk_sns::error::DisplayErrorContext;
+use aws_types::SdkConfig;
+use serde_json::json;
+
+use sas_core::domain::messages::Alert;
+use sas_core::ports::{AlertError, Alerts};
+use sas_lambda::sdk::{SdkClient, sdk_client};
+
+/// Alerts published to an SNS topic.
+pub struct SnsAlerts {
+    client: SdkClient<Client>,
+    topic_arn: String,
+}
+
+impl SnsAlerts {
+    /// Alerts to the topic `topic_arn`.
+    #[must_use]
+    pub fn new(sdk: &SdkConfig, topic_arn: String) -> Self {
+        Self {
+            client: sdk_client(sdk, Client::new),
+            topic_arn,
+        }
+    }
+}
+
+#[async_trait]
+impl Alerts for SnsAlerts {
+    async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
+        let subject: String = format!("Task {} of {} is in Error", alert.task_id, alert.workflow)
+            .chars()
+            .take(100)
+            .collect();
+        self.client
+            .publish()
+            .topic_arn(&self.topic_arn)
+            .subject(subject)
+            .message(json!(alert).to_string())
+            .send()
+            .await
+            .map_err(|e| AlertError(DisplayErrorContext(e).to_string()))?;
+        Ok(())
+    }
+}

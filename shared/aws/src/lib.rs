@@ -1,0 +1,49 @@
+//! The task state on AWS: DynamoDB as the state store ([`store`]), SNS as the
+//! operators' alerts ([`alerts`]), and [`app`], the actors the submission, scheduler
+//! and supervisor functions run over them. The agent function keeps no state and
+//! links none of this.
+//!
+//! Depends on `sas-core` (the ports it implements) and `sas-lambda` (configuration,
+//! SDK clients, SQS and metrics).
+
+pub mod alerts;
+#[cfg(test)]
+mod conformance;
+pub mod store;
+#[cfg(any(test, feature = "test-util"))]
+pub mod table;
+
+use std::sync::Arc;
+
+use aws_types::SdkConfig;
+use sas_core::app::{App, Ports};
+use sas_core::time::WallClock;
+use sas_lambda::StartError;
+use sas_lambda::config::Config;
+use sas_lambda::metrics::EmfMetrics;
+
+use crate::alerts::SnsAlerts;
+use crate::store::DynamoStore;
+
+/// Submission, scheduler, supervisor and operator actions over DynamoDB, SQS and SNS,
+/// as function `function`.
+///
+/// # Errors
+/// [`StartError`] when a queue URL or a workflow definition is invalid.
+pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, StartError> {
+    let (queues, sqs) = sas_lambda::queues(config, sdk)?;
+    let workflows = sas_lambda::workflows(config.workflows_dir.as_deref())?;
+    let ports = Ports {
+        store: Arc::new(DynamoStore::new(sdk, config.table.clone())),
+        queues: sqs,
+        alerts: Arc::new(SnsAlerts::new(sdk, config.alert_topic_arn.clone())),
+        metrics: Arc::new(EmfMetrics::new(
+            config.metrics_namespace.clone(),
+            function.to_owned(),
+        )),
+        clock: Arc::new(WallClock),
+    };
+    // 64 random bits name an instance well enough, in fewer bytes of every task item.
+    let instance = format!("{function}-{:016x}", fastrand::u64(..));
+    Ok(App::new(ports, Arc::new(workflows), queues, instance).with_deadline_messages(true))
+}

@@ -1,0 +1,954 @@
+//! The state store on DynamoDB, one table:
+//!
+//! | pk               | sk          | what |
+//! |------------------|-------------|------|
+//! | `TASK#<id>`      | `TASK`      | the task's record, its version, and the index keys below |
+//! | `TASK#<id>`      | `ORDER`     | the order data, written with the task in one transaction |
+//! | `WORKFLOW#<name>`| `V#<version>` | a workflow definition, as tasks started with it |
+//!
+//! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
+//! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
+//! partition is hot, for the supervisor's sweep, and for listing the tasks in
+//! flight (Pending, Processing, Compensating); `listing` (`listed_state`,
+//! `listed_key`) holds the tasks in Error, for operators. A task in flight is
+//! written to an index only when it enters or leaves it, or its lease moves to
+//! another bucket: no index is rewritten at every step, and no index partition
+//! takes every task's writes. A finished task gets an `expires_at` for DynamoDB's
+//! TTL.
+//!
+//! Every write is conditional: a creation on the item's absence, an update on the
+//! version read. Every attribute name goes through ExpressionAttributeNames.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
+use aws_types::SdkConfig;
+use flate2::Compression;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use sas_lambda::config::TableSettings;
+use sas_lambda::sdk::{SdkClient, sdk_client};
+use tracing::error;
+
+use sas_core::domain::ids::{TaskId, stable_hash};
+use sas_core::domain::limits::MAX_ITEM;
+use sas_core::domain::task::{Order, Task, TaskState};
+use sas_core::domain::workflow::Workflow;
+use sas_core::ports::{Expired, StateStore, StoreError, TaskPage};
+use sas_core::time::Timestamp;
+
+/// The name of the expiry index.
+pub const EXPIRY_INDEX: &str = "expiry";
+/// The name of the listing index.
+pub const LISTING_INDEX: &str = "listing";
+/// Index entries a listing of tasks in flight reads at most per page.
+const IN_FLIGHT_READS: usize = 1000;
+
+type Item = HashMap<String, AttributeValue>;
+
+/// A new expiry of a task's order data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OrderExpiry {
+    /// Kept until a person acts on the task.
+    Never,
+    /// Deleted by the TTL after this.
+    At(Timestamp),
+}
+
+/// The state store on a DynamoDB table.
+pub struct DynamoStore {
+    client: SdkClient<Client>,
+    settings: TableSettings,
+}
+
+fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn unavailable<E, R>(error: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    StoreError::Unavailable(DisplayErrorContext(error).to_string())
+}
+
+/// A conditional PutItem's outcome: a failed condition is the domain's conflict.
+fn conditional<T>(
+    result: Result<T, SdkError<PutItemError, HttpResponse>>,
+) -> Result<(), StoreError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(error)
+            if error
+                .as_service_error()
+                .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
+        {
+            Err(StoreError::Conflict)
+        }
+        Err(error) => Err(unavailable(error)),
+    }
+}
+
+/// The code of each item's cancellation, in the order of the transaction's items,
+/// when a transaction was cancelled.
+fn cancellation_reasons(
+    error: &SdkError<TransactWriteItemsError, HttpResponse>,
+) -> Vec<Option<&str>> {
+    match error.as_service_error() {
+        Some(TransactWriteItemsError::TransactionCanceledException(e)) => e
+            .cancellation_reasons()
+            .iter()
+            .map(aws_sdk_dynamodb::types::CancellationReason::code)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn task_key(id: &TaskId) -> (String, String) {
+    (format!("TASK#{id}"), "TASK".to_owned())
+}
+
+fn key(pk: String, sk: String) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+/// The expiry index's partition for a task: a stable hash of its id.
+fn lease_shard(id: &TaskId, shards: u32) -> String {
+    format!("LEASE#{}", stable_hash(id.as_str()) % shards.max(1))
+}
+
+/// The end of the bucket that `at` falls in, buckets of width `bucket` counted from
+/// `origin`, the task's creation (`at` itself when the bucket is zero). Counted from
+/// the creation, not from the epoch, a task's leases fall in its first bucket while it
+/// runs within a bucket of its creation, wherever in the minute it was created: the
+/// claim does not move its entry from the pickup lease's bucket, nor a later step from
+/// an earlier step's.
+fn bucket_end(at: Timestamp, origin: Timestamp, bucket: Duration) -> i64 {
+    let width = i64::try_from(bucket.as_millis()).unwrap_or(i64::MAX);
+    if width <= 1 {
+        return at.0;
+    }
+    let buckets = -(origin.0 - at.0).div_euclid(width);
+    origin.0 + buckets * width
+}
+
+/// The expiry index entry a listing cursor names, and its shard.
+fn expiry_entry(cursor: &str) -> Result<(u32, Item), StoreError> {
+    let invalid = || StoreError::InvalidCursor(cursor.to_owned());
+    let mut parts = cursor.splitn(3, '/');
+    let (Some(shard), Some(lease_end), Some(id)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(invalid());
+    };
+    let shard: u32 = shard.parse().map_err(|_| invalid())?;
+    let lease_end: i64 = lease_end.parse().map_err(|_| invalid())?;
+    let id = TaskId::parse(id).map_err(|_| invalid())?;
+    let (pk, sk) = task_key(&id);
+    let mut entry = key(pk, sk);
+    entry.insert("lease_shard".into(), s(format!("LEASE#{shard}")));
+    entry.insert("lease_expires".into(), n(lease_end));
+    Ok((shard, entry))
+}
+
+fn seconds(at: Timestamp) -> i64 {
+    at.0 / 1000
+}
+
+impl DynamoStore {
+    /// A store on the table of `settings`.
+    #[must_use]
+    pub fn new(sdk: &SdkConfig, settings: TableSettings) -> Self {
+        Self {
+            client: sdk_client(sdk, Client::new),
+            settings,
+        }
+    }
+
+    /// The task's item: its record, the pattern's fields as attributes an operator
+    /// can read in the console, and the sparse index keys.
+    fn task_item(&self, task: &Task) -> Result<Item, StoreError> {
+        let (pk, sk) = task_key(&task.id);
+        let mut item = key(pk, sk);
+        item.insert("version".into(), n(task.version));
+        item.insert(
+            "record".into(),
+            AttributeValue::B(Blob::new(compress(task)?)),
+        );
+        item.insert("ProcessState".into(), s(task.state.as_str()));
+        item.insert("FailureCount".into(), n(task.failure_count));
+        item.insert("created_at".into(), n(task.created_at.0));
+        if let Some(locked_by) = &task.locked_by {
+            item.insert("LockedBy".into(), s(locked_by.clone()));
+        }
+        if let Some(complete_by) = task.complete_by {
+            item.insert("CompleteBy".into(), n(complete_by.0));
+            item.insert(
+                "lease_shard".into(),
+                s(lease_shard(&task.id, self.settings.lease_shards)),
+            );
+            item.insert(
+                "lease_expires".into(),
+                n(bucket_end(
+                    complete_by,
+                    task.created_at,
+                    self.settings.lease_bucket,
+                )),
+            );
+        }
+        if task.state == TaskState::Error {
+            item.insert("listed_state".into(), s(task.state.as_str()));
+            item.insert("listed_key".into(), s(TaskPage::cursor_after(task)));
+        }
+        if let Some(expiry) = self.task_expiry(task) {
+            item.insert("expires_at".into(), n(seconds(expiry)));
+        }
+        within_item_limit(&task.id, item)
+    }
+
+    /// When DynamoDB's TTL may delete a task: a retention after it finished. Never
+    /// while it runs, while its alert is unpublished (it keeps a lease), nor while
+    /// it needs a person.
+    fn task_expiry(&self, task: &Task) -> Option<Timestamp> {
+        (task.state.is_final() && task.complete_by.is_none() && !task.needs_a_person())
+            .then(|| task.updated_at.plus(self.settings.retention))
+    }
+
+    /// When the order data written at a task's creation expires: twice the
+    /// retention from then, which outlives a task that finishes within a retention.
+    fn default_order_expiry(&self, task: &Task) -> Timestamp {
+        task.created_at.plus(self.settings.retention * 2)
+    }
+
+    /// How a write of `task` must move its order data's expiry, so that the order
+    /// never expires before its task: kept with a task that needs a person, and
+    /// outliving a task that finishes late (a resubmitted one, or one that ran
+    /// longer than a retention). `None`: the expiry given at creation holds.
+    fn order_expiry_change(&self, task: &Task) -> Option<OrderExpiry> {
+        if task.needs_a_person() {
+            return Some(OrderExpiry::Never);
+        }
+        let expiry = self.task_expiry(task)?;
+        (task.run > 1 || expiry > self.default_order_expiry(task))
+            .then(|| OrderExpiry::At(expiry.plus(self.settings.retention)))
+    }
+
+    /// Tasks in Error, oldest first, from the listing index.
+    async fn list_in_error(
+        &self,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .index_name(LISTING_INDEX)
+            .expression_attribute_names("#state", "listed_state")
+            .expression_attribute_values(":state", s(TaskState::Error.as_str()))
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
+        if let Some(cursor) = after {
+            TaskPage::parse_cursor(cursor)?;
+        }
+        // A key condition may not compare with an empty string: no cursor, no bound.
+        let query = match after {
+            Some(cursor) => query
+                .key_condition_expression("#state = :state AND #key > :after")
+                .expression_attribute_names("#key", "listed_key")
+                .expression_attribute_values(":after", s(cursor)),
+            None => query.key_condition_expression("#state = :state"),
+        };
+        let output = query.send().await.map_err(unavailable)?;
+        let mut entries = output.items().to_vec();
+        // One more than a page tells whether there is a next one: counted on the index
+        // entries, so that a record left out (undecodable) does not end the listing.
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        let next = match entries.last().filter(|_| more) {
+            Some(last) => Some(attribute(last, "listed_key")?.to_owned()),
+            None => None,
+        };
+        let ids = entries
+            .iter()
+            .map(task_id_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let tasks = self.tasks(ids).await?;
+        Ok(TaskPage { tasks, next })
+    }
+
+    /// Tasks in flight in `state`, from the expiry index, shard after shard, each in
+    /// lease order. The cursor, `<shard>/<lease end>/<task id>`, is the index entry
+    /// of the last task given, or of the last one read when `IN_FLIGHT_READS` entries
+    /// were read without filling the page (a page may then be short, or empty, with a
+    /// next one); a task whose lease moves while an operator pages may be given twice
+    /// or not at all.
+    async fn list_in_flight(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let (mut shard, mut start) = match after {
+            Some(cursor) => {
+                let (shard, entry) = expiry_entry(cursor)?;
+                (shard, Some(entry))
+            }
+            None => (0, None),
+        };
+        // Each task found, with the cursor naming its index entry; one more than a page
+        // tells whether there is a next page.
+        let mut found: Vec<(Task, String)> = Vec::new();
+        let (mut read, mut last_read) = (0, None);
+        while shard < self.settings.lease_shards.max(1) && found.len() <= limit {
+            if read >= IN_FLIGHT_READS {
+                return Ok(TaskPage {
+                    tasks: found.into_iter().map(|(task, _)| task).collect(),
+                    next: last_read,
+                });
+            }
+            let output = self
+                .client
+                .query()
+                .table_name(&self.settings.table)
+                .index_name(EXPIRY_INDEX)
+                .key_condition_expression("#shard = :shard")
+                .expression_attribute_names("#shard", "lease_shard")
+                .expression_attribute_values(":shard", s(format!("LEASE#{shard}")))
+                .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let mut cursors: HashMap<String, String> = HashMap::new();
+            let mut ids = Vec::new();
+            for item in output.items() {
+                let id = task_id_of(item)?;
+                let lease_end = item
+                    .get("lease_expires")
+                    .and_then(|v| v.as_n().ok())
+                    .ok_or_else(|| {
+                        StoreError::Corrupt("an expiry entry without its lease end".into())
+                    })?;
+                let cursor = format!("{shard}/{lease_end}/{id}");
+                last_read = Some(cursor.clone());
+                cursors.insert(id.to_string(), cursor);
+                ids.push(id);
+            }
+            read += ids.len();
+            for task in self.tasks(ids).await? {
+                if task.state == state && found.len() <= limit {
+                    let cursor = cursors.remove(task.id.as_str()).unwrap_or_default();
+                    found.push((task, cursor));
+                }
+            }
+            match output.last_evaluated_key() {
+                Some(last) => start = Some(last.clone()),
+                None => shard += 1,
+            }
+        }
+        let next = (found.len() > limit).then(|| {
+            found.truncate(limit);
+            found
+                .last()
+                .map(|(_, cursor)| cursor.clone())
+                .unwrap_or_default()
+        });
+        Ok(TaskPage {
+            tasks: found.into_iter().map(|(task, _)| task).collect(),
+            next,
+        })
+    }
+
+    /// Reads tasks by id, consistently, in the order given; an undecodable record is
+    /// logged and left out (the supervisor quarantines those with a lease).
+    async fn tasks(&self, ids: Vec<TaskId>) -> Result<Vec<Task>, StoreError> {
+        let (tasks, undecodable) = self.read_tasks(ids).await?;
+        for id in undecodable {
+            error!(task_id = %id, "a task record cannot be decoded: left out");
+        }
+        Ok(tasks)
+    }
+
+    /// Reads tasks by id, consistently, in the order given, and names those whose
+    /// records cannot be decoded.
+    async fn read_tasks(&self, ids: Vec<TaskId>) -> Result<(Vec<Task>, Vec<TaskId>), StoreError> {
+        let mut found: HashMap<String, Task> = HashMap::new();
+        let mut undecodable = Vec::new();
+        for chunk in ids.chunks(100) {
+            let mut pending: Vec<Item> = chunk
+                .iter()
+                .map(|id| {
+                    let (pk, sk) = task_key(id);
+                    key(pk, sk)
+                })
+                .collect();
+            while !pending.is_empty() {
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .projection_expression("#pk, #record")
+                    .expression_attribute_names("#pk", "pk")
+                    .expression_attribute_names("#record", "record")
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                let output = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.settings.table, request)
+                    .send()
+                    .await
+                    .map_err(unavailable)?;
+                for item in output
+                    .responses()
+                    .and_then(|r| r.get(&self.settings.table))
+                    .into_iter()
+                    .flatten()
+                {
+                    match decode_task(item) {
+                        Ok(task) => {
+                            found.insert(task.id.to_string(), task);
+                        }
+                        Err(DecodeError::Garbled(_)) => undecodable.push(task_id_of(item)?),
+                        // Well formed, of a shape this version does not know (a newer
+                        // version's, in a deployment under way): left for it.
+                        Err(DecodeError::Unknown(error)) => {
+                            error!(task_id = %task_id_of(item)?, %error, "a task record of an unknown shape: left as it is");
+                        }
+                    }
+                }
+                if let Some(retry) = output
+                    .unprocessed_keys()
+                    .and_then(|u| u.get(&self.settings.table))
+                {
+                    pending = retry.keys().to_vec();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        let tasks = ids
+            .iter()
+            .filter_map(|id| found.remove(id.as_str()))
+            .collect();
+        Ok((tasks, undecodable))
+    }
+}
+
+fn attribute<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str)
+        .ok_or_else(|| StoreError::Corrupt(format!("item without the text attribute '{name}'")))
+}
+
+/// The task's record as stored: its JSON, deflated. A task's item is billed by the
+/// kilobyte at every write; the record, most of the item, shrinks to about a third,
+/// and a five-step task stays within one write unit.
+fn compress(task: &Task) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |e: std::io::Error| StoreError::Corrupt(e.to_string());
+    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
+    serde_json::to_writer(&mut encoder, task).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    encoder.finish().map_err(corrupt)
+}
+
+/// Why a task's item could not be read.
+#[derive(Debug, thiserror::Error)]
+enum DecodeError {
+    /// Not a record at all: not deflated JSON, or none.
+    #[error("garbled task record: {0}")]
+    Garbled(String),
+    /// Well-formed JSON that is not a task as this version knows one.
+    #[error("task record of an unknown shape: {0}")]
+    Unknown(serde_json::Error),
+}
+
+impl From<DecodeError> for StoreError {
+    fn from(error: DecodeError) -> Self {
+        Self::Corrupt(error.to_string())
+    }
+}
+
+/// The task of an item: its record deflated, or (as first written) plain JSON.
+fn decode_task(item: &Item) -> Result<Task, DecodeError> {
+    let classify = |e: serde_json::Error| match e.classify() {
+        serde_json::error::Category::Data => DecodeError::Unknown(e),
+        _ => DecodeError::Garbled(e.to_string()),
+    };
+    match item.get("record") {
+        Some(AttributeValue::B(deflated)) => {
+            serde_json::from_reader(DeflateDecoder::new(deflated.as_ref())).map_err(classify)
+        }
+        Some(AttributeValue::S(json)) => serde_json::from_str(json).map_err(classify),
+        _ => Err(DecodeError::Garbled("item without its record".into())),
+    }
+}
+
+/// The item, if DynamoDB takes it: at most [`MAX_ITEM`] bytes of names and values
+/// (an over-estimate: numbers are counted as their text).
+fn within_item_limit(id: &TaskId, item: Item) -> Result<Item, StoreError> {
+    let size: usize = item
+        .iter()
+        .map(|(name, value)| {
+            name.len()
+                + match value {
+                    AttributeValue::S(text) | AttributeValue::N(text) => text.len(),
+                    AttributeValue::B(bytes) => bytes.as_ref().len(),
+                    _ => 1,
+                }
+        })
+        .sum();
+    if size > MAX_ITEM {
+        return Err(StoreError::TooLarge(format!(
+            "task {id}: an item of {size} bytes is over the {MAX_ITEM} DynamoDB takes"
+        )));
+    }
+    Ok(item)
+}
+
+fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
+    let pk = attribute(item, "pk")?;
+    pk.strip_prefix("TASK#")
+        .and_then(|id| TaskId::parse(id).ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("'{pk}' is not a task key")))
+}
+
+#[async_trait]
+impl StateStore for DynamoStore {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let (pk, _) = task_key(&task.id);
+        let input =
+            serde_json::to_string(&order.input).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut order_item = key(pk, "ORDER".into());
+        order_item.insert("input".into(), s(input));
+        order_item.insert(
+            "expires_at".into(),
+            n(seconds(self.default_order_expiry(task))),
+        );
+        let order_item = within_item_limit(&task.id, order_item)?;
+        let put = |item: Item, absent: bool| {
+            let put = Put::builder()
+                .table_name(&self.settings.table)
+                .set_item(Some(item));
+            let put = if absent {
+                put.condition_expression("attribute_not_exists(#pk)")
+                    .expression_attribute_names("#pk", "pk")
+            } else {
+                put
+            };
+            put.build()
+                .map(|put| TransactWriteItem::builder().put(put).build())
+                .map_err(|e| StoreError::Unavailable(e.to_string()))
+        };
+        // The task's absence decides; order data left by a task that expired first
+        // is replaced (with the condition on it, that id answered 503 until it went).
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(put(self.task_item(task)?, true)?)
+            .transact_items(put(order_item, false)?)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                if cancellation_reasons(&error).contains(&Some("ConditionalCheckFailed")) {
+                    Err(StoreError::Conflict)
+                } else {
+                    Err(unavailable(error))
+                }
+            }
+        }
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        let (pk, sk) = task_key(id);
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(output.item().map(decode_task).transpose()?)
+    }
+
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        // One query reads both items of the task's partition.
+        let (pk, _) = task_key(id);
+        let output = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_values(":pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let mut task = None;
+        let mut order = None;
+        for item in output.items() {
+            match attribute(item, "sk")? {
+                "TASK" => task = Some(decode_task(item)?),
+                "ORDER" => {
+                    let input = serde_json::from_str(attribute(item, "input")?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    order = Some(Order {
+                        task_id: id.clone(),
+                        input,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(task.zip(order))
+    }
+
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        let Some(order_expiry) = self.order_expiry_change(task) else {
+            let result = self
+                .client
+                .put_item()
+                .table_name(&self.settings.table)
+                .set_item(Some(self.task_item(task)?))
+                .condition_expression("#version = :expected")
+                .expression_attribute_names("#version", "version")
+                .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+                .send()
+                .await;
+            return conditional(result);
+        };
+        // Rare (a task that needs a person, or finishes late): the order data's
+        // expiry moves in the same transaction.
+        let invalid =
+            |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+        let put = Put::builder()
+            .table_name(&self.settings.table)
+            .set_item(Some(self.task_item(task)?))
+            .condition_expression("#version = :expected")
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+            .build()
+            .map_err(invalid)?;
+        let (pk, _) = task_key(&task.id);
+        let order = Update::builder()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, "ORDER".into())))
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#expires", "expires_at");
+        let order = match order_expiry {
+            OrderExpiry::Never => order.update_expression("REMOVE #expires"),
+            OrderExpiry::At(at) => order
+                .update_expression("SET #expires = :at")
+                .expression_attribute_values(":at", n(seconds(at))),
+        }
+        .build()
+        .map_err(invalid)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(order).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => Err(match cancellation_reasons(&error).as_slice() {
+                // Its condition failed, or another write to it was under way: read again.
+                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
+                    StoreError::Conflict
+                }
+                [_, Some("ConditionalCheckFailed")] => {
+                    StoreError::Corrupt(format!("task {}: its order data is missing", task.id))
+                }
+                _ => unavailable(error),
+            }),
+        }
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
+        let mut ids = Vec::new();
+        for shard in 0..self.settings.lease_shards.max(1) {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.settings.table)
+                .index_name(EXPIRY_INDEX)
+                .key_condition_expression("#shard = :shard AND #expires <= :now")
+                .expression_attribute_names("#shard", "lease_shard")
+                .expression_attribute_names("#expires", "lease_expires")
+                .expression_attribute_values(":shard", s(format!("LEASE#{shard}")))
+                .expression_attribute_values(":now", n(now.0))
+                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for item in output.items() {
+                ids.push(task_id_of(item)?);
+            }
+        }
+        // The index is eventually consistent: read the tasks themselves, and keep
+        // only those still expired.
+        let (tasks, undecodable) = self.read_tasks(ids).await?;
+        let mut tasks: Vec<Task> = tasks
+            .into_iter()
+            .filter(|t| t.complete_by.is_some_and(|at| at <= now))
+            .collect();
+        tasks.sort_by_key(|t| t.complete_by);
+        tasks.truncate(limit);
+        Ok(Expired { tasks, undecodable })
+    }
+
+    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
+        let (pk, sk) = task_key(id);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, sk)))
+            .update_expression("REMOVE #shard, #expires SET #quarantined = :yes")
+            .condition_expression("attribute_exists(#shard)")
+            .expression_attribute_names("#shard", "lease_shard")
+            .expression_attribute_names("#expires", "lease_expires")
+            .expression_attribute_names("#quarantined", "quarantined")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Off the index already: quarantined by another sweep.
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        match state {
+            TaskState::Error => self.list_in_error(limit, after).await,
+            TaskState::Processed => Ok(TaskPage {
+                tasks: Vec::new(),
+                next: None,
+            }),
+            TaskState::Pending | TaskState::Processing | TaskState::Compensating => {
+                self.list_in_flight(state, limit, after).await
+            }
+        }
+    }
+
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let digest = workflow.digest();
+        let item = HashMap::from([
+            ("pk".to_owned(), s(format!("WORKFLOW#{}", workflow.name))),
+            ("sk".to_owned(), s(format!("V#{:010}", workflow.version))),
+            ("digest".to_owned(), s(digest.clone())),
+            ("source".to_owned(), s(workflow.source.clone())),
+        ]);
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR #digest = :digest")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#digest", "digest")
+            .expression_attribute_values(":digest", s(digest))
+            .send()
+            .await;
+        conditional(result)
+    }
+
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(
+                format!("WORKFLOW#{name}"),
+                format!("V#{version:010}"),
+            )))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        output
+            .item()
+            .map(|item| attribute(item, "source").map(str::to_owned))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_ends_at_the_end_of_its_tasks_bucket() {
+        let bucket = Duration::from_secs(10);
+        let created = Timestamp(23_000);
+        let end = |at| bucket_end(Timestamp(at), created, bucket);
+        assert_eq!(end(23_000), 23_000);
+        assert_eq!(end(23_001), 33_000);
+        assert_eq!(
+            (end(26_000), end(32_999), end(33_000)),
+            (33_000, 33_000, 33_000),
+            "one bucket from the creation, whatever the epoch's buckets"
+        );
+        assert_eq!(end(33_001), 43_000);
+        assert_eq!(
+            end(21_000),
+            23_000,
+            "an end before the creation: a clock skew"
+        );
+        assert_eq!(
+            bucket_end(Timestamp(29_999), created, Duration::ZERO),
+            29_999,
+            "no bucket: the exact end"
+        );
+    }
+
+    #[test]
+    fn order_data_expires_after_its_task_and_neither_while_a_person_is_needed() {
+        use sas_core::domain::task::StepState;
+        let sdk = sas_lambda::sdk::sdk_config(|name| match name {
+            "AWS_REGION" => Some("eu-west-1".into()),
+            "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".into()),
+            _ => None,
+        })
+        .expect("an SDK configuration");
+        let day = Duration::from_secs(86_400);
+        let store = DynamoStore::new(
+            &sdk,
+            TableSettings {
+                table: "t".into(),
+                lease_shards: 1,
+                lease_bucket: Duration::ZERO,
+                retention: day * 30,
+            },
+        );
+        let workflow = sas_core::domain::workflow::Registry::built_in()
+            .latest("drone-delivery")
+            .expect("drone delivery");
+        let submission = sas_core::domain::decide::Submission {
+            id: TaskId::parse("t").expect("id"),
+            input: serde_json::json!({}),
+            notify: None,
+        };
+        let created = Timestamp(1_800_000_000_000);
+        let (task, _, _) = sas_core::domain::decide::submit(&workflow, submission, created);
+        let finished = |at: Timestamp, f: &dyn Fn(&mut Task)| {
+            let mut done = task.clone();
+            done.state = TaskState::Processed;
+            done.complete_by = None;
+            done.updated_at = at;
+            f(&mut done);
+            done
+        };
+
+        let on_time = finished(created.plus(day), &|_| {});
+        assert_eq!(store.task_expiry(&on_time), Some(created.plus(day * 31)));
+        assert_eq!(
+            store.order_expiry_change(&on_time),
+            None,
+            "the order's own expiry holds"
+        );
+
+        let late = finished(created.plus(day * 31), &|_| {});
+        assert_eq!(
+            store.order_expiry_change(&late),
+            Some(OrderExpiry::At(created.plus(day * 91))),
+            "moved past its task's"
+        );
+        let resubmitted = finished(created.plus(day), &|t| t.run = 2);
+        assert_eq!(
+            store.order_expiry_change(&resubmitted),
+            Some(OrderExpiry::At(created.plus(day * 61)))
+        );
+
+        let needs_a_person = finished(created.plus(day), &|t| {
+            t.state = TaskState::Error;
+            t.steps[1].state = StepState::CompensationFailed;
+        });
+        assert_eq!(store.task_expiry(&needs_a_person), None);
+        assert_eq!(
+            store.order_expiry_change(&needs_a_person),
+            Some(OrderExpiry::Never)
+        );
+
+        let alert_pending = finished(created.plus(day), &|t| {
+            t.state = TaskState::Error;
+            t.complete_by = Some(created.plus(day * 2));
+        });
+        assert_eq!(
+            store.task_expiry(&alert_pending),
+            None,
+            "kept while its alert is due"
+        );
+        assert_eq!(store.order_expiry_change(&alert_pending), None);
+    }
+
+    #[test]
+    fn a_record_is_read_deflated_or_as_first_written() {
+        let workflow = sas_core::domain::workflow::Registry::built_in()
+            .latest("drone-delivery")
+            .expect("drone delivery");
+        let submission = sas_core::domain::decide::Submission {
+            id: TaskId::parse("kept").expect("id"),
+            input: serde_json::json!({}),
+            notify: None,
+        };
+        let (task, _, _) = sas_core::domain::decide::submit(&workflow, submission, Timestamp(0));
+        let deflated = compress(&task).expect("deflated");
+        let json = serde_json::to_string(&task).expect("json");
+        assert!(
+            deflated.len() * 2 < json.len(),
+            "deflate halves it at least"
+        );
+        let item = |record| HashMap::from([("record".to_owned(), record)]);
+        assert_eq!(
+            decode_task(&item(AttributeValue::B(Blob::new(deflated)))).expect("deflated"),
+            task
+        );
+        assert_eq!(
+            decode_task(&item(AttributeValue::S(json))).expect("plain"),
+            task
+        );
+        assert!(matches!(
+            decode_task(&item(AttributeValue::N("1".into()))),
+            Err(DecodeError::Garbled(_))
+        ));
+        assert!(
+            matches!(
+                decode_task(&item(AttributeValue::S(
+                    r#"{"id": "t", "state": "Teleported"}"#.into()
+                ))),
+                Err(DecodeError::Unknown(_))
+            ),
+            "well formed, of another version's shape: not to be quarantined"
+        );
+    }
+}

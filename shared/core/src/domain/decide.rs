@@ -1,0 +1,1140 @@
+//! The decisions of submission, scheduler, supervisor and operator: each reads a
+//! task's state and returns its next state and the effects to perform after it is
+//! written. Nothing here does I/O or reads a clock.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::ids::{QueueName, TaskId};
+use super::limits;
+use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
+use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
+use super::workflow::Workflow;
+use crate::time::Timestamp;
+
+/// How long an alert may stay unpublished before the supervisor raises it again; then
+/// as long as it has been waiting (the waits double), up to [`MAX_ALERT_REDELIVERY`].
+pub const ALERT_REDELIVERY: Duration = Duration::from_secs(60);
+
+/// The longest wait before an unpublished alert is raised again.
+pub const MAX_ALERT_REDELIVERY: Duration = Duration::from_secs(3600);
+
+/// Something to do once the new state is written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send a request to an agent. Must be sent: a lease covers its loss.
+    Dispatch(AgentRequest),
+    /// Ask a scheduler to pick the task up after `delay`. Must be sent: a lease covers its loss.
+    Schedule {
+        /// The task.
+        task_id: TaskId,
+        /// How long the message stays invisible.
+        delay: Duration,
+    },
+    /// Tell the caller of a status change; best effort.
+    Notify {
+        /// The caller's queue.
+        queue: QueueName,
+        /// The status.
+        notification: Notification,
+    },
+    /// Alert an operator.
+    Alert(Alert),
+    /// Ask a scheduler to check the task's lease when it ends, `at`; best effort:
+    /// the supervisor's sweep finds a lease whose deadline message was lost.
+    Deadline {
+        /// The task.
+        task_id: TaskId,
+        /// The lease's end.
+        at: Timestamp,
+    },
+}
+
+/// A decision: the task's next state, if it changes, and the effects to perform
+/// once that state is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The state to write, conditional on the version that was read.
+    pub next: Option<Task>,
+    /// What to do after the write succeeds.
+    pub effects: Vec<Effect>,
+    /// What was decided, for logs and metrics.
+    pub verdict: &'static str,
+}
+
+impl Decision {
+    fn ignore(verdict: &'static str) -> Self {
+        Self {
+            next: None,
+            effects: Vec::new(),
+            verdict,
+        }
+    }
+}
+
+/// A task being changed: the copy to write and the effects it gathers.
+struct Change {
+    task: Task,
+    effects: Vec<Effect>,
+    now: Timestamp,
+}
+
+impl Change {
+    fn of(task: &Task, now: Timestamp) -> Self {
+        let mut task = task.clone();
+        task.version += 1;
+        task.updated_at = now;
+        Self {
+            task,
+            effects: Vec::new(),
+            now,
+        }
+    }
+
+    /// The decision, with a deadline message for a lease the change takes.
+    fn done(mut self, verdict: &'static str) -> Decision {
+        self.watch_lease();
+        Decision {
+            next: Some(self.task),
+            effects: self.effects,
+            verdict,
+        }
+    }
+
+    /// Asks for a deadline message for the task's lease unless the message on its
+    /// way watches it: one due later than now and no later than the lease's end, which
+    /// comes early and follows the lease ([`on_deadline`]). So a task has one message
+    /// at a time, and another only for a lease ending sooner, or once its message is
+    /// spent (or lost: the supervisor found the lease expired).
+    fn watch_lease(&mut self) {
+        let Some(at) = self.task.complete_by else {
+            return;
+        };
+        let watched = self
+            .task
+            .deadline
+            .is_some_and(|due| due > self.now && due <= at);
+        if !watched {
+            self.task.deadline = Some(at);
+            self.effects.push(Effect::Deadline {
+                task_id: self.task.id.clone(),
+                at,
+            });
+        }
+    }
+
+    /// Moves the task to `state`, telling the caller.
+    fn set_state(&mut self, state: TaskState) {
+        if self.task.state == state {
+            return;
+        }
+        self.task.state = state;
+        self.notify();
+    }
+
+    /// Tells the caller the task's state, as this change writes it.
+    fn notify(&mut self) {
+        let state = self.task.state;
+        if let Some(queue) = &self.task.notify {
+            self.effects.push(Effect::Notify {
+                queue: queue.clone(),
+                notification: Notification {
+                    task_id: self.task.id.clone(),
+                    state,
+                    version: self.task.version,
+                    error: self.task.error.clone(),
+                    at: self.now,
+                },
+            });
+        }
+    }
+
+    /// Releases the task to wait for a scheduler after `delay`, with a lease that
+    /// lets the supervisor send it again if nobody picks it up.
+    fn release(&mut self, workflow: &Workflow, delay: Duration) {
+        self.task.locked_by = None;
+        self.task.complete_by = Some(self.now.plus(delay + workflow.pickup_timeout));
+        self.effects.push(Effect::Schedule {
+            task_id: self.task.id.clone(),
+            delay,
+        });
+    }
+
+    /// Runs the task on from where it is: the next step, the next compensation,
+    /// or its end.
+    fn advance(&mut self, workflow: &Workflow, order: &Order) {
+        match self.task.state {
+            TaskState::Processing | TaskState::Pending => {
+                self.set_state(TaskState::Processing);
+                match self
+                    .task
+                    .steps
+                    .iter()
+                    .position(|s| s.state != StepState::Processed)
+                {
+                    Some(index) => self.dispatch(workflow, order, index, Operation::Call),
+                    None => self.finish(TaskState::Processed),
+                }
+            }
+            TaskState::Compensating => {
+                let undo = self.task.steps.iter().enumerate().rposition(|(i, s)| {
+                    matches!(
+                        s.state,
+                        StepState::Processed | StepState::TimedOut | StepState::Unusable
+                    ) && workflow.steps[i].compensation.is_some()
+                });
+                match undo {
+                    Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
+                    None => self.finish(TaskState::Error),
+                }
+            }
+            TaskState::Processed | TaskState::Error => {}
+        }
+    }
+
+    fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
+        let definition = &workflow.steps[index];
+        let complete_by = self.now.plus(definition.complete_by);
+        let results: Map<String, Value> = self
+            .task
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.name.clone(), s.output.clone()?)))
+            .collect();
+        let (path, key_suffix) = match operation {
+            Operation::Call => (definition.call.clone(), ""),
+            Operation::Compensate => (
+                definition.compensation.clone().unwrap_or_default(),
+                "/compensate",
+            ),
+        };
+        let task = &mut self.task;
+        let step = &mut task.steps[index];
+        step.state = match operation {
+            Operation::Call => StepState::Processing,
+            Operation::Compensate => {
+                step.undoing = Some(step.state);
+                StepState::Compensating
+            }
+        };
+        step.attempt += 1;
+        step.complete_by = Some(complete_by);
+        step.started_at = Some(self.now);
+        task.complete_by = Some(complete_by);
+        self.effects.push(Effect::Dispatch(AgentRequest {
+            task_id: task.id.clone(),
+            run: task.run,
+            step: index,
+            step_name: definition.name.clone(),
+            attempt: step.attempt,
+            operation,
+            agent: definition.agent.clone(),
+            path,
+            complete_by,
+            idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
+            retry: definition.retry.clone(),
+            payload: json!({
+                "task_id": task.id,
+                "step": definition.name,
+                "input": order.input,
+                "results": results,
+            }),
+        }));
+    }
+
+    fn finish(&mut self, state: TaskState) {
+        self.task.locked_by = None;
+        self.task.complete_by = None;
+        self.set_state(state);
+        if state == TaskState::Error {
+            let compensation_failed = self
+                .task
+                .steps
+                .iter()
+                .filter(|s| s.state == StepState::CompensationFailed)
+                .map(|s| s.name.clone())
+                .collect();
+            self.raise(Alert {
+                task_id: self.task.id.clone(),
+                run: self.task.run,
+                workflow: self.task.workflow.name.clone(),
+                reason: self.task.error.clone().unwrap_or_default(),
+                compensation_failed,
+                at: self.now,
+            });
+        }
+    }
+
+    /// Alerts an operator, and keeps the alert in the task with a lease until it is
+    /// published ([`alert_published`]); the supervisor raises it again
+    /// ([`on_expired`]) if the lease expires first.
+    fn raise(&mut self, alert: Alert) {
+        let waiting = alert.at.until(self.now);
+        let wait = waiting.clamp(ALERT_REDELIVERY, MAX_ALERT_REDELIVERY);
+        self.task.complete_by = Some(self.now.plus(wait));
+        self.task.pending_alert = Some(alert.clone());
+        self.effects.push(Effect::Alert(alert));
+    }
+}
+
+/// A submission, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    /// The task's identifier.
+    pub id: TaskId,
+    /// The input, checked against the workflow.
+    pub input: Value,
+    /// The caller's notification queue.
+    pub notify: Option<QueueName>,
+}
+
+impl Submission {
+    /// A digest of what was asked, the same for the same request sent again.
+    #[must_use]
+    pub fn fingerprint(&self, workflow: &str) -> String {
+        let canonical = json!({ "workflow": workflow, "input": self.input, "notify": self.notify });
+        super::workflow::sha256_hex(&canonical.to_string())
+    }
+}
+
+/// A new task for `submission`: its state, its order data, and the effects
+/// (a message to the schedulers, the caller told it is Pending).
+#[must_use]
+pub fn submit(
+    workflow: &Workflow,
+    submission: Submission,
+    now: Timestamp,
+) -> (Task, Order, Vec<Effect>) {
+    let task = Task {
+        id: submission.id.clone(),
+        version: 0,
+        write_id: 0,
+        workflow: WorkflowRef {
+            name: workflow.name.clone(),
+            version: workflow.version,
+        },
+        fingerprint: submission.fingerprint(&workflow.name),
+        notify: submission.notify.clone(),
+        state: TaskState::Pending,
+        locked_by: None,
+        complete_by: None,
+        deadline: None,
+        failure_count: 0,
+        run: 1,
+        steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
+        error: None,
+        pending_alert: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let mut change = Change::of(&task, now);
+    change.release(workflow, Duration::ZERO);
+    change.notify();
+    change.watch_lease();
+    let order = Order {
+        task_id: submission.id,
+        input: submission.input,
+    };
+    (change.task, order, change.effects)
+}
+
+/// The scheduler, on a Run message: claims the task if it waits for a scheduler
+/// and sends its next step (or compensation) to an agent.
+#[must_use]
+pub fn on_run(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    instance: &str,
+    now: Timestamp,
+) -> Decision {
+    if task.locked_by.is_some()
+        || !matches!(task.state, TaskState::Pending | TaskState::Compensating)
+    {
+        return Decision::ignore("not waiting for a scheduler");
+    }
+    let mut change = Change::of(task, now);
+    change.task.locked_by = Some(instance.to_owned());
+    change.advance(workflow, order);
+    change.done("claimed")
+}
+
+/// The scheduler, on an agent's response: records the step's result and moves on.
+/// A response for another run or attempt, or for a step no longer running, is stale.
+#[must_use]
+pub fn on_response(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    response: &AgentResponse,
+    now: Timestamp,
+) -> Decision {
+    let expected = match response.operation {
+        Operation::Call => StepState::Processing,
+        Operation::Compensate => StepState::Compensating,
+    };
+    let current = task.steps.get(response.step).is_some_and(|step| {
+        step.state == expected && step.attempt == response.attempt && task.run == response.run
+    });
+    if !current || task.locked_by.is_none() {
+        return Decision::ignore("stale response");
+    }
+    let mut change = Change::of(task, now);
+    // An answer too large to keep is refused here, whichever agent sent it.
+    let outcome = match (&response.outcome, response.operation) {
+        (Outcome::Succeeded { output }, Operation::Call) => {
+            limits::output_refusal(limits::json_size(output), task_data_size(order, task))
+                .map_or_else(
+                    || response.outcome.clone(),
+                    |error| Outcome::Unusable { error },
+                )
+        }
+        _ => response.outcome.clone(),
+    };
+    let step = &mut change.task.steps[response.step];
+    step.finished_at = Some(now);
+    step.complete_by = None;
+    match (&outcome, response.operation) {
+        (Outcome::Succeeded { output }, Operation::Call) => {
+            step.state = StepState::Processed;
+            step.output = Some(output.clone());
+        }
+        (Outcome::Unusable { error }, Operation::Call) => {
+            step.state = StepState::Unusable;
+            step.error = Some(error.clone());
+            change.task.error = Some(format!("step '{}': {error}", step.name));
+            change.set_state(TaskState::Compensating);
+        }
+        (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
+            step.state = StepState::Compensated;
+        }
+        (Outcome::Failed { error }, Operation::Call) => {
+            step.state = StepState::Error;
+            step.error = Some(error.clone());
+            change.task.error = Some(format!("step '{}' failed: {error}", step.name));
+            change.set_state(TaskState::Compensating);
+        }
+        (Outcome::Failed { error }, Operation::Compensate) => {
+            step.state = StepState::CompensationFailed;
+            step.error = Some(format!("compensation failed: {error}"));
+        }
+    }
+    change.advance(workflow, order);
+    change.done("recorded")
+}
+
+/// The supervisor, on a task whose lease has expired: sends it again if it was
+/// waiting for a scheduler; otherwise counts a failure of its running step and
+/// retries it, or past the step's threshold gives it up and compensates. A task in
+/// Error whose alert is not yet published has it raised again.
+#[must_use]
+pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
+    let expired = task.complete_by.is_some_and(|at| at <= now);
+    if let Some(alert) = task.pending_alert.as_ref().filter(|_| expired) {
+        // The task reached Error and its alert was not published: publish it again,
+        // with the caller's notification, after taking a new lease for the next try.
+        let mut change = Change::of(task, now);
+        change.notify();
+        change.raise(alert.clone());
+        return change.done("alerted again");
+    }
+    if task.state.is_final() || !expired {
+        return Decision::ignore("lease live");
+    }
+    let mut change = Change::of(task, now);
+    let Some(index) = task.running_step().filter(|_| task.locked_by.is_some()) else {
+        change.release(workflow, Duration::ZERO);
+        return change.done("sent again");
+    };
+    let supervision = &workflow.steps[index].supervision;
+    change.task.failure_count += 1;
+    let step = &mut change.task.steps[index];
+    step.complete_by = None;
+    let compensating = step.state == StepState::Compensating;
+    let failures = if compensating {
+        &mut step.compensation_failure_count
+    } else {
+        &mut step.failure_count
+    };
+    *failures += 1;
+    let failures = *failures;
+    if failures > supervision.failure_threshold {
+        let reason = format!("timed out {failures} times");
+        step.finished_at = Some(now);
+        if compensating {
+            step.state = StepState::CompensationFailed;
+            step.error = Some(format!("compensation {reason}"));
+        } else {
+            step.state = StepState::TimedOut;
+            change.task.error = Some(format!("step '{}' {reason}", step.name));
+            step.error = Some(reason);
+            change.set_state(TaskState::Compensating);
+        }
+        change.release(workflow, Duration::ZERO);
+        return change.done("gave up");
+    }
+    if compensating {
+        step.state = step.undoing.unwrap_or(StepState::Processed);
+    } else {
+        step.state = StepState::Pending;
+        change.set_state(TaskState::Pending);
+    }
+    let delay = if failures == supervision.failure_threshold {
+        supervision.extended_wait
+    } else {
+        supervision.retry_delay
+    };
+    change.release(workflow, delay);
+    change.done("retry")
+}
+
+/// A scheduler, on the deadline message for a lease ending `at`: a message the task
+/// no longer waits for (another watches its lease) is dropped. Otherwise it is spent:
+/// the lease is acted on as the supervisor would ([`on_expired`]), and whatever lease
+/// the task then has gets a message of its own (a message that came early, the lease
+/// having moved on, is followed by one for the new end). A task without a lease ends
+/// the chain.
+#[must_use]
+pub fn on_deadline(task: &Task, workflow: &Workflow, at: Timestamp, now: Timestamp) -> Decision {
+    if task.deadline != Some(at) {
+        return Decision::ignore("deadline superseded");
+    }
+    let decision = on_expired(task, workflow, now);
+    if decision.next.is_some() || task.complete_by.is_none() {
+        return decision;
+    }
+    // The lease moved on: the next message, for its end.
+    Change::of(task, now).done("deadline moved")
+}
+
+/// Once `alert` is published: the task keeps it no longer, nor the lease that
+/// would have it raised again. Nothing to do when it was cleared already (a
+/// duplicate publication, or the task resubmitted meanwhile).
+#[must_use]
+pub fn alert_published(task: &Task, alert: &Alert, now: Timestamp) -> Decision {
+    if task.pending_alert.as_ref() != Some(alert) {
+        return Decision::ignore("alert cleared already");
+    }
+    let mut change = Change::of(task, now);
+    change.task.pending_alert = None;
+    change.task.complete_by = None;
+    change.done("alert published")
+}
+
+/// The bytes of the data an agent request carries: the input and the outputs kept.
+fn task_data_size(order: &Order, task: &Task) -> usize {
+    limits::json_size(&order.input)
+        + task
+            .steps
+            .iter()
+            .filter_map(|s| s.output.as_ref())
+            .map(limits::json_size)
+            .sum::<usize>()
+}
+
+/// Why an operator's resubmission was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("only a task in Error can be resubmitted; this one is {0:?}")]
+pub struct NotInError(pub TaskState);
+
+/// An operator restarts a task in Error from its first step whose effect is not in
+/// place (failed, timed out or compensated), in a new run with new idempotency keys.
+///
+/// # Errors
+/// [`NotInError`] when the task is not in Error.
+pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Decision, NotInError> {
+    if task.state != TaskState::Error {
+        return Err(NotInError(task.state));
+    }
+    let mut change = Change::of(task, now);
+    change.task.run += 1;
+    change.task.failure_count = 0;
+    change.task.error = None;
+    change.task.pending_alert = None;
+    for step in &mut change.task.steps {
+        if step.state != StepState::Processed {
+            *step = Step::new(&step.name);
+        }
+    }
+    change.set_state(TaskState::Pending);
+    change.release(workflow, Duration::ZERO);
+    Ok(change.done("resubmitted"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::workflow::Registry;
+
+    fn drone() -> std::sync::Arc<Workflow> {
+        Registry::built_in()
+            .latest("drone-delivery")
+            .expect("drone")
+    }
+
+    fn submission(notify: bool) -> Submission {
+        Submission {
+            id: TaskId::parse("t1").expect("id"),
+            input: json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
+            notify: notify.then(|| QueueName::parse("mine").expect("queue")),
+        }
+    }
+
+    fn dispatched(decision: &Decision) -> Vec<&AgentRequest> {
+        decision
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Dispatch(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn respond(request: &AgentRequest, outcome: Outcome) -> AgentResponse {
+        AgentResponse {
+            task_id: request.task_id.clone(),
+            run: request.run,
+            step: request.step,
+            attempt: request.attempt,
+            operation: request.operation,
+            outcome,
+        }
+    }
+
+    fn ok() -> Outcome {
+        Outcome::Succeeded {
+            output: json!({"ok": true}),
+        }
+    }
+
+    /// Runs a new task through `on_run` and the first `steps` successful responses.
+    fn run_to(workflow: &Workflow, steps: usize, now: Timestamp) -> (Task, Order, AgentRequest) {
+        let (task, order, _) = submit(workflow, submission(true), now);
+        let claim = on_run(&task, workflow, &order, "s1", now);
+        let mut task = claim.next.clone().expect("claimed");
+        let mut request = dispatched(&claim)[0].clone();
+        for _ in 0..steps {
+            let decision = on_response(&task, workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("recorded");
+            request = dispatched(&decision)[0].clone();
+        }
+        (task, order, request)
+    }
+
+    #[test]
+    fn a_task_runs_its_steps_in_order_to_processed() {
+        let workflow = drone();
+        let now = Timestamp(1_000);
+        let (task, order, effects) = submit(&workflow, submission(true), now);
+        assert_eq!(
+            (task.state, task.version, task.locked_by.as_deref()),
+            (TaskState::Pending, 1, None)
+        );
+        assert_eq!(
+            task.complete_by,
+            Some(now.plus(workflow.pickup_timeout)),
+            "a pickup lease"
+        );
+        assert!(matches!(effects[0], Effect::Schedule { .. }));
+        assert!(
+            matches!(&effects[1], Effect::Notify { notification, .. } if notification.state == TaskState::Pending)
+        );
+
+        let claim = on_run(&task, &workflow, &order, "s1", now);
+        let mut task = claim.next.clone().expect("claimed");
+        assert_eq!(
+            (task.state, task.locked_by.as_deref(), task.version),
+            (TaskState::Processing, Some("s1"), 2)
+        );
+        let mut request = dispatched(&claim)[0].clone();
+        let mut order_seen = vec![];
+        loop {
+            order_seen.push(request.step_name.clone());
+            assert_eq!(
+                request.idempotency_key,
+                format!("t1/1/{}", request.step_name)
+            );
+            assert_eq!(
+                task.complete_by,
+                Some(request.complete_by),
+                "the task's lease is the step's"
+            );
+            let decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("recorded");
+            match dispatched(&decision).first() {
+                Some(next) => request = (*next).clone(),
+                None => break,
+            }
+        }
+        let names: Vec<_> = workflow.steps.iter().map(|s| s.name.clone()).collect();
+        assert_eq!(order_seen, names);
+        assert_eq!(
+            (task.state, task.locked_by.clone(), task.complete_by),
+            (TaskState::Processed, None, None)
+        );
+        assert!(
+            task.steps
+                .iter()
+                .all(|s| s.state == StepState::Processed && s.attempt == 1)
+        );
+    }
+
+    #[test]
+    fn duplicate_and_stale_messages_change_nothing() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 1, now);
+        assert_eq!(
+            on_run(&task, &workflow, &order, "s2", now).next,
+            None,
+            "a second claim"
+        );
+        let previous = AgentRequest {
+            step: 0,
+            step_name: "check-account".into(),
+            attempt: 1,
+            ..request.clone()
+        };
+        assert_eq!(
+            on_response(&task, &workflow, &order, &respond(&previous, ok()), now).next,
+            None,
+            "a duplicate response"
+        );
+        let old_attempt = AgentRequest {
+            attempt: 0,
+            ..request.clone()
+        };
+        assert_eq!(
+            on_response(&task, &workflow, &order, &respond(&old_attempt, ok()), now).next,
+            None
+        );
+        let old_run = AgentRequest { run: 0, ..request };
+        assert_eq!(
+            on_response(&task, &workflow, &order, &respond(&old_run, ok()), now).next,
+            None
+        );
+    }
+
+    #[test]
+    fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
+        let workflow = drone();
+        let threshold = workflow.steps[3].supervision.failure_threshold;
+        let mut now = Timestamp(0);
+        let (mut task, order, mut request) = run_to(&workflow, 3, now);
+        assert_eq!(request.step_name, "schedule-drone");
+        assert_eq!(
+            on_expired(&task, &workflow, now).next,
+            None,
+            "the lease is live"
+        );
+        for failure in 1..=threshold {
+            now = request.complete_by;
+            let decision = on_expired(&task, &workflow, now);
+            task = decision.next.clone().expect("retry");
+            assert_eq!(decision.verdict, "retry");
+            assert_eq!(
+                (task.state, task.locked_by.clone()),
+                (TaskState::Pending, None)
+            );
+            assert_eq!(
+                (task.steps[3].failure_count, task.failure_count),
+                (failure, failure)
+            );
+            let wait = if failure == threshold {
+                workflow.steps[3].supervision.extended_wait
+            } else {
+                Duration::ZERO
+            };
+            assert!(decision.effects.contains(&Effect::Schedule {
+                task_id: task.id.clone(),
+                delay: wait
+            }));
+            let claim = on_run(&task, &workflow, &order, "s2", now);
+            task = claim.next.clone().expect("claimed again");
+            request = dispatched(&claim)[0].clone();
+            assert_eq!((request.step, request.attempt), (3, failure + 1));
+            assert_eq!(
+                request.idempotency_key, "t1/1/schedule-drone",
+                "the same key on every attempt"
+            );
+        }
+        now = request.complete_by;
+        let decision = on_expired(&task, &workflow, now);
+        task = decision.next.clone().expect("gave up");
+        assert_eq!(decision.verdict, "gave up");
+        assert_eq!(task.steps[3].failure_count, threshold + 1);
+        assert_eq!(
+            (task.state, task.steps[3].state),
+            (TaskState::Compensating, StepState::TimedOut)
+        );
+
+        // Compensation runs in reverse order: the timed-out drone, then the package.
+        let claim = on_run(&task, &workflow, &order, "s3", now);
+        task = claim.next.clone().expect("claimed for compensation");
+        let mut undone = vec![];
+        let mut decision = claim;
+        while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+            assert_eq!(request.operation, Operation::Compensate);
+            assert!(request.idempotency_key.ends_with("/compensate"));
+            undone.push(request.step_name.clone());
+            decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("compensated");
+        }
+        assert_eq!(undone, ["schedule-drone", "create-package"]);
+        let alert = alert_of(&decision).expect("alerted");
+        assert_eq!(alert.reason, "step 'schedule-drone' timed out 4 times");
+        assert_eq!(
+            (task.state, task.locked_by.clone(), task.complete_by),
+            (TaskState::Error, None, Some(now.plus(ALERT_REDELIVERY))),
+            "a lease until the alert is published"
+        );
+        assert_eq!(task.pending_alert.as_ref(), Some(&alert));
+    }
+
+    fn alert_of(decision: &Decision) -> Option<Alert> {
+        decision.effects.iter().find_map(|e| match e {
+            Effect::Alert(a) => Some(a.clone()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_timed_out_step_whose_compensation_times_out_is_still_timed_out() {
+        let workflow = drone();
+        let threshold = workflow.steps[3].supervision.failure_threshold;
+        let (mut task, order, mut request) = run_to(&workflow, 3, Timestamp(0));
+        let mut now = Timestamp(0);
+        for _ in 0..=threshold {
+            now = request.complete_by;
+            task = on_expired(&task, &workflow, now).next.expect("expired");
+            let claim = on_run(&task, &workflow, &order, "s", now);
+            task = claim.next.clone().expect("claimed");
+            request = dispatched(&claim)[0].clone();
+        }
+        assert_eq!(request.operation, Operation::Compensate, "gave up, undoing");
+        assert_eq!(task.steps[3].state, StepState::Compensating);
+
+        let decision = on_expired(&task, &workflow, request.complete_by);
+        assert_eq!(decision.verdict, "retry");
+        let task = decision.next.expect("to be undone again");
+        assert_eq!(
+            task.steps[3].state,
+            StepState::TimedOut,
+            "as it was, not Processed"
+        );
+        let claim = on_run(&task, &workflow, &order, "s", now);
+        assert_eq!(
+            (dispatched(&claim)[0].step, dispatched(&claim)[0].operation),
+            (3, Operation::Compensate),
+            "undone again"
+        );
+    }
+
+    /// A JSON string output whose text has exactly `bytes` bytes.
+    fn output_of(bytes: usize) -> Outcome {
+        Outcome::Succeeded {
+            output: json!("x".repeat(bytes - 2)),
+        }
+    }
+
+    #[test]
+    fn an_answer_too_large_to_keep_is_oversized_and_compensated_with_the_steps_before() {
+        use crate::domain::limits::{MAX_STEP_OUTPUT, MAX_TASK_DATA};
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 3, now);
+        assert_eq!(request.step_name, "schedule-drone");
+        let at_limit = on_response(
+            &task,
+            &workflow,
+            &order,
+            &respond(&request, output_of(MAX_STEP_OUTPUT)),
+            now,
+        );
+        let kept = at_limit.next.expect("recorded");
+        assert_eq!(kept.steps[3].state, StepState::Processed, "at the limit");
+
+        let over = on_response(
+            &task,
+            &workflow,
+            &order,
+            &respond(&request, output_of(MAX_STEP_OUTPUT + 1)),
+            now,
+        );
+        let refused = over.next.clone().expect("recorded");
+        assert_eq!(
+            refused.steps[3].state,
+            StepState::Compensating,
+            "Unusable, and its compensation sent at once"
+        );
+        assert_eq!(refused.steps[3].output, None, "not kept");
+        assert!(
+            refused.steps[3]
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("65537 bytes")),
+            "{:?}",
+            refused.steps[3].error
+        );
+        assert_eq!(refused.state, TaskState::Compensating);
+        let undo = dispatched(&over);
+        assert_eq!(
+            (undo[0].step_name.as_str(), undo[0].operation),
+            ("schedule-drone", Operation::Compensate),
+            "its effect is in place: undone first"
+        );
+
+        // Outputs each within the limit, together over what a task may carry.
+        let each = MAX_STEP_OUTPUT - 1_000;
+        let (mut task, order, mut request) = run_to(&workflow, 0, now);
+        let mut decision = None;
+        for step in 0..4 {
+            let d = on_response(
+                &task,
+                &workflow,
+                &order,
+                &respond(&request, output_of(each)),
+                now,
+            );
+            task = d.next.clone().expect("recorded");
+            let total = limits::json_size(&order.input) + each * (step + 1);
+            if total > MAX_TASK_DATA {
+                assert!(
+                    task.steps[step]
+                        .error
+                        .as_deref()
+                        .is_some_and(|e| e.contains("a task may carry")),
+                    "step {step}: {:?}",
+                    task.steps[step]
+                );
+                decision = Some(d);
+                break;
+            }
+            assert_eq!(task.steps[step].state, StepState::Processed, "step {step}");
+            request = dispatched(&d)[0].clone();
+        }
+        let decision = decision.expect("the fourth output crosses the task's limit");
+        assert_eq!(task.state, TaskState::Compensating);
+        let undo = dispatched(&decision);
+        assert_eq!(undo[0].step_name, "schedule-drone");
+        assert!(
+            serde_json::to_vec(undo[0]).expect("json").len() < crate::domain::limits::MAX_MESSAGE,
+            "the compensation fits in a message"
+        );
+    }
+
+    #[test]
+    fn an_alert_not_published_is_raised_again_until_it_is() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 0, now);
+        let failed = Outcome::Failed {
+            error: "no such account".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let alert = alert_of(&decision).expect("alerted");
+        let in_error = decision.next.expect("in Error");
+        assert_eq!(in_error.state, TaskState::Error);
+
+        let early = now.plus(ALERT_REDELIVERY - Duration::from_millis(1));
+        assert_eq!(on_expired(&in_error, &workflow, early).next, None);
+        let late = now.plus(ALERT_REDELIVERY);
+        let again = on_expired(&in_error, &workflow, late);
+        assert_eq!(again.verdict, "alerted again");
+        assert_eq!(alert_of(&again), Some(alert.clone()), "the same alert");
+        assert!(
+            again
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::Notify { notification, .. }
+                if notification.state == TaskState::Error)),
+            "the caller told again"
+        );
+        let retried = again.next.expect("a new lease");
+        assert_eq!(retried.complete_by, Some(late.plus(ALERT_REDELIVERY)));
+
+        let published = alert_published(&retried, &alert, late);
+        let cleared = published.next.expect("cleared");
+        assert_eq!(
+            (cleared.pending_alert.clone(), cleared.complete_by),
+            (None, None)
+        );
+        assert_eq!(cleared.state, TaskState::Error);
+        assert_eq!(alert_published(&cleared, &alert, late).next, None, "once");
+        assert_eq!(
+            on_expired(&cleared, &workflow, late.plus(ALERT_REDELIVERY)).next,
+            None
+        );
+    }
+
+    #[test]
+    fn a_permanent_error_compensates_at_once_and_a_resubmission_redoes_the_undone_steps() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 4, now);
+        assert_eq!(request.step_name, "create-delivery");
+        let failed = Outcome::Failed {
+            error: "address not served".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let mut task = decision.next.clone().expect("recorded");
+        assert_eq!(task.state, TaskState::Compensating);
+        assert_eq!(task.steps[4].state, StepState::Error);
+        let mut decision = decision;
+        while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+            decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+            task = decision.next.clone().expect("compensated");
+        }
+        let states: Vec<_> = task.steps.iter().map(|s| s.state).collect();
+        use StepState::{Compensated, Error, Processed};
+        assert_eq!(
+            states,
+            [Processed, Compensated, Processed, Compensated, Error]
+        );
+        assert_eq!(task.state, TaskState::Error);
+
+        assert!(
+            resubmit(&run_to(&workflow, 1, now).0, &workflow, now).is_err(),
+            "only a task in Error"
+        );
+        let decision = resubmit(&task, &workflow, now).expect("resubmitted");
+        let task = decision.next.expect("reset");
+        assert_eq!(
+            (task.state, task.run, task.failure_count, task.error.clone()),
+            (TaskState::Pending, 2, 0, None)
+        );
+        let claim = on_run(&task, &workflow, &order, "s1", now);
+        let request = dispatched(&claim)[0];
+        assert_eq!(
+            (request.step_name.as_str(), request.idempotency_key.as_str()),
+            ("create-package", "t1/2/create-package")
+        );
+    }
+
+    #[test]
+    fn an_unclaimed_task_is_sent_again_without_counting_a_failure() {
+        let workflow = drone();
+        let (task, _, _) = submit(&workflow, submission(false), Timestamp(0));
+        let late = task.complete_by.expect("lease");
+        let decision = on_expired(&task, &workflow, late);
+        let next = decision.next.expect("sent again");
+        assert_eq!((next.failure_count, next.state), (0, TaskState::Pending));
+        assert!(next.complete_by > task.complete_by);
+        assert_eq!(
+            decision.effects,
+            [
+                Effect::Schedule {
+                    task_id: task.id.clone(),
+                    delay: Duration::ZERO
+                },
+                Effect::Deadline {
+                    task_id: task.id,
+                    at: next.complete_by.expect("a new lease"),
+                }
+            ],
+            "a Run, and a deadline message for the new lease (the last one is spent)"
+        );
+    }
+
+    #[test]
+    fn a_deadline_message_follows_each_tasks_lease_one_at_a_time() {
+        let workflow = drone();
+        let deadlines = |decision: &Decision| -> Vec<Timestamp> {
+            decision
+                .effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Deadline { at, .. } => Some(*at),
+                    _ => None,
+                })
+                .collect()
+        };
+        let now = Timestamp(0);
+        let (task, order, effects) = submit(&workflow, submission(false), now);
+        let pickup = task.complete_by.expect("the pickup lease");
+        assert!(effects.contains(&Effect::Deadline {
+            task_id: task.id.clone(),
+            at: pickup,
+        }));
+        assert_eq!(task.deadline, Some(pickup));
+        let claim = on_run(&task, &workflow, &order, "s", now);
+        let claimed = claim.next.clone().expect("claimed");
+        let first = claimed.complete_by.expect("the step's lease");
+        assert!(first < pickup);
+        assert_eq!(
+            deadlines(&claim),
+            [first],
+            "a lease ending sooner: a message of its own"
+        );
+        let request = dispatched(&claim)[0].clone();
+        let later = Timestamp(1_000);
+        let answered = on_response(&claimed, &workflow, &order, &respond(&request, ok()), later);
+        let second = answered.next.clone().expect("recorded");
+        assert!(
+            deadlines(&answered).is_empty(),
+            "a lease ending later: the message on its way follows it"
+        );
+
+        // The pickup's message is spent: dropped without a write.
+        let spent = on_deadline(&second, &workflow, pickup, pickup);
+        assert_eq!(
+            (spent.verdict, spent.next, spent.effects),
+            ("deadline superseded", None, vec![])
+        );
+        // The first step's comes at its end, finds the lease moved on and is followed
+        // by one for the new end; there the lease has expired: acted on as the
+        // supervisor would, and the next lease watched.
+        let moved = on_deadline(&second, &workflow, first, first);
+        assert_eq!(moved.verdict, "deadline moved");
+        let second_end = second.complete_by.expect("the second step's lease");
+        assert_eq!(deadlines(&moved), [second_end]);
+        let watched = moved.next.expect("the new end recorded");
+        let expired = on_deadline(&watched, &workflow, second_end, second_end);
+        assert_eq!(expired.verdict, "retry");
+        let retried = expired.next.clone().expect("sent back");
+        let pickup_again = retried.complete_by.expect("a pickup lease");
+        assert_eq!(deadlines(&expired), [pickup_again]);
+
+        // Claimed again: a lease ending sooner, one message more; the pickup's is
+        // spent when it comes. One chain, however often the task is sent back.
+        let claim = on_run(&retried, &workflow, &order, "s", second_end);
+        let reclaimed = claim.next.clone().expect("claimed again");
+        assert_eq!(
+            deadlines(&claim),
+            [reclaimed.complete_by.expect("its lease")]
+        );
+        assert_eq!(
+            on_deadline(&reclaimed, &workflow, pickup_again, pickup_again).verdict,
+            "deadline superseded"
+        );
+
+        // The supervisor, finding a lease expired (its message lost), watches the new one.
+        let lost = reclaimed.complete_by.expect("lease");
+        let swept = on_expired(&reclaimed, &workflow, lost);
+        assert_eq!(
+            deadlines(&swept),
+            [swept.next.expect("retried").complete_by.expect("lease")]
+        );
+
+        // A task that ends has no lease to watch: the chain ends.
+        let (last, order, request) = run_to(&workflow, 4, now);
+        let finished = on_response(&last, &workflow, &order, &respond(&request, ok()), later);
+        let done = finished.next.clone().expect("processed");
+        assert!(deadlines(&finished).is_empty());
+        let due = done.deadline.expect("the last message's");
+        let end = on_deadline(&done, &workflow, due, due);
+        assert_eq!((end.next, end.effects), (None, vec![]));
+    }
+
+    #[test]
+    fn the_fingerprint_tells_a_repeat_from_a_different_request() {
+        let a = submission(false);
+        let mut b = submission(false);
+        assert_eq!(a.fingerprint("w"), b.fingerprint("w"));
+        b.input["weight_kg"] = json!(3);
+        assert_ne!(a.fingerprint("w"), b.fingerprint("w"));
+        assert_ne!(a.fingerprint("w"), a.fingerprint("v"));
+    }
+}

@@ -1,0 +1,67 @@
+//! Time as the domain sees it: milliseconds since the Unix epoch, read only through a [`Clock`].
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// An instant, in milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// This instant moved forward by `duration` (saturating).
+    #[must_use]
+    pub fn plus(self, duration: Duration) -> Self {
+        let millis = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_add(millis))
+    }
+
+    /// The time from `self` until `later`, zero if `later` is not after `self`.
+    #[must_use]
+    pub fn until(self, later: Self) -> Duration {
+        Duration::from_millis(u64::try_from(later.0.saturating_sub(self.0)).unwrap_or(0))
+    }
+
+    /// RFC 3339 with milliseconds, in UTC.
+    #[must_use]
+    pub fn to_rfc3339(self) -> String {
+        let time = UNIX_EPOCH + Duration::from_millis(u64::try_from(self.0).unwrap_or(0));
+        humantime::format_rfc3339_millis(time).to_string()
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+/// The source of time. The domain never reads the wall clock itself.
+#[async_trait::async_trait]
+pub trait Clock: Send + Sync {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+
+    /// Waits for `duration` of this clock's time.
+    async fn sleep(&self, duration: Duration);
+}
+
+/// The system clock, with Tokio's timer for sleeping.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WallClock;
+
+#[async_trait::async_trait]
+impl Clock for WallClock {
+    fn now(&self) -> Timestamp {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        Timestamp(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+}

@@ -1,0 +1,319 @@
+//! Remote services over HTTP: a POST of the step's payload to the service's base
+//! URL and the step's path, with the idempotency key in an `Idempotency-Key` header.
+//!
+//! What a service answers is read as the step's output only when it is a 2xx with
+//! a JSON body (or none) within [`MAX_STEP_OUTPUT`]; a redirect is not followed (a
+//! POST turned into a GET would mark a step done that never ran). The errors say
+//! what happened in words a caller may see; the URLs and the bodies go to the log.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tracing::warn;
+
+use sas_core::domain::limits::MAX_STEP_OUTPUT;
+use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
+
+/// The header that carries the idempotency key.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// How much of a body a log line quotes.
+const LOGGED_BODY: usize = 512;
+
+/// Calls services by name, each at its base URL.
+pub struct HttpRemote {
+    /// Built at the first call: a function that makes none does not pay for its TLS set-up.
+    client: OnceLock<reqwest::Client>,
+    services: HashMap<String, String>,
+    fallback: Option<String>,
+}
+
+/// Why a body could not be read whole.
+enum BodyError {
+    /// Longer than the limit.
+    TooLarge,
+    /// The connection failed while reading it.
+    Read(reqwest::Error),
+}
+
+impl HttpRemote {
+    /// Services by name, to base URLs such as `https://account.example.com/v1`;
+    /// a service not named is at `<fallback>/<service>`, when there is a fallback.
+    #[must_use]
+    pub fn new(services: HashMap<String, String>, fallback: Option<String>) -> Self {
+        Self {
+            client: OnceLock::new(),
+            services,
+            fallback,
+        }
+    }
+
+    fn base(&self, service: &str) -> Option<String> {
+        self.services.get(service).cloned().or_else(|| {
+            let fallback = self.fallback.as_deref()?;
+            Some(format!("{}/{service}", fallback.trim_end_matches('/')))
+        })
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, RemoteError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| RemoteError::Transient(format!("cannot build the HTTP client: {e}")))?;
+        Ok(self.client.get_or_init(|| built))
+    }
+}
+
+/// Reads a body, up to `limit` bytes.
+async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let declared = response.content_length().unwrap_or(0);
+    if usize::try_from(declared).map_or(true, |n| n > limit) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Read)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The start of a body, for a log line.
+fn quoted(body: &[u8]) -> String {
+    String::from_utf8_lossy(&body[..body.len().min(LOGGED_BODY)]).into_owned()
+}
+
+/// What a failed request was, in words without its URL.
+fn failure(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "did not answer in time"
+    } else if error.is_connect() {
+        "could not be reached"
+    } else {
+        "failed the request"
+    }
+}
+
+#[async_trait]
+impl RemoteCall for HttpRemote {
+    async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        let service = request.service.as_str();
+        let base = self.base(service).ok_or_else(|| {
+            RemoteError::Permanent(format!("no URL configured for service '{service}'"))
+        })?;
+        let url = format!("{}{}", base.trim_end_matches('/'), request.path);
+        let response = self
+            .client()?
+            .post(&url)
+            .header(IDEMPOTENCY_KEY, &request.idempotency_key)
+            .timeout(request.timeout)
+            .json(&request.payload)
+            .send()
+            .await
+            .map_err(|error| {
+                warn!(service, %url, %error, "remote call failed");
+                RemoteError::Transient(format!("service '{service}' {}", failure(&error)))
+            })?;
+        let status = response.status();
+        let body = match read_body(response, MAX_STEP_OUTPUT).await {
+            Ok(body) => body,
+            Err(BodyError::TooLarge) if status.is_success() => {
+                warn!(service, %url, %status, "answer over the size of a step's output");
+                return Err(RemoteError::Unusable(format!(
+                    "service '{service}' answered {status} with a body over the \
+                     {MAX_STEP_OUTPUT} bytes a step's output may have"
+                )));
+            }
+            Err(BodyError::TooLarge) => Vec::new(),
+            Err(BodyError::Read(error)) => {
+                warn!(service, %url, %status, %error, "answer cut off");
+                return Err(RemoteError::Transient(format!(
+                    "service '{service}' answered {status} and its body was cut off"
+                )));
+            }
+        };
+        if status.is_success() {
+            if body.is_empty() {
+                return Ok(Value::Null);
+            }
+            // The service did it; what it said cannot be kept: the step is undone.
+            return serde_json::from_slice(&body).map_err(|error| {
+                warn!(service, %url, %status, %error, body = %quoted(&body), "answer not JSON");
+                RemoteError::Unusable(format!(
+                    "service '{service}' answered {status} with a body that is not JSON"
+                ))
+            });
+        }
+        warn!(service, %url, %status, body = %quoted(&body), "remote service refused");
+        if status.is_redirection() {
+            return Err(RemoteError::Permanent(format!(
+                "service '{service}' answered {status}: redirects are not followed \
+                 (is its URL out of date?)"
+            )));
+        }
+        let message = format!("service '{service}' answered {status}");
+        if status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429 {
+            Err(RemoteError::Transient(message))
+        } else {
+            Err(RemoteError::Permanent(message))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A server on 127.0.0.1 that answers every request with `answer` (raw HTTP)
+    /// and counts the requests it got.
+    async fn serve(answer: Vec<u8>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&hits);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut request = vec![0; 65_536];
+                let _ = socket.read(&mut request).await;
+                let _ = socket.write_all(&answer).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        (url, hits)
+    }
+
+    fn answer(status: &str, headers: &str, body: &[u8]) -> Vec<u8> {
+        let mut raw = format!(
+            "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n{headers}\r\n",
+            body.len()
+        )
+        .into_bytes();
+        raw.extend_from_slice(body);
+        raw
+    }
+
+    async fn call(url: &str) -> Result<Value, RemoteError> {
+        let remote = HttpRemote::new(HashMap::from([("svc".to_owned(), url.to_owned())]), None);
+        remote
+            .call(&RemoteRequest {
+                service: "svc".into(),
+                path: "/op".into(),
+                idempotency_key: "t/1/step".into(),
+                payload: serde_json::json!({"a": 1}),
+                timeout: Duration::from_secs(5),
+            })
+            .await
+    }
+
+    /// A JSON string whose text has exactly `bytes` bytes.
+    fn json_of(bytes: usize) -> Vec<u8> {
+        format!("\"{}\"", "x".repeat(bytes - 2)).into_bytes()
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_an_output_only_when_it_is_json_within_the_limit() {
+        let (url, _) = serve(answer("200 OK", "", &json_of(MAX_STEP_OUTPUT))).await;
+        let output = call(&url).await.expect("at the limit");
+        assert_eq!(output.as_str().map(str::len), Some(MAX_STEP_OUTPUT - 2));
+
+        let (url, _) = serve(answer("200 OK", "", &json_of(MAX_STEP_OUTPUT + 1))).await;
+        assert!(
+            matches!(call(&url).await, Err(RemoteError::Unusable(e)) if e.contains("65536 bytes")),
+            "one byte over"
+        );
+
+        let (url, _) = serve(answer("204 No Content", "", b"")).await;
+        assert_eq!(call(&url).await.expect("no body"), Value::Null);
+
+        let (url, _) = serve(answer("200 OK", "", b"<html>welcome</html>")).await;
+        let error = call(&url).await.expect_err("not JSON");
+        assert_eq!(
+            error,
+            RemoteError::Unusable(
+                "service 'svc' answered 200 OK with a body that is not JSON".into()
+            ),
+            "done, but its answer cannot be kept: undone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_off_body_is_transient_and_a_redirect_is_not_followed() {
+        let mut cut = answer("200 OK", "", b"{\"id\": 1}");
+        let declared = b"content-length: 9";
+        let at = cut
+            .windows(declared.len())
+            .position(|w| w == declared)
+            .expect("header");
+        cut.splice(
+            at..at + declared.len(),
+            b"content-length: 90".iter().copied(),
+        );
+        let (url, _) = serve(cut).await;
+        assert!(
+            matches!(call(&url).await, Err(RemoteError::Transient(e)) if e.contains("cut off"))
+        );
+
+        let (elsewhere, hits) = serve(answer("200 OK", "", b"{}")).await;
+        let (url, _) = serve(answer(
+            "307 Temporary Redirect",
+            &format!("location: {elsewhere}/op\r\n"),
+            b"",
+        ))
+        .await;
+        let error = call(&url).await.expect_err("a redirect");
+        assert!(
+            matches!(&error, RemoteError::Permanent(e) if e.contains("redirects are not followed"))
+        );
+        assert_eq!(
+            hits.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "never followed"
+        );
+    }
+
+    #[tokio::test]
+    async fn errors_name_the_service_never_its_url_nor_its_body() {
+        let (url, _) = serve(answer(
+            "404 Not Found",
+            "",
+            b"{\"detail\": \"no route /internal/admin on 10.0.3.7\"}",
+        ))
+        .await;
+        let error = call(&url).await.expect_err("refused").to_string();
+        assert_eq!(error, "permanent: service 'svc' answered 404 Not Found");
+
+        let (url, _) = serve(answer(
+            "503 Service Unavailable",
+            "",
+            b"db down at 10.0.3.7",
+        ))
+        .await;
+        assert_eq!(
+            call(&url).await,
+            Err(RemoteError::Transient(
+                "service 'svc' answered 503 Service Unavailable".into()
+            ))
+        );
+
+        let closed = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let url = format!("http://{}", closed.local_addr().expect("address"));
+        drop(closed);
+        let error = call(&url)
+            .await
+            .expect_err("refused connection")
+            .to_string();
+        assert!(!error.contains("127.0.0.1"), "{error}");
+        assert_eq!(error, "transient: service 'svc' could not be reached");
+    }
+}

@@ -1,0 +1,190 @@
+//! The functions' configuration, from the environment Lambda gives them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Every environment variable the functions read: the template and the CDK
+/// construct set exactly these.
+pub const VARIABLES: [&str; 11] = [
+    "TABLE_NAME",
+    "SCHEDULER_QUEUE_URL",
+    "AGENT_REQUEST_QUEUE_URL",
+    "AGENT_RESPONSE_QUEUE_URL",
+    "ALERT_TOPIC_ARN",
+    "SERVICE_URLS",
+    "LEASE_SHARDS",
+    "LEASE_BUCKET_SECONDS",
+    "TASK_RETENTION_DAYS",
+    "SUPERVISOR_BATCH",
+    "METRICS_NAMESPACE",
+];
+
+/// A variable missing or unusable, by name; reported at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("environment variable {0} is not set")]
+    Missing(&'static str),
+    /// A variable is set to something unusable.
+    #[error("environment variable {0} is invalid: {1}")]
+    Invalid(&'static str, String),
+}
+
+/// The table of the task state, as the DynamoDB adapter uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSettings {
+    /// The table's name.
+    pub table: String,
+    /// Partitions of the expiry index.
+    pub lease_shards: u32,
+    /// The expiry index's sort key is a lease's end rounded up to a multiple of this
+    /// from the task's creation: the leases of a task mostly end in its first bucket,
+    /// so its index entry is rewritten only when the bucket changes, not at every step;
+    /// the supervisor finds an expired lease up to this much later. Zero for exact ends.
+    pub lease_bucket: Duration,
+    /// How long finished tasks are kept before DynamoDB's TTL deletes them.
+    pub retention: Duration,
+}
+
+/// The functions' configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The table, its expiry shards and retention.
+    pub table: TableSettings,
+    /// The scheduler's queue.
+    pub scheduler_queue_url: String,
+    /// The agents' request queue.
+    pub agent_request_queue_url: String,
+    /// The agents' response queue.
+    pub agent_response_queue_url: String,
+    /// The operators' alert topic.
+    pub alert_topic_arn: String,
+    /// Remote services by agent name, to base URLs.
+    pub services: HashMap<String, String>,
+    /// Tasks the supervisor recovers per query.
+    pub supervisor_batch: usize,
+    /// The CloudWatch namespace of the metrics.
+    pub metrics_namespace: String,
+    /// Where more workflow definitions are, beside the built-in ones.
+    pub workflows_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Reads the configuration from `lookup`, a variable's value by name.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first variable missing or invalid.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let required = |name: &'static str| lookup(name).ok_or(ConfigError::Missing(name));
+        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
+            lookup(name).map_or(Ok(default), |v| {
+                v.parse()
+                    .map_err(|e| ConfigError::Invalid(name, format!("{v}: {e}")))
+            })
+        };
+        let services = match lookup("SERVICE_URLS") {
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                ConfigError::Invalid(
+                    "SERVICE_URLS",
+                    format!("expected a JSON object of agent name to URL: {e}"),
+                )
+            })?,
+            None => HashMap::new(),
+        };
+        let lease_shards = u32::try_from(number("LEASE_SHARDS", 8)?)
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| ConfigError::Invalid("LEASE_SHARDS", "must be 1 to 1000".into()))?;
+        Ok(Self {
+            table: TableSettings {
+                table: required("TABLE_NAME")?,
+                lease_shards,
+                lease_bucket: Duration::from_secs(number("LEASE_BUCKET_SECONDS", 60)?),
+                retention: Duration::from_secs(number("TASK_RETENTION_DAYS", 30)? * 86_400),
+            },
+            scheduler_queue_url: required("SCHEDULER_QUEUE_URL")?,
+            agent_request_queue_url: required("AGENT_REQUEST_QUEUE_URL")?,
+            agent_response_queue_url: required("AGENT_RESPONSE_QUEUE_URL")?,
+            alert_topic_arn: required("ALERT_TOPIC_ARN")?,
+            services,
+            supervisor_batch: usize::try_from(number("SUPERVISOR_BATCH", 100)?)
+                .unwrap_or(100)
+                .max(1),
+            metrics_namespace: lookup("METRICS_NAMESPACE")
+                .unwrap_or_else(|| "SchedulerAgentSupervisor".into()),
+            workflows_dir: None,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn lookup(overrides: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let mut values: HashMap<String, String> = [
+            ("TABLE_NAME", "state"),
+            (
+                "SCHEDULER_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/sas-scheduler",
+            ),
+            (
+                "AGENT_REQUEST_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/sas-agent-requests",
+            ),
+            (
+                "AGENT_RESPONSE_QUEUE_URL",
+                "https://sqs.eu-west-1.amazonaws.com/1/sas-agent-responses",
+            ),
+            ("ALERT_TOPIC_ARN", "arn:aws:sns:eu-west-1:1:sas-alerts"),
+        ]
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+        for (k, v) in overrides {
+            values.insert((*k).to_owned(), (*v).to_owned());
+        }
+        move |name| values.get(name).filter(|v| !v.is_empty()).cloned()
+    }
+
+    #[test]
+    fn the_configuration_names_what_is_missing_or_invalid() {
+        let config = Config::from_lookup(lookup(&[])).expect("complete");
+        assert_eq!(
+            (config.table.lease_shards, config.supervisor_batch),
+            (8, 100)
+        );
+        assert_eq!(config.table.retention, Duration::from_secs(30 * 86_400));
+        let missing = Config::from_lookup(lookup(&[("ALERT_TOPIC_ARN", "")])).expect_err("missing");
+        assert_eq!(
+            missing.to_string(),
+            "environment variable ALERT_TOPIC_ARN is not set"
+        );
+        let invalid = Config::from_lookup(lookup(&[("LEASE_SHARDS", "0")])).expect_err("invalid");
+        assert!(
+            invalid
+                .to_string()
+                .starts_with("environment variable LEASE_SHARDS is invalid"),
+            "{invalid}"
+        );
+        let services =
+            Config::from_lookup(lookup(&[("SERVICE_URLS", "[1]")])).expect_err("not an object");
+        assert!(services.to_string().contains("SERVICE_URLS"), "{services}");
+        let config = Config::from_lookup(lookup(&[(
+            "SERVICE_URLS",
+            r#"{"drone":"https://drones.example.com"}"#,
+        )]))
+        .expect("services");
+        assert_eq!(config.services["drone"], "https://drones.example.com");
+        let read: Vec<_> = VARIABLES
+            .iter()
+            .filter(|v| lookup(&[])(v).is_some())
+            .collect();
+        assert_eq!(
+            read.len(),
+            5,
+            "the five required variables are among those declared"
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! Lambda's events translated into calls of the actors, and their outcomes back:
+//! HTTP responses, partial batch failures, the sweep's report.
+
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::eventbridge::EventBridgeEvent;
+use aws_lambda_events::http::{HeaderValue, header};
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use base64::Engine as _;
+use sas_core::api::{self, ApiRequest};
+use sas_core::app::{App, HandleError};
+use serde_json::{Value, json};
+use tracing::{Instrument, error, info_span};
+
+/// The submission function: an API Gateway HTTP API (payload 2.0) request, served
+/// by the same handler as the local server.
+pub async fn http(app: &App, request: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+    let body = match (request.body, request.is_base64_encoded) {
+        (None, _) => Vec::new(),
+        (Some(text), false) => text.into_bytes(),
+        (Some(text), true) => match base64::engine::general_purpose::STANDARD.decode(text) {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                return respond(
+                    400,
+                    None,
+                    &json!({"error": {"code": "invalid_body", "message": "the body is not valid base64"}}),
+                );
+            }
+        },
+    };
+    let response = api::handle(
+        app,
+        ApiRequest {
+            method: request.request_context.http.method.as_str(),
+            path: request.raw_path.as_deref().unwrap_or("/"),
+            query: request
+                .raw_query_string
+                .as_deref()
+                .filter(|q| !q.is_empty()),
+            body: &body,
+        },
+    )
+    .await;
+    respond(
+        response.status,
+        response.location.as_deref(),
+        &response.body,
+    )
+}
+
+fn respond(status: u16, location: Option<&str>, body: &Value) -> ApiGatewayV2httpResponse {
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = i64::from(status);
+    response.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(location) = location.and_then(|l| HeaderValue::from_str(l).ok()) {
+        response.headers.insert(header::LOCATION, location);
+    }
+    response.body = Some(Body::Text(body.to_string()));
+    response
+}
+
+/// The scheduler and agent functions: handles every record of an SQS batch, each
+/// in its own span, at once, and names only the failed ones, so that only they are
+/// delivered again (and in the end dead-lettered). Needs ReportBatchItemFailures.
+pub async fn sqs_batch<H, F>(event: SqsEvent, handler: H) -> SqsBatchResponse
+where
+    H: Fn(String) -> F,
+    F: Future<Output = Result<(), HandleError>>,
+{
+    let handling = event.records.into_iter().map(|record| {
+        let id = record.message_id.unwrap_or_default();
+        let receive_count = record
+            .attributes
+            .get("ApproximateReceiveCount")
+            .cloned()
+            .unwrap_or_default();
+        let span = info_span!("message", message_id = %id, receive_count = %receive_count);
+        let outcome = handler(record.body.unwrap_or_default());
+        async move {
+            match outcome.await {
+                Ok(()) => None,
+                Err(e) => {
+                    error!(error = %e, "message failed; it will be delivered again");
+                    Some(id)
+                }
+            }
+        }
+        .instrument(span)
+    });
+    let mut response = SqsBatchResponse::default();
+    for id in futures_util::future::join_all(handling)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    response
+}
+
+/// The supervisor function, on its EventBridge schedule: one pass over the expired
+/// leases, `batch` tasks per query ([`App::sweep`]).
+///
+/// # Errors
+/// [`HandleError`] when the store fails; the next run picks up the rest.
+pub async fn sweep(
+    app: &App,
+    batch: usize,
+    event: EventBridgeEvent<Value>,
+) -> Result<Value, HandleError> {
+    let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
+    let report = app.sweep(batch).instrument(span).await?;
+    Ok(json!(report))
+}

@@ -1,0 +1,141 @@
+//! What the four Lambda functions share: configuration from the environment,
+//! clients built once per cold start, and the translation of Lambda events into
+//! calls of the actors and of their outcomes back (HTTP responses, partial batch
+//! failures). Each function's `main` is a few lines over this, on a current-thread
+//! runtime: an instance handles one event at a time, its work (the records of a batch
+//! at once) waits on the network, and no worker threads are started at a cold start.
+
+pub mod config;
+#[cfg(test)]
+mod conformance;
+#[cfg(any(test, feature = "test-util"))]
+pub mod emulator;
+pub mod events;
+pub mod metrics;
+pub mod sdk;
+pub mod sqs;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use aws_types::SdkConfig;
+use sas_core::app::QueueNames;
+use sas_core::domain::workflow::{Registry, RegistryError};
+use sas_core::ports::QueueError;
+use serde_json::json;
+use tracing::error;
+
+use crate::config::{Config, ConfigError};
+use crate::sdk::sdk_config;
+use crate::sqs::{Sqs, queue_name};
+
+/// Why the functions could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is incomplete.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A workflow definition is invalid.
+    #[error(transparent)]
+    Workflows(#[from] RegistryError),
+    /// A queue URL is not one.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// What every function starts with: JSON logs, the configuration and the SDK's
+/// configuration from the environment, then `build`, which builds only the actor the
+/// function runs ([`app`] or [`agent`]), so that its binary links only the clients
+/// that actor uses. What fails is logged and reported to Lambda as the function's
+/// init error, whose message (naming the variable missing or invalid) the console
+/// and the logs then show, and the process ends.
+pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartError>) -> T {
+    lambda_runtime::tracing::init_default_subscriber();
+    let lookup = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let built = Config::from_lookup(lookup)
+        .map_err(StartError::from)
+        .and_then(|config| Ok((config, sdk_config(lookup)?)))
+        .and_then(|(config, sdk)| build(&config, &sdk));
+    match built {
+        Ok(built) => built,
+        Err(error) => {
+            error!(%error, "the function cannot start");
+            report_init_error(&error).await;
+            std::process::exit(1)
+        }
+    }
+}
+
+/// Tells Lambda's Runtime API why the function could not start (`/init/error`).
+async fn report_init_error(error: &StartError) {
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none() {
+        return;
+    }
+    let body = json!({ "errorType": "Runtime.ConfigError", "errorMessage": error.to_string() });
+    let request = aws_lambda_events::http::Request::builder()
+        .method("POST")
+        .uri("/2018-06-01/runtime/init/error")
+        .header("lambda-runtime-function-error-type", "Runtime.ConfigError")
+        .body(lambda_runtime_api_client::body::Body::from(
+            body.to_string(),
+        ));
+    let client = lambda_runtime_api_client::PooledClient::builder().build();
+    let reported = match request {
+        Ok(request) => client.call(request).await.map(drop),
+        Err(e) => Err(e.into()),
+    };
+    if let Err(e) = reported {
+        error!(error = %e, "the init error could not be reported to the Runtime API");
+    }
+}
+
+/// The three queues by name, and SQS over their URLs.
+pub fn queues(config: &Config, sdk: &SdkConfig) -> Result<(QueueNames, Arc<Sqs>), QueueError> {
+    let names = QueueNames {
+        scheduler: queue_name(&config.scheduler_queue_url)?,
+        agent_requests: queue_name(&config.agent_request_queue_url)?,
+        agent_responses: queue_name(&config.agent_response_queue_url)?,
+    };
+    let sqs = Sqs::new(
+        sdk,
+        [
+            (names.scheduler.clone(), config.scheduler_queue_url.clone()),
+            (
+                names.agent_requests.clone(),
+                config.agent_request_queue_url.clone(),
+            ),
+            (
+                names.agent_responses.clone(),
+                config.agent_response_queue_url.clone(),
+            ),
+        ],
+    );
+    Ok((names, Arc::new(sqs)))
+}
+
+/// The built-in workflows, and those of `dir` when given: its `*.json` files, in the
+/// order of their names.
+///
+/// # Errors
+/// [`StartError::Workflows`] naming the first file unreadable or invalid.
+pub fn workflows(dir: Option<&Path>) -> Result<Registry, StartError> {
+    let mut files = Vec::new();
+    if let Some(dir) = dir {
+        let unreadable = |path: &Path, source| RegistryError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| unreadable(dir, e))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path).map_err(|e| unreadable(&path, e))?;
+            files.push((path.display().to_string(), text));
+        }
+    }
+    Ok(Registry::with_files(files)?)
+}

@@ -1,0 +1,83 @@
+//! Metrics as CloudWatch Embedded Metric Format lines, written to stdout, where
+//! Lambda's log stream hands them to CloudWatch: no PutMetricData call in the hot path.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sas_core::ports::Metrics;
+use serde_json::json;
+
+/// Counters as Embedded Metric Format lines on stdout.
+pub struct EmfMetrics {
+    namespace: String,
+    function: String,
+}
+
+impl EmfMetrics {
+    /// Metrics in `namespace`, dimensioned by `function` as well.
+    #[must_use]
+    pub fn new(namespace: String, function: String) -> Self {
+        Self {
+            namespace,
+            function,
+        }
+    }
+
+    /// The EMF document for one count.
+    #[must_use]
+    pub fn line(
+        &self,
+        name: &str,
+        dimension: (&str, &str),
+        value: u64,
+        at_millis: u128,
+    ) -> serde_json::Value {
+        let mut line = json!({
+            "_aws": {
+                "Timestamp": at_millis,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    // Aggregated by function (what the alarms watch), and by function and dimension.
+                    "Dimensions": [["Function"], ["Function", dimension.0]],
+                    "Metrics": [{ "Name": name, "Unit": "Count" }],
+                }],
+            },
+            "Function": self.function,
+            name: value,
+        });
+        line[dimension.0] = json!(dimension.1);
+        line
+    }
+}
+
+impl Metrics for EmfMetrics {
+    fn count(&self, name: &'static str, dimension: (&'static str, &str), value: u64) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        println!("{}", self.line(name, dimension, value, now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emf_line_declares_its_metric_and_dimensions() {
+        let metrics = EmfMetrics::new("SAS".into(), "scheduler".into());
+        let line = metrics.line("TasksInError", ("Workflow", "drone-delivery"), 1, 42);
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function"], ["Function", "Workflow"]])
+        );
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"],
+            "TasksInError"
+        );
+        assert_eq!(
+            (line["TasksInError"].as_u64(), line["Workflow"].as_str()),
+            (Some(1), Some("drone-delivery"))
+        );
+        assert_eq!(line["Function"], "scheduler");
+    }
+}

@@ -1,0 +1,470 @@
+//! The queues on SQS: batch sends (with the X-Ray trace header of the invocation,
+//! when there is one; concurrent sends to a queue share requests), and receiving for
+//! the tests and any non-Lambda consumer.
+//! Queues are named; a name not configured with its URL is looked up once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{
+    MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
+    SendMessageBatchRequestEntry,
+};
+use aws_types::SdkConfig;
+use tokio::sync::oneshot;
+
+use crate::sdk::{SdkClient, sdk_client};
+use sas_core::domain::ids::QueueName;
+use sas_core::domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
+use sas_core::ports::{Consumer, Delivery, OutgoingMessage, QueueError, Queues};
+
+/// Messages per SQS batch call.
+const BATCH: usize = 10;
+/// Bytes of message bodies per SQS batch call (SQS takes 256 KiB, attributes included).
+const BATCH_BYTES: usize = 200 * 1024;
+/// Tries of the entries of a batch that SQS did not take.
+const SEND_TRIES: usize = 3;
+
+/// Queue URLs looked up (callers' notification queues) kept at most; past it the
+/// lookups start afresh, so that callers naming ever new queues do not grow the
+/// function's memory.
+const LEARNED_URLS: usize = 1024;
+
+/// Queue URLs by name: the pattern's own, given at start, and those looked up.
+struct Urls {
+    known: HashMap<String, String>,
+    learned: RwLock<HashMap<String, String>>,
+}
+
+impl Urls {
+    fn get(&self, queue: &str) -> Option<String> {
+        self.known.get(queue).cloned().or_else(|| {
+            self.learned
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(queue)
+                .cloned()
+        })
+    }
+
+    fn learn(&self, queue: &str, url: String) {
+        let mut learned = self.learned.write().unwrap_or_else(PoisonError::into_inner);
+        if learned.len() >= LEARNED_URLS {
+            learned.clear();
+        }
+        learned.insert(queue.to_owned(), url);
+    }
+}
+
+/// SQS queues by name.
+pub struct Sqs {
+    client: SdkClient<Client>,
+    urls: Urls,
+    /// Messages waiting to be sent, by queue URL.
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+}
+
+/// The queue's name, the last segment of its URL.
+///
+/// # Errors
+/// [`QueueError`] when the URL's last segment is not a queue name.
+pub fn queue_name(url: &str) -> Result<QueueName, QueueError> {
+    let name = url.rsplit('/').next().unwrap_or_default();
+    QueueName::parse(name).map_err(|e| QueueError {
+        queue: url.to_owned(),
+        reason: format!("not a queue URL: {e}"),
+    })
+}
+
+impl Sqs {
+    /// SQS, with the URLs of the queues known in advance.
+    #[must_use]
+    pub fn new(sdk: &SdkConfig, known: impl IntoIterator<Item = (QueueName, String)>) -> Self {
+        let known = known
+            .into_iter()
+            .map(|(name, url)| (name.to_string(), url))
+            .collect();
+        Self {
+            client: sdk_client(sdk, Client::new),
+            urls: Urls {
+                known,
+                learned: RwLock::default(),
+            },
+            waiting: Arc::default(),
+        }
+    }
+
+    async fn url(&self, queue: &QueueName) -> Result<String, QueueError> {
+        if let Some(url) = self.urls.get(queue.as_str()) {
+            return Ok(url);
+        }
+        let output = self
+            .client
+            .get_queue_url()
+            .queue_name(queue.as_str())
+            .send()
+            .await
+            .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
+        let url = output
+            .queue_url()
+            .ok_or_else(|| failed(queue, "no URL returned"))?
+            .to_owned();
+        self.urls.learn(queue.as_str(), url.clone());
+        Ok(url)
+    }
+}
+
+fn failed(queue: &QueueName, reason: impl std::fmt::Display) -> QueueError {
+    QueueError {
+        queue: queue.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The X-Ray trace of the current invocation, which Lambda puts in the environment.
+fn trace_header() -> Option<MessageSystemAttributeValue> {
+    let trace = std::env::var("_X_AMZN_TRACE_ID")
+        .ok()
+        .filter(|t| !t.is_empty())?;
+    MessageSystemAttributeValue::builder()
+        .data_type("String")
+        .string_value(trace)
+        .build()
+        .ok()
+}
+
+#[async_trait]
+impl Queues for Sqs {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        if let Some(large) = messages.iter().find(|m| m.body.len() > MAX_MESSAGE_BODY) {
+            // SQS would refuse it at every try: refused here, with its size.
+            return Err(failed(
+                queue,
+                format!(
+                    "a message of {} bytes is over the {MAX_MESSAGE_BODY} a body may have \
+                     (SQS takes {MAX_MESSAGE} with its attributes)",
+                    large.body.len()
+                ),
+            ));
+        }
+        let url = self.url(queue).await?;
+        let trace = trace_header();
+        let entries = messages
+            .iter()
+            .map(|message| Entry {
+                body: message.body.clone(),
+                delay: i32::try_from(message.delay.min(MAX_DELAY).as_secs()).unwrap_or(0),
+                trace: trace.clone(),
+            })
+            .collect();
+        let (done, sent) = oneshot::channel();
+        let start_sender = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let queue_waiting = waiting.entry(url.clone()).or_default();
+            queue_waiting.calls.push(Call { entries, done });
+            !std::mem::replace(&mut queue_waiting.sending, true)
+        };
+        if start_sender {
+            tokio::spawn(send_waiting(
+                (*self.client).clone(),
+                Arc::clone(&self.waiting),
+                url,
+            ));
+        }
+        sent.await
+            .unwrap_or_else(|_| Err("the sender stopped".into()))
+            .map_err(|reason| failed(queue, reason))
+    }
+}
+
+/// One message to send.
+struct Entry {
+    body: String,
+    delay: i32,
+    trace: Option<MessageSystemAttributeValue>,
+}
+
+/// The messages of one call of [`Queues::send`], and where its outcome goes.
+struct Call {
+    entries: Vec<Entry>,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+/// The calls waiting for a queue's next SendMessageBatch, and whether a sender is at
+/// work on the queue.
+#[derive(Default)]
+struct Waiting {
+    calls: Vec<Call>,
+    sending: bool,
+}
+
+/// Sends the calls waiting for the queue at `url`, ten messages per request, round
+/// after round, until none is left: the calls made while a request is in flight go
+/// together in the next one (a group commit: no wait is added, and concurrent sends,
+/// such as those of the records of one batch, share requests).
+async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting>>>, url: String) {
+    let mut release = ReleaseIfStopped {
+        waiting: Arc::clone(&waiting),
+        url: url.clone(),
+        finished: false,
+    };
+    loop {
+        let calls = {
+            let mut all = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let queue_waiting = all.entry(url.clone()).or_default();
+            if queue_waiting.calls.is_empty() {
+                // Nothing kept for a queue with nothing to send: callers' queues
+                // come and go.
+                all.remove(&url);
+                release.finished = true;
+                return;
+            }
+            std::mem::take(&mut queue_waiting.calls)
+        };
+        let mut outcome: Vec<Result<(), String>> = vec![Ok(()); calls.len()];
+        // Each entry's id names its call and its place in it: a refusal names its call.
+        let mut entries: Vec<SendMessageBatchRequestEntry> = Vec::new();
+        for (call, c) in calls.iter().enumerate() {
+            for (i, entry) in c.entries.iter().enumerate() {
+                let built = SendMessageBatchRequestEntry::builder()
+                    .id(format!("{call}-{i}"))
+                    .message_body(&entry.body)
+                    .delay_seconds(entry.delay)
+                    .set_message_system_attributes(entry.trace.clone().map(|t| {
+                        HashMap::from([(MessageSystemAttributeNameForSends::AwsTraceHeader, t)])
+                    }))
+                    .build();
+                match built {
+                    Ok(built) => entries.push(built),
+                    Err(e) => outcome[call] = Err(e.to_string()),
+                }
+            }
+        }
+        let requests = batches(entries)
+            .into_iter()
+            .map(|batch| send_batch(&client, &url, batch));
+        for (id, reason) in futures_util::future::join_all(requests)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            if let Some(call) = call_of(&id).and_then(|call| outcome.get_mut(call)) {
+                *call = Err(reason);
+            }
+        }
+        for (call, result) in calls.into_iter().zip(outcome) {
+            let _ = call.done.send(result);
+        }
+    }
+}
+
+/// The call an entry of a round belongs to, by the entry's id (`<call>-<place>`).
+fn call_of(entry_id: &str) -> Option<usize> {
+    entry_id.split_once('-')?.0.parse().ok()
+}
+
+/// Entries in SendMessageBatch requests: at most ten, and at most `BATCH_BYTES` of
+/// bodies, per request.
+fn batches(entries: Vec<SendMessageBatchRequestEntry>) -> Vec<Vec<SendMessageBatchRequestEntry>> {
+    let mut batches: Vec<Vec<SendMessageBatchRequestEntry>> = Vec::new();
+    let mut bytes = 0;
+    for entry in entries {
+        let size = entry.message_body().len();
+        match batches.last_mut() {
+            Some(batch) if batch.len() < BATCH && bytes + size <= BATCH_BYTES => {
+                bytes += size;
+                batch.push(entry);
+            }
+            _ => {
+                bytes = size;
+                batches.push(vec![entry]);
+            }
+        }
+    }
+    batches
+}
+
+/// Should a sender stop before its work is done (a panic, or its runtime going
+/// away), fails the calls waiting for it and lets the next call start another, rather
+/// than leave every later send to the queue waiting.
+struct ReleaseIfStopped {
+    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    url: String,
+    finished: bool,
+}
+
+impl Drop for ReleaseIfStopped {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut all = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(queue_waiting) = all.get_mut(&self.url) {
+            queue_waiting.sending = false;
+            for call in queue_waiting.calls.drain(..) {
+                let _ = call.done.send(Err("the sender stopped".into()));
+            }
+        }
+    }
+}
+
+/// One SendMessageBatch, with the entries SQS refused tried again (but for faults
+/// of the sender's, bad content, which another try does not mend); the ids of the
+/// entries not sent in the end, each with why.
+async fn send_batch(
+    client: &Client,
+    url: &str,
+    mut entries: Vec<SendMessageBatchRequestEntry>,
+) -> Vec<(String, String)> {
+    let mut failed: Vec<(String, String)> = Vec::new();
+    let mut retrying: Vec<(String, String)> = Vec::new();
+    for _ in 0..SEND_TRIES {
+        let output = match client
+            .send_message_batch()
+            .queue_url(url)
+            .set_entries(Some(entries.clone()))
+            .send()
+            .await
+        {
+            Ok(output) => output,
+            Err(e) => {
+                let reason = DisplayErrorContext(e).to_string();
+                failed.extend(entries.iter().map(|e| (e.id().to_owned(), reason.clone())));
+                return failed;
+            }
+        };
+        retrying.clear();
+        for refusal in output.failed() {
+            let reason = format!(
+                "{}: {}",
+                refusal.code(),
+                refusal.message().unwrap_or_default()
+            );
+            let refused = (refusal.id().to_owned(), reason);
+            if refusal.sender_fault() {
+                failed.push(refused);
+            } else {
+                retrying.push(refused);
+            }
+        }
+        entries.retain(|e| retrying.iter().any(|(id, _)| id == e.id()));
+        if entries.is_empty() {
+            break;
+        }
+    }
+    failed.extend(retrying);
+    failed
+}
+
+#[async_trait]
+impl Consumer for Sqs {
+    async fn receive(
+        &self,
+        queue: &QueueName,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        let url = self.url(queue).await?;
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&url)
+            .max_number_of_messages(i32::try_from(max.clamp(1, 10)).unwrap_or(10))
+            .wait_time_seconds(i32::try_from(wait.as_secs().min(20)).unwrap_or(20))
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
+        Ok(output
+            .messages()
+            .iter()
+            .map(|m| Delivery {
+                id: m.message_id().unwrap_or_default().to_owned(),
+                body: m.body().unwrap_or_default().to_owned(),
+                receive_count: m
+                    .attributes()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1),
+                receipt: m.receipt_handle().unwrap_or_default().to_owned(),
+            })
+            .collect())
+    }
+
+    async fn delete(&self, queue: &QueueName, receipt: &str) -> Result<(), QueueError> {
+        let url = self.url(queue).await?;
+        self.client
+            .delete_message()
+            .queue_url(&url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: usize, bytes: usize) -> SendMessageBatchRequestEntry {
+        SendMessageBatchRequestEntry::builder()
+            .id(format!("{id}-0"))
+            .message_body("x".repeat(bytes))
+            .build()
+            .expect("entry")
+    }
+
+    #[test]
+    fn looked_up_urls_are_kept_up_to_a_bound_and_the_patterns_own_always() {
+        let urls = Urls {
+            known: HashMap::from([("scheduler".to_owned(), "https://q/scheduler".to_owned())]),
+            learned: RwLock::default(),
+        };
+        for n in 0..LEARNED_URLS * 3 {
+            urls.learn(&format!("notify-{n}"), format!("https://q/notify-{n}"));
+            assert!(urls.learned.read().expect("lock").len() <= LEARNED_URLS);
+        }
+        let last = LEARNED_URLS * 3 - 1;
+        assert_eq!(
+            urls.get(&format!("notify-{last}")).as_deref(),
+            Some(format!("https://q/notify-{last}").as_str())
+        );
+        assert_eq!(
+            urls.get("scheduler").as_deref(),
+            Some("https://q/scheduler")
+        );
+    }
+
+    #[test]
+    fn batches_hold_ten_entries_and_a_bounded_size() {
+        let sizes = |batches: Vec<Vec<SendMessageBatchRequestEntry>>| -> Vec<usize> {
+            batches.iter().map(Vec::len).collect()
+        };
+        let small = (0..25).map(|i| entry(i, 100)).collect();
+        assert_eq!(sizes(batches(small)), [10, 10, 5]);
+        let large = (0..3).map(|i| entry(i, 150 * 1024)).collect();
+        assert_eq!(
+            sizes(batches(large)),
+            [1, 1, 1],
+            "two would pass the size limit"
+        );
+        assert!(batches(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn an_entry_names_its_call() {
+        assert_eq!(call_of("12-3"), Some(12));
+        assert_eq!(call_of("0-0"), Some(0));
+        assert_eq!(call_of("x"), None);
+    }
+}

@@ -1,0 +1,455 @@
+//! Mock remote services for the workflow steps, with fault injection per service.
+//! Each records the side effects it applied per idempotency key and how often each key
+//! was called, so that one can see the duplicates the pattern absorbs: durably, or for
+//! benchmarks in memory.
+//!
+//! Routes: `POST /{service}/{operation...}` (the services), `GET /effects`,
+//! `GET /calls` (requests received per service, failed ones included), `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use rusqlite::{Connection, OptionalExtension, params};
+use sas_core::domain::ids::stable_hash;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Faults injected into one service's calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// Added to every call, in milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// Share of calls (0..1) answered 503 without applying the effect.
+    #[serde(default)]
+    pub transient_error_rate: f64,
+    /// Share of calls (0..1) refused with 422, for good, without applying the effect.
+    #[serde(default)]
+    pub permanent_error_rate: f64,
+    /// The effect is applied, then the answer is held this long (past any deadline).
+    #[serde(default)]
+    pub hang_ms: u64,
+    /// From now, every call fails with 503 for this long.
+    #[serde(default)]
+    pub outage_ms: u64,
+    /// The effect is applied and the answer padded to this many bytes of JSON (a
+    /// service answering more than a step's output may hold).
+    #[serde(default)]
+    pub answer_bytes: Option<usize>,
+    /// The faults apply to this many calls, then clear; all calls when absent.
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+struct Injected {
+    faults: Faults,
+    outage_until: Instant,
+    remaining: Option<u32>,
+}
+
+/// A side effect a service applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    /// The service.
+    pub service: String,
+    /// The idempotency key it was applied under.
+    pub idempotency_key: String,
+    /// The operation called.
+    pub operation: String,
+    /// Calls with that key: more than one means duplicates were absorbed.
+    pub calls: u32,
+    /// The answer, the same for every call with that key.
+    pub response: Value,
+}
+
+/// The effects applied, where they are kept.
+enum Record {
+    /// In SQLite, fsynced before the answer, as a real service would.
+    Durable(Mutex<Connection>),
+    /// In memory, lost at exit: for benchmarks, where the remote side must cost nothing.
+    Memory(Mutex<Applied>),
+}
+
+/// The effects applied, in the order they were, and their place by (service, key).
+#[derive(Default)]
+struct Applied {
+    effects: Vec<Effect>,
+    by_key: HashMap<(String, String), usize>,
+}
+
+/// The mock services' state.
+pub struct MockServices {
+    record: Record,
+    faults: Mutex<HashMap<String, Injected>>,
+    calls: Mutex<HashMap<String, u64>>,
+    random: Mutex<fastrand::Rng>,
+}
+
+/// The mock services, shared by their routes.
+pub type Shared = Arc<MockServices>;
+
+impl MockServices {
+    /// With `durable`, opens (or creates) the effects database at `path`, and every
+    /// effect is fsynced before the answer; else the effects are kept in memory.
+    ///
+    /// # Errors
+    /// When the database cannot be opened.
+    pub fn open(path: &Path, seed: u64, durable: bool) -> rusqlite::Result<Shared> {
+        let record = if durable {
+            let db = Connection::open(path)?;
+            db.execute_batch(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+                 CREATE TABLE IF NOT EXISTS effects (
+                    service TEXT NOT NULL, idempotency_key TEXT NOT NULL, operation TEXT NOT NULL,
+                    calls INTEGER NOT NULL, applied_at INTEGER NOT NULL, response TEXT NOT NULL,
+                    PRIMARY KEY (service, idempotency_key));",
+            )?;
+            Record::Durable(Mutex::new(db))
+        } else {
+            Record::Memory(Mutex::default())
+        };
+        Ok(Arc::new(Self {
+            record,
+            faults: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
+            random: Mutex::new(fastrand::Rng::with_seed(seed)),
+        }))
+    }
+
+    /// Sets a service's faults.
+    pub fn set_faults(&self, service: &str, faults: Faults) {
+        let injected = Injected {
+            outage_until: Instant::now() + Duration::from_millis(faults.outage_ms),
+            remaining: faults.times,
+            faults,
+        };
+        self.faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(service.to_owned(), injected);
+    }
+
+    /// Requests received per service since start, failed ones included.
+    #[must_use]
+    pub fn calls(&self) -> HashMap<String, u64> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Counts a call of `service` and returns the faults to apply to it, and
+    /// whether the service is in an outage.
+    fn take_faults(&self, service: &str) -> Option<(Faults, bool)> {
+        *self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(service.to_owned())
+            .or_default() += 1;
+        let mut all = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let injected = all.get_mut(service)?;
+        if let Some(remaining) = injected.remaining.as_mut() {
+            if *remaining == 0 {
+                return None;
+            }
+            *remaining -= 1;
+        }
+        Some((
+            injected.faults.clone(),
+            Instant::now() < injected.outage_until,
+        ))
+    }
+
+    fn chance(&self, rate: f64) -> bool {
+        rate > 0.0
+            && self
+                .random
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .f64()
+                < rate
+    }
+
+    /// Applies an effect once per key; returns the answer of the first call.
+    fn apply(&self, service: &str, key: &str, operation: &str) -> rusqlite::Result<Value> {
+        match &self.record {
+            Record::Durable(db) => apply_durably(
+                &mut db.lock().unwrap_or_else(PoisonError::into_inner),
+                service,
+                key,
+                operation,
+            ),
+            Record::Memory(applied) => Ok(applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .apply(service, key, operation)),
+        }
+    }
+
+    /// The effects applied, in the order they were, optionally of one service.
+    ///
+    /// # Errors
+    /// When the database fails.
+    pub fn effects(&self, service: Option<&str>) -> rusqlite::Result<Vec<Effect>> {
+        match &self.record {
+            Record::Durable(db) => {
+                durable_effects(&db.lock().unwrap_or_else(PoisonError::into_inner), service)
+            }
+            Record::Memory(applied) => Ok(applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .effects
+                .iter()
+                .filter(|e| service.is_none_or(|s| e.service == s))
+                .cloned()
+                .collect()),
+        }
+    }
+}
+
+impl Applied {
+    fn apply(&mut self, service: &str, key: &str, operation: &str) -> Value {
+        let Self { effects, by_key } = self;
+        let index = *by_key
+            .entry((service.to_owned(), key.to_owned()))
+            .or_insert_with(|| {
+                effects.push(Effect {
+                    service: service.to_owned(),
+                    idempotency_key: key.to_owned(),
+                    operation: operation.to_owned(),
+                    calls: 0,
+                    response: first_answer(service, key, operation),
+                });
+                effects.len() - 1
+            });
+        let effect = &mut effects[index];
+        effect.calls += 1;
+        effect.response.clone()
+    }
+}
+
+/// What a service answers the first call with a key, and every call with it after.
+fn first_answer(service: &str, key: &str, operation: &str) -> Value {
+    let id = format!("{service}-{:08x}", stable_hash(key));
+    json!({ "service": service, "operation": operation, "id": id })
+}
+
+fn apply_durably(
+    db: &mut Connection,
+    service: &str,
+    key: &str,
+    operation: &str,
+) -> rusqlite::Result<Value> {
+    let tx = db.transaction()?;
+    let known: Option<String> = tx
+        .prepare_cached(
+            "UPDATE effects SET calls = calls + 1 WHERE service = ?1 AND idempotency_key = ?2 RETURNING response",
+        )?
+        .query_row(params![service, key], |row| row.get(0))
+        .optional()?;
+    let response = if let Some(known) = known {
+        serde_json::from_str(&known).unwrap_or(Value::Null)
+    } else {
+        let response = first_answer(service, key, operation);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        tx.prepare_cached(
+            "INSERT INTO effects (service, idempotency_key, operation, calls, applied_at, response)
+             VALUES (?1, ?2, ?3, 1, ?4, ?5)",
+        )?
+        .execute(params![
+            service,
+            key,
+            operation,
+            i64::try_from(now).unwrap_or(0),
+            response.to_string()
+        ])?;
+        response
+    };
+    tx.commit()?;
+    Ok(response)
+}
+
+fn durable_effects(db: &Connection, service: Option<&str>) -> rusqlite::Result<Vec<Effect>> {
+    let mut select = db.prepare(
+        "SELECT service, idempotency_key, operation, calls, response FROM effects
+         WHERE ?1 IS NULL OR service = ?1 ORDER BY rowid",
+    )?;
+    let rows = select.query_map([service], |row| {
+        Ok(Effect {
+            service: row.get(0)?,
+            idempotency_key: row.get(1)?,
+            operation: row.get(2)?,
+            calls: row.get(3)?,
+            response: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or(Value::Null),
+        })
+    })?;
+    rows.collect()
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+async fn call(
+    State(mock): State<Shared>,
+    UrlPath((service, operation)): UrlPath<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(key) = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "an Idempotency-Key header is required",
+        );
+    };
+    let operation = format!("/{operation}");
+    let mut answer_bytes = None;
+    if let Some((faults, in_outage)) = mock.take_faults(&service) {
+        answer_bytes = faults.answer_bytes;
+        if in_outage {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "outage injected");
+        }
+        tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
+        if mock.chance(faults.permanent_error_rate) {
+            return error(StatusCode::UNPROCESSABLE_ENTITY, "permanent error injected");
+        }
+        if mock.chance(faults.transient_error_rate) {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "transient error injected");
+        }
+        if faults.hang_ms > 0 {
+            let applied = mock.apply(&service, &key, &operation);
+            tokio::time::sleep(Duration::from_millis(faults.hang_ms)).await;
+            return respond(applied);
+        }
+    }
+    respond(
+        mock.apply(&service, &key, &operation)
+            .map(|answer| padded(answer, answer_bytes)),
+    )
+}
+
+/// The answer with a `padding` field that makes its JSON `bytes` long, when given
+/// and longer than the answer.
+fn padded(mut answer: Value, bytes: Option<usize>) -> Value {
+    if let Some(bytes) = bytes {
+        answer["padding"] = json!("");
+        let unpadded = answer.to_string().len();
+        answer["padding"] = json!("x".repeat(bytes.saturating_sub(unpadded)));
+    }
+    answer
+}
+
+fn respond(applied: rusqlite::Result<Value>) -> Response {
+    match applied {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct EffectsQuery {
+    service: Option<String>,
+}
+
+async fn effects(State(mock): State<Shared>, Query(query): Query<EffectsQuery>) -> Response {
+    match mock.effects(query.service.as_deref()) {
+        Ok(effects) => Json(json!({ "effects": effects })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+async fn calls(State(mock): State<Shared>) -> Json<Value> {
+    Json(json!({ "calls": mock.calls() }))
+}
+
+async fn list_faults(State(mock): State<Shared>) -> Json<Value> {
+    let all = mock.faults.lock().unwrap_or_else(PoisonError::into_inner);
+    let faults: HashMap<&String, &Faults> = all.iter().map(|(k, v)| (k, &v.faults)).collect();
+    Json(json!({ "faults": faults }))
+}
+
+async fn set_faults(
+    State(mock): State<Shared>,
+    UrlPath(service): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    match serde_json::from_slice::<Faults>(&body) {
+        Ok(faults) => {
+            mock.set_faults(&service, faults.clone());
+            Json(json!({ "service": service, "faults": faults })).into_response()
+        }
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("invalid faults: {e}")),
+    }
+}
+
+async fn clear_faults(State(mock): State<Shared>, UrlPath(service): UrlPath<String>) -> StatusCode {
+    mock.faults
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&service);
+    StatusCode::NO_CONTENT
+}
+
+/// The mock services' routes.
+pub fn router(mock: Shared) -> axum::Router {
+    axum::Router::new()
+        .route("/effects", get(effects))
+        .route("/calls", get(calls))
+        .route("/faults", get(list_faults))
+        .route("/faults/{service}", put(set_faults).delete(clear_faults))
+        .route("/{service}/{*operation}", post(call))
+        .with_state(mock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both records apply an effect once per key, count every call, and list the
+    /// effects in the order applied, by service when asked.
+    #[test]
+    fn an_effect_is_applied_once_per_key_in_either_record() {
+        for durable in [true, false] {
+            let data = tempfile::tempdir().expect("directory");
+            let mock = MockServices::open(&data.path().join("mock.db"), 1, durable).expect("mock");
+            let first = mock
+                .apply("drone", "t1/0/pickup", "/pickup")
+                .expect("apply");
+            mock.apply("billing", "t1/0/charge", "/charge")
+                .expect("apply");
+            let again = mock.apply("drone", "t1/0/pickup", "/other").expect("apply");
+            assert_eq!(
+                first, again,
+                "durable={durable}: a repeated key gets the first answer"
+            );
+            let all = mock.effects(None).expect("effects");
+            let keys: Vec<(&str, u32)> = all
+                .iter()
+                .map(|e| (e.idempotency_key.as_str(), e.calls))
+                .collect();
+            assert_eq!(
+                keys,
+                [("t1/0/pickup", 2), ("t1/0/charge", 1)],
+                "durable={durable}"
+            );
+            assert_eq!(all[0].operation, "/pickup", "durable={durable}");
+            let billing = mock.effects(Some("billing")).expect("effects");
+            assert_eq!(billing.len(), 1, "durable={durable}");
+            assert_eq!(billing[0].service, "billing", "durable={durable}");
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! The conformance suite of the ports: what every adapter of the state store and of
+//! the queues must do, as the actors expect AWS to. Each adapter crate runs it on
+//! itself: [`state_store`] on a store, [`queues`] on a queue and its dead-letter queue.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_core::domain::decide::{Submission, submit};
+use sas_core::domain::ids::{QueueName, TaskId};
+use sas_core::domain::task::{Order, Task, TaskState};
+use sas_core::domain::workflow::{Registry, Workflow};
+use sas_core::ports::{Consumer, Delivery, OutgoingMessage, Queues, StateStore, StoreError};
+use sas_core::time::Timestamp;
+
+use crate::delivery_input;
+
+/// A work queue under test, with a visibility timeout of 1 s and dead-lettered to
+/// `dead_letters` after 2 receives, and the adapters that send to it and receive
+/// from it.
+pub struct WorkQueue {
+    /// Sends to the queue.
+    pub queues: Arc<dyn Queues>,
+    /// Receives from the queue.
+    pub consumer: Arc<dyn Consumer>,
+    /// The work queue.
+    pub work: QueueName,
+    /// Its dead-letter queue.
+    pub dead_letters: QueueName,
+}
+
+/// The state store's conformance: conditional writes and transactions, the sweep's
+/// reads, listings and workflow versions.
+///
+/// # Panics
+/// Where the store does not conform.
+pub async fn state_store(store: &dyn StateStore) {
+    conditional_writes_and_transactions(store).await;
+    the_sweep_reads_expired_leases_only(store).await;
+    workflow_versions_are_kept(store).await;
+}
+
+/// The queues' conformance: batches, concurrent senders, delays, visibility timeouts,
+/// receive counts and dead-lettering, as SQS has them.
+///
+/// # Panics
+/// Where the queues do not conform.
+pub async fn queues(queue: &WorkQueue) {
+    queues_behave_like_sqs(queue).await;
+}
+
+fn drone() -> Arc<Workflow> {
+    Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone")
+}
+
+fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
+    let submission = Submission {
+        id: TaskId::parse(id).expect("id"),
+        input: delivery_input(),
+        notify: None,
+    };
+    let (task, order, _) = submit(&drone(), submission, now);
+    (task, order)
+}
+
+/// `task` changed as a decision would: its version bumped.
+fn changed(task: &Task, change: impl FnOnce(&mut Task)) -> Task {
+    let mut next = task.clone();
+    next.version += 1;
+    change(&mut next);
+    next
+}
+
+async fn conditional_writes_and_transactions(store: &dyn StateStore) {
+    let (task, order) = new_task("cw", Timestamp(1_000));
+    store.create(&task, &order).await.expect("created");
+    let other_order = Order {
+        task_id: task.id.clone(),
+        input: serde_json::json!({"other": true}),
+    };
+    assert!(
+        matches!(
+            store.create(&task, &other_order).await,
+            Err(StoreError::Conflict)
+        ),
+        "the id is taken"
+    );
+    let (stored, stored_order) = store
+        .task_with_order(&task.id)
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(
+        (stored, stored_order),
+        (task.clone(), order),
+        "the failed creation changed nothing"
+    );
+
+    let first = changed(&task, |t| t.locked_by = Some("s1".into()));
+    let second = changed(&task, |t| t.locked_by = Some("s2".into()));
+    let (a, b) = tokio::join!(store.update(&first), store.update(&second));
+    assert!(
+        a.is_ok() != b.is_ok(),
+        "exactly one racing write wins: {a:?} {b:?}"
+    );
+    let winner = if a.is_ok() { first } else { second };
+    assert_eq!(
+        store.task(&task.id).await.expect("read"),
+        Some(winner.clone())
+    );
+    let stale = changed(&task, |t| t.failure_count = 9);
+    assert!(
+        matches!(store.update(&stale).await, Err(StoreError::Conflict)),
+        "a stale version loses"
+    );
+    assert_eq!(
+        store
+            .task(&TaskId::parse("nobody").expect("id"))
+            .await
+            .expect("read"),
+        None
+    );
+}
+
+async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
+    let mut expected = Vec::new();
+    for (id, lease) in [("late-b", 2_000), ("late-a", 1_000), ("later", 50_000)] {
+        let (task, order) = new_task(id, Timestamp(0));
+        let task = Task {
+            complete_by: Some(Timestamp(lease)),
+            ..task
+        };
+        store.create(&task, &order).await.expect("created");
+        if lease < 10_000 {
+            expected.push(id);
+        }
+    }
+    let (done, order) = new_task("done", Timestamp(0));
+    store.create(&done, &order).await.expect("created");
+    let finished = changed(&done, |t| {
+        t.state = TaskState::Processed;
+        t.complete_by = None;
+    });
+    store.update(&finished).await.expect("finished");
+
+    let expired = store.expired(Timestamp(10_000), 10).await.expect("sweep");
+    assert!(expired.undecodable.is_empty());
+    let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["late-a", "late-b"],
+        "expired leases only, soonest first"
+    );
+    let one = store.expired(Timestamp(10_000), 1).await.expect("sweep");
+    assert_eq!(one.tasks.len(), 1, "the limit holds");
+
+    let listed = store.list(TaskState::Pending, 2, None).await.expect("page");
+    assert_eq!(listed.tasks.len(), 2);
+    let rest = store
+        .list(TaskState::Pending, 2, listed.next.as_deref())
+        .await
+        .expect("page 2");
+    let all: BTreeSet<_> = listed
+        .tasks
+        .iter()
+        .chain(&rest.tasks)
+        .map(|t| t.id.to_string())
+        .collect();
+    let pending = ["cw", "late-a", "late-b", "later"].map(String::from).into();
+    assert_eq!(all, pending, "the pages cover the state, each task once");
+    assert_eq!(rest.next, None);
+    for state in [TaskState::Pending, TaskState::Error] {
+        assert!(
+            matches!(
+                store.list(state, 2, Some("not-a-cursor")).await,
+                Err(StoreError::InvalidCursor(_))
+            ),
+            "a cursor the store did not give is refused ({state:?})"
+        );
+    }
+    assert!(
+        store
+            .list(TaskState::Error, 10, None)
+            .await
+            .expect("page")
+            .tasks
+            .is_empty()
+    );
+}
+
+async fn workflow_versions_are_kept(store: &dyn StateStore) {
+    let workflow = drone();
+    store.save_workflow(&workflow).await.expect("saved");
+    store
+        .save_workflow(&workflow)
+        .await
+        .expect("the same again");
+    let changed = Workflow {
+        source: workflow.source.replace("drone", "drones"),
+        ..(*workflow).clone()
+    };
+    assert!(matches!(
+        store.save_workflow(&changed).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        store
+            .load_workflow(&workflow.name, workflow.version)
+            .await
+            .expect("load"),
+        Some(workflow.source.clone())
+    );
+    assert_eq!(
+        store.load_workflow(&workflow.name, 99).await.expect("load"),
+        None
+    );
+}
+
+/// What the work queue hands out at once, without waiting.
+async fn receive_now(under_test: &WorkQueue) -> Vec<Delivery> {
+    under_test
+        .consumer
+        .receive(&under_test.work, 10, Duration::ZERO)
+        .await
+        .expect("receive")
+}
+
+async fn receive_all(under_test: &WorkQueue, queue: &QueueName, expected: usize) -> Vec<Delivery> {
+    let mut received = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while received.len() < expected && tokio::time::Instant::now() < deadline {
+        received.extend(
+            under_test
+                .consumer
+                .receive(queue, 10, Duration::from_millis(200))
+                .await
+                .expect("receive"),
+        );
+    }
+    received
+}
+
+async fn delete_all(under_test: &WorkQueue, deliveries: &[Delivery]) {
+    for delivery in deliveries {
+        under_test
+            .consumer
+            .delete(&under_test.work, &delivery.receipt)
+            .await
+            .expect("delete");
+    }
+}
+
+async fn queues_behave_like_sqs(under_test: &WorkQueue) {
+    let message = |body: String, delay| OutgoingMessage { body, delay };
+    let batch: Vec<_> = (0..15)
+        .map(|i| message(format!("m{i}"), Duration::ZERO))
+        .collect();
+    under_test
+        .queues
+        .send(&under_test.work, &batch)
+        .await
+        .expect("a batch of 15");
+    let received = receive_all(under_test, &under_test.work, 15).await;
+    let bodies: BTreeSet<_> = received.iter().map(|m| m.body.clone()).collect();
+    assert_eq!(bodies.len(), 15, "every message of the batch, once");
+    delete_all(under_test, &received).await;
+
+    // Concurrent senders (on SQS, they share requests): each is answered, and every
+    // message arrives once.
+    let senders = (0..25).map(|i| {
+        let (queues, work) = (Arc::clone(&under_test.queues), under_test.work.clone());
+        tokio::spawn(async move {
+            let messages = [message(format!("c{i}"), Duration::ZERO)];
+            queues.send(&work, &messages).await
+        })
+    });
+    for sender in senders.collect::<Vec<_>>() {
+        sender.await.expect("sender").expect("a concurrent send");
+    }
+    let received = receive_all(under_test, &under_test.work, 25).await;
+    let bodies: BTreeSet<_> = received.iter().map(|m| m.body.clone()).collect();
+    assert_eq!(
+        (received.len(), bodies.len()),
+        (25, 25),
+        "every concurrent message, once"
+    );
+    delete_all(under_test, &received).await;
+
+    under_test
+        .queues
+        .send(
+            &under_test.work,
+            &[message("delayed".into(), Duration::from_secs(2))],
+        )
+        .await
+        .expect("sent");
+    assert!(receive_now(under_test).await.is_empty(), "delayed");
+    let delayed = receive_all(under_test, &under_test.work, 1).await;
+    assert_eq!(delayed[0].body, "delayed", "visible after its delay");
+    under_test
+        .consumer
+        .delete(&under_test.work, &delayed[0].receipt)
+        .await
+        .expect("delete");
+
+    under_test
+        .queues
+        .send(
+            &under_test.work,
+            &[message("poison".into(), Duration::ZERO)],
+        )
+        .await
+        .expect("sent");
+    let first = receive_all(under_test, &under_test.work, 1).await;
+    assert_eq!(
+        (first[0].body.as_str(), first[0].receive_count),
+        ("poison", 1)
+    );
+    assert!(receive_now(under_test).await.is_empty(), "in flight");
+    let second = receive_all(under_test, &under_test.work, 1).await;
+    assert_eq!(
+        second[0].receive_count, 2,
+        "delivered again after the visibility timeout"
+    );
+    // As in SQS, the message moves when a receive finds it past maxReceiveCount.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let third = receive_now(under_test).await;
+    assert!(
+        third.is_empty(),
+        "a third receive dead-letters it: {third:?}"
+    );
+    let dead = receive_all(under_test, &under_test.dead_letters, 1).await;
+    assert_eq!(
+        dead[0].body, "poison",
+        "after maxReceiveCount receives, in the dead-letter queue"
+    );
+}

@@ -1,0 +1,360 @@
+//! An in-memory backend for tests and the simulator: the same semantics as the
+//! embedded backend and AWS (it passes the same conformance suite), time from the
+//! given clock, nothing durable. Messages can be taken in any order, which lets a
+//! simulator choose the order of deliveries.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use sas_core::domain::ids::{QueueName, TaskId};
+use sas_core::domain::messages::Alert;
+use sas_core::domain::task::{Order, Task, TaskState};
+use sas_core::domain::workflow::Workflow;
+use sas_core::ports::{
+    AlertError, Alerts, Consumer, Delivery, Expired, OutgoingMessage, QueueError, Queues,
+    StateStore, StoreError, TaskPage,
+};
+use sas_core::time::{Clock, Timestamp};
+
+/// A queue's dead-letter settings.
+#[derive(Debug, Clone)]
+struct Redrive {
+    max_receive_count: u32,
+    dead_letter: QueueName,
+}
+
+/// A message in a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The message's id, unique in the backend.
+    pub id: u64,
+    /// The body.
+    pub body: String,
+    /// When it may next be received.
+    pub visible_at: Timestamp,
+    /// Times received.
+    pub receive_count: u32,
+}
+
+#[derive(Default)]
+struct State {
+    tasks: BTreeMap<String, Task>,
+    orders: HashMap<String, Order>,
+    workflows: HashMap<(String, u32), String>,
+    queues: BTreeMap<String, Vec<Stored>>,
+    visibility: HashMap<String, Duration>,
+    redrive: HashMap<String, Redrive>,
+    alerts: Vec<Alert>,
+    next_id: u64,
+}
+
+/// The in-memory backend.
+pub struct Memory {
+    state: Mutex<State>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Memory {
+    /// An empty backend on `clock`.
+    #[must_use]
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            clock,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets a queue's visibility timeout and, optionally, its dead-letter queue.
+    pub fn create_queue(
+        &self,
+        queue: &QueueName,
+        visibility: Duration,
+        redrive: Option<(u32, QueueName)>,
+    ) {
+        let mut state = self.state();
+        state.queues.entry(queue.to_string()).or_default();
+        state.visibility.insert(queue.to_string(), visibility);
+        if let Some((max_receive_count, dead_letter)) = redrive {
+            state.queues.entry(dead_letter.to_string()).or_default();
+            state.redrive.insert(
+                queue.to_string(),
+                Redrive {
+                    max_receive_count,
+                    dead_letter,
+                },
+            );
+        }
+    }
+
+    /// Every message of a queue, visible or not, oldest first.
+    #[must_use]
+    pub fn messages(&self, queue: &QueueName) -> Vec<Stored> {
+        self.state()
+            .queues
+            .get(queue.as_str())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Receives the message `id` if it is visible, as a receive that found it
+    /// would (counting it, hiding it, or moving it to the dead-letter queue).
+    #[must_use]
+    pub fn receive_one(&self, queue: &QueueName, id: u64) -> Option<Delivery> {
+        let now = self.clock.now();
+        let mut state = self.state();
+        Self::take(&mut state, queue.as_str(), now, 1, |m| m.id == id)
+            .into_iter()
+            .next()
+    }
+
+    /// Deletes a message whatever its receipt: a message lost in transit.
+    pub fn drop_message(&self, queue: &QueueName, id: u64) {
+        if let Some(messages) = self.state().queues.get_mut(queue.as_str()) {
+            messages.retain(|m| m.id != id);
+        }
+    }
+
+    /// The alerts raised.
+    #[must_use]
+    pub fn alerts(&self) -> Vec<Alert> {
+        self.state().alerts.clone()
+    }
+
+    /// Every task.
+    #[must_use]
+    pub fn tasks(&self) -> Vec<Task> {
+        self.state().tasks.values().cloned().collect()
+    }
+
+    /// Receives up to `max` of the visible messages that `pick` selects.
+    fn take(
+        state: &mut State,
+        queue: &str,
+        now: Timestamp,
+        max: usize,
+        pick: impl Fn(&Stored) -> bool,
+    ) -> Vec<Delivery> {
+        let visibility = state
+            .visibility
+            .get(queue)
+            .copied()
+            .unwrap_or(Duration::from_secs(30));
+        let redrive = state.redrive.get(queue).cloned();
+        let Some(messages) = state.queues.get_mut(queue) else {
+            return Vec::new();
+        };
+        let mut received = Vec::new();
+        let mut dead = Vec::new();
+        messages.retain_mut(|m| {
+            if received.len() == max || m.visible_at > now || !pick(m) {
+                return true;
+            }
+            m.receive_count += 1;
+            if let Some(redrive) = redrive
+                .as_ref()
+                .filter(|r| m.receive_count > r.max_receive_count)
+            {
+                dead.push((
+                    redrive.dead_letter.clone(),
+                    Stored {
+                        visible_at: now,
+                        receive_count: 0,
+                        ..m.clone()
+                    },
+                ));
+                return false;
+            }
+            m.visible_at = now.plus(visibility);
+            received.push(Delivery {
+                id: m.id.to_string(),
+                body: m.body.clone(),
+                receive_count: m.receive_count,
+                receipt: format!("{}:{}", m.id, m.receive_count),
+            });
+            true
+        });
+        for (queue, message) in dead {
+            state
+                .queues
+                .entry(queue.to_string())
+                .or_default()
+                .push(message);
+        }
+        received
+    }
+}
+
+#[async_trait]
+impl StateStore for Memory {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let mut state = self.state();
+        if state.tasks.contains_key(task.id.as_str()) {
+            return Err(StoreError::Conflict);
+        }
+        state.tasks.insert(task.id.to_string(), task.clone());
+        state.orders.insert(task.id.to_string(), order.clone());
+        Ok(())
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        Ok(self.state().tasks.get(id.as_str()).cloned())
+    }
+
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .tasks
+            .get(id.as_str())
+            .cloned()
+            .zip(state.orders.get(id.as_str()).cloned()))
+    }
+
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        let mut state = self.state();
+        match state.tasks.get_mut(task.id.as_str()) {
+            Some(stored) if stored.version + 1 == task.version => {
+                *stored = task.clone();
+                Ok(())
+            }
+            _ => Err(StoreError::Conflict),
+        }
+    }
+
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
+        let mut tasks: Vec<Task> = self
+            .state()
+            .tasks
+            .values()
+            .filter(|t| t.complete_by.is_some_and(|at| at <= now))
+            .cloned()
+            .collect();
+        tasks.sort_by_key(|t| t.complete_by);
+        tasks.truncate(limit);
+        Ok(Expired {
+            tasks,
+            undecodable: Vec::new(),
+        })
+    }
+
+    /// Records kept as values are never undecodable: there is nothing to take off.
+    async fn quarantine(&self, _: &TaskId) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let key = TaskPage::cursor_after;
+        if let Some(cursor) = after {
+            TaskPage::parse_cursor(cursor)?;
+        }
+        let mut tasks: Vec<Task> = self
+            .state()
+            .tasks
+            .values()
+            .filter(|t| t.state == state && after.is_none_or(|a| key(t).as_str() > a))
+            .cloned()
+            .collect();
+        tasks.sort_by_key(key);
+        let next = (tasks.len() > limit).then(|| {
+            tasks.truncate(limit);
+            tasks.last().map(key).unwrap_or_default()
+        });
+        Ok(TaskPage { tasks, next })
+    }
+
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let mut state = self.state();
+        let stored = state
+            .workflows
+            .entry((workflow.name.clone(), workflow.version))
+            .or_insert_with(|| workflow.source.clone());
+        if *stored == workflow.source {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict)
+        }
+    }
+
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .state()
+            .workflows
+            .get(&(name.to_owned(), version))
+            .cloned())
+    }
+}
+
+#[async_trait]
+impl Queues for Memory {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        let now = self.clock.now();
+        let mut state = self.state();
+        for message in messages {
+            state.next_id += 1;
+            let stored = Stored {
+                id: state.next_id,
+                body: message.body.clone(),
+                visible_at: now.plus(message.delay),
+                receive_count: 0,
+            };
+            state
+                .queues
+                .entry(queue.to_string())
+                .or_default()
+                .push(stored);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Consumer for Memory {
+    async fn receive(
+        &self,
+        queue: &QueueName,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let now = self.clock.now();
+            let received = Self::take(&mut self.state(), queue.as_str(), now, max.min(10), |_| {
+                true
+            });
+            if !received.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(received);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn delete(&self, queue: &QueueName, receipt: &str) -> Result<(), QueueError> {
+        if let Some(messages) = self.state().queues.get_mut(queue.as_str()) {
+            messages.retain(|m| format!("{}:{}", m.id, m.receive_count) != receipt);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Alerts for Memory {
+    async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
+        self.state().alerts.push(alert.clone());
+        Ok(())
+    }
+}

@@ -1,0 +1,29 @@
+//! The in-memory backend of the simulator passes the ports' conformance suite.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_core::domain::ids::QueueName;
+use sas_core::time::WallClock;
+use sas_testkit::conformance::{self, WorkQueue};
+use sas_testkit::memory::Memory;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_memory_backend_conforms() {
+    let backend = Arc::new(Memory::new(Arc::new(WallClock)));
+    let work = QueueName::parse("work").expect("name");
+    let dead_letters = QueueName::parse("work-dlq").expect("name");
+    backend.create_queue(
+        &work,
+        Duration::from_secs(1),
+        Some((2, dead_letters.clone())),
+    );
+    conformance::state_store(backend.as_ref()).await;
+    conformance::queues(&WorkQueue {
+        queues: Arc::clone(&backend) as _,
+        consumer: backend,
+        work,
+        dead_letters,
+    })
+    .await;
+}
