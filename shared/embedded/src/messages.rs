@@ -1,0 +1,43 @@
+//! The message index: the queues' messages in memory, beside their rows.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::QueueSettings;
+
+/// The queues' messages in memory, beside their rows: a receive, which only
+/// changes a message's visibility and receive count, is served from memory without
+/// a write. Messages are written when sent and deleted (or dead-lettered) on disk
+/// too; after a restart they are all visible at once and their receive counts start
+/// again from zero, which only means earlier redeliveries.
+#[derive(Default)]
+pub(crate) struct Messages {
+    pub(crate) settings: HashMap<String, QueueSettings>,
+    /// (visible at, id) of each queue's messages, in the order they become visible.
+    pub(crate) ready: HashMap<String, BTreeSet<(i64, i64)>>,
+    pub(crate) by_id: HashMap<i64, Message>,
+}
+
+pub(crate) struct Message {
+    pub(crate) queue: String,
+    pub(crate) body: String,
+    pub(crate) visible_at: i64,
+    pub(crate) receive_count: u32,
+}
+
+impl Messages {
+    pub(crate) fn insert(&mut self, id: i64, message: Message) {
+        self.ready
+            .entry(message.queue.clone())
+            .or_default()
+            .insert((message.visible_at, id));
+        self.by_id.insert(id, message);
+    }
+
+    pub(crate) fn remove(&mut self, id: i64) -> Option<Message> {
+        let message = self.by_id.remove(&id)?;
+        if let Some(ready) = self.ready.get_mut(&message.queue) {
+            ready.remove(&(message.visible_at, id));
+        }
+        Some(message)
+    }
+}

@@ -1,0 +1,211 @@
+//! The queues and consumer ports, and the alerts, over the message rows.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use sas_core::domain::ids::QueueName;
+use sas_core::domain::messages::Alert;
+use sas_core::ports::{
+    AlertError, Alerts, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StoreError,
+};
+
+use crate::messages::{Message, Messages};
+use crate::schema::{encode, unavailable};
+use crate::writer::{execute, query_row};
+use crate::{Answer, Embedded, QueueSettings};
+
+/// A message as a row: its queue, its body, when it becomes visible.
+pub(crate) type Row = (String, String, i64);
+
+/// Inserts messages' rows, under the ids they were given; returns them.
+pub(crate) fn insert_messages(
+    c: &Connection,
+    rows: Vec<(i64, Row)>,
+    now: i64,
+) -> Result<Vec<(i64, Row)>, StoreError> {
+    let mut insert = c
+        .prepare_cached(
+            "INSERT INTO messages (id, queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .map_err(unavailable)?;
+    for (id, (queue, body, visible_at)) in &rows {
+        insert
+            .execute(params![id, queue, body, visible_at, now])
+            .map_err(unavailable)?;
+    }
+    Ok(rows)
+}
+
+/// The last message id used, by any row ever written (AUTOINCREMENT's record of it).
+pub(crate) fn last_message_id(c: &Connection) -> Result<i64, StoreError> {
+    query_row(
+        c,
+        "SELECT MAX(COALESCE((SELECT MAX(id) FROM messages), 0),
+                    COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(unavailable)
+}
+
+/// The queues' settings and messages, as stored.
+pub(crate) fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
+    let mut loaded = Messages::default();
+    let mut select = c.prepare("SELECT name FROM queues").map_err(unavailable)?;
+    let names: Vec<String> = select
+        .query_map([], |row| row.get(0))
+        .map_err(unavailable)?
+        .collect::<Result<_, _>>()
+        .map_err(unavailable)?;
+    for name in names {
+        let settings = queue_settings(c, &name)?;
+        loaded.settings.insert(name, settings);
+    }
+    let mut select = c
+        .prepare("SELECT id, queue, body, visible_at FROM messages")
+        .map_err(unavailable)?;
+    let rows = select
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                Message {
+                    queue: row.get(1)?,
+                    body: row.get(2)?,
+                    visible_at: row.get(3)?,
+                    receive_count: 0,
+                },
+            ))
+        })
+        .map_err(unavailable)?;
+    for row in rows {
+        let (id, message) = row.map_err(unavailable)?;
+        loaded.insert(id, message);
+    }
+    Ok(loaded)
+}
+
+pub(crate) fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSettings, StoreError> {
+    let row = query_row(
+        c,
+        "SELECT visibility_timeout_ms, max_receive_count, dead_letter FROM queues WHERE name = ?1",
+        [queue],
+        |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, Option<u32>>(1)?,
+                row.get::<_, Option<String>>(2)?,
+            ))
+        },
+    )
+    .optional()
+    .map_err(unavailable)?;
+    let Some((visibility, max_receive_count, dead_letter)) = row else {
+        return Ok(QueueSettings::default());
+    };
+    Ok(QueueSettings {
+        visibility_timeout: Duration::from_millis(u64::try_from(visibility).unwrap_or(0)),
+        max_receive_count,
+        dead_letter: dead_letter
+            .map(QueueName::parse)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+    })
+}
+
+#[async_trait]
+impl Queues for Embedded {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        let rows = self.rows(messages.iter().map(|m| (queue, m)));
+        let now = self.clock.now().0;
+        let inserted = self
+            .write(Answer::Written, move |c| insert_messages(c, rows, now))
+            .await
+            .map_err(|e| QueueError {
+                queue: queue.to_string(),
+                reason: e.to_string(),
+            })?;
+        self.publish(inserted);
+        Ok(())
+    }
+}
+
+/// How often a waiting receive looks again, for delayed messages and visibility
+/// timeouts that end without a send to wake it.
+const RECHECK: Duration = Duration::from_millis(100);
+
+#[async_trait]
+impl Consumer for Embedded {
+    async fn receive(
+        &self,
+        queue: &QueueName,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let waker = self.waker(queue.as_str());
+        loop {
+            let received = self.receive_now(queue, max.min(10));
+            let now = tokio::time::Instant::now();
+            if !received.is_empty() || now >= deadline {
+                return Ok(received);
+            }
+            let _ = tokio::time::timeout((deadline - now).min(RECHECK), waker.notified()).await;
+        }
+    }
+
+    async fn delete(&self, queue: &QueueName, receipt: &str) -> Result<(), QueueError> {
+        let failed = |reason: String| QueueError {
+            queue: queue.to_string(),
+            reason,
+        };
+        let (id, receive_count) = receipt
+            .split_once(':')
+            .and_then(|(id, count)| Some((id.parse::<i64>().ok()?, count.parse::<u32>().ok()?)))
+            .ok_or_else(|| failed(format!("'{receipt}' is not a receipt of this queue")))?;
+        // A stale receipt deletes nothing, as in SQS: the message is delivered again.
+        {
+            let mut messages = self.messages();
+            let current = messages
+                .by_id
+                .get(&id)
+                .is_some_and(|m| m.receive_count == receive_count && m.queue == queue.as_str());
+            if !current {
+                return Ok(());
+            }
+            messages.remove(id);
+        }
+        // Nobody waits for the commit: a delete lost in a crash only means one more
+        // delivery, which every handler tolerates.
+        self.submit(Answer::Committed, move |c| {
+            execute(c, "DELETE FROM messages WHERE id = ?1", [id]).map_err(unavailable)?;
+            Ok(())
+        })
+        .map(drop)
+        .map_err(|e| failed(e.to_string()))
+    }
+}
+
+#[async_trait]
+impl Alerts for Embedded {
+    async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
+        let text = encode(alert).map_err(|e| AlertError(e.to_string()))?;
+        let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
+        self.write(Answer::Committed, move |c| {
+            execute(
+                c,
+                "INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)",
+                params![task_id, at, text],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| AlertError(e.to_string()))
+    }
+}

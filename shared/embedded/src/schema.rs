@@ -1,0 +1,42 @@
+//! The database's tables, and how values go in and out of them.
+
+use std::time::Duration;
+
+use sas_core::ports::StoreError;
+
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL,
+    lease_expires INTEGER, created_at INTEGER NOT NULL, record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tasks_state ON tasks(state, created_at, id);
+CREATE TABLE IF NOT EXISTS orders (task_id TEXT PRIMARY KEY, input TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workflows (
+    name TEXT NOT NULL, version INTEGER NOT NULL, digest TEXT NOT NULL, source TEXT NOT NULL,
+    PRIMARY KEY (name, version));
+CREATE TABLE IF NOT EXISTS queues (
+    name TEXT PRIMARY KEY, visibility_timeout_ms INTEGER NOT NULL,
+    max_receive_count INTEGER, dead_letter TEXT);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
+    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS messages_ready ON messages(queue, visible_at, id);
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
+";
+
+pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}

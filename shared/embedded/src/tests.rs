@@ -1,0 +1,233 @@
+//! The embedded backend's own behaviour, beyond the ports' conformance suite.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_core::domain::decide::{Submission, submit};
+use sas_core::domain::ids::{QueueName, TaskId};
+use sas_core::domain::task::{Order, Task, TaskState};
+use sas_core::domain::workflow::Registry;
+use sas_core::ports::{Consumer, Delivery, OutgoingMessage, Queues, StateStore, StoreError};
+use sas_core::time::Timestamp;
+use sas_testkit::ManualClock;
+
+use crate::schema::{encode, unavailable};
+use crate::writer::execute;
+use crate::{Answer, Depth, Durability, Embedded, QueueSettings};
+
+fn open(dir: &tempfile::TempDir, clock: Arc<ManualClock>) -> Embedded {
+    Embedded::open(&dir.path().join("sas.db"), clock, Durability::Full).expect("open")
+}
+
+fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
+    let workflow = Registry::built_in()
+        .latest("order-processing")
+        .expect("order");
+    let submission = Submission {
+        id: TaskId::parse(id).expect("id"),
+        input: serde_json::json!({"order_id": id}),
+        notify: None,
+    };
+    let (task, order, _) = submit(&workflow, submission, now);
+    (task, order)
+}
+
+#[tokio::test]
+async fn writes_are_conditional_and_creation_is_one_transaction() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, clock);
+    let (task, order) = new_task("a", Timestamp(0));
+    store.create(&task, &order).await.expect("created");
+    let other_order = Order {
+        task_id: task.id.clone(),
+        input: serde_json::json!({"order_id": "other"}),
+    };
+    assert!(matches!(
+        store.create(&task, &other_order).await,
+        Err(StoreError::Conflict)
+    ));
+    let (_, stored_order) = store
+        .task_with_order(&task.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(stored_order, order, "the failed creation wrote nothing");
+
+    let mut first = task.clone();
+    first.version += 1;
+    first.locked_by = Some("s1".into());
+    let mut second = task.clone();
+    second.version += 1;
+    second.locked_by = Some("s2".into());
+    let (a, b) = tokio::join!(store.update(&first), store.update(&second));
+    assert!(
+        a.is_ok() != b.is_ok(),
+        "exactly one of two racing writes wins: {a:?} {b:?}"
+    );
+    assert!(matches!(a.err().or(b.err()), Some(StoreError::Conflict)));
+}
+
+#[tokio::test]
+async fn only_expired_leases_are_swept_and_lists_page() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, clock);
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        let (mut task, order) = new_task(id, Timestamp(i64::try_from(i).expect("small")));
+        if *id == "c" {
+            task.state = TaskState::Processed;
+            task.complete_by = None;
+        }
+        store.create(&task, &order).await.expect("created");
+    }
+    let lease = Duration::from_secs(30);
+    assert!(
+        store
+            .expired(Timestamp(0).plus(lease), 10)
+            .await
+            .expect("sweep")
+            .tasks
+            .len()
+            == 1
+    );
+    let late = Timestamp(10).plus(lease);
+    let expired = store.expired(late, 10).await.expect("sweep");
+    let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.to_string()).collect();
+    assert_eq!(ids, ["a", "b"], "soonest first, never the finished task");
+
+    let b = TaskId::parse("b").expect("id");
+    let original = encode(&store.task(&b).await.expect("read").expect("b")).expect("encoded");
+    let corrupt = "garbage".to_owned();
+    store
+        .write(Answer::Committed, move |c| {
+            execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [corrupt])
+                .map_err(unavailable)
+        })
+        .await
+        .expect("corrupted");
+    let expired = store.expired(late, 10).await.expect("a sweep despite it");
+    assert_eq!(expired.undecodable, std::slice::from_ref(&b));
+    assert_eq!(expired.tasks.len(), 1);
+    store.quarantine(&b).await.expect("quarantined");
+    let expired = store.expired(late, 10).await.expect("sweep");
+    assert_eq!((expired.tasks.len(), expired.undecodable.len()), (1, 0));
+    store
+        .write(Answer::Committed, move |c| {
+            execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [original])
+                .map_err(unavailable)
+        })
+        .await
+        .expect("mended, for the listing below");
+
+    let page = store.list(TaskState::Pending, 1, None).await.expect("page");
+    assert_eq!(page.tasks[0].id.as_str(), "a");
+    let page = store
+        .list(TaskState::Pending, 1, page.next.as_deref())
+        .await
+        .expect("page 2");
+    assert_eq!((page.tasks[0].id.as_str(), page.next), ("b", None));
+}
+
+async fn receive_now(store: &Embedded, queue: &QueueName) -> Vec<Delivery> {
+    store
+        .receive(queue, 10, Duration::ZERO)
+        .await
+        .expect("receive")
+}
+
+#[tokio::test]
+async fn queues_have_visibility_timeouts_delays_and_a_dead_letter_queue() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, Arc::clone(&clock));
+    let work = QueueName::parse("work").expect("name");
+    let dead = QueueName::parse("work-dlq").expect("name");
+    let settings = QueueSettings {
+        visibility_timeout: Duration::from_secs(10),
+        max_receive_count: Some(2),
+        dead_letter: Some(dead.clone()),
+    };
+    store.create_queue(&work, settings).await.expect("queue");
+    let message = |body: &str, delay| OutgoingMessage {
+        body: body.into(),
+        delay,
+    };
+    store
+        .send(
+            &work,
+            &[
+                message("now", Duration::ZERO),
+                message("later", Duration::from_secs(5)),
+            ],
+        )
+        .await
+        .expect("sent");
+
+    let first = receive_now(&store, &work).await;
+    assert_eq!(
+        first.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
+        ["now"],
+        "the delayed one waits"
+    );
+    assert!(
+        receive_now(&store, &work).await.is_empty(),
+        "invisible while in flight"
+    );
+    clock.advance(Duration::from_secs(5));
+    let later = receive_now(&store, &work).await;
+    assert_eq!(later[0].body, "later");
+    store
+        .delete(&work, &later[0].receipt)
+        .await
+        .expect("delete");
+
+    clock.advance(Duration::from_secs(5));
+    let again = receive_now(&store, &work).await;
+    assert_eq!((again[0].body.as_str(), again[0].receive_count), ("now", 2));
+    // A stale receipt deletes nothing: the message reaches the dead-letter queue below.
+    store
+        .delete(&work, &first[0].receipt)
+        .await
+        .expect("a stale receipt is no error");
+    clock.advance(Duration::from_secs(10));
+    assert!(
+        receive_now(&store, &work).await.is_empty(),
+        "the third receive dead-letters it"
+    );
+    let dead_letters = store.receive(&dead, 10, Duration::ZERO).await.expect("dlq");
+    assert_eq!(dead_letters[0].body, "now");
+    assert_eq!(store.depth(&work).await.expect("depth"), Depth::default());
+}
+
+#[tokio::test]
+async fn committed_state_survives_reopening() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let (task, order) = new_task("kept", Timestamp(0));
+    let queue = QueueName::parse("q").expect("name");
+    {
+        let store = open(&dir, Arc::clone(&clock));
+        store.create(&task, &order).await.expect("created");
+        store
+            .send(
+                &queue,
+                &[OutgoingMessage {
+                    body: "m".into(),
+                    delay: Duration::ZERO,
+                }],
+            )
+            .await
+            .expect("sent");
+    }
+    let store = open(&dir, clock);
+    assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
+    assert_eq!(
+        store
+            .receive(&queue, 1, Duration::ZERO)
+            .await
+            .expect("receive")[0]
+            .body,
+        "m"
+    );
+}
