@@ -23,18 +23,32 @@ use serde_json::Value;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The path of a function's binary (`sas-scheduler`, say), built by cargo for this
-/// machine in the profile of the tests (a no-op when it is up to date).
+/// machine in the profile of the running program (a no-op when it is up to date).
 ///
 /// # Panics
 /// When cargo cannot build it.
 #[must_use]
 pub fn function_binary(name: &str) -> PathBuf {
+    // Tests run from target/<profile>/deps, tools from target/<profile>: the
+    // binaries are in target/<profile>.
+    let exe = std::env::current_exe().expect("the running program's path");
+    let mut directory = exe.parent().expect("target/<profile>");
+    if directory.ends_with("deps") {
+        directory = directory.parent().expect("target/<profile>");
+    }
+    // Cargo builds its `dev` profile into target/debug, any other into its own name.
+    let profile = match directory.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(profile) => profile,
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = std::process::Command::new(&cargo)
         .args([
             "build",
             "--quiet",
             "--locked",
+            "--profile",
+            profile,
             "--package",
             name,
             "--bin",
@@ -43,15 +57,11 @@ pub fn function_binary(name: &str) -> PathBuf {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
-    assert!(built.success(), "cargo build --bin {name} failed");
-    // Tests run from target/<profile>/deps, tools from target/<profile>: the
-    // binaries are in target/<profile>.
-    let exe = std::env::current_exe().expect("the running program's path");
-    let mut profile = exe.parent().expect("target/<profile>");
-    if profile.ends_with("deps") {
-        profile = profile.parent().expect("target/<profile>");
-    }
-    profile.join(name)
+    assert!(
+        built.success(),
+        "cargo build --profile {profile} --bin {name} failed"
+    );
+    directory.join(name)
 }
 
 /// The in-memory backend on `clock`, with the pattern's three queues (a visibility

@@ -60,7 +60,7 @@ impl Outcome {
     #[must_use]
     pub fn reproduce(&self) -> String {
         format!(
-            "cargo run -p sas-tests --bin simulate -- --seed {} --trace",
+            "cargo run -p sas-tools --bin simulate -- --seed {} --trace",
             self.seed
         )
     }

@@ -1,6 +1,6 @@
 //! The deterministic simulation, 1,000 seeds a run: every failure mode at once,
 //! every invariant checked. A failing seed prints the command that replays it and
-//! the events that led there. `cargo run --release -p sas-tests --bin simulate --
+//! the events that led there. `cargo run --release -p sas-tools --bin simulate --
 //! --seeds 100000` is the long soak.
 
 use sas_tests::sim;

@@ -1,14 +1,17 @@
-//! Benchmarks the local system through its HTTP API. It starts `sas-local` (the
-//! binary beside this one) on an empty data directory, with mock remote services
-//! that answer at once and keep their record in memory, drives it, and prints one line.
+//! Benchmarks the local system through its HTTP API. It starts `sas-local` (built by
+//! cargo beside this binary, in its profile) on an empty data directory, with mock
+//! remote services that answer at once and keep their record in memory, drives it,
+//! and prints one line.
+//!
+//! `cargo run --release -p sas-tools --bin bench -- COMMAND [OPTIONS]`, where COMMAND is:
 //!
 //! ```text
-//! bench run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
+//! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
-//! bench ingest [--rates 500,1000,2000] [--seconds 5] [--durability full|process]
+//! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
 //!     open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms
-//! bench sweep [--tasks 100000] [--expired-percent 1]
+//! sweep [--tasks 100000] [--expired-percent 1]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
 //!     the rows it reads and the time it takes (in process, on the embedded backend)
 //! ```
@@ -19,12 +22,82 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 /// Steps of the drone delivery.
 const STEPS: usize = 5;
+
+/// Benchmarks the local system (`sas-local`, built by cargo if need be) through its
+/// HTTP API, or the supervisor's sweep in process; prints one line a measurement.
+#[derive(Parser)]
+#[command(flatten_help = true, disable_help_subcommand = true)]
+struct Args {
+    #[command(subcommand)]
+    command: Benchmark,
+}
+
+#[derive(Subcommand)]
+enum Benchmark {
+    /// Closed loop: each client submits a drone delivery, waits until it is Processed,
+    /// and takes the next.
+    Run {
+        /// Tasks measured.
+        #[arg(long, default_value_t = 2000)]
+        tasks: usize,
+        /// Clients at once.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Tasks run before the measurement.
+        #[arg(long, default_value_t = 200)]
+        warmup: usize,
+        /// When the server's store fsyncs.
+        #[arg(long, value_enum, default_value_t = Durability::Full)]
+        durability: Durability,
+    },
+    /// Open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms.
+    Ingest {
+        /// Requests a second, one rate after the other.
+        #[arg(long, value_delimiter = ',', default_value = "250,500,1000,2000,4000")]
+        rates: Vec<u32>,
+        /// Seconds at each rate.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// When the server's store fsyncs.
+        #[arg(long, value_enum, default_value_t = Durability::Full)]
+        durability: Durability,
+    },
+    /// The supervisor's sweep of a store of that many tasks, some with expired leases,
+    /// in process on the embedded backend.
+    Sweep {
+        /// Tasks in the store.
+        #[arg(long, default_value_t = 100_000)]
+        tasks: usize,
+        /// The share of them, in percent, whose lease has expired.
+        #[arg(long, default_value_t = 1)]
+        expired_percent: usize,
+    },
+}
+
+/// When the server's store fsyncs (`SAS_DURABILITY`).
+#[derive(Clone, Copy, ValueEnum)]
+enum Durability {
+    /// At every commit: a commit survives a power cut.
+    Full,
+    /// At WAL checkpoints: a commit survives kill -9, not a power cut.
+    Process,
+}
+
+impl Durability {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Process => "process",
+        }
+    }
+}
 
 struct Server {
     child: Child,
@@ -33,25 +106,20 @@ struct Server {
 }
 
 impl Server {
-    fn start(durability: &str) -> anyhow::Result<Self> {
-        let binary = std::env::current_exe()?.with_file_name("sas-local");
+    fn start(durability: Durability) -> anyhow::Result<Self> {
+        let binary = sas_tests::function_binary("sas-local");
         let data = tempfile::tempdir()?;
         let mut child = Command::new(&binary)
             .env("SAS_DATA_DIR", data.path())
             .env("SAS_API_ADDR", "127.0.0.1:0")
             .env("SAS_MOCK_ADDR", "127.0.0.1:0")
             .env("SAS_MOCK_DURABILITY", "off")
-            .env("SAS_DURABILITY", durability)
+            .env("SAS_DURABILITY", durability.name())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| {
-                format!(
-                    "cannot start {}: build it with `cargo build --release -p sas-local`",
-                    binary.display()
-                )
-            })?;
+            .with_context(|| format!("cannot start {}", binary.display()))?;
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
         let api = line
@@ -216,7 +284,7 @@ async fn run(
     tasks: usize,
     concurrency: usize,
     warmup: usize,
-    durability: &str,
+    durability: Durability,
 ) -> anyhow::Result<()> {
     let server = Server::start(durability)?;
     closed_loop(&server.api, "warmup", warmup, concurrency).await;
@@ -228,15 +296,15 @@ async fn run(
     #[allow(clippy::cast_precision_loss)]
     let rate = totals.len() as f64 / wall;
     let durable = match durability {
-        "full" => {
+        Durability::Full => {
             "sqlite WAL fsync at every commit; a task's write answered after its commit, a message receivable once written, committed before anything that follows from it"
         }
-        _ => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
+        Durability::Process => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
     };
     println!(
         "engine=sas-local n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
-         server_peak_rss_mb={:.1} durability={durability} fsync=\"{durable}\"",
+         server_peak_rss_mb={:.1} durability={} fsync=\"{durable}\"",
         totals.len(),
         rate * STEPS as f64,
         quantile(&totals, 0.5),
@@ -246,11 +314,12 @@ async fn run(
         quantile(&acks, 0.99),
         cpu / wall * 100.0,
         server.peak_rss_mb(),
+        durability.name(),
     );
     Ok(())
 }
 
-async fn ingest(rates: &[u32], seconds: u64, durability: &str) -> anyhow::Result<()> {
+async fn ingest(rates: &[u32], seconds: u64, durability: Durability) -> anyhow::Result<()> {
     let server = Server::start(durability)?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(1024)
@@ -290,10 +359,11 @@ async fn ingest(rates: &[u32], seconds: u64, durability: &str) -> anyhow::Result
         #[allow(clippy::cast_precision_loss)]
         let achieved = ok.len() as f64 / wall;
         println!(
-            "engine=sas-local mode=ingest target_rate={rate} achieved_rate={achieved:.0} accepted={} errors={errors} p50_ms={:.2} p99_ms={p99:.2} max_ms={:.2} durability={durability}",
+            "engine=sas-local mode=ingest target_rate={rate} achieved_rate={achieved:.0} accepted={} errors={errors} p50_ms={:.2} p99_ms={p99:.2} max_ms={:.2} durability={}",
             ok.len(),
             quantile(&ok, 0.5),
             ok.last().map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0),
+            durability.name(),
         );
         if errors == 0 && p99 < 50.0 && achieved >= f64::from(rate) * 0.95 {
             best = Some(rate);
@@ -315,14 +385,14 @@ async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
     use sas_core::domain::workflow::Registry;
     use sas_core::ports::{NoMetrics, StateStore};
     use sas_core::time::{Clock, WallClock};
-    use sas_embedded::{Durability, Embedded};
+    use sas_embedded::Embedded;
 
     let data = tempfile::tempdir()?;
     let path = data.path().join("state.db");
     let store = Arc::new(Embedded::open(
         &path,
         Arc::new(WallClock),
-        Durability::Process,
+        sas_embedded::Durability::Process,
     )?);
     let workflows = Arc::new(Registry::built_in());
     let drone = workflows
@@ -399,52 +469,23 @@ async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn flag<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> anyhow::Result<T> {
-    match args.iter().position(|a| a == name) {
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|v| v.parse().ok())
-            .with_context(|| format!("{name} needs a value")),
-        None => Ok(default),
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let durability: String = flag(&args, "--durability", "full".to_owned())?;
-    if !matches!(durability.as_str(), "full" | "process") {
-        bail!("--durability is full or process");
-    }
-    match args.first().map(String::as_str) {
-        Some("run") => {
-            run(
-                flag(&args, "--tasks", 2000)?,
-                flag(&args, "--concurrency", 64)?,
-                flag(&args, "--warmup", 200)?,
-                &durability,
-            )
-            .await
-        }
-        Some("ingest") => {
-            let rates: String = flag(&args, "--rates", "250,500,1000,2000,4000".to_owned())?;
-            let rates: Vec<u32> = rates
-                .split(',')
-                .map(str::parse)
-                .collect::<Result<_, _>>()
-                .context("--rates")?;
-            ingest(&rates, flag(&args, "--seconds", 5)?, &durability).await
-        }
-        Some("sweep") => {
-            sweep(
-                flag(&args, "--tasks", 100_000)?,
-                flag(&args, "--expired-percent", 1)?,
-            )
-            .await
-        }
-        _ => bail!(
-            "usage: bench run [--tasks N] [--concurrency C] [--warmup W] [--durability full|process] | \
-             bench ingest [--rates R,R] [--seconds S] | bench sweep [--tasks N] [--expired-percent P]"
-        ),
+    match Args::parse().command {
+        Benchmark::Run {
+            tasks,
+            concurrency,
+            warmup,
+            durability,
+        } => run(tasks, concurrency, warmup, durability).await,
+        Benchmark::Ingest {
+            rates,
+            seconds,
+            durability,
+        } => ingest(&rates, seconds, durability).await,
+        Benchmark::Sweep {
+            tasks,
+            expired_percent,
+        } => sweep(tasks, expired_percent).await,
     }
 }

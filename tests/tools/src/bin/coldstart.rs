@@ -11,8 +11,8 @@
 //! started here.
 //!
 //! ```text
-//! cargo build --release -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor -p sas-tests --bins
-//! target/release/coldstart [--runs 10]
+//! cargo build --release -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor -p sas-tools --bins
+//! cargo run --release -p sas-tools --bin coldstart -- [--runs 10]
 //! ```
 
 use std::collections::HashMap;
@@ -24,9 +24,24 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::{get, post};
+use clap::Parser;
 use sas_tests::aws::{Moto, QueuePolicy, Stack};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
+
+/// Measures the cold start of each function against a local Lambda Runtime API, beside
+/// a hello-world function's: the time to its first request for an event and to its
+/// answer, wall-clock and CPU.
+///
+/// The functions are found beside this binary; build them first with `cargo build
+/// --release -p sas-submission -p sas-scheduler -p sas-agent -p sas-supervisor -p
+/// sas-tools --bins`.
+#[derive(Parser)]
+struct Args {
+    /// Rounds of one start of each function; the medians are printed.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+}
 
 /// A Runtime API serving one event, and telling when the function asked for it (the
 /// end of its initialization) and when its answer came, with the CPU time the function
@@ -214,12 +229,7 @@ fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runs = args
-        .iter()
-        .position(|a| a == "--runs")
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(10);
+    let Args { runs } = Args::parse();
     let directory = std::env::current_exe()
         .expect("path")
         .parent()

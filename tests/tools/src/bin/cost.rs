@@ -6,15 +6,31 @@
 //! Step Functions.
 //!
 //! ```text
-//! cost [--tasks 100] [--lease-bucket-seconds 60] [--waves 6]
+//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine as _;
+use clap::Parser;
 use sas_tests::aws::{Moto, QueuePolicy, Remote, Stack};
 use sas_tests::delivery_input;
 use serde_json::{Value, json};
+
+/// Counts the AWS requests a drone delivery costs on the Lambda path, on moto, and
+/// prints them per task, with dollars per million tasks at list prices.
+#[derive(Parser)]
+struct Args {
+    /// Drone deliveries run.
+    #[arg(long, default_value_t = 100)]
+    tasks: usize,
+    /// The stack's lease bucket, in seconds; the tasks run in waves spread over one.
+    #[arg(long, default_value_t = 60)]
+    lease_bucket_seconds: u64,
+    /// Waves the tasks are submitted in (at least 1, at most one a task).
+    #[arg(long, default_value_t = 6)]
+    waves: usize,
+}
 
 /// us-east-1 list prices, November 2026.
 mod price {
@@ -188,19 +204,14 @@ impl Tally {
     }
 }
 
-fn flag(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1)?.parse().ok())
-        .unwrap_or(default)
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let tasks = flag(&args, "--tasks", 100);
-    let lease_bucket_seconds = flag(&args, "--lease-bucket-seconds", 60) as u64;
-    let waves = flag(&args, "--waves", 6).clamp(1, tasks.max(1));
+    let Args {
+        tasks,
+        lease_bucket_seconds,
+        waves,
+    } = Args::parse();
+    let waves = waves.clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
     let path = recording.path().to_str().expect("path").to_owned();
     let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);

@@ -7,16 +7,29 @@
 //! ```sh
 //! ./tests/run        # once: installs MiniStack and the SAM CLI, builds the functions
 //! SAS_MINISTACK=.venv-ministack/bin/ministack SAS_SAM=.venv/bin/sam \
-//!     cargo run -p sas-tests --bin deadlines -- --tasks 20
+//!     cargo run -p sas-tools --bin deadlines -- [--tasks 20]
 //! ```
 
 use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
+use clap::Parser;
 use sas_tests::aws::Remote;
 use sas_tests::delivery_input;
 use sas_tests::ministack::Deployment;
 use serde_json::{Value, json};
+
+/// How soon an expired lease is acted on, on the stack deployed on MiniStack: the
+/// seconds from a hung step's complete-by to the write that sends its task back.
+///
+/// Needs MiniStack and the SAM CLI (`./tests/run` installs them), named by
+/// `SAS_MINISTACK` and `SAS_SAM`.
+#[derive(Parser)]
+struct Args {
+    /// Drone deliveries whose drone step hangs past its complete-by.
+    #[arg(long, default_value_t = 20)]
+    tasks: usize,
+}
 
 /// A timestamp of the API (RFC 3339) in milliseconds.
 fn millis(text: &str) -> i64 {
@@ -32,12 +45,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let tasks: usize = args
-        .iter()
-        .position(|a| a == "--tasks")
-        .and_then(|i| args.get(i + 1))
-        .map_or(20, |n| n.parse().expect("--tasks N"));
+    let Args { tasks } = Args::parse();
     let remote = Remote::start(false).await;
     let stack = Deployment::with_services(&remote).await;
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);

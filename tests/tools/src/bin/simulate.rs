@@ -1,27 +1,42 @@
 //! Runs the deterministic simulation: one seed with its trace, or a soak of many.
 //!
 //! ```text
-//! simulate --seed 42 [--trace]         one seed; the whole trace with --trace
-//! simulate --seeds 100000 [--from 0]   a soak: schedules per second, faults by kind
+//! cargo run -p sas-tools --bin simulate -- --seed 42 [--trace]
+//!     one seed; the whole trace with --trace
+//! cargo run --release -p sas-tools --bin simulate -- --seeds 100000 [--from 0]
+//!     a soak: schedules per second, faults by kind
 //! ```
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser;
 use sas_tests::sim;
 
+/// Runs the deterministic simulation: one seed with its trace, or a soak of many.
+#[derive(Parser)]
+#[command(group = clap::ArgGroup::new("run").required(true).args(["seed", "seeds"]))]
+struct Args {
+    /// Runs this seed alone.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// With --seed, prints the whole trace.
+    #[arg(long)]
+    trace: bool,
+    /// Runs this many seeds: a soak.
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// With --seeds, the first seed.
+    #[arg(long, default_value_t = 0)]
+    from: u64,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    if let Some(seed) = value("--seed") {
+    let args = Args::parse();
+    if let Some(seed) = args.seed {
         let outcome = sim::run(seed);
-        if args.iter().any(|a| a == "--trace") {
+        if args.trace {
             for line in &outcome.trace {
                 println!("{line}");
             }
@@ -37,11 +52,10 @@ fn main() -> ExitCode {
         println!("{}", outcome.report(60));
         return ExitCode::FAILURE;
     }
-    let Some(seeds) = value("--seeds") else {
-        eprintln!("usage: simulate --seed N [--trace] | --seeds COUNT [--from FIRST]");
-        return ExitCode::from(2);
+    let Some(seeds) = args.seeds else {
+        unreachable!("clap requires --seed or --seeds");
     };
-    let from = value("--from").unwrap_or(0);
+    let from = args.from;
     let started = Instant::now();
     let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut ended: BTreeMap<String, usize> = BTreeMap::new();

@@ -1,0 +1,119 @@
+//! Each tool prints its usage for `--help` and exits 0; a bad option gets clap's
+//! error and a non-zero exit, not a panic.
+
+use std::process::{Command, Output};
+
+fn run(binary: &str, args: &[&str]) -> Output {
+    Command::new(binary)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"))
+}
+
+/// Runs `binary` with `args` and checks that it prints its usage, naming `options`.
+fn assert_help(binary: &str, args: &[&str], options: &[&str]) {
+    let output = run(binary, args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{binary} {args:?}: {}\n{stdout}{stderr}",
+        output.status
+    );
+    assert!(stdout.contains("Usage:"), "{binary} {args:?}:\n{stdout}");
+    for option in options {
+        assert!(
+            stdout.contains(option),
+            "{binary} {args:?} does not name {option}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn bench_prints_its_usage() {
+    let bench = env!("CARGO_BIN_EXE_bench");
+    assert_help(
+        bench,
+        &["--help"],
+        &[
+            "run",
+            "ingest",
+            "sweep",
+            "--tasks",
+            "--rates",
+            "[default: 2000]",
+        ],
+    );
+    assert_help(
+        bench,
+        &["run", "--help"],
+        &["--tasks", "--concurrency", "--warmup", "--durability"],
+    );
+    assert_help(bench, &["ingest", "--help"], &["--rates", "--seconds"]);
+    assert_help(
+        bench,
+        &["sweep", "--help"],
+        &["--tasks", "--expired-percent"],
+    );
+}
+
+#[test]
+fn coldstart_prints_its_usage() {
+    assert_help(
+        env!("CARGO_BIN_EXE_coldstart"),
+        &["--help"],
+        &["--runs", "[default: 10]"],
+    );
+}
+
+#[test]
+fn cost_prints_its_usage() {
+    assert_help(
+        env!("CARGO_BIN_EXE_cost"),
+        &["--help"],
+        &["--tasks", "--lease-bucket-seconds", "--waves"],
+    );
+}
+
+#[test]
+fn deadlines_prints_its_usage() {
+    assert_help(
+        env!("CARGO_BIN_EXE_deadlines"),
+        &["--help"],
+        &["--tasks", "[default: 20]"],
+    );
+}
+
+#[test]
+fn simulate_prints_its_usage() {
+    assert_help(
+        env!("CARGO_BIN_EXE_simulate"),
+        &["--help"],
+        &["--seed", "--seeds", "--trace", "--from"],
+    );
+}
+
+#[test]
+fn an_unknown_option_is_an_error_not_a_panic() {
+    let binary = env!("CARGO_BIN_EXE_bench");
+    let output = run(binary, &["--no-such-option"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "bench exited 0:\n{stderr}");
+    assert!(stderr.contains("unexpected argument"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_durability_outside_its_choices_is_an_error() {
+    let output = run(
+        env!("CARGO_BIN_EXE_bench"),
+        &["run", "--durability", "none"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "bench exited 0:\n{stderr}");
+    assert!(
+        stderr.contains("possible values: full, process"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
