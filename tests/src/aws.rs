@@ -263,7 +263,7 @@ impl Stack {
                 .await
     }
 
-    async fn deliver<H, F>(
+    async fn deliver<H, F, E>(
         &self,
         function: &'static str,
         queue: &QueueName,
@@ -272,7 +272,8 @@ impl Stack {
     ) -> usize
     where
         H: Fn(String) -> F + Copy,
-        F: Future<Output = Result<(), sas_core::app::HandleError>>,
+        F: Future<Output = Result<(), E>>,
+        E: std::fmt::Display,
     {
         let received = self
             .sqs

@@ -321,10 +321,7 @@ impl Queues for FaultyQueues {
         messages: &[OutgoingMessage],
     ) -> Result<(), QueueError> {
         self.world.interleave().await;
-        let failed = || QueueError {
-            queue: queue.to_string(),
-            reason: "simulated crash".into(),
-        };
+        let failed = || QueueError::new(queue, "simulated crash");
         if self.world.fault("crash before a send", 0.03) {
             self.world.note(format!("  crash before a send to {queue}"));
             return Err(failed());
@@ -623,16 +620,19 @@ impl Sim {
     }
 
     async fn handle(&self, queue: &QueueName, body: &str) -> String {
-        let outcome = if *queue == self.names.agent_requests {
-            self.agent.on_request(body).await.map(|v| format!("{v:?}"))
+        let failed = |e: &dyn std::fmt::Display| format!("failed: {e}");
+        if *queue == self.names.agent_requests {
+            match self.agent.on_request(body).await {
+                Ok(verdict) => format!("{verdict:?}"),
+                Err(e) => failed(&e),
+            }
         } else {
             let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
-            scheduler
-                .on_scheduler_message(body)
-                .await
-                .map(str::to_owned)
-        };
-        outcome.unwrap_or_else(|e| format!("failed: {e}"))
+            match scheduler.on_scheduler_message(body).await {
+                Ok(handled) => handled.as_str().to_owned(),
+                Err(e) => failed(&e),
+            }
+        }
     }
 
     async fn sweep(&self) {
@@ -646,7 +646,9 @@ impl Sim {
         .await;
         for report in sweeps {
             match report {
-                Ok(report) if !report.is_empty() => self.world.note(format!("sweep {report:?}")),
+                Ok(report) if !report.is_empty() => self
+                    .world
+                    .note(format!("sweep {}", serde_json::json!(report))),
                 Ok(_) => {}
                 Err(e) => self.world.note(format!("sweep failed: {e}")),
             }

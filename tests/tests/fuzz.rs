@@ -12,7 +12,7 @@ use sas_core::domain::ids::QueueName;
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{NoMetrics, RemoteCall, RemoteError, RemoteRequest};
-use sas_core::step_caller::StepCaller;
+use sas_core::step_caller::{CallError, StepCaller};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
@@ -172,6 +172,6 @@ proptest! {
         prop_assert!(decodes || matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}");
         let answered = subject.runtime.block_on(subject.agent.on_request(&text));
         let decodes = serde_json::from_str::<sas_core::domain::messages::AgentRequest>(&text).is_ok();
-        prop_assert!(decodes || matches!(answered, Err(HandleError::Poison(_))), "agent: {text:?} -> {answered:?}");
+        prop_assert!(decodes || matches!(answered, Err(CallError::Poison(_))), "agent: {text:?} -> {answered:?}");
     }
 }

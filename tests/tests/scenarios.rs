@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sas_core::app::{Handled, Recovery};
+use sas_core::domain::decide::Verdict;
 use sas_core::domain::ids::TaskId;
 use sas_core::domain::messages::SchedulerMessage;
 use sas_core::ports::{OutgoingMessage, Queues};
@@ -165,7 +167,11 @@ async fn a_hung_agent_is_silent_and_the_supervisor_retry_applies_the_effect_once
     );
     harness.advance(Duration::from_millis(501));
     let report = harness.sweep().await;
-    assert_eq!(report.get("retry"), Some(&1), "{report:?}");
+    assert_eq!(
+        report.get(&Recovery::Decided(Verdict::Retry)),
+        Some(&1),
+        "{report:?}"
+    );
     let task = harness.settle_in("hang-1", "Processed").await;
     assert_eq!(
         (
@@ -200,7 +206,13 @@ async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_a
         let task = harness.settle_in("doomed", "Processing").await;
         assert_eq!(task["steps"][3]["attempt"].as_u64(), Some(failure));
         harness.advance(budget);
-        assert_eq!(harness.sweep().await.get("retry"), Some(&1));
+        assert_eq!(
+            harness
+                .sweep()
+                .await
+                .get(&Recovery::Decided(Verdict::Retry)),
+            Some(&1)
+        );
     }
     // The second failure reaches the threshold: the retry waits the extended wait.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -219,7 +231,13 @@ async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_a
     assert_eq!(task["steps"][3]["state"], "Processing");
 
     harness.advance(budget);
-    assert_eq!(harness.sweep().await.get("gave up"), Some(&1));
+    assert_eq!(
+        harness
+            .sweep()
+            .await
+            .get(&Recovery::Decided(Verdict::GaveUp)),
+        Some(&1)
+    );
     let task = harness.settle_in("doomed", "Error").await;
     assert_eq!(
         step_states(&task),
@@ -411,7 +429,13 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     );
     let mut verdicts = [a.expect("handled"), b.expect("handled")];
     verdicts.sort_unstable();
-    assert_eq!(verdicts, ["claimed", "not waiting for a scheduler"]);
+    assert_eq!(
+        verdicts,
+        [
+            Handled::Decided(Verdict::NotWaitingForScheduler),
+            Handled::Decided(Verdict::Claimed),
+        ]
+    );
     let claimed = harness.settle_in("raced", "Processed").await;
     assert_eq!(
         claimed["steps"][0]["attempt"], 1,

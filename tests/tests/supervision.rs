@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::app::{App, Ports, QueueNames};
-use sas_core::domain::decide::{self, Submission};
+use sas_core::app::{App, Ports, QueueNames, Recovery};
+use sas_core::domain::decide::{self, Submission, Verdict};
 use sas_core::domain::ids::TaskId;
 use sas_core::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
@@ -102,15 +102,23 @@ async fn a_pass_reaches_every_expired_task_when_a_hundred_and_fifty_keep_failing
         .await
         .expect("the pass ends")
         .expect("the pass reads the leases");
-    assert_eq!(report.get("failed"), Some(&150), "{report:?}");
-    assert_eq!(report.get("sent again"), Some(&1), "{report:?}");
+    assert_eq!(report.get(&Recovery::Failed), Some(&150), "{report:?}");
+    assert_eq!(
+        report.get(&Recovery::Decided(Verdict::SentAgain)),
+        Some(&1),
+        "{report:?}"
+    );
     let again = app.sweep(100).await.expect("a second pass");
     assert_eq!(
-        again.get("failed"),
+        again.get(&Recovery::Failed),
         Some(&150),
         "each once a pass: {again:?}"
     );
-    assert_eq!(again.get("sent again"), None, "its new lease is live");
+    assert_eq!(
+        again.get(&Recovery::Decided(Verdict::SentAgain)),
+        None,
+        "its new lease is live"
+    );
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sas_core::app::{App, HandleError, Ports, QueueNames};
+use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::Registry;
@@ -217,7 +217,7 @@ impl System {
 /// Consumes a queue like an event-source mapping: batches of up to [`BATCH`],
 /// at most `concurrency` messages in flight, a message deleted once handled and
 /// left for redelivery (and in the end the dead-letter queue) when its handler fails.
-async fn consume<H, F>(
+async fn consume<H, F, E>(
     consumer: Arc<dyn Consumer>,
     queue: QueueName,
     concurrency: usize,
@@ -225,7 +225,8 @@ async fn consume<H, F>(
     handler: H,
 ) where
     H: Fn(String) -> F + Send + Sync + 'static,
-    F: Future<Output = Result<(), HandleError>> + Send + 'static,
+    F: Future<Output = Result<(), E>> + Send + 'static,
+    E: MessageError,
 {
     let slots = Arc::new(Semaphore::new(concurrency.max(1)));
     let handler = Arc::new(handler);
@@ -264,10 +265,11 @@ async fn consume<H, F>(
         .await;
 }
 
-async fn handle<H, F>(consumer: &dyn Consumer, queue: &QueueName, message: Delivery, handler: &H)
+async fn handle<H, F, E>(consumer: &dyn Consumer, queue: &QueueName, message: Delivery, handler: &H)
 where
     H: Fn(String) -> F,
-    F: Future<Output = Result<(), HandleError>>,
+    F: Future<Output = Result<(), E>>,
+    E: MessageError,
 {
     match handler(message.body).await {
         Ok(()) => {
@@ -275,7 +277,7 @@ where
                 warn!(%queue, error = %e, "delete failed; the message will be delivered again");
             }
         }
-        Err(e @ HandleError::Poison(_)) => {
+        Err(e) if e.is_poison() => {
             error!(%queue, receive_count = message.receive_count, error = %e, "poison message; it will go to the dead-letter queue");
         }
         Err(e) => {

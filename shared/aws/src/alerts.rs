@@ -2,7 +2,6 @@
 
 use async_trait::async_trait;
 use aws_sdk_sns::Client;
-use aws_sdk_sns::error::DisplayErrorContext;
 use aws_types::SdkConfig;
 use serde_json::json;
 
@@ -41,7 +40,7 @@ impl Alerts for SnsAlerts {
             .message(json!(alert).to_string())
             .send()
             .await
-            .map_err(|e| AlertError(DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| AlertError(Box::new(e)))?;
         Ok(())
     }
 }

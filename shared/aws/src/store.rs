@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::primitives::Blob;
@@ -82,7 +82,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    StoreError::Unavailable(DisplayErrorContext(error).to_string())
+    StoreError::Unavailable(Box::new(error))
 }
 
 /// A conditional PutItem's outcome: a failed condition is the domain's conflict.
@@ -402,7 +402,7 @@ impl DynamoStore {
                     .expression_attribute_names("#pk", "pk")
                     .expression_attribute_names("#record", "record")
                     .build()
-                    .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+                    .map_err(|e| StoreError::Unavailable(e.into()))?;
                 let output = self
                     .client
                     .batch_get_item()
@@ -449,16 +449,18 @@ fn attribute<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
     item.get(name)
         .and_then(|v| v.as_s().ok())
         .map(String::as_str)
-        .ok_or_else(|| StoreError::Corrupt(format!("item without the text attribute '{name}'")))
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!("item without the text attribute '{name}'").into())
+        })
 }
 
 /// The task's record as stored: its JSON, deflated. A task's item is billed by the
 /// kilobyte at every write; the record, most of the item, shrinks to about a third,
 /// and a five-step task stays within one write unit.
 fn compress(task: &Task) -> Result<Vec<u8>, StoreError> {
-    let corrupt = |e: std::io::Error| StoreError::Corrupt(e.to_string());
+    let corrupt = |e: std::io::Error| StoreError::Corrupt(e.into());
     let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
-    serde_json::to_writer(&mut encoder, task).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    serde_json::to_writer(&mut encoder, task).map_err(|e| StoreError::Corrupt(e.into()))?;
     encoder.finish().map_err(corrupt)
 }
 
@@ -469,13 +471,13 @@ enum DecodeError {
     #[error("garbled task record: {0}")]
     Garbled(String),
     /// Well-formed JSON that is not a task as this version knows one.
-    #[error("task record of an unknown shape: {0}")]
-    Unknown(serde_json::Error),
+    #[error("task record of an unknown shape")]
+    Unknown(#[source] serde_json::Error),
 }
 
 impl From<DecodeError> for StoreError {
     fn from(error: DecodeError) -> Self {
-        Self::Corrupt(error.to_string())
+        Self::Corrupt(Box::new(error))
     }
 }
 
@@ -520,7 +522,7 @@ fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
     let pk = attribute(item, "pk")?;
     pk.strip_prefix("TASK#")
         .and_then(|id| TaskId::parse(id).ok())
-        .ok_or_else(|| StoreError::Corrupt(format!("'{pk}' is not a task key")))
+        .ok_or_else(|| StoreError::Corrupt(format!("'{pk}' is not a task key").into()))
 }
 
 #[async_trait]
@@ -528,7 +530,7 @@ impl StateStore for DynamoStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let (pk, _) = task_key(&task.id);
         let input =
-            serde_json::to_string(&order.input).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            serde_json::to_string(&order.input).map_err(|e| StoreError::Corrupt(e.into()))?;
         let mut order_item = key(pk, "ORDER".into());
         order_item.insert("input".into(), s(input));
         order_item.insert(
@@ -548,7 +550,7 @@ impl StateStore for DynamoStore {
             };
             put.build()
                 .map(|put| TransactWriteItem::builder().put(put).build())
-                .map_err(|e| StoreError::Unavailable(e.to_string()))
+                .map_err(|e| StoreError::Unavailable(e.into()))
         };
         // The task's absence decides; order data left by a task that expired first
         // is replaced (with the condition on it, that id answered 503 until it went).
@@ -606,7 +608,7 @@ impl StateStore for DynamoStore {
                 "TASK" => task = Some(decode_task(item)?),
                 "ORDER" => {
                     let input = serde_json::from_str(attribute(item, "input")?)
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                        .map_err(|e| StoreError::Corrupt(e.into()))?;
                     order = Some(Order {
                         task_id: id.clone(),
                         input,
@@ -634,8 +636,7 @@ impl StateStore for DynamoStore {
         };
         // Rare (a task that needs a person, or finishes late): the order data's
         // expiry moves in the same transaction.
-        let invalid =
-            |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+        let invalid = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.into());
         let put = Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(self.task_item(task)?))
@@ -673,9 +674,9 @@ impl StateStore for DynamoStore {
                 [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
                     StoreError::Conflict
                 }
-                [_, Some("ConditionalCheckFailed")] => {
-                    StoreError::Corrupt(format!("task {}: its order data is missing", task.id))
-                }
+                [_, Some("ConditionalCheckFailed")] => StoreError::Corrupt(
+                    format!("task {}: its order data is missing", task.id).into(),
+                ),
                 _ => unavailable(error),
             }),
         }

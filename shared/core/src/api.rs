@@ -3,18 +3,18 @@
 //!
 //! Routes: `POST /tasks`, `PUT /tasks/{id}`, `GET /tasks/{id}` (with `?wait=10s`, until it is final),
 //! `GET /tasks?state=Error&limit=50&after=<cursor>`, `POST /tasks/{id}/resubmit`,
-//! `GET /workflows`.
+//! `GET /workflows`. A task is shown as a [`TaskView`]; every error as an [`ApiError`].
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tracing::error;
 
 use crate::app::{App, ResubmitError, SubmitError, Submitted};
 use crate::domain::decide::Submission;
 use crate::domain::ids::{QueueName, TaskId};
-use crate::domain::task::{Task, TaskState};
+use crate::domain::task::{StepState, Task, TaskState, WorkflowRef};
 use crate::ports::StoreError;
 use crate::time::Timestamp;
 
@@ -57,70 +57,218 @@ impl ApiResponse {
         }
     }
 
-    fn error(status: u16, code: &str, message: impl Into<String>, field: Option<&str>) -> Self {
-        let mut error = json!({ "code": code, "message": message.into() });
-        if let Some(field) = field {
-            error["field"] = json!(field);
+    /// 202 Accepted, with the task and where to read it.
+    fn accepted(task: &Task) -> Self {
+        Self {
+            status: 202,
+            location: Some(format!("/tasks/{}", task.id)),
+            body: json!(TaskView::of(task)),
         }
-        Self::ok(status, json!({ "error": error }))
+    }
+}
+
+/// What went wrong, by kind; each kind has its HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// A task id that is not one.
+    InvalidId,
+    /// A body over [`MAX_BODY_BYTES`].
+    BodyTooLarge,
+    /// A body that is not JSON.
+    InvalidJson,
+    /// A body that is not a JSON object.
+    InvalidBody,
+    /// A field missing, unknown or invalid.
+    InvalidField,
+    /// A workflow that does not exist.
+    UnknownWorkflow,
+    /// A query parameter missing, unknown or invalid.
+    InvalidQuery,
+    /// A task id taken by a different request.
+    Conflict,
+    /// A resubmission of a task not in Error.
+    NotInError,
+    /// No such task or route.
+    NotFound,
+    /// A method the route does not have.
+    MethodNotAllowed,
+    /// The backend failed: the client may retry.
+    Unavailable,
+}
+
+impl ErrorCode {
+    /// Its HTTP status.
+    #[must_use]
+    pub const fn status(self) -> u16 {
+        match self {
+            Self::InvalidId
+            | Self::InvalidJson
+            | Self::InvalidBody
+            | Self::InvalidField
+            | Self::UnknownWorkflow
+            | Self::InvalidQuery => 400,
+            Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::Conflict | Self::NotInError => 409,
+            Self::BodyTooLarge => 413,
+            Self::Unavailable => 503,
+        }
     }
 
-    fn unavailable(what: &dyn std::fmt::Display) -> Self {
-        error!(error = %what, "request failed in the backend");
-        Self::error(
-            503,
-            "unavailable",
+    /// Its name in the answer's `error.code`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidId => "invalid_id",
+            Self::BodyTooLarge => "body_too_large",
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidBody => "invalid_body",
+            Self::InvalidField => "invalid_field",
+            Self::UnknownWorkflow => "unknown_workflow",
+            Self::InvalidQuery => "invalid_query",
+            Self::Conflict => "conflict",
+            Self::NotInError => "not_in_error",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// An error answer: `{"error": {"code", "message", "field"?}}`, with the code's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// What went wrong.
+    pub code: ErrorCode,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// The field or query parameter at fault, if one is.
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// The same error, naming the field at fault.
+    fn on(mut self, field: &str) -> Self {
+        self.field = Some(field.to_owned());
+        self
+    }
+
+    /// The backend failed: the cause goes to the log, not to the caller.
+    fn unavailable(cause: &dyn std::fmt::Display) -> Self {
+        error!(error = %cause, "request failed in the backend");
+        Self::new(
+            ErrorCode::Unavailable,
             "the service is unavailable; retry later",
-            None,
         )
     }
+}
+
+impl From<ApiError> for ApiResponse {
+    fn from(error: ApiError) -> Self {
+        let mut body = json!({ "code": error.code.as_str(), "message": error.message });
+        if let Some(field) = error.field {
+            body["field"] = json!(field);
+        }
+        Self::ok(error.code.status(), json!({ "error": body }))
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::InvalidCursor(_) => {
+                Self::new(ErrorCode::InvalidQuery, format!("after: {error}")).on("after")
+            }
+            _ => Self::unavailable(&error),
+        }
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(error: SubmitError) -> Self {
+        match error {
+            SubmitError::UnknownWorkflow(name) => Self::new(
+                ErrorCode::UnknownWorkflow,
+                format!("no workflow named '{name}'"),
+            )
+            .on("workflow"),
+            SubmitError::Input(e) => Self::new(ErrorCode::InvalidField, e.to_string()).on(&e.field),
+            SubmitError::ReservedQueue(_) => {
+                Self::new(ErrorCode::InvalidField, error.to_string()).on("notify")
+            }
+            SubmitError::Conflict(id) => Self::new(
+                ErrorCode::Conflict,
+                format!("task '{id}' exists with a different request; choose another id"),
+            )
+            .on("id"),
+            SubmitError::Store(e) => Self::unavailable(&e),
+            SubmitError::Queue(e) => Self::unavailable(&e),
+        }
+    }
+}
+
+impl From<ResubmitError> for ApiError {
+    fn from(error: ResubmitError) -> Self {
+        match error {
+            ResubmitError::NotFound(id) => not_found(&id),
+            ResubmitError::NotInError(e) => Self::new(ErrorCode::NotInError, e.to_string()),
+            ResubmitError::Backend(e) => Self::unavailable(&e),
+        }
+    }
+}
+
+fn not_found(id: &TaskId) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no task '{id}'"))
+}
+
+fn unknown_parameter(key: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidQuery,
+        format!("unknown parameter '{key}'"),
+    )
+    .on(key)
 }
 
 /// Serves one request.
 pub async fn handle(app: &App, request: ApiRequest<'_>) -> ApiResponse {
+    route(app, request).await.unwrap_or_else(ApiResponse::from)
+}
+
+async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
     let segments: Vec<&str> = request.path.trim_matches('/').split('/').collect();
     match (request.method, segments.as_slice()) {
         ("POST", ["tasks"]) => submit(app, None, request.body).await,
         ("GET", ["tasks"]) => list(app, request.query).await,
-        ("PUT", ["tasks", id]) => match parse_id(id) {
-            Ok(id) => submit(app, Some(id), request.body).await,
-            Err(response) => response,
-        },
-        ("GET", ["tasks", id]) => match (parse_id(id), parse_wait(request.query)) {
-            (Ok(id), Ok(wait)) => get(app, &id, wait).await,
-            (Err(response), _) | (_, Err(response)) => response,
-        },
-        ("POST", ["tasks", id, "resubmit"]) => match parse_id(id) {
-            Ok(id) => resubmit(app, &id).await,
-            Err(response) => response,
-        },
-        ("GET", ["workflows"]) => workflows(app),
-        (_, ["tasks"] | ["tasks", _] | ["tasks", _, "resubmit"] | ["workflows"]) => {
-            ApiResponse::error(
-                405,
-                "method_not_allowed",
-                format!("{} is not allowed on {}", request.method, request.path),
-                None,
-            )
+        ("PUT", ["tasks", id]) => submit(app, Some(parse_id(id)?), request.body).await,
+        ("GET", ["tasks", id]) => get(app, &parse_id(id)?, parse_wait(request.query)?).await,
+        ("POST", ["tasks", id, "resubmit"]) => {
+            Ok(ApiResponse::accepted(&app.resubmit(&parse_id(id)?).await?))
         }
-        _ => ApiResponse::error(
-            404,
-            "not_found",
+        ("GET", ["workflows"]) => Ok(workflows(app)),
+        (_, ["tasks"] | ["tasks", _] | ["tasks", _, "resubmit"] | ["workflows"]) => {
+            Err(ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{} is not allowed on {}", request.method, request.path),
+            ))
+        }
+        _ => Err(ApiError::new(
+            ErrorCode::NotFound,
             format!("no route for {}", request.path),
-            None,
-        ),
+        )),
     }
 }
 
-fn parse_id(text: &str) -> Result<TaskId, ApiResponse> {
-    TaskId::parse(text).map_err(|e| {
-        ApiResponse::error(
-            400,
-            "invalid_id",
-            format!("task id '{text}' {e}"),
-            Some("id"),
-        )
-    })
+fn parse_id(text: &str) -> Result<TaskId, ApiError> {
+    TaskId::parse(text)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidId, format!("task id '{text}' {e}")).on("id"))
 }
 
 #[derive(Deserialize)]
@@ -134,32 +282,26 @@ struct SubmitBody {
     id: Option<TaskId>,
 }
 
-fn parse_body(body: &[u8]) -> Result<SubmitBody, ApiResponse> {
+fn parse_body(body: &[u8]) -> Result<SubmitBody, ApiError> {
     if body.len() > MAX_BODY_BYTES {
-        return Err(ApiResponse::error(
-            413,
-            "body_too_large",
+        return Err(ApiError::new(
+            ErrorCode::BodyTooLarge,
             format!(
                 "the body is {} bytes; the limit is {MAX_BODY_BYTES}",
                 body.len()
             ),
-            None,
         ));
     }
     let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiResponse::error(
-            400,
-            "invalid_json",
+        ApiError::new(
+            ErrorCode::InvalidJson,
             format!("the body is not valid JSON: {e}"),
-            None,
         )
     })?;
     if !value.is_object() {
-        return Err(ApiResponse::error(
-            400,
-            "invalid_body",
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
             "the body must be a JSON object",
-            None,
         ));
     }
     serde_path_to_error::deserialize(&value).map_err(|e| {
@@ -170,28 +312,19 @@ fn parse_body(body: &[u8]) -> Result<SubmitBody, ApiResponse> {
         } else {
             path
         };
-        ApiResponse::error(
-            400,
-            "invalid_field",
-            format!("{field}: {message}"),
-            Some(&field),
-        )
+        ApiError::new(ErrorCode::InvalidField, format!("{field}: {message}")).on(&field)
     })
 }
 
-async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> ApiResponse {
-    let body = match parse_body(body) {
-        Ok(body) => body,
-        Err(response) => return response,
-    };
+async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> Result<ApiResponse, ApiError> {
+    let body = parse_body(body)?;
     let id = match (path_id, body.id) {
         (Some(path), Some(named)) if path != named => {
-            return ApiResponse::error(
-                400,
-                "invalid_field",
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
                 "id: differs from the id in the path",
-                Some("id"),
-            );
+            )
+            .on("id"));
         }
         (Some(id), _) | (None, Some(id)) => id,
         (None, None) => TaskId::generate(),
@@ -201,39 +334,16 @@ async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> ApiResponse 
         input: body.input,
         notify: body.notify,
     };
-    match app.submit(&body.workflow, submission).await {
-        Ok(Submitted::Created(task) | Submitted::Replayed(task)) => ApiResponse {
-            status: 202,
-            location: Some(format!("/tasks/{}", task.id)),
-            body: view(&task),
-        },
-        Err(SubmitError::UnknownWorkflow(name)) => ApiResponse::error(
-            400,
-            "unknown_workflow",
-            format!("no workflow named '{name}'"),
-            Some("workflow"),
-        ),
-        Err(SubmitError::Input(e)) => {
-            ApiResponse::error(400, "invalid_field", e.to_string(), Some(&e.field))
-        }
-        Err(error @ SubmitError::ReservedQueue(_)) => {
-            ApiResponse::error(400, "invalid_field", error.to_string(), Some("notify"))
-        }
-        Err(SubmitError::Conflict(id)) => ApiResponse::error(
-            409,
-            "conflict",
-            format!("task '{id}' exists with a different request; choose another id"),
-            Some("id"),
-        ),
-        Err(SubmitError::Backend(e)) => ApiResponse::unavailable(&e),
-    }
+    let (Submitted::Created(task) | Submitted::Replayed(task)) =
+        app.submit(&body.workflow, submission).await?;
+    Ok(ApiResponse::accepted(&task))
 }
 
 /// The longest a `GET /tasks/{id}?wait=` may wait (API Gateway answers within 30 s).
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
 
 /// `wait=<duration>`: how long to wait for the task to be final.
-fn parse_wait(query: Option<&str>) -> Result<Duration, ApiResponse> {
+fn parse_wait(query: Option<&str>) -> Result<Duration, ApiError> {
     let mut wait = Duration::ZERO;
     for pair in query
         .unwrap_or_default()
@@ -246,41 +356,30 @@ fn parse_wait(query: Option<&str>) -> Result<Duration, ApiResponse> {
                     .ok()
                     .filter(|w| *w <= MAX_WAIT)
                     .ok_or_else(|| {
-                        ApiResponse::error(
-                            400,
-                            "invalid_query",
+                        ApiError::new(
+                            ErrorCode::InvalidQuery,
                             "wait: must be a duration up to 20s, e.g. wait=10s",
-                            Some("wait"),
                         )
+                        .on("wait")
                     })?;
             }
-            (key, _) => {
-                return Err(ApiResponse::error(
-                    400,
-                    "invalid_query",
-                    format!("unknown parameter '{key}'"),
-                    Some(key),
-                ));
-            }
+            (key, _) => return Err(unknown_parameter(key)),
         }
     }
     Ok(wait)
 }
 
-async fn get(app: &App, id: &TaskId, wait: Duration) -> ApiResponse {
+async fn get(app: &App, id: &TaskId, wait: Duration) -> Result<ApiResponse, ApiError> {
     let task = if wait.is_zero() {
-        app.task(id).await
+        app.task(id).await?
     } else {
-        app.wait_final(id, wait).await
+        app.wait_final(id, wait).await?
     };
-    match task {
-        Ok(Some(task)) => ApiResponse::ok(200, view(&task)),
-        Ok(None) => ApiResponse::error(404, "not_found", format!("no task '{id}'"), None),
-        Err(e) => ApiResponse::unavailable(&e),
-    }
+    let task = task.ok_or_else(|| not_found(id))?;
+    Ok(ApiResponse::ok(200, json!(TaskView::of(&task))))
 }
 
-async fn list(app: &App, query: Option<&str>) -> ApiResponse {
+async fn list(app: &App, query: Option<&str>) -> Result<ApiResponse, ApiError> {
     let mut state = None;
     let mut limit = 50;
     let mut after = None;
@@ -290,84 +389,44 @@ async fn list(app: &App, query: Option<&str>) -> ApiResponse {
         .filter(|p| !p.is_empty())
     {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let invalid = |message: String| ApiError::new(ErrorCode::InvalidQuery, message).on(key);
         match key {
             "state" => match TaskState::parse(value) {
                 Some(TaskState::Processed) => {
-                    return ApiResponse::error(
-                        400,
-                        "invalid_query",
-                        "state: Processed tasks are not listed (they are many, and expire); read one with GET /tasks/{id}",
-                        Some("state"),
-                    );
+                    return Err(invalid(
+                        "state: Processed tasks are not listed (they are many, and expire); read one with GET /tasks/{id}".into(),
+                    ));
                 }
                 Some(s) => state = Some(s),
                 None => {
                     let states: Vec<_> = TaskState::ALL.iter().map(|s| s.as_str()).collect();
-                    return ApiResponse::error(
-                        400,
-                        "invalid_query",
-                        format!("state: '{value}' is not one of {}", states.join(", ")),
-                        Some("state"),
-                    );
+                    return Err(invalid(format!(
+                        "state: '{value}' is not one of {}",
+                        states.join(", ")
+                    )));
                 }
             },
             "limit" => match value.parse::<usize>() {
                 Ok(n) if (1..=MAX_PAGE).contains(&n) => limit = n,
-                _ => {
-                    return ApiResponse::error(
-                        400,
-                        "invalid_query",
-                        format!("limit: must be 1 to {MAX_PAGE}"),
-                        Some("limit"),
-                    );
-                }
+                _ => return Err(invalid(format!("limit: must be 1 to {MAX_PAGE}"))),
             },
             "after" => after = Some(value),
-            _ => {
-                return ApiResponse::error(
-                    400,
-                    "invalid_query",
-                    format!("unknown parameter '{key}'"),
-                    Some(key),
-                );
-            }
+            _ => return Err(unknown_parameter(key)),
         }
     }
-    let Some(state) = state else {
-        return ApiResponse::error(
-            400,
-            "invalid_query",
+    let state = state.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidQuery,
             "state: is required, e.g. ?state=Error",
-            Some("state"),
-        );
-    };
-    match app.list(state, limit, after).await {
-        Ok(page) => ApiResponse::ok(
-            200,
-            json!({ "tasks": page.tasks.iter().map(view).collect::<Vec<_>>(), "next": page.next }),
-        ),
-        Err(e @ StoreError::InvalidCursor(_)) => {
-            ApiResponse::error(400, "invalid_query", format!("after: {e}"), Some("after"))
-        }
-        Err(e) => ApiResponse::unavailable(&e),
-    }
-}
-
-async fn resubmit(app: &App, id: &TaskId) -> ApiResponse {
-    match app.resubmit(id).await {
-        Ok(task) => ApiResponse {
-            status: 202,
-            location: Some(format!("/tasks/{}", task.id)),
-            body: view(&task),
-        },
-        Err(ResubmitError::NotFound(id)) => {
-            ApiResponse::error(404, "not_found", format!("no task '{id}'"), None)
-        }
-        Err(ResubmitError::NotInError(e)) => {
-            ApiResponse::error(409, "not_in_error", e.to_string(), None)
-        }
-        Err(ResubmitError::Backend(e)) => ApiResponse::unavailable(&e),
-    }
+        )
+        .on("state")
+    })?;
+    let page = app.list(state, limit, after).await?;
+    let tasks: Vec<_> = page.tasks.iter().map(TaskView::of).collect();
+    Ok(ApiResponse::ok(
+        200,
+        json!({ "tasks": tasks, "next": page.next }),
+    ))
 }
 
 fn workflows(app: &App) -> ApiResponse {
@@ -396,44 +455,76 @@ fn workflows(app: &App) -> ApiResponse {
     ApiResponse::ok(200, json!({ "workflows": list }))
 }
 
-fn time(at: Option<Timestamp>) -> Value {
-    at.map_or(Value::Null, |t| json!(t.to_rfc3339()))
+fn time(at: Option<Timestamp>) -> Option<String> {
+    at.map(Timestamp::to_rfc3339)
 }
 
-/// A task as the API shows it.
-#[must_use]
-pub fn view(task: &Task) -> Value {
-    let steps: Vec<Value> = task
-        .steps
-        .iter()
-        .map(|s| {
-            json!({
-                "name": s.name,
-                "state": s.state,
-                "attempt": s.attempt,
-                "failure_count": s.failure_count,
-                "compensation_failure_count": s.compensation_failure_count,
-                "complete_by": time(s.complete_by),
-                "started_at": time(s.started_at),
-                "finished_at": time(s.finished_at),
-                "output": s.output,
-                "error": s.error,
-            })
-        })
-        .collect();
-    json!({
-        "id": task.id,
-        "version": task.version,
-        "workflow": task.workflow,
-        "state": task.state,
-        "locked_by": task.locked_by,
-        "complete_by": time(task.complete_by),
-        "failure_count": task.failure_count,
-        "run": task.run,
-        "error": task.error,
-        "notify": task.notify,
-        "created_at": time(Some(task.created_at)),
-        "updated_at": time(Some(task.updated_at)),
-        "steps": steps,
-    })
+/// A task as the API shows it: its state and steps, times in RFC 3339.
+#[derive(Debug, Serialize)]
+pub struct TaskView<'a> {
+    id: &'a TaskId,
+    version: u64,
+    workflow: &'a WorkflowRef,
+    state: TaskState,
+    locked_by: Option<&'a str>,
+    complete_by: Option<String>,
+    failure_count: u32,
+    run: u32,
+    error: Option<&'a str>,
+    notify: Option<&'a QueueName>,
+    created_at: Option<String>,
+    updated_at: Option<String>,
+    steps: Vec<StepView<'a>>,
+}
+
+/// A step as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct StepView<'a> {
+    name: &'a str,
+    state: StepState,
+    attempt: u32,
+    failure_count: u32,
+    compensation_failure_count: u32,
+    complete_by: Option<String>,
+    started_at: Option<String>,
+    finished_at: Option<String>,
+    output: Option<&'a Value>,
+    error: Option<&'a str>,
+}
+
+impl<'a> TaskView<'a> {
+    /// The view of `task`.
+    #[must_use]
+    pub fn of(task: &'a Task) -> Self {
+        Self {
+            id: &task.id,
+            version: task.version,
+            workflow: &task.workflow,
+            state: task.state,
+            locked_by: task.locked_by.as_deref(),
+            complete_by: time(task.complete_by),
+            failure_count: task.failure_count,
+            run: task.run,
+            error: task.error.as_deref(),
+            notify: task.notify.as_ref(),
+            created_at: time(Some(task.created_at)),
+            updated_at: time(Some(task.updated_at)),
+            steps: task
+                .steps
+                .iter()
+                .map(|s| StepView {
+                    name: &s.name,
+                    state: s.state,
+                    attempt: s.attempt,
+                    failure_count: s.failure_count,
+                    compensation_failure_count: s.compensation_failure_count,
+                    complete_by: time(s.complete_by),
+                    started_at: time(s.started_at),
+                    finished_at: time(s.finished_at),
+                    output: s.output.as_ref(),
+                    error: s.error.as_deref(),
+                })
+                .collect(),
+        }
+    }
 }

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 
 use tracing::{error, info, warn};
 
-use crate::domain::decide::{self, Decision, Effect, NotInError, Submission};
+use crate::domain::decide::{self, Decision, Effect, NotInError, Submission, Verdict};
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::limits::MAX_DELAY;
 use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
@@ -64,6 +64,20 @@ pub enum HandleError {
     Queue(#[from] QueueError),
 }
 
+/// An actor's error for one message: a poison message, which no retry mends (it
+/// goes to the dead-letter queue after the queue's maxReceiveCount), or a failure
+/// that another delivery may get past.
+pub trait MessageError: std::error::Error + Send + Sync + 'static {
+    /// Whether the message itself is at fault.
+    fn is_poison(&self) -> bool;
+}
+
+impl MessageError for HandleError {
+    fn is_poison(&self) -> bool {
+        matches!(self, Self::Poison(_))
+    }
+}
+
 /// Why a submission was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -79,9 +93,12 @@ pub enum SubmitError {
     /// The notification queue is one of the pattern's own.
     #[error("notify: '{0}' is one of the system's own queues")]
     ReservedQueue(QueueName),
-    /// The backend failed.
+    /// The state store failed.
     #[error(transparent)]
-    Backend(#[from] HandleError),
+    Store(#[from] StoreError),
+    /// The scheduler's queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
 }
 
 /// Why a resubmission was refused or failed.
@@ -96,18 +113,6 @@ pub enum ResubmitError {
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] HandleError),
-}
-
-impl From<QueueError> for SubmitError {
-    fn from(error: QueueError) -> Self {
-        Self::Backend(error.into())
-    }
-}
-
-impl From<StoreError> for SubmitError {
-    fn from(error: StoreError) -> Self {
-        Self::Backend(error.into())
-    }
 }
 
 impl From<StoreError> for ResubmitError {
@@ -164,8 +169,69 @@ pub struct App {
 /// finish it (a Lambda function waits on tasks the scheduler function finishes).
 const WAIT_POLL: Duration = Duration::from_millis(250);
 
-/// What a supervisor sweep did, by verdict.
-pub type SweepReport = BTreeMap<&'static str, usize>;
+/// What the scheduler did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Handled {
+    /// A decision about the message's task was made (and written, if it changed it).
+    Decided(Verdict),
+    /// The message is for a task that does not exist: dropped.
+    UnknownTask,
+    /// A deadline message due beyond the longest delay a queue allows is sent on.
+    DeadlineChained,
+}
+
+impl Handled {
+    /// Its name in logs.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Decided(verdict) => verdict.as_str(),
+            Self::UnknownTask => "unknown task",
+            Self::DeadlineChained => "deadline chained",
+        }
+    }
+}
+
+/// What the supervisor did with one expired task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Recovery {
+    /// A decision about the task was made.
+    Decided(Verdict),
+    /// The task was gone by the time it was read.
+    Vanished,
+    /// Its record cannot be decoded: taken off the leases and kept for a person.
+    Quarantined,
+    /// The store failed; the next pass tries again.
+    Failed,
+}
+
+impl Recovery {
+    /// Its name in logs and in the sweep's report.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Decided(verdict) => verdict.as_str(),
+            Self::Vanished => "vanished",
+            Self::Quarantined => "quarantined",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Recovery {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// What a supervisor sweep did: how many expired tasks came to each end.
+pub type SweepReport = BTreeMap<Recovery, usize>;
 
 impl App {
     /// Wires the actors to their ports; `instance` names this process in LockedBy.
@@ -389,7 +455,7 @@ impl App {
     ///
     /// # Errors
     /// [`HandleError`]; the message should then be retried (and dead-lettered in the end).
-    pub async fn on_scheduler_message(&self, body: &str) -> Result<&'static str, HandleError> {
+    pub async fn on_scheduler_message(&self, body: &str) -> Result<Handled, HandleError> {
         let message: SchedulerMessage =
             serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
         let task_id = match &message {
@@ -404,7 +470,7 @@ impl App {
             // Its delay could not reach the lease's end (SQS delays at most 15
             // minutes): the message goes on.
             self.send(vec![self.deadline(task_id, at)]).await?;
-            return Ok("deadline chained");
+            return Ok(Handled::DeadlineChained);
         }
         let written = self
             .transition(task_id, |task, workflow, order, now| {
@@ -424,9 +490,9 @@ impl App {
         Ok(written.map_or_else(
             || {
                 warn!(task_id = %task_id, "message for an unknown task dropped");
-                "unknown task"
+                Handled::UnknownTask
             },
-            |(verdict, _)| verdict,
+            |(verdict, _)| Handled::Decided(verdict),
         ))
     }
 
@@ -438,8 +504,8 @@ impl App {
     /// kept for a person) and counted.
     ///
     /// # Errors
-    /// [`HandleError`] when the expired leases cannot be read.
-    pub async fn sweep(&self, batch: usize) -> Result<SweepReport, HandleError> {
+    /// [`StoreError`] when the expired leases cannot be read.
+    pub async fn sweep(&self, batch: usize) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::new();
         let mut seen: HashSet<TaskId> = HashSet::new();
         // The leases expired when the pass began: those expiring meanwhile are the
@@ -457,10 +523,10 @@ impl App {
                 self.metrics
                     .count("QuarantinedTasks", ("Store", "tasks"), 1);
                 let verdict = match self.store.quarantine(&id).await {
-                    Ok(()) => "quarantined",
+                    Ok(()) => Recovery::Quarantined,
                     Err(error) => {
                         error!(task_id = %id, %error, "supervisor could not quarantine the task");
-                        "failed"
+                        Recovery::Failed
                     }
                 };
                 *report.entry(verdict).or_default() += 1;
@@ -475,7 +541,7 @@ impl App {
             for id in fresh {
                 progressed = true;
                 let verdict = self.recover(&id).await;
-                info!(task_id = %id, verdict, "supervisor");
+                info!(task_id = %id, verdict = verdict.as_str(), "supervisor");
                 *report.entry(verdict).or_default() += 1;
                 seen.insert(id);
             }
@@ -486,18 +552,18 @@ impl App {
     }
 
     /// Supervisor: decides on one task whose lease has expired.
-    async fn recover(&self, id: &TaskId) -> &'static str {
+    async fn recover(&self, id: &TaskId) -> Recovery {
         let recovered = self
             .transition(id, |task, workflow, _, now| {
                 Ok::<_, HandleError>(decide::on_expired(task, workflow, now))
             })
             .await;
         match recovered {
-            Ok(Some((verdict, _))) => verdict,
-            Ok(None) => "vanished",
+            Ok(Some((verdict, _))) => Recovery::Decided(verdict),
+            Ok(None) => Recovery::Vanished,
             Err(error) => {
                 error!(task_id = %id, %error, "supervisor could not recover the task");
-                "failed"
+                Recovery::Failed
             }
         }
     }
@@ -509,7 +575,7 @@ impl App {
         &self,
         id: &TaskId,
         decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
-    ) -> Result<Option<(&'static str, Option<Task>)>, E>
+    ) -> Result<Option<(Verdict, Option<Task>)>, E>
     where
         E: From<HandleError>,
     {
@@ -574,7 +640,7 @@ impl App {
                     &format!("stored {}@{}", reference.name, reference.version),
                     &source,
                 )
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                .map_err(|e| StoreError::Corrupt(e.into()))?;
                 match file {
                     Some(file) if file.source == stored.source => file,
                     Some(_) => {
@@ -600,7 +666,7 @@ impl App {
     /// Writes the decision's state with the messages it requires (in one transaction
     /// where the store can), then performs the rest of its effects. Returns the
     /// verdict, or `None` when the write lost a race and the caller must read again.
-    async fn apply(&self, mut decision: Decision) -> Result<Option<&'static str>, HandleError> {
+    async fn apply(&self, mut decision: Decision) -> Result<Option<Verdict>, HandleError> {
         if let Some(next) = &mut decision.next {
             next.write_id = fastrand::u64(..);
         }
@@ -628,7 +694,7 @@ impl App {
             None => required,
         };
         self.metrics
-            .count("Decisions", ("Verdict", decision.verdict), 1);
+            .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
         self.send(unsent).await?;
         self.perform_best_effort(best_effort).await;
         Ok(Some(decision.verdict))
@@ -660,7 +726,7 @@ impl App {
             match self.store.update(&next).await {
                 Ok(()) => {
                     self.metrics
-                        .count("Decisions", ("Verdict", decision.verdict), 1);
+                        .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
                     return;
                 }
                 Err(StoreError::Conflict) => {}

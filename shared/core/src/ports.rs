@@ -12,6 +12,25 @@ use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::time::Timestamp;
 
+/// An adapter's own error (an SDK's, SQLite's, or a message where there is none),
+/// kept whole as the source of the port's error.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// An error and its sources, each after the one before: `a: b: c`.
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            write!(f, ": {error}")?;
+            source = error.source();
+        }
+        Ok(())
+    }
+}
+
 /// Why the state store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -19,11 +38,11 @@ pub enum StoreError {
     #[error("conditional write lost: the record changed since it was read")]
     Conflict,
     /// The store could not be reached or failed; the caller may retry.
-    #[error("state store unavailable: {0}")]
-    Unavailable(String),
+    #[error("state store unavailable: {}", Chain(.0.as_ref()))]
+    Unavailable(#[source] Cause),
     /// A record could not be decoded.
-    #[error("state store record is corrupt: {0}")]
-    Corrupt(String),
+    #[error("state store record is corrupt: {}", Chain(.0.as_ref()))]
+    Corrupt(#[source] Cause),
     /// A record is larger than the store takes: no retry will write it.
     #[error("state store record too large: {0}")]
     TooLarge(String),
@@ -157,14 +176,25 @@ pub trait StateStore: Send + Sync {
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError>;
 }
 
-/// Why a message could not be sent.
+/// Why a queue could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot send to queue {queue}: {reason}")]
+#[error("queue {queue}: {}", Chain(.cause.as_ref()))]
 pub struct QueueError {
     /// The queue.
     pub queue: String,
     /// What went wrong.
-    pub reason: String,
+    #[source]
+    pub cause: Cause,
+}
+
+impl QueueError {
+    /// `queue` could not be used, because of `cause`.
+    pub fn new(queue: impl ToString, cause: impl Into<Cause>) -> Self {
+        Self {
+            queue: queue.to_string(),
+            cause: cause.into(),
+        }
+    }
 }
 
 /// A message to send.
@@ -199,8 +229,8 @@ pub trait Queues: Send + Sync {
 
 /// Why an alert could not be raised.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot raise alert: {0}")]
-pub struct AlertError(pub String);
+#[error("cannot raise alert: {}", Chain(.0.as_ref()))]
+pub struct AlertError(#[source] pub Cause);
 
 /// Operator alerts (SNS in AWS).
 #[async_trait]

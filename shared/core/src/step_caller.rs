@@ -8,13 +8,31 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::{debug, info};
 
-use crate::app::HandleError;
+use crate::app::MessageError;
 use crate::domain::ids::QueueName;
 use crate::domain::limits;
 use crate::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
 use crate::domain::resilience::{BreakerSettings, CircuitBreaker, backoff};
-use crate::ports::{OutgoingMessage, Queues, RemoteCall, RemoteError, RemoteRequest};
+use crate::ports::{OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest};
 use crate::time::Clock;
+
+/// Why a request could not be handled; it is then left for redelivery and, after
+/// the queue's maxReceiveCount, the dead-letter queue.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The message is not a request: a poison message.
+    #[error("undecodable request: {0}")]
+    Poison(String),
+    /// The answer could not be sent.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl MessageError for CallError {
+    fn is_poison(&self) -> bool {
+        matches!(self, Self::Poison(_))
+    }
+}
 
 /// What the step caller did with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,11 +79,11 @@ impl StepCaller {
     /// Handles one agent-request message.
     ///
     /// # Errors
-    /// [`HandleError::Poison`] for an undecodable message, [`HandleError::Queue`] when
+    /// [`CallError::Poison`] for an undecodable message, [`CallError::Queue`] when
     /// the answer cannot be sent.
-    pub async fn on_request(&self, body: &str) -> Result<CallVerdict, HandleError> {
+    pub async fn on_request(&self, body: &str) -> Result<CallVerdict, CallError> {
         let request: AgentRequest =
-            serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
+            serde_json::from_str(body).map_err(|e| CallError::Poison(e.to_string()))?;
         let Some(outcome) = self.perform(&request).await.map(within_limit) else {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: past complete-by or out of tries");
             return Ok(CallVerdict::Silent);

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::messages::Alert;
 use sas_core::ports::{
-    AlertError, Alerts, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StoreError,
+    AlertError, Alerts, Cause, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StoreError,
 };
 
 use crate::messages::{Message, Messages};
@@ -110,7 +110,7 @@ pub(crate) fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSetting
         dead_letter: dead_letter
             .map(QueueName::parse)
             .transpose()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            .map_err(|e| StoreError::Corrupt(e.into()))?,
     })
 }
 
@@ -126,10 +126,7 @@ impl Queues for Embedded {
         let inserted = self
             .write(Answer::Written, move |c| insert_messages(c, rows, now))
             .await
-            .map_err(|e| QueueError {
-                queue: queue.to_string(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| QueueError::new(queue, e))?;
         self.publish(inserted);
         Ok(())
     }
@@ -160,14 +157,11 @@ impl Consumer for Embedded {
     }
 
     async fn delete(&self, queue: &QueueName, receipt: &str) -> Result<(), QueueError> {
-        let failed = |reason: String| QueueError {
-            queue: queue.to_string(),
-            reason,
-        };
+        let failed = |cause: Cause| QueueError::new(queue, cause);
         let (id, receive_count) = receipt
             .split_once(':')
             .and_then(|(id, count)| Some((id.parse::<i64>().ok()?, count.parse::<u32>().ok()?)))
-            .ok_or_else(|| failed(format!("'{receipt}' is not a receipt of this queue")))?;
+            .ok_or_else(|| failed(format!("'{receipt}' is not a receipt of this queue").into()))?;
         // A stale receipt deletes nothing, as in SQS: the message is delivered again.
         {
             let mut messages = self.messages();
@@ -187,14 +181,14 @@ impl Consumer for Embedded {
             Ok(())
         })
         .map(drop)
-        .map_err(|e| failed(e.to_string()))
+        .map_err(|e| failed(e.into()))
     }
 }
 
 #[async_trait]
 impl Alerts for Embedded {
     async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
-        let text = encode(alert).map_err(|e| AlertError(e.to_string()))?;
+        let text = encode(alert).map_err(|e| AlertError(e.into()))?;
         let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
         self.write(Answer::Committed, move |c| {
             execute(
@@ -206,6 +200,6 @@ impl Alerts for Embedded {
             Ok(())
         })
         .await
-        .map_err(|e| AlertError(e.to_string()))
+        .map_err(|e| AlertError(e.into()))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use sas_core::ports::StoreError;
+use sas_core::ports::{Cause, StoreError};
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tasks (
@@ -25,8 +25,8 @@ CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
 ";
 
-pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(error.to_string())
+pub(crate) fn unavailable(error: impl Into<Cause>) -> StoreError {
+    StoreError::Unavailable(error.into())
 }
 
 pub(crate) fn millis(duration: Duration) -> i64 {
@@ -34,9 +34,9 @@ pub(crate) fn millis(duration: Duration) -> i64 {
 }
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.into()))
 }
 
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.into()))
 }

@@ -170,7 +170,7 @@ impl StateStore for Embedded {
                     }
                     Err(_) => expired
                         .undecodable
-                        .push(TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.to_string()))?),
+                        .push(TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?),
                 }
             }
             Ok(expired)

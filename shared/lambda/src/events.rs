@@ -8,7 +8,8 @@ use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use base64::Engine as _;
 use sas_core::api::{self, ApiRequest};
-use sas_core::app::{App, HandleError};
+use sas_core::app::App;
+use sas_core::ports::StoreError;
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
 
@@ -66,10 +67,11 @@ fn respond(status: u16, location: Option<&str>, body: &Value) -> ApiGatewayV2htt
 /// The scheduler and agent functions: handles every record of an SQS batch, each
 /// in its own span, at once, and names only the failed ones, so that only they are
 /// delivered again (and in the end dead-lettered). Needs ReportBatchItemFailures.
-pub async fn sqs_batch<H, F>(event: SqsEvent, handler: H) -> SqsBatchResponse
+pub async fn sqs_batch<H, F, E>(event: SqsEvent, handler: H) -> SqsBatchResponse
 where
     H: Fn(String) -> F,
-    F: Future<Output = Result<(), HandleError>>,
+    F: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
     let handling = event.records.into_iter().map(|record| {
         let id = record.message_id.unwrap_or_default();
@@ -108,12 +110,13 @@ where
 /// leases, `batch` tasks per query ([`App::sweep`]).
 ///
 /// # Errors
-/// [`HandleError`] when the store fails; the next run picks up the rest.
+/// [`StoreError`] when the expired leases cannot be read; the next run picks up
+/// the rest.
 pub async fn sweep(
     app: &App,
     batch: usize,
     event: EventBridgeEvent<Value>,
-) -> Result<Value, HandleError> {
+) -> Result<Value, StoreError> {
     let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
     let report = app.sweep(batch).instrument(span).await?;
     Ok(json!(report))

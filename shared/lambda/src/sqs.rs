@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
     MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
     SendMessageBatchRequestEntry,
@@ -20,7 +19,7 @@ use tokio::sync::oneshot;
 use crate::sdk::{SdkClient, sdk_client};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
-use sas_core::ports::{Consumer, Delivery, OutgoingMessage, QueueError, Queues};
+use sas_core::ports::{Cause, Consumer, Delivery, OutgoingMessage, QueueError, Queues};
 
 /// Messages per SQS batch call.
 const BATCH: usize = 10;
@@ -74,10 +73,7 @@ pub struct Sqs {
 /// [`QueueError`] when the URL's last segment is not a queue name.
 pub fn queue_name(url: &str) -> Result<QueueName, QueueError> {
     let name = url.rsplit('/').next().unwrap_or_default();
-    QueueName::parse(name).map_err(|e| QueueError {
-        queue: url.to_owned(),
-        reason: format!("not a queue URL: {e}"),
-    })
+    QueueName::parse(name).map_err(|e| QueueError::new(url, format!("not a queue URL: {e}")))
 }
 
 impl Sqs {
@@ -108,7 +104,7 @@ impl Sqs {
             .queue_name(queue.as_str())
             .send()
             .await
-            .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
+            .map_err(|e| failed(queue, e))?;
         let url = output
             .queue_url()
             .ok_or_else(|| failed(queue, "no URL returned"))?
@@ -118,11 +114,16 @@ impl Sqs {
     }
 }
 
-fn failed(queue: &QueueName, reason: impl std::fmt::Display) -> QueueError {
-    QueueError {
-        queue: queue.to_string(),
-        reason: reason.to_string(),
-    }
+fn failed(queue: &QueueName, cause: impl Into<Cause>) -> QueueError {
+    QueueError::new(queue, cause)
+}
+
+/// Why a send failed, shared by the calls whose messages went in one request.
+type SharedCause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A shared cause that is only a message.
+fn message(text: impl Into<String>) -> SharedCause {
+    Arc::from(Cause::from(text.into()))
 }
 
 /// The X-Ray trace of the current invocation, which Lambda puts in the environment.
@@ -180,8 +181,8 @@ impl Queues for Sqs {
             ));
         }
         sent.await
-            .unwrap_or_else(|_| Err("the sender stopped".into()))
-            .map_err(|reason| failed(queue, reason))
+            .unwrap_or_else(|_| Err(message("the sender stopped")))
+            .map_err(|cause| failed(queue, Box::new(cause)))
     }
 }
 
@@ -195,7 +196,7 @@ struct Entry {
 /// The messages of one call of [`Queues::send`], and where its outcome goes.
 struct Call {
     entries: Vec<Entry>,
-    done: oneshot::Sender<Result<(), String>>,
+    done: oneshot::Sender<Result<(), SharedCause>>,
 }
 
 /// The calls waiting for a queue's next SendMessageBatch, and whether a sender is at
@@ -229,7 +230,7 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
             }
             std::mem::take(&mut queue_waiting.calls)
         };
-        let mut outcome: Vec<Result<(), String>> = vec![Ok(()); calls.len()];
+        let mut outcome: Vec<Result<(), SharedCause>> = vec![Ok(()); calls.len()];
         // Each entry's id names its call and its place in it: a refusal names its call.
         let mut entries: Vec<SendMessageBatchRequestEntry> = Vec::new();
         for (call, c) in calls.iter().enumerate() {
@@ -244,20 +245,20 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
                     .build();
                 match built {
                     Ok(built) => entries.push(built),
-                    Err(e) => outcome[call] = Err(e.to_string()),
+                    Err(e) => outcome[call] = Err(Arc::new(e)),
                 }
             }
         }
         let requests = batches(entries)
             .into_iter()
             .map(|batch| send_batch(&client, &url, batch));
-        for (id, reason) in futures_util::future::join_all(requests)
+        for (id, cause) in futures_util::future::join_all(requests)
             .await
             .into_iter()
             .flatten()
         {
             if let Some(call) = call_of(&id).and_then(|call| outcome.get_mut(call)) {
-                *call = Err(reason);
+                *call = Err(cause);
             }
         }
         for (call, result) in calls.into_iter().zip(outcome) {
@@ -310,7 +311,7 @@ impl Drop for ReleaseIfStopped {
         if let Some(queue_waiting) = all.get_mut(&self.url) {
             queue_waiting.sending = false;
             for call in queue_waiting.calls.drain(..) {
-                let _ = call.done.send(Err("the sender stopped".into()));
+                let _ = call.done.send(Err(message("the sender stopped")));
             }
         }
     }
@@ -323,9 +324,9 @@ async fn send_batch(
     client: &Client,
     url: &str,
     mut entries: Vec<SendMessageBatchRequestEntry>,
-) -> Vec<(String, String)> {
-    let mut failed: Vec<(String, String)> = Vec::new();
-    let mut retrying: Vec<(String, String)> = Vec::new();
+) -> Vec<(String, SharedCause)> {
+    let mut failed: Vec<(String, SharedCause)> = Vec::new();
+    let mut retrying: Vec<(String, SharedCause)> = Vec::new();
     for _ in 0..SEND_TRIES {
         let output = match client
             .send_message_batch()
@@ -336,19 +337,23 @@ async fn send_batch(
         {
             Ok(output) => output,
             Err(e) => {
-                let reason = DisplayErrorContext(e).to_string();
-                failed.extend(entries.iter().map(|e| (e.id().to_owned(), reason.clone())));
+                let cause: SharedCause = Arc::new(e);
+                failed.extend(
+                    entries
+                        .iter()
+                        .map(|e| (e.id().to_owned(), Arc::clone(&cause))),
+                );
                 return failed;
             }
         };
         retrying.clear();
         for refusal in output.failed() {
-            let reason = format!(
+            let cause = message(format!(
                 "{}: {}",
                 refusal.code(),
                 refusal.message().unwrap_or_default()
-            );
-            let refused = (refusal.id().to_owned(), reason);
+            ));
+            let refused = (refusal.id().to_owned(), cause);
             if refusal.sender_fault() {
                 failed.push(refused);
             } else {
@@ -382,7 +387,7 @@ impl Consumer for Sqs {
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
-            .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
+            .map_err(|e| failed(queue, e))?;
         Ok(output
             .messages()
             .iter()
@@ -407,7 +412,7 @@ impl Consumer for Sqs {
             .receipt_handle(receipt)
             .send()
             .await
-            .map_err(|e| failed(queue, DisplayErrorContext(e)))?;
+            .map_err(|e| failed(queue, e))?;
         Ok(())
     }
 }

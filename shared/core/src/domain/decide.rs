@@ -51,6 +51,69 @@ pub enum Effect {
     },
 }
 
+/// What a decision decided: logged, and counted in the `Decisions` metric under
+/// its name ([`Verdict::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verdict {
+    /// A Run message for a task that is not Pending, or is claimed: ignored.
+    NotWaitingForScheduler,
+    /// The task is claimed and its first step sent.
+    Claimed,
+    /// A response of another run, step or attempt: ignored.
+    StaleResponse,
+    /// A step's result is recorded and the next move made.
+    Recorded,
+    /// An Error alert not known to be published is raised again.
+    AlertedAgain,
+    /// The lease has not expired: nothing to do.
+    LeaseLive,
+    /// A message of a live step or compensation is sent again.
+    SentAgain,
+    /// Past the failure threshold: the task is compensated and ends in Error.
+    GaveUp,
+    /// The task is retried from its step in flight.
+    Retry,
+    /// A deadline message for a lease that has since moved or ended: ignored.
+    DeadlineSuperseded,
+    /// A deadline message came before its lease's end: another is asked for.
+    DeadlineMoved,
+    /// The alert was marked published already.
+    AlertClearedAlready,
+    /// The alert is marked published.
+    AlertPublished,
+    /// An operator resubmitted a task in Error.
+    Resubmitted,
+}
+
+impl Verdict {
+    /// Its name in logs and metrics.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NotWaitingForScheduler => "not waiting for a scheduler",
+            Self::Claimed => "claimed",
+            Self::StaleResponse => "stale response",
+            Self::Recorded => "recorded",
+            Self::AlertedAgain => "alerted again",
+            Self::LeaseLive => "lease live",
+            Self::SentAgain => "sent again",
+            Self::GaveUp => "gave up",
+            Self::Retry => "retry",
+            Self::DeadlineSuperseded => "deadline superseded",
+            Self::DeadlineMoved => "deadline moved",
+            Self::AlertClearedAlready => "alert cleared already",
+            Self::AlertPublished => "alert published",
+            Self::Resubmitted => "resubmitted",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A decision: the task's next state, if it changes, and the effects to perform
 /// once that state is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,11 +123,11 @@ pub struct Decision {
     /// What to do after the write succeeds.
     pub effects: Vec<Effect>,
     /// What was decided, for logs and metrics.
-    pub verdict: &'static str,
+    pub verdict: Verdict,
 }
 
 impl Decision {
-    fn ignore(verdict: &'static str) -> Self {
+    fn ignore(verdict: Verdict) -> Self {
         Self {
             next: None,
             effects: Vec::new(),
@@ -93,7 +156,7 @@ impl Change {
     }
 
     /// The decision, with a deadline message for a lease the change takes.
-    fn done(mut self, verdict: &'static str) -> Decision {
+    fn done(mut self, verdict: Verdict) -> Decision {
         self.watch_lease();
         Decision {
             next: Some(self.task),
@@ -352,12 +415,12 @@ pub fn on_run(
     if task.locked_by.is_some()
         || !matches!(task.state, TaskState::Pending | TaskState::Compensating)
     {
-        return Decision::ignore("not waiting for a scheduler");
+        return Decision::ignore(Verdict::NotWaitingForScheduler);
     }
     let mut change = Change::of(task, now);
     change.task.locked_by = Some(instance.to_owned());
     change.advance(workflow, order);
-    change.done("claimed")
+    change.done(Verdict::Claimed)
 }
 
 /// The scheduler, on an agent's response: records the step's result and moves on.
@@ -378,7 +441,7 @@ pub fn on_response(
         step.state == expected && step.attempt == response.attempt && task.run == response.run
     });
     if !current || task.locked_by.is_none() {
-        return Decision::ignore("stale response");
+        return Decision::ignore(Verdict::StaleResponse);
     }
     let mut change = Change::of(task, now);
     // An answer too large to keep is refused here, whichever agent sent it.
@@ -421,7 +484,7 @@ pub fn on_response(
         }
     }
     change.advance(workflow, order);
-    change.done("recorded")
+    change.done(Verdict::Recorded)
 }
 
 /// The supervisor, on a task whose lease has expired: sends it again if it was
@@ -437,15 +500,15 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
         let mut change = Change::of(task, now);
         change.notify();
         change.raise(alert.clone());
-        return change.done("alerted again");
+        return change.done(Verdict::AlertedAgain);
     }
     if task.state.is_final() || !expired {
-        return Decision::ignore("lease live");
+        return Decision::ignore(Verdict::LeaseLive);
     }
     let mut change = Change::of(task, now);
     let Some(index) = task.running_step().filter(|_| task.locked_by.is_some()) else {
         change.release(workflow, Duration::ZERO);
-        return change.done("sent again");
+        return change.done(Verdict::SentAgain);
     };
     let supervision = &workflow.steps[index].supervision;
     change.task.failure_count += 1;
@@ -472,7 +535,7 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
             change.set_state(TaskState::Compensating);
         }
         change.release(workflow, Duration::ZERO);
-        return change.done("gave up");
+        return change.done(Verdict::GaveUp);
     }
     if compensating {
         step.state = step.undoing.unwrap_or(StepState::Processed);
@@ -486,7 +549,7 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
         supervision.retry_delay
     };
     change.release(workflow, delay);
-    change.done("retry")
+    change.done(Verdict::Retry)
 }
 
 /// A scheduler, on the deadline message for a lease ending `at`: a message the task
@@ -498,14 +561,14 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
 #[must_use]
 pub fn on_deadline(task: &Task, workflow: &Workflow, at: Timestamp, now: Timestamp) -> Decision {
     if task.deadline != Some(at) {
-        return Decision::ignore("deadline superseded");
+        return Decision::ignore(Verdict::DeadlineSuperseded);
     }
     let decision = on_expired(task, workflow, now);
     if decision.next.is_some() || task.complete_by.is_none() {
         return decision;
     }
     // The lease moved on: the next message, for its end.
-    Change::of(task, now).done("deadline moved")
+    Change::of(task, now).done(Verdict::DeadlineMoved)
 }
 
 /// Once `alert` is published: the task keeps it no longer, nor the lease that
@@ -514,12 +577,12 @@ pub fn on_deadline(task: &Task, workflow: &Workflow, at: Timestamp, now: Timesta
 #[must_use]
 pub fn alert_published(task: &Task, alert: &Alert, now: Timestamp) -> Decision {
     if task.pending_alert.as_ref() != Some(alert) {
-        return Decision::ignore("alert cleared already");
+        return Decision::ignore(Verdict::AlertClearedAlready);
     }
     let mut change = Change::of(task, now);
     change.task.pending_alert = None;
     change.task.complete_by = None;
-    change.done("alert published")
+    change.done(Verdict::AlertPublished)
 }
 
 /// The bytes of the data an agent request carries: the input and the outputs kept.
@@ -559,7 +622,7 @@ pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Deci
     }
     change.set_state(TaskState::Pending);
     change.release(workflow, Duration::ZERO);
-    Ok(change.done("resubmitted"))
+    Ok(change.done(Verdict::Resubmitted))
 }
 
 #[cfg(test)]
@@ -733,7 +796,7 @@ mod tests {
             now = request.complete_by;
             let decision = on_expired(&task, &workflow, now);
             task = decision.next.clone().expect("retry");
-            assert_eq!(decision.verdict, "retry");
+            assert_eq!(decision.verdict, Verdict::Retry);
             assert_eq!(
                 (task.state, task.locked_by.clone()),
                 (TaskState::Pending, None)
@@ -763,7 +826,7 @@ mod tests {
         now = request.complete_by;
         let decision = on_expired(&task, &workflow, now);
         task = decision.next.clone().expect("gave up");
-        assert_eq!(decision.verdict, "gave up");
+        assert_eq!(decision.verdict, Verdict::GaveUp);
         assert_eq!(task.steps[3].failure_count, threshold + 1);
         assert_eq!(
             (task.state, task.steps[3].state),
@@ -817,7 +880,7 @@ mod tests {
         assert_eq!(task.steps[3].state, StepState::Compensating);
 
         let decision = on_expired(&task, &workflow, request.complete_by);
-        assert_eq!(decision.verdict, "retry");
+        assert_eq!(decision.verdict, Verdict::Retry);
         let task = decision.next.expect("to be undone again");
         assert_eq!(
             task.steps[3].state,
@@ -942,7 +1005,7 @@ mod tests {
         assert_eq!(on_expired(&in_error, &workflow, early).next, None);
         let late = now.plus(ALERT_REDELIVERY);
         let again = on_expired(&in_error, &workflow, late);
-        assert_eq!(again.verdict, "alerted again");
+        assert_eq!(again.verdict, Verdict::AlertedAgain);
         assert_eq!(alert_of(&again), Some(alert.clone()), "the same alert");
         assert!(
             again
@@ -1081,18 +1144,18 @@ mod tests {
         let spent = on_deadline(&second, &workflow, pickup, pickup);
         assert_eq!(
             (spent.verdict, spent.next, spent.effects),
-            ("deadline superseded", None, vec![])
+            (Verdict::DeadlineSuperseded, None, vec![])
         );
         // The first step's comes at its end, finds the lease moved on and is followed
         // by one for the new end; there the lease has expired: acted on as the
         // supervisor would, and the next lease watched.
         let moved = on_deadline(&second, &workflow, first, first);
-        assert_eq!(moved.verdict, "deadline moved");
+        assert_eq!(moved.verdict, Verdict::DeadlineMoved);
         let second_end = second.complete_by.expect("the second step's lease");
         assert_eq!(deadlines(&moved), [second_end]);
         let watched = moved.next.expect("the new end recorded");
         let expired = on_deadline(&watched, &workflow, second_end, second_end);
-        assert_eq!(expired.verdict, "retry");
+        assert_eq!(expired.verdict, Verdict::Retry);
         let retried = expired.next.clone().expect("sent back");
         let pickup_again = retried.complete_by.expect("a pickup lease");
         assert_eq!(deadlines(&expired), [pickup_again]);
@@ -1107,7 +1170,7 @@ mod tests {
         );
         assert_eq!(
             on_deadline(&reclaimed, &workflow, pickup_again, pickup_again).verdict,
-            "deadline superseded"
+            Verdict::DeadlineSuperseded
         );
 
         // The supervisor, finding a lease expired (its message lost), watches the new one.
