@@ -220,7 +220,7 @@ impl From<ResubmitError> for ApiError {
         match error {
             ResubmitError::NotFound(id) => not_found(&id),
             ResubmitError::NotInError(e) => Self::new(ErrorCode::NotInError, e.to_string()),
-            ResubmitError::Backend(e) => Self::unavailable(&e),
+            ResubmitError::Task(e) => Self::unavailable(&e),
         }
     }
 }

@@ -36,13 +36,9 @@ pub struct QueueNames {
     pub agent_responses: QueueName,
 }
 
-/// Why a message could not be handled; the message is then left for redelivery
-/// and, after the queue's maxReceiveCount, the dead-letter queue.
+/// Why a task could not be moved on.
 #[derive(Debug, thiserror::Error)]
-pub enum HandleError {
-    /// The message is not one this handler understands: a poison message.
-    #[error("undecodable message: {0}")]
-    Poison(String),
+pub enum TaskError {
     /// A task names a workflow version no longer known anywhere.
     #[error("workflow {0} version {1} is not defined")]
     UnknownWorkflow(String, u32),
@@ -62,6 +58,30 @@ pub enum HandleError {
     /// A queue failed.
     #[error(transparent)]
     Queue(#[from] QueueError),
+}
+
+/// Why a message could not be handled; the message is then left for redelivery
+/// and, after the queue's maxReceiveCount, the dead-letter queue.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    /// The message is not one this handler understands: a poison message.
+    #[error("undecodable message: {0}")]
+    Poison(String),
+    /// Its task could not be moved on.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+}
+
+impl From<StoreError> for HandleError {
+    fn from(error: StoreError) -> Self {
+        Self::Task(error.into())
+    }
+}
+
+impl From<QueueError> for HandleError {
+    fn from(error: QueueError) -> Self {
+        Self::Task(error.into())
+    }
 }
 
 /// An actor's error for one message: a poison message, which no retry mends (it
@@ -110,14 +130,14 @@ pub enum ResubmitError {
     /// The task is not in Error.
     #[error(transparent)]
     NotInError(#[from] NotInError),
-    /// The backend failed.
+    /// The task could not be moved on.
     #[error(transparent)]
-    Backend(#[from] HandleError),
+    Task(#[from] TaskError),
 }
 
 impl From<StoreError> for ResubmitError {
     fn from(error: StoreError) -> Self {
-        Self::Backend(error.into())
+        Self::Task(error.into())
     }
 }
 
@@ -474,7 +494,7 @@ impl App {
         }
         let written = self
             .transition(task_id, |task, workflow, order, now| {
-                Ok::<_, HandleError>(match &message {
+                Ok::<_, TaskError>(match &message {
                     SchedulerMessage::Run { .. } => {
                         decide::on_run(task, workflow, order, &self.instance, now)
                     }
@@ -555,7 +575,7 @@ impl App {
     async fn recover(&self, id: &TaskId) -> Recovery {
         let recovered = self
             .transition(id, |task, workflow, _, now| {
-                Ok::<_, HandleError>(decide::on_expired(task, workflow, now))
+                Ok::<_, TaskError>(decide::on_expired(task, workflow, now))
             })
             .await;
         match recovered {
@@ -577,20 +597,20 @@ impl App {
         decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
     ) -> Result<Option<(Verdict, Option<Task>)>, E>
     where
-        E: From<HandleError>,
+        E: From<TaskError>,
     {
         for _ in 0..MAX_CONFLICT_RETRIES {
             let Some((task, order)) = self
                 .store
                 .task_with_order(id)
                 .await
-                .map_err(HandleError::from)?
+                .map_err(TaskError::from)?
             else {
                 return Ok(None);
             };
             let workflow = self.workflow(&task.workflow).await?;
             if task.steps.len() != workflow.steps.len() {
-                return Err(HandleError::StepsMismatch {
+                return Err(TaskError::StepsMismatch {
                     task: task.id,
                     steps: task.steps.len(),
                     defined: workflow.steps.len(),
@@ -612,14 +632,14 @@ impl App {
                 return Ok(Some((verdict, next)));
             }
         }
-        Err(HandleError::from(StoreError::Conflict).into())
+        Err(TaskError::from(StoreError::Conflict).into())
     }
 
     /// The definition a task runs: the one stored under its name and version when
     /// it started, checked once per process against the registry's. A file changed
     /// without a version bump is refused for the tasks of that version (they run
     /// the stored definition, whose steps they have) with an error in the log.
-    async fn workflow(&self, reference: &WorkflowRef) -> Result<Arc<Workflow>, HandleError> {
+    async fn workflow(&self, reference: &WorkflowRef) -> Result<Arc<Workflow>, TaskError> {
         let key = (reference.name.clone(), reference.version);
         if let Some(workflow) = self
             .checked
@@ -653,7 +673,7 @@ impl App {
                 }
             }
             None => file.ok_or_else(|| {
-                HandleError::UnknownWorkflow(reference.name.clone(), reference.version)
+                TaskError::UnknownWorkflow(reference.name.clone(), reference.version)
             })?,
         };
         self.checked
@@ -666,7 +686,7 @@ impl App {
     /// Writes the decision's state with the messages it requires (in one transaction
     /// where the store can), then performs the rest of its effects. Returns the
     /// verdict, or `None` when the write lost a race and the caller must read again.
-    async fn apply(&self, mut decision: Decision) -> Result<Option<Verdict>, HandleError> {
+    async fn apply(&self, mut decision: Decision) -> Result<Option<Verdict>, TaskError> {
         if let Some(next) = &mut decision.next {
             next.write_id = fastrand::u64(..);
         }
