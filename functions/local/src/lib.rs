@@ -1,6 +1,9 @@
 //! The whole pattern in one local process: the HTTP API, the scheduler, the
 //! agents and the supervisor over the embedded durable backend, and mock remote
 //! services with fault injection.
+//!
+//! Assembles `sas-core`'s actors over `sas-embedded`, `sas-http-remote` and
+//! `sas-mock-services`; links nothing of AWS's.
 
 pub mod runtime;
 pub mod server;

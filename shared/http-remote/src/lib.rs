@@ -5,6 +5,9 @@
 //! a JSON body (or none) within [`MAX_STEP_OUTPUT`]; a redirect is not followed (a
 //! POST turned into a GET would mark a step done that never ran). The errors say
 //! what happened in words a caller may see; the URLs and the bodies go to the log.
+//!
+//! Implements `sas-core`'s [`RemoteCall`] port with reqwest; depends on nothing else
+//! of the project's, and only the agent function and the local process link it.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;

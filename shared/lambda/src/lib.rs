@@ -4,6 +4,13 @@
 //! failures). Each function's `main` is a few lines over this, on a current-thread
 //! runtime: an instance handles one event at a time, its work (the records of a batch
 //! at once) waits on the network, and no worker threads are started at a cold start.
+//!
+//! Here: [`config`] (the environment), [`sdk`] (the SDK's configuration and clients),
+//! [`events`] (Lambda's events to the actors and back), [`sqs`] (the queues port),
+//! [`metrics`] (the metrics port, as EMF lines), and [`init`], which starts a function.
+//! Depends on `sas-core`, the Lambda runtime and the SQS client; the state store and
+//! the alerts are `sas-aws`'s, the remote calls `sas-http-remote`'s, so that the agent
+//! function links neither DynamoDB nor SNS.
 
 pub mod config;
 #[cfg(test)]
@@ -45,8 +52,8 @@ pub enum StartError {
 
 /// What every function starts with: JSON logs, the configuration and the SDK's
 /// configuration from the environment, then `build`, which builds only the actor the
-/// function runs ([`app`] or [`agent`]), so that its binary links only the clients
-/// that actor uses. What fails is logged and reported to Lambda as the function's
+/// function runs (`sas_aws::app` or `sas_agent::step_caller`), so that its binary
+/// links only the clients that actor uses. What fails is logged and reported to Lambda as the function's
 /// init error, whose message (naming the variable missing or invalid) the console
 /// and the logs then show, and the process ends.
 pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartError>) -> T {
