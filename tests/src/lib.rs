@@ -1,6 +1,10 @@
 //! The harness of the end-to-end scenarios: the local system (API server, queue
 //! consumers, agents, mock services) on a fresh embedded backend, with a manual
 //! clock, the supervisor swept on demand, and helpers to drive and observe it.
+//! Beside it: [`aws`] (a moto stack and the functions' handlers fed real-shaped
+//! events), [`ministack`] (the SAM template deployed with IAM enforced) and [`sim`] (the
+//! seeded simulation). It depends on every crate of the workspace; only `sas-tools`
+//! depends on it.
 
 pub mod aws;
 pub mod ministack;
@@ -23,7 +27,9 @@ use serde_json::Value;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The path of a function's binary (`sas-scheduler`, say), built by cargo for this
-/// machine in the profile of the running program (a no-op when it is up to date).
+/// machine in the profile of the running program (a no-op when it is up to date). It
+/// builds every binary of the workspace, as `./tests/run` does before the tests, so that
+/// both resolve the same features and share what they compile.
 ///
 /// # Panics
 /// When cargo cannot build it.
@@ -49,17 +55,15 @@ pub fn function_binary(name: &str) -> PathBuf {
             "--locked",
             "--profile",
             profile,
-            "--package",
-            name,
-            "--bin",
-            name,
+            "--workspace",
+            "--bins",
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
     assert!(
         built.success(),
-        "cargo build --profile {profile} --bin {name} failed"
+        "cargo build --profile {profile} --workspace --bins failed (for {name})"
     );
     directory.join(name)
 }
