@@ -69,7 +69,7 @@ pub struct Stack {
     /// The submission, scheduler and supervisor functions' actor.
     pub app: Arc<App>,
     /// The agent function's actor.
-    pub agent: Arc<StepCaller>,
+    pub step_caller: Arc<StepCaller>,
     /// SQS, for the event-source mapping loop and the checks.
     pub sqs: Arc<Sqs>,
     /// The queue that receives the alert topic's messages.
@@ -158,7 +158,7 @@ impl Stack {
         let mut config = Config::from_lookup(lookup).expect("configuration");
         config.workflows_dir = Some(repository().join("tests/workflows"));
         let app = sas_aws::app(&config, &sdk, "test").expect("the app");
-        let agent = sas_agent::step_caller(&config, &sdk).expect("the agent");
+        let step_caller = sas_agent::step_caller(&config, &sdk).expect("the step caller");
         let sqs = Arc::new(Sqs::new(
             &sdk,
             [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],
@@ -168,7 +168,7 @@ impl Stack {
             sdk,
             config,
             app: Arc::new(app),
-            agent: Arc::new(agent),
+            step_caller: Arc::new(step_caller),
             sqs,
             alert_inbox: queue_name(&inbox_url).expect("name"),
             dead_letters,
@@ -254,11 +254,11 @@ impl Stack {
                 })
                 .await;
         }
-        let agent = &self.agent;
+        let step_caller = &self.step_caller;
         delivered
             + self
                 .deliver("agent", &requests, twice, |body| async move {
-                    agent.on_request(&body).await.map(drop)
+                    step_caller.on_request(&body).await.map(drop)
                 })
                 .await
     }
@@ -273,7 +273,7 @@ impl Stack {
     where
         H: Fn(String) -> F + Copy,
         F: Future<Output = Result<(), E>>,
-        E: std::fmt::Display,
+        E: std::error::Error + 'static,
     {
         let received = self
             .sqs

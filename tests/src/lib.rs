@@ -28,8 +28,9 @@ const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The path of a function's binary (`sas-scheduler`, say), built by cargo for this
 /// machine in the profile of the running program (a no-op when it is up to date). It
-/// builds every binary of the workspace, as `./tests/run` does before the tests, so that
-/// both resolve the same features and share what they compile.
+/// builds every binary of the workspace, and in the dev profile its tests too, as
+/// `./tests/run` does before the tests, so that both resolve the same features and
+/// share what they compile.
 ///
 /// # Panics
 /// When cargo cannot build it.
@@ -47,23 +48,28 @@ pub fn function_binary(name: &str) -> PathBuf {
         Some("debug") | None => "dev",
         Some(profile) => profile,
     };
+    let mut arguments = vec![
+        "build",
+        "--quiet",
+        "--locked",
+        "--profile",
+        profile,
+        "--workspace",
+        "--bins",
+    ];
+    if profile == "dev" {
+        arguments.push("--tests");
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = std::process::Command::new(&cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--locked",
-            "--profile",
-            profile,
-            "--workspace",
-            "--bins",
-        ])
+        .args(&arguments)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
     assert!(
         built.success(),
-        "cargo build --profile {profile} --workspace --bins failed (for {name})"
+        "cargo {} failed (for {name})",
+        arguments.join(" ")
     );
     directory.join(name)
 }

@@ -466,7 +466,7 @@ struct Sim {
     names: QueueNames,
     schedulers: Vec<Arc<App>>,
     supervisors: Vec<Arc<App>>,
-    agent: Arc<StepCaller>,
+    step_caller: Arc<StepCaller>,
     restarts: usize,
     submitted: Vec<(TaskId, Value)>,
     accepted: BTreeSet<String>,
@@ -516,7 +516,7 @@ impl Sim {
             doomed: Mutex::new(BTreeSet::new()),
             outages: Mutex::new(HashMap::new()),
         });
-        let agent = Arc::new(StepCaller::new(
+        let step_caller = Arc::new(StepCaller::new(
             Arc::clone(&remote) as _,
             queues,
             Arc::clone(&clock) as _,
@@ -534,7 +534,7 @@ impl Sim {
             names,
             schedulers: Vec::new(),
             supervisors: Vec::new(),
-            agent,
+            step_caller,
             restarts: 0,
             submitted: Vec::new(),
             accepted: BTreeSet::new(),
@@ -622,7 +622,7 @@ impl Sim {
     async fn handle(&self, queue: &QueueName, body: &str) -> String {
         let failed = |e: &dyn std::fmt::Display| format!("failed: {e}");
         if *queue == self.names.agent_requests {
-            match self.agent.on_request(body).await {
+            match self.step_caller.on_request(body).await {
                 Ok(verdict) => format!("{verdict:?}"),
                 Err(e) => failed(&e),
             }

@@ -4,6 +4,7 @@
 //! the path by which it came in.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 
 /// The crates `package` depends on in a build of it alone (normal dependencies,
@@ -112,27 +113,96 @@ fn each_adapter_crate_brings_only_its_own_service() {
 }
 
 #[test]
-fn each_lambda_function_links_only_what_it_runs() {
-    for function in ["sas-submission", "sas-scheduler", "sas-supervisor"] {
-        assert_free_of(
-            function,
-            &[&SQLITE[..], &["reqwest", "sas-http-remote", "sas-embedded"]].concat(),
-            "it keeps task state in DynamoDB and calls no remote service",
-        );
-    }
+fn the_local_process_and_the_mock_services_link_nothing_of_aws() {
+    assert_free_of("sas-local", &NOT_AWS, "it runs on the embedded backend");
     assert_free_of(
-        "sas-agent",
-        &[
-            &SQLITE[..],
-            &["aws-sdk-dynamodb", "aws-sdk-sns", "sas-aws", "sas-embedded"],
-        ]
-        .concat(),
-        "the agent keeps no state and raises no alerts",
+        "sas-mock-services",
+        &[&NOT_AWS[..], &["sas-lambda", "sas-aws", "sas-embedded"]].concat(),
+        "they stand in for remote services, over HTTP",
     );
 }
 
 #[test]
+fn each_lambda_function_links_only_what_it_runs() {
+    for function in ["sas-submission", "sas-scheduler", "sas-supervisor"] {
+        assert_free_of(
+            function,
+            &[&SQLITE[..], &["reqwest", "axum"]].concat(),
+            "it keeps task state in DynamoDB and calls no remote service",
+        );
+        assert_eq!(
+            project_crates(function),
+            ["sas-aws", "sas-core", "sas-lambda"],
+            "{function}: the project's crates it links"
+        );
+    }
+    assert_free_of(
+        "sas-agent",
+        &[&SQLITE[..], &["aws-sdk-dynamodb", "aws-sdk-sns", "axum"]].concat(),
+        "the agent keeps no state and raises no alerts",
+    );
+    assert_eq!(
+        project_crates("sas-agent"),
+        ["sas-core", "sas-http-remote", "sas-lambda"],
+        "sas-agent: the project's crates it links"
+    );
+    for function in FUNCTIONS {
+        let features = cargo_tree(&["-p", function, "-e", "features", "--prefix", "none"]);
+        assert!(
+            !features.contains("feature \"test-util\""),
+            "{function} must not enable a crate's test-util feature"
+        );
+    }
+}
+
+const FUNCTIONS: [&str; 4] = [
+    "sas-submission",
+    "sas-scheduler",
+    "sas-supervisor",
+    "sas-agent",
+];
+
+/// The project's crates `package` depends on, by name.
+fn project_crates(package: &str) -> Vec<String> {
+    dependencies(package)
+        .into_iter()
+        .filter(|name| name.starts_with("sas-"))
+        .collect()
+}
+
+#[test]
+fn the_cores_sources_use_no_io_of_the_standard_library_or_tokio() {
+    let mut paths = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/core/src")];
+    let mut found = Vec::new();
+    while let Some(path) = paths.pop() {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(&path).expect("a directory");
+            paths.extend(entries.map(|entry| entry.expect("an entry").path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        for io in [
+            "std::fs",
+            "std::net",
+            "std::process",
+            "tokio::fs",
+            "tokio::net",
+        ] {
+            if text.contains(io) {
+                found.push(format!("{}: {io}", path.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "I/O in the core: {found:?}");
+}
+
+#[test]
 fn the_check_sees_what_a_function_does_depend_on() {
+    let core = dependencies("sas-core");
+    assert!(
+        core.contains("serde") && core.contains("tokio"),
+        "the core's dependencies read: {core:?}"
+    );
     let agent = dependencies("sas-agent");
     for expected in [
         "sas-core",

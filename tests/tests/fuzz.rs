@@ -32,7 +32,7 @@ impl RemoteCall for Unreachable {
 struct Subject {
     runtime: tokio::runtime::Runtime,
     app: App,
-    agent: StepCaller,
+    step_caller: StepCaller,
 }
 
 fn subject() -> Subject {
@@ -52,7 +52,7 @@ fn subject() -> Subject {
         clock: Arc::clone(&clock) as _,
     };
     let workflows = Arc::new(Registry::built_in());
-    let agent = StepCaller::new(
+    let step_caller = StepCaller::new(
         Arc::new(Unreachable),
         memory,
         clock,
@@ -66,7 +66,7 @@ fn subject() -> Subject {
             .build()
             .expect("runtime"),
         app: App::new(ports, workflows, names, "fuzz".into()),
-        agent,
+        step_caller,
     }
 }
 
@@ -170,7 +170,7 @@ proptest! {
         let scheduled = subject.runtime.block_on(subject.app.on_scheduler_message(&text));
         let decodes = serde_json::from_str::<sas_core::domain::messages::SchedulerMessage>(&text).is_ok();
         prop_assert!(decodes || matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}");
-        let answered = subject.runtime.block_on(subject.agent.on_request(&text));
+        let answered = subject.runtime.block_on(subject.step_caller.on_request(&text));
         let decodes = serde_json::from_str::<sas_core::domain::messages::AgentRequest>(&text).is_ok();
         prop_assert!(decodes || matches!(answered, Err(CallError::Poison(_))), "agent: {text:?} -> {answered:?}");
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sas_core::ports::{Consumer, OutgoingMessage, Queues};
+use sas_core::ports::{Chain, Consumer, OutgoingMessage, Queues};
 use sas_tests::aws::{QueuePolicy, Remote, Stack};
 use sas_tests::{delivery_input, step_states};
 use serde_json::{Value, json};
@@ -403,7 +403,8 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
         .send(&queue, &[message(MAX_MESSAGE_BODY + 1)])
         .await
         .expect_err("over it");
-    assert!(error.to_string().contains("261121 bytes"), "{error}");
+    let error = Chain(&error).to_string();
+    assert!(error.contains("261121 bytes"), "{error}");
 
     stack.http("PUT", "/tasks/large", Some(&quick())).await;
     let store = DynamoStore::new(&stack.sdk, stack.config.table.clone());

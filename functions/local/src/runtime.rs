@@ -14,7 +14,7 @@ use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::Registry;
-use sas_core::ports::{Consumer, Delivery, NoMetrics};
+use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics};
 use sas_core::step_caller::StepCaller;
 use sas_core::time::Clock;
 use sas_embedded::{Durability, Embedded, QueueSettings};
@@ -53,8 +53,8 @@ pub struct Settings {
 pub struct System {
     /// Submission, scheduler, supervisor and operator actions.
     pub app: Arc<App>,
-    /// The agents.
-    pub agent: Arc<StepCaller>,
+    /// The agents' work: calls of the steps' remote services.
+    pub step_caller: Arc<StepCaller>,
     /// The embedded backend.
     pub backend: Arc<Embedded>,
     /// The pattern's queues.
@@ -133,7 +133,7 @@ impl System {
         app.register_workflows()
             .await
             .context("a stored workflow version differs from its file; bump its version")?;
-        let agent = Arc::new(StepCaller::new(
+        let step_caller = Arc::new(StepCaller::new(
             Arc::new(HttpRemote::new(
                 settings.services.clone(),
                 settings.services_fallback.clone(),
@@ -147,7 +147,7 @@ impl System {
         let (stop, stopped) = watch::channel(false);
         let mut system = Self {
             app,
-            agent,
+            step_caller,
             backend,
             queues,
             stop,
@@ -174,15 +174,15 @@ impl System {
                 },
             )));
         }
-        let agent = Arc::clone(&self.agent);
+        let step_caller = Arc::clone(&self.step_caller);
         self.workers.push(tokio::spawn(consume(
             Arc::clone(&self.backend) as _,
             self.queues.agent_requests.clone(),
             settings.agent_concurrency,
             stopped.clone(),
             move |body| {
-                let agent = Arc::clone(&agent);
-                async move { agent.on_request(&body).await.map(drop) }
+                let step_caller = Arc::clone(&step_caller);
+                async move { step_caller.on_request(&body).await.map(drop) }
             },
         )));
         if let Some(interval) = settings.supervisor_interval {
@@ -197,7 +197,7 @@ impl System {
                         _ = stopped.changed() => return,
                     }
                     if let Err(e) = app.sweep(1000).await {
-                        error!(error = %e, "supervisor sweep failed");
+                        error!(error = %Chain(&e), "supervisor sweep failed");
                     }
                 }
             }));
@@ -240,7 +240,7 @@ async fn consume<H, F, E>(
             _ = stopped.changed() => break,
         };
         let batch = batch.unwrap_or_else(|e| {
-            error!(%queue, error = %e, "receive failed");
+            error!(%queue, error = %Chain(&e), "receive failed");
             Vec::new()
         });
         let mut permits = vec![first];
@@ -274,14 +274,14 @@ where
     match handler(message.body).await {
         Ok(()) => {
             if let Err(e) = consumer.delete(queue, &message.receipt).await {
-                warn!(%queue, error = %e, "delete failed; the message will be delivered again");
+                warn!(%queue, error = %Chain(&e), "delete failed; the message will be delivered again");
             }
         }
         Err(e) if e.is_poison() => {
-            error!(%queue, receive_count = message.receive_count, error = %e, "poison message; it will go to the dead-letter queue");
+            error!(%queue, receive_count = message.receive_count, error = %Chain(&e), "poison message; it will go to the dead-letter queue");
         }
         Err(e) => {
-            warn!(%queue, receive_count = message.receive_count, error = %e, "handler failed; the message will be delivered again")
+            warn!(%queue, receive_count = message.receive_count, error = %Chain(&e), "handler failed; the message will be delivered again")
         }
     }
 }

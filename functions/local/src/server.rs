@@ -12,7 +12,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_core::api::{self, ApiRequest, MAX_BODY_BYTES};
+use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, ErrorCode, MAX_BODY_BYTES};
 use sas_core::app::App;
 use sas_core::domain::ids::QueueName;
 use sas_core::ports::Consumer;
@@ -53,7 +53,7 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
     // One byte over the limit is enough for the API to name the problem.
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES + 1).await else {
         let message = format!("the body is over the limit of {MAX_BODY_BYTES} bytes");
-        return failure(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", &message);
+        return to_http(ApiError::new(ErrorCode::BodyTooLarge, message).into());
     };
     let response = api::handle(
         &shared.app,
@@ -65,6 +65,10 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
         },
     )
     .await;
+    to_http(response)
+}
+
+fn to_http(response: ApiResponse) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut http = json(status, &response.body);
     if let Some(location) = response

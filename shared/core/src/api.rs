@@ -15,7 +15,7 @@ use crate::app::{App, ResubmitError, SubmitError, Submitted};
 use crate::domain::decide::Submission;
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::task::{StepState, Task, TaskState, WorkflowRef};
-use crate::ports::StoreError;
+use crate::ports::{Chain, StoreError};
 use crate::time::Timestamp;
 
 /// The largest request body accepted.
@@ -147,7 +147,9 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    /// An error of kind `code`, saying `message`.
+    #[must_use]
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -162,8 +164,8 @@ impl ApiError {
     }
 
     /// The backend failed: the cause goes to the log, not to the caller.
-    fn unavailable(cause: &dyn std::fmt::Display) -> Self {
-        error!(error = %cause, "request failed in the backend");
+    fn unavailable(cause: &(dyn std::error::Error + 'static)) -> Self {
+        error!(error = %Chain(cause), "request failed in the backend");
         Self::new(
             ErrorCode::Unavailable,
             "the service is unavailable; retry later",
@@ -183,12 +185,7 @@ impl From<ApiError> for ApiResponse {
 
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::InvalidCursor(_) => {
-                Self::new(ErrorCode::InvalidQuery, format!("after: {error}")).on("after")
-            }
-            _ => Self::unavailable(&error),
-        }
+        Self::unavailable(&error)
     }
 }
 
@@ -421,7 +418,12 @@ async fn list(app: &App, query: Option<&str>) -> Result<ApiResponse, ApiError> {
         )
         .on("state")
     })?;
-    let page = app.list(state, limit, after).await?;
+    let page = app.list(state, limit, after).await.map_err(|e| match e {
+        StoreError::InvalidCursor(_) => {
+            ApiError::new(ErrorCode::InvalidQuery, format!("after: {e}")).on("after")
+        }
+        _ => ApiError::from(e),
+    })?;
     let tasks: Vec<_> = page.tasks.iter().map(TaskView::of).collect();
     Ok(ApiResponse::ok(
         200,

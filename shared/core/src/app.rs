@@ -17,7 +17,7 @@ use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use crate::domain::task::{Order, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
-    Alerts, Metrics, Outgoing, OutgoingMessage, QueueError, Queues, StateStore, StoreError,
+    Alerts, Chain, Metrics, Outgoing, OutgoingMessage, QueueError, Queues, StateStore, StoreError,
     TaskPage,
 };
 use crate::time::{Clock, Timestamp};
@@ -238,12 +238,6 @@ impl Recovery {
     }
 }
 
-impl std::fmt::Display for Recovery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl serde::Serialize for Recovery {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
@@ -327,7 +321,7 @@ impl App {
             return Ok(());
         }
         if let Err(error) = self.store.save_workflow(workflow).await {
-            error!(workflow = %workflow.name, version = workflow.version, %error,
+            error!(workflow = %workflow.name, version = workflow.version, error = %Chain(&error),
                 "cannot store the workflow definition (a version changed without a bump?)");
             return Err(error);
         }
@@ -545,7 +539,7 @@ impl App {
                 let verdict = match self.store.quarantine(&id).await {
                     Ok(()) => Recovery::Quarantined,
                     Err(error) => {
-                        error!(task_id = %id, %error, "supervisor could not quarantine the task");
+                        error!(task_id = %id, error = %Chain(&error), "supervisor could not quarantine the task");
                         Recovery::Failed
                     }
                 };
@@ -582,7 +576,7 @@ impl App {
             Ok(Some((verdict, _))) => Recovery::Decided(verdict),
             Ok(None) => Recovery::Vanished,
             Err(error) => {
-                error!(task_id = %id, %error, "supervisor could not recover the task");
+                error!(task_id = %id, error = %Chain(&error), "supervisor could not recover the task");
                 Recovery::Failed
             }
         }
@@ -737,7 +731,7 @@ impl App {
                 Ok(Some(task)) => task,
                 Ok(None) => return,
                 Err(error) => {
-                    warn!(task_id = %alert.task_id, %error, "alert published, its mark kept: it will be raised again");
+                    warn!(task_id = %alert.task_id, error = %Chain(&error), "alert published, its mark kept: it will be raised again");
                     return;
                 }
             };
@@ -751,7 +745,7 @@ impl App {
                 }
                 Err(StoreError::Conflict) => {}
                 Err(error) => {
-                    warn!(task_id = %alert.task_id, %error, "alert published, its mark kept: it will be raised again");
+                    warn!(task_id = %alert.task_id, error = %Chain(&error), "alert published, its mark kept: it will be raised again");
                     return;
                 }
             }
@@ -849,7 +843,7 @@ impl App {
                         delay: Duration::ZERO,
                     };
                     if let Err(error) = self.queues.send(&queue, &[message]).await {
-                        warn!(task_id = %notification.task_id, %error, "notification not delivered");
+                        warn!(task_id = %notification.task_id, error = %Chain(&error), "notification not delivered");
                     }
                 }
                 Effect::Alert(alert) => {
@@ -857,7 +851,7 @@ impl App {
                     match self.alerts.raise(&alert).await {
                         Ok(()) => self.clear_alert(&alert).await,
                         Err(error) => {
-                            warn!(task_id = %alert.task_id, %error, "alert not raised: the supervisor will raise it again");
+                            warn!(task_id = %alert.task_id, error = %Chain(&error), "alert not raised: the supervisor will raise it again");
                         }
                     }
                 }
@@ -881,5 +875,66 @@ fn agent_message(request: &AgentRequest) -> OutgoingMessage {
     OutgoingMessage {
         body: serde_json::json!(request).to_string(),
         delay: Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names dashboards, alarms and the sweep's report use: renaming a variant
+    /// must not rename what operators read.
+    #[test]
+    fn outcomes_keep_the_names_logs_metrics_and_reports_use() {
+        use Verdict::*;
+        let verdicts = [
+            NotWaitingForScheduler,
+            Claimed,
+            StaleResponse,
+            Recorded,
+            AlertedAgain,
+            LeaseLive,
+            SentAgain,
+            GaveUp,
+            Retry,
+            DeadlineSuperseded,
+            DeadlineMoved,
+            AlertClearedAlready,
+            AlertPublished,
+            Resubmitted,
+        ];
+        assert_eq!(
+            verdicts.map(Verdict::as_str),
+            [
+                "not waiting for a scheduler",
+                "claimed",
+                "stale response",
+                "recorded",
+                "alerted again",
+                "lease live",
+                "sent again",
+                "gave up",
+                "retry",
+                "deadline superseded",
+                "deadline moved",
+                "alert cleared already",
+                "alert published",
+                "resubmitted",
+            ]
+        );
+        let recoveries = [
+            Recovery::Decided(Retry),
+            Recovery::Vanished,
+            Recovery::Quarantined,
+            Recovery::Failed,
+        ];
+        assert_eq!(
+            serde_json::to_value(SweepReport::from(recoveries.map(|r| (r, 1)))).expect("json"),
+            serde_json::json!({"retry": 1, "vanished": 1, "quarantined": 1, "failed": 1})
+        );
+        assert_eq!(
+            [Handled::UnknownTask, Handled::DeadlineChained].map(Handled::as_str),
+            ["unknown task", "deadline chained"]
+        );
     }
 }

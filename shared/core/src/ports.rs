@@ -16,7 +16,8 @@ use crate::time::Timestamp;
 /// kept whole as the source of the port's error.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
-/// An error and its sources, each after the one before: `a: b: c`.
+/// An error and its sources, each after the one before (`a: b: c`): how logs show
+/// an error, whose own text names only what failed at its level.
 pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for Chain<'_> {
@@ -38,10 +39,10 @@ pub enum StoreError {
     #[error("conditional write lost: the record changed since it was read")]
     Conflict,
     /// The store could not be reached or failed; the caller may retry.
-    #[error("state store unavailable: {}", Chain(.0.as_ref()))]
+    #[error("state store unavailable")]
     Unavailable(#[source] Cause),
     /// A record could not be decoded.
-    #[error("state store record is corrupt: {}", Chain(.0.as_ref()))]
+    #[error("state store record is corrupt")]
     Corrupt(#[source] Cause),
     /// A record is larger than the store takes: no retry will write it.
     #[error("state store record too large: {0}")]
@@ -178,7 +179,7 @@ pub trait StateStore: Send + Sync {
 
 /// Why a queue could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("queue {queue}: {}", Chain(.cause.as_ref()))]
+#[error("queue {queue} failed")]
 pub struct QueueError {
     /// The queue.
     pub queue: String,
@@ -229,7 +230,7 @@ pub trait Queues: Send + Sync {
 
 /// Why an alert could not be raised.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot raise alert: {}", Chain(.0.as_ref()))]
+#[error("cannot raise alert")]
 pub struct AlertError(#[source] pub Cause);
 
 /// Operator alerts (SNS in AWS).

@@ -21,7 +21,7 @@ use crate::time::Clock;
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The message is not a request: a poison message.
-    #[error("undecodable request: {0}")]
+    #[error("undecodable message: {0}")]
     Poison(String),
     /// The answer could not be sent.
     #[error(transparent)]

@@ -29,7 +29,7 @@ use tokio::sync::{Notify, oneshot};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::messages::Alert;
 use sas_core::domain::task::Task;
-use sas_core::ports::{Delivery, OutgoingMessage, StoreError};
+use sas_core::ports::{Chain, Delivery, OutgoingMessage, StoreError};
 use sas_core::time::Clock;
 
 use crate::messages::{Message, Messages};
@@ -400,7 +400,7 @@ impl Embedded {
                 Ok(())
             });
             if let Err(error) = moved {
-                tracing::error!(%error, "the move to the dead-letter queue was not written");
+                tracing::error!(error = %Chain(&error), "the move to the dead-letter queue was not written");
             }
             self.waker(dead_letter.as_str()).notify_one();
         }

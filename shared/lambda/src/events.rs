@@ -7,9 +7,9 @@ use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use base64::Engine as _;
-use sas_core::api::{self, ApiRequest};
+use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, ErrorCode};
 use sas_core::app::App;
-use sas_core::ports::StoreError;
+use sas_core::ports::{Chain, StoreError};
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
 
@@ -22,45 +22,39 @@ pub async fn http(app: &App, request: ApiGatewayV2httpRequest) -> ApiGatewayV2ht
         (Some(text), true) => match base64::engine::general_purpose::STANDARD.decode(text) {
             Ok(bytes) => bytes,
             Err(_) => {
-                return respond(
-                    400,
-                    None,
-                    &json!({"error": {"code": "invalid_body", "message": "the body is not valid base64"}}),
-                );
+                let error = ApiError::new(ErrorCode::InvalidBody, "the body is not valid base64");
+                return respond(ApiResponse::from(error));
             }
         },
     };
-    let response = api::handle(
-        app,
-        ApiRequest {
-            method: request.request_context.http.method.as_str(),
-            path: request.raw_path.as_deref().unwrap_or("/"),
-            query: request
-                .raw_query_string
-                .as_deref()
-                .filter(|q| !q.is_empty()),
-            body: &body,
-        },
-    )
-    .await;
     respond(
-        response.status,
-        response.location.as_deref(),
-        &response.body,
+        api::handle(
+            app,
+            ApiRequest {
+                method: request.request_context.http.method.as_str(),
+                path: request.raw_path.as_deref().unwrap_or("/"),
+                query: request
+                    .raw_query_string
+                    .as_deref()
+                    .filter(|q| !q.is_empty()),
+                body: &body,
+            },
+        )
+        .await,
     )
 }
 
-fn respond(status: u16, location: Option<&str>, body: &Value) -> ApiGatewayV2httpResponse {
+fn respond(answer: ApiResponse) -> ApiGatewayV2httpResponse {
     let mut response = ApiGatewayV2httpResponse::default();
-    response.status_code = i64::from(status);
+    response.status_code = i64::from(answer.status);
     response.headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if let Some(location) = location.and_then(|l| HeaderValue::from_str(l).ok()) {
+    if let Some(location) = answer.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
         response.headers.insert(header::LOCATION, location);
     }
-    response.body = Some(Body::Text(body.to_string()));
+    response.body = Some(Body::Text(answer.body.to_string()));
     response
 }
 
@@ -71,7 +65,7 @@ pub async fn sqs_batch<H, F, E>(event: SqsEvent, handler: H) -> SqsBatchResponse
 where
     H: Fn(String) -> F,
     F: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
+    E: std::error::Error + 'static,
 {
     let handling = event.records.into_iter().map(|record| {
         let id = record.message_id.unwrap_or_default();
@@ -86,7 +80,7 @@ where
             match outcome.await {
                 Ok(()) => None,
                 Err(e) => {
-                    error!(error = %e, "message failed; it will be delivered again");
+                    error!(error = %Chain(&e), "message failed; it will be delivered again");
                     Some(id)
                 }
             }

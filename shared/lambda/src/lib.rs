@@ -28,7 +28,7 @@ use std::sync::Arc;
 use aws_types::SdkConfig;
 use sas_core::app::QueueNames;
 use sas_core::domain::workflow::{Registry, RegistryError};
-use sas_core::ports::QueueError;
+use sas_core::ports::{Chain, QueueError};
 use serde_json::json;
 use tracing::error;
 
@@ -66,7 +66,7 @@ pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartE
     match built {
         Ok(built) => built,
         Err(error) => {
-            error!(%error, "the function cannot start");
+            error!(error = %Chain(&error), "the function cannot start");
             report_init_error(&error).await;
             std::process::exit(1)
         }
@@ -78,7 +78,8 @@ async fn report_init_error(error: &StartError) {
     if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_none() {
         return;
     }
-    let body = json!({ "errorType": "Runtime.ConfigError", "errorMessage": error.to_string() });
+    let body =
+        json!({ "errorType": "Runtime.ConfigError", "errorMessage": Chain(error).to_string() });
     let request = aws_lambda_events::http::Request::builder()
         .method("POST")
         .uri("/2018-06-01/runtime/init/error")

@@ -7,7 +7,7 @@
 //! `GET /calls` (requests received per service, failed ones included), `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
 //!
 //! An axum router over SQLite (or memory), used by `sas-local` (`cargo run -p sas-local`
-//! serves them) and by the tests; no function links it.
+//! serves them) and by the tests; no Lambda function links it.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -108,12 +108,6 @@ impl Verdict {
     }
 }
 
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A decision: the task's next state, if it changes, and the effects to perform
 /// once that state is written.
 #[derive(Debug, Clone, PartialEq)]
