@@ -887,41 +887,25 @@ mod tests {
     #[test]
     fn outcomes_keep_the_names_logs_metrics_and_reports_use() {
         use Verdict::*;
-        let verdicts = [
-            NotWaitingForScheduler,
-            Claimed,
-            StaleResponse,
-            Recorded,
-            AlertedAgain,
-            LeaseLive,
-            SentAgain,
-            GaveUp,
-            Retry,
-            DeadlineSuperseded,
-            DeadlineMoved,
-            AlertClearedAlready,
-            AlertPublished,
-            Resubmitted,
+        let names = [
+            (NotWaitingForScheduler, "not waiting for a scheduler"),
+            (Claimed, "claimed"),
+            (StaleResponse, "stale response"),
+            (Recorded, "recorded"),
+            (AlertedAgain, "alerted again"),
+            (LeaseLive, "lease live"),
+            (SentAgain, "sent again"),
+            (GaveUp, "gave up"),
+            (Retry, "retry"),
+            (DeadlineSuperseded, "deadline superseded"),
+            (DeadlineMoved, "deadline moved"),
+            (AlertClearedAlready, "alert cleared already"),
+            (AlertPublished, "alert published"),
+            (Resubmitted, "resubmitted"),
         ];
-        assert_eq!(
-            verdicts.map(Verdict::as_str),
-            [
-                "not waiting for a scheduler",
-                "claimed",
-                "stale response",
-                "recorded",
-                "alerted again",
-                "lease live",
-                "sent again",
-                "gave up",
-                "retry",
-                "deadline superseded",
-                "deadline moved",
-                "alert cleared already",
-                "alert published",
-                "resubmitted",
-            ]
-        );
+        for (verdict, name) in names {
+            assert_eq!(verdict.as_str(), name);
+        }
         let recoveries = [
             Recovery::Decided(Retry),
             Recovery::Vanished,
