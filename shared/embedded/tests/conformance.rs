@@ -6,7 +6,7 @@ use std::time::Duration;
 use sas_core::domain::ids::QueueName;
 use sas_core::time::WallClock;
 use sas_embedded::{Durability, Embedded, QueueSettings};
-use sas_testkit::conformance::{self, WorkQueue};
+use sas_testkit::conformance;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_embedded_backend_conforms() {
@@ -27,12 +27,5 @@ async fn the_embedded_backend_conforms() {
         dead_letter: Some(dead_letters.clone()),
     };
     backend.create_queue(&work, settings).await.expect("queue");
-    conformance::state_store(backend.as_ref()).await;
-    conformance::queues(&WorkQueue {
-        queues: Arc::clone(&backend) as _,
-        consumer: backend,
-        work,
-        dead_letters,
-    })
-    .await;
+    conformance::backend(backend, work, dead_letters).await;
 }

@@ -40,6 +40,24 @@ pub async fn state_store(store: &dyn StateStore) {
     workflow_versions_are_kept(store).await;
 }
 
+/// Both suites, on a backend that is its own store, sender and consumer.
+///
+/// # Panics
+/// Where the backend does not conform.
+pub async fn backend<B>(backend: Arc<B>, work: QueueName, dead_letters: QueueName)
+where
+    B: StateStore + Queues + Consumer + 'static,
+{
+    state_store(backend.as_ref()).await;
+    queues(&WorkQueue {
+        queues: Arc::clone(&backend) as _,
+        consumer: backend,
+        work,
+        dead_letters,
+    })
+    .await;
+}
+
 /// The queues' conformance: batches, concurrent senders, delays, visibility timeouts,
 /// receive counts and dead-lettering, as SQS has them.
 ///

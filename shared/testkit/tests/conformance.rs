@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sas_core::domain::ids::QueueName;
 use sas_core::time::WallClock;
-use sas_testkit::conformance::{self, WorkQueue};
+use sas_testkit::conformance;
 use sas_testkit::memory::Memory;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,12 +18,5 @@ async fn the_in_memory_backend_conforms() {
         Duration::from_secs(1),
         Some((2, dead_letters.clone())),
     );
-    conformance::state_store(backend.as_ref()).await;
-    conformance::queues(&WorkQueue {
-        queues: Arc::clone(&backend) as _,
-        consumer: backend,
-        work,
-        dead_letters,
-    })
-    .await;
+    conformance::backend(backend, work, dead_letters).await;
 }
