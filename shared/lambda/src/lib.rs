@@ -53,9 +53,9 @@ pub enum StartError {
 /// What every function starts with: JSON logs, the configuration and the SDK's
 /// configuration from the environment, then `build`, which builds only the actor the
 /// function runs (`sas_aws::app` or `sas_agent::step_caller`), so that its binary
-/// links only the clients that actor uses. What fails is logged and reported to Lambda as the function's
-/// init error, whose message (naming the variable missing or invalid) the console
-/// and the logs then show, and the process ends.
+/// links only the clients that actor uses. What fails is logged and reported to
+/// Lambda as the function's init error, whose message (naming the variable missing or
+/// invalid) the console and the logs then show, and the process ends.
 pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartError>) -> T {
     lambda_runtime::tracing::init_default_subscriber();
     let lookup = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -98,6 +98,9 @@ async fn report_init_error(error: &StartError) {
 }
 
 /// The three queues by name, and SQS over their URLs.
+///
+/// # Errors
+/// [`QueueError`] when a URL's last segment is not a queue name.
 pub fn queues(config: &Config, sdk: &SdkConfig) -> Result<(QueueNames, Arc<Sqs>), QueueError> {
     let names = QueueNames {
         scheduler: queue_name(&config.scheduler_queue_url)?,
