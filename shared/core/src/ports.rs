@@ -249,6 +249,15 @@ pub enum RemoteError {
     /// May succeed if tried again: timeout, 5xx, 429, connection refused.
     #[error("transient: {0}")]
     Transient(String),
+    /// May succeed if tried again, but not sooner than `wait`: the service said so
+    /// (a 429 or 503 with Retry-After).
+    #[error("transient: {reason}; retry after {} s", wait.as_secs())]
+    RetryAfter {
+        /// What the service answered.
+        reason: String,
+        /// How long it asked callers to wait.
+        wait: Duration,
+    },
     /// Will not succeed if tried again: the service refused the request.
     #[error("permanent: {0}")]
     Permanent(String),

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tracing::{debug, info};
 
@@ -102,7 +103,7 @@ impl StepCaller {
         });
         let message = OutgoingMessage {
             body: serde_json::json!(response).to_string(),
-            delay: std::time::Duration::ZERO,
+            delay: Duration::ZERO,
         };
         self.queues.send(&self.responses, &[message]).await?;
         Ok(CallVerdict::Answered)
@@ -130,7 +131,9 @@ impl StepCaller {
                 let result = self.remote.call(&call).await;
                 let after = self.clock.now();
                 self.breaker(&request.agent, |b| match &result {
-                    Err(RemoteError::Transient(_)) => b.on_failure(after),
+                    Err(RemoteError::Transient(_) | RemoteError::RetryAfter { .. }) => {
+                        b.on_failure(after);
+                    }
                     Ok(_) | Err(RemoteError::Permanent(_) | RemoteError::Unusable(_)) => {
                         b.on_success();
                     }
@@ -142,21 +145,27 @@ impl StepCaller {
                     request.agent
                 )))
             };
-            match result {
+            // The service's own wait, when it named one, if the backoff is shorter.
+            let asked = match result {
                 Ok(output) => return Some(Outcome::Succeeded { output }),
                 Err(RemoteError::Permanent(error)) => return Some(Outcome::Failed { error }),
                 Err(RemoteError::Unusable(error)) => return Some(Outcome::Unusable { error }),
                 Err(RemoteError::Transient(error)) => {
                     debug!(task_id = %request.task_id, step = %request.step_name, attempt, %error, "transient failure");
+                    Duration::ZERO
                 }
-            }
+                Err(RemoteError::RetryAfter { reason, wait }) => {
+                    debug!(task_id = %request.task_id, step = %request.step_name, attempt, %reason, ?wait, "transient failure, with a wait asked for");
+                    wait
+                }
+            };
             if attempt < policy.attempts {
                 let random = self
                     .random
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .f64();
-                let wait = backoff(policy, attempt, random);
+                let wait = backoff(policy, attempt, random).max(asked);
                 if self.clock.now().plus(wait) >= request.complete_by {
                     return None;
                 }

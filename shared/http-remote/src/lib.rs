@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -93,6 +94,21 @@ fn quoted(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(LOGGED_BODY)]).into_owned()
 }
 
+/// The wait a `Retry-After` header asks for: delay-seconds, or an HTTP date (a date
+/// past is no wait).
+fn retry_after(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<Duration> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 /// What a failed request was, in words without its URL.
 fn failure(error: &reqwest::Error) -> &'static str {
     if error.is_timeout() {
@@ -125,6 +141,7 @@ impl RemoteCall for HttpRemote {
                 RemoteError::Transient(format!("service '{service}' {}", failure(&error)))
             })?;
         let status = response.status();
+        let asked_wait = retry_after(response.headers(), SystemTime::now());
         let body = match read_body(response, MAX_STEP_OUTPUT).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) if status.is_success() => {
@@ -161,11 +178,11 @@ impl RemoteCall for HttpRemote {
                  (is its URL out of date?)"
             )));
         }
-        let message = format!("service '{service}' answered {status}");
-        if status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429 {
-            Err(RemoteError::Transient(message))
-        } else {
-            Err(RemoteError::Permanent(message))
+        let reason = format!("service '{service}' answered {status}");
+        match (status.as_u16(), asked_wait) {
+            (429 | 503, Some(wait)) => Err(RemoteError::RetryAfter { reason, wait }),
+            (408 | 429 | 500..=599, _) => Err(RemoteError::Transient(reason)),
+            _ => Err(RemoteError::Permanent(reason)),
         }
     }
 }
@@ -222,6 +239,54 @@ mod tests {
     /// A JSON string whose text has exactly `bytes` bytes.
     fn json_of(bytes: usize) -> Vec<u8> {
         format!("\"{}\"", "x".repeat(bytes - 2)).into_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_429_or_503_with_retry_after_asks_for_its_wait_and_others_do_not() {
+        for status in ["429 Too Many Requests", "503 Service Unavailable"] {
+            let (url, _) = serve(answer(status, "retry-after: 7\r\n", b"")).await;
+            assert!(
+                matches!(call(&url).await, Err(RemoteError::RetryAfter { wait, .. }) if wait == Duration::from_secs(7)),
+                "{status} with delay-seconds"
+            );
+        }
+        let in_a_minute = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
+        let (url, _) = serve(answer(
+            "503 Service Unavailable",
+            &format!("retry-after: {in_a_minute}\r\n"),
+            b"",
+        ))
+        .await;
+        assert!(
+            matches!(call(&url).await, Err(RemoteError::RetryAfter { wait, .. })
+                if (Duration::from_secs(58)..=Duration::from_secs(60)).contains(&wait)),
+            "an HTTP date a minute ahead"
+        );
+        let (url, _) = serve(answer("429 Too Many Requests", "", b"")).await;
+        assert!(
+            matches!(call(&url).await, Err(RemoteError::Transient(_))),
+            "no Retry-After: the backoff alone"
+        );
+        let (url, _) = serve(answer(
+            "500 Internal Server Error",
+            "retry-after: 7\r\n",
+            b"",
+        ))
+        .await;
+        assert!(
+            matches!(call(&url).await, Err(RemoteError::Transient(_))),
+            "only 429 and 503 ask for a wait"
+        );
+        let (url, _) = serve(answer(
+            "429 Too Many Requests",
+            "retry-after: soon\r\n",
+            b"",
+        ))
+        .await;
+        assert!(
+            matches!(call(&url).await, Err(RemoteError::Transient(_))),
+            "a Retry-After that is neither seconds nor a date is ignored"
+        );
     }
 
     #[tokio::test]
