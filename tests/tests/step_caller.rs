@@ -27,10 +27,7 @@ struct Scripted {
 #[async_trait::async_trait]
 impl RemoteCall for Scripted {
     async fn call(&self, _: &RemoteRequest) -> Result<Value, RemoteError> {
-        self.called_at
-            .lock()
-            .expect("calls")
-            .push(self.clock.now());
+        self.called_at.lock().expect("calls").push(self.clock.now());
         self.answers
             .lock()
             .expect("answers")
