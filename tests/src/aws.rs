@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ pub use sas_testkit::moto::{Moto, free_port};
 use serde_json::Value;
 
 /// The directory of the repository.
-pub(crate) fn repository() -> PathBuf {
+pub fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -77,6 +78,8 @@ pub struct Stack {
     /// The dead-letter queues by the name of their queue.
     pub dead_letters: HashMap<String, QueueName>,
     invocations: Mutex<BTreeMap<&'static str, Invocations>>,
+    /// Whether an agent outside the harness answers the agent-request queue.
+    agents_elsewhere: AtomicBool,
 }
 
 /// A function's invocations.
@@ -173,6 +176,7 @@ impl Stack {
             alert_inbox: queue_name(&inbox_url).expect("name"),
             dead_letters,
             invocations: Mutex::new(BTreeMap::new()),
+            agents_elsewhere: AtomicBool::new(false),
         }
     }
 
@@ -237,6 +241,12 @@ impl Stack {
             .clone()
     }
 
+    /// Leaves the agent-request queue to an agent outside the harness (another
+    /// process, another language): [`Stack::pump`] then feeds only the scheduler.
+    pub fn leave_agent_requests(&self) {
+        self.agents_elsewhere.store(true, Ordering::SeqCst);
+    }
+
     /// Plays the event-source mappings once: a batch from each queue, as an SQS event
     /// built on the fixture, to its function; the records not reported failed are
     /// deleted. With `twice`, every batch is delivered a second time first, as SQS
@@ -253,6 +263,9 @@ impl Stack {
                     app.on_scheduler_message(&body).await.map(drop)
                 })
                 .await;
+        }
+        if self.agents_elsewhere.load(Ordering::SeqCst) {
+            return delivered;
         }
         let step_caller = &self.step_caller;
         delivered

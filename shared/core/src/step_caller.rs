@@ -12,7 +12,7 @@ use tracing::{debug, info};
 use crate::app::MessageError;
 use crate::domain::ids::QueueName;
 use crate::domain::limits;
-use crate::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
+use crate::domain::messages::{AgentMessage, AgentRequest, AgentResponse, Outcome};
 use crate::domain::resilience::{BreakerSettings, CircuitBreaker, backoff};
 use crate::ports::{OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest};
 use crate::time::Clock;
@@ -93,7 +93,7 @@ impl StepCaller {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: answer came after complete-by");
             return Ok(CallVerdict::Silent);
         }
-        let response = SchedulerMessage::Response(AgentResponse {
+        let response = AgentMessage::Response(AgentResponse {
             task_id: request.task_id,
             run: request.run,
             step: request.step,

@@ -1,5 +1,6 @@
 //! The messages between the actors, and what the caller and the operator are sent.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -31,7 +32,7 @@ pub enum SchedulerMessage {
 }
 
 /// Run the step's remote call, or undo it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
     /// The step's own call.
@@ -40,8 +41,8 @@ pub enum Operation {
     Compensate,
 }
 
-/// What the scheduler asks of an agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What the scheduler asks of an agent, on the agent-request queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentRequest {
     /// The task.
     pub task_id: TaskId,
@@ -70,7 +71,7 @@ pub struct AgentRequest {
 }
 
 /// How a remote call ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     /// The service did it.
@@ -92,7 +93,7 @@ pub enum Outcome {
 }
 
 /// An agent's answer to an [`AgentRequest`], sent only before its complete-by time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentResponse {
     /// The task.
     pub task_id: TaskId,
@@ -106,6 +107,16 @@ pub struct AgentResponse {
     pub operation: Operation,
     /// The result.
     pub outcome: Outcome,
+}
+
+/// What an agent sends on the agent-response queue: its [`AgentResponse`], tagged
+/// `"type": "response"`, as the scheduler reads it among its [`SchedulerMessage`]s.
+/// With [`AgentRequest`], the contract an agent in any language implements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMessage {
+    /// The answer.
+    Response(AgentResponse),
 }
 
 /// A status change, posted to the caller's notification queue.

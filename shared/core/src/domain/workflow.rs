@@ -69,7 +69,7 @@ impl FieldType {
 }
 
 /// How an agent retries a remote call within the step's complete-by time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryPolicy {
     /// Calls made at most, the first included.
@@ -77,15 +77,18 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// The backoff before the second call; it doubles for each call after.
     #[serde(default = "default_initial_backoff", with = "duration_text")]
+    #[schemars(with = "String")]
     pub initial_backoff: Duration,
     /// The longest backoff.
     #[serde(default = "default_max_backoff", with = "duration_text")]
+    #[schemars(with = "String")]
     pub max_backoff: Duration,
     /// Full jitter: each backoff is drawn uniformly from zero to its nominal value.
     #[serde(default = "default_true")]
     pub jitter: bool,
     /// The longest a single call may take; never past complete-by either way.
     #[serde(default, with = "optional_duration_text")]
+    #[schemars(with = "Option<String>")]
     pub call_timeout: Option<Duration>,
 }
 
