@@ -450,6 +450,10 @@ fn workflows(app: &App) -> ApiResponse {
                     "complete_by": humantime::format_duration(s.complete_by).to_string(),
                     "retry": s.retry,
                     "supervisor": s.supervision,
+                    "fields": s.fields.as_ref().map(|fields| fields
+                        .iter()
+                        .map(|(name, source)| (name.clone(), json!(source.to_string())))
+                        .collect::<serde_json::Map<String, Value>>()),
                 })).collect::<Vec<_>>(),
             })
         })

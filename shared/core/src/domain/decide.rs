@@ -291,12 +291,22 @@ impl Change {
             complete_by,
             idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
             retry: definition.retry.clone(),
-            payload: json!({
-                "task_id": task.id,
-                "step": definition.name,
-                "input": order.input,
-                "results": results,
-            }),
+            payload: match &definition.fields {
+                Some(fields) => json!({
+                    "task_id": task.id,
+                    "step": definition.name,
+                    "fields": fields
+                        .iter()
+                        .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
+                        .collect::<Map<String, Value>>(),
+                }),
+                None => json!({
+                    "task_id": task.id,
+                    "step": definition.name,
+                    "input": order.input,
+                    "results": results,
+                }),
+            },
         }));
     }
 
@@ -664,6 +674,53 @@ mod tests {
         Outcome::Succeeded {
             output: json!({"ok": true}),
         }
+    }
+
+    #[test]
+    fn a_step_with_a_field_mapping_sends_only_those_fields_and_its_undo_its_own_result() {
+        let text = r#"{"name":"mapped","version":1,
+            "input":{"customer_id":"string","pickup":"string","dropoff":"string","weight_kg":"number"},
+            "steps":[
+              {"name":"quote","agent":"q","call":"/quote"},
+              {"name":"book","agent":"b","call":"/book","compensation":"/cancel",
+               "fields":{"from":"input.pickup","quote":"results.quote.price","booking":"results.book.id"}},
+              {"name":"pay","agent":"p","call":"/pay"}]}"#;
+        let workflow = Workflow::parse("mapped.json", text).expect("valid");
+        let now = Timestamp(0);
+        let (task, order, quote) = run_to(&workflow, 0, now);
+        assert_eq!(
+            quote.payload["input"], order.input,
+            "a step without a mapping is sent everything"
+        );
+        let quoted = Outcome::Succeeded {
+            output: json!({"price": 12}),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&quote, quoted), now);
+        let book = dispatched(&decision)[0].clone();
+        assert_eq!(
+            book.payload,
+            json!({"task_id": "t1", "step": "book",
+                   "fields": {"from": "a", "quote": 12, "booking": null}}),
+            "only the mapped fields: not the input's other fields, not the results"
+        );
+        let task = decision.next.expect("recorded");
+        let booked = Outcome::Succeeded {
+            output: json!({"id": "bk-9"}),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&book, booked), now);
+        let pay = dispatched(&decision)[0].clone();
+        let task = decision.next.expect("recorded");
+        let refused = Outcome::Failed {
+            error: "card declined".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&pay, refused), now);
+        let undo = dispatched(&decision)[0];
+        assert_eq!(undo.operation, Operation::Compensate);
+        assert_eq!(
+            undo.payload["fields"],
+            json!({"from": "a", "quote": 12, "booking": "bk-9"}),
+            "the compensation sees the step's own result"
+        );
     }
 
     /// Runs a new task through `on_run` and the first `steps` successful responses.

@@ -126,6 +126,83 @@ pub struct StepDefinition {
     pub retry: RetryPolicy,
     /// The supervisor's recovery.
     pub supervision: Supervision,
+    /// What the step sends its service, by field name, when the definition says: then
+    /// the service sees only these, not the whole input and every earlier result.
+    pub fields: Option<BTreeMap<String, FieldSource>>,
+}
+
+/// Where a field a step sends comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldSource {
+    /// A field of the task's input: `input.<field>`.
+    Input(String),
+    /// A value in a step's result (an earlier step's, or the step's own, which its
+    /// compensation has): `results.<step>.<field>[.<field>...]`.
+    Result {
+        /// The step.
+        step: String,
+        /// The fields to follow in its result.
+        path: Vec<String>,
+    },
+}
+
+impl FieldSource {
+    /// The source `text` names, for the step `step` of a workflow whose input has
+    /// `input` fields and whose steps `earlier` come before it.
+    fn parse(
+        text: &str,
+        step: &str,
+        input: &BTreeMap<String, FieldType>,
+        earlier: &HashSet<String>,
+    ) -> Result<Self, String> {
+        let parts: Vec<&str> = text.split('.').collect();
+        match parts.as_slice() {
+            ["input", field] if input.contains_key(*field) => Ok(Self::Input((*field).to_owned())),
+            ["input", field] => Err(format!(
+                "'{text}': the input has no field '{field}' (it declares: {})",
+                input.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+            ["results", source, path @ ..] if !path.is_empty() && !path.contains(&"") => {
+                if *source == step || earlier.contains(*source) {
+                    Ok(Self::Result {
+                        step: (*source).to_owned(),
+                        path: path.iter().map(|p| (*p).to_owned()).collect(),
+                    })
+                } else {
+                    Err(format!(
+                        "'{text}': '{source}' is not this step or a step before it"
+                    ))
+                }
+            }
+            _ => Err(format!(
+                "'{text}': must be input.<field> or results.<step>.<field>"
+            )),
+        }
+    }
+
+    /// The value it names, given the task's input and the steps' results; null when
+    /// a result has no such value.
+    #[must_use]
+    pub fn value(&self, input: &Value, results: &serde_json::Map<String, Value>) -> Value {
+        match self {
+            Self::Input(field) => input.get(field).cloned().unwrap_or(Value::Null),
+            Self::Result { step, path } => path
+                .iter()
+                .try_fold(results.get(step), |value, field| Some(value?.get(field)))
+                .flatten()
+                .cloned()
+                .unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Input(field) => write!(f, "input.{field}"),
+            Self::Result { step, path } => write!(f, "results.{step}.{}", path.join(".")),
+        }
+    }
 }
 
 /// A loaded, validated workflow definition.
@@ -300,6 +377,7 @@ struct StepFile {
     complete_by: Option<Duration>,
     retry: Option<RetryPolicy>,
     supervisor: Option<Supervision>,
+    fields: Option<BTreeMap<String, String>>,
 }
 
 impl WorkflowFile {
@@ -335,9 +413,23 @@ impl WorkflowFile {
             if step.name.is_empty() {
                 return Err(at("name", "must not be empty"));
             }
-            if !names.insert(step.name.clone()) {
+            if names.contains(&step.name) {
                 return Err(at("name", "is used by an earlier step"));
             }
+            let fields = match &step.fields {
+                None => None,
+                Some(fields) => Some(
+                    fields
+                        .iter()
+                        .map(|(field, source)| {
+                            FieldSource::parse(source, &step.name, &self.input, &names)
+                                .map(|source| (field.clone(), source))
+                                .map_err(|message| at(&format!("fields.{field}"), &message))
+                        })
+                        .collect::<Result<BTreeMap<_, _>, _>>()?,
+                ),
+            };
+            names.insert(step.name.clone());
             if step.agent.is_empty() {
                 return Err(at("agent", "must not be empty"));
             }
@@ -393,6 +485,7 @@ impl WorkflowFile {
                 complete_by,
                 retry,
                 supervision,
+                fields,
             });
         }
         Ok(Workflow {
@@ -652,6 +745,64 @@ mod tests {
         Workflow::parse("wf.json", text)
             .expect_err("invalid")
             .to_string()
+    }
+
+    /// A workflow with input `order_id` and steps `a`, then `b` with `fields`.
+    fn mapped(fields: &str) -> String {
+        format!(
+            r#"{{"name":"w","version":1,"input":{{"order_id":"string"}},"steps":[
+                {{"name":"a","agent":"x","call":"/a"}},
+                {{"name":"b","agent":"y","call":"/b","compensation":"/b/undo","fields":{fields}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_steps_fields_name_the_input_or_a_result_of_this_step_or_one_before() {
+        let workflow = Workflow::parse(
+            "wf.json",
+            &mapped(
+                r#"{"order":"input.order_id","drone":"results.a.drone.id","mine":"results.b.id"}"#,
+            ),
+        )
+        .expect("valid");
+        let fields = workflow.steps[1].fields.as_ref().expect("fields");
+        assert_eq!(fields["order"], FieldSource::Input("order_id".into()));
+        assert_eq!(fields["drone"].to_string(), "results.a.drone.id");
+        let results = serde_json::json!({"a": {"drone": {"id": 7}}});
+        let results = results.as_object().expect("object");
+        let input = serde_json::json!({"order_id": "o-1", "secret": "s"});
+        assert_eq!(fields["order"].value(&input, results), "o-1");
+        assert_eq!(fields["drone"].value(&input, results), 7);
+        assert_eq!(
+            fields["mine"].value(&input, results),
+            Value::Null,
+            "a result not there yet is null"
+        );
+        assert_eq!(
+            workflow.steps[0].fields, None,
+            "no mapping: everything is sent"
+        );
+
+        for (fields, expected) in [
+            (
+                r#"{"x":"input.customer"}"#,
+                "wf.json: step 'b': fields.x: 'input.customer': the input has no field 'customer' (it declares: order_id)",
+            ),
+            (
+                r#"{"x":"results.c.id"}"#,
+                "wf.json: step 'b': fields.x: 'results.c.id': 'c' is not this step or a step before it",
+            ),
+            (
+                r#"{"x":"results.a"}"#,
+                "wf.json: step 'b': fields.x: 'results.a': must be input.<field> or results.<step>.<field>",
+            ),
+            (
+                r#"{"x":"order_id"}"#,
+                "wf.json: step 'b': fields.x: 'order_id': must be input.<field> or results.<step>.<field>",
+            ),
+        ] {
+            assert_eq!(parse_error(&mapped(fields)), expected);
+        }
     }
 
     #[test]
