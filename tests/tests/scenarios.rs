@@ -675,3 +675,23 @@ async fn bad_input_is_a_4xx_naming_the_problem_and_creates_nothing() {
         "no task was created"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_with_fields_is_sent_only_those_and_the_others_everything() {
+    let harness = Harness::start(5).await;
+    let body = json!({ "workflow": "drone-delivery-mapped", "input": delivery_input() });
+    let (status, _) = harness.put_task("mapped-1", &body).await;
+    assert_eq!(status, 202);
+    let task = harness.settle_in("mapped-1", "Processed").await;
+    let received = |step: usize| task["steps"][step]["output"]["received"].clone();
+    assert_eq!(
+        received(3),
+        json!(["fields", "fields.package", "fields.pickup", "step", "task_id"]),
+        "the drone service got the package's id and the pickup, nothing else: {task:#}"
+    );
+    assert_eq!(
+        received(4),
+        json!(["input", "results", "step", "task_id"]),
+        "a step without fields gets the input and every earlier result"
+    );
+}

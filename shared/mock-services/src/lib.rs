@@ -308,6 +308,7 @@ async fn call(
     State(mock): State<Shared>,
     UrlPath((service, operation)): UrlPath<(String, String)>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> Response {
     let Some(key) = headers
         .get("idempotency-key")
@@ -339,10 +340,27 @@ async fn call(
             return respond(applied);
         }
     }
-    respond(
-        mock.apply(&service, &key, &operation)
-            .map(|answer| padded(answer, answer_bytes)),
-    )
+    let received = received(&body);
+    respond(mock.apply(&service, &key, &operation).map(|mut answer| {
+        answer["received"] = received;
+        padded(answer, answer_bytes)
+    }))
+}
+
+/// What a call carried, by field: the body's fields, and a step's mapped `fields`
+/// as `fields.<name>`, sorted (the same for every call with a key, whose body is).
+fn received(body: &[u8]) -> Value {
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let mut names: Vec<String> = body
+        .as_object()
+        .into_iter()
+        .flat_map(|fields| fields.keys().cloned())
+        .collect();
+    if let Some(mapped) = body.get("fields").and_then(Value::as_object) {
+        names.extend(mapped.keys().map(|name| format!("fields.{name}")));
+    }
+    names.sort();
+    json!(names)
 }
 
 /// The answer with a `padding` field that makes its JSON `bytes` long, when given
