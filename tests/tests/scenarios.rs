@@ -686,7 +686,13 @@ async fn a_step_with_fields_is_sent_only_those_and_the_others_everything() {
     let received = |step: usize| task["steps"][step]["output"]["received"].clone();
     assert_eq!(
         received(3),
-        json!(["fields", "fields.package", "fields.pickup", "step", "task_id"]),
+        json!([
+            "fields",
+            "fields.package",
+            "fields.pickup",
+            "step",
+            "task_id"
+        ]),
         "the drone service got the package's id and the pickup, nothing else: {task:#}"
     );
     assert_eq!(
