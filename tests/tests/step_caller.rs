@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::messages::{AgentRequest, Operation, Outcome, SchedulerMessage};
+use sas_core::domain::messages::{AgentRequest, Method, Operation, Outcome, SchedulerMessage};
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::RetryPolicy;
 use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest};
@@ -69,6 +69,7 @@ async fn run(
         attempt: 1,
         operation: Operation::Call,
         agent: "drone".into(),
+        method: Method::Post,
         path: "/drones/schedule".into(),
         complete_by: START.plus(budget),
         idempotency_key: "t-1/1/schedule-drone".into(),

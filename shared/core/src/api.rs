@@ -445,8 +445,8 @@ fn workflows(app: &App) -> ApiResponse {
                 "steps": w.steps.iter().map(|s| json!({
                     "name": s.name,
                     "agent": s.agent,
-                    "call": s.call,
-                    "compensation": s.compensation,
+                    "call": s.call.to_string(),
+                    "compensation": s.compensation.as_ref().map(ToString::to_string),
                     "complete_by": humantime::format_duration(s.complete_by).to_string(),
                     "retry": s.retry,
                     "supervisor": s.supervision,

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::domain::ids::{QueueName, TaskId};
-use crate::domain::messages::Alert;
+use crate::domain::messages::{Alert, Method};
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::time::Timestamp;
@@ -272,7 +272,9 @@ pub enum RemoteError {
 pub struct RemoteRequest {
     /// The service, by the agent name of the step.
     pub service: String,
-    /// The operation, a path.
+    /// The operation's method.
+    pub method: Method,
+    /// The operation's path.
     pub path: String,
     /// Sent with every attempt; the service applies the effect once per key.
     pub idempotency_key: String,

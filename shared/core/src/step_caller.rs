@@ -123,6 +123,7 @@ impl StepCaller {
                 let timeout = policy.call_timeout.map_or(remaining, |t| t.min(remaining));
                 let call = RemoteRequest {
                     service: request.agent.clone(),
+                    method: request.method,
                     path: request.path.clone(),
                     idempotency_key: request.idempotency_key.clone(),
                     payload: request.payload.clone(),

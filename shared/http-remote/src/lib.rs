@@ -18,6 +18,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use sas_core::domain::limits::MAX_STEP_OUTPUT;
+use sas_core::domain::messages::Method;
 use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
 
 /// The header that carries the idempotency key.
@@ -109,6 +110,15 @@ fn retry_after(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+fn http_method(method: Method) -> reqwest::Method {
+    match method {
+        Method::Post => reqwest::Method::POST,
+        Method::Put => reqwest::Method::PUT,
+        Method::Patch => reqwest::Method::PATCH,
+        Method::Delete => reqwest::Method::DELETE,
+    }
+}
+
 /// What a failed request was, in words without its URL.
 fn failure(error: &reqwest::Error) -> &'static str {
     if error.is_timeout() {
@@ -130,7 +140,7 @@ impl RemoteCall for HttpRemote {
         let url = format!("{}{}", base.trim_end_matches('/'), request.path);
         let response = self
             .client()?
-            .post(&url)
+            .request(http_method(request.method), &url)
             .header(IDEMPOTENCY_KEY, &request.idempotency_key)
             .timeout(request.timeout)
             .json(&request.payload)
@@ -224,10 +234,15 @@ mod tests {
     }
 
     async fn call(url: &str) -> Result<Value, RemoteError> {
+        call_with(url, Method::Post).await
+    }
+
+    async fn call_with(url: &str, method: Method) -> Result<Value, RemoteError> {
         let remote = HttpRemote::new(HashMap::from([("svc".to_owned(), url.to_owned())]), None);
         remote
             .call(&RemoteRequest {
                 service: "svc".into(),
+                method,
                 path: "/op".into(),
                 idempotency_key: "t/1/step".into(),
                 payload: serde_json::json!({"a": 1}),
@@ -239,6 +254,27 @@ mod tests {
     /// A JSON string whose text has exactly `bytes` bytes.
     fn json_of(bytes: usize) -> Vec<u8> {
         format!("\"{}\"", "x".repeat(bytes - 2)).into_bytes()
+    }
+
+    #[tokio::test]
+    async fn a_step_is_called_with_its_method() {
+        for method in [Method::Post, Method::Put, Method::Patch, Method::Delete] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+            let url = format!("http://{}", listener.local_addr().expect("address"));
+            let seen = tokio::spawn(async move {
+                let (mut socket, _) = listener.accept().await.expect("a request");
+                let mut request = vec![0; 65_536];
+                let read = socket.read(&mut request).await.expect("read");
+                let _ = socket.write_all(&answer("204 No Content", "", b"")).await;
+                String::from_utf8_lossy(&request[..read]).into_owned()
+            });
+            assert_eq!(call_with(&url, method).await.expect("called"), Value::Null);
+            let request = seen.await.expect("served");
+            assert!(
+                request.starts_with(&format!("{} /op HTTP/1.1", method.as_str())),
+                "{request}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -432,7 +432,10 @@ pub fn router(mock: Shared) -> axum::Router {
         .route("/calls", get(calls))
         .route("/faults", get(list_faults))
         .route("/faults/{service}", put(set_faults).delete(clear_faults))
-        .route("/{service}/{*operation}", post(call))
+        .route(
+            "/{service}/{*operation}",
+            post(call).put(call).patch(call).delete(call),
+        )
         .with_state(mock)
 }
 

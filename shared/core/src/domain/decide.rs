@@ -259,12 +259,9 @@ impl Change {
             .iter()
             .filter_map(|s| Some((s.name.clone(), s.output.clone()?)))
             .collect();
-        let (path, key_suffix) = match operation {
-            Operation::Call => (definition.call.clone(), ""),
-            Operation::Compensate => (
-                definition.compensation.clone().unwrap_or_default(),
-                "/compensate",
-            ),
+        let (endpoint, key_suffix) = match operation {
+            Operation::Call => (Some(&definition.call), ""),
+            Operation::Compensate => (definition.compensation.as_ref(), "/compensate"),
         };
         let task = &mut self.task;
         let step = &mut task.steps[index];
@@ -287,7 +284,8 @@ impl Change {
             attempt: step.attempt,
             operation,
             agent: definition.agent.clone(),
-            path,
+            method: endpoint.map(|e| e.method).unwrap_or_default(),
+            path: endpoint.map(|e| e.path.clone()).unwrap_or_default(),
             complete_by,
             idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
             retry: definition.retry.clone(),
@@ -632,6 +630,7 @@ pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Deci
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::messages::Method;
     use crate::domain::workflow::Registry;
 
     fn drone() -> std::sync::Arc<Workflow> {
@@ -682,7 +681,7 @@ mod tests {
             "input":{"customer_id":"string","pickup":"string","dropoff":"string","weight_kg":"number"},
             "steps":[
               {"name":"quote","agent":"q","call":"/quote"},
-              {"name":"book","agent":"b","call":"/book","compensation":"/cancel",
+              {"name":"book","agent":"b","call":"PUT /book","compensation":"DELETE /book",
                "fields":{"from":"input.pickup","quote":"results.quote.price","booking":"results.book.id"}},
               {"name":"pay","agent":"p","call":"/pay"}]}"#;
         let workflow = Workflow::parse("mapped.json", text).expect("valid");
@@ -714,8 +713,15 @@ mod tests {
             error: "card declined".into(),
         };
         let decision = on_response(&task, &workflow, &order, &respond(&pay, refused), now);
+        assert_eq!((book.method, book.path.as_str()), (Method::Put, "/book"));
         let undo = dispatched(&decision)[0];
         assert_eq!(undo.operation, Operation::Compensate);
+        assert_eq!(
+            (undo.method, undo.path.as_str()),
+            (Method::Delete, "/book"),
+            "the compensation's own method"
+        );
+        assert_eq!(quote.method, Method::Post, "a POST unless named");
         assert_eq!(
             undo.payload["fields"],
             json!({"from": "a", "quote": 12, "booking": "bk-9"}),

@@ -41,6 +41,34 @@ pub enum Operation {
     Compensate,
 }
 
+/// The HTTP method of a step's operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    /// POST, unless the workflow names another.
+    #[default]
+    Post,
+    /// PUT.
+    Put,
+    /// PATCH.
+    Patch,
+    /// DELETE.
+    Delete,
+}
+
+impl Method {
+    /// Its name, as HTTP has it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Post => "POST",
+            Self::Put => "PUT",
+            Self::Patch => "PATCH",
+            Self::Delete => "DELETE",
+        }
+    }
+}
+
 /// What the scheduler asks of an agent, on the agent-request queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentRequest {
@@ -58,7 +86,10 @@ pub struct AgentRequest {
     pub operation: Operation,
     /// The remote service.
     pub agent: String,
-    /// The service's operation (a path).
+    /// The service's operation: its method (POST when a message has none)...
+    #[serde(default)]
+    pub method: Method,
+    /// ...and its path.
     pub path: String,
     /// After this instant the agent stops and answers nothing.
     pub complete_by: Timestamp,

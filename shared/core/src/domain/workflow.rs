@@ -5,6 +5,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+use super::messages::Method;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -117,9 +119,9 @@ pub struct StepDefinition {
     /// The agent (remote service) that performs the step.
     pub agent: String,
     /// The service's operation the step calls.
-    pub call: String,
+    pub call: Endpoint,
     /// The operation that undoes the step, if it must be undone on failure.
-    pub compensation: Option<String>,
+    pub compensation: Option<Endpoint>,
     /// The time the step has to complete, from its dispatch.
     pub complete_by: Duration,
     /// The agent's retries.
@@ -129,6 +131,50 @@ pub struct StepDefinition {
     /// What the step sends its service, by field name, when the definition says: then
     /// the service sees only these, not the whole input and every earlier result.
     pub fields: Option<BTreeMap<String, FieldSource>>,
+}
+
+/// A service's operation: a method and a path, written `"PUT /drones"`, or `"/drones"`
+/// for a POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The method.
+    pub method: Method,
+    /// The path, from '/'.
+    pub path: String,
+}
+
+impl Endpoint {
+    fn parse(text: &str) -> Result<Self, String> {
+        let (method, path) = match text.split_once(' ') {
+            Some(("POST", path)) => (Method::Post, path),
+            Some(("PUT", path)) => (Method::Put, path),
+            Some(("PATCH", path)) => (Method::Patch, path),
+            Some(("DELETE", path)) => (Method::Delete, path),
+            Some((other, _)) => {
+                return Err(format!(
+                    "'{other}' is not a method (POST, PUT, PATCH or DELETE)"
+                ));
+            }
+            None => (Method::Post, text),
+        };
+        if !path.starts_with('/') {
+            return Err("must be a path starting with '/', after a method if any".into());
+        }
+        Ok(Self {
+            method,
+            path: path.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    /// As a workflow file writes it: the path alone for a POST.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.method {
+            Method::Post => f.write_str(&self.path),
+            method => write!(f, "{} {}", method.as_str(), self.path),
+        }
+    }
 }
 
 /// Where a field a step sends comes from.
@@ -433,16 +479,13 @@ impl WorkflowFile {
             if step.agent.is_empty() {
                 return Err(at("agent", "must not be empty"));
             }
-            if !step.call.starts_with('/') {
-                return Err(at("call", "must be a path starting with '/'"));
-            }
-            if step
+            let call = Endpoint::parse(&step.call).map_err(|message| at("call", &message))?;
+            let compensation = step
                 .compensation
-                .as_ref()
-                .is_some_and(|c| !c.starts_with('/'))
-            {
-                return Err(at("compensation", "must be a path starting with '/'"));
-            }
+                .as_deref()
+                .map(Endpoint::parse)
+                .transpose()
+                .map_err(|message| at("compensation", &message))?;
             let complete_by = step
                 .complete_by
                 .or(self.defaults.complete_by)
@@ -480,8 +523,8 @@ impl WorkflowFile {
             steps.push(StepDefinition {
                 name: step.name,
                 agent: step.agent,
-                call: step.call,
-                compensation: step.compensation,
+                call,
+                compensation,
                 complete_by,
                 retry,
                 supervision,
@@ -806,6 +849,40 @@ mod tests {
     }
 
     #[test]
+    fn an_operation_is_a_post_unless_a_method_is_named() {
+        let text = r#"{"name":"w","version":1,"steps":[
+            {"name":"a","agent":"x","call":"PUT /packages","compensation":"DELETE /packages/1"},
+            {"name":"b","agent":"y","call":"/b"}]}"#;
+        let workflow = Workflow::parse("wf.json", text).expect("valid");
+        let a = &workflow.steps[0];
+        assert_eq!(
+            (a.call.method, a.call.path.as_str()),
+            (Method::Put, "/packages")
+        );
+        let undo = a.compensation.as_ref().expect("compensation");
+        assert_eq!(
+            (undo.method, undo.to_string().as_str()),
+            (Method::Delete, "DELETE /packages/1")
+        );
+        assert_eq!(workflow.steps[1].call.method, Method::Post);
+        assert_eq!(
+            workflow.steps[1].call.to_string(),
+            "/b",
+            "written as the file has it"
+        );
+        let text = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"GET /a"}]}"#;
+        assert_eq!(
+            parse_error(text),
+            "wf.json: step 'a': call: 'GET' is not a method (POST, PUT, PATCH or DELETE)"
+        );
+        let text = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"PUT a"}]}"#;
+        assert_eq!(
+            parse_error(text),
+            "wf.json: step 'a': call: must be a path starting with '/', after a method if any"
+        );
+    }
+
+    #[test]
     fn errors_name_the_file_the_step_and_the_field() {
         let step = r#"{"name":"a","agent":"x","call":"/a","retry":{"attempts":0}}"#;
         let text = format!(r#"{{"name":"w","version":1,"steps":[{step}]}}"#);
@@ -866,7 +943,10 @@ mod tests {
             .add(Workflow::parse("2", v2).expect("valid"))
             .expect("bumped");
         assert_eq!(registry.latest("w").expect("w").version, 2);
-        assert_eq!(registry.version("w", 1).expect("kept").steps[0].call, "/a");
+        assert_eq!(
+            registry.version("w", 1).expect("kept").steps[0].call.path,
+            "/a"
+        );
     }
 
     #[test]
