@@ -263,6 +263,16 @@ impl Change {
             Operation::Call => (Some(&definition.call), ""),
             Operation::Compensate => (definition.compensation.as_ref(), "/compensate"),
         };
+        let path = match endpoint.map(|e| e.fill(&order.input, &results)) {
+            Some(Ok(path)) => path,
+            None => String::new(),
+            // The operation cannot be called as the workflow says: it fails, for good.
+            Some(Err(error)) => {
+                self.record(index, operation, &Outcome::Failed { error });
+                self.advance(workflow, order);
+                return;
+            }
+        };
         let task = &mut self.task;
         let step = &mut task.steps[index];
         step.state = match operation {
@@ -285,7 +295,7 @@ impl Change {
             operation,
             agent: definition.agent.clone(),
             method: endpoint.map(|e| e.method).unwrap_or_default(),
-            path: endpoint.map(|e| e.path.clone()).unwrap_or_default(),
+            path,
             complete_by,
             idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
             retry: definition.retry.clone(),
@@ -457,36 +467,43 @@ pub fn on_response(
         }
         _ => response.outcome.clone(),
     };
-    let step = &mut change.task.steps[response.step];
-    step.finished_at = Some(now);
-    step.complete_by = None;
-    match (&outcome, response.operation) {
-        (Outcome::Succeeded { output }, Operation::Call) => {
-            step.state = StepState::Processed;
-            step.output = Some(output.clone());
-        }
-        (Outcome::Unusable { error }, Operation::Call) => {
-            step.state = StepState::Unusable;
-            step.error = Some(error.clone());
-            change.task.error = Some(format!("step '{}': {error}", step.name));
-            change.set_state(TaskState::Compensating);
-        }
-        (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
-            step.state = StepState::Compensated;
-        }
-        (Outcome::Failed { error }, Operation::Call) => {
-            step.state = StepState::Error;
-            step.error = Some(error.clone());
-            change.task.error = Some(format!("step '{}' failed: {error}", step.name));
-            change.set_state(TaskState::Compensating);
-        }
-        (Outcome::Failed { error }, Operation::Compensate) => {
-            step.state = StepState::CompensationFailed;
-            step.error = Some(format!("compensation failed: {error}"));
-        }
-    }
+    change.record(response.step, response.operation, &outcome);
     change.advance(workflow, order);
     change.done(Verdict::Recorded)
+}
+
+impl Change {
+    /// Records how an operation of step `index` ended.
+    fn record(&mut self, index: usize, operation: Operation, outcome: &Outcome) {
+        let step = &mut self.task.steps[index];
+        step.finished_at = Some(self.now);
+        step.complete_by = None;
+        match (outcome, operation) {
+            (Outcome::Succeeded { output }, Operation::Call) => {
+                step.state = StepState::Processed;
+                step.output = Some(output.clone());
+            }
+            (Outcome::Unusable { error }, Operation::Call) => {
+                step.state = StepState::Unusable;
+                step.error = Some(error.clone());
+                self.task.error = Some(format!("step '{}': {error}", step.name));
+                self.set_state(TaskState::Compensating);
+            }
+            (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
+                step.state = StepState::Compensated;
+            }
+            (Outcome::Failed { error }, Operation::Call) => {
+                step.state = StepState::Error;
+                step.error = Some(error.clone());
+                self.task.error = Some(format!("step '{}' failed: {error}", step.name));
+                self.set_state(TaskState::Compensating);
+            }
+            (Outcome::Failed { error }, Operation::Compensate) => {
+                step.state = StepState::CompensationFailed;
+                step.error = Some(format!("compensation failed: {error}"));
+            }
+        }
+    }
 }
 
 /// The supervisor, on a task whose lease has expired: sends it again if it was
@@ -726,6 +743,50 @@ mod tests {
             undo.payload["fields"],
             json!({"from": "a", "quote": 12, "booking": "bk-9"}),
             "the compensation sees the step's own result"
+        );
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_filled_fails_its_operation_for_good() {
+        let text = r#"{"name":"paths","version":1,"input":{"order":"string"},
+            "steps":[
+              {"name":"create","agent":"p","call":"/packages","compensation":"DELETE /packages/{results.create.id}"},
+              {"name":"ship","agent":"s","call":"PUT /shipments/{results.create.id}"}]}"#;
+        let workflow = Workflow::parse("paths.json", text).expect("valid");
+        let now = Timestamp(0);
+        let (task, order, create) = run_to(&workflow, 0, now);
+        assert_eq!(create.path, "/packages");
+        let no_id = Outcome::Succeeded {
+            output: json!({"created": true}),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&create, no_id), now);
+        let task = decision.next.clone().expect("recorded");
+        assert_eq!(
+            task.steps[1].state,
+            StepState::Error,
+            "the shipment cannot be addressed: failed without a call"
+        );
+        assert_eq!(
+            task.error.as_deref(),
+            Some("step 'ship' failed: path: {results.create.id} has no value")
+        );
+        assert_eq!(
+            task.steps[0].state,
+            StepState::CompensationFailed,
+            "nor can the package's cancellation: left for a person, with an alert"
+        );
+        assert_eq!(task.state, TaskState::Error);
+        assert!(dispatched(&decision).is_empty(), "nothing sent");
+
+        let (task, order, create) = run_to(&workflow, 0, now);
+        let with_id = Outcome::Succeeded {
+            output: json!({"id": "pk-1"}),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&create, with_id), now);
+        let ship = dispatched(&decision)[0];
+        assert_eq!(
+            (ship.method, ship.path.as_str()),
+            (Method::Put, "/shipments/pk-1")
         );
     }
 

@@ -134,17 +134,65 @@ pub struct StepDefinition {
 }
 
 /// A service's operation: a method and a path, written `"PUT /drones"`, or `"/drones"`
-/// for a POST.
+/// for a POST. The path may name values of the input and of results, filled in when
+/// the step is sent: `/packages/{results.create-package.id}/cancel`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// The method.
     pub method: Method,
-    /// The path, from '/'.
+    /// The path, from '/', as written.
     pub path: String,
+    /// The path's text and the values it names, in order.
+    template: Vec<PathPart>,
+}
+
+/// A piece of a path template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PathPart {
+    Text(String),
+    Value(FieldSource),
 }
 
 impl Endpoint {
-    fn parse(text: &str) -> Result<Self, String> {
+    /// The path with the values it names, each a string or a number, percent-encoded
+    /// as a path segment.
+    ///
+    /// # Errors
+    /// Naming the first value that is missing, or neither a string nor a number.
+    pub fn fill(
+        &self,
+        input: &Value,
+        results: &serde_json::Map<String, Value>,
+    ) -> Result<String, String> {
+        const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'_')
+            .remove(b'.')
+            .remove(b'~');
+        let mut path = String::new();
+        for part in &self.template {
+            match part {
+                PathPart::Text(text) => path.push_str(text),
+                PathPart::Value(source) => {
+                    let text = match source.value(input, results) {
+                        Value::String(text) => text,
+                        Value::Number(number) => number.to_string(),
+                        Value::Null => return Err(format!("path: {{{source}}} has no value")),
+                        _ => {
+                            return Err(format!(
+                                "path: {{{source}}} is neither a string nor a number"
+                            ));
+                        }
+                    };
+                    path.extend(percent_encoding::utf8_percent_encode(&text, SEGMENT));
+                }
+            }
+        }
+        Ok(path)
+    }
+
+    /// The operation `text` names, for the step of `scope`.
+    fn parse(text: &str, scope: &Scope<'_>) -> Result<Self, String> {
         let (method, path) = match text.split_once(' ') {
             Some(("POST", path)) => (Method::Post, path),
             Some(("PUT", path)) => (Method::Put, path),
@@ -160,9 +208,29 @@ impl Endpoint {
         if !path.starts_with('/') {
             return Err("must be a path starting with '/', after a method if any".into());
         }
+        let mut template = Vec::new();
+        let mut rest = path;
+        while let Some(open) = rest.find('{') {
+            let close = rest[open..]
+                .find('}')
+                .ok_or_else(|| format!("'{}' has a '{{' without its '}}'", &rest[open..]))?;
+            if open > 0 {
+                template.push(PathPart::Text(rest[..open].to_owned()));
+            }
+            let name = &rest[open + 1..open + close];
+            template.push(PathPart::Value(FieldSource::parse(name, scope)?));
+            rest = &rest[open + close + 1..];
+        }
+        if rest.contains('}') {
+            return Err(format!("'{rest}' has a '}}' without its '{{'"));
+        }
+        if !rest.is_empty() {
+            template.push(PathPart::Text(rest.to_owned()));
+        }
         Ok(Self {
             method,
             path: path.to_owned(),
+            template,
         })
     }
 }
@@ -192,15 +260,22 @@ pub enum FieldSource {
     },
 }
 
+/// What a step's values may name: the workflow's input fields, and the results of the
+/// step itself and of the steps before it.
+struct Scope<'a> {
+    step: &'a str,
+    input: &'a BTreeMap<String, FieldType>,
+    earlier: &'a HashSet<String>,
+}
+
 impl FieldSource {
-    /// The source `text` names, for the step `step` of a workflow whose input has
-    /// `input` fields and whose steps `earlier` come before it.
-    fn parse(
-        text: &str,
-        step: &str,
-        input: &BTreeMap<String, FieldType>,
-        earlier: &HashSet<String>,
-    ) -> Result<Self, String> {
+    /// The source `text` names, for the step of `scope`.
+    fn parse(text: &str, scope: &Scope<'_>) -> Result<Self, String> {
+        let Scope {
+            step,
+            input,
+            earlier,
+        } = scope;
         let parts: Vec<&str> = text.split('.').collect();
         match parts.as_slice() {
             ["input", field] if input.contains_key(*field) => Ok(Self::Input((*field).to_owned())),
@@ -209,7 +284,7 @@ impl FieldSource {
                 input.keys().cloned().collect::<Vec<_>>().join(", ")
             )),
             ["results", source, path @ ..] if !path.is_empty() && !path.contains(&"") => {
-                if *source == step || earlier.contains(*source) {
+                if *source == *step || earlier.contains(*source) {
                     Ok(Self::Result {
                         step: (*source).to_owned(),
                         path: path.iter().map(|p| (*p).to_owned()).collect(),
@@ -462,28 +537,48 @@ impl WorkflowFile {
             if names.contains(&step.name) {
                 return Err(at("name", "is used by an earlier step"));
             }
+            let scope = Scope {
+                step: &step.name,
+                input: &self.input,
+                earlier: &names,
+            };
             let fields = match &step.fields {
                 None => None,
                 Some(fields) => Some(
                     fields
                         .iter()
                         .map(|(field, source)| {
-                            FieldSource::parse(source, &step.name, &self.input, &names)
+                            FieldSource::parse(source, &scope)
                                 .map(|source| (field.clone(), source))
                                 .map_err(|message| at(&format!("fields.{field}"), &message))
                         })
                         .collect::<Result<BTreeMap<_, _>, _>>()?,
                 ),
             };
-            names.insert(step.name.clone());
             if step.agent.is_empty() {
                 return Err(at("agent", "must not be empty"));
             }
-            let call = Endpoint::parse(&step.call).map_err(|message| at("call", &message))?;
+            let call =
+                Endpoint::parse(&step.call, &scope).map_err(|message| at("call", &message))?;
+            if let Some(own) = call.template.iter().find_map(|part| match part {
+                PathPart::Value(source @ FieldSource::Result { step: of, .. })
+                    if *of == step.name =>
+                {
+                    Some(source)
+                }
+                _ => None,
+            }) {
+                return Err(at(
+                    "call",
+                    &format!(
+                        "{{{own}}}: a call has no result of its own yet (its compensation has)"
+                    ),
+                ));
+            }
             let compensation = step
                 .compensation
                 .as_deref()
-                .map(Endpoint::parse)
+                .map(|text| Endpoint::parse(text, &scope))
                 .transpose()
                 .map_err(|message| at("compensation", &message))?;
             let complete_by = step
@@ -520,6 +615,7 @@ impl WorkflowFile {
                     return Err(at(field, "must be at most 15m (the longest SQS delay)"));
                 }
             }
+            names.insert(step.name.clone());
             steps.push(StepDefinition {
                 name: step.name,
                 agent: step.agent,
@@ -845,6 +941,51 @@ mod tests {
             ),
         ] {
             assert_eq!(parse_error(&mapped(fields)), expected);
+        }
+    }
+
+    #[test]
+    fn a_path_names_values_of_the_input_and_results_filled_and_encoded_when_sent() {
+        let text = mapped(r#"{}"#).replace(
+            r#""compensation":"/b/undo""#,
+            r#""compensation":"DELETE /drones/{results.b.id}/for/{input.order_id}""#,
+        );
+        let workflow = Workflow::parse("wf.json", &text).expect("valid");
+        let undo = workflow.steps[1]
+            .compensation
+            .as_ref()
+            .expect("compensation");
+        let results = serde_json::json!({"b": {"id": "d 7/x"}});
+        let results = results.as_object().expect("object");
+        let input = serde_json::json!({"order_id": 42});
+        assert_eq!(
+            undo.fill(&input, results).as_deref(),
+            Ok("/drones/d%207%2Fx/for/42"),
+            "each value a path segment"
+        );
+        let none = serde_json::Map::new();
+        assert_eq!(
+            undo.fill(&input, &none),
+            Err("path: {results.b.id} has no value".to_owned())
+        );
+
+        for (call, expected) in [
+            (
+                "/a/{results.b.id}",
+                "call: {results.b.id}: a call has no result of its own yet (its compensation has)",
+            ),
+            (
+                "/a/{input.nope}",
+                "call: 'input.nope': the input has no field 'nope' (it declares: order_id)",
+            ),
+            (
+                "/a/{input.order_id",
+                "call: '{input.order_id' has a '{' without its '}'",
+            ),
+            ("/a/x}", "call: '/a/x}' has a '}' without its '{'"),
+        ] {
+            let text = mapped(r#"{}"#).replace(r#""call":"/b""#, &format!(r#""call":"{call}""#));
+            assert_eq!(parse_error(&text), format!("wf.json: step 'b': {expected}"));
         }
     }
 
