@@ -701,3 +701,32 @@ async fn a_step_with_fields_is_sent_only_those_and_the_others_everything() {
         "a step without fields gets the input and every earlier result"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steps_paths_are_built_from_results_for_its_call_and_its_compensation() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults("delivery", json!({ "permanent_error_rate": 1.0 }))
+        .await;
+    let body = json!({ "workflow": "drone-delivery-mapped", "input": delivery_input() });
+    harness.put_task("paths-1", &body).await;
+    let task = harness.settle_in("paths-1", "Error").await;
+    let package = task["steps"][1]["output"]["id"]
+        .as_str()
+        .expect("a package id");
+    let drone = task["steps"][3]["output"]["id"]
+        .as_str()
+        .expect("a drone id");
+    let drone_operations: Vec<String> = effects_of(&harness, "paths-1")
+        .await
+        .into_iter()
+        .filter(|(service, _, _)| service == "drone")
+        .map(|(_, operation, _)| operation)
+        .collect();
+    let mut expected = [format!("/drones/for/{package}"), format!("/drones/{drone}")];
+    expected.sort();
+    assert_eq!(
+        drone_operations, expected,
+        "scheduled for the package created, and that drone cancelled: {task:#}"
+    );
+}
