@@ -321,6 +321,13 @@ async fn call(
         );
     };
     let operation = format!("/{operation}");
+    let received = received(&body);
+    let answer = |applied: rusqlite::Result<Value>, bytes| {
+        applied.map(|mut answer| {
+            answer["received"] = received.clone();
+            padded(answer, bytes)
+        })
+    };
     let mut answer_bytes = None;
     if let Some((faults, in_outage)) = mock.take_faults(&service) {
         answer_bytes = faults.answer_bytes;
@@ -337,14 +344,10 @@ async fn call(
         if faults.hang_ms > 0 {
             let applied = mock.apply(&service, &key, &operation);
             tokio::time::sleep(Duration::from_millis(faults.hang_ms)).await;
-            return respond(applied);
+            return respond(answer(applied, None));
         }
     }
-    let received = received(&body);
-    respond(mock.apply(&service, &key, &operation).map(|mut answer| {
-        answer["received"] = received;
-        padded(answer, answer_bytes)
-    }))
+    respond(answer(mock.apply(&service, &key, &operation), answer_bytes))
 }
 
 /// What a call carried, by field: the body's fields, and a step's mapped `fields`

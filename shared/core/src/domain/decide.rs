@@ -263,11 +263,33 @@ impl Change {
             Operation::Call => (Some(&definition.call), ""),
             Operation::Compensate => (definition.compensation.as_ref(), "/compensate"),
         };
-        let path = match endpoint.map(|e| e.fill(&order.input, &results)) {
-            Some(Ok(path)) => path,
-            None => String::new(),
-            // The operation cannot be called as the workflow says: it fails, for good.
-            Some(Err(error)) => {
+        let payload = match &definition.fields {
+            Some(fields) => json!({
+                "task_id": self.task.id,
+                "step": definition.name,
+                "fields": fields
+                    .iter()
+                    .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
+                    .collect::<Map<String, Value>>(),
+            }),
+            None => json!({
+                "task_id": self.task.id,
+                "step": definition.name,
+                "input": order.input,
+                "results": results,
+            }),
+        };
+        let mapped = definition.fields.as_ref().map(|_| &payload);
+        let path = endpoint
+            .map(|e| e.fill(&order.input, &results))
+            .transpose()
+            .map(Option::unwrap_or_default)
+            .and_then(|path| limits::request_refusal(&path, mapped).map_or(Ok(path), Err));
+        let path = match path {
+            Ok(path) => path,
+            // The operation cannot be called as the workflow builds it: it fails, for
+            // good, without a call.
+            Err(error) => {
                 self.record(index, operation, &Outcome::Failed { error });
                 self.advance(workflow, order);
                 return;
@@ -299,22 +321,7 @@ impl Change {
             complete_by,
             idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
             retry: definition.retry.clone(),
-            payload: match &definition.fields {
-                Some(fields) => json!({
-                    "task_id": task.id,
-                    "step": definition.name,
-                    "fields": fields
-                        .iter()
-                        .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
-                        .collect::<Map<String, Value>>(),
-                }),
-                None => json!({
-                    "task_id": task.id,
-                    "step": definition.name,
-                    "input": order.input,
-                    "results": results,
-                }),
-            },
+            payload,
         }));
     }
 
@@ -787,6 +794,57 @@ mod tests {
         assert_eq!(
             (ship.method, ship.path.as_str()),
             (Method::Put, "/shipments/pk-1")
+        );
+    }
+
+    #[test]
+    fn a_request_its_workflow_would_make_too_large_fails_without_a_call() {
+        use crate::domain::limits::{MAX_PATH, MAX_TASK_DATA};
+        let text = r#"{"name":"large","version":1,"input":{"order":"string"},
+            "steps":[
+              {"name":"big","agent":"b","call":"/big"},
+              {"name":"copies","agent":"c","call":"/c",
+               "fields":{"a":"results.big.text","b":"results.big.text","c":"results.big.text","d":"results.big.text"}},
+              {"name":"addressed","agent":"a","call":"/a/{results.big.text}"}]}"#;
+        let workflow = Workflow::parse("large.json", text).expect("valid");
+        let now = Timestamp(0);
+        // An answer within a step's limit, which four copies take over a request's.
+        let big = Outcome::Succeeded {
+            output: json!({"text": "x".repeat(MAX_TASK_DATA / 4)}),
+        };
+        let (task, order, first) = run_to(&workflow, 0, now);
+        let decision = on_response(&task, &workflow, &order, &respond(&first, big), now);
+        let task = decision.next.clone().expect("recorded");
+        assert!(dispatched(&decision).is_empty(), "nothing sent");
+        assert_eq!(task.steps[1].state, StepState::Error);
+        let error = task.error.as_deref().expect("error");
+        assert!(
+            error.starts_with("step 'copies' failed: fields:")
+                && error.ends_with(&format!("over the {MAX_TASK_DATA} a request may carry")),
+            "{error}"
+        );
+
+        let long = Outcome::Succeeded {
+            output: json!({"text": "y".repeat(MAX_PATH)}),
+        };
+        let single = Workflow::parse("long.json", &text.replace(
+            r#"{"name":"copies","agent":"c","call":"/c",
+               "fields":{"a":"results.big.text","b":"results.big.text","c":"results.big.text","d":"results.big.text"}},"#,
+            "",
+        ))
+        .expect("valid");
+        let (task, order, first) = run_to(&single, 0, now);
+        let decision = on_response(&task, &single, &order, &respond(&first, long), now);
+        let task = decision.next.expect("recorded");
+        assert_eq!(
+            task.error.as_deref(),
+            Some(
+                format!(
+                    "step 'addressed' failed: path: {} bytes, over the {MAX_PATH} a path may have",
+                    MAX_PATH + 3
+                )
+                .as_str()
+            )
         );
     }
 

@@ -27,6 +27,27 @@ pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(15 * 6
 /// The largest item DynamoDB takes, names and values.
 pub const MAX_ITEM: usize = 400 * 1024;
 
+/// The longest path a step's operation may have once its values are filled in: far
+/// under what HTTP servers take, and within what an agent request leaves room for.
+pub const MAX_PATH: usize = 2 * 1024;
+
+/// Why a request cannot be sent as its workflow builds it, if it cannot: a path
+/// over [`MAX_PATH`], or a payload of mapped fields over [`MAX_TASK_DATA`] (a field
+/// mapping may name one value more than once; the payload of a step without one
+/// is within it by construction).
+#[must_use]
+pub fn request_refusal(path: &str, mapped_payload: Option<&serde_json::Value>) -> Option<String> {
+    if path.len() > MAX_PATH {
+        return Some(format!(
+            "path: {} bytes, over the {MAX_PATH} a path may have",
+            path.len()
+        ));
+    }
+    let bytes = mapped_payload.map_or(0, json_size);
+    (bytes > MAX_TASK_DATA)
+        .then(|| format!("fields: {bytes} bytes, over the {MAX_TASK_DATA} a request may carry"))
+}
+
 /// The bytes of a value as JSON.
 #[must_use]
 pub fn json_size(value: &serde_json::Value) -> usize {

@@ -184,6 +184,12 @@ impl Endpoint {
                             ));
                         }
                     };
+                    // A URL parser would move up a segment, or name the collection.
+                    if matches!(text.as_str(), "" | "." | "..") {
+                        return Err(format!(
+                            "path: {{{source}}} is '{text}', which names no single resource"
+                        ));
+                    }
                     path.extend(percent_encoding::utf8_percent_encode(&text, SEGMENT));
                 }
             }
@@ -967,6 +973,23 @@ mod tests {
         assert_eq!(
             undo.fill(&input, &none),
             Err("path: {results.b.id} has no value".to_owned())
+        );
+        for value in ["", ".", ".."] {
+            let results = serde_json::json!({"b": {"id": value}});
+            assert_eq!(
+                undo.fill(&input, results.as_object().expect("object")),
+                Err(format!(
+                    "path: {{results.b.id}} is '{value}', which names no single resource"
+                )),
+                "no request leaves its path"
+            );
+        }
+        let results = serde_json::json!({"b": {"id": "%2e%2e"}});
+        assert_eq!(
+            undo.fill(&input, results.as_object().expect("object"))
+                .as_deref(),
+            Ok("/drones/%252e%252e/for/42"),
+            "an encoded dot is text, encoded again"
         );
 
         for (call, expected) in [
