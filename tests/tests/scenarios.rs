@@ -723,10 +723,13 @@ async fn a_steps_paths_are_built_from_results_for_its_call_and_its_compensation(
         .filter(|(service, _, _)| service == "drone")
         .map(|(_, operation, _)| operation)
         .collect();
-    let mut expected = [format!("/drones/for/{package}"), format!("/drones/{drone}")];
+    let mut expected = [
+        format!("PUT /drones/for/{package}"),
+        format!("DELETE /drones/{drone}"),
+    ];
     expected.sort();
     assert_eq!(
         drone_operations, expected,
-        "scheduled for the package created, and that drone cancelled: {task:#}"
+        "scheduled (PUT) for the package created, and that drone cancelled (DELETE): {task:#}"
     );
 }

@@ -307,6 +307,7 @@ fn error(status: StatusCode, message: &str) -> Response {
 async fn call(
     State(mock): State<Shared>,
     UrlPath((service, operation)): UrlPath<(String, String)>,
+    method: axum::http::Method,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
@@ -320,7 +321,12 @@ async fn call(
             "an Idempotency-Key header is required",
         );
     };
-    let operation = format!("/{operation}");
+    // Recorded as a workflow writes it: the path alone for a POST.
+    let operation = if method == axum::http::Method::POST {
+        format!("/{operation}")
+    } else {
+        format!("{method} /{operation}")
+    };
     let received = received(&body);
     let answer = |applied: rusqlite::Result<Value>, bytes| {
         applied.map(|mut answer| {
