@@ -30,14 +30,20 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// machine in the profile of the running program (a no-op when it is up to date). It
 /// builds every binary of the workspace, and in the dev profile its tests too, as
 /// `./tests/run` does before the tests, so that both resolve the same features and
-/// share what they compile.
+/// share what they compile; once per process, since that build covers every name.
 ///
 /// # Panics
 /// When cargo cannot build it.
 #[must_use]
 pub fn function_binary(name: &str) -> PathBuf {
-    // Tests run from target/<profile>/deps, tools from target/<profile>: the
-    // binaries are in target/<profile>.
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_binaries).join(name)
+}
+
+/// Builds the workspace's binaries in the running program's profile; returns the
+/// directory they are in, target/<profile>.
+fn build_binaries() -> PathBuf {
+    // Tests run from target/<profile>/deps, tools from target/<profile>.
     let exe = std::env::current_exe().expect("the running program's path");
     let mut directory = exe.parent().expect("target/<profile>");
     if directory.ends_with("deps") {
@@ -66,12 +72,8 @@ pub fn function_binary(name: &str) -> PathBuf {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
-    assert!(
-        built.success(),
-        "cargo {} failed (for {name})",
-        arguments.join(" ")
-    );
-    directory.join(name)
+    assert!(built.success(), "cargo {} failed", arguments.join(" "));
+    directory.to_path_buf()
 }
 
 /// The in-memory backend on `clock`, with the pattern's three queues (a visibility
