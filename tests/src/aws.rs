@@ -197,7 +197,7 @@ impl Stack {
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");
-        let response = events::http(&self.app, request).await;
+        let response = events::http(&self.app, &self.config.authentication, request).await;
         self.count("submission", 1, started.elapsed());
         let body = match response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => {

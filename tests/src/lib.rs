@@ -19,6 +19,7 @@ use sas_core::app::SweepReport;
 use sas_core::domain::ids::QueueName;
 use sas_core::time::Timestamp;
 use sas_embedded::{Depth, Durability};
+use sas_local::auth::Authentication;
 use sas_local::{Config, Running, Settings};
 use sas_testkit::ManualClock;
 use serde_json::Value;
@@ -122,12 +123,21 @@ impl Harness {
     /// # Panics
     /// When the system cannot start.
     pub async fn start(max_receive_count: u32) -> Self {
+        Self::start_with(max_receive_count, Authentication::Open).await
+    }
+
+    /// [`Harness::start`], with callers known by `authentication`.
+    ///
+    /// # Panics
+    /// When the system cannot start.
+    pub async fn start_with(max_receive_count: u32, authentication: Authentication) -> Self {
         let data = tempfile::tempdir().expect("temporary directory");
         let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
         let config = Config {
             api_addr: ([127, 0, 0, 1], 0).into(),
             mock_addr: Some(([127, 0, 0, 1], 0).into()),
             mock_durable: true,
+            authentication: Arc::new(authentication),
             settings: Settings {
                 data_dir: data.path().to_path_buf(),
                 workflows_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workflows")),

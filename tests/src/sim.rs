@@ -685,6 +685,7 @@ impl Sim {
     async fn submit_again(&mut self, n: usize) {
         let (id, request) = self.submitted[n].clone();
         let submission = Submission {
+            owner: None,
             id: id.clone(),
             input: request["input"].clone(),
             notify: None,

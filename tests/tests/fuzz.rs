@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sas_core::api::{self, ApiRequest};
+use sas_core::api::{self, ApiRequest, Caller};
 use sas_core::app::{App, HandleError, Ports, QueueNames};
-use sas_core::domain::ids::QueueName;
+use sas_core::domain::ids::{Owner, QueueName};
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{NoMetrics, RemoteCall, RemoteError, RemoteRequest};
@@ -120,6 +120,20 @@ fn submission_body() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// Anyone, an unauthenticated caller, or a client or operator named by any text.
+fn caller() -> impl Strategy<Value = Caller> {
+    prop_oneof![
+        Just(Caller::Anyone),
+        Just(Caller::Unauthenticated),
+        (".{0,20}", any::<bool>()).prop_map(|(name, operator)| {
+            Owner::new(name).map_or(Caller::Unauthenticated, |owner| Caller::Known {
+                owner,
+                operator,
+            })
+        }),
+    ]
+}
+
 fn request() -> impl Strategy<Value = (String, String, Option<String>, Vec<u8>)> {
     let method = prop_oneof![
         Just("GET".to_owned()),
@@ -132,10 +146,12 @@ fn request() -> impl Strategy<Value = (String, String, Option<String>, Vec<u8>)>
         Just("tasks".to_owned()),
         Just("resubmit".to_owned()),
         Just("workflows".to_owned()),
+        Just("operator".to_owned()),
+        Just("me".to_owned()),
         "[a-zA-Z0-9_.%-]{0,70}",
         ".{0,8}"
     ];
-    let path = prop::collection::vec(segment, 0..4).prop_map(|s| format!("/{}", s.join("/")));
+    let path = prop::collection::vec(segment, 0..5).prop_map(|s| format!("/{}", s.join("/")));
     let query = prop::option::of(prop_oneof![
         "state=[A-Za-z]{0,12}",
         "limit=[0-9-]{0,4}",
@@ -149,10 +165,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
 
     #[test]
-    fn no_request_panics_and_every_refusal_is_a_named_4xx((method, path, query, body) in request()) {
+    fn no_request_panics_and_every_refusal_is_a_named_4xx((method, path, query, body) in request(), caller in caller()) {
         let subject = subject();
         let response = subject.runtime.block_on(api::handle(&subject.app, ApiRequest {
-            method: &method, path: &path, query: query.as_deref(), body: &body,
+            caller: &caller, method: &method, path: &path, query: query.as_deref(), body: &body,
         }));
         prop_assert!(response.status < 500, "{method} {path} answered {}: {}", response.status, response.body);
         if response.status >= 400 {

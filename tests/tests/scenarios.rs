@@ -406,6 +406,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let workflows = Arc::new(sas_core::domain::workflow::Registry::built_in());
     let other = sas_core::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
     let submission = sas_core::domain::decide::Submission {
+        owner: None,
         id: TaskId::parse("raced").expect("id"),
         input: delivery_input(),
         notify: None,

@@ -67,6 +67,7 @@ fn built_ins() -> Registry {
 
 fn submission(id: &str) -> Submission {
     Submission {
+        owner: None,
         id: TaskId::parse(id).expect("id"),
         input: delivery_input(),
         notify: None,

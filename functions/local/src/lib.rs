@@ -5,6 +5,7 @@
 //! Assembles `sas-core`'s actors over `sas-embedded`, `sas-http-remote` and
 //! `sas-mock-services`; links nothing of AWS's.
 
+pub mod auth;
 pub mod runtime;
 pub mod server;
 
@@ -31,6 +32,8 @@ pub struct Config {
     pub mock_durable: bool,
     /// The system's settings. Services with no URL are the mock services'.
     pub settings: Settings,
+    /// Who may call the API.
+    pub authentication: Arc<auth::Authentication>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -90,6 +93,7 @@ impl Config {
             Some(other) => anyhow::bail!("SAS_MOCK_DURABILITY={other}: expected 'full' or 'off'"),
         };
         Ok(Self {
+            authentication: Arc::new(auth::Authentication::from_vars(var)?),
             mock_durable,
             api_addr: parsed("SAS_API_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             mock_addr,
@@ -156,6 +160,7 @@ pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<
     let shared = server::Shared {
         app: Arc::clone(&system.app),
         backend: Arc::clone(&system.backend),
+        authentication: config.authentication,
     };
     server::spawn(listener, server::router(shared));
     Ok(Running {

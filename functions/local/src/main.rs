@@ -23,6 +23,7 @@ async fn main() -> anyhow::Result<()> {
     let config = sas_local::Config::from_env()?;
     let data_dir = config.settings.data_dir.clone();
     let durability = config.settings.durability;
+    tracing::info!("the API is {}", config.authentication.describe());
     let running = sas_local::start(config, Arc::new(WallClock)).await?;
     let mock = running
         .mock

@@ -2,21 +2,26 @@
 //! Gateway Lambda uses, so both behave alike. Two local-only routes let a user
 //! read what AWS would deliver elsewhere: `GET /local/queues/{name}` takes the
 //! messages of a queue (a caller's notification queue, a dead-letter queue) and
-//! `GET /local/alerts` lists the operator alerts.
+//! `GET /local/alerts` lists the operator alerts. When callers are authenticated, a
+//! caller takes only its own notification queues' messages, and only an operator
+//! the rest.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, Request, State};
+use axum::http::HeaderMap;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, ErrorCode, MAX_BODY_BYTES};
+use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_BODY_BYTES};
 use sas_core::app::App;
 use sas_core::domain::ids::QueueName;
 use sas_core::ports::Consumer;
 use sas_embedded::Embedded;
+
+use crate::auth::Authentication;
 use serde_json::{Value, json};
 
 /// What the routes share.
@@ -26,6 +31,17 @@ pub struct Shared {
     pub app: Arc<App>,
     /// The backend, for the local-only routes.
     pub backend: Arc<Embedded>,
+    /// Who may call.
+    pub authentication: Arc<Authentication>,
+}
+
+impl Shared {
+    fn caller(&self, headers: &HeaderMap) -> Caller {
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        self.authentication.caller(authorization)
+    }
 }
 
 /// The API's routes, and the local-only ones.
@@ -55,9 +71,11 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
         let message = format!("the body is over the limit of {MAX_BODY_BYTES} bytes");
         return to_http(ApiError::new(ErrorCode::BodyTooLarge, message).into());
     };
+    let caller = shared.caller(&parts.headers);
     let response = api::handle(
         &shared.app,
         ApiRequest {
+            caller: &caller,
             method: parts.method.as_str(),
             path: parts.uri.path(),
             query: parts.uri.query(),
@@ -80,7 +98,24 @@ fn to_http(response: ApiResponse) -> Response {
     http
 }
 
-async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -> Response {
+/// Refuses a caller the local-only routes are not for: `ok` says whether one
+/// known is.
+fn refuse(caller: &Caller, ok: bool) -> Option<Response> {
+    let (status, code) = match caller {
+        Caller::Anyone => return None,
+        Caller::Known { operator: true, .. } => return None,
+        Caller::Known { .. } if ok => return None,
+        Caller::Known { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+        Caller::Unauthenticated => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated),
+    };
+    Some(failure(status, code.as_str(), "not for this caller"))
+}
+
+async fn take_messages(
+    State(shared): State<Shared>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let Ok(queue) = QueueName::parse(&name) else {
         return failure(
             StatusCode::BAD_REQUEST,
@@ -88,6 +123,12 @@ async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -
             "queue names are letters, digits, '-' and '_'",
         );
     };
+    let caller = shared.caller(&headers);
+    let owns = matches!(&caller, Caller::Known { owner, .. }
+        if queue.as_str().ends_with(&format!("-{}", owner.tag())));
+    if let Some(refused) = refuse(&caller, owns) {
+        return refused;
+    }
     let received = match shared.backend.receive(&queue, 10, Duration::ZERO).await {
         Ok(received) => received,
         Err(e) => {
@@ -106,7 +147,10 @@ async fn take_messages(State(shared): State<Shared>, Path(name): Path<String>) -
     json(StatusCode::OK, &json!({ "messages": messages }))
 }
 
-async fn alerts(State(shared): State<Shared>) -> Response {
+async fn alerts(State(shared): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refuse(&shared.caller(&headers), false) {
+        return refused;
+    }
     match shared.backend.alerts().await {
         Ok(alerts) => json(StatusCode::OK, &json!({ "alerts": alerts })),
         Err(e) => failure(

@@ -10,12 +10,20 @@ use sas_lambda::events;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let app =
-        Arc::new(sas_lambda::init(|config, sdk| sas_aws::app(config, sdk, "submission")).await);
+    let served = Arc::new(
+        sas_lambda::init(|config, sdk| {
+            let app = sas_aws::app(config, sdk, "submission")?;
+            Ok((app, config.authentication.clone()))
+        })
+        .await,
+    );
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
-            let app = Arc::clone(&app);
-            async move { Ok::<_, Error>(events::http(&app, event.payload).await) }
+            let served = Arc::clone(&served);
+            async move {
+                let (app, authentication) = &*served;
+                Ok::<_, Error>(events::http(app, authentication, event.payload).await)
+            }
         },
     ))
     .await

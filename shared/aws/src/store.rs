@@ -855,6 +855,7 @@ mod tests {
             .latest("drone-delivery")
             .expect("drone delivery");
         let submission = sas_core::domain::decide::Submission {
+            owner: None,
             id: TaskId::parse("t").expect("id"),
             input: serde_json::json!({}),
             notify: None,
@@ -918,6 +919,7 @@ mod tests {
             .latest("drone-delivery")
             .expect("drone delivery");
         let submission = sas_core::domain::decide::Submission {
+            owner: None,
             id: TaskId::parse("kept").expect("id"),
             input: serde_json::json!({}),
             notify: None,

@@ -1,9 +1,16 @@
 //! The HTTP API, independent of its transport: the local server and the API
 //! Gateway Lambda both translate their requests into [`ApiRequest`] and back.
 //!
-//! Routes: `POST /tasks`, `PUT /tasks/{id}`, `GET /tasks/{id}` (with `?wait=10s`, until it is final),
-//! `GET /tasks?state=Error&limit=50&after=<cursor>`, `POST /tasks/{id}/resubmit`,
-//! `GET /workflows`. A task is shown as a [`TaskView`]; every error as an [`ApiError`].
+//! A caller's routes: `POST /tasks`, `PUT /tasks/{id}`, `GET /tasks/{id}` (with `?wait=10s`,
+//! until it is final), `GET /tasks?state=Error&limit=50&after=<cursor>`,
+//! `POST /tasks/{id}/resubmit`, `GET /workflows`, `GET /me`. When the transport
+//! authenticates callers ([`Caller`]), each sees only its own tasks, by its own ids.
+//!
+//! An operator's routes, over every caller's tasks by their full ids:
+//! `GET /operator/tasks?state=...`, `GET /operator/tasks/{id}`,
+//! `POST /operator/tasks/{id}/resubmit`.
+//!
+//! A task is shown as a [`TaskView`]; every error as an [`ApiError`].
 
 use std::time::Duration;
 
@@ -13,7 +20,7 @@ use tracing::error;
 
 use crate::app::{App, ResubmitError, SubmitError, Submitted};
 use crate::domain::decide::Submission;
-use crate::domain::ids::{QueueName, TaskId};
+use crate::domain::ids::{Owner, QueueName, TaskId};
 use crate::domain::task::{StepState, Task, TaskState, WorkflowRef};
 use crate::ports::{Chain, StoreError};
 use crate::time::Timestamp;
@@ -24,9 +31,29 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The most tasks a listing returns at once.
 pub const MAX_PAGE: usize = 100;
 
+/// Who is asking, as the transport's authentication found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The API authenticates no one (the local default, or a deployment with `NONE`):
+    /// every caller may do everything, and ids are not scoped to owners.
+    Anyone,
+    /// An authenticated caller: its own tasks, and everyone's on the operator routes
+    /// when `operator`.
+    Known {
+        /// Who it is; its tasks are scoped to it.
+        owner: Owner,
+        /// Whether it may use the operator routes.
+        operator: bool,
+    },
+    /// Authentication is on and the request did not pass it.
+    Unauthenticated,
+}
+
 /// A request, as any transport sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct ApiRequest<'a> {
+    /// Who sent it.
+    pub caller: &'a Caller,
     /// GET, POST, PUT...
     pub method: &'a str,
     /// The path, without the query.
@@ -57,12 +84,16 @@ impl ApiResponse {
         }
     }
 
-    /// 202 Accepted, with the task and where to read it.
-    fn accepted(task: &Task) -> Self {
+    /// 202 Accepted, with the task and where `view` reads it.
+    fn accepted(task: &Task, view: View) -> Self {
+        let location = match view {
+            View::Owner => format!("/tasks/{}", task.id.local()),
+            View::Operator => format!("/operator/tasks/{}", task.id),
+        };
         Self {
             status: 202,
-            location: Some(format!("/tasks/{}", task.id)),
-            body: json!(TaskView::of(task)),
+            location: Some(location),
+            body: json!(TaskView::of(task, view)),
         }
     }
 }
@@ -84,6 +115,10 @@ pub enum ErrorCode {
     UnknownWorkflow,
     /// A query parameter missing, unknown or invalid.
     InvalidQuery,
+    /// No valid credentials: a token missing, forged or expired.
+    Unauthenticated,
+    /// A caller on a route that needs the operator's rights.
+    Forbidden,
     /// A task id taken by a different request.
     Conflict,
     /// A resubmission of a task not in Error.
@@ -107,6 +142,8 @@ impl ErrorCode {
             | Self::InvalidField
             | Self::UnknownWorkflow
             | Self::InvalidQuery => 400,
+            Self::Unauthenticated => 401,
+            Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::Conflict | Self::NotInError => 409,
@@ -126,6 +163,8 @@ impl ErrorCode {
             Self::InvalidField => "invalid_field",
             Self::UnknownWorkflow => "unknown_workflow",
             Self::InvalidQuery => "invalid_query",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
             Self::Conflict => "conflict",
             Self::NotInError => "not_in_error",
             Self::NotFound => "not_found",
@@ -198,12 +237,15 @@ impl From<SubmitError> for ApiError {
             )
             .on("workflow"),
             SubmitError::Input(e) => Self::new(ErrorCode::InvalidField, e.to_string()).on(&e.field),
-            SubmitError::ReservedQueue(_) => {
+            SubmitError::ReservedQueue(_) | SubmitError::ForeignQueue { .. } => {
                 Self::new(ErrorCode::InvalidField, error.to_string()).on("notify")
             }
             SubmitError::Conflict(id) => Self::new(
                 ErrorCode::Conflict,
-                format!("task '{id}' exists with a different request; choose another id"),
+                format!(
+                    "task '{}' exists with a different request; choose another id",
+                    id.local()
+                ),
             )
             .on("id"),
             SubmitError::Store(e) => Self::unavailable(&e),
@@ -215,14 +257,15 @@ impl From<SubmitError> for ApiError {
 impl From<ResubmitError> for ApiError {
     fn from(error: ResubmitError) -> Self {
         match error {
-            ResubmitError::NotFound(id) => not_found(&id),
+            ResubmitError::NotFound(id) => not_found(id.local()),
             ResubmitError::NotInError(e) => Self::new(ErrorCode::NotInError, e.to_string()),
             ResubmitError::Task(e) => Self::unavailable(&e),
         }
     }
 }
 
-fn not_found(id: &TaskId) -> ApiError {
+/// No task by the id the caller named (another owner's task is not found either).
+fn not_found(id: &str) -> ApiError {
     ApiError::new(ErrorCode::NotFound, format!("no task '{id}'"))
 }
 
@@ -239,18 +282,89 @@ pub async fn handle(app: &App, request: ApiRequest<'_>) -> ApiResponse {
     route(app, request).await.unwrap_or_else(ApiResponse::from)
 }
 
+/// Whose tasks a request may touch, and how it names them.
+#[derive(Debug, Clone, Copy)]
+enum Scope<'a> {
+    /// A caller's own: its ids are scoped to `owner` (`None` when no one is
+    /// authenticated, and ids are what the caller wrote).
+    Own(Option<&'a Owner>),
+    /// Every caller's, by their full ids: the operator's.
+    All,
+}
+
+impl<'a> Scope<'a> {
+    /// The stored id of the task the caller names `text`.
+    fn id(self, text: &str) -> Result<TaskId, ApiError> {
+        let invalid = |e: &dyn std::fmt::Display| {
+            ApiError::new(ErrorCode::InvalidId, format!("task id '{text}' {e}")).on("id")
+        };
+        let id = TaskId::parse(text).map_err(|e| invalid(&e))?;
+        match self {
+            Self::All => Ok(id),
+            Self::Own(_) if id.is_scoped() => Err(invalid(&"must not contain '.'")),
+            Self::Own(None) => Ok(id),
+            Self::Own(Some(owner)) => Ok(TaskId::scoped(owner, &id)),
+        }
+    }
+
+    fn owner(self) -> Option<&'a Owner> {
+        match self {
+            Self::Own(owner) => owner,
+            Self::All => None,
+        }
+    }
+
+    fn view(self) -> View {
+        match self {
+            Self::Own(_) => View::Owner,
+            Self::All => View::Operator,
+        }
+    }
+}
+
 async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
     let segments: Vec<&str> = request.path.trim_matches('/').split('/').collect();
-    match (request.method, segments.as_slice()) {
-        ("POST", ["tasks"]) => submit(app, None, request.body).await,
-        ("GET", ["tasks"]) => list(app, request.query).await,
-        ("PUT", ["tasks", id]) => submit(app, Some(parse_id(id)?), request.body).await,
-        ("GET", ["tasks", id]) => get(app, &parse_id(id)?, parse_wait(request.query)?).await,
-        ("POST", ["tasks", id, "resubmit"]) => {
-            Ok(ApiResponse::accepted(&app.resubmit(&parse_id(id)?).await?))
+    let (own, operator) = match request.caller {
+        Caller::Anyone => (Scope::Own(None), true),
+        Caller::Known { owner, operator } => (Scope::Own(Some(owner)), *operator),
+        Caller::Unauthenticated => {
+            return Err(ApiError::new(
+                ErrorCode::Unauthenticated,
+                "a valid token is required: send 'Authorization: Bearer <token>'",
+            ));
         }
-        ("GET", ["workflows"]) => Ok(workflows(app)),
-        (_, ["tasks"] | ["tasks", _] | ["tasks", _, "resubmit"] | ["workflows"]) => {
+    };
+    let scope = match segments.first() {
+        Some(&"operator") if !operator => {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                "the operator routes need the operator's rights",
+            ));
+        }
+        Some(&"operator") => Scope::All,
+        _ => own,
+    };
+    let tasks = match (scope, segments.as_slice()) {
+        (Scope::All, ["operator", rest @ ..]) => rest,
+        (Scope::Own(_), all) => all,
+        (Scope::All, _) => &[][..],
+    };
+    match (request.method, tasks) {
+        ("POST", ["tasks"]) if matches!(scope, Scope::Own(_)) => {
+            submit(app, scope, None, request.body).await
+        }
+        ("PUT", ["tasks", id]) if matches!(scope, Scope::Own(_)) => {
+            submit(app, scope, Some(id), request.body).await
+        }
+        ("GET", ["tasks"]) => list(app, scope, request.query).await,
+        ("GET", ["tasks", id]) => get(app, scope, id, parse_wait(request.query)?).await,
+        ("POST", ["tasks", id, "resubmit"]) => {
+            let task = app.resubmit(&scope.id(id)?).await?;
+            Ok(ApiResponse::accepted(&task, scope.view()))
+        }
+        ("GET", ["workflows"]) if matches!(scope, Scope::Own(_)) => Ok(workflows(app)),
+        ("GET", ["me"]) if matches!(scope, Scope::Own(_)) => Ok(me(request.caller)),
+        (_, ["tasks"] | ["tasks", _] | ["tasks", _, "resubmit"] | ["workflows"] | ["me"]) => {
             Err(ApiError::new(
                 ErrorCode::MethodNotAllowed,
                 format!("{} is not allowed on {}", request.method, request.path),
@@ -263,9 +377,19 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
     }
 }
 
-fn parse_id(text: &str) -> Result<TaskId, ApiError> {
-    TaskId::parse(text)
-        .map_err(|e| ApiError::new(ErrorCode::InvalidId, format!("task id '{text}' {e}")).on("id"))
+/// `GET /me`: who the API takes the caller for, and how to name its notification queues.
+fn me(caller: &Caller) -> ApiResponse {
+    let body = match caller {
+        Caller::Known { owner, operator } => json!({
+            "owner": owner,
+            "operator": operator,
+            "notify_queue_suffix": format!("-{}", owner.tag()),
+        }),
+        Caller::Anyone | Caller::Unauthenticated => {
+            json!({ "owner": null, "operator": true, "notify_queue_suffix": null })
+        }
+    };
+    ApiResponse::ok(200, body)
 }
 
 #[derive(Deserialize)]
@@ -313,9 +437,15 @@ fn parse_body(body: &[u8]) -> Result<SubmitBody, ApiError> {
     })
 }
 
-async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> Result<ApiResponse, ApiError> {
+async fn submit(
+    app: &App,
+    scope: Scope<'_>,
+    path_id: Option<&str>,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
     let body = parse_body(body)?;
-    let id = match (path_id, body.id) {
+    let named = body.id.as_ref().map(TaskId::as_str);
+    let id = match (path_id, named) {
         (Some(path), Some(named)) if path != named => {
             return Err(ApiError::new(
                 ErrorCode::InvalidField,
@@ -323,17 +453,18 @@ async fn submit(app: &App, path_id: Option<TaskId>, body: &[u8]) -> Result<ApiRe
             )
             .on("id"));
         }
-        (Some(id), _) | (None, Some(id)) => id,
-        (None, None) => TaskId::generate(),
+        (Some(id), _) | (None, Some(id)) => scope.id(id)?,
+        (None, None) => scope.id(TaskId::generate().as_str())?,
     };
     let submission = Submission {
         id,
         input: body.input,
         notify: body.notify,
+        owner: scope.owner().cloned(),
     };
     let (Submitted::Created(task) | Submitted::Replayed(task)) =
         app.submit(&body.workflow, submission).await?;
-    Ok(ApiResponse::accepted(&task))
+    Ok(ApiResponse::accepted(&task, scope.view()))
 }
 
 /// The longest a `GET /tasks/{id}?wait=` may wait (API Gateway answers within 30 s).
@@ -366,17 +497,26 @@ fn parse_wait(query: Option<&str>) -> Result<Duration, ApiError> {
     Ok(wait)
 }
 
-async fn get(app: &App, id: &TaskId, wait: Duration) -> Result<ApiResponse, ApiError> {
+async fn get(
+    app: &App,
+    scope: Scope<'_>,
+    text: &str,
+    wait: Duration,
+) -> Result<ApiResponse, ApiError> {
+    let id = scope.id(text)?;
     let task = if wait.is_zero() {
-        app.task(id).await?
+        app.task(&id).await?
     } else {
-        app.wait_final(id, wait).await?
+        app.wait_final(&id, wait).await?
     };
-    let task = task.ok_or_else(|| not_found(id))?;
-    Ok(ApiResponse::ok(200, json!(TaskView::of(&task))))
+    let task = task.ok_or_else(|| not_found(text))?;
+    Ok(ApiResponse::ok(
+        200,
+        json!(TaskView::of(&task, scope.view())),
+    ))
 }
 
-async fn list(app: &App, query: Option<&str>) -> Result<ApiResponse, ApiError> {
+async fn list(app: &App, scope: Scope<'_>, query: Option<&str>) -> Result<ApiResponse, ApiError> {
     let mut state = None;
     let mut limit = 50;
     let mut after = None;
@@ -418,13 +558,20 @@ async fn list(app: &App, query: Option<&str>) -> Result<ApiResponse, ApiError> {
         )
         .on("state")
     })?;
-    let page = app.list(state, limit, after).await.map_err(|e| match e {
-        StoreError::InvalidCursor(_) => {
-            ApiError::new(ErrorCode::InvalidQuery, format!("after: {e}")).on("after")
-        }
-        _ => ApiError::from(e),
-    })?;
-    let tasks: Vec<_> = page.tasks.iter().map(TaskView::of).collect();
+    let page = app
+        .list(state, limit, after, scope.owner())
+        .await
+        .map_err(|e| match e {
+            StoreError::InvalidCursor(_) => {
+                ApiError::new(ErrorCode::InvalidQuery, format!("after: {e}")).on("after")
+            }
+            _ => ApiError::from(e),
+        })?;
+    let tasks: Vec<_> = page
+        .tasks
+        .iter()
+        .map(|task| TaskView::of(task, scope.view()))
+        .collect();
     Ok(ApiResponse::ok(
         200,
         json!({ "tasks": tasks, "next": page.next }),
@@ -465,10 +612,21 @@ fn time(at: Option<Timestamp>) -> Option<String> {
     at.map(Timestamp::to_rfc3339)
 }
 
+/// Who a [`TaskView`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The task's owner: its id as the owner named it.
+    Owner,
+    /// An operator: its full id, and its owner.
+    Operator,
+}
+
 /// A task as the API shows it: its state and steps, times in RFC 3339.
 #[derive(Debug, Serialize)]
 pub struct TaskView<'a> {
-    id: &'a TaskId,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a Owner>,
     version: u64,
     workflow: &'a WorkflowRef,
     state: TaskState,
@@ -499,11 +657,16 @@ pub struct StepView<'a> {
 }
 
 impl<'a> TaskView<'a> {
-    /// The view of `task`.
+    /// The view of `task`, for `view`.
     #[must_use]
-    pub fn of(task: &'a Task) -> Self {
+    pub fn of(task: &'a Task, view: View) -> Self {
+        let (id, owner) = match view {
+            View::Owner => (task.id.local(), None),
+            View::Operator => (task.id.as_str(), task.owner.as_ref()),
+        };
         Self {
-            id: &task.id,
+            id,
+            owner,
             version: task.version,
             workflow: &task.workflow,
             state: task.state,

@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
 use crate::domain::decide::{self, Decision, Effect, NotInError, Submission, Verdict};
-use crate::domain::ids::{QueueName, TaskId};
+use crate::domain::ids::{Owner, QueueName, TaskId};
 use crate::domain::limits::MAX_DELAY;
 use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use crate::domain::task::{Order, Task, TaskState, WorkflowRef};
@@ -98,6 +98,9 @@ impl MessageError for HandleError {
     }
 }
 
+/// The most pages of the store one owner's listing page reads.
+pub const OWNED_LISTING_READS: usize = 5;
+
 /// Why a submission was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -113,6 +116,16 @@ pub enum SubmitError {
     /// The notification queue is one of the pattern's own.
     #[error("notify: '{0}' is one of the system's own queues")]
     ReservedQueue(QueueName),
+    /// The notification queue is not named as the owner's queues are.
+    #[error(
+        "notify: '{queue}' is not one of yours: your queues' names end with '{suffix}' (see GET /me)"
+    )]
+    ForeignQueue {
+        /// The queue named.
+        queue: QueueName,
+        /// How the owner's queues' names end.
+        suffix: String,
+    },
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -351,6 +364,15 @@ impl App {
         if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own(q)) {
             return Err(SubmitError::ReservedQueue(queue.clone()));
         }
+        if let (Some(owner), Some(queue)) = (&submission.owner, &submission.notify) {
+            let suffix = format!("-{}", owner.tag());
+            if !queue.as_str().ends_with(&suffix) {
+                return Err(SubmitError::ForeignQueue {
+                    queue: queue.clone(),
+                    suffix,
+                });
+            }
+        }
         self.store_workflow(&definition).await?;
         let fingerprint = submission.fingerprint(&definition.name);
         let id = submission.id.clone();
@@ -436,7 +458,11 @@ impl App {
         Ok(result)
     }
 
-    /// Tasks in a state, a page at a time.
+    /// Tasks in a state, a page at a time: everyone's, or `owner`'s only.
+    ///
+    /// The store lists by state, so an owner's page is gathered from up to
+    /// [`OWNED_LISTING_READS`] of its pages: it may hold fewer than `limit` tasks and
+    /// still have a next one.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
@@ -445,8 +471,31 @@ impl App {
         state: TaskState,
         limit: usize,
         after: Option<&str>,
+        owner: Option<&Owner>,
     ) -> Result<TaskPage, StoreError> {
-        self.store.list(state, limit, after).await
+        let Some(owner) = owner else {
+            return self.store.list(state, limit, after).await;
+        };
+        let mut owned = TaskPage {
+            tasks: Vec::new(),
+            next: after.map(str::to_owned),
+        };
+        for _ in 0..OWNED_LISTING_READS {
+            let page = self
+                .store
+                .list(state, limit - owned.tasks.len(), owned.next.as_deref())
+                .await?;
+            owned.next = page.next;
+            owned.tasks.extend(
+                page.tasks
+                    .into_iter()
+                    .filter(|t| t.owner.as_ref() == Some(owner)),
+            );
+            if owned.tasks.len() == limit || owned.next.is_none() {
+                break;
+            }
+        }
+        Ok(owned)
     }
 
     /// An operator restarts a task in Error from its failed step.

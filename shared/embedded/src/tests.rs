@@ -24,6 +24,7 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
         .latest("order-processing")
         .expect("order");
     let submission = Submission {
+        owner: None,
         id: TaskId::parse(id).expect("id"),
         input: serde_json::json!({"order_id": id}),
         notify: None,

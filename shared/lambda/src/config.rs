@@ -31,6 +31,40 @@ pub enum ConfigError {
     Invalid(&'static str, String),
 }
 
+/// How the API's callers are known (`AUTH_MODE`): the template sets it to match the
+/// authorizer it puts on the routes, and the submission function reads the caller
+/// from what that authorizer vouched for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authentication {
+    /// `NONE`: the callers' routes have no authorizer; nobody owns tasks.
+    None,
+    /// `JWT`: API Gateway checked the caller's token; the owner is its `sub`, and an
+    /// operator is a token with `operator_scope` (`OPERATOR_SCOPE`).
+    Jwt {
+        /// The scope the operator routes need.
+        operator_scope: String,
+    },
+    /// `IAM`: API Gateway checked the caller's SigV4 signature; the owner is its
+    /// principal. Who may call the operator routes is then the IAM policies' choice.
+    Iam,
+}
+
+impl Authentication {
+    fn from_lookup(lookup: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        match lookup("AUTH_MODE").as_deref() {
+            None | Some("NONE") => Ok(Self::None),
+            Some("JWT") => Ok(Self::Jwt {
+                operator_scope: lookup("OPERATOR_SCOPE").unwrap_or_else(|| "sas/operator".into()),
+            }),
+            Some("IAM") => Ok(Self::Iam),
+            Some(other) => Err(ConfigError::Invalid(
+                "AUTH_MODE",
+                format!("{other}: expected NONE, JWT or IAM"),
+            )),
+        }
+    }
+}
+
 /// The table of the task state, as the DynamoDB adapter uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSettings {
@@ -68,6 +102,8 @@ pub struct Config {
     pub metrics_namespace: String,
     /// Where more workflow definitions are, beside the built-in ones.
     pub workflows_dir: Option<PathBuf>,
+    /// How the API's callers are known.
+    pub authentication: Authentication,
 }
 
 impl Config {
@@ -114,6 +150,7 @@ impl Config {
             metrics_namespace: lookup("METRICS_NAMESPACE")
                 .unwrap_or_else(|| "SchedulerAgentSupervisor".into()),
             workflows_dir: None,
+            authentication: Authentication::from_lookup(&lookup)?,
         })
     }
 }

@@ -1,21 +1,30 @@
 //! Lambda's events translated into calls of the actors, and their outcomes back:
 //! HTTP responses, partial batch failures, the sweep's report.
 
+use aws_lambda_events::apigw::ApiGatewayRequestAuthorizer;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use base64::Engine as _;
-use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, ErrorCode};
+use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
 use sas_core::app::App;
+use sas_core::domain::ids::Owner;
 use sas_core::ports::{Chain, StoreError};
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
 
+use crate::config::Authentication;
+
 /// The submission function: an API Gateway HTTP API (payload 2.0) request, served
-/// by the same handler as the local server.
-pub async fn http(app: &App, request: ApiGatewayV2httpRequest) -> ApiGatewayV2httpResponse {
+/// by the same handler as the local server, from the caller `authentication` finds.
+pub async fn http(
+    app: &App,
+    authentication: &Authentication,
+    request: ApiGatewayV2httpRequest,
+) -> ApiGatewayV2httpResponse {
+    let caller = caller(authentication, request.request_context.authorizer.as_ref());
     let body = match (request.body, request.is_base64_encoded) {
         (None, _) => Vec::new(),
         (Some(text), false) => text.into_bytes(),
@@ -31,6 +40,7 @@ pub async fn http(app: &App, request: ApiGatewayV2httpRequest) -> ApiGatewayV2ht
         api::handle(
             app,
             ApiRequest {
+                caller: &caller,
                 method: request.request_context.http.method.as_str(),
                 path: request.raw_path.as_deref().unwrap_or("/"),
                 query: request
@@ -42,6 +52,54 @@ pub async fn http(app: &App, request: ApiGatewayV2httpRequest) -> ApiGatewayV2ht
         )
         .await,
     )
+}
+
+/// The caller API Gateway's authorizer vouched for. A request the mode expects an
+/// authorizer on but that came without one (a route left open by mistake) is
+/// refused, not served as anyone's.
+fn caller(
+    authentication: &Authentication,
+    authorizer: Option<&ApiGatewayRequestAuthorizer>,
+) -> Caller {
+    let known = match authentication {
+        Authentication::None => return Caller::Anyone,
+        Authentication::Jwt { operator_scope } => {
+            authorizer.and_then(|a| a.jwt.as_ref()).and_then(|jwt| {
+                let owner = Owner::new(jwt.claims.get("sub")?.as_str())?;
+                let claimed = jwt
+                    .claims
+                    .get("scope")
+                    .map(String::as_str)
+                    .unwrap_or_default();
+                let operator = jwt
+                    .scopes
+                    .iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .chain(claimed.split(' '))
+                    .any(|scope| scope == operator_scope);
+                Some((owner, operator))
+            })
+        }
+        Authentication::Iam => authorizer
+            .and_then(|a| a.iam.as_ref())
+            .and_then(|iam| Owner::new(principal(iam.user_arn.as_deref()?)))
+            .map(|owner| (owner, true)),
+    };
+    known.map_or(Caller::Unauthenticated, |(owner, operator)| Caller::Known {
+        owner,
+        operator,
+    })
+}
+
+/// The owner an IAM caller's ARN stands for: an assumed role's sessions are one
+/// owner (`arn:aws:sts::1:assumed-role/Role/session` is `...assumed-role/Role`),
+/// as a service's sessions are named afresh each time it starts.
+fn principal(arn: &str) -> &str {
+    match arn.rsplit_once('/') {
+        Some((role, _session)) if arn.contains(":assumed-role/") => role,
+        _ => arn,
+    }
 }
 
 fn respond(answer: ApiResponse) -> ApiGatewayV2httpResponse {

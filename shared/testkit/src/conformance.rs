@@ -75,6 +75,7 @@ fn drone() -> Arc<Workflow> {
 
 fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
     let submission = Submission {
+        owner: None,
         id: TaskId::parse(id).expect("id"),
         input: delivery_input(),
         notify: None,

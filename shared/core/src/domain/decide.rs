@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::ids::{QueueName, TaskId};
+use super::ids::{Owner, QueueName, TaskId};
 use super::limits;
 use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
 use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
@@ -197,7 +197,7 @@ impl Change {
             self.effects.push(Effect::Notify {
                 queue: queue.clone(),
                 notification: Notification {
-                    task_id: self.task.id.clone(),
+                    task_id: self.task.id.to_local(),
                     state,
                     version: self.task.version,
                     error: self.task.error.clone(),
@@ -369,6 +369,9 @@ pub struct Submission {
     pub input: Value,
     /// The caller's notification queue.
     pub notify: Option<QueueName>,
+    /// Who submitted it, when the API authenticates its callers; `id` is then scoped
+    /// to it ([`TaskId::scoped`]).
+    pub owner: Option<Owner>,
 }
 
 impl Submission {
@@ -398,6 +401,7 @@ pub fn submit(
         },
         fingerprint: submission.fingerprint(&workflow.name),
         notify: submission.notify.clone(),
+        owner: submission.owner.clone(),
         state: TaskState::Pending,
         locked_by: None,
         complete_by: None,
@@ -665,6 +669,7 @@ mod tests {
 
     fn submission(notify: bool) -> Submission {
         Submission {
+            owner: None,
             id: TaskId::parse("t1").expect("id"),
             input: json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
             notify: notify.then(|| QueueName::parse("mine").expect("queue")),

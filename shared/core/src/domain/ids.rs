@@ -11,12 +11,29 @@ pub struct InvalidId {
     max: usize,
 }
 
-fn validate(value: &str, max: usize) -> Result<(), InvalidId> {
-    let valid = !value.is_empty()
+/// Whether `value` is 1 to `max` characters of A-Z, a-z, 0-9, '-' and '_'.
+fn is_plain(value: &str, max: usize) -> bool {
+    !value.is_empty()
         && value.len() <= max
         && value
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn validate(value: &str, max: usize) -> Result<(), InvalidId> {
+    if is_plain(value, max) {
+        Ok(())
+    } else {
+        Err(InvalidId { max })
+    }
+}
+
+/// A client's id, or one scoped to an owner: `<owner tag>.<client's id>`.
+fn validate_task_id(value: &str, max: usize) -> Result<(), InvalidId> {
+    let valid = match value.split_once('.') {
+        None => is_plain(value, max),
+        Some((tag, local)) => is_owner_tag(tag) && is_plain(local, max),
+    };
     if valid {
         Ok(())
     } else {
@@ -24,8 +41,18 @@ fn validate(value: &str, max: usize) -> Result<(), InvalidId> {
     }
 }
 
+fn is_owner_tag(text: &str) -> bool {
+    text.len() == OWNER_TAG_LEN
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The length of an owner's tag: 30 hex digits, 120 bits of SHA-256.
+const OWNER_TAG_LEN: usize = 30;
+
 macro_rules! identifier {
-    ($(#[$doc:meta])* $name:ident, $max:expr) => {
+    ($(#[$doc:meta])* $name:ident, $max:expr, $validate:path, $pattern:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
@@ -39,7 +66,7 @@ macro_rules! identifier {
             /// letters, digits, '-' and '_'.
             pub fn parse(value: impl Into<String>) -> Result<Self, InvalidId> {
                 let value = value.into();
-                validate(&value, $max)?;
+                $validate(&value, $max)?;
                 Ok(Self(value))
             }
 
@@ -71,7 +98,7 @@ macro_rules! identifier {
             fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
                 schemars::json_schema!({
                     "type": "string",
-                    "pattern": concat!("^[A-Za-z0-9_-]{1,", stringify!($max), "}$"),
+                    "pattern": $pattern,
                 })
             }
         }
@@ -86,14 +113,22 @@ macro_rules! identifier {
 
 identifier!(
     /// A task's identifier: chosen by the client (PUT, or `id` in a POST) or generated.
+    ///
+    /// When the API authenticates its callers, each caller's ids are its own: the
+    /// task is stored as `<owner tag>.<client's id>` ([`TaskId::scoped`]), so two
+    /// callers may both use `order-1`, and neither can name the other's task.
     TaskId,
-    64
+    64,
+    validate_task_id,
+    "^([0-9a-f]{30}\\.)?[A-Za-z0-9_-]{1,64}$"
 );
 
 identifier!(
     /// The name of a queue: the pattern's queues and callers' notification queues.
     QueueName,
-    80
+    80,
+    validate,
+    "^[A-Za-z0-9_-]{1,80}$"
 );
 
 impl TaskId {
@@ -101,6 +136,67 @@ impl TaskId {
     #[must_use]
     pub fn generate() -> Self {
         Self(uuid::Uuid::new_v4().simple().to_string())
+    }
+
+    /// The id `owner` stores its task `local` under. `local` is the client's id; an
+    /// id scoped already is scoped again from its client's part.
+    #[must_use]
+    pub fn scoped(owner: &Owner, local: &Self) -> Self {
+        Self(format!("{}.{}", owner.tag(), local.local()))
+    }
+
+    /// Whether the id is scoped to an owner (it came from [`TaskId::scoped`]).
+    #[must_use]
+    pub fn is_scoped(&self) -> bool {
+        self.0.contains('.')
+    }
+
+    /// The client's part of the id: the id its owner names it by.
+    #[must_use]
+    pub fn local(&self) -> &str {
+        self.0.split_once('.').map_or(&self.0, |(_, local)| local)
+    }
+
+    /// The id as its owner names it, without the owner's tag.
+    #[must_use]
+    pub fn to_local(&self) -> Self {
+        Self(self.local().to_owned())
+    }
+}
+
+/// Who a task belongs to: the principal the API's authentication vouched for (a
+/// JWT's `sub`, or an IAM role or user's ARN).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Owner(String);
+
+impl Owner {
+    /// The owner named `principal`; `None` when it is empty.
+    #[must_use]
+    pub fn new(principal: impl Into<String>) -> Option<Self> {
+        let principal = principal.into();
+        (!principal.trim().is_empty()).then_some(Self(principal))
+    }
+
+    /// The principal, as the authentication named it.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A short, stable and unguessable-from-ids stand-in for the owner, in its tasks'
+    /// ids and its notification queues' names: 120 bits of SHA-256, as hex.
+    #[must_use]
+    pub fn tag(&self) -> String {
+        let mut tag = super::workflow::sha256_hex(&self.0);
+        tag.truncate(OWNER_TAG_LEN);
+        tag
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -124,5 +220,28 @@ mod tests {
             assert!(TaskId::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(TaskId::generate().as_str().len(), 32);
+    }
+
+    #[test]
+    fn scoped_ids_keep_owners_apart_and_parse_back() {
+        let alice = Owner::new("alice").expect("an owner");
+        let bob = Owner::new("bob").expect("an owner");
+        let local = TaskId::parse("order-1").expect("an id");
+        let (a, b) = (TaskId::scoped(&alice, &local), TaskId::scoped(&bob, &local));
+        assert_ne!(a, b);
+        assert!(a.is_scoped() && !local.is_scoped());
+        assert_eq!((a.local(), b.local()), ("order-1", "order-1"));
+        assert_eq!(TaskId::parse(a.as_str()), Ok(a.clone()));
+        assert_eq!(TaskId::scoped(&alice, &a), a, "scoping is idempotent");
+        assert_eq!(alice.tag().len(), 30);
+        for bad in [
+            ".x",
+            "abc.order-1",
+            &format!("{}.", alice.tag()),
+            &format!("{}.a.b", alice.tag()),
+        ] {
+            assert!(TaskId::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(Owner::new(" ").is_none());
     }
 }

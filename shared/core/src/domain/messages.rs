@@ -153,7 +153,7 @@ pub enum AgentMessage {
 /// A status change, posted to the caller's notification queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notification {
-    /// The task, to correlate with the submission.
+    /// The task, as its owner named it, to correlate with the submission.
     pub task_id: TaskId,
     /// Its new state.
     pub state: TaskState,

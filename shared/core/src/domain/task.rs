@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ids::{QueueName, TaskId};
+use super::ids::{Owner, QueueName, TaskId};
 use super::messages::Alert;
 use crate::time::Timestamp;
 
@@ -177,6 +177,9 @@ pub struct Task {
     /// The caller's queue for status messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<QueueName>,
+    /// Who submitted it, when the API authenticates its callers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
     /// The pattern's ProcessState.
     pub state: TaskState,
     /// The scheduler instance that claimed the task; `None` while it waits for one.

@@ -404,6 +404,7 @@ async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
     let mut writes = Vec::new();
     for i in 0..tasks {
         let submission = Submission {
+            owner: None,
             id: TaskId::parse(format!("t{i}"))?,
             input: delivery(i)["input"].clone(),
             notify: None,
