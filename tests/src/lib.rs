@@ -9,6 +9,7 @@
 pub mod aws;
 pub mod ministack;
 pub mod sim;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -175,8 +176,25 @@ impl Harness {
         path: &str,
         body: Option<&[u8]>,
     ) -> (u16, Option<String>, Value) {
+        self.call_as(None, method, path, body).await
+    }
+
+    /// [`Harness::call`], with `token` as the bearer token.
+    ///
+    /// # Panics
+    /// When the server does not answer with JSON.
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> (u16, Option<String>, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
         let mut request = self.http.request(method, format!("{}{path}", self.api));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
         if let Some(body) = body {
             request = request
                 .header("content-type", "application/json")

@@ -173,3 +173,67 @@ pub async fn sweep(
     let report = app.sweep(batch).instrument(span).await?;
     Ok(json!(report))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn authorizer(value: Value) -> ApiGatewayRequestAuthorizer {
+        serde_json::from_value(value).expect("an authorizer context")
+    }
+
+    fn known(owner: &str, operator: bool) -> Caller {
+        Caller::Known {
+            owner: Owner::new(owner).expect("owner"),
+            operator,
+        }
+    }
+
+    #[test]
+    fn the_caller_is_what_the_authorizer_vouched_for_and_nobody_without_one() {
+        let jwt = Authentication::Jwt {
+            operator_scope: "sas/operator".into(),
+        };
+        let token = |scope: &str, scopes: Value| {
+            authorizer(json!({ "jwt": {
+                "claims": { "sub": "alice", "scope": scope, "exp": "1900000000" },
+                "scopes": scopes,
+            }}))
+        };
+        assert_eq!(
+            caller(&jwt, Some(&token("orders/read", json!(null)))),
+            known("alice", false)
+        );
+        assert_eq!(
+            caller(&jwt, Some(&token("orders/read sas/operator", json!(null)))),
+            known("alice", true)
+        );
+        assert_eq!(
+            caller(&jwt, Some(&token("", json!(["sas/operator"])))),
+            known("alice", true)
+        );
+        let no_sub = authorizer(json!({ "jwt": { "claims": { "sub": "" } } }));
+        assert_eq!(caller(&jwt, Some(&no_sub)), Caller::Unauthenticated);
+        assert_eq!(caller(&jwt, None), Caller::Unauthenticated);
+
+        let iam = |arn: &str| authorizer(json!({ "iam": { "userArn": arn } }));
+        assert_eq!(
+            caller(
+                &Authentication::Iam,
+                Some(&iam("arn:aws:sts::1:assumed-role/Orders/i-0abc"))
+            ),
+            known("arn:aws:sts::1:assumed-role/Orders", true),
+            "an assumed role's sessions are one owner"
+        );
+        assert_eq!(
+            caller(&Authentication::Iam, Some(&iam("arn:aws:iam::1:user/ci"))),
+            known("arn:aws:iam::1:user/ci", true)
+        );
+        assert_eq!(
+            caller(&Authentication::Iam, Some(&token("", json!(null)))),
+            Caller::Unauthenticated,
+            "a JWT where IAM is expected is no one"
+        );
+        assert_eq!(caller(&Authentication::None, None), Caller::Anyone);
+    }
+}
