@@ -373,58 +373,6 @@ pub fn deployable_template(source: &str) -> String {
     serde_norway::to_string(&template).expect("YAML")
 }
 
-/// A route of the HTTP API: method, path, and whether it needs IAM authorization.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// `GET`, `PUT`, ...
-    pub method: String,
-    /// `/tasks/{id}`, ...
-    pub path: String,
-    /// Whether callers must sign their requests.
-    pub iam: bool,
-    /// The function's logical id.
-    pub function: String,
-}
-
-/// The HTTP API's routes as SAM writes them into its OpenAPI body: each `HttpApi` event
-/// of each function.
-///
-/// # Panics
-/// When the template is not what the harness expects.
-#[must_use]
-pub fn http_api_routes(source: &str) -> Vec<Route> {
-    let template: Yaml = serde_norway::from_str(source).expect("the template's YAML");
-    let mut routes = Vec::new();
-    for (name, resource) in template["Resources"].as_mapping().expect("resources") {
-        let Some(events) = resource["Properties"]
-            .get("Events")
-            .and_then(Yaml::as_mapping)
-        else {
-            continue;
-        };
-        for event in events.values() {
-            if event["Type"].as_str() != Some("HttpApi") {
-                continue;
-            }
-            let properties = &event["Properties"];
-            routes.push(Route {
-                method: properties["Method"]
-                    .as_str()
-                    .expect("a method")
-                    .to_uppercase(),
-                path: properties["Path"].as_str().expect("a path").to_owned(),
-                iam: properties
-                    .get("Auth")
-                    .and_then(|auth| auth.get("Authorizer"))
-                    .and_then(Yaml::as_str)
-                    == Some("AWS_IAM"),
-                function: name.as_str().expect("a logical id").to_owned(),
-            });
-        }
-    }
-    routes
-}
-
 /// The stack deployed on its own MiniStack.
 pub struct Deployment {
     /// The API's base URL (no trailing slash).
@@ -451,14 +399,26 @@ impl Deployment {
     /// # Panics
     /// As [`Deployment::deploy`].
     pub async fn with_services(remote: &crate::aws::Remote) -> Self {
+        Self::with_services_and(remote, &[("AuthMode", "NONE")]).await
+    }
+
+    /// [`Deployment::with_services`], with more `parameters`.
+    ///
+    /// # Panics
+    /// As [`Deployment::deploy`].
+    pub async fn with_services_and(
+        remote: &crate::aws::Remote,
+        parameters: &[(&str, &str)],
+    ) -> Self {
         let services = json!(crate::aws::service_urls(&remote.url)).to_string();
-        Self::deploy(&[
+        let mut all = vec![
             ("ServiceUrls", services.as_str()),
             ("SupervisorRate", "rate(1 minute)"),
             ("LeaseBucketSeconds", "0"),
             ("AgentMaxConcurrency", "10"),
-        ])
-        .await
+        ];
+        all.extend_from_slice(parameters);
+        Self::deploy(&all).await
     }
 
     /// Starts MiniStack and deploys `infra/template.yaml` to it with `sam deploy`, the
@@ -600,46 +560,8 @@ impl Deployment {
             _build: build,
             ministack,
         };
-        deployment.add_routes(&api_id, &source, &arns).await;
         deployment.concurrency_as_numbers(parameters).await;
         deployment
-    }
-
-    /// MiniStack ignores the HttpApi's OpenAPI body: the routes SAM writes into it are
-    /// added one by one, each to its function's Lambda proxy integration (payload 2.0).
-    async fn add_routes(&self, api_id: &str, source: &str, arns: &HashMap<String, String>) {
-        let mut integrations: HashMap<String, String> = HashMap::new();
-        for route in http_api_routes(source) {
-            if !integrations.contains_key(&route.function) {
-                let arn = &arns[&route.function];
-                let integration = self
-                    .client
-                    .rest(
-                        "POST",
-                        "apigateway",
-                        &format!("/v2/apis/{api_id}/integrations"),
-                        &json!({"integrationType": "AWS_PROXY", "integrationUri": arn, "payloadFormatVersion": "2.0"}),
-                    )
-                    .await;
-                let id = integration["integrationId"]
-                    .as_str()
-                    .expect("an integration id")
-                    .to_owned();
-                integrations.insert(route.function.clone(), id);
-            }
-            self.client
-                .rest(
-                    "POST",
-                    "apigateway",
-                    &format!("/v2/apis/{api_id}/routes"),
-                    &json!({
-                        "routeKey": format!("{} {}", route.method, route.path),
-                        "target": format!("integrations/{}", integrations[&route.function]),
-                        "authorizationType": if route.iam { "AWS_IAM" } else { "NONE" },
-                    }),
-                )
-                .await;
-        }
     }
 
     /// MiniStack stores a `MaximumConcurrency` given by a `!Ref` as a string, and its SQS
@@ -684,18 +606,43 @@ impl Deployment {
         body: Option<&Value>,
         signed: bool,
     ) -> Answer {
+        self.send(method, path, body, signed, None).await
+    }
+
+    /// A request to the API with `token` as its bearer token.
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Answer {
+        self.send(method, path, body, false, token).await
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        signed: bool,
+        token: Option<&str>,
+    ) -> Answer {
         let body = body.map(Value::to_string).unwrap_or_default();
-        let headers: &[(&str, &str)] = if body.is_empty() {
-            &[]
-        } else {
-            &[("content-type", "application/json")]
-        };
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = Vec::new();
+        if !body.is_empty() {
+            headers.push(("content-type", "application/json"));
+        }
+        if let Some(bearer) = &bearer {
+            headers.push(("authorization", bearer.as_str()));
+        }
         self.client
             .send(
                 method,
                 &format!("{}{path}", self.api),
                 signed.then_some("execute-api"),
-                headers,
+                &headers,
                 body.as_bytes(),
             )
             .await
@@ -850,36 +797,6 @@ mod tests {
         assert_eq!(
             deployed["Resources"]["AlertTopic"], original["Resources"]["AlertTopic"],
             "tags such as !GetAtt survive"
-        );
-    }
-
-    #[test]
-    fn the_routes_are_the_functions_http_api_events() {
-        let routes = http_api_routes(&template());
-        let keys: Vec<(String, &str, bool)> = routes
-            .iter()
-            .map(|r| {
-                (
-                    format!("{} {}", r.method, r.path),
-                    r.function.as_str(),
-                    r.iam,
-                )
-            })
-            .collect();
-        let expected = [
-            ("POST /tasks", false),
-            ("PUT /tasks/{id}", false),
-            ("GET /tasks/{id}", false),
-            ("GET /workflows", false),
-            ("GET /tasks", true),
-            ("POST /tasks/{id}/resubmit", true),
-        ];
-        assert_eq!(
-            keys,
-            expected
-                .iter()
-                .map(|(k, iam)| ((*k).to_owned(), "SubmissionFunction", *iam))
-                .collect::<Vec<_>>()
         );
     }
 }

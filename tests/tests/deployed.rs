@@ -9,9 +9,11 @@
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
+use sas_core::domain::ids::{Owner, TaskId};
 use sas_tests::aws::{Remote, fixture, queue_arn};
 use sas_tests::ministack::{Answer, Deployment};
 use sas_tests::step_states;
+use sas_tests::tokens::{AUDIENCE, Issuer};
 use serde_json::{Value, json};
 
 /// The README's drone delivery.
@@ -101,7 +103,7 @@ async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<String> {
 /// The operators' view of a state, signed: status and task ids.
 async fn listed(stack: &Deployment, state: &str) -> (u16, Vec<String>) {
     let answer = stack
-        .call("GET", &format!("/tasks?state={state}"), None, true)
+        .call("GET", &format!("/operator/tasks?state={state}"), None, true)
         .await;
     let ids = answer.json()["tasks"]
         .as_array()
@@ -206,9 +208,9 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
 
     // The operator's routes: refused unsigned by the authorizer, taken signed.
     for (method, path) in [
-        ("GET", "/tasks?state=Processing"),
-        ("GET", "/tasks?state=Error"),
-        ("POST", "/tasks/delivery-1/resubmit"),
+        ("GET", "/operator/tasks?state=Processing"),
+        ("GET", "/operator/tasks?state=Error"),
+        ("POST", "/operator/tasks/delivery-1/resubmit"),
     ] {
         let answer = stack.call(method, path, None, false).await;
         assert_eq!(
@@ -221,11 +223,11 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         let (status, _) = listed(&stack, state).await;
         assert_eq!(
             status, 200,
-            "GET /tasks?state={state} signed: the submission function may read the index it lists from"
+            "GET /operator/tasks?state={state} signed: the submission function may read the index it lists from"
         );
     }
     let resubmit = stack
-        .call("POST", "/tasks/delivery-1/resubmit", None, true)
+        .call("POST", "/operator/tasks/delivery-1/resubmit", None, true)
         .await;
     assert_eq!(
         status_and_code(&resubmit),
@@ -671,7 +673,7 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
 
     // The operator resubmits, signed: the task completes.
     let resubmit = stack
-        .call("POST", "/tasks/doomed/resubmit", None, true)
+        .call("POST", "/operator/tasks/doomed/resubmit", None, true)
         .await;
     assert_eq!(resubmit.status, 202, "{}", resubmit.body);
     let task = wait_for_task(
@@ -690,4 +692,171 @@ fn sns_message(body: &str) -> Value {
     let envelope: Value = serde_json::from_str(body).expect("an SNS envelope");
     let message = envelope["Message"].as_str().unwrap_or(body);
     serde_json::from_str(message).unwrap_or_else(|_| json!(message))
+}
+
+/// Reads a task with `token` until it is in `state`.
+async fn wait_as(stack: &Deployment, token: &str, id: &str, state: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = stack
+            .call_as(Some(token), "GET", &format!("/tasks/{id}"), None)
+            .await;
+        if answer.status == 200 && answer.json()["state"] == state {
+            return answer.json();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "task {id} never became {state}: {} {}\n{}",
+            answer.status,
+            answer.body,
+            stack.all_logs().await
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_own_tasks() {
+    let issuer = Issuer::start().await;
+    let remote = Remote::start(true).await;
+    let stack = Deployment::with_services_and(
+        &remote,
+        &[
+            ("AuthMode", "JWT"),
+            ("JwtIssuer", &issuer.url),
+            ("JwtAudience", AUDIENCE),
+        ],
+    )
+    .await;
+    let (alice, bob, operator) = (
+        issuer.client("alice"),
+        issuer.client("bob"),
+        issuer.operator("ops"),
+    );
+    let delivery = readme_delivery();
+
+    // The gateway's authorizer refuses what has no valid token, before any function.
+    for (what, token) in [
+        ("no token", None),
+        ("a forged token", Some(issuer.forged("alice", &[]))),
+        ("an expired token", Some(issuer.token("alice", &[], -60))),
+    ] {
+        for (method, path) in [
+            ("PUT", "/tasks/order-1"),
+            ("GET", "/tasks/order-1"),
+            ("GET", "/operator/tasks?state=Error"),
+        ] {
+            let answer = stack
+                .call_as(token.as_deref(), method, path, Some(&delivery))
+                .await;
+            assert_eq!(
+                answer.status, 401,
+                "{what} on {method} {path}: {}",
+                answer.body
+            );
+        }
+    }
+
+    // Both callers use order-1; bob's second task fails.
+    for token in [&alice, &bob] {
+        let answer = stack
+            .call_as(Some(token), "PUT", "/tasks/order-1", Some(&delivery))
+            .await;
+        assert_eq!(answer.status, 202, "{}", answer.body);
+        assert_eq!(answer.json()["id"], "order-1");
+    }
+    for token in [&alice, &bob] {
+        wait_as(&stack, token, "order-1", "Processed").await;
+    }
+    remote.mocks.set_faults(
+        "delivery",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0})).expect("faults"),
+    );
+    let answer = stack
+        .call_as(Some(&bob), "PUT", "/tasks/bobs-only", Some(&delivery))
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    wait_as(&stack, &bob, "bobs-only", "Error").await;
+
+    // Alice cannot see, list or resubmit bob's task, nor be notified on his queue.
+    for (method, path) in [
+        ("GET", "/tasks/bobs-only"),
+        ("POST", "/tasks/bobs-only/resubmit"),
+    ] {
+        let answer = stack.call_as(Some(&alice), method, path, None).await;
+        assert_eq!(
+            status_and_code(&answer),
+            (404, Some("not_found".into())),
+            "{method} {path}: {}",
+            answer.body
+        );
+    }
+    let listed_by = |token: &str| {
+        let token = token.to_owned();
+        let stack = &stack;
+        async move {
+            let answer = stack
+                .call_as(Some(&token), "GET", "/tasks?state=Error", None)
+                .await;
+            assert_eq!(answer.status, 200, "{}", answer.body);
+            answer.json()["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .map(|t| t["id"].as_str().expect("id").to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(listed_by(&alice).await.is_empty());
+    assert_eq!(listed_by(&bob).await, ["bobs-only"]);
+    let bob_me = stack.call_as(Some(&bob), "GET", "/me", None).await.json();
+    let bob_queue = format!(
+        "sas-notify-orders{}",
+        bob_me["notify_queue_suffix"].as_str().expect("a suffix")
+    );
+    let mut notified = delivery.clone();
+    notified["notify"] = json!(bob_queue);
+    let answer = stack
+        .call_as(Some(&alice), "PUT", "/tasks/order-2", Some(&notified))
+        .await;
+    assert_eq!(
+        status_and_code(&answer),
+        (400, Some("invalid_field".into())),
+        "{}",
+        answer.body
+    );
+
+    // The operator's routes need the operator's scope, checked by the gateway; the
+    // operator sees every caller's tasks, with their owners.
+    let answer = stack
+        .call_as(Some(&alice), "GET", "/operator/tasks?state=Error", None)
+        .await;
+    assert_eq!(answer.status, 403, "{}", answer.body);
+    let answer = stack
+        .call_as(Some(&operator), "GET", "/operator/tasks?state=Error", None)
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let tasks = answer.json()["tasks"].clone();
+    assert_eq!(tasks.as_array().map(Vec::len), Some(1), "{tasks}");
+    assert_eq!(tasks[0]["owner"], "bob");
+    for owner in ["alice", "bob"] {
+        let id = TaskId::scoped(
+            &Owner::new(owner).expect("an owner"),
+            &TaskId::parse("order-1").expect("an id"),
+        );
+        let answer = stack
+            .call_as(
+                Some(&operator),
+                "GET",
+                &format!("/operator/tasks/{id}"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            (answer.status, answer.json()["owner"].as_str()),
+            (200, Some(owner)),
+            "{}",
+            answer.body
+        );
+    }
 }

@@ -3,7 +3,7 @@
 
 import { CfnOutput, CfnResource, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
 import * as apigw from "aws-cdk-lib/aws-apigatewayv2";
-import { HttpIamAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
+import { HttpIamAuthorizer, HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as actions from "aws-cdk-lib/aws-cloudwatch-actions";
@@ -19,6 +19,26 @@ import * as sns from "aws-cdk-lib/aws-sns";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
+
+/**
+ * Who may call the API. JWT: a bearer token of `issuer` for one of `audience` (a
+ * Cognito user pool or any OIDC provider), the owner of a task being its `sub`, with
+ * one of `clientScopes` on the callers' routes when given, and `operatorScope`
+ * (default `sas/operator`) on the operator's. IAM: SigV4-signed requests, the owner
+ * being the principal. NONE: anyone who can reach the URL, every task open to
+ * everyone: only for a stack with no real effects. With IAM and NONE the operator
+ * routes need IAM.
+ */
+export type Authentication =
+  | {
+      readonly mode: "JWT";
+      readonly issuer: string;
+      readonly audience: string[];
+      readonly clientScopes?: string[];
+      readonly operatorScope?: string;
+    }
+  | { readonly mode: "IAM" }
+  | { readonly mode: "NONE" };
 
 /** The four functions, by the name of their binary without the `sas-` prefix. */
 export type FunctionName = "submission" | "scheduler" | "agent" | "supervisor";
@@ -56,6 +76,19 @@ export interface SchedulerAgentSupervisorProps {
    * invocations, at up to that much more time per step. Default: none.
    */
   readonly queueBatchingWindow?: Duration;
+  /** Who may call the API. Default: IAM. */
+  readonly authentication?: Authentication;
+  /**
+   * Submission invocations at once, reserved and capped, so that callers (whose reads
+   * may wait up to 20 s) cannot take the other functions' concurrency. 0 reserves
+   * none. Default: 100.
+   */
+  readonly submissionReservedConcurrency?: number;
+  /**
+   * The stage's throttling: requests per second and at once, and per second to each
+   * reading route (a task, which may wait, and listings). Default: 10000, 5000 and 25.
+   */
+  readonly apiThrottling?: { readonly rate: number; readonly burst: number; readonly readRate: number };
 }
 
 const NAMESPACE = "SchedulerAgentSupervisor";
@@ -82,6 +115,9 @@ export class SchedulerAgentSupervisor extends Construct {
     const agentTimeout = props.agentTimeout ?? Duration.seconds(60);
     const capacity = props.provisionedCapacity;
     const indexCapacity = capacity ? { readCapacity: capacity.min, writeCapacity: capacity.min } : {};
+    const authentication = props.authentication ?? { mode: "IAM" };
+    const operatorScope = (authentication.mode === "JWT" && authentication.operatorScope) || "sas/operator";
+    const submissionConcurrency = props.submissionReservedConcurrency ?? 100;
 
     this.table = new dynamodb.Table(this, "StateTable", {
       partitionKey: { name: "pk", type: dynamodb.AttributeType.STRING },
@@ -212,7 +248,10 @@ export class SchedulerAgentSupervisor extends Construct {
         ...extra,
       });
     this.functions = {
-      submission: fn("submission", "Submits, reads, lists and resubmits tasks."),
+      submission: fn("submission", "Submits, reads, lists and resubmits tasks.", {
+        environment: { ...environment, AUTH_MODE: authentication.mode, OPERATOR_SCOPE: operatorScope },
+        reservedConcurrentExecutions: submissionConcurrency === 0 ? undefined : submissionConcurrency,
+      }),
       scheduler: fn("scheduler", "Claims tasks, records step results, dispatches steps and compensations."),
       agent: fn("agent", "Calls the remote services, with retries and a circuit breaker, before complete-by.", {
         timeout: agentTimeout,
@@ -236,7 +275,7 @@ export class SchedulerAgentSupervisor extends Construct {
       props.supervisorRate ?? Duration.minutes(1),
       props.queueBatchingWindow,
     );
-    this.api = this.routes();
+    this.api = this.routes(authentication, operatorScope, props.apiThrottling);
     this.alarms();
 
     const outputs: Record<string, string> = {
@@ -313,21 +352,46 @@ export class SchedulerAgentSupervisor extends Construct {
     });
   }
 
-  /** The routes; listing and resubmission, the operator's, behind IAM authorization. */
-  private routes(): apigw.HttpApi {
-    const api = new apigw.HttpApi(this, "Api");
+  /** The callers' routes and the operator's, authorized as `authentication` says. */
+  private routes(
+    authentication: Authentication,
+    operatorScope: string,
+    throttling = { rate: 10000, burst: 5000, readRate: 25 },
+  ): apigw.HttpApi {
+    const api = new apigw.HttpApi(this, "Api", { createDefaultStage: true });
     const integration = new HttpLambdaIntegration("Submission", this.functions.submission);
-    const operator = new HttpIamAuthorizer();
-    const route = (method: apigw.HttpMethod, path: string, authorizer?: HttpIamAuthorizer) =>
-      api.addRoutes({ path, methods: [method], integration, authorizer });
-    route(apigw.HttpMethod.POST, "/tasks");
-    route(apigw.HttpMethod.PUT, "/tasks/{id}");
-    route(apigw.HttpMethod.GET, "/tasks/{id}");
-    route(apigw.HttpMethod.GET, "/workflows");
-    route(apigw.HttpMethod.GET, "/tasks", operator);
-    route(apigw.HttpMethod.POST, "/tasks/{id}/resubmit", operator);
+    const jwt =
+      authentication.mode === "JWT"
+        ? new HttpJwtAuthorizer("Jwt", authentication.issuer, { jwtAudience: authentication.audience })
+        : undefined;
+    const iam = new HttpIamAuthorizer();
+    const caller = jwt ?? (authentication.mode === "IAM" ? iam : new apigw.HttpNoneAuthorizer());
+    const callerScopes = authentication.mode === "JWT" ? authentication.clientScopes : undefined;
+    const route = (
+      method: apigw.HttpMethod,
+      path: string,
+      authorizer: apigw.IHttpRouteAuthorizer,
+      authorizationScopes?: string[],
+    ) => api.addRoutes({ path, methods: [method], integration, authorizer, authorizationScopes });
+    const { GET, POST, PUT } = apigw.HttpMethod;
+    route(POST, "/tasks", caller, callerScopes);
+    route(PUT, "/tasks/{id}", caller, callerScopes);
+    route(GET, "/tasks/{id}", caller, callerScopes);
+    route(GET, "/tasks", caller, callerScopes);
+    route(POST, "/tasks/{id}/resubmit", caller, callerScopes);
+    route(GET, "/workflows", caller, callerScopes);
+    route(GET, "/me", caller, callerScopes);
+    const operator = jwt ?? iam;
+    const operatorScopes = jwt ? [operatorScope] : undefined;
+    route(GET, "/operator/tasks", operator, operatorScopes);
+    route(GET, "/operator/tasks/{id}", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     const stage = api.defaultStage?.node.defaultChild as apigw.CfnStage;
-    stage.defaultRouteSettings = { throttlingBurstLimit: 5000, throttlingRateLimit: 10000 };
+    stage.defaultRouteSettings = { throttlingBurstLimit: throttling.burst, throttlingRateLimit: throttling.rate };
+    const read = { throttlingBurstLimit: throttling.readRate, throttlingRateLimit: throttling.readRate };
+    stage.routeSettings = Object.fromEntries(
+      ["GET /tasks/{id}", "GET /tasks", "GET /operator/tasks/{id}", "GET /operator/tasks"].map((key) => [key, read]),
+    );
     const accessLogs = new logs.LogGroup(this, "ApiAccessLogs", { retention: logs.RetentionDays.ONE_MONTH });
     stage.accessLogSettings = {
       destinationArn: accessLogs.logGroupArn,
@@ -337,6 +401,7 @@ export class SchedulerAgentSupervisor extends Construct {
         route: "$context.routeKey",
         status: "$context.status",
         latency: "$context.responseLatency",
+        error: "$context.authorizer.error",
       }),
     };
     return api;
