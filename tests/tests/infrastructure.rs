@@ -30,6 +30,7 @@ fn the_functions_read_exactly_the_declared_variables() {
             | "LEASE_BUCKET_SECONDS"
             | "TASK_RETENTION_DAYS"
             | "SUPERVISOR_BATCH" => "1".to_owned(),
+            "AUTH_MODE" => "JWT".to_owned(),
             _ => "https://sqs.eu-west-1.amazonaws.com/1/value".to_owned(),
         })
     })

@@ -231,6 +231,8 @@ export class SchedulerAgentSupervisor extends Construct {
       TASK_RETENTION_DAYS: String(props.taskRetentionDays ?? 30),
       SUPERVISOR_BATCH: "100",
       METRICS_NAMESPACE: NAMESPACE,
+      AUTH_MODE: authentication.mode,
+      OPERATOR_SCOPE: operatorScope,
     };
     const fn = (name: FunctionName, description: string, extra: Partial<lambda.FunctionProps> = {}) =>
       new lambda.Function(this, `${name[0].toUpperCase()}${name.slice(1)}Function`, {
@@ -249,7 +251,6 @@ export class SchedulerAgentSupervisor extends Construct {
       });
     this.functions = {
       submission: fn("submission", "Submits, reads, lists and resubmits tasks.", {
-        environment: { ...environment, AUTH_MODE: authentication.mode, OPERATOR_SCOPE: operatorScope },
         reservedConcurrentExecutions: submissionConcurrency === 0 ? undefined : submissionConcurrency,
       }),
       scheduler: fn("scheduler", "Claims tasks, records step results, dispatches steps and compensations."),

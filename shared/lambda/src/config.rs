@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 11] = [
+pub const VARIABLES: [&str; 13] = [
     "TABLE_NAME",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
@@ -18,6 +18,8 @@ pub const VARIABLES: [&str; 11] = [
     "TASK_RETENTION_DAYS",
     "SUPERVISOR_BATCH",
     "METRICS_NAMESPACE",
+    "AUTH_MODE",
+    "OPERATOR_SCOPE",
 ];
 
 /// A variable missing or unusable, by name; reported at start-up.
@@ -214,6 +216,16 @@ pub(crate) mod tests {
         )]))
         .expect("services");
         assert_eq!(config.services["drone"], "https://drones.example.com");
+        assert_eq!(config.authentication, Authentication::None);
+        let jwt = Config::from_lookup(lookup(&[("AUTH_MODE", "JWT")])).expect("JWT");
+        assert_eq!(
+            jwt.authentication,
+            Authentication::Jwt {
+                operator_scope: "sas/operator".into()
+            }
+        );
+        let basic = Config::from_lookup(lookup(&[("AUTH_MODE", "BASIC")])).expect_err("no BASIC");
+        assert!(basic.to_string().contains("AUTH_MODE"), "{basic}");
         let read: Vec<_> = VARIABLES
             .iter()
             .filter(|v| lookup(&[])(v).is_some())
