@@ -35,10 +35,22 @@ async fn wait_for_task(
     patience: Duration,
     done: impl Fn(&Value) -> bool,
 ) -> Value {
+    wait_for_task_as(stack, None, id, what, patience, done).await
+}
+
+/// [`wait_for_task`], reading the task with `token` as its bearer token.
+async fn wait_for_task_as(
+    stack: &Deployment,
+    token: Option<&str>,
+    id: &str,
+    what: &str,
+    patience: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
         let answer = stack
-            .call("GET", &format!("/tasks/{id}"), None, false)
+            .call_as(token, "GET", &format!("/tasks/{id}"), None)
             .await;
         let task = answer.json();
         if answer.status == 200 && done(&task) {
@@ -694,27 +706,6 @@ fn sns_message(body: &str) -> Value {
     serde_json::from_str(message).unwrap_or_else(|_| json!(message))
 }
 
-/// Reads a task with `token` until it is in `state`.
-async fn wait_as(stack: &Deployment, token: &str, id: &str, state: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = stack
-            .call_as(Some(token), "GET", &format!("/tasks/{id}"), None)
-            .await;
-        if answer.status == 200 && answer.json()["state"] == state {
-            return answer.json();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "task {id} never became {state}: {} {}\n{}",
-            answer.status,
-            answer.body,
-            stack.all_logs().await
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_own_tasks() {
     let issuer = Issuer::start().await;
@@ -765,8 +756,18 @@ async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_ow
         assert_eq!(answer.status, 202, "{}", answer.body);
         assert_eq!(answer.json()["id"], "order-1");
     }
+    let in_state = |state: &'static str| move |t: &Value| t["state"] == state;
+    let minute = Duration::from_secs(60);
     for token in [&alice, &bob] {
-        wait_as(&stack, token, "order-1", "Processed").await;
+        wait_for_task_as(
+            &stack,
+            Some(token),
+            "order-1",
+            "Processed",
+            minute,
+            in_state("Processed"),
+        )
+        .await;
     }
     remote.mocks.set_faults(
         "delivery",
@@ -776,7 +777,15 @@ async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_ow
         .call_as(Some(&bob), "PUT", "/tasks/bobs-only", Some(&delivery))
         .await;
     assert_eq!(answer.status, 202, "{}", answer.body);
-    wait_as(&stack, &bob, "bobs-only", "Error").await;
+    wait_for_task_as(
+        &stack,
+        Some(&bob),
+        "bobs-only",
+        "Error",
+        minute,
+        in_state("Error"),
+    )
+    .await;
 
     // Alice cannot see, list or resubmit bob's task, nor be notified on his queue.
     for (method, path) in [

@@ -27,10 +27,9 @@ pub enum Authentication {
 
 /// Checks bearer tokens.
 pub struct Verifier {
-    /// The keys, by `kid` (`None` for a key without one).
-    keys: Vec<(Option<String>, DecodingKey, Algorithm)>,
-    issuer: Option<String>,
-    audience: Option<String>,
+    /// The keys, by `kid` (`None` for a key without one), each with what a token
+    /// signed with it must satisfy.
+    keys: Vec<(Option<String>, DecodingKey, Validation)>,
     operator_scope: String,
 }
 
@@ -90,10 +89,25 @@ impl Authentication {
             }
         };
         anyhow::ensure!(!keys.is_empty(), "SAS_AUTH_JWKS: the set has no keys");
+        let (issuer, audience) = (var("SAS_AUTH_ISSUER"), var("SAS_AUTH_AUDIENCE"));
+        let validation = |algorithm| {
+            let mut validation = Validation::new(algorithm);
+            validation.leeway = 0;
+            validation.set_required_spec_claims(&["exp", "sub"]);
+            if let Some(issuer) = &issuer {
+                validation.set_issuer(&[issuer]);
+            }
+            match &audience {
+                Some(audience) => validation.set_audience(&[audience]),
+                None => validation.validate_aud = false,
+            }
+            validation
+        };
         Ok(Self::Tokens(Verifier {
-            keys,
-            issuer: var("SAS_AUTH_ISSUER"),
-            audience: var("SAS_AUTH_AUDIENCE"),
+            keys: keys
+                .into_iter()
+                .map(|(kid, key, algorithm)| (kid, key, validation(algorithm)))
+                .collect(),
             operator_scope: var("SAS_AUTH_OPERATOR_SCOPE").unwrap_or_else(|| "sas/operator".into()),
         }))
     }
@@ -146,22 +160,12 @@ impl Verifier {
 
     fn verify(&self, token: &str) -> Result<Claims, jsonwebtoken::errors::Error> {
         let header = jsonwebtoken::decode_header(token)?;
-        let (_, key, algorithm) = self
+        let (_, key, validation) = self
             .keys
             .iter()
             .find(|(kid, _, _)| kid.is_none() || *kid == header.kid)
             .ok_or(jsonwebtoken::errors::ErrorKind::InvalidKeyFormat)?;
-        let mut validation = Validation::new(*algorithm);
-        validation.leeway = 0;
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        if let Some(issuer) = &self.issuer {
-            validation.set_issuer(&[issuer]);
-        }
-        match &self.audience {
-            Some(audience) => validation.set_audience(&[audience]),
-            None => validation.validate_aud = false,
-        }
-        Ok(jsonwebtoken::decode::<Claims>(token, key, &validation)?.claims)
+        Ok(jsonwebtoken::decode::<Claims>(token, key, validation)?.claims)
     }
 }
 

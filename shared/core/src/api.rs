@@ -334,36 +334,29 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
             ));
         }
     };
-    let scope = match segments.first() {
-        Some(&"operator") if !operator => {
+    let (scope, rest) = match segments.as_slice() {
+        ["operator", rest @ ..] if operator => (Scope::All, rest),
+        ["operator", ..] => {
             return Err(ApiError::new(
                 ErrorCode::Forbidden,
                 "the operator routes need the operator's rights",
             ));
         }
-        Some(&"operator") => Scope::All,
-        _ => own,
+        all => (own, all),
     };
-    let tasks = match (scope, segments.as_slice()) {
-        (Scope::All, ["operator", rest @ ..]) => rest,
-        (Scope::Own(_), all) => all,
-        (Scope::All, _) => &[][..],
-    };
-    match (request.method, tasks) {
-        ("POST", ["tasks"]) if matches!(scope, Scope::Own(_)) => {
-            submit(app, scope, None, request.body).await
-        }
-        ("PUT", ["tasks", id]) if matches!(scope, Scope::Own(_)) => {
-            submit(app, scope, Some(id), request.body).await
-        }
+    // Submissions, the workflows and `me` are the callers' routes only.
+    let callers = matches!(scope, Scope::Own(_));
+    match (request.method, rest) {
+        ("POST", ["tasks"]) if callers => submit(app, scope, None, request.body).await,
+        ("PUT", ["tasks", id]) if callers => submit(app, scope, Some(id), request.body).await,
         ("GET", ["tasks"]) => list(app, scope, request.query).await,
         ("GET", ["tasks", id]) => get(app, scope, id, parse_wait(request.query)?).await,
         ("POST", ["tasks", id, "resubmit"]) => {
             let task = app.resubmit(&scope.id(id)?).await?;
             Ok(ApiResponse::accepted(&task, scope.view()))
         }
-        ("GET", ["workflows"]) if matches!(scope, Scope::Own(_)) => Ok(workflows(app)),
-        ("GET", ["me"]) if matches!(scope, Scope::Own(_)) => Ok(me(request.caller)),
+        ("GET", ["workflows"]) if callers => Ok(workflows(app)),
+        ("GET", ["me"]) if callers => Ok(me(request.caller)),
         (_, ["tasks"] | ["tasks", _] | ["tasks", _, "resubmit"] | ["workflows"] | ["me"]) => {
             Err(ApiError::new(
                 ErrorCode::MethodNotAllowed,
