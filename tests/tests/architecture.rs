@@ -107,8 +107,28 @@ fn each_adapter_crate_brings_only_its_own_service() {
     );
     assert_free_of(
         "sas-aws",
-        &[&SQLITE[..], &["reqwest"]].concat(),
-        "the task state on AWS calls no remote service",
+        &[
+            &SQLITE[..],
+            &["reqwest", "aws-sdk-secretsmanager", "aws-sdk-ssm"],
+        ]
+        .concat(),
+        "the task state on AWS calls no remote service and reads no credential",
+    );
+    assert_free_of(
+        "sas-secrets",
+        &[
+            &SQLITE[..],
+            &[
+                "reqwest",
+                "aws-sdk-dynamodb",
+                "aws-sdk-sns",
+                "aws-sdk-sqs",
+                "sas-lambda",
+                "sas-aws",
+            ],
+        ]
+        .concat(),
+        "the credentials' store is Secrets Manager and Parameter Store alone",
     );
 }
 
@@ -143,7 +163,7 @@ fn each_lambda_function_links_only_what_it_runs() {
     );
     assert_eq!(
         project_crates("sas-agent"),
-        ["sas-core", "sas-http-remote", "sas-lambda"],
+        ["sas-core", "sas-http-remote", "sas-lambda", "sas-secrets"],
         "sas-agent: the project's crates it links"
     );
     for function in FUNCTIONS {

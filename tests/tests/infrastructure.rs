@@ -100,6 +100,7 @@ fn the_cdk_construct_sets_exactly_those_variables() {
 struct Deployed {
     resources: serde_json::Map<String, Value>,
     parameters: serde_json::Map<String, Value>,
+    conditions: serde_json::Map<String, Value>,
     name: &'static str,
 }
 
@@ -143,6 +144,10 @@ impl Deployed {
                 .expect("resources")
                 .clone(),
             parameters: template["Parameters"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            conditions: template["Conditions"]
                 .as_object()
                 .cloned()
                 .unwrap_or_default(),
@@ -193,6 +198,38 @@ impl Deployed {
         }
     }
 
+    /// Whether a condition holds, each parameter at its default.
+    fn holds(&self, condition: &Value) -> bool {
+        let arguments = |function: &str| condition.get(function).and_then(Value::as_array);
+        if let Some(name) = condition.get("Condition").and_then(Value::as_str) {
+            self.holds(&self.conditions[name])
+        } else if let Some(operands) = arguments("Fn::Not") {
+            !self.holds(&operands[0])
+        } else if let Some(operands) = arguments("Fn::And") {
+            operands.iter().all(|c| self.holds(c))
+        } else if let Some(operands) = arguments("Fn::Or") {
+            operands.iter().any(|c| self.holds(c))
+        } else if let Some(operands) = arguments("Fn::Equals") {
+            self.render(&operands[0]) == self.render(&operands[1])
+        } else {
+            panic!(
+                "{}: a condition this comparison does not read: {condition}",
+                self.name
+            )
+        }
+    }
+
+    /// The value as deployed with each parameter at its default: an `Fn::If`'s branch,
+    /// `None` for `AWS::NoValue`.
+    fn chosen<'v>(&self, value: &'v Value) -> Option<&'v Value> {
+        let Some(branches) = value.get("Fn::If").and_then(Value::as_array) else {
+            return (value.get("Ref").and_then(Value::as_str) != Some("AWS::NoValue"))
+                .then_some(value);
+        };
+        let condition = &self.conditions[branches[0].as_str().expect("a condition's name")];
+        self.chosen(&branches[if self.holds(condition) { 1 } else { 2 }])
+    }
+
     /// A value as text, references resolved as [`Deployed::reference`] does.
     fn render(&self, value: &Value) -> String {
         match value {
@@ -216,6 +253,17 @@ impl Deployed {
                         ),
                     };
                     format!("${{{}.{attribute}}}", Self::canonical(resource))
+                } else if let Some(select) = object.get("Fn::Select") {
+                    let index: usize = self.render(&select[0]).parse().expect("an index");
+                    let items = match &select[1] {
+                        Value::Array(items) => items.iter().map(|v| self.render(v)).collect(),
+                        list => self
+                            .render(list)
+                            .split(',')
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>(),
+                    };
+                    items[index].clone()
                 } else if let Some(join) = object.get("Fn::Join") {
                     let separator = join[0].as_str().expect("a separator");
                     let parts: Vec<String> = join[1]
@@ -420,6 +468,7 @@ impl Deployed {
                 .as_array()
                 .into_iter()
                 .flatten()
+                .filter_map(|p| self.chosen(p))
                 .map(|p| &p["PolicyDocument"])
                 .collect();
             for (_, policy) in self.of_type("AWS::IAM::Policy") {

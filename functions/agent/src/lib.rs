@@ -19,7 +19,11 @@ use sas_lambda::config::Config;
 pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, StartError> {
     let (queues, sqs) = sas_lambda::queues(config, sdk)?;
     Ok(StepCaller::new(
-        Arc::new(HttpRemote::new(config.services.clone(), None)),
+        Arc::new(HttpRemote::new(
+            config.services.clone(),
+            None,
+            Arc::new(sas_secrets::AwsSecrets::new(sdk)),
+        )),
         sqs,
         Arc::new(WallClock),
         queues.agent_responses,

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use sas_core::domain::services::{self, Service};
 use sas_core::time::Clock;
 use sas_embedded::Durability;
 
@@ -81,12 +82,19 @@ impl Config {
             ),
             None => Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
         };
-        let services = std::env::vars()
-            .filter_map(|(key, url)| {
-                let agent = key.strip_prefix("SAS_SERVICE_URL_")?;
-                Some((agent.to_ascii_lowercase().replace('_', "-"), url))
-            })
-            .collect::<HashMap<_, _>>();
+        let mut services = match var("SAS_SERVICES") {
+            Some(json) => {
+                services::parse(&json).map_err(|e| anyhow::anyhow!("SAS_SERVICES: {e}"))?
+            }
+            None => HashMap::new(),
+        };
+        services.extend(std::env::vars().filter_map(|(key, url)| {
+            let agent = key.strip_prefix("SAS_SERVICE_URL_")?;
+            Some((
+                agent.to_ascii_lowercase().replace('_', "-"),
+                Service::at(url),
+            ))
+        }));
         let mock_durable = match var("SAS_MOCK_DURABILITY").as_deref() {
             None | Some("full") => true,
             Some("off") => false,

@@ -13,12 +13,13 @@ use anyhow::Context as _;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::resilience::BreakerSettings;
+use sas_core::domain::services::Service;
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics};
 use sas_core::step_caller::StepCaller;
 use sas_core::time::Clock;
 use sas_embedded::{Durability, Embedded, QueueSettings};
-use sas_http_remote::HttpRemote;
+use sas_http_remote::{EnvSecrets, HttpRemote};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
@@ -43,8 +44,8 @@ pub struct Settings {
     pub agent_concurrency: usize,
     /// Receives after which a message is dead-lettered.
     pub max_receive_count: u32,
-    /// Remote services by agent name, to base URLs.
-    pub services: HashMap<String, String>,
+    /// Remote services by agent name: base URLs, headers, credentials (`env:` secrets).
+    pub services: HashMap<String, Service>,
     /// The base URL of services not in `services`: `<base>/<agent>`.
     pub services_fallback: Option<String>,
 }
@@ -137,6 +138,7 @@ impl System {
             Arc::new(HttpRemote::new(
                 settings.services.clone(),
                 settings.services_fallback.clone(),
+                Arc::new(EnvSecrets),
             )),
             Arc::clone(&backend) as _,
             clock,

@@ -40,6 +40,20 @@ export type Authentication =
   | { readonly mode: "IAM" }
   | { readonly mode: "NONE" };
 
+/**
+ * A remote service: its base URL, or the URL with headers sent with every call, a
+ * timeout (`"5s"`) and a credential (`secretsmanager:<name>` or `ssm:<parameter>`,
+ * sent in `header`, `Authorization` by default, after `prefix`).
+ */
+export type ServiceSettings =
+  | string
+  | {
+      readonly url: string;
+      readonly headers?: Record<string, string>;
+      readonly timeout?: string;
+      readonly credential?: { readonly secret: string; readonly header?: string; readonly prefix?: string };
+    };
+
 /** The four functions, by the name of their binary without the `sas-` prefix. */
 export type FunctionName = "submission" | "scheduler" | "agent" | "supervisor";
 
@@ -52,8 +66,8 @@ export interface SchedulerAgentSupervisorProps {
   readonly agentMaxConcurrency?: number;
   /** An address subscribed to the alert topic. Default: none. */
   readonly alertEmail?: string;
-  /** The remote services by agent name, to base URLs. Default: none. */
-  readonly serviceUrls?: Record<string, string>;
+  /** The remote services by agent name: base URLs, or settings with credentials. Default: none. */
+  readonly serviceUrls?: Record<string, ServiceSettings>;
   /** Callers' notification queues must have this prefix. Default: `sas-notify-`. */
   readonly notificationQueuePrefix?: string;
   /** Partitions of the expiry index. Default: 8. */
@@ -76,6 +90,12 @@ export interface SchedulerAgentSupervisorProps {
    * invocations, at up to that much more time per step. Default: none.
    */
   readonly queueBatchingWindow?: Duration;
+  /**
+   * The services' credentials the agents may read (see `serviceUrls`): Secrets Manager
+   * secrets and Parameter Store parameters, by ARN. Default: none.
+   */
+  readonly serviceSecretArns?: string[];
+  readonly serviceParameterArns?: string[];
   /** Who may call the API. Default: IAM. */
   readonly authentication?: Authentication;
   /**
@@ -271,6 +291,17 @@ export class SchedulerAgentSupervisor extends Construct {
       });
     }
     this.grant(props.notificationQueuePrefix ?? "sas-notify-");
+    // The services' credentials: exactly the secrets and parameters named.
+    if (props.serviceSecretArns?.length) {
+      this.functions.agent.addToRolePolicy(
+        new iam.PolicyStatement({ actions: ["secretsmanager:GetSecretValue"], resources: props.serviceSecretArns }),
+      );
+    }
+    if (props.serviceParameterArns?.length) {
+      this.functions.agent.addToRolePolicy(
+        new iam.PolicyStatement({ actions: ["ssm:GetParameter"], resources: props.serviceParameterArns }),
+      );
+    }
     this.connect(
       props.agentMaxConcurrency ?? 10,
       props.supervisorRate ?? Duration.minutes(1),

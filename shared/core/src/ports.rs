@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::messages::{Alert, Method};
+use crate::domain::services::SecretRef;
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::time::Timestamp;
@@ -292,6 +293,27 @@ pub trait RemoteCall: Send + Sync {
     /// # Errors
     /// [`RemoteError`], telling whether a retry may help.
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError>;
+}
+
+/// Why a secret could not be read: its text names the secret, never a value.
+#[derive(Debug, thiserror::Error)]
+#[error("secret {secret} could not be read")]
+pub struct SecretError {
+    /// The secret.
+    pub secret: SecretRef,
+    /// What went wrong.
+    #[source]
+    pub cause: Cause,
+}
+
+/// Reads secrets: the remote services' credentials.
+#[async_trait]
+pub trait Secrets: Send + Sync {
+    /// The secret's current value.
+    ///
+    /// # Errors
+    /// [`SecretError`] when it cannot be read.
+    async fn read(&self, secret: &SecretRef) -> Result<String, SecretError>;
 }
 
 /// A message received from a queue, to delete once handled.

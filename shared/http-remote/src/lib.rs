@@ -1,5 +1,9 @@
 //! Remote services over HTTP: a POST of the step's payload to the service's base
-//! URL and the step's path, with the idempotency key in an `Idempotency-Key` header.
+//! URL and the step's path, with the idempotency key in an `Idempotency-Key` header,
+//! the service's headers, and its credential: a secret read through the
+//! [`Secrets`] port, kept for [`SECRET_TTL`], and read again when the service
+//! answers 401 (it was rotated), the call then made once more with the new value.
+//! A secret's value is never logged nor put in an error.
 //!
 //! What a service answers is read as the step's output only when it is a 2xx with
 //! a JSON body (or none) within [`MAX_STEP_OUTPUT`]; a redirect is not followed (a
@@ -9,17 +13,19 @@
 //! Implements `sas-core`'s [`RemoteCall`] port with reqwest; depends on nothing else
 //! of the project's, and only the agent function and the local process link it.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::OnceLock;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tracing::warn;
+use tracing::{info, warn};
 
 use sas_core::domain::limits::MAX_STEP_OUTPUT;
 use sas_core::domain::messages::Method;
-use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
+use sas_core::domain::services::{Credential, SecretRef, Service};
+use sas_core::ports::{Chain, RemoteCall, RemoteError, RemoteRequest, SecretError, Secrets};
 
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
@@ -27,12 +33,39 @@ pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 /// How much of a body a log line quotes.
 const LOGGED_BODY: usize = 512;
 
+/// How long a secret read is used before it is read again.
+pub const SECRET_TTL: Duration = Duration::from_secs(300);
+
 /// Calls services by name, each at its base URL.
 pub struct HttpRemote {
     /// Built at the first call: a function that makes none does not pay for its TLS set-up.
     client: OnceLock<reqwest::Client>,
-    services: HashMap<String, String>,
+    services: HashMap<String, Service>,
     fallback: Option<String>,
+    secrets: Arc<dyn Secrets>,
+    /// Secrets read, with when.
+    cached: Mutex<HashMap<SecretRef, (String, Instant)>>,
+}
+
+/// Secrets from the process's environment (`env:` ones only): the local process's.
+pub struct EnvSecrets;
+
+#[async_trait]
+impl Secrets for EnvSecrets {
+    async fn read(&self, secret: &SecretRef) -> Result<String, SecretError> {
+        let failed = |cause: &str| SecretError {
+            secret: secret.clone(),
+            cause: cause.into(),
+        };
+        match secret {
+            SecretRef::Env(name) => {
+                std::env::var(name).map_err(|_| failed("the variable is not set"))
+            }
+            SecretRef::SecretsManager(_) | SecretRef::Ssm(_) => {
+                Err(failed("only env: secrets are read by this process"))
+            }
+        }
+    }
 }
 
 /// Why a body could not be read whole.
@@ -44,21 +77,93 @@ enum BodyError {
 }
 
 impl HttpRemote {
-    /// Services by name, to base URLs such as `https://account.example.com/v1`;
-    /// a service not named is at `<fallback>/<service>`, when there is a fallback.
+    /// Services by name (base URLs such as `https://account.example.com/v1`, with
+    /// their headers and credentials read from `secrets`); a service not named is at
+    /// `<fallback>/<service>`, when there is a fallback.
     #[must_use]
-    pub fn new(services: HashMap<String, String>, fallback: Option<String>) -> Self {
+    pub fn new(
+        services: HashMap<String, Service>,
+        fallback: Option<String>,
+        secrets: Arc<dyn Secrets>,
+    ) -> Self {
         Self {
             client: OnceLock::new(),
             services,
             fallback,
+            secrets,
+            cached: Mutex::new(HashMap::new()),
         }
     }
 
-    fn base(&self, service: &str) -> Option<String> {
-        self.services.get(service).cloned().or_else(|| {
+    fn service(&self, name: &str) -> Option<Cow<'_, Service>> {
+        self.services.get(name).map(Cow::Borrowed).or_else(|| {
             let fallback = self.fallback.as_deref()?;
-            Some(format!("{}/{service}", fallback.trim_end_matches('/')))
+            Some(Cow::Owned(Service::at(format!(
+                "{}/{name}",
+                fallback.trim_end_matches('/')
+            ))))
+        })
+    }
+
+    /// The credential's secret: as read within [`SECRET_TTL`], or afresh when `fresh`.
+    async fn secret(
+        &self,
+        service: &str,
+        credential: &Credential,
+        fresh: bool,
+    ) -> Result<String, RemoteError> {
+        let reference = &credential.secret;
+        let cached = || {
+            let cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
+            cached
+                .get(reference)
+                .filter(|(_, at)| at.elapsed() < SECRET_TTL)
+                .map(|(value, _)| value.clone())
+        };
+        if let Some(value) = cached().filter(|_| !fresh) {
+            return Ok(value);
+        }
+        let value = self.secrets.read(reference).await.map_err(|error| {
+            warn!(service, error = %Chain(&error), "a service's credential could not be read");
+            RemoteError::Transient(format!(
+                "service '{service}': its credential could not be read"
+            ))
+        })?;
+        self.cached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(reference.clone(), (value.clone(), Instant::now()));
+        Ok(value)
+    }
+
+    /// Sends the request, with the service's headers and `secret` in its credential's.
+    async fn send(
+        &self,
+        request: &RemoteRequest,
+        service: &Service,
+        url: &str,
+        secret: Option<&str>,
+    ) -> Result<reqwest::Response, RemoteError> {
+        let name = request.service.as_str();
+        let mut builder = self
+            .client()?
+            .request(http_method(request.method), url)
+            .header(IDEMPOTENCY_KEY, &request.idempotency_key)
+            .timeout(
+                service
+                    .timeout
+                    .map_or(request.timeout, |t| t.min(request.timeout)),
+            )
+            .json(&request.payload);
+        for (header, value) in &service.headers {
+            builder = builder.header(header, value);
+        }
+        if let (Some(credential), Some(secret)) = (&service.credential, secret) {
+            builder = builder.header(&credential.header, credential.header_value(secret));
+        }
+        builder.send().await.map_err(|error| {
+            warn!(service = name, %url, %error, "remote call failed");
+            RemoteError::Transient(format!("service '{name}' {}", failure(&error)))
         })
     }
 
@@ -134,22 +239,29 @@ fn failure(error: &reqwest::Error) -> &'static str {
 impl RemoteCall for HttpRemote {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
         let service = request.service.as_str();
-        let base = self.base(service).ok_or_else(|| {
+        let settings = self.service(service).ok_or_else(|| {
             RemoteError::Permanent(format!("no URL configured for service '{service}'"))
         })?;
-        let url = format!("{}{}", base.trim_end_matches('/'), request.path);
-        let response = self
-            .client()?
-            .request(http_method(request.method), &url)
-            .header(IDEMPOTENCY_KEY, &request.idempotency_key)
-            .timeout(request.timeout)
-            .json(&request.payload)
-            .send()
-            .await
-            .map_err(|error| {
-                warn!(service, %url, %error, "remote call failed");
-                RemoteError::Transient(format!("service '{service}' {}", failure(&error)))
-            })?;
+        let url = format!("{}{}", settings.url.trim_end_matches('/'), request.path);
+        let secret = match &settings.credential {
+            Some(credential) => Some(self.secret(service, credential, false).await?),
+            None => None,
+        };
+        let mut response = self
+            .send(request, &settings, &url, secret.as_deref())
+            .await?;
+        if let (reqwest::StatusCode::UNAUTHORIZED, Some(credential), Some(used)) =
+            (response.status(), &settings.credential, &secret)
+        {
+            let current = self.secret(service, credential, true).await?;
+            if current != *used {
+                info!(
+                    service,
+                    "the credential was refused and has changed: calling with the new one"
+                );
+                response = self.send(request, &settings, &url, Some(&current)).await?;
+            }
+        }
         let status = response.status();
         let asked_wait = retry_after(response.headers(), SystemTime::now());
         let body = match read_body(response, MAX_STEP_OUTPUT).await {
@@ -238,7 +350,11 @@ mod tests {
     }
 
     async fn call_with(url: &str, method: Method) -> Result<Value, RemoteError> {
-        let remote = HttpRemote::new(HashMap::from([("svc".to_owned(), url.to_owned())]), None);
+        let remote = HttpRemote::new(
+            HashMap::from([("svc".to_owned(), Service::at(url))]),
+            None,
+            Arc::new(EnvSecrets),
+        );
         remote
             .call(&RemoteRequest {
                 service: "svc".into(),
@@ -249,6 +365,126 @@ mod tests {
                 timeout: Duration::from_secs(5),
             })
             .await
+    }
+
+    /// A secret store holding one value, which a test may change, counting its reads.
+    #[derive(Default)]
+    struct Vault {
+        value: Mutex<String>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Secrets for Vault {
+        async fn read(&self, _: &SecretRef) -> Result<String, SecretError> {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(self.value.lock().expect("lock").clone())
+        }
+    }
+
+    /// A server that answers 200 `{}` to a request carrying `X-Api-Key: <key>` and
+    /// `X-Tenant: acme`, and 401 to others; the key it takes may change. It keeps the
+    /// requests' heads.
+    async fn guarded(key: &str) -> (String, Arc<Mutex<String>>, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let key = Arc::new(Mutex::new(key.to_owned()));
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let (taken, seen) = (Arc::clone(&key), Arc::clone(&heads));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = vec![0; 65_536];
+                let n = socket.read(&mut request).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&request[..n]).to_lowercase();
+                let wanted = format!("x-api-key: {}\r\n", taken.lock().expect("lock"));
+                let ok = head.contains(&wanted) && head.contains("x-tenant: acme\r\n");
+                seen.lock().expect("lock").push(head);
+                let reply = if ok {
+                    answer("200 OK", "content-type: application/json\r\n", b"{}")
+                } else {
+                    answer("401 Unauthorized", "", b"")
+                };
+                let _ = socket.write_all(&reply).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        (url, key, heads)
+    }
+
+    #[tokio::test]
+    async fn a_credential_is_read_once_sent_in_its_header_and_read_again_after_a_401() {
+        let (url, key, heads) = guarded("key-1").await;
+        let vault = Arc::new(Vault::default());
+        *vault.value.lock().expect("lock") = "key-1".into();
+        let services = sas_core::domain::services::parse(&format!(
+            r#"{{"svc": {{"url": "{url}", "headers": {{"X-Tenant": "acme"}},
+                "credential": {{"secret": "secretsmanager:svc-key", "header": "X-Api-Key"}}}}}}"#
+        ))
+        .expect("services");
+        let remote = HttpRemote::new(services, None, Arc::clone(&vault) as Arc<dyn Secrets>);
+        let request = RemoteRequest {
+            service: "svc".into(),
+            method: Method::Post,
+            path: "/op".into(),
+            idempotency_key: "t/1/step".into(),
+            payload: serde_json::json!({}),
+            timeout: Duration::from_secs(5),
+        };
+        let reads = || vault.reads.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..2 {
+            assert_eq!(
+                remote.call(&request).await.expect("taken"),
+                serde_json::json!({})
+            );
+        }
+        assert_eq!(reads(), 1, "read once, then kept");
+
+        // Rotated: the service takes only the new key, the store has it.
+        *key.lock().expect("lock") = "key-2".into();
+        *vault.value.lock().expect("lock") = "key-2".into();
+        assert_eq!(
+            remote.call(&request).await.expect("taken"),
+            serde_json::json!({})
+        );
+        assert_eq!(reads(), 2, "read again after the 401");
+        let sent = heads.lock().expect("lock").clone();
+        assert_eq!(sent.len(), 4, "the refused call and its repeat: {sent:?}");
+        assert!(
+            sent[3].contains("x-api-key: key-2") && sent[3].contains("idempotency-key: t/1/step")
+        );
+
+        // Refused with the store's current value: a 401, for good, and nothing more sent.
+        *key.lock().expect("lock") = "key-3".into();
+        let refused = remote.call(&request).await.expect_err("refused");
+        assert!(
+            matches!(&refused, RemoteError::Permanent(reason) if reason.contains("401") && !reason.contains("key-2")),
+            "{refused:?}"
+        );
+        assert_eq!(heads.lock().expect("lock").len(), 5);
+    }
+
+    #[tokio::test]
+    async fn a_credential_that_cannot_be_read_is_transient_and_names_no_value() {
+        let services = sas_core::domain::services::parse(
+            r#"{"svc": {"url": "http://127.0.0.1:9", "credential": {"secret": "env:SAS_TEST_UNSET_SECRET"}}}"#,
+        )
+        .expect("services");
+        let remote = HttpRemote::new(services, None, Arc::new(EnvSecrets));
+        let error = remote
+            .call(&RemoteRequest {
+                service: "svc".into(),
+                method: Method::Post,
+                path: "/op".into(),
+                idempotency_key: "k".into(),
+                payload: serde_json::json!({}),
+                timeout: Duration::from_secs(1),
+            })
+            .await
+            .expect_err("no secret");
+        assert!(
+            matches!(&error, RemoteError::Transient(reason) if reason.contains("credential")),
+            "{error:?}"
+        );
     }
 
     /// A JSON string whose text has exactly `bytes` bytes.

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sas_core::domain::services::{self, Service};
+
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
 pub const VARIABLES: [&str; 13] = [
@@ -96,8 +98,8 @@ pub struct Config {
     pub agent_response_queue_url: String,
     /// The operators' alert topic.
     pub alert_topic_arn: String,
-    /// Remote services by agent name, to base URLs.
-    pub services: HashMap<String, String>,
+    /// Remote services by agent name: base URLs, headers, credentials.
+    pub services: HashMap<String, Service>,
     /// Tasks the supervisor recovers per query.
     pub supervisor_batch: usize,
     /// The CloudWatch namespace of the metrics.
@@ -122,12 +124,8 @@ impl Config {
             })
         };
         let services = match lookup("SERVICE_URLS") {
-            Some(text) => serde_json::from_str(&text).map_err(|e| {
-                ConfigError::Invalid(
-                    "SERVICE_URLS",
-                    format!("expected a JSON object of agent name to URL: {e}"),
-                )
-            })?,
+            Some(text) => services::parse(&text)
+                .map_err(|reason| ConfigError::Invalid("SERVICE_URLS", reason))?,
             None => HashMap::new(),
         };
         let lease_shards = u32::try_from(number("LEASE_SHARDS", 8)?)
@@ -215,7 +213,7 @@ pub(crate) mod tests {
             r#"{"drone":"https://drones.example.com"}"#,
         )]))
         .expect("services");
-        assert_eq!(config.services["drone"], "https://drones.example.com");
+        assert_eq!(config.services["drone"].url, "https://drones.example.com");
         assert_eq!(config.authentication, Authentication::None);
         let jwt = Config::from_lookup(lookup(&[("AUTH_MODE", "JWT")])).expect("JWT");
         assert_eq!(

@@ -47,6 +47,10 @@ pub struct Faults {
     /// service answering more than a step's output may hold).
     #[serde(default)]
     pub answer_bytes: Option<usize>,
+    /// The service takes only calls with this `X-Api-Key` header: any other is
+    /// refused with 401, without applying the effect.
+    #[serde(default)]
+    pub api_key: Option<String>,
     /// The faults apply to this many calls, then clear; all calls when absent.
     #[serde(default)]
     pub times: Option<u32>,
@@ -339,6 +343,13 @@ async fn call(
         answer_bytes = faults.answer_bytes;
         if in_outage {
             return error(StatusCode::SERVICE_UNAVAILABLE, "outage injected");
+        }
+        let given = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+        if faults.api_key.is_some() && given != faults.api_key.as_deref() {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "a valid X-Api-Key header is required",
+            );
         }
         tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
         if mock.chance(faults.permanent_error_rate) {

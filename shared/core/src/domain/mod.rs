@@ -5,5 +5,6 @@ pub mod ids;
 pub mod limits;
 pub mod messages;
 pub mod resilience;
+pub mod services;
 pub mod task;
 pub mod workflow;

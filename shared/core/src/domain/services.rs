@@ -1,0 +1,240 @@
+//! How the agents reach the remote services: by service name, a base URL, headers
+//! sent with every call, a timeout, and a credential read from a secret store.
+//!
+//! Written as JSON (`SERVICE_URLS` on Lambda, `SAS_SERVICES` locally); a service may
+//! be its URL alone:
+//!
+//! ```json
+//! {"drone": "https://drones.example.com",
+//!  "package": {"url": "https://packages.example.com/v2",
+//!              "headers": {"X-Tenant": "acme"},
+//!              "timeout": "5s",
+//!              "credential": {"secret": "secretsmanager:prod/packages-key",
+//!                             "header": "X-Api-Key"}}}
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// One remote service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    /// The base URL; a step's path is appended to it.
+    pub url: String,
+    /// Headers sent with every call, beside the credential's.
+    pub headers: BTreeMap<String, String>,
+    /// The longest one call may take, below the step's own budget; `None` for the budget.
+    pub timeout: Option<Duration>,
+    /// A secret sent with every call.
+    pub credential: Option<Credential>,
+}
+
+impl Service {
+    /// The service at `url`, with no headers, timeout or credential of its own.
+    #[must_use]
+    pub fn at(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            headers: BTreeMap::new(),
+            timeout: None,
+            credential: None,
+        }
+    }
+}
+
+/// A secret sent in a header.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credential {
+    /// Where it is kept.
+    pub secret: SecretRef,
+    /// The header it goes in.
+    #[serde(default = "authorization")]
+    pub header: String,
+    /// Written before it: `Bearer ` when the header is `Authorization`, nothing
+    /// otherwise, unless given.
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+fn authorization() -> String {
+    "Authorization".to_owned()
+}
+
+impl Credential {
+    /// The header's value for the secret `value`.
+    #[must_use]
+    pub fn header_value(&self, value: &str) -> String {
+        let prefix = self.prefix.as_deref().unwrap_or(
+            if self.header.eq_ignore_ascii_case("authorization") {
+                "Bearer "
+            } else {
+                ""
+            },
+        );
+        format!("{prefix}{value}")
+    }
+}
+
+/// Where a secret is kept: `secretsmanager:<name or ARN>`, `ssm:<parameter name>`
+/// (a SecureString), or `env:<variable>` (for local use).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SecretRef {
+    /// A Secrets Manager secret's string.
+    SecretsManager(String),
+    /// A Parameter Store parameter, decrypted.
+    Ssm(String),
+    /// An environment variable of the agent's process.
+    Env(String),
+}
+
+impl SecretRef {
+    /// Reads `text`.
+    ///
+    /// # Errors
+    /// A text of no known kind, or with no name.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (kind, name) = text.split_once(':').unwrap_or((text, ""));
+        if name.is_empty() {
+            return Err(format!(
+                "'{text}': expected secretsmanager:<name>, ssm:<parameter> or env:<variable>"
+            ));
+        }
+        let name = name.to_owned();
+        match kind {
+            "secretsmanager" => Ok(Self::SecretsManager(name)),
+            "ssm" => Ok(Self::Ssm(name)),
+            "env" => Ok(Self::Env(name)),
+            _ => Err(format!(
+                "'{text}': '{kind}' is not secretsmanager, ssm or env"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::SecretsManager(name) => write!(f, "secretsmanager:{name}"),
+            Self::Ssm(name) => write!(f, "ssm:{name}"),
+            Self::Env(name) => write!(f, "env:{name}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SecretRef {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A service as written: its URL alone, or in full.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Written {
+    Url(String),
+    Full(Full),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Full {
+    url: String,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    credential: Option<Credential>,
+}
+
+/// Reads the services from their JSON.
+///
+/// # Errors
+/// What is wrong, naming the service and the field.
+pub fn parse(json: &str) -> Result<HashMap<String, Service>, String> {
+    let written: BTreeMap<String, serde_json::Value> = serde_json::from_str(json)
+        .map_err(|e| format!("expected a JSON object of service name to URL or settings: {e}"))?;
+    written
+        .into_iter()
+        .map(|(name, value)| {
+            let service = match serde_json::from_value::<Written>(value.clone()) {
+                Ok(Written::Url(url)) => Service::at(url),
+                Ok(Written::Full(full)) => Service {
+                    timeout: full
+                        .timeout
+                        .map(|t| {
+                            humantime::parse_duration(&t)
+                                .map_err(|e| format!("{name}.timeout: '{t}': {e}"))
+                        })
+                        .transpose()?,
+                    url: full.url,
+                    headers: full.headers,
+                    credential: full.credential,
+                },
+                // Untagged enums say only that nothing matched: read it in full for the reason.
+                Err(_) => {
+                    let reason = serde_json::from_value::<Full>(value)
+                        .err()
+                        .map_or_else(|| "invalid".to_owned(), |e| e.to_string());
+                    return Err(format!("{name}: {reason}"));
+                }
+            };
+            Ok((name, service))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_is_a_url_or_its_settings_and_errors_name_the_service() {
+        let services = parse(
+            r#"{"drone": "https://d.example.com",
+                "package": {"url": "https://p.example.com", "headers": {"X-Tenant": "acme"},
+                            "timeout": "5s",
+                            "credential": {"secret": "secretsmanager:prod/key", "header": "X-Api-Key"}}}"#,
+        )
+        .expect("valid");
+        assert_eq!(services["drone"].url, "https://d.example.com");
+        assert_eq!(services["drone"].credential, None);
+        let package = &services["package"];
+        assert_eq!(package.timeout, Some(Duration::from_secs(5)));
+        assert_eq!(package.headers["X-Tenant"], "acme");
+        let credential = package.credential.as_ref().expect("a credential");
+        assert_eq!(
+            credential.secret,
+            SecretRef::SecretsManager("prod/key".into())
+        );
+        assert_eq!(credential.header_value("k"), "k");
+        let bearer = Credential {
+            secret: SecretRef::Ssm("/p".into()),
+            header: authorization(),
+            prefix: None,
+        };
+        assert_eq!(bearer.header_value("t"), "Bearer t");
+
+        for (json, expected) in [
+            (
+                r#"{"p": {"url": "u", "credential": {"secret": "vault:x"}}}"#,
+                "p: ",
+            ),
+            (r#"{"p": {"url": "u", "timeout": "soon"}}"#, "p.timeout"),
+            (
+                r#"{"p": {"url": "u", "retries": 3}}"#,
+                "unknown field `retries`",
+            ),
+            (r#"{"p": 3}"#, "p: "),
+            ("[]", "expected a JSON object"),
+        ] {
+            let error = parse(json).expect_err(json);
+            assert!(error.contains(expected), "{json}: {error}");
+        }
+    }
+}
