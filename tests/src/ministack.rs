@@ -402,7 +402,8 @@ impl Deployment {
         Self::with_services_and(remote, &[("AuthMode", "NONE")]).await
     }
 
-    /// [`Deployment::with_services`], with more `parameters`.
+    /// [`Deployment::with_services`], with more `parameters`, which replace its own
+    /// of the same name.
     ///
     /// # Panics
     /// As [`Deployment::deploy`].
@@ -417,6 +418,7 @@ impl Deployment {
             ("LeaseBucketSeconds", "0"),
             ("AgentMaxConcurrency", "10"),
         ];
+        all.retain(|(name, _)| parameters.iter().all(|(given, _)| given != name));
         all.extend_from_slice(parameters);
         Self::deploy(&all).await
     }

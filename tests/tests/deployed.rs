@@ -869,3 +869,92 @@ async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_ow
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_services_key_comes_from_secrets_manager_and_a_rotated_one_is_picked_up_after_a_401() {
+    let remote = Remote::start(true).await;
+    let mut services = json!(sas_tests::aws::service_urls(&remote.url));
+    services["drone"] = json!({
+        "url": format!("{}/drone", remote.url),
+        "credential": { "secret": "secretsmanager:sas-drone-key", "header": "X-Api-Key" },
+    });
+    let services = services.to_string();
+    let stack = Deployment::with_services_and(
+        &remote,
+        &[
+            ("AuthMode", "NONE"),
+            ("ServiceUrls", &services),
+            // The agent may read this secret, and no other.
+            (
+                "ServiceSecretArns",
+                "arn:aws:secretsmanager:us-east-1:*:secret:sas-drone-key-??????",
+            ),
+        ],
+    )
+    .await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&stack.sdk);
+    secrets
+        .create_secret()
+        .name("sas-drone-key")
+        .secret_string("drone-key-1")
+        .send()
+        .await
+        .expect("the secret created");
+    let require = |key: &str| {
+        remote.mocks.set_faults(
+            "drone",
+            serde_json::from_value(json!({ "api_key": key })).expect("faults"),
+        );
+    };
+    require("drone-key-1");
+    put_task(&stack, "keyed-1", &readme_delivery()).await;
+    wait_for_task(
+        &stack,
+        "keyed-1",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+
+    // Rotated: the service takes only the new key; the agent, holding the old one,
+    // is refused, reads the secret again, and calls again with the new one.
+    secrets
+        .put_secret_value()
+        .secret_id("sas-drone-key")
+        .secret_string("drone-key-2")
+        .send()
+        .await
+        .expect("the secret rotated");
+    require("drone-key-2");
+    put_task(&stack, "keyed-2", &readme_delivery()).await;
+    let task = wait_for_task(
+        &stack,
+        "keyed-2",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+    for id in ["keyed-1", "keyed-2"] {
+        let drone: Vec<_> = remote
+            .effects(id)
+            .into_iter()
+            .filter(|(service, _, _)| service == "drone")
+            .collect();
+        assert_eq!(drone.len(), 1, "{id}: the drone scheduled once: {drone:?}");
+    }
+    let logs = stack.logs("AgentFunction").await;
+    assert!(
+        logs.iter()
+            .any(|line| line.contains("the credential was refused and has changed")),
+        "the agent says it took the new key:\n{}",
+        logs.join("\n")
+    );
+    assert!(
+        logs.iter().all(|line| !line.contains("drone-key-")),
+        "no log line holds a key:\n{}",
+        logs.join("\n")
+    );
+}
