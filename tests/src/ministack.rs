@@ -172,6 +172,25 @@ impl Answer {
     }
 }
 
+/// An IAM access key: who signs a request.
+#[derive(Debug, Clone)]
+pub struct AccessKey {
+    /// The key's id.
+    pub id: String,
+    /// Its secret.
+    pub secret: String,
+}
+
+impl AccessKey {
+    /// The emulator's account root.
+    fn root() -> Self {
+        Self {
+            id: ACCESS_KEY.to_owned(),
+            secret: ACCESS_KEY.to_owned(),
+        }
+    }
+}
+
 /// Sends HTTP requests to MiniStack, signed with SigV4 as the root when asked: the
 /// operator's requests to the API, and the harness's calls of the AWS APIs it has no SDK
 /// crate for (API Gateway, Lambda, CloudWatch and its logs), in their JSON protocols.
@@ -203,14 +222,31 @@ impl Client {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Answer {
+        let signer = service.map(|service| (service, AccessKey::root()));
+        self.send_as(method, url, signer, headers, body).await
+    }
+
+    /// Sends a request to `url`; with a service and a key, signed for the service with
+    /// the key.
+    ///
+    /// # Panics
+    /// When the request cannot be signed or sent.
+    pub async fn send_as(
+        &self,
+        method: &str,
+        url: &str,
+        signer: Option<(&str, AccessKey)>,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Answer {
         let method_name = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
         let mut request = self.http.request(method_name, url).body(body.to_vec());
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        if let Some(service) = service {
+        if let Some((service, key)) = signer {
             let identity: Identity =
-                Credentials::new(ACCESS_KEY, ACCESS_KEY, None, None, "ministack").into();
+                Credentials::new(key.id, key.secret, None, None, "ministack").into();
             let params = v4::SigningParams::builder()
                 .identity(&identity)
                 .region(REGION)
@@ -608,7 +644,69 @@ impl Deployment {
         body: Option<&Value>,
         signed: bool,
     ) -> Answer {
-        self.send(method, path, body, signed, None).await
+        self.send(method, path, body, signed.then(AccessKey::root), None)
+            .await
+    }
+
+    /// A request to the API signed with `key`.
+    pub async fn call_signed_as(
+        &self,
+        key: &AccessKey,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Answer {
+        self.send(method, path, body, Some(key.clone()), None).await
+    }
+
+    /// An IAM user of the emulator's account named `name`, with `policy` and an access
+    /// key: the key.
+    ///
+    /// # Panics
+    /// When IAM refuses.
+    pub async fn iam_user(&self, name: &str, policy: &Value) -> AccessKey {
+        let iam = |body: String| {
+            let client = &self.client;
+            async move {
+                let answer = client
+                    .send(
+                        "POST",
+                        &format!("{}/", self.ministack.endpoint),
+                        Some("iam"),
+                        &[("content-type", "application/x-www-form-urlencoded")],
+                        body.as_bytes(),
+                    )
+                    .await;
+                assert_eq!(answer.status, 200, "{body}: {}", answer.body);
+                answer.body
+            }
+        };
+        iam(format!(
+            "Action=CreateUser&UserName={name}&Version=2010-05-08"
+        ))
+        .await;
+        let document = percent_encoding::utf8_percent_encode(
+            &policy.to_string(),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string();
+        iam(format!(
+            "Action=PutUserPolicy&UserName={name}&PolicyName=api&PolicyDocument={document}&Version=2010-05-08"
+        ))
+        .await;
+        let created = iam(format!(
+            "Action=CreateAccessKey&UserName={name}&Version=2010-05-08"
+        ))
+        .await;
+        let element = |tag: &str| {
+            let start = created.find(&format!("<{tag}>")).expect(tag) + tag.len() + 2;
+            let end = created[start..].find('<').expect("its end") + start;
+            created[start..end].to_owned()
+        };
+        AccessKey {
+            id: element("AccessKeyId"),
+            secret: element("SecretAccessKey"),
+        }
     }
 
     /// A request to the API with `token` as its bearer token.
@@ -619,7 +717,7 @@ impl Deployment {
         path: &str,
         body: Option<&Value>,
     ) -> Answer {
-        self.send(method, path, body, false, token).await
+        self.send(method, path, body, None, token).await
     }
 
     async fn send(
@@ -627,7 +725,7 @@ impl Deployment {
         method: &str,
         path: &str,
         body: Option<&Value>,
-        signed: bool,
+        signer: Option<AccessKey>,
         token: Option<&str>,
     ) -> Answer {
         let body = body.map(Value::to_string).unwrap_or_default();
@@ -640,10 +738,10 @@ impl Deployment {
             headers.push(("authorization", bearer.as_str()));
         }
         self.client
-            .send(
+            .send_as(
                 method,
                 &format!("{}{path}", self.api),
-                signed.then_some("execute-api"),
+                signer.map(|key| ("execute-api", key)),
                 &headers,
                 body.as_bytes(),
             )

@@ -958,3 +958,96 @@ async fn a_services_key_comes_from_secrets_manager_and_a_rotated_one_is_picked_u
         logs.join("\n")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owner() {
+    let remote = Remote::start(true).await;
+    // The template's default AuthMode: IAM.
+    let stack = Deployment::with_services_and(&remote, &[("AuthMode", "IAM")]).await;
+    // The callers' policy as the README gives it: their routes, not the operator's (an
+    // IAM wildcard spans '/': "*/tasks*" would match /operator/tasks too).
+    let client = json!({ "Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow",
+        "Action": "execute-api:Invoke",
+        "Resource": [
+            "arn:aws:execute-api:*:*:*/*/POST/tasks",
+            "arn:aws:execute-api:*:*:*/*/POST/tasks/*",
+            "arn:aws:execute-api:*:*:*/*/PUT/tasks/*",
+            "arn:aws:execute-api:*:*:*/*/GET/tasks*",
+            "arn:aws:execute-api:*:*:*/*/GET/me",
+            "arn:aws:execute-api:*:*:*/*/GET/workflows",
+        ],
+    }]});
+    let alice = stack.iam_user("alice", &client).await;
+    let bob = stack.iam_user("bob", &client).await;
+    let delivery = readme_delivery();
+
+    let unsigned = stack
+        .call("PUT", "/tasks/order-1", Some(&delivery), false)
+        .await;
+    assert_eq!(unsigned.status, 403, "unsigned: {}", unsigned.body);
+    for key in [&alice, &bob] {
+        let answer = stack
+            .call_signed_as(key, "PUT", "/tasks/order-1", Some(&delivery))
+            .await;
+        assert_eq!(answer.status, 202, "{}", answer.body);
+    }
+    let me = stack
+        .call_signed_as(&alice, "GET", "/me", None)
+        .await
+        .json();
+    let alice_arn = me["owner"].as_str().expect("an owner").to_owned();
+    assert!(alice_arn.ends_with(":user/alice"), "{me}");
+    let answer = stack
+        .call_signed_as(&bob, "PUT", "/tasks/bobs-only", Some(&delivery))
+        .await;
+    assert_eq!(answer.status, 202, "{}", answer.body);
+    let answer = stack
+        .call_signed_as(&alice, "GET", "/tasks/bobs-only", None)
+        .await;
+    assert_eq!(
+        status_and_code(&answer),
+        (404, Some("not_found".into())),
+        "{}",
+        answer.body
+    );
+
+    let answer = stack
+        .call_signed_as(&alice, "GET", "/operator/tasks?state=Error", None)
+        .await;
+    assert_eq!(
+        answer.status, 403,
+        "a client on the operator routes: {}",
+        answer.body
+    );
+
+    // The root, whom IAM lets call the operator routes, reads both order-1 tasks by
+    // their owners' full ids.
+    for (key, user) in [(&alice, "alice"), (&bob, "bob")] {
+        let owner = stack.call_signed_as(key, "GET", "/me", None).await.json()["owner"]
+            .as_str()
+            .expect("an owner")
+            .to_owned();
+        let id = TaskId::scoped(
+            &Owner::new(owner.clone()).expect("an owner"),
+            &TaskId::parse("order-1").expect("an id"),
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let task = loop {
+            let answer = stack
+                .call("GET", &format!("/operator/tasks/{id}"), None, true)
+                .await;
+            assert_eq!(answer.status, 200, "{user}: {}", answer.body);
+            let task = answer.json();
+            if task["state"] == "Processed" || tokio::time::Instant::now() >= deadline {
+                break task;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        assert_eq!(
+            (task["owner"].as_str(), task["state"].as_str()),
+            (Some(owner.as_str()), Some("Processed")),
+            "{task}"
+        );
+    }
+}
