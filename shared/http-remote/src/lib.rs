@@ -123,12 +123,18 @@ impl HttpRemote {
         if let Some(value) = cached().filter(|_| !fresh) {
             return Ok(value);
         }
-        let value = self.secrets.read(reference).await.map_err(|error| {
-            warn!(service, error = %Chain(&error), "a service's credential could not be read");
-            RemoteError::Transient(format!(
-                "service '{service}': its credential could not be read"
-            ))
-        })?;
+        // A secret written from a file often ends with a newline, which no header may hold.
+        let value = self
+            .secrets
+            .read(reference)
+            .await
+            .map(|v| v.trim().to_owned())
+            .map_err(|error| {
+                warn!(service, error = %Chain(&error), "a service's credential could not be read");
+                RemoteError::Transient(format!(
+                    "service '{service}': its credential could not be read"
+                ))
+            })?;
         self.cached
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

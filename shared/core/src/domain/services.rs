@@ -152,6 +152,27 @@ struct Full {
     credential: Option<Credential>,
 }
 
+/// Whether `name` may name an HTTP header (a token of RFC 9110).
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Refuses a header that HTTP cannot carry, naming where it is.
+fn check_header(service: &str, name: &str, value: Option<&str>) -> Result<(), String> {
+    if !is_header_name(name) {
+        return Err(format!("{service}: '{name}' is not a header name"));
+    }
+    if value.is_some_and(|v| v.bytes().any(|b| b.is_ascii_control() && b != b'\t')) {
+        return Err(format!(
+            "{service}: the header {name} has a control character"
+        ));
+    }
+    Ok(())
+}
+
 /// Reads the services from their JSON.
 ///
 /// # Errors
@@ -184,6 +205,12 @@ pub fn parse(json: &str) -> Result<HashMap<String, Service>, String> {
                     return Err(format!("{name}: {reason}"));
                 }
             };
+            for (header, value) in &service.headers {
+                check_header(&name, header, Some(value))?;
+            }
+            if let Some(credential) = &service.credential {
+                check_header(&name, &credential.header, credential.prefix.as_deref())?;
+            }
             Ok((name, service))
         })
         .collect()
@@ -231,6 +258,18 @@ mod tests {
                 "unknown field `retries`",
             ),
             (r#"{"p": 3}"#, "p: "),
+            (
+                r#"{"p": {"url": "u", "headers": {"X Tenant": "a"}}}"#,
+                "p: 'X Tenant' is not a header name",
+            ),
+            (
+                r#"{"p": {"url": "u", "headers": {"X-Tenant": "a\nb"}}}"#,
+                "control character",
+            ),
+            (
+                r#"{"p": {"url": "u", "credential": {"secret": "env:K", "header": ""}}}"#,
+                "not a header name",
+            ),
             ("[]", "expected a JSON object"),
         ] {
             let error = parse(json).expect_err(json);
