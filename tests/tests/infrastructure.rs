@@ -711,3 +711,74 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_tri
     );
     assert_eq!(alarms, cdk.alarms(), "the alarms");
 }
+
+impl Deployed {
+    /// The API's routes, each with who may call it, and the stage's throttling, with
+    /// each parameter at its default.
+    fn api(&self) -> Value {
+        let mut routes: Vec<Value> = self
+            .of_type("AWS::ApiGatewayV2::Route")
+            .map(|(_, route)| {
+                let p = &route["Properties"];
+                json!({
+                    "route": self.render(&p["RouteKey"]),
+                    "authorization": self.chosen(&p["AuthorizationType"]).map(|t| self.render(t)),
+                    // CDK writes no scopes as an empty list, SAM leaves them out.
+                    "scopes": self
+                        .chosen(&p["AuthorizationScopes"])
+                        .map(|s| self.texts(s))
+                        .filter(|s| !s.is_empty()),
+                })
+            })
+            .collect();
+        routes.sort_by_key(Value::to_string);
+        let stages: Vec<Value> = self
+            .of_type("AWS::ApiGatewayV2::Stage")
+            .map(|(_, stage)| {
+                let p = &stage["Properties"];
+                let throttling = |settings: &Value| {
+                    json!([
+                        self.render(&settings["ThrottlingRateLimit"]),
+                        self.render(&settings["ThrottlingBurstLimit"]),
+                    ])
+                };
+                let per_route: serde_json::Map<String, Value> = p["RouteSettings"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(route, settings)| (route.clone(), throttling(settings)))
+                    .collect();
+                json!({
+                    "stage": self.render(&p["StageName"]),
+                    "default": throttling(&p["DefaultRouteSettings"]),
+                    "routes": per_route,
+                })
+            })
+            .collect();
+        let reserved: Vec<String> = self
+            .of_type("AWS::Lambda::Function")
+            .filter_map(|(id, function)| {
+                let reserved =
+                    self.chosen(&function["Properties"]["ReservedConcurrentExecutions"])?;
+                Some(format!("{}={}", Self::canonical(id), self.render(reserved)))
+            })
+            .collect();
+        json!({ "routes": routes, "stages": stages, "reserved_concurrency": reserved })
+    }
+}
+
+#[test]
+fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
+    let (sam, cdk) = (Deployed::sam(), Deployed::cdk());
+    let api = sam.api();
+    assert_eq!(api["routes"].as_array().map(Vec::len), Some(10), "{api:#}");
+    assert!(
+        api["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|r| r["authorization"] == "AWS_IAM"),
+        "by default every route needs IAM: {api:#}"
+    );
+    assert_eq!(api, cdk.api(), "the API, SAM then CDK");
+}

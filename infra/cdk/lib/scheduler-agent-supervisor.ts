@@ -420,7 +420,8 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     const stage = api.defaultStage?.node.defaultChild as apigw.CfnStage;
     stage.defaultRouteSettings = { throttlingBurstLimit: throttling.burst, throttlingRateLimit: throttling.rate };
-    const read = { throttlingBurstLimit: throttling.readRate, throttlingRateLimit: throttling.readRate };
+    // RouteSettings is JSON to CDK, written into the template as it is: CloudFormation's names.
+    const read = { ThrottlingBurstLimit: throttling.readRate, ThrottlingRateLimit: throttling.readRate };
     stage.routeSettings = Object.fromEntries(
       ["GET /tasks/{id}", "GET /tasks", "GET /operator/tasks/{id}", "GET /operator/tasks"].map((key) => [key, read]),
     );
