@@ -115,7 +115,7 @@ fn each_adapter_crate_brings_only_its_own_service() {
         "the task state on AWS calls no remote service and reads no credential",
     );
     assert_free_of(
-        "sas-secrets",
+        "sas-credentials",
         &[
             &SQLITE[..],
             &[
@@ -128,7 +128,7 @@ fn each_adapter_crate_brings_only_its_own_service() {
             ],
         ]
         .concat(),
-        "the credentials' store is Secrets Manager and Parameter Store alone",
+        "the credentials are Secrets Manager, Parameter Store and SigV4 alone",
     );
 }
 
@@ -163,7 +163,12 @@ fn each_lambda_function_links_only_what_it_runs() {
     );
     assert_eq!(
         project_crates("sas-agent"),
-        ["sas-core", "sas-http-remote", "sas-lambda", "sas-secrets"],
+        [
+            "sas-core",
+            "sas-credentials",
+            "sas-http-remote",
+            "sas-lambda",
+        ],
         "sas-agent: the project's crates it links"
     );
     for function in FUNCTIONS {

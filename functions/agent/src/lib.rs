@@ -22,7 +22,7 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
         Arc::new(HttpRemote::new(
             config.services.clone(),
             None,
-            Arc::new(sas_secrets::AwsSecrets::new(sdk)),
+            Arc::new(sas_credentials::AwsCredentials::new(sdk)),
         )),
         sqs,
         Arc::new(WallClock),

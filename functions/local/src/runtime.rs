@@ -19,7 +19,7 @@ use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics};
 use sas_core::step_caller::StepCaller;
 use sas_core::time::Clock;
 use sas_embedded::{Durability, Embedded, QueueSettings};
-use sas_http_remote::{EnvSecrets, HttpRemote};
+use sas_http_remote::{HttpRemote, LocalCredentials};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
@@ -138,7 +138,7 @@ impl System {
             Arc::new(HttpRemote::new(
                 settings.services.clone(),
                 settings.services_fallback.clone(),
-                Arc::new(EnvSecrets),
+                Arc::new(LocalCredentials),
             )),
             Arc::clone(&backend) as _,
             clock,

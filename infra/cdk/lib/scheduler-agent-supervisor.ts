@@ -52,6 +52,7 @@ export type ServiceSettings =
       readonly headers?: Record<string, string>;
       readonly timeout?: string;
       readonly credential?: { readonly secret: string; readonly header?: string; readonly prefix?: string };
+      readonly sigv4?: { readonly service: string; readonly region: string };
     };
 
 /** The four functions, by the name of their binary without the `sas-` prefix. */
@@ -96,6 +97,8 @@ export interface SchedulerAgentSupervisorProps {
    */
   readonly serviceSecretArns?: string[];
   readonly serviceParameterArns?: string[];
+  /** The API Gateway APIs the agents may call signed with SigV4, as execute-api ARNs. Default: none. */
+  readonly serviceApiArns?: string[];
   /** Who may call the API. Default: IAM. */
   readonly authentication?: Authentication;
   /**
@@ -300,6 +303,11 @@ export class SchedulerAgentSupervisor extends Construct {
     if (props.serviceParameterArns?.length) {
       this.functions.agent.addToRolePolicy(
         new iam.PolicyStatement({ actions: ["ssm:GetParameter"], resources: props.serviceParameterArns }),
+      );
+    }
+    if (props.serviceApiArns?.length) {
+      this.functions.agent.addToRolePolicy(
+        new iam.PolicyStatement({ actions: ["execute-api:Invoke"], resources: props.serviceApiArns }),
       );
     }
     this.connect(

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::domain::ids::{QueueName, TaskId};
 use crate::domain::messages::{Alert, Method};
-use crate::domain::services::SecretRef;
+use crate::domain::services::{SecretRef, SigV4};
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
 use crate::time::Timestamp;
@@ -295,25 +295,60 @@ pub trait RemoteCall: Send + Sync {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError>;
 }
 
-/// Why a secret could not be read: its text names the secret, never a value.
+/// Why a credential could not be had: its text names it (a secret by its reference),
+/// never a value.
 #[derive(Debug, thiserror::Error)]
-#[error("secret {secret} could not be read")]
-pub struct SecretError {
-    /// The secret.
-    pub secret: SecretRef,
+#[error("{what} could not be had")]
+pub struct CredentialError {
+    /// Which: `secretsmanager:prod/key`, `SigV4 for execute-api`...
+    pub what: String,
     /// What went wrong.
     #[source]
     pub cause: Cause,
 }
 
-/// Reads secrets: the remote services' credentials.
+impl CredentialError {
+    /// `what` could not be had, because of `cause`.
+    pub fn new(what: impl ToString, cause: impl Into<Cause>) -> Self {
+        Self {
+            what: what.to_string(),
+            cause: cause.into(),
+        }
+    }
+}
+
+/// A request to sign: what SigV4 signs of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Unsigned<'a> {
+    /// GET, POST...
+    pub method: &'a str,
+    /// The whole URL.
+    pub url: &'a str,
+    /// The headers to sign beside `host`.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// The remote services' credentials: secrets, and signatures made with the process's
+/// own identity.
 #[async_trait]
-pub trait Secrets: Send + Sync {
+pub trait Credentials: Send + Sync {
     /// The secret's current value.
     ///
     /// # Errors
-    /// [`SecretError`] when it cannot be read.
-    async fn read(&self, secret: &SecretRef) -> Result<String, SecretError>;
+    /// [`CredentialError`] when it cannot be read.
+    async fn secret(&self, secret: &SecretRef) -> Result<String, CredentialError>;
+
+    /// The headers that sign `request` with SigV4 as `signing` says.
+    ///
+    /// # Errors
+    /// [`CredentialError`] when there is no identity to sign with.
+    async fn sign(
+        &self,
+        signing: &SigV4,
+        request: Unsigned<'_>,
+    ) -> Result<Vec<(String, String)>, CredentialError>;
 }
 
 /// A message received from a queue, to delete once handled.

@@ -1,9 +1,10 @@
 //! Remote services over HTTP: a POST of the step's payload to the service's base
 //! URL and the step's path, with the idempotency key in an `Idempotency-Key` header,
 //! the service's headers, and its credential: a secret read through the
-//! [`Secrets`] port, kept for [`SECRET_TTL`], and read again when the service
-//! answers 401 (it was rotated), the call then made once more with the new value.
-//! A secret's value is never logged nor put in an error.
+//! [`Credentials`] port, kept for [`SECRET_TTL`], and read again when the service
+//! answers 401 (it was rotated), the call then made once more with the new value;
+//! or, for an AWS-hosted API, a SigV4 signature made through the same port. A
+//! secret's value is never logged nor put in an error.
 //!
 //! What a service answers is read as the step's output only when it is a 2xx with
 //! a JSON body (or none) within [`MAX_STEP_OUTPUT`]; a redirect is not followed (a
@@ -24,8 +25,13 @@ use tracing::{info, warn};
 
 use sas_core::domain::limits::MAX_STEP_OUTPUT;
 use sas_core::domain::messages::Method;
-use sas_core::domain::services::{Credential, SecretRef, Service};
-use sas_core::ports::{Chain, RemoteCall, RemoteError, RemoteRequest, SecretError, Secrets};
+use sas_core::domain::services::{Credential, SecretRef, Service, SigV4};
+use sas_core::ports::{
+    Chain, CredentialError, Credentials, RemoteCall, RemoteError, RemoteRequest, Unsigned,
+};
+
+/// The payload's media type.
+const JSON: &str = "application/json";
 
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
@@ -42,29 +48,37 @@ pub struct HttpRemote {
     client: OnceLock<reqwest::Client>,
     services: HashMap<String, Service>,
     fallback: Option<String>,
-    secrets: Arc<dyn Secrets>,
+    credentials: Arc<dyn Credentials>,
     /// Secrets read, with when.
     cached: Mutex<HashMap<SecretRef, (String, Instant)>>,
 }
 
-/// Secrets from the process's environment (`env:` ones only): the local process's.
-pub struct EnvSecrets;
+/// The local process's credentials: secrets from its environment (`env:` ones only),
+/// and no identity to sign with.
+pub struct LocalCredentials;
 
 #[async_trait]
-impl Secrets for EnvSecrets {
-    async fn read(&self, secret: &SecretRef) -> Result<String, SecretError> {
-        let failed = |cause: &str| SecretError {
-            secret: secret.clone(),
-            cause: cause.into(),
-        };
+impl Credentials for LocalCredentials {
+    async fn secret(&self, secret: &SecretRef) -> Result<String, CredentialError> {
         match secret {
-            SecretRef::Env(name) => {
-                std::env::var(name).map_err(|_| failed("the variable is not set"))
-            }
-            SecretRef::SecretsManager(_) | SecretRef::Ssm(_) => {
-                Err(failed("only env: secrets are read by this process"))
-            }
+            SecretRef::Env(name) => std::env::var(name)
+                .map_err(|_| CredentialError::new(secret, "the variable is not set")),
+            SecretRef::SecretsManager(_) | SecretRef::Ssm(_) => Err(CredentialError::new(
+                secret,
+                "only env: secrets are read by this process",
+            )),
         }
+    }
+
+    async fn sign(
+        &self,
+        signing: &SigV4,
+        _: Unsigned<'_>,
+    ) -> Result<Vec<(String, String)>, CredentialError> {
+        Err(CredentialError::new(
+            format!("SigV4 for {}", signing.service),
+            "this process has no AWS identity to sign with",
+        ))
     }
 }
 
@@ -78,19 +92,19 @@ enum BodyError {
 
 impl HttpRemote {
     /// Services by name (base URLs such as `https://account.example.com/v1`, with
-    /// their headers and credentials read from `secrets`); a service not named is at
+    /// their headers, and credentials from `credentials`); a service not named is at
     /// `<fallback>/<service>`, when there is a fallback.
     #[must_use]
     pub fn new(
         services: HashMap<String, Service>,
         fallback: Option<String>,
-        secrets: Arc<dyn Secrets>,
+        credentials: Arc<dyn Credentials>,
     ) -> Self {
         Self {
             client: OnceLock::new(),
             services,
             fallback,
-            secrets,
+            credentials,
             cached: Mutex::new(HashMap::new()),
         }
     }
@@ -125,8 +139,8 @@ impl HttpRemote {
         }
         // A secret written from a file often ends with a newline, which no header may hold.
         let value = self
-            .secrets
-            .read(reference)
+            .credentials
+            .secret(reference)
             .await
             .map(|v| v.trim().to_owned())
             .map_err(|error| {
@@ -151,22 +165,46 @@ impl HttpRemote {
         secret: Option<&str>,
     ) -> Result<reqwest::Response, RemoteError> {
         let name = request.service.as_str();
+        let method = http_method(request.method);
+        let body = serde_json::to_vec(&request.payload)
+            .map_err(|e| RemoteError::Permanent(format!("the payload cannot be sent: {e}")))?;
+        let timeout = service
+            .timeout
+            .map_or(request.timeout, |t| t.min(request.timeout));
         let mut builder = self
             .client()?
-            .request(http_method(request.method), url)
+            .request(method.clone(), url)
+            .header(reqwest::header::CONTENT_TYPE, JSON)
             .header(IDEMPOTENCY_KEY, &request.idempotency_key)
-            .timeout(
-                service
-                    .timeout
-                    .map_or(request.timeout, |t| t.min(request.timeout)),
-            )
-            .json(&request.payload);
+            .timeout(timeout);
         for (header, value) in &service.headers {
             builder = builder.header(header, value);
         }
         if let (Some(credential), Some(secret)) = (&service.credential, secret) {
             builder = builder.header(&credential.header, credential.header_value(secret));
         }
+        if let Some(signing) = &service.sigv4 {
+            let unsigned = Unsigned {
+                method: method.as_str(),
+                url,
+                headers: &[("content-type", JSON)],
+                body: &body,
+            };
+            let signature = self
+                .credentials
+                .sign(signing, unsigned)
+                .await
+                .map_err(|error| {
+                    warn!(service = name, error = %Chain(&error), "a call could not be signed");
+                    RemoteError::Transient(format!(
+                        "service '{name}': its call could not be signed"
+                    ))
+                })?;
+            for (header, value) in signature {
+                builder = builder.header(header, value);
+            }
+        }
+        let builder = builder.body(body);
         builder.send().await.map_err(|error| {
             warn!(service = name, %url, %error, "remote call failed");
             RemoteError::Transient(format!("service '{name}' {}", failure(&error)))
@@ -359,7 +397,7 @@ mod tests {
         let remote = HttpRemote::new(
             HashMap::from([("svc".to_owned(), Service::at(url))]),
             None,
-            Arc::new(EnvSecrets),
+            Arc::new(LocalCredentials),
         );
         remote
             .call(&RemoteRequest {
@@ -381,10 +419,31 @@ mod tests {
     }
 
     #[async_trait]
-    impl Secrets for Vault {
-        async fn read(&self, _: &SecretRef) -> Result<String, SecretError> {
+    impl Credentials for Vault {
+        async fn secret(&self, _: &SecretRef) -> Result<String, CredentialError> {
             self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(self.value.lock().expect("lock").clone())
+        }
+
+        /// "Signs" with the secret as the key, and says what it was given to sign.
+        async fn sign(
+            &self,
+            signing: &SigV4,
+            request: Unsigned<'_>,
+        ) -> Result<Vec<(String, String)>, CredentialError> {
+            let signed = format!(
+                "{} {} {} {}",
+                signing.service,
+                signing.region,
+                request.method,
+                String::from_utf8_lossy(request.body)
+            );
+            let key = self.value.lock().expect("lock").clone();
+            Ok(vec![
+                ("x-api-key".into(), key),
+                ("x-tenant".into(), "acme".into()),
+                ("x-signed".into(), signed),
+            ])
         }
     }
 
@@ -427,7 +486,7 @@ mod tests {
                 "credential": {{"secret": "secretsmanager:svc-key", "header": "X-Api-Key"}}}}}}"#
         ))
         .expect("services");
-        let remote = HttpRemote::new(services, None, Arc::clone(&vault) as Arc<dyn Secrets>);
+        let remote = HttpRemote::new(services, None, Arc::clone(&vault) as Arc<dyn Credentials>);
         let request = RemoteRequest {
             service: "svc".into(),
             method: Method::Post,
@@ -475,7 +534,7 @@ mod tests {
             r#"{"svc": {"url": "http://127.0.0.1:9", "credential": {"secret": "env:SAS_TEST_UNSET_SECRET"}}}"#,
         )
         .expect("services");
-        let remote = HttpRemote::new(services, None, Arc::new(EnvSecrets));
+        let remote = HttpRemote::new(services, None, Arc::new(LocalCredentials));
         let error = remote
             .call(&RemoteRequest {
                 service: "svc".into(),
@@ -490,6 +549,66 @@ mod tests {
         assert!(
             matches!(&error, RemoteError::Transient(reason) if reason.contains("credential")),
             "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sigv4_service_is_called_with_the_headers_its_signature_gives_over_the_body_sent() {
+        let (url, _, heads) = guarded("key-1").await;
+        let vault = Arc::new(Vault::default());
+        *vault.value.lock().expect("lock") = "key-1".into();
+        let services = sas_core::domain::services::parse(&format!(
+            r#"{{"svc": {{"url": "{url}", "sigv4": {{"service": "execute-api", "region": "eu-west-1"}}}}}}"#
+        ))
+        .expect("services");
+        let remote = HttpRemote::new(services, None, Arc::clone(&vault) as Arc<dyn Credentials>);
+        let answer = remote
+            .call(&RemoteRequest {
+                service: "svc".into(),
+                method: Method::Put,
+                path: "/op".into(),
+                idempotency_key: "k".into(),
+                payload: serde_json::json!({"a": 1}),
+                timeout: Duration::from_secs(5),
+            })
+            .await;
+        assert_eq!(answer.expect("taken"), serde_json::json!({}));
+        let sent = heads.lock().expect("lock").clone();
+        assert_eq!(sent.len(), 1);
+        assert!(
+            sent[0].contains(r#"x-signed: execute-api eu-west-1 put {"a":1}"#)
+                && sent[0].ends_with(r#"{"a":1}"#),
+            "the body signed is the body sent: {}",
+            sent[0]
+        );
+
+        let local = HttpRemote::new(
+            sas_core::domain::services::parse(&format!(
+                r#"{{"svc": {{"url": "{url}", "sigv4": {{"service": "execute-api", "region": "r"}}}}}}"#
+            ))
+            .expect("services"),
+            None,
+            Arc::new(LocalCredentials),
+        );
+        let refused = local
+            .call(&RemoteRequest {
+                service: "svc".into(),
+                method: Method::Post,
+                path: "/op".into(),
+                idempotency_key: "k".into(),
+                payload: serde_json::json!({}),
+                timeout: Duration::from_secs(5),
+            })
+            .await
+            .expect_err("no identity to sign with");
+        assert!(
+            matches!(&refused, RemoteError::Transient(reason) if reason.contains("could not be signed")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            heads.lock().expect("lock").len(),
+            1,
+            "nothing sent unsigned"
         );
     }
 

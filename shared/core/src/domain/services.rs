@@ -1,5 +1,6 @@
 //! How the agents reach the remote services: by service name, a base URL, headers
-//! sent with every call, a timeout, and a credential read from a secret store.
+//! sent with every call, a timeout, a credential read from a secret store, and
+//! SigV4 signing for an AWS-hosted API (with the agent's own identity).
 //!
 //! Written as JSON (`SERVICE_URLS` on Lambda, `SAS_SERVICES` locally); a service may
 //! be its URL alone:
@@ -30,6 +31,18 @@ pub struct Service {
     pub timeout: Option<Duration>,
     /// A secret sent with every call.
     pub credential: Option<Credential>,
+    /// Every call signed with SigV4, for an AWS-hosted API.
+    pub sigv4: Option<SigV4>,
+}
+
+/// Signing for an AWS-hosted API: its service's signing name and its region.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigV4 {
+    /// The signing name: `execute-api` for API Gateway, `lambda` for a function URL.
+    pub service: String,
+    /// The API's region.
+    pub region: String,
 }
 
 impl Service {
@@ -41,6 +54,7 @@ impl Service {
             headers: BTreeMap::new(),
             timeout: None,
             credential: None,
+            sigv4: None,
         }
     }
 }
@@ -150,6 +164,8 @@ struct Full {
     timeout: Option<String>,
     #[serde(default)]
     credential: Option<Credential>,
+    #[serde(default)]
+    sigv4: Option<SigV4>,
 }
 
 /// Whether `name` may name an HTTP header (a token of RFC 9110).
@@ -196,6 +212,7 @@ pub fn parse(json: &str) -> Result<HashMap<String, Service>, String> {
                     url: full.url,
                     headers: full.headers,
                     credential: full.credential,
+                    sigv4: full.sigv4,
                 },
                 // Untagged enums say only that nothing matched: read it in full for the reason.
                 Err(_) => {
@@ -210,6 +227,14 @@ pub fn parse(json: &str) -> Result<HashMap<String, Service>, String> {
             }
             if let Some(credential) = &service.credential {
                 check_header(&name, &credential.header, credential.prefix.as_deref())?;
+                if service.sigv4.is_some()
+                    && credential.header.eq_ignore_ascii_case("authorization")
+                {
+                    return Err(format!(
+                        "{name}: the credential and sigv4 would both write Authorization; \
+                         give the credential another header"
+                    ));
+                }
             }
             Ok((name, service))
         })
@@ -246,6 +271,18 @@ mod tests {
             prefix: None,
         };
         assert_eq!(bearer.header_value("t"), "Bearer t");
+        let signed = parse(
+            r#"{"api": {"url": "https://a.execute-api.eu-west-1.amazonaws.com",
+                        "sigv4": {"service": "execute-api", "region": "eu-west-1"}}}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            signed["api"].sigv4,
+            Some(SigV4 {
+                service: "execute-api".into(),
+                region: "eu-west-1".into()
+            })
+        );
 
         for (json, expected) in [
             (
@@ -258,6 +295,10 @@ mod tests {
                 "unknown field `retries`",
             ),
             (r#"{"p": 3}"#, "p: "),
+            (
+                r#"{"p": {"url": "u", "sigv4": {"service": "execute-api", "region": "r"}, "credential": {"secret": "env:K"}}}"#,
+                "both write Authorization",
+            ),
             (
                 r#"{"p": {"url": "u", "headers": {"X Tenant": "a"}}}"#,
                 "p: 'X Tenant' is not a header name",
