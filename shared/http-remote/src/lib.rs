@@ -127,15 +127,14 @@ impl HttpRemote {
         fresh: bool,
     ) -> Result<String, RemoteError> {
         let reference = &credential.secret;
-        let cached = || {
+        if !fresh {
             let cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
-            cached
+            if let Some((value, _)) = cached
                 .get(reference)
                 .filter(|(_, at)| at.elapsed() < SECRET_TTL)
-                .map(|(value, _)| value.clone())
-        };
-        if let Some(value) = cached().filter(|_| !fresh) {
-            return Ok(value);
+            {
+                return Ok(value.clone());
+            }
         }
         // A secret written from a file often ends with a newline, which no header may hold.
         let value = self
@@ -156,7 +155,8 @@ impl HttpRemote {
         Ok(value)
     }
 
-    /// Sends the request, with the service's headers and `secret` in its credential's.
+    /// Sends the request, with the service's headers, `secret` in its credential's
+    /// header, and signed when the service asks for SigV4.
     async fn send(
         &self,
         request: &RemoteRequest,
