@@ -490,6 +490,16 @@ impl Deployment {
             if std::fs::hard_link(binary, &bootstrap).is_err() {
                 std::fs::copy(binary, &bootstrap).expect("the function's binary copied");
             }
+            // The tests' workflows, packaged beside the binary as a deployment's own are.
+            let workflows = dir.join("workflows");
+            std::fs::create_dir_all(&workflows).expect("a workflows directory");
+            for file in
+                std::fs::read_dir(repository().join("tests/workflows")).expect("tests/workflows")
+            {
+                let file = file.expect("a workflow file").path();
+                std::fs::copy(&file, workflows.join(file.file_name().expect("a name")))
+                    .expect("a workflow copied");
+            }
         }
         std::fs::write(built.join("template.yaml"), deployable_template(&source))
             .expect("the built template");

@@ -870,8 +870,19 @@ async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_ow
     }
 }
 
+/// The drone operations a task's keys were applied with, sorted.
+fn drone_operations(remote: &Remote, id: &str) -> Vec<String> {
+    remote
+        .effects(id)
+        .into_iter()
+        .filter(|(service, _, _)| service == "drone")
+        .map(|(_, operation, _)| operation)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_services_key_comes_from_secrets_manager_and_a_rotated_one_is_picked_up_after_a_401() {
+async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_secrets_manager_rotated()
+ {
     let remote = Remote::start(true).await;
     let mut services = json!(sas_tests::aws::service_urls(&remote.url));
     services["drone"] = json!({
@@ -900,15 +911,17 @@ async fn a_services_key_comes_from_secrets_manager_and_a_rotated_one_is_picked_u
         .send()
         .await
         .expect("the secret created");
-    let require = |key: &str| {
-        remote.mocks.set_faults(
-            "drone",
-            serde_json::from_value(json!({ "api_key": key })).expect("faults"),
-        );
+    let faults = |service: &str, faults: Value| {
+        remote
+            .mocks
+            .set_faults(service, serde_json::from_value(faults).expect("faults"));
     };
-    require("drone-key-1");
-    put_task(&stack, "keyed-1", &readme_delivery()).await;
-    wait_for_task(
+    faults("drone", json!({ "api_key": "drone-key-1" }));
+    // A workflow packaged with the deployment (tests/workflows/drone-delivery-paths.json):
+    // the drone scheduled with a PUT at a path of the package's id.
+    let paths = json!({ "workflow": "drone-delivery-paths", "input": readme_delivery()["input"] });
+    put_task(&stack, "keyed-1", &paths).await;
+    let task = wait_for_task(
         &stack,
         "keyed-1",
         "Processed",
@@ -916,9 +929,17 @@ async fn a_services_key_comes_from_secrets_manager_and_a_rotated_one_is_picked_u
         |t| t["state"] == "Processed",
     )
     .await;
+    let package = task["steps"][1]["output"]["id"]
+        .as_str()
+        .expect("a package id");
+    assert_eq!(
+        drone_operations(&remote, "keyed-1"),
+        [format!("PUT /drones/for/{package}")]
+    );
 
-    // Rotated: the service takes only the new key; the agent, holding the old one,
-    // is refused, reads the secret again, and calls again with the new one.
+    // Rotated: the service takes only the new key; the agent, holding the old one, is
+    // refused, reads the secret again, and calls again with the new one. The delivery
+    // then fails for good: the drone is cancelled at the path of its own id.
     secrets
         .put_secret_value()
         .secret_id("sas-drone-key")
@@ -926,25 +947,40 @@ async fn a_services_key_comes_from_secrets_manager_and_a_rotated_one_is_picked_u
         .send()
         .await
         .expect("the secret rotated");
-    require("drone-key-2");
-    put_task(&stack, "keyed-2", &readme_delivery()).await;
+    faults("drone", json!({ "api_key": "drone-key-2" }));
+    faults("delivery", json!({ "permanent_error_rate": 1.0 }));
+    put_task(&stack, "keyed-2", &paths).await;
     let task = wait_for_task(
         &stack,
         "keyed-2",
-        "Processed",
+        "in Error",
         Duration::from_secs(60),
-        |t| t["state"] == "Processed",
+        |t| t["state"] == "Error",
     )
     .await;
-    assert_eq!(step_states(&task), ["Processed"; 5]);
-    for id in ["keyed-1", "keyed-2"] {
-        let drone: Vec<_> = remote
-            .effects(id)
-            .into_iter()
-            .filter(|(service, _, _)| service == "drone")
-            .collect();
-        assert_eq!(drone.len(), 1, "{id}: the drone scheduled once: {drone:?}");
-    }
+    assert_eq!(
+        step_states(&task),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Error"
+        ],
+        "{task:#}"
+    );
+    let package = task["steps"][1]["output"]["id"]
+        .as_str()
+        .expect("a package id");
+    let drone = task["steps"][3]["output"]["id"]
+        .as_str()
+        .expect("a drone id");
+    let mut expected = [
+        format!("PUT /drones/for/{package}"),
+        format!("DELETE /drones/{drone}"),
+    ];
+    expected.sort();
+    assert_eq!(drone_operations(&remote, "keyed-2"), expected);
     let logs = stack.logs("AgentFunction").await;
     assert!(
         logs.iter()

@@ -99,6 +99,11 @@ export interface SchedulerAgentSupervisorProps {
   readonly serviceParameterArns?: string[];
   /** The API Gateway APIs the agents may call signed with SigV4, as execute-api ARNs. Default: none. */
   readonly serviceApiArns?: string[];
+  /**
+   * A layer holding your workflow definitions in `workflows/`, run beside the built-in
+   * ones. Default: the built-in ones alone.
+   */
+  readonly workflowsLayer?: lambda.ILayerVersion;
   /** Who may call the API. Default: IAM. */
   readonly authentication?: Authentication;
   /**
@@ -274,6 +279,9 @@ export class SchedulerAgentSupervisor extends Construct {
       });
     this.functions = {
       submission: fn("submission", "Submits, reads, lists and resubmits tasks.", {
+        // Only the submission reads workflow files: the other functions run each task by
+        // the definition stored when it was submitted.
+        layers: props.workflowsLayer ? [props.workflowsLayer] : undefined,
         reservedConcurrentExecutions: submissionConcurrency === 0 ? undefined : submissionConcurrency,
       }),
       scheduler: fn("scheduler", "Claims tasks, records step results, dispatches steps and compensations."),

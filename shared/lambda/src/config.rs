@@ -104,7 +104,9 @@ pub struct Config {
     pub supervisor_batch: usize,
     /// The CloudWatch namespace of the metrics.
     pub metrics_namespace: String,
-    /// Where more workflow definitions are, beside the built-in ones.
+    /// Where more workflow definitions are, beside the built-in ones: on Lambda,
+    /// `workflows/` in the function's package or its layer (set at start, not read from
+    /// a variable).
     pub workflows_dir: Option<PathBuf>,
     /// How the API's callers are known.
     pub authentication: Authentication,

@@ -22,7 +22,7 @@ pub mod metrics;
 pub mod sdk;
 pub mod sqs;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
@@ -61,6 +61,10 @@ pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartE
     let lookup = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let built = Config::from_lookup(lookup)
         .map_err(StartError::from)
+        .map(|mut config| {
+            config.workflows_dir = packaged_workflows(lookup("LAMBDA_TASK_ROOT"));
+            config
+        })
         .and_then(|config| Ok((config, sdk_config(lookup)?)))
         .and_then(|(config, sdk)| build(&config, &sdk));
     match built {
@@ -71,6 +75,17 @@ pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartE
             std::process::exit(1)
         }
     }
+}
+
+/// Where a deployment's own workflow definitions are: `workflows/` in the function's
+/// package, beside its `bootstrap` (under `task_root`), or in a layer's (`/opt/workflows`);
+/// `None` when neither exists, and only the built-in ones run.
+fn packaged_workflows(task_root: Option<String>) -> Option<PathBuf> {
+    task_root
+        .map(|root| PathBuf::from(root).join("workflows"))
+        .into_iter()
+        .chain([PathBuf::from("/opt/workflows")])
+        .find(|dir| dir.is_dir())
 }
 
 /// Tells Lambda's Runtime API why the function could not start (`/init/error`).
