@@ -143,6 +143,19 @@ async fn each_caller_sees_only_its_own_tasks_by_its_own_ids_and_the_operator_see
         .await;
     assert_eq!(status, 202);
     assert_eq!(settled(&harness, &bob, "bobs-only").await["state"], "Error");
+    let (status, _, _) = harness
+        .call_as(
+            Some(&alice),
+            "PUT",
+            "/tasks/alices-failed",
+            Some(&delivery(None)),
+        )
+        .await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        settled(&harness, &alice, "alices-failed").await["state"],
+        "Error"
+    );
     for (method, path) in [
         ("GET", "/tasks/bobs-only"),
         ("POST", "/tasks/bobs-only/resubmit"),
@@ -165,9 +178,10 @@ async fn each_caller_sees_only_its_own_tasks_by_its_own_ids_and_the_operator_see
     let (_, _, listed) = harness
         .call_as(Some(&alice), "GET", "/tasks?state=Error", None)
         .await;
-    assert!(
-        ids(&listed).is_empty(),
-        "alice lists none of bob's: {listed}"
+    assert_eq!(
+        ids(&listed),
+        BTreeSet::from(["alices-failed".to_owned()]),
+        "alice lists hers, none of bob's: {listed}"
     );
     let (_, _, listed) = harness
         .call_as(Some(&bob), "GET", "/tasks?state=Error", None)
@@ -228,9 +242,30 @@ async fn each_caller_sees_only_its_own_tasks_by_its_own_ids_and_the_operator_see
         .await;
     assert_eq!(status, 200, "{all}");
     let listed = all["tasks"].as_array().expect("tasks");
-    assert_eq!(listed.len(), 1, "{all}");
-    assert_eq!(listed[0]["owner"], "bob");
-    let full_id = listed[0]["id"].as_str().expect("id");
+    let owned: BTreeSet<(String, String)> = listed
+        .iter()
+        .map(|t| {
+            let id = t["id"].as_str().expect("id");
+            let local = id.split_once('.').map_or(id, |(_, local)| local);
+            (
+                t["owner"].as_str().expect("an owner").to_owned(),
+                local.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        owned,
+        BTreeSet::from([
+            ("alice".to_owned(), "alices-failed".to_owned()),
+            ("bob".to_owned(), "bobs-only".to_owned()),
+        ]),
+        "the operator lists both callers' tasks, with their owners: {all}"
+    );
+    let full_id = listed
+        .iter()
+        .find(|t| t["owner"] == "bob")
+        .and_then(|t| t["id"].as_str())
+        .expect("bob's task");
     assert!(full_id.ends_with(".bobs-only"), "{full_id}");
 
     // The operator resubmits bob's task by its full id; bob sees it run again.
