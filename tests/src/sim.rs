@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sas_core::app::{App, Ports, QueueNames};
-use sas_core::domain::decide::Submission;
+use sas_core::domain::decide::{Resubmit, Submission};
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use sas_core::domain::resilience::BreakerSettings;
-use sas_core::domain::task::{Order, StepState, Task, TaskState};
+use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
 use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{
     AlertError, Alerts, Expired, NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall,
@@ -180,6 +180,19 @@ impl FaultyStore {
                 .reached_error
                 .insert((new.id.to_string(), new.run));
         }
+        if let Some(old) = old.filter(|o| o.cancelled.is_some() && o.run == new.run) {
+            if new.state == TaskState::Processed {
+                self.world
+                    .violation(format!("task {} Processed after a cancel", new.id));
+            }
+            let called = old.steps.iter().zip(&new.steps).any(|(was, is)| {
+                was.state != StepState::Processing && is.state == StepState::Processing
+            });
+            if called {
+                self.world
+                    .violation(format!("task {} called a step after a cancel", new.id));
+            }
+        }
         if new.state == TaskState::Processed
             && new.steps.iter().any(|s| s.state != StepState::Processed)
         {
@@ -273,6 +286,16 @@ impl StateStore for FaultyStore {
         self.write("an update", async || {
             let old = self.inner.task(&task.id).await?;
             self.inner.update(task).await?;
+            self.check(old.as_ref(), task);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.write("an update with its order", async || {
+            let old = self.inner.task(&task.id).await?;
+            self.inner.update_with_order(task, order).await?;
             self.check(old.as_ref(), task);
             Ok(())
         })
@@ -728,7 +751,26 @@ impl Sim {
                 .unwrap_or_else(PoisonError::into_inner)
                 .retain(|(t, _)| t != task.id.as_str());
         }
-        let outcome = self.schedulers[0].resubmit(&task.id).await;
+        // Half the time with an edited input: each of its text fields changed.
+        let input = self.world.chance(0.5).then(|| {
+            let (_, request) = self
+                .submitted
+                .iter()
+                .find(|(id, _)| *id == task.id)
+                .expect("submitted");
+            let mut input = request["input"].clone();
+            for value in input.as_object_mut().expect("object").values_mut() {
+                if let Some(text) = value.as_str() {
+                    *value = json!(format!("{text}+run{}", task.run + 1));
+                }
+            }
+            input
+        });
+        let resubmit = Resubmit {
+            request: self.request(Actor::Operator),
+            input,
+        };
+        let outcome = self.schedulers[0].resubmit(&task.id, resubmit).await;
         // A resubmission whose answer was lost (a crash after its write) happened too.
         let resubmitted = self
             .memory
@@ -745,6 +787,35 @@ impl Sim {
             "resubmit {} -> {}",
             task.id,
             outcome.map_or_else(|e| format!("failed: {e}"), |t| format!("run {}", t.run))
+        ));
+    }
+
+    fn request(&self, by: Actor) -> Request {
+        Request {
+            by,
+            at: self.clock.now(),
+            batch: None,
+        }
+    }
+
+    /// The owner or an operator cancels a task, whatever its state.
+    async fn cancel_one(&mut self) {
+        let tasks = self.memory.tasks();
+        let Some(task) = tasks.get(self.world.below(tasks.len())) else {
+            return;
+        };
+        *self.world.world().faults.entry("cancel").or_default() += 1;
+        let by = if self.world.chance(0.5) {
+            Actor::Owner
+        } else {
+            Actor::Operator
+        };
+        let outcome = self.schedulers[0].cancel(&task.id, self.request(by)).await;
+        self.world.note(format!(
+            "cancel {} ({:?}) -> {}",
+            task.id,
+            task.state,
+            outcome.map_or_else(|e| format!("refused: {e}"), |t| format!("{:?}", t.state))
         ));
     }
 
@@ -800,6 +871,7 @@ impl Sim {
                 self.submit_again(n).await;
             }
             85..89 => self.resubmit_one().await,
+            92..95 => self.cancel_one().await,
             89..92 => {
                 *self
                     .world

@@ -245,6 +245,88 @@ impl DynamoStore {
             .then(|| OrderExpiry::At(expiry.plus(self.settings.retention)))
     }
 
+    /// Replaces a task, on condition of its version, and changes its order data in
+    /// the same transaction: its expiry, and its input when `order` is given.
+    async fn update_with_order_data(
+        &self,
+        task: &Task,
+        expiry: Option<OrderExpiry>,
+        order: Option<&Order>,
+    ) -> Result<(), StoreError> {
+        let invalid = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.into());
+        let put = Put::builder()
+            .table_name(&self.settings.table)
+            .set_item(Some(self.task_item(task)?))
+            .condition_expression("#version = :expected")
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+            .build()
+            .map_err(invalid)?;
+        let (pk, _) = task_key(&task.id);
+        let mut update = Update::builder()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, "ORDER".into())))
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", "pk");
+        let (mut set, mut remove) = (Vec::new(), Vec::new());
+        match expiry {
+            Some(OrderExpiry::Never) => remove.push("#expires"),
+            Some(OrderExpiry::At(at)) => {
+                set.push("#expires = :at");
+                update = update.expression_attribute_values(":at", n(seconds(at)));
+            }
+            None => {}
+        }
+        if expiry.is_some() {
+            update = update.expression_attribute_names("#expires", "expires_at");
+        }
+        if let Some(order) = order {
+            set.push("#input = :input");
+            update = update
+                .expression_attribute_names("#input", "input")
+                .expression_attribute_names("#earlier", "earlier")
+                .expression_attribute_values(":input", s(encode_json(&order.input)?));
+            if order.earlier.is_empty() {
+                remove.push("#earlier");
+            } else {
+                set.push("#earlier = :earlier");
+                update =
+                    update.expression_attribute_values(":earlier", s(encode_json(&order.earlier)?));
+            }
+        }
+        let mut expression = Vec::new();
+        if !set.is_empty() {
+            expression.push(format!("SET {}", set.join(", ")));
+        }
+        if !remove.is_empty() {
+            expression.push(format!("REMOVE {}", remove.join(", ")));
+        }
+        let order = update
+            .update_expression(expression.join(" "))
+            .build()
+            .map_err(invalid)?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().update(order).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => Err(match cancellation_reasons(&error).as_slice() {
+                // Its condition failed, or another write to it was under way: read again.
+                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
+                    StoreError::Conflict
+                }
+                [_, Some("ConditionalCheckFailed")] => StoreError::Corrupt(
+                    format!("task {}: its order data is missing", task.id).into(),
+                ),
+                _ => unavailable(error),
+            }),
+        }
+    }
+
     /// Tasks in Error, oldest first, from the listing index.
     async fn list_in_error(
         &self,
@@ -518,6 +600,14 @@ fn within_item_limit(id: &TaskId, item: Item) -> Result<Item, StoreError> {
     Ok(item)
 }
 
+fn encode_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.into()))
+}
+
+fn decode_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(e.into()))
+}
+
 fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
     let pk = attribute(item, "pk")?;
     pk.strip_prefix("TASK#")
@@ -529,8 +619,7 @@ fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
 impl StateStore for DynamoStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let (pk, _) = task_key(&task.id);
-        let input =
-            serde_json::to_string(&order.input).map_err(|e| StoreError::Corrupt(e.into()))?;
+        let input = encode_json(&order.input)?;
         let mut order_item = key(pk, "ORDER".into());
         order_item.insert("input".into(), s(input));
         order_item.insert(
@@ -607,11 +696,14 @@ impl StateStore for DynamoStore {
             match attribute(item, "sk")? {
                 "TASK" => task = Some(decode_task(item)?),
                 "ORDER" => {
-                    let input = serde_json::from_str(attribute(item, "input")?)
-                        .map_err(|e| StoreError::Corrupt(e.into()))?;
+                    let earlier = match item.get("earlier") {
+                        Some(_) => decode_json(attribute(item, "earlier")?)?,
+                        None => Vec::new(),
+                    };
                     order = Some(Order {
                         task_id: id.clone(),
-                        input,
+                        input: decode_json(attribute(item, "input")?)?,
+                        earlier,
                     });
                 }
                 _ => {}
@@ -636,50 +728,13 @@ impl StateStore for DynamoStore {
         };
         // Rare (a task that needs a person, or finishes late): the order data's
         // expiry moves in the same transaction.
-        let invalid = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.into());
-        let put = Put::builder()
-            .table_name(&self.settings.table)
-            .set_item(Some(self.task_item(task)?))
-            .condition_expression("#version = :expected")
-            .expression_attribute_names("#version", "version")
-            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
-            .build()
-            .map_err(invalid)?;
-        let (pk, _) = task_key(&task.id);
-        let order = Update::builder()
-            .table_name(&self.settings.table)
-            .set_key(Some(key(pk, "ORDER".into())))
-            .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#pk", "pk")
-            .expression_attribute_names("#expires", "expires_at");
-        let order = match order_expiry {
-            OrderExpiry::Never => order.update_expression("REMOVE #expires"),
-            OrderExpiry::At(at) => order
-                .update_expression("SET #expires = :at")
-                .expression_attribute_values(":at", n(seconds(at))),
-        }
-        .build()
-        .map_err(invalid)?;
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .transact_items(TransactWriteItem::builder().update(order).build())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error) => Err(match cancellation_reasons(&error).as_slice() {
-                // Its condition failed, or another write to it was under way: read again.
-                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
-                    StoreError::Conflict
-                }
-                [_, Some("ConditionalCheckFailed")] => StoreError::Corrupt(
-                    format!("task {}: its order data is missing", task.id).into(),
-                ),
-                _ => unavailable(error),
-            }),
-        }
+        self.update_with_order_data(task, Some(order_expiry), None)
+            .await
+    }
+
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.update_with_order_data(task, self.order_expiry_change(task), Some(order))
+            .await
     }
 
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {

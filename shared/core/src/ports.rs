@@ -120,6 +120,13 @@ pub trait StateStore: Send + Sync {
     /// [`StoreError::Conflict`] when the stored version is another.
     async fn update(&self, task: &Task) -> Result<(), StoreError>;
 
+    /// Replaces a task as [`StateStore::update`] does, and its order data, in one
+    /// transaction (an edited resubmission).
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the stored version is another.
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError>;
+
     /// Replaces a task as [`StateStore::update`] does and sends the messages its
     /// decision requires. A store that keeps the queues too writes both in one
     /// transaction (a transactional outbox) and returns nothing; the others write the

@@ -27,6 +27,15 @@ impl Timestamp {
         Duration::from_millis(u64::try_from(later.0.saturating_sub(self.0)).unwrap_or(0))
     }
 
+    /// The instant an RFC 3339 time in UTC names (`2026-11-23T10:00:00Z`, with or
+    /// without fractions of a second), if it is one.
+    #[must_use]
+    pub fn parse_rfc3339(text: &str) -> Option<Self> {
+        let time = humantime::parse_rfc3339(text).ok()?;
+        let since = time.duration_since(UNIX_EPOCH).ok()?;
+        Some(Self(i64::try_from(since.as_millis()).ok()?))
+    }
+
     /// RFC 3339 with milliseconds, in UTC.
     #[must_use]
     pub fn to_rfc3339(self) -> String {

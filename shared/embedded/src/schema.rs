@@ -11,6 +11,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks(state, created_at, id);
 CREATE TABLE IF NOT EXISTS orders (task_id TEXT PRIMARY KEY, input TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS earlier_inputs (task_id TEXT PRIMARY KEY, inputs TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS workflows (
     name TEXT NOT NULL, version INTEGER NOT NULL, digest TEXT NOT NULL, source TEXT NOT NULL,
     PRIMARY KEY (name, version));

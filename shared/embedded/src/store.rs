@@ -45,6 +45,43 @@ pub(crate) fn lease(task: &Task) -> Option<i64> {
     task.complete_by.map(|t| t.0)
 }
 
+/// A task's row, to replace the stored one on condition of its version.
+struct Replacement {
+    id: String,
+    version: i64,
+    state: &'static str,
+    lease: Option<i64>,
+    record: String,
+}
+
+impl Replacement {
+    fn of(task: &Task) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: task.id.to_string(),
+            version: stored_version(task),
+            state: task.state.as_str(),
+            lease: lease(task),
+            record: encode(task)?,
+        })
+    }
+
+    /// Writes it if the stored version is the one before.
+    fn write(&self, c: &Connection) -> Result<(), StoreError> {
+        let updated = execute(
+            c,
+            "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
+                 WHERE id = ?1 AND version = ?2 - 1",
+            params![self.id, self.version, self.state, self.lease, self.record],
+        )
+        .map_err(unavailable)?;
+        if updated == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict)
+        }
+    }
+}
+
 #[async_trait]
 impl StateStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
@@ -89,17 +126,23 @@ impl StateStore for Embedded {
         self.read(move |c| {
             // A subquery rather than a join: SQLite re-plans a join on an indexed
             // column at every new binding (STAT4), parsing the statement again.
-            let row: Option<(String, Option<String>)> = query_row(
+            let row: Option<(String, Option<String>, Option<String>)> = query_row(
                 c,
-                "SELECT record, (SELECT input FROM orders WHERE task_id = ?1) FROM tasks WHERE id = ?1",
+                "SELECT record, (SELECT input FROM orders WHERE task_id = ?1),
+                     (SELECT inputs FROM earlier_inputs WHERE task_id = ?1) FROM tasks WHERE id = ?1",
                 [id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
             .map_err(unavailable)?;
-            let row = row.and_then(|(record, input)| Some((record, input?)));
-            row.map(|(record, input)| {
-                Ok((decode(&record)?, Order { task_id: id.clone(), input: decode(&input)? }))
+            let row = row.and_then(|(record, input, earlier)| Some((record, input?, earlier)));
+            row.map(|(record, input, earlier)| {
+                let order = Order {
+                    task_id: id.clone(),
+                    input: decode(&input)?,
+                    earlier: earlier.as_deref().map(decode).transpose()?.unwrap_or_default(),
+                };
+                Ok((decode(&record)?, order))
             })
             .transpose()
         })
@@ -110,32 +153,40 @@ impl StateStore for Embedded {
         self.update_and_send(task, Vec::new()).await.map(drop)
     }
 
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let replacement = Replacement::of(task)?;
+        let (input, earlier) = (encode(&order.input)?, encode(&order.earlier)?);
+        self.write(Answer::Committed, move |c| {
+            replacement.write(c)?;
+            let id = &replacement.id;
+            execute(
+                c,
+                "UPDATE orders SET input = ?2 WHERE task_id = ?1",
+                params![id, input],
+            )
+            .map_err(unavailable)?;
+            execute(
+                c,
+                "INSERT OR REPLACE INTO earlier_inputs (task_id, inputs) VALUES (?1, ?2)",
+                params![id, earlier],
+            )
+            .map(drop)
+            .map_err(unavailable)
+        })
+        .await
+    }
+
     async fn update_and_send(
         &self,
         task: &Task,
         outbox: Vec<Outgoing>,
     ) -> Result<Vec<Outgoing>, StoreError> {
-        let record = encode(task)?;
-        let (id, version, state, lease) = (
-            task.id.to_string(),
-            stored_version(task),
-            task.state.as_str(),
-            lease(task),
-        );
+        let replacement = Replacement::of(task)?;
         let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
         let now = self.clock.now().0;
         let inserted = self
             .write(Answer::Committed, move |c| {
-                let updated = execute(
-                    c,
-                    "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
-                         WHERE id = ?1 AND version = ?2 - 1",
-                    params![id, version, state, lease, record],
-                )
-                .map_err(unavailable)?;
-                if updated != 1 {
-                    return Err(StoreError::Conflict);
-                }
+                replacement.write(c)?;
                 insert_messages(c, rows, now)
             })
             .await?;

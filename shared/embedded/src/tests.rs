@@ -43,6 +43,7 @@ async fn writes_are_conditional_and_creation_is_one_transaction() {
     let other_order = Order {
         task_id: task.id.clone(),
         input: serde_json::json!({"order_id": "other"}),
+        earlier: Vec::new(),
     };
     assert!(matches!(
         store.create(&task, &other_order).await,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sas_core::domain::decide::{Submission, submit};
 use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::task::{Order, Task, TaskState};
+use sas_core::domain::task::{EarlierInput, Order, Task, TaskState};
 use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{Consumer, Delivery, OutgoingMessage, Queues, StateStore, StoreError};
 use sas_core::time::Timestamp;
@@ -98,6 +98,7 @@ async fn conditional_writes_and_transactions(store: &dyn StateStore) {
     let other_order = Order {
         task_id: task.id.clone(),
         input: serde_json::json!({"other": true}),
+        earlier: Vec::new(),
     };
     assert!(
         matches!(
@@ -113,7 +114,7 @@ async fn conditional_writes_and_transactions(store: &dyn StateStore) {
         .expect("there");
     assert_eq!(
         (stored, stored_order),
-        (task.clone(), order),
+        (task.clone(), order.clone()),
         "the failed creation changed nothing"
     );
 
@@ -133,6 +134,30 @@ async fn conditional_writes_and_transactions(store: &dyn StateStore) {
     assert!(
         matches!(store.update(&stale).await, Err(StoreError::Conflict)),
         "a stale version loses"
+    );
+    assert!(
+        matches!(
+            store.update_with_order(&stale, &other_order).await,
+            Err(StoreError::Conflict)
+        ),
+        "a stale version loses, and its order data with it"
+    );
+    let edited_order = Order {
+        earlier: vec![EarlierInput {
+            until_run: 1,
+            input: order.input.clone(),
+        }],
+        ..other_order
+    };
+    let resubmitted = changed(&winner, |t| t.run = 2);
+    store
+        .update_with_order(&resubmitted, &edited_order)
+        .await
+        .expect("the task and its order data written");
+    assert_eq!(
+        store.task_with_order(&task.id).await.expect("read"),
+        Some((resubmitted, edited_order)),
+        "both changed"
     );
     assert_eq!(
         store

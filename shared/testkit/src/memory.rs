@@ -227,6 +227,14 @@ impl StateStore for Memory {
         }
     }
 
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.update(task).await?;
+        self.state()
+            .orders
+            .insert(task.id.to_string(), order.clone());
+        Ok(())
+    }
+
     async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
         let mut tasks: Vec<Task> = self
             .state()

@@ -9,8 +9,10 @@ use serde_json::{Map, Value, json};
 use super::ids::{Owner, QueueName, TaskId};
 use super::limits;
 use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
-use super::task::{Order, Step, StepState, Task, TaskState, WorkflowRef};
-use super::workflow::Workflow;
+use super::task::{
+    EarlierInput, Order, Request, Resubmission, Step, StepState, Task, TaskState, WorkflowRef,
+};
+use super::workflow::{InputError, Workflow};
 use crate::time::Timestamp;
 
 /// How long an alert may stay unpublished before the supervisor raises it again; then
@@ -83,6 +85,10 @@ pub enum Verdict {
     AlertPublished,
     /// An operator resubmitted a task in Error.
     Resubmitted,
+    /// A task was asked to stop: it compensates once its running step is done.
+    CancelRequested,
+    /// A task asked to stop already: nothing more to do.
+    CancelledAlready,
 }
 
 impl Verdict {
@@ -104,6 +110,8 @@ impl Verdict {
             Self::AlertClearedAlready => "alert cleared already",
             Self::AlertPublished => "alert published",
             Self::Resubmitted => "resubmitted",
+            Self::CancelRequested => "cancel requested",
+            Self::CancelledAlready => "cancelled already",
         }
     }
 }
@@ -114,6 +122,8 @@ impl Verdict {
 pub struct Decision {
     /// The state to write, conditional on the version that was read.
     pub next: Option<Task>,
+    /// The order data to write with it, in the same transaction, when it changes.
+    pub order: Option<Order>,
     /// What to do after the write succeeds.
     pub effects: Vec<Effect>,
     /// What was decided, for logs and metrics.
@@ -124,6 +134,7 @@ impl Decision {
     fn ignore(verdict: Verdict) -> Self {
         Self {
             next: None,
+            order: None,
             effects: Vec::new(),
             verdict,
         }
@@ -154,6 +165,7 @@ impl Change {
         self.watch_lease();
         Decision {
             next: Some(self.task),
+            order: None,
             effects: self.effects,
             verdict,
         }
@@ -190,6 +202,13 @@ impl Change {
         self.notify();
     }
 
+    /// Stops the run and undoes what it did, for `reason`, unless the task was
+    /// stopped already (asked to cancel, say): the first reason is the task's error.
+    fn fail(&mut self, reason: String) {
+        self.task.error.get_or_insert(reason);
+        self.set_state(TaskState::Compensating);
+    }
+
     /// Tells the caller the task's state, as this change writes it.
     fn notify(&mut self) {
         let state = self.task.state;
@@ -222,6 +241,10 @@ impl Change {
     /// or its end.
     fn advance(&mut self, workflow: &Workflow, order: &Order) {
         match self.task.state {
+            TaskState::Processing | TaskState::Pending if self.task.cancelled.is_some() => {
+                self.set_state(TaskState::Compensating);
+                self.advance(workflow, order);
+            }
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
                 match self
@@ -411,6 +434,8 @@ pub fn submit(
         steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
         error: None,
         pending_alert: None,
+        cancelled: None,
+        resubmissions: Vec::new(),
         created_at: now,
         updated_at: now,
     };
@@ -421,6 +446,7 @@ pub fn submit(
     let order = Order {
         task_id: submission.id,
         input: submission.input,
+        earlier: Vec::new(),
     };
     (change.task, order, change.effects)
 }
@@ -497,8 +523,8 @@ impl Change {
             (Outcome::Unusable { error }, Operation::Call) => {
                 step.state = StepState::Unusable;
                 step.error = Some(error.clone());
-                self.task.error = Some(format!("step '{}': {error}", step.name));
-                self.set_state(TaskState::Compensating);
+                let reason = format!("step '{}': {error}", step.name);
+                self.fail(reason);
             }
             (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
                 step.state = StepState::Compensated;
@@ -506,8 +532,8 @@ impl Change {
             (Outcome::Failed { error }, Operation::Call) => {
                 step.state = StepState::Error;
                 step.error = Some(error.clone());
-                self.task.error = Some(format!("step '{}' failed: {error}", step.name));
-                self.set_state(TaskState::Compensating);
+                let reason = format!("step '{}' failed: {error}", step.name);
+                self.fail(reason);
             }
             (Outcome::Failed { error }, Operation::Compensate) => {
                 step.state = StepState::CompensationFailed;
@@ -552,7 +578,10 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     };
     *failures += 1;
     let failures = *failures;
-    if failures > supervision.failure_threshold {
+    // A call of a task asked to stop is not tried again: its effect may be in place,
+    // so it is compensated as one that timed out for good.
+    let stopping = change.task.cancelled.is_some() && !compensating;
+    if failures > supervision.failure_threshold || stopping {
         let reason = format!("timed out {failures} times");
         step.finished_at = Some(now);
         if compensating {
@@ -560,9 +589,9 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
             step.error = Some(format!("compensation {reason}"));
         } else {
             step.state = StepState::TimedOut;
-            change.task.error = Some(format!("step '{}' {reason}", step.name));
+            let task_reason = format!("step '{}' {reason}", step.name);
             step.error = Some(reason);
-            change.set_state(TaskState::Compensating);
+            change.fail(task_reason);
         }
         change.release(workflow, Duration::ZERO);
         return change.done(Verdict::GaveUp);
@@ -626,25 +655,98 @@ fn task_data_size(order: &Order, task: &Task) -> usize {
             .sum::<usize>()
 }
 
-/// Why an operator's resubmission was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("only a task in Error can be resubmitted; this one is {0:?}")]
-pub struct NotInError(pub TaskState);
+/// Why an operator's or owner's action on a task was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// A resubmission of a task not in Error.
+    #[error("only a task in Error can be resubmitted; this one is {0:?}")]
+    NotInError(TaskState),
+    /// A cancellation of a task that has ended.
+    #[error("the task is {0:?} already: only a task still running can be cancelled")]
+    Ended(TaskState),
+    /// A bulk action run again, on a task it has taken already.
+    #[error("batch '{0}' took this task already")]
+    TakenByBatch(String),
+    /// An edited input that does not fit the task's workflow version.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// An edited input that would take the task's order data, earlier inputs
+    /// included, over what a record may hold.
+    #[error(
+        "input: the task's inputs would take {0} bytes, over the {max} a task keeps; submit a new task",
+        max = limits::MAX_ORDER
+    )]
+    InputsTooLarge(usize),
+}
 
-/// An operator restarts a task in Error from its first step whose effect is not in
-/// place (failed, timed out or compensated), in a new run with new idempotency keys.
+/// A resubmission: who asks, and the new input, if it has one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resubmit {
+    /// Who asks, when, and in which bulk action.
+    pub request: Request,
+    /// The input the new run takes instead of the current one.
+    pub input: Option<Value>,
+}
+
+/// Refused when `batch` (if any) has taken the task already.
+fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
+    let taken = batch.is_some_and(|batch| {
+        let by_batch = |request: &Request| request.batch.as_ref() == Some(batch);
+        task.cancelled.as_ref().is_some_and(by_batch)
+            || task.resubmissions.iter().any(|r| by_batch(&r.request))
+    });
+    match batch {
+        Some(batch) if taken => Err(Refused::TakenByBatch(batch.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// An operator (or the owner) restarts a task in Error from its first step whose
+/// effect is not in place (failed, timed out or compensated), in a new run with new
+/// idempotency keys, with a new input if given (checked against the task's workflow
+/// version; the one it replaces is kept in the order data).
 ///
 /// # Errors
-/// [`NotInError`] when the task is not in Error.
-pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Decision, NotInError> {
+/// [`Refused`] when the task is not in Error, the batch took it already, or the
+/// new input does not fit.
+pub fn resubmit(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    resubmit: Resubmit,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
     if task.state != TaskState::Error {
-        return Err(NotInError(task.state));
+        return Err(Refused::NotInError(task.state));
     }
+    check_batch(task, resubmit.request.batch.as_ref())?;
+    let edited = match resubmit.input {
+        Some(input) => {
+            workflow.validate_input(&input)?;
+            let mut edited = order.clone();
+            edited.earlier.push(EarlierInput {
+                until_run: task.run,
+                input: std::mem::replace(&mut edited.input, input),
+            });
+            let size = limits::json_size(&json!(edited));
+            if size > limits::MAX_ORDER {
+                return Err(Refused::InputsTooLarge(size));
+            }
+            Some(edited)
+        }
+        None => None,
+    };
     let mut change = Change::of(task, now);
     change.task.run += 1;
     change.task.failure_count = 0;
     change.task.error = None;
     change.task.pending_alert = None;
+    change.task.cancelled = None;
+    change.task.resubmissions.push(Resubmission {
+        run: change.task.run,
+        request: resubmit.request,
+        edited: edited.is_some(),
+    });
     for step in &mut change.task.steps {
         if step.state != StepState::Processed {
             *step = Step::new(&step.name);
@@ -652,7 +754,50 @@ pub fn resubmit(task: &Task, workflow: &Workflow, now: Timestamp) -> Result<Deci
     }
     change.set_state(TaskState::Pending);
     change.release(workflow, Duration::ZERO);
-    Ok(change.done(Verdict::Resubmitted))
+    let mut decision = change.done(Verdict::Resubmitted);
+    decision.order = edited;
+    Ok(decision)
+}
+
+/// The owner or an operator asks a task to stop: it stops after its running step
+/// (a call's result is kept, and a call that times out is not tried again), or at
+/// once if none is running (waiting for a scheduler or for a retry), and its done
+/// steps are compensated in reverse; it ends in Error, its caller notified and an
+/// operator alerted that it was cancelled. Asking again changes nothing.
+///
+/// # Errors
+/// [`Refused`] when the task has ended (and was not cancelled), or the batch took
+/// it already.
+pub fn cancel(
+    task: &Task,
+    workflow: &Workflow,
+    request: Request,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    check_batch(task, request.batch.as_ref())?;
+    if task.cancelled.is_some() {
+        return Ok(Decision::ignore(Verdict::CancelledAlready));
+    }
+    if task.state.is_final() {
+        return Err(Refused::Ended(task.state));
+    }
+    let mut change = Change::of(task, now);
+    change.fail(format!("cancelled by {}", request.by.as_str()));
+    change.task.cancelled = Some(request);
+    if task.running_step().is_none() && task.locked_by.is_none() {
+        // Waiting for a scheduler (or a retry): one comes now to compensate. A step
+        // waiting for its retry was sent before, and its effect may be in place: it
+        // is undone as one that timed out.
+        for step in &mut change.task.steps {
+            if step.state == StepState::Pending && step.attempt > 0 {
+                step.state = StepState::TimedOut;
+                step.error = Some("cancelled while waiting to be retried".into());
+                step.finished_at = Some(now);
+            }
+        }
+        change.release(workflow, Duration::ZERO);
+    }
+    Ok(change.done(Verdict::CancelRequested))
 }
 
 #[cfg(test)]
@@ -1240,10 +1385,17 @@ mod tests {
         assert_eq!(task.state, TaskState::Error);
 
         assert!(
-            resubmit(&run_to(&workflow, 1, now).0, &workflow, now).is_err(),
+            resubmit(
+                &run_to(&workflow, 1, now).0,
+                &workflow,
+                &order,
+                again(),
+                now
+            )
+            .is_err(),
             "only a task in Error"
         );
-        let decision = resubmit(&task, &workflow, now).expect("resubmitted");
+        let decision = resubmit(&task, &workflow, &order, again(), now).expect("resubmitted");
         let task = decision.next.expect("reset");
         assert_eq!(
             (task.state, task.run, task.failure_count, task.error.clone()),
@@ -1255,6 +1407,278 @@ mod tests {
             (request.step_name.as_str(), request.idempotency_key.as_str()),
             ("create-package", "t1/2/create-package")
         );
+    }
+
+    fn operator(batch: Option<&str>) -> Request {
+        Request {
+            by: super::super::task::Actor::Operator,
+            at: Timestamp(0),
+            batch: batch.map(str::to_owned),
+        }
+    }
+
+    /// An operator's resubmission, with the input as it is.
+    fn again() -> Resubmit {
+        Resubmit {
+            request: operator(None),
+            input: None,
+        }
+    }
+
+    /// Answers every request `decision` sends with success until the task stops
+    /// sending: the task then, and the steps whose compensation was sent, in order.
+    fn answer_all(
+        mut task: Task,
+        workflow: &Workflow,
+        order: &Order,
+        mut decision: Decision,
+    ) -> (Task, Vec<String>, Vec<Effect>) {
+        let mut compensated = Vec::new();
+        let mut effects = decision.effects.clone();
+        while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+            if request.operation == Operation::Compensate {
+                compensated.push(request.step_name.clone());
+            }
+            decision = on_response(
+                &task,
+                workflow,
+                order,
+                &respond(&request, ok()),
+                Timestamp(0),
+            );
+            task = decision.next.clone().expect("recorded");
+            effects.extend(decision.effects.clone());
+        }
+        (task, compensated, effects)
+    }
+
+    fn states(task: &Task) -> Vec<StepState> {
+        task.steps.iter().map(|s| s.state).collect()
+    }
+
+    use StepState::{Compensated, Pending as Untouched, Processed as Done};
+
+    #[test]
+    fn a_cancel_during_a_call_keeps_its_result_then_undoes_the_done_steps_once() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, running) = run_to(&workflow, 2, now);
+        let decision = cancel(&task, &workflow, operator(None), now).expect("cancelled");
+        assert_eq!(decision.verdict, Verdict::CancelRequested);
+        assert!(
+            dispatched(&decision).is_empty(),
+            "the running call is waited for"
+        );
+        let task = decision.next.expect("marked");
+        assert_eq!(task.error.as_deref(), Some("cancelled by an operator"));
+        assert_eq!(
+            cancel(&task, &workflow, operator(None), now).map(|d| (d.verdict, d.next)),
+            Ok((Verdict::CancelledAlready, None)),
+            "asking again changes nothing"
+        );
+        let answered = on_response(&task, &workflow, &order, &respond(&running, ok()), now);
+        let task = answered.next.clone().expect("recorded");
+        assert_eq!(task.state, TaskState::Compensating);
+        let (task, compensated, effects) = answer_all(task, &workflow, &order, answered);
+        assert_eq!(compensated, ["create-package"]);
+        assert_eq!(task.state, TaskState::Error);
+        assert_eq!(
+            states(&task),
+            [Done, Compensated, Done, Untouched, Untouched]
+        );
+        let alert = effects.iter().find_map(|e| match e {
+            Effect::Alert(alert) => Some(alert),
+            _ => None,
+        });
+        assert_eq!(
+            alert.map(|a| a.reason.as_str()),
+            Some("cancelled by an operator")
+        );
+        let told = effects.iter().any(|e| {
+            matches!(e, Effect::Notify { notification, .. }
+            if notification.state == TaskState::Error
+                && notification.error.as_deref() == Some("cancelled by an operator"))
+        });
+        assert!(told, "the caller is told it was cancelled: {effects:?}");
+        assert_eq!(
+            cancel(&task, &workflow, operator(None), now).map(|d| d.verdict),
+            Ok(Verdict::CancelledAlready)
+        );
+    }
+
+    #[test]
+    fn a_cancel_during_a_compensation_undoes_each_done_step_once() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 4, now);
+        let failed = Outcome::Failed {
+            error: "address not served".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let task = decision.next.clone().expect("compensating");
+        let undoing = dispatched(&decision)[0].clone();
+        assert_eq!(undoing.step_name, "schedule-drone");
+        let cancelled = cancel(&task, &workflow, operator(None), now).expect("cancelled");
+        assert!(cancelled.effects.is_empty(), "{:?}", cancelled.effects);
+        let task = cancelled.next.expect("marked");
+        assert!(
+            task.error
+                .as_deref()
+                .is_some_and(|e| e.contains("address not served"))
+        );
+        let answered = on_response(&task, &workflow, &order, &respond(&undoing, ok()), now);
+        let task = answered.next.clone().expect("recorded");
+        let (task, compensated, _) = answer_all(task, &workflow, &order, answered);
+        assert_eq!(compensated, ["create-package"]);
+        assert_eq!(task.state, TaskState::Error);
+        assert!(task.cancelled.is_some());
+    }
+
+    #[test]
+    fn a_cancel_during_a_supervisor_retry_wait_compensates_without_the_retry() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, _) = run_to(&workflow, 2, now);
+        let late = task.complete_by.expect("lease");
+        let retry = on_expired(&task, &workflow, late);
+        assert_eq!(retry.verdict, Verdict::Retry);
+        let task = retry.next.expect("waiting");
+        assert_eq!(
+            (task.state, task.locked_by.as_deref()),
+            (TaskState::Pending, None)
+        );
+        let decision = cancel(&task, &workflow, operator(Some("b1")), late).expect("cancelled");
+        assert!(
+            decision
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::Schedule { .. }))
+        );
+        let task = decision.next.expect("compensating");
+        assert_eq!(task.state, TaskState::Compensating);
+        assert_eq!(
+            cancel(&task, &workflow, operator(Some("b1")), late),
+            Err(Refused::TakenByBatch("b1".into())),
+            "a batch takes a task once"
+        );
+        let claim = on_run(&task, &workflow, &order, "s2", late);
+        let task = claim.next.clone().expect("claimed");
+        let (task, compensated, _) = answer_all(task, &workflow, &order, claim);
+        assert_eq!(
+            compensated,
+            ["create-package"],
+            "check-transport, sent once, has no compensation"
+        );
+        assert_eq!(
+            states(&task),
+            [Done, Compensated, StepState::TimedOut, Untouched, Untouched],
+            "the step waiting for its retry may have taken effect"
+        );
+        assert_eq!(task.state, TaskState::Error);
+    }
+
+    #[test]
+    fn a_call_whose_lease_ends_after_a_cancel_is_not_retried_but_undone() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, running) = run_to(&workflow, 3, now);
+        assert_eq!(running.step_name, "schedule-drone");
+        let task = cancel(&task, &workflow, operator(None), now)
+            .expect("cancelled")
+            .next
+            .expect("marked");
+        let late = task.complete_by.expect("lease");
+        let expired = on_expired(&task, &workflow, late);
+        assert_eq!(expired.verdict, Verdict::GaveUp);
+        let task = expired.next.expect("given up");
+        assert_eq!(task.steps[3].state, StepState::TimedOut);
+        let claim = on_run(&task, &workflow, &order, "s2", late);
+        let task = claim.next.clone().expect("claimed");
+        let (task, compensated, _) = answer_all(task, &workflow, &order, claim);
+        assert_eq!(compensated, ["schedule-drone", "create-package"]);
+        assert_eq!(task.error.as_deref(), Some("cancelled by an operator"));
+    }
+
+    #[test]
+    fn a_task_not_started_is_cancelled_at_once_and_an_ended_one_not_at_all() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, _) = submit(&workflow, submission(false), now);
+        let task = cancel(&task, &workflow, operator(None), now)
+            .expect("cancelled")
+            .next
+            .expect("compensating");
+        let claim = on_run(&task, &workflow, &order, "s1", now);
+        let task = claim.next.expect("ended");
+        assert_eq!(task.state, TaskState::Error);
+        assert!(dispatched_none(&claim.effects));
+        let (done, ..) = run_to(&workflow, 0, now);
+        let mut processed = done;
+        processed.state = TaskState::Processed;
+        assert_eq!(
+            cancel(&processed, &workflow, operator(None), now),
+            Err(Refused::Ended(TaskState::Processed))
+        );
+    }
+
+    fn dispatched_none(effects: &[Effect]) -> bool {
+        !effects.iter().any(|e| matches!(e, Effect::Dispatch(_)))
+    }
+
+    #[test]
+    fn an_edited_resubmission_checks_the_input_keeps_the_old_one_and_runs_the_new() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 0, now);
+        let failed = Outcome::Failed {
+            error: "no such customer".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let task = decision.next.expect("in error");
+        assert_eq!(task.state, TaskState::Error);
+        let edit = |input: Value| Resubmit {
+            request: operator(None),
+            input: Some(input),
+        };
+        let refused = resubmit(
+            &task,
+            &workflow,
+            &order,
+            edit(json!({"customer_id": 7})),
+            now,
+        );
+        assert!(matches!(refused, Err(Refused::Input(e)) if e.field == "input.customer_id"));
+        let new = json!({"customer_id": "c2", "pickup": "a", "dropoff": "b", "weight_kg": 1});
+        let decision = resubmit(&task, &workflow, &order, edit(new.clone()), now).expect("ok");
+        let edited = decision.order.expect("a new input");
+        assert_eq!(edited.input, new);
+        assert_eq!(
+            edited.earlier,
+            [EarlierInput {
+                until_run: 1,
+                input: order.input.clone()
+            }]
+        );
+        let task = decision.next.expect("resubmitted");
+        assert_eq!((task.run, task.resubmissions.len()), (2, 1));
+        assert!(task.resubmissions[0].edited);
+        let claim = on_run(&task, &workflow, &edited, "s1", now);
+        assert_eq!(dispatched(&claim)[0].payload["input"], new);
+        // Each edit keeps the input it replaces: past what a record holds, one is refused.
+        let (mut task, mut order) = (task, edited);
+        let large = json!({"customer_id": "x".repeat(60 * 1024), "pickup": "a", "dropoff": "b", "weight_kg": 1});
+        for _ in 0..4 {
+            task.state = TaskState::Error;
+            let decision =
+                resubmit(&task, &workflow, &order, edit(large.clone()), now).expect("ok");
+            (task, order) = (decision.next.expect("task"), decision.order.expect("order"));
+        }
+        task.state = TaskState::Error;
+        assert!(matches!(
+            resubmit(&task, &workflow, &order, edit(large), now),
+            Err(Refused::InputsTooLarge(size)) if size > limits::MAX_ORDER
+        ));
+        assert_eq!(order.earlier.len(), 5);
     }
 
     #[test]

@@ -166,7 +166,7 @@ impl TaskId {
 
 /// Who a task belongs to: the principal the API's authentication vouched for (a
 /// JWT's `sub`, or an IAM role or user's ARN).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct Owner(String);
 

@@ -14,6 +14,10 @@ pub const MAX_STEP_OUTPUT: usize = 64 * 1024;
 /// an agent request carries, with room to spare under SQS's 256 KiB.
 pub const MAX_TASK_DATA: usize = 192 * 1024;
 
+/// The most a task's order data may have, as JSON: its input and the inputs edited
+/// resubmissions replaced, within a DynamoDB item.
+pub const MAX_ORDER: usize = 256 * 1024;
+
 /// The largest message SQS takes, body and attributes.
 pub const MAX_MESSAGE: usize = 256 * 1024;
 

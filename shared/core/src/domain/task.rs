@@ -1,5 +1,6 @@
 //! The state a task and each of its steps keep in the state store.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -9,7 +10,7 @@ use crate::time::Timestamp;
 
 /// The pattern's ProcessState of a task, with the compensation phase the
 /// drone-delivery workflow needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum TaskState {
     /// Waiting for a scheduler to claim it.
     Pending,
@@ -59,7 +60,7 @@ impl TaskState {
 }
 
 /// The state of one step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum StepState {
     /// Not started, or to be retried.
     Pending,
@@ -150,7 +151,7 @@ impl Step {
 }
 
 /// The workflow, by name and the version the task started with.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct WorkflowRef {
     /// The workflow's name.
     pub name: String,
@@ -208,6 +209,12 @@ pub struct Task {
     /// the alert does not lose it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_alert: Option<Alert>,
+    /// The request to stop it, once someone asked ([`crate::domain::decide::cancel`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<Request>,
+    /// The resubmissions that started its runs after the first, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resubmissions: Vec<Resubmission>,
     /// When it was submitted.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -235,12 +242,71 @@ impl Task {
     }
 }
 
+/// Who acted on a task: the caller who owns it, or an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Actor {
+    /// The task's owner, on its own routes.
+    Owner,
+    /// An operator, on the operator's routes.
+    Operator,
+}
+
+impl Actor {
+    /// How the API and alerts name it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Owner => "its owner",
+            Self::Operator => "an operator",
+        }
+    }
+}
+
+/// Who asked for an action on a task, when, and in which bulk action if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// Who asked.
+    pub by: Actor,
+    /// When.
+    pub at: Timestamp,
+    /// The bulk action that took the task, by the id its operator gave it: a bulk
+    /// action run again takes no task twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
+}
+
+/// A resubmission: the run it started, and whether it gave the task a new input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resubmission {
+    /// The run it started.
+    pub run: u32,
+    /// Who asked, and when.
+    #[serde(flatten)]
+    pub request: Request,
+    /// Whether the run has a new input (the one before is kept in [`Order::earlier`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
+}
+
 /// The order (business) data of a task, kept beside its state and written in the
 /// same transaction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Order {
     /// The task it belongs to.
     pub task_id: TaskId,
-    /// The caller's input.
+    /// The input of the current run.
+    pub input: Value,
+    /// The inputs an edited resubmission replaced, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierInput>,
+}
+
+/// An input a resubmission replaced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EarlierInput {
+    /// The last run that had it.
+    pub until_run: u32,
+    /// The input.
     pub input: Value,
 }

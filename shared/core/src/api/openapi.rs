@@ -1,0 +1,189 @@
+//! `GET /openapi.json`: the OpenAPI 3.1 document of [`ROUTES`], its schemas
+//! generated (JSON Schema 2020-12, as OpenAPI 3.1 has it) from the types the
+//! handler reads and answers.
+
+use schemars::Schema;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use serde_json::{Map, Value, json};
+
+use super::view::{BulkView, MeView, PageView, TaskView, WorkflowsView};
+use super::{
+    Action, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, ResubmitBody, Route,
+    SubmitBody,
+};
+
+/// The document: every route of [`ROUTES`], and nothing else.
+#[must_use]
+pub fn document() -> Value {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas/".into())
+        .into_generator();
+    let error = generator.subschema_for::<ErrorView>();
+    let mut paths = Map::new();
+    for route in ROUTES {
+        let operation = operation(route, &mut generator, &error);
+        let item = paths
+            .entry(route.path)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|item| item.insert(route.method.to_lowercase(), operation));
+        debug_assert!(item.is_some());
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Scheduler Agent Supervisor",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Submit multi-step tasks that finish or are undone; operators \
+                see and act on every caller's tasks under /operator.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": generator.take_definitions(true),
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "A deployment with AuthMode=JWT, or sas-local with \
+                        SAS_AUTH_JWKS or SAS_AUTH_DEV_KEY",
+                },
+                "sigv4": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "A deployment with AuthMode=IAM: AWS Signature Version 4",
+                },
+            },
+        },
+    })
+}
+
+fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> Value {
+    let (status, answer, body) = match route.action {
+        Action::Submit => (
+            202,
+            generator.subschema_for::<TaskView>(),
+            Some(generator.subschema_for::<SubmitBody>()),
+        ),
+        Action::List => (200, generator.subschema_for::<PageView>(), None),
+        Action::Get => (200, generator.subschema_for::<TaskView>(), None),
+        Action::Resubmit => (
+            202,
+            generator.subschema_for::<TaskView>(),
+            Some(generator.subschema_for::<ResubmitBody>()),
+        ),
+        Action::Cancel => (
+            202,
+            generator.subschema_for::<TaskView>(),
+            Some(generator.subschema_for::<CancelBody>()),
+        ),
+        Action::Bulk(_) => (
+            200,
+            generator.subschema_for::<BulkView>(),
+            Some(generator.subschema_for::<BulkBody>()),
+        ),
+        Action::Workflows => (200, generator.subschema_for::<WorkflowsView>(), None),
+        Action::Me => (200, generator.subschema_for::<MeView>(), None),
+        Action::OpenApi => (200, Schema::from(true), None),
+    };
+    let mut parameters = Vec::new();
+    if route.path.contains("{id}") {
+        let description = if route.is_operators() {
+            "the task's full id, with its owner's tag"
+        } else {
+            "the task's id, as the caller named it"
+        };
+        parameters.push(json!({
+            "name": "id", "in": "path", "required": true,
+            "description": description, "schema": {"type": "string"},
+        }));
+    }
+    match route.action {
+        Action::List => {
+            let states: Vec<_> = LISTED.iter().map(|s| s.as_str()).collect();
+            parameters.push(json!({"name": "state", "in": "query", "required": true,
+                "schema": {"enum": states}}));
+            parameters.push(json!({"name": "limit", "in": "query",
+                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50}}));
+            parameters.push(json!({"name": "after", "in": "query",
+                "description": "the `next` of the page before", "schema": {"type": "string"}}));
+        }
+        Action::Get => parameters.push(json!({"name": "wait", "in": "query",
+            "description": "wait up to this long (at most 20s) for the task to be final, e.g. 10s",
+            "schema": {"type": "string"}})),
+        _ => {}
+    }
+    let mut operation = json!({
+        "operationId": operation_id(route),
+        "summary": route.summary,
+        "tags": [if route.is_operators() { "operator" } else if route.is_public() { "api" } else { "caller" }],
+        "responses": {
+            status.to_string(): {
+                "description": "done",
+                "content": {"application/json": {"schema": answer}},
+            },
+            "default": {
+                "description": "an error: 4xx for the request's fault, 503 to retry",
+                "content": {"application/json": {"schema": error}},
+            },
+        },
+    });
+    if !parameters.is_empty() {
+        operation["parameters"] = json!(parameters);
+    }
+    if let Some(body) = body {
+        operation["requestBody"] = json!({
+            "required": matches!(route.action, Action::Submit | Action::Bulk(_)),
+            "content": {"application/json": {"schema": body}},
+        });
+    }
+    if route.is_public() {
+        operation["security"] = json!([]);
+    } else {
+        operation["security"] = json!([{"bearer": []}, {"sigv4": []}]);
+    }
+    operation
+}
+
+/// `get_operator_tasks_id_cancel`-like: the method and the path's words.
+fn operation_id(route: &Route) -> String {
+    let words = route
+        .path
+        .split(['/', '.'])
+        .filter(|w| !w.is_empty())
+        .map(|w| w.trim_matches(['{', '}']).replace('-', "_"));
+    std::iter::once(route.method.to_lowercase())
+        .chain(words)
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_operation_has_a_unique_id_and_its_schemas_resolve() {
+        let document = document();
+        let mut ids = std::collections::HashSet::new();
+        for item in document["paths"].as_object().expect("paths").values() {
+            for operation in item.as_object().expect("item").values() {
+                let id = operation["operationId"].as_str().expect("id");
+                assert!(ids.insert(id.to_owned()), "{id} twice");
+            }
+        }
+        let text = document.to_string();
+        let schemas = document["components"]["schemas"]
+            .as_object()
+            .expect("schemas");
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().expect("name");
+            assert!(
+                schemas.contains_key(name),
+                "{name} is referenced and not defined"
+            );
+        }
+        assert!(schemas.contains_key("TaskView") && schemas.contains_key("BulkBody"));
+    }
+}

@@ -1,0 +1,301 @@
+//! How the API shows tasks, workflows and callers: the answers' types, from which
+//! the OpenAPI document's schemas are generated.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::app::BulkReport;
+use crate::domain::ids::{Owner, QueueName};
+use crate::domain::task::{
+    Actor, EarlierInput, Order, Request, StepState, Task, TaskState, WorkflowRef,
+};
+use crate::domain::workflow::Workflow;
+use crate::time::Timestamp;
+
+fn time(at: Option<Timestamp>) -> Option<String> {
+    at.map(Timestamp::to_rfc3339)
+}
+
+/// Who a [`TaskView`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The task's owner: its id as the owner named it.
+    Owner,
+    /// An operator: its full id, and its owner.
+    Operator,
+}
+
+/// A task as the API shows it: its state and steps, times in RFC 3339.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskView<'a> {
+    /// The task's id: as its owner named it, or in full on the operator's routes.
+    id: &'a str,
+    /// Who submitted it (on the operator's routes, when callers are authenticated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<&'a Owner>,
+    /// Bumped by every change.
+    version: u64,
+    /// The workflow and the version it runs.
+    workflow: &'a WorkflowRef,
+    /// The pattern's ProcessState.
+    state: TaskState,
+    /// The scheduler that holds it, while one does.
+    locked_by: Option<&'a str>,
+    /// When its current step (or its pickup) must be done by.
+    complete_by: Option<String>,
+    /// Leases expired in the current run, all steps together.
+    failure_count: u32,
+    /// 1, and one more at each resubmission.
+    run: u32,
+    /// Why it failed, or that it was cancelled.
+    error: Option<&'a str>,
+    /// The caller's queue for status messages.
+    notify: Option<&'a QueueName>,
+    /// The request to stop it, if one came.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancelled: Option<RequestView<'a>>,
+    /// The resubmissions that started each run after the first.
+    resubmissions: Vec<ResubmissionView<'a>>,
+    /// Its current input (when one task is read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<&'a Value>,
+    /// The inputs edited resubmissions replaced (when one task is read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    earlier_inputs: Option<&'a [EarlierInput]>,
+    /// When it was submitted.
+    created_at: Option<String>,
+    /// When it last changed.
+    updated_at: Option<String>,
+    /// Its steps, in workflow order.
+    steps: Vec<StepView<'a>>,
+}
+
+/// A step as the API shows it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StepView<'a> {
+    /// The step's name in the workflow.
+    name: &'a str,
+    /// Where it is.
+    state: StepState,
+    /// Times it (or its compensation) was sent to its agent.
+    attempt: u32,
+    /// Times its complete-by passed in this run.
+    failure_count: u32,
+    /// Times its compensation's complete-by passed.
+    compensation_failure_count: u32,
+    /// When its current attempt must be done by.
+    complete_by: Option<String>,
+    /// When its current attempt was sent.
+    started_at: Option<String>,
+    /// When it reached its state.
+    finished_at: Option<String>,
+    /// What the remote service answered.
+    output: Option<&'a Value>,
+    /// Why it or its compensation failed.
+    error: Option<&'a str>,
+}
+
+/// Who asked for an action on a task, and when.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RequestView<'a> {
+    /// The task's owner, or an operator.
+    by: Actor,
+    /// When.
+    at: String,
+    /// The bulk action that took the task, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch: Option<&'a str>,
+}
+
+impl<'a> RequestView<'a> {
+    fn of(request: &'a Request) -> Self {
+        Self {
+            by: request.by,
+            at: request.at.to_rfc3339(),
+            batch: request.batch.as_deref(),
+        }
+    }
+}
+
+/// A resubmission, and the run it started.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ResubmissionView<'a> {
+    /// The run it started.
+    run: u32,
+    /// Who asked, and when.
+    #[serde(flatten)]
+    request: RequestView<'a>,
+    /// Whether the run has a new input.
+    edited: bool,
+}
+
+impl<'a> TaskView<'a> {
+    /// The view of `task`, for `view`.
+    #[must_use]
+    pub fn of(task: &'a Task, view: View) -> Self {
+        let (id, owner) = match view {
+            View::Owner => (task.id.local(), None),
+            View::Operator => (task.id.as_str(), task.owner.as_ref()),
+        };
+        Self {
+            id,
+            owner,
+            version: task.version,
+            workflow: &task.workflow,
+            state: task.state,
+            locked_by: task.locked_by.as_deref(),
+            complete_by: time(task.complete_by),
+            failure_count: task.failure_count,
+            run: task.run,
+            error: task.error.as_deref(),
+            notify: task.notify.as_ref(),
+            cancelled: task.cancelled.as_ref().map(RequestView::of),
+            resubmissions: task
+                .resubmissions
+                .iter()
+                .map(|r| ResubmissionView {
+                    run: r.run,
+                    request: RequestView::of(&r.request),
+                    edited: r.edited,
+                })
+                .collect(),
+            input: None,
+            earlier_inputs: None,
+            created_at: time(Some(task.created_at)),
+            updated_at: time(Some(task.updated_at)),
+            steps: task
+                .steps
+                .iter()
+                .map(|s| StepView {
+                    name: &s.name,
+                    state: s.state,
+                    attempt: s.attempt,
+                    failure_count: s.failure_count,
+                    compensation_failure_count: s.compensation_failure_count,
+                    complete_by: time(s.complete_by),
+                    started_at: time(s.started_at),
+                    finished_at: time(s.finished_at),
+                    output: s.output.as_ref(),
+                    error: s.error.as_deref(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The view of one task read with its order data: its inputs too.
+    #[must_use]
+    pub fn with_order(task: &'a Task, order: &'a Order, view: View) -> Self {
+        Self {
+            input: Some(&order.input),
+            earlier_inputs: Some(&order.earlier),
+            ..Self::of(task, view)
+        }
+    }
+}
+
+/// A page of a listing.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PageView<'a> {
+    /// The tasks.
+    pub tasks: Vec<TaskView<'a>>,
+    /// The cursor of the next page (`after=`), if there is one.
+    pub next: Option<String>,
+}
+
+/// The workflows a caller may submit.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkflowsView {
+    /// Each version of each, by name then version.
+    pub workflows: Vec<WorkflowView>,
+}
+
+/// A workflow definition: its input and its steps.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkflowView {
+    /// Its name.
+    name: String,
+    /// Its version.
+    version: u32,
+    /// What it does.
+    description: String,
+    /// The input's fields, and their JSON types.
+    input: Value,
+    /// Its steps, in order.
+    steps: Vec<WorkflowStepView>,
+}
+
+/// A step of a workflow definition.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WorkflowStepView {
+    /// Its name.
+    name: String,
+    /// The remote service its agent calls.
+    agent: String,
+    /// Its call: method and path.
+    call: String,
+    /// Its compensation: method and path, if it has one.
+    compensation: Option<String>,
+    /// How long an attempt may take.
+    complete_by: String,
+    /// The agent's retries within an attempt.
+    retry: Value,
+    /// The supervisor's retries across attempts.
+    supervisor: Value,
+    /// What its request carries, if not the whole input and results.
+    fields: Option<serde_json::Map<String, Value>>,
+}
+
+impl WorkflowView {
+    /// The view of `workflow`.
+    #[must_use]
+    pub fn of(w: &Workflow) -> Self {
+        Self {
+            name: w.name.clone(),
+            version: w.version,
+            description: w.description.clone(),
+            input: serde_json::json!(w.input),
+            steps: w
+                .steps
+                .iter()
+                .map(|s| WorkflowStepView {
+                    name: s.name.clone(),
+                    agent: s.agent.clone(),
+                    call: s.call.to_string(),
+                    compensation: s.compensation.as_ref().map(ToString::to_string),
+                    complete_by: humantime::format_duration(s.complete_by).to_string(),
+                    retry: serde_json::json!(s.retry),
+                    supervisor: serde_json::json!(s.supervision),
+                    fields: s.fields.as_ref().map(|fields| {
+                        fields
+                            .iter()
+                            .map(|(name, source)| (name.clone(), Value::String(source.to_string())))
+                            .collect()
+                    }),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Who the API takes the caller for.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MeView {
+    /// The principal its tasks belong to; null when the API authenticates no one.
+    pub owner: Option<Owner>,
+    /// Whether it may use the operator's routes.
+    pub operator: bool,
+    /// How its notification queues' names must end; null when the API
+    /// authenticates no one.
+    pub notify_queue_suffix: Option<String>,
+}
+
+/// What a bulk action did in one call.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BulkView {
+    /// The batch, as named in the request.
+    pub batch: String,
+    /// What it did.
+    #[serde(flatten)]
+    pub report: BulkReport,
+}
