@@ -340,6 +340,30 @@ impl Harness {
         body["effects"].as_array().expect("effects").clone()
     }
 
+    /// The effects applied for a task, as (service, operation, calls), sorted.
+    pub async fn effects_of(&self, task: &str) -> Vec<(String, String, u64)> {
+        let mut effects: Vec<_> = self
+            .effects()
+            .await
+            .into_iter()
+            .filter(|e| {
+                e["idempotency_key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&format!("{task}/")))
+            })
+            .map(|e| {
+                let text = |f: &str| e[f].as_str().expect("text").to_owned();
+                (
+                    text("service"),
+                    text("operation"),
+                    e["calls"].as_u64().expect("calls"),
+                )
+            })
+            .collect();
+        effects.sort();
+        effects
+    }
+
     /// The requests each mock service received.
     pub async fn calls(&self, service: &str) -> u64 {
         self.mock_get("/calls").await["calls"][service]

@@ -24,30 +24,6 @@ fn quick(notify: Option<&str>) -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input(), "notify": notify })
 }
 
-/// The effects applied for a task, as (service, operation, calls).
-async fn effects_of(harness: &Harness, task: &str) -> Vec<(String, String, u64)> {
-    let mut effects: Vec<_> = harness
-        .effects()
-        .await
-        .into_iter()
-        .filter(|e| {
-            e["idempotency_key"]
-                .as_str()
-                .is_some_and(|k| k.starts_with(&format!("{task}/")))
-        })
-        .map(|e| {
-            let text = |f: &str| e[f].as_str().expect("text").to_owned();
-            (
-                text("service"),
-                text("operation"),
-                e["calls"].as_u64().expect("calls"),
-            )
-        })
-        .collect();
-    effects.sort();
-    effects
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submitted() {
     let harness = Harness::start(5).await;
@@ -97,7 +73,7 @@ async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submi
         json!({"name": "drone-delivery", "version": 1})
     );
 
-    let effects = effects_of(&harness, "order-1").await;
+    let effects = harness.effects_of("order-1").await;
     assert_eq!(effects.len(), 5, "one effect per step: {effects:?}");
     assert!(
         effects.iter().all(|(_, _, calls)| *calls == 1),
@@ -182,7 +158,7 @@ async fn a_hung_agent_is_silent_and_the_supervisor_retry_applies_the_effect_once
     );
     assert_eq!(task["steps"][3]["attempt"], 2);
 
-    let effects = effects_of(&harness, "hang-1").await;
+    let effects = harness.effects_of("hang-1").await;
     let drone_effects: Vec<_> = effects.iter().filter(|(s, _, _)| s == "drone").collect();
     assert_eq!(
         drone_effects,
@@ -255,7 +231,7 @@ async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_a
     );
     assert_eq!(task["error"], "step 'schedule-drone' timed out 3 times");
 
-    let effects = effects_of(&harness, "doomed").await;
+    let effects = harness.effects_of("doomed").await;
     let undone: Vec<_> = effects
         .iter()
         .filter(|(_, op, _)| op.ends_with("/cancel"))
@@ -343,7 +319,7 @@ async fn a_permanent_error_compensates_at_once_and_an_operator_resubmission_comp
         (409, Some("not_in_error"))
     );
 
-    let effects = effects_of(&harness, "refused").await;
+    let effects = harness.effects_of("refused").await;
     let packages: Vec<_> = effects.iter().filter(|(s, _, _)| s == "package").collect();
     assert_eq!(
         packages.len(),
@@ -443,7 +419,8 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         "one dispatch of the first step"
     );
     assert_eq!(
-        effects_of(&harness, "raced")
+        harness
+            .effects_of("raced")
             .await
             .iter()
             .map(|e| e.2)
@@ -718,7 +695,8 @@ async fn a_steps_paths_are_built_from_results_for_its_call_and_its_compensation(
     let drone = task["steps"][3]["output"]["id"]
         .as_str()
         .expect("a drone id");
-    let drone_operations: Vec<String> = effects_of(&harness, "paths-1")
+    let drone_operations: Vec<String> = harness
+        .effects_of("paths-1")
         .await
         .into_iter()
         .filter(|(service, _, _)| service == "drone")

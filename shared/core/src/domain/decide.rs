@@ -241,10 +241,6 @@ impl Change {
     /// or its end.
     fn advance(&mut self, workflow: &Workflow, order: &Order) {
         match self.task.state {
-            TaskState::Processing | TaskState::Pending if self.task.cancelled.is_some() => {
-                self.set_state(TaskState::Compensating);
-                self.advance(workflow, order);
-            }
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
                 match self
@@ -759,11 +755,11 @@ pub fn resubmit(
     Ok(decision)
 }
 
-/// The owner or an operator asks a task to stop: it stops after its running step
-/// (a call's result is kept, and a call that times out is not tried again), or at
-/// once if none is running (waiting for a scheduler or for a retry), and its done
-/// steps are compensated in reverse; it ends in Error, its caller notified and an
-/// operator alerted that it was cancelled. Asking again changes nothing.
+/// The owner or an operator asks a task to stop: it is Compensating at once, and
+/// once its running step (if any) is done, its done steps are compensated in reverse
+/// (a call that succeeds is undone too; one whose lease ends is not tried again, but
+/// undone as timed out); it ends in Error, its caller notified and an operator
+/// alerted that it was cancelled. Asking again changes nothing.
 ///
 /// # Errors
 /// [`Refused`] when the task has ended (and was not cancelled), or the batch took
@@ -1471,6 +1467,11 @@ mod tests {
         );
         let task = decision.next.expect("marked");
         assert_eq!(task.error.as_deref(), Some("cancelled by an operator"));
+        assert_eq!(
+            (task.state, task.steps[2].state),
+            (TaskState::Compensating, StepState::Processing),
+            "to be undone, once the running call is done"
+        );
         assert_eq!(
             cancel(&task, &workflow, operator(None), now).map(|d| (d.verdict, d.next)),
             Ok((Verdict::CancelledAlready, None)),
