@@ -292,23 +292,71 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
     )
     .await;
     assert_eq!(step_states(&task), ["Processed"; 5]);
-    let dead_letters = &stack.outputs["SchedulerDeadLetterQueueUrl"];
-    let dead = stack
+    // The operator sees it through the API (signed), and sends it back to its queue,
+    // where it fails again and returns.
+    let dead = poison_dead_lettered(&stack).await;
+    assert_eq!(dead.len(), 1, "only the poison is dead-lettered: {dead:?}");
+    assert_eq!(dead[0]["body"], "not json");
+    let (_, listed) = operator(&stack, "GET", "/operator/dead-letters", None).await;
+    assert_eq!(listed["queues"][0]["queue"], "scheduler", "{listed:#}");
+    let (status, redriven) = operator(
+        &stack,
+        "POST",
+        "/operator/dead-letters/scheduler/redrive",
+        Some(&json!({ "ids": [dead[0]["id"]] })),
+    )
+    .await;
+    assert_eq!(
+        (status, redriven["redriven"].as_u64()),
+        (200, Some(1)),
+        "{redriven:#}"
+    );
+    assert_eq!(
+        poison_dead_lettered(&stack).await.len(),
+        1,
+        "redriven, failed again, dead-lettered again"
+    );
+    let unsigned = stack
+        .call("GET", "/operator/dead-letters", None, false)
+        .await;
+    assert_eq!(unsigned.status, 403);
+    let openapi = stack.call("GET", "/openapi.json", None, false).await;
+    assert_eq!(
+        (openapi.status, openapi.json()["openapi"].as_str()),
+        (200, Some("3.1.0")),
+        "the API's description needs no signature"
+    );
+}
+
+/// An operator's signed call: its status and body.
+async fn operator(
+    stack: &Deployment,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let answer = stack.call(method, path, body, true).await;
+    (answer.status, answer.json())
+}
+
+/// The messages of the scheduler's dead-letter queue, as the operator's API shows
+/// them, once there are some.
+async fn poison_dead_lettered(stack: &Deployment) -> Vec<Value> {
+    stack
         .wait(
-            "the poison message in the scheduler's dead-letter queue",
+            "a message in the scheduler's dead-letter queue",
             Duration::from_secs(90),
             Duration::from_millis(500),
             || async {
-                let dead = drain(&sqs, dead_letters).await;
-                if dead.is_empty() {
-                    Err("nothing yet".to_owned())
-                } else {
-                    Ok(dead)
+                let (status, shown) =
+                    operator(stack, "GET", "/operator/dead-letters/scheduler", None).await;
+                match shown["messages"].as_array() {
+                    Some(messages) if status == 200 && !messages.is_empty() => Ok(messages.clone()),
+                    _ => Err(format!("{status}: {shown}")),
                 }
             },
         )
-        .await;
-    assert_eq!(dead, ["not json"], "only the poison is dead-lettered");
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -393,6 +441,57 @@ async fn a_hung_agent_is_recovered_by_its_deadline_message_or_when_that_is_lost_
         verdicts(&stack, "SchedulerFunction", "retry").await,
         1,
         "no deadline message for the second hang"
+    );
+
+    // Once more, cancelled by its owner during the hung call: the call is not tried
+    // again when its lease ends, and the done steps are undone, the drone's included.
+    hang();
+    put_task(&stack, "cancelled", &readme_delivery()).await;
+    wait_for_task(
+        &stack,
+        "cancelled",
+        "calling the drone",
+        Duration::from_secs(60),
+        |t| t["steps"][3]["state"] == "Processing",
+    )
+    .await;
+    let cancel = stack
+        .call("POST", "/tasks/cancelled/cancel", None, false)
+        .await;
+    assert_eq!(
+        (cancel.status, cancel.json()["state"].as_str()),
+        (202, Some("Compensating")),
+        "{}",
+        cancel.body
+    );
+    let task = wait_for_task(&stack, "cancelled", "Error", Duration::from_secs(60), |t| {
+        t["state"] == "Error"
+    })
+    .await;
+    assert_eq!(
+        step_states(&task),
+        [
+            "Processed",
+            "Compensated",
+            "Processed",
+            "Compensated",
+            "Pending"
+        ],
+        "{task:#}"
+    );
+    assert_eq!(task["error"], "cancelled by its owner");
+    let mut undone: Vec<_> = remote
+        .effects("cancelled")
+        .into_iter()
+        .filter(|(_, operation, _)| operation.ends_with("/cancel"))
+        .collect();
+    undone.sort();
+    assert_eq!(
+        undone,
+        [
+            ("drone".to_owned(), "/drones/cancel".to_owned(), 1),
+            ("package".to_owned(), "/packages/cancel".to_owned(), 1)
+        ]
     );
 }
 

@@ -125,12 +125,15 @@ impl System {
             metrics: Arc::new(NoMetrics),
             clock: Arc::clone(&clock),
         };
-        let app = Arc::new(App::new(
-            ports,
-            workflows,
-            queues.clone(),
-            format!("local-{}", std::process::id()),
-        ));
+        let app = Arc::new(
+            App::new(
+                ports,
+                workflows,
+                queues.clone(),
+                format!("local-{}", std::process::id()),
+            )
+            .with_dead_letters(Arc::clone(&backend) as _),
+        );
         app.register_workflows()
             .await
             .context("a stored workflow version differs from its file; bump its version")?;

@@ -278,7 +278,7 @@ export class SchedulerAgentSupervisor extends Construct {
         ...extra,
       });
     this.functions = {
-      submission: fn("submission", "Submits, reads, lists and resubmits tasks.", {
+      submission: fn("submission", "The API - submits, reads, lists, resubmits and cancels tasks, and shows and redrives the dead letters.", {
         // Only the submission reads workflow files: the other functions run each task by
         // the definition stored when it was submitted.
         layers: props.workflowsLayer ? [props.workflowsLayer] : undefined,
@@ -349,7 +349,12 @@ export class SchedulerAgentSupervisor extends Construct {
 
     // Explicit statements rather than the constructs' grants, which give more than is
     // used (a queue's grantSendMessages adds GetQueueAttributes and GetQueueUrl).
-    allow(submission, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [table]);
+    // UpdateItem: the order data of a resubmission with a new input.
+    allow(
+      submission,
+      ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"],
+      [table],
+    );
     // Listings: the tasks in Error from the listing index, those in flight from the expiry index.
     allow(submission, ["dynamodb:Query"], [`${table}/index/listing`, `${table}/index/expiry`]);
     // UpdateItem: a finished task's order data, whose expiry moves with it when the task
@@ -371,6 +376,18 @@ export class SchedulerAgentSupervisor extends Construct {
     for (const target of [submission, scheduler, supervisor]) {
       allow(target, ["sqs:SendMessage", "sqs:GetQueueUrl"], [notifications]);
     }
+    // The operator's dead letters: found from each queue's redrive policy, looked at,
+    // and sent back to their queue.
+    allow(
+      submission,
+      ["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
+      this.deadLetterQueues.map((q) => q.queueArn),
+    );
+    allow(
+      submission,
+      ["sqs:GetQueueAttributes", "sqs:SendMessage"],
+      [this.queues.scheduler, this.queues.agentRequests, this.queues.agentResponses].map((q) => q.queueArn),
+    );
     // The scheduler raises alerts; the supervisor raises again those whose publication failed.
     for (const target of [scheduler, supervisor]) {
       allow(target, ["sns:Publish"], [this.alertTopic.topicArn]);
@@ -427,6 +444,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks", caller, callerScopes);
     route(POST, "/tasks/{id}/resubmit", caller, callerScopes);
+    route(POST, "/tasks/{id}/cancel", caller, callerScopes);
     route(GET, "/workflows", caller, callerScopes);
     route(GET, "/me", caller, callerScopes);
     const operator = jwt ?? iam;
@@ -434,6 +452,14 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/tasks", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/cancel", operator, operatorScopes);
+    route(POST, "/operator/bulk/resubmit", operator, operatorScopes);
+    route(POST, "/operator/bulk/cancel", operator, operatorScopes);
+    route(GET, "/operator/dead-letters", operator, operatorScopes);
+    route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
+    route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
+    // The API's description, for anyone.
+    route(GET, "/openapi.json", new apigw.HttpNoneAuthorizer());
     const stage = api.defaultStage?.node.defaultChild as apigw.CfnStage;
     stage.defaultRouteSettings = { throttlingBurstLimit: throttling.burst, throttlingRateLimit: throttling.rate };
     // RouteSettings is JSON to CDK, written into the template as it is: CloudFormation's names.

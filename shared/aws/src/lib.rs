@@ -33,6 +33,7 @@ use crate::store::DynamoStore;
 pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, StartError> {
     let (queues, sqs) = sas_lambda::queues(config, sdk)?;
     let workflows = sas_lambda::workflows(config.workflows_dir.as_deref())?;
+    let dead_letters = Arc::clone(&sqs);
     let ports = Ports {
         store: Arc::new(DynamoStore::new(sdk, config.table.clone())),
         queues: sqs,
@@ -45,5 +46,7 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     };
     // 64 random bits name an instance well enough, in fewer bytes of every task item.
     let instance = format!("{function}-{:016x}", fastrand::u64(..));
-    Ok(App::new(ports, Arc::new(workflows), queues, instance).with_deadline_messages(true))
+    Ok(App::new(ports, Arc::new(workflows), queues, instance)
+        .with_deadline_messages(true)
+        .with_dead_letters(dead_letters))
 }

@@ -17,8 +17,8 @@ use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use crate::domain::task::{Order, Request, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
-    Alerts, Chain, Metrics, Outgoing, OutgoingMessage, QueueError, Queues, StateStore, StoreError,
-    TaskPage,
+    Alerts, Chain, DeadLetters, Metrics, Outgoing, OutgoingMessage, QueueError, Queues, StateStore,
+    StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -267,6 +267,8 @@ pub struct App {
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
     /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
     deadline_messages: bool,
+    /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
+    dead_letters: Option<Arc<dyn DeadLetters>>,
 }
 
 /// How often a wait for a task's end reads it again when another process may
@@ -360,6 +362,7 @@ impl App {
             stored: Mutex::new(HashSet::new()),
             checked: Mutex::new(HashMap::new()),
             deadline_messages: false,
+            dead_letters: None,
         }
     }
 
@@ -372,6 +375,29 @@ impl App {
     pub fn with_deadline_messages(mut self, on: bool) -> Self {
         self.deadline_messages = on;
         self
+    }
+
+    /// Lets operators see and redrive the dead-letter queues of the pattern's queues.
+    #[must_use]
+    pub fn with_dead_letters(mut self, dead_letters: Arc<dyn DeadLetters>) -> Self {
+        self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// The dead-letter queues, if this process can reach them.
+    #[must_use]
+    pub fn dead_letters(&self) -> Option<&dyn DeadLetters> {
+        self.dead_letters.as_deref()
+    }
+
+    /// The pattern's queues, by the names of their roles.
+    #[must_use]
+    pub fn queues_by_role(&self) -> [(&'static str, &QueueName); 3] {
+        [
+            ("scheduler", &self.names.scheduler),
+            ("agent-requests", &self.names.agent_requests),
+            ("agent-responses", &self.names.agent_responses),
+        ]
     }
 
     /// The time now, by the app's clock.

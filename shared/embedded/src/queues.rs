@@ -8,7 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::messages::Alert;
 use sas_core::ports::{
-    AlertError, Alerts, Cause, Consumer, Delivery, OutgoingMessage, QueueError, Queues, StoreError,
+    AlertError, Alerts, Cause, Consumer, DeadLetter, DeadLetters, Delivery, OutgoingMessage,
+    QueueError, Queues, StoreError,
 };
 
 use crate::messages::{Message, Messages};
@@ -182,6 +183,90 @@ impl Consumer for Embedded {
         })
         .map(drop)
         .map_err(|e| failed(e.into()))
+    }
+}
+
+impl Embedded {
+    /// The dead-letter queue of `source`.
+    fn dead_letter_queue(&self, source: &QueueName) -> Result<String, QueueError> {
+        self.messages()
+            .settings
+            .get(source.as_str())
+            .and_then(|settings| settings.dead_letter.as_ref())
+            .map(ToString::to_string)
+            .ok_or_else(|| QueueError::new(source, "the queue has no dead-letter queue"))
+    }
+}
+
+#[async_trait]
+impl DeadLetters for Embedded {
+    async fn count(&self, source: &QueueName) -> Result<u64, QueueError> {
+        let dead_letters = self.dead_letter_queue(source)?;
+        let messages = self.messages();
+        Ok(messages
+            .ready
+            .get(&dead_letters)
+            .map_or(0, |ready| ready.len() as u64))
+    }
+
+    async fn peek(&self, source: &QueueName, max: usize) -> Result<Vec<DeadLetter>, QueueError> {
+        let dead_letters = self.dead_letter_queue(source)?;
+        let messages = self.messages();
+        let ready = messages.ready.get(&dead_letters).into_iter().flatten();
+        Ok(ready
+            .take(max)
+            .filter_map(|(_, id)| {
+                Some(DeadLetter {
+                    id: id.to_string(),
+                    body: messages.by_id.get(id)?.body.clone(),
+                })
+            })
+            .collect())
+    }
+
+    async fn redrive(
+        &self,
+        source: &QueueName,
+        ids: Option<&[String]>,
+        max: usize,
+    ) -> Result<usize, QueueError> {
+        let dead_letters = self.dead_letter_queue(source)?;
+        let chosen: Vec<i64> = {
+            let messages = self.messages();
+            let held = messages.ready.get(&dead_letters).into_iter().flatten();
+            let held = held.map(|(_, id)| *id);
+            match ids {
+                Some(ids) => held.filter(|id| ids.contains(&id.to_string())).collect(),
+                None => held.take(max).collect(),
+            }
+        };
+        let now = self.clock.now().0;
+        let (queue, moved) = (source.to_string(), chosen.clone());
+        self.write(Answer::Committed, move |c| {
+            for id in moved {
+                execute(
+                    c,
+                    "UPDATE messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
+                    params![id, queue, now],
+                )
+                .map_err(unavailable)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| QueueError::new(source, e))?;
+        let mut messages = self.messages();
+        for id in &chosen {
+            if let Some(mut message) = messages.remove(*id) {
+                message.queue = source.to_string();
+                message.visible_at = now;
+                message.receive_count = 0;
+                messages.insert(*id, message);
+            }
+        }
+        drop(messages);
+        self.waker(source.as_str()).notify_one();
+        Ok(chosen.len())
     }
 }
 

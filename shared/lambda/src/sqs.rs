@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
     MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
-    SendMessageBatchRequestEntry,
+    QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_types::SdkConfig;
 use tokio::sync::oneshot;
@@ -19,7 +19,9 @@ use tokio::sync::oneshot;
 use crate::sdk::{SdkClient, sdk_client};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
-use sas_core::ports::{Cause, Consumer, Delivery, OutgoingMessage, QueueError, Queues};
+use sas_core::ports::{
+    Cause, Consumer, DeadLetter, DeadLetters, Delivery, OutgoingMessage, QueueError, Queues,
+};
 
 /// Messages per SQS batch call.
 const BATCH: usize = 10;
@@ -471,5 +473,155 @@ mod tests {
         assert_eq!(call_of("12-3"), Some(12));
         assert_eq!(call_of("0-0"), Some(0));
         assert_eq!(call_of("x"), None);
+    }
+}
+
+/// Receives of a dead-letter queue one peek or redrive makes at most.
+const DEAD_LETTER_RECEIVES: usize = 10;
+
+impl Sqs {
+    /// The URL of the dead-letter queue of `source`, from its redrive policy.
+    async fn dead_letter_url(&self, source: &QueueName) -> Result<String, QueueError> {
+        let url = self.url(source).await?;
+        let output = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::RedrivePolicy)
+            .send()
+            .await
+            .map_err(|e| failed(source, e))?;
+        let target = output
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
+            .and_then(|policy| serde_json::from_str::<serde_json::Value>(policy).ok())
+            .and_then(|policy| Some(policy["deadLetterTargetArn"].as_str()?.to_owned()))
+            .ok_or_else(|| failed(source, "the queue has no dead-letter queue"))?;
+        let name = target.rsplit(':').next().unwrap_or_default();
+        let name = QueueName::parse(name).map_err(|e| failed(source, e))?;
+        self.url(&name).await
+    }
+
+    /// Receives up to ten messages of a dead-letter queue, hidden for `hidden`.
+    async fn receive_dead_letters(
+        &self,
+        source: &QueueName,
+        url: &str,
+        hidden: Duration,
+    ) -> Result<Vec<aws_sdk_sqs::types::Message>, QueueError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .visibility_timeout(i32::try_from(hidden.as_secs()).unwrap_or(30))
+            .send()
+            .await
+            .map_err(|e| failed(source, e))?;
+        Ok(output.messages().to_vec())
+    }
+}
+
+#[async_trait]
+impl DeadLetters for Sqs {
+    async fn count(&self, source: &QueueName) -> Result<u64, QueueError> {
+        let url = self.dead_letter_url(source).await?;
+        let output = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| failed(source, e))?;
+        Ok(output
+            .attributes()
+            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// SQS has no peek: messages are received visible again at once, a few times,
+    /// and those seen are shown (a sample, on a queue of more than a few tens).
+    async fn peek(&self, source: &QueueName, max: usize) -> Result<Vec<DeadLetter>, QueueError> {
+        let url = self.dead_letter_url(source).await?;
+        let mut seen: Vec<DeadLetter> = Vec::new();
+        for _ in 0..DEAD_LETTER_RECEIVES {
+            let received = self
+                .receive_dead_letters(source, &url, Duration::ZERO)
+                .await?;
+            let before = seen.len();
+            for message in received {
+                let id = message.message_id().unwrap_or_default();
+                if !seen.iter().any(|s| s.id == id) {
+                    seen.push(DeadLetter {
+                        id: id.to_owned(),
+                        body: message.body().unwrap_or_default().to_owned(),
+                    });
+                }
+            }
+            if seen.len() >= max || seen.len() == before {
+                break;
+            }
+        }
+        seen.truncate(max);
+        Ok(seen)
+    }
+
+    async fn redrive(
+        &self,
+        source: &QueueName,
+        ids: Option<&[String]>,
+        max: usize,
+    ) -> Result<usize, QueueError> {
+        let url = self.dead_letter_url(source).await?;
+        let mut moved = 0;
+        for _ in 0..DEAD_LETTER_RECEIVES {
+            let wanted = ids.map_or(max, <[String]>::len).saturating_sub(moved);
+            if wanted == 0 {
+                break;
+            }
+            let received = self
+                .receive_dead_letters(source, &url, Duration::from_secs(30))
+                .await?;
+            if received.is_empty() {
+                break;
+            }
+            for message in received {
+                let id = message.message_id().unwrap_or_default();
+                let chosen = ids.is_none_or(|ids| ids.iter().any(|i| i == id));
+                let receipt = message.receipt_handle().unwrap_or_default();
+                if chosen && moved < max {
+                    let body = message.body().unwrap_or_default().to_owned();
+                    self.send(
+                        source,
+                        &[OutgoingMessage {
+                            body,
+                            delay: Duration::ZERO,
+                        }],
+                    )
+                    .await?;
+                    self.client
+                        .delete_message()
+                        .queue_url(&url)
+                        .receipt_handle(receipt)
+                        .send()
+                        .await
+                        .map_err(|e| failed(source, e))?;
+                    moved += 1;
+                } else {
+                    // Not asked for: visible again for the next look.
+                    self.client
+                        .change_message_visibility()
+                        .queue_url(&url)
+                        .receipt_handle(receipt)
+                        .visibility_timeout(0)
+                        .send()
+                        .await
+                        .map_err(|e| failed(source, e))?;
+                }
+            }
+        }
+        Ok(moved)
     }
 }

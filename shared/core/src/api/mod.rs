@@ -24,11 +24,14 @@ use crate::app::{ActionError, App, BulkAction, BulkPage, Filter, SubmitError, Su
 use crate::domain::decide::{Refused, Resubmit, Submission};
 use crate::domain::ids::{Owner, QueueName, TaskId};
 use crate::domain::task::{Actor, Request, Task, TaskState};
-use crate::ports::{Chain, StoreError};
+use crate::ports::{Chain, DeadLetters, QueueError, StoreError};
 use crate::time::Timestamp;
 
 pub use openapi::document;
-pub use view::{BulkView, MeView, PageView, StepView, TaskView, View, WorkflowView, WorkflowsView};
+pub use view::{
+    BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView, MeView,
+    PageView, RedriveView, StepView, TaskView, View, WorkflowView, WorkflowsView,
+};
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -254,6 +257,12 @@ impl From<ApiError> for ApiResponse {
     }
 }
 
+impl From<QueueError> for ApiError {
+    fn from(error: QueueError) -> Self {
+        Self::unavailable(&error)
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         Self::unavailable(&error)
@@ -331,6 +340,9 @@ enum Action {
     Bulk(BulkAction),
     Workflows,
     Me,
+    DeadLetterQueues,
+    DeadLetters,
+    Redrive,
     OpenApi,
 }
 
@@ -373,15 +385,15 @@ impl Route {
         self.action == Action::OpenApi
     }
 
-    /// The task id in `path`, if the route's path matches it (`Some(None)` for a
-    /// path without one).
+    /// The value of the route's parameter (a task's id, a queue's role) in `path`,
+    /// if the route's path matches it (`Some(None)` for a path without one).
     fn capture<'p>(&self, path: &'p str) -> Option<Option<&'p str>> {
         let mut id = None;
         let mut given = path.trim_matches('/').split('/');
         for part in self.path.trim_matches('/').split('/') {
             let segment = given.next()?;
             match part {
-                "{id}" if !segment.is_empty() => id = Some(segment),
+                _ if part.starts_with('{') && !segment.is_empty() => id = Some(segment),
                 _ if part == segment => {}
                 _ => return None,
             }
@@ -391,92 +403,26 @@ impl Route {
 }
 
 /// Every route the handler answers; `GET /openapi.json` documents exactly these.
+#[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
-    Route::new(
-        "POST",
-        "/tasks",
-        Action::Submit,
-        "Submit a task under a generated id",
-    ),
-    Route::new(
-        "PUT",
-        "/tasks/{id}",
-        Action::Submit,
-        "Submit a task under the caller's id: the same request again is the same task",
-    ),
-    Route::new(
-        "GET",
-        "/tasks",
-        Action::List,
-        "List the caller's tasks in a state",
-    ),
-    Route::new(
-        "GET",
-        "/tasks/{id}",
-        Action::Get,
-        "Read a task, or wait for its end",
-    ),
-    Route::new(
-        "POST",
-        "/tasks/{id}/resubmit",
-        Action::Resubmit,
-        "Run a task in Error again, with a new input if given",
-    ),
-    Route::new(
-        "POST",
-        "/tasks/{id}/cancel",
-        Action::Cancel,
-        "Stop a task after its running step and undo its done steps",
-    ),
-    Route::new(
-        "GET",
-        "/workflows",
-        Action::Workflows,
-        "The workflows a caller may submit",
-    ),
+    Route::new("POST", "/tasks", Action::Submit, "Submit a task under a generated id"),
+    Route::new("PUT", "/tasks/{id}", Action::Submit, "Submit a task under the caller's id: the same request again is the same task"),
+    Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
+    Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
+    Route::new("POST", "/tasks/{id}/resubmit", Action::Resubmit, "Run a task in Error again, with a new input if given"),
+    Route::new("POST", "/tasks/{id}/cancel", Action::Cancel, "Stop a task after its running step and undo its done steps"),
+    Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
-    Route::new(
-        "GET",
-        "/operator/tasks",
-        Action::List,
-        "List every caller's tasks in a state",
-    ),
-    Route::new(
-        "GET",
-        "/operator/tasks/{id}",
-        Action::Get,
-        "Read any task, by its full id",
-    ),
-    Route::new(
-        "POST",
-        "/operator/tasks/{id}/resubmit",
-        Action::Resubmit,
-        "Run any task in Error again, with a new input if given",
-    ),
-    Route::new(
-        "POST",
-        "/operator/tasks/{id}/cancel",
-        Action::Cancel,
-        "Stop any task after its running step and undo its done steps",
-    ),
-    Route::new(
-        "POST",
-        "/operator/bulk/resubmit",
-        Action::Bulk(BulkAction::Resubmit),
-        "Resubmit the tasks in Error a filter matches, a page per call",
-    ),
-    Route::new(
-        "POST",
-        "/operator/bulk/cancel",
-        Action::Bulk(BulkAction::Cancel),
-        "Cancel the running tasks a filter matches, a page per call",
-    ),
-    Route::new(
-        "GET",
-        "/openapi.json",
-        Action::OpenApi,
-        "This API's OpenAPI 3.1 document",
-    ),
+    Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
+    Route::new("GET", "/operator/tasks/{id}", Action::Get, "Read any task, by its full id"),
+    Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
+    Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
+    Route::new("POST", "/operator/bulk/resubmit", Action::Bulk(BulkAction::Resubmit), "Resubmit the tasks in Error a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/cancel", Action::Bulk(BulkAction::Cancel), "Cancel the running tasks a filter matches, a page per call"),
+    Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
+    Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
+    Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
+    Route::new("GET", "/openapi.json", Action::OpenApi, "This API's OpenAPI 3.1 document"),
 ];
 
 /// Serves one request.
@@ -603,6 +549,9 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
         Action::Bulk(action) => bulk(app, action, now(), request.body).await,
         Action::Workflows => Ok(workflows(app)),
         Action::Me => Ok(ApiResponse::ok(200, json!(me(request.caller)))),
+        Action::DeadLetterQueues => dead_letter_queues(app).await,
+        Action::DeadLetters => dead_letters(app, named).await,
+        Action::Redrive => redrive(app, named, request.body).await,
         Action::OpenApi => Ok(ApiResponse::ok(200, document())),
     }
 }
@@ -992,4 +941,95 @@ fn workflows(app: &App) -> ApiResponse {
         workflows: all.iter().map(|w| WorkflowView::of(w)).collect(),
     };
     ApiResponse::ok(200, json!(view))
+}
+
+/// A redrive: the messages to send back.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveBody {
+    /// The messages, by their ids in the dead-letter queue; when absent, up to `max`.
+    #[serde(default)]
+    ids: Option<Vec<String>>,
+    /// How many to send back when no ids are named, 1 to 100 (default 10).
+    #[serde(default)]
+    max: Option<usize>,
+}
+
+/// The most messages one look at a dead-letter queue shows, or one redrive sends back.
+const MAX_DEAD_LETTERS: usize = 100;
+
+/// The dead-letter queues, or an answer saying they cannot be reached here.
+fn dead_letter_port(app: &App) -> Result<&dyn DeadLetters, ApiError> {
+    app.dead_letters().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "the dead-letter queues cannot be reached from here",
+        )
+    })
+}
+
+/// The queue whose role is `role`.
+fn queue_of<'a>(app: &'a App, role: &str) -> Result<&'a QueueName, ApiError> {
+    let queues = app.queues_by_role();
+    queues
+        .iter()
+        .find(|(name, _)| *name == role)
+        .map(|(_, queue)| *queue)
+        .ok_or_else(|| {
+            let roles: Vec<_> = queues.iter().map(|(name, _)| *name).collect();
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no dead-letter queue '{role}': the queues are {}",
+                    roles.join(", ")
+                ),
+            )
+            .on("queue")
+        })
+}
+
+async fn dead_letter_queues(app: &App) -> Result<ApiResponse, ApiError> {
+    let port = dead_letter_port(app)?;
+    let mut queues = Vec::new();
+    for (role, queue) in app.queues_by_role() {
+        queues.push(DeadLetterQueueView {
+            queue: role,
+            source: queue.to_string(),
+            messages: port.count(queue).await.map_err(ApiError::from)?,
+        });
+    }
+    Ok(ApiResponse::ok(200, json!(DeadLetterQueuesView { queues })))
+}
+
+async fn dead_letters(app: &App, role: &str) -> Result<ApiResponse, ApiError> {
+    let port = dead_letter_port(app)?;
+    let queue = queue_of(app, role)?;
+    let held = port.peek(queue, MAX_DEAD_LETTERS).await?;
+    let view = DeadLettersView {
+        queue: role.to_owned(),
+        messages: held.into_iter().map(DeadLetterView::of).collect(),
+    };
+    Ok(ApiResponse::ok(200, json!(view)))
+}
+
+async fn redrive(app: &App, role: &str, body: &[u8]) -> Result<ApiResponse, ApiError> {
+    let port = dead_letter_port(app)?;
+    let queue = queue_of(app, role)?;
+    let body: RedriveBody = parse_json(body, true)?;
+    let max = body.max.unwrap_or(10);
+    let asked = body.ids.as_ref().map_or(max, Vec::len);
+    if !(1..=MAX_DEAD_LETTERS).contains(&asked) {
+        let field = if body.ids.is_some() { "ids" } else { "max" };
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            format!("{field}: 1 to {MAX_DEAD_LETTERS} messages at a time"),
+        )
+        .on(field));
+    }
+    let redriven = port.redrive(queue, body.ids.as_deref(), max).await?;
+    let view = RedriveView {
+        queue: role.to_owned(),
+        redriven,
+    };
+    Ok(ApiResponse::ok(200, json!(view)))
 }

@@ -6,10 +6,13 @@ use schemars::Schema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use super::view::{BulkView, MeView, PageView, TaskView, WorkflowsView};
+use super::view::{
+    BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView, RedriveView, TaskView,
+    WorkflowsView,
+};
 use super::{
-    Action, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, ResubmitBody, Route,
-    SubmitBody,
+    Action, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, RedriveBody, ResubmitBody,
+    Route, SubmitBody,
 };
 
 /// The document: every route of [`ROUTES`], and nothing else.
@@ -85,6 +88,13 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         ),
         Action::Workflows => (200, generator.subschema_for::<WorkflowsView>(), None),
         Action::Me => (200, generator.subschema_for::<MeView>(), None),
+        Action::DeadLetterQueues => (200, generator.subschema_for::<DeadLetterQueuesView>(), None),
+        Action::DeadLetters => (200, generator.subschema_for::<DeadLettersView>(), None),
+        Action::Redrive => (
+            200,
+            generator.subschema_for::<RedriveView>(),
+            Some(generator.subschema_for::<RedriveBody>()),
+        ),
         Action::OpenApi => (200, Schema::from(true), None),
     };
     let mut parameters = Vec::new();
@@ -97,6 +107,13 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         parameters.push(json!({
             "name": "id", "in": "path", "required": true,
             "description": description, "schema": {"type": "string"},
+        }));
+    }
+    if route.path.contains("{queue}") {
+        parameters.push(json!({
+            "name": "queue", "in": "path", "required": true,
+            "description": "the role of the queue whose dead letters they are",
+            "schema": {"enum": ["scheduler", "agent-requests", "agent-responses"]},
         }));
     }
     match route.action {

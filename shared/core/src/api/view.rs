@@ -11,6 +11,7 @@ use crate::domain::task::{
     Actor, EarlierInput, Order, Request, StepState, Task, TaskState, WorkflowRef,
 };
 use crate::domain::workflow::Workflow;
+use crate::ports::DeadLetter;
 use crate::time::Timestamp;
 
 fn time(at: Option<Timestamp>) -> Option<String> {
@@ -298,4 +299,69 @@ pub struct BulkView {
     /// What it did.
     #[serde(flatten)]
     pub report: BulkReport,
+}
+
+/// The dead-letter queues.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeadLetterQueuesView {
+    /// One for each of the pattern's queues.
+    pub queues: Vec<DeadLetterQueueView>,
+}
+
+/// A dead-letter queue.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeadLetterQueueView {
+    /// The role of the queue whose messages it keeps: scheduler, agent-requests or
+    /// agent-responses.
+    pub queue: &'static str,
+    /// That queue's name.
+    pub source: String,
+    /// How many messages it holds (approximately, on SQS).
+    pub messages: u64,
+}
+
+/// Messages of a dead-letter queue.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeadLettersView {
+    /// The role of the queue whose messages they were.
+    pub queue: String,
+    /// The messages (on SQS, a sample of a queue of more than a few tens).
+    pub messages: Vec<DeadLetterView>,
+}
+
+/// A message that could not be handled.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeadLetterView {
+    /// Its id, to redrive it by.
+    id: String,
+    /// The task it is about, when its body names one.
+    task_id: Option<String>,
+    /// Its body: JSON when it is, else its text.
+    body: Value,
+}
+
+impl DeadLetterView {
+    /// The view of `message`.
+    #[must_use]
+    pub fn of(message: DeadLetter) -> Self {
+        let body = serde_json::from_str(&message.body).unwrap_or(Value::String(message.body));
+        let task_id = body
+            .get("task_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Self {
+            id: message.id,
+            task_id,
+            body,
+        }
+    }
+}
+
+/// What a redrive did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RedriveView {
+    /// The role of the queue the messages went back to.
+    pub queue: String,
+    /// How many went back.
+    pub redriven: usize,
 }
