@@ -419,63 +419,6 @@ impl Consumer for Sqs {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(id: usize, bytes: usize) -> SendMessageBatchRequestEntry {
-        SendMessageBatchRequestEntry::builder()
-            .id(format!("{id}-0"))
-            .message_body("x".repeat(bytes))
-            .build()
-            .expect("entry")
-    }
-
-    #[test]
-    fn looked_up_urls_are_kept_up_to_a_bound_and_the_patterns_own_always() {
-        let urls = Urls {
-            known: HashMap::from([("scheduler".to_owned(), "https://q/scheduler".to_owned())]),
-            learned: RwLock::default(),
-        };
-        for n in 0..LEARNED_URLS * 3 {
-            urls.learn(&format!("notify-{n}"), format!("https://q/notify-{n}"));
-            assert!(urls.learned.read().expect("lock").len() <= LEARNED_URLS);
-        }
-        let last = LEARNED_URLS * 3 - 1;
-        assert_eq!(
-            urls.get(&format!("notify-{last}")).as_deref(),
-            Some(format!("https://q/notify-{last}").as_str())
-        );
-        assert_eq!(
-            urls.get("scheduler").as_deref(),
-            Some("https://q/scheduler")
-        );
-    }
-
-    #[test]
-    fn batches_hold_ten_entries_and_a_bounded_size() {
-        let sizes = |batches: Vec<Vec<SendMessageBatchRequestEntry>>| -> Vec<usize> {
-            batches.iter().map(Vec::len).collect()
-        };
-        let small = (0..25).map(|i| entry(i, 100)).collect();
-        assert_eq!(sizes(batches(small)), [10, 10, 5]);
-        let large = (0..3).map(|i| entry(i, 150 * 1024)).collect();
-        assert_eq!(
-            sizes(batches(large)),
-            [1, 1, 1],
-            "two would pass the size limit"
-        );
-        assert!(batches(Vec::new()).is_empty());
-    }
-
-    #[test]
-    fn an_entry_names_its_call() {
-        assert_eq!(call_of("12-3"), Some(12));
-        assert_eq!(call_of("0-0"), Some(0));
-        assert_eq!(call_of("x"), None);
-    }
-}
-
 /// Receives of a dead-letter queue one peek or redrive makes at most.
 const DEAD_LETTER_RECEIVES: usize = 10;
 
@@ -623,5 +566,62 @@ impl DeadLetters for Sqs {
             }
         }
         Ok(moved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: usize, bytes: usize) -> SendMessageBatchRequestEntry {
+        SendMessageBatchRequestEntry::builder()
+            .id(format!("{id}-0"))
+            .message_body("x".repeat(bytes))
+            .build()
+            .expect("entry")
+    }
+
+    #[test]
+    fn looked_up_urls_are_kept_up_to_a_bound_and_the_patterns_own_always() {
+        let urls = Urls {
+            known: HashMap::from([("scheduler".to_owned(), "https://q/scheduler".to_owned())]),
+            learned: RwLock::default(),
+        };
+        for n in 0..LEARNED_URLS * 3 {
+            urls.learn(&format!("notify-{n}"), format!("https://q/notify-{n}"));
+            assert!(urls.learned.read().expect("lock").len() <= LEARNED_URLS);
+        }
+        let last = LEARNED_URLS * 3 - 1;
+        assert_eq!(
+            urls.get(&format!("notify-{last}")).as_deref(),
+            Some(format!("https://q/notify-{last}").as_str())
+        );
+        assert_eq!(
+            urls.get("scheduler").as_deref(),
+            Some("https://q/scheduler")
+        );
+    }
+
+    #[test]
+    fn batches_hold_ten_entries_and_a_bounded_size() {
+        let sizes = |batches: Vec<Vec<SendMessageBatchRequestEntry>>| -> Vec<usize> {
+            batches.iter().map(Vec::len).collect()
+        };
+        let small = (0..25).map(|i| entry(i, 100)).collect();
+        assert_eq!(sizes(batches(small)), [10, 10, 5]);
+        let large = (0..3).map(|i| entry(i, 150 * 1024)).collect();
+        assert_eq!(
+            sizes(batches(large)),
+            [1, 1, 1],
+            "two would pass the size limit"
+        );
+        assert!(batches(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn an_entry_names_its_call() {
+        assert_eq!(call_of("12-3"), Some(12));
+        assert_eq!(call_of("0-0"), Some(0));
+        assert_eq!(call_of("x"), None);
     }
 }
