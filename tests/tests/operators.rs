@@ -448,7 +448,7 @@ async fn the_openapi_document_lists_exactly_the_routes_the_handler_answers() {
             .replace("{id}", "no-such-task")
             .replace("{queue}", "nowhere");
         for method in ["GET", "POST", "PUT", "DELETE", "PATCH"] {
-            let (status, _, body) = harness.call(method, &concrete, Some(b"{}")).await;
+            let (status, body) = raw_call(&harness, method, &concrete).await;
             let message = body["error"]["message"].as_str().unwrap_or_default();
             if status == 405 || (status == 404 && message.starts_with("no route")) {
                 continue;
@@ -465,6 +465,24 @@ async fn the_openapi_document_lists_exactly_the_routes_the_handler_answers() {
     }
     assert_eq!(answered, documented, "every documented route is answered");
     assert!(documented.len() >= 15, "{documented:?}");
+}
+
+/// A call with `{}` for a body, whatever the answer's type: its status, and its body
+/// as JSON (a string when it is not JSON, the console's page).
+async fn raw_call(harness: &Harness, method: &str, path: &str) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let response = reqwest::Client::new()
+        .request(method, format!("http://{}{path}", harness.running.api))
+        .body("{}")
+        .send()
+        .await
+        .expect("the API answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,6 +88,9 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
 
 fn to_http(response: ApiResponse) -> Response {
     let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Some(page) = response.page {
+        return (status, axum::response::Html(page)).into_response();
+    }
     let mut http = json(status, &response.body);
     if let Some(location) = response
         .location

@@ -458,8 +458,11 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
     route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
-    // The API's description, for anyone.
-    route(GET, "/openapi.json", new apigw.HttpNoneAuthorizer());
+    // The API's description and the console's page, for anyone: neither holds data
+    // (the console asks the operator's routes for it, as its operator).
+    const anyone = new apigw.HttpNoneAuthorizer();
+    route(GET, "/openapi.json", anyone);
+    route(GET, "/", anyone);
     const stage = api.defaultStage?.node.defaultChild as apigw.CfnStage;
     stage.defaultRouteSettings = { throttlingBurstLimit: throttling.burst, throttlingRateLimit: throttling.rate };
     // RouteSettings is JSON to CDK, written into the template as it is: CloudFormation's names.

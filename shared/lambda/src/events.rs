@@ -105,14 +105,17 @@ fn principal(arn: &str) -> &str {
 fn respond(answer: ApiResponse) -> ApiGatewayV2httpResponse {
     let mut response = ApiGatewayV2httpResponse::default();
     response.status_code = i64::from(answer.status);
-    response.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    let (content_type, body) = match answer.page {
+        Some(page) => ("text/html; charset=utf-8", page.to_owned()),
+        None => ("application/json", answer.body.to_string()),
+    };
+    response
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Some(location) = answer.location.and_then(|l| HeaderValue::from_str(&l).ok()) {
         response.headers.insert(header::LOCATION, location);
     }
-    response.body = Some(Body::Text(answer.body.to_string()));
+    response.body = Some(Body::Text(body));
     response
 }
 

@@ -72,7 +72,7 @@ pub struct ApiRequest<'a> {
     pub body: &'a [u8],
 }
 
-/// A response: status, an optional Location, a JSON body.
+/// A response: status, an optional Location, a JSON body (or a page).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiResponse {
     /// The HTTP status.
@@ -81,7 +81,12 @@ pub struct ApiResponse {
     pub location: Option<String>,
     /// The JSON body.
     pub body: Value,
+    /// An HTML page to send instead of the JSON body: the console.
+    pub page: Option<&'static str>,
 }
+
+/// The operator console: one page, its script and style inline, over this API.
+pub const CONSOLE: &str = include_str!("console.html");
 
 impl ApiResponse {
     fn ok(status: u16, body: Value) -> Self {
@@ -89,6 +94,7 @@ impl ApiResponse {
             status,
             location: None,
             body,
+            page: None,
         }
     }
 
@@ -102,6 +108,7 @@ impl ApiResponse {
             status: 202,
             location: Some(location),
             body: json!(TaskView::of(task, view)),
+            page: None,
         }
     }
 }
@@ -344,6 +351,7 @@ enum Action {
     DeadLetters,
     Redrive,
     OpenApi,
+    Console,
 }
 
 /// One route: a method, a path (`{id}` stands for a task's id), what it does.
@@ -379,10 +387,11 @@ impl Route {
         self.path.starts_with("/operator/")
     }
 
-    /// Whether it is answered without authentication.
+    /// Whether it is answered without authentication: what it answers holds no
+    /// data (the console's page asks the API for its data as its caller).
     #[must_use]
     pub fn is_public(&self) -> bool {
-        self.action == Action::OpenApi
+        matches!(self.action, Action::OpenApi | Action::Console)
     }
 
     /// The value of the route's parameter (a task's id, a queue's role) in `path`,
@@ -423,6 +432,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
     Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
     Route::new("GET", "/openapi.json", Action::OpenApi, "This API's OpenAPI 3.1 document"),
+    Route::new("GET", "/", Action::Console, "The operator console, a web page over the operator's routes"),
 ];
 
 /// Serves one request.
@@ -484,8 +494,8 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
         .filter_map(|route| Some((route, route.capture(request.path)?)))
         .collect();
     let found = matching.iter().find(|(r, _)| r.method == request.method);
-    if found.is_some_and(|(r, _)| r.is_public()) {
-        return Ok(ApiResponse::ok(200, document()));
+    if let Some((route, _)) = found.filter(|(r, _)| r.is_public()) {
+        return Ok(public(route.action));
     }
     let (own, operator) = match request.caller {
         Caller::Anyone => (Scope::Own(None), true),
@@ -552,7 +562,19 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
-        Action::OpenApi => Ok(ApiResponse::ok(200, document())),
+        Action::OpenApi | Action::Console => Ok(public(route.action)),
+    }
+}
+
+/// The answers of the public routes: the console's page, or the API's description.
+fn public(action: Action) -> ApiResponse {
+    if action == Action::Console {
+        ApiResponse {
+            page: Some(CONSOLE),
+            ..ApiResponse::ok(200, Value::Null)
+        }
+    } else {
+        ApiResponse::ok(200, document())
     }
 }
 

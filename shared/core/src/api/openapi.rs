@@ -95,7 +95,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<RedriveView>(),
             Some(generator.subschema_for::<RedriveBody>()),
         ),
-        Action::OpenApi => (200, Schema::from(true), None),
+        Action::OpenApi | Action::Console => (200, Schema::from(true), None),
     };
     let mut parameters = Vec::new();
     if route.path.contains("{id}") {
@@ -138,7 +138,11 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         "responses": {
             status.to_string(): {
                 "description": "done",
-                "content": {"application/json": {"schema": answer}},
+                "content": if route.action == Action::Console {
+                    json!({"text/html": {"schema": {"type": "string"}}})
+                } else {
+                    json!({"application/json": {"schema": answer}})
+                },
             },
             "default": {
                 "description": "an error: 4xx for the request's fault, 503 to retry",

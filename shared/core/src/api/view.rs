@@ -7,8 +7,10 @@ use serde_json::Value;
 
 use crate::app::BulkReport;
 use crate::domain::ids::{Owner, QueueName};
+use crate::domain::messages::Operation;
 use crate::domain::task::{
-    Actor, EarlierInput, Order, Request, StepState, Task, TaskState, WorkflowRef,
+    Actor, Answer, EarlierInput, Event, Happened, Order, Request, StepState, Task, TaskState,
+    WorkflowRef,
 };
 use crate::domain::workflow::Workflow;
 use crate::ports::DeadLetter;
@@ -64,6 +66,9 @@ pub struct TaskView<'a> {
     /// The inputs edited resubmissions replaced (when one task is read).
     #[serde(skip_serializing_if = "Option::is_none")]
     earlier_inputs: Option<&'a [EarlierInput]>,
+    /// What happened to it, oldest first: its last events (when one task is read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    history: Option<Vec<EventView>>,
     /// When it was submitted.
     created_at: Option<String>,
     /// When it last changed.
@@ -163,6 +168,7 @@ impl<'a> TaskView<'a> {
                 .collect(),
             input: None,
             earlier_inputs: None,
+            history: None,
             created_at: time(Some(task.created_at)),
             updated_at: time(Some(task.updated_at)),
             steps: task
@@ -190,6 +196,7 @@ impl<'a> TaskView<'a> {
         Self {
             input: Some(&order.input),
             earlier_inputs: Some(&order.earlier),
+            history: Some(task.history.iter().map(EventView::of).collect()),
             ..Self::of(task, view)
         }
     }
@@ -364,4 +371,115 @@ pub struct RedriveView {
     pub queue: String,
     /// How many went back.
     pub redriven: usize,
+}
+
+/// Something that happened to a task, and when.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventView {
+    /// When.
+    at: String,
+    /// What.
+    #[serde(flatten)]
+    what: HappenedView,
+}
+
+/// What happened to a task ([`Happened`], with its times in RFC 3339).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum HappenedView {
+    /// A step's call or compensation was sent to its agent.
+    Sent {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+        /// When it must be done by.
+        complete_by: String,
+    },
+    /// Its agent answered.
+    Answered {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+        /// How it ended.
+        outcome: Answer,
+    },
+    /// Its complete-by passed without an answer.
+    Expired {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+        /// When the supervisor's retry is due; null when it gave up.
+        retry_at: Option<String>,
+    },
+    /// Someone asked it to stop.
+    Cancelled {
+        /// Who.
+        by: Actor,
+    },
+    /// Someone started a new run.
+    Resubmitted {
+        /// The run.
+        run: u32,
+    },
+    /// It reached a final state.
+    Ended {
+        /// Processed or Error.
+        state: TaskState,
+    },
+}
+
+impl EventView {
+    fn of(event: &Event) -> Self {
+        let what = match event.what.clone() {
+            Happened::Sent {
+                step,
+                operation,
+                attempt,
+                complete_by,
+            } => HappenedView::Sent {
+                step,
+                operation,
+                attempt,
+                complete_by: complete_by.to_rfc3339(),
+            },
+            Happened::Answered {
+                step,
+                operation,
+                attempt,
+                outcome,
+            } => HappenedView::Answered {
+                step,
+                operation,
+                attempt,
+                outcome,
+            },
+            Happened::Expired {
+                step,
+                operation,
+                attempt,
+                retry_at,
+            } => HappenedView::Expired {
+                step,
+                operation,
+                attempt,
+                retry_at: time(retry_at),
+            },
+            Happened::Cancelled { by } => HappenedView::Cancelled { by },
+            Happened::Resubmitted { run } => HappenedView::Resubmitted { run },
+            Happened::Ended { state } => HappenedView::Ended { state },
+        };
+        Self {
+            at: event.at.to_rfc3339(),
+            what,
+        }
+    }
 }

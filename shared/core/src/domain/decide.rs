@@ -10,7 +10,8 @@ use super::ids::{Owner, QueueName, TaskId};
 use super::limits;
 use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
 use super::task::{
-    EarlierInput, Order, Request, Resubmission, Step, StepState, Task, TaskState, WorkflowRef,
+    Answer, EarlierInput, Event, Happened, MAX_HISTORY, Order, Request, Resubmission, Step,
+    StepState, Task, TaskState, WorkflowRef,
 };
 use super::workflow::{InputError, Workflow};
 use crate::time::Timestamp;
@@ -202,6 +203,15 @@ impl Change {
         self.notify();
     }
 
+    /// Adds `what` to the task's history, as of now.
+    fn log(&mut self, what: Happened) {
+        let history = &mut self.task.history;
+        if history.len() >= MAX_HISTORY {
+            history.remove(0);
+        }
+        history.push(Event { at: self.now, what });
+    }
+
     /// Stops the run and undoes what it did, for `reason`, unless the task was
     /// stopped already (asked to cancel, say): the first reason is the task's error.
     fn fail(&mut self, reason: String) {
@@ -326,6 +336,7 @@ impl Change {
         step.attempt += 1;
         step.complete_by = Some(complete_by);
         step.started_at = Some(self.now);
+        let attempt = step.attempt;
         task.complete_by = Some(complete_by);
         self.effects.push(Effect::Dispatch(AgentRequest {
             task_id: task.id.clone(),
@@ -342,12 +353,19 @@ impl Change {
             retry: definition.retry.clone(),
             payload,
         }));
+        self.log(Happened::Sent {
+            step: index,
+            operation,
+            attempt,
+            complete_by,
+        });
     }
 
     fn finish(&mut self, state: TaskState) {
         self.task.locked_by = None;
         self.task.complete_by = None;
         self.set_state(state);
+        self.log(Happened::Ended { state });
         if state == TaskState::Error {
             let compensation_failed = self
                 .task
@@ -432,6 +450,7 @@ pub fn submit(
         pending_alert: None,
         cancelled: None,
         resubmissions: Vec::new(),
+        history: Vec::new(),
         created_at: now,
         updated_at: now,
     };
@@ -508,6 +527,17 @@ pub fn on_response(
 impl Change {
     /// Records how an operation of step `index` ended.
     fn record(&mut self, index: usize, operation: Operation, outcome: &Outcome) {
+        let answer = match outcome {
+            Outcome::Succeeded { .. } => Answer::Succeeded,
+            Outcome::Failed { .. } => Answer::Failed,
+            Outcome::Unusable { .. } => Answer::Unusable,
+        };
+        self.log(Happened::Answered {
+            step: index,
+            operation,
+            attempt: self.task.steps[index].attempt,
+            outcome: answer,
+        });
         let step = &mut self.task.steps[index];
         step.finished_at = Some(self.now);
         step.complete_by = None;
@@ -574,10 +604,29 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     };
     *failures += 1;
     let failures = *failures;
+    let operation = if compensating {
+        Operation::Compensate
+    } else {
+        Operation::Call
+    };
+    let attempt = step.attempt;
     // A call of a task asked to stop is not tried again: its effect may be in place,
     // so it is compensated as one that timed out for good.
     let stopping = change.task.cancelled.is_some() && !compensating;
-    if failures > supervision.failure_threshold || stopping {
+    let delay = if failures == supervision.failure_threshold {
+        supervision.extended_wait
+    } else {
+        supervision.retry_delay
+    };
+    let gave_up = failures > supervision.failure_threshold || stopping;
+    change.log(Happened::Expired {
+        step: index,
+        operation,
+        attempt,
+        retry_at: (!gave_up).then(|| now.plus(delay)),
+    });
+    let step = &mut change.task.steps[index];
+    if gave_up {
         let reason = format!("timed out {failures} times");
         step.finished_at = Some(now);
         if compensating {
@@ -598,11 +647,6 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
         step.state = StepState::Pending;
         change.set_state(TaskState::Pending);
     }
-    let delay = if failures == supervision.failure_threshold {
-        supervision.extended_wait
-    } else {
-        supervision.retry_delay
-    };
     change.release(workflow, delay);
     change.done(Verdict::Retry)
 }
@@ -738,8 +782,10 @@ pub fn resubmit(
     change.task.error = None;
     change.task.pending_alert = None;
     change.task.cancelled = None;
+    let run = change.task.run;
+    change.log(Happened::Resubmitted { run });
     change.task.resubmissions.push(Resubmission {
-        run: change.task.run,
+        run,
         request: resubmit.request,
         edited: edited.is_some(),
     });
@@ -779,6 +825,7 @@ pub fn cancel(
     }
     let mut change = Change::of(task, now);
     change.fail(format!("cancelled by {}", request.by.as_str()));
+    change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
     if task.running_step().is_none() && task.locked_by.is_none() {
         // Waiting for a scheduler (or a retry): one comes now to compensate. A step

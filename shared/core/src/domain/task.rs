@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ids::{Owner, QueueName, TaskId};
-use super::messages::Alert;
+use super::messages::{Alert, Operation};
 use crate::time::Timestamp;
 
 /// The pattern's ProcessState of a task, with the compensation phase the
@@ -215,6 +215,9 @@ pub struct Task {
     /// The resubmissions that started its runs after the first, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resubmissions: Vec<Resubmission>,
+    /// What happened to it, oldest first: its timeline. The last [`MAX_HISTORY`] events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Event>,
     /// When it was submitted.
     pub created_at: Timestamp,
     /// When it last changed.
@@ -240,6 +243,86 @@ impl Task {
             .iter()
             .position(|s| matches!(s.state, StepState::Processing | StepState::Compensating))
     }
+}
+
+/// The most events a task keeps in its history; older ones are dropped.
+pub const MAX_HISTORY: usize = 64;
+
+/// Something that happened to a task, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// When.
+    pub at: Timestamp,
+    /// What.
+    #[serde(flatten)]
+    pub what: Happened,
+}
+
+/// What happened to a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Happened {
+    /// A step's call or compensation was sent to its agent.
+    Sent {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+        /// When it must be done by.
+        complete_by: Timestamp,
+    },
+    /// Its agent answered.
+    Answered {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+        /// How it ended.
+        outcome: Answer,
+    },
+    /// Its complete-by passed without an answer.
+    Expired {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+        /// When the supervisor's retry is due; `None` when it gave up.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_at: Option<Timestamp>,
+    },
+    /// Someone asked it to stop.
+    Cancelled {
+        /// Who.
+        by: Actor,
+    },
+    /// Someone started a new run.
+    Resubmitted {
+        /// The run.
+        run: u32,
+    },
+    /// It reached a final state.
+    Ended {
+        /// Processed or Error.
+        state: TaskState,
+    },
+}
+
+/// How an agent's answer ended a step's operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// It succeeded.
+    Succeeded,
+    /// It failed for good.
+    Failed,
+    /// It succeeded with an answer that cannot be kept.
+    Unusable,
 }
 
 /// Who acted on a task: the caller who owns it, or an operator.

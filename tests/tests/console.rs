@@ -1,0 +1,209 @@
+//! The operator console, used as a person uses it: headless Chromium, driven over
+//! WebDriver, on the local system. Screenshots of each step are kept under the
+//! test's output (`target/tmp/console/`).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use sas_tests::{Harness, delivery_input};
+use serde_json::json;
+
+/// How long the page may take to show what is awaited.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A program the test needs: from the variable `variable`, or on the PATH.
+fn program(variable: &str, name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(variable) {
+        return PathBuf::from(path);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the console test needs Chromium and its WebDriver: `apt-get install chromium \
+                 chromium-driver` (tests/run installs them when it runs as root), or set \
+                 SAS_CHROMIUM and SAS_CHROMEDRIVER; `{name}` is not on the PATH"
+            )
+        })
+}
+
+/// chromedriver on 127.0.0.1, stopped when dropped.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Driver {
+    async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(program("SAS_CHROMEDRIVER", "chromedriver"))
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while reqwest::get(format!("{url}/status")).await.is_err() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "chromedriver never answered"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self { child, url }
+    }
+
+    async fn browser(&self) -> Client {
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": program("SAS_CHROMIUM", "chromium"),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1400,1000"],
+            },
+        });
+        let serde_json::Value::Object(capabilities) = capabilities else {
+            unreachable!("an object")
+        };
+        ClientBuilder::new(HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.url)
+            .await
+            .expect("a browser session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the screenshots go.
+fn screenshots() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console");
+    std::fs::create_dir_all(&dir).expect("the screenshots' directory");
+    dir
+}
+
+async fn screenshot(browser: &Client, name: &str) {
+    let png = browser.screenshot().await.expect("a screenshot");
+    let path = screenshots().join(name);
+    std::fs::write(&path, png).expect("the screenshot written");
+    println!("screenshot: {}", path.display());
+}
+
+/// Waits until the element at `css` shows text for which `done` holds; its text.
+async fn wait_text(browser: &Client, css: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let text = match browser.find(Locator::Css(css)).await {
+            Ok(element) => element.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if done(&text) {
+            return text;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let page = browser.source().await.unwrap_or_default();
+            panic!("'{css}' never showed what was awaited; it shows '{text}'. The page:\n{page}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_processed() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults(
+            "delivery",
+            json!({ "permanent_error_rate": 1.0, "times": 1 }),
+        )
+        .await;
+    let task = json!({ "workflow": "drone-delivery-quick", "input": delivery_input() });
+    harness.put_task("refused-delivery", &task).await;
+    harness.settle_in("refused-delivery", "Error").await;
+    for id in ["delivered-1", "delivered-2"] {
+        harness.put_task(id, &task).await;
+        harness.settle_in(id, "Processed").await;
+    }
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    browser.goto(&console).await.expect("the console opens");
+
+    // The tasks in Error are listed first; the failed one is there.
+    let row = "tr[data-task-id='refused-delivery']";
+    wait_text(&browser, row, |t| t.contains("create-delivery")).await;
+    screenshot(&browser, "1-tasks-in-error.png").await;
+    browser
+        .find(Locator::Css(row))
+        .await
+        .expect("the row")
+        .click()
+        .await
+        .expect("opened");
+
+    // Its page: the delivery failed, the package and the drone were undone.
+    wait_text(&browser, "#task-id", |t| t == "refused-delivery").await;
+    wait_text(&browser, "#task-state", |t| t == "Error").await;
+    for (step, state) in [
+        ("create-package", "Compensated"),
+        ("schedule-drone", "Compensated"),
+        ("create-delivery", "Error"),
+    ] {
+        let css = format!("#steps tr[data-step='{step}']");
+        wait_text(&browser, &css, |t| t.contains(state)).await;
+    }
+    let undone = browser
+        .find_all(Locator::Css("g.bar[data-operation='compensate']"))
+        .await
+        .expect("the timeline");
+    assert_eq!(undone.len(), 2, "two compensations on the timeline");
+    screenshot(&browser, "2-failed-task-undone.png").await;
+
+    // Resubmitted from the page, it runs again and the page shows it Processed.
+    browser
+        .find(Locator::Css("#resubmit"))
+        .await
+        .expect("the resubmit button")
+        .click()
+        .await
+        .expect("resubmitted");
+    wait_text(&browser, "#task-state", |t| t == "Processed").await;
+    let task = harness.task("refused-delivery").await;
+    assert_eq!(
+        (task["state"].as_str(), task["run"].as_u64()),
+        (Some("Processed"), Some(2))
+    );
+    screenshot(&browser, "3-resubmitted-processed.png").await;
+
+    // The workflow, drawn as its steps with their budgets and compensations.
+    browser
+        .goto(&format!("{console}#/workflows"))
+        .await
+        .expect("the workflows");
+    let flow = wait_text(
+        &browser,
+        ".workflow[data-workflow='drone-delivery-quick']",
+        |t| t.contains("schedule-drone"),
+    )
+    .await;
+    assert!(flow.contains("undo: /drones/cancel"), "{flow}");
+    assert!(flow.contains("budget 500ms"), "{flow}");
+    screenshot(&browser, "4-workflows.png").await;
+    browser.close().await.expect("the browser closes");
+}
