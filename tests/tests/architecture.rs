@@ -143,6 +143,26 @@ fn the_local_process_and_the_mock_services_link_nothing_of_aws() {
 }
 
 #[test]
+fn the_command_line_speaks_only_http_to_the_api() {
+    assert_free_of(
+        "sas-cli",
+        &[
+            &SQLITE[..],
+            &[
+                "sas-embedded",
+                "sas-aws",
+                "sas-lambda",
+                "aws-sdk-dynamodb",
+                "aws-sdk-sqs",
+                "aws-sdk-sns",
+            ],
+        ]
+        .concat(),
+        "it reaches the system through its API alone",
+    );
+}
+
+#[test]
 fn each_lambda_function_links_only_what_it_runs() {
     for function in ["sas-submission", "sas-scheduler", "sas-supervisor"] {
         assert_free_of(

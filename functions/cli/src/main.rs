@@ -1,0 +1,421 @@
+//! `sas`: the operator's command line over the API, the local server's or a
+//! deployment's. A readable table by default, `--json` for scripts.
+
+mod client;
+mod render;
+
+use std::io::Read as _;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value, json};
+
+use client::{Api, Auth};
+
+/// See and act on the tasks of a Scheduler Agent Supervisor deployment.
+#[derive(Parser)]
+#[command(name = "sas", version)]
+struct Cli {
+    /// The API: the local server, or a deployment's URL.
+    #[arg(
+        long,
+        env = "SAS_API",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    api: String,
+    /// A bearer token for the API (AuthMode=JWT, or sas-local with tokens).
+    #[arg(long, env = "SAS_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// Sign requests with SigV4 for this region (AuthMode=IAM), with the keys in
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+    #[arg(
+        long,
+        env = "SAS_SIGV4_REGION",
+        global = true,
+        conflicts_with = "token"
+    )]
+    sigv4: Option<String>,
+    /// Print the API's JSON, for scripts.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Use the caller's own routes rather than the operator's: your tasks, by your ids.
+    #[arg(long, global = true)]
+    mine: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Tasks: list, show, watch, resubmit, cancel.
+    #[command(subcommand)]
+    Tasks(Tasks),
+    /// Resubmit every task in Error a filter matches, paced, with a progress bar;
+    /// run again with the same --batch after an interruption to go on.
+    Redrive(Bulk),
+    /// Cancel every running task a filter matches, paced.
+    CancelAll(Bulk),
+    /// The dead-letter queues: list, show, redrive.
+    #[command(subcommand)]
+    Dlq(Dlq),
+    /// The workflows, as their steps.
+    Workflows,
+}
+
+#[derive(Subcommand)]
+enum Tasks {
+    /// Tasks in a state.
+    List {
+        /// Pending, Processing, Compensating or Error.
+        #[arg(long, default_value = "Error")]
+        state: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// A task, its steps on a timeline, and its history.
+    Show { id: String },
+    /// Follows a task until it ends, a line at each change.
+    Watch {
+        id: String,
+        /// Give up after this long.
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// Runs a task in Error again.
+    Resubmit {
+        id: String,
+        /// A new input, from this JSON file ('-' for standard input).
+        #[arg(long)]
+        input: Option<String>,
+    },
+    /// Stops a task and undoes its done steps.
+    Cancel { id: String },
+}
+
+#[derive(Args)]
+struct Bulk {
+    /// Names the action: the same batch again takes no task twice.
+    #[arg(long)]
+    batch: Option<String>,
+    /// Only this workflow's tasks.
+    #[arg(long)]
+    workflow: Option<String>,
+    /// Only the tasks whose error has this text.
+    #[arg(long)]
+    error_contains: Option<String>,
+    /// Only the tasks submitted at or after this (RFC 3339).
+    #[arg(long)]
+    created_after: Option<String>,
+    /// Only the tasks submitted before this (RFC 3339).
+    #[arg(long)]
+    created_before: Option<String>,
+    /// Which tasks, for cancel-all: Pending, Processing or Compensating.
+    #[arg(long)]
+    state: Option<String>,
+    /// Tasks a second, so as not to flood the remote services.
+    #[arg(long, default_value_t = 10)]
+    per_second: u32,
+}
+
+#[derive(Subcommand)]
+enum Dlq {
+    /// Each dead-letter queue and how many messages it holds.
+    List,
+    /// The messages of one: scheduler, agent-requests or agent-responses.
+    Show { queue: String },
+    /// Sends messages back to their queue: those named, or up to --max.
+    Redrive {
+        queue: String,
+        /// A message's id (from `sas dlq show`); may be given again.
+        #[arg(long = "id")]
+        ids: Vec<String>,
+        /// How many, when no id is given.
+        #[arg(long, default_value_t = 10)]
+        max: usize,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let cli = Cli::parse();
+    if let Err(error) = run(cli).await {
+        eprintln!("sas: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+/// What an id may not hold as it is in a path: all but its own characters.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
+
+/// An id (a task's, a queue's) as a segment of a path.
+fn id(text: &str) -> String {
+    utf8_percent_encode(text, PATH_SEGMENT).to_string()
+}
+
+/// Prints `answer` as JSON with `--json`, else as `human` renders it.
+fn print(json: bool, answer: &Value, human: impl FnOnce(&Value) -> String) {
+    if json {
+        println!("{answer:#}");
+    } else {
+        println!("{}", human(answer).trim_end());
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let auth = match (cli.token, cli.sigv4) {
+        (Some(token), _) => Auth::Bearer(token),
+        (None, Some(region)) => Auth::sigv4(region)?,
+        (None, None) => Auth::None,
+    };
+    let api = Api::new(&cli.api, auth);
+    let tasks = if cli.mine {
+        "/tasks"
+    } else {
+        "/operator/tasks"
+    };
+    match cli.command {
+        Command::Tasks(Tasks::List { state, limit }) => {
+            let answer = api
+                .call("GET", &format!("{tasks}?state={state}&limit={limit}"), None)
+                .await?;
+            print(cli.json, &answer, |a| {
+                let listed = a["tasks"].as_array().cloned().unwrap_or_default();
+                let more = if a["next"].is_null() {
+                    ""
+                } else {
+                    "\n(more: raise --limit)"
+                };
+                format!("{}{more}", render::tasks(&listed))
+            });
+        }
+        Command::Tasks(Tasks::Show { id: task }) => {
+            let answer = api
+                .call("GET", &format!("{tasks}/{}", id(&task)), None)
+                .await?;
+            print(cli.json, &answer, render::task);
+        }
+        Command::Tasks(Tasks::Watch { id: task, timeout }) => {
+            watch(&api, &format!("{tasks}/{}", id(&task)), timeout, cli.json).await?;
+        }
+        Command::Tasks(Tasks::Resubmit { id: task, input }) => {
+            let body = input.map(|path| read_input(&path)).transpose()?;
+            let answer = api
+                .call(
+                    "POST",
+                    &format!("{tasks}/{}/resubmit", id(&task)),
+                    body.as_ref(),
+                )
+                .await?;
+            print(cli.json, &answer, |a| {
+                format!(
+                    "{} resubmitted: run {}, {}",
+                    render::text(&a["id"]),
+                    a["run"],
+                    render::text(&a["state"])
+                )
+            });
+        }
+        Command::Tasks(Tasks::Cancel { id: task }) => {
+            let answer = api
+                .call("POST", &format!("{tasks}/{}/cancel", id(&task)), None)
+                .await?;
+            print(cli.json, &answer, |a| {
+                format!(
+                    "{} cancelled: {} (its done steps are being undone)",
+                    render::text(&a["id"]),
+                    render::text(&a["state"])
+                )
+            });
+        }
+        Command::Redrive(bulk) => run_bulk(&api, "resubmit", bulk, cli.json).await?,
+        Command::CancelAll(bulk) => run_bulk(&api, "cancel", bulk, cli.json).await?,
+        Command::Dlq(Dlq::List) => {
+            let answer = api.call("GET", "/operator/dead-letters", None).await?;
+            print(cli.json, &answer, |a| {
+                render::table(
+                    ["QUEUE", "SOURCE", "MESSAGES"],
+                    a["queues"].as_array().into_iter().flatten().map(|q| {
+                        [
+                            render::text(&q["queue"]),
+                            render::text(&q["source"]),
+                            render::text(&q["messages"]),
+                        ]
+                    }),
+                )
+            });
+        }
+        Command::Dlq(Dlq::Show { queue }) => {
+            let answer = api
+                .call(
+                    "GET",
+                    &format!("/operator/dead-letters/{}", id(&queue)),
+                    None,
+                )
+                .await?;
+            print(cli.json, &answer, |a| {
+                render::table(
+                    ["MESSAGE", "TASK", "BODY"],
+                    a["messages"].as_array().into_iter().flatten().map(|m| {
+                        [
+                            render::text(&m["id"]),
+                            render::text(&m["task_id"]),
+                            render::text(&m["body"]),
+                        ]
+                    }),
+                )
+            });
+        }
+        Command::Dlq(Dlq::Redrive { queue, ids, max }) => {
+            let body = if ids.is_empty() {
+                json!({ "max": max })
+            } else {
+                json!({ "ids": ids })
+            };
+            let answer = api
+                .call(
+                    "POST",
+                    &format!("/operator/dead-letters/{}/redrive", id(&queue)),
+                    Some(&body),
+                )
+                .await?;
+            print(cli.json, &answer, |a| {
+                format!(
+                    "{} message(s) sent back to {}",
+                    a["redriven"],
+                    render::text(&a["queue"])
+                )
+            });
+        }
+        Command::Workflows => {
+            let answer = api.call("GET", "/workflows", None).await?;
+            print(cli.json, &answer, |a| {
+                render::workflows(a["workflows"].as_array().map_or(&[], Vec::as_slice))
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A JSON input from a file, or standard input for '-'.
+fn read_input(path: &str) -> anyhow::Result<Value> {
+    let text = if path == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        text
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?
+    };
+    let input: Value =
+        serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))?;
+    Ok(json!({ "input": input }))
+}
+
+/// Prints a line each time the task changes, until it ends.
+async fn watch(api: &Api, path: &str, timeout: Duration, json: bool) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut seen = None;
+    loop {
+        let task = api.call("GET", path, None).await?;
+        if seen != Some(task["version"].clone()) {
+            seen = Some(task["version"].clone());
+            if json {
+                println!("{task}");
+            } else {
+                let steps: Vec<String> = task["steps"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| format!("{}:{}", render::text(&s["name"]), render::text(&s["state"])))
+                    .collect();
+                println!(
+                    "{}  {:<12} {}",
+                    render::text(&task["updated_at"]),
+                    render::text(&task["state"]),
+                    steps.join(" ")
+                );
+            }
+        }
+        if matches!(task["state"].as_str(), Some("Processed" | "Error")) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the task did not end within {}",
+            humantime::format_duration(timeout)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A bulk action, page after page, with a progress line; its totals.
+async fn run_bulk(api: &Api, action: &str, bulk: Bulk, json: bool) -> anyhow::Result<()> {
+    let batch = bulk.batch.unwrap_or_else(|| {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        format!(
+            "cli-{}",
+            now.replace([':', 'T', 'Z'], "-").trim_end_matches('-')
+        )
+    });
+    let mut body = json!({ "batch": batch, "per_second": bulk.per_second });
+    for (field, value) in [
+        ("workflow", bulk.workflow),
+        ("error_contains", bulk.error_contains),
+        ("created_after", bulk.created_after),
+        ("created_before", bulk.created_before),
+        ("state", bulk.state),
+    ] {
+        if let Some(value) = value {
+            body[field] = json!(value);
+        }
+    }
+    let done = if action == "cancel" {
+        "cancelled"
+    } else {
+        "resubmitted"
+    };
+    if !json {
+        println!("batch {batch}: run again with --batch {batch} to go on after an interruption");
+    }
+    let progress = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    progress.enable_steady_tick(Duration::from_millis(120));
+    let mut totals = json!({ "batch": batch, "examined": 0, "matched": 0, "taken": 0, "skipped": 0, "failed": 0 });
+    loop {
+        let page = api
+            .call("POST", &format!("/operator/bulk/{action}"), Some(&body))
+            .await?;
+        for key in ["examined", "matched", "taken", "skipped", "failed"] {
+            totals[key] =
+                json!(totals[key].as_u64().unwrap_or(0) + page[key].as_u64().unwrap_or(0));
+        }
+        progress.set_message(format!(
+            "{} examined, {} {done}, {} skipped, {} failed",
+            totals["examined"], totals["taken"], totals["skipped"], totals["failed"]
+        ));
+        if page["next"].is_null() {
+            break;
+        }
+        body["after"] = page["next"].clone();
+    }
+    progress.finish_and_clear();
+    print(json, &totals, |t| {
+        format!(
+            "batch {}: {} examined, {} matched, {} {}, {} skipped (taken already, or moved on), {} failed",
+            render::text(&t["batch"]),
+            t["examined"],
+            t["matched"],
+            t["taken"],
+            done,
+            t["skipped"],
+            t["failed"]
+        )
+    });
+    Ok(())
+}

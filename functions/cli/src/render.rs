@@ -1,0 +1,263 @@
+//! What the command line prints for a person: tables, a task with its timeline.
+
+use comfy_table::presets::NOTHING;
+use comfy_table::{ContentArrangement, Table};
+use serde_json::Value;
+
+/// Cells of the text timeline.
+const WIDTH: usize = 48;
+
+/// A table with `header`, as wide as the terminal allows.
+#[must_use]
+pub fn table<const N: usize>(
+    header: [&str; N],
+    rows: impl IntoIterator<Item = [String; N]>,
+) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
+    for row in rows {
+        table.add_row(row);
+    }
+    table.to_string()
+}
+
+/// A JSON value's text, without quotes for a string; `-` for null.
+#[must_use]
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A listing of tasks.
+#[must_use]
+pub fn tasks(tasks: &[Value]) -> String {
+    if tasks.is_empty() {
+        return "no task".into();
+    }
+    table(
+        [
+            "TASK", "STATE", "WORKFLOW", "RUN", "FAILURES", "UPDATED", "ERROR",
+        ],
+        tasks.iter().map(|t| {
+            [
+                text(&t["id"]),
+                text(&t["state"]),
+                format!(
+                    "{} v{}",
+                    text(&t["workflow"]["name"]),
+                    t["workflow"]["version"]
+                ),
+                text(&t["run"]),
+                text(&t["failure_count"]),
+                text(&t["updated_at"]),
+                text(&t["error"]),
+            ]
+        }),
+    )
+}
+
+fn millis(time: &Value) -> Option<i64> {
+    let text = time.as_str()?;
+    let at = humantime::parse_rfc3339(text).ok()?;
+    let since = at.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since.as_millis()).ok()
+}
+
+/// One task: what it is, its steps with the current run's timeline, its history.
+#[must_use]
+pub fn task(task: &Value) -> String {
+    let mut out = format!(
+        "{}  {}  {} v{}  run {}  FailureCount {}\n",
+        text(&task["id"]),
+        text(&task["state"]),
+        text(&task["workflow"]["name"]),
+        task["workflow"]["version"],
+        task["run"],
+        task["failure_count"],
+    );
+    if !task["error"].is_null() {
+        out += &format!("error: {}\n", text(&task["error"]));
+    }
+    if !task["cancelled"].is_null() {
+        out += &format!(
+            "cancelled by {} at {}\n",
+            text(&task["cancelled"]["by"]),
+            text(&task["cancelled"]["at"])
+        );
+    }
+    out += &format!("submitted {}", text(&task["created_at"]));
+    if !task["complete_by"].is_null() {
+        out += &format!(", complete by {}", text(&task["complete_by"]));
+    }
+    out += "\n\n";
+    let history = task["history"].as_array().cloned().unwrap_or_default();
+    // The current run's events: from its resubmission, if it had one.
+    let run_starts = history
+        .iter()
+        .rposition(|e| e["event"] == "resubmitted")
+        .map_or(0, |i| i + 1);
+    let run = &history[run_starts..];
+    let times: Vec<i64> = run.iter().filter_map(|e| millis(&e["at"])).collect();
+    let start = times.iter().min().copied().unwrap_or(0);
+    let end = times.iter().max().copied().unwrap_or(start).max(start + 1);
+    let cell = |at: i64| {
+        let offset = usize::try_from(at - start).unwrap_or(0) * (WIDTH - 1);
+        offset / usize::try_from(end - start).unwrap_or(1).max(1)
+    };
+    let steps = task["steps"].as_array().cloned().unwrap_or_default();
+    let lines: Vec<String> = (0..steps.len())
+        .map(|index| timeline_row(run, index, &cell))
+        .collect();
+    out += &table(
+        [
+            "STEP",
+            "STATE",
+            "ATTEMPT",
+            "FAILURES",
+            &format!("RUN {} ({} ms)", task["run"], end - start),
+        ],
+        steps.iter().zip(lines).map(|(step, line)| {
+            [
+                text(&step["name"]),
+                text(&step["state"]),
+                text(&step["attempt"]),
+                text(&step["failure_count"]),
+                line,
+            ]
+        }),
+    );
+    out += "\n█ call  ▒ compensation  ✗ failed or timed out  · waiting for a retry\n";
+    if !history.is_empty() {
+        out += "\nhistory:\n";
+        for event in &history {
+            out += &format!("  {}  {}\n", text(&event["at"]), describe(event, &steps));
+        }
+    }
+    out
+}
+
+/// One step's row of the timeline: each attempt's span, in cells.
+fn timeline_row(run: &[Value], index: usize, cell: &impl Fn(i64) -> usize) -> String {
+    let mut cells = vec![' '; WIDTH];
+    let mut sent: Vec<&Value> = Vec::new();
+    for event in run.iter().filter(|e| e["step"] == index) {
+        let Some(at) = millis(&event["at"]) else {
+            continue;
+        };
+        match event["event"].as_str() {
+            Some("sent") => sent.push(event),
+            Some("answered" | "expired") => {
+                let opened = sent.iter().position(|s| {
+                    s["attempt"] == event["attempt"] && s["operation"] == event["operation"]
+                });
+                let Some(opened) = opened.map(|i| sent.remove(i)) else {
+                    continue;
+                };
+                let fill = if event["operation"] == "compensate" {
+                    '▒'
+                } else {
+                    '█'
+                };
+                let from = millis(&opened["at"]).map_or(0, cell);
+                let to = cell(at);
+                for c in &mut cells[from..=to.max(from)] {
+                    *c = fill;
+                }
+                if event["event"] == "expired" || event["outcome"] != "succeeded" {
+                    cells[to] = '✗';
+                }
+                if let Some(retry) = millis(&event["retry_at"]) {
+                    for c in cells
+                        .iter_mut()
+                        .take(cell(retry).min(WIDTH - 1) + 1)
+                        .skip(to + 1)
+                    {
+                        *c = '·';
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for opened in sent {
+        let from = millis(&opened["at"]).map_or(0, cell);
+        cells[from] = if opened["operation"] == "compensate" {
+            '▒'
+        } else {
+            '█'
+        };
+    }
+    cells.into_iter().collect::<String>().trim_end().to_owned()
+}
+
+/// An event of a task's history, in words.
+fn describe(event: &Value, steps: &[Value]) -> String {
+    let step = || {
+        let name = event["step"]
+            .as_u64()
+            .and_then(|i| steps.get(usize::try_from(i).ok()?))
+            .map_or_else(|| "?".to_owned(), |s| text(&s["name"]));
+        let what = if event["operation"] == "compensate" {
+            "compensation of"
+        } else {
+            "call of"
+        };
+        format!("{what} {name} (attempt {})", event["attempt"])
+    };
+    match event["event"].as_str().unwrap_or_default() {
+        "sent" => format!(
+            "{} sent, to complete by {}",
+            step(),
+            text(&event["complete_by"])
+        ),
+        "answered" => format!("{} {}", step(), text(&event["outcome"])),
+        "expired" => match event["retry_at"].as_str() {
+            Some(at) => format!("{} passed its complete-by: retried at {at}", step()),
+            None => format!("{} passed its complete-by: given up", step()),
+        },
+        "cancelled" => format!("cancelled by {}", text(&event["by"])),
+        "resubmitted" => format!("resubmitted: run {}", event["run"]),
+        "ended" => format!("ended {}", text(&event["state"])),
+        other => other.to_owned(),
+    }
+}
+
+/// The workflows, each as its steps.
+#[must_use]
+pub fn workflows(workflows: &[Value]) -> String {
+    let mut out = String::new();
+    for w in workflows {
+        out += &format!(
+            "{} v{}: {}\n",
+            text(&w["name"]),
+            w["version"],
+            text(&w["description"])
+        );
+        out += &table(
+            ["#", "STEP", "AGENT", "CALL", "BUDGET", "UNDO"],
+            w["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, s)| {
+                    [
+                        (i + 1).to_string(),
+                        text(&s["name"]),
+                        text(&s["agent"]),
+                        text(&s["call"]),
+                        text(&s["complete_by"]),
+                        text(&s["compensation"]),
+                    ]
+                }),
+        );
+        out += "\n\n";
+    }
+    out
+}

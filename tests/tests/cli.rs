@@ -1,0 +1,165 @@
+//! The `sas` command line, run as a person runs it, against the local system: its
+//! real output, its exit codes.
+
+use sas_tests::{Harness, delivery_input, function_binary};
+use serde_json::{Value, json};
+
+/// Runs `sas` against the harness's API; its exit status, standard output and error.
+async fn sas(harness: &Harness, arguments: &[&str]) -> (bool, String, String) {
+    let output = tokio::process::Command::new(function_binary("sas"))
+        .args(arguments)
+        .env("SAS_API", format!("http://{}", harness.running.api))
+        .env_remove("SAS_TOKEN")
+        .env_remove("SAS_SIGV4_REGION")
+        .output()
+        .await
+        .expect("sas runs");
+    (
+        output.status.success(),
+        String::from_utf8(output.stdout).expect("UTF-8"),
+        String::from_utf8(output.stderr).expect("UTF-8"),
+    )
+}
+
+/// Runs `sas`, which must succeed; its standard output.
+async fn ok(harness: &Harness, arguments: &[&str]) -> String {
+    let (success, out, err) = sas(harness, arguments).await;
+    assert!(success, "sas {arguments:?} failed: {err}{out}");
+    out
+}
+
+fn quick() -> Value {
+    json!({ "workflow": "drone-delivery-quick", "input": delivery_input() })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_command_line() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults(
+            "delivery",
+            json!({ "permanent_error_rate": 1.0, "times": 1 }),
+        )
+        .await;
+    harness.put_task("cli-failed", &quick()).await;
+    harness.settle_in("cli-failed", "Error").await;
+
+    let listed = ok(&harness, &["tasks", "list", "--state", "Error"]).await;
+    let header = listed.lines().next().expect("a header");
+    for column in ["TASK", "STATE", "WORKFLOW", "RUN", "ERROR"] {
+        assert!(header.contains(column), "{listed}");
+    }
+    let row = listed
+        .lines()
+        .find(|l| l.contains("cli-failed"))
+        .unwrap_or_else(|| panic!("the failed task is listed: {listed}"));
+    assert!(row.contains("Error") && row.contains("422"), "{row}");
+
+    let shown = ok(&harness, &["tasks", "show", "cli-failed"]).await;
+    for expected in [
+        "cli-failed  Error  drone-delivery-quick v1  run 1",
+        "error: step 'create-delivery' failed",
+        "create-package   Compensated",
+        "█ call  ▒ compensation",
+        "compensation of schedule-drone (attempt 2) succeeded",
+        "ended Error",
+    ] {
+        assert!(shown.contains(expected), "'{expected}' in:\n{shown}");
+    }
+    let timeline = shown
+        .lines()
+        .find(|l| l.contains("schedule-drone") && l.contains("Compensated"))
+        .expect("the drone's row");
+    // The harness's clock stands still while the task runs: its bars share a cell.
+    assert!(
+        timeline.contains('█') || timeline.contains('▒'),
+        "the drone's step on the timeline: {timeline}"
+    );
+    let json: Value =
+        serde_json::from_str(&ok(&harness, &["--json", "tasks", "show", "cli-failed"]).await)
+            .expect("--json prints JSON");
+    assert_eq!(json["id"], "cli-failed");
+
+    let mut edited = delivery_input();
+    edited["customer_id"] = json!("c-edited");
+    let input = tempfile::NamedTempFile::new().expect("a file");
+    std::fs::write(input.path(), edited.to_string()).expect("written");
+    let path = input.path().to_str().expect("a path");
+    let resubmitted = ok(
+        &harness,
+        &["tasks", "resubmit", "cli-failed", "--input", path],
+    )
+    .await;
+    assert_eq!(resubmitted.trim(), "cli-failed resubmitted: run 2, Pending");
+    let watched = ok(
+        &harness,
+        &["tasks", "watch", "cli-failed", "--timeout", "30s"],
+    )
+    .await;
+    let last = watched.lines().last().expect("a line");
+    assert!(last.contains("Processed"), "{watched}");
+    assert_eq!(harness.task("cli-failed").await["input"], edited);
+
+    let (success, out, err) = sas(&harness, &["tasks", "show", "nobody"]).await;
+    assert!(!success && out.is_empty(), "{out}");
+    assert_eq!(err.trim(), "sas: 404 not_found: no task 'nobody'");
+    let (success, _, err) = sas(&harness, &["tasks", "resubmit", "cli-failed"]).await;
+    assert!(!success);
+    assert!(err.contains("409 not_in_error"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_letters_show() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults("account", json!({ "permanent_error_rate": 1.0 }))
+        .await;
+    for id in ["r-1", "r-2", "r-3"] {
+        harness.put_task(id, &quick()).await;
+        harness.settle_in(id, "Error").await;
+    }
+    let arguments = [
+        "redrive",
+        "--batch",
+        "accounts-fixed",
+        "--error-contains",
+        "422",
+        "--per-second",
+        "1000",
+    ];
+    let first = ok(&harness, &arguments).await;
+    assert!(
+        first.contains("batch accounts-fixed: 3 examined, 3 matched, 3 resubmitted, 0 skipped"),
+        "{first}"
+    );
+    for id in ["r-1", "r-2", "r-3"] {
+        harness.settle_in(id, "Error").await;
+    }
+    let again = ok(&harness, &arguments).await;
+    assert!(
+        again.contains("3 examined, 3 matched, 0 resubmitted, 3 skipped"),
+        "the same batch again takes none: {again}"
+    );
+    let json: Value =
+        serde_json::from_str(&ok(&harness, &[&["--json"], &arguments[..]].concat()).await)
+            .expect("JSON");
+    assert_eq!(
+        (json["taken"].as_u64(), json["skipped"].as_u64()),
+        (Some(0), Some(3))
+    );
+
+    let queues = ok(&harness, &["dlq", "list"]).await;
+    for role in ["scheduler", "agent-requests", "agent-responses"] {
+        assert!(
+            queues
+                .lines()
+                .any(|l| l.trim_start().starts_with(role) && l.trim_end().ends_with('0')),
+            "{queues}"
+        );
+    }
+    let redriven = ok(&harness, &["dlq", "redrive", "scheduler", "--max", "5"]).await;
+    assert_eq!(redriven.trim(), "0 message(s) sent back to scheduler");
+    let workflows = ok(&harness, &["workflows"]).await;
+    assert!(workflows.contains("drone-delivery-quick v1"), "{workflows}");
+    assert!(workflows.contains("/drones/cancel"), "{workflows}");
+}
