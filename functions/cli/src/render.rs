@@ -21,7 +21,12 @@ pub fn table<const N: usize>(
     for row in rows {
         table.add_row(row);
     }
-    table.to_string()
+    let lines: Vec<String> = table
+        .to_string()
+        .lines()
+        .map(|line| line.trim_end().to_owned())
+        .collect();
+    lines.join("\n")
 }
 
 /// A JSON value's text, without quotes for a string; `-` for null.
