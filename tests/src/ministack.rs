@@ -183,7 +183,8 @@ pub struct AccessKey {
 
 impl AccessKey {
     /// The emulator's account root.
-    fn root() -> Self {
+    #[must_use]
+    pub fn root() -> Self {
         Self {
             id: ACCESS_KEY.to_owned(),
             secret: ACCESS_KEY.to_owned(),

@@ -62,7 +62,8 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
         "create-package   Compensated",
         "█ call  ▒ compensation",
         "compensation of schedule-drone (attempt 2) succeeded",
-        "ended Error",
+        "entered Compensating",
+        "entered Error",
     ] {
         assert!(shown.contains(expected), "'{expected}' in:\n{shown}");
     }

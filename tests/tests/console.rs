@@ -133,7 +133,9 @@ async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_proc
         )
         .await;
     let task = json!({ "workflow": "drone-delivery-quick", "input": delivery_input() });
-    harness.put_task("refused-delivery", &task).await;
+    let mut told = task.clone();
+    told["notify"] = json!("refused-delivery-updates");
+    harness.put_task("refused-delivery", &told).await;
     harness.settle_in("refused-delivery", "Error").await;
     for id in ["delivered-1", "delivered-2"] {
         harness.put_task(id, &task).await;
@@ -168,6 +170,26 @@ async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_proc
         let css = format!("#steps tr[data-step='{step}']");
         wait_text(&browser, &css, |t| t.contains(state)).await;
     }
+    let notifications = wait_text(&browser, "#notifications", |t| t.contains("Error")).await;
+    let mut told = Vec::new();
+    for state in browser
+        .find_all(Locator::Css("#notifications .told"))
+        .await
+        .expect("the notifications")
+    {
+        told.push(
+            state
+                .attr("data-state")
+                .await
+                .expect("a state")
+                .unwrap_or_default(),
+        );
+    }
+    assert!(
+        notifications.contains("refused-delivery-updates")
+            && told == ["Pending", "Processing", "Compensating", "Error"],
+        "the caller was told each state: {notifications}"
+    );
     let undone = browser
         .find_all(Locator::Css("g.bar[data-operation='compensate']"))
         .await

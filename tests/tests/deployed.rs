@@ -11,7 +11,7 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use sas_core::domain::ids::{Owner, TaskId};
 use sas_tests::aws::{Remote, fixture, queue_arn};
-use sas_tests::ministack::{Answer, Deployment};
+use sas_tests::ministack::{AccessKey, Answer, Deployment, REGION};
 use sas_tests::step_states;
 use sas_tests::tokens::{AUDIENCE, Issuer};
 use serde_json::{Value, json};
@@ -1189,4 +1189,36 @@ async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owne
             "{task}"
         );
     }
+
+    // The command line signs as its user: alice reads her own task, and is refused
+    // the operator's routes; the root lists the dead letters.
+    let sas = |key: &AccessKey, arguments: &[&str]| {
+        let output = std::process::Command::new(sas_tests::function_binary("sas"))
+            .args(["--sigv4", REGION])
+            .args(arguments)
+            .env("SAS_API", &stack.api)
+            .env("AWS_ACCESS_KEY_ID", &key.id)
+            .env("AWS_SECRET_ACCESS_KEY", &key.secret)
+            .env_remove("AWS_SESSION_TOKEN")
+            .output()
+            .expect("sas runs");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (success, shown, err) = sas(&alice, &["--mine", "tasks", "show", "order-1"]);
+    assert!(success, "{err}");
+    assert!(
+        shown.starts_with("order-1  Processed  drone-delivery v1"),
+        "{shown}"
+    );
+    let (success, _, err) = sas(&alice, &["tasks", "list", "--state", "Error"]);
+    assert!(!success && err.contains("403"), "{err}");
+    let (success, queues, err) = sas(&AccessKey::root(), &["dlq", "list"]);
+    assert!(
+        success && queues.contains("agent-requests"),
+        "{err}{queues}"
+    );
 }

@@ -228,7 +228,7 @@ fn describe(event: &Value, steps: &[Value]) -> String {
         },
         "cancelled" => format!("cancelled by {}", text(&event["by"])),
         "resubmitted" => format!("resubmitted: run {}", event["run"]),
-        "ended" => format!("ended {}", text(&event["state"])),
+        "state" => format!("entered {}", text(&event["state"])),
         other => other.to_owned(),
     }
 }

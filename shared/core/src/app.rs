@@ -1147,6 +1147,8 @@ mod tests {
             (AlertClearedAlready, "alert cleared already"),
             (AlertPublished, "alert published"),
             (Resubmitted, "resubmitted"),
+            (CancelRequested, "cancel requested"),
+            (CancelledAlready, "cancelled already"),
         ];
         for (verdict, name) in names {
             assert_eq!(verdict.as_str(), name);

@@ -430,9 +430,9 @@ pub enum HappenedView {
         /// The run.
         run: u32,
     },
-    /// It reached a final state.
-    Ended {
-        /// Processed or Error.
+    /// It entered a state; its caller, if it named a queue, was told.
+    State {
+        /// The state.
         state: TaskState,
     },
 }
@@ -475,7 +475,7 @@ impl EventView {
             },
             Happened::Cancelled { by } => HappenedView::Cancelled { by },
             Happened::Resubmitted { run } => HappenedView::Resubmitted { run },
-            Happened::Ended { state } => HappenedView::Ended { state },
+            Happened::State { state } => HappenedView::State { state },
         };
         Self {
             at: event.at.to_rfc3339(),

@@ -200,6 +200,7 @@ impl Change {
             return;
         }
         self.task.state = state;
+        self.log(Happened::State { state });
         self.notify();
     }
 
@@ -365,7 +366,6 @@ impl Change {
         self.task.locked_by = None;
         self.task.complete_by = None;
         self.set_state(state);
-        self.log(Happened::Ended { state });
         if state == TaskState::Error {
             let compensation_failed = self
                 .task
@@ -456,6 +456,9 @@ pub fn submit(
     };
     let mut change = Change::of(&task, now);
     change.release(workflow, Duration::ZERO);
+    change.log(Happened::State {
+        state: TaskState::Pending,
+    });
     change.notify();
     change.watch_lease();
     let order = Order {

@@ -306,9 +306,9 @@ pub enum Happened {
         /// The run.
         run: u32,
     },
-    /// It reached a final state.
-    Ended {
-        /// Processed or Error.
+    /// It entered a state; its caller, if it named a queue, was told.
+    State {
+        /// The state.
         state: TaskState,
     },
 }
