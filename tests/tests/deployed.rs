@@ -326,6 +326,13 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         (200, Some("3.1.0")),
         "the API's description needs no signature"
     );
+    let console = stack.call("GET", "/", None, false).await;
+    assert!(
+        console.status == 200 && console.body.contains("operator console"),
+        "the console's page, through the gateway and the function: {} {}",
+        console.status,
+        &console.body[..console.body.len().min(200)]
+    );
 }
 
 /// An operator's signed call: its status and body.

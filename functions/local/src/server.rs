@@ -104,14 +104,14 @@ fn to_http(response: ApiResponse) -> Response {
 /// Refuses a caller the local-only routes are not for: `ok` says whether one
 /// known is.
 fn refuse(caller: &Caller, ok: bool) -> Option<Response> {
-    let (status, code) = match caller {
+    let code = match caller {
         Caller::Anyone => return None,
         Caller::Known { operator: true, .. } => return None,
         Caller::Known { .. } if ok => return None,
-        Caller::Known { .. } => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
-        Caller::Unauthenticated => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated),
+        Caller::Known { .. } => ErrorCode::NotFound,
+        Caller::Unauthenticated => ErrorCode::Unauthenticated,
     };
-    Some(failure(status, code.as_str(), "not for this caller"))
+    Some(to_http(ApiError::new(code, "not for this caller").into()))
 }
 
 async fn take_messages(

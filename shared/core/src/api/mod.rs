@@ -169,28 +169,6 @@ impl ErrorCode {
             Self::Unavailable => 503,
         }
     }
-
-    /// Its name in the answer's `error.code`.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::InvalidId => "invalid_id",
-            Self::BodyTooLarge => "body_too_large",
-            Self::InvalidJson => "invalid_json",
-            Self::InvalidBody => "invalid_body",
-            Self::InvalidField => "invalid_field",
-            Self::UnknownWorkflow => "unknown_workflow",
-            Self::InvalidQuery => "invalid_query",
-            Self::Unauthenticated => "unauthenticated",
-            Self::Forbidden => "forbidden",
-            Self::Conflict => "conflict",
-            Self::NotInError => "not_in_error",
-            Self::Ended => "ended",
-            Self::NotFound => "not_found",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::Unavailable => "unavailable",
-        }
-    }
 }
 
 /// An error answer: `{"error": {"code", "message", "field"?}}`, with the code's status.
