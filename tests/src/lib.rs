@@ -21,7 +21,7 @@ use sas_core::domain::ids::QueueName;
 use sas_core::time::Timestamp;
 use sas_embedded::{Depth, Durability};
 use sas_local::auth::Authentication;
-use sas_local::{Config, Running, Settings};
+use sas_local::{Config, Ingestion, Running, Settings};
 use sas_testkit::ManualClock;
 use serde_json::Value;
 
@@ -132,6 +132,23 @@ impl Harness {
     /// # Panics
     /// When the system cannot start.
     pub async fn start_with(max_receive_count: u32, authentication: Authentication) -> Self {
+        Self::start_as(max_receive_count, authentication, Ingestion::Direct).await
+    }
+
+    /// [`Harness::start`], in buffered ingestion: a submission is queued, and the
+    /// scheduler creates its task.
+    ///
+    /// # Panics
+    /// When the system cannot start.
+    pub async fn start_buffered(max_receive_count: u32) -> Self {
+        Self::start_as(max_receive_count, Authentication::Open, Ingestion::Buffered).await
+    }
+
+    async fn start_as(
+        max_receive_count: u32,
+        authentication: Authentication,
+        ingestion: Ingestion,
+    ) -> Self {
         let data = tempfile::tempdir().expect("temporary directory");
         let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
         let config = Config {
@@ -149,6 +166,7 @@ impl Harness {
                 max_receive_count,
                 services: HashMap::new(),
                 services_fallback: None,
+                ingestion,
             },
         };
         let running = sas_local::start(config, Arc::clone(&clock) as _)

@@ -1099,6 +1099,7 @@ fn describe(body: &str) -> String {
             "Response {} step {} attempt {} {:?}",
             r.task_id, r.step, r.attempt, r.operation
         ),
+        Ok(SchedulerMessage::Submit(b)) => format!("Submit {}", b.submission.id),
         Err(_) => "undecodable".into(),
     }
 }

@@ -29,6 +29,15 @@ async fn undone(harness: &Harness, task: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Waits until `service` has had `calls` calls. A test ends a lease only once the
+/// agent has called: a request the agent takes after its complete-by is not sent,
+/// and the fault meant for it would meet the next call instead.
+async fn called(harness: &Harness, service: &str, calls: u64) {
+    while harness.calls(service).await < calls {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn cancel(harness: &Harness, id: &str) -> Value {
     let (status, location, body) = harness
         .call("POST", &format!("/tasks/{id}/cancel"), None)
@@ -73,6 +82,7 @@ async fn a_cancel_during_a_call_waits_for_it_then_undoes_the_done_steps_once() {
 
     // The drone applied the schedule and holds its answer past the lease: the
     // supervisor does not retry the call of a cancelled task, it undoes it.
+    called(&harness, "drone", 1).await;
     harness.advance(BUDGET);
     harness.sweep().await;
     let task = harness.settle_in("during-call", "Error").await;
@@ -137,6 +147,7 @@ async fn a_cancel_during_a_compensation_lets_it_finish_and_undoes_each_step_once
         .await;
     let body = cancel(&harness, "during-undo").await;
     assert_eq!(body["state"], "Compensating");
+    called(&harness, "drone", 2).await;
     harness.advance(BUDGET);
     harness.sweep().await;
     let task = harness.settle_in("during-undo", "Error").await;
@@ -176,6 +187,7 @@ async fn a_cancel_during_a_supervisor_retry_wait_undoes_the_step_that_may_have_a
                 t["steps"][3]["attempt"] == attempt && t["steps"][3]["state"] == "Processing"
             })
             .await;
+        called(&harness, "drone", attempt).await;
         harness.advance(BUDGET);
         harness.sweep().await;
     }
@@ -393,6 +405,10 @@ async fn a_bulk_resubmission_of_500_takes_each_task_once_through_an_interruption
         skipped >= 100,
         "the first page's tasks were skipped: {skipped}"
     );
+    // The cut may have come between a task's write and its Run message: its pickup
+    // lease (2 s) ends, and the supervisor sends the message again.
+    harness.advance(Duration::from_secs(3));
+    harness.sweep().await;
     for id in &ids {
         harness.settle_in(id, "Error").await;
     }

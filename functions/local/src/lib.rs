@@ -20,7 +20,7 @@ use sas_core::domain::services::{self, Service};
 use sas_core::time::Clock;
 use sas_embedded::Durability;
 
-pub use runtime::{Settings, System};
+pub use runtime::{Ingestion, Settings, System};
 
 /// Where the local process listens, and how its system is set up.
 #[derive(Debug, Clone)]
@@ -118,6 +118,13 @@ impl Config {
                 max_receive_count: parsed("SAS_MAX_RECEIVE_COUNT", 5)?,
                 services,
                 services_fallback: None,
+                ingestion: match var("SAS_INGESTION").as_deref() {
+                    None | Some("direct") => Ingestion::Direct,
+                    Some("buffered") => Ingestion::Buffered,
+                    Some(other) => {
+                        anyhow::bail!("SAS_INGESTION={other}: expected 'direct' or 'buffered'")
+                    }
+                },
             },
         })
     }

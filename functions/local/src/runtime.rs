@@ -48,6 +48,20 @@ pub struct Settings {
     pub services: HashMap<String, Service>,
     /// The base URL of services not in `services`: `<base>/<agent>`.
     pub services_fallback: Option<String>,
+    /// How a submission is taken: written at once, or queued and created by the
+    /// scheduler at the rate the store takes.
+    pub ingestion: Ingestion,
+}
+
+/// How a submission is taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ingestion {
+    /// The task is written before the answer.
+    #[default]
+    Direct,
+    /// The request is checked and queued (committed) before the answer; a scheduler
+    /// creates the task from the `ingest` queue.
+    Buffered,
 }
 
 /// The running actors.
@@ -60,6 +74,8 @@ pub struct System {
     pub backend: Arc<Embedded>,
     /// The pattern's queues.
     pub queues: QueueNames,
+    /// The queue of buffered submissions, in buffered ingestion.
+    pub ingest: Option<QueueName>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -102,19 +118,24 @@ impl System {
             .flat_map(|w| w.steps.iter().map(|s| s.complete_by))
             .max()
             .unwrap_or_default();
-        for (name, visibility) in [
-            (&queues.scheduler, Duration::from_secs(30)),
-            (&queues.agent_responses, Duration::from_secs(30)),
-            (
-                &queues.agent_requests,
-                longest_step + Duration::from_secs(30),
-            ),
-        ] {
+        let ingest = (settings.ingestion == Ingestion::Buffered)
+            .then(|| queue("ingest"))
+            .transpose()?;
+        let thirty = Duration::from_secs(30);
+        let mut created = vec![
+            (&queues.scheduler, thirty, false),
+            (&queues.agent_responses, thirty, false),
+            (&queues.agent_requests, longest_step + thirty, false),
+        ];
+        // A buffered submission is acknowledged once its message is committed.
+        created.extend(ingest.iter().map(|ingest| (ingest, thirty, true)));
+        for (name, visibility, committed_sends) in created {
             let dead_letter = queue(&format!("{name}-dlq"))?;
             let settings = QueueSettings {
                 visibility_timeout: visibility,
                 max_receive_count: Some(settings.max_receive_count),
                 dead_letter: Some(dead_letter),
+                committed_sends,
             };
             backend.create_queue(name, settings).await?;
         }
@@ -125,15 +146,17 @@ impl System {
             metrics: Arc::new(NoMetrics),
             clock: Arc::clone(&clock),
         };
-        let app = Arc::new(
-            App::new(
-                ports,
-                workflows,
-                queues.clone(),
-                format!("local-{}", std::process::id()),
-            )
-            .with_dead_letters(Arc::clone(&backend) as _),
-        );
+        let mut app = App::new(
+            ports,
+            workflows,
+            queues.clone(),
+            format!("local-{}", std::process::id()),
+        )
+        .with_dead_letters(Arc::clone(&backend) as _);
+        if let Some(ingest) = &ingest {
+            app = app.with_ingestion(ingest.clone());
+        }
+        let app = Arc::new(app);
         app.register_workflows()
             .await
             .context("a stored workflow version differs from its file; bump its version")?;
@@ -155,6 +178,7 @@ impl System {
             step_caller,
             backend,
             queues,
+            ingest,
             stop,
             workers: Vec::new(),
         };
@@ -163,10 +187,8 @@ impl System {
     }
 
     fn start_workers(&mut self, settings: &Settings, stopped: &watch::Receiver<bool>) {
-        for source in [
-            self.queues.scheduler.clone(),
-            self.queues.agent_responses.clone(),
-        ] {
+        let sources = [&self.queues.scheduler, &self.queues.agent_responses];
+        for source in sources.into_iter().chain(&self.ingest).cloned() {
             let app = Arc::clone(&self.app);
             self.workers.push(tokio::spawn(consume(
                 Arc::clone(&self.backend) as _,

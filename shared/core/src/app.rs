@@ -13,7 +13,7 @@ use tracing::{error, info, warn};
 use crate::domain::decide::{self, Decision, Effect, Refused, Resubmit, Submission, Verdict};
 use crate::domain::ids::{Owner, QueueName, TaskId};
 use crate::domain::limits::MAX_DELAY;
-use crate::domain::messages::{AgentRequest, Alert, SchedulerMessage};
+use crate::domain::messages::{AgentRequest, Alert, Buffered, SchedulerMessage};
 use crate::domain::task::{Order, Request, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
@@ -267,6 +267,8 @@ pub struct App {
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
     /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
     deadline_messages: bool,
+    /// Where submissions are buffered, in buffered ingestion ([`App::with_ingestion`]).
+    ingest: Option<QueueName>,
     /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
     dead_letters: Option<Arc<dyn DeadLetters>>,
 }
@@ -284,6 +286,10 @@ pub enum Handled {
     UnknownTask,
     /// A deadline message due beyond the longest delay a queue allows is sent on.
     DeadlineChained,
+    /// A buffered submission's task was created.
+    Created,
+    /// A buffered submission's task was created already, by the same request.
+    Repeated,
 }
 
 impl Handled {
@@ -292,6 +298,8 @@ impl Handled {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Decided(verdict) => verdict.as_str(),
+            Self::Created => "created",
+            Self::Repeated => "repeated",
             Self::UnknownTask => "unknown task",
             Self::DeadlineChained => "deadline chained",
         }
@@ -362,6 +370,7 @@ impl App {
             stored: Mutex::new(HashSet::new()),
             checked: Mutex::new(HashMap::new()),
             deadline_messages: false,
+            ingest: None,
             dead_letters: None,
         }
     }
@@ -374,6 +383,14 @@ impl App {
     #[must_use]
     pub fn with_deadline_messages(mut self, on: bool) -> Self {
         self.deadline_messages = on;
+        self
+    }
+
+    /// Buffered ingestion: a submission is only checked and queued on `ingest`
+    /// ([`App::accept`]); a scheduler consuming `ingest` creates the task.
+    #[must_use]
+    pub fn with_ingestion(mut self, ingest: QueueName) -> Self {
+        self.ingest = Some(ingest);
         self
     }
 
@@ -459,6 +476,58 @@ impl App {
         workflow: &str,
         submission: Submission,
     ) -> Result<Submitted, SubmitError> {
+        let definition = self.check(workflow, &submission)?;
+        self.store_workflow(&definition).await?;
+        self.create(&definition, submission).await
+    }
+
+    /// Buffered ingestion's submission: checks the request as [`App::submit`] does,
+    /// then only queues it, durably, for a scheduler to create the task
+    /// ([`App::on_scheduler_message`]) at the rate the store takes. A request for an
+    /// id taken by a different one can no longer be refused here: it is refused on
+    /// the task when it is created ([`decide::refuse_submission`]).
+    ///
+    /// # Errors
+    /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure.
+    pub async fn accept(
+        &self,
+        workflow: &str,
+        submission: Submission,
+    ) -> Result<Buffered, SubmitError> {
+        let Some(ingest) = &self.ingest else {
+            return Err(SubmitError::Queue(QueueError::new(
+                "ingest",
+                "this process does not buffer submissions",
+            )));
+        };
+        let definition = self.check(workflow, &submission)?;
+        self.store_workflow(&definition).await?;
+        let buffered = Buffered {
+            workflow: WorkflowRef {
+                name: definition.name.clone(),
+                version: definition.version,
+            },
+            submission,
+            accepted_at: self.clock.now(),
+        };
+        let message = OutgoingMessage {
+            body: serde_json::json!(SchedulerMessage::Submit(buffered.clone())).to_string(),
+            delay: Duration::ZERO,
+        };
+        self.queues.send(ingest, &[message]).await?;
+        self.metrics
+            .count("TasksAccepted", ("Workflow", &definition.name), 1);
+        Ok(buffered)
+    }
+
+    /// Whether submissions are buffered ([`App::with_ingestion`]).
+    #[must_use]
+    pub fn buffers_submissions(&self) -> bool {
+        self.ingest.is_some()
+    }
+
+    /// The workflow a submission names, its input and notification queue checked.
+    fn check(&self, workflow: &str, submission: &Submission) -> Result<Arc<Workflow>, SubmitError> {
         let definition = self
             .workflows
             .latest(workflow)
@@ -476,10 +545,20 @@ impl App {
                 });
             }
         }
-        self.store_workflow(&definition).await?;
-        let fingerprint = submission.fingerprint(&definition.name);
+        Ok(definition)
+    }
+
+    /// Creates the task a checked submission asks for, or finds the one the same
+    /// request created.
+    async fn create(
+        &self,
+        definition: &Workflow,
+        submission: Submission,
+    ) -> Result<Submitted, SubmitError> {
+        let workflow = &definition.name;
+        let fingerprint = submission.fingerprint(workflow);
         let id = submission.id.clone();
-        let (task, order, effects) = decide::submit(&definition, submission, self.clock.now());
+        let (task, order, effects) = decide::submit(definition, submission, self.clock.now());
         match self.store.create(&task, &order).await {
             Ok(()) => {
                 info!(task_id = %id, workflow, "task accepted");
@@ -503,6 +582,37 @@ impl App {
                 Ok(Submitted::Replayed(existing))
             }
             Err(error) => Err(error.into()),
+        }
+    }
+
+    /// A scheduler, on a buffered submission: creates its task, or finds it created
+    /// by the same request, or refuses it on the task another request created.
+    async fn ingest(&self, buffered: Buffered) -> Result<Handled, HandleError> {
+        let definition = self.workflow(&buffered.workflow).await?;
+        let id = buffered.submission.id.clone();
+        match self.create(&definition, buffered.submission.clone()).await {
+            Ok(Submitted::Created(_)) => Ok(Handled::Created),
+            Ok(Submitted::Replayed(_)) => Ok(Handled::Repeated),
+            Err(SubmitError::Conflict(_)) => {
+                let written = self
+                    .transition(&id, |task, _, _, now| {
+                        Ok::<_, TaskError>(decide::refuse_submission(
+                            task,
+                            &buffered.submission,
+                            &buffered.workflow.name,
+                            now,
+                        ))
+                    })
+                    .await?;
+                Ok(written.map_or(Handled::UnknownTask, |(verdict, _)| {
+                    Handled::Decided(verdict)
+                }))
+            }
+            Err(SubmitError::Store(e)) => Err(e.into()),
+            Err(SubmitError::Queue(e)) => Err(e.into()),
+            // Checked when it was accepted: a message that does not pass is not one
+            // the API sent.
+            Err(other) => Err(HandleError::Poison(other.to_string())),
         }
     }
 
@@ -557,7 +667,12 @@ impl App {
             notified.as_mut().enable();
             let task = self.store.task(id).await?;
             let now = tokio::time::Instant::now();
-            if task.as_ref().is_none_or(|t| t.state.is_final()) || now >= deadline {
+            // In buffered ingestion a task not yet created may be on its way.
+            let waiting = match &task {
+                Some(task) => !task.state.is_final(),
+                None => self.buffers_submissions(),
+            };
+            if !waiting || now >= deadline {
                 break task;
             }
             let _ = tokio::time::timeout((deadline - now).min(WAIT_POLL), notified).await;
@@ -710,6 +825,7 @@ impl App {
         let message: SchedulerMessage =
             serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
         let task_id = match &message {
+            SchedulerMessage::Submit(buffered) => return self.ingest(buffered.clone()).await,
             SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {
                 task_id
             }
@@ -734,6 +850,10 @@ impl App {
                     }
                     SchedulerMessage::Deadline { at, .. } => {
                         decide::on_deadline(task, workflow, *at, now)
+                    }
+                    // Handled above, before any task is read.
+                    SchedulerMessage::Submit(_) => {
+                        Decision::ignore(Verdict::NotWaitingForScheduler)
                     }
                 })
             })

@@ -79,6 +79,10 @@ pub struct QueueSettings {
     pub max_receive_count: Option<u32>,
     /// Where messages go after `max_receive_count` receives.
     pub dead_letter: Option<QueueName>,
+    /// A send is answered once committed (fsynced, at `Durability::Full`), not once
+    /// written: for a queue whose messages are a caller's acknowledged request, the
+    /// buffered submissions. Set by the process at each start; not stored.
+    pub committed_sends: bool,
 }
 
 impl Default for QueueSettings {
@@ -87,6 +91,7 @@ impl Default for QueueSettings {
             visibility_timeout: Duration::from_secs(30),
             max_receive_count: None,
             dead_letter: None,
+            committed_sends: false,
         }
     }
 }

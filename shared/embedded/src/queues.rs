@@ -112,6 +112,7 @@ pub(crate) fn queue_settings(c: &Connection, queue: &str) -> Result<QueueSetting
             .map(QueueName::parse)
             .transpose()
             .map_err(|e| StoreError::Corrupt(e.into()))?,
+        committed_sends: false,
     })
 }
 
@@ -124,8 +125,18 @@ impl Queues for Embedded {
     ) -> Result<(), QueueError> {
         let rows = self.rows(messages.iter().map(|m| (queue, m)));
         let now = self.clock.now().0;
+        let committed = self
+            .messages()
+            .settings
+            .get(queue.as_str())
+            .is_some_and(|s| s.committed_sends);
+        let answer = if committed {
+            Answer::Committed
+        } else {
+            Answer::Written
+        };
         let inserted = self
-            .write(Answer::Written, move |c| insert_messages(c, rows, now))
+            .write(answer, move |c| insert_messages(c, rows, now))
             .await
             .map_err(|e| QueueError::new(queue, e))?;
         self.publish(inserted);

@@ -149,6 +149,7 @@ async fn queues_have_visibility_timeouts_delays_and_a_dead_letter_queue() {
         visibility_timeout: Duration::from_secs(10),
         max_receive_count: Some(2),
         dead_letter: Some(dead.clone()),
+        committed_sends: false,
     };
     store.create_queue(&work, settings).await.expect("queue");
     let message = |body: &str, delay| OutgoingMessage {

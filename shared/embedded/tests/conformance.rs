@@ -25,6 +25,7 @@ async fn the_embedded_backend_conforms() {
         visibility_timeout: Duration::from_secs(1),
         max_receive_count: Some(2),
         dead_letter: Some(dead_letters.clone()),
+        committed_sends: false,
     };
     backend.create_queue(&work, settings).await.expect("queue");
     conformance::backend(backend, work, dead_letters).await;

@@ -29,8 +29,9 @@ use crate::time::Timestamp;
 
 pub use openapi::document;
 pub use view::{
-    BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView, MeView,
-    PageView, RedriveView, StepView, TaskView, View, WorkflowView, WorkflowsView,
+    AcceptedView, BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView,
+    DeadLettersView, MeView, PageView, RedriveView, StepView, TaskView, View, WorkflowView,
+    WorkflowsView,
 };
 
 /// The largest request body accepted.
@@ -100,14 +101,19 @@ impl ApiResponse {
 
     /// 202 Accepted, with the task and where `view` reads it.
     fn accepted(task: &Task, view: View) -> Self {
+        Self::at(&task.id, view, json!(TaskView::of(task, view)))
+    }
+
+    /// 202 Accepted, with `body`, and the Location where `view` reads task `id`.
+    fn at(id: &TaskId, view: View, body: Value) -> Self {
         let location = match view {
-            View::Owner => format!("/tasks/{}", task.id.local()),
-            View::Operator => format!("/operator/tasks/{}", task.id),
+            View::Owner => format!("/tasks/{}", id.local()),
+            View::Operator => format!("/operator/tasks/{id}"),
         };
         Self {
             status: 202,
             location: Some(location),
-            body: json!(TaskView::of(task, view)),
+            body,
             page: None,
         }
     }
@@ -708,6 +714,20 @@ async fn submit(
         notify: body.notify,
         owner: scope.owner().cloned(),
     };
+    if app.buffers_submissions() {
+        let buffered = app.accept(&body.workflow, submission).await?;
+        let id = &buffered.submission.id;
+        let view = AcceptedView {
+            id: match scope.view() {
+                View::Owner => id.local(),
+                View::Operator => id.as_str(),
+            },
+            workflow: &buffered.workflow,
+            status: "accepted",
+            accepted_at: buffered.accepted_at.to_rfc3339(),
+        };
+        return Ok(ApiResponse::at(id, scope.view(), json!(view)));
+    }
     let (Submitted::Created(task) | Submitted::Replayed(task)) =
         app.submit(&body.workflow, submission).await?;
     Ok(ApiResponse::accepted(&task, scope.view()))

@@ -7,8 +7,8 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::view::{
-    BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView, RedriveView, TaskView,
-    WorkflowsView,
+    AcceptedView, BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView, RedriveView,
+    TaskView, WorkflowsView,
 };
 use super::{
     Action, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, RedriveBody, ResubmitBody,
@@ -64,11 +64,15 @@ pub fn document() -> Value {
 
 fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> Value {
     let (status, answer, body) = match route.action {
-        Action::Submit => (
-            202,
-            generator.subschema_for::<TaskView>(),
-            Some(generator.subschema_for::<SubmitBody>()),
-        ),
+        Action::Submit => {
+            // In buffered ingestion, a submission is only accepted.
+            let answer = json!({"oneOf": [
+                generator.subschema_for::<TaskView>(),
+                generator.subschema_for::<AcceptedView>(),
+            ]});
+            let answer = Schema::try_from(answer).unwrap_or_else(|_| Schema::from(true));
+            (202, answer, Some(generator.subschema_for::<SubmitBody>()))
+        }
         Action::List => (200, generator.subschema_for::<PageView>(), None),
         Action::Get => (200, generator.subschema_for::<TaskView>(), None),
         Action::Resubmit => (

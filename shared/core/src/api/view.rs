@@ -60,6 +60,10 @@ pub struct TaskView<'a> {
     cancelled: Option<RequestView<'a>>,
     /// The resubmissions that started each run after the first.
     resubmissions: Vec<ResubmissionView<'a>>,
+    /// When later submissions for its id with a different request were refused
+    /// (buffered ingestion: too late for a 409).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    refused_submissions: Vec<String>,
     /// Its current input (when one task is read).
     #[serde(skip_serializing_if = "Option::is_none")]
     input: Option<&'a Value>,
@@ -166,6 +170,7 @@ impl<'a> TaskView<'a> {
                     edited: r.edited,
                 })
                 .collect(),
+            refused_submissions: task.refused.iter().map(|r| r.at.to_rfc3339()).collect(),
             input: None,
             earlier_inputs: None,
             history: None,
@@ -435,6 +440,8 @@ pub enum HappenedView {
         /// The state.
         state: TaskState,
     },
+    /// A submission for its id with a different request was refused.
+    Refused,
 }
 
 impl EventView {
@@ -476,10 +483,25 @@ impl EventView {
             Happened::Cancelled { by } => HappenedView::Cancelled { by },
             Happened::Resubmitted { run } => HappenedView::Resubmitted { run },
             Happened::State { state } => HappenedView::State { state },
+            Happened::Refused => HappenedView::Refused,
         };
         Self {
             at: event.at.to_rfc3339(),
             what,
         }
     }
+}
+
+/// A submission accepted in buffered ingestion, whose task is created shortly: until
+/// then, reading it answers 404, or waits with `?wait=`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AcceptedView<'a> {
+    /// The task's id, as the caller reads it.
+    pub id: &'a str,
+    /// The workflow and the version it will run.
+    pub workflow: &'a WorkflowRef,
+    /// `accepted`: queued, not yet created.
+    pub status: &'static str,
+    /// When it was accepted.
+    pub accepted_at: String,
 }

@@ -10,8 +10,8 @@ use super::ids::{Owner, QueueName, TaskId};
 use super::limits;
 use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
 use super::task::{
-    Answer, EarlierInput, Event, Happened, MAX_HISTORY, Order, Request, Resubmission, Step,
-    StepState, Task, TaskState, WorkflowRef,
+    Answer, EarlierInput, Event, Happened, MAX_HISTORY, Order, RefusedSubmission, Request,
+    Resubmission, Step, StepState, Task, TaskState, WorkflowRef,
 };
 use super::workflow::{InputError, Workflow};
 use crate::time::Timestamp;
@@ -90,6 +90,10 @@ pub enum Verdict {
     CancelRequested,
     /// A task asked to stop already: nothing more to do.
     CancelledAlready,
+    /// A buffered submission that differs from the task's own, recorded on the task.
+    SubmissionRefused,
+    /// That submission again: recorded already.
+    RefusedAlready,
 }
 
 impl Verdict {
@@ -113,6 +117,8 @@ impl Verdict {
             Self::Resubmitted => "resubmitted",
             Self::CancelRequested => "cancel requested",
             Self::CancelledAlready => "cancelled already",
+            Self::SubmissionRefused => "submission refused",
+            Self::RefusedAlready => "refused already",
         }
     }
 }
@@ -132,7 +138,9 @@ pub struct Decision {
 }
 
 impl Decision {
-    fn ignore(verdict: Verdict) -> Self {
+    /// A decision that changes nothing.
+    #[must_use]
+    pub fn ignore(verdict: Verdict) -> Self {
         Self {
             next: None,
             order: None,
@@ -398,7 +406,7 @@ impl Change {
 }
 
 /// A submission, validated.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Submission {
     /// The task's identifier.
     pub id: TaskId,
@@ -408,6 +416,7 @@ pub struct Submission {
     pub notify: Option<QueueName>,
     /// Who submitted it, when the API authenticates its callers; `id` is then scoped
     /// to it ([`TaskId::scoped`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
 }
 
@@ -450,6 +459,7 @@ pub fn submit(
         pending_alert: None,
         cancelled: None,
         resubmissions: Vec::new(),
+        refused: Vec::new(),
         history: Vec::new(),
         created_at: now,
         updated_at: now,
@@ -696,6 +706,57 @@ fn task_data_size(order: &Order, task: &Task) -> usize {
             .filter_map(|s| s.output.as_ref())
             .map(limits::json_size)
             .sum::<usize>()
+}
+
+/// What a task keeps of the submissions refused for its id, at most.
+pub const MAX_REFUSED: usize = 16;
+
+/// A submission buffered for its id, found to differ from the one the task was
+/// created by: too late for a 409, it is refused on the task, which records it once,
+/// and its caller and the task's are told.
+#[must_use]
+pub fn refuse_submission(
+    task: &Task,
+    submission: &Submission,
+    workflow: &str,
+    now: Timestamp,
+) -> Decision {
+    let fingerprint = submission.fingerprint(workflow);
+    if task.refused.iter().any(|r| r.fingerprint == fingerprint) {
+        return Decision::ignore(Verdict::RefusedAlready);
+    }
+    let mut change = Change::of(task, now);
+    let refused = &mut change.task.refused;
+    if refused.len() >= MAX_REFUSED {
+        refused.remove(0);
+    }
+    refused.push(RefusedSubmission {
+        at: now,
+        fingerprint,
+    });
+    change.log(Happened::Refused);
+    let error = format!(
+        "a later submission for task '{}' with a different request was refused: the task runs the first",
+        task.id.local()
+    );
+    let queues = [task.notify.as_ref(), submission.notify.as_ref()];
+    for (i, queue) in queues.iter().enumerate() {
+        let Some(queue) = queue else { continue };
+        if queues[..i].contains(&Some(*queue)) {
+            continue;
+        }
+        change.effects.push(Effect::Notify {
+            queue: (*queue).clone(),
+            notification: Notification {
+                task_id: task.id.to_local(),
+                state: task.state,
+                version: change.task.version,
+                error: Some(error.clone()),
+                at: now,
+            },
+        });
+    }
+    change.done(Verdict::SubmissionRefused)
 }
 
 /// Why an operator's or owner's action on a task was refused.

@@ -20,6 +20,8 @@ pub enum SchedulerMessage {
     },
     /// An agent's answer.
     Response(AgentResponse),
+    /// A submission the API accepted in buffered ingestion, for a scheduler to create.
+    Submit(Buffered),
     /// A lease's end: sent when the lease is taken, delayed until it ends, so that
     /// an expired lease is acted on within seconds (the supervisor's sweep is the
     /// backstop when this message is lost).
@@ -29,6 +31,18 @@ pub enum SchedulerMessage {
         /// The lease's end (complete-by).
         at: Timestamp,
     },
+}
+
+/// A submission accepted and not yet created: what it asks, of which workflow
+/// version (stored when it was accepted), and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Buffered {
+    /// The workflow and the version it was checked against.
+    pub workflow: super::task::WorkflowRef,
+    /// The submission, checked.
+    pub submission: super::decide::Submission,
+    /// When the API accepted it.
+    pub accepted_at: Timestamp,
 }
 
 /// Run the step's remote call, or undo it.

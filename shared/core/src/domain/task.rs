@@ -215,6 +215,10 @@ pub struct Task {
     /// The resubmissions that started its runs after the first, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resubmissions: Vec<Resubmission>,
+    /// Submissions for its id with a different request, refused after it was created
+    /// (buffered ingestion answers before it can tell): the last few.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedSubmission>,
     /// What happened to it, oldest first: its timeline. The last [`MAX_HISTORY`] events.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Event>,
@@ -311,6 +315,17 @@ pub enum Happened {
         /// The state.
         state: TaskState,
     },
+    /// A submission for its id with a different request was refused.
+    Refused,
+}
+
+/// A submission refused for a task's id: when, and a digest of its request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedSubmission {
+    /// When it was refused.
+    pub at: Timestamp,
+    /// Its request's digest, so that it is refused once however often it comes.
+    pub fingerprint: String,
 }
 
 /// How an agent's answer ended a step's operation.
