@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::spawn;
+use common::spawn_with;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -58,11 +58,24 @@ async fn count(http: &reqwest::Client, api: &str, state: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
+    soak("direct").await;
+}
+
+/// In buffered ingestion, the kills also come between a submission's acceptance and
+/// its task's creation, and in the middle of a batch of creations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_buffered_submission_is_lost_or_doubled_across_kill_9_and_restart() {
+    soak("buffered").await;
+}
+
+async fn soak(ingestion: &str) {
+    let variables = [("SAS_INGESTION", ingestion)];
+    let spawn = |data: &std::path::Path| spawn_with(data, &variables);
     let data = tempfile::tempdir().expect("data directory");
     let (mut child, api, mut mock) = spawn(data.path());
     let api = Arc::new(RwLock::new(api));
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(25))
         .build()
         .expect("client");
     let next = Arc::new(AtomicUsize::new(0));
@@ -140,7 +153,8 @@ async fn no_accepted_task_is_lost_or_stuck_across_kill_9_and_restart() {
     }
     let mut states = std::collections::BTreeMap::<String, usize>::new();
     for i in 0..TASKS {
-        let task = get_json(&http, &format!("{base}/tasks/kill-{i}")).await;
+        // Waiting, as a buffered submission's task may not be created yet.
+        let task = get_json(&http, &format!("{base}/tasks/kill-{i}?wait=20s")).await;
         *states
             .entry(task["state"].as_str().unwrap_or("lost").to_owned())
             .or_default() += 1;

@@ -6,8 +6,14 @@ use std::process::{Child, Command, Stdio};
 
 /// Starts `sas-local` on free ports; returns the child and the base URLs of its API and of its mock services.
 pub fn spawn(data: &Path) -> (Child, String, String) {
+    spawn_with(data, &[])
+}
+
+/// [`spawn`], with more variables set.
+pub fn spawn_with(data: &Path, variables: &[(&str, &str)]) -> (Child, String, String) {
     let workflows = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workflows");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sas-local"))
+        .envs(variables.iter().copied())
         .env("SAS_DATA_DIR", data)
         .env("SAS_WORKFLOWS_DIR", workflows)
         .env("SAS_API_ADDR", "127.0.0.1:0")
