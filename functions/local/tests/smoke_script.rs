@@ -11,7 +11,7 @@ use std::process::Command;
 #[test]
 fn the_smoke_script_sees_a_drone_delivery_processed() {
     let data = tempfile::tempdir().expect("data directory");
-    let (mut child, api, _) = common::spawn(data.path());
+    let (mut child, api, _) = common::spawn_with(data.path(), &[]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/localstack/smoke.sh");
     let output = Command::new("bash")
         .arg(&script)

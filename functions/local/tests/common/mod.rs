@@ -4,12 +4,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// Starts `sas-local` on free ports; returns the child and the base URLs of its API and of its mock services.
-pub fn spawn(data: &Path) -> (Child, String, String) {
-    spawn_with(data, &[])
-}
-
-/// [`spawn`], with more variables set.
+/// Starts `sas-local` on free ports, with `variables` set beside those it always
+/// has; returns the child and the base URLs of its API and of its mock services.
 pub fn spawn_with(data: &Path, variables: &[(&str, &str)]) -> (Child, String, String) {
     let workflows = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workflows");
     let mut child = Command::new(env!("CARGO_BIN_EXE_sas-local"))
