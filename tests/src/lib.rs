@@ -162,6 +162,7 @@ impl Harness {
                 durability: Durability::Process,
                 supervisor_interval: None,
                 scheduler_concurrency: 8,
+                ingest_concurrency: 4,
                 agent_concurrency: 16,
                 max_receive_count,
                 services: HashMap::new(),

@@ -114,6 +114,7 @@ impl Config {
                     Duration::from_secs(1),
                 )?),
                 scheduler_concurrency: parsed("SAS_SCHEDULER_CONCURRENCY", 16)?,
+                ingest_concurrency: parsed("SAS_INGEST_CONCURRENCY", 4)?,
                 agent_concurrency: parsed("SAS_AGENT_CONCURRENCY", 64)?,
                 max_receive_count: parsed("SAS_MAX_RECEIVE_COUNT", 5)?,
                 services,

@@ -40,6 +40,9 @@ pub struct Settings {
     pub supervisor_interval: Option<Duration>,
     /// Messages the scheduler handles at once, per queue.
     pub scheduler_concurrency: usize,
+    /// Buffered submissions the scheduler creates at once: the rate tasks enter the
+    /// store, the backlog left in the ingest queue rather than among live leases.
+    pub ingest_concurrency: usize,
     /// Requests the agents handle at once (levels the load on remote services).
     pub agent_concurrency: usize,
     /// Receives after which a message is dead-lettered.
@@ -187,13 +190,17 @@ impl System {
     }
 
     fn start_workers(&mut self, settings: &Settings, stopped: &watch::Receiver<bool>) {
-        let sources = [&self.queues.scheduler, &self.queues.agent_responses];
-        for source in sources.into_iter().chain(&self.ingest).cloned() {
+        let sources = [
+            (&self.queues.scheduler, settings.scheduler_concurrency),
+            (&self.queues.agent_responses, settings.scheduler_concurrency),
+        ];
+        let ingest = self.ingest.iter().map(|q| (q, settings.ingest_concurrency));
+        for (source, concurrency) in sources.into_iter().chain(ingest) {
             let app = Arc::clone(&self.app);
             self.workers.push(tokio::spawn(consume(
                 Arc::clone(&self.backend) as _,
-                source,
-                settings.scheduler_concurrency,
+                source.clone(),
+                concurrency,
                 stopped.clone(),
                 move |body| {
                     let app = Arc::clone(&app);

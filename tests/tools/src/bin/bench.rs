@@ -11,6 +11,9 @@
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
 //! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
 //!     open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms
+//! burst [--tasks 50000] [--senders 512] [--ingestion direct|buffered]
+//!     a burst: every submission sent at once, as fast as the client can (at most
+//!     SENDERS in flight); then each task waited for: acceptance, drain, lost
 //! sweep [--tasks 100000] [--expired-percent 1]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
 //!     the rows it reads and the time it takes (in process, on the embedded backend)
@@ -69,6 +72,19 @@ enum Benchmark {
         #[arg(long, value_enum, default_value_t = Durability::Full)]
         durability: Durability,
     },
+    /// A burst: every submission sent as fast as the client can, then each task
+    /// waited for until Processed.
+    Burst {
+        /// Submissions in the burst.
+        #[arg(long, default_value_t = 50_000)]
+        tasks: usize,
+        /// Requests in flight at most (the client's connections).
+        #[arg(long, default_value_t = 512)]
+        senders: usize,
+        /// How the server takes a submission (`SAS_INGESTION`).
+        #[arg(long, value_enum, default_value_t = Ingestion::Buffered)]
+        ingestion: Ingestion,
+    },
     /// The supervisor's sweep of a store of that many tasks, some with expired leases,
     /// in process on the embedded backend.
     Sweep {
@@ -79,6 +95,24 @@ enum Benchmark {
         #[arg(long, default_value_t = 1)]
         expired_percent: usize,
     },
+}
+
+/// How the server takes a submission (`SAS_INGESTION`).
+#[derive(Clone, Copy, ValueEnum)]
+enum Ingestion {
+    /// The task written before the answer.
+    Direct,
+    /// The request queued (committed) before the answer; the task created after.
+    Buffered,
+}
+
+impl Ingestion {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Direct => "direct",
+            Self::Buffered => "buffered",
+        }
+    }
 }
 
 /// When the server's store fsyncs (`SAS_DURABILITY`).
@@ -107,9 +141,14 @@ struct Server {
 
 impl Server {
     fn start(durability: Durability) -> anyhow::Result<Self> {
+        Self::start_with(durability, Ingestion::Direct)
+    }
+
+    fn start_with(durability: Durability, ingestion: Ingestion) -> anyhow::Result<Self> {
         let binary = sas_tests::function_binary("sas-local");
         let data = tempfile::tempdir()?;
         let mut child = Command::new(&binary)
+            .env("SAS_INGESTION", ingestion.name())
             .env("SAS_DATA_DIR", data.path())
             .env("SAS_API_ADDR", "127.0.0.1:0")
             .env("SAS_MOCK_ADDR", "127.0.0.1:0")
@@ -376,6 +415,98 @@ async fn ingest(rates: &[u32], seconds: u64, durability: Durability) -> anyhow::
     Ok(())
 }
 
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn epoch_millis(text: &str) -> Option<f64> {
+    let at = humantime::parse_rfc3339(text).ok()?;
+    Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64() * 1000.0)
+}
+
+async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Result<()> {
+    let server = Server::start_with(Durability::Full, ingestion)?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(senders)
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(senders));
+    let cpu_before = server.cpu_seconds();
+    let began = std::time::SystemTime::now();
+    let started = Instant::now();
+    let mut requests = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let permit = Arc::clone(&slots).acquire_owned().await?;
+        let (http, api) = (http.clone(), server.api.clone());
+        requests.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let sent = http
+                .put(format!("{api}/tasks/burst-{i}"))
+                .json(&delivery(i))
+                .send()
+                .await;
+            drop(permit);
+            sent.is_ok_and(|r| r.status() == 202)
+                .then(|| start.elapsed())
+        }));
+    }
+    let mut accepted = Vec::with_capacity(tasks);
+    for request in requests {
+        accepted.extend(request.await?);
+    }
+    let accept_wall = started.elapsed().as_secs_f64();
+    let errors = tasks - accepted.len();
+    accepted.sort_unstable();
+    // Each task waited for (Processed, and when), by a few readers: a reader waiting
+    // is a load on the server, which a burst's client would not add.
+    let readers = Arc::new(tokio::sync::Semaphore::new(8));
+    let ends = Arc::new(Mutex::new(Vec::with_capacity(tasks)));
+    let mut waits = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let permit = Arc::clone(&readers).acquire_owned().await?;
+        let (http, api, ends) = (http.clone(), server.api.clone(), Arc::clone(&ends));
+        waits.push(tokio::spawn(async move {
+            let mut end = None;
+            for _ in 0..30 {
+                let answer = http
+                    .get(format!("{api}/tasks/burst-{i}?wait=20s"))
+                    .send()
+                    .await;
+                let Ok(answer) = answer else { continue };
+                let task: Value = answer.json().await.unwrap_or_default();
+                if task["state"] == "Processed" {
+                    end = task["updated_at"].as_str().and_then(epoch_millis);
+                    break;
+                }
+            }
+            drop(permit);
+            ends.lock().await.push(end);
+        }));
+    }
+    for wait in waits {
+        wait.await?;
+    }
+    let ends = std::mem::take(&mut *ends.lock().await);
+    let lost = ends.iter().filter(|e| e.is_none()).count();
+    let began = began.duration_since(std::time::UNIX_EPOCH)?.as_secs_f64() * 1000.0;
+    let last = ends.iter().flatten().fold(began, |a, b| a.max(*b));
+    let drained = (last - began) / 1000.0;
+    #[allow(clippy::cast_precision_loss)]
+    let (accept_rate, processed_rate) = (
+        accepted.len() as f64 / accept_wall,
+        (tasks - lost) as f64 / drained,
+    );
+    println!(
+        "engine=sas-local mode=burst ingestion={} tasks={tasks} senders={senders} accepted={} errors={errors} accept_wall_s={accept_wall:.2} accept_per_s={accept_rate:.0} accept_p50_ms={:.2} accept_p99_ms={:.2} accept_max_ms={:.2} drained_s={drained:.2} processed_per_s={processed_rate:.0} lost={lost} server_cpu_s={:.1} durability=full",
+        ingestion.name(),
+        accepted.len(),
+        quantile(&accepted, 0.5),
+        quantile(&accepted, 0.99),
+        accepted
+            .last()
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0),
+        server.cpu_seconds() - cpu_before,
+    );
+    Ok(())
+}
+
 /// A store of `tasks` drone deliveries, `expired_percent` of them with an expired
 /// lease, then the supervisor's sweeps until none is left expired.
 async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
@@ -484,6 +615,11 @@ async fn main() -> anyhow::Result<()> {
             seconds,
             durability,
         } => ingest(&rates, seconds, durability).await,
+        Benchmark::Burst {
+            tasks,
+            senders,
+            ingestion,
+        } => burst(tasks, senders, ingestion).await,
         Benchmark::Sweep {
             tasks,
             expired_percent,
