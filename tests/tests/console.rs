@@ -2,6 +2,7 @@
 //! WebDriver, on the local system. Screenshots of each step are kept under the
 //! test's output (`target/tmp/console/`).
 
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -45,8 +46,11 @@ impl Driver {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        // Its own process group, so that the browsers it starts go with it, even when
+        // a failed test never closes its session.
         let child = Command::new(program("SAS_CHROMEDRIVER", "chromedriver"))
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -85,7 +89,8 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.child.wait();
     }
 }
