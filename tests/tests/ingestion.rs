@@ -63,6 +63,19 @@ async fn a_buffered_submission_is_accepted_then_created_and_run() {
         .clone()
         .expect("an ingest queue");
     assert_eq!(harness.depth(&ingest).await.visible, 0);
+    // Nor may a caller be notified on the ingest queue (or its dead letters).
+    for queue in ["ingest", "ingest-dlq"] {
+        let mut told = quick(Some(queue));
+        told["id"] = json!("buffered-told");
+        let (status, _, refused) = harness
+            .call("POST", "/tasks", Some(told.to_string().as_bytes()))
+            .await;
+        assert_eq!(
+            (status, refused["error"]["field"].as_str()),
+            (400, Some("notify")),
+            "{refused:#}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

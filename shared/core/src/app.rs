@@ -625,6 +625,7 @@ impl App {
             &self.names.agent_responses,
         ]
         .into_iter()
+        .chain(&self.ingest)
         .any(|own| {
             let name = queue.as_str();
             name == own.as_str() || name.strip_suffix("-dlq") == Some(own.as_str())
@@ -1269,6 +1270,8 @@ mod tests {
             (Resubmitted, "resubmitted"),
             (CancelRequested, "cancel requested"),
             (CancelledAlready, "cancelled already"),
+            (SubmissionRefused, "submission refused"),
+            (RefusedAlready, "refused already"),
         ];
         for (verdict, name) in names {
             assert_eq!(verdict.as_str(), name);
@@ -1284,8 +1287,14 @@ mod tests {
             serde_json::json!({"retry": 1, "vanished": 1, "quarantined": 1, "failed": 1})
         );
         assert_eq!(
-            [Handled::UnknownTask, Handled::DeadlineChained].map(Handled::as_str),
-            ["unknown task", "deadline chained"]
+            [
+                Handled::UnknownTask,
+                Handled::DeadlineChained,
+                Handled::Created,
+                Handled::Repeated
+            ]
+            .map(Handled::as_str),
+            ["unknown task", "deadline chained", "created", "repeated"]
         );
     }
 }
