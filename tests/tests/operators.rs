@@ -29,13 +29,16 @@ async fn undone(harness: &Harness, task: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// Waits until `service` has had `calls` calls. A test ends a lease only once the
-/// agent has called: a request the agent takes after its complete-by is not sent,
-/// and the fault meant for it would meet the next call instead.
-async fn called(harness: &Harness, service: &str, calls: u64) {
+/// Ends the running step's lease, once `service` has had `calls` calls, and runs
+/// the supervisor. A lease is ended only once the agent has called: a request the
+/// agent takes after its complete-by is not sent, and the fault meant for it would
+/// meet the next call instead.
+async fn end_lease(harness: &Harness, service: &str, calls: u64) {
     while harness.calls(service).await < calls {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    harness.advance(BUDGET);
+    harness.sweep().await;
 }
 
 async fn cancel(harness: &Harness, id: &str) -> Value {
@@ -82,9 +85,7 @@ async fn a_cancel_during_a_call_waits_for_it_then_undoes_the_done_steps_once() {
 
     // The drone applied the schedule and holds its answer past the lease: the
     // supervisor does not retry the call of a cancelled task, it undoes it.
-    called(&harness, "drone", 1).await;
-    harness.advance(BUDGET);
-    harness.sweep().await;
+    end_lease(&harness, "drone", 1).await;
     let task = harness.settle_in("during-call", "Error").await;
     assert_eq!(
         step_states(&task),
@@ -147,9 +148,7 @@ async fn a_cancel_during_a_compensation_lets_it_finish_and_undoes_each_step_once
         .await;
     let body = cancel(&harness, "during-undo").await;
     assert_eq!(body["state"], "Compensating");
-    called(&harness, "drone", 2).await;
-    harness.advance(BUDGET);
-    harness.sweep().await;
+    end_lease(&harness, "drone", 2).await;
     let task = harness.settle_in("during-undo", "Error").await;
     assert_eq!(
         step_states(&task),
@@ -187,9 +186,7 @@ async fn a_cancel_during_a_supervisor_retry_wait_undoes_the_step_that_may_have_a
                 t["steps"][3]["attempt"] == attempt && t["steps"][3]["state"] == "Processing"
             })
             .await;
-        called(&harness, "drone", attempt).await;
-        harness.advance(BUDGET);
-        harness.sweep().await;
+        end_lease(&harness, "drone", attempt).await;
     }
     // The second failure reaches the threshold: the retry waits 5 s.
     let waiting = harness

@@ -426,23 +426,34 @@ impl Sqs {
     /// The URL of the dead-letter queue of `source`, from its redrive policy.
     async fn dead_letter_url(&self, source: &QueueName) -> Result<String, QueueError> {
         let url = self.url(source).await?;
-        let output = self
-            .client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::RedrivePolicy)
-            .send()
-            .await
-            .map_err(|e| failed(source, e))?;
-        let target = output
-            .attributes()
-            .and_then(|a| a.get(&QueueAttributeName::RedrivePolicy))
-            .and_then(|policy| serde_json::from_str::<serde_json::Value>(policy).ok())
+        let policy = self
+            .attribute(source, &url, QueueAttributeName::RedrivePolicy)
+            .await?;
+        let target = policy
+            .and_then(|policy| serde_json::from_str::<serde_json::Value>(&policy).ok())
             .and_then(|policy| Some(policy["deadLetterTargetArn"].as_str()?.to_owned()))
             .ok_or_else(|| failed(source, "the queue has no dead-letter queue"))?;
         let name = target.rsplit(':').next().unwrap_or_default();
         let name = QueueName::parse(name).map_err(|e| failed(source, e))?;
         self.url(&name).await
+    }
+
+    /// One attribute of the queue at `url` (of `source`'s, for errors), if it has it.
+    async fn attribute(
+        &self,
+        source: &QueueName,
+        url: &str,
+        name: QueueAttributeName,
+    ) -> Result<Option<String>, QueueError> {
+        let output = self
+            .client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(name.clone())
+            .send()
+            .await
+            .map_err(|e| failed(source, e))?;
+        Ok(output.attributes().and_then(|a| a.get(&name)).cloned())
     }
 
     /// Receives up to ten messages of a dead-letter queue, hidden for `hidden`.
@@ -469,19 +480,14 @@ impl Sqs {
 impl DeadLetters for Sqs {
     async fn count(&self, source: &QueueName) -> Result<u64, QueueError> {
         let url = self.dead_letter_url(source).await?;
-        let output = self
-            .client
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
-            .send()
-            .await
-            .map_err(|e| failed(source, e))?;
-        Ok(output
-            .attributes()
-            .and_then(|a| a.get(&QueueAttributeName::ApproximateNumberOfMessages))
-            .and_then(|count| count.parse().ok())
-            .unwrap_or(0))
+        let count = self
+            .attribute(
+                source,
+                &url,
+                QueueAttributeName::ApproximateNumberOfMessages,
+            )
+            .await?;
+        Ok(count.and_then(|count| count.parse().ok()).unwrap_or(0))
     }
 
     /// SQS has no peek: messages are received visible again at once, a few times,
