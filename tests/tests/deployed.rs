@@ -1229,3 +1229,48 @@ async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owne
         "{err}{queues}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_task_once() {
+    let remote = Remote::start(true).await;
+    let stack = Deployment::with_services_and(
+        &remote,
+        &[("AuthMode", "NONE"), ("IngestionMode", "BUFFERED")],
+    )
+    .await;
+    let put = stack
+        .call("PUT", "/tasks/buffered-1", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(
+        (put.status, put.json()["status"].as_str()),
+        (202, Some("accepted")),
+        "{}\n{}",
+        put.body,
+        stack.all_logs().await
+    );
+    // The same request again, and a different one for the same id: both accepted.
+    put_task(&stack, "buffered-1", &readme_delivery()).await;
+    let mut other = readme_delivery();
+    other["input"]["weight_kg"] = json!(7);
+    put_task(&stack, "buffered-1", &other).await;
+    let task = wait_for_task(
+        &stack,
+        "buffered-1",
+        "Processed, the different request refused on it",
+        Duration::from_secs(90),
+        |t| {
+            t["state"] == "Processed"
+                && t["refused_submissions"]
+                    .as_array()
+                    .is_some_and(|r| r.len() == 1)
+        },
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5], "{task:#}");
+    assert_eq!(task["input"]["weight_kg"], 1.2, "the first request runs");
+    assert_eq!(
+        remote.effects("buffered-1").len(),
+        5,
+        "created once: one effect per step"
+    );
+}

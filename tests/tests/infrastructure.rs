@@ -178,10 +178,15 @@ impl Deployed {
         }
     }
 
+    /// The resources of a type that are deployed with each parameter at its default:
+    /// those without a condition, or whose condition holds.
     fn of_type<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> {
-        self.resources
-            .iter()
-            .filter(move |(_, r)| r["Type"] == kind)
+        self.resources.iter().filter(move |(_, r)| {
+            r["Type"] == kind
+                && r["Condition"]
+                    .as_str()
+                    .is_none_or(|name| self.holds(&self.conditions[name]))
+        })
     }
 
     /// A name in a `Ref` or `${...}`: a pseudo parameter as written, a parameter as its
@@ -305,10 +310,15 @@ impl Deployed {
 
     /// A value that may be one item or a list of them, as sorted texts.
     fn texts(&self, value: &Value) -> Vec<String> {
-        let mut texts: Vec<String> = match value {
-            Value::Null => Vec::new(),
-            Value::Array(items) => items.iter().map(|v| self.render(v)).collect(),
-            other => vec![self.render(other)],
+        // Each value as deployed at the defaults: an `Fn::If`'s branch.
+        let mut texts: Vec<String> = match self.chosen(value) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|v| self.chosen(v))
+                .map(|v| self.render(v))
+                .collect(),
+            Some(other) => vec![self.render(other)],
         };
         texts.sort();
         texts

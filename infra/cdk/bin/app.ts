@@ -21,4 +21,6 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   provisionedCapacity: JSON.parse(app.node.tryGetContext("provisionedCapacity") ?? "null") ?? undefined,
   // -c queueBatchingWindowSeconds=5 to let queue messages gather before an invocation.
   queueBatchingWindow: batchingWindow === undefined ? undefined : Duration.seconds(Number(batchingWindow)),
+  // -c ingestion=BUFFERED to queue submissions and create their tasks at a steady rate.
+  ingestion: app.node.tryGetContext("ingestion"),
 });

@@ -65,6 +65,15 @@ export interface SchedulerAgentSupervisorProps {
   readonly supervisorRate?: Duration;
   /** Agent invocations at once, to level the load on the remote services. Default: 10. */
   readonly agentMaxConcurrency?: number;
+  /**
+   * DIRECT writes a submission's task before the API answers. BUFFERED checks the
+   * request and queues it before answering 202; the scheduler creates the tasks,
+   * `ingestMaxConcurrency` invocations at once, so that a burst waits in the queue
+   * instead of being throttled by the table. Default: DIRECT.
+   */
+  readonly ingestion?: "DIRECT" | "BUFFERED";
+  /** With BUFFERED ingestion, scheduler invocations creating tasks at once. Default: 2. */
+  readonly ingestMaxConcurrency?: number;
   /** An address subscribed to the alert topic. Default: none. */
   readonly alertEmail?: string;
   /** The remote services by agent name: base URLs, or settings with credentials. Default: none. */
@@ -135,6 +144,9 @@ export class SchedulerAgentSupervisor extends Construct {
   readonly alertKey: kms.Key;
   readonly queues: Record<"scheduler" | "agentRequests" | "agentResponses", sqs.Queue>;
   readonly deadLetterQueues: sqs.Queue[] = [];
+  /** With BUFFERED ingestion, the accepted submissions, and their dead-letter queue. */
+  readonly ingestQueue?: sqs.Queue;
+  readonly ingestDeadLetterQueue?: sqs.Queue;
   readonly functions: Record<FunctionName, lambda.Function>;
 
   constructor(scope: Construct, id: string, props: SchedulerAgentSupervisorProps) {
@@ -206,6 +218,22 @@ export class SchedulerAgentSupervisor extends Construct {
       agentRequests: queue("AgentRequest", Duration.seconds(900)),
       agentResponses: queue("AgentResponse", Duration.seconds(180)),
     };
+    // Buffered ingestion: accepted submissions, for the scheduler to create.
+    if (props.ingestion === "BUFFERED") {
+      this.ingestDeadLetterQueue = new sqs.Queue(this, "IngestDeadLetterQueue", {
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        retentionPeriod: Duration.days(14),
+        enforceSSL: true,
+      });
+      waive(this.ingestDeadLetterQueue, { ES6000: "a dead-letter queue is the end of the line: it has no dead-letter queue of its own" });
+      this.ingestQueue = new sqs.Queue(this, "IngestQueue", {
+        encryption: sqs.QueueEncryption.SQS_MANAGED,
+        visibilityTimeout: Duration.seconds(180),
+        retentionPeriod: Duration.days(14),
+        deadLetterQueue: { queue: this.ingestDeadLetterQueue, maxReceiveCount: 5 },
+        enforceSSL: true,
+      });
+    }
 
     // The topic is encrypted with a key of the stack's own: CloudWatch alarms cannot
     // publish to a topic under the AWS-managed alias/aws/sns key, whose policy no one
@@ -252,6 +280,7 @@ export class SchedulerAgentSupervisor extends Construct {
       SCHEDULER_QUEUE_URL: this.queues.scheduler.queueUrl,
       AGENT_REQUEST_QUEUE_URL: this.queues.agentRequests.queueUrl,
       AGENT_RESPONSE_QUEUE_URL: this.queues.agentResponses.queueUrl,
+      INGEST_QUEUE_URL: this.ingestQueue?.queueUrl ?? "",
       ALERT_TOPIC_ARN: this.alertTopic.topicArn,
       SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),
       LEASE_SHARDS: String(props.leaseShards ?? 8),
@@ -322,6 +351,7 @@ export class SchedulerAgentSupervisor extends Construct {
       props.agentMaxConcurrency ?? 10,
       props.supervisorRate ?? Duration.minutes(1),
       props.queueBatchingWindow,
+      props.ingestMaxConcurrency ?? 2,
     );
     this.api = this.routes(authentication, operatorScope, props.apiThrottling);
     this.alarms();
@@ -388,6 +418,13 @@ export class SchedulerAgentSupervisor extends Construct {
       ["sqs:GetQueueAttributes", "sqs:SendMessage"],
       [this.queues.scheduler, this.queues.agentRequests, this.queues.agentResponses].map((q) => q.queueArn),
     );
+    // Buffered ingestion: the API queues the accepted submissions, the scheduler reads
+    // them. Without it, the statements name the scheduler's queue, granted already: an
+    // unconditional statement, as in the SAM template (whose conditional inline
+    // policies MiniStack does not apply).
+    const ingest = (this.ingestQueue ?? this.queues.scheduler).queueArn;
+    allow(submission, ["sqs:SendMessage"], [ingest]);
+    allow(scheduler, ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"], [ingest]);
     // The scheduler raises alerts; the supervisor raises again those whose publication failed.
     for (const target of [scheduler, supervisor]) {
       allow(target, ["sns:Publish"], [this.alertTopic.topicArn]);
@@ -395,7 +432,7 @@ export class SchedulerAgentSupervisor extends Construct {
     }
   }
 
-  private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow?: Duration) {
+  private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow: Duration | undefined, ingestMaxConcurrency: number) {
     const sqsSource = (queue: sqs.Queue, maxConcurrency?: number) =>
       new SqsEventSource(queue, {
         batchSize: 10,
@@ -406,6 +443,9 @@ export class SchedulerAgentSupervisor extends Construct {
     this.functions.scheduler.addEventSource(sqsSource(this.queues.scheduler));
     this.functions.scheduler.addEventSource(sqsSource(this.queues.agentResponses));
     this.functions.agent.addEventSource(sqsSource(this.queues.agentRequests, agentMaxConcurrency));
+    if (this.ingestQueue) {
+      this.functions.scheduler.addEventSource(sqsSource(this.ingestQueue, ingestMaxConcurrency));
+    }
     for (const f of [this.functions.scheduler, this.functions.agent]) {
       for (const mapping of f.node.findAll().filter((c) => c instanceof lambda.CfnEventSourceMapping)) {
         waive(mapping, { ES1001: "an SQS source's failures go to the queue's dead-letter queue; OnFailure destinations are for streams" });
@@ -505,7 +545,7 @@ export class SchedulerAgentSupervisor extends Construct {
       "A task ended in Error after compensation; its alert names it.",
       new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "TasksInError", dimensionsMap: { Function: "scheduler" }, statistic: "Sum", period: minute }),
     );
-    for (const deadLetters of this.deadLetterQueues) {
+    for (const deadLetters of [...this.deadLetterQueues, ...(this.ingestDeadLetterQueue ? [this.ingestDeadLetterQueue] : [])]) {
       alarm(
         `${deadLetters.node.id}Alarm`,
         "A message failed maxReceiveCount times and waits in a dead-letter queue.",

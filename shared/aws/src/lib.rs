@@ -46,7 +46,11 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     };
     // 64 random bits name an instance well enough, in fewer bytes of every task item.
     let instance = format!("{function}-{:016x}", fastrand::u64(..));
-    Ok(App::new(ports, Arc::new(workflows), queues, instance)
+    let app = App::new(ports, Arc::new(workflows), queues, instance)
         .with_deadline_messages(true)
-        .with_dead_letters(dead_letters))
+        .with_dead_letters(dead_letters);
+    Ok(match &config.ingest_queue_url {
+        Some(url) => app.with_ingestion(sas_lambda::sqs::queue_name(url)?),
+        None => app,
+    })
 }

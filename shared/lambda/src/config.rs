@@ -8,11 +8,12 @@ use sas_core::domain::services::{self, Service};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 13] = [
+pub const VARIABLES: [&str; 14] = [
     "TABLE_NAME",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
     "AGENT_RESPONSE_QUEUE_URL",
+    "INGEST_QUEUE_URL",
     "ALERT_TOPIC_ARN",
     "SERVICE_URLS",
     "LEASE_SHARDS",
@@ -96,6 +97,9 @@ pub struct Config {
     pub agent_request_queue_url: String,
     /// The agents' response queue.
     pub agent_response_queue_url: String,
+    /// The queue of buffered submissions, in buffered ingestion (`IngestionMode`);
+    /// `None` (unset or empty) when a submission's task is written at once.
+    pub ingest_queue_url: Option<String>,
     /// The operators' alert topic.
     pub alert_topic_arn: String,
     /// Remote services by agent name: base URLs, headers, credentials.
@@ -144,6 +148,7 @@ impl Config {
             scheduler_queue_url: required("SCHEDULER_QUEUE_URL")?,
             agent_request_queue_url: required("AGENT_REQUEST_QUEUE_URL")?,
             agent_response_queue_url: required("AGENT_RESPONSE_QUEUE_URL")?,
+            ingest_queue_url: lookup("INGEST_QUEUE_URL").filter(|url| !url.is_empty()),
             alert_topic_arn: required("ALERT_TOPIC_ARN")?,
             services,
             supervisor_batch: usize::try_from(number("SUPERVISOR_BATCH", 100)?)
@@ -194,6 +199,10 @@ pub(crate) mod tests {
             (config.table.lease_shards, config.supervisor_batch),
             (8, 100)
         );
+        assert_eq!(config.ingest_queue_url, None, "direct ingestion by default");
+        let url = "https://sqs.eu-west-1.amazonaws.com/1/sas-ingest";
+        let buffered = Config::from_lookup(lookup(&[("INGEST_QUEUE_URL", url)])).expect("complete");
+        assert_eq!(buffered.ingest_queue_url.as_deref(), Some(url));
         assert_eq!(config.table.retention, Duration::from_secs(30 * 86_400));
         let missing = Config::from_lookup(lookup(&[("ALERT_TOPIC_ARN", "")])).expect_err("missing");
         assert_eq!(

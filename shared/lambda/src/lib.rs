@@ -122,21 +122,21 @@ pub fn queues(config: &Config, sdk: &SdkConfig) -> Result<(QueueNames, Arc<Sqs>)
         agent_requests: queue_name(&config.agent_request_queue_url)?,
         agent_responses: queue_name(&config.agent_response_queue_url)?,
     };
-    let sqs = Sqs::new(
-        sdk,
-        [
-            (names.scheduler.clone(), config.scheduler_queue_url.clone()),
-            (
-                names.agent_requests.clone(),
-                config.agent_request_queue_url.clone(),
-            ),
-            (
-                names.agent_responses.clone(),
-                config.agent_response_queue_url.clone(),
-            ),
-        ],
-    );
-    Ok((names, Arc::new(sqs)))
+    let mut known = vec![
+        (names.scheduler.clone(), config.scheduler_queue_url.clone()),
+        (
+            names.agent_requests.clone(),
+            config.agent_request_queue_url.clone(),
+        ),
+        (
+            names.agent_responses.clone(),
+            config.agent_response_queue_url.clone(),
+        ),
+    ];
+    if let Some(url) = &config.ingest_queue_url {
+        known.push((queue_name(url)?, url.clone()));
+    }
+    Ok((names, Arc::new(Sqs::new(sdk, known))))
 }
 
 /// The built-in workflows, and those of `dir` when given: its `*.json` files, in the
