@@ -10,7 +10,10 @@
 //! writer, commits in order), so no state can outlive the message it came from, and
 //! a message lost with its commit is one whose receiver's work is lost too, to be
 //! done again from the message before it (whose delete is committed after). It
-//! takes an fsync wait off every step's critical path.
+//! takes an fsync wait off every step's critical path. Such writes, and deletes,
+//! are not even waited for: the writer writes them before the next write someone
+//! waits for and commits them with it (or after `writer::FLUSH_EVERY`), so they
+//! wake no thread and add no fsync of their own to anyone's path.
 //!
 //! Here: [`Embedded`] and its set-up; `writer` (the writer thread and the statement
 //! cache), `schema` (the tables), `messages` (the message index in memory), and the
@@ -29,14 +32,15 @@ use tokio::sync::{Notify, oneshot};
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::messages::Alert;
 use sas_core::domain::task::Task;
-use sas_core::ports::{Chain, Delivery, OutgoingMessage, StoreError};
+use sas_core::ports::{Delivery, OutgoingMessage, StoreError};
 use sas_core::time::Clock;
 
 use crate::messages::{Message, Messages};
 use crate::queues::{Row, last_message_id, load_messages};
+use crate::recent::Recent;
 use crate::schema::{SCHEMA, millis, unavailable};
 use crate::store::decode_rows;
-use crate::writer::{Job, READERS, STATEMENTS, execute, write_loop};
+use crate::writer::{DeferredWrites, Job, READERS, STATEMENTS, execute, in_savepoint, write_loop};
 
 /// What a commit waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,15 +63,6 @@ impl Durability {
             }
         }
     }
-}
-
-/// When the writer answers a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    /// Once its transaction is committed.
-    Committed,
-    /// Once it is written in the open transaction, before the commit.
-    Written,
 }
 
 /// How a queue treats its messages.
@@ -123,10 +118,15 @@ pub struct Embedded {
     /// Message ids are given here, not by SQLite: an id made receivable before its
     /// commit stays unique even if the commit fails and SQLite would give it again.
     last_message_id: AtomicI64,
+    /// The tasks written lately, as committed.
+    recent: Recent,
+    /// Writes nobody waits for, left to the writer thread.
+    deferred: Arc<DeferredWrites>,
 }
 
 mod messages;
 mod queues;
+mod recent;
 mod schema;
 mod store;
 #[cfg(test)]
@@ -167,9 +167,11 @@ impl Embedded {
         let queues = Mutex::new(load_messages(&connection)?);
         let last_message_id = AtomicI64::new(last_message_id(&connection)?);
         let (writer, jobs) = mpsc::channel();
+        let deferred = Arc::new(DeferredWrites::default());
+        let writes = Arc::clone(&deferred);
         let writer_thread = std::thread::Builder::new()
             .name("sas-embedded-writer".into())
-            .spawn(move || write_loop(connection, jobs))
+            .spawn(move || write_loop(connection, jobs, &writes))
             .map_err(unavailable)?;
         Ok(Self {
             writer: Mutex::new(Some(writer)),
@@ -181,6 +183,8 @@ impl Embedded {
             durability,
             queues,
             last_message_id,
+            recent: Recent::default(),
+            deferred,
         })
     }
 
@@ -233,47 +237,23 @@ impl Embedded {
         self.durability
     }
 
-    /// Queues `work` for the writer; the receiver answers once it is committed, or
-    /// with [`Answer::Written`] as soon as it is written in the open transaction.
-    fn submit<T, F>(
-        &self,
-        answer_when: Answer,
-        work: F,
-    ) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
+    /// Queues `work` for the writer; the receiver answers once it is committed.
+    fn submit<T, F>(&self, work: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |c: &Connection| {
-            let outcome = execute(c, "SAVEPOINT write", [])
-                .map_err(unavailable)
-                .and_then(|_| {
-                    let result = work(c);
-                    if result.is_err() {
-                        execute(c, "ROLLBACK TO write", []).map_err(unavailable)?;
-                    }
-                    execute(c, "RELEASE write", []).map_err(unavailable)?;
-                    result
-                });
-            match answer_when {
-                Answer::Committed => Box::new(move |committed: bool| {
-                    let answer = if committed {
-                        outcome
-                    } else {
-                        outcome.and(Err(unavailable("the commit failed")))
-                    };
-                    let _ = reply.send(answer);
-                }),
-                Answer::Written => {
-                    let _ = reply.send(outcome);
-                    Box::new(|committed: bool| {
-                        if !committed {
-                            tracing::error!("a commit failed after its writes were answered");
-                        }
-                    })
-                }
-            }
+            let outcome = in_savepoint(c, work);
+            Box::new(move |committed: bool| {
+                let answer = if committed {
+                    outcome
+                } else {
+                    outcome.and(Err(unavailable("the commit failed")))
+                };
+                let _ = reply.send(answer);
+            })
         });
         self.writer
             .lock()
@@ -285,16 +265,21 @@ impl Embedded {
         Ok(answer)
     }
 
-    /// Runs `work` in the writer's next transaction and waits for its commit (or,
-    /// with [`Answer::Written`], for its writes).
-    async fn write<T, F>(&self, answer_when: Answer, work: F) -> Result<T, StoreError>
+    /// Runs `work` in the writer's next transaction and waits for its commit.
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.submit(answer_when, work)?
+        self.submit(work)?
             .await
             .map_err(|_| unavailable("the writer thread has stopped"))?
+    }
+
+    /// Leaves `work` to the writer, to be written before the next write someone
+    /// waits for and committed with it; nobody waits for it.
+    fn defer(&self, work: impl FnOnce(&Connection) -> Result<(), StoreError> + Send + 'static) {
+        self.deferred.push(Box::new(work));
     }
 
     /// Runs `work` on a read connection, off the async threads.
@@ -330,7 +315,7 @@ impl Embedded {
             .settings
             .insert(name.to_string(), settings.clone());
         let name = name.to_string();
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             execute(c,
                 "INSERT INTO queues (name, visibility_timeout_ms, max_receive_count, dead_letter)
                  VALUES (?1, ?2, ?3, ?4)
@@ -395,18 +380,15 @@ impl Embedded {
         for (id, dead_letter) in dead_lettered {
             tracing::warn!(queue = %dead_letter, "message moved to the dead-letter queue");
             let queue = dead_letter.to_string();
-            let moved = self.submit(Answer::Committed, move |c| {
+            self.defer(move |c| {
                 execute(
                     c,
                     "UPDATE messages SET queue = ?2, visible_at = ?3 WHERE id = ?1",
                     params![id, queue, now],
                 )
-                .map_err(unavailable)?;
-                Ok(())
+                .map(drop)
+                .map_err(unavailable)
             });
-            if let Err(error) = moved {
-                tracing::error!(error = %Chain(&error), "the move to the dead-letter queue was not written");
-            }
             self.waker(dead_letter.as_str()).notify_one();
         }
         received

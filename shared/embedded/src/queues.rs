@@ -15,7 +15,7 @@ use sas_core::ports::{
 use crate::messages::{Message, Messages};
 use crate::schema::{encode, unavailable};
 use crate::writer::{execute, query_row};
-use crate::{Answer, Embedded, QueueSettings};
+use crate::{Embedded, QueueSettings};
 
 /// A message as a row: its queue, its body, when it becomes visible.
 pub(crate) type Row = (String, String, i64);
@@ -130,15 +130,15 @@ impl Queues for Embedded {
             .settings
             .get(queue.as_str())
             .is_some_and(|s| s.committed_sends);
-        let answer = if committed {
-            Answer::Committed
+        let inserted = if committed {
+            self.write(move |c| insert_messages(c, rows, now))
+                .await
+                .map_err(|e| QueueError::new(queue, e))?
         } else {
-            Answer::Written
+            let written = rows.clone();
+            self.defer(move |c| insert_messages(c, written, now).map(drop));
+            rows
         };
-        let inserted = self
-            .write(answer, move |c| insert_messages(c, rows, now))
-            .await
-            .map_err(|e| QueueError::new(queue, e))?;
         self.publish(inserted);
         Ok(())
     }
@@ -188,12 +188,12 @@ impl Consumer for Embedded {
         }
         // Nobody waits for the commit: a delete lost in a crash only means one more
         // delivery, which every handler tolerates.
-        self.submit(Answer::Committed, move |c| {
-            execute(c, "DELETE FROM messages WHERE id = ?1", [id]).map_err(unavailable)?;
-            Ok(())
-        })
-        .map(drop)
-        .map_err(|e| failed(e.into()))
+        self.defer(move |c| {
+            execute(c, "DELETE FROM messages WHERE id = ?1", [id])
+                .map(drop)
+                .map_err(unavailable)
+        });
+        Ok(())
     }
 }
 
@@ -253,7 +253,7 @@ impl DeadLetters for Embedded {
         };
         let now = self.clock.now().0;
         let (queue, moved) = (source.to_string(), chosen.clone());
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             for id in moved {
                 execute(
                     c,
@@ -286,7 +286,7 @@ impl Alerts for Embedded {
     async fn raise(&self, alert: &Alert) -> Result<(), AlertError> {
         let text = encode(alert).map_err(|e| AlertError(e.into()))?;
         let (task_id, at) = (alert.task_id.to_string(), alert.at.0);
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             execute(
                 c,
                 "INSERT INTO alerts (task_id, raised_at, alert) VALUES (?1, ?2, ?3)",

@@ -9,10 +9,10 @@ use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{Expired, Outgoing, StateStore, StoreError, TaskPage};
 use sas_core::time::Timestamp;
 
+use crate::Embedded;
 use crate::queues::insert_messages;
 use crate::schema::{decode, encode, unavailable};
 use crate::writer::{execute, query_row};
-use crate::{Answer, Embedded};
 
 /// The rows of a query of one JSON column, decoded.
 pub(crate) fn decode_rows<T: serde::de::DeserializeOwned>(
@@ -94,7 +94,7 @@ impl StateStore for Embedded {
             lease(task),
             task.created_at.0,
         );
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             let inserted = execute(
                 c,
                 "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
@@ -113,15 +113,23 @@ impl StateStore for Embedded {
             .map_err(unavailable)?;
             Ok(())
         })
-        .await
+        .await?;
+        self.recent.put(task, Some(order));
+        Ok(())
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        if let Some(task) = self.recent.task(id.as_str()) {
+            return Ok(Some(task));
+        }
         let id = id.to_string();
         self.read(move |c| read_task(c, &id)).await
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        if let Some(both) = self.recent.task_with_order(id.as_str()) {
+            return Ok(Some(both));
+        }
         let id = id.clone();
         self.read(move |c| {
             // A subquery rather than a join: SQLite re-plans a join on an indexed
@@ -156,7 +164,7 @@ impl StateStore for Embedded {
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let replacement = Replacement::of(task)?;
         let (input, earlier) = (encode(&order.input)?, encode(&order.earlier)?);
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             replacement.write(c)?;
             let id = &replacement.id;
             execute(
@@ -173,7 +181,9 @@ impl StateStore for Embedded {
             .map(drop)
             .map_err(unavailable)
         })
-        .await
+        .await?;
+        self.recent.put(task, Some(order));
+        Ok(())
     }
 
     async fn update_and_send(
@@ -185,11 +195,13 @@ impl StateStore for Embedded {
         let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
         let now = self.clock.now().0;
         let inserted = self
-            .write(Answer::Committed, move |c| {
+            .write(move |c| {
                 replacement.write(c)?;
                 insert_messages(c, rows, now)
             })
             .await?;
+        // Kept before its messages can be received, so that their handlers read it.
+        self.recent.put(task, None);
         self.publish(inserted);
         Ok(Vec::new())
     }
@@ -231,7 +243,7 @@ impl StateStore for Embedded {
 
     async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
         let id = id.to_string();
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             execute(
                 c,
                 "UPDATE tasks SET lease_expires = NULL WHERE id = ?1",
@@ -280,7 +292,7 @@ impl StateStore for Embedded {
             workflow.digest(),
             workflow.source.clone(),
         );
-        self.write(Answer::Committed, move |c| {
+        self.write(move |c| {
             execute(
                 c,
                 "INSERT INTO workflows (name, version, digest, source) VALUES (?1, ?2, ?3, ?4)

@@ -13,7 +13,7 @@ use sas_testkit::ManualClock;
 
 use crate::schema::{encode, unavailable};
 use crate::writer::execute;
-use crate::{Answer, Depth, Durability, Embedded, QueueSettings};
+use crate::{Depth, Durability, Embedded, QueueSettings};
 
 fn open(dir: &tempfile::TempDir, clock: Arc<ManualClock>) -> Embedded {
     Embedded::open(&dir.path().join("sas.db"), clock, Durability::Full).expect("open")
@@ -102,7 +102,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
     let original = encode(&store.task(&b).await.expect("read").expect("b")).expect("encoded");
     let corrupt = "garbage".to_owned();
     store
-        .write(Answer::Committed, move |c| {
+        .write(move |c| {
             execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [corrupt])
                 .map_err(unavailable)
         })
@@ -115,7 +115,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
     let expired = store.expired(late, 10).await.expect("sweep");
     assert_eq!((expired.tasks.len(), expired.undecodable.len()), (1, 0));
     store
-        .write(Answer::Committed, move |c| {
+        .write(move |c| {
             execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [original])
                 .map_err(unavailable)
         })
@@ -233,4 +233,58 @@ async fn committed_state_survives_reopening() {
             .body,
         "m"
     );
+}
+
+/// The committed rows of `sql` (a count), as another process would see them.
+fn committed_count(dir: &tempfile::TempDir, sql: &str) -> i64 {
+    let reader = rusqlite::Connection::open(dir.path().join("sas.db")).expect("reader");
+    reader.query_row(sql, [], |row| row.get(0)).expect("count")
+}
+
+#[tokio::test]
+async fn writes_nobody_waits_for_are_committed_before_the_next_write_or_soon() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, clock);
+    let queue = QueueName::parse("q").expect("name");
+    let sent = |body: &str| OutgoingMessage {
+        body: body.into(),
+        delay: Duration::ZERO,
+    };
+    let messages = "SELECT COUNT(*) FROM messages";
+    store.send(&queue, &[sent("first")]).await.expect("sent");
+    assert_eq!(
+        receive_now(&store, &queue).await.len(),
+        1,
+        "receivable at once"
+    );
+    let (task, order) = new_task("after", Timestamp(0));
+    store.create(&task, &order).await.expect("created");
+    assert_eq!(
+        committed_count(&dir, messages),
+        1,
+        "a message is committed with the next write someone waits for, or before it"
+    );
+
+    store.send(&queue, &[sent("alone")]).await.expect("sent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while committed_count(&dir, messages) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a message with no write after it is committed all the same"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let delivery = receive_now(&store, &queue).await.remove(0);
+    store
+        .delete(&queue, &delivery.receipt)
+        .await
+        .expect("deleted");
+    while committed_count(&dir, messages) > 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a delete is committed all the same"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

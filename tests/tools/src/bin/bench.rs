@@ -14,6 +14,10 @@
 //! burst [--tasks 50000] [--senders 512] [--ingestion direct|buffered]
 //!     a burst: every submission sent at once, as fast as the client can (at most
 //!     SENDERS in flight); then each task waited for: acceptance, drain, lost
+//! compare [--peers ../shared/peers] [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
+//!     sas-local, Restate and DBOS in turn (each peer's `bench.sh`, after its
+//!     `setup.sh`), at concurrency 64 and at 1, ROUNDS times; every line as it comes,
+//!     then the medians and our ratios to each peer
 //! sweep [--tasks 100000] [--expired-percent 1]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
 //!     the rows it reads and the time it takes (in process, on the embedded backend)
@@ -84,6 +88,23 @@ enum Benchmark {
         /// How the server takes a submission (`SAS_INGESTION`).
         #[arg(long, value_enum, default_value_t = Ingestion::Buffered)]
         ingestion: Ingestion,
+    },
+    /// sas-local, Restate and DBOS in turn, at concurrency 64 and at 1, several
+    /// rounds: each measurement's line, then the medians and the ratios.
+    Compare {
+        /// The peers' directory, with `restate/bench.sh` and `dbos/bench.sh` (each
+        /// set up by its `setup.sh`).
+        #[arg(long, default_value = "../shared/peers")]
+        peers: std::path::PathBuf,
+        /// Rounds: each engine once per round and concurrency, in turn.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Tasks measured at concurrency 64.
+        #[arg(long, default_value_t = 3000)]
+        tasks: usize,
+        /// Tasks measured at concurrency 1.
+        #[arg(long, default_value_t = 500)]
+        tasks_at_one: usize,
     },
     /// The supervisor's sweep of a store of that many tasks, some with expired leases,
     /// in process on the embedded backend.
@@ -319,12 +340,51 @@ async fn closed_loop(
     (acks, totals, errors)
 }
 
+/// What a closed-loop run measured, as one `key=value` line.
+struct Measured {
+    tasks_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    line: String,
+}
+
+impl Measured {
+    /// Reads a peer's `bench.sh` line (`workflows_per_s=`, `p50_ms=`, `p99_ms=`).
+    fn parse(line: &str) -> Option<Self> {
+        let field = |key: &str| {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))?
+                .parse::<f64>()
+                .ok()
+        };
+        Some(Self {
+            tasks_per_s: field("workflows_per_s").or_else(|| field("tasks_per_s"))?,
+            p50_ms: field("p50_ms")?,
+            p99_ms: field("p99_ms")?,
+            line: line.to_owned(),
+        })
+    }
+}
+
 async fn run(
     tasks: usize,
     concurrency: usize,
     warmup: usize,
     durability: Durability,
 ) -> anyhow::Result<()> {
+    println!(
+        "{}",
+        measure(tasks, concurrency, warmup, durability).await?.line
+    );
+    Ok(())
+}
+
+async fn measure(
+    tasks: usize,
+    concurrency: usize,
+    warmup: usize,
+    durability: Durability,
+) -> anyhow::Result<Measured> {
     let server = Server::start(durability)?;
     closed_loop(&server.api, "warmup", warmup, concurrency).await;
     let cpu_before = server.cpu_seconds();
@@ -340,7 +400,7 @@ async fn run(
         }
         Durability::Process => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
     };
-    println!(
+    let line = format!(
         "engine=sas-local n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
          server_peak_rss_mb={:.1} durability={} fsync=\"{durable}\"",
@@ -355,6 +415,100 @@ async fn run(
         server.peak_rss_mb(),
         durability.name(),
     );
+    Ok(Measured {
+        tasks_per_s: rate,
+        p50_ms: quantile(&totals, 0.5),
+        p99_ms: quantile(&totals, 0.99),
+        line,
+    })
+}
+
+/// Runs a peer's `bench.sh TASKS CONCURRENCY` (warm-up as ours) and reads its line.
+fn peer(
+    script: &std::path::Path,
+    tasks: usize,
+    concurrency: usize,
+    warmup: usize,
+) -> anyhow::Result<Measured> {
+    let output = Command::new("bash")
+        .arg(script)
+        .arg(tasks.to_string())
+        .arg(concurrency.to_string())
+        .env("WARMUP", warmup.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.contains("p99_ms="))
+        .unwrap_or_default();
+    anyhow::ensure!(
+        output.status.success(),
+        "{} failed ({}): {line}; set it up with its setup.sh",
+        script.display(),
+        output.status
+    );
+    Measured::parse(line).with_context(|| format!("no measurement in {stdout:?}"))
+}
+
+/// The median of some figures.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+async fn compare(
+    peers: &std::path::Path,
+    rounds: usize,
+    tasks: usize,
+    tasks_at_one: usize,
+) -> anyhow::Result<()> {
+    const ENGINES: [&str; 3] = ["sas-local", "restate", "dbos"];
+    let loads = [(tasks, 64, 200), (tasks_at_one, 1, 50)];
+    let mut results: Vec<Vec<Vec<Measured>>> = loads
+        .iter()
+        .map(|_| ENGINES.iter().map(|_| Vec::new()).collect())
+        .collect();
+    for round in 1..=rounds {
+        for (load, &(n, concurrency, warmup)) in loads.iter().enumerate() {
+            for (engine, name) in ENGINES.iter().enumerate() {
+                let measured = if engine == 0 {
+                    measure(n, concurrency, warmup, Durability::Full).await?
+                } else {
+                    peer(&peers.join(name).join("bench.sh"), n, concurrency, warmup)?
+                };
+                println!("round={round} engine={name} {}", measured.line);
+                results[load][engine].push(measured);
+            }
+        }
+    }
+    println!("medians of {rounds}:");
+    for (load, &(n, concurrency, _)) in loads.iter().enumerate() {
+        let figures: Vec<(f64, f64, f64)> = results[load]
+            .iter()
+            .map(|runs| {
+                let of = |f: fn(&Measured) -> f64| median(runs.iter().map(f).collect());
+                (of(|m| m.tasks_per_s), of(|m| m.p50_ms), of(|m| m.p99_ms))
+            })
+            .collect();
+        let (ours, ..) = figures[0];
+        for (name, (rate, p50, p99)) in ENGINES.iter().zip(&figures) {
+            let ratio = if *name == ENGINES[0] {
+                String::new()
+            } else {
+                format!(
+                    " ours/theirs: throughput {:.2}x p99 {:.2}x",
+                    ours / rate,
+                    figures[0].2 / p99
+                )
+            };
+            println!(
+                "concurrency={concurrency} n={n} engine={name} tasks_per_s={rate:.1} p50_ms={p50:.2} p99_ms={p99:.2}{ratio}"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -620,6 +774,12 @@ async fn main() -> anyhow::Result<()> {
             senders,
             ingestion,
         } => burst(tasks, senders, ingestion).await,
+        Benchmark::Compare {
+            peers,
+            rounds,
+            tasks,
+            tasks_at_one,
+        } => compare(&peers, rounds, tasks, tasks_at_one).await,
         Benchmark::Sweep {
             tasks,
             expired_percent,

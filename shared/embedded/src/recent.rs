@@ -1,0 +1,69 @@
+//! The committed state of the tasks written lately, decoded, in memory.
+//!
+//! The scheduler reads its task at every message and a waiting caller at every
+//! change. From SQLite, each read is a page cache dropped because a commit came
+//! since (WAL), page reads and a JSON parse; from here it is a clone. Only this
+//! process writes the database, and it puts a task here once its write is committed
+//! and before the messages of that write are published, so a read here is never
+//! older than one of SQLite would be. What is not here is read from SQLite.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+
+use sas_core::domain::task::{Order, Task};
+
+/// Tasks kept at most (the oldest written first out): several times the tasks in
+/// flight at any concurrency the API serves.
+const KEPT: usize = 8192;
+
+#[derive(Default)]
+pub(crate) struct Recent {
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    tasks: HashMap<String, (Task, Option<Order>)>,
+    arrivals: VecDeque<String>,
+}
+
+impl Recent {
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn task(&self, id: &str) -> Option<Task> {
+        self.kept().tasks.get(id).map(|(task, _)| task.clone())
+    }
+
+    /// The task with its order data, if both are here.
+    pub(crate) fn task_with_order(&self, id: &str) -> Option<(Task, Order)> {
+        let kept = self.kept();
+        let (task, order) = kept.tasks.get(id)?;
+        Some((task.clone(), order.clone()?))
+    }
+
+    /// Keeps a committed task (and its order data, when written with it); an older
+    /// version than the one kept changes nothing.
+    pub(crate) fn put(&self, task: &Task, order: Option<&Order>) {
+        let mut kept = self.kept();
+        let id = task.id.as_str();
+        if let Some((current, current_order)) = kept.tasks.get_mut(id) {
+            if current.version < task.version {
+                *current = task.clone();
+                if let Some(order) = order {
+                    *current_order = Some(order.clone());
+                }
+            }
+            return;
+        }
+        kept.tasks
+            .insert(id.to_owned(), (task.clone(), order.cloned()));
+        kept.arrivals.push_back(id.to_owned());
+        while kept.arrivals.len() > KEPT {
+            if let Some(oldest) = kept.arrivals.pop_front() {
+                kept.tasks.remove(&oldest);
+            }
+        }
+    }
+}
