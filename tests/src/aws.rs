@@ -116,6 +116,21 @@ impl Stack {
         policy: QueuePolicy,
         lease_bucket_seconds: u64,
     ) -> Self {
+        Self::with_ingestion(moto, services, policy, lease_bucket_seconds, false).await
+    }
+
+    /// [`Stack::on`], with buffered ingestion when `buffered` (`IngestionMode`
+    /// BUFFERED: an ingest queue, read by the scheduler).
+    ///
+    /// # Panics
+    /// When the emulator refuses.
+    pub async fn with_ingestion(
+        moto: Moto,
+        services: &str,
+        policy: QueuePolicy,
+        lease_bucket_seconds: u64,
+        buffered: bool,
+    ) -> Self {
         let sdk = emulator::sdk(&moto.endpoint);
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
@@ -123,7 +138,11 @@ impl Stack {
         create_table(&dynamodb, "sas-state").await;
         let mut urls = HashMap::new();
         let mut dead_letters = HashMap::new();
-        for name in ["sas-scheduler", "sas-agent-requests", "sas-agent-responses"] {
+        let ingest = buffered.then_some("sas-ingest");
+        for name in ["sas-scheduler", "sas-agent-requests", "sas-agent-responses"]
+            .into_iter()
+            .chain(ingest)
+        {
             let (url, dead_letter_url) = create_queue(&sqs_client, name, policy).await;
             dead_letters.insert(name.to_owned(), queue_name(&dead_letter_url).expect("name"));
             urls.insert(name, url);
@@ -155,6 +174,7 @@ impl Stack {
                 "SERVICE_URLS" => Some(serde_json::json!(service_urls).to_string()),
                 "LEASE_SHARDS" => Some("4".into()),
                 "LEASE_BUCKET_SECONDS" => Some(lease_bucket_seconds.to_string()),
+                "INGEST_QUEUE_URL" => ingest.map(|name| urls[name].clone()),
                 _ => None,
             }
         };
@@ -255,8 +275,9 @@ impl Stack {
         let scheduler = Self::queue(&self.config.scheduler_queue_url);
         let responses = Self::queue(&self.config.agent_response_queue_url);
         let requests = Self::queue(&self.config.agent_request_queue_url);
+        let ingest = self.config.ingest_queue_url.as_deref().map(Self::queue);
         let mut delivered = 0;
-        for queue in [scheduler, responses] {
+        for queue in [scheduler, responses].into_iter().chain(ingest) {
             let app = &self.app;
             delivered += self
                 .deliver("scheduler", &queue, twice, |body| async move {

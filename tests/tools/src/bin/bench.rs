@@ -474,6 +474,10 @@ async fn compare(
     for round in 1..=rounds {
         for (load, &(n, concurrency, warmup)) in loads.iter().enumerate() {
             for (engine, name) in ENGINES.iter().enumerate() {
+                // Each run on a settled machine: the disk flushed, the last run's
+                // processes gone.
+                let _ = Command::new("sync").status();
+                tokio::time::sleep(Duration::from_secs(3)).await;
                 let measured = if engine == 0 {
                     measure(n, concurrency, warmup, Durability::Full).await?
                 } else {

@@ -6,7 +6,7 @@
 //! Step Functions.
 //!
 //! ```text
-//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6]
+//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered]
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -30,6 +30,16 @@ struct Args {
     /// Waves the tasks are submitted in (at least 1, at most one a task).
     #[arg(long, default_value_t = 6)]
     waves: usize,
+    /// How the stack takes a submission (`IngestionMode`): the task written by the
+    /// API function, or the request queued and the task created by the scheduler.
+    #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
+    ingestion: Ingestion,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Ingestion {
+    Direct,
+    Buffered,
 }
 
 /// us-east-1 list prices, November 2026.
@@ -210,6 +220,7 @@ async fn main() {
         tasks,
         lease_bucket_seconds,
         waves,
+        ingestion,
     } = Args::parse();
     let waves = waves.clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
@@ -217,7 +228,7 @@ async fn main() {
     let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
     let endpoint = moto.endpoint.clone();
     let remote = Remote::start(false).await;
-    let stack = Stack::on(
+    let stack = Stack::with_ingestion(
         moto,
         &remote.url,
         QueuePolicy {
@@ -225,6 +236,7 @@ async fn main() {
             max_receive_count: 5,
         },
         lease_bucket_seconds,
+        ingestion == Ingestion::Buffered,
     )
     .await;
     let http = reqwest::Client::new();
@@ -285,7 +297,14 @@ async fn main() {
         tally.record(&record.expect("a recorded request"));
     }
     let per_task = |n: u64| n as f64 / tasks as f64;
-    println!("{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5\n");
+    println!(
+        "{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5, {} ingestion\n",
+        if ingestion == Ingestion::Buffered {
+            "buffered"
+        } else {
+            "direct"
+        }
+    );
     println!(
         "requests per task, by operation (what the functions call; the event-source mappings' receives and deletes are the harness's):"
     );
