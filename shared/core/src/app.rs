@@ -478,7 +478,7 @@ impl App {
     ) -> Result<Submitted, SubmitError> {
         let definition = self.check(workflow, &submission)?;
         self.store_workflow(&definition).await?;
-        self.create(&definition, submission).await
+        self.create(&definition, submission, false).await
     }
 
     /// Buffered ingestion's submission: checks the request as [`App::submit`] does,
@@ -550,15 +550,24 @@ impl App {
 
     /// Creates the task a checked submission asks for, or finds the one the same
     /// request created.
+    ///
+    /// A scheduler creating a buffered submission's task (`claim`) creates it claimed
+    /// ([`decide::submit_claimed`]).
     async fn create(
         &self,
         definition: &Workflow,
         submission: Submission,
+        claim: bool,
     ) -> Result<Submitted, SubmitError> {
         let workflow = &definition.name;
         let fingerprint = submission.fingerprint(workflow);
         let id = submission.id.clone();
-        let (task, order, effects) = decide::submit(definition, submission, self.clock.now());
+        let now = self.clock.now();
+        let (task, order, effects) = if claim {
+            decide::submit_claimed(definition, submission, &self.instance, now)
+        } else {
+            decide::submit(definition, submission, now)
+        };
         match self.store.create(&task, &order).await {
             Ok(()) => {
                 info!(task_id = %id, workflow, "task accepted");
@@ -590,7 +599,10 @@ impl App {
     async fn ingest(&self, buffered: Buffered) -> Result<Handled, HandleError> {
         let definition = self.workflow(&buffered.workflow).await?;
         let id = buffered.submission.id.clone();
-        match self.create(&definition, buffered.submission.clone()).await {
+        match self
+            .create(&definition, buffered.submission.clone(), true)
+            .await
+        {
             Ok(Submitted::Created(_)) => Ok(Handled::Created),
             Ok(Submitted::Replayed(_)) => Ok(Handled::Repeated),
             Err(SubmitError::Conflict(_)) => {

@@ -479,6 +479,27 @@ pub fn submit(
     (change.task, order, change.effects)
 }
 
+/// A new task for a buffered submission, claimed by the scheduler that creates it:
+/// [`submit`] and [`on_run`] in one write, so it needs no Run message, no pickup
+/// lease and no claim of its own. The caller is told Pending, then Processing.
+#[must_use]
+pub fn submit_claimed(
+    workflow: &Workflow,
+    submission: Submission,
+    instance: &str,
+    now: Timestamp,
+) -> (Task, Order, Vec<Effect>) {
+    let (mut pending, order, submitted) = submit(workflow, submission, now);
+    // The pickup lease's deadline message is not sent: the claim watches its own lease.
+    pending.deadline = None;
+    let claim = on_run(&pending, workflow, &order, instance, now);
+    let told = submitted
+        .into_iter()
+        .filter(|effect| matches!(effect, Effect::Notify { .. }));
+    let effects = told.chain(claim.effects).collect();
+    (claim.next.unwrap_or(pending), order, effects)
+}
+
 /// The scheduler, on a Run message: claims the task if it waits for a scheduler
 /// and sends its next step (or compensation) to an agent.
 #[must_use]
@@ -954,6 +975,48 @@ mod tests {
         Outcome::Succeeded {
             output: json!({"ok": true}),
         }
+    }
+
+    #[test]
+    fn a_task_created_claimed_is_submitted_and_claimed_in_one_write() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (pending, submitted_order, _) = submit(&workflow, submission(true), now);
+        let run = on_run(&pending, &workflow, &submitted_order, "s1", now);
+        let (task, order, effects) = submit_claimed(&workflow, submission(true), "s1", now);
+        let claimed = run.next.expect("claimed");
+        assert_eq!(task, claimed, "the same task as a submission then a Run");
+        assert_eq!(order, submitted_order);
+        let told: Vec<_> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Notify { notification, .. } => Some(notification.state),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(told, [TaskState::Pending, TaskState::Processing]);
+        assert!(
+            !effects.iter().any(|e| matches!(e, Effect::Schedule { .. })),
+            "no Run message"
+        );
+        let deadlines: Vec<_> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Deadline { at, .. } => Some(*at),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            deadlines,
+            [task.complete_by.expect("a lease")],
+            "the first step's lease only"
+        );
+        assert_eq!(task.deadline, task.complete_by);
+        let dispatched: Vec<_> = effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Dispatch(_)))
+            .collect();
+        assert_eq!(dispatched.len(), 1, "the first step sent");
     }
 
     #[test]
