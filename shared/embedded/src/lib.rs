@@ -31,7 +31,7 @@ use tokio::sync::{Notify, oneshot};
 
 use sas_core::domain::ids::QueueName;
 use sas_core::domain::messages::Alert;
-use sas_core::domain::task::Task;
+use sas_core::domain::task::{Order, Task};
 use sas_core::ports::{Delivery, OutgoingMessage, StoreError};
 use sas_core::time::Clock;
 
@@ -119,7 +119,7 @@ pub struct Embedded {
     /// commit stays unique even if the commit fails and SQLite would give it again.
     last_message_id: AtomicI64,
     /// The tasks written lately, as committed.
-    recent: Recent,
+    recent: Arc<Recent>,
     /// Writes nobody waits for, left to the writer thread.
     deferred: Arc<DeferredWrites>,
 }
@@ -183,7 +183,7 @@ impl Embedded {
             durability,
             queues,
             last_message_id,
-            recent: Recent::default(),
+            recent: Arc::default(),
             deferred,
         })
     }
@@ -237,8 +237,39 @@ impl Embedded {
         self.durability
     }
 
-    /// Queues `work` for the writer; the receiver answers once it is committed.
-    fn submit<T, F>(&self, work: F) -> Result<oneshot::Receiver<Result<T, StoreError>>, StoreError>
+    /// Runs `work` in the writer's next transaction and waits for its commit.
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.write_then(work, || ()).await
+    }
+
+    /// [`Embedded::write`], keeping the task written (and its order data, when
+    /// written with it) among the recent ones once committed, before any write's
+    /// answer: a task read after any later answer is never older than this write.
+    async fn write_keeping<T, F>(
+        &self,
+        work: F,
+        task: &Task,
+        order: Option<&Order>,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (recent, task, order) = (Arc::clone(&self.recent), task.clone(), order.cloned());
+        self.write_then(work, move || recent.put(task, order)).await
+    }
+
+    /// Runs `work` in the writer's next transaction and waits for its commit; once
+    /// it is committed, and before anyone is answered, the writer thread runs `then`.
+    async fn write_then<T, F>(
+        &self,
+        work: F,
+        then: impl FnOnce() + Send + 'static,
+    ) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -248,6 +279,9 @@ impl Embedded {
             let outcome = in_savepoint(c, work);
             Box::new(move |committed: bool| {
                 let answer = if committed {
+                    if outcome.is_ok() {
+                        then();
+                    }
                     outcome
                 } else {
                     outcome.and(Err(unavailable("the commit failed")))
@@ -262,16 +296,7 @@ impl Embedded {
             .ok_or_else(|| unavailable("the store is closed"))?
             .send(job)
             .map_err(|_| unavailable("the writer thread has stopped"))?;
-        Ok(answer)
-    }
-
-    /// Runs `work` in the writer's next transaction and waits for its commit.
-    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.submit(work)?
+        answer
             .await
             .map_err(|_| unavailable("the writer thread has stopped"))?
     }

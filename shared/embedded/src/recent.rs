@@ -3,8 +3,9 @@
 //! The scheduler reads its task at every message and a waiting caller at every
 //! change. From SQLite, each read is a page cache dropped because a commit came
 //! since (WAL), page reads and a JSON parse; from here it is a clone. Only this
-//! process writes the database, and it puts a task here once its write is committed
-//! and before the messages of that write are published, so a read here is never
+//! process writes the database, and its writer thread puts a task here once its
+//! write is committed and before it answers any write of that commit, so a read here
+//! after any answer (a conflict's, say) or any message published after it is never
 //! older than one of SQLite would be. What is not here is read from SQLite.
 
 use std::collections::{HashMap, VecDeque};
@@ -45,21 +46,20 @@ impl Recent {
 
     /// Keeps a committed task (and its order data, when written with it); an older
     /// version than the one kept changes nothing.
-    pub(crate) fn put(&self, task: &Task, order: Option<&Order>) {
+    pub(crate) fn put(&self, task: Task, order: Option<Order>) {
         let mut kept = self.kept();
-        let id = task.id.as_str();
-        if let Some((current, current_order)) = kept.tasks.get_mut(id) {
+        let id = task.id.to_string();
+        if let Some((current, current_order)) = kept.tasks.get_mut(&id) {
             if current.version < task.version {
-                *current = task.clone();
-                if let Some(order) = order {
-                    *current_order = Some(order.clone());
+                *current = task;
+                if order.is_some() {
+                    *current_order = order;
                 }
             }
             return;
         }
-        kept.tasks
-            .insert(id.to_owned(), (task.clone(), order.cloned()));
-        kept.arrivals.push_back(id.to_owned());
+        kept.tasks.insert(id.clone(), (task, order));
+        kept.arrivals.push_back(id);
         while kept.arrivals.len() > KEPT {
             if let Some(oldest) = kept.arrivals.pop_front() {
                 kept.tasks.remove(&oldest);

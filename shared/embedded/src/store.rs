@@ -94,7 +94,7 @@ impl StateStore for Embedded {
             lease(task),
             task.created_at.0,
         );
-        self.write(move |c| {
+        let work = move |c: &Connection| {
             let inserted = execute(
                 c,
                 "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
@@ -112,10 +112,8 @@ impl StateStore for Embedded {
             )
             .map_err(unavailable)?;
             Ok(())
-        })
-        .await?;
-        self.recent.put(task, Some(order));
-        Ok(())
+        };
+        self.write_keeping(work, task, Some(order)).await
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
@@ -164,7 +162,7 @@ impl StateStore for Embedded {
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let replacement = Replacement::of(task)?;
         let (input, earlier) = (encode(&order.input)?, encode(&order.earlier)?);
-        self.write(move |c| {
+        let work = move |c: &Connection| {
             replacement.write(c)?;
             let id = &replacement.id;
             execute(
@@ -180,10 +178,8 @@ impl StateStore for Embedded {
             )
             .map(drop)
             .map_err(unavailable)
-        })
-        .await?;
-        self.recent.put(task, Some(order));
-        Ok(())
+        };
+        self.write_keeping(work, task, Some(order)).await
     }
 
     async fn update_and_send(
@@ -194,14 +190,11 @@ impl StateStore for Embedded {
         let replacement = Replacement::of(task)?;
         let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
         let now = self.clock.now().0;
-        let inserted = self
-            .write(move |c| {
-                replacement.write(c)?;
-                insert_messages(c, rows, now)
-            })
-            .await?;
-        // Kept before its messages can be received, so that their handlers read it.
-        self.recent.put(task, None);
+        let work = move |c: &Connection| {
+            replacement.write(c)?;
+            insert_messages(c, rows, now)
+        };
+        let inserted = self.write_keeping(work, task, None).await?;
         self.publish(inserted);
         Ok(Vec::new())
     }

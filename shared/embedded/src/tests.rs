@@ -288,3 +288,42 @@ async fn writes_nobody_waits_for_are_committed_before_the_next_write_or_soon() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test]
+async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, clock);
+    let (mut current, order) = new_task("raced", Timestamp(0));
+    store.create(&current, &order).await.expect("created");
+    for round in 0..1000 {
+        let mut winner = current.clone();
+        winner.version += 1;
+        winner.write_id = 1;
+        let mut loser = winner.clone();
+        loser.write_id = 2;
+        // The winner's write goes to the writer first; the loser's right after, most
+        // often into the same commit; the loser is answered and reads first.
+        let mut won = std::pin::pin!(store.update(&winner));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(won.as_mut().poll(cx))).await;
+        let lost = async {
+            let refused = store.update(&loser).await;
+            (refused, store.task(&current.id).await)
+        };
+        let ((refused, read), won) = match first {
+            std::task::Poll::Ready(won) => (lost.await, won),
+            std::task::Poll::Pending => tokio::join!(lost, won),
+        };
+        won.expect("the first write wins");
+        assert!(
+            matches!(refused, Err(StoreError::Conflict)),
+            "round {round}"
+        );
+        assert_eq!(
+            read.expect("read").map(|t| (t.version, t.write_id)),
+            Some((winner.version, 1)),
+            "round {round}: the loser reads the winner's write, not the version it lost on"
+        );
+        current = winner.clone();
+    }
+}

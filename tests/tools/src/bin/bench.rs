@@ -358,7 +358,7 @@ impl Measured {
                 .ok()
         };
         Some(Self {
-            tasks_per_s: field("workflows_per_s").or_else(|| field("tasks_per_s"))?,
+            tasks_per_s: field("workflows_per_s")?,
             p50_ms: field("p50_ms")?,
             p99_ms: field("p99_ms")?,
             line: line.to_owned(),
