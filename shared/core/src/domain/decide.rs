@@ -757,7 +757,7 @@ pub fn refuse_submission(
     });
     change.log(Happened::Refused);
     let error = format!(
-        "a later submission for task '{}' with a different request was refused: the task runs the first",
+        "another submission for task '{}' with a different request was refused: the task runs the one it was created with",
         task.id.local()
     );
     let queues = [task.notify.as_ref(), submission.notify.as_ref()];
