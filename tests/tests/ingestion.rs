@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use sas_core::domain::ids::QueueName;
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
 use sas_core::ports::{OutgoingMessage, Queues};
@@ -15,6 +16,16 @@ use serde_json::{Value, json};
 
 fn quick(notify: Option<&str>) -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input(), "notify": notify })
+}
+
+/// The queue of buffered submissions of a harness started buffered.
+fn ingest_queue(harness: &Harness) -> QueueName {
+    harness
+        .running
+        .system
+        .ingest
+        .clone()
+        .expect("an ingest queue")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,12 +67,7 @@ async fn a_buffered_submission_is_accepted_then_created_and_run() {
         (status, refused["error"]["field"].as_str()),
         (400, Some("input.customer_id"))
     );
-    let ingest = harness
-        .running
-        .system
-        .ingest
-        .clone()
-        .expect("an ingest queue");
+    let ingest = ingest_queue(&harness);
     assert_eq!(harness.depth(&ingest).await.visible, 0);
     // Nor may a caller be notified on the ingest queue (or its dead letters).
     for queue in ["ingest", "ingest-dlq"] {
@@ -123,12 +129,7 @@ async fn a_repeat_is_the_same_task_and_a_different_request_is_refused_on_it_and_
     let (status, _) = harness.put_task("taken", &other).await;
     assert_eq!(status, 202);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let ingest = harness
-        .running
-        .system
-        .ingest
-        .clone()
-        .expect("an ingest queue");
+    let ingest = ingest_queue(&harness);
     assert_eq!(harness.depth(&ingest).await, Default::default(), "handled");
     let task = harness.task("taken").await;
     assert_eq!(
@@ -140,12 +141,7 @@ async fn a_repeat_is_the_same_task_and_a_different_request_is_refused_on_it_and_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_buffered_message_delivered_twice_creates_one_task() {
     let harness = Harness::start_buffered(5).await;
-    let ingest = harness
-        .running
-        .system
-        .ingest
-        .clone()
-        .expect("an ingest queue");
+    let ingest = ingest_queue(&harness);
     let submission = serde_json::from_value(json!({
         "id": "twice", "input": delivery_input(), "notify": null
     }))
