@@ -4,7 +4,12 @@
 //! delayed, reordered, duplicated and lost; handlers that crash before or after any
 //! write; agents running past complete-by; remote services failing transiently,
 //! for good, hanging or down; two supervisors sweeping at once; schedulers
-//! restarting; operators resubmitting. The same seed replays the same run.
+//! restarting; operators resubmitting. The same seed replays the same run. Odd
+//! seeds buffer their submissions: a scheduler creates each task from an ingest
+//! queue, whose messages are crashed on, duplicated, delayed and dead-lettered (SQS
+//! keeps a message until it is handled: an ingest message is never dropped, but it
+//! may end in the dead-letter queue, whose alarm an operator answers by redriving
+//! it).
 //!
 //! After a phase of chaos, the faults stop (but for the permanent ones) and the
 //! system must settle: every task Processed or Error within a bound of virtual time,
@@ -53,6 +58,8 @@ pub struct Outcome {
     pub faults: BTreeMap<&'static str, u64>,
     /// Tasks by final state.
     pub ended: BTreeMap<String, usize>,
+    /// Whether submissions were buffered (odd seeds).
+    pub buffered: bool,
 }
 
 impl Outcome {
@@ -69,8 +76,9 @@ impl Outcome {
     #[must_use]
     pub fn report(&self, trace_lines: usize) -> String {
         let mut text = format!(
-            "seed {} broke {} invariant(s):\n",
+            "seed {} ({} ingestion) broke {} invariant(s):\n",
             self.seed,
+            if self.buffered { "buffered" } else { "direct" },
             self.violations.len()
         );
         for violation in &self.violations {
@@ -487,6 +495,8 @@ struct Sim {
     ports: Ports,
     workflows: Arc<Registry>,
     names: QueueNames,
+    /// The queue of buffered submissions, and its dead-letter queue, for odd seeds.
+    ingest: Option<(QueueName, QueueName)>,
     schedulers: Vec<Arc<App>>,
     supervisors: Vec<Arc<App>>,
     step_caller: Arc<StepCaller>,
@@ -513,6 +523,16 @@ impl Sim {
             acted_on: BTreeSet::new(),
         })));
         let (memory, names) = in_memory(&clock, Some(5));
+        let ingest = (seed % 2 == 1).then(|| {
+            let name = |n: &str| QueueName::parse(n).expect("name");
+            let (ingest, dead_letter) = (name("ingest"), name("ingest-dlq"));
+            memory.create_queue(
+                &ingest,
+                Duration::from_secs(30),
+                Some((5, dead_letter.clone())),
+            );
+            (ingest, dead_letter)
+        });
         let workflows = Arc::new(Registry::built_in());
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),
@@ -555,6 +575,7 @@ impl Sim {
             ports,
             workflows,
             names,
+            ingest,
             schedulers: Vec::new(),
             supervisors: Vec::new(),
             step_caller,
@@ -575,23 +596,53 @@ impl Sim {
     fn app(&mut self) -> Arc<App> {
         self.restarts += 1;
         let instance = format!("instance-{}", self.restarts);
-        Arc::new(
-            App::new(
-                self.ports.clone(),
-                Arc::clone(&self.workflows),
-                self.names.clone(),
-                instance,
-            )
-            .with_deadline_messages(true),
+        let app = App::new(
+            self.ports.clone(),
+            Arc::clone(&self.workflows),
+            self.names.clone(),
+            instance,
         )
+        .with_deadline_messages(true);
+        Arc::new(match &self.ingest {
+            Some((ingest, _)) => app.with_ingestion(ingest.clone()),
+            None => app,
+        })
     }
 
-    fn queues(&self) -> [QueueName; 3] {
-        [
+    fn queues(&self) -> Vec<QueueName> {
+        let mut queues = vec![
             self.names.scheduler.clone(),
             self.names.agent_requests.clone(),
             self.names.agent_responses.clone(),
-        ]
+        ];
+        queues.extend(self.ingest.iter().map(|(ingest, _)| ingest.clone()));
+        queues
+    }
+
+    /// Whether `queue` is the queue of buffered submissions.
+    fn is_ingest(&self, queue: &QueueName) -> bool {
+        self.ingest
+            .as_ref()
+            .is_some_and(|(ingest, _)| ingest == queue)
+    }
+
+    /// An operator, alarmed by the ingest dead-letter queue, sends its messages back.
+    async fn redrive_ingest(&self) {
+        let Some((ingest, dead_letter)) = &self.ingest else {
+            return;
+        };
+        for message in self.memory.messages(dead_letter) {
+            self.memory.drop_message(dead_letter, message.id);
+            let describe = describe(&message.body);
+            let again = OutgoingMessage {
+                body: message.body,
+                delay: Duration::ZERO,
+            };
+            Queues::send(self.memory.as_ref(), ingest, &[again])
+                .await
+                .expect("the in-memory queue takes it");
+            self.world.note(format!("redrive {dead_letter} {describe}"));
+        }
     }
 
     /// Messages that may be received now, by queue and id.
@@ -616,7 +667,21 @@ impl Sim {
             return;
         };
         let describe = describe(&delivery.body);
-        if self.world.fault("message lost", 0.02) {
+        if let Some((_, dead_letter)) = self.ingest.as_ref().filter(|_| self.is_ingest(queue)) {
+            if self.world.fault("ingest message dead-lettered", 0.02) {
+                self.memory.drop_message(queue, id);
+                let message = OutgoingMessage {
+                    body: delivery.body,
+                    delay: Duration::ZERO,
+                };
+                Queues::send(self.memory.as_ref(), dead_letter, &[message])
+                    .await
+                    .expect("the in-memory queue takes it");
+                self.world
+                    .note(format!("dead-letter {queue} #{id} {describe}"));
+                return;
+            }
+        } else if self.world.fault("message lost", 0.02) {
             self.memory.drop_message(queue, id);
             self.world.note(format!("lose {queue} #{id} {describe}"));
             return;
@@ -714,11 +779,14 @@ impl Sim {
             notify: None,
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
-        match scheduler
-            .submit(request["workflow"].as_str().unwrap_or_default(), submission)
-            .await
-        {
-            Ok(_) => {
+        let workflow = request["workflow"].as_str().unwrap_or_default();
+        let outcome = if self.ingest.is_some() {
+            scheduler.accept(workflow, submission).await.map(drop)
+        } else {
+            scheduler.submit(workflow, submission).await.map(drop)
+        };
+        match outcome {
+            Ok(()) => {
                 self.accepted.insert(id.to_string());
                 self.world.note(format!("submit {id} -> accepted"));
             }
@@ -872,6 +940,7 @@ impl Sim {
             }
             85..89 => self.resubmit_one().await,
             92..95 => self.cancel_one().await,
+            95..97 => self.redrive_ingest().await,
             89..92 => {
                 *self
                     .world
@@ -897,6 +966,7 @@ impl Sim {
             .clear();
         let deadline = self.clock.now().plus(SETTLE_BOUND);
         loop {
+            self.redrive_ingest().await;
             let visible = self.visible();
             if let Some((queue, id)) = visible.get(self.world.below(visible.len())) {
                 self.deliver(queue, *id).await;
@@ -1133,6 +1203,7 @@ pub fn run(seed: u64) -> Outcome {
             trace: world.trace.clone(),
             faults: world.faults.clone(),
             ended,
+            buffered: sim.ingest.is_some(),
         }
     })
 }

@@ -11,7 +11,7 @@ use sas_core::app::{App, HandleError, Ports, QueueNames};
 use sas_core::domain::ids::{Owner, QueueName};
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::Registry;
-use sas_core::ports::{NoMetrics, RemoteCall, RemoteError, RemoteRequest};
+use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
 use sas_core::step_caller::{CallError, StepCaller};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
@@ -44,13 +44,7 @@ fn subject() -> Subject {
         agent_requests: name("q"),
         agent_responses: name("r"),
     };
-    let ports = Ports {
-        store: Arc::clone(&memory) as _,
-        queues: Arc::clone(&memory) as _,
-        alerts: Arc::clone(&memory) as _,
-        metrics: Arc::new(NoMetrics),
-        clock: Arc::clone(&clock) as _,
-    };
+    let ports = Ports::of(&memory, Arc::clone(&clock) as _);
     let workflows = Arc::new(Registry::built_in());
     let step_caller = StepCaller::new(
         Arc::new(Unreachable),

@@ -1,17 +1,23 @@
 //! Buffered ingestion on the local system: a submission is checked and queued, then
 //! created by the scheduler. A repeat is the same task; a different request for the
 //! same id, too late for a 409, is refused on the task and told; a message delivered
-//! twice creates one task. (A kill -9 between acceptance and creation, and in the
+//! twice creates one task; a creation whose messages were lost sends them when its
+//! message comes again. (A kill -9 between acceptance and creation, and in the
 //! middle of a batch: `functions/local/tests/kill_restart.rs`.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::domain::ids::QueueName;
+use sas_core::app::{App, Ports};
+use sas_core::domain::decide::Submission;
+use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
-use sas_core::ports::{OutgoingMessage, Queues};
+use sas_core::domain::workflow::Registry;
+use sas_core::ports::{OutgoingMessage, Queues, StateStore};
 use sas_core::time::Timestamp;
-use sas_tests::{Harness, delivery_input, step_states};
+use sas_testkit::ManualClock;
+use sas_tests::{Harness, delivery_input, in_memory, step_states};
 use serde_json::{Value, json};
 
 fn quick(notify: Option<&str>) -> Value {
@@ -138,12 +144,10 @@ async fn a_repeat_is_the_same_task_and_a_different_request_is_refused_on_it_and_
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_buffered_message_delivered_twice_creates_one_task() {
-    let harness = Harness::start_buffered(5).await;
-    let ingest = ingest_queue(&harness);
+/// The message that accepting a quick delivery as task `id` queues.
+fn accepted_message(id: &str) -> OutgoingMessage {
     let submission = serde_json::from_value(json!({
-        "id": "twice", "input": delivery_input(), "notify": null
+        "id": id, "input": delivery_input(), "notify": null
     }))
     .expect("a submission");
     let message = SchedulerMessage::Submit(Buffered {
@@ -154,13 +158,19 @@ async fn a_buffered_message_delivered_twice_creates_one_task() {
         submission,
         accepted_at: Timestamp(1_800_000_000_000),
     });
+    OutgoingMessage {
+        body: serde_json::to_string(&message).expect("JSON"),
+        delay: Duration::ZERO,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffered_message_delivered_twice_creates_one_task() {
+    let harness = Harness::start_buffered(5).await;
+    let ingest = ingest_queue(&harness);
     // Its workflow version is stored when a submission of it is accepted.
     harness.put_task("before", &quick(None)).await;
-    let body = serde_json::to_string(&message).expect("JSON");
-    let copy = || OutgoingMessage {
-        body: body.clone(),
-        delay: Duration::ZERO,
-    };
+    let copy = || accepted_message("twice");
     harness
         .running
         .system
@@ -175,4 +185,131 @@ async fn a_buffered_message_delivered_twice_creates_one_task() {
         5,
         "one task, run once"
     );
+}
+
+/// An accepted submission whose message could not be handled (an outage through
+/// all its receives) waits in the ingest dead-letter queue: its task does not
+/// exist, the operator sees it beside the other dead letters, and redrives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_submission_dead_lettered_is_shown_to_an_operator_who_redrives_it() {
+    let harness = Harness::start_buffered(5).await;
+    harness.put_task("before", &quick(None)).await;
+    let dead_letters = QueueName::parse("ingest-dlq").expect("name");
+    harness
+        .running
+        .system
+        .backend
+        .send(&dead_letters, &[accepted_message("dead-lettered")])
+        .await
+        .expect("dead-lettered");
+    let (status, _, _) = harness.call("GET", "/tasks/dead-lettered", None).await;
+    assert_eq!(status, 404, "its task was not created");
+
+    let (_, _, listed) = harness.call("GET", "/operator/dead-letters", None).await;
+    assert_eq!(
+        listed["queues"][3],
+        json!({"queue": "ingest", "source": "ingest", "messages": 1}),
+        "{listed:#}"
+    );
+    let (_, _, shown) = harness
+        .call("GET", "/operator/dead-letters/ingest", None)
+        .await;
+    assert_eq!(
+        shown["messages"][0]["task_id"], "dead-lettered",
+        "{shown:#}"
+    );
+    let (status, _, answer) = harness
+        .call(
+            "POST",
+            "/operator/dead-letters/ingest/redrive",
+            Some(
+                json!({"ids": [shown["messages"][0]["id"]]})
+                    .to_string()
+                    .as_bytes(),
+            ),
+        )
+        .await;
+    assert_eq!((status, answer["redriven"].as_u64()), (200, Some(1)));
+    harness.settle_in("dead-lettered", "Processed").await;
+    assert_eq!(harness.depth(&dead_letters).await.visible, 0);
+    assert_eq!(harness.effects_of("dead-lettered").await.len(), 5);
+}
+
+/// A scheduler created a buffered task, claimed, and died before sending its first
+/// step's request (or the creation's answer was lost and the SDK's retry failed its
+/// condition): the ingest message, delivered again to another scheduler, sends the
+/// request and the lease's deadline message, rather than leaving the task to wait
+/// for its lease to end. Over the in-memory backend, on a manual clock.
+#[tokio::test]
+async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_again() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = in_memory(&clock, None);
+    let ingest = QueueName::parse("ingest").expect("name");
+    memory.create_queue(&ingest, Duration::from_secs(30), None);
+    let scheduler = |instance: &str| {
+        App::new(
+            Ports::of(&memory, Arc::clone(&clock) as _),
+            Arc::new(Registry::built_in()),
+            names.clone(),
+            instance.into(),
+        )
+        .with_ingestion(ingest.clone())
+        .with_deadline_messages(true)
+    };
+    let submission = Submission {
+        owner: None,
+        id: TaskId::parse("resent").expect("id"),
+        input: delivery_input(),
+        notify: None,
+    };
+    scheduler("api")
+        .accept("drone-delivery", submission)
+        .await
+        .expect("accepted");
+    let [message] = memory.messages(&ingest).try_into().expect("one message");
+    let first = scheduler("scheduler-1")
+        .on_scheduler_message(&message.body)
+        .await
+        .expect("created");
+    assert_eq!(first.as_str(), "created");
+    // The crash: the task is written, the messages it meant to send are not.
+    let sent = |queue: &QueueName| memory.messages(queue);
+    let (request, deadline) = (sent(&names.agent_requests), sent(&names.scheduler));
+    assert_eq!((request.len(), deadline.len()), (1, 1));
+    memory.drop_message(&names.agent_requests, request[0].id);
+    memory.drop_message(&names.scheduler, deadline[0].id);
+
+    clock.advance(Duration::from_secs(1));
+    let again = scheduler("scheduler-2")
+        .on_scheduler_message(&message.body)
+        .await
+        .expect("handled again");
+    assert_eq!(again.as_str(), "repeated");
+    let bodies =
+        |queue: &QueueName| -> Vec<String> { sent(queue).into_iter().map(|m| m.body).collect() };
+    assert_eq!(
+        bodies(&names.agent_requests),
+        [request[0].body.clone()],
+        "the first step's request, the same attempt, sent again"
+    );
+    assert_eq!(bodies(&names.scheduler), [deadline[0].body.clone()]);
+    let task = memory.tasks().pop().expect("the task");
+    assert_eq!(
+        (task.version, task.locked_by.as_deref()),
+        (2, Some("scheduler-1")),
+        "nothing written again: the creation and its claim, one write"
+    );
+
+    // Once the task has moved on, a late copy of the message sends nothing.
+    memory.drop_message(&names.agent_requests, sent(&names.agent_requests)[0].id);
+    let mut moved = task.clone();
+    moved.version += 1;
+    StateStore::update(memory.as_ref(), &moved)
+        .await
+        .expect("moved on");
+    scheduler("scheduler-3")
+        .on_scheduler_message(&message.body)
+        .await
+        .expect("handled");
+    assert!(bodies(&names.agent_requests).is_empty());
 }

@@ -372,13 +372,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let app = Arc::clone(&running.system.app);
     let backend = Arc::clone(&running.system.backend);
     let queues = running.system.queues.clone();
-    let ports = sas_core::app::Ports {
-        store: Arc::clone(&backend) as _,
-        queues: Arc::clone(&backend) as _,
-        alerts: Arc::clone(&backend) as _,
-        metrics: Arc::new(sas_core::ports::NoMetrics),
-        clock: Arc::clone(&harness.clock) as _,
-    };
+    let ports = sas_core::app::Ports::of(&backend, Arc::clone(&harness.clock) as _);
     let workflows = Arc::new(sas_core::domain::workflow::Registry::built_in());
     let other = sas_core::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
     let submission = sas_core::domain::decide::Submission {

@@ -11,7 +11,7 @@ use sas_core::domain::ids::TaskId;
 use sas_core::domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
 use sas_core::domain::workflow::{Registry, Workflow};
-use sas_core::ports::{NoMetrics, StateStore};
+use sas_core::ports::StateStore;
 use sas_core::time::{Clock, Timestamp};
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
@@ -37,13 +37,7 @@ impl World {
 
     /// An actor over this world's backend, knowing the workflows of `registry`.
     fn app(&self, registry: Registry, instance: &str) -> App {
-        let ports = Ports {
-            store: Arc::clone(&self.memory) as _,
-            queues: Arc::clone(&self.memory) as _,
-            alerts: Arc::clone(&self.memory) as _,
-            metrics: Arc::new(NoMetrics),
-            clock: Arc::clone(&self.clock) as _,
-        };
+        let ports = Ports::of(&self.memory, Arc::clone(&self.clock) as _);
         App::new(
             ports,
             Arc::new(registry),

@@ -126,7 +126,8 @@ struct Bulk {
 enum Dlq {
     /// Each dead-letter queue and how many messages it holds.
     List,
-    /// The messages of one: scheduler, agent-requests or agent-responses.
+    /// The messages of one: scheduler, agent-requests, agent-responses, or ingest
+    /// (buffered ingestion's accepted submissions).
     Show { queue: String },
     /// Sends messages back to their queue: those named, or up to --max.
     Redrive {

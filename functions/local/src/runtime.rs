@@ -15,7 +15,7 @@ use sas_core::domain::ids::QueueName;
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::services::Service;
 use sas_core::domain::workflow::Registry;
-use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics};
+use sas_core::ports::{Chain, Consumer, Delivery};
 use sas_core::step_caller::StepCaller;
 use sas_core::time::Clock;
 use sas_embedded::{Durability, Embedded, QueueSettings};
@@ -142,13 +142,7 @@ impl System {
             };
             backend.create_queue(name, settings).await?;
         }
-        let ports = Ports {
-            store: Arc::clone(&backend) as _,
-            queues: Arc::clone(&backend) as _,
-            alerts: Arc::clone(&backend) as _,
-            metrics: Arc::new(NoMetrics),
-            clock: Arc::clone(&clock),
-        };
+        let ports = Ports::of(&backend, Arc::clone(&clock));
         let mut app = App::new(
             ports,
             workflows,

@@ -17,8 +17,8 @@ use crate::domain::messages::{AgentRequest, Alert, Buffered, SchedulerMessage};
 use crate::domain::task::{Order, Request, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
-    Alerts, Chain, DeadLetters, Metrics, Outgoing, OutgoingMessage, QueueError, Queues, StateStore,
-    StoreError, TaskPage,
+    Alerts, Chain, DeadLetters, Metrics, NoMetrics, Outgoing, OutgoingMessage, QueueError, Queues,
+    StateStore, StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -249,6 +249,23 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
 }
 
+impl Ports {
+    /// One backend as the store, the queues and the alerts (the embedded one, or a
+    /// test's in-memory one), without metrics.
+    pub fn of<B>(backend: &Arc<B>, clock: Arc<dyn Clock>) -> Self
+    where
+        B: StateStore + Queues + Alerts + 'static,
+    {
+        Self {
+            store: Arc::clone(backend) as _,
+            queues: Arc::clone(backend) as _,
+            alerts: Arc::clone(backend) as _,
+            metrics: Arc::new(NoMetrics),
+            clock,
+        }
+    }
+}
+
 /// Submission, scheduler, supervisor and operator actions over the ports.
 pub struct App {
     store: Arc<dyn StateStore>,
@@ -407,14 +424,18 @@ impl App {
         self.dead_letters.as_deref()
     }
 
-    /// The pattern's queues, by the names of their roles.
+    /// The pattern's queues, by the names of their roles: in buffered ingestion, the
+    /// ingest queue last (its dead letters are accepted submissions whose task was
+    /// not created).
     #[must_use]
-    pub fn queues_by_role(&self) -> [(&'static str, &QueueName); 3] {
-        [
+    pub fn queues_by_role(&self) -> Vec<(&'static str, &QueueName)> {
+        let mut queues = vec![
             ("scheduler", &self.names.scheduler),
             ("agent-requests", &self.names.agent_requests),
             ("agent-responses", &self.names.agent_responses),
-        ]
+        ];
+        queues.extend(self.ingest.iter().map(|ingest| ("ingest", ingest)));
+        queues
     }
 
     /// The time now, by the app's clock.
@@ -563,6 +584,8 @@ impl App {
         let fingerprint = submission.fingerprint(workflow);
         let id = submission.id.clone();
         let now = self.clock.now();
+        // Kept to send a claimed creation's messages again (`claim_again`).
+        let claimed = claim.then(|| submission.clone());
         let (task, order, effects) = if claim {
             decide::submit_claimed(definition, submission, &self.instance, now)
         } else {
@@ -587,6 +610,8 @@ impl App {
                     // retry after a delay) has messages of its own: a Run now would
                     // cut the supervisor's delay short.
                     self.schedule(&existing).await?;
+                } else if let Some(submission) = claimed {
+                    self.claim_again(definition, submission, &existing).await?;
                 }
                 Ok(Submitted::Replayed(existing))
             }
@@ -1162,6 +1187,33 @@ impl App {
             });
         }
         self.perform(effects).await
+    }
+
+    /// A task created claimed, if it has not moved since (it is the creation, rebuilt
+    /// from the stored instant and instance, exactly): the messages of its creation may
+    /// never have been sent (the scheduler died after the write, or the write's
+    /// answer was lost and the SDK's retry failed its condition). They are sent again
+    /// rather than left to the lease's end; the step's request may come twice, which
+    /// its idempotency key and attempt absorb. The caller is not told again.
+    async fn claim_again(
+        &self,
+        definition: &Workflow,
+        submission: Submission,
+        existing: &Task,
+    ) -> Result<(), QueueError> {
+        let Some(instance) = &existing.locked_by else {
+            return Ok(());
+        };
+        let (again, _, effects) =
+            decide::submit_claimed(definition, submission, instance, existing.created_at);
+        if again != *existing {
+            return Ok(());
+        }
+        let unsent = effects
+            .into_iter()
+            .filter(|effect| !matches!(effect, Effect::Notify { .. }))
+            .collect();
+        self.perform(unsent).await
     }
 
     async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {

@@ -117,7 +117,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         parameters.push(json!({
             "name": "queue", "in": "path", "required": true,
             "description": "the role of the queue whose dead letters they are",
-            "schema": {"enum": ["scheduler", "agent-requests", "agent-responses"]},
+            "schema": {"enum": ["scheduler", "agent-requests", "agent-responses", "ingest"]},
         }));
     }
     match route.action {

@@ -323,8 +323,9 @@ pub struct DeadLetterQueuesView {
 /// A dead-letter queue.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct DeadLetterQueueView {
-    /// The role of the queue whose messages it keeps: scheduler, agent-requests or
-    /// agent-responses.
+    /// The role of the queue whose messages it keeps: scheduler, agent-requests,
+    /// agent-responses, or in buffered ingestion ingest (accepted submissions whose
+    /// task was not created).
     pub queue: &'static str,
     /// That queue's name.
     pub source: String,
@@ -357,8 +358,10 @@ impl DeadLetterView {
     #[must_use]
     pub fn of(message: DeadLetter) -> Self {
         let body = serde_json::from_str(&message.body).unwrap_or(Value::String(message.body));
+        // A buffered submission names its task inside the submission.
         let task_id = body
             .get("task_id")
+            .or_else(|| body.pointer("/submission/id"))
             .and_then(Value::as_str)
             .map(str::to_owned);
         Self {

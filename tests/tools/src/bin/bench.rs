@@ -672,7 +672,7 @@ async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
     use sas_core::domain::decide::{Submission, submit};
     use sas_core::domain::ids::{QueueName, TaskId};
     use sas_core::domain::workflow::Registry;
-    use sas_core::ports::{NoMetrics, StateStore};
+    use sas_core::ports::StateStore;
     use sas_core::time::{Clock, WallClock};
     use sas_embedded::Embedded;
 
@@ -730,13 +730,7 @@ async fn sweep(tasks: usize, expired_percent: usize) -> anyhow::Result<()> {
         agent_requests: name("agent-requests")?,
         agent_responses: name("agent-responses")?,
     };
-    let ports = Ports {
-        store: Arc::clone(&store) as _,
-        queues: Arc::clone(&store) as _,
-        alerts: Arc::clone(&store) as _,
-        metrics: Arc::new(NoMetrics),
-        clock: Arc::new(WallClock),
-    };
+    let ports = Ports::of(&store, Arc::new(WallClock));
     let app = App::new(ports, workflows, queues, "bench".into());
     tokio::time::sleep(Duration::from_millis(5)).await;
     let started = Instant::now();
