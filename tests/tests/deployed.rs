@@ -1362,4 +1362,54 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         "the task created before is not touched by its message again"
     );
     assert_eq!(remote.effects("buffered-1").len(), 5, "nor run again");
+
+    // An accepted submission whose message could not be handled through all its
+    // receives (an outage) waits in the ingest dead-letter queue: the operator, with
+    // IAM enforced, sees it and sends it back, and its task is created and run.
+    let dead_letters = queues
+        .queue_urls()
+        .iter()
+        .find(|url| url.contains("IngestDeadLetterQueue"))
+        .unwrap_or_else(|| panic!("no ingest dead-letter queue in {:?}", queues.queue_urls()));
+    sqs.send_message_batch()
+        .queue_url(dead_letters)
+        .entries(submitted("buffered-3"))
+        .send()
+        .await
+        .expect("dead-lettered");
+    let missing = stack.call("GET", "/tasks/buffered-3", None, false).await;
+    assert_eq!(missing.status, 404, "its task was not created");
+    let (status, listed) = operator(&stack, "GET", "/operator/dead-letters", None).await;
+    assert_eq!(
+        (status, &listed["queues"][3]["queue"]),
+        (200, &json!("ingest")),
+        "{listed:#}"
+    );
+    let (status, shown) = operator(&stack, "GET", "/operator/dead-letters/ingest", None).await;
+    assert_eq!(
+        (status, &shown["messages"][0]["task_id"]),
+        (200, &json!("buffered-3")),
+        "{shown:#}"
+    );
+    let (status, redriven) = operator(
+        &stack,
+        "POST",
+        "/operator/dead-letters/ingest/redrive",
+        Some(&json!({ "ids": [shown["messages"][0]["id"]] })),
+    )
+    .await;
+    assert_eq!(
+        (status, redriven["redriven"].as_u64()),
+        (200, Some(1)),
+        "{redriven:#}"
+    );
+    wait_for_task(
+        &stack,
+        "buffered-3",
+        "Processed",
+        Duration::from_secs(90),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(remote.effects("buffered-3").len(), 5);
 }

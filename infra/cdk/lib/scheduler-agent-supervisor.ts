@@ -407,16 +407,16 @@ export class SchedulerAgentSupervisor extends Construct {
       allow(target, ["sqs:SendMessage", "sqs:GetQueueUrl"], [notifications]);
     }
     // The operator's dead letters: found from each queue's redrive policy, looked at,
-    // and sent back to their queue.
+    // and sent back to their queue; with buffered ingestion, the ingest queue's too.
     allow(
       submission,
       ["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
-      this.deadLetterQueues.map((q) => q.queueArn),
+      this.allDeadLetterQueues().map((q) => q.queueArn),
     );
     allow(
       submission,
       ["sqs:GetQueueAttributes", "sqs:SendMessage"],
-      [this.queues.scheduler, this.queues.agentRequests, this.queues.agentResponses].map((q) => q.queueArn),
+      [...Object.values(this.queues), ...(this.ingestQueue ? [this.ingestQueue] : [])].map((q) => q.queueArn),
     );
     // Buffered ingestion: the API queues the accepted submissions, the scheduler reads
     // them. Without it, the statements name the scheduler's queue, granted already: an
@@ -430,6 +430,11 @@ export class SchedulerAgentSupervisor extends Construct {
       allow(target, ["sns:Publish"], [this.alertTopic.topicArn]);
       allow(target, ["kms:Decrypt", "kms:GenerateDataKey*"], [this.alertKey.keyArn]);
     }
+  }
+
+  /** The dead-letter queues of the pattern's queues, and of the ingest queue if any. */
+  private allDeadLetterQueues(): sqs.Queue[] {
+    return [...this.deadLetterQueues, ...(this.ingestDeadLetterQueue ? [this.ingestDeadLetterQueue] : [])];
   }
 
   private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow: Duration | undefined, ingestMaxConcurrency: number) {
@@ -545,7 +550,7 @@ export class SchedulerAgentSupervisor extends Construct {
       "A task ended in Error after compensation; its alert names it.",
       new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "TasksInError", dimensionsMap: { Function: "scheduler" }, statistic: "Sum", period: minute }),
     );
-    for (const deadLetters of [...this.deadLetterQueues, ...(this.ingestDeadLetterQueue ? [this.ingestDeadLetterQueue] : [])]) {
+    for (const deadLetters of this.allDeadLetterQueues()) {
       alarm(
         `${deadLetters.node.id}Alarm`,
         "A message failed maxReceiveCount times and waits in a dead-letter queue.",
