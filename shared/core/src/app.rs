@@ -1209,6 +1209,7 @@ impl App {
         if again != *existing {
             return Ok(());
         }
+        info!(task_id = %existing.id, "a task created claimed, not moved since: its first messages are sent again");
         let unsent = effects
             .into_iter()
             .filter(|effect| !matches!(effect, Effect::Notify { .. }))
