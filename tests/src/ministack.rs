@@ -877,6 +877,7 @@ mod tests {
             removed,
             [
                 "QueuesTlsOnly",
+                "IngestQueuesTlsOnly",
                 "OldestMessageAlarm",
                 "FunctionErrorsAlarm",
                 "FunctionThrottlesAlarm"
