@@ -15,8 +15,8 @@
 //! waits for and commits them with it (or after `writer::FLUSH_EVERY`), so they
 //! wake no thread and add no fsync of their own to anyone's path.
 //!
-//! Here: [`Embedded`] and its set-up; `writer` (the writer thread and the statement
-//! cache), `schema` (the tables), `messages` (the message index in memory), and the
+//! Here: [`Embedded`] and its set-up; `writer` (the writer and checkpointer threads
+//! and the statement cache), `schema` (the tables), `messages` (the message index in memory), and the
 //! ports over them: `store` (the state store), `queues` (queues, consumer, alerts).
 //! Depends on `sas-core` and SQLite only.
 
@@ -40,7 +40,10 @@ use crate::queues::{Row, last_message_id, load_messages};
 use crate::recent::Recent;
 use crate::schema::{SCHEMA, millis, unavailable};
 use crate::store::decode_rows;
-use crate::writer::{DeferredWrites, Job, READERS, STATEMENTS, execute, in_savepoint, write_loop};
+use crate::writer::{
+    DeferredWrites, Job, READERS, STATEMENTS, WRITER_CHECKPOINT_PAGES, checkpoint_loop, execute,
+    in_savepoint, write_loop,
+};
 
 /// What a commit waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +112,9 @@ pub struct Embedded {
     writer: Mutex<Option<mpsc::Sender<Job>>>,
     /// Joined on drop, so that the writes answered before their commit are committed.
     writer_thread: Option<std::thread::JoinHandle<()>>,
+    /// Dropped to stop the checkpointer thread.
+    checkpoints: Option<mpsc::Sender<()>>,
+    checkpoint_thread: Option<std::thread::JoinHandle<()>>,
     readers: Arc<Vec<Mutex<Connection>>>,
     next_reader: AtomicUsize,
     clock: Arc<dyn Clock>,
@@ -151,7 +157,14 @@ impl Embedded {
         };
         connection
             .execute_batch(&format!(
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; {SCHEMA}"
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; \
+                 PRAGMA wal_autocheckpoint={WRITER_CHECKPOINT_PAGES}; {SCHEMA}"
+            ))
+            .map_err(unavailable)?;
+        let checkpointer = Connection::open(path).map_err(unavailable)?;
+        checkpointer
+            .execute_batch(&format!(
+                "PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000"
             ))
             .map_err(unavailable)?;
         let readers = (0..READERS)
@@ -173,9 +186,16 @@ impl Embedded {
             .name("sas-embedded-writer".into())
             .spawn(move || write_loop(connection, jobs, &writes))
             .map_err(unavailable)?;
+        let (checkpoints, stop) = mpsc::channel();
+        let checkpoint_thread = std::thread::Builder::new()
+            .name("sas-embedded-checkpointer".into())
+            .spawn(move || checkpoint_loop(&checkpointer, &stop))
+            .map_err(unavailable)?;
         Ok(Self {
             writer: Mutex::new(Some(writer)),
             writer_thread: Some(writer_thread),
+            checkpoints: Some(checkpoints),
+            checkpoint_thread: Some(checkpoint_thread),
             readers: Arc::new(readers),
             next_reader: AtomicUsize::new(0),
             clock,
@@ -457,13 +477,17 @@ impl Embedded {
 }
 
 impl Drop for Embedded {
-    /// Commits what the writer has taken, and stops it.
+    /// Commits what the writer has taken, and stops it and the checkpointer.
     fn drop(&mut self) {
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(thread) = self.writer_thread.take() {
+        self.checkpoints.take();
+        for thread in [self.writer_thread.take(), self.checkpoint_thread.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = thread.join();
         }
     }

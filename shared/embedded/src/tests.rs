@@ -327,3 +327,34 @@ async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
         current = winner.clone();
     }
 }
+
+#[tokio::test]
+async fn committed_pages_reach_the_database_file_without_a_commit_copying_them() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, clock);
+    for n in 0..200 {
+        let (task, order) = new_task(&format!("t{n}"), Timestamp(0));
+        store.create(&task, &order).await.expect("created");
+    }
+    // The database file alone, its WAL ignored: what has been checkpointed. Two
+    // hundred tasks are far fewer pages than a commit checkpoints at by itself.
+    let checkpointed = || -> i64 {
+        let uri = format!("file:{}?immutable=1", dir.path().join("sas.db").display());
+        let file = rusqlite::Connection::open_with_flags(
+            uri,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        )
+        .expect("the file");
+        file.query_row("SELECT COUNT(*) FROM tasks", [], |row| row.get(0))
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while checkpointed() < 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the checkpointer copies committed pages into the database"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

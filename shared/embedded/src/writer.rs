@@ -1,5 +1,6 @@
-//! The writer thread, which commits every write waiting in one transaction, and the
-//! statement cache every connection reads and writes through.
+//! The writer thread, which commits every write waiting in one transaction; the
+//! checkpointer thread, which copies committed pages into the database off the
+//! commits' path; and the statement cache every connection reads and writes through.
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, PoisonError};
@@ -26,6 +27,11 @@ pub(crate) const STATEMENTS: usize = 64;
 /// How long deferred writes wait at most for a write someone waits for to commit
 /// them with.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// How often the checkpointer copies the WAL's committed pages into the database.
+pub(crate) const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// WAL pages past which a commit checkpoints by itself, should the checkpointer fall
+/// behind (SQLite's default, a thousand pages, would have the commits do it always).
+pub(crate) const WRITER_CHECKPOINT_PAGES: u32 = 10_000;
 
 /// Runs `sql` through the connection's statement cache: parsed once per connection,
 /// not at every call.
@@ -122,6 +128,19 @@ pub(crate) fn write_loop(
             }
         }
         commit(&connection, deferred, batch);
+    }
+}
+
+/// The checkpointer thread: copies the WAL's committed pages into the database, a
+/// passive checkpoint (it waits for nobody, and nobody for it) every
+/// [`CHECKPOINT_EVERY`], until `stop` is dropped. Off the writer's path: otherwise
+/// SQLite runs it inside the commit that passes its threshold, and that commit's
+/// writers wait for the copy and the database's fsync.
+pub(crate) fn checkpoint_loop(connection: &Connection, stop: &mpsc::Receiver<()>) {
+    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(CHECKPOINT_EVERY) {
+        if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(%error, "a checkpoint failed; the next one will try again");
+        }
     }
 }
 
