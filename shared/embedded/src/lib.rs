@@ -16,9 +16,9 @@
 //! wake no thread and add no fsync of their own to anyone's path.
 //!
 //! Here: [`Embedded`] and its set-up; `writer` (the writer and checkpointer threads
-//! and the statement cache), `schema` (the tables), `messages` (the message index in memory), and the
-//! ports over them: `store` (the state store), `queues` (queues, consumer, alerts).
-//! Depends on `sas-core` and SQLite only.
+//! and the statement cache), `schema` (the tables), `messages` (the message index in
+//! memory), and the ports over them: `store` (the state store), `queues` (queues,
+//! consumer, alerts). Depends on `sas-core` and SQLite only.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
