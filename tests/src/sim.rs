@@ -632,17 +632,23 @@ impl Sim {
             return;
         };
         for message in self.memory.messages(dead_letter) {
-            self.memory.drop_message(dead_letter, message.id);
             let describe = describe(&message.body);
-            let again = OutgoingMessage {
-                body: message.body,
-                delay: Duration::ZERO,
-            };
-            Queues::send(self.memory.as_ref(), ingest, &[again])
-                .await
-                .expect("the in-memory queue takes it");
+            self.move_message(dead_letter, message.id, message.body, ingest)
+                .await;
             self.world.note(format!("redrive {dead_letter} {describe}"));
         }
+    }
+
+    /// Takes message `id` (its body `body`) off `from` and puts it, visible, on `to`.
+    async fn move_message(&self, from: &QueueName, id: u64, body: String, to: &QueueName) {
+        self.memory.drop_message(from, id);
+        let message = OutgoingMessage {
+            body,
+            delay: Duration::ZERO,
+        };
+        Queues::send(self.memory.as_ref(), to, &[message])
+            .await
+            .expect("the in-memory queue takes it");
     }
 
     /// Messages that may be received now, by queue and id.
@@ -669,14 +675,8 @@ impl Sim {
         let describe = describe(&delivery.body);
         if let Some((_, dead_letter)) = self.ingest.as_ref().filter(|_| self.is_ingest(queue)) {
             if self.world.fault("ingest message dead-lettered", 0.02) {
-                self.memory.drop_message(queue, id);
-                let message = OutgoingMessage {
-                    body: delivery.body,
-                    delay: Duration::ZERO,
-                };
-                Queues::send(self.memory.as_ref(), dead_letter, &[message])
-                    .await
-                    .expect("the in-memory queue takes it");
+                self.move_message(queue, id, delivery.body, dead_letter)
+                    .await;
                 self.world
                     .note(format!("dead-letter {queue} #{id} {describe}"));
                 return;

@@ -42,6 +42,15 @@ async fn wait_for_task(
     wait_for_task_as(stack, None, id, what, patience, done).await
 }
 
+/// Waits for task `id` to be Processed, run once: an effect for each of its five steps.
+async fn processed_once(stack: &Deployment, remote: &Remote, id: &str) {
+    wait_for_task(stack, id, "Processed", Duration::from_secs(90), |t| {
+        t["state"] == "Processed"
+    })
+    .await;
+    assert_eq!(remote.effects(id).len(), 5, "{id} run once");
+}
+
 /// [`wait_for_task`], reading the task with `token` as its bearer token.
 async fn wait_for_task_as(
     stack: &Deployment,
@@ -1288,11 +1297,14 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     // more, in one batch with a new submission's.
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let queues = sqs.list_queues().send().await.expect("the queues");
-    let ingest = queues
-        .queue_urls()
-        .iter()
-        .find(|url| url.contains("IngestQueue"))
-        .unwrap_or_else(|| panic!("no ingest queue in {:?}", queues.queue_urls()));
+    let queue_url = |name: &str| {
+        queues
+            .queue_urls()
+            .iter()
+            .find(|url| url.contains(name))
+            .unwrap_or_else(|| panic!("no {name} in {:?}", queues.queue_urls()))
+    };
+    let ingest = queue_url("IngestQueue");
     let version = task["workflow"]["version"].as_u64().expect("a version");
     let submitted = |id: &str| {
         let message = SchedulerMessage::Submit(Buffered {
@@ -1321,15 +1333,7 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         .send()
         .await
         .expect("sent again");
-    wait_for_task(
-        &stack,
-        "buffered-2",
-        "Processed",
-        Duration::from_secs(90),
-        |t| t["state"] == "Processed",
-    )
-    .await;
-    assert_eq!(remote.effects("buffered-2").len(), 5);
+    processed_once(&stack, &remote, "buffered-2").await;
     stack
         .wait(
             "the ingest queue handled and emptied",
@@ -1366,11 +1370,7 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     // An accepted submission whose message could not be handled through all its
     // receives (an outage) waits in the ingest dead-letter queue: the operator, with
     // IAM enforced, sees it and sends it back, and its task is created and run.
-    let dead_letters = queues
-        .queue_urls()
-        .iter()
-        .find(|url| url.contains("IngestDeadLetterQueue"))
-        .unwrap_or_else(|| panic!("no ingest dead-letter queue in {:?}", queues.queue_urls()));
+    let dead_letters = queue_url("IngestDeadLetterQueue");
     sqs.send_message_batch()
         .queue_url(dead_letters)
         .entries(submitted("buffered-3"))
@@ -1403,13 +1403,5 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         (200, Some(1)),
         "{redriven:#}"
     );
-    wait_for_task(
-        &stack,
-        "buffered-3",
-        "Processed",
-        Duration::from_secs(90),
-        |t| t["state"] == "Processed",
-    )
-    .await;
-    assert_eq!(remote.effects("buffered-3").len(), 5);
+    processed_once(&stack, &remote, "buffered-3").await;
 }
