@@ -584,8 +584,6 @@ impl App {
         let fingerprint = submission.fingerprint(workflow);
         let id = submission.id.clone();
         let now = self.clock.now();
-        // Kept to send a claimed creation's messages again (`claim_again`).
-        let claimed = claim.then(|| submission.clone());
         let (task, order, effects) = if claim {
             decide::submit_claimed(definition, submission, &self.instance, now)
         } else {
@@ -610,8 +608,6 @@ impl App {
                     // retry after a delay) has messages of its own: a Run now would
                     // cut the supervisor's delay short.
                     self.schedule(&existing).await?;
-                } else if let Some(submission) = claimed {
-                    self.claim_again(definition, submission, &existing).await?;
                 }
                 Ok(Submitted::Replayed(existing))
             }
@@ -629,7 +625,11 @@ impl App {
             .await
         {
             Ok(Submitted::Created(_)) => Ok(Handled::Created),
-            Ok(Submitted::Replayed(_)) => Ok(Handled::Repeated),
+            Ok(Submitted::Replayed(existing)) => {
+                self.claim_again(&definition, buffered.submission, &existing)
+                    .await?;
+                Ok(Handled::Repeated)
+            }
             Err(SubmitError::Conflict(_)) => {
                 let written = self
                     .transition(&id, |task, _, _, now| {
