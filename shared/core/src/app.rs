@@ -531,10 +531,8 @@ impl App {
             submission,
             accepted_at: self.clock.now(),
         };
-        let message = OutgoingMessage {
-            body: serde_json::json!(SchedulerMessage::Submit(buffered.clone())).to_string(),
-            delay: Duration::ZERO,
-        };
+        let message =
+            OutgoingMessage::json(&SchedulerMessage::Submit(buffered.clone()), Duration::ZERO);
         self.queues.send(ingest, &[message]).await?;
         self.metrics
             .count("TasksAccepted", ("Workflow", &definition.name), 1);
@@ -1007,8 +1005,7 @@ impl App {
                 .into());
             }
             let decision = decide(&task, &workflow, &order, self.clock.now())?;
-            let next = decision.next.clone();
-            if let Some(verdict) = self.apply(decision).await? {
+            if let Some((verdict, next)) = self.apply(decision).await? {
                 // Counted as it enters Error, once a task (always by the scheduler, the
                 // dimension the alarm watches), not at each raise of its alert.
                 if let Some(failed) = next
@@ -1074,8 +1071,12 @@ impl App {
 
     /// Writes the decision's state with the messages it requires (in one transaction
     /// where the store can), then performs the rest of its effects. Returns the
-    /// verdict, or `None` when the write lost a race and the caller must read again.
-    async fn apply(&self, mut decision: Decision) -> Result<Option<Verdict>, TaskError> {
+    /// verdict and the state written, or `None` when the write lost a race and the
+    /// caller must read again.
+    async fn apply(
+        &self,
+        mut decision: Decision,
+    ) -> Result<Option<(Verdict, Option<Task>)>, TaskError> {
         if let Some(next) = &mut decision.next {
             next.write_id = fastrand::u64(..);
         }
@@ -1114,7 +1115,7 @@ impl App {
             .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
         self.send(unsent).await?;
         self.perform_best_effort(best_effort).await;
-        Ok(Some(decision.verdict))
+        Ok(Some((decision.verdict, decision.next)))
     }
 
     /// Whether a write that failed its condition had in fact landed: its answer was
@@ -1167,10 +1168,7 @@ impl App {
         };
         Outgoing {
             queue: self.names.scheduler.clone(),
-            message: OutgoingMessage {
-                body: serde_json::json!(message).to_string(),
-                delay: Duration::from_secs(seconds).min(MAX_DELAY),
-            },
+            message: OutgoingMessage::json(&message, Duration::from_secs(seconds).min(MAX_DELAY)),
         }
     }
 
@@ -1269,10 +1267,7 @@ impl App {
                     queue,
                     notification,
                 } => {
-                    let message = OutgoingMessage {
-                        body: serde_json::json!(notification).to_string(),
-                        delay: Duration::ZERO,
-                    };
+                    let message = OutgoingMessage::json(&notification, Duration::ZERO);
                     if let Err(error) = self.queues.send(&queue, &[message]).await {
                         warn!(task_id = %notification.task_id, error = %Chain(&error), "notification not delivered");
                     }
@@ -1296,17 +1291,11 @@ fn run_message(task_id: &TaskId, delay: Duration) -> OutgoingMessage {
     let message = SchedulerMessage::Run {
         task_id: task_id.clone(),
     };
-    OutgoingMessage {
-        body: serde_json::json!(message).to_string(),
-        delay,
-    }
+    OutgoingMessage::json(&message, delay)
 }
 
 fn agent_message(request: &AgentRequest) -> OutgoingMessage {
-    OutgoingMessage {
-        body: serde_json::json!(request).to_string(),
-        delay: Duration::ZERO,
-    }
+    OutgoingMessage::json(request, Duration::ZERO)
 }
 
 #[cfg(test)]

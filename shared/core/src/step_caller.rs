@@ -101,10 +101,7 @@ impl StepCaller {
             operation: request.operation,
             outcome,
         });
-        let message = OutgoingMessage {
-            body: serde_json::json!(response).to_string(),
-            delay: Duration::ZERO,
-        };
+        let message = OutgoingMessage::json(&response, Duration::ZERO);
         self.queues.send(&self.responses, &[message]).await?;
         Ok(CallVerdict::Answered)
     }

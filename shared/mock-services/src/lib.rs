@@ -9,7 +9,7 @@
 //! An axum router over SQLite (or memory), used by `sas-local` (`cargo run -p sas-local`
 //! serves them) and by the tests; no Lambda function links it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use rusqlite::{Connection, OptionalExtension, params};
 use sas_core::domain::ids::stable_hash;
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -369,18 +370,77 @@ async fn call(
 
 /// What a call carried, by field: the body's fields, and a step's mapped `fields`
 /// as `fields.<name>`, sorted (the same for every call with a key, whose body is).
+/// Read for the names alone: the values are skipped, not built.
 fn received(body: &[u8]) -> Value {
-    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let mut names: Vec<String> = body
-        .as_object()
-        .into_iter()
-        .flat_map(|fields| fields.keys().cloned())
-        .collect();
-    if let Some(mapped) = body.get("fields").and_then(Value::as_object) {
-        names.extend(mapped.keys().map(|name| format!("fields.{name}")));
-    }
+    let fields: BTreeMap<String, Names> = serde_json::from_slice(body).unwrap_or_default();
+    let mapped = fields.get("fields").map(|mapped| &mapped.0);
+    let mut names: Vec<String> = fields.keys().cloned().collect();
+    names.extend(
+        mapped
+            .into_iter()
+            .flatten()
+            .map(|name| format!("fields.{name}")),
+    );
     names.sort();
     json!(names)
+}
+
+/// A JSON value's field names when it is an object (none otherwise), its values
+/// skipped.
+struct Names(Vec<String>);
+
+impl<'de> Deserialize<'de> for Names {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NamesVisitor)
+    }
+}
+
+struct NamesVisitor;
+
+impl<'de> serde::de::Visitor<'de> for NamesVisitor {
+    type Value = Names;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Names, A::Error> {
+        let mut names = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            map.next_value::<IgnoredAny>()?;
+            names.push(name);
+        }
+        Ok(Names(names))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Names, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Names(Vec::new()))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Names, E> {
+        Ok(Names(Vec::new()))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Names, E> {
+        Ok(Names(Vec::new()))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Names, E> {
+        Ok(Names(Vec::new()))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Names, E> {
+        Ok(Names(Vec::new()))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Names, E> {
+        Ok(Names(Vec::new()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Names, E> {
+        Ok(Names(Vec::new()))
+    }
 }
 
 /// The answer with a `padding` field that makes its JSON `bytes` long, when given

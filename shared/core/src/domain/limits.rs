@@ -52,10 +52,25 @@ pub fn request_refusal(path: &str, mapped_payload: Option<&serde_json::Value>) -
         .then(|| format!("fields: {bytes} bytes, over the {MAX_TASK_DATA} a request may carry"))
 }
 
-/// The bytes of a value as JSON.
+/// The bytes of a value as JSON, counted as they are written (none kept).
 #[must_use]
 pub fn json_size(value: &serde_json::Value) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
+    let mut counted = Counted(0);
+    serde_json::to_writer(&mut counted, value).map_or(usize::MAX, |()| counted.0)
+}
+
+/// A writer that counts the bytes written to it.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Why a step's output cannot be kept, if it cannot: over [`MAX_STEP_OUTPUT`], or

@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
+//!     [--ingestion direct|buffered]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
 //! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
@@ -15,9 +16,9 @@
 //!     a burst: every submission sent at once, as fast as the client can (at most
 //!     SENDERS in flight); then each task waited for: acceptance, drain, lost
 //! compare [--peers ../shared/peers] [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
-//!     sas-local, Restate and DBOS in turn (each peer's `bench.sh`, after its
-//!     `setup.sh`), at concurrency 64 and at 1, ROUNDS times; every line as it comes,
-//!     then the medians and our ratios to each peer
+//!     sas-local (buffered, then direct ingestion), Restate and DBOS in turn (each
+//!     peer's `bench.sh`, after its `setup.sh`), at concurrency 64 and at 1, ROUNDS
+//!     times; every line as it comes, then the medians and our ratios to each peer
 //! sweep [--tasks 100000] [--expired-percent 1]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
 //!     the rows it reads and the time it takes (in process, on the embedded backend)
@@ -63,6 +64,9 @@ enum Benchmark {
         /// When the server's store fsyncs.
         #[arg(long, value_enum, default_value_t = Durability::Full)]
         durability: Durability,
+        /// How the server takes a submission (`SAS_INGESTION`).
+        #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
+        ingestion: Ingestion,
     },
     /// Open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms.
     Ingest {
@@ -89,8 +93,9 @@ enum Benchmark {
         #[arg(long, value_enum, default_value_t = Ingestion::Buffered)]
         ingestion: Ingestion,
     },
-    /// sas-local, Restate and DBOS in turn, at concurrency 64 and at 1, several
-    /// rounds: each measurement's line, then the medians and the ratios.
+    /// sas-local (buffered, then direct ingestion), Restate and DBOS in turn, at
+    /// concurrency 64 and at 1, several rounds: each measurement's line, then the
+    /// medians and the ratios.
     Compare {
         /// The peers' directory, with `restate/bench.sh` and `dbos/bench.sh` (each
         /// set up by its `setup.sh`).
@@ -366,26 +371,25 @@ impl Measured {
     }
 }
 
-async fn run(
+/// A closed loop's shape: tasks measured, clients at once, tasks run before.
+#[derive(Clone, Copy)]
+struct Load {
     tasks: usize,
     concurrency: usize,
     warmup: usize,
-    durability: Durability,
-) -> anyhow::Result<()> {
-    println!(
-        "{}",
-        measure(tasks, concurrency, warmup, durability).await?.line
-    );
-    Ok(())
 }
 
 async fn measure(
-    tasks: usize,
-    concurrency: usize,
-    warmup: usize,
+    load: Load,
     durability: Durability,
+    ingestion: Ingestion,
 ) -> anyhow::Result<Measured> {
-    let server = Server::start(durability)?;
+    let Load {
+        tasks,
+        concurrency,
+        warmup,
+    } = load;
+    let server = Server::start_with(durability, ingestion)?;
     closed_loop(&server.api, "warmup", warmup, concurrency).await;
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
@@ -403,7 +407,7 @@ async fn measure(
     let line = format!(
         "engine=sas-local n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
-         server_peak_rss_mb={:.1} durability={} fsync=\"{durable}\"",
+         server_peak_rss_mb={:.1} ingestion={} durability={} fsync=\"{durable}\"",
         totals.len(),
         rate * STEPS as f64,
         quantile(&totals, 0.5),
@@ -413,6 +417,7 @@ async fn measure(
         quantile(&acks, 0.99),
         cpu / wall * 100.0,
         server.peak_rss_mb(),
+        ingestion.name(),
         durability.name(),
     );
     Ok(Measured {
@@ -424,17 +429,12 @@ async fn measure(
 }
 
 /// Runs a peer's `bench.sh TASKS CONCURRENCY` (warm-up as ours) and reads its line.
-fn peer(
-    script: &std::path::Path,
-    tasks: usize,
-    concurrency: usize,
-    warmup: usize,
-) -> anyhow::Result<Measured> {
+fn peer(script: &std::path::Path, load: Load) -> anyhow::Result<Measured> {
     let output = Command::new("bash")
         .arg(script)
-        .arg(tasks.to_string())
-        .arg(concurrency.to_string())
-        .env("WARMUP", warmup.to_string())
+        .arg(load.tasks.to_string())
+        .arg(load.concurrency.to_string())
+        .env("WARMUP", load.warmup.to_string())
         .stderr(Stdio::inherit())
         .output()
         .with_context(|| format!("cannot run {}", script.display()))?;
@@ -465,23 +465,35 @@ async fn compare(
     tasks: usize,
     tasks_at_one: usize,
 ) -> anyhow::Result<()> {
-    const ENGINES: [&str; 3] = ["sas-local", "restate", "dbos"];
-    let loads = [(tasks, 64, 200), (tasks_at_one, 1, 50)];
+    /// Ours in each ingestion mode, then the peers (each a directory of `peers`).
+    const ENGINES: [&str; 4] = ["sas-local-buffered", "sas-local-direct", "restate", "dbos"];
+    const OURS: [Ingestion; 2] = [Ingestion::Buffered, Ingestion::Direct];
+    let loads = [
+        Load {
+            tasks,
+            concurrency: 64,
+            warmup: 200,
+        },
+        Load {
+            tasks: tasks_at_one,
+            concurrency: 1,
+            warmup: 50,
+        },
+    ];
     let mut results: Vec<Vec<Vec<Measured>>> = loads
         .iter()
         .map(|_| ENGINES.iter().map(|_| Vec::new()).collect())
         .collect();
     for round in 1..=rounds {
-        for (load, &(n, concurrency, warmup)) in loads.iter().enumerate() {
+        for (load, &shape) in loads.iter().enumerate() {
             for (engine, name) in ENGINES.iter().enumerate() {
                 // Each run on a settled machine: the disk flushed, the last run's
                 // processes gone.
                 let _ = Command::new("sync").status();
                 tokio::time::sleep(Duration::from_secs(3)).await;
-                let measured = if engine == 0 {
-                    measure(n, concurrency, warmup, Durability::Full).await?
-                } else {
-                    peer(&peers.join(name).join("bench.sh"), n, concurrency, warmup)?
+                let measured = match OURS.get(engine) {
+                    Some(&ingestion) => measure(shape, Durability::Full, ingestion).await?,
+                    None => peer(&peers.join(name).join("bench.sh"), shape)?,
                 };
                 println!("round={round} engine={name} {}", measured.line);
                 results[load][engine].push(measured);
@@ -489,7 +501,15 @@ async fn compare(
         }
     }
     println!("medians of {rounds}:");
-    for (load, &(n, concurrency, _)) in loads.iter().enumerate() {
+    for (
+        load,
+        Load {
+            tasks: n,
+            concurrency,
+            ..
+        },
+    ) in loads.iter().enumerate()
+    {
         let figures: Vec<(f64, f64, f64)> = results[load]
             .iter()
             .map(|runs| {
@@ -497,19 +517,24 @@ async fn compare(
                 (of(|m| m.tasks_per_s), of(|m| m.p50_ms), of(|m| m.p99_ms))
             })
             .collect();
-        let (ours, ..) = figures[0];
-        for (name, (rate, p50, p99)) in ENGINES.iter().zip(&figures) {
-            let ratio = if *name == ENGINES[0] {
+        for (engine, (name, (rate, p50, p99))) in ENGINES.iter().zip(&figures).enumerate() {
+            let ratios: String = if engine < OURS.len() {
                 String::new()
             } else {
-                format!(
-                    " ours/theirs: throughput {:.2}x p99 {:.2}x",
-                    ours / rate,
-                    figures[0].2 / p99
-                )
+                OURS.iter()
+                    .zip(&figures)
+                    .map(|(ours, (our_rate, _, our_p99))| {
+                        format!(
+                            " {}/theirs: throughput {:.2}x p99 {:.2}x",
+                            ours.name(),
+                            our_rate / rate,
+                            our_p99 / p99
+                        )
+                    })
+                    .collect()
             };
             println!(
-                "concurrency={concurrency} n={n} engine={name} tasks_per_s={rate:.1} p50_ms={p50:.2} p99_ms={p99:.2}{ratio}"
+                "concurrency={concurrency} n={n} engine={name} tasks_per_s={rate:.1} p50_ms={p50:.2} p99_ms={p99:.2}{ratios}"
             );
         }
     }
@@ -761,7 +786,16 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             warmup,
             durability,
-        } => run(tasks, concurrency, warmup, durability).await,
+            ingestion,
+        } => {
+            let load = Load {
+                tasks,
+                concurrency,
+                warmup,
+            };
+            println!("{}", measure(load, durability, ingestion).await?.line);
+            Ok(())
+        }
         Benchmark::Ingest {
             rates,
             seconds,
