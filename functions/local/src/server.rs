@@ -91,7 +91,15 @@ fn to_http(response: ApiResponse) -> Response {
     if let Some(page) = response.page {
         return (status, axum::response::Html(page)).into_response();
     }
-    let mut http = json(status, &response.body);
+    let mut http = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        response.body,
+    )
+        .into_response();
     if let Some(location) = response
         .location
         .and_then(|l| HeaderValue::from_str(&l).ok())

@@ -216,15 +216,10 @@ pub struct OutgoingMessage {
 }
 
 impl OutgoingMessage {
-    /// A message whose body is `message`'s JSON, written straight from it (not
-    /// through a `serde_json::Value`, which costs a map built and dropped).
-    ///
-    /// # Panics
-    ///
-    /// Never for the messages here: plain data, with string keys only.
+    /// A message whose body is `message`'s JSON ([`crate::to_json`]).
     pub fn json(message: &impl serde::Serialize, delay: Duration) -> Self {
         Self {
-            body: serde_json::to_string(message).expect("a message serializes"),
+            body: crate::to_json(message),
             delay,
         }
     }

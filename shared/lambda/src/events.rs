@@ -107,7 +107,7 @@ fn respond(answer: ApiResponse) -> ApiGatewayV2httpResponse {
     response.status_code = i64::from(answer.status);
     let (content_type, body) = match answer.page {
         Some(page) => ("text/html; charset=utf-8", page.to_owned()),
-        None => ("application/json", answer.body.to_string()),
+        None => ("application/json", answer.body),
     };
     response
         .headers

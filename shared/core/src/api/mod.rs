@@ -17,7 +17,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::error;
 
 use crate::app::{ActionError, App, BulkAction, BulkPage, Filter, SubmitError, Submitted};
@@ -80,8 +80,8 @@ pub struct ApiResponse {
     pub status: u16,
     /// The Location header, for an accepted task.
     pub location: Option<String>,
-    /// The JSON body.
-    pub body: Value,
+    /// The JSON body, as text.
+    pub body: String,
     /// An HTML page to send instead of the JSON body: the console.
     pub page: Option<&'static str>,
 }
@@ -90,22 +90,22 @@ pub struct ApiResponse {
 pub const CONSOLE: &str = include_str!("console.html");
 
 impl ApiResponse {
-    fn ok(status: u16, body: Value) -> Self {
+    fn ok(status: u16, body: &impl serde::Serialize) -> Self {
         Self {
             status,
             location: None,
-            body,
+            body: crate::to_json(body),
             page: None,
         }
     }
 
     /// 202 Accepted, with the task and where `view` reads it.
     fn accepted(task: &Task, view: View) -> Self {
-        Self::at(&task.id, view, json!(TaskView::of(task, view)))
+        Self::at(&task.id, view, &TaskView::of(task, view))
     }
 
     /// 202 Accepted, with `body`, and the Location where `view` reads task `id`.
-    fn at(id: &TaskId, view: View, body: Value) -> Self {
+    fn at(id: &TaskId, view: View, body: &impl serde::Serialize) -> Self {
         let location = match view {
             View::Owner => format!("/tasks/{}", id.local()),
             View::Operator => format!("/operator/tasks/{id}"),
@@ -113,7 +113,7 @@ impl ApiResponse {
         Self {
             status: 202,
             location: Some(location),
-            body,
+            body: crate::to_json(body),
             page: None,
         }
     }
@@ -244,7 +244,7 @@ impl From<ApiError> for ApiResponse {
                 field: error.field,
             },
         };
-        Self::ok(status, json!(body))
+        Self::ok(status, &body)
     }
 }
 
@@ -542,7 +542,7 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
         }
         Action::Bulk(action) => bulk(app, action, now(), request.body).await,
         Action::Workflows => Ok(workflows(app)),
-        Action::Me => Ok(ApiResponse::ok(200, json!(me(request.caller)))),
+        Action::Me => Ok(ApiResponse::ok(200, &me(request.caller))),
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
@@ -555,10 +555,10 @@ fn public(action: Action) -> ApiResponse {
     if action == Action::Console {
         ApiResponse {
             page: Some(CONSOLE),
-            ..ApiResponse::ok(200, Value::Null)
+            ..ApiResponse::ok(200, &Value::Null)
         }
     } else {
-        ApiResponse::ok(200, document())
+        ApiResponse::ok(200, &document())
     }
 }
 
@@ -726,7 +726,7 @@ async fn submit(
             status: "accepted",
             accepted_at: buffered.accepted_at.to_rfc3339(),
         };
-        return Ok(ApiResponse::at(id, scope.view(), json!(view)));
+        return Ok(ApiResponse::at(id, scope.view(), &view));
     }
     let (Submitted::Created(task) | Submitted::Replayed(task)) =
         app.submit(&body.workflow, submission).await?;
@@ -779,7 +779,7 @@ async fn get(
         .ok_or_else(|| not_found(text))?;
     Ok(ApiResponse::ok(
         200,
-        json!(TaskView::with_order(&task, &order, scope.view())),
+        &TaskView::with_order(&task, &order, scope.view()),
     ))
 }
 
@@ -863,7 +863,7 @@ async fn list(app: &App, scope: Scope<'_>, query: Option<&str>) -> Result<ApiRes
             .collect(),
         next: page.next,
     };
-    Ok(ApiResponse::ok(200, json!(view)))
+    Ok(ApiResponse::ok(200, &view))
 }
 
 /// A listing's error: a cursor not from an earlier page is the caller's.
@@ -951,7 +951,7 @@ async fn bulk(
         batch: body.batch,
         report,
     };
-    Ok(ApiResponse::ok(200, json!(view)))
+    Ok(ApiResponse::ok(200, &view))
 }
 
 fn workflows(app: &App) -> ApiResponse {
@@ -960,7 +960,7 @@ fn workflows(app: &App) -> ApiResponse {
     let view = WorkflowsView {
         workflows: all.iter().map(|w| WorkflowView::of(w)).collect(),
     };
-    ApiResponse::ok(200, json!(view))
+    ApiResponse::ok(200, &view)
 }
 
 /// A redrive: the messages to send back.
@@ -1018,7 +1018,7 @@ async fn dead_letter_queues(app: &App) -> Result<ApiResponse, ApiError> {
             messages: port.count(queue).await.map_err(ApiError::from)?,
         });
     }
-    Ok(ApiResponse::ok(200, json!(DeadLetterQueuesView { queues })))
+    Ok(ApiResponse::ok(200, &DeadLetterQueuesView { queues }))
 }
 
 async fn dead_letters(app: &App, role: &str) -> Result<ApiResponse, ApiError> {
@@ -1029,7 +1029,7 @@ async fn dead_letters(app: &App, role: &str) -> Result<ApiResponse, ApiError> {
         queue: role.to_owned(),
         messages: held.into_iter().map(DeadLetterView::of).collect(),
     };
-    Ok(ApiResponse::ok(200, json!(view)))
+    Ok(ApiResponse::ok(200, &view))
 }
 
 async fn redrive(app: &App, role: &str, body: &[u8]) -> Result<ApiResponse, ApiError> {
@@ -1051,5 +1051,5 @@ async fn redrive(app: &App, role: &str, body: &[u8]) -> Result<ApiResponse, ApiE
         queue: role.to_owned(),
         redriven,
     };
-    Ok(ApiResponse::ok(200, json!(view)))
+    Ok(ApiResponse::ok(200, &view))
 }
