@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
-//!     [--ingestion direct|buffered]
+//!     [--ingestion direct|buffered] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
 //! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
@@ -67,6 +67,11 @@ enum Benchmark {
         /// How the server takes a submission (`SAS_INGESTION`).
         #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
         ingestion: Ingestion,
+        /// A command the server runs under, its words split at spaces, such as
+        /// `valgrind --tool=callgrind`: the server is then stopped with SIGTERM, and
+        /// waited for, so that the command can write its report.
+        #[arg(long, value_delimiter = ' ', num_args = 1)]
+        under: Vec<String>,
     },
     /// Open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms.
     Ingest {
@@ -162,18 +167,32 @@ impl Durability {
 struct Server {
     child: Child,
     api: String,
+    /// Stopped with SIGTERM and waited for (it runs under another command).
+    graceful: bool,
     _data: tempfile::TempDir,
 }
 
 impl Server {
     fn start(durability: Durability) -> anyhow::Result<Self> {
-        Self::start_with(durability, Ingestion::Direct)
+        Self::start_with(durability, Ingestion::Direct, &[])
     }
 
-    fn start_with(durability: Durability, ingestion: Ingestion) -> anyhow::Result<Self> {
+    fn start_with(
+        durability: Durability,
+        ingestion: Ingestion,
+        under: &[String],
+    ) -> anyhow::Result<Self> {
         let binary = sas_tests::function_binary("sas-local");
         let data = tempfile::tempdir()?;
-        let mut child = Command::new(&binary)
+        let mut command = match under.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
+        let mut child = command
             .env("SAS_INGESTION", ingestion.name())
             .env("SAS_DATA_DIR", data.path())
             .env("SAS_API_ADDR", "127.0.0.1:0")
@@ -195,6 +214,7 @@ impl Server {
         Ok(Self {
             child,
             api,
+            graceful: !under.is_empty(),
             _data: data,
         })
     }
@@ -230,6 +250,15 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if self.graceful {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -383,13 +412,14 @@ async fn measure(
     load: Load,
     durability: Durability,
     ingestion: Ingestion,
+    under: &[String],
 ) -> anyhow::Result<Measured> {
     let Load {
         tasks,
         concurrency,
         warmup,
     } = load;
-    let server = Server::start_with(durability, ingestion)?;
+    let server = Server::start_with(durability, ingestion, under)?;
     closed_loop(&server.api, "warmup", warmup, concurrency).await;
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
@@ -492,7 +522,7 @@ async fn compare(
                 let _ = Command::new("sync").status();
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 let measured = match OURS.get(engine) {
-                    Some(&ingestion) => measure(shape, Durability::Full, ingestion).await?,
+                    Some(&ingestion) => measure(shape, Durability::Full, ingestion, &[]).await?,
                     None => peer(&peers.join(name).join("bench.sh"), shape)?,
                 };
                 println!("round={round} engine={name} {}", measured.line);
@@ -605,7 +635,7 @@ fn epoch_millis(text: &str) -> Option<f64> {
 }
 
 async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Result<()> {
-    let server = Server::start_with(Durability::Full, ingestion)?;
+    let server = Server::start_with(Durability::Full, ingestion, &[])?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(senders)
         .timeout(Duration::from_secs(60))
@@ -787,13 +817,17 @@ async fn main() -> anyhow::Result<()> {
             warmup,
             durability,
             ingestion,
+            under,
         } => {
             let load = Load {
                 tasks,
                 concurrency,
                 warmup,
             };
-            println!("{}", measure(load, durability, ingestion).await?.line);
+            println!(
+                "{}",
+                measure(load, durability, ingestion, &under).await?.line
+            );
             Ok(())
         }
         Benchmark::Ingest {
