@@ -3,7 +3,6 @@
 use async_trait::async_trait;
 use aws_sdk_sns::Client;
 use aws_types::SdkConfig;
-use serde_json::json;
 
 use sas_core::domain::messages::Alert;
 use sas_core::ports::{AlertError, Alerts};
@@ -37,7 +36,7 @@ impl Alerts for SnsAlerts {
             .publish()
             .topic_arn(&self.topic_arn)
             .subject(subject)
-            .message(json!(alert).to_string())
+            .message(sas_core::to_json(alert))
             .send()
             .await
             .map_err(|e| AlertError(Box::new(e)))?;
