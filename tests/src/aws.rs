@@ -20,7 +20,7 @@ use sas_core::ports::Consumer;
 use sas_core::step_caller::StepCaller;
 use sas_lambda::config::Config;
 pub use sas_lambda::emulator::{self, QueuePolicy, create_queue, queue_arn};
-use sas_lambda::events;
+use sas_lambda::events::{self, Sends};
 use sas_lambda::sqs::{Sqs, queue_name};
 use sas_mock_services::MockServices;
 pub use sas_testkit::moto::{Moto, free_port};
@@ -280,9 +280,13 @@ impl Stack {
         for queue in [scheduler, responses].into_iter().chain(ingest) {
             let app = &self.app;
             delivered += self
-                .deliver("scheduler", &queue, twice, |body| async move {
-                    app.on_scheduler_message(&body).await.map(drop)
-                })
+                .deliver(
+                    "scheduler",
+                    Sends::Together,
+                    &queue,
+                    twice,
+                    |body| async move { app.on_scheduler_message(&body).await.map(drop) },
+                )
                 .await;
         }
         if self.agents_elsewhere.load(Ordering::SeqCst) {
@@ -291,15 +295,20 @@ impl Stack {
         let step_caller = &self.step_caller;
         delivered
             + self
-                .deliver("agent", &requests, twice, |body| async move {
-                    step_caller.on_request(&body).await.map(drop)
-                })
+                .deliver(
+                    "agent",
+                    Sends::AsReady,
+                    &requests,
+                    twice,
+                    |body| async move { step_caller.on_request(&body).await.map(drop) },
+                )
                 .await
     }
 
     async fn deliver<H, F, E>(
         &self,
         function: &'static str,
+        sends: Sends,
         queue: &QueueName,
         twice: bool,
         handler: H,
@@ -339,9 +348,9 @@ impl Stack {
         event.records = records;
         let started = std::time::Instant::now();
         if twice {
-            events::sqs_batch(event.clone(), handler).await;
+            events::sqs_batch(event.clone(), sends, handler).await;
         }
-        let response = events::sqs_batch(event, handler).await;
+        let response = events::sqs_batch(event, sends, handler).await;
         self.count(function, received.len(), started.elapsed());
         let failed: Vec<&str> = response
             .batch_item_failures

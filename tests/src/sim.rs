@@ -164,11 +164,14 @@ fn crash() -> StoreError {
 }
 
 /// The state store as the actors see it: interleaved, crashing before or after its
-/// writes, and checking every transition written against the invariants.
+/// writes, serving stale copies to eventually consistent reads, and checking every
+/// transition written against the invariants.
 struct FaultyStore {
     inner: Arc<Memory>,
     world: Shared,
     workflows: Arc<Registry>,
+    /// Every version of every task written, oldest first: what a replica may still have.
+    written: Mutex<HashMap<TaskId, Vec<(Task, Order)>>>,
 }
 
 impl FaultyStore {
@@ -243,6 +246,19 @@ impl FaultyStore {
         }
     }
 
+    /// Keeps the version of a task just written, for the stale reads.
+    async fn remember(&self, id: &TaskId) -> Result<(), StoreError> {
+        if let Some(stored) = self.inner.task_with_order(id).await? {
+            self.written
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id.clone())
+                .or_default()
+                .push(stored);
+        }
+        Ok(())
+    }
+
     async fn write<T>(
         &self,
         kind: &'static str,
@@ -275,7 +291,7 @@ impl StateStore for FaultyStore {
         self.write("a creation", async || {
             self.inner.create(task, order).await?;
             self.check(None, task);
-            Ok(())
+            self.remember(&task.id).await
         })
         .await
     }
@@ -290,12 +306,38 @@ impl StateStore for FaultyStore {
         self.inner.task_with_order(id).await
     }
 
+    /// A replica a write or more behind, at times: any earlier version, or none yet.
+    async fn task_with_order_eventually_consistent(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        self.world.interleave().await;
+        if self.world.fault("stale read", 0.2) {
+            let written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+            let earlier = written.get(id).map_or(&[][..], |w| &w[..w.len() - 1]);
+            let pick = self.world.below(earlier.len() + 1);
+            let stale = earlier.get(pick).cloned();
+            drop(written);
+            self.world.note(format!(
+                "  stale read of {id}: {}",
+                stale
+                    .as_ref()
+                    .map_or("none yet".to_owned(), |(t, _)| format!(
+                        "version {}",
+                        t.version
+                    ))
+            ));
+            return Ok(stale);
+        }
+        self.inner.task_with_order(id).await
+    }
+
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
         self.write("an update", async || {
             let old = self.inner.task(&task.id).await?;
             self.inner.update(task).await?;
             self.check(old.as_ref(), task);
-            Ok(())
+            self.remember(&task.id).await
         })
         .await
     }
@@ -305,7 +347,7 @@ impl StateStore for FaultyStore {
             let old = self.inner.task(&task.id).await?;
             self.inner.update_with_order(task, order).await?;
             self.check(old.as_ref(), task);
-            Ok(())
+            self.remember(&task.id).await
         })
         .await
     }
@@ -543,6 +585,7 @@ impl Sim {
                 inner: Arc::clone(&memory),
                 world: world.clone(),
                 workflows: Arc::clone(&workflows),
+                written: Mutex::default(),
             }),
             queues: Arc::clone(&queues) as _,
             alerts: Arc::new(FaultyAlerts {

@@ -211,6 +211,14 @@ async fn each_caller_sees_only_its_own_tasks_by_its_own_ids_and_the_operator_see
         )
         .await;
     assert_eq!((status, code(&body)), (404, "not_found"), "{body}");
+    let (status, _, body) = harness
+        .call_as(Some(&alice), "GET", "/local/queues/not%20a%20queue", None)
+        .await;
+    assert_eq!(
+        (status, code(&body), body["error"]["field"].as_str()),
+        (400, "invalid_field", Some("name")),
+        "{body}"
+    );
     let (_, _, mine) = harness
         .call_as(
             Some(&alice),

@@ -1292,6 +1292,35 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         "created once: one effect per step"
     );
 
+    // A batch through the gateway: accepted together, each task created and run once,
+    // the bad submission refused on its own.
+    let named =
+        |id: &str, input: Value| json!({"id": id, "workflow": "drone-delivery", "input": input});
+    let input = readme_delivery()["input"].clone();
+    let batch = json!({"tasks": [
+        named("batched-1", input.clone()),
+        named("batched-bad", json!({})),
+        named("batched-2", input),
+    ]});
+    let answer = stack
+        .call("POST", "/tasks/batch", Some(&batch), false)
+        .await;
+    let statuses: Vec<_> = answer.json()["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["status"].as_u64())
+        .collect();
+    assert_eq!(
+        (answer.status, statuses),
+        (200, vec![Some(202), Some(400), Some(202)]),
+        "{}",
+        answer.body
+    );
+    for id in ["batched-1", "batched-2"] {
+        processed_once(&stack, &remote, id).await;
+    }
+
     // A scheduler that crashed mid-batch (after creating a task, before the batch's
     // delete) has its messages delivered again: the first request's message once
     // more, in one batch with a new submission's.

@@ -114,6 +114,18 @@ fn submission_body() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// A submission's body, or a batch of them (`POST /tasks/batch`), of 0 to 30.
+fn body() -> impl Strategy<Value = Vec<u8>> {
+    let batch = prop::collection::vec(submission_body(), 0..30).prop_map(|bodies| {
+        let tasks: Vec<serde_json::Value> = bodies
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap_or(json!(String::from_utf8_lossy(b))))
+            .collect();
+        json!({ "tasks": tasks }).to_string().into_bytes()
+    });
+    prop_oneof![submission_body(), batch]
+}
+
 /// Anyone, an unauthenticated caller, or a client or operator named by any text.
 fn caller() -> impl Strategy<Value = Caller> {
     prop_oneof![
@@ -138,6 +150,7 @@ fn request() -> impl Strategy<Value = (String, String, Option<String>, Vec<u8>)>
     ];
     let segment = prop_oneof![
         Just("tasks".to_owned()),
+        Just("batch".to_owned()),
         Just("resubmit".to_owned()),
         Just("workflows".to_owned()),
         Just("operator".to_owned()),
@@ -145,14 +158,17 @@ fn request() -> impl Strategy<Value = (String, String, Option<String>, Vec<u8>)>
         "[a-zA-Z0-9_.%-]{0,70}",
         ".{0,8}"
     ];
-    let path = prop::collection::vec(segment, 0..5).prop_map(|s| format!("/{}", s.join("/")));
+    let path = prop_oneof![
+        3 => prop::collection::vec(segment, 0..5).prop_map(|s| format!("/{}", s.join("/"))),
+        1 => Just("/tasks/batch".to_owned()),
+    ];
     let query = prop::option::of(prop_oneof![
         "state=[A-Za-z]{0,12}",
         "limit=[0-9-]{0,4}",
         "after=.{0,20}",
         ".{0,30}"
     ]);
-    (method, path, query, submission_body())
+    (method, path, query, body())
 }
 
 proptest! {
@@ -172,6 +188,14 @@ proptest! {
         }
         if response.status == 202 {
             prop_assert!(response.location.is_some(), "an accepted task has a Location");
+        }
+        // A batch's results hold to the same rules, each its own.
+        let answer: serde_json::Value = serde_json::from_str(&response.body).unwrap_or_default();
+        for result in answer["results"].as_array().into_iter().flatten() {
+            let status = result["status"].as_u64().unwrap_or_default();
+            prop_assert!((202..500).contains(&status), "{}", response.body);
+            prop_assert!(status != 202 || result["location"].is_string(), "{}", response.body);
+            prop_assert!(status == 202 || result["body"]["error"]["code"].is_string(), "{}", response.body);
         }
     }
 

@@ -313,3 +313,50 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         .expect("handled");
     assert!(bodies(&names.agent_requests).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_accepted_together_and_each_of_its_tasks_created_and_run() {
+    let harness = Harness::start_buffered(5).await;
+    let named = |id: &str, input: Value| json!({"id": id, "workflow": "drone-delivery-quick", "input": input});
+    let batch = json!({"tasks": [
+        named("batched-1", delivery_input()),
+        named("batched-bad", json!({})),
+        named("batched-2", delivery_input()),
+        named("batched-1", delivery_input()),
+    ]});
+    let (status, _, answer) = harness
+        .call("POST", "/tasks/batch", Some(batch.to_string().as_bytes()))
+        .await;
+    assert_eq!(status, 200, "{answer:#}");
+    let results = answer["results"].as_array().expect("results");
+    let statuses: Vec<_> = results
+        .iter()
+        .map(|r| (r["status"].as_u64(), r["body"]["status"].as_str()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (Some(202), Some("accepted")),
+            (Some(400), None),
+            (Some(202), Some("accepted")),
+            (Some(202), Some("accepted")),
+        ],
+        "{answer:#}"
+    );
+    assert_eq!(results[2]["location"], "/tasks/batched-2");
+    assert_eq!(results[1]["body"]["error"]["field"], "input.customer_id");
+    for id in ["batched-1", "batched-2"] {
+        harness.settle_in(id, "Processed").await;
+    }
+    assert_eq!(
+        harness.effects_of("batched-1").await.len(),
+        5,
+        "the repeat in the batch is the same task"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        harness.depth(&ingest_queue(&harness)).await,
+        Default::default(),
+        "nothing left, nothing queued for the refused one"
+    );
+}

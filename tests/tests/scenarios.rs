@@ -4,11 +4,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::app::{Handled, Recovery};
-use sas_core::domain::decide::Verdict;
+use sas_core::app::{App, Handled, Ports, Recovery};
+use sas_core::domain::decide::{Resubmit, Submission, Verdict};
 use sas_core::domain::ids::TaskId;
-use sas_core::domain::messages::SchedulerMessage;
-use sas_core::ports::{OutgoingMessage, Queues};
+use sas_core::domain::messages::{
+    AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage,
+};
+use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
+use sas_core::domain::workflow::{Registry, Workflow};
+use sas_core::ports::{Expired, OutgoingMessage, Queues, StateStore, StoreError, TaskPage};
+use sas_core::time::Timestamp;
+use sas_testkit::ManualClock;
 use sas_tests::{Harness, delivery_input, step_states};
 use serde_json::{Value, json};
 
@@ -705,4 +711,293 @@ async fn a_steps_paths_are_built_from_results_for_its_call_and_its_compensation(
         drone_operations, expected,
         "scheduled (PUT) for the package created, and that drone cancelled (DELETE): {task:#}"
     );
+}
+
+/// The in-memory store, but for its eventually consistent reads, which return the
+/// copy the test sets (a replica behind), and are counted with the consistent ones.
+struct Lagging {
+    inner: Arc<sas_testkit::memory::Memory>,
+    replica: std::sync::Mutex<Option<Option<(Task, Order)>>>,
+    reads: std::sync::Mutex<[usize; 2]>,
+}
+
+impl Lagging {
+    /// The next eventually consistent read returns `copy` (then the store as it is).
+    fn lag(&self, copy: Option<(Task, Order)>) {
+        *self.replica.lock().expect("replica") = Some(copy);
+    }
+
+    /// Consistent and eventually consistent reads of a task with its order, so far.
+    fn reads(&self) -> [usize; 2] {
+        *self.reads.lock().expect("reads")
+    }
+
+    /// The task as stored, with its order, for the test's own checks (not counted).
+    async fn stored(&self, id: &TaskId) -> (Task, Order) {
+        self.inner
+            .task_with_order(id)
+            .await
+            .expect("read")
+            .expect("task")
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for Lagging {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.inner.create(task, order).await
+    }
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.inner.task(id).await
+    }
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        self.reads.lock().expect("reads")[0] += 1;
+        self.inner.task_with_order(id).await
+    }
+    async fn task_with_order_eventually_consistent(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        self.reads.lock().expect("reads")[1] += 1;
+        let replica = self.replica.lock().expect("replica").take();
+        match replica {
+            Some(copy) => Ok(copy),
+            None => self.inner.task_with_order(id).await,
+        }
+    }
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        self.inner.update(task).await
+    }
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.inner.update_with_order(task, order).await
+    }
+    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
+        self.inner.expired(now, limit).await
+    }
+    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
+        self.inner.quarantine(id).await
+    }
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        self.inner.list(state, limit, after).await
+    }
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        self.inner.save_workflow(workflow).await
+    }
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        self.inner.load_workflow(name, version).await
+    }
+}
+
+#[tokio::test]
+async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_an_action_refused()
+{
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = sas_tests::in_memory(&clock, None);
+    let store = Arc::new(Lagging {
+        inner: Arc::clone(&memory),
+        replica: std::sync::Mutex::default(),
+        reads: std::sync::Mutex::default(),
+    });
+    let mut ports = Ports::of(&memory, Arc::clone(&clock) as _);
+    ports.store = Arc::clone(&store) as _;
+    let app = App::new(
+        ports,
+        Arc::new(Registry::built_in()),
+        names,
+        "scheduler-1".into(),
+    );
+    let id = TaskId::parse("lagged").expect("id");
+    let submission = Submission {
+        owner: None,
+        id: id.clone(),
+        input: delivery_input(),
+        notify: None,
+    };
+    app.submit("drone-delivery", submission)
+        .await
+        .expect("submitted");
+    let created = store.stored(&id).await;
+    let handle = |message: SchedulerMessage| {
+        let app = &app;
+        async move {
+            let body = serde_json::to_string(&message).expect("json");
+            app.on_scheduler_message(&body).await.expect("handled")
+        }
+    };
+    let response = |task: &Task| {
+        SchedulerMessage::Response(AgentResponse {
+            task_id: id.clone(),
+            run: task.run,
+            step: task.running_step().expect("a step runs"),
+            attempt: 1,
+            operation: Operation::Call,
+            outcome: MessageOutcome::Succeeded { output: json!({}) },
+        })
+    };
+
+    // A replica without the task yet: the Run is not dropped as for an unknown task.
+    store.lag(None);
+    let before = store.reads();
+    let claimed = handle(SchedulerMessage::Run {
+        task_id: id.clone(),
+    })
+    .await;
+    assert_eq!(claimed, Handled::Decided(Verdict::Claimed));
+    assert_eq!(
+        store.reads(),
+        [before[0] + 1, before[1] + 1],
+        "read again, consistently"
+    );
+
+    // A replica from before the claim: the first step's answer is not taken for a
+    // stale one.
+    let (task, _) = store.stored(&id).await;
+    store.lag(Some(created));
+    let before = store.reads();
+    assert_eq!(
+        handle(response(&task)).await,
+        Handled::Decided(Verdict::Recorded)
+    );
+    assert_eq!(store.reads(), [before[0] + 1, before[1] + 1]);
+
+    // An up-to-date replica: one read, eventually consistent, for the next answer.
+    let (task, _) = store.stored(&id).await;
+    let before = store.reads();
+    assert_eq!(
+        handle(response(&task)).await,
+        Handled::Decided(Verdict::Recorded)
+    );
+    assert_eq!(
+        store.reads(),
+        [before[0], before[1] + 1],
+        "no consistent read"
+    );
+    let (task, _) = store.stored(&id).await;
+    assert_eq!(
+        task.steps
+            .iter()
+            .filter(|s| s.state == StepState::Processed)
+            .count(),
+        2
+    );
+
+    // The same answer again: dropped as stale, on a consistent read.
+    let again = response(&task);
+    let before = store.reads();
+    let SchedulerMessage::Response(mut duplicate) = again else {
+        unreachable!()
+    };
+    duplicate.step -= 1;
+    assert_eq!(
+        handle(SchedulerMessage::Response(duplicate)).await,
+        Handled::Decided(Verdict::StaleResponse)
+    );
+    assert_eq!(store.reads(), [before[0] + 1, before[1] + 1]);
+
+    // A step failing for good ends the task in Error; an operator's resubmission on a
+    // replica from before that is not refused as of a task still running.
+    let (running, order) = store.stored(&id).await;
+    let SchedulerMessage::Response(mut failed) = response(&running) else {
+        unreachable!()
+    };
+    failed.outcome = MessageOutcome::Failed {
+        error: "no such customer".into(),
+    };
+    handle(SchedulerMessage::Response(failed)).await;
+    // The package it created is undone.
+    let (compensating, _) = store.stored(&id).await;
+    let undone = SchedulerMessage::Response(AgentResponse {
+        task_id: id.clone(),
+        run: compensating.run,
+        step: 1,
+        attempt: compensating.steps[1].attempt,
+        operation: Operation::Compensate,
+        outcome: MessageOutcome::Succeeded { output: json!({}) },
+    });
+    handle(undone).await;
+    let (ended, _) = store.stored(&id).await;
+    assert_eq!(ended.state, TaskState::Error, "{ended:?}");
+    store.lag(Some((running, order)));
+    let resubmit = Resubmit {
+        request: Request {
+            by: Actor::Operator,
+            at: Timestamp(1_800_000_001_000),
+            batch: None,
+        },
+        input: None,
+    };
+    let resubmitted = app.resubmit(&id, resubmit).await.expect("not refused");
+    assert_eq!(resubmitted.run, ended.run + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_answers_each_submission_as_it_would_be_answered_alone() {
+    let harness = Harness::start(5).await;
+    let (status, _) = harness.put_task("batch-taken", &quick(None)).await;
+    assert_eq!(status, 202);
+    let named = |id: &str, input: Value| json!({"id": id, "workflow": "drone-delivery-quick", "input": input});
+    let mut other = delivery_input();
+    other["weight_kg"] = json!(9.5);
+    // Within the batch's limit, over a submission's own.
+    let mut huge = delivery_input();
+    huge["note"] = json!("x".repeat(70 * 1024));
+    let batch = json!({"tasks": [
+        named("batch-1", delivery_input()),
+        {"workflow": "drone-delivery-quick", "input": delivery_input()},
+        named("batch-bad", json!({})),
+        named("batch-taken", other),
+        named("batch-taken", delivery_input()),
+        {"workflow": "drone-delivery-quick", "input": delivery_input(), "colour": "red"},
+        named("batch-huge", huge),
+    ]});
+    let (status, _, answer) = harness
+        .call("POST", "/tasks/batch", Some(batch.to_string().as_bytes()))
+        .await;
+    assert_eq!(status, 200, "{answer:#}");
+    let results = answer["results"].as_array().expect("results");
+    let statuses: Vec<_> = results.iter().map(|r| r["status"].as_u64()).collect();
+    assert_eq!(
+        statuses,
+        [202, 202, 400, 409, 202, 400, 413].map(Some),
+        "{answer:#}"
+    );
+    assert_eq!(results[0]["location"], "/tasks/batch-1");
+    assert_eq!(results[0]["body"]["id"], "batch-1");
+    let generated = results[1]["body"]["id"].as_str().expect("a generated id");
+    assert_eq!(results[1]["location"], format!("/tasks/{generated}"));
+    assert_eq!(results[2]["body"]["error"]["field"], "input.customer_id");
+    assert!(results[2].get("location").is_none());
+    assert_eq!(results[4]["location"], "/tasks/batch-taken");
+    assert_eq!(results[5]["body"]["error"]["field"], "colour");
+    assert_eq!(results[6]["body"]["error"]["code"], "body_too_large");
+    for id in ["batch-1", generated, "batch-taken"] {
+        harness.settle_in(id, "Processed").await;
+    }
+    assert_eq!(harness.effects_of("batch-taken").await.len(), 5, "one task");
+    let (status, _, _) = harness.call("GET", "/tasks/batch-bad", None).await;
+    assert_eq!(status, 404);
+
+    // What is wrong with the batch itself is its 400.
+    let many = json!({"tasks": vec![quick(None); 26]});
+    for (body, field) in [
+        (json!({"tasks": []}), "tasks"),
+        (many, "tasks"),
+        (json!({"task": [quick(None)]}), "task"),
+        (json!([quick(None)]), ""),
+    ] {
+        let (status, _, refused) = harness
+            .call("POST", "/tasks/batch", Some(body.to_string().as_bytes()))
+            .await;
+        assert_eq!(status, 400, "{refused:#}");
+        assert_eq!(
+            refused["error"]["field"].as_str().unwrap_or_default(),
+            field,
+            "{refused:#}"
+        );
+    }
 }

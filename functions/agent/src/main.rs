@@ -6,7 +6,7 @@ use std::sync::Arc;
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sas_agent::step_caller;
-use sas_lambda::events;
+use sas_lambda::events::{self, Sends};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
@@ -16,7 +16,7 @@ async fn main() -> Result<(), Error> {
         async move {
             let agent = &agent;
             Ok::<_, Error>(
-                events::sqs_batch(event.payload, |body| async move {
+                events::sqs_batch(event.payload, Sends::AsReady, |body| async move {
                     agent.on_request(&body).await.map(drop)
                 })
                 .await,

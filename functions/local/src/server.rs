@@ -15,7 +15,9 @@ use axum::http::HeaderMap;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_BODY_BYTES};
+use sas_core::api::{
+    self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_REQUEST_BYTES,
+};
 use sas_core::app::App;
 use sas_core::domain::ids::QueueName;
 use sas_core::ports::Consumer;
@@ -57,18 +59,11 @@ fn json(status: StatusCode, body: &Value) -> Response {
     (status, Json(body)).into_response()
 }
 
-fn failure(status: StatusCode, code: &str, message: &str) -> Response {
-    json(
-        status,
-        &json!({ "error": { "code": code, "message": message } }),
-    )
-}
-
 async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     // One byte over the limit is enough for the API to name the problem.
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES + 1).await else {
-        let message = format!("the body is over the limit of {MAX_BODY_BYTES} bytes");
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BYTES + 1).await else {
+        let message = format!("the body is over the limit of {MAX_REQUEST_BYTES} bytes");
         return to_http(ApiError::new(ErrorCode::BodyTooLarge, message).into());
     };
     let caller = shared.caller(&parts.headers);
@@ -128,11 +123,11 @@ async fn take_messages(
     headers: HeaderMap,
 ) -> Response {
     let Ok(queue) = QueueName::parse(&name) else {
-        return failure(
-            StatusCode::BAD_REQUEST,
-            "invalid_queue",
-            "queue names are letters, digits, '-' and '_'",
+        let refused = ApiError::new(
+            ErrorCode::InvalidField,
+            "name: queue names are letters, digits, '-' and '_'",
         );
+        return to_http(refused.on("name").into());
     };
     let caller = shared.caller(&headers);
     let owns = matches!(&caller, Caller::Known { owner, .. }
@@ -142,13 +137,7 @@ async fn take_messages(
     }
     let received = match shared.backend.receive(&queue, 10, Duration::ZERO).await {
         Ok(received) => received,
-        Err(e) => {
-            return failure(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                &e.to_string(),
-            );
-        }
+        Err(e) => return to_http(ApiError::unavailable(&e).into()),
     };
     let mut messages = Vec::with_capacity(received.len());
     for message in received {
@@ -164,11 +153,7 @@ async fn alerts(State(shared): State<Shared>, headers: HeaderMap) -> Response {
     }
     match shared.backend.alerts().await {
         Ok(alerts) => json(StatusCode::OK, &json!({ "alerts": alerts })),
-        Err(e) => failure(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            &e.to_string(),
-        ),
+        Err(e) => to_http(ApiError::unavailable(&e).into()),
     }
 }
 

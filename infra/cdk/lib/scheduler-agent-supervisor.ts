@@ -485,6 +485,7 @@ export class SchedulerAgentSupervisor extends Construct {
     ) => api.addRoutes({ path, methods: [method], integration, authorizer, authorizationScopes });
     const { GET, POST, PUT } = apigw.HttpMethod;
     route(POST, "/tasks", caller, callerScopes);
+    route(POST, "/tasks/batch", caller, callerScopes);
     route(PUT, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks", caller, callerScopes);

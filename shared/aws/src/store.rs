@@ -525,6 +525,47 @@ impl DynamoStore {
             .collect();
         Ok((tasks, undecodable))
     }
+
+    /// A task with its order data, in one query of the task's partition: a
+    /// consistent read, or an eventually consistent one at half the read units.
+    async fn read_task_with_order(
+        &self,
+        id: &TaskId,
+        consistent: bool,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        let (pk, _) = task_key(id);
+        let output = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_values(":pk", s(pk))
+            .consistent_read(consistent)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let mut task = None;
+        let mut order = None;
+        for item in output.items() {
+            match attribute(item, "sk")? {
+                "TASK" => task = Some(decode_task(item)?),
+                "ORDER" => {
+                    let earlier = match item.get("earlier") {
+                        Some(_) => decode_json(attribute(item, "earlier")?)?,
+                        None => Vec::new(),
+                    };
+                    order = Some(Order {
+                        task_id: id.clone(),
+                        input: decode_json(attribute(item, "input")?)?,
+                        earlier,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(task.zip(order))
+    }
 }
 
 fn attribute<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
@@ -677,39 +718,14 @@ impl StateStore for DynamoStore {
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
-        // One query reads both items of the task's partition.
-        let (pk, _) = task_key(id);
-        let output = self
-            .client
-            .query()
-            .table_name(&self.settings.table)
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", "pk")
-            .expression_attribute_values(":pk", s(pk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable)?;
-        let mut task = None;
-        let mut order = None;
-        for item in output.items() {
-            match attribute(item, "sk")? {
-                "TASK" => task = Some(decode_task(item)?),
-                "ORDER" => {
-                    let earlier = match item.get("earlier") {
-                        Some(_) => decode_json(attribute(item, "earlier")?)?,
-                        None => Vec::new(),
-                    };
-                    order = Some(Order {
-                        task_id: id.clone(),
-                        input: decode_json(attribute(item, "input")?)?,
-                        earlier,
-                    });
-                }
-                _ => {}
-            }
-        }
-        Ok(task.zip(order))
+        self.read_task_with_order(id, true).await
+    }
+
+    async fn task_with_order_eventually_consistent(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        self.read_task_with_order(id, false).await
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {

@@ -502,11 +502,31 @@ impl App {
         self.create(&definition, submission, false).await
     }
 
-    /// Buffered ingestion's submission: checks the request as [`App::submit`] does,
-    /// then only queues it, durably, for a scheduler to create the task
-    /// ([`App::on_scheduler_message`]) at the rate the store takes. A request for an
-    /// id taken by a different one can no longer be refused here: it is refused on
-    /// the task when it is created ([`decide::refuse_submission`]).
+    /// Buffered ingestion's submission, checked as [`App::submit`] checks it, ready
+    /// for [`App::enqueue`]. A request for an id taken by a different one can no
+    /// longer be refused here: it is refused on the task when it is created
+    /// ([`decide::refuse_submission`]).
+    ///
+    /// # Errors
+    /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure.
+    pub async fn prepare(
+        &self,
+        workflow: &str,
+        submission: Submission,
+    ) -> Result<Buffered, SubmitError> {
+        let definition = self.check(workflow, &submission)?;
+        self.store_workflow(&definition).await?;
+        Ok(Buffered {
+            workflow: WorkflowRef {
+                name: definition.name.clone(),
+                version: definition.version,
+            },
+            submission,
+            accepted_at: self.clock.now(),
+        })
+    }
+
+    /// Buffered ingestion's submission: [`App::prepare`] and [`App::enqueue`].
     ///
     /// # Errors
     /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure.
@@ -515,28 +535,47 @@ impl App {
         workflow: &str,
         submission: Submission,
     ) -> Result<Buffered, SubmitError> {
+        let buffered = self.prepare(workflow, submission).await?;
+        self.enqueue([&buffered]).await?;
+        Ok(buffered)
+    }
+
+    /// Accepts prepared submissions: queues them, durably and together, for a
+    /// scheduler to create their tasks ([`App::on_scheduler_message`]) at the rate
+    /// the store takes.
+    ///
+    /// # Errors
+    /// [`SubmitError::Queue`] when this process does not buffer submissions, or the
+    /// queue fails (some may have been queued: a repeat is the same task).
+    pub async fn enqueue(
+        &self,
+        prepared: impl IntoIterator<Item = &Buffered>,
+    ) -> Result<(), SubmitError> {
         let Some(ingest) = &self.ingest else {
             return Err(SubmitError::Queue(QueueError::new(
                 "ingest",
                 "this process does not buffer submissions",
             )));
         };
-        let definition = self.check(workflow, &submission)?;
-        self.store_workflow(&definition).await?;
-        let buffered = Buffered {
-            workflow: WorkflowRef {
-                name: definition.name.clone(),
-                version: definition.version,
-            },
-            submission,
-            accepted_at: self.clock.now(),
-        };
-        let message =
-            OutgoingMessage::json(&SchedulerMessage::Submit(buffered.clone()), Duration::ZERO);
-        self.queues.send(ingest, &[message]).await?;
-        self.metrics
-            .count("TasksAccepted", ("Workflow", &definition.name), 1);
-        Ok(buffered)
+        let prepared: Vec<&Buffered> = prepared.into_iter().collect();
+        let messages: Vec<OutgoingMessage> = prepared
+            .iter()
+            .map(|buffered| {
+                OutgoingMessage::json(
+                    &SchedulerMessage::Submit((*buffered).clone()),
+                    Duration::ZERO,
+                )
+            })
+            .collect();
+        if messages.is_empty() {
+            return Ok(());
+        }
+        self.queues.send(ingest, &messages).await?;
+        for buffered in prepared {
+            self.metrics
+                .count("TasksAccepted", ("Workflow", &buffered.workflow.name), 1);
+        }
+        Ok(())
     }
 
     /// Whether submissions are buffered ([`App::with_ingestion`]).
@@ -978,6 +1017,13 @@ impl App {
     /// Reads a task with its order, decides, and writes the decision; a write that
     /// loses a race reads again and decides again. Returns the verdict and the state
     /// written, or `None` when there is no such task.
+    ///
+    /// The first read may be stale (an eventually consistent read, half the price on
+    /// DynamoDB): a decision from it that writes is safe, its write being conditional
+    /// on the version read. Anything else it leads to (no such task, a decision that
+    /// leaves the task as it is, such as a response taken for a stale one, or an
+    /// error) is decided again on a consistent read, unless the task read had ended
+    /// Processed, which no later write changes.
     async fn transition<E>(
         &self,
         id: &TaskId,
@@ -986,14 +1032,19 @@ impl App {
     where
         E: From<TaskError>,
     {
+        let mut consistent = false;
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let Some((task, order)) = self
-                .store
-                .task_with_order(id)
-                .await
-                .map_err(TaskError::from)?
-            else {
-                return Ok(None);
+            let read = if consistent {
+                self.store.task_with_order(id).await
+            } else {
+                self.store.task_with_order_eventually_consistent(id).await
+            };
+            let Some((task, order)) = read.map_err(TaskError::from)? else {
+                if consistent {
+                    return Ok(None);
+                }
+                consistent = true;
+                continue;
             };
             let workflow = self.workflow(&task.workflow).await?;
             if task.steps.len() != workflow.steps.len() {
@@ -1004,7 +1055,18 @@ impl App {
                 }
                 .into());
             }
-            let decision = decide(&task, &workflow, &order, self.clock.now())?;
+            let decision = match decide(&task, &workflow, &order, self.clock.now()) {
+                Ok(decision) => decision,
+                Err(_) if !consistent => {
+                    consistent = true;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            if !consistent && decision.next.is_none() && task.state != TaskState::Processed {
+                consistent = true;
+                continue;
+            }
             if let Some((verdict, next)) = self.apply(decision).await? {
                 // Counted as it enters Error, once a task (always by the scheduler, the
                 // dimension the alarm watches), not at each raise of its alert.
@@ -1017,6 +1079,7 @@ impl App {
                 }
                 return Ok(Some((verdict, next)));
             }
+            consistent = true;
         }
         Err(TaskError::from(StoreError::Conflict).into())
     }

@@ -114,6 +114,22 @@ pub trait StateStore: Send + Sync {
     /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError>;
 
+    /// Reads a task with its order data as a replica has it, perhaps a write or more
+    /// behind, or not yet there (DynamoDB's eventually consistent read: half the
+    /// price). For decisions whose write is conditional on the version read, so that
+    /// a stale read loses its race; whatever else such a read leads to is read again
+    /// with [`StateStore::task_with_order`]. Stores whose reads are all consistent
+    /// keep this default.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn task_with_order_eventually_consistent(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        self.task_with_order(id).await
+    }
+
     /// Replaces a task, on condition that the stored version is `task.version - 1`.
     ///
     /// # Errors

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
 
 use crate::config::Authentication;
+use crate::sqs::SendGate;
 
 /// The submission function: an API Gateway HTTP API (payload 2.0) request, served
 /// by the same handler as the local server, from the caller `authentication` finds.
@@ -119,15 +120,29 @@ fn respond(answer: ApiResponse) -> ApiGatewayV2httpResponse {
     response
 }
 
+/// How the records of an SQS batch send their messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sends {
+    /// Each as soon as it is ready (concurrent sends still share requests): for
+    /// records whose work takes widely different times, the agent's remote calls,
+    /// where waiting for the slowest would hold the others' answers.
+    AsReady,
+    /// Together: a record's send waits until every record still at work sends too
+    /// ([`SendGate`]); for records whose work is alike, the scheduler's reads and
+    /// writes: a request per ten messages.
+    Together,
+}
+
 /// The scheduler and agent functions: handles every record of an SQS batch, each
 /// in its own span, at once, and names only the failed ones, so that only they are
 /// delivered again (and in the end dead-lettered). Needs ReportBatchItemFailures.
-pub async fn sqs_batch<H, F, E>(event: SqsEvent, handler: H) -> SqsBatchResponse
+pub async fn sqs_batch<H, F, E>(event: SqsEvent, sends: Sends, handler: H) -> SqsBatchResponse
 where
     H: Fn(String) -> F,
     F: Future<Output = Result<(), E>>,
     E: std::error::Error + 'static,
 {
+    let gate = (sends == Sends::Together).then(|| SendGate::new(event.records.len()));
     let handling = event.records.into_iter().map(|record| {
         let id = record.message_id.unwrap_or_default();
         let receive_count = record
@@ -137,8 +152,13 @@ where
             .unwrap_or_default();
         let span = info_span!("message", message_id = %id, receive_count = %receive_count);
         let outcome = handler(record.body.unwrap_or_default());
+        let gate = gate.clone();
         async move {
-            match outcome.await {
+            let outcome = match gate {
+                Some(gate) => gate.handle(outcome).await,
+                None => outcome.await,
+            };
+            match outcome {
                 Ok(()) => None,
                 Err(e) => {
                     error!(error = %Chain(&e), "message failed; it will be delivered again");

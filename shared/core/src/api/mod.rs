@@ -23,19 +23,27 @@ use tracing::error;
 use crate::app::{ActionError, App, BulkAction, BulkPage, Filter, SubmitError, Submitted};
 use crate::domain::decide::{Refused, Resubmit, Submission};
 use crate::domain::ids::{Owner, QueueName, TaskId};
+use crate::domain::limits;
+use crate::domain::messages::Buffered;
 use crate::domain::task::{Actor, Request, Task, TaskState};
 use crate::ports::{Chain, DeadLetters, QueueError, StoreError};
 use crate::time::Timestamp;
 
 pub use openapi::document;
 pub use view::{
-    AcceptedView, BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView,
-    DeadLettersView, MeView, PageView, RedriveView, StepView, TaskView, View, WorkflowView,
-    WorkflowsView,
+    AcceptedView, BatchResultView, BatchView, BulkView, DeadLetterQueueView, DeadLetterQueuesView,
+    DeadLetterView, DeadLettersView, MeView, PageView, RedriveView, StepView, TaskView, View,
+    WorkflowView, WorkflowsView,
 };
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Submissions in one `POST /tasks/batch` at most.
+pub const MAX_BATCH: usize = 25;
+
+/// The largest body any route takes: a batch's.
+pub const MAX_REQUEST_BYTES: usize = MAX_BATCH * MAX_BODY_BYTES;
 
 /// The most tasks a listing returns at once.
 pub const MAX_PAGE: usize = 100;
@@ -200,13 +208,14 @@ impl ApiError {
     }
 
     /// The same error, naming the field at fault.
-    fn on(mut self, field: &str) -> Self {
+    #[must_use]
+    pub fn on(mut self, field: &str) -> Self {
         self.field = Some(field.to_owned());
         self
     }
 
     /// The backend failed: the cause goes to the log, not to the caller.
-    fn unavailable(cause: &(dyn std::error::Error + 'static)) -> Self {
+    pub fn unavailable(cause: &(dyn std::error::Error + 'static)) -> Self {
         error!(error = %Chain(cause), "request failed in the backend");
         Self::new(
             ErrorCode::Unavailable,
@@ -324,6 +333,7 @@ fn unknown_parameter(key: &str) -> ApiError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
     Submit,
+    SubmitBatch,
     List,
     Get,
     Resubmit,
@@ -399,6 +409,7 @@ impl Route {
 #[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
     Route::new("POST", "/tasks", Action::Submit, "Submit a task under a generated id"),
+    Route::new("POST", "/tasks/batch", Action::SubmitBatch, "Submit up to 25 tasks in one request, each answered as its own submission would be"),
     Route::new("PUT", "/tasks/{id}", Action::Submit, "Submit a task under the caller's id: the same request again is the same task"),
     Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
     Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
@@ -524,6 +535,7 @@ async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiErr
     };
     match route.action {
         Action::Submit => submit(app, scope, id, request.body).await,
+        Action::SubmitBatch => submit_batch(app, scope, request.body).await,
         Action::List => list(app, scope, request.query).await,
         Action::Get => get(app, scope, named, parse_wait(request.query)?).await,
         Action::Resubmit => {
@@ -595,6 +607,16 @@ pub struct SubmitBody {
     id: Option<TaskId>,
 }
 
+/// Up to [`MAX_BATCH`] submissions in one request.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// The submissions, each the body of a `POST /tasks` (with its `id`, or one
+    /// generated).
+    #[schemars(with = "Vec<SubmitBody>", length(min = 1, max = MAX_BATCH))]
+    tasks: Vec<Value>,
+}
+
 /// A resubmission: an empty body, or a new input.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -656,13 +678,15 @@ fn parse_json<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, Api
     } else {
         body
     };
-    if body.len() > MAX_BODY_BYTES {
+    typed(json_object(body, MAX_BODY_BYTES)?)
+}
+
+/// The body as a JSON object, if it is one of at most `limit` bytes.
+fn json_object(body: &[u8], limit: usize) -> Result<Value, ApiError> {
+    if body.len() > limit {
         return Err(ApiError::new(
             ErrorCode::BodyTooLarge,
-            format!(
-                "the body is {} bytes; the limit is {MAX_BODY_BYTES}",
-                body.len()
-            ),
+            format!("the body is {} bytes; the limit is {limit}", body.len()),
         ));
     }
     let value: Value = serde_json::from_slice(body).map_err(|e| {
@@ -677,6 +701,11 @@ fn parse_json<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, Api
             "the body must be a JSON object",
         ));
     }
+    Ok(value)
+}
+
+/// A JSON value as `T`, or an error naming the field that does not fit.
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(&value).map_err(|e| {
         let message = e.inner().to_string();
         let path = e.path().to_string();
@@ -695,7 +724,33 @@ async fn submit(
     path_id: Option<&str>,
     body: &[u8],
 ) -> Result<ApiResponse, ApiError> {
-    let body: SubmitBody = parse_json(body, false)?;
+    let (workflow, submission) = submission(scope, path_id, parse_json(body, false)?)?;
+    answer(app, scope, &workflow, submission).await
+}
+
+/// A checked submission's answer: its task created (or found), or in buffered
+/// ingestion its request queued.
+async fn answer(
+    app: &App,
+    scope: Scope<'_>,
+    workflow: &str,
+    submission: Submission,
+) -> Result<ApiResponse, ApiError> {
+    if app.buffers_submissions() {
+        let buffered = app.accept(workflow, submission).await?;
+        return Ok(accepted(scope, &buffered));
+    }
+    let (Submitted::Created(task) | Submitted::Replayed(task)) =
+        app.submit(workflow, submission).await?;
+    Ok(ApiResponse::accepted(&task, scope.view()))
+}
+
+/// The workflow a submission names, and the submission, under the caller's scope.
+fn submission(
+    scope: Scope<'_>,
+    path_id: Option<&str>,
+    body: SubmitBody,
+) -> Result<(String, Submission), ApiError> {
     let named = body.id.as_ref().map(TaskId::as_str);
     let id = match (path_id, named) {
         (Some(path), Some(named)) if path != named => {
@@ -714,23 +769,83 @@ async fn submit(
         notify: body.notify,
         owner: scope.owner().cloned(),
     };
-    if app.buffers_submissions() {
-        let buffered = app.accept(&body.workflow, submission).await?;
-        let id = &buffered.submission.id;
-        let view = AcceptedView {
-            id: match scope.view() {
-                View::Owner => id.local(),
-                View::Operator => id.as_str(),
-            },
-            workflow: &buffered.workflow,
-            status: "accepted",
-            accepted_at: buffered.accepted_at.to_rfc3339(),
-        };
-        return Ok(ApiResponse::at(id, scope.view(), &view));
+    Ok((body.workflow, submission))
+}
+
+/// 202 for a submission buffered ingestion queued: where its task will be.
+fn accepted(scope: Scope<'_>, buffered: &Buffered) -> ApiResponse {
+    let id = &buffered.submission.id;
+    let view = AcceptedView {
+        id: match scope.view() {
+            View::Owner => id.local(),
+            View::Operator => id.as_str(),
+        },
+        workflow: &buffered.workflow,
+        status: "accepted",
+        accepted_at: buffered.accepted_at.to_rfc3339(),
+    };
+    ApiResponse::at(id, scope.view(), &view)
+}
+
+/// `POST /tasks/batch`: each submission answered as `POST /tasks` would answer it
+/// alone, in one 200. In buffered ingestion the accepted ones are queued together
+/// (a request to SQS per ten); a queue that fails fails the whole request (503),
+/// which the caller sends again: a repeat is the same task.
+async fn submit_batch(app: &App, scope: Scope<'_>, body: &[u8]) -> Result<ApiResponse, ApiError> {
+    let batch: BatchBody = typed(json_object(body, MAX_REQUEST_BYTES)?)?;
+    if !(1..=MAX_BATCH).contains(&batch.tasks.len()) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            format!(
+                "tasks: {} submissions; a batch holds 1 to {MAX_BATCH}",
+                batch.tasks.len()
+            ),
+        )
+        .on("tasks"));
     }
-    let (Submitted::Created(task) | Submitted::Replayed(task)) =
-        app.submit(&body.workflow, submission).await?;
-    Ok(ApiResponse::accepted(&task, scope.view()))
+    // Each submission within the limit of its own request: a batch is no way round it.
+    let checked: Vec<_> = batch
+        .tasks
+        .into_iter()
+        .map(|item| {
+            let size = limits::json_size(&item);
+            if size > MAX_BODY_BYTES {
+                return Err(ApiError::new(
+                    ErrorCode::BodyTooLarge,
+                    format!("the submission is {size} bytes; the limit is {MAX_BODY_BYTES}"),
+                ));
+            }
+            submission(scope, None, typed(item)?)
+        })
+        .collect();
+    let answers: Vec<ApiResponse> = if app.buffers_submissions() {
+        let mut prepared = Vec::with_capacity(checked.len());
+        for item in checked {
+            prepared.push(match item {
+                Ok((workflow, submission)) => app
+                    .prepare(&workflow, submission)
+                    .await
+                    .map_err(ApiError::from),
+                Err(error) => Err(error),
+            });
+        }
+        app.enqueue(prepared.iter().filter_map(|p| p.as_ref().ok()))
+            .await?;
+        prepared
+            .into_iter()
+            .map(|p| p.map_or_else(ApiResponse::from, |b| accepted(scope, &b)))
+            .collect()
+    } else {
+        futures_util::future::join_all(checked.into_iter().map(async |item| {
+            let (workflow, submission) = item?;
+            answer(app, scope, &workflow, submission).await
+        }))
+        .await
+        .into_iter()
+        .map(|answer| answer.unwrap_or_else(ApiResponse::from))
+        .collect()
+    };
+    Ok(ApiResponse::ok(200, &BatchView::of(answers)))
 }
 
 /// The longest a `GET /tasks/{id}?wait=` may wait (API Gateway answers within 30 s).

@@ -7,12 +7,12 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::view::{
-    AcceptedView, BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView, RedriveView,
-    TaskView, WorkflowsView,
+    AcceptedView, BatchView, BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView,
+    RedriveView, TaskView, WorkflowsView,
 };
 use super::{
-    Action, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, RedriveBody, ResubmitBody,
-    Route, SubmitBody,
+    Action, BatchBody, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, RedriveBody,
+    ResubmitBody, Route, SubmitBody,
 };
 
 /// The document: every route of [`ROUTES`], and nothing else.
@@ -73,6 +73,11 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             let answer = Schema::try_from(answer).unwrap_or_else(|_| Schema::from(true));
             (202, answer, Some(generator.subschema_for::<SubmitBody>()))
         }
+        Action::SubmitBatch => (
+            200,
+            generator.subschema_for::<BatchView>(),
+            Some(generator.subschema_for::<BatchBody>()),
+        ),
         Action::List => (200, generator.subschema_for::<PageView>(), None),
         Action::Get => (200, generator.subschema_for::<TaskView>(), None),
         Action::Resubmit => (
@@ -159,7 +164,10 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
     }
     if let Some(body) = body {
         operation["requestBody"] = json!({
-            "required": matches!(route.action, Action::Submit | Action::Bulk(_)),
+            "required": matches!(
+                route.action,
+                Action::Submit | Action::SubmitBatch | Action::Bulk(_)
+            ),
             "content": {"application/json": {"schema": body}},
         });
     }

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::api::ApiResponse;
 use crate::app::BulkReport;
 use crate::domain::ids::{Owner, QueueName};
 use crate::domain::messages::Operation;
@@ -507,4 +508,41 @@ pub struct AcceptedView<'a> {
     pub status: &'static str,
     /// When it was accepted.
     pub accepted_at: String,
+}
+
+/// The answer to `POST /tasks/batch`: one result for each submission, in their order.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BatchView {
+    /// What each submission alone would have been answered.
+    pub results: Vec<BatchResultView>,
+}
+
+/// One submission's answer in a batch: its status, Location and body as `POST
+/// /tasks` would have answered it (202 with the task or its acceptance, or an error).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BatchResultView {
+    /// The HTTP status its own request would have had.
+    pub status: u16,
+    /// Where its task is read, when accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// The body its own request would have had.
+    pub body: Value,
+}
+
+impl BatchView {
+    /// The answers, as they would have been sent one by one.
+    #[must_use]
+    pub fn of(answers: Vec<ApiResponse>) -> Self {
+        let results = answers
+            .into_iter()
+            .map(|answer| BatchResultView {
+                status: answer.status,
+                location: answer.location,
+                // The API writes its bodies as JSON (none is anything else).
+                body: serde_json::from_str(&answer.body).unwrap_or(Value::Null),
+            })
+            .collect();
+        Self { results }
+    }
 }

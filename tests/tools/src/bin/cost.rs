@@ -6,10 +6,10 @@
 //! Step Functions.
 //!
 //! ```text
-//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered]
+//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered] [--batch 1..25]
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use base64::Engine as _;
 use clap::Parser;
@@ -34,6 +34,9 @@ struct Args {
     /// API function, or the request queued and the task created by the scheduler.
     #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
     ingestion: Ingestion,
+    /// Submissions per request: 1 is `PUT /tasks/{id}`; more, `POST /tasks/batch`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=25))]
+    batch: u16,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -109,9 +112,16 @@ struct Tally {
     index_write_units: u64,
     written_bytes: usize,
     writes: usize,
-    read_units: u64,
+    /// Read units, in halves: an eventually consistent read costs half a unit per 4 KB.
+    read_half_units: u64,
     /// The last version of every item written, for the index writes of the next.
     items: HashMap<String, Value>,
+    /// The client request tokens of the transactions written.
+    transactions: HashSet<String>,
+    /// Transactions sent again with their token (the SDK's retry of one whose answer
+    /// was lost): DynamoDB does not apply them again, and bills the reads of their
+    /// items rather than their writes; moto applies neither.
+    repeated_transactions: u64,
 }
 
 impl Tally {
@@ -137,9 +147,13 @@ impl Tally {
         self.items.insert(key, item.clone());
     }
 
-    fn read(&mut self, items: &[Value]) {
+    fn read(&mut self, items: &[Value], consistent: bool) {
         let bytes: usize = items.iter().map(item_size).sum();
-        self.read_units += units(bytes, 4096);
+        self.read_half_units += units(bytes, 4096) * if consistent { 2 } else { 1 };
+    }
+
+    fn read_units(&self) -> f64 {
+        self.read_half_units as f64 / 2.0
     }
 
     fn record(&mut self, line: &Value) {
@@ -170,18 +184,29 @@ impl Tally {
         };
         *self.requests.entry(operation.clone()).or_default() += 1;
         let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let consistent = request["ConsistentRead"].as_bool() == Some(true);
         match operation.as_str() {
             "dynamodb:PutItem" => self.write(&request["Item"], false),
             "dynamodb:TransactWriteItems" => {
-                for item in request["TransactItems"].as_array().into_iter().flatten() {
-                    self.write(&item["Put"]["Item"], true);
+                let items = request["TransactItems"].as_array().into_iter().flatten();
+                let token = request["ClientRequestToken"].as_str().unwrap_or_default();
+                if token.is_empty() || self.transactions.insert(token.to_owned()) {
+                    for item in items {
+                        self.write(&item["Put"]["Item"], true);
+                    }
+                } else {
+                    self.repeated_transactions += 1;
+                    for item in items {
+                        // A transactional read: two units per 4 KB, four halves.
+                        self.read_half_units += 4 * units(item_size(&item["Put"]["Item"]), 4096);
+                    }
                 }
             }
             // Reads are billed by the size of what they return; the stored items stand in.
             "dynamodb:GetItem" => {
                 let key = format!("{}|{}", request["Key"]["pk"], request["Key"]["sk"]);
                 let item = self.items.get(&key).cloned().unwrap_or(Value::Null);
-                self.read(&[item]);
+                self.read(&[item], consistent);
             }
             "dynamodb:Query" => {
                 let pk = &request["ExpressionAttributeValues"][":pk"];
@@ -191,7 +216,7 @@ impl Tally {
                     .filter(|i| !pk.is_null() && &i["pk"] == pk)
                     .cloned()
                     .collect();
-                self.read(&items);
+                self.read(&items, consistent);
             }
             "dynamodb:BatchGetItem" => {
                 let keys: Vec<Value> = request["RequestItems"]
@@ -206,11 +231,29 @@ impl Tally {
                         .get(&format!("{}|{}", key["pk"], key["sk"]))
                         .cloned()
                         .unwrap_or(Value::Null);
-                    self.read(&[item]);
+                    self.read(&[item], consistent);
                 }
             }
             _ => {}
         }
+    }
+}
+
+/// Submits drone deliveries `cost-{i}` for each `i`: alone, or in one batch.
+async fn submit(stack: &Stack, ids: &[usize]) {
+    let body = |i: &usize| json!({ "id": format!("cost-{i}"), "workflow": "drone-delivery", "input": delivery_input() });
+    if let [i] = ids {
+        let (status, answer) = stack
+            .http("PUT", &format!("/tasks/cost-{i}"), Some(&body(i)))
+            .await;
+        assert_eq!(status, 202, "{answer}");
+        return;
+    }
+    let batch = json!({ "tasks": ids.iter().map(body).collect::<Vec<_>>() });
+    let (status, answer) = stack.http("POST", "/tasks/batch", Some(&batch)).await;
+    assert_eq!(status, 200, "{answer}");
+    for result in answer["results"].as_array().into_iter().flatten() {
+        assert_eq!(result["status"], 202, "{answer}");
     }
 }
 
@@ -221,6 +264,7 @@ async fn main() {
         lease_bucket_seconds,
         waves,
         ingestion,
+        batch,
     } = Args::parse();
     let waves = waves.clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
@@ -245,18 +289,17 @@ async fn main() {
         .await
         .expect("recording");
     let before = stack.invocations();
+    let mut submissions = 0_u64;
 
     // Waves spread over one lease bucket: whether a task's lease crosses into another
     // bucket (an index write) depends on when in the bucket it runs.
     let wave_gap = std::time::Duration::from_secs(lease_bucket_seconds) / waves as u32;
     for wave in 0..waves {
         let started = std::time::Instant::now();
-        for i in (wave..tasks).step_by(waves) {
-            let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
-            let (status, _) = stack
-                .http("PUT", &format!("/tasks/cost-{i}"), Some(&body))
-                .await;
-            assert_eq!(status, 202);
+        let wave_tasks: Vec<usize> = (wave..tasks).step_by(waves).collect();
+        for chunk in wave_tasks.chunks(usize::from(batch)) {
+            submit(&stack, chunk).await;
+            submissions += 1;
         }
         // Until the queues are empty twice running (a task's next message may be on its way).
         let mut idle = 0;
@@ -284,6 +327,8 @@ async fn main() {
         .send()
         .await
         .expect("recording");
+    // Before the reads that check the tasks, which the submission function serves.
+    let after = stack.invocations();
     for i in 0..tasks {
         let (_, task) = stack.http("GET", &format!("/tasks/cost-{i}"), None).await;
         assert_eq!(task["state"], "Processed", "{task}");
@@ -298,7 +343,7 @@ async fn main() {
     }
     let per_task = |n: u64| n as f64 / tasks as f64;
     println!(
-        "{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5, {} ingestion\n",
+        "{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5, {} ingestion, {batch} a request\n",
         if ingestion == Ingestion::Buffered {
             "buffered"
         } else {
@@ -327,8 +372,7 @@ async fn main() {
             sns_requests += count;
         }
     }
-    let invocations: BTreeMap<_, _> = stack
-        .invocations()
+    let invocations: BTreeMap<_, _> = after
         .into_iter()
         .map(|(f, mut i)| {
             if let Some(b) = before.get(f) {
@@ -339,6 +383,12 @@ async fn main() {
             (f, i)
         })
         .collect();
+    if tally.repeated_transactions > 0 {
+        println!(
+            "({} TransactWriteItems were sent again by the SDK with their ClientRequestToken, its answer lost: on DynamoDB not applied again, their items' reads billed, not writes)\n",
+            tally.repeated_transactions
+        );
+    }
     println!(
         "\nLambda invocations per task (records per invocation, handler time per invocation):"
     );
@@ -346,7 +396,8 @@ async fn main() {
     let mut gb_seconds = 0.0;
     let mut handled_records = 0;
     for (function, i) in &invocations {
-        if *function == "supervisor" || *function == "submission" {
+        // The supervisor runs every minute, whatever the load: not a task's cost.
+        if *function == "supervisor" {
             continue;
         }
         lambda_requests += i.invocations;
@@ -359,8 +410,6 @@ async fn main() {
             i.time.as_secs_f64() * 1000.0 / i.invocations.max(1) as f64
         );
     }
-    // One submission per task; the reads of the check above are not counted.
-    lambda_requests += tasks as u64;
     // The event-source mapping receives a batch and deletes it in one call each.
     let batches = invocations
         .iter()
@@ -368,33 +417,32 @@ async fn main() {
         .map(|(_, i)| i.invocations)
         .sum::<u64>();
     let mapping_requests = 2 * batches;
-    println!("  {:<12} {:>6.2}", "submission", 1.0);
     println!(
         "\nDynamoDB per task: {:.1} write units on the table (items of {} bytes on average), {:.1} on the indexes, {:.1} read units",
         per_task(tally.write_units),
         tally.written_bytes / tally.writes.max(1),
         per_task(tally.index_write_units),
-        per_task(tally.read_units)
+        tally.read_units() / tasks as f64
     );
     let millions = 1e6 / tasks as f64;
     let dynamodb = ((tally.write_units + tally.index_write_units) as f64
         * price::DYNAMODB_WRITE_UNIT
-        + tally.read_units as f64 * price::DYNAMODB_READ_UNIT)
+        + tally.read_units() * price::DYNAMODB_READ_UNIT)
         * millions;
     // A unit of provisioned capacity serves one request unit a second; at the auto
     // scaling target, each unit used pays for 1/target units.
-    let provisioned = |units: u64, unit_hour: f64| {
-        units as f64 * unit_hour / 3600.0 / price::AUTO_SCALING_TARGET * millions
+    let provisioned = |units: f64, unit_hour: f64| {
+        units * unit_hour / 3600.0 / price::AUTO_SCALING_TARGET * millions
     };
     let dynamodb_provisioned = provisioned(
-        tally.write_units + tally.index_write_units,
+        (tally.write_units + tally.index_write_units) as f64,
         price::DYNAMODB_WCU_HOUR,
-    ) + provisioned(tally.read_units, price::DYNAMODB_RCU_HOUR);
+    ) + provisioned(tally.read_units(), price::DYNAMODB_RCU_HOUR);
     let sqs = (sqs_requests + mapping_requests) as f64 * price::SQS_REQUEST * millions;
     let sns = sns_requests as f64 * price::SNS_PUBLISH * millions;
     let lambda = lambda_requests as f64 * price::LAMBDA_REQUEST * millions
         + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
-    let api = price::HTTP_API_REQUEST * 1e6;
+    let api = submissions as f64 * price::HTTP_API_REQUEST * millions;
     let rest = sqs + sns + lambda + api;
     println!("\ndollars per million drone deliveries, us-east-1 list prices:");
     println!("  DynamoDB on demand           {dynamodb:>8.2}");
