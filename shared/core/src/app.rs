@@ -560,12 +560,7 @@ impl App {
         let prepared: Vec<&Buffered> = prepared.into_iter().collect();
         let messages: Vec<OutgoingMessage> = prepared
             .iter()
-            .map(|buffered| {
-                OutgoingMessage::json(
-                    &SchedulerMessage::Submit((*buffered).clone()),
-                    Duration::ZERO,
-                )
-            })
+            .map(|buffered| OutgoingMessage::json(&buffered.as_message(), Duration::ZERO))
             .collect();
         if messages.is_empty() {
             return Ok(());
@@ -654,7 +649,7 @@ impl App {
 
     /// A scheduler, on a buffered submission: creates its task, or finds it created
     /// by the same request, or refuses it on the task another request created.
-    async fn ingest(&self, buffered: Buffered) -> Result<Handled, HandleError> {
+    async fn ingest(&self, buffered: &Buffered) -> Result<Handled, HandleError> {
         let definition = self.workflow(&buffered.workflow).await?;
         let id = buffered.submission.id.clone();
         match self
@@ -663,7 +658,7 @@ impl App {
         {
             Ok(Submitted::Created(_)) => Ok(Handled::Created),
             Ok(Submitted::Replayed(existing)) => {
-                self.claim_again(&definition, buffered.submission, &existing)
+                self.claim_again(&definition, buffered.submission.clone(), &existing)
                     .await?;
                 Ok(Handled::Repeated)
             }
@@ -900,7 +895,7 @@ impl App {
         let message: SchedulerMessage =
             serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
         let task_id = match &message {
-            SchedulerMessage::Submit(buffered) => return self.ingest(buffered.clone()).await,
+            SchedulerMessage::Submit(buffered) => return self.ingest(buffered).await,
             SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {
                 task_id
             }

@@ -45,6 +45,20 @@ pub struct Buffered {
     pub accepted_at: Timestamp,
 }
 
+impl Buffered {
+    /// The [`SchedulerMessage::Submit`] that carries this submission, written from a
+    /// borrow: the same JSON, without a copy of the submission to wrap.
+    #[must_use]
+    pub fn as_message(&self) -> impl Serialize + '_ {
+        #[derive(Serialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum Borrowed<'a> {
+            Submit(&'a Buffered),
+        }
+        Borrowed::Submit(self)
+    }
+}
+
 /// Run the step's remote call, or undo it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -197,4 +211,28 @@ pub struct Alert {
     pub compensation_failed: Vec<String>,
     /// When the task reached Error.
     pub at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_buffered_submission_written_from_a_borrow_reads_back_as_its_submit_message() {
+        let buffered: Buffered = serde_json::from_value(json!({
+            "workflow": {"name": "drone-delivery", "version": 2},
+            "submission": {"id": "t-1", "input": {"weight_kg": 1.5}, "notify": null},
+            "accepted_at": 1_800_000_000_000_u64,
+        }))
+        .expect("a buffered submission");
+        let text = serde_json::to_string(&buffered.as_message()).expect("JSON");
+        let read: SchedulerMessage = serde_json::from_str(&text).expect("a scheduler message");
+        assert_eq!(read, SchedulerMessage::Submit(buffered.clone()));
+        assert_eq!(
+            text,
+            serde_json::to_string(&SchedulerMessage::Submit(buffered)).expect("JSON")
+        );
+    }
 }
