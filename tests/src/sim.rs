@@ -466,14 +466,9 @@ impl SimRemote {
 impl RemoteCall for SimRemote {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
         self.world.interleave().await;
-        let task = request.payload["task_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let step = request.payload["step"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let payload = request.payload.value();
+        let task = payload["task_id"].as_str().unwrap_or_default().to_owned();
+        let step = payload["step"].as_str().unwrap_or_default().to_owned();
         let compensation = request.idempotency_key.ends_with("/compensate");
         let now = self.clock.now();
         if self

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::messages::{AgentRequest, Method, Operation, Outcome, SchedulerMessage};
+use sas_core::domain::messages::{
+    AgentRequest, Method, Operation, Outcome, Payload, SchedulerMessage,
+};
 use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::workflow::RetryPolicy;
 use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest};
@@ -80,7 +82,7 @@ async fn run(
             jitter: false,
             call_timeout: None,
         },
-        payload: json!({}),
+        payload: Payload::of(&json!({})).expect("JSON"),
     };
     let verdict = caller
         .on_request(&serde_json::to_string(&request).expect("json"))

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::domain::ids::{QueueName, TaskId};
-use crate::domain::messages::{Alert, Method};
+use crate::domain::messages::{Alert, Method, Payload};
 use crate::domain::services::{SecretRef, SigV4};
 use crate::domain::task::{Order, Task, TaskState};
 use crate::domain::workflow::Workflow;
@@ -353,7 +353,7 @@ pub struct RemoteRequest {
     /// Sent with every attempt; the service applies the effect once per key.
     pub idempotency_key: String,
     /// The body.
-    pub payload: Value,
+    pub payload: Payload,
     /// The longest the call may take.
     pub timeout: Duration,
 }

@@ -166,8 +166,7 @@ impl HttpRemote {
     ) -> Result<reqwest::Response, RemoteError> {
         let name = request.service.as_str();
         let method = http_method(request.method);
-        let body = serde_json::to_vec(&request.payload)
-            .map_err(|e| RemoteError::Permanent(format!("the payload cannot be sent: {e}")))?;
+        let body = request.payload.as_str().as_bytes().to_vec();
         let timeout = service
             .timeout
             .map_or(request.timeout, |t| t.min(request.timeout));
@@ -356,6 +355,7 @@ impl RemoteCall for HttpRemote {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sas_core::domain::messages::Payload;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -405,7 +405,7 @@ mod tests {
                 method,
                 path: "/op".into(),
                 idempotency_key: "t/1/step".into(),
-                payload: serde_json::json!({"a": 1}),
+                payload: Payload::of(&serde_json::json!({"a": 1})).expect("JSON"),
                 timeout: Duration::from_secs(5),
             })
             .await
@@ -492,7 +492,7 @@ mod tests {
             method: Method::Post,
             path: "/op".into(),
             idempotency_key: "t/1/step".into(),
-            payload: serde_json::json!({}),
+            payload: Payload::of(&serde_json::json!({})).expect("JSON"),
             timeout: Duration::from_secs(5),
         };
         let reads = || vault.reads.load(std::sync::atomic::Ordering::SeqCst);
@@ -541,7 +541,7 @@ mod tests {
                 method: Method::Post,
                 path: "/op".into(),
                 idempotency_key: "k".into(),
-                payload: serde_json::json!({}),
+                payload: Payload::of(&serde_json::json!({})).expect("JSON"),
                 timeout: Duration::from_secs(1),
             })
             .await
@@ -568,7 +568,7 @@ mod tests {
                 method: Method::Put,
                 path: "/op".into(),
                 idempotency_key: "k".into(),
-                payload: serde_json::json!({"a": 1}),
+                payload: Payload::of(&serde_json::json!({"a": 1})).expect("JSON"),
                 timeout: Duration::from_secs(5),
             })
             .await;
@@ -596,7 +596,7 @@ mod tests {
                 method: Method::Post,
                 path: "/op".into(),
                 idempotency_key: "k".into(),
-                payload: serde_json::json!({}),
+                payload: Payload::of(&serde_json::json!({})).expect("JSON"),
                 timeout: Duration::from_secs(5),
             })
             .await

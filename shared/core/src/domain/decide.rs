@@ -8,12 +8,14 @@ use serde_json::{Map, Value, json};
 
 use super::ids::{Owner, QueueName, TaskId};
 use super::limits;
-use super::messages::{AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome};
+use super::messages::{
+    AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome, Payload,
+};
 use super::task::{
     Answer, EarlierInput, Event, Happened, MAX_HISTORY, Order, RefusedSubmission, Request,
     Resubmission, Step, StepState, Task, TaskState, WorkflowRef,
 };
-use super::workflow::{InputError, Workflow};
+use super::workflow::{InputError, Results, Workflow};
 use crate::time::Timestamp;
 
 /// How long an alert may stay unpublished before the supervisor raises it again; then
@@ -148,6 +150,16 @@ impl Decision {
             verdict,
         }
     }
+}
+
+/// The body of a call to a step without a field mapping: the task, the step, the
+/// input and the results so far (in the order of their names, as a JSON map has them).
+#[derive(serde::Serialize)]
+struct StepPayload<'a> {
+    input: &'a Value,
+    results: &'a Results<'a>,
+    step: &'a str,
+    task_id: &'a TaskId,
 }
 
 /// A task being changed: the copy to write and the effects it gathers.
@@ -291,40 +303,43 @@ impl Change {
     fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
         let definition = &workflow.steps[index];
         let complete_by = self.now.plus(definition.complete_by);
-        let results: Map<String, Value> = self
+        let results: Results<'_> = self
             .task
             .steps
             .iter()
-            .filter_map(|s| Some((s.name.clone(), s.output.clone()?)))
+            .filter_map(|s| Some((s.name.as_str(), s.output.as_ref()?)))
             .collect();
         let (endpoint, key_suffix) = match operation {
             Operation::Call => (Some(&definition.call), ""),
             Operation::Compensate => (definition.compensation.as_ref(), "/compensate"),
         };
         let payload = match &definition.fields {
-            Some(fields) => json!({
+            Some(fields) => Payload::of(&json!({
                 "task_id": self.task.id,
                 "step": definition.name,
                 "fields": fields
                     .iter()
                     .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
                     .collect::<Map<String, Value>>(),
-            }),
-            None => json!({
-                "task_id": self.task.id,
-                "step": definition.name,
-                "input": order.input,
-                "results": results,
+            })),
+            None => Payload::of(&StepPayload {
+                input: &order.input,
+                results: &results,
+                step: &definition.name,
+                task_id: &self.task.id,
             }),
         };
-        let mapped = definition.fields.as_ref().map(|_| &payload);
-        let path = endpoint
+        let request = endpoint
             .map(|e| e.fill(&order.input, &results))
             .transpose()
             .map(Option::unwrap_or_default)
-            .and_then(|path| limits::request_refusal(&path, mapped).map_or(Ok(path), Err));
-        let path = match path {
-            Ok(path) => path,
+            .and_then(|path| {
+                let payload = payload.map_err(|e| format!("payload: {e}"))?;
+                let mapped = definition.fields.as_ref().map(|_| payload.as_str());
+                limits::request_refusal(&path, mapped).map_or(Ok((path, payload)), Err)
+            });
+        let (path, payload) = match request {
+            Ok(request) => request,
             // The operation cannot be called as the workflow builds it: it fails, for
             // good, without a call.
             Err(error) => {
@@ -1032,7 +1047,8 @@ mod tests {
         let now = Timestamp(0);
         let (task, order, quote) = run_to(&workflow, 0, now);
         assert_eq!(
-            quote.payload["input"], order.input,
+            quote.payload.value()["input"],
+            order.input,
             "a step without a mapping is sent everything"
         );
         let quoted = Outcome::Succeeded {
@@ -1041,7 +1057,7 @@ mod tests {
         let decision = on_response(&task, &workflow, &order, &respond(&quote, quoted), now);
         let book = dispatched(&decision)[0].clone();
         assert_eq!(
-            book.payload,
+            book.payload.value(),
             json!({"task_id": "t1", "step": "book",
                    "fields": {"from": "a", "quote": 12, "booking": null}}),
             "only the mapped fields: not the input's other fields, not the results"
@@ -1067,7 +1083,7 @@ mod tests {
         );
         assert_eq!(quote.method, Method::Post, "a POST unless named");
         assert_eq!(
-            undo.payload["fields"],
+            undo.payload.value()["fields"],
             json!({"from": "a", "quote": 12, "booking": "bk-9"}),
             "the compensation sees the step's own result"
         );
@@ -1838,7 +1854,7 @@ mod tests {
         assert_eq!((task.run, task.resubmissions.len()), (2, 1));
         assert!(task.resubmissions[0].edited);
         let claim = on_run(&task, &workflow, &edited, "s1", now);
-        assert_eq!(dispatched(&claim)[0].payload["input"], new);
+        assert_eq!(dispatched(&claim)[0].payload.value()["input"], new);
         // Each edit keeps the input it replaces: past what a record holds, one is refused.
         let (mut task, mut order) = (task, edited);
         let large = json!({"customer_id": "x".repeat(60 * 1024), "pickup": "a", "dropoff": "b", "weight_kg": 1});

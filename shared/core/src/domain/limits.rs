@@ -40,14 +40,14 @@ pub const MAX_PATH: usize = 2 * 1024;
 /// mapping may name one value more than once; the payload of a step without one
 /// is within it by construction).
 #[must_use]
-pub fn request_refusal(path: &str, mapped_payload: Option<&serde_json::Value>) -> Option<String> {
+pub fn request_refusal(path: &str, mapped_payload: Option<&str>) -> Option<String> {
     if path.len() > MAX_PATH {
         return Some(format!(
             "path: {} bytes, over the {MAX_PATH} a path may have",
             path.len()
         ));
     }
-    let bytes = mapped_payload.map_or(0, json_size);
+    let bytes = mapped_payload.map_or(0, str::len);
     (bytes > MAX_TASK_DATA)
         .then(|| format!("fields: {bytes} bytes, over the {MAX_TASK_DATA} a request may carry"))
 }

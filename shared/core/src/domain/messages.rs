@@ -3,6 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::ids::TaskId;
 use super::task::TaskState;
@@ -126,7 +127,44 @@ pub struct AgentRequest {
     /// How the agent retries.
     pub retry: RetryPolicy,
     /// The body sent to the remote service.
-    pub payload: Value,
+    #[schemars(with = "Value")]
+    pub payload: Payload,
+}
+
+/// A request's body, kept as the JSON text it was written as: carried to the
+/// agent and sent on to the service without being parsed and written again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Payload(Box<RawValue>);
+
+impl Payload {
+    /// `value` written as JSON.
+    ///
+    /// # Errors
+    /// When `value` cannot be written as JSON (a map with keys that are not text).
+    pub fn of(value: &impl Serialize) -> Result<Self, serde_json::Error> {
+        serde_json::value::to_raw_value(value).map(Self)
+    }
+
+    /// The JSON text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The JSON as a value, to look into.
+    #[must_use]
+    pub fn value(&self) -> Value {
+        // Valid JSON by construction: written by `of`, or checked when read.
+        serde_json::from_str(self.0.get()).unwrap_or_default()
+    }
+}
+
+/// Equal when the texts are.
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
 }
 
 /// How a remote call ended.

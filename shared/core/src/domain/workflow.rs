@@ -159,11 +159,7 @@ impl Endpoint {
     ///
     /// # Errors
     /// Naming the first value that is missing, or neither a string nor a number.
-    pub fn fill(
-        &self,
-        input: &Value,
-        results: &serde_json::Map<String, Value>,
-    ) -> Result<String, String> {
+    pub fn fill(&self, input: &Value, results: &Results<'_>) -> Result<String, String> {
         const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
             .remove(b'-')
             .remove(b'_')
@@ -266,6 +262,9 @@ pub enum FieldSource {
     },
 }
 
+/// The outputs of a task's steps that have one, by step name, borrowed from the task.
+pub type Results<'a> = std::collections::BTreeMap<&'a str, &'a Value>;
+
 /// What a step's values may name: the workflow's input fields, and the results of the
 /// step itself and of the steps before it.
 struct Scope<'a> {
@@ -310,12 +309,14 @@ impl FieldSource {
     /// The value it names, given the task's input and the steps' results; null when
     /// a result has no such value.
     #[must_use]
-    pub fn value(&self, input: &Value, results: &serde_json::Map<String, Value>) -> Value {
+    pub fn value(&self, input: &Value, results: &Results<'_>) -> Value {
         match self {
             Self::Input(field) => input.get(field).cloned().unwrap_or(Value::Null),
             Self::Result { step, path } => path
                 .iter()
-                .try_fold(results.get(step), |value, field| Some(value?.get(field)))
+                .try_fold(results.get(step.as_str()).copied(), |value, field| {
+                    Some(value?.get(field))
+                })
                 .flatten()
                 .cloned()
                 .unwrap_or(Value::Null),
@@ -913,13 +914,13 @@ mod tests {
         let fields = workflow.steps[1].fields.as_ref().expect("fields");
         assert_eq!(fields["order"], FieldSource::Input("order_id".into()));
         assert_eq!(fields["drone"].to_string(), "results.a.drone.id");
-        let results = serde_json::json!({"a": {"drone": {"id": 7}}});
-        let results = results.as_object().expect("object");
+        let a = serde_json::json!({"drone": {"id": 7}});
+        let results = Results::from([("a", &a)]);
         let input = serde_json::json!({"order_id": "o-1", "secret": "s"});
-        assert_eq!(fields["order"].value(&input, results), "o-1");
-        assert_eq!(fields["drone"].value(&input, results), 7);
+        assert_eq!(fields["order"].value(&input, &results), "o-1");
+        assert_eq!(fields["drone"].value(&input, &results), 7);
         assert_eq!(
-            fields["mine"].value(&input, results),
+            fields["mine"].value(&input, &results),
             Value::Null,
             "a result not there yet is null"
         );
@@ -961,33 +962,32 @@ mod tests {
             .compensation
             .as_ref()
             .expect("compensation");
-        let results = serde_json::json!({"b": {"id": "d 7/x"}});
-        let results = results.as_object().expect("object");
+        let b = serde_json::json!({"id": "d 7/x"});
+        let results = Results::from([("b", &b)]);
         let input = serde_json::json!({"order_id": 42});
         assert_eq!(
-            undo.fill(&input, results).as_deref(),
+            undo.fill(&input, &results).as_deref(),
             Ok("/drones/d%207%2Fx/for/42"),
             "each value a path segment"
         );
-        let none = serde_json::Map::new();
+        let none = Results::new();
         assert_eq!(
             undo.fill(&input, &none),
             Err("path: {results.b.id} has no value".to_owned())
         );
         for value in ["", ".", ".."] {
-            let results = serde_json::json!({"b": {"id": value}});
+            let b = serde_json::json!({"id": value});
             assert_eq!(
-                undo.fill(&input, results.as_object().expect("object")),
+                undo.fill(&input, &Results::from([("b", &b)])),
                 Err(format!(
                     "path: {{results.b.id}} is '{value}', which names no single resource"
                 )),
                 "no request leaves its path"
             );
         }
-        let results = serde_json::json!({"b": {"id": "%2e%2e"}});
+        let b = serde_json::json!({"id": "%2e%2e"});
         assert_eq!(
-            undo.fill(&input, results.as_object().expect("object"))
-                .as_deref(),
+            undo.fill(&input, &Results::from([("b", &b)])).as_deref(),
             Ok("/drones/%252e%252e/for/42"),
             "an encoded dot is text, encoded again"
         );
