@@ -414,7 +414,7 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     let noise: String = (0..2 * MAX_ITEM)
         .map(|_| fastrand::alphanumeric())
         .collect();
-    task.steps[0].output = Some(json!(noise));
+    task.steps[0].output = Some(json!(noise).into());
     task.version += 1;
     assert!(
         matches!(store.update(&task).await, Err(StoreError::TooLarge(e)) if e.contains("over the 409600")),

@@ -189,7 +189,7 @@ impl<'a> TaskView<'a> {
                     complete_by: time(s.complete_by),
                     started_at: time(s.started_at),
                     finished_at: time(s.finished_at),
-                    output: s.output.as_ref(),
+                    output: s.output.as_deref(),
                     error: s.error.as_deref(),
                 })
                 .collect(),

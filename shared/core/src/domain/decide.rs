@@ -2,6 +2,7 @@
 //! task's state and returns its next state and the effects to perform after it is
 //! written. Nothing here does I/O or reads a clock.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -307,7 +308,7 @@ impl Change {
             .task
             .steps
             .iter()
-            .filter_map(|s| Some((s.name.as_str(), s.output.as_ref()?)))
+            .filter_map(|s| Some((s.name.as_str(), s.output.as_deref()?)))
             .collect();
         let (endpoint, key_suffix) = match operation {
             Operation::Call => (Some(&definition.call), ""),
@@ -439,8 +440,21 @@ impl Submission {
     /// A digest of what was asked, the same for the same request sent again.
     #[must_use]
     pub fn fingerprint(&self, workflow: &str) -> String {
-        let canonical = json!({ "workflow": workflow, "input": self.input, "notify": self.notify });
-        super::workflow::sha256_hex(&canonical.to_string())
+        /// What is digested, written from borrows: its fields in their names' order,
+        /// as the JSON map it was first written from had them, so that the digests
+        /// of tasks already stored still match.
+        #[derive(serde::Serialize)]
+        struct Canonical<'a> {
+            input: &'a Value,
+            notify: &'a Option<QueueName>,
+            workflow: &'a str,
+        }
+        let canonical = Canonical {
+            input: &self.input,
+            notify: &self.notify,
+            workflow,
+        };
+        super::workflow::sha256_hex(&crate::to_json(&canonical))
     }
 }
 
@@ -593,7 +607,7 @@ impl Change {
         match (outcome, operation) {
             (Outcome::Succeeded { output }, Operation::Call) => {
                 step.state = StepState::Processed;
-                step.output = Some(output.clone());
+                step.output = Some(Arc::new(output.clone()));
             }
             (Outcome::Unusable { error }, Operation::Call) => {
                 step.state = StepState::Unusable;
@@ -739,7 +753,7 @@ fn task_data_size(order: &Order, task: &Task) -> usize {
         + task
             .steps
             .iter()
-            .filter_map(|s| s.output.as_ref())
+            .filter_map(|s| s.output.as_deref())
             .map(limits::json_size)
             .sum::<usize>()
 }
@@ -1992,6 +2006,12 @@ mod tests {
         let a = submission(false);
         let mut b = submission(false);
         assert_eq!(a.fingerprint("w"), b.fingerprint("w"));
+        let stored = json!({"workflow": "w", "input": a.input, "notify": a.notify});
+        assert_eq!(
+            a.fingerprint("w"),
+            super::super::workflow::sha256_hex(&stored.to_string()),
+            "the digest of the JSON map it was first written from: stored tasks' still match"
+        );
         b.input["weight_kg"] = json!(3);
         assert_ne!(a.fingerprint("w"), b.fingerprint("w"));
         assert_ne!(a.fingerprint("w"), a.fingerprint("v"));

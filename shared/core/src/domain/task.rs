@@ -1,5 +1,7 @@
 //! The state a task and each of its steps keep in the state store.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -109,9 +111,10 @@ pub struct Step {
     /// the compensation's complete-by passes and it is to be undone again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undoing: Option<StepState>,
-    /// What the remote service answered.
+    /// What the remote service answered (shared: a task is copied at every
+    /// decision, its outputs are not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub output: Option<Arc<Value>>,
     /// Why the step or its compensation failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
