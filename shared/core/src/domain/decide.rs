@@ -344,7 +344,7 @@ impl Change {
             // The operation cannot be called as the workflow builds it: it fails, for
             // good, without a call.
             Err(error) => {
-                self.record(index, operation, &Outcome::Failed { error });
+                self.record(index, operation, Outcome::Failed { error });
                 self.advance(workflow, order);
                 return;
             }
@@ -582,15 +582,15 @@ pub fn on_response(
         }
         _ => response.outcome.clone(),
     };
-    change.record(response.step, response.operation, &outcome);
+    change.record(response.step, response.operation, outcome);
     change.advance(workflow, order);
     change.done(Verdict::Recorded)
 }
 
 impl Change {
     /// Records how an operation of step `index` ended.
-    fn record(&mut self, index: usize, operation: Operation, outcome: &Outcome) {
-        let answer = match outcome {
+    fn record(&mut self, index: usize, operation: Operation, outcome: Outcome) {
+        let answer = match &outcome {
             Outcome::Succeeded { .. } => Answer::Succeeded,
             Outcome::Failed { .. } => Answer::Failed,
             Outcome::Unusable { .. } => Answer::Unusable,
@@ -607,12 +607,12 @@ impl Change {
         match (outcome, operation) {
             (Outcome::Succeeded { output }, Operation::Call) => {
                 step.state = StepState::Processed;
-                step.output = Some(Arc::new(output.clone()));
+                step.output = Some(Arc::new(output));
             }
             (Outcome::Unusable { error }, Operation::Call) => {
                 step.state = StepState::Unusable;
-                step.error = Some(error.clone());
                 let reason = format!("step '{}': {error}", step.name);
+                step.error = Some(error);
                 self.fail(reason);
             }
             (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
@@ -620,8 +620,8 @@ impl Change {
             }
             (Outcome::Failed { error }, Operation::Call) => {
                 step.state = StepState::Error;
-                step.error = Some(error.clone());
                 let reason = format!("step '{}' failed: {error}", step.name);
+                step.error = Some(error);
                 self.fail(reason);
             }
             (Outcome::Failed { error }, Operation::Compensate) => {
