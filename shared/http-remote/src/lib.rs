@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -44,8 +44,10 @@ pub const SECRET_TTL: Duration = Duration::from_secs(300);
 
 /// Calls services by name, each at its base URL.
 pub struct HttpRemote {
-    /// Built at the first call: a function that makes none does not pay for its TLS set-up.
-    client: OnceLock<reqwest::Client>,
+    /// Built at the first call, once however many calls come at once (the root
+    /// certificates' load is a cold start's largest CPU cost): a function that makes
+    /// no call does not pay for its TLS set-up.
+    client: Mutex<Option<reqwest::Client>>,
     services: HashMap<String, Service>,
     fallback: Option<String>,
     credentials: Arc<dyn Credentials>,
@@ -101,7 +103,7 @@ impl HttpRemote {
         credentials: Arc<dyn Credentials>,
     ) -> Self {
         Self {
-            client: OnceLock::new(),
+            client: Mutex::new(None),
             services,
             fallback,
             credentials,
@@ -210,15 +212,17 @@ impl HttpRemote {
         })
     }
 
-    fn client(&self) -> Result<&reqwest::Client, RemoteError> {
-        if let Some(client) = self.client.get() {
-            return Ok(client);
+    fn client(&self) -> Result<reqwest::Client, RemoteError> {
+        let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(client) = &*client {
+            return Ok(client.clone());
         }
         let built = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| RemoteError::Transient(format!("cannot build the HTTP client: {e}")))?;
-        Ok(self.client.get_or_init(|| built))
+        *client = Some(built.clone());
+        Ok(built)
     }
 }
 
