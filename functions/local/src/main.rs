@@ -12,8 +12,20 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// One worker thread for every function, the HTTP servers and the agent's calls, unless
+/// `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer thread,
+/// which takes its commits (and their fsyncs) off it, that is a pipeline over two
+/// cores. A second worker costs more in wake-ups and stolen tasks between the two than
+/// it brings (BENCHMARKS.md, "One worker thread").
+fn main() -> anyhow::Result<()> {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        runtime.worker_threads(1);
+    }
+    runtime.enable_all().build()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
