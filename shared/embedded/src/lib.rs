@@ -41,8 +41,8 @@ use crate::recent::Recent;
 use crate::schema::{SCHEMA, millis, unavailable};
 use crate::store::decode_rows;
 use crate::writer::{
-    DeferredWrites, Job, READERS, STATEMENTS, WRITER_CHECKPOINT_PAGES, checkpoint_loop, execute,
-    in_savepoint, write_loop,
+    DeferredWrites, Job, READERS, STATEMENTS, WRITER_CHECKPOINT_PAGES, checkpoint_loop, commit,
+    execute, in_savepoint, write_loop,
 };
 
 /// What a commit waits for.
@@ -106,10 +106,19 @@ pub struct Depth {
 /// The embedded backend. Writes go to one writer thread, which commits every
 /// write waiting at the time in one transaction (group commit: one fsync for many
 /// writers), each in a savepoint of its own so that one failing write does not undo
-/// the others; reads go to their own connections, concurrently.
+/// the others; reads go to their own connections, concurrently. A write waited for
+/// while no other is, and no commit under way, is committed by its caller on its
+/// own thread, blocking it for the commit as the hand-off would have: a lone step
+/// (a task at a time) then wakes no thread for its commit, and its thread had
+/// nothing else to run.
 pub struct Embedded {
     /// The writer thread's jobs; `None` once the store is dropped.
     writer: Mutex<Option<mpsc::Sender<Job>>>,
+    /// The connection every write goes through: the writer thread's, and the caller's
+    /// own when nobody else waits for a commit.
+    connection: Arc<Mutex<Connection>>,
+    /// Writes waited for, taken and not yet committed.
+    uncommitted: Arc<AtomicUsize>,
     /// Joined on drop, so that the writes answered before their commit are committed.
     writer_thread: Option<std::thread::JoinHandle<()>>,
     /// Dropped to stop the checkpointer thread.
@@ -182,9 +191,11 @@ impl Embedded {
         let (writer, jobs) = mpsc::channel();
         let deferred = Arc::new(DeferredWrites::default());
         let writes = Arc::clone(&deferred);
+        let connection = Arc::new(Mutex::new(connection));
+        let writers = Arc::clone(&connection);
         let writer_thread = std::thread::Builder::new()
             .name("sas-embedded-writer".into())
-            .spawn(move || write_loop(connection, jobs, &writes))
+            .spawn(move || write_loop(&writers, jobs, &writes))
             .map_err(unavailable)?;
         let (checkpoints, stop) = mpsc::channel();
         let checkpoint_thread = std::thread::Builder::new()
@@ -193,6 +204,8 @@ impl Embedded {
             .map_err(unavailable)?;
         Ok(Self {
             writer: Mutex::new(Some(writer)),
+            connection,
+            uncommitted: Arc::default(),
             writer_thread: Some(writer_thread),
             checkpoints: Some(checkpoints),
             checkpoint_thread: Some(checkpoint_thread),
@@ -295,9 +308,15 @@ impl Embedded {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
+        let taken = Uncommitted::take(&self.uncommitted);
+        // The tasks ready to run go first: a write any of them makes in the meantime
+        // is one more waiting, and the commit is then the writer thread's, for both.
+        tokio::task::yield_now().await;
+        let alone = taken.is_alone();
         let job: Job = Box::new(move |c: &Connection| {
             let outcome = in_savepoint(c, work);
             Box::new(move |committed: bool| {
+                drop(taken);
                 let answer = if committed {
                     if outcome.is_ok() {
                         then();
@@ -309,16 +328,35 @@ impl Embedded {
                 let _ = reply.send(answer);
             })
         });
-        self.writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .ok_or_else(|| unavailable("the store is closed"))?
-            .send(job)
-            .map_err(|_| unavailable("the writer thread has stopped"))?;
+        // Nobody else waits for a commit and the writer thread is not in one: this
+        // thread commits it itself, sparing the two thread wake-ups of a hand-off.
+        let job = if alone {
+            self.commit_here(job)
+        } else {
+            Some(job)
+        };
+        if let Some(job) = job {
+            self.writer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .ok_or_else(|| unavailable("the store is closed"))?
+                .send(job)
+                .map_err(|_| unavailable("the writer thread has stopped"))?;
+        }
         answer
             .await
             .map_err(|_| unavailable("the writer thread has stopped"))?
+    }
+
+    /// Commits `job` on this thread if the writer thread is not in a commit; gives it
+    /// back otherwise.
+    fn commit_here(&self, job: Job) -> Option<Job> {
+        let Ok(connection) = self.connection.try_lock() else {
+            return Some(job);
+        };
+        commit(&connection, &self.deferred, vec![job]);
+        None
     }
 
     /// Leaves `work` to the writer, to be written before the next write someone
@@ -473,6 +511,28 @@ impl Embedded {
     pub async fn all_tasks(&self) -> Result<Vec<Task>, StoreError> {
         self.read(|c| decode_rows(c, "SELECT record FROM tasks ORDER BY created_at, id", []))
             .await
+    }
+}
+
+/// One write waited for, counted among the uncommitted until it is answered (or
+/// dropped unanswered).
+struct Uncommitted(Arc<AtomicUsize>);
+
+impl Uncommitted {
+    fn take(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(count))
+    }
+
+    /// No other write is waited for.
+    fn is_alone(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 1
+    }
+}
+
+impl Drop for Uncommitted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -289,6 +289,48 @@ async fn writes_nobody_waits_for_are_committed_before_the_next_write_or_soon() {
     }
 }
 
+/// The thread that ran a write waited for, and whether it was the writer's.
+async fn written_on_the_writer_thread(store: &Embedded) -> bool {
+    store
+        .write(|_| Ok(std::thread::current().name() == Some("sas-embedded-writer")))
+        .await
+        .expect("written")
+}
+
+#[tokio::test]
+async fn a_write_alone_is_committed_by_its_caller_and_writes_together_by_the_writer() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, clock);
+    let queue = QueueName::parse("q").expect("name");
+    let sent = OutgoingMessage {
+        body: "before".into(),
+        delay: Duration::ZERO,
+    };
+    store.send(&queue, &[sent]).await.expect("sent");
+    assert!(
+        !written_on_the_writer_thread(&store).await,
+        "nobody else waits for a commit: no hand-off to the writer thread and back"
+    );
+    assert_eq!(
+        committed_count(&dir, "SELECT COUNT(*) FROM messages"),
+        1,
+        "the writes nobody waits for are committed with it, before it"
+    );
+
+    let store = Arc::new(store);
+    let mut writes = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let store = Arc::clone(&store);
+        writes.spawn(async move { written_on_the_writer_thread(&store).await });
+    }
+    let together = writes.join_all().await;
+    assert!(
+        together.iter().all(|on_writer| *on_writer),
+        "writes waiting together are the writer thread's, committed in a group: {together:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
     let dir = tempfile::tempdir().expect("dir");

@@ -104,7 +104,7 @@ impl DeferredWrites {
 /// go with the next commit, or after [`FLUSH_EVERY`] when none comes: they wake
 /// nobody and add no fsync to anyone's path.
 pub(crate) fn write_loop(
-    connection: Connection,
+    connection: &Mutex<Connection>,
     jobs: mpsc::Receiver<Job>,
     deferred: &DeferredWrites,
 ) {
@@ -116,7 +116,7 @@ pub(crate) fn write_loop(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 if !deferred.is_empty() {
-                    commit(&connection, deferred, Vec::new());
+                    commit(&lock(connection), deferred, Vec::new());
                 }
                 return;
             }
@@ -127,8 +127,12 @@ pub(crate) fn write_loop(
                 Err(_) => break,
             }
         }
-        commit(&connection, deferred, batch);
+        commit(&lock(connection), deferred, batch);
     }
+}
+
+fn lock(connection: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
+    connection.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The checkpointer thread: copies the WAL's committed pages into the database, a
@@ -146,7 +150,7 @@ pub(crate) fn checkpoint_loop(connection: &Connection, stop: &mpsc::Receiver<()>
 
 /// Writes `batch`, each after the deferred writes made before it, in one
 /// transaction; commits it and answers each.
-fn commit(connection: &Connection, deferred: &DeferredWrites, batch: Vec<Job>) {
+pub(crate) fn commit(connection: &Connection, deferred: &DeferredWrites, batch: Vec<Job>) {
     let began = execute(connection, "BEGIN IMMEDIATE", []).is_ok();
     let answers: Vec<_> = batch
         .into_iter()
