@@ -12,11 +12,12 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// One worker thread for every function, the HTTP servers and the agent's calls, unless
-/// `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer thread,
-/// which takes the commits (and their fsyncs) off it under load, that is a pipeline
-/// over two cores. A second worker costs more in wake-ups and stolen tasks between the two than
-/// it brings (BENCHMARKS.md, "After one worker thread and commits on the caller's thread").
+/// One worker thread for every function, the HTTP servers and the agent's calls,
+/// unless `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer
+/// thread, which takes the commits (and their fsyncs) off it under load, that is a
+/// pipeline over two cores. A second worker costs more in wake-ups and stolen tasks
+/// between the two than it brings (BENCHMARKS.md, "After one worker thread and
+/// commits on the caller's thread").
 fn main() -> anyhow::Result<()> {
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
