@@ -62,6 +62,15 @@ fn duration(name: &str, default: Duration) -> anyhow::Result<Duration> {
     }
 }
 
+/// The runtime's worker threads: `TOKIO_WORKER_THREADS`, or one (`main.rs` says why).
+/// Read here rather than by tokio, which panics on a value it cannot take.
+///
+/// # Errors
+/// A value that is not a whole number of threads, 1 or more, by name.
+pub fn worker_threads() -> anyhow::Result<std::num::NonZeroUsize> {
+    parsed("TOKIO_WORKER_THREADS", std::num::NonZeroUsize::MIN)
+}
+
 impl Config {
     /// Reads the configuration from `SAS_*` environment variables; every one has a
     /// default (see the README).

@@ -19,11 +19,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// between the two than it brings (BENCHMARKS.md, "After one worker thread and
 /// commits on the caller's thread").
 fn main() -> anyhow::Result<()> {
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        runtime.worker_threads(1);
-    }
-    runtime.enable_all().build()?.block_on(run())
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(sas_local::worker_threads()?.get())
+        .enable_all()
+        .build()?
+        .block_on(run())
 }
 
 async fn run() -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! The README's run command; and the LocalStack smoke test script
+//! The README's run command, and a setting it cannot take; and the LocalStack smoke test script
 //! (`infra/localstack/smoke.sh`), run here against `sas-local`, which serves the same
 //! API: the script itself is proven, though the LocalStack deployment around it needs
 //! Docker.
@@ -43,4 +43,21 @@ fn the_readme_run_command_runs_the_local_system() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("SAS_API_ADDR=not-an-address"), "{stderr}");
+}
+
+#[test]
+fn a_worker_thread_count_it_cannot_take_stops_it_naming_the_variable() {
+    for value in ["0", "two"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_sas-local"))
+            .env("TOKIO_WORKER_THREADS", value)
+            .output()
+            .expect("sas-local runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!("TOKIO_WORKER_THREADS={value}"))
+                && !stderr.contains("panicked"),
+            "a clear error, not a panic: {stderr}"
+        );
+    }
 }
