@@ -325,6 +325,25 @@ impl Harness {
         updates
     }
 
+    /// Takes the notifications of `queue` until one is `what` (`found`), and returns
+    /// it: a notification is sent after the write it tells of, so a task may be seen
+    /// changed a moment before it.
+    pub async fn notified(&self, queue: &str, what: &str, found: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut told = Vec::new();
+        loop {
+            told.extend(self.notifications(queue).await);
+            if let Some(notification) = told.iter().find(|n| found(n)) {
+                return notification.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{queue} was never told {what}: {told:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Sets a mock service's faults.
     pub async fn faults(&self, service: &str, faults: Value) {
         let response = self

@@ -122,11 +122,11 @@ async fn a_repeat_is_the_same_task_and_a_different_request_is_refused_on_it_and_
         "the task keeps the first request"
     );
     for queue in ["second-updates", "first-updates"] {
-        let told = harness.notifications(queue).await;
-        let refusal = told
-            .iter()
-            .find(|n| n["error"].as_str().is_some_and(|e| e.contains("refused")))
-            .unwrap_or_else(|| panic!("{queue} is told: {told:?}"));
+        let refusal = harness
+            .notified(queue, "of the refusal", |n| {
+                n["error"].as_str().is_some_and(|e| e.contains("refused"))
+            })
+            .await;
         assert_eq!(refusal["task_id"], "taken");
         assert_eq!(refusal["state"], "Processed");
     }
