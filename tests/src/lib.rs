@@ -28,6 +28,24 @@ use serde_json::Value;
 /// How long a test waits for the system to settle before it gives up.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// Asks `probe` every 20 ms until it answers `Ok`, for [`PATIENCE`] at most.
+///
+/// # Panics
+/// When it has not answered `Ok` by then, with `gave_up` of its last answer.
+async fn patiently<T, E>(
+    mut probe: impl AsyncFnMut() -> Result<T, E>,
+    gave_up: impl FnOnce(E) -> String,
+) -> T {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match probe().await {
+            Ok(found) => return found,
+            Err(seen) if tokio::time::Instant::now() >= deadline => panic!("{}", gave_up(seen)),
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
 /// The path of a function's binary (`sas-scheduler`, say), built by cargo for this
 /// machine in the profile of the running program (a no-op when it is up to date). It
 /// builds every binary of the workspace, and in the dev profile its tests too, as
@@ -254,44 +272,37 @@ impl Harness {
     /// # Panics
     /// When it does not within the harness's patience.
     pub async fn wait_for(&self, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let task = self.task(id).await;
-            if done(&task) {
-                return task;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "task {id} never became {what}: {task:#}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        patiently(
+            async || {
+                let task = self.task(id).await;
+                if done(&task) { Ok(task) } else { Err(task) }
+            },
+            |task| format!("task {id} never became {what}: {task:#}"),
+        )
+        .await
     }
 
     /// Waits until the task is in `state` and no message of the pattern is queued or in
     /// flight (delayed messages count as queued).
     pub async fn settle_in(&self, id: &str, state: &str) -> Value {
         self.wait_for(id, state, |t| t["state"] == state).await;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
         let queues = &self.running.system.queues;
-        loop {
-            let mut idle = true;
-            for queue in [
-                &queues.scheduler,
-                &queues.agent_requests,
-                &queues.agent_responses,
-            ] {
-                idle &= self.depth(queue).await == Depth::default();
-            }
-            if idle {
-                return self.task(id).await;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the queues never emptied"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        patiently(
+            async || {
+                let mut idle = true;
+                for queue in [
+                    &queues.scheduler,
+                    &queues.agent_requests,
+                    &queues.agent_responses,
+                ] {
+                    idle &= self.depth(queue).await == Depth::default();
+                }
+                if idle { Ok(()) } else { Err(()) }
+            },
+            |()| "the queues never emptied".to_owned(),
+        )
+        .await;
+        self.task(id).await
     }
 
     /// A queue's depth.
@@ -329,19 +340,18 @@ impl Harness {
     /// it: a notification is sent after the write it tells of, so a task may be seen
     /// changed a moment before it.
     pub async fn notified(&self, queue: &str, what: &str, found: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
         let mut told = Vec::new();
-        loop {
-            told.extend(self.notifications(queue).await);
-            if let Some(notification) = told.iter().find(|n| found(n)) {
-                return notification.clone();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{queue} was never told {what}: {told:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        patiently(
+            async || {
+                told.extend(self.notifications(queue).await);
+                told.iter()
+                    .find(|n| found(n))
+                    .cloned()
+                    .ok_or_else(|| told.clone())
+            },
+            |told| format!("{queue} was never told {what}: {told:?}"),
+        )
+        .await
     }
 
     /// Sets a mock service's faults.
