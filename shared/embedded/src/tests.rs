@@ -325,8 +325,10 @@ async fn a_write_alone_is_committed_by_its_caller_and_writes_together_by_the_wri
         writes.spawn(async move { written_on_the_writer_thread(&store).await });
     }
     let together = writes.join_all().await;
+    // Each found the others waiting, but the last to look may find the rest committed
+    // already, and be alone.
     assert!(
-        together.iter().all(|on_writer| *on_writer),
+        together.iter().filter(|on_writer| !**on_writer).count() <= 1,
         "writes waiting together are the writer thread's, committed in a group: {together:?}"
     );
 }
