@@ -8,7 +8,10 @@ use sas_core::time::WallClock;
 use tracing_subscriber::EnvFilter;
 
 /// Many small allocations per step (JSON, HTTP, SQL rows) across threads: mimalloc
-/// spends a fraction of the CPU the system allocator does on them.
+/// spends a fraction of the CPU the system allocator does on them. It is built
+/// without transparent huge pages (`no_thp`): asked for them, the kernel zeroed 2 MiB
+/// at each first touch of a fresh arena page, 4% of the server's CPU at 64 clients
+/// and a fifth of its p99 (BENCHMARKS.md, "Without transparent huge pages").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
