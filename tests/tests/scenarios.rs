@@ -11,10 +11,11 @@ use sas_core::domain::messages::{
     AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage,
 };
 use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
-use sas_core::domain::workflow::{Registry, Workflow};
-use sas_core::ports::{Expired, OutgoingMessage, Queues, StateStore, StoreError, TaskPage};
+use sas_core::domain::workflow::Registry;
+use sas_core::ports::{OutgoingMessage, Queues, StateStore};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
 use sas_tests::{Harness, delivery_input, step_states};
 use serde_json::{Value, json};
 
@@ -713,84 +714,13 @@ async fn a_steps_paths_are_built_from_results_for_its_call_and_its_compensation(
     );
 }
 
-/// The in-memory store, but for its eventually consistent reads, which return the
-/// copy the test sets (a replica behind), and are counted with the consistent ones.
-struct Lagging {
-    inner: Arc<sas_testkit::memory::Memory>,
-    replica: std::sync::Mutex<Option<Option<(Task, Order)>>>,
-    reads: std::sync::Mutex<[usize; 2]>,
-}
-
-impl Lagging {
-    /// The next eventually consistent read returns `copy` (then the store as it is).
-    fn lag(&self, copy: Option<(Task, Order)>) {
-        *self.replica.lock().expect("replica") = Some(copy);
-    }
-
-    /// Consistent and eventually consistent reads of a task with its order, so far.
-    fn reads(&self) -> [usize; 2] {
-        *self.reads.lock().expect("reads")
-    }
-
-    /// The task as stored, with its order, for the test's own checks (not counted).
-    async fn stored(&self, id: &TaskId) -> (Task, Order) {
-        self.inner
-            .task_with_order(id)
-            .await
-            .expect("read")
-            .expect("task")
-    }
-}
-
-#[async_trait::async_trait]
-impl StateStore for Lagging {
-    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        self.inner.create(task, order).await
-    }
-    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.inner.task(id).await
-    }
-    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
-        self.reads.lock().expect("reads")[0] += 1;
-        self.inner.task_with_order(id).await
-    }
-    async fn task_with_order_eventually_consistent(
-        &self,
-        id: &TaskId,
-    ) -> Result<Option<(Task, Order)>, StoreError> {
-        self.reads.lock().expect("reads")[1] += 1;
-        let replica = self.replica.lock().expect("replica").take();
-        match replica {
-            Some(copy) => Ok(copy),
-            None => self.inner.task_with_order(id).await,
-        }
-    }
-    async fn update(&self, task: &Task) -> Result<(), StoreError> {
-        self.inner.update(task).await
-    }
-    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        self.inner.update_with_order(task, order).await
-    }
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
-        self.inner.expired(now, limit).await
-    }
-    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
-        self.inner.quarantine(id).await
-    }
-    async fn list(
-        &self,
-        state: TaskState,
-        limit: usize,
-        after: Option<&str>,
-    ) -> Result<TaskPage, StoreError> {
-        self.inner.list(state, limit, after).await
-    }
-    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
-        self.inner.save_workflow(workflow).await
-    }
-    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
-        self.inner.load_workflow(name, version).await
-    }
+/// The task as stored, with its order, for a test's own checks.
+async fn stored(memory: &Memory, id: &TaskId) -> (Task, Order) {
+    memory
+        .task_with_order(id)
+        .await
+        .expect("read")
+        .expect("task")
 }
 
 #[tokio::test]
@@ -798,15 +728,9 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
 {
     let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
     let (memory, names) = sas_tests::in_memory(&clock, None);
-    let store = Arc::new(Lagging {
-        inner: Arc::clone(&memory),
-        replica: std::sync::Mutex::default(),
-        reads: std::sync::Mutex::default(),
-    });
-    let mut ports = Ports::of(&memory, Arc::clone(&clock) as _);
-    ports.store = Arc::clone(&store) as _;
+    let store = &memory;
     let app = App::new(
-        ports,
+        Ports::of(&memory, Arc::clone(&clock) as _),
         Arc::new(Registry::built_in()),
         names,
         "scheduler-1".into(),
@@ -821,7 +745,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
     app.submit("drone-delivery", submission)
         .await
         .expect("submitted");
-    let created = store.stored(&id).await;
+    let created = stored(store, &id).await;
     let handle = |message: SchedulerMessage| {
         let app = &app;
         async move {
@@ -856,7 +780,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
 
     // A replica from before the claim: the first step's answer is not taken for a
     // stale one.
-    let (task, _) = store.stored(&id).await;
+    let (task, _) = stored(store, &id).await;
     store.lag(Some(created));
     let before = store.reads();
     assert_eq!(
@@ -866,7 +790,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
     assert_eq!(store.reads(), [before[0] + 1, before[1] + 1]);
 
     // An up-to-date replica: one read, eventually consistent, for the next answer.
-    let (task, _) = store.stored(&id).await;
+    let (task, _) = stored(store, &id).await;
     let before = store.reads();
     assert_eq!(
         handle(response(&task)).await,
@@ -877,7 +801,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         [before[0], before[1] + 1],
         "no consistent read"
     );
-    let (task, _) = store.stored(&id).await;
+    let (task, _) = stored(store, &id).await;
     assert_eq!(
         task.steps
             .iter()
@@ -901,7 +825,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
 
     // A step failing for good ends the task in Error; an operator's resubmission on a
     // replica from before that is not refused as of a task still running.
-    let (running, order) = store.stored(&id).await;
+    let (running, order) = stored(store, &id).await;
     let SchedulerMessage::Response(mut failed) = response(&running) else {
         unreachable!()
     };
@@ -910,7 +834,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
     };
     handle(SchedulerMessage::Response(failed)).await;
     // The package it created is undone.
-    let (compensating, _) = store.stored(&id).await;
+    let (compensating, _) = stored(store, &id).await;
     let undone = SchedulerMessage::Response(AgentResponse {
         task_id: id.clone(),
         run: compensating.run,
@@ -920,7 +844,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         outcome: MessageOutcome::Succeeded { output: json!({}) },
     });
     handle(undone).await;
-    let (ended, _) = store.stored(&id).await;
+    let (ended, _) = stored(store, &id).await;
     assert_eq!(ended.state, TaskState::Error, "{ended:?}");
     store.lag(Some((running, order)));
     let resubmit = Resubmit {

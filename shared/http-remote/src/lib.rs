@@ -393,6 +393,18 @@ mod tests {
         raw
     }
 
+    /// A call of `svc`'s `/op` with `body`, as the agent makes it.
+    fn request(method: Method, body: &serde_json::Value) -> RemoteRequest {
+        RemoteRequest {
+            service: "svc".into(),
+            method,
+            path: "/op".into(),
+            idempotency_key: "t/1/step".into(),
+            payload: Payload::of(body).expect("JSON"),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
     async fn call(url: &str) -> Result<Value, RemoteError> {
         call_with(url, Method::Post).await
     }
@@ -404,14 +416,7 @@ mod tests {
             Arc::new(LocalCredentials),
         );
         remote
-            .call(&RemoteRequest {
-                service: "svc".into(),
-                method,
-                path: "/op".into(),
-                idempotency_key: "t/1/step".into(),
-                payload: Payload::of(&serde_json::json!({"a": 1})).expect("JSON"),
-                timeout: Duration::from_secs(5),
-            })
+            .call(&request(method, &serde_json::json!({"a": 1})))
             .await
     }
 
@@ -491,14 +496,7 @@ mod tests {
         ))
         .expect("services");
         let remote = HttpRemote::new(services, None, Arc::clone(&vault) as Arc<dyn Credentials>);
-        let request = RemoteRequest {
-            service: "svc".into(),
-            method: Method::Post,
-            path: "/op".into(),
-            idempotency_key: "t/1/step".into(),
-            payload: Payload::of(&serde_json::json!({})).expect("JSON"),
-            timeout: Duration::from_secs(5),
-        };
+        let request = request(Method::Post, &serde_json::json!({}));
         let reads = || vault.reads.load(std::sync::atomic::Ordering::SeqCst);
         for _ in 0..2 {
             assert_eq!(
@@ -540,14 +538,7 @@ mod tests {
         .expect("services");
         let remote = HttpRemote::new(services, None, Arc::new(LocalCredentials));
         let error = remote
-            .call(&RemoteRequest {
-                service: "svc".into(),
-                method: Method::Post,
-                path: "/op".into(),
-                idempotency_key: "k".into(),
-                payload: Payload::of(&serde_json::json!({})).expect("JSON"),
-                timeout: Duration::from_secs(1),
-            })
+            .call(&request(Method::Post, &serde_json::json!({})))
             .await
             .expect_err("no secret");
         assert!(
@@ -567,14 +558,7 @@ mod tests {
         .expect("services");
         let remote = HttpRemote::new(services, None, Arc::clone(&vault) as Arc<dyn Credentials>);
         let answer = remote
-            .call(&RemoteRequest {
-                service: "svc".into(),
-                method: Method::Put,
-                path: "/op".into(),
-                idempotency_key: "k".into(),
-                payload: Payload::of(&serde_json::json!({"a": 1})).expect("JSON"),
-                timeout: Duration::from_secs(5),
-            })
+            .call(&request(Method::Put, &serde_json::json!({"a": 1})))
             .await;
         assert_eq!(answer.expect("taken"), serde_json::json!({}));
         let sent = heads.lock().expect("lock").clone();
@@ -595,14 +579,7 @@ mod tests {
             Arc::new(LocalCredentials),
         );
         let refused = local
-            .call(&RemoteRequest {
-                service: "svc".into(),
-                method: Method::Post,
-                path: "/op".into(),
-                idempotency_key: "k".into(),
-                payload: Payload::of(&serde_json::json!({})).expect("JSON"),
-                timeout: Duration::from_secs(5),
-            })
+            .call(&request(Method::Post, &serde_json::json!({})))
             .await
             .expect_err("no identity to sign with");
         assert!(

@@ -49,6 +49,17 @@ struct State {
     redrive: HashMap<String, Redrive>,
     alerts: Vec<Alert>,
     next_id: u64,
+    replica: Replica,
+}
+
+/// What eventually consistent reads see: the store, or a replica behind when a test
+/// says so.
+#[derive(Default)]
+struct Replica {
+    /// The copy the next eventually consistent read returns, once.
+    lagging: Option<Option<(Task, Order)>>,
+    /// Reads of a task with its order so far: consistent, eventually consistent.
+    reads: [usize; 2],
 }
 
 /// The in-memory backend.
@@ -69,6 +80,26 @@ impl Memory {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next eventually consistent read of a task returns `copy` (`None`: not
+    /// there yet), as a replica a write or more behind would; later ones the store.
+    pub fn lag(&self, copy: Option<(Task, Order)>) {
+        self.state().replica.lagging = Some(copy);
+    }
+
+    /// Reads of a task with its order so far: consistent, then eventually consistent.
+    #[must_use]
+    pub fn reads(&self) -> [usize; 2] {
+        self.state().replica.reads
+    }
+
+    fn with_order(state: &State, id: &TaskId) -> Option<(Task, Order)> {
+        state
+            .tasks
+            .get(id.as_str())
+            .cloned()
+            .zip(state.orders.get(id.as_str()).cloned())
     }
 
     /// Sets a queue's visibility timeout and, optionally, its dead-letter queue.
@@ -208,12 +239,21 @@ impl StateStore for Memory {
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
-        let state = self.state();
-        Ok(state
-            .tasks
-            .get(id.as_str())
-            .cloned()
-            .zip(state.orders.get(id.as_str()).cloned()))
+        let mut state = self.state();
+        state.replica.reads[0] += 1;
+        Ok(Self::with_order(&state, id))
+    }
+
+    async fn task_with_order_eventually_consistent(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        let mut state = self.state();
+        state.replica.reads[1] += 1;
+        Ok(match state.replica.lagging.take() {
+            Some(copy) => copy,
+            None => Self::with_order(&state, id),
+        })
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
