@@ -199,6 +199,24 @@ impl Sqs {
         self.urls.learn(queue.as_str(), url.clone());
         Ok(url)
     }
+
+    /// Deletes a received message from the queue at `url` (`queue`, or its
+    /// dead-letter queue), naming `queue` in the error.
+    async fn delete_at(
+        &self,
+        url: &str,
+        receipt: &str,
+        queue: &QueueName,
+    ) -> Result<(), QueueError> {
+        self.client
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| failed(queue, e))?;
+        Ok(())
+    }
 }
 
 fn failed(queue: &QueueName, cause: impl Into<Cause>) -> QueueError {
@@ -496,14 +514,7 @@ impl Consumer for Sqs {
 
     async fn delete(&self, queue: &QueueName, receipt: &str) -> Result<(), QueueError> {
         let url = self.url(queue).await?;
-        self.client
-            .delete_message()
-            .queue_url(&url)
-            .receipt_handle(receipt)
-            .send()
-            .await
-            .map_err(|e| failed(queue, e))?;
-        Ok(())
+        self.delete_at(&url, receipt, queue).await
     }
 }
 
@@ -638,13 +649,7 @@ impl DeadLetters for Sqs {
                         }],
                     )
                     .await?;
-                    self.client
-                        .delete_message()
-                        .queue_url(&url)
-                        .receipt_handle(receipt)
-                        .send()
-                        .await
-                        .map_err(|e| failed(source, e))?;
+                    self.delete_at(&url, receipt, source).await?;
                     moved += 1;
                 } else {
                     // Not asked for: visible again for the next look.
