@@ -430,6 +430,16 @@ impl Harness {
     }
 }
 
+/// A drone delivery's steps once undone before its delivery: the package and the drone
+/// compensated, the checks as they were, the delivery never made.
+pub const UNDONE_BEFORE_THE_DELIVERY: [&str; 5] = [
+    "Processed",
+    "Compensated",
+    "Processed",
+    "Compensated",
+    "Pending",
+];
+
 /// The states of a task's steps, in order.
 #[must_use]
 pub fn step_states(task: &Value) -> Vec<String> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sas_core::ports::{Chain, Consumer, OutgoingMessage, Queues};
 use sas_tests::aws::{QueuePolicy, Remote, Stack};
-use sas_tests::{delivery_input, step_states};
+use sas_tests::{UNDONE_BEFORE_THE_DELIVERY, delivery_input, step_states};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -184,16 +184,7 @@ async fn the_supervisor_function_retries_a_hung_step_and_compensates_past_the_th
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!(
-        step_states(&task),
-        [
-            "Processed",
-            "Compensated",
-            "Processed",
-            "Compensated",
-            "Pending"
-        ]
-    );
+    assert_eq!(step_states(&task), UNDONE_BEFORE_THE_DELIVERY);
     assert_eq!(task["steps"][3]["failure_count"], 3);
     let undone: Vec<_> = remote
         .effects("doomed")
@@ -353,13 +344,7 @@ async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
         .await;
     assert_eq!(
         step_states(&refused),
-        [
-            "Processed",
-            "Compensated",
-            "Processed",
-            "Compensated",
-            "Pending"
-        ],
+        UNDONE_BEFORE_THE_DELIVERY,
         "{refused:#}"
     );
     assert!(
