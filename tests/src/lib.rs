@@ -440,6 +440,16 @@ pub const UNDONE_BEFORE_THE_DELIVERY: [&str; 5] = [
     "Pending",
 ];
 
+/// A drone delivery's steps once its delivery step has failed for good: the package and
+/// the drone compensated, the checks as they were.
+pub const UNDONE_AFTER_THE_DELIVERY_FAILED: [&str; 5] = [
+    "Processed",
+    "Compensated",
+    "Processed",
+    "Compensated",
+    "Error",
+];
+
 /// The states of a task's steps, in order.
 #[must_use]
 pub fn step_states(task: &Value) -> Vec<String> {

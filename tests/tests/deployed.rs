@@ -17,7 +17,7 @@ use sas_core::time::Timestamp;
 use sas_tests::aws::{Remote, fixture, queue_arn};
 use sas_tests::ministack::{AccessKey, Answer, Deployment, REGION};
 use sas_tests::tokens::{AUDIENCE, Issuer};
-use sas_tests::{UNDONE_BEFORE_THE_DELIVERY, step_states};
+use sas_tests::{UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, step_states};
 use serde_json::{Value, json};
 
 /// The README's drone delivery.
@@ -620,13 +620,7 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
     let alert_lease_end = tokio::time::Instant::now() + Duration::from_secs(60);
     assert_eq!(
         step_states(&task),
-        [
-            "Processed",
-            "Compensated",
-            "Processed",
-            "Compensated",
-            "Error"
-        ],
+        UNDONE_AFTER_THE_DELIVERY_FAILED,
         "{task:#}"
     );
     let refused = stack
@@ -1067,13 +1061,7 @@ async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_s
     .await;
     assert_eq!(
         step_states(&task),
-        [
-            "Processed",
-            "Compensated",
-            "Processed",
-            "Compensated",
-            "Error"
-        ],
+        UNDONE_AFTER_THE_DELIVERY_FAILED,
         "{task:#}"
     );
     let package = task["steps"][1]["output"]["id"]
