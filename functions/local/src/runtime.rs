@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,7 +112,7 @@ impl System {
             agent_requests: queue("agent-requests")?,
             agent_responses: queue("agent-responses")?,
         };
-        let workflows = Arc::new(Registry::with_dir(settings.workflows_dir.as_deref())?);
+        let workflows = Arc::new(workflows(settings.workflows_dir.as_deref())?);
         // An agent holds its request for up to the step's complete-by time; the
         // request must stay invisible at least that long.
         let longest_step = workflows
@@ -312,4 +312,25 @@ where
             warn!(%queue, receive_count = message.receive_count, error = %Chain(&e), "handler failed; the message will be delivered again")
         }
     }
+}
+
+/// The built-in workflows, and the `*.json` files of `dir` when given, in the order
+/// of their names.
+fn workflows(dir: Option<&Path>) -> anyhow::Result<Registry> {
+    let mut files = Vec::new();
+    if let Some(dir) = dir {
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read the workflows in {}", dir.display()))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            files.push((path.display().to_string(), text));
+        }
+    }
+    Ok(Registry::with_files(files)?)
 }

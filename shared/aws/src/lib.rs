@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use sas_core::app::{App, Ports};
-use sas_core::domain::workflow::Registry;
 use sas_core::time::WallClock;
 use sas_lambda::StartError;
 use sas_lambda::config::Config;
@@ -33,7 +32,7 @@ use crate::store::DynamoStore;
 /// [`StartError`] when a queue URL or a workflow definition is invalid.
 pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, StartError> {
     let (queues, sqs) = sas_lambda::queues(config, sdk)?;
-    let workflows = Registry::with_dir(config.workflows_dir.as_deref())?;
+    let workflows = sas_lambda::workflows(config.workflows_dir.as_deref())?;
     let dead_letters = Arc::clone(&sqs);
     let ports = Ports {
         store: Arc::new(DynamoStore::new(sdk, config.table.clone())),

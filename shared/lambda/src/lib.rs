@@ -22,12 +22,12 @@ pub mod metrics;
 pub mod sdk;
 pub mod sqs;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use sas_core::app::QueueNames;
-use sas_core::domain::workflow::RegistryError;
+use sas_core::domain::workflow::{Registry, RegistryError};
 use sas_core::ports::{Chain, QueueError};
 use serde_json::json;
 use tracing::error;
@@ -137,4 +137,31 @@ pub fn queues(config: &Config, sdk: &SdkConfig) -> Result<(QueueNames, Arc<Sqs>)
         known.push((queue_name(url)?, url.clone()));
     }
     Ok((names, Arc::new(Sqs::new(sdk, known))))
+}
+
+/// The built-in workflows, and those of `dir` when given: its `*.json` files, in the
+/// order of their names.
+///
+/// # Errors
+/// [`StartError::Workflows`] naming the first file unreadable or invalid.
+pub fn workflows(dir: Option<&Path>) -> Result<Registry, StartError> {
+    let mut files = Vec::new();
+    if let Some(dir) = dir {
+        let unreadable = |path: &Path, source| RegistryError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut paths: Vec<_> = std::fs::read_dir(dir)
+            .map_err(|e| unreadable(dir, e))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path).map_err(|e| unreadable(&path, e))?;
+            files.push((path.display().to_string(), text));
+        }
+    }
+    Ok(Registry::with_files(files)?)
 }

@@ -1,7 +1,6 @@
 //! Workflow definitions: data files, validated when loaded, kept by version.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -772,7 +771,9 @@ impl Registry {
         Self::with_files(Vec::new()).expect("the built-in workflows are valid")
     }
 
-    /// The built-in workflows, plus definitions given as (file name, text) pairs.
+    /// The built-in workflows, plus definitions read from files, as (file name, text)
+    /// pairs: reading them is the caller's (the edges': the local process, a Lambda
+    /// function at its start).
     ///
     /// # Errors
     /// The first invalid definition, or one that changes a known version.
@@ -787,34 +788,6 @@ impl Registry {
             registry.add(Workflow::parse(&file, &text)?)?;
         }
         Ok(registry)
-    }
-
-    /// The built-in workflows, plus the `*.json` files of `dir` when given, in the
-    /// order of their names.
-    ///
-    /// # Errors
-    /// [`RegistryError::Io`] naming the directory or file that cannot be read, or the
-    /// errors of [`Registry::with_files`].
-    pub fn with_dir(dir: Option<&Path>) -> Result<Self, RegistryError> {
-        let unreadable = |path: &Path, source| RegistryError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut files = Vec::new();
-        if let Some(dir) = dir {
-            let mut paths: Vec<_> = std::fs::read_dir(dir)
-                .map_err(|e| unreadable(dir, e))?
-                .filter_map(Result::ok)
-                .map(|entry| entry.path())
-                .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
-                .collect();
-            paths.sort();
-            for path in paths {
-                let text = std::fs::read_to_string(&path).map_err(|e| unreadable(&path, e))?;
-                files.push((path.display().to_string(), text));
-            }
-        }
-        Self::with_files(files)
     }
 
     /// Adds a definition; the same name and version again must have the same content.
@@ -886,25 +859,6 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_directory_gives_its_json_files_and_an_error_names_what_it_cannot_read() {
-        let dir = tempfile::tempdir().expect("a directory");
-        std::fs::write(dir.path().join("notes.txt"), "not a workflow").expect("written");
-        let registry = Registry::with_dir(Some(dir.path())).expect("only *.json files are read");
-        assert_eq!(registry.all().len(), Registry::built_in().all().len());
-
-        std::fs::write(dir.path().join("broken.json"), "{").expect("written");
-        let error = Registry::with_dir(Some(dir.path())).expect_err("an invalid definition");
-        assert!(error.to_string().contains("broken.json"), "{error}");
-
-        let missing = dir.path().join("missing");
-        let error = Registry::with_dir(Some(&missing)).expect_err("no such directory");
-        assert!(
-            matches!(&error, RegistryError::Io { path, .. } if *path == missing.display().to_string()),
-            "{error}"
-        );
-    }
 
     #[test]
     fn built_in_workflows_load() {
