@@ -19,6 +19,14 @@ fn open(dir: &tempfile::TempDir, clock: Arc<ManualClock>) -> Embedded {
     Embedded::open(&dir.path().join("sas.db"), clock, Durability::Full).expect("open")
 }
 
+/// A store in a new directory, on a clock stopped at 0; the directory goes with it,
+/// as the database is deleted when it is dropped.
+fn fresh() -> (tempfile::TempDir, Embedded) {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = open(&dir, Arc::new(ManualClock::new(Timestamp(0))));
+    (dir, store)
+}
+
 fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
     let workflow = Registry::built_in()
         .latest("order-processing")
@@ -35,9 +43,7 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
 
 #[tokio::test]
 async fn writes_are_conditional_and_creation_is_one_transaction() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let store = open(&dir, clock);
+    let (_dir, store) = fresh();
     let (task, order) = new_task("a", Timestamp(0));
     store.create(&task, &order).await.expect("created");
     let other_order = Order {
@@ -72,9 +78,7 @@ async fn writes_are_conditional_and_creation_is_one_transaction() {
 
 #[tokio::test]
 async fn only_expired_leases_are_swept_and_lists_page() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let store = open(&dir, clock);
+    let (_dir, store) = fresh();
     for (i, id) in ["a", "b", "c"].iter().enumerate() {
         let (mut task, order) = new_task(id, Timestamp(i64::try_from(i).expect("small")));
         if *id == "c" {
@@ -243,9 +247,7 @@ fn committed_count(dir: &tempfile::TempDir, sql: &str) -> i64 {
 
 #[tokio::test]
 async fn writes_nobody_waits_for_are_committed_before_the_next_write_or_soon() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let store = open(&dir, clock);
+    let (dir, store) = fresh();
     let queue = QueueName::parse("q").expect("name");
     let sent = |body: &str| OutgoingMessage {
         body: body.into(),
@@ -299,9 +301,7 @@ async fn written_on_the_writer_thread(store: &Embedded) -> bool {
 
 #[tokio::test]
 async fn a_write_alone_is_committed_by_its_caller_and_writes_together_by_the_writer() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let store = open(&dir, clock);
+    let (dir, store) = fresh();
     let queue = QueueName::parse("q").expect("name");
     let sent = OutgoingMessage {
         body: "before".into(),
@@ -335,9 +335,7 @@ async fn a_write_alone_is_committed_by_its_caller_and_writes_together_by_the_wri
 
 #[tokio::test]
 async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let store = open(&dir, clock);
+    let (_dir, store) = fresh();
     let (mut current, order) = new_task("raced", Timestamp(0));
     store.create(&current, &order).await.expect("created");
     for round in 0..1000 {
@@ -374,9 +372,7 @@ async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
 
 #[tokio::test]
 async fn committed_pages_reach_the_database_file_without_a_commit_copying_them() {
-    let dir = tempfile::tempdir().expect("dir");
-    let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let store = open(&dir, clock);
+    let (dir, store) = fresh();
     for n in 0..200 {
         let (task, order) = new_task(&format!("t{n}"), Timestamp(0));
         store.create(&task, &order).await.expect("created");
