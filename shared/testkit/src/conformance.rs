@@ -135,6 +135,11 @@ async fn conditional_writes_and_transactions(store: &dyn StateStore) {
         matches!(store.update(&stale).await, Err(StoreError::Conflict)),
         "a stale version loses"
     );
+    let stale_move = changed(&task, |t| t.state = TaskState::Processing);
+    assert!(
+        matches!(store.update(&stale_move).await, Err(StoreError::Conflict)),
+        "a stale version loses, whether or not it changes the state"
+    );
     assert!(
         matches!(
             store.update_with_order(&stale, &other_order).await,
