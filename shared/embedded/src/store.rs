@@ -65,28 +65,15 @@ impl Replacement {
         })
     }
 
-    /// Writes it if the stored version is the one before. A write that keeps the
-    /// state (every step but the first and the last) leaves `state` out of its SET:
-    /// SQLite rewrites the entry of an index on a column SET even to the value it
-    /// had, and that is one more page in the WAL, to write and fsync, at each step.
+    /// Writes it if the stored version is the one before.
     fn write(&self, c: &Connection) -> Result<(), StoreError> {
-        let params = params![self.id, self.version, self.state, self.lease, self.record];
-        let mut updated = execute(
+        let updated = execute(
             c,
-            "UPDATE tasks SET version = ?2, lease_expires = ?4, record = ?5
-                 WHERE id = ?1 AND version = ?2 - 1 AND state = ?3",
-            params,
+            "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
+                 WHERE id = ?1 AND version = ?2 - 1",
+            params![self.id, self.version, self.state, self.lease, self.record],
         )
         .map_err(unavailable)?;
-        if updated == 0 {
-            updated = execute(
-                c,
-                "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
-                     WHERE id = ?1 AND version = ?2 - 1",
-                params,
-            )
-            .map_err(unavailable)?;
-        }
         if updated == 1 {
             Ok(())
         } else {
