@@ -8,13 +8,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sas_core::api::{self as api, ApiRequest, Caller};
 use sas_core::app::{App, Ports};
 use sas_core::domain::decide::Submission;
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
 use sas_core::domain::workflow::Registry;
-use sas_core::ports::{OutgoingMessage, Queues, StateStore};
+use sas_core::ports::{OutgoingMessage, QueueError, Queues, StateStore};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
 use sas_tests::{Harness, delivery_input, in_memory, step_states};
@@ -235,6 +236,37 @@ async fn an_accepted_submission_dead_lettered_is_shown_to_an_operator_who_redriv
     assert_eq!(harness.effects_of("dead-lettered").await.len(), 5);
 }
 
+/// The local route that takes a notification queue's messages takes none of the
+/// system's own: an accepted submission in the ingest queue, or dead-lettered, would
+/// be lost with its message, its task never created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_queue_route_takes_no_message_of_the_systems_own_queues() {
+    let harness = Harness::start_buffered(5).await;
+    let dead_letters = QueueName::parse("ingest-dlq").expect("name");
+    harness
+        .running
+        .system
+        .backend
+        .send(&dead_letters, &[accepted_message("kept")])
+        .await
+        .expect("dead-lettered");
+    for queue in ["ingest-dlq", "ingest", "scheduler", "agent-requests-dlq"] {
+        let (status, _, refused) = harness
+            .call("GET", &format!("/local/queues/{queue}"), None)
+            .await;
+        assert_eq!(
+            (status, refused["error"]["field"].as_str()),
+            (400, Some("name")),
+            "{queue}: {refused:#}"
+        );
+    }
+    assert_eq!(
+        harness.depth(&dead_letters).await.visible,
+        1,
+        "the dead letter is still there for the operator"
+    );
+}
+
 /// A scheduler created a buffered task, claimed, and died before sending its first
 /// step's request (or the creation's answer was lost and the SDK's retry failed its
 /// condition): the ingest message, delivered again to another scheduler, sends the
@@ -359,4 +391,89 @@ async fn a_batch_is_accepted_together_and_each_of_its_tasks_created_and_run() {
         Default::default(),
         "nothing left, nothing queued for the refused one"
     );
+}
+
+/// Queues that refuse, of the messages of a send, those holding [`REFUSED`], and send
+/// the others: a SendMessageBatch some of whose entries fail, which the SQS adapter
+/// reports as the whole send failing.
+struct RefusingSome(Arc<sas_testkit::memory::Memory>);
+
+const REFUSED: &str = "refused-by-the-queue";
+
+#[async_trait::async_trait]
+impl Queues for RefusingSome {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        let (refused, sent): (Vec<_>, Vec<_>) = messages
+            .iter()
+            .cloned()
+            .partition(|message| message.body.contains(REFUSED));
+        self.0.send(queue, &sent).await?;
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(QueueError::new(queue, "throttled"))
+        }
+    }
+}
+
+/// In a buffered batch, a submission the queue refuses is answered as refused,
+/// alone: the others are answered accepted, and exactly they are queued, so that
+/// sending the refused one again (without an id, under a new one) makes no second
+/// task of any other.
+#[tokio::test]
+async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = in_memory(&clock, None);
+    let ingest = QueueName::parse("ingest").expect("name");
+    memory.create_queue(&ingest, Duration::from_secs(30), None);
+    let ports = Ports {
+        queues: Arc::new(RefusingSome(Arc::clone(&memory))),
+        ..Ports::of(&memory, Arc::clone(&clock) as _)
+    };
+    let app = App::new(
+        ports,
+        Arc::new(Registry::built_in()),
+        names,
+        "submission".into(),
+    )
+    .with_ingestion(ingest.clone());
+    let unnamed = |customer: &str| {
+        let mut input = delivery_input();
+        input["customer_id"] = json!(customer);
+        json!({"workflow": "drone-delivery", "input": input})
+    };
+    let batch = json!({"tasks": [unnamed("c-1"), unnamed(REFUSED), unnamed("c-3")]});
+    let response = api::handle(
+        &app,
+        ApiRequest {
+            caller: &Caller::Anyone,
+            method: "POST",
+            path: "/tasks/batch",
+            query: None,
+            body: batch.to_string().as_bytes(),
+        },
+    )
+    .await;
+    assert_eq!(response.status, 200, "{}", response.body);
+    let answer: Value = serde_json::from_str(&response.body).expect("JSON");
+    let results = answer["results"].as_array().expect("results");
+    let statuses: Vec<_> = results.iter().map(|r| r["status"].as_u64()).collect();
+    assert_eq!(statuses, [Some(202), Some(503), Some(202)], "{answer:#}");
+    let accepted: Vec<String> = results
+        .iter()
+        .filter_map(|r| r["location"].as_str())
+        .map(|location| location.trim_start_matches("/tasks/").to_owned())
+        .collect();
+    let queued = memory.messages(&ingest);
+    assert_eq!(queued.len(), 2, "the refused one is not queued");
+    for id in &accepted {
+        assert!(
+            queued.iter().any(|m| m.body.contains(id.as_str())),
+            "{id} was answered accepted and is queued"
+        );
+    }
 }

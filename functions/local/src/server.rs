@@ -1,10 +1,11 @@
 //! The local HTTP server: every request goes to the same API handler the API
 //! Gateway Lambda uses, so both behave alike. Two local-only routes let a user
 //! read what AWS would deliver elsewhere: `GET /local/queues/{name}` takes the
-//! messages of a queue (a caller's notification queue, a dead-letter queue) and
+//! messages of a caller's notification queue (none of the system's own queues, nor
+//! their dead letters, which the operator routes show and leave) and
 //! `GET /local/alerts` lists the operator alerts. When callers are authenticated, a
 //! caller takes only its own notification queues' messages, and only an operator
-//! the rest.
+//! the other callers'.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,6 +135,19 @@ async fn take_messages(
         if queue.as_str().ends_with(&format!("-{}", owner.tag())));
     if let Some(refused) = refuse(&caller, owns) {
         return refused;
+    }
+    if shared.app.is_own_queue(&queue) {
+        // Taken, they would be lost: an accepted submission in `ingest`, a task's
+        // step in the others, what an operator redrives in a dead-letter queue.
+        let refused = ApiError::new(
+            ErrorCode::InvalidField,
+            format!(
+                "name: '{queue}' is one of the system's own queues, whose messages this \
+                 route would take; its dead letters are read, and left, at \
+                 GET /operator/dead-letters"
+            ),
+        );
+        return to_http(refused.on("name").into());
     }
     let received = match shared.backend.receive(&queue, 10, Duration::ZERO).await {
         Ok(received) => received,

@@ -502,75 +502,42 @@ impl App {
         self.create(&definition, submission, false).await
     }
 
-    /// Buffered ingestion's submission, checked as [`App::submit`] checks it, ready
-    /// for [`App::enqueue`]. A request for an id taken by a different one can no
-    /// longer be refused here: it is refused on the task when it is created
-    /// ([`decide::refuse_submission`]).
+    /// Buffered ingestion's submission: checked as [`App::submit`] checks it, then
+    /// queued, durably, for a scheduler to create its task
+    /// ([`App::on_scheduler_message`]) at the rate the store takes. A request for an
+    /// id taken by a different one can no longer be refused here: it is refused on
+    /// the task when it is created ([`decide::refuse_submission`]).
     ///
     /// # Errors
-    /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure.
-    pub async fn prepare(
-        &self,
-        workflow: &str,
-        submission: Submission,
-    ) -> Result<Buffered, SubmitError> {
-        let definition = self.check(workflow, &submission)?;
-        self.store_workflow(&definition).await?;
-        Ok(Buffered {
-            workflow: WorkflowRef {
-                name: definition.name.clone(),
-                version: definition.version,
-            },
-            submission,
-            accepted_at: self.clock.now(),
-        })
-    }
-
-    /// Buffered ingestion's submission: [`App::prepare`] and [`App::enqueue`].
-    ///
-    /// # Errors
-    /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure.
+    /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure;
+    /// [`SubmitError::Queue`] when this process does not buffer submissions, or the
+    /// queue fails (it may have been queued all the same: a repeat is the same task).
     pub async fn accept(
         &self,
         workflow: &str,
         submission: Submission,
     ) -> Result<Buffered, SubmitError> {
-        let buffered = self.prepare(workflow, submission).await?;
-        self.enqueue([&buffered]).await?;
-        Ok(buffered)
-    }
-
-    /// Accepts prepared submissions: queues them, durably and together, for a
-    /// scheduler to create their tasks ([`App::on_scheduler_message`]) at the rate
-    /// the store takes.
-    ///
-    /// # Errors
-    /// [`SubmitError::Queue`] when this process does not buffer submissions, or the
-    /// queue fails (some may have been queued: a repeat is the same task).
-    pub async fn enqueue(
-        &self,
-        prepared: impl IntoIterator<Item = &Buffered>,
-    ) -> Result<(), SubmitError> {
         let Some(ingest) = &self.ingest else {
             return Err(SubmitError::Queue(QueueError::new(
                 "ingest",
                 "this process does not buffer submissions",
             )));
         };
-        let prepared: Vec<&Buffered> = prepared.into_iter().collect();
-        let messages: Vec<OutgoingMessage> = prepared
-            .iter()
-            .map(|buffered| OutgoingMessage::json(&buffered.as_message(), Duration::ZERO))
-            .collect();
-        if messages.is_empty() {
-            return Ok(());
-        }
-        self.queues.send(ingest, &messages).await?;
-        for buffered in prepared {
-            self.metrics
-                .count("TasksAccepted", ("Workflow", &buffered.workflow.name), 1);
-        }
-        Ok(())
+        let definition = self.check(workflow, &submission)?;
+        self.store_workflow(&definition).await?;
+        let buffered = Buffered {
+            workflow: WorkflowRef {
+                name: definition.name.clone(),
+                version: definition.version,
+            },
+            submission,
+            accepted_at: self.clock.now(),
+        };
+        let message = OutgoingMessage::json(&buffered.as_message(), Duration::ZERO);
+        self.queues.send(ingest, &[message]).await?;
+        self.metrics
+            .count("TasksAccepted", ("Workflow", &buffered.workflow.name), 1);
+        Ok(buffered)
     }
 
     /// Whether submissions are buffered ([`App::with_ingestion`]).
@@ -586,7 +553,7 @@ impl App {
             .latest(workflow)
             .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
         definition.validate_input(&submission.input)?;
-        if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own(q)) {
+        if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own_queue(q)) {
             return Err(SubmitError::ReservedQueue(queue.clone()));
         }
         if let (Some(owner), Some(queue)) = (&submission.owner, &submission.notify) {
@@ -685,9 +652,11 @@ impl App {
         }
     }
 
-    /// Whether `queue` is one of the pattern's queues or their dead-letter queues,
-    /// where a caller's notifications must not go.
-    fn is_own(&self, queue: &QueueName) -> bool {
+    /// Whether `queue` is one of the pattern's queues or their dead-letter queues:
+    /// where a caller's notifications must not go, and whose messages no caller may
+    /// take.
+    #[must_use]
+    pub fn is_own_queue(&self, queue: &QueueName) -> bool {
         [
             &self.names.scheduler,
             &self.names.agent_requests,

@@ -788,9 +788,11 @@ fn accepted(scope: Scope<'_>, buffered: &Buffered) -> ApiResponse {
 }
 
 /// `POST /tasks/batch`: each submission answered as `POST /tasks` would answer it
-/// alone, in one 200. In buffered ingestion the accepted ones are queued together
-/// (a request to SQS per ten); a queue that fails fails the whole request (503),
-/// which the caller sends again: a repeat is the same task.
+/// alone, in one 200, a failure included: in buffered ingestion a submission the
+/// queue refuses is a 503 of its own beside the others' 202s, so that the caller
+/// sends again only what was not queued (an id-less submission sent again is a new
+/// task). Its sends go at once, and the SQS adapter puts concurrent sends in shared
+/// requests, ten a request.
 async fn submit_batch(app: &App, scope: Scope<'_>, body: &[u8]) -> Result<ApiResponse, ApiError> {
     let batch: BatchBody = typed(json_object(body, MAX_REQUEST_BYTES)?)?;
     if !(1..=MAX_BATCH).contains(&batch.tasks.len()) {
@@ -818,24 +820,7 @@ async fn submit_batch(app: &App, scope: Scope<'_>, body: &[u8]) -> Result<ApiRes
             submission(scope, None, typed(item)?)
         })
         .collect();
-    let answers: Vec<ApiResponse> = if app.buffers_submissions() {
-        let mut prepared = Vec::with_capacity(checked.len());
-        for item in checked {
-            prepared.push(match item {
-                Ok((workflow, submission)) => app
-                    .prepare(&workflow, submission)
-                    .await
-                    .map_err(ApiError::from),
-                Err(error) => Err(error),
-            });
-        }
-        app.enqueue(prepared.iter().filter_map(|p| p.as_ref().ok()))
-            .await?;
-        prepared
-            .into_iter()
-            .map(|p| p.map_or_else(ApiResponse::from, |b| accepted(scope, &b)))
-            .collect()
-    } else {
+    let answers: Vec<ApiResponse> =
         futures_util::future::join_all(checked.into_iter().map(async |item| {
             let (workflow, submission) = item?;
             answer(app, scope, &workflow, submission).await
@@ -843,8 +828,7 @@ async fn submit_batch(app: &App, scope: Scope<'_>, body: &[u8]) -> Result<ApiRes
         .await
         .into_iter()
         .map(|answer| answer.unwrap_or_else(ApiResponse::from))
-        .collect()
-    };
+        .collect();
     Ok(ApiResponse::ok(200, &BatchView::of(answers)))
 }
 
