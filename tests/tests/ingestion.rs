@@ -346,6 +346,74 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
     assert!(bodies(&names.agent_requests).is_empty());
 }
 
+/// The same crash, and before the message comes again another request for the same
+/// id is refused on the task: the refusal moves the task's version, not its work, so
+/// the first message, delivered again, still sends the first step's request rather
+/// than leave the task to its lease's end (and a failure counted that never was).
+#[tokio::test]
+async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on_it() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = in_memory(&clock, None);
+    let ingest = QueueName::parse("ingest").expect("name");
+    memory.create_queue(&ingest, Duration::from_secs(30), None);
+    let scheduler = |instance: &str| {
+        App::new(
+            Ports::of(&memory, Arc::clone(&clock) as _),
+            Arc::new(Registry::built_in()),
+            names.clone(),
+            instance.into(),
+        )
+        .with_ingestion(ingest.clone())
+        .with_deadline_messages(true)
+    };
+    let submission = |customer: &str| {
+        let mut input = delivery_input();
+        input["customer_id"] = json!(customer);
+        Submission {
+            owner: None,
+            id: TaskId::parse("refused-on").expect("id"),
+            input,
+            notify: None,
+        }
+    };
+    for customer in ["c-first", "c-second"] {
+        scheduler("api")
+            .accept("drone-delivery", submission(customer))
+            .await
+            .expect("accepted");
+    }
+    let [first, second] = memory.messages(&ingest).try_into().expect("two messages");
+    let created = scheduler("scheduler-1")
+        .on_scheduler_message(&first.body)
+        .await
+        .expect("created");
+    assert_eq!(created.as_str(), "created");
+    let request = memory.messages(&names.agent_requests);
+    memory.drop_message(&names.agent_requests, request[0].id);
+
+    clock.advance(Duration::from_secs(1));
+    let refused = scheduler("scheduler-2")
+        .on_scheduler_message(&second.body)
+        .await
+        .expect("refused");
+    assert_eq!(refused.as_str(), "submission refused");
+    let again = scheduler("scheduler-3")
+        .on_scheduler_message(&first.body)
+        .await
+        .expect("handled again");
+    assert_eq!(again.as_str(), "repeated");
+    let sent: Vec<String> = memory
+        .messages(&names.agent_requests)
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
+    assert_eq!(
+        sent,
+        [request[0].body.clone()],
+        "the first step's request, sent again"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_accepted_together_and_each_of_its_tasks_created_and_run() {
     let harness = Harness::start_buffered(5).await;

@@ -1215,7 +1215,8 @@ impl App {
     }
 
     /// A task created claimed, if it has not moved since (it is the creation, rebuilt
-    /// from the stored instant and instance, exactly): the messages of its creation may
+    /// from the stored instant and instance, but for submissions refused on it
+    /// since: [`decide::unmoved_since_created`]): the messages of its creation may
     /// never have been sent (the scheduler died after the write, or the write's
     /// answer was lost and the SDK's retry failed its condition). They are sent again
     /// rather than left to the lease's end; the step's request may come twice, which
@@ -1231,7 +1232,7 @@ impl App {
         };
         let (again, _, effects) =
             decide::submit_claimed(definition, submission, instance, existing.created_at);
-        if again != *existing {
+        if !decide::unmoved_since_created(&again, existing) {
             return Ok(());
         }
         info!(task_id = %existing.id, "a task created claimed, not moved since: its first messages are sent again");

@@ -529,6 +529,24 @@ pub fn submit_claimed(
     (claim.next.unwrap_or(pending), order, effects)
 }
 
+/// Whether `stored` is the task `created` (as [`submit_claimed`] wrote it) has been
+/// since, but for submissions refused on it ([`refuse_submission`]): a refusal moves
+/// a task's version, not its work, so the messages of its creation are still due.
+#[must_use]
+pub fn unmoved_since_created(created: &Task, stored: &Task) -> bool {
+    let mut work = stored.clone();
+    work.history
+        .retain(|event| !matches!(event.what, Happened::Refused));
+    let refusals = stored.history.len() - work.history.len();
+    if refusals > 0 {
+        work.refused.clear();
+        work.version = work.version.saturating_sub(refusals as u64);
+        work.updated_at = created.updated_at;
+        work.write_id = created.write_id;
+    }
+    work == *created
+}
+
 /// The scheduler, on a Run message: claims the task if it waits for a scheduler
 /// and sends its next step (or compensation) to an agent.
 #[must_use]
