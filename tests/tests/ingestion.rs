@@ -13,9 +13,9 @@ use sas_core::app::{App, Ports};
 use sas_core::domain::decide::Submission;
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
-use sas_core::domain::task::WorkflowRef;
-use sas_core::domain::workflow::Registry;
-use sas_core::ports::{OutgoingMessage, QueueError, Queues, StateStore};
+use sas_core::domain::task::{TaskState, WorkflowRef};
+use sas_core::domain::workflow::{Registry, Workflow};
+use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
 use sas_tests::{Harness, delivery_input, in_memory, step_states};
@@ -411,6 +411,57 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
         sent,
         [request[0].body.clone()],
         "the first step's request, sent again"
+    );
+}
+
+/// The counters an app adds to, by name.
+#[derive(Default)]
+struct Counted(std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>);
+
+impl Metrics for Counted {
+    fn count(&self, name: &'static str, _: (&'static str, &str), value: u64) {
+        *self.0.lock().expect("counters").entry(name).or_default() += value;
+    }
+}
+
+/// A buffered task whose first step's request cannot be made (its path over the
+/// limit) is created in Error, and counted in `TasksInError`, the metric its alarm
+/// watches, as a task entering Error later is.
+#[tokio::test]
+async fn a_buffered_task_created_in_error_is_counted_in_error() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = in_memory(&clock, None);
+    let ingest = QueueName::parse("ingest").expect("name");
+    memory.create_queue(&ingest, Duration::from_secs(30), None);
+    let workflows = Registry::built_in();
+    let addressed = r#"{"name": "addressed", "version": 1, "input": {"order": "string"},
+        "steps": [{"name": "fetch", "agent": "a", "call": "/orders/{input.order}"}]}"#;
+    workflows
+        .add(Workflow::parse("addressed.json", addressed).expect("valid"))
+        .expect("added");
+    let counted = Arc::new(Counted::default());
+    let ports = Ports {
+        metrics: Arc::clone(&counted) as _,
+        ..Ports::of(&memory, Arc::clone(&clock) as _)
+    };
+    let app = App::new(ports, Arc::new(workflows), names, "scheduler-1".into())
+        .with_ingestion(ingest.clone());
+    let submission = Submission {
+        owner: None,
+        id: TaskId::parse("too-long").expect("id"),
+        input: json!({"order": "x".repeat(3 * 1024)}),
+        notify: None,
+    };
+    app.accept("addressed", submission).await.expect("accepted");
+    let [message] = memory.messages(&ingest).try_into().expect("one message");
+    app.on_scheduler_message(&message.body)
+        .await
+        .expect("created");
+    let task = memory.tasks().pop().expect("the task");
+    assert_eq!(task.state, TaskState::Error, "{:?}", task.error);
+    assert_eq!(
+        counted.0.lock().expect("counters").get("TasksInError"),
+        Some(&1)
     );
 }
 

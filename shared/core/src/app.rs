@@ -593,6 +593,12 @@ impl App {
                 info!(task_id = %id, workflow, "task accepted");
                 self.metrics
                     .count("TasksSubmitted", ("Workflow", workflow), 1);
+                if task.state == TaskState::Error {
+                    // Created claimed, and failed at once (its first step's request
+                    // could not be made): it enters Error here, not in `transition`.
+                    self.metrics
+                        .count("TasksInError", ("Workflow", workflow), 1);
+                }
                 self.perform(effects).await?;
                 Ok(Submitted::Created(task))
             }
