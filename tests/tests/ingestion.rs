@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::api::{self as api, ApiRequest, Caller};
-use sas_core::app::{App, Ports};
+use sas_core::app::{App, Ports, QueueNames};
 use sas_core::domain::decide::Submission;
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
@@ -18,6 +18,7 @@ use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
 use sas_tests::{Harness, delivery_input, in_memory, step_states};
 use serde_json::{Value, json};
 
@@ -188,6 +189,20 @@ async fn a_buffered_message_delivered_twice_creates_one_task() {
     );
 }
 
+/// Puts the accepted submission of task `id` in the ingest queue's dead letters, as
+/// an outage through all its receives would; returns that queue.
+async fn dead_letter(harness: &Harness, id: &str) -> QueueName {
+    let dead_letters = QueueName::parse("ingest-dlq").expect("name");
+    harness
+        .running
+        .system
+        .backend
+        .send(&dead_letters, &[accepted_message(id)])
+        .await
+        .expect("dead-lettered");
+    dead_letters
+}
+
 /// An accepted submission whose message could not be handled (an outage through
 /// all its receives) waits in the ingest dead-letter queue: its task does not
 /// exist, the operator sees it beside the other dead letters, and redrives it.
@@ -195,14 +210,7 @@ async fn a_buffered_message_delivered_twice_creates_one_task() {
 async fn an_accepted_submission_dead_lettered_is_shown_to_an_operator_who_redrives_it() {
     let harness = Harness::start_buffered(5).await;
     harness.put_task("before", &quick(None)).await;
-    let dead_letters = QueueName::parse("ingest-dlq").expect("name");
-    harness
-        .running
-        .system
-        .backend
-        .send(&dead_letters, &[accepted_message("dead-lettered")])
-        .await
-        .expect("dead-lettered");
+    let dead_letters = dead_letter(&harness, "dead-lettered").await;
     let (status, _, _) = harness.call("GET", "/tasks/dead-lettered", None).await;
     assert_eq!(status, 404, "its task was not created");
 
@@ -242,14 +250,7 @@ async fn an_accepted_submission_dead_lettered_is_shown_to_an_operator_who_redriv
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_queue_route_takes_no_message_of_the_systems_own_queues() {
     let harness = Harness::start_buffered(5).await;
-    let dead_letters = QueueName::parse("ingest-dlq").expect("name");
-    harness
-        .running
-        .system
-        .backend
-        .send(&dead_letters, &[accepted_message("kept")])
-        .await
-        .expect("dead-lettered");
+    let dead_letters = dead_letter(&harness, "kept").await;
     for queue in ["ingest-dlq", "ingest", "scheduler", "agent-requests-dlq"] {
         let (status, _, refused) = harness
             .call("GET", &format!("/local/queues/{queue}"), None)
@@ -267,6 +268,57 @@ async fn the_local_queue_route_takes_no_message_of_the_systems_own_queues() {
     );
 }
 
+/// The in-memory backend on a manual clock, with an ingest queue: for the tests that
+/// drive buffered ingestion's actors by hand.
+struct Buffering {
+    clock: Arc<ManualClock>,
+    memory: Arc<Memory>,
+    names: QueueNames,
+    ingest: QueueName,
+}
+
+impl Buffering {
+    fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+        let (memory, names) = in_memory(&clock, None);
+        let ingest = QueueName::parse("ingest").expect("name");
+        memory.create_queue(&ingest, Duration::from_secs(30), None);
+        Self {
+            clock,
+            memory,
+            names,
+            ingest,
+        }
+    }
+
+    /// Its clock, backend, pattern's queues and ingest queue.
+    fn parts(&self) -> (&ManualClock, &Arc<Memory>, &QueueNames, &QueueName) {
+        (&self.clock, &self.memory, &self.names, &self.ingest)
+    }
+
+    /// The backend as every port.
+    fn ports(&self) -> Ports {
+        Ports::of(&self.memory, Arc::clone(&self.clock) as _)
+    }
+
+    /// The process `instance`, buffering, over `ports` and `workflows`.
+    fn app_over(&self, ports: Ports, workflows: Registry, instance: &str) -> App {
+        App::new(
+            ports,
+            Arc::new(workflows),
+            self.names.clone(),
+            instance.into(),
+        )
+        .with_ingestion(self.ingest.clone())
+        .with_deadline_messages(true)
+    }
+
+    /// The process `instance`, buffering, over the backend and the built-in workflows.
+    fn app(&self, instance: &str) -> App {
+        self.app_over(self.ports(), Registry::built_in(), instance)
+    }
+}
+
 /// A scheduler created a buffered task, claimed, and died before sending its first
 /// step's request (or the creation's answer was lost and the SDK's retry failed its
 /// condition): the ingest message, delivered again to another scheduler, sends the
@@ -274,20 +326,9 @@ async fn the_local_queue_route_takes_no_message_of_the_systems_own_queues() {
 /// for its lease to end. Over the in-memory backend, on a manual clock.
 #[tokio::test]
 async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_again() {
-    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let (memory, names) = in_memory(&clock, None);
-    let ingest = QueueName::parse("ingest").expect("name");
-    memory.create_queue(&ingest, Duration::from_secs(30), None);
-    let scheduler = |instance: &str| {
-        App::new(
-            Ports::of(&memory, Arc::clone(&clock) as _),
-            Arc::new(Registry::built_in()),
-            names.clone(),
-            instance.into(),
-        )
-        .with_ingestion(ingest.clone())
-        .with_deadline_messages(true)
-    };
+    let buffering = Buffering::new();
+    let (clock, memory, names, ingest) = buffering.parts();
+    let scheduler = |instance: &str| buffering.app(instance);
     let submission = Submission {
         owner: None,
         id: TaskId::parse("resent").expect("id"),
@@ -298,7 +339,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         .accept("drone-delivery", submission)
         .await
         .expect("accepted");
-    let [message] = memory.messages(&ingest).try_into().expect("one message");
+    let [message] = memory.messages(ingest).try_into().expect("one message");
     let first = scheduler("scheduler-1")
         .on_scheduler_message(&message.body)
         .await
@@ -352,20 +393,9 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
 /// than leave the task to its lease's end (and a failure counted that never was).
 #[tokio::test]
 async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on_it() {
-    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let (memory, names) = in_memory(&clock, None);
-    let ingest = QueueName::parse("ingest").expect("name");
-    memory.create_queue(&ingest, Duration::from_secs(30), None);
-    let scheduler = |instance: &str| {
-        App::new(
-            Ports::of(&memory, Arc::clone(&clock) as _),
-            Arc::new(Registry::built_in()),
-            names.clone(),
-            instance.into(),
-        )
-        .with_ingestion(ingest.clone())
-        .with_deadline_messages(true)
-    };
+    let buffering = Buffering::new();
+    let (clock, memory, names, ingest) = buffering.parts();
+    let scheduler = |instance: &str| buffering.app(instance);
     let submission = |customer: &str| {
         let mut input = delivery_input();
         input["customer_id"] = json!(customer);
@@ -382,7 +412,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
             .await
             .expect("accepted");
     }
-    let [first, second] = memory.messages(&ingest).try_into().expect("two messages");
+    let [first, second] = memory.messages(ingest).try_into().expect("two messages");
     let created = scheduler("scheduler-1")
         .on_scheduler_message(&first.body)
         .await
@@ -429,10 +459,7 @@ impl Metrics for Counted {
 /// watches, as a task entering Error later is.
 #[tokio::test]
 async fn a_buffered_task_created_in_error_is_counted_in_error() {
-    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let (memory, names) = in_memory(&clock, None);
-    let ingest = QueueName::parse("ingest").expect("name");
-    memory.create_queue(&ingest, Duration::from_secs(30), None);
+    let buffering = Buffering::new();
     let workflows = Registry::built_in();
     let addressed = r#"{"name": "addressed", "version": 1, "input": {"order": "string"},
         "steps": [{"name": "fetch", "agent": "a", "call": "/orders/{input.order}"}]}"#;
@@ -442,10 +469,9 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
     let counted = Arc::new(Counted::default());
     let ports = Ports {
         metrics: Arc::clone(&counted) as _,
-        ..Ports::of(&memory, Arc::clone(&clock) as _)
+        ..buffering.ports()
     };
-    let app = App::new(ports, Arc::new(workflows), names, "scheduler-1".into())
-        .with_ingestion(ingest.clone());
+    let app = buffering.app_over(ports, workflows, "scheduler-1");
     let submission = Submission {
         owner: None,
         id: TaskId::parse("too-long").expect("id"),
@@ -453,11 +479,15 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         notify: None,
     };
     app.accept("addressed", submission).await.expect("accepted");
-    let [message] = memory.messages(&ingest).try_into().expect("one message");
+    let [message] = buffering
+        .memory
+        .messages(&buffering.ingest)
+        .try_into()
+        .expect("one message");
     app.on_scheduler_message(&message.body)
         .await
         .expect("created");
-    let task = memory.tasks().pop().expect("the task");
+    let task = buffering.memory.tasks().pop().expect("the task");
     assert_eq!(task.state, TaskState::Error, "{:?}", task.error);
     assert_eq!(
         counted.0.lock().expect("counters").get("TasksInError"),
@@ -515,7 +545,7 @@ async fn a_batch_is_accepted_together_and_each_of_its_tasks_created_and_run() {
 /// Queues that refuse, of the messages of a send, those holding [`REFUSED`], and send
 /// the others: a SendMessageBatch some of whose entries fail, which the SQS adapter
 /// reports as the whole send failing.
-struct RefusingSome(Arc<sas_testkit::memory::Memory>);
+struct RefusingSome(Arc<Memory>);
 
 const REFUSED: &str = "refused-by-the-queue";
 
@@ -545,21 +575,12 @@ impl Queues for RefusingSome {
 /// task of any other.
 #[tokio::test]
 async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
-    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let (memory, names) = in_memory(&clock, None);
-    let ingest = QueueName::parse("ingest").expect("name");
-    memory.create_queue(&ingest, Duration::from_secs(30), None);
+    let buffering = Buffering::new();
     let ports = Ports {
-        queues: Arc::new(RefusingSome(Arc::clone(&memory))),
-        ..Ports::of(&memory, Arc::clone(&clock) as _)
+        queues: Arc::new(RefusingSome(Arc::clone(&buffering.memory))),
+        ..buffering.ports()
     };
-    let app = App::new(
-        ports,
-        Arc::new(Registry::built_in()),
-        names,
-        "submission".into(),
-    )
-    .with_ingestion(ingest.clone());
+    let app = buffering.app_over(ports, Registry::built_in(), "submission");
     let unnamed = |customer: &str| {
         let mut input = delivery_input();
         input["customer_id"] = json!(customer);
@@ -587,7 +608,7 @@ async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
         .filter_map(|r| r["location"].as_str())
         .map(|location| location.trim_start_matches("/tasks/").to_owned())
         .collect();
-    let queued = memory.messages(&ingest);
+    let queued = buffering.memory.messages(&buffering.ingest);
     assert_eq!(queued.len(), 2, "the refused one is not queued");
     for id in &accepted {
         assert!(
