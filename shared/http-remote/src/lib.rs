@@ -284,7 +284,23 @@ fn failure(error: &reqwest::Error) -> &'static str {
 
 #[async_trait]
 impl RemoteCall for HttpRemote {
+    /// The call's timeout bounds all of it: its credential's reads and a second send
+    /// after a 401 included. The agent gives it the time left before the step's
+    /// complete-by, after which nothing may be sent.
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        tokio::time::timeout(request.timeout, self.call_within(request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(RemoteError::Transient(format!(
+                    "service '{}' did not answer in time",
+                    request.service
+                )))
+            })
+    }
+}
+
+impl HttpRemote {
+    async fn call_within(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
         let service = request.service.as_str();
         let settings = self.service(service).ok_or_else(|| {
             RemoteError::Permanent(format!("no URL configured for service '{service}'"))
@@ -528,6 +544,61 @@ mod tests {
             "{refused:?}"
         );
         assert_eq!(heads.lock().expect("lock").len(), 5);
+    }
+
+    /// A secret store that answers its first read and never another.
+    struct StallingAfterFirst(std::sync::atomic::AtomicBool);
+
+    #[async_trait]
+    impl Credentials for StallingAfterFirst {
+        async fn secret(&self, _: &SecretRef) -> Result<String, CredentialError> {
+            if self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            Ok("key-1".into())
+        }
+
+        async fn sign(
+            &self,
+            _: &SigV4,
+            _: Unsigned<'_>,
+        ) -> Result<Vec<(String, String)>, CredentialError> {
+            unreachable!("no service here is signed")
+        }
+    }
+
+    /// Refused with a 401, the call reads its credential again, and that read hangs:
+    /// the call still ends within its timeout, the time the agent had left before
+    /// the step's complete-by, and sends nothing after it.
+    #[tokio::test]
+    async fn a_call_ends_within_its_timeout_whatever_it_waits_for_after_a_401() {
+        let (url, _, heads) = guarded("another-key").await;
+        let services = sas_core::domain::services::parse(&format!(
+            r#"{{"svc": {{"url": "{url}", "headers": {{"X-Tenant": "acme"}},
+                "credential": {{"secret": "secretsmanager:svc-key", "header": "X-Api-Key"}}}}}}"#
+        ))
+        .expect("services");
+        let credentials = Arc::new(StallingAfterFirst(std::sync::atomic::AtomicBool::new(
+            false,
+        )));
+        let remote = HttpRemote::new(services, None, credentials);
+        let request = RemoteRequest {
+            timeout: Duration::from_millis(300),
+            ..request(Method::Post, &serde_json::json!({}))
+        };
+        // Far longer than the call's timeout: reached only if the call outlives it.
+        let ended = tokio::time::timeout(Duration::from_secs(10), remote.call(&request))
+            .await
+            .expect("the call ended within its timeout");
+        assert!(
+            matches!(&ended, Err(RemoteError::Transient(reason)) if reason.contains("did not answer in time")),
+            "{ended:?}"
+        );
+        assert_eq!(
+            heads.lock().expect("lock").len(),
+            1,
+            "only the refused call was sent"
+        );
     }
 
     #[tokio::test]
