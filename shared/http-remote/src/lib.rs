@@ -366,7 +366,10 @@ impl HttpRemote {
         let reason = format!("service '{service}' answered {status}");
         match (status.as_u16(), asked_wait) {
             (429 | 503, Some(wait)) => Err(RemoteError::RetryAfter { reason, wait }),
-            (408 | 429 | 500..=599, _) => Err(RemoteError::Transient(reason)),
+            // 409: what the Idempotency-Key draft has a service answer while an earlier
+            // attempt with the same key is still at work there. Not a refusal: that
+            // attempt may take effect, and a step failed for good would not be undone.
+            (408 | 409 | 429 | 500..=599, _) => Err(RemoteError::Transient(reason)),
             _ => Err(RemoteError::Permanent(reason)),
         }
     }
@@ -736,6 +739,31 @@ mod tests {
             matches!(call(&url).await, Err(RemoteError::Transient(_))),
             "a Retry-After that is neither seconds nor a date is ignored"
         );
+    }
+
+    /// A 409 is the service still at work on an earlier attempt with the same
+    /// Idempotency-Key: tried again, as that attempt may take effect; other 4xx, such
+    /// as the draft's 422 for a key sent with another body, are refusals.
+    #[tokio::test]
+    async fn a_409_is_transient_and_other_4xx_are_refusals() {
+        let (url, _) = serve(answer("409 Conflict", "", b"")).await;
+        let conflict = call(&url).await;
+        assert!(
+            matches!(conflict, Err(RemoteError::Transient(_))),
+            "{conflict:?}"
+        );
+        for status in [
+            "400 Bad Request",
+            "404 Not Found",
+            "422 Unprocessable Content",
+        ] {
+            let (url, _) = serve(answer(status, "", b"")).await;
+            let refused = call(&url).await;
+            assert!(
+                matches!(refused, Err(RemoteError::Permanent(_))),
+                "{status}: {refused:?}"
+            );
+        }
     }
 
     #[tokio::test]
