@@ -285,7 +285,9 @@ impl Stack {
                     Sends::Together,
                     &queue,
                     twice,
-                    |body| async move { app.on_scheduler_message(&body).await.map(drop) },
+                    |queue, body| async move {
+                        app.on_scheduler_message(&queue, &body).await.map(drop)
+                    },
                 )
                 .await;
         }
@@ -300,7 +302,7 @@ impl Stack {
                     Sends::AsReady,
                     &requests,
                     twice,
-                    |body| async move { step_caller.on_request(&body).await.map(drop) },
+                    |_, body| async move { step_caller.on_request(&body).await.map(drop) },
                 )
                 .await
     }
@@ -314,7 +316,7 @@ impl Stack {
         handler: H,
     ) -> usize
     where
-        H: Fn(String) -> F + Copy,
+        H: Fn(String, String) -> F + Copy,
         F: Future<Output = Result<(), E>>,
         E: std::error::Error + 'static,
     {

@@ -754,7 +754,7 @@ impl Sim {
             }
         } else {
             let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
-            match scheduler.on_scheduler_message(body).await {
+            match scheduler.on_scheduler_message(queue.as_str(), body).await {
                 Ok(handled) => handled.as_str().to_owned(),
                 Err(e) => failed(&e),
             }
@@ -1084,8 +1084,16 @@ impl Sim {
                     ))
                 })
             };
-            let applied_for =
-                |step: &str, suffix: &str| applied_in(task.run..=task.run, step, suffix);
+            // Under the keys the step carries now, those of the run it was last sent in
+            // since its effect was known absent.
+            let applied_for = |step: &str, suffix: &str| {
+                let key_run = task
+                    .steps
+                    .iter()
+                    .find(|s| s.name == step)
+                    .map_or(task.run, |s| s.key_run);
+                applied_in(key_run..=key_run, step, suffix)
+            };
             for (step, definition) in task.steps.iter().zip(&workflow.steps) {
                 match task.state {
                     TaskState::Processed if !applied_in(1..=task.run, &step.name, "") => {
@@ -1173,6 +1181,7 @@ impl Sim {
                 ));
             }
         }
+        self.check_one_effect_per_step(&tasks, &applied);
         for effect in applied.values() {
             if !accepted.contains(&effect.task) {
                 self.world.violation(format!(
@@ -1188,6 +1197,43 @@ impl Sim {
         {
             self.world
                 .violation("messages left in the queues after settling".into());
+        }
+    }
+}
+
+impl Sim {
+    /// No step of a task has its effect applied under two idempotency keys, the
+    /// first not undone: across resubmissions too, a step whose effect may be in
+    /// place is called again under its key, never under a new one. (Read-only steps
+    /// have no effect.)
+    fn check_one_effect_per_step(
+        &self,
+        tasks: &[Task],
+        applied: &BTreeMap<(String, String), Applied>,
+    ) {
+        let mut not_undone: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+        for ((service, key), effect) in applied {
+            let undone = applied.contains_key(&(service.clone(), format!("{key}/compensate")));
+            if !effect.compensation && !undone {
+                not_undone
+                    .entry((&effect.task, &effect.step))
+                    .or_default()
+                    .push(key);
+            }
+        }
+        for ((task, step), keys) in not_undone {
+            let read_only = tasks
+                .iter()
+                .find(|t| t.id.as_str() == task)
+                .and_then(|t| self.workflows.version(&t.workflow.name, t.workflow.version))
+                .and_then(|w| w.steps.iter().find(|s| s.name == step).map(|s| s.read_only))
+                .unwrap_or(false);
+            if keys.len() > 1 && !read_only {
+                self.world.violation(format!(
+                    "task {task} step {step} has its effect in place under {} keys: {keys:?}",
+                    keys.len()
+                ));
+            }
         }
     }
 }

@@ -202,9 +202,14 @@ proptest! {
     #[test]
     fn every_undecodable_message_is_poison(text in prop_oneof![".{0,200}", any_json().prop_map(|v| v.to_string())]) {
         let subject = subject();
-        let scheduled = subject.runtime.block_on(subject.app.on_scheduler_message(&text));
-        let decodes = serde_json::from_str::<sas_core::domain::messages::SchedulerMessage>(&text).is_ok();
-        prop_assert!(decodes || matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}");
+        // On the agents' response queue, the one any agent may write to.
+        let scheduled = subject.runtime.block_on(subject.app.on_scheduler_message("r", &text));
+        let decoded = serde_json::from_str::<sas_core::domain::messages::SchedulerMessage>(&text);
+        match decoded {
+            Err(_) => prop_assert!(matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}"),
+            Ok(sas_core::domain::messages::SchedulerMessage::Response(_)) => {}
+            Ok(_) => prop_assert!(matches!(scheduled, Err(HandleError::Refused(_))), "scheduler: {text:?} -> {scheduled:?}"),
+        }
         let answered = subject.runtime.block_on(subject.step_caller.on_request(&text));
         let decodes = serde_json::from_str::<sas_core::domain::messages::AgentRequest>(&text).is_ok();
         prop_assert!(decodes || matches!(answered, Err(CallError::Poison(_))), "agent: {text:?} -> {answered:?}");

@@ -341,7 +341,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         .expect("accepted");
     let [message] = memory.messages(ingest).try_into().expect("one message");
     let first = scheduler("scheduler-1")
-        .on_scheduler_message(&message.body)
+        .on_scheduler_message(ingest.as_str(), &message.body)
         .await
         .expect("created");
     assert_eq!(first.as_str(), "created");
@@ -354,7 +354,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
 
     clock.advance(Duration::from_secs(1));
     let again = scheduler("scheduler-2")
-        .on_scheduler_message(&message.body)
+        .on_scheduler_message(ingest.as_str(), &message.body)
         .await
         .expect("handled again");
     assert_eq!(again.as_str(), "repeated");
@@ -381,7 +381,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         .await
         .expect("moved on");
     scheduler("scheduler-3")
-        .on_scheduler_message(&message.body)
+        .on_scheduler_message(ingest.as_str(), &message.body)
         .await
         .expect("handled");
     assert!(bodies(&names.agent_requests).is_empty());
@@ -414,7 +414,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
     }
     let [first, second] = memory.messages(ingest).try_into().expect("two messages");
     let created = scheduler("scheduler-1")
-        .on_scheduler_message(&first.body)
+        .on_scheduler_message(ingest.as_str(), &first.body)
         .await
         .expect("created");
     assert_eq!(created.as_str(), "created");
@@ -423,12 +423,12 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
 
     clock.advance(Duration::from_secs(1));
     let refused = scheduler("scheduler-2")
-        .on_scheduler_message(&second.body)
+        .on_scheduler_message(ingest.as_str(), &second.body)
         .await
         .expect("refused");
     assert_eq!(refused.as_str(), "submission refused");
     let again = scheduler("scheduler-3")
-        .on_scheduler_message(&first.body)
+        .on_scheduler_message(ingest.as_str(), &first.body)
         .await
         .expect("handled again");
     assert_eq!(again.as_str(), "repeated");
@@ -484,7 +484,7 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         .messages(&buffering.ingest)
         .try_into()
         .expect("one message");
-    app.on_scheduler_message(&message.body)
+    app.on_scheduler_message(buffering.ingest.as_str(), &message.body)
         .await
         .expect("created");
     let task = buffering.memory.tasks().pop().expect("the task");

@@ -80,7 +80,7 @@ async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submi
     );
     assert_eq!(
         task["workflow"],
-        json!({"name": "drone-delivery", "version": 1})
+        json!({"name": "drone-delivery", "version": 2})
     );
 
     let effects = harness.effects_of("order-1").await;
@@ -387,8 +387,8 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     })
     .expect("json");
     let (a, b) = tokio::join!(
-        app.on_scheduler_message(&run),
-        other.on_scheduler_message(&run)
+        app.on_scheduler_message("scheduler", &run),
+        other.on_scheduler_message("scheduler", &run)
     );
     let mut verdicts = [a.expect("handled"), b.expect("handled")];
     verdicts.sort_unstable();
@@ -735,7 +735,13 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         let app = &app;
         async move {
             let body = serde_json::to_string(&message).expect("json");
-            app.on_scheduler_message(&body).await.expect("handled")
+            let queue = match message {
+                SchedulerMessage::Response(_) => "agent-responses",
+                _ => "scheduler",
+            };
+            app.on_scheduler_message(queue, &body)
+                .await
+                .expect("handled")
         }
     };
     let response = |task: &Task| {

@@ -143,7 +143,10 @@ async fn tasks_run_the_definition_they_started_with_when_its_file_changes_withou
         task_id: TaskId::parse("kept").expect("id"),
     })
     .expect("json");
-    scheduler.on_scheduler_message(&run).await.expect("claimed");
+    scheduler
+        .on_scheduler_message("scheduler", &run)
+        .await
+        .expect("claimed");
     let requests = world.agent_requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(
@@ -169,7 +172,10 @@ async fn tasks_run_the_definition_they_started_with_when_its_file_changes_withou
                 .drop_message(&world.names.agent_requests, stored.id);
         }
         scheduler
-            .on_scheduler_message(&serde_json::to_string(&response).expect("json"))
+            .on_scheduler_message(
+                "agent-responses",
+                &serde_json::to_string(&response).expect("json"),
+            )
             .await
             .expect("recorded");
         answered += 1;
@@ -210,13 +216,17 @@ async fn a_repeated_submission_does_not_cut_the_supervisors_retry_delay_short() 
         task_id: id.clone(),
     })
     .expect("json");
-    app.on_scheduler_message(&run).await.expect("claimed");
+    app.on_scheduler_message("scheduler", &run)
+        .await
+        .expect("claimed");
     let threshold = drone.steps[0].supervision.failure_threshold;
     for failure in 1..=threshold {
         world.clock.advance(drone.steps[0].complete_by);
         app.sweep(10).await.expect("swept");
         if failure < threshold {
-            app.on_scheduler_message(&run).await.expect("claimed again");
+            app.on_scheduler_message("scheduler", &run)
+                .await
+                .expect("claimed again");
         }
     }
     let task = app.task(&id).await.expect("read").expect("exists");

@@ -16,7 +16,7 @@ async fn main() -> Result<(), Error> {
         async move {
             let agent = &agent;
             Ok::<_, Error>(
-                events::sqs_batch(event.payload, Sends::AsReady, |body| async move {
+                events::sqs_batch(event.payload, Sends::AsReady, |_, body| async move {
                     agent.on_request(&body).await.map(drop)
                 })
                 .await,

@@ -191,14 +191,15 @@ impl System {
         let ingest = self.ingest.iter().map(|q| (q, settings.ingest_concurrency));
         for (source, concurrency) in sources.into_iter().chain(ingest) {
             let app = Arc::clone(&self.app);
+            let queue = source.to_string();
             self.workers.push(tokio::spawn(consume(
                 Arc::clone(&self.backend) as _,
                 source.clone(),
                 concurrency,
                 stopped.clone(),
                 move |body| {
-                    let app = Arc::clone(&app);
-                    async move { app.on_scheduler_message(&body).await.map(drop) }
+                    let (app, queue) = (Arc::clone(&app), queue.clone());
+                    async move { app.on_scheduler_message(&queue, &body).await.map(drop) }
                 },
             )));
         }

@@ -16,8 +16,8 @@ async fn main() -> Result<(), Error> {
         async move {
             let app = &app;
             Ok::<_, Error>(
-                events::sqs_batch(event.payload, Sends::Together, |body| async move {
-                    app.on_scheduler_message(&body).await.map(drop)
+                events::sqs_batch(event.payload, Sends::Together, |queue, body| async move {
+                    app.on_scheduler_message(&queue, &body).await.map(drop)
                 })
                 .await,
             )

@@ -36,6 +36,50 @@ pub struct QueueNames {
     pub agent_responses: QueueName,
 }
 
+/// A queue a scheduler reads: each takes only the messages meant for it, so that
+/// an agent allowed to answer cannot create or move tasks by other means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inbox {
+    /// The scheduler's queue: Run and Deadline messages, which the system sends.
+    Scheduler,
+    /// The agents' responses.
+    AgentResponses,
+    /// Buffered submissions, which the API accepted (checked again on arrival).
+    Ingest,
+}
+
+impl Inbox {
+    /// Whether `message` is one this queue takes.
+    fn accepts(self, message: &SchedulerMessage) -> bool {
+        matches!(
+            (self, message),
+            (
+                Self::Scheduler,
+                SchedulerMessage::Run { .. } | SchedulerMessage::Deadline { .. }
+            ) | (Self::AgentResponses, SchedulerMessage::Response(_))
+                | (Self::Ingest, SchedulerMessage::Submit(_))
+        )
+    }
+
+    /// Its name, in errors.
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduler => "scheduler",
+            Self::AgentResponses => "agent-response",
+            Self::Ingest => "ingest",
+        }
+    }
+
+    /// The messages it takes, in errors.
+    const fn takes(self) -> &'static str {
+        match self {
+            Self::Scheduler => "run and deadline messages",
+            Self::AgentResponses => "agents' responses",
+            Self::Ingest => "buffered submissions",
+        }
+    }
+}
+
 /// Why a task could not be moved on.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -67,6 +111,11 @@ pub enum HandleError {
     /// The message is not one this handler understands: a poison message.
     #[error("undecodable message: {0}")]
     Poison(String),
+    /// The message is one this handler understands, but not from where it came (a
+    /// control message on the agents' response queue), or a submission that does not
+    /// pass the checks the API makes: a poison message too.
+    #[error("refused message: {0}")]
+    Refused(String),
     /// Its task could not be moved on.
     #[error(transparent)]
     Task(#[from] TaskError),
@@ -94,7 +143,7 @@ pub trait MessageError: std::error::Error + Send + Sync + 'static {
 
 impl MessageError for HandleError {
     fn is_poison(&self) -> bool {
-        matches!(self, Self::Poison(_))
+        matches!(self, Self::Poison(_) | Self::Refused(_))
     }
 }
 
@@ -552,6 +601,16 @@ impl App {
             .workflows
             .latest(workflow)
             .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
+        self.check_against(&definition, submission)?;
+        Ok(definition)
+    }
+
+    /// A submission's input and notification queue, checked against `definition`.
+    fn check_against(
+        &self,
+        definition: &Workflow,
+        submission: &Submission,
+    ) -> Result<(), SubmitError> {
         definition.validate_input(&submission.input)?;
         if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own_queue(q)) {
             return Err(SubmitError::ReservedQueue(queue.clone()));
@@ -565,7 +624,7 @@ impl App {
                 });
             }
         }
-        Ok(definition)
+        Ok(())
     }
 
     /// Creates the task a checked submission asks for, or finds the one the same
@@ -599,7 +658,7 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", workflow), 1);
                 }
-                self.perform(effects).await?;
+                Self::sent_once_written(&id, claim, self.perform(effects).await)?;
                 Ok(Submitted::Created(task))
             }
             Err(StoreError::Conflict) => {
@@ -612,7 +671,7 @@ impl App {
                     // send. A task moved since (by a scheduler, or the supervisor's
                     // retry after a delay) has messages of its own: a Run now would
                     // cut the supervisor's delay short.
-                    self.schedule(&existing).await?;
+                    Self::sent_once_written(&id, claim, self.schedule(&existing).await)?;
                 }
                 Ok(Submitted::Replayed(existing))
             }
@@ -620,10 +679,33 @@ impl App {
         }
     }
 
+    /// How the sends that follow a task's creation ended, for its creator. The API
+    /// answers a task written as accepted whatever they did: its pickup lease has the
+    /// supervisor send them again, and a failure answered would have a caller without
+    /// an id submit a second task. A scheduler creating a buffered task fails its
+    /// message instead, which comes again and sends them sooner.
+    fn sent_once_written(
+        id: &TaskId,
+        claim: bool,
+        sent: Result<(), QueueError>,
+    ) -> Result<(), QueueError> {
+        match sent {
+            Err(error) if !claim => {
+                warn!(task_id = %id, error = %Chain(&error), "task accepted, its message not sent: the supervisor sends it at its lease's end");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     /// A scheduler, on a buffered submission: creates its task, or finds it created
     /// by the same request, or refuses it on the task another request created.
     async fn ingest(&self, buffered: &Buffered) -> Result<Handled, HandleError> {
         let definition = self.workflow(&buffered.workflow).await?;
+        // Checked again here, where it enters the store: whoever may send to the
+        // ingest queue, only what the API accepts becomes a task.
+        self.check_against(&definition, &buffered.submission)
+            .map_err(|e| HandleError::Refused(e.to_string()))?;
         let id = buffered.submission.id.clone();
         match self
             .create(&definition, buffered.submission.clone(), true)
@@ -652,9 +734,7 @@ impl App {
             }
             Err(SubmitError::Store(e)) => Err(e.into()),
             Err(SubmitError::Queue(e)) => Err(e.into()),
-            // Checked when it was accepted: a message that does not pass is not one
-            // the API sent.
-            Err(other) => Err(HandleError::Poison(other.to_string())),
+            Err(other) => Err(HandleError::Refused(other.to_string())),
         }
     }
 
@@ -862,13 +942,45 @@ impl App {
         Ok(report)
     }
 
-    /// Scheduler: handles one message of the scheduler queue or of the agent-response queue.
+    /// Which of a scheduler's queues the queue named `queue` is, if it is one.
+    fn inbox(&self, queue: &str) -> Option<Inbox> {
+        if queue == self.names.scheduler.as_str() {
+            Some(Inbox::Scheduler)
+        } else if queue == self.names.agent_responses.as_str() {
+            Some(Inbox::AgentResponses)
+        } else {
+            self.ingest
+                .as_ref()
+                .is_some_and(|ingest| ingest.as_str() == queue)
+                .then_some(Inbox::Ingest)
+        }
+    }
+
+    /// Scheduler: handles one message of one of its queues, named `queue`, which
+    /// takes only the messages meant for it ([`Inbox::accepts`]).
     ///
     /// # Errors
     /// [`HandleError`]; the message should then be retried (and dead-lettered in the end).
-    pub async fn on_scheduler_message(&self, body: &str) -> Result<Handled, HandleError> {
+    pub async fn on_scheduler_message(
+        &self,
+        queue: &str,
+        body: &str,
+    ) -> Result<Handled, HandleError> {
+        let inbox = self.inbox(queue).ok_or_else(|| {
+            HandleError::Refused(format!(
+                "a message from '{queue}', which is not the scheduler's"
+            ))
+        })?;
         let message: SchedulerMessage =
             serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
+        if !inbox.accepts(&message) {
+            return Err(HandleError::Refused(format!(
+                "a {} message on the {} queue, which takes only {}",
+                message.kind(),
+                inbox.as_str(),
+                inbox.takes()
+            )));
+        }
         let task_id = match &message {
             SchedulerMessage::Submit(buffered) => return self.ingest(buffered).await,
             SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {

@@ -6,7 +6,7 @@ use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::http::{HeaderValue, header};
-use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use base64::Engine as _;
 use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
 use sas_core::app::App;
@@ -133,17 +133,29 @@ pub enum Sends {
     Together,
 }
 
+/// The name of the queue an SQS record came from: the end of its source's ARN.
+#[must_use]
+pub fn source_queue(record: &SqsMessage) -> &str {
+    record
+        .event_source_arn
+        .as_deref()
+        .and_then(|arn| arn.rsplit(':').next())
+        .unwrap_or_default()
+}
+
 /// The scheduler and agent functions: handles every record of an SQS batch, each
 /// in its own span, at once, and names only the failed ones, so that only they are
-/// delivered again (and in the end dead-lettered). Needs ReportBatchItemFailures.
+/// delivered again (and in the end dead-lettered). The handler is given the name of
+/// the record's queue ([`source_queue`]) and its body. Needs ReportBatchItemFailures.
 pub async fn sqs_batch<H, F, E>(event: SqsEvent, sends: Sends, handler: H) -> SqsBatchResponse
 where
-    H: Fn(String) -> F,
+    H: Fn(String, String) -> F,
     F: Future<Output = Result<(), E>>,
     E: std::error::Error + 'static,
 {
     let gate = (sends == Sends::Together).then(|| SendGate::new(event.records.len()));
     let handling = event.records.into_iter().map(|record| {
+        let queue = source_queue(&record).to_owned();
         let id = record.message_id.unwrap_or_default();
         let receive_count = record
             .attributes
@@ -151,7 +163,7 @@ where
             .cloned()
             .unwrap_or_default();
         let span = info_span!("message", message_id = %id, receive_count = %receive_count);
-        let outcome = handler(record.body.unwrap_or_default());
+        let outcome = handler(queue, record.body.unwrap_or_default());
         let gate = gate.clone();
         async move {
             let outcome = match gate {

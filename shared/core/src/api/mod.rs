@@ -306,8 +306,11 @@ impl From<ActionError> for ApiError {
                     Refused::Ended(_) => Self::new(ErrorCode::Ended, message),
                     Refused::TakenByBatch(_) => Self::new(ErrorCode::Conflict, message),
                     Refused::Input(e) => Self::new(ErrorCode::InvalidField, message).on(&e.field),
-                    Refused::InputsTooLarge(_) => {
+                    Refused::InputsTooLarge(_) | Refused::InputTooLarge(_) => {
                         Self::new(ErrorCode::InvalidField, message).on("input")
+                    }
+                    Refused::EffectsInPlace(_) => {
+                        Self::new(ErrorCode::Conflict, message).on("input")
                     }
                 }
             }

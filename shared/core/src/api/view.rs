@@ -54,6 +54,11 @@ pub struct TaskView<'a> {
     run: u32,
     /// Why it failed, or that it was cancelled.
     error: Option<&'a str>,
+    /// In Error: steps whose effect may be in place and that nothing undoes (no
+    /// compensation). A person decides what became of them; a resubmission without
+    /// an edit calls them again under the same idempotency keys.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    not_undone: &'a [String],
     /// The caller's queue for status messages.
     notify: Option<&'a QueueName>,
     /// The request to stop it, if one came.
@@ -160,6 +165,7 @@ impl<'a> TaskView<'a> {
             failure_count: task.failure_count,
             run: task.run,
             error: task.error.as_deref(),
+            not_undone: &task.not_undone,
             notify: task.notify.as_ref(),
             cancelled: task.cancelled.as_ref().map(RequestView::of),
             resubmissions: task

@@ -236,9 +236,19 @@ impl Change {
 
     /// Stops the run and undoes what it did, for `reason`, unless the task was
     /// stopped already (asked to cancel, say): the first reason is the task's error.
+    /// A step waiting to be sent again (for a retry, or under the key it kept through
+    /// a resubmission) may have its effect in place: it is undone as one that timed
+    /// out.
     fn fail(&mut self, reason: String) {
         self.task.error.get_or_insert(reason);
         self.set_state(TaskState::Compensating);
+        for step in &mut self.task.steps {
+            if step.state == StepState::Pending && step.was_sent() {
+                step.state = StepState::TimedOut;
+                step.error = Some("stopped while waiting to be sent again".into());
+                step.finished_at = Some(self.now);
+            }
+        }
     }
 
     /// Tells the caller the task's state, as this change writes it.
@@ -282,7 +292,7 @@ impl Change {
                     .position(|s| s.state != StepState::Processed)
                 {
                     Some(index) => self.dispatch(workflow, order, index, Operation::Call),
-                    None => self.finish(TaskState::Processed),
+                    None => self.finish(workflow, TaskState::Processed),
                 }
             }
             TaskState::Compensating => {
@@ -294,7 +304,7 @@ impl Change {
                 });
                 match undo {
                     Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
-                    None => self.finish(TaskState::Error),
+                    None => self.finish(workflow, TaskState::Error),
                 }
             }
             TaskState::Processed | TaskState::Error => {}
@@ -361,7 +371,10 @@ impl Change {
         step.attempt += 1;
         step.complete_by = Some(complete_by);
         step.started_at = Some(self.now);
-        let attempt = step.attempt;
+        if step.key_run == 0 {
+            step.key_run = task.run;
+        }
+        let (attempt, key_run) = (step.attempt, step.key_run);
         task.complete_by = Some(complete_by);
         self.effects.push(Effect::Dispatch(AgentRequest {
             task_id: task.id.clone(),
@@ -374,7 +387,7 @@ impl Change {
             method: endpoint.map(|e| e.method).unwrap_or_default(),
             path,
             complete_by,
-            idempotency_key: format!("{}/{}/{}{key_suffix}", task.id, task.run, definition.name),
+            idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, definition.name),
             retry: definition.retry.clone(),
             payload,
         }));
@@ -386,9 +399,21 @@ impl Change {
         });
     }
 
-    fn finish(&mut self, state: TaskState) {
+    fn finish(&mut self, workflow: &Workflow, state: TaskState) {
         self.task.locked_by = None;
         self.task.complete_by = None;
+        if state == TaskState::Error {
+            self.task.not_undone = self
+                .task
+                .steps
+                .iter()
+                .zip(&workflow.steps)
+                .filter(|(step, definition)| {
+                    step.effect_may_be_in_place() && !definition.is_undone_on_failure()
+                })
+                .map(|(step, _)| step.name.clone())
+                .collect();
+        }
         self.set_state(state);
         if state == TaskState::Error {
             let compensation_failed = self
@@ -404,6 +429,7 @@ impl Change {
                 workflow: self.task.workflow.name.clone(),
                 reason: self.task.error.clone().unwrap_or_default(),
                 compensation_failed,
+                not_undone: self.task.not_undone.clone(),
                 at: self.now,
             });
         }
@@ -486,6 +512,7 @@ pub fn submit(
         steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
         error: None,
         pending_alert: None,
+        not_undone: Vec::new(),
         cancelled: None,
         resubmissions: Vec::new(),
         refused: Vec::new(),
@@ -849,6 +876,19 @@ pub enum Refused {
         max = limits::MAX_ORDER
     )]
     InputsTooLarge(usize),
+    /// An edited input that would leave the task no room for its steps' requests.
+    #[error(
+        "input: {0} bytes, over the {max} a task's input and results may take; submit a new task",
+        max = limits::MAX_TASK_DATA
+    )]
+    InputTooLarge(usize),
+    /// An edited input, while steps whose effect may be in place and that nothing
+    /// undoes would be called again with it.
+    #[error(
+        "input: the task cannot run with another input while the effects of {} may be in place and cannot be undone; resubmit without an input (they are called again under the same idempotency keys), or submit a new task",
+        .0.join(", ")
+    )]
+    EffectsInPlace(Vec<String>),
 }
 
 /// A resubmission: who asks, and the new input, if it has one.
@@ -873,14 +913,23 @@ fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
     }
 }
 
-/// An operator (or the owner) restarts a task in Error from its first step whose
-/// effect is not in place (failed, timed out or compensated), in a new run with new
-/// idempotency keys, with a new input if given (checked against the task's workflow
-/// version; the one it replaces is kept in the order data).
+/// An operator (or the owner) restarts a task in Error in a new run.
+///
+/// With the same input, it runs from its first step not Processed, keeping the
+/// Processed steps and their results. A step whose effect may be in place (it timed
+/// out, its answer was unusable, or its compensation failed) is called again under
+/// the idempotency key it had, so that its service does not apply it twice; the
+/// others get the new run's keys.
+///
+/// With a new input (checked against the task's workflow version; the one it
+/// replaces is kept in the order data), it runs every step again from the first,
+/// under the new run's keys: refused while a step that is not read-only may have
+/// its effect in place, since calling it again with another input would apply a
+/// second effect.
 ///
 /// # Errors
 /// [`Refused`] when the task is not in Error, the batch took it already, or the
-/// new input does not fit.
+/// new input does not fit or cannot be run.
 pub fn resubmit(
     task: &Task,
     workflow: &Workflow,
@@ -895,6 +944,20 @@ pub fn resubmit(
     let edited = match resubmit.input {
         Some(input) => {
             workflow.validate_input(&input)?;
+            let in_place: Vec<String> = task
+                .steps
+                .iter()
+                .zip(&workflow.steps)
+                .filter(|(step, definition)| step.effect_may_be_in_place() && !definition.read_only)
+                .map(|(step, _)| step.name.clone())
+                .collect();
+            if !in_place.is_empty() {
+                return Err(Refused::EffectsInPlace(in_place));
+            }
+            let size = limits::json_size(&input);
+            if size > limits::MAX_TASK_DATA {
+                return Err(Refused::InputTooLarge(size));
+            }
             let mut edited = order.clone();
             edited.earlier.push(EarlierInput {
                 until_run: task.run,
@@ -913,6 +976,7 @@ pub fn resubmit(
     change.task.failure_count = 0;
     change.task.error = None;
     change.task.pending_alert = None;
+    change.task.not_undone.clear();
     change.task.cancelled = None;
     let run = change.task.run;
     change.log(Happened::Resubmitted { run });
@@ -921,10 +985,21 @@ pub fn resubmit(
         request: resubmit.request,
         edited: edited.is_some(),
     });
-    for step in &mut change.task.steps {
-        if step.state != StepState::Processed {
-            *step = Step::new(&step.name);
+    let plain = edited.is_none();
+    for (step, definition) in change.task.steps.iter_mut().zip(&workflow.steps) {
+        if plain && step.state == StepState::Processed {
+            continue;
         }
+        let keeps_key = plain && step.effect_may_be_in_place() && !definition.read_only;
+        // A step sent before keys were kept per step took the task's run's.
+        let key_run = match keeps_key {
+            true => Some(step.key_run)
+                .filter(|&run| run > 0)
+                .unwrap_or(task.run),
+            false => 0,
+        };
+        *step = Step::new(&step.name);
+        step.key_run = key_run;
     }
     change.set_state(TaskState::Pending);
     change.release(workflow, Duration::ZERO);
@@ -960,16 +1035,7 @@ pub fn cancel(
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
     if task.running_step().is_none() && task.locked_by.is_none() {
-        // Waiting for a scheduler (or a retry): one comes now to compensate. A step
-        // waiting for its retry was sent before, and its effect may be in place: it
-        // is undone as one that timed out.
-        for step in &mut change.task.steps {
-            if step.state == StepState::Pending && step.attempt > 0 {
-                step.state = StepState::TimedOut;
-                step.error = Some("cancelled while waiting to be retried".into());
-                step.finished_at = Some(now);
-            }
-        }
+        // Waiting for a scheduler (or a retry): one comes now to compensate.
         change.release(workflow, Duration::ZERO);
     }
     Ok(change.done(Verdict::CancelRequested))
@@ -1902,6 +1968,164 @@ mod tests {
             Err(Refused::InputsTooLarge(size)) if size > limits::MAX_ORDER
         ));
         assert_eq!(order.earlier.len(), 5);
+    }
+
+    /// Lets the supervisor find `request`'s lease expired until the task gives it
+    /// up: the task then, Compensating, and the decision that gave up.
+    fn time_out(
+        mut task: Task,
+        workflow: &Workflow,
+        order: &Order,
+        mut request: AgentRequest,
+    ) -> (Task, Decision) {
+        loop {
+            let decision = on_expired(&task, workflow, request.complete_by);
+            task = decision.next.clone().expect("expired");
+            if decision.verdict == Verdict::GaveUp {
+                return (task, decision);
+            }
+            let claim = on_run(&task, workflow, order, "s2", request.complete_by);
+            task = claim.next.clone().expect("claimed again");
+            request = dispatched(&claim)[0].clone();
+        }
+    }
+
+    /// The idempotency keys of the calls a task run with every answer a success sends.
+    fn keys_called(task: Task, workflow: &Workflow, order: &Order) -> Vec<String> {
+        let claim = on_run(&task, workflow, order, "s1", Timestamp(0));
+        let (_, _, effects) =
+            answer_all(claim.next.clone().expect("claimed"), workflow, order, claim);
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Dispatch(r) if r.operation == Operation::Call => {
+                    Some(r.idempotency_key.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_resubmission_calls_a_step_whose_effect_may_be_in_place_under_the_key_it_had() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        // The delivery times out past its threshold: created, perhaps, and nothing
+        // undoes it. The drone's cancellation is refused.
+        let (task, order, request) = run_to(&workflow, 4, now);
+        assert_eq!(request.step_name, "create-delivery");
+        let (task, _) = time_out(task, &workflow, &order, request);
+        let claim = on_run(&task, &workflow, &order, "s3", now);
+        let mut task = claim.next.clone().expect("claimed");
+        let mut decision = claim;
+        while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+            let outcome = match request.step_name.as_str() {
+                "schedule-drone" => Outcome::Failed {
+                    error: "already flying".into(),
+                },
+                _ => ok(),
+            };
+            decision = on_response(&task, &workflow, &order, &respond(&request, outcome), now);
+            task = decision.next.clone().expect("recorded");
+        }
+        use StepState::{CompensationFailed, TimedOut};
+        assert_eq!(
+            states(&task),
+            [Done, Compensated, Done, CompensationFailed, TimedOut]
+        );
+        assert_eq!(task.state, TaskState::Error);
+        let alert = alert_of(&decision).expect("alerted");
+        assert_eq!(alert.compensation_failed, ["schedule-drone"]);
+        assert_eq!(alert.not_undone, ["create-delivery"], "the alert lists it");
+        assert_eq!(task.not_undone, ["create-delivery"]);
+        assert!(task.needs_a_person(), "kept until a person acts");
+
+        // Run again as it is: the package, undone, is created under the new run's key;
+        // the drone and the delivery, perhaps in place, under the keys they had.
+        let decision = resubmit(&task, &workflow, &order, again(), now).expect("resubmitted");
+        let task = decision.next.expect("reset");
+        assert!(task.not_undone.is_empty() && !task.needs_a_person());
+        assert_eq!(
+            keys_called(task, &workflow, &order),
+            [
+                "t1/2/create-package",
+                "t1/1/schedule-drone",
+                "t1/1/create-delivery"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_edited_resubmission_runs_every_step_again_unless_an_effect_may_be_in_place() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let edit = |input: Value| Resubmit {
+            request: operator(None),
+            input: Some(input),
+        };
+        let new = json!({"customer_id": "c2", "pickup": "a", "dropoff": "b", "weight_kg": 1});
+
+        // Refused for good at the delivery: every effect is undone or never was.
+        let (task, order, request) = run_to(&workflow, 4, now);
+        let refused = Outcome::Failed {
+            error: "address not served".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, refused), now);
+        let (task, _, _) = answer_all(
+            decision.next.clone().expect("recorded"),
+            &workflow,
+            &order,
+            decision,
+        );
+        assert_eq!(task.state, TaskState::Error);
+        let decision = resubmit(&task, &workflow, &order, edit(new.clone()), now).expect("ok");
+        let edited = decision.order.expect("a new input");
+        let task = decision.next.expect("resubmitted");
+        assert_eq!(
+            states(&task),
+            [Untouched; 5],
+            "the checks see the new input"
+        );
+        let claim = on_run(&task, &workflow, &edited, "s1", now);
+        let first = dispatched(&claim)[0];
+        assert_eq!(
+            (first.step_name.as_str(), first.idempotency_key.as_str()),
+            ("check-account", "t1/2/check-account")
+        );
+        assert_eq!(first.payload.value()["input"], new);
+
+        // An input the steps' requests could not carry with their results.
+        let mut errored = task.clone();
+        errored.state = TaskState::Error;
+        let huge = json!({"customer_id": "x".repeat(limits::MAX_TASK_DATA), "pickup": "a", "dropoff": "b", "weight_kg": 1});
+        assert!(matches!(
+            resubmit(&errored, &workflow, &edited, edit(huge), now),
+            Err(Refused::InputTooLarge(size)) if size > limits::MAX_TASK_DATA
+        ));
+
+        // The delivery timed out: it may have been made with the old input.
+        let (task, order, request) = run_to(&workflow, 4, now);
+        let (task, _) = time_out(task, &workflow, &order, request);
+        let claim = on_run(&task, &workflow, &order, "s3", now);
+        let (task, _, _) = answer_all(
+            claim.next.clone().expect("claimed"),
+            &workflow,
+            &order,
+            claim,
+        );
+        assert_eq!(task.state, TaskState::Error);
+        let refused = resubmit(&task, &workflow, &order, edit(new), now);
+        assert_eq!(
+            refused,
+            Err(Refused::EffectsInPlace(vec!["create-delivery".into()]))
+        );
+        assert!(
+            refused
+                .expect_err("refused")
+                .to_string()
+                .contains("create-delivery"),
+            "the refusal names the step"
+        );
     }
 
     #[test]

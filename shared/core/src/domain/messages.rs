@@ -34,6 +34,19 @@ pub enum SchedulerMessage {
     },
 }
 
+impl SchedulerMessage {
+    /// Its `type`, in errors.
+    #[must_use]
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Self::Run { .. } => "run",
+            Self::Response(_) => "response",
+            Self::Submit(_) => "submit",
+            Self::Deadline { .. } => "deadline",
+        }
+    }
+}
+
 /// A submission accepted and not yet created: what it asks, of which workflow
 /// version (stored when it was accepted), and when.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -247,6 +260,11 @@ pub struct Alert {
     pub reason: String,
     /// Steps whose compensation failed: their effects must be undone by hand.
     pub compensation_failed: Vec<String>,
+    /// Steps whose effect may be in place and that have no compensation: a person
+    /// decides whether to undo them by hand; a resubmission calls them again under
+    /// the same idempotency keys, so the service does not repeat them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_undone: Vec<String>,
     /// When the task reached Error.
     pub at: Timestamp,
 }

@@ -124,6 +124,12 @@ pub struct Step {
     /// When the step reached its last state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Timestamp>,
+    /// The run whose idempotency keys the step's call and compensation carry
+    /// (`<task>/<key_run>/<step>`): the run that first sent it since its effect was
+    /// last known absent. A resubmission keeps it while the step's effect may be in
+    /// place, so that the service deduplicates the call; 0 until the step is sent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub key_run: u32,
 }
 
 /// Zero counters are left out of the stored record: most are zero, and on DynamoDB
@@ -149,7 +155,28 @@ impl Step {
             error: None,
             started_at: None,
             finished_at: None,
+            key_run: 0,
         }
+    }
+
+    /// Whether the step was sent under its current key, and may have taken effect,
+    /// even while it waits to be sent again.
+    #[must_use]
+    pub fn was_sent(&self) -> bool {
+        self.attempt > 0 || self.key_run > 0
+    }
+
+    /// Whether the step's effect may be in place: its call succeeded, or may have
+    /// (it timed out), and no compensation is known to have undone it.
+    #[must_use]
+    pub fn effect_may_be_in_place(&self) -> bool {
+        matches!(
+            self.state,
+            StepState::Processed
+                | StepState::TimedOut
+                | StepState::Unusable
+                | StepState::CompensationFailed
+        )
     }
 }
 
@@ -212,6 +239,12 @@ pub struct Task {
     /// the alert does not lose it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_alert: Option<Alert>,
+    /// Of a task in Error: the steps whose effect may be in place and that nothing
+    /// undoes (no compensation, not read-only). A person decides what became of them;
+    /// the task is kept until then, and a resubmission calls them again under the
+    /// same idempotency keys.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_undone: Vec<String>,
     /// The request to stop it, once someone asked ([`crate::domain::decide::cancel`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Request>,
@@ -232,15 +265,17 @@ pub struct Task {
 }
 
 impl Task {
-    /// In Error with an effect an operator must undo by hand: a step whose
-    /// compensation failed. Such a task is kept until a person acts on it.
+    /// In Error with an effect that may be in place and that nothing undid: a step
+    /// whose compensation failed, or one without a compensation ([`Self::not_undone`]).
+    /// Such a task is kept until a person acts on it.
     #[must_use]
     pub fn needs_a_person(&self) -> bool {
         self.state == TaskState::Error
-            && self
-                .steps
-                .iter()
-                .any(|s| s.state == StepState::CompensationFailed)
+            && (!self.not_undone.is_empty()
+                || self
+                    .steps
+                    .iter()
+                    .any(|s| s.state == StepState::CompensationFailed))
     }
 
     /// The step sent to an agent and not yet answered, if any.

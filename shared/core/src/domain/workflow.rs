@@ -122,6 +122,11 @@ pub struct StepDefinition {
     pub call: Endpoint,
     /// The operation that undoes the step, if it must be undone on failure.
     pub compensation: Option<Endpoint>,
+    /// The step changes nothing at its service (a check, a read): it is run again
+    /// freely, under a new idempotency key, by any resubmission, and never undone. A
+    /// step that is not read-only and has no compensation has an effect that cannot
+    /// be undone.
+    pub read_only: bool,
     /// The time the step has to complete, from its dispatch.
     pub complete_by: Duration,
     /// The agent's retries.
@@ -131,6 +136,15 @@ pub struct StepDefinition {
     /// What the step sends its service, by field name, when the definition says: then
     /// the service sees only these, not the whole input and every earlier result.
     pub fields: Option<BTreeMap<String, FieldSource>>,
+}
+
+impl StepDefinition {
+    /// Whether a failed task leaves nothing of the step in place: it has a
+    /// compensation, or, read-only, no effect.
+    #[must_use]
+    pub fn is_undone_on_failure(&self) -> bool {
+        self.read_only || self.compensation.is_some()
+    }
 }
 
 /// A service's operation: a method and a path, written `"PUT /drones"`, or `"/drones"`
@@ -501,6 +515,8 @@ struct StepFile {
     agent: String,
     call: String,
     compensation: Option<String>,
+    #[serde(default)]
+    read_only: bool,
     #[serde(default, with = "optional_duration_text")]
     complete_by: Option<Duration>,
     retry: Option<RetryPolicy>,
@@ -588,6 +604,12 @@ impl WorkflowFile {
                 .map(|text| Endpoint::parse(text, &scope))
                 .transpose()
                 .map_err(|message| at("compensation", &message))?;
+            if step.read_only && compensation.is_some() {
+                return Err(at(
+                    "compensation",
+                    "a read-only step changes nothing, so has nothing to undo",
+                ));
+            }
             let complete_by = step
                 .complete_by
                 .or(self.defaults.complete_by)
@@ -628,6 +650,7 @@ impl WorkflowFile {
                 agent: step.agent,
                 call,
                 compensation,
+                read_only: step.read_only,
                 complete_by,
                 retry,
                 supervision,

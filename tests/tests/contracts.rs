@@ -1,0 +1,212 @@
+//! The contracts a caller and an agent rely on, over the in-memory backend on a
+//! manual clock: a task written is accepted, whatever its messages' sends did; each
+//! queue a scheduler reads takes only the messages meant for it; a submission is
+//! checked wherever it enters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sas_core::api::{self as api, ApiRequest, Caller};
+use sas_core::app::{App, HandleError, Ports, QueueNames};
+use sas_core::domain::decide::Submission;
+use sas_core::domain::ids::{QueueName, TaskId};
+use sas_core::domain::messages::{AgentResponse, Buffered, Operation, Outcome, SchedulerMessage};
+use sas_core::domain::task::WorkflowRef;
+use sas_core::domain::workflow::Registry;
+use sas_core::ports::{OutgoingMessage, QueueError, Queues};
+use sas_core::time::Timestamp;
+use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
+use sas_tests::{delivery_input, in_memory};
+use serde_json::{Value, json};
+
+/// Queues whose scheduler queue refuses every send while `down`.
+struct SchedulerQueueDown {
+    memory: Arc<Memory>,
+    scheduler: QueueName,
+    down: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Queues for SchedulerQueueDown {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        if *queue == self.scheduler && self.down.load(Ordering::SeqCst) {
+            return Err(QueueError::new(queue, "unavailable"));
+        }
+        self.memory.send(queue, messages).await
+    }
+}
+
+struct World {
+    clock: Arc<ManualClock>,
+    memory: Arc<Memory>,
+    names: QueueNames,
+    ingest: QueueName,
+}
+
+impl World {
+    fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+        let (memory, names) = in_memory(&clock, None);
+        let ingest = QueueName::parse("ingest").expect("name");
+        memory.create_queue(&ingest, Duration::from_secs(30), None);
+        Self {
+            clock,
+            memory,
+            names,
+            ingest,
+        }
+    }
+
+    /// A process over `ports`, in direct ingestion.
+    fn direct(&self, ports: Ports) -> App {
+        App::new(
+            ports,
+            Arc::new(Registry::built_in()),
+            self.names.clone(),
+            "scheduler-1".into(),
+        )
+    }
+
+    /// A process over the backend, in buffered ingestion.
+    fn buffered(&self) -> App {
+        self.direct(self.ports())
+            .with_ingestion(self.ingest.clone())
+    }
+
+    fn ports(&self) -> Ports {
+        Ports::of(&self.memory, Arc::clone(&self.clock) as _)
+    }
+}
+
+/// A `POST /tasks` without an id whose task is written but whose Run message the
+/// queue refuses is answered 202, not 503: a caller told to send it again would
+/// make a second task. The pickup lease has the supervisor send the message.
+#[tokio::test]
+async fn a_task_written_is_accepted_though_its_message_was_not_sent() {
+    let world = World::new();
+    let queues = Arc::new(SchedulerQueueDown {
+        memory: Arc::clone(&world.memory),
+        scheduler: world.names.scheduler.clone(),
+        down: AtomicBool::new(true),
+    });
+    let app = world.direct(Ports {
+        queues: Arc::clone(&queues) as _,
+        ..world.ports()
+    });
+    let body = json!({"workflow": "drone-delivery", "input": delivery_input()}).to_string();
+    let response = api::handle(
+        &app,
+        ApiRequest {
+            caller: &Caller::Anyone,
+            method: "POST",
+            path: "/tasks",
+            query: None,
+            body: body.as_bytes(),
+        },
+    )
+    .await;
+    assert_eq!(response.status, 202, "{}", response.body);
+    assert!(response.location.is_some(), "its Location");
+    assert_eq!(world.memory.tasks().len(), 1, "one task");
+    assert!(world.memory.messages(&world.names.scheduler).is_empty());
+
+    queues.down.store(false, Ordering::SeqCst);
+    let pickup = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone")
+        .pickup_timeout;
+    world.clock.advance(pickup);
+    app.sweep(10).await.expect("swept");
+    let sent = world.memory.messages(&world.names.scheduler);
+    assert!(
+        sent.iter().any(|m| m.body.contains(r#""type":"run""#)),
+        "the supervisor sent it: {sent:?}"
+    );
+}
+
+fn submit_message(notify: Option<&str>) -> String {
+    let buffered = Buffered {
+        workflow: WorkflowRef {
+            name: "drone-delivery".into(),
+            version: Registry::built_in()
+                .latest("drone-delivery")
+                .expect("drone")
+                .version,
+        },
+        submission: Submission {
+            owner: None,
+            id: TaskId::parse("planted").expect("id"),
+            input: delivery_input(),
+            notify: notify.map(|q| QueueName::parse(q).expect("queue")),
+        },
+        accepted_at: Timestamp(1_800_000_000_000),
+    };
+    serde_json::to_string(&buffered.as_message()).expect("json")
+}
+
+/// Each of a scheduler's queues takes only its own messages: an agent, which may
+/// answer on the response queue, cannot create a task there (for any owner, with
+/// any input) nor move one with a Run; the scheduler's queue takes no responses;
+/// a buffered submission is checked again where it enters, the ingest queue.
+#[tokio::test]
+async fn each_queue_takes_only_the_messages_meant_for_it() {
+    let world = World::new();
+    let app = world.buffered();
+    let refused = |handled: Result<_, HandleError>| matches!(handled, Err(HandleError::Refused(_)));
+
+    let submit = submit_message(None);
+    let on_responses = app
+        .on_scheduler_message(world.names.agent_responses.as_str(), &submit)
+        .await;
+    assert!(refused(on_responses), "a submission among the responses");
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: TaskId::parse("planted").expect("id"),
+    })
+    .expect("json");
+    let on_responses = app
+        .on_scheduler_message(world.names.agent_responses.as_str(), &run)
+        .await;
+    assert!(refused(on_responses), "a Run among the responses");
+    let response = serde_json::to_string(&SchedulerMessage::Response(AgentResponse {
+        task_id: TaskId::parse("planted").expect("id"),
+        run: 1,
+        step: 0,
+        attempt: 1,
+        operation: Operation::Call,
+        outcome: Outcome::Succeeded { output: json!({}) },
+    }))
+    .expect("json");
+    let on_scheduler = app
+        .on_scheduler_message(world.names.scheduler.as_str(), &response)
+        .await;
+    assert!(refused(on_scheduler), "a response on the scheduler's queue");
+    let elsewhere = app.on_scheduler_message("somewhere-else", &run).await;
+    assert!(refused(elsewhere), "a queue the scheduler does not read");
+    assert!(world.memory.tasks().is_empty(), "no task created");
+
+    for notify in ["scheduler", "agent-requests-dlq"] {
+        let own_queue = app
+            .on_scheduler_message(world.ingest.as_str(), &submit_message(Some(notify)))
+            .await;
+        assert!(refused(own_queue), "notifications to the system's {notify}");
+    }
+    assert!(world.memory.tasks().is_empty(), "no task created");
+    let created = app
+        .on_scheduler_message(world.ingest.as_str(), &submit)
+        .await
+        .expect("created");
+    assert_eq!(created.as_str(), "created");
+    let tasks: Vec<Value> = world
+        .memory
+        .tasks()
+        .iter()
+        .map(|t| json!(t.id.as_str()))
+        .collect();
+    assert_eq!(tasks, [json!("planted")]);
+}
