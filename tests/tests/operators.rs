@@ -322,12 +322,12 @@ async fn a_bulk_resubmission_of_500_takes_each_task_once_through_an_interruption
 
     // The next call is cut off: the client goes away while the server works.
     let interrupted = {
-        let body = batch(first["next"].as_str()).to_string();
+        let body = batch(first["next"].as_str());
         let url = format!("http://{}/operator/bulk/resubmit", harness.running.api);
         tokio::spawn(async move {
             reqwest::Client::new()
                 .post(url)
-                .body(body)
+                .json(&body)
                 .send()
                 .await
                 .map(|r| r.status())
@@ -462,6 +462,7 @@ async fn raw_call(harness: &Harness, method: &str, path: &str) -> (u16, Value) {
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
     let response = reqwest::Client::new()
         .request(method, format!("http://{}{path}", harness.running.api))
+        .header("content-type", "application/json")
         .body("{}")
         .send()
         .await

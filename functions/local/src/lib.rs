@@ -187,7 +187,7 @@ pub async fn start(mut config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<
         backend: Arc::clone(&system.backend),
         authentication: config.authentication,
     };
-    server::spawn(listener, server::router(shared));
+    server::spawn(listener, server::router(shared, api));
     Ok(Running {
         api,
         mock,

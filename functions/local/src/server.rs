@@ -6,14 +6,22 @@
 //! `GET /local/alerts` lists the operator alerts. When callers are authenticated, a
 //! caller takes only its own notification queues' messages, and only an operator
 //! the other callers'.
+//!
+//! Every route refuses what another site's page, open in the developer's browser,
+//! could send it: a `Host` not one of the server's names (a name of theirs rebound
+//! to 127.0.0.1), an `Origin` not its own, and a body not declared JSON (a form's,
+//! or a fetch's the browser sends without asking the server first).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::HttpBody as _;
 use axum::extract::{Path, Request, State};
 use axum::http::HeaderMap;
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sas_core::api::{
@@ -47,13 +55,92 @@ impl Shared {
     }
 }
 
-/// The API's routes, and the local-only ones.
-pub fn router(shared: Shared) -> axum::Router {
+/// The API's routes, and the local-only ones, of the server listening on `listening`.
+pub fn router(shared: Shared, listening: SocketAddr) -> axum::Router {
     axum::Router::new()
         .route("/local/queues/{name}", get(take_messages))
         .route("/local/alerts", get(alerts))
         .fallback(serve_api)
         .with_state(shared)
+        .layer(middleware::from_fn_with_state(
+            OwnNames::of(listening),
+            same_site,
+        ))
+}
+
+/// The `host:port` names the server answers as: loopback's, and its address.
+#[derive(Clone)]
+struct OwnNames(Arc<[String]>);
+
+impl OwnNames {
+    fn of(listening: SocketAddr) -> Self {
+        let port = listening.port();
+        let mut names: Vec<String> = ["127.0.0.1", "localhost", "[::1]"]
+            .iter()
+            .map(|name| format!("{name}:{port}"))
+            .collect();
+        let own = listening.to_string();
+        if !names.contains(&own) {
+            names.push(own);
+        }
+        Self(names.into())
+    }
+
+    fn has(&self, authority: &str) -> bool {
+        self.0
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(authority))
+    }
+
+    /// Why `request` may come from another site's page, if it may.
+    fn refusal(&self, request: &Request) -> Option<ApiError> {
+        let text = |name| {
+            let value = request.headers().get(name)?;
+            Some(value.to_str().unwrap_or("(not text)"))
+        };
+        let host = text(header::HOST).unwrap_or_default();
+        if !self.has(host) {
+            let message = format!(
+                "host: '{host}' is not a name of this server ({})",
+                self.0.join(", ")
+            );
+            return Some(ApiError::new(ErrorCode::MisdirectedRequest, message));
+        }
+        if let Some(origin) = text(header::ORIGIN)
+            && !origin.strip_prefix("http://").is_some_and(|o| self.has(o))
+        {
+            let message = format!(
+                "origin: '{origin}' is another site's; this API answers its own pages, \
+                 and programs, which send no Origin"
+            );
+            return Some(ApiError::new(ErrorCode::Forbidden, message));
+        }
+        let message = match text(header::CONTENT_TYPE) {
+            Some(given) if !is_json(given) => {
+                format!("content-type: '{given}' must be application/json")
+            }
+            None if request.body().size_hint().exact() != Some(0) => {
+                "content-type: none given for a body; it must be application/json".to_owned()
+            }
+            _ => return None,
+        };
+        Some(ApiError::new(ErrorCode::UnsupportedMediaType, message))
+    }
+}
+
+fn is_json(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Answers a request only if another site's page cannot have sent it.
+async fn same_site(State(names): State<OwnNames>, request: Request, next: Next) -> Response {
+    match names.refusal(&request) {
+        Some(refused) => to_http(refused.into()),
+        None => next.run(request).await,
+    }
 }
 
 fn json(status: StatusCode, body: &Value) -> Response {

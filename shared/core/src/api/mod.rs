@@ -147,7 +147,8 @@ pub enum ErrorCode {
     InvalidQuery,
     /// No valid credentials: a token missing, forged or expired.
     Unauthenticated,
-    /// A caller on a route that needs the operator's rights.
+    /// A caller on a route that needs the operator's rights, or (locally) a request
+    /// from another site's page.
     Forbidden,
     /// A task id taken by a different request.
     Conflict,
@@ -159,6 +160,10 @@ pub enum ErrorCode {
     NotFound,
     /// A method the route does not have.
     MethodNotAllowed,
+    /// A body not declared `application/json`.
+    UnsupportedMediaType,
+    /// A `Host` the server does not answer as (locally: a name rebound to it).
+    MisdirectedRequest,
     /// The backend failed: the client may retry.
     Unavailable,
 }
@@ -180,6 +185,8 @@ impl ErrorCode {
             Self::MethodNotAllowed => 405,
             Self::Conflict | Self::NotInError | Self::Ended => 409,
             Self::BodyTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::MisdirectedRequest => 421,
             Self::Unavailable => 503,
         }
     }
