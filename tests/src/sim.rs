@@ -40,6 +40,9 @@ use sas_testkit::memory::Memory;
 use crate::in_memory;
 use serde_json::{Value, json};
 
+/// The queue of the callers that ask for notifications.
+const CALLERS: &str = "callers";
+
 /// How long the system has to settle once the chaos stops.
 const SETTLE_BOUND: Duration = Duration::from_secs(3600);
 /// Actions of the chaos phase.
@@ -108,6 +111,9 @@ struct World {
     reached_error: BTreeSet<(String, u32)>,
     /// unless an operator resubmitted it first (the operator saw it without one).
     acted_on: BTreeSet<(String, u32)>,
+    /// Each status change written of a task that asks for notifications, as (task,
+    /// version): each must reach the callers' queue at least once.
+    owed: BTreeSet<(String, u64)>,
 }
 
 #[derive(Clone)]
@@ -185,6 +191,12 @@ impl FaultyStore {
                 .world
                 .violation(format!("task {} runs an unknown workflow", new.id));
         };
+        if new.notify.is_some() && old.is_none_or(|o| o.state != new.state) {
+            self.world
+                .world()
+                .owed
+                .insert((new.id.to_string(), new.version));
+        }
         if new.state == TaskState::Error && old.is_none_or(|o| o.state != TaskState::Error) {
             self.world
                 .world()
@@ -395,6 +407,10 @@ impl Queues for FaultyQueues {
     ) -> Result<(), QueueError> {
         self.world.interleave().await;
         let failed = || QueueError::new(queue, "simulated crash");
+        if queue.as_str() == CALLERS && self.world.fault("notification send failed", 0.2) {
+            self.world.note(format!("  a send to {queue} failed"));
+            return Err(failed());
+        }
         if self.world.fault("crash before a send", 0.03) {
             self.world.note(format!("  crash before a send to {queue}"));
             return Err(failed());
@@ -558,8 +574,11 @@ impl Sim {
             completions: HashMap::new(),
             reached_error: BTreeSet::new(),
             acted_on: BTreeSet::new(),
+            owed: BTreeSet::new(),
         })));
         let (memory, names) = in_memory(&clock, Some(5));
+        let callers = QueueName::parse(CALLERS).expect("name");
+        memory.create_queue(&callers, Duration::from_secs(30), None);
         let ingest = (seed % 2 == 1).then(|| {
             let name = |n: &str| QueueName::parse(n).expect("name");
             let (ingest, dead_letter) = (name("ingest"), name("ingest-dlq"));
@@ -802,8 +821,12 @@ impl Sim {
                 .insert((id.to_string(), step.clone()));
             self.world.note(format!("doom {id} at {step}"));
         }
-        self.submitted
-            .push((id.clone(), json!({"workflow": workflow, "input": input})));
+        // Half the callers ask for notifications.
+        let notify = self.world.chance(0.5).then_some(CALLERS);
+        self.submitted.push((
+            id.clone(),
+            json!({"workflow": workflow, "input": input, "notify": notify}),
+        ));
         self.submit_again(n).await;
     }
 
@@ -814,7 +837,9 @@ impl Sim {
             owner: None,
             id: id.clone(),
             input: request["input"].clone(),
-            notify: None,
+            notify: request["notify"]
+                .as_str()
+                .map(|q| QueueName::parse(q).expect("name")),
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();
@@ -1159,6 +1184,7 @@ impl Sim {
             self.world
                 .violation(format!("task {id} was accepted and lost"));
         }
+        self.check_notified();
         let mut keys_per_step: BTreeMap<(&str, &str, bool), usize> = BTreeMap::new();
         for effect in applied.values() {
             *keys_per_step
@@ -1202,6 +1228,26 @@ impl Sim {
 }
 
 impl Sim {
+    /// Every status change written of a task that asks for notifications reached the
+    /// callers' queue at least once (sends failed, and actors stopped between a
+    /// write and its sends): a caller may rely on them, deduplicating by version.
+    fn check_notified(&self) {
+        let callers = QueueName::parse(CALLERS).expect("name");
+        let delivered: BTreeSet<(String, u64)> = self
+            .memory
+            .messages(&callers)
+            .iter()
+            .filter_map(|m| serde_json::from_str::<Value>(&m.body).ok())
+            .filter_map(|n| Some((n["task_id"].as_str()?.to_owned(), n["version"].as_u64()?)))
+            .collect();
+        let owed = self.world.world().owed.clone();
+        for (task, version) in owed.difference(&delivered) {
+            self.world.violation(format!(
+                "task {task}: the status change of version {version} was never notified"
+            ));
+        }
+    }
+
     /// No step of a task has its effect applied under two idempotency keys, the
     /// first not undone: across resubmissions too, a step whose effect may be in
     /// place is called again under its key, never under a new one. (Read-only steps

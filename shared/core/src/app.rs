@@ -13,7 +13,7 @@ use tracing::{error, info, warn};
 use crate::domain::decide::{self, Decision, Effect, Refused, Resubmit, Submission, Verdict};
 use crate::domain::ids::{Owner, QueueName, TaskId};
 use crate::domain::limits::MAX_DELAY;
-use crate::domain::messages::{AgentRequest, Alert, Buffered, SchedulerMessage};
+use crate::domain::messages::{AgentRequest, Buffered, SchedulerMessage};
 use crate::domain::task::{Order, Request, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
@@ -1274,17 +1274,20 @@ impl App {
 
     /// Clears a published alert's mark from its task, so that the supervisor does not
     /// raise it again. Failing that, it is raised again: an alert comes at least once.
-    async fn clear_alert(&self, alert: &Alert) {
+    /// Clears from a task what was delivered (an alert, notifications), as `decide`
+    /// says; a mark left (the write failed, or lost every race) only has the
+    /// supervisor deliver it again.
+    async fn delivered(&self, task_id: &TaskId, decide: impl Fn(&Task, Timestamp) -> Decision) {
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let task = match self.store.task(&alert.task_id).await {
+            let task = match self.store.task(task_id).await {
                 Ok(Some(task)) => task,
                 Ok(None) => return,
                 Err(error) => {
-                    warn!(task_id = %alert.task_id, error = %Chain(&error), "alert published, its mark kept: it will be raised again");
+                    warn!(task_id = %task_id, error = %Chain(&error), "delivered, its mark kept: it will be delivered again");
                     return;
                 }
             };
-            let decision = decide::alert_published(&task, alert, self.clock.now());
+            let decision = decide(&task, self.clock.now());
             let Some(next) = decision.next else { return };
             match self.store.update(&next).await {
                 Ok(()) => {
@@ -1294,7 +1297,7 @@ impl App {
                 }
                 Err(StoreError::Conflict) => {}
                 Err(error) => {
-                    warn!(task_id = %alert.task_id, error = %Chain(&error), "alert published, its mark kept: it will be raised again");
+                    warn!(task_id = %task_id, error = %Chain(&error), "delivered, its mark kept: it will be delivered again");
                     return;
                 }
             }
@@ -1406,22 +1409,33 @@ impl App {
         Ok(())
     }
 
+    /// Sends the notifications and raises the alerts of a decision written, then
+    /// clears from their tasks those known delivered.
     async fn perform_best_effort(&self, effects: Vec<Effect>) {
+        let mut sent: BTreeMap<TaskId, Vec<(QueueName, u64)>> = BTreeMap::new();
         for effect in effects {
             match effect {
-                Effect::Notify {
-                    queue,
-                    notification,
-                } => {
-                    let message = OutgoingMessage::json(&notification, Duration::ZERO);
-                    if let Err(error) = self.queues.send(&queue, &[message]).await {
-                        warn!(task_id = %notification.task_id, error = %Chain(&error), "notification not delivered");
+                Effect::Notify { task_id, outbound } => {
+                    let message = OutgoingMessage::json(&outbound.notification, Duration::ZERO);
+                    match self.queues.send(&outbound.queue, &[message]).await {
+                        Ok(()) => sent
+                            .entry(task_id)
+                            .or_default()
+                            .push((outbound.queue, outbound.notification.version)),
+                        Err(error) => {
+                            warn!(task_id = %task_id, error = %Chain(&error), "notification not sent: the supervisor will send it again");
+                        }
                     }
                 }
                 Effect::Alert(alert) => {
                     warn!(task_id = %alert.task_id, reason = %alert.reason, "task in Error: operator alerted");
                     match self.alerts.raise(&alert).await {
-                        Ok(()) => self.clear_alert(&alert).await,
+                        Ok(()) => {
+                            self.delivered(&alert.task_id, |task, now| {
+                                decide::alert_published(task, &alert, now)
+                            })
+                            .await;
+                        }
                         Err(error) => {
                             warn!(task_id = %alert.task_id, error = %Chain(&error), "alert not raised: the supervisor will raise it again");
                         }
@@ -1429,6 +1443,12 @@ impl App {
                 }
                 Effect::Dispatch(_) | Effect::Schedule { .. } | Effect::Deadline { .. } => {}
             }
+        }
+        for (task_id, sent) in sent {
+            self.delivered(&task_id, |task, now| {
+                decide::notifications_sent(task, &sent, now)
+            })
+            .await;
         }
     }
 }
@@ -1459,6 +1479,9 @@ mod tests {
             (StaleResponse, "stale response"),
             (Recorded, "recorded"),
             (AlertedAgain, "alerted again"),
+            (NotifiedAgain, "notified again"),
+            (NotificationsSent, "notifications sent"),
+            (NotificationsClearedAlready, "notifications cleared already"),
             (LeaseLive, "lease live"),
             (SentAgain, "sent again"),
             (GaveUp, "gave up"),

@@ -13,8 +13,8 @@ use super::messages::{
     AgentRequest, AgentResponse, Alert, Notification, Operation, Outcome, Payload,
 };
 use super::task::{
-    Answer, EarlierInput, Event, Happened, MAX_HISTORY, Order, RefusedSubmission, Request,
-    Resubmission, Step, StepState, Task, TaskState, WorkflowRef,
+    Answer, EarlierInput, Event, Happened, MAX_HISTORY, Order, Outbound, RefusedSubmission,
+    Request, Resubmission, Step, StepState, Task, TaskState, WorkflowRef,
 };
 use super::workflow::{InputError, Results, Workflow};
 use crate::time::Timestamp;
@@ -38,12 +38,13 @@ pub enum Effect {
         /// How long the message stays invisible.
         delay: Duration,
     },
-    /// Tell the caller of a status change; best effort.
+    /// Tell the caller of a status change. Kept in the task's outbox until it is
+    /// sent ([`notifications_sent`]): a lease covers its loss.
     Notify {
-        /// The caller's queue.
-        queue: QueueName,
-        /// The status.
-        notification: Notification,
+        /// The task, as stored.
+        task_id: TaskId,
+        /// The caller's queue, and what it is told.
+        outbound: Outbound,
     },
     /// Alert an operator.
     Alert(Alert),
@@ -71,6 +72,12 @@ pub enum Verdict {
     Recorded,
     /// An Error alert not known to be published is raised again.
     AlertedAgain,
+    /// Notifications not known to be sent are sent again.
+    NotifiedAgain,
+    /// Notifications are known sent: the task keeps them no longer.
+    NotificationsSent,
+    /// Those notifications were known sent already.
+    NotificationsClearedAlready,
     /// The lease has not expired: nothing to do.
     LeaseLive,
     /// A message of a live step or compensation is sent again.
@@ -109,6 +116,9 @@ impl Verdict {
             Self::StaleResponse => "stale response",
             Self::Recorded => "recorded",
             Self::AlertedAgain => "alerted again",
+            Self::NotifiedAgain => "notified again",
+            Self::NotificationsSent => "notifications sent",
+            Self::NotificationsClearedAlready => "notifications cleared already",
             Self::LeaseLive => "lease live",
             Self::SentAgain => "sent again",
             Self::GaveUp => "gave up",
@@ -182,8 +192,15 @@ impl Change {
         }
     }
 
-    /// The decision, with a deadline message for a lease the change takes.
+    /// The decision, with a deadline message for a lease the change takes: a task
+    /// with notifications not known sent keeps a lease until they are.
     fn done(mut self, verdict: Verdict) -> Decision {
+        if self.task.complete_by.is_none()
+            && let Some(oldest) = self.task.outbox.first()
+        {
+            let since = oldest.notification.at;
+            self.hold_for_delivery(since);
+        }
         self.watch_lease();
         Decision {
             next: Some(self.task),
@@ -253,19 +270,55 @@ impl Change {
 
     /// Tells the caller the task's state, as this change writes it.
     fn notify(&mut self) {
-        let state = self.task.state;
-        if let Some(queue) = &self.task.notify {
+        if let Some(queue) = self.task.notify.clone() {
+            let error = self.task.error.clone();
+            self.tell(queue, error);
+        }
+    }
+
+    /// Tells `queue` the task's state as this change writes it, with `error`: the
+    /// notification is written in the task's outbox with the change, and sent once
+    /// it is written.
+    fn tell(&mut self, queue: QueueName, error: Option<String>) {
+        let outbound = Outbound {
+            queue,
+            notification: Notification {
+                task_id: self.task.id.to_local(),
+                state: self.task.state,
+                version: self.task.version,
+                error,
+                at: self.now,
+            },
+        };
+        let outbox = &mut self.task.outbox;
+        if outbox.len() >= MAX_OUTBOX {
+            outbox.remove(0);
+        }
+        outbox.push(outbound.clone());
+        self.effects.push(Effect::Notify {
+            task_id: self.task.id.clone(),
+            outbound,
+        });
+    }
+
+    /// Sends again the notifications not known sent.
+    fn notify_again(&mut self) {
+        for outbound in &self.task.outbox {
             self.effects.push(Effect::Notify {
-                queue: queue.clone(),
-                notification: Notification {
-                    task_id: self.task.id.to_local(),
-                    state,
-                    version: self.task.version,
-                    error: self.task.error.clone(),
-                    at: self.now,
-                },
+                task_id: self.task.id.clone(),
+                outbound: outbound.clone(),
             });
         }
+    }
+
+    /// Keeps a lease on a task with something to deliver since `since` (an alert, a
+    /// notification), for the supervisor to deliver it again when the lease expires:
+    /// after a minute, then after as long as it has waited, up to an hour.
+    fn hold_for_delivery(&mut self, since: Timestamp) {
+        let wait = since
+            .until(self.now)
+            .clamp(ALERT_REDELIVERY, MAX_ALERT_REDELIVERY);
+        self.task.complete_by = Some(self.now.plus(wait));
     }
 
     /// Releases the task to wait for a scheduler after `delay`, with a lease that
@@ -439,9 +492,7 @@ impl Change {
     /// published ([`alert_published`]); the supervisor raises it again
     /// ([`on_expired`]) if the lease expires first.
     fn raise(&mut self, alert: Alert) {
-        let waiting = alert.at.until(self.now);
-        let wait = waiting.clamp(ALERT_REDELIVERY, MAX_ALERT_REDELIVERY);
-        self.task.complete_by = Some(self.now.plus(wait));
+        self.hold_for_delivery(alert.at);
         self.task.pending_alert = Some(alert.clone());
         self.effects.push(Effect::Alert(alert));
     }
@@ -512,6 +563,7 @@ pub fn submit(
         steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
         error: None,
         pending_alert: None,
+        outbox: Vec::new(),
         not_undone: Vec::new(),
         cancelled: None,
         resubmissions: Vec::new(),
@@ -684,18 +736,27 @@ impl Change {
 #[must_use]
 pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
     let expired = task.complete_by.is_some_and(|at| at <= now);
-    if let Some(alert) = task.pending_alert.as_ref().filter(|_| expired) {
-        // The task reached Error and its alert was not published: publish it again,
-        // with the caller's notification, after taking a new lease for the next try.
+    if task.state.is_final() && expired {
+        // The task ended and its alert or notifications were not known delivered:
+        // they are again, after a new lease is taken for the next try.
         let mut change = Change::of(task, now);
-        change.notify();
-        change.raise(alert.clone());
-        return change.done(Verdict::AlertedAgain);
+        change.notify_again();
+        return match &task.pending_alert {
+            Some(alert) => {
+                change.raise(alert.clone());
+                change.done(Verdict::AlertedAgain)
+            }
+            None => {
+                change.task.complete_by = None;
+                change.done(Verdict::NotifiedAgain)
+            }
+        };
     }
     if task.state.is_final() || !expired {
         return Decision::ignore(Verdict::LeaseLive);
     }
     let mut change = Change::of(task, now);
+    change.notify_again();
     let Some(index) = task.running_step().filter(|_| task.locked_by.is_some()) else {
         change.release(workflow, Duration::ZERO);
         return change.done(Verdict::SentAgain);
@@ -792,6 +853,26 @@ pub fn alert_published(task: &Task, alert: &Alert, now: Timestamp) -> Decision {
     change.done(Verdict::AlertPublished)
 }
 
+/// Once `sent` (queues and versions of notifications) are sent: the task keeps them
+/// no longer, nor, once it has ended with nothing else to deliver, its lease.
+#[must_use]
+pub fn notifications_sent(task: &Task, sent: &[(QueueName, u64)], now: Timestamp) -> Decision {
+    let is_sent = |outbound: &Outbound| {
+        sent.iter().any(|(queue, version)| {
+            *queue == outbound.queue && *version == outbound.notification.version
+        })
+    };
+    if !task.outbox.iter().any(is_sent) {
+        return Decision::ignore(Verdict::NotificationsClearedAlready);
+    }
+    let mut change = Change::of(task, now);
+    change.task.outbox.retain(|outbound| !is_sent(outbound));
+    if task.state.is_final() && task.pending_alert.is_none() {
+        change.task.complete_by = None;
+    }
+    change.done(Verdict::NotificationsSent)
+}
+
 /// The bytes of the data an agent request carries: the input and the outputs kept.
 fn task_data_size(order: &Order, task: &Task) -> usize {
     limits::json_size(&order.input)
@@ -802,6 +883,9 @@ fn task_data_size(order: &Order, task: &Task) -> usize {
             .map(limits::json_size)
             .sum::<usize>()
 }
+
+/// The most notifications a task keeps unsent; past it, the oldest is dropped.
+pub const MAX_OUTBOX: usize = 32;
 
 /// What a task keeps of the submissions refused for its id, at most.
 pub const MAX_REFUSED: usize = 16;
@@ -840,16 +924,7 @@ pub fn refuse_submission(
         if queues[..i].contains(&Some(*queue)) {
             continue;
         }
-        change.effects.push(Effect::Notify {
-            queue: (*queue).clone(),
-            notification: Notification {
-                task_id: task.id.to_local(),
-                state: task.state,
-                version: change.task.version,
-                error: Some(error.clone()),
-                at: now,
-            },
-        });
+        change.tell((*queue).clone(), Some(error.clone()));
     }
     change.done(Verdict::SubmissionRefused)
 }
@@ -1103,7 +1178,7 @@ mod tests {
         let told: Vec<_> = effects
             .iter()
             .filter_map(|e| match e {
-                Effect::Notify { notification, .. } => Some(notification.state),
+                Effect::Notify { outbound, .. } => Some(outbound.notification.state),
                 _ => None,
             })
             .collect();
@@ -1312,7 +1387,7 @@ mod tests {
         );
         assert!(matches!(effects[0], Effect::Schedule { .. }));
         assert!(
-            matches!(&effects[1], Effect::Notify { notification, .. } if notification.state == TaskState::Pending)
+            matches!(&effects[1], Effect::Notify { outbound, .. } if outbound.notification.state == TaskState::Pending)
         );
 
         let claim = on_run(&task, &workflow, &order, "s1", now);
@@ -1343,6 +1418,9 @@ mod tests {
         }
         let names: Vec<_> = workflow.steps.iter().map(|s| s.name.clone()).collect();
         assert_eq!(order_seen, names);
+        let task = notifications_sent(&task, &outboxed(&task), now)
+            .next
+            .expect("notifications sent");
         assert_eq!(
             (task.state, task.locked_by.clone(), task.complete_by),
             (TaskState::Processed, None, None)
@@ -1621,14 +1699,15 @@ mod tests {
             again
                 .effects
                 .iter()
-                .any(|e| matches!(e, Effect::Notify { notification, .. }
-                if notification.state == TaskState::Error)),
+                .any(|e| matches!(e, Effect::Notify { outbound, .. }
+                if outbound.notification.state == TaskState::Error)),
             "the caller told again"
         );
         let retried = again.next.expect("a new lease");
         assert_eq!(retried.complete_by, Some(late.plus(ALERT_REDELIVERY)));
 
-        let published = alert_published(&retried, &alert, late);
+        let told = notifications_sent(&retried, &outboxed(&retried), late);
+        let published = alert_published(&told.next.expect("told"), &alert, late);
         let cleared = published.next.expect("cleared");
         assert_eq!(
             (cleared.pending_alert.clone(), cleared.complete_by),
@@ -1736,6 +1815,69 @@ mod tests {
         (task, compensated, effects)
     }
 
+    /// The queues and versions of the notifications `task` keeps, as sent.
+    fn outboxed(task: &Task) -> Vec<(QueueName, u64)> {
+        task.outbox
+            .iter()
+            .map(|o| (o.queue.clone(), o.notification.version))
+            .collect()
+    }
+
+    /// The states of the notifications `effects` send.
+    fn told(effects: &[Effect]) -> Vec<TaskState> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Notify { outbound, .. } => Some(outbound.notification.state),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_notification_is_kept_with_its_change_until_sent_and_sent_again_until_then() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 4, now);
+        let finished = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+        assert_eq!(told(&finished.effects), [TaskState::Processed]);
+        let done = finished.next.expect("processed");
+        use TaskState::{Pending, Processed, Processing};
+        let kept: Vec<_> = done.outbox.iter().map(|o| o.notification.state).collect();
+        assert_eq!(kept, [Pending, Processing, Processed], "none known sent");
+        assert_eq!(done.complete_by, Some(now.plus(ALERT_REDELIVERY)));
+
+        // The Pending and Processing notifications were sent; the Processed one was
+        // not (the send failed, or the function stopped after the write).
+        let early: Vec<_> = outboxed(&done)[..2].to_vec();
+        let told_early = notifications_sent(&done, &early, now);
+        let task = told_early.next.expect("cleared");
+        assert_eq!(
+            notifications_sent(&task, &early, now).verdict,
+            Verdict::NotificationsClearedAlready
+        );
+        assert_eq!(task.complete_by, Some(now.plus(ALERT_REDELIVERY)));
+        let late = now.plus(ALERT_REDELIVERY);
+        assert_eq!(on_expired(&task, &workflow, now).next, None, "not yet");
+        let again = on_expired(&task, &workflow, late);
+        assert_eq!(again.verdict, Verdict::NotifiedAgain);
+        assert_eq!(told(&again.effects), [Processed], "the same notification");
+        let Effect::Notify { outbound, .. } = &again.effects[0] else {
+            panic!("a notification first: {:?}", again.effects);
+        };
+        assert_eq!(
+            outbound, &task.outbox[0],
+            "its version kept, for a caller to deduplicate"
+        );
+        let task = again.next.expect("a new lease");
+        assert_eq!(task.complete_by, Some(late.plus(ALERT_REDELIVERY)));
+        let task = notifications_sent(&task, &outboxed(&task), late)
+            .next
+            .expect("sent at last");
+        assert!(task.outbox.is_empty());
+        assert_eq!(task.complete_by, None, "nothing left to deliver");
+    }
+
     fn states(task: &Task) -> Vec<StepState> {
         task.steps.iter().map(|s| s.state).collect()
     }
@@ -1784,9 +1926,9 @@ mod tests {
             Some("cancelled by an operator")
         );
         let told = effects.iter().any(|e| {
-            matches!(e, Effect::Notify { notification, .. }
-            if notification.state == TaskState::Error
-                && notification.error.as_deref() == Some("cancelled by an operator"))
+            matches!(e, Effect::Notify { outbound, .. }
+            if outbound.notification.state == TaskState::Error
+                && outbound.notification.error.as_deref() == Some("cancelled by an operator"))
         });
         assert!(told, "the caller is told it was cancelled: {effects:?}");
         assert_eq!(
@@ -2233,13 +2375,20 @@ mod tests {
             [swept.next.expect("retried").complete_by.expect("lease")]
         );
 
-        // A task that ends has no lease to watch: the chain ends.
+        // A task that ends keeps a lease while its notifications are not known sent;
+        // once they are, it has none to watch, and the chain ends.
         let (last, order, request) = run_to(&workflow, 4, now);
         let finished = on_response(&last, &workflow, &order, &respond(&request, ok()), later);
         let done = finished.next.clone().expect("processed");
-        assert!(deadlines(&finished).is_empty());
-        let due = done.deadline.expect("the last message's");
-        let end = on_deadline(&done, &workflow, due, due);
+        let held = done.complete_by.expect("held for its notifications");
+        assert!(
+            done.deadline.is_some_and(|due| due <= held),
+            "the message on its way watches it"
+        );
+        let told = notifications_sent(&done, &outboxed(&done), later);
+        let told = told.next.expect("cleared");
+        assert_eq!(told.complete_by, None);
+        let end = on_deadline(&told, &workflow, held, held);
         assert_eq!((end.next, end.effects), (None, vec![]));
     }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ids::{Owner, QueueName, TaskId};
-use super::messages::{Alert, Operation};
+use super::messages::{Alert, Notification, Operation};
 use crate::time::Timestamp;
 
 /// The pattern's ProcessState of a task, with the compensation phase the
@@ -239,6 +239,11 @@ pub struct Task {
     /// the alert does not lose it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_alert: Option<Alert>,
+    /// Notifications written with the changes they tell of and not yet known sent,
+    /// oldest first: while there are any the task keeps a lease, and the supervisor
+    /// sends them again when it expires, so that each reaches its queue at least once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbox: Vec<Outbound>,
     /// Of a task in Error: the steps whose effect may be in place and that nothing
     /// undoes (no compensation, not read-only). A person decides what became of them;
     /// the task is kept until then, and a resubmission calls them again under the
@@ -285,6 +290,15 @@ impl Task {
             .iter()
             .position(|s| matches!(s.state, StepState::Processing | StepState::Compensating))
     }
+}
+
+/// A notification for a queue, kept in its task's outbox until it is sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outbound {
+    /// The caller's queue.
+    pub queue: QueueName,
+    /// What it is told.
+    pub notification: Notification,
 }
 
 /// The most events a task keeps in its history; older ones are dropped.
