@@ -1,7 +1,7 @@
 //! The contracts a caller and an agent rely on, over the in-memory backend on a
 //! manual clock: a task written is accepted, whatever its messages' sends did; each
 //! queue a scheduler reads takes only the messages meant for it; a submission is
-//! checked wherever it enters.
+//! checked wherever it enters; a wait holds no request for a task nobody submitted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -209,4 +209,58 @@ async fn each_queue_takes_only_the_messages_meant_for_it() {
         .map(|t| json!(t.id.as_str()))
         .collect();
     assert_eq!(tasks, [json!("planted")]);
+}
+
+fn get(path: &str) -> ApiRequest<'_> {
+    ApiRequest {
+        caller: &Caller::Anyone,
+        method: "GET",
+        path,
+        query: Some("wait=20s"),
+        body: b"",
+    }
+}
+
+/// A wait on an id nobody submitted is answered at once, not held for its whole
+/// wait reading the store four times a second (anyone could hold every request
+/// the API may serve with it); a wait on a buffered submission this process
+/// accepted waits for its creation. On paused time: the waits are measured on
+/// the runtime's clock.
+#[tokio::test(start_paused = true)]
+async fn a_wait_on_an_unknown_id_is_answered_at_once_and_on_an_accepted_one_waits() {
+    let world = World::new();
+    let app = world.buffered();
+    let started = tokio::time::Instant::now();
+    let response = api::handle(&app, get("/tasks/nobody")).await;
+    assert_eq!(response.status, 404, "{}", response.body);
+    assert_eq!(started.elapsed(), Duration::ZERO, "answered at once");
+
+    let body = json!({"workflow": "drone-delivery", "input": delivery_input()}).to_string();
+    let submit = ApiRequest {
+        caller: &Caller::Anyone,
+        method: "PUT",
+        path: "/tasks/on-its-way",
+        query: None,
+        body: body.as_bytes(),
+    };
+    assert_eq!(api::handle(&app, submit).await.status, 202);
+    let [message] = world
+        .memory
+        .messages(&world.ingest)
+        .try_into()
+        .expect("queued");
+    let started = tokio::time::Instant::now();
+    let created_later = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        app.on_scheduler_message(world.ingest.as_str(), &message.body)
+            .await
+            .expect("created");
+    };
+    let (response, ()) = tokio::join!(api::handle(&app, get("/tasks/on-its-way")), created_later);
+    assert_eq!(response.status, 200, "{}", response.body);
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited for its creation: {:?}",
+        started.elapsed()
+    );
 }

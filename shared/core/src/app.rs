@@ -327,6 +327,11 @@ pub struct App {
     instance: String,
     /// Wakes the requests waiting for a task to finish, when this process finishes it.
     finished: Mutex<HashMap<TaskId, Arc<Notify>>>,
+    /// The waits for a task's end under way: at most [`MAX_WAITS`] at once.
+    waits: tokio::sync::Semaphore,
+    /// Buffered submissions this process accepted, by id, with when: a wait on one of
+    /// them waits for its creation; a wait on another unknown id is answered at once.
+    accepted: Mutex<HashMap<TaskId, Timestamp>>,
     /// The workflow versions this process has stored (or found stored).
     stored: Mutex<HashSet<(String, u32)>>,
     /// The definitions tasks run, by name and version, as checked against the store.
@@ -339,9 +344,22 @@ pub struct App {
     dead_letters: Option<Arc<dyn DeadLetters>>,
 }
 
-/// How often a wait for a task's end reads it again when another process may
-/// finish it (a Lambda function waits on tasks the scheduler function finishes).
+/// How soon a wait for a task's end first reads it again when another process may
+/// finish it (a Lambda function waits on tasks the scheduler function finishes);
+/// each read after waits twice as long, up to [`MAX_WAIT_POLL`].
 const WAIT_POLL: Duration = Duration::from_millis(250);
+
+/// The longest a wait for a task's end goes without reading it again.
+const MAX_WAIT_POLL: Duration = Duration::from_secs(2);
+
+/// The most waits for a task's end one process holds at once; a request beyond them
+/// is answered at once, with the task as it is.
+const MAX_WAITS: usize = 64;
+
+/// The most buffered submissions a process remembers having accepted, and for how
+/// long (longer than a submission stays in the ingest queue is of no use to a wait).
+const MAX_ACCEPTED: usize = 10_000;
+const ACCEPTED_MEMORY: Duration = Duration::from_secs(60);
 
 /// What the scheduler did with a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -433,6 +451,8 @@ impl App {
             names,
             instance,
             finished: Mutex::new(HashMap::new()),
+            waits: tokio::sync::Semaphore::new(MAX_WAITS),
+            accepted: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
             checked: Mutex::new(HashMap::new()),
             deadline_messages: false,
@@ -584,6 +604,7 @@ impl App {
         };
         let message = OutgoingMessage::json(&buffered.as_message(), Duration::ZERO);
         self.queues.send(ingest, &[message]).await?;
+        self.remember_accepted(&buffered.submission.id, buffered.accepted_at);
         self.metrics
             .count("TasksAccepted", ("Workflow", &buffered.workflow.name), 1);
         Ok(buffered)
@@ -773,6 +794,10 @@ impl App {
     }
 
     /// A task's state once it is final, or when `wait` has passed, whichever is first.
+    /// A wait costs no caller's request more than a read every [`MAX_WAIT_POLL`]: an
+    /// unknown id is answered at once (but for a buffered submission this process
+    /// accepted lately, which may be on its way), and so is every request beyond the
+    /// [`MAX_WAITS`] this process holds.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
@@ -781,32 +806,56 @@ impl App {
         id: &TaskId,
         wait: Duration,
     ) -> Result<Option<Task>, StoreError> {
+        let Ok(_permit) = self.waits.try_acquire() else {
+            return self.store.task(id).await;
+        };
         let deadline = tokio::time::Instant::now() + wait;
         let waker = {
             let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
             Arc::clone(finished.entry(id.clone()).or_default())
         };
+        let mut poll = WAIT_POLL;
         let result = loop {
             let notified = waker.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let task = self.store.task(id).await?;
             let now = tokio::time::Instant::now();
-            // In buffered ingestion a task not yet created may be on its way.
+            // In buffered ingestion a task this process accepted may be on its way.
             let waiting = match &task {
                 Some(task) => !task.state.is_final(),
-                None => self.buffers_submissions(),
+                None => self.accepted_here(id),
             };
             if !waiting || now >= deadline {
                 break task;
             }
-            let _ = tokio::time::timeout((deadline - now).min(WAIT_POLL), notified).await;
+            let _ = tokio::time::timeout((deadline - now).min(poll), notified).await;
+            poll = (poll * 2).min(MAX_WAIT_POLL);
         };
         let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
         if Arc::strong_count(&waker) <= 2 {
             finished.remove(id);
         }
         Ok(result)
+    }
+
+    /// Remembers that this process accepted a buffered submission for `id` at `at`,
+    /// forgetting those accepted long enough ago.
+    fn remember_accepted(&self, id: &TaskId, at: Timestamp) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = self.clock.now();
+        accepted.retain(|_, since| since.until(now) < ACCEPTED_MEMORY);
+        if accepted.len() < MAX_ACCEPTED {
+            accepted.insert(id.clone(), at);
+        }
+    }
+
+    /// Whether this process accepted a buffered submission for `id` lately.
+    fn accepted_here(&self, id: &TaskId) -> bool {
+        let accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        accepted
+            .get(id)
+            .is_some_and(|at| at.until(self.clock.now()) < ACCEPTED_MEMORY)
     }
 
     /// Tasks in a state, a page at a time: everyone's, or `owner`'s only.
