@@ -207,7 +207,8 @@ impl HttpRemote {
         }
         let builder = builder.body(body);
         builder.send().await.map_err(|error| {
-            warn!(service = name, %url, %error, "remote call failed");
+            let error = error.without_url();
+            warn!(service = name, key = %request.idempotency_key, %error, "remote call failed");
             RemoteError::Transient(format!("service '{name}' {}", failure(&error)))
         })
     }
@@ -233,7 +234,7 @@ async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<
         return Err(BodyError::TooLarge);
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(BodyError::Read)? {
+    while let Some(chunk) = response.chunk().await.map_err(|e| BodyError::Read(e.without_url()))? {
         if body.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge);
         }
@@ -330,7 +331,7 @@ impl HttpRemote {
         let body = match read_body(response, MAX_STEP_OUTPUT).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) if status.is_success() => {
-                warn!(service, %url, %status, "answer over the size of a step's output");
+                warn!(service, key = %request.idempotency_key, %status, "answer over the size of a step's output");
                 return Err(RemoteError::Unusable(format!(
                     "service '{service}' answered {status} with a body over the \
                      {MAX_STEP_OUTPUT} bytes a step's output may have"
@@ -338,7 +339,7 @@ impl HttpRemote {
             }
             Err(BodyError::TooLarge) => Vec::new(),
             Err(BodyError::Read(error)) => {
-                warn!(service, %url, %status, %error, "answer cut off");
+                warn!(service, key = %request.idempotency_key, %status, %error, "answer cut off");
                 return Err(RemoteError::Transient(format!(
                     "service '{service}' answered {status} and its body was cut off"
                 )));
@@ -350,13 +351,13 @@ impl HttpRemote {
             }
             // The service did it; what it said cannot be kept: the step is undone.
             return serde_json::from_slice(&body).map_err(|error| {
-                warn!(service, %url, %status, %error, body = %quoted(&body), "answer not JSON");
+                warn!(service, key = %request.idempotency_key, %status, %error, body = %quoted(&body), "answer not JSON");
                 RemoteError::Unusable(format!(
                     "service '{service}' answered {status} with a body that is not JSON"
                 ))
             });
         }
-        warn!(service, %url, %status, body = %quoted(&body), "remote service refused");
+        warn!(service, key = %request.idempotency_key, %status, body = %quoted(&body), "remote service refused");
         if status.is_redirection() {
             return Err(RemoteError::Permanent(format!(
                 "service '{service}' answered {status}: redirects are not followed \
@@ -825,6 +826,59 @@ mod tests {
             0,
             "never followed"
         );
+    }
+
+    /// Log lines, as a subscriber writes them.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("logs").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+        type Writer = Self;
+        fn make_writer(&'a self) -> Self {
+            self.clone()
+        }
+    }
+
+    /// A step's path holds input values (a customer's id, say), and a service's URL
+    /// may be internal: the agent's log lines name the service and the call's key,
+    /// never either.
+    #[tokio::test]
+    async fn log_lines_name_the_service_and_the_key_never_the_url_nor_the_path() {
+        let logs = Logs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let (refusing, _) = serve(answer("400 Bad Request", "", b"no")).await;
+        let closed = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+        let unreachable = format!("http://{}", closed.local_addr().expect("address"));
+        drop(closed);
+        for url in [&refusing, &unreachable] {
+            let remote = HttpRemote::new(
+                HashMap::from([("svc".to_owned(), Service::at(url.as_str()))]),
+                None,
+                Arc::new(LocalCredentials),
+            );
+            let mut call = request(Method::Post, &serde_json::json!({}));
+            call.path = "/customers/c-private-42/check".into();
+            remote.call(&call).await.expect_err("failed");
+        }
+        let written = String::from_utf8(logs.0.lock().expect("logs").clone()).expect("text");
+        assert!(written.contains("t/1/step"), "the key: {written}");
+        for private in ["c-private-42", "127.0.0.1", "http://"] {
+            assert!(!written.contains(private), "{private} logged: {written}");
+        }
     }
 
     #[tokio::test]

@@ -668,7 +668,8 @@ pub fn on_response(
         return Decision::ignore(Verdict::StaleResponse);
     }
     let mut change = Change::of(task, now);
-    // An answer too large to keep is refused here, whichever agent sent it.
+    // An answer too large to keep is refused here, whichever agent sent it, and an
+    // error's text is cut to what a task keeps.
     let outcome = match (&response.outcome, response.operation) {
         (Outcome::Succeeded { output }, Operation::Call) => {
             limits::output_refusal(limits::json_size(output), task_data_size(order, task))
@@ -677,7 +678,13 @@ pub fn on_response(
                     |error| Outcome::Unusable { error },
                 )
         }
-        _ => response.outcome.clone(),
+        (Outcome::Succeeded { .. }, Operation::Compensate) => response.outcome.clone(),
+        (Outcome::Failed { error }, _) => Outcome::Failed {
+            error: limits::bounded_error(error.clone()),
+        },
+        (Outcome::Unusable { error }, _) => Outcome::Unusable {
+            error: limits::bounded_error(error.clone()),
+        },
     };
     change.record(response.step, response.operation, outcome);
     change.advance(workflow, order);
@@ -2268,6 +2275,23 @@ mod tests {
                 .contains("create-delivery"),
             "the refusal names the step"
         );
+    }
+
+    #[test]
+    fn an_agents_error_is_kept_cut_to_what_a_task_keeps() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        let (task, order, request) = run_to(&workflow, 1, now);
+        let long = Outcome::Failed {
+            error: "é".repeat(100 * 1024),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, long), now);
+        let task = decision.next.expect("recorded");
+        let kept = task.steps[1].error.as_deref().expect("the step's error");
+        assert!(kept.len() <= limits::MAX_ERROR_TEXT + 16, "{}", kept.len());
+        assert!(kept.ends_with("[cut]"));
+        let reason = task.error.as_deref().expect("the task's error");
+        assert!(reason.len() <= limits::MAX_ERROR_TEXT + 64, "{}", reason.len());
     }
 
     #[test]

@@ -35,6 +35,25 @@ pub const MAX_ITEM: usize = 400 * 1024;
 /// under what HTTP servers take, and within what an agent request leaves room for.
 pub const MAX_PATH: usize = 2 * 1024;
 
+/// The most of an agent's error text a task keeps: it is stored in the step, in the
+/// task's error and in its alert, and published to operators.
+pub const MAX_ERROR_TEXT: usize = 1024;
+
+/// `text`, cut to [`MAX_ERROR_TEXT`] bytes (at a character's boundary) with a mark
+/// saying so.
+#[must_use]
+pub fn bounded_error(mut text: String) -> String {
+    if text.len() > MAX_ERROR_TEXT {
+        let mut end = MAX_ERROR_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" [cut]");
+    }
+    text
+}
+
 /// Why a request cannot be sent as its workflow builds it, if it cannot: a path
 /// over [`MAX_PATH`], or a payload of mapped fields over [`MAX_TASK_DATA`] (a field
 /// mapping may name one value more than once; the payload of a step without one
