@@ -264,3 +264,47 @@ async fn a_wait_on_an_unknown_id_is_answered_at_once_and_on_an_accepted_one_wait
         started.elapsed()
     );
 }
+
+/// A notification queue the functions may not post to (IAM grants only the queues
+/// named with `NotificationQueuePrefix`) is refused at submission, naming the rule,
+/// not accepted and then never notified.
+#[tokio::test]
+async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submission() {
+    let world = World::new();
+    let app = world
+        .direct(world.ports())
+        .with_notification_prefix("sas-notify-".into());
+    let submit = |notify: &str| {
+        json!({"workflow": "drone-delivery", "input": delivery_input(), "notify": notify})
+            .to_string()
+    };
+    let post = |body: &str| {
+        let body = body.to_owned();
+        let app = &app;
+        async move {
+            api::handle(
+                app,
+                ApiRequest {
+                    caller: &Caller::Anyone,
+                    method: "POST",
+                    path: "/tasks",
+                    query: None,
+                    body: body.as_bytes(),
+                },
+            )
+            .await
+        }
+    };
+    let refused = post(&submit("my-updates")).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    let error: Value = serde_json::from_str(&refused.body).expect("JSON");
+    assert_eq!(error["error"]["field"], "notify");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sas-notify-")),
+        "{error}"
+    );
+    assert!(world.memory.tasks().is_empty(), "nothing created");
+    assert_eq!(post(&submit("sas-notify-my-updates")).await.status, 202);
+}

@@ -157,6 +157,7 @@ export class SchedulerAgentSupervisor extends Construct {
     const indexCapacity = capacity ? { readCapacity: capacity.min, writeCapacity: capacity.min } : {};
     const authentication = props.authentication ?? { mode: "IAM" };
     const operatorScope = (authentication.mode === "JWT" && authentication.operatorScope) || "sas/operator";
+    const notificationQueuePrefix = props.notificationQueuePrefix ?? "sas-notify-";
     const submissionConcurrency = props.submissionReservedConcurrency ?? 100;
 
     this.table = new dynamodb.Table(this, "StateTable", {
@@ -282,6 +283,7 @@ export class SchedulerAgentSupervisor extends Construct {
       AGENT_RESPONSE_QUEUE_URL: this.queues.agentResponses.queueUrl,
       INGEST_QUEUE_URL: this.ingestQueue?.queueUrl ?? "",
       ALERT_TOPIC_ARN: this.alertTopic.topicArn,
+      NOTIFICATION_QUEUE_PREFIX: notificationQueuePrefix,
       SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),
       LEASE_SHARDS: String(props.leaseShards ?? 8),
       LEASE_BUCKET_SECONDS: String(props.leaseBucketSeconds ?? 60),
@@ -330,7 +332,7 @@ export class SchedulerAgentSupervisor extends Construct {
         W3005: "the DependsOn on the role is CDK's own",
       });
     }
-    this.grant(props.notificationQueuePrefix ?? "sas-notify-");
+    this.grant(notificationQueuePrefix);
     // The services' credentials: exactly the secrets and parameters named.
     if (props.serviceSecretArns?.length) {
       this.functions.agent.addToRolePolicy(

@@ -46,9 +46,12 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     };
     // 64 random bits name an instance well enough, in fewer bytes of every task item.
     let instance = format!("{function}-{:016x}", fastrand::u64(..));
-    let app = App::new(ports, Arc::new(workflows), queues, instance)
+    let mut app = App::new(ports, Arc::new(workflows), queues, instance)
         .with_deadline_messages(true)
         .with_dead_letters(dead_letters);
+    if let Some(prefix) = &config.notification_queue_prefix {
+        app = app.with_notification_prefix(prefix.clone());
+    }
     Ok(match &config.ingest_queue_url {
         Some(url) => app.with_ingestion(sas_lambda::sqs::queue_name(url)?),
         None => app,

@@ -165,6 +165,16 @@ pub enum SubmitError {
     /// The notification queue is one of the pattern's own.
     #[error("notify: '{0}' is one of the system's own queues")]
     ReservedQueue(QueueName),
+    /// The notification queue is not named as the functions may post to.
+    #[error(
+        "notify: '{queue}' cannot be posted to: notification queues' names must start with '{prefix}'"
+    )]
+    UnreachableQueue {
+        /// The queue named.
+        queue: QueueName,
+        /// How the queues the functions may post to are named.
+        prefix: String,
+    },
     /// The notification queue is not named as the owner's queues are.
     #[error(
         "notify: '{queue}' is not one of yours: your queues' names end with '{suffix}' (see GET /me)"
@@ -340,6 +350,8 @@ pub struct App {
     deadline_messages: bool,
     /// Where submissions are buffered, in buffered ingestion ([`App::with_ingestion`]).
     ingest: Option<QueueName>,
+    /// How notification queues must be named ([`App::with_notification_prefix`]).
+    notification_prefix: Option<String>,
     /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
     dead_letters: Option<Arc<dyn DeadLetters>>,
 }
@@ -457,6 +469,7 @@ impl App {
             checked: Mutex::new(HashMap::new()),
             deadline_messages: false,
             ingest: None,
+            notification_prefix: None,
             dead_letters: None,
         }
     }
@@ -477,6 +490,15 @@ impl App {
     #[must_use]
     pub fn with_ingestion(mut self, ingest: QueueName) -> Self {
         self.ingest = Some(ingest);
+        self
+    }
+
+    /// Refuses submissions whose notification queue is not named with `prefix`: the
+    /// functions may post only to those (IAM), and a notification that can never be
+    /// sent would be sent again for a day.
+    #[must_use]
+    pub fn with_notification_prefix(mut self, prefix: String) -> Self {
+        self.notification_prefix = Some(prefix);
         self
     }
 
@@ -635,6 +657,14 @@ impl App {
         definition.validate_input(&submission.input)?;
         if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own_queue(q)) {
             return Err(SubmitError::ReservedQueue(queue.clone()));
+        }
+        if let (Some(prefix), Some(queue)) = (&self.notification_prefix, &submission.notify)
+            && !queue.as_str().starts_with(prefix.as_str())
+        {
+            return Err(SubmitError::UnreachableQueue {
+                queue: queue.clone(),
+                prefix: prefix.clone(),
+            });
         }
         if let (Some(owner), Some(queue)) = (&submission.owner, &submission.notify) {
             let suffix = format!("-{}", owner.tag());

@@ -234,7 +234,11 @@ async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<
         return Err(BodyError::TooLarge);
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| BodyError::Read(e.without_url()))? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| BodyError::Read(e.without_url()))?
+    {
         if body.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge);
         }

@@ -102,6 +102,9 @@ pub struct Config {
     pub ingest_queue_url: Option<String>,
     /// The operators' alert topic.
     pub alert_topic_arn: String,
+    /// How callers' notification queues must be named for the functions to post to
+    /// them (`NotificationQueuePrefix`); `None` (unset or empty): any name.
+    pub notification_queue_prefix: Option<String>,
     /// Remote services by agent name: base URLs, headers, credentials.
     pub services: HashMap<String, Service>,
     /// Tasks the supervisor recovers per query.
@@ -150,6 +153,8 @@ impl Config {
             agent_response_queue_url: required("AGENT_RESPONSE_QUEUE_URL")?,
             ingest_queue_url: lookup("INGEST_QUEUE_URL").filter(|url| !url.is_empty()),
             alert_topic_arn: required("ALERT_TOPIC_ARN")?,
+            notification_queue_prefix: lookup("NOTIFICATION_QUEUE_PREFIX")
+                .filter(|prefix| !prefix.is_empty()),
             services,
             supervisor_batch: usize::try_from(number("SUPERVISOR_BATCH", 100)?)
                 .unwrap_or(100)

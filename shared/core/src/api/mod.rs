@@ -285,7 +285,9 @@ impl From<SubmitError> for ApiError {
             )
             .on("workflow"),
             SubmitError::Input(e) => Self::new(ErrorCode::InvalidField, e.to_string()).on(&e.field),
-            SubmitError::ReservedQueue(_) | SubmitError::ForeignQueue { .. } => {
+            SubmitError::ReservedQueue(_)
+            | SubmitError::ForeignQueue { .. }
+            | SubmitError::UnreachableQueue { .. } => {
                 Self::new(ErrorCode::InvalidField, error.to_string()).on("notify")
             }
             SubmitError::Conflict(id) => Self::new(

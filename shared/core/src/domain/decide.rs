@@ -301,8 +301,13 @@ impl Change {
         });
     }
 
-    /// Sends again the notifications not known sent.
+    /// Sends again the notifications not known sent, but for those that could not be
+    /// for [`MAX_NOTIFICATION_AGE`] (their queue gone, say), which are dropped.
     fn notify_again(&mut self) {
+        let now = self.now;
+        self.task
+            .outbox
+            .retain(|outbound| outbound.notification.at.until(now) < MAX_NOTIFICATION_AGE);
         for outbound in &self.task.outbox {
             self.effects.push(Effect::Notify {
                 task_id: self.task.id.clone(),
@@ -890,6 +895,9 @@ fn task_data_size(order: &Order, task: &Task) -> usize {
             .map(limits::json_size)
             .sum::<usize>()
 }
+
+/// How long a notification not known sent is sent again before it is dropped.
+pub const MAX_NOTIFICATION_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// The most notifications a task keeps unsent; past it, the oldest is dropped.
 pub const MAX_OUTBOX: usize = 32;
@@ -2291,7 +2299,11 @@ mod tests {
         assert!(kept.len() <= limits::MAX_ERROR_TEXT + 16, "{}", kept.len());
         assert!(kept.ends_with("[cut]"));
         let reason = task.error.as_deref().expect("the task's error");
-        assert!(reason.len() <= limits::MAX_ERROR_TEXT + 64, "{}", reason.len());
+        assert!(
+            reason.len() <= limits::MAX_ERROR_TEXT + 64,
+            "{}",
+            reason.len()
+        );
     }
 
     #[test]
