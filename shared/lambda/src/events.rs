@@ -25,7 +25,11 @@ pub async fn http(
     authentication: &Authentication,
     request: ApiGatewayV2httpRequest,
 ) -> ApiGatewayV2httpResponse {
-    let caller = caller(authentication, request.request_context.authorizer.as_ref());
+    let caller = caller(
+        authentication,
+        request.request_context.authorizer.as_ref(),
+        request.route_key.as_deref().unwrap_or_default(),
+    );
     let body = match (request.body, request.is_base64_encoded) {
         (None, _) => Vec::new(),
         (Some(text), false) => text.into_bytes(),
@@ -55,12 +59,16 @@ pub async fn http(
     )
 }
 
-/// The caller API Gateway's authorizer vouched for. A request the mode expects an
+/// The caller API Gateway's authorizer vouched for, on the route it matched
+/// (`route`, its key: `GET /operator/tasks`). A request the mode expects an
 /// authorizer on but that came without one (a route left open by mistake) is
-/// refused, not served as anyone's.
+/// refused, not served as anyone's. An IAM caller has the operator's rights only on
+/// an operator route, which API Gateway authorized it for: IAM says nothing of the
+/// others.
 fn caller(
     authentication: &Authentication,
     authorizer: Option<&ApiGatewayRequestAuthorizer>,
+    route: &str,
 ) -> Caller {
     let known = match authentication {
         Authentication::None => return Caller::Anyone,
@@ -85,7 +93,10 @@ fn caller(
         Authentication::Iam => authorizer
             .and_then(|a| a.iam.as_ref())
             .and_then(|iam| Owner::new(principal(iam.user_arn.as_deref()?)))
-            .map(|owner| (owner, true)),
+            .map(|owner| {
+                let path = route.split_once(' ').map_or(route, |(_, path)| path);
+                (owner, path.starts_with("/operator/"))
+            }),
     };
     known.map_or(Caller::Unauthenticated, |(owner, operator)| Caller::Known {
         owner,
@@ -236,39 +247,61 @@ mod tests {
             }}))
         };
         assert_eq!(
-            caller(&jwt, Some(&token("orders/read", json!(null)))),
+            caller(&jwt, Some(&token("orders/read", json!(null))), "GET /tasks"),
             known("alice", false)
         );
         assert_eq!(
-            caller(&jwt, Some(&token("orders/read sas/operator", json!(null)))),
+            caller(
+                &jwt,
+                Some(&token("orders/read sas/operator", json!(null))),
+                "GET /tasks"
+            ),
             known("alice", true)
         );
         assert_eq!(
-            caller(&jwt, Some(&token("", json!(["sas/operator"])))),
+            caller(
+                &jwt,
+                Some(&token("", json!(["sas/operator"]))),
+                "GET /tasks"
+            ),
             known("alice", true)
         );
         let no_sub = authorizer(json!({ "jwt": { "claims": { "sub": "" } } }));
-        assert_eq!(caller(&jwt, Some(&no_sub)), Caller::Unauthenticated);
-        assert_eq!(caller(&jwt, None), Caller::Unauthenticated);
+        assert_eq!(
+            caller(&jwt, Some(&no_sub), "GET /tasks"),
+            Caller::Unauthenticated
+        );
+        assert_eq!(caller(&jwt, None, "GET /tasks"), Caller::Unauthenticated);
 
         let iam = |arn: &str| authorizer(json!({ "iam": { "userArn": arn } }));
+        let on = |route: &str, authorizer: &ApiGatewayRequestAuthorizer| {
+            caller(&Authentication::Iam, Some(authorizer), route)
+        };
         assert_eq!(
-            caller(
-                &Authentication::Iam,
-                Some(&iam("arn:aws:sts::1:assumed-role/Orders/i-0abc"))
+            on(
+                "GET /operator/tasks",
+                &iam("arn:aws:sts::1:assumed-role/Orders/i-0abc")
             ),
             known("arn:aws:sts::1:assumed-role/Orders", true),
             "an assumed role's sessions are one owner"
         );
         assert_eq!(
-            caller(&Authentication::Iam, Some(&iam("arn:aws:iam::1:user/ci"))),
-            known("arn:aws:iam::1:user/ci", true)
+            on("GET /tasks/{id}", &iam("arn:aws:iam::1:user/ci")),
+            known("arn:aws:iam::1:user/ci", false),
+            "an operator only where API Gateway authorized one"
         );
         assert_eq!(
-            caller(&Authentication::Iam, Some(&token("", json!(null)))),
+            on("GET /me", &iam("arn:aws:iam::1:user/ci")),
+            known("arn:aws:iam::1:user/ci", false)
+        );
+        assert_eq!(
+            on("POST /operator/bulk/cancel", &token("", json!(null))),
             Caller::Unauthenticated,
             "a JWT where IAM is expected is no one"
         );
-        assert_eq!(caller(&Authentication::None, None), Caller::Anyone);
+        assert_eq!(
+            caller(&Authentication::None, None, "GET /operator/tasks"),
+            Caller::Anyone
+        );
     }
 }
