@@ -1038,7 +1038,7 @@ async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_s
         [format!("PUT /drones/for/{package}")]
     );
 
-    // Rotated: the service takes only the new key; the agent, holding the old one, is
+    // Rotated: the service takes only the new key; an agent holding the old one is
     // refused, reads the secret again, and calls again with the new one. The delivery
     // then fails for good: the drone is cancelled at the path of its own id.
     secrets
@@ -1076,13 +1076,63 @@ async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_s
     ];
     expected.sort();
     assert_eq!(drone_operations(&remote, "keyed-2"), expected);
-    let logs = stack.logs("AgentFunction").await;
+    // What the drone service saw, whichever execution environment served each call (a
+    // warm one holds the old key until it is refused; a fresh one reads the new key
+    // first): the first task's calls all with the first key; the second's each with the
+    // new key, or with the old one refused as stale and then made again with the new.
+    let seen: Value = reqwest::get(format!("{}/credentials", remote.url))
+        .await
+        .expect("the mock services' credentials")
+        .json()
+        .await
+        .expect("their JSON");
+    let drone = &seen["credentials"]["drone"];
+    assert_eq!(drone["refused_unknown"], 0, "{drone:#}");
+    let checks = |task: &str| -> Vec<(String, u64, String)> {
+        drone["checks"]
+            .as_array()
+            .expect("the drone's checks")
+            .iter()
+            .filter(|c| {
+                c["idempotency_key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&format!("{task}/")))
+            })
+            .map(|c| {
+                (
+                    c["idempotency_key"].as_str().unwrap_or_default().to_owned(),
+                    c["presented"].as_u64().unwrap_or(0),
+                    c["verdict"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let before = checks("keyed-1");
     assert!(
-        logs.iter()
-            .any(|line| line.contains("the credential was refused and has changed")),
-        "the agent says it took the new key:\n{}",
-        logs.join("\n")
+        !before.is_empty()
+            && before
+                .iter()
+                .all(|(_, key, v)| *key == 1 && v == "accepted"),
+        "before the rotation, the first key taken: {drone:#}"
     );
+    let after = checks("keyed-2");
+    assert!(
+        after.iter().any(|(_, key, v)| *key == 2 && v == "accepted"),
+        "the rotated key used: {drone:#}"
+    );
+    for (i, (call, key, verdict)) in after.iter().enumerate() {
+        match (key, verdict.as_str()) {
+            (2, "accepted") => {}
+            (1, "refused_stale") => assert!(
+                after[i + 1..]
+                    .iter()
+                    .any(|(again, key, v)| again == call && *key == 2 && v == "accepted"),
+                "{call}, refused with the old key, made again with the new: {drone:#}"
+            ),
+            _ => panic!("{call}: the key of {key} {verdict} after the rotation: {drone:#}"),
+        }
+    }
+    let logs = stack.logs("AgentFunction").await;
     assert!(
         logs.iter().all(|line| !line.contains("drone-key-")),
         "no log line holds a key:\n{}",
