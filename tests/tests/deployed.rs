@@ -14,8 +14,11 @@ use sas_core::domain::ids::{Owner, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
 use sas_core::time::Timestamp;
-use sas_tests::aws::{Remote, fixture, queue_arn};
-use sas_tests::ministack::{AccessKey, Answer, Deployment, REGION};
+use sas_tests::aws::{Remote, fixture, free_port, queue_arn, repository};
+use sas_tests::ministack::{
+    AccessKey, Answer, Client, Deployment, MiniStack, REGION, emulator_template,
+    lay_out_as_cargo_lambda, sam_cli,
+};
 use sas_tests::tokens::{AUDIENCE, Issuer};
 use sas_tests::{UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, step_states};
 use serde_json::{Value, json};
@@ -1455,4 +1458,80 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         "{redriven:#}"
     );
     processed_once(&stack, &remote, "buffered-3").await;
+}
+
+/// `infra/localstack/deploy.sh`, the script a LocalStack user runs, run as it is against
+/// MiniStack with IAM enforced: it deploys the stack with the template's default
+/// AuthMode, IAM, its mock services being those of the `sas-local` it starts, and ends
+/// with `infra/localstack/smoke.sh`, whose requests it signs as the deployer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_localstack_script_deploys_the_stack_with_iam_and_its_signed_smoke_test_passes() {
+    let ministack = MiniStack::start();
+    let build = tempfile::tempdir().expect("a directory");
+    let lambda = build.path().join("lambda");
+    lay_out_as_cargo_lambda(&lambda);
+    // The template less what MiniStack cannot deploy (LocalStack takes it as it is).
+    let source = std::fs::read_to_string(repository().join("infra/template.yaml"))
+        .expect("infra/template.yaml");
+    let template = build.path().join("template.yaml");
+    std::fs::write(&template, emulator_template(&source, &[])).expect("the template");
+    let started = std::time::Instant::now();
+    let script = tokio::task::block_in_place(|| {
+        std::process::Command::new(repository().join("infra/localstack/deploy.sh"))
+            .env("AWS_ENDPOINT_URL", &ministack.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env_remove("TOKEN")
+            .env("SAM", sam_cli())
+            .env("LAMBDA_DIR", &lambda)
+            .env("SAS_LOCAL", sas_tests::function_binary("sas-local"))
+            .env("MOCK_HOST", "127.0.0.1")
+            .env("MOCK_PORT", free_port().to_string())
+            .env(
+                "API_URL",
+                format!("{}/_aws/execute-api/%s", ministack.endpoint),
+            )
+            .env("TEMPLATE", &template)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("deploy.sh runs")
+    });
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&script.stdout),
+        String::from_utf8_lossy(&script.stderr)
+    );
+    assert!(
+        script.status.success(),
+        "deploy.sh exited with {} after {:?}:\n{output}\nMiniStack's log:\n{}",
+        script.status,
+        started.elapsed(),
+        ministack.log_tail()
+    );
+    assert!(
+        output.contains("Processed"),
+        "the smoke test's delivery Processed:\n{output}"
+    );
+
+    // What made it pass is its signature: the same request unsigned is refused.
+    let client = Client::new(&ministack.endpoint);
+    let apis = client
+        .rest("GET", "apigateway", "/v2/apis", &Value::Null)
+        .await;
+    let api = apis["items"][0]["apiId"].as_str().expect("the API's id");
+    let unsigned = client
+        .send(
+            "PUT",
+            &format!(
+                "{}/_aws/execute-api/{api}/tasks/unsigned",
+                ministack.endpoint
+            ),
+            None,
+            &[("content-type", "application/json")],
+            readme_delivery().to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(unsigned.status, 403, "{}", unsigned.body);
 }
