@@ -6,7 +6,7 @@
 //!
 //! Where MiniStack is wrong and AWS right, the harness works around it, never the
 //! template (README, "The stack deployed on MiniStack"); the deployed copy of the
-//! template ([`emulator_template`]):
+//! template ([`emulator_template`], for SAM's and the CDK app's alike):
 //! - leaves out the alarms on metric math (`Metrics:`), which make the stack roll back;
 //! - leaves out the topic's and the queues' TLS-only denials: MiniStack is served over
 //!   plain HTTP here, and it evaluates `aws:SecureTransport`;
@@ -333,7 +333,8 @@ impl Client {
     }
 }
 
-/// A template as MiniStack can deploy it (`infra/template.yaml`): less what MiniStack cannot deploy and plus what it
+/// A template as MiniStack can deploy it, SAM's (`infra/template.yaml`), the CDK app's
+/// synthesized one and the CDK's bootstrap template alike: less what MiniStack cannot deploy and plus what it
 /// wrongly asks for (the module's comment), each `MaximumConcurrency` given by a `!Ref`
 /// written as the number `parameters` give it (or the parameter's default).
 ///
@@ -342,6 +343,15 @@ impl Client {
 #[must_use]
 pub fn emulator_template(source: &str, parameters: &[(&str, &str)]) -> String {
     serde_norway::to_string(&for_the_emulator(source, parameters)).expect("YAML")
+}
+
+/// [`emulator_template`] of a JSON template, as JSON (what the CDK's CLI reads).
+///
+/// # Panics
+/// As [`emulator_template`].
+#[must_use]
+pub fn emulator_template_json(source: &str) -> String {
+    serde_json::to_string_pretty(&for_the_emulator(source, &[])).expect("JSON")
 }
 
 fn for_the_emulator(source: &str, parameters: &[(&str, &str)]) -> Yaml {
@@ -361,7 +371,11 @@ fn for_the_emulator(source: &str, parameters: &[(&str, &str)]) -> Yaml {
     // refuse every call the functions make (MiniStack evaluates aws:SecureTransport).
     for resource in resources.values_mut() {
         let kind = resource["Type"].as_str().unwrap_or_default();
-        let policies = ["AWS::SNS::TopicPolicy", "AWS::SQS::QueuePolicy"];
+        let policies = [
+            "AWS::SNS::TopicPolicy",
+            "AWS::SQS::QueuePolicy",
+            "AWS::S3::BucketPolicy",
+        ];
         if !policies.contains(&kind) {
             continue;
         }
@@ -672,6 +686,148 @@ impl Deployment {
                     o["OutputValue"].as_str().expect("value").to_owned(),
                 )
             })
+            .collect();
+        Self::found(ministack, build, outputs).await
+    }
+
+    /// Starts MiniStack and deploys the CDK app (`infra/cdk`) to it as its users deploy
+    /// it, with its context `context` (`-c name=value`; the app's defaults for the rest,
+    /// IAM authentication among them): compiled with `tsc` and synthesized with `cdk
+    /// synth` from this workspace's debug binaries laid out as `cargo lambda build` lays
+    /// them out (`SAS_LAMBDA_DIR`), the environment bootstrapped with `cdk bootstrap`,
+    /// then `cdk deploy` of the cloud assembly, which zips each function's directory and
+    /// uploads it and the template to the bootstrap's bucket, then creates the stack.
+    /// The synthesized template and the bootstrap's are MiniStack's copies
+    /// ([`emulator_template`]: the bootstrap bucket's policy is its TLS-only denial).
+    ///
+    /// # Panics
+    /// With instructions, when a binary or the CDK app's packages are missing
+    /// (`npm ci` in `infra/cdk`, which `infra/check` runs), or the deployment fails; on a
+    /// current-thread runtime (the tools run in a blocking section).
+    pub async fn deploy_cdk(context: &[(&str, &str)]) -> Self {
+        let app = repository().join("infra/cdk");
+        let (cdk, tsc) = (
+            app.join("node_modules/.bin/cdk"),
+            app.join("node_modules/.bin/tsc"),
+        );
+        assert!(
+            cdk.exists() && tsc.exists(),
+            "the CDK app's packages are not installed in {}: run ./tests/run (infra/check \
+             installs them) or `npm ci` there",
+            app.display()
+        );
+        let ministack = MiniStack::start();
+        let build = tempfile::tempdir().expect("a build directory");
+        let lambda = build.path().join("lambda");
+        lay_out_as_cargo_lambda(&lambda);
+
+        // The app compiled out of the source tree, its packages found through a link.
+        std::os::unix::fs::symlink(app.join("node_modules"), build.path().join("node_modules"))
+            .expect("node_modules linked");
+        let compiled = build.path().join("app");
+        let cdk_run = |program: &Path, args: &[&str], log: &str| {
+            run_tool(
+                Command::new(program)
+                    .args(args)
+                    .current_dir(build.path())
+                    .env("SAS_LAMBDA_DIR", &lambda),
+                &format!(
+                    "{} {}",
+                    program.file_name().unwrap_or_default().display(),
+                    args[0]
+                ),
+                &ministack,
+                &build.path().join(log),
+            );
+        };
+        let project = app.join("tsconfig.json");
+        cdk_run(
+            &tsc,
+            &[
+                "--project",
+                &project.display().to_string(),
+                "--outDir",
+                &compiled.display().to_string(),
+            ],
+            "tsc.log",
+        );
+        let assembly = build.path().join("cdk.out");
+        let node_app = format!("node {}", compiled.join("bin/app.js").display());
+        let mut synth = vec![
+            "synth".to_owned(),
+            "--quiet".into(),
+            "--no-notices".into(),
+            "--app".into(),
+            node_app,
+            "--output".into(),
+            assembly.display().to_string(),
+        ];
+        for (name, value) in context {
+            synth.extend(["-c".into(), format!("{name}={value}")]);
+        }
+        let synth: Vec<&str> = synth.iter().map(String::as_str).collect();
+        cdk_run(&cdk, &synth, "synth.log");
+        let template = assembly.join("SchedulerAgentSupervisor.template.json");
+        let source = std::fs::read_to_string(&template).expect("the synthesized template");
+        std::fs::write(&template, emulator_template_json(&source)).expect("the template");
+
+        let shown = tokio::task::block_in_place(|| {
+            Command::new(&cdk)
+                .args(["bootstrap", "--show-template", "--no-notices"])
+                .current_dir(build.path())
+                .env("CDK_DISABLE_CLI_TELEMETRY", "1")
+                .stdin(Stdio::null())
+                .output()
+                .expect("cdk bootstrap --show-template")
+        });
+        assert!(
+            shown.status.success(),
+            "cdk bootstrap --show-template: {}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        let shown = String::from_utf8(shown.stdout).expect("the bootstrap template");
+        let bootstrap = build.path().join("bootstrap-emulator.yaml");
+        std::fs::write(&bootstrap, emulator_template(&shown, &[])).expect("a template");
+        let assembly = assembly.display().to_string();
+        let environment = format!("aws://{}/{REGION}", "000000000000");
+        cdk_run(
+            &cdk,
+            &[
+                "bootstrap",
+                &environment,
+                "--app",
+                &assembly,
+                "--template",
+                &bootstrap.display().to_string(),
+                "--no-notices",
+            ],
+            "bootstrap.log",
+        );
+        let outputs_file = build.path().join("outputs.json");
+        cdk_run(
+            &cdk,
+            &[
+                "deploy",
+                "--app",
+                &assembly,
+                "--require-approval",
+                "never",
+                "--progress",
+                "events",
+                "--no-notices",
+                "--outputs-file",
+                &outputs_file.display().to_string(),
+            ],
+            "deploy.log",
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&outputs_file).expect("the outputs"))
+                .expect("the outputs' JSON");
+        let outputs = written["SchedulerAgentSupervisor"]
+            .as_object()
+            .expect("the stack's outputs")
+            .iter()
+            .map(|(key, value)| (key.clone(), value.as_str().expect("a value").to_owned()))
             .collect();
         Self::found(ministack, build, outputs).await
     }

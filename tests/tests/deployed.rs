@@ -4,7 +4,8 @@
 //! functions through their real triggers, each under the policy the template gives it,
 //! so a permission missing from the template fails a test here. Each test deploys the
 //! stack on a MiniStack of its own (`sas_tests::ministack`, which lists the emulator's
-//! gaps and how the harness works around them).
+//! gaps and how the harness works around them). Two tests deploy it otherwise, as its
+//! users do: with `infra/localstack/deploy.sh`, and the CDK app with `cdk deploy`.
 
 use std::time::Duration;
 
@@ -551,27 +552,8 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let sns = aws_sdk_sns::Client::new(&stack.sdk);
 
-    // The operators' inbox: a queue subscribed to the alert topic, which SNS may send to.
     let topic = &stack.outputs["AlertTopicArn"];
-    let inbox = create_queue(&sqs, "operators-inbox").await;
-    let inbox_arn = queue_arn(&sqs, &inbox).await;
-    let policy = json!({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
-        "Action": "sqs:SendMessage", "Resource": inbox_arn,
-        "Condition": {"ArnEquals": {"aws:SourceArn": topic}}}]});
-    sqs.set_queue_attributes()
-        .queue_url(&inbox)
-        .attributes(QueueAttributeName::Policy, policy.to_string())
-        .send()
-        .await
-        .expect("the inbox's policy");
-    sns.subscribe()
-        .topic_arn(topic)
-        .protocol("sqs")
-        .endpoint(&inbox_arn)
-        .send()
-        .await
-        .expect("the inbox subscribed");
+    let inbox = operators_inbox(&stack, &sqs, &sns).await;
 
     // A lost alert. The scheduler may not publish for now (a statement of the topic's
     // policy denies its role), and the delivery service refuses for good: the task is
@@ -797,6 +779,36 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
     )
     .await;
     assert_eq!(step_states(&task), ["Processed"; 5]);
+}
+
+/// The operators' inbox: a queue subscribed to the stack's alert topic, which SNS may
+/// send to; its URL.
+async fn operators_inbox(
+    stack: &Deployment,
+    sqs: &aws_sdk_sqs::Client,
+    sns: &aws_sdk_sns::Client,
+) -> String {
+    let topic = &stack.outputs["AlertTopicArn"];
+    let inbox = create_queue(sqs, "operators-inbox").await;
+    let inbox_arn = queue_arn(sqs, &inbox).await;
+    let policy = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
+        "Action": "sqs:SendMessage", "Resource": inbox_arn,
+        "Condition": {"ArnEquals": {"aws:SourceArn": topic}}}]});
+    sqs.set_queue_attributes()
+        .queue_url(&inbox)
+        .attributes(QueueAttributeName::Policy, policy.to_string())
+        .send()
+        .await
+        .expect("the inbox's policy");
+    sns.subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(&inbox_arn)
+        .send()
+        .await
+        .expect("the inbox subscribed");
+    inbox
 }
 
 /// The message of an SNS envelope delivered to SQS, as JSON.
@@ -1534,4 +1546,103 @@ async fn the_localstack_script_deploys_the_stack_with_iam_and_its_signed_smoke_t
         )
         .await;
     assert_eq!(unsigned.status, 403, "{}", unsigned.body);
+}
+
+/// The CDK app (`infra/cdk`) deployed as its users deploy it, `cdk bootstrap` and `cdk
+/// deploy` (its assets, the functions' zipped code and the template, uploaded to the
+/// bootstrap's bucket), with the app's defaults but for the services' URLs: the
+/// construct's stack runs the README's delivery to Processed, and a delivery refused for
+/// good is compensated and its alert reaches the operators through the encrypted topic.
+/// IAM is the construct's default: an unsigned request is refused, the root's signed
+/// ones taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cdk_app_deployed_runs_the_readme_delivery_and_compensates_a_refused_one_with_an_alert()
+{
+    let remote = Remote::start(true).await;
+    let services = json!(sas_tests::aws::service_urls(&remote.url)).to_string();
+    let stack = Deployment::deploy_cdk(&[("serviceUrls", &services)]).await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let sns = aws_sdk_sns::Client::new(&stack.sdk);
+    let inbox = operators_inbox(&stack, &sqs, &sns).await;
+    let signed_task = |id: &'static str, state: &'static str| {
+        let stack = &stack;
+        async move {
+            stack
+                .wait(
+                    &format!("task {id} {state}"),
+                    Duration::from_secs(90),
+                    Duration::from_millis(250),
+                    || async {
+                        let answer = stack.call("GET", &format!("/tasks/{id}"), None, true).await;
+                        let task = answer.json();
+                        if answer.status == 200 && task["state"] == state {
+                            Ok(task)
+                        } else {
+                            Err(format!("{} {}", answer.status, answer.body))
+                        }
+                    },
+                )
+                .await
+        }
+    };
+
+    let unsigned = stack
+        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(unsigned.status, 403, "{}", unsigned.body);
+    let put = stack
+        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), true)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    let task = signed_task("delivery-1", "Processed").await;
+    assert_eq!(step_states(&task), ["Processed"; 5], "{task:#}");
+    // The services see a task by its full id, its owner's (the root's ARN) and its own.
+    let me = stack.call("GET", "/me", None, true).await.json();
+    let owner = Owner::new(me["owner"].as_str().expect("an owner").to_owned()).expect("an owner");
+    let full = |id: &str| TaskId::scoped(&owner, &TaskId::parse(id).expect("an id")).to_string();
+    assert_eq!(
+        remote.effects(&full("delivery-1")).len(),
+        5,
+        "one effect per step"
+    );
+
+    remote.mocks.set_faults(
+        "delivery",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0})).expect("faults"),
+    );
+    let put = stack
+        .call("PUT", "/tasks/refused", Some(&readme_delivery()), true)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    let task = signed_task("refused", "Error").await;
+    assert_eq!(
+        step_states(&task),
+        UNDONE_AFTER_THE_DELIVERY_FAILED,
+        "{task:#}"
+    );
+    let alert = stack
+        .wait(
+            "the alert in the operators' inbox",
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            || async {
+                let received: Vec<Value> = drain(&sqs, &inbox)
+                    .await
+                    .iter()
+                    .map(|m| sns_message(m))
+                    .collect();
+                received
+                    .into_iter()
+                    .find(|m| m["task_id"] == full("refused"))
+                    .ok_or_else(|| "not yet".to_owned())
+            },
+        )
+        .await;
+    assert_eq!(alert["task_id"], full("refused"), "{alert:#}");
+    // Each function logs to the group the construct gives it, which the harness reads.
+    let logs = stack.logs("SchedulerFunction").await;
+    assert!(
+        logs.iter().any(|line| line.contains(&full("refused"))),
+        "the scheduler's log group: {logs:?}"
+    );
 }
