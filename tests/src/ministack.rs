@@ -5,18 +5,17 @@
 //! its execution role with IAM enforced (`AUTH=true`).
 //!
 //! Where MiniStack is wrong and AWS right, the harness works around it, never the
-//! template (README, "The stack deployed on MiniStack"):
-//! - alarms on metric math (`Metrics:`) make the stack roll back: the deployed copy of
-//!   the template leaves them out ([`deployable_template`]);
-//! - MiniStack is served over plain HTTP here, and it evaluates `aws:SecureTransport`:
-//!   the deployed copy leaves out the topic's and the queues' TLS-only denials;
-//! - MiniStack asks for `sqs:SendMessageBatch` where AWS authorises a batch send as
-//!   `sqs:SendMessage`: the deployed copy grants the one wherever the template grants
-//!   the other, on the same resources;
-//! - the HttpApi's OpenAPI body is ignored (the API has no routes): they are added after
-//!   the deployment, as SAM writes them from the functions' `HttpApi` events;
-//! - an event-source mapping's `ScalingConfig.MaximumConcurrency` given by a `!Ref` is
-//!   stored as a string, which stops every SQS poller: it is set again as a number.
+//! template (README, "The stack deployed on MiniStack"); the deployed copy of the
+//! template ([`emulator_template`], for SAM's and the CDK app's alike):
+//! - leaves out the alarms on metric math (`Metrics:`), which make the stack roll back;
+//! - leaves out the topic's and the queues' TLS-only denials: MiniStack is served over
+//!   plain HTTP here, and it evaluates `aws:SecureTransport`;
+//! - grants `sqs:SendMessageBatch` wherever the template grants `sqs:SendMessage`, on
+//!   the same resources: MiniStack asks for the one where AWS authorises a batch send as
+//!   the other;
+//! - writes an event-source mapping's `ScalingConfig.MaximumConcurrency` given by a
+//!   `!Ref` as the parameter's number: MiniStack stores it as a string, which stops
+//!   every SQS poller.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -334,25 +333,50 @@ impl Client {
     }
 }
 
-/// The template as deployed to MiniStack: `infra/template.yaml` as `sam build` writes it
-/// (each function's `CodeUri` its build directory, named by its logical id), less what
-/// MiniStack cannot deploy and plus what it wrongly asks for (the module's comment).
+/// A template as MiniStack can deploy it, SAM's (`infra/template.yaml`), the CDK app's
+/// synthesized one and the CDK's bootstrap template alike: less what MiniStack cannot deploy and plus what it
+/// wrongly asks for (the module's comment), each `MaximumConcurrency` given by a `!Ref`
+/// written as the number `parameters` give it (or the parameter's default).
 ///
 /// # Panics
 /// When the template is not what the harness expects.
 #[must_use]
-pub fn deployable_template(source: &str) -> String {
+pub fn emulator_template(source: &str, parameters: &[(&str, &str)]) -> String {
+    serde_norway::to_string(&for_the_emulator(source, parameters)).expect("YAML")
+}
+
+/// [`emulator_template`] of a JSON template, as JSON (what the CDK's CLI reads).
+///
+/// # Panics
+/// As [`emulator_template`].
+#[must_use]
+pub fn emulator_template_json(source: &str) -> String {
+    serde_json::to_string_pretty(&for_the_emulator(source, &[])).expect("JSON")
+}
+
+fn for_the_emulator(source: &str, parameters: &[(&str, &str)]) -> Yaml {
     let mut template: Yaml = serde_norway::from_str(source).expect("the template's YAML");
+    let defaults = template.get("Parameters").cloned().unwrap_or_default();
     let resources = template["Resources"]
         .as_mapping_mut()
         .expect("the template's resources");
     // MiniStack: "metric math is not supported", and the stack rolls back.
-    resources.retain(|_, resource| resource["Properties"].get("Metrics").is_none());
+    resources.retain(|_, resource| {
+        resource
+            .get("Properties")
+            .and_then(|p| p.get("Metrics"))
+            .is_none()
+    });
     // MiniStack is served over plain HTTP here: the policies' TLS-only denials would
     // refuse every call the functions make (MiniStack evaluates aws:SecureTransport).
     for resource in resources.values_mut() {
         let kind = resource["Type"].as_str().unwrap_or_default();
-        if kind != "AWS::SNS::TopicPolicy" && kind != "AWS::SQS::QueuePolicy" {
+        let policies = [
+            "AWS::SNS::TopicPolicy",
+            "AWS::SQS::QueuePolicy",
+            "AWS::S3::BucketPolicy",
+        ];
+        if !policies.contains(&kind) {
             continue;
         }
         let statements = resource["Properties"]["PolicyDocument"]["Statement"]
@@ -366,10 +390,82 @@ pub fn deployable_template(source: &str) -> String {
         });
     }
     resources.retain(|_, resource| {
-        resource["Properties"]
-            .get("PolicyDocument")
+        resource
+            .get("Properties")
+            .and_then(|p| p.get("PolicyDocument"))
             .is_none_or(|d| d["Statement"].as_sequence().is_some_and(|s| !s.is_empty()))
     });
+    for resource in resources.values_mut() {
+        emulator_fixes(resource, &defaults, parameters);
+    }
+    template
+}
+
+/// Within a resource: each policy statement allowing `sqs:SendMessage` allows
+/// `sqs:SendMessageBatch` too (MiniStack asks for it; AWS authorises a batch send as
+/// `sqs:SendMessage`); a `MaximumConcurrency: !Ref P` becomes P's number (MiniStack
+/// stores a `!Ref`'s value as a string, which stops every SQS poller).
+fn emulator_fixes(value: &mut Yaml, defaults: &Yaml, parameters: &[(&str, &str)]) {
+    match value {
+        Yaml::Mapping(mapping) => {
+            if mapping.contains_key("Effect") {
+                let actions = match mapping.get("Action") {
+                    Some(Yaml::String(action)) => vec![action.clone()],
+                    Some(Yaml::Sequence(actions)) => actions
+                        .iter()
+                        .map(|a| a.as_str().expect("an action").to_owned())
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                if actions.iter().any(|a| a == "sqs:SendMessage")
+                    && !actions.iter().any(|a| a == "sqs:SendMessageBatch")
+                {
+                    let mut with_batch: Vec<Yaml> = actions.into_iter().map(Yaml::String).collect();
+                    with_batch.push(Yaml::String("sqs:SendMessageBatch".into()));
+                    mapping.insert("Action".into(), Yaml::Sequence(with_batch));
+                }
+            }
+            if let Some(Yaml::Tagged(reference)) = mapping.get("MaximumConcurrency")
+                && reference.tag == "Ref"
+            {
+                let name = reference.value.as_str().expect("a parameter's name");
+                let number = parameters
+                    .iter()
+                    .find(|(given, _)| *given == name)
+                    .map(|(_, value)| serde_norway::from_str(value).expect("a number"))
+                    .unwrap_or_else(|| defaults[name]["Default"].clone());
+                assert!(
+                    number.is_number(),
+                    "{name}'s value is no number: {number:?}"
+                );
+                mapping.insert("MaximumConcurrency".into(), number);
+            }
+            for nested in mapping.values_mut() {
+                emulator_fixes(nested, defaults, parameters);
+            }
+        }
+        Yaml::Sequence(items) => {
+            for item in items {
+                emulator_fixes(item, defaults, parameters);
+            }
+        }
+        Yaml::Tagged(tagged) => emulator_fixes(&mut tagged.value, defaults, parameters),
+        _ => {}
+    }
+}
+
+/// `infra/template.yaml` as deployed to MiniStack: as `sam build` writes it (each
+/// function's `CodeUri` its build directory, named by its logical id) and as
+/// [`emulator_template`] adjusts it.
+///
+/// # Panics
+/// When the template is not what the harness expects.
+#[must_use]
+pub fn deployable_template(source: &str, parameters: &[(&str, &str)]) -> String {
+    let mut template = for_the_emulator(source, parameters);
+    let resources = template["Resources"]
+        .as_mapping_mut()
+        .expect("the template's resources");
     for (name, resource) in resources.iter_mut() {
         if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
             continue;
@@ -382,32 +478,88 @@ pub fn deployable_template(source: &str) -> String {
             .and_then(Yaml::as_mapping_mut)
             .expect("a function's properties");
         properties.insert("CodeUri".into(), Yaml::String(name));
-        // MiniStack asks for sqs:SendMessageBatch; AWS authorises it as sqs:SendMessage.
-        let statements = properties
-            .get_mut("Policies")
-            .and_then(Yaml::as_sequence_mut)
-            .into_iter()
-            .flatten()
-            .filter_map(|policy| policy.get_mut("Statement"))
-            .filter_map(Yaml::as_sequence_mut)
-            .flatten();
-        for statement in statements {
-            let actions = match &statement["Action"] {
-                Yaml::String(action) => vec![action.clone()],
-                Yaml::Sequence(actions) => actions
-                    .iter()
-                    .map(|a| a.as_str().expect("an action").to_owned())
-                    .collect(),
-                other => panic!("an unexpected Action: {other:?}"),
-            };
-            if actions.iter().any(|a| a == "sqs:SendMessage") {
-                let mut with_batch: Vec<Yaml> = actions.into_iter().map(Yaml::String).collect();
-                with_batch.push(Yaml::String("sqs:SendMessageBatch".into()));
-                statement["Action"] = Yaml::Sequence(with_batch);
-            }
-        }
     }
     serde_norway::to_string(&template).expect("YAML")
+}
+
+/// The SAM CLI: `$SAS_SAM`, or the `sam` of the repository's `.venv` that
+/// `./tests/run` installs.
+///
+/// # Panics
+/// With instructions, when it is not installed.
+#[must_use]
+pub fn sam_cli() -> PathBuf {
+    let sam =
+        std::env::var("SAS_SAM").map_or_else(|_| repository().join(".venv/bin/sam"), PathBuf::from);
+    assert!(
+        sam.exists(),
+        "the SAM CLI is not installed at {}: run ./tests/run, which installs it into .venv, \
+         or `.venv/bin/pip install -r tests/requirements.txt`, or set SAS_SAM",
+        sam.display()
+    );
+    sam
+}
+
+/// Lays the four functions' binaries out under `root` as `cargo lambda build` does
+/// (`sas-<name>/bootstrap`, what `infra/localstack/deploy.sh`'s `LAMBDA_DIR` and the CDK
+/// app's `SAS_LAMBDA_DIR` take), the tests' workflows beside each.
+///
+/// # Panics
+/// When a file cannot be written.
+pub fn lay_out_as_cargo_lambda(root: &Path) {
+    lay_out(root, |_, binary| binary);
+}
+
+/// Lays the four functions' binaries out under `root`, each in the directory `name`
+/// gives it from its logical id and its binary, as `bootstrap`, with the tests'
+/// workflows beside it in `workflows/`, packaged as a deployment's own are.
+fn lay_out(root: &Path, name: impl Fn(&'static str, &'static str) -> &'static str) {
+    for ((logical_id, binary), built) in FUNCTIONS.iter().zip(built_binaries()) {
+        let dir = root.join(name(logical_id, binary));
+        std::fs::create_dir_all(&dir).expect("a function's build directory");
+        let bootstrap = dir.join("bootstrap");
+        if std::fs::hard_link(&built, &bootstrap).is_err() {
+            std::fs::copy(&built, &bootstrap).expect("the function's binary copied");
+        }
+        let workflows = dir.join("workflows");
+        std::fs::create_dir_all(&workflows).expect("a workflows directory");
+        for file in
+            std::fs::read_dir(repository().join("tests/workflows")).expect("tests/workflows")
+        {
+            let file = file.expect("a workflow file").path();
+            std::fs::copy(&file, workflows.join(file.file_name().expect("a name")))
+                .expect("a workflow copied");
+        }
+    }
+}
+
+/// Runs a deployment tool with the root's credentials for `ministack`, its output into
+/// `log`; panics with the output and MiniStack's log unless it succeeds.
+fn run_tool(command: &mut Command, what: &str, ministack: &MiniStack, log: &Path) {
+    let output = std::fs::File::create(log).expect("a log file");
+    let status = tokio::task::block_in_place(|| {
+        command
+            .env("AWS_ENDPOINT_URL", &ministack.endpoint)
+            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", ACCESS_KEY)
+            .env("AWS_DEFAULT_REGION", REGION)
+            .env("AWS_REGION", REGION)
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env("SAM_CLI_TELEMETRY", "0")
+            .env("CDK_DISABLE_CLI_TELEMETRY", "1")
+            .stdin(Stdio::null())
+            .stdout(output.try_clone().expect("log"))
+            .stderr(output)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {what}: {e}"))
+    });
+    assert!(
+        status.success(),
+        "{what} failed:\n{}\nMiniStack's log:\n{}",
+        tail(log, 80),
+        ministack.log_tail()
+    );
 }
 
 /// The stack deployed on its own MiniStack.
@@ -418,11 +570,13 @@ pub struct Deployment {
     pub outputs: HashMap<String, String>,
     /// The deployed functions' names, by logical id.
     pub functions: HashMap<String, String>,
+    /// The deployed functions' log groups, by logical id.
+    log_groups: HashMap<String, String>,
     /// Requests to MiniStack.
     pub client: Client,
     /// The SDK's configuration for MiniStack, as the root.
     pub sdk: SdkConfig,
-    /// The build directory, as `sam build` would have left it.
+    /// The build directory, as `sam build` or `cdk synth` would have left it.
     _build: tempfile::TempDir,
     /// The emulator, stopped last.
     pub ministack: MiniStack,
@@ -468,15 +622,7 @@ impl Deployment {
     /// With instructions, when a binary or a tool is missing, or the deployment fails;
     /// on a current-thread runtime (`sam` runs in a blocking section).
     pub async fn deploy(parameters: &[(&str, &str)]) -> Self {
-        let binaries = built_binaries();
-        let sam = std::env::var("SAS_SAM")
-            .map_or_else(|_| repository().join(".venv/bin/sam"), PathBuf::from);
-        assert!(
-            sam.exists(),
-            "the SAM CLI is not installed at {}: run ./tests/run, which installs it into .venv, \
-             or `.venv/bin/pip install -r tests/requirements.txt`, or set SAS_SAM",
-            sam.display()
-        );
+        let sam = sam_cli();
         let ministack = MiniStack::start();
         let source = std::fs::read_to_string(repository().join("infra/template.yaml"))
             .expect("infra/template.yaml");
@@ -484,49 +630,25 @@ impl Deployment {
         // As `sam build` lays it out: .aws-sam/build/<LogicalId>/bootstrap and the template.
         let build = tempfile::tempdir().expect("a build directory");
         let built = build.path().join(".aws-sam/build");
-        for ((logical_id, _), binary) in FUNCTIONS.iter().zip(&binaries) {
-            let dir = built.join(logical_id);
-            std::fs::create_dir_all(&dir).expect("a function's build directory");
-            let bootstrap = dir.join("bootstrap");
-            if std::fs::hard_link(binary, &bootstrap).is_err() {
-                std::fs::copy(binary, &bootstrap).expect("the function's binary copied");
-            }
-            // The tests' workflows, packaged beside the binary as a deployment's own are.
-            let workflows = dir.join("workflows");
-            std::fs::create_dir_all(&workflows).expect("a workflows directory");
-            for file in
-                std::fs::read_dir(repository().join("tests/workflows")).expect("tests/workflows")
-            {
-                let file = file.expect("a workflow file").path();
-                std::fs::copy(&file, workflows.join(file.file_name().expect("a name")))
-                    .expect("a workflow copied");
-            }
-        }
-        std::fs::write(built.join("template.yaml"), deployable_template(&source))
-            .expect("the built template");
+        lay_out(&built, |logical_id, _| logical_id);
+        std::fs::write(
+            built.join("template.yaml"),
+            deployable_template(&source, parameters),
+        )
+        .expect("the built template");
 
         // Quoted each: SAM's CLI cuts an unquoted value at its first space or brace.
         let overrides: Vec<String> = parameters
             .iter()
             .map(|(key, value)| format!("{key}='{value}'"))
             .collect();
-        let log = build.path().join("sam.log");
-        let sam_run = |args: &[&str], log: &Path| {
-            let output = std::fs::File::create(log).expect("a log file");
-            Command::new(&sam)
-                .args(args)
-                .current_dir(build.path())
-                .env("AWS_ENDPOINT_URL", &ministack.endpoint)
-                .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-                .env("AWS_SECRET_ACCESS_KEY", ACCESS_KEY)
-                .env("AWS_DEFAULT_REGION", REGION)
-                .env("AWS_REGION", REGION)
-                .env("SAM_CLI_TELEMETRY", "0")
-                .stdin(Stdio::null())
-                .stdout(output.try_clone().expect("log"))
-                .stderr(output)
-                .status()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", sam.display()))
+        let sam_run = |args: &[&str], log: &str| {
+            run_tool(
+                Command::new(&sam).args(args).current_dir(build.path()),
+                &format!("sam {}", args[0]),
+                &ministack,
+                &build.path().join(log),
+            );
         };
         let mut deploy = vec![
             "deploy",
@@ -540,29 +662,19 @@ impl Deployment {
             "--parameter-overrides",
         ];
         deploy.extend(overrides.iter().map(String::as_str));
-        let status = tokio::task::block_in_place(|| sam_run(&deploy, &log));
-        assert!(
-            status.success(),
-            "sam deploy failed:\n{}\nMiniStack's log:\n{}",
-            tail(&log, 60),
-            ministack.log_tail()
+        sam_run(&deploy, "sam.log");
+        sam_run(
+            &[
+                "list",
+                "stack-outputs",
+                "--stack-name",
+                "sas",
+                "--output",
+                "json",
+            ],
+            "outputs.json",
         );
-        let outputs_log = build.path().join("outputs.json");
-        let status = tokio::task::block_in_place(|| {
-            sam_run(
-                &[
-                    "list",
-                    "stack-outputs",
-                    "--stack-name",
-                    "sas",
-                    "--output",
-                    "json",
-                ],
-                &outputs_log,
-            )
-        });
-        let text = std::fs::read_to_string(&outputs_log).unwrap_or_default();
-        assert!(status.success(), "sam list stack-outputs failed: {text}");
+        let text = std::fs::read_to_string(build.path().join("outputs.json")).unwrap_or_default();
         let listed: Value = serde_json::from_str(&text).expect("the outputs' JSON");
         let outputs: HashMap<String, String> = listed
             .as_array()
@@ -575,75 +687,196 @@ impl Deployment {
                 )
             })
             .collect();
+        Self::found(ministack, build, outputs).await
+    }
 
+    /// Starts MiniStack and deploys the CDK app (`infra/cdk`) to it as its users deploy
+    /// it, with its context `context` (`-c name=value`; the app's defaults for the rest,
+    /// IAM authentication among them): compiled with `tsc` and synthesized with `cdk
+    /// synth` from this workspace's debug binaries laid out as `cargo lambda build` lays
+    /// them out (`SAS_LAMBDA_DIR`), the environment bootstrapped with `cdk bootstrap`,
+    /// then `cdk deploy` of the cloud assembly, which zips each function's directory and
+    /// uploads it and the template to the bootstrap's bucket, then creates the stack.
+    /// The synthesized template and the bootstrap's are MiniStack's copies
+    /// ([`emulator_template`]: the bootstrap bucket's policy is its TLS-only denial).
+    ///
+    /// # Panics
+    /// With instructions, when a binary or the CDK app's packages are missing
+    /// (`npm ci` in `infra/cdk`, which `infra/check` runs), or the deployment fails; on a
+    /// current-thread runtime (the tools run in a blocking section).
+    pub async fn deploy_cdk(context: &[(&str, &str)]) -> Self {
+        let app = repository().join("infra/cdk");
+        let (cdk, tsc) = (
+            app.join("node_modules/.bin/cdk"),
+            app.join("node_modules/.bin/tsc"),
+        );
+        assert!(
+            cdk.exists() && tsc.exists(),
+            "the CDK app's packages are not installed in {}: run ./tests/run (infra/check \
+             installs them) or `npm ci` there",
+            app.display()
+        );
+        let ministack = MiniStack::start();
+        let build = tempfile::tempdir().expect("a build directory");
+        let lambda = build.path().join("lambda");
+        lay_out_as_cargo_lambda(&lambda);
+
+        // The app compiled out of the source tree, its packages found through a link.
+        std::os::unix::fs::symlink(app.join("node_modules"), build.path().join("node_modules"))
+            .expect("node_modules linked");
+        let compiled = build.path().join("app");
+        let cdk_run = |program: &Path, args: &[&str], log: &str| {
+            run_tool(
+                Command::new(program)
+                    .args(args)
+                    .current_dir(build.path())
+                    .env("SAS_LAMBDA_DIR", &lambda),
+                &format!(
+                    "{} {}",
+                    program.file_name().unwrap_or_default().display(),
+                    args[0]
+                ),
+                &ministack,
+                &build.path().join(log),
+            );
+        };
+        let project = app.join("tsconfig.json");
+        cdk_run(
+            &tsc,
+            &[
+                "--project",
+                &project.display().to_string(),
+                "--outDir",
+                &compiled.display().to_string(),
+            ],
+            "tsc.log",
+        );
+        let assembly = build.path().join("cdk.out");
+        let node_app = format!("node {}", compiled.join("bin/app.js").display());
+        let mut synth = vec![
+            "synth".to_owned(),
+            "--quiet".into(),
+            "--no-notices".into(),
+            "--app".into(),
+            node_app,
+            "--output".into(),
+            assembly.display().to_string(),
+        ];
+        for (name, value) in context {
+            synth.extend(["-c".into(), format!("{name}={value}")]);
+        }
+        let synth: Vec<&str> = synth.iter().map(String::as_str).collect();
+        cdk_run(&cdk, &synth, "synth.log");
+        let template = assembly.join("SchedulerAgentSupervisor.template.json");
+        let source = std::fs::read_to_string(&template).expect("the synthesized template");
+        std::fs::write(&template, emulator_template_json(&source)).expect("the template");
+
+        let shown = tokio::task::block_in_place(|| {
+            Command::new(&cdk)
+                .args(["bootstrap", "--show-template", "--no-notices"])
+                .current_dir(build.path())
+                .env("CDK_DISABLE_CLI_TELEMETRY", "1")
+                .stdin(Stdio::null())
+                .output()
+                .expect("cdk bootstrap --show-template")
+        });
+        assert!(
+            shown.status.success(),
+            "cdk bootstrap --show-template: {}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        let shown = String::from_utf8(shown.stdout).expect("the bootstrap template");
+        let bootstrap = build.path().join("bootstrap-emulator.yaml");
+        std::fs::write(&bootstrap, emulator_template(&shown, &[])).expect("a template");
+        let assembly = assembly.display().to_string();
+        let environment = format!("aws://{}/{REGION}", "000000000000");
+        cdk_run(
+            &cdk,
+            &[
+                "bootstrap",
+                &environment,
+                "--app",
+                &assembly,
+                "--template",
+                &bootstrap.display().to_string(),
+                "--no-notices",
+            ],
+            "bootstrap.log",
+        );
+        let outputs_file = build.path().join("outputs.json");
+        cdk_run(
+            &cdk,
+            &[
+                "deploy",
+                "--app",
+                &assembly,
+                "--require-approval",
+                "never",
+                "--progress",
+                "events",
+                "--no-notices",
+                "--outputs-file",
+                &outputs_file.display().to_string(),
+            ],
+            "deploy.log",
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&outputs_file).expect("the outputs"))
+                .expect("the outputs' JSON");
+        let outputs = written["SchedulerAgentSupervisor"]
+            .as_object()
+            .expect("the stack's outputs")
+            .iter()
+            .map(|(key, value)| (key.clone(), value.as_str().expect("a value").to_owned()))
+            .collect();
+        Self::found(ministack, build, outputs).await
+    }
+
+    /// The deployment whose stack has these `outputs`: its functions found by logical id
+    /// (a deployed function's name holds it, SAM's and the CDK's alike), their log
+    /// groups, and its API's URL on MiniStack.
+    async fn found(
+        ministack: MiniStack,
+        build: tempfile::TempDir,
+        outputs: HashMap<String, String>,
+    ) -> Self {
         let client = Client::new(&ministack.endpoint);
         let listed = client
             .rest("GET", "lambda", "/2015-03-31/functions/", &Value::Null)
             .await;
-        let (mut functions, mut arns) = (HashMap::new(), HashMap::new());
+        let (mut functions, mut log_groups) = (HashMap::new(), HashMap::new());
         for function in listed["Functions"].as_array().expect("functions") {
             let name = function["FunctionName"].as_str().expect("a name");
             for (logical_id, _) in FUNCTIONS {
-                if name.contains(&format!("-{logical_id}-")) {
+                if name.contains(logical_id) {
                     functions.insert(logical_id.to_owned(), name.to_owned());
-                    let arn = function["FunctionArn"].as_str().expect("an ARN");
-                    arns.insert(logical_id.to_owned(), arn.to_owned());
+                    // Its own group when the stack names one (the CDK construct's), else
+                    // Lambda's default (SAM's, whose group is named so).
+                    let group = function["LoggingConfig"]["LogGroup"]
+                        .as_str()
+                        .map_or_else(|| format!("/aws/lambda/{name}"), str::to_owned);
+                    log_groups.insert(logical_id.to_owned(), group);
                 }
             }
         }
         assert_eq!(functions.len(), 4, "the four functions deployed: {listed}");
 
-        // The API id is the first label of the ApiUrl output.
+        // The API id is the first label of the ApiUrl output's host.
         let api_id = outputs["ApiUrl"]
-            .trim_start_matches("https://")
-            .split('.')
-            .next()
+            .split("://")
+            .last()
+            .and_then(|host| host.split('.').next())
             .expect("an API id")
             .to_owned();
-        let deployment = Self {
+        Self {
             api: format!("{}/_aws/execute-api/{api_id}", ministack.endpoint),
             outputs,
             functions,
+            log_groups,
             client,
             sdk: ministack.sdk(),
             _build: build,
             ministack,
-        };
-        deployment.concurrency_as_numbers(parameters).await;
-        deployment
-    }
-
-    /// MiniStack stores a `MaximumConcurrency` given by a `!Ref` as a string, and its SQS
-    /// pollers then stop: set as the number it is.
-    async fn concurrency_as_numbers(&self, parameters: &[(&str, &str)]) {
-        let concurrency: u64 = parameters
-            .iter()
-            .find(|(key, _)| *key == "AgentMaxConcurrency")
-            .map_or(10, |(_, value)| value.parse().expect("a number"));
-        let mappings = self
-            .client
-            .rest(
-                "GET",
-                "lambda",
-                "/2015-03-31/event-source-mappings/",
-                &Value::Null,
-            )
-            .await;
-        for mapping in mappings["EventSourceMappings"]
-            .as_array()
-            .expect("mappings")
-        {
-            if mapping.get("ScalingConfig").is_some() {
-                let uuid = mapping["UUID"].as_str().expect("a mapping's id");
-                self.client
-                    .rest(
-                        "PUT",
-                        "lambda",
-                        &format!("/2015-03-31/event-source-mappings/{uuid}"),
-                        &json!({"ScalingConfig": {"MaximumConcurrency": concurrency}}),
-                    )
-                    .await;
-            }
         }
     }
 
@@ -776,7 +1009,7 @@ impl Deployment {
 
     /// The lines a function (by logical id) has logged so far.
     pub async fn logs(&self, function: &str) -> Vec<String> {
-        let group = format!("/aws/lambda/{}", self.functions[function]);
+        let group = &self.log_groups[function];
         let mut lines = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -863,7 +1096,11 @@ mod tests {
     #[test]
     fn the_deployed_template_is_the_template_less_metric_math_and_tls_denials_plus_batch_sends() {
         let source = template();
-        let deployed: Yaml = serde_norway::from_str(&deployable_template(&source)).expect("YAML");
+        let deployed: Yaml = serde_norway::from_str(&deployable_template(
+            &source,
+            &[("AgentMaxConcurrency", "7")],
+        ))
+        .expect("YAML");
         let original: Yaml = serde_norway::from_str(&source).expect("YAML");
         let resources = deployed["Resources"].as_mapping().expect("resources");
         let removed: Vec<&str> = original["Resources"]
@@ -909,6 +1146,21 @@ mod tests {
         assert_eq!(
             deployed["Resources"]["AlertTopic"], original["Resources"]["AlertTopic"],
             "tags such as !GetAtt survive"
+        );
+        // Numbers, the one given and the other's default.
+        let concurrency = |value: &Yaml| serde_json::to_value(value).expect("JSON");
+        assert_eq!(
+            concurrency(
+                &resources["AgentFunction"]["Properties"]["Events"]["Requests"]["Properties"]["ScalingConfig"]
+                    ["MaximumConcurrency"]
+            ),
+            json!(7)
+        );
+        assert_eq!(
+            concurrency(
+                &resources["IngestEvents"]["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+            ),
+            json!(2)
         );
     }
 }

@@ -4,7 +4,8 @@
 //! functions through their real triggers, each under the policy the template gives it,
 //! so a permission missing from the template fails a test here. Each test deploys the
 //! stack on a MiniStack of its own (`sas_tests::ministack`, which lists the emulator's
-//! gaps and how the harness works around them).
+//! gaps and how the harness works around them). Two tests deploy it otherwise, as its
+//! users do: with `infra/localstack/deploy.sh`, and the CDK app with `cdk deploy`.
 
 use std::time::Duration;
 
@@ -14,8 +15,11 @@ use sas_core::domain::ids::{Owner, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
 use sas_core::time::Timestamp;
-use sas_tests::aws::{Remote, fixture, queue_arn};
-use sas_tests::ministack::{AccessKey, Answer, Deployment, REGION};
+use sas_tests::aws::{Remote, fixture, free_port, queue_arn, repository};
+use sas_tests::ministack::{
+    AccessKey, Answer, Client, Deployment, MiniStack, REGION, emulator_template,
+    lay_out_as_cargo_lambda, sam_cli,
+};
 use sas_tests::tokens::{AUDIENCE, Issuer};
 use sas_tests::{UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, step_states};
 use serde_json::{Value, json};
@@ -548,27 +552,8 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
     let sns = aws_sdk_sns::Client::new(&stack.sdk);
 
-    // The operators' inbox: a queue subscribed to the alert topic, which SNS may send to.
     let topic = &stack.outputs["AlertTopicArn"];
-    let inbox = create_queue(&sqs, "operators-inbox").await;
-    let inbox_arn = queue_arn(&sqs, &inbox).await;
-    let policy = json!({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
-        "Action": "sqs:SendMessage", "Resource": inbox_arn,
-        "Condition": {"ArnEquals": {"aws:SourceArn": topic}}}]});
-    sqs.set_queue_attributes()
-        .queue_url(&inbox)
-        .attributes(QueueAttributeName::Policy, policy.to_string())
-        .send()
-        .await
-        .expect("the inbox's policy");
-    sns.subscribe()
-        .topic_arn(topic)
-        .protocol("sqs")
-        .endpoint(&inbox_arn)
-        .send()
-        .await
-        .expect("the inbox subscribed");
+    let inbox = operators_inbox(&stack, &sqs, &sns).await;
 
     // A lost alert. The scheduler may not publish for now (a statement of the topic's
     // policy denies its role), and the delivery service refuses for good: the task is
@@ -794,6 +779,36 @@ async fn a_task_past_its_threshold_is_compensated_and_alerted_a_lost_alert_is_ra
     )
     .await;
     assert_eq!(step_states(&task), ["Processed"; 5]);
+}
+
+/// The operators' inbox: a queue subscribed to the stack's alert topic, which SNS may
+/// send to; its URL.
+async fn operators_inbox(
+    stack: &Deployment,
+    sqs: &aws_sdk_sqs::Client,
+    sns: &aws_sdk_sns::Client,
+) -> String {
+    let topic = &stack.outputs["AlertTopicArn"];
+    let inbox = create_queue(sqs, "operators-inbox").await;
+    let inbox_arn = queue_arn(sqs, &inbox).await;
+    let policy = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"},
+        "Action": "sqs:SendMessage", "Resource": inbox_arn,
+        "Condition": {"ArnEquals": {"aws:SourceArn": topic}}}]});
+    sqs.set_queue_attributes()
+        .queue_url(&inbox)
+        .attributes(QueueAttributeName::Policy, policy.to_string())
+        .send()
+        .await
+        .expect("the inbox's policy");
+    sns.subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(&inbox_arn)
+        .send()
+        .await
+        .expect("the inbox subscribed");
+    inbox
 }
 
 /// The message of an SNS envelope delivered to SQS, as JSON.
@@ -1038,7 +1053,7 @@ async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_s
         [format!("PUT /drones/for/{package}")]
     );
 
-    // Rotated: the service takes only the new key; the agent, holding the old one, is
+    // Rotated: the service takes only the new key; an agent holding the old one is
     // refused, reads the secret again, and calls again with the new one. The delivery
     // then fails for good: the drone is cancelled at the path of its own id.
     secrets
@@ -1076,13 +1091,63 @@ async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_s
     ];
     expected.sort();
     assert_eq!(drone_operations(&remote, "keyed-2"), expected);
-    let logs = stack.logs("AgentFunction").await;
+    // What the drone service saw, whichever execution environment served each call (a
+    // warm one holds the old key until it is refused; a fresh one reads the new key
+    // first): the first task's calls all with the first key; the second's each with the
+    // new key, or with the old one refused as stale and then made again with the new.
+    let seen: Value = reqwest::get(format!("{}/credentials", remote.url))
+        .await
+        .expect("the mock services' credentials")
+        .json()
+        .await
+        .expect("their JSON");
+    let drone = &seen["credentials"]["drone"];
+    assert_eq!(drone["refused_unknown"], 0, "{drone:#}");
+    let checks = |task: &str| -> Vec<(String, u64, String)> {
+        drone["checks"]
+            .as_array()
+            .expect("the drone's checks")
+            .iter()
+            .filter(|c| {
+                c["idempotency_key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with(&format!("{task}/")))
+            })
+            .map(|c| {
+                (
+                    c["idempotency_key"].as_str().unwrap_or_default().to_owned(),
+                    c["presented"].as_u64().unwrap_or(0),
+                    c["verdict"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let before = checks("keyed-1");
     assert!(
-        logs.iter()
-            .any(|line| line.contains("the credential was refused and has changed")),
-        "the agent says it took the new key:\n{}",
-        logs.join("\n")
+        !before.is_empty()
+            && before
+                .iter()
+                .all(|(_, key, v)| *key == 1 && v == "accepted"),
+        "before the rotation, the first key taken: {drone:#}"
     );
+    let after = checks("keyed-2");
+    assert!(
+        after.iter().any(|(_, key, v)| *key == 2 && v == "accepted"),
+        "the rotated key used: {drone:#}"
+    );
+    for (i, (call, key, verdict)) in after.iter().enumerate() {
+        match (key, verdict.as_str()) {
+            (2, "accepted") => {}
+            (1, "refused_stale") => assert!(
+                after[i + 1..]
+                    .iter()
+                    .any(|(again, key, v)| again == call && *key == 2 && v == "accepted"),
+                "{call}, refused with the old key, made again with the new: {drone:#}"
+            ),
+            _ => panic!("{call}: the key of {key} {verdict} after the rotation: {drone:#}"),
+        }
+    }
+    let logs = stack.logs("AgentFunction").await;
     assert!(
         logs.iter().all(|line| !line.contains("drone-key-")),
         "no log line holds a key:\n{}",
@@ -1405,4 +1470,179 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         "{redriven:#}"
     );
     processed_once(&stack, &remote, "buffered-3").await;
+}
+
+/// `infra/localstack/deploy.sh`, the script a LocalStack user runs, run as it is against
+/// MiniStack with IAM enforced: it deploys the stack with the template's default
+/// AuthMode, IAM, its mock services being those of the `sas-local` it starts, and ends
+/// with `infra/localstack/smoke.sh`, whose requests it signs as the deployer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_localstack_script_deploys_the_stack_with_iam_and_its_signed_smoke_test_passes() {
+    let ministack = MiniStack::start();
+    let build = tempfile::tempdir().expect("a directory");
+    let lambda = build.path().join("lambda");
+    lay_out_as_cargo_lambda(&lambda);
+    // The template less what MiniStack cannot deploy (LocalStack takes it as it is).
+    let source = std::fs::read_to_string(repository().join("infra/template.yaml"))
+        .expect("infra/template.yaml");
+    let template = build.path().join("template.yaml");
+    std::fs::write(&template, emulator_template(&source, &[])).expect("the template");
+    let started = std::time::Instant::now();
+    let script = tokio::task::block_in_place(|| {
+        std::process::Command::new(repository().join("infra/localstack/deploy.sh"))
+            .env("AWS_ENDPOINT_URL", &ministack.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env_remove("TOKEN")
+            .env("SAM", sam_cli())
+            .env("LAMBDA_DIR", &lambda)
+            .env("SAS_LOCAL", sas_tests::function_binary("sas-local"))
+            .env("MOCK_HOST", "127.0.0.1")
+            .env("MOCK_PORT", free_port().to_string())
+            .env(
+                "API_URL",
+                format!("{}/_aws/execute-api/%s", ministack.endpoint),
+            )
+            .env("TEMPLATE", &template)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("deploy.sh runs")
+    });
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&script.stdout),
+        String::from_utf8_lossy(&script.stderr)
+    );
+    assert!(
+        script.status.success(),
+        "deploy.sh exited with {} after {:?}:\n{output}\nMiniStack's log:\n{}",
+        script.status,
+        started.elapsed(),
+        ministack.log_tail()
+    );
+    assert!(
+        output.contains("Processed"),
+        "the smoke test's delivery Processed:\n{output}"
+    );
+
+    // What made it pass is its signature: the same request unsigned is refused.
+    let client = Client::new(&ministack.endpoint);
+    let apis = client
+        .rest("GET", "apigateway", "/v2/apis", &Value::Null)
+        .await;
+    let api = apis["items"][0]["apiId"].as_str().expect("the API's id");
+    let unsigned = client
+        .send(
+            "PUT",
+            &format!(
+                "{}/_aws/execute-api/{api}/tasks/unsigned",
+                ministack.endpoint
+            ),
+            None,
+            &[("content-type", "application/json")],
+            readme_delivery().to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(unsigned.status, 403, "{}", unsigned.body);
+}
+
+/// The CDK app (`infra/cdk`) deployed as its users deploy it, `cdk bootstrap` and `cdk
+/// deploy` (its assets, the functions' zipped code and the template, uploaded to the
+/// bootstrap's bucket), with the app's defaults but for the services' URLs: the
+/// construct's stack runs the README's delivery to Processed, and a delivery refused for
+/// good is compensated and its alert reaches the operators through the encrypted topic.
+/// IAM is the construct's default: an unsigned request is refused, the root's signed
+/// ones taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cdk_app_deployed_runs_the_readme_delivery_and_compensates_a_refused_one_with_an_alert()
+{
+    let remote = Remote::start(true).await;
+    let services = json!(sas_tests::aws::service_urls(&remote.url)).to_string();
+    let stack = Deployment::deploy_cdk(&[("serviceUrls", &services)]).await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let sns = aws_sdk_sns::Client::new(&stack.sdk);
+    let inbox = operators_inbox(&stack, &sqs, &sns).await;
+    let signed_task = |id: &'static str, state: &'static str| {
+        let stack = &stack;
+        async move {
+            stack
+                .wait(
+                    &format!("task {id} {state}"),
+                    Duration::from_secs(90),
+                    Duration::from_millis(250),
+                    || async {
+                        let answer = stack.call("GET", &format!("/tasks/{id}"), None, true).await;
+                        let task = answer.json();
+                        if answer.status == 200 && task["state"] == state {
+                            Ok(task)
+                        } else {
+                            Err(format!("{} {}", answer.status, answer.body))
+                        }
+                    },
+                )
+                .await
+        }
+    };
+
+    let unsigned = stack
+        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), false)
+        .await;
+    assert_eq!(unsigned.status, 403, "{}", unsigned.body);
+    let put = stack
+        .call("PUT", "/tasks/delivery-1", Some(&readme_delivery()), true)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    let task = signed_task("delivery-1", "Processed").await;
+    assert_eq!(step_states(&task), ["Processed"; 5], "{task:#}");
+    // The services see a task by its full id, its owner's (the root's ARN) and its own.
+    let me = stack.call("GET", "/me", None, true).await.json();
+    let owner = Owner::new(me["owner"].as_str().expect("an owner").to_owned()).expect("an owner");
+    let full = |id: &str| TaskId::scoped(&owner, &TaskId::parse(id).expect("an id")).to_string();
+    assert_eq!(
+        remote.effects(&full("delivery-1")).len(),
+        5,
+        "one effect per step"
+    );
+
+    remote.mocks.set_faults(
+        "delivery",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0})).expect("faults"),
+    );
+    let put = stack
+        .call("PUT", "/tasks/refused", Some(&readme_delivery()), true)
+        .await;
+    assert_eq!(put.status, 202, "{}", put.body);
+    let task = signed_task("refused", "Error").await;
+    assert_eq!(
+        step_states(&task),
+        UNDONE_AFTER_THE_DELIVERY_FAILED,
+        "{task:#}"
+    );
+    let alert = stack
+        .wait(
+            "the alert in the operators' inbox",
+            Duration::from_secs(60),
+            Duration::from_millis(500),
+            || async {
+                let received: Vec<Value> = drain(&sqs, &inbox)
+                    .await
+                    .iter()
+                    .map(|m| sns_message(m))
+                    .collect();
+                received
+                    .into_iter()
+                    .find(|m| m["task_id"] == full("refused"))
+                    .ok_or_else(|| "not yet".to_owned())
+            },
+        )
+        .await;
+    assert_eq!(alert["task_id"], full("refused"), "{alert:#}");
+    // Each function logs to the group the construct gives it, which the harness reads.
+    let logs = stack.logs("SchedulerFunction").await;
+    assert!(
+        logs.iter().any(|line| line.contains(&full("refused"))),
+        "the scheduler's log group: {logs:?}"
+    );
 }

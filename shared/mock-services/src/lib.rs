@@ -4,7 +4,10 @@
 //! benchmarks in memory.
 //!
 //! Routes: `POST /{service}/{operation...}` (the services), `GET /effects`,
-//! `GET /calls` (requests received per service, failed ones included), `GET /faults`, `PUT /faults/{service}`, `DELETE /faults/{service}`.
+//! `GET /calls` (requests received per service, failed ones included),
+//! `GET /credentials` (per service that requires a key, each call's key as the service
+//! saw it: the current one, a stale one, or another), `GET /faults`,
+//! `PUT /faults/{service}`, `DELETE /faults/{service}`.
 //!
 //! An axum router over SQLite (or memory), used by `sas-local` (`cargo run -p sas-local`
 //! serves them) and by the tests; no Lambda function links it.
@@ -78,6 +81,39 @@ pub struct Effect {
     pub response: Value,
 }
 
+/// What a service that requires a key made of a call's `X-Api-Key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The key it requires now: the call went on.
+    Accepted,
+    /// A key it required before and no longer takes (rotated): refused with 401.
+    RefusedStale,
+    /// No key, or one it never required: refused with 401.
+    RefusedUnknown,
+}
+
+/// A call to a service that requires a key, as the service saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialCheck {
+    /// The call's idempotency key.
+    pub idempotency_key: String,
+    /// Which of the keys the service has required the call presented: 1 for the first
+    /// `api_key` set on it, 2 for the one after (its rotation), and so on; none when it
+    /// presented none of them. The key itself is never recorded.
+    pub presented: Option<usize>,
+    /// What the service made of it.
+    pub verdict: Verdict,
+}
+
+/// The keys a service has required, in the order set, and its calls' checks in the
+/// order received.
+#[derive(Default)]
+struct Credentials {
+    keys: Vec<String>,
+    checks: Vec<CredentialCheck>,
+}
+
 /// The effects applied, where they are kept.
 enum Record {
     /// In SQLite, fsynced before the answer, as a real service would.
@@ -98,6 +134,7 @@ pub struct MockServices {
     record: Record,
     faults: Mutex<HashMap<String, Injected>>,
     calls: Mutex<HashMap<String, u64>>,
+    credentials: Mutex<HashMap<String, Credentials>>,
     random: Mutex<fastrand::Rng>,
 }
 
@@ -128,12 +165,25 @@ impl MockServices {
             record,
             faults: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
+            credentials: Mutex::new(HashMap::new()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
         }))
     }
 
-    /// Sets a service's faults.
+    /// Sets a service's faults. A new `api_key` is the service's next key: the ones
+    /// before it are stale.
     pub fn set_faults(&self, service: &str, faults: Faults) {
+        if let Some(key) = &faults.api_key {
+            let mut all = self
+                .credentials
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let keys = &mut all.entry(service.to_owned()).or_default().keys;
+            if keys.last() != Some(key) {
+                keys.retain(|k| k != key);
+                keys.push(key.clone());
+            }
+        }
         let injected = Injected {
             outage_until: Instant::now() + Duration::from_millis(faults.outage_ms),
             remaining: faults.times,
@@ -152,6 +202,47 @@ impl MockServices {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The checks of the keys of the calls to each service that required one, in the
+    /// order the calls were received.
+    #[must_use]
+    pub fn credential_checks(&self) -> HashMap<String, Vec<CredentialCheck>> {
+        self.credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(service, credentials)| (service.clone(), credentials.checks.clone()))
+            .collect()
+    }
+
+    /// Checks the key `given` of a call of `service` with idempotency key `key`
+    /// against the one it requires, and records what it made of it; whether the call
+    /// may go on.
+    fn check_credential(
+        &self,
+        service: &str,
+        required: &str,
+        given: Option<&str>,
+        key: &str,
+    ) -> bool {
+        let mut all = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let credentials = all.entry(service.to_owned()).or_default();
+        let presented = given.and_then(|given| credentials.keys.iter().position(|k| k == given));
+        let verdict = match (given, presented) {
+            (Some(given), _) if given == required => Verdict::Accepted,
+            (_, Some(_)) => Verdict::RefusedStale,
+            (_, None) => Verdict::RefusedUnknown,
+        };
+        credentials.checks.push(CredentialCheck {
+            idempotency_key: key.to_owned(),
+            presented: presented.map(|index| index + 1),
+            verdict,
+        });
+        verdict == Verdict::Accepted
     }
 
     /// Counts a call of `service` and returns the faults to apply to it, and
@@ -346,7 +437,11 @@ async fn call(
             return error(StatusCode::SERVICE_UNAVAILABLE, "outage injected");
         }
         let given = headers.get("x-api-key").and_then(|v| v.to_str().ok());
-        if faults.api_key.is_some() && given != faults.api_key.as_deref() {
+        let refused = faults
+            .api_key
+            .as_deref()
+            .is_some_and(|required| !mock.check_credential(&service, required, given, &key));
+        if refused {
             return error(
                 StatusCode::UNAUTHORIZED,
                 "a valid X-Api-Key header is required",
@@ -477,6 +572,26 @@ async fn calls(State(mock): State<Shared>) -> Json<Value> {
     Json(json!({ "calls": mock.calls() }))
 }
 
+/// Per service that requires a key: how many calls it accepted, refused with a stale
+/// key and refused with none or another, and each call's check in order.
+async fn credentials(State(mock): State<Shared>) -> Json<Value> {
+    let services: BTreeMap<String, Value> = mock
+        .credential_checks()
+        .into_iter()
+        .map(|(service, checks)| {
+            let count = |verdict| checks.iter().filter(|c| c.verdict == verdict).count();
+            let counts = json!({
+                "accepted": count(Verdict::Accepted),
+                "refused_stale": count(Verdict::RefusedStale),
+                "refused_unknown": count(Verdict::RefusedUnknown),
+                "checks": checks,
+            });
+            (service, counts)
+        })
+        .collect();
+    Json(json!({ "credentials": services }))
+}
+
 async fn list_faults(State(mock): State<Shared>) -> Json<Value> {
     let all = mock.faults.lock().unwrap_or_else(PoisonError::into_inner);
     let faults: HashMap<&String, &Faults> = all.iter().map(|(k, v)| (k, &v.faults)).collect();
@@ -510,6 +625,7 @@ pub fn router(mock: Shared) -> axum::Router {
     axum::Router::new()
         .route("/effects", get(effects))
         .route("/calls", get(calls))
+        .route("/credentials", get(credentials))
         .route("/faults", get(list_faults))
         .route("/faults/{service}", put(set_faults).delete(clear_faults))
         .route(
@@ -522,6 +638,47 @@ pub fn router(mock: Shared) -> axum::Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A service that requires a key records each call's: the current key taken, a
+    /// rotated one refused as stale, none or another refused as unknown; the keys
+    /// numbered in the order set, never recorded themselves.
+    #[test]
+    fn a_service_tells_a_stale_key_from_an_unknown_one() {
+        let data = tempfile::tempdir().expect("directory");
+        let mock = MockServices::open(&data.path().join("mock.db"), 1, false).expect("mock");
+        let keyed = |key: &str| Faults {
+            api_key: Some(key.into()),
+            ..Faults::default()
+        };
+        mock.set_faults("drone", keyed("k1"));
+        assert!(mock.check_credential("drone", "k1", Some("k1"), "t/0"));
+        mock.set_faults("drone", keyed("k2"));
+        mock.set_faults("drone", keyed("k2"));
+        assert!(!mock.check_credential("drone", "k2", Some("k1"), "t/1"));
+        assert!(mock.check_credential("drone", "k2", Some("k2"), "t/1"));
+        assert!(!mock.check_credential("drone", "k2", Some("other"), "t/2"));
+        assert!(!mock.check_credential("drone", "k2", None, "t/2"));
+        let checks = &mock.credential_checks()["drone"];
+        let seen: Vec<(&str, Option<usize>, Verdict)> = checks
+            .iter()
+            .map(|c| (c.idempotency_key.as_str(), c.presented, c.verdict))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("t/0", Some(1), Verdict::Accepted),
+                ("t/1", Some(1), Verdict::RefusedStale),
+                ("t/1", Some(2), Verdict::Accepted),
+                ("t/2", None, Verdict::RefusedUnknown),
+                ("t/2", None, Verdict::RefusedUnknown),
+            ]
+        );
+        let serialized = serde_json::to_string(checks).expect("JSON");
+        assert!(
+            !serialized.contains("k1") && !serialized.contains("k2"),
+            "{serialized}"
+        );
+    }
 
     /// Both records apply an effect once per key, count every call, and list the
     /// effects in the order applied, by service when asked.
