@@ -15,7 +15,7 @@ use sas_core::domain::messages::{AgentResponse, Buffered, Operation, Outcome, Sc
 use sas_core::domain::task::WorkflowRef;
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{OutgoingMessage, QueueError, Queues};
-use sas_core::time::Timestamp;
+use sas_core::time::{Clock, Timestamp};
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 use sas_tests::{delivery_input, in_memory};
@@ -307,4 +307,74 @@ async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submiss
     );
     assert!(world.memory.tasks().is_empty(), "nothing created");
     assert_eq!(post(&submit("sas-notify-my-updates")).await.status, 202);
+}
+
+/// A listing page of large tasks (each step's output tens of KiB) is answered within
+/// what a Lambda function may send API Gateway (6 MB), shorter and with a cursor to
+/// the rest, and the pages together list each task once.
+#[tokio::test]
+async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
+    let world = World::new();
+    let app = world.direct(world.ports());
+    let workflow = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let output = Arc::new(json!({"blob": "x".repeat(60 * 1024)}));
+    for n in 0..40 {
+        let submission = Submission {
+            owner: None,
+            id: TaskId::parse(format!("large-{n:02}")).expect("id"),
+            input: delivery_input(),
+            notify: None,
+        };
+        let (mut task, order, _) =
+            sas_core::domain::decide::submit(&workflow, submission, world.clock.now());
+        task.state = sas_core::domain::task::TaskState::Error;
+        task.complete_by = None;
+        for step in &mut task.steps {
+            step.output = Some(Arc::clone(&output));
+        }
+        sas_core::ports::StateStore::create(world.memory.as_ref(), &task, &order)
+            .await
+            .expect("created");
+    }
+    let mut listed = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..40 {
+        let query = match &after {
+            Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
+            None => "state=Error&limit=100".to_owned(),
+        };
+        let response = api::handle(
+            &app,
+            ApiRequest {
+                caller: &Caller::Anyone,
+                method: "GET",
+                path: "/tasks",
+                query: Some(&query),
+                body: b"",
+            },
+        )
+        .await;
+        assert_eq!(response.status, 200, "{}", response.body);
+        assert!(
+            response.body.len() <= api::MAX_ANSWER_BYTES,
+            "{} bytes",
+            response.body.len()
+        );
+        let page: Value = serde_json::from_str(&response.body).expect("JSON");
+        listed.extend(
+            page["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .map(|t| t["id"].as_str().expect("id").to_owned()),
+        );
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..40).map(|n| format!("large-{n:02}")).collect();
+    assert_eq!(listed, expected, "each once, in order");
 }

@@ -1268,7 +1268,7 @@ async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owne
     let (success, shown, err) = sas(&alice, &["--mine", "tasks", "show", "order-1"]);
     assert!(success, "{err}");
     assert!(
-        shown.starts_with("order-1  Processed  drone-delivery v1"),
+        shown.starts_with("order-1  Processed  drone-delivery v2"),
         "{shown}"
     );
     let (success, _, err) = sas(&alice, &["tasks", "list", "--state", "Error"]);

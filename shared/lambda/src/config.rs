@@ -8,13 +8,14 @@ use sas_core::domain::services::{self, Service};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 14] = [
+pub const VARIABLES: [&str; 15] = [
     "TABLE_NAME",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
     "AGENT_RESPONSE_QUEUE_URL",
     "INGEST_QUEUE_URL",
     "ALERT_TOPIC_ARN",
+    "NOTIFICATION_QUEUE_PREFIX",
     "SERVICE_URLS",
     "LEASE_SHARDS",
     "LEASE_BUCKET_SECONDS",

@@ -962,19 +962,27 @@ async fn list(app: &App, scope: Scope<'_>, query: Option<&str>) -> Result<ApiRes
         )
         .on("state")
     })?;
-    let page = app
-        .list(state, limit, after, scope.owner())
-        .await
-        .map_err(invalid_cursor)?;
-    let view = PageView {
-        tasks: page
-            .tasks
-            .iter()
-            .map(|task| TaskView::of(task, scope.view()))
-            .collect(),
-        next: page.next,
-    };
-    Ok(ApiResponse::ok(200, &view))
+    // A page of large tasks (their outputs) is listed again shorter, until its answer
+    // fits what API Gateway may send back.
+    loop {
+        let page = app
+            .list(state, limit, after, scope.owner())
+            .await
+            .map_err(invalid_cursor)?;
+        let view = PageView {
+            tasks: page
+                .tasks
+                .iter()
+                .map(|task| TaskView::of(task, scope.view()))
+                .collect(),
+            next: page.next,
+        };
+        let answer = ApiResponse::ok(200, &view);
+        if answer.body.len() <= MAX_ANSWER_BYTES || limit == 1 {
+            return Ok(answer);
+        }
+        limit /= 2;
+    }
 }
 
 /// A listing's error: a cursor not from an earlier page is the caller's.
@@ -1089,6 +1097,10 @@ pub struct RedriveBody {
 /// The most messages one look at a dead-letter queue shows, or one redrive sends back.
 const MAX_DEAD_LETTERS: usize = 100;
 
+/// The largest answer a listing or a look at a dead-letter queue gives: under the
+/// 6 MB a Lambda function may answer API Gateway with, escaped for its JSON.
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
 /// The dead-letter queues, or an answer saying they cannot be reached here.
 fn dead_letter_port(app: &App) -> Result<&dyn DeadLetters, ApiError> {
     app.dead_letters().ok_or_else(|| {
@@ -1136,9 +1148,19 @@ async fn dead_letters(app: &App, role: &str) -> Result<ApiResponse, ApiError> {
     let port = dead_letter_port(app)?;
     let queue = queue_of(app, role)?;
     let held = port.peek(queue, MAX_DEAD_LETTERS).await?;
+    let mut bytes = 0;
+    let mut messages = Vec::new();
+    for message in held {
+        let view = DeadLetterView::of(message);
+        bytes += crate::to_json(&view).len();
+        if bytes > MAX_ANSWER_BYTES && !messages.is_empty() {
+            break;
+        }
+        messages.push(view);
+    }
     let view = DeadLettersView {
         queue: role.to_owned(),
-        messages: held.into_iter().map(DeadLetterView::of).collect(),
+        messages,
     };
     Ok(ApiResponse::ok(200, &view))
 }
