@@ -16,13 +16,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::app::SweepReport;
+use sas_core::app::{App, Ports, QueueNames, SweepReport};
 use sas_core::domain::ids::QueueName;
+use sas_core::domain::workflow::Registry;
 use sas_core::time::Timestamp;
 use sas_embedded::{Depth, Durability};
 use sas_local::auth::Authentication;
 use sas_local::{Config, Ingestion, Running, Settings};
 use sas_testkit::ManualClock;
+use sas_testkit::memory::Memory;
 use serde_json::Value;
 
 /// How long a test waits for the system to settle before it gives up.
@@ -459,4 +461,84 @@ pub fn step_states(task: &Value) -> Vec<String> {
         .iter()
         .map(|s| s["state"].as_str().expect("state").to_owned())
         .collect()
+}
+
+/// The in-memory backend on a manual clock, with an ingest queue: for the tests that
+/// drive the actors by hand, buffering or not.
+pub struct Buffering {
+    /// The clock every actor reads.
+    pub clock: Arc<ManualClock>,
+    /// The backend.
+    pub memory: Arc<Memory>,
+    /// The pattern's queues.
+    pub names: QueueNames,
+    /// The queue of buffered submissions.
+    pub ingest: QueueName,
+}
+
+impl Default for Buffering {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Buffering {
+    /// An empty backend, its queues created.
+    #[must_use]
+    pub fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+        let (memory, names) = in_memory(&clock, None);
+        let ingest = QueueName::parse("ingest").expect("name");
+        memory.create_queue(&ingest, Duration::from_secs(30), None);
+        Self {
+            clock,
+            memory,
+            names,
+            ingest,
+        }
+    }
+
+    /// Its clock, backend, pattern's queues and ingest queue.
+    #[must_use]
+    pub fn parts(&self) -> (&ManualClock, &Arc<Memory>, &QueueNames, &QueueName) {
+        (&self.clock, &self.memory, &self.names, &self.ingest)
+    }
+
+    /// The backend as every port.
+    #[must_use]
+    pub fn ports(&self) -> Ports {
+        Ports::of(&self.memory, Arc::clone(&self.clock) as _)
+    }
+
+    /// The process `instance`, in direct ingestion, over `ports` and the built-in
+    /// workflows.
+    #[must_use]
+    pub fn direct_over(&self, ports: Ports, instance: &str) -> App {
+        App::new(
+            ports,
+            Arc::new(Registry::built_in()),
+            self.names.clone(),
+            instance.into(),
+        )
+        .with_deadline_messages(true)
+    }
+
+    /// The process `instance`, buffering, over `ports` and `workflows`.
+    #[must_use]
+    pub fn app_over(&self, ports: Ports, workflows: Registry, instance: &str) -> App {
+        App::new(
+            ports,
+            Arc::new(workflows),
+            self.names.clone(),
+            instance.into(),
+        )
+        .with_ingestion(self.ingest.clone())
+        .with_deadline_messages(true)
+    }
+
+    /// The process `instance`, buffering, over the backend and the built-in workflows.
+    #[must_use]
+    pub fn app(&self, instance: &str) -> App {
+        self.app_over(self.ports(), Registry::built_in(), instance)
+    }
 }

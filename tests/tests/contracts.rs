@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sas_core::api::{self as api, ApiRequest, Caller};
-use sas_core::app::{App, HandleError, Ports, QueueNames};
+use sas_core::app::{HandleError, Ports};
 use sas_core::domain::decide::Submission;
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{AgentResponse, Buffered, Operation, Outcome, SchedulerMessage};
@@ -16,9 +16,8 @@ use sas_core::domain::task::WorkflowRef;
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{OutgoingMessage, QueueError, Queues};
 use sas_core::time::{Clock, Timestamp};
-use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
-use sas_tests::{delivery_input, in_memory};
+use sas_tests::{Buffering, delivery_input};
 use serde_json::{Value, json};
 
 /// Queues whose scheduler queue refuses every send while `down`.
@@ -42,45 +41,19 @@ impl Queues for SchedulerQueueDown {
     }
 }
 
-struct World {
-    clock: Arc<ManualClock>,
-    memory: Arc<Memory>,
-    names: QueueNames,
-    ingest: QueueName,
-}
-
-impl World {
-    fn new() -> Self {
-        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-        let (memory, names) = in_memory(&clock, None);
-        let ingest = QueueName::parse("ingest").expect("name");
-        memory.create_queue(&ingest, Duration::from_secs(30), None);
-        Self {
-            clock,
-            memory,
-            names,
-            ingest,
-        }
-    }
-
-    /// A process over `ports`, in direct ingestion.
-    fn direct(&self, ports: Ports) -> App {
-        App::new(
-            ports,
-            Arc::new(Registry::built_in()),
-            self.names.clone(),
-            "scheduler-1".into(),
-        )
-    }
-
-    /// A process over the backend, in buffered ingestion.
-    fn buffered(&self) -> App {
-        self.direct(self.ports())
-            .with_ingestion(self.ingest.clone())
-    }
-
-    fn ports(&self) -> Ports {
-        Ports::of(&self.memory, Arc::clone(&self.clock) as _)
+/// One request to the API, as anyone.
+fn request<'a>(
+    method: &'a str,
+    path: &'a str,
+    query: Option<&'a str>,
+    body: &'a [u8],
+) -> ApiRequest<'a> {
+    ApiRequest {
+        caller: &Caller::Anyone,
+        method,
+        path,
+        query,
+        body,
     }
 }
 
@@ -89,28 +62,21 @@ impl World {
 /// make a second task. The pickup lease has the supervisor send the message.
 #[tokio::test]
 async fn a_task_written_is_accepted_though_its_message_was_not_sent() {
-    let world = World::new();
+    let world = Buffering::new();
     let queues = Arc::new(SchedulerQueueDown {
         memory: Arc::clone(&world.memory),
         scheduler: world.names.scheduler.clone(),
         down: AtomicBool::new(true),
     });
-    let app = world.direct(Ports {
-        queues: Arc::clone(&queues) as _,
-        ..world.ports()
-    });
-    let body = json!({"workflow": "drone-delivery", "input": delivery_input()}).to_string();
-    let response = api::handle(
-        &app,
-        ApiRequest {
-            caller: &Caller::Anyone,
-            method: "POST",
-            path: "/tasks",
-            query: None,
-            body: body.as_bytes(),
+    let app = world.direct_over(
+        Ports {
+            queues: Arc::clone(&queues) as _,
+            ..world.ports()
         },
-    )
-    .await;
+        "submission",
+    );
+    let body = json!({"workflow": "drone-delivery", "input": delivery_input()}).to_string();
+    let response = api::handle(&app, request("POST", "/tasks", None, body.as_bytes())).await;
     assert_eq!(response.status, 202, "{}", response.body);
     assert!(response.location.is_some(), "its Location");
     assert_eq!(world.memory.tasks().len(), 1, "one task");
@@ -156,8 +122,8 @@ fn submit_message(notify: Option<&str>) -> String {
 /// a buffered submission is checked again where it enters, the ingest queue.
 #[tokio::test]
 async fn each_queue_takes_only_the_messages_meant_for_it() {
-    let world = World::new();
-    let app = world.buffered();
+    let world = Buffering::new();
+    let app = world.app("scheduler-1");
     let refused = |handled: Result<_, HandleError>| matches!(handled, Err(HandleError::Refused(_)));
 
     let submit = submit_message(None);
@@ -212,13 +178,7 @@ async fn each_queue_takes_only_the_messages_meant_for_it() {
 }
 
 fn get(path: &str) -> ApiRequest<'_> {
-    ApiRequest {
-        caller: &Caller::Anyone,
-        method: "GET",
-        path,
-        query: Some("wait=20s"),
-        body: b"",
-    }
+    request("GET", path, Some("wait=20s"), b"")
 }
 
 /// A wait on an id nobody submitted is answered at once, not held for its whole
@@ -228,21 +188,15 @@ fn get(path: &str) -> ApiRequest<'_> {
 /// the runtime's clock.
 #[tokio::test(start_paused = true)]
 async fn a_wait_on_an_unknown_id_is_answered_at_once_and_on_an_accepted_one_waits() {
-    let world = World::new();
-    let app = world.buffered();
+    let world = Buffering::new();
+    let app = world.app("scheduler-1");
     let started = tokio::time::Instant::now();
     let response = api::handle(&app, get("/tasks/nobody")).await;
     assert_eq!(response.status, 404, "{}", response.body);
     assert_eq!(started.elapsed(), Duration::ZERO, "answered at once");
 
     let body = json!({"workflow": "drone-delivery", "input": delivery_input()}).to_string();
-    let submit = ApiRequest {
-        caller: &Caller::Anyone,
-        method: "PUT",
-        path: "/tasks/on-its-way",
-        query: None,
-        body: body.as_bytes(),
-    };
+    let submit = request("PUT", "/tasks/on-its-way", None, body.as_bytes());
     assert_eq!(api::handle(&app, submit).await.status, 202);
     let [message] = world
         .memory
@@ -270,9 +224,9 @@ async fn a_wait_on_an_unknown_id_is_answered_at_once_and_on_an_accepted_one_wait
 /// not accepted and then never notified.
 #[tokio::test]
 async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submission() {
-    let world = World::new();
+    let world = Buffering::new();
     let app = world
-        .direct(world.ports())
+        .direct_over(world.ports(), "submission")
         .with_notification_prefix("sas-notify-".into());
     let submit = |notify: &str| {
         json!({"workflow": "drone-delivery", "input": delivery_input(), "notify": notify})
@@ -281,19 +235,7 @@ async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submiss
     let post = |body: &str| {
         let body = body.to_owned();
         let app = &app;
-        async move {
-            api::handle(
-                app,
-                ApiRequest {
-                    caller: &Caller::Anyone,
-                    method: "POST",
-                    path: "/tasks",
-                    query: None,
-                    body: body.as_bytes(),
-                },
-            )
-            .await
-        }
+        async move { api::handle(app, request("POST", "/tasks", None, body.as_bytes())).await }
     };
     let refused = post(&submit("my-updates")).await;
     assert_eq!(refused.status, 400, "{}", refused.body);
@@ -314,8 +256,8 @@ async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submiss
 /// the rest, and the pages together list each task once.
 #[tokio::test]
 async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
-    let world = World::new();
-    let app = world.direct(world.ports());
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
     let workflow = Registry::built_in()
         .latest("drone-delivery")
         .expect("drone");
@@ -345,17 +287,7 @@ async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
             Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
             None => "state=Error&limit=100".to_owned(),
         };
-        let response = api::handle(
-            &app,
-            ApiRequest {
-                caller: &Caller::Anyone,
-                method: "GET",
-                path: "/tasks",
-                query: Some(&query),
-                body: b"",
-            },
-        )
-        .await;
+        let response = api::handle(&app, request("GET", "/tasks", Some(&query), b"")).await;
         assert_eq!(response.status, 200, "{}", response.body);
         assert!(
             response.body.len() <= api::MAX_ANSWER_BYTES,

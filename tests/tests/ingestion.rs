@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::api::{self as api, ApiRequest, Caller};
-use sas_core::app::{App, Ports, QueueNames};
+use sas_core::app::Ports;
 use sas_core::domain::decide::Submission;
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::messages::{Buffered, SchedulerMessage};
@@ -17,9 +17,8 @@ use sas_core::domain::task::{TaskState, WorkflowRef};
 use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore};
 use sas_core::time::Timestamp;
-use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
-use sas_tests::{Harness, delivery_input, in_memory, step_states};
+use sas_tests::{Buffering, Harness, delivery_input, step_states};
 use serde_json::{Value, json};
 
 fn quick(notify: Option<&str>) -> Value {
@@ -266,57 +265,6 @@ async fn the_local_queue_route_takes_no_message_of_the_systems_own_queues() {
         1,
         "the dead letter is still there for the operator"
     );
-}
-
-/// The in-memory backend on a manual clock, with an ingest queue: for the tests that
-/// drive buffered ingestion's actors by hand.
-struct Buffering {
-    clock: Arc<ManualClock>,
-    memory: Arc<Memory>,
-    names: QueueNames,
-    ingest: QueueName,
-}
-
-impl Buffering {
-    fn new() -> Self {
-        let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-        let (memory, names) = in_memory(&clock, None);
-        let ingest = QueueName::parse("ingest").expect("name");
-        memory.create_queue(&ingest, Duration::from_secs(30), None);
-        Self {
-            clock,
-            memory,
-            names,
-            ingest,
-        }
-    }
-
-    /// Its clock, backend, pattern's queues and ingest queue.
-    fn parts(&self) -> (&ManualClock, &Arc<Memory>, &QueueNames, &QueueName) {
-        (&self.clock, &self.memory, &self.names, &self.ingest)
-    }
-
-    /// The backend as every port.
-    fn ports(&self) -> Ports {
-        Ports::of(&self.memory, Arc::clone(&self.clock) as _)
-    }
-
-    /// The process `instance`, buffering, over `ports` and `workflows`.
-    fn app_over(&self, ports: Ports, workflows: Registry, instance: &str) -> App {
-        App::new(
-            ports,
-            Arc::new(workflows),
-            self.names.clone(),
-            instance.into(),
-        )
-        .with_ingestion(self.ingest.clone())
-        .with_deadline_messages(true)
-    }
-
-    /// The process `instance`, buffering, over the backend and the built-in workflows.
-    fn app(&self, instance: &str) -> App {
-        self.app_over(self.ports(), Registry::built_in(), instance)
-    }
 }
 
 /// A scheduler created a buffered task, claimed, and died before sending its first
