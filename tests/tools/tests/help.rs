@@ -53,7 +53,7 @@ fn bench_prints_its_usage() {
     assert_help(
         bench,
         &["sweep", "--help"],
-        &["--tasks", "--expired-percent"],
+        &["--tasks", "--expired-percent", "--store"],
     );
 }
 

@@ -11,10 +11,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use base64::Engine as _;
 use clap::Parser;
 use sas_tests::aws::{Moto, QueuePolicy, Remote, Stack};
 use sas_tests::delivery_input;
+use sas_tools::recording::{self, Recorded};
 use serde_json::{Value, json};
 
 /// Counts the AWS requests a drone delivery costs on the Lambda path, on moto, and
@@ -156,34 +156,9 @@ impl Tally {
         self.read_half_units as f64 / 2.0
     }
 
-    fn record(&mut self, line: &Value) {
-        let headers = &line["headers"];
-        let body = line["body"].as_str().unwrap_or_default();
-        let body = if line["body_encoded"].as_bool() == Some(true) {
-            String::from_utf8(
-                base64::engine::general_purpose::STANDARD
-                    .decode(body)
-                    .unwrap_or_default(),
-            )
-            .unwrap_or_default()
-        } else {
-            body.to_owned()
-        };
-        let target = headers["X-Amz-Target"]
-            .as_str()
-            .or_else(|| headers["x-amz-target"].as_str())
-            .unwrap_or_default();
-        let operation = if let Some(operation) = target.strip_prefix("DynamoDB_20120810.") {
-            format!("dynamodb:{operation}")
-        } else if let Some(operation) = target.strip_prefix("AmazonSQS.") {
-            format!("sqs:{operation}")
-        } else if let Some(action) = body.split('&').find_map(|p| p.strip_prefix("Action=")) {
-            format!("sns:{action}")
-        } else {
-            format!("other:{}", line["url"])
-        };
+    fn record(&mut self, recorded: &Recorded) {
+        let Recorded { operation, request } = recorded;
         *self.requests.entry(operation.clone()).or_default() += 1;
-        let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         let consistent = request["ConsistentRead"].as_bool() == Some(true);
         match operation.as_str() {
             "dynamodb:PutItem" => self.write(&request["Item"], false),
@@ -335,11 +310,9 @@ async fn main() {
     }
 
     let mut tally = Tally::default();
-    // One JSON record a line, but for records of concurrent requests moto writes
-    // on one line: read them as a stream of values.
     let recorded = std::fs::read_to_string(recording.path()).expect("recording");
-    for record in serde_json::Deserializer::from_str(&recorded).into_iter::<Value>() {
-        tally.record(&record.expect("a recorded request"));
+    for request in recording::requests(&recorded) {
+        tally.record(&request);
     }
     let per_task = |n: u64| n as f64 / tasks as f64;
     println!(
