@@ -10,7 +10,7 @@ use std::time::Duration;
 use sas_core::api::{self as api, ApiRequest, Caller};
 use sas_core::app::{HandleError, Ports};
 use sas_core::domain::decide::Submission;
-use sas_core::domain::ids::{QueueName, TaskId};
+use sas_core::domain::ids::{Owner, QueueName, TaskId};
 use sas_core::domain::messages::{AgentResponse, Buffered, Operation, Outcome, SchedulerMessage};
 use sas_core::domain::task::WorkflowRef;
 use sas_core::domain::workflow::Registry;
@@ -251,6 +251,34 @@ async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submiss
     assert_eq!(post(&submit("sas-notify-my-updates")).await.status, 202);
 }
 
+/// Stores a task `id` of `owner` in Error, each step's output `output`.
+async fn in_error(
+    world: &Buffering,
+    id: TaskId,
+    owner: Option<&Owner>,
+    output: Option<&Arc<Value>>,
+) {
+    let workflow = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let submission = Submission {
+        owner: owner.cloned(),
+        id,
+        input: delivery_input(),
+        notify: None,
+    };
+    let (mut task, order, _) =
+        sas_core::domain::decide::submit(&workflow, submission, world.clock.now());
+    task.state = sas_core::domain::task::TaskState::Error;
+    task.complete_by = None;
+    for step in &mut task.steps {
+        step.output = output.cloned();
+    }
+    sas_core::ports::StateStore::create(world.memory.as_ref(), &task, &order)
+        .await
+        .expect("created");
+}
+
 /// A listing page of large tasks (each step's output tens of KiB) is answered within
 /// what a Lambda function may send API Gateway (6 MB), shorter and with a cursor to
 /// the rest, and the pages together list each task once.
@@ -258,27 +286,10 @@ async fn a_notification_queue_the_functions_cannot_post_to_is_refused_at_submiss
 async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
     let world = Buffering::new();
     let app = world.direct_over(world.ports(), "submission");
-    let workflow = Registry::built_in()
-        .latest("drone-delivery")
-        .expect("drone");
     let output = Arc::new(json!({"blob": "x".repeat(60 * 1024)}));
     for n in 0..40 {
-        let submission = Submission {
-            owner: None,
-            id: TaskId::parse(format!("large-{n:02}")).expect("id"),
-            input: delivery_input(),
-            notify: None,
-        };
-        let (mut task, order, _) =
-            sas_core::domain::decide::submit(&workflow, submission, world.clock.now());
-        task.state = sas_core::domain::task::TaskState::Error;
-        task.complete_by = None;
-        for step in &mut task.steps {
-            step.output = Some(Arc::clone(&output));
-        }
-        sas_core::ports::StateStore::create(world.memory.as_ref(), &task, &order)
-            .await
-            .expect("created");
+        let id = TaskId::parse(format!("large-{n:02}")).expect("id");
+        in_error(&world, id, None, Some(&output)).await;
     }
     let mut listed = Vec::new();
     let mut after: Option<String> = None;
@@ -309,4 +320,65 @@ async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
     }
     let expected: Vec<String> = (0..40).map(|n| format!("large-{n:02}")).collect();
     assert_eq!(listed, expected, "each once, in order");
+}
+
+/// A caller with few tasks among many of others' reads at most 200 of them a
+/// request (the store lists by state, every owner's together), not five pages of a
+/// hundred: its page comes shorter, with a cursor to go on from, and it finds its
+/// own in the end.
+#[tokio::test]
+async fn an_owners_listing_reads_a_bounded_number_of_tasks_a_request() {
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
+    let (me, other) = (
+        Owner::new("me").expect("owner"),
+        Owner::new("other").expect("owner"),
+    );
+    for n in 0..500 {
+        let id = TaskId::scoped(&other, &TaskId::parse(format!("t-{n:03}")).expect("id"));
+        in_error(&world, id, Some(&other), None).await;
+    }
+    let mine = TaskId::scoped(&me, &TaskId::parse("z-mine").expect("id"));
+    in_error(&world, mine, Some(&me), None).await;
+    let caller = Caller::Known {
+        owner: me,
+        operator: false,
+    };
+    let mut after: Option<String> = None;
+    let mut found = Vec::new();
+    for _ in 0..10 {
+        let query = match &after {
+            Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
+            None => "state=Error&limit=100".to_owned(),
+        };
+        let before = world.memory.listed();
+        let response = api::handle(
+            &app,
+            ApiRequest {
+                caller: &caller,
+                ..request("GET", "/tasks", Some(&query), b"")
+            },
+        )
+        .await;
+        assert_eq!(response.status, 200, "{}", response.body);
+        let read = world.memory.listed() - before;
+        assert!(read <= 200, "{read} tasks read for one request");
+        let page: Value = serde_json::from_str(&response.body).expect("JSON");
+        found.extend(
+            page["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .map(|t| t["id"].clone()),
+        );
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        found,
+        [json!("z-mine")],
+        "its own, and only its own, in the end"
+    );
 }

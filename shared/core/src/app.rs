@@ -150,6 +150,11 @@ impl MessageError for HandleError {
 /// The most pages of the store one owner's listing page reads.
 pub const OWNED_LISTING_READS: usize = 5;
 
+/// The most tasks one owner's listing page reads from the store, all its pages
+/// together: the store lists every owner's tasks by state, so a caller with few
+/// among many would otherwise have each request read five pages of others'.
+pub const OWNED_LISTING_TASKS: usize = 200;
+
 /// Why a submission was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -891,8 +896,8 @@ impl App {
     /// Tasks in a state, a page at a time: everyone's, or `owner`'s only.
     ///
     /// The store lists by state, so an owner's page is gathered from up to
-    /// [`OWNED_LISTING_READS`] of its pages: it may hold fewer than `limit` tasks and
-    /// still have a next one.
+    /// [`OWNED_LISTING_READS`] of its pages and [`OWNED_LISTING_TASKS`] of its tasks:
+    /// it may hold fewer than `limit` tasks and still have a next one.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
@@ -910,11 +915,14 @@ impl App {
             tasks: Vec::new(),
             next: after.map(str::to_owned),
         };
+        let mut budget = OWNED_LISTING_TASKS;
         for _ in 0..OWNED_LISTING_READS {
-            let page = self
-                .store
-                .list(state, limit - owned.tasks.len(), owned.next.as_deref())
-                .await?;
+            let ask = (limit - owned.tasks.len()).min(budget);
+            if ask == 0 {
+                break;
+            }
+            budget -= ask;
+            let page = self.store.list(state, ask, owned.next.as_deref()).await?;
             owned.next = page.next;
             owned.tasks.extend(
                 page.tasks

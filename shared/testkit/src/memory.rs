@@ -62,6 +62,8 @@ struct Replica {
     lagging: Option<Option<(Task, Order)>>,
     /// Reads of a task with its order so far: consistent, eventually consistent.
     reads: [usize; 2],
+    /// Tasks listings have read so far.
+    listed: usize,
 }
 
 /// The in-memory backend.
@@ -88,6 +90,12 @@ impl Memory {
     /// there yet), as a replica a write or more behind would; later ones the store.
     pub fn lag(&self, copy: Option<(Task, Order)>) {
         self.state().replica.lagging = Some(copy);
+    }
+
+    /// Tasks listings have read so far.
+    #[must_use]
+    pub fn listed(&self) -> usize {
+        self.state().replica.listed
     }
 
     /// Reads of a task with its order so far: consistent, then eventually consistent.
@@ -353,6 +361,7 @@ impl StateStore for Memory {
             tasks.truncate(limit);
             tasks.last().map(key).unwrap_or_default()
         });
+        self.state().replica.listed += tasks.len();
         Ok(TaskPage { tasks, next })
     }
 
