@@ -159,11 +159,27 @@ impl Deployed {
         Self::load(&infra("sam.out/template.json"), "SAM")
     }
 
-    fn cdk() -> Self {
+    /// The CDK app as `infra/check` synthesizes it into `output` (`cdk.out` with its
+    /// defaults; a `cdk.out.<variant>` with the context of that variant).
+    fn cdk(output: &str) -> Self {
         Self::load(
-            &infra("cdk/cdk.out/SchedulerAgentSupervisor.template.json"),
+            &infra(&format!(
+                "cdk/{output}/SchedulerAgentSupervisor.template.json"
+            )),
             "CDK",
         )
+    }
+
+    /// The same template deployed with these parameters rather than their defaults.
+    fn with(mut self, parameters: &[(&str, &str)]) -> Self {
+        for (name, value) in parameters {
+            let parameter = self
+                .parameters
+                .get_mut(*name)
+                .unwrap_or_else(|| panic!("{}: no parameter {name}", self.name));
+            parameter["Default"] = json!(value);
+        }
+        self
     }
 
     /// A resource's name as the SAM template has it.
@@ -506,11 +522,14 @@ impl Deployed {
             for document in documents {
                 for statement in self.statements(document) {
                     assert_eq!(
-                        (&statement["effect"], &statement["conditions"]),
-                        (&json!("Allow"), &Value::Null),
+                        statement["effect"], "Allow",
                         "{}: {name} has a statement this comparison does not read: {statement}",
                         self.name
                     );
+                    let condition = match &statement["conditions"] {
+                        Value::Null => String::new(),
+                        conditions => format!(" if {conditions}"),
+                    };
                     for action in self.texts_of(&statement["actions"]) {
                         for resource in self.texts_of(&statement["resources"]) {
                             if action.starts_with("logs:") {
@@ -523,7 +542,7 @@ impl Deployed {
                                     polls.insert(resource.clone());
                                 }
                             } else {
-                                grants.insert(format!("{action} {resource}"));
+                                grants.insert(format!("{action} {resource}{condition}"));
                             }
                         }
                     }
@@ -666,11 +685,30 @@ impl Deployed {
         alarms.sort_by_key(Value::to_string);
         alarms
     }
+
+    /// The queues a function reads that no alarm watches for the age of their oldest
+    /// message.
+    fn queues_without_an_age_alarm(&self) -> Vec<String> {
+        let alarms = self.alarms();
+        let watched = |queue: &str| {
+            let age = format!("ApproximateAgeOfOldestMessage {{QueueName={queue}}}");
+            alarms
+                .iter()
+                .any(|a| a["watches"].as_str().is_some_and(|w| w.contains(&age)))
+        };
+        self.event_source_queues()
+            .into_values()
+            .flatten()
+            .map(|arn| arn.replace(".Arn}", ".QueueName}"))
+            .filter(|queue| !watched(queue))
+            .collect()
+    }
 }
 
-#[test]
-fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
-    let (sam, cdk) = (Deployed::sam(), Deployed::cdk());
+/// Both build the same security, alarms and triggers, `alarms` alarms, each notifying
+/// the alert topic, and every queue a function reads watched for the age of its oldest
+/// message (a consumer behind, throttled or failing).
+fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, alarms: usize) {
     let encryption = sam.topic_encryption();
     assert_eq!(
         encryption["rotates"], true,
@@ -711,15 +749,83 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_tri
         );
     }
     assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
-    let alarms = sam.alarms();
-    assert_eq!(alarms.len(), 8);
+    let sam_alarms = sam.alarms();
+    assert_eq!(sam_alarms.len(), alarms, "{sam_alarms:#?}");
     assert!(
-        alarms
+        sam_alarms
             .iter()
             .all(|a| a["actions"] == json!(["${AlertTopic}"])),
-        "every alarm notifies the alert topic: {alarms:#?}"
+        "every alarm notifies the alert topic: {sam_alarms:#?}"
     );
-    assert_eq!(alarms, cdk.alarms(), "the alarms");
+    // What the functions count for a person: tasks in Error, and task records the
+    // supervisor could not read and took off the leases.
+    for counted in [
+        "SchedulerAgentSupervisor/TasksInError {Function=scheduler}",
+        "SchedulerAgentSupervisor/QuarantinedTasks {Function=supervisor}",
+    ] {
+        assert!(
+            sam_alarms.iter().any(|a| a["watches"]
+                .as_str()
+                .is_some_and(|w| w.starts_with(counted))),
+            "no alarm on {counted}: {sam_alarms:#?}"
+        );
+    }
+    for deployed in [sam, cdk] {
+        let unwatched = deployed.queues_without_an_age_alarm();
+        assert!(
+            unwatched.is_empty(),
+            "{}: no alarm on the age of the oldest message of {unwatched:?}",
+            deployed.name
+        );
+    }
+    assert_eq!(sam_alarms, cdk.alarms(), "the alarms");
+}
+
+#[test]
+fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
+    assert_the_same_security_alarms_and_triggers(&Deployed::sam(), &Deployed::cdk("cdk.out"), 9);
+}
+
+#[test]
+fn the_sam_template_and_the_cdk_construct_build_the_same_with_buffered_ingestion() {
+    let sam = Deployed::sam().with(&[("IngestionMode", "BUFFERED")]);
+    let cdk = Deployed::cdk("cdk.out.buffered");
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 11);
+}
+
+/// The key of the services' secrets `infra/check` synthesizes the CDK app with
+/// (`cdk.out.secrets-key`).
+const SECRETS_KEY: &str =
+    "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+
+#[test]
+fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_manager_and_ssm_only()
+{
+    let decrypts = |deployed: &Deployed| -> Vec<Value> {
+        let agent = &deployed.function_permissions()["AgentFunction"];
+        let grants = agent["grants"].as_array().expect("grants");
+        grants
+            .iter()
+            .filter(|g| g.as_str().is_some_and(|g| g.starts_with("kms:")))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        decrypts(&Deployed::sam()),
+        [] as [Value; 0],
+        "no key, no KMS"
+    );
+    let sam = Deployed::sam().with(&[("SecretsKmsKeyArn", SECRETS_KEY)]);
+    let through = json!({"StringEquals": {"kms:ViaService": [
+        "secretsmanager.${AWS::Region}.amazonaws.com",
+        "ssm.${AWS::Region}.amazonaws.com",
+    ]}});
+    assert_eq!(
+        decrypts(&sam),
+        [json!(format!("kms:Decrypt {SECRETS_KEY} if {through}"))]
+    );
+    let cdk = Deployed::cdk("cdk.out.secrets-key");
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 9);
 }
 
 impl Deployed {
@@ -779,7 +885,7 @@ impl Deployed {
 
 #[test]
 fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
-    let (sam, cdk) = (Deployed::sam(), Deployed::cdk());
+    let (sam, cdk) = (Deployed::sam(), Deployed::cdk("cdk.out"));
     let api = sam.api();
     let routes = api["routes"].as_array().expect("routes");
     let deployed: BTreeSet<&str> = routes.iter().filter_map(|r| r["route"].as_str()).collect();

@@ -106,6 +106,12 @@ export interface SchedulerAgentSupervisorProps {
    */
   readonly serviceSecretArns?: string[];
   readonly serviceParameterArns?: string[];
+  /**
+   * The customer-managed KMS key that encrypts those secrets and SecureString
+   * parameters, by ARN: the agents may decrypt with it, through Secrets Manager and
+   * Parameter Store only. Default: none (they are under the AWS-managed keys).
+   */
+  readonly secretsKmsKeyArn?: string;
   /** The API Gateway APIs the agents may call signed with SigV4, as execute-api ARNs. Default: none. */
   readonly serviceApiArns?: string[];
   /**
@@ -344,6 +350,17 @@ export class SchedulerAgentSupervisor extends Construct {
         new iam.PolicyStatement({ actions: ["ssm:GetParameter"], resources: props.serviceParameterArns }),
       );
     }
+    if (props.secretsKmsKeyArn) {
+      this.functions.agent.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ["kms:Decrypt"],
+          resources: [props.secretsKmsKeyArn],
+          conditions: {
+            StringEquals: { "kms:ViaService": ["secretsmanager", "ssm"].map((service) => `${service}.${stack.region}.amazonaws.com`) },
+          },
+        }),
+      );
+    }
     if (props.serviceApiArns?.length) {
       this.functions.agent.addToRolePolicy(
         new iam.PolicyStatement({ actions: ["execute-api:Invoke"], resources: props.serviceApiArns }),
@@ -548,10 +565,14 @@ export class SchedulerAgentSupervisor extends Construct {
         })
         .addAlarmAction(notify);
     const minute = Duration.minutes(1);
+    // What a function counts, a minute's sum.
+    const counted = (metricName: string, functionName: FunctionName) =>
+      new cloudwatch.Metric({ namespace: NAMESPACE, metricName, dimensionsMap: { Function: functionName }, statistic: "Sum", period: minute });
+    alarm("TasksInErrorAlarm", "A task ended in Error after compensation; its alert names it.", counted("TasksInError", "scheduler"));
     alarm(
-      "TasksInErrorAlarm",
-      "A task ended in Error after compensation; its alert names it.",
-      new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "TasksInError", dimensionsMap: { Function: "scheduler" }, statistic: "Sum", period: minute }),
+      "QuarantinedTasksAlarm",
+      "The supervisor found task records it cannot read (garbled, or of a newer version's shape after a rollback) and took them off the expiry index; they wait, marked quarantined, for a person.",
+      counted("QuarantinedTasks", "supervisor"),
     );
     for (const deadLetters of this.allDeadLetterQueues()) {
       alarm(
@@ -560,13 +581,23 @@ export class SchedulerAgentSupervisor extends Construct {
         deadLetters.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: minute }),
       );
     }
-    const ages = Object.values(this.queues).map((q) => q.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: minute }));
+    const age = (q: sqs.Queue) => q.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: minute });
+    const ages = Object.values(this.queues).map(age);
+    const overFiveMinutes = { threshold: 300, evaluationPeriods: 3, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD };
     alarm(
       "OldestMessageAlarm",
       "A message has waited over 5 minutes in one of the pattern's queues; its consumer is behind or failing.",
       new cloudwatch.MathExpression({ expression: "MAX([a0, a1, a2])", usingMetrics: { a0: ages[0], a1: ages[1], a2: ages[2] }, period: minute }),
-      { threshold: 300, evaluationPeriods: 3, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
+      overFiveMinutes,
     );
+    if (this.ingestQueue) {
+      alarm(
+        "IngestOldestMessageAlarm",
+        "An accepted submission has waited over 5 minutes in the ingest queue; its task is not created yet, the scheduler behind or failing.",
+        age(this.ingestQueue),
+        overFiveMinutes,
+      );
+    }
     const functions = Object.values(this.functions);
     const fiveMinutes = Duration.minutes(5);
     const sum = (metric: (f: lambda.Function) => cloudwatch.Metric) =>
@@ -592,9 +623,7 @@ export class SchedulerAgentSupervisor extends Construct {
     dashboard.addWidgets(
       new cloudwatch.GraphWidget({
         title: "Tasks",
-        left: ["TasksSubmitted", "TasksInError"].map(
-          (metricName, i) => new cloudwatch.Metric({ namespace: NAMESPACE, metricName, dimensionsMap: { Function: i === 0 ? "submission" : "scheduler" }, statistic: "Sum", period: minute }),
-        ),
+        left: [counted("TasksSubmitted", "submission"), counted("TasksInError", "scheduler")],
       }),
       new cloudwatch.GraphWidget({
         title: "Decisions by verdict",
