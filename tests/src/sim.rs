@@ -29,8 +29,8 @@ use sas_core::domain::resilience::BreakerSettings;
 use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
 use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{
-    AlertError, Alerts, Expired, NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall,
-    RemoteError, RemoteRequest, StateStore, StoreError, TaskPage,
+    AlertError, Alerts, Expired, ExpiredCursor, NoMetrics, OutgoingMessage, QueueError, Queues,
+    RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage,
 };
 use sas_core::step_caller::StepCaller;
 use sas_core::time::{Clock, Timestamp};
@@ -352,9 +352,14 @@ impl StateStore for FaultyStore {
         .await
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
+    async fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        from: &ExpiredCursor,
+    ) -> Result<Expired, StoreError> {
         self.world.interleave().await;
-        self.inner.expired(now, limit).await
+        self.inner.expired(now, limit, from).await
     }
 
     async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {

@@ -117,6 +117,47 @@ async fn a_pass_reaches_every_expired_task_when_a_hundred_and_fifty_keep_failing
 }
 
 #[tokio::test]
+async fn a_pass_over_a_backlog_reads_each_expired_lease_once() {
+    const BACKLOG: usize = 2_000;
+    const BATCH: usize = 50;
+    let world = World::new();
+    let app = world.app(built_ins(), "supervisor");
+    let drone = app.workflows().latest("drone-delivery").expect("drone");
+    // Half recoverable, half failing at every recovery (their workflow known nowhere),
+    // interleaved: an outage's backlog.
+    for n in 0..BACKLOG {
+        let (mut task, order, _) =
+            decide::submit(&drone, submission(&format!("t-{n}")), world.clock.now());
+        if n % 2 == 0 {
+            task.workflow = WorkflowRef {
+                name: "withdrawn".into(),
+                version: 1,
+            };
+        }
+        world.memory.create(&task, &order).await.expect("created");
+        world.clock.advance(Duration::from_millis(1));
+    }
+    world
+        .clock
+        .advance(drone.pickup_timeout + Duration::from_secs(1));
+
+    let report = app.sweep(BATCH).await.expect("the pass reads the leases");
+    assert_eq!(
+        (
+            report.get(&Recovery::Failed),
+            report.get(&Recovery::Decided(Verdict::SentAgain))
+        ),
+        (Some(&(BACKLOG / 2)), Some(&(BACKLOG / 2))),
+        "every expired task once: {report:?}"
+    );
+    assert_eq!(
+        world.memory.expired_reads(),
+        BACKLOG,
+        "one pass reads each expired lease once, not its batch again and again"
+    );
+}
+
+#[tokio::test]
 async fn tasks_run_the_definition_they_started_with_when_its_file_changes_without_a_new_version() {
     let world = World::new();
     let submitter = world.app(built_ins(), "submission");

@@ -42,7 +42,9 @@ use sas_core::domain::ids::{TaskId, stable_hash};
 use sas_core::domain::limits::MAX_ITEM;
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
-use sas_core::ports::{Expired, StateStore, StoreError, TaskPage};
+use sas_core::ports::{
+    Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
+};
 use sas_core::time::Timestamp;
 
 /// The name of the expiry index.
@@ -145,8 +147,17 @@ fn bucket_end(at: Timestamp, origin: Timestamp, bucket: Duration) -> i64 {
     origin.0 + buckets * width
 }
 
+/// The expiry index entry of a task's lease in a shard: a query's start key.
+fn expiry_entry(shard: usize, lease_end: i64, id: &TaskId) -> Item {
+    let (pk, sk) = task_key(id);
+    let mut entry = key(pk, sk);
+    entry.insert("lease_shard".into(), s(format!("LEASE#{shard}")));
+    entry.insert("lease_expires".into(), n(lease_end));
+    entry
+}
+
 /// The expiry index entry a listing cursor names, and its shard.
-fn expiry_entry(cursor: &str) -> Result<(u32, Item), StoreError> {
+fn listed_expiry_entry(cursor: &str) -> Result<(u32, Item), StoreError> {
     let invalid = || StoreError::InvalidCursor(cursor.to_owned());
     let mut parts = cursor.splitn(3, '/');
     let (Some(shard), Some(lease_end), Some(id)) = (parts.next(), parts.next(), parts.next())
@@ -156,11 +167,20 @@ fn expiry_entry(cursor: &str) -> Result<(u32, Item), StoreError> {
     let shard: u32 = shard.parse().map_err(|_| invalid())?;
     let lease_end: i64 = lease_end.parse().map_err(|_| invalid())?;
     let id = TaskId::parse(id).map_err(|_| invalid())?;
-    let (pk, sk) = task_key(&id);
-    let mut entry = key(pk, sk);
-    entry.insert("lease_shard".into(), s(format!("LEASE#{shard}")));
-    entry.insert("lease_expires".into(), n(lease_end));
-    Ok((shard, entry))
+    Ok((shard, expiry_entry(shard as usize, lease_end, &id)))
+}
+
+/// The lease an expiry index entry (a query's last evaluated key) holds.
+fn lease_key_of(entry: &Item) -> Result<LeaseKey, StoreError> {
+    let expires = entry
+        .get("lease_expires")
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt("an expiry entry without its lease end".into()))?;
+    Ok(LeaseKey {
+        expires,
+        task: task_id_of(entry)?,
+    })
 }
 
 fn seconds(at: Timestamp) -> i64 {
@@ -384,7 +404,7 @@ impl DynamoStore {
     ) -> Result<TaskPage, StoreError> {
         let (mut shard, mut start) = match after {
             Some(cursor) => {
-                let (shard, entry) = expiry_entry(cursor)?;
+                let (shard, entry) = listed_expiry_entry(cursor)?;
                 (shard, Some(entry))
             }
             None => (0, None),
@@ -753,9 +773,28 @@ impl StateStore for DynamoStore {
             .await
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
+    async fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        from: &ExpiredCursor,
+    ) -> Result<Expired, StoreError> {
+        let open: Vec<usize> = (0..self.settings.lease_shards.max(1) as usize)
+            .filter(|shard| *from.progress(*shard) != ShardProgress::Done)
+            .collect();
+        let mut next = from.clone();
         let mut ids = Vec::new();
-        for shard in 0..self.settings.lease_shards.max(1) {
+        // The page's reads shared among the shards not read to their end, each going
+        // on from where the pass left it: each expired lease read once a pass.
+        for (nth, &shard) in open.iter().enumerate() {
+            let share = limit / open.len() + usize::from(nth < limit % open.len());
+            if share == 0 {
+                continue;
+            }
+            let start = match from.progress(shard) {
+                ShardProgress::After(key) => Some(expiry_entry(shard, key.expires, &key.task)),
+                ShardProgress::Unread | ShardProgress::Done => None,
+            };
             let output = self
                 .client
                 .query()
@@ -766,13 +805,19 @@ impl StateStore for DynamoStore {
                 .expression_attribute_names("#expires", "lease_expires")
                 .expression_attribute_values(":shard", s(format!("LEASE#{shard}")))
                 .expression_attribute_values(":now", n(now.0))
-                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                .limit(i32::try_from(share).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(unavailable)?;
             for item in output.items() {
                 ids.push(task_id_of(item)?);
             }
+            let progress = match output.last_evaluated_key() {
+                Some(last) => ShardProgress::After(lease_key_of(last)?),
+                None => ShardProgress::Done,
+            };
+            next.advance(shard, progress);
         }
         // The index is eventually consistent: read the tasks themselves, and keep
         // only those still expired.
@@ -782,8 +827,14 @@ impl StateStore for DynamoStore {
             .filter(|t| t.complete_by.is_some_and(|at| at <= now))
             .collect();
         tasks.sort_by_key(|t| t.complete_by);
-        tasks.truncate(limit);
-        Ok(Expired { tasks, undecodable })
+        let finished = open
+            .iter()
+            .all(|shard| *next.progress(*shard) == ShardProgress::Done);
+        Ok(Expired {
+            tasks,
+            undecodable,
+            next: (!finished).then_some(next),
+        })
     }
 
     async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {

@@ -17,8 +17,8 @@ use crate::domain::messages::{AgentRequest, Alert, Buffered, SchedulerMessage};
 use crate::domain::task::{Order, Request, Task, TaskState, WorkflowRef};
 use crate::domain::workflow::{InputError, Registry, Workflow};
 use crate::ports::{
-    Alerts, Chain, DeadLetters, Metrics, NoMetrics, Outgoing, OutgoingMessage, QueueError, Queues,
-    StateStore, StoreError, TaskPage,
+    Alerts, Chain, DeadLetters, ExpiredCursor, Metrics, NoMetrics, Outgoing, OutgoingMessage,
+    QueueError, Queues, StateStore, StoreError, TaskPage,
 };
 use crate::time::{Clock, Timestamp};
 
@@ -1025,28 +1025,23 @@ impl App {
     }
 
     /// Supervisor: one pass over the tasks whose lease has expired, `batch` at a
-    /// time, each task once. A task that cannot be recovered now is counted as
-    /// "failed" and left for the next pass; the pass ends when a read finds no task
-    /// it has not seen, so tasks that keep failing neither hold it up nor hide the
-    /// ones behind them. An undecodable record is quarantined (taken off the leases,
-    /// kept for a person) and counted.
+    /// time, each read once: each page goes on where the one before stopped. A task
+    /// that cannot be recovered now is counted as "failed" and left for the next pass,
+    /// so tasks that keep failing neither hold it up nor hide the ones behind them. An
+    /// undecodable record is quarantined (taken off the leases, kept for a person) and
+    /// counted.
     ///
     /// # Errors
     /// [`StoreError`] when the expired leases cannot be read.
     pub async fn sweep(&self, batch: usize) -> Result<SweepReport, StoreError> {
         let mut report = SweepReport::new();
-        let mut seen: HashSet<TaskId> = HashSet::new();
         // The leases expired when the pass began: those expiring meanwhile are the
         // next pass's, so a pass ends under any load.
         let now = self.clock.now();
+        let mut cursor = ExpiredCursor::default();
         loop {
-            let expired = self.store.expired(now, batch + seen.len()).await?;
-            let mut progressed = false;
+            let expired = self.store.expired(now, batch, &cursor).await?;
             for id in expired.undecodable {
-                if !seen.insert(id.clone()) {
-                    continue;
-                }
-                progressed = true;
                 error!(task_id = %id, "supervisor: the task's record cannot be decoded; quarantined for a person");
                 self.metrics
                     .count("QuarantinedTasks", ("Store", "tasks"), 1);
@@ -1059,22 +1054,14 @@ impl App {
                 };
                 *report.entry(verdict).or_default() += 1;
             }
-            let fresh: Vec<TaskId> = expired
-                .tasks
-                .into_iter()
-                .map(|task| task.id)
-                .filter(|id| !seen.contains(id))
-                .take(batch)
-                .collect();
-            for id in fresh {
-                progressed = true;
-                let verdict = self.recover(&id).await;
-                info!(task_id = %id, verdict = verdict.as_str(), "supervisor");
+            for task in expired.tasks {
+                let verdict = self.recover(&task.id).await;
+                info!(task_id = %task.id, verdict = verdict.as_str(), "supervisor");
                 *report.entry(verdict).or_default() += 1;
-                seen.insert(id);
             }
-            if !progressed {
-                return Ok(report);
+            match expired.next {
+                Some(next) => cursor = next,
+                None => return Ok(report),
             }
         }
     }

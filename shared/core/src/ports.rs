@@ -84,13 +84,65 @@ impl TaskPage {
     }
 }
 
-/// What [`StateStore::expired`] found.
+/// An entry of a store's lease index: where a pass over the expired leases has read
+/// to in one shard of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LeaseKey {
+    /// The end of the lease as the index sorts it (on DynamoDB, the end of its bucket).
+    pub expires: i64,
+    /// The task, which orders the leases that end together.
+    pub task: TaskId,
+}
+
+/// How far a pass over the expired leases has read one shard of the lease index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShardProgress {
+    /// Not read yet.
+    Unread,
+    /// Read up to this entry, which it took.
+    After(LeaseKey),
+    /// Read to its last lease expired by the pass's time.
+    Done,
+}
+
+/// Where a pass over the expired leases goes on: how far it has read each shard of
+/// the store's lease index (DynamoDB's `LEASE_SHARDS`; the other stores have one).
+/// The default starts a pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpiredCursor(Vec<ShardProgress>);
+
+impl ExpiredCursor {
+    /// The cursor of a store with one shard, read up to `key`.
+    #[must_use]
+    pub fn after(key: LeaseKey) -> Self {
+        Self(vec![ShardProgress::After(key)])
+    }
+
+    /// How far shard `shard` has been read.
+    #[must_use]
+    pub fn progress(&self, shard: usize) -> &ShardProgress {
+        const UNREAD: &ShardProgress = &ShardProgress::Unread;
+        self.0.get(shard).unwrap_or(UNREAD)
+    }
+
+    /// Records how far shard `shard` has been read.
+    pub fn advance(&mut self, shard: usize, progress: ShardProgress) {
+        if self.0.len() <= shard {
+            self.0.resize(shard + 1, ShardProgress::Unread);
+        }
+        self.0[shard] = progress;
+    }
+}
+
+/// A page of a pass over the expired leases ([`StateStore::expired`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Expired {
     /// The tasks whose lease expired, soonest first.
     pub tasks: Vec<Task>,
     /// Tasks with an expired lease whose records could not be decoded.
     pub undecodable: Vec<TaskId>,
+    /// Where the pass goes on, or `None` when this was its last page.
+    pub next: Option<ExpiredCursor>,
 }
 
 /// The durable state store: tasks, their order data, and workflow definitions.
@@ -160,13 +212,22 @@ pub trait StateStore: Send + Sync {
         Ok(outbox)
     }
 
-    /// Up to `limit` tasks whose lease (complete-by) is at or before `now`, soonest
-    /// first; reads only live leases, never the whole table. A record that cannot be
-    /// decoded is named among [`Expired::undecodable`] rather than failing the rest.
+    /// A page of a pass over the tasks whose lease (complete-by) is at or before
+    /// `now`, from `from` (the default cursor at the pass's start, then each page's
+    /// [`Expired::next`]): up to `limit` records, each shard of the lease index read in
+    /// the order of its leases from where the pass left it, so that a pass reads each
+    /// expired lease once. Reads only live leases, never the whole table. A record
+    /// that cannot be decoded is named among [`Expired::undecodable`] rather than
+    /// failing the rest.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError>;
+    async fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        from: &ExpiredCursor,
+    ) -> Result<Expired, StoreError>;
 
     /// Takes an undecodable task record off the leases the supervisor sweeps, and
     /// keeps it, marked, for a person to look at.

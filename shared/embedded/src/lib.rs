@@ -148,6 +148,8 @@ mod store;
 mod tests;
 mod writer;
 
+pub use crate::store::EXPIRED_LEASES;
+
 impl Embedded {
     /// Opens (creating if needed) the database at `path`.
     ///

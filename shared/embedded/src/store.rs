@@ -6,13 +6,24 @@ use rusqlite::{Connection, OptionalExtension, params};
 use sas_core::domain::ids::TaskId;
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
-use sas_core::ports::{Expired, Outgoing, StateStore, StoreError, TaskPage};
+use sas_core::ports::{
+    Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError, TaskPage,
+};
 use sas_core::time::Timestamp;
 
 use crate::Embedded;
 use crate::queues::insert_messages;
 use crate::schema::{decode, encode, unavailable};
 use crate::writer::{execute, query_row};
+
+/// A page of a pass over the expired leases: the leases expired by `?1` after the
+/// lease end `?2` and task `?3` (the last of the page before), in the order of the
+/// lease index, at most `?4`. The partial index on the lease end takes the range from
+/// `?2` on.
+pub const EXPIRED_LEASES: &str = "SELECT id, lease_expires, record FROM tasks
+    WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
+        AND lease_expires >= ?2 AND (lease_expires > ?2 OR id > ?3)
+    ORDER BY lease_expires, id LIMIT ?4";
 
 /// The rows of a query of one JSON column, decoded.
 pub(crate) fn decode_rows<T: serde::de::DeserializeOwned>(
@@ -199,24 +210,34 @@ impl StateStore for Embedded {
         Ok(Vec::new())
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    async fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        from: &ExpiredCursor,
+    ) -> Result<Expired, StoreError> {
+        let (after_expires, after_id) = match from.progress(0) {
+            ShardProgress::Unread => (i64::MIN, String::new()),
+            ShardProgress::After(key) => (key.expires, key.task.to_string()),
+            ShardProgress::Done => return Ok(Expired::default()),
+        };
+        let fetch = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |c| {
-            let mut select = c
-                .prepare_cached(
-                    "SELECT id, record FROM tasks
-                     WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
-                     ORDER BY lease_expires LIMIT ?2",
-                )
-                .map_err(unavailable)?;
+            let mut select = c.prepare_cached(EXPIRED_LEASES).map_err(unavailable)?;
             let rows = select
-                .query_map(params![now.0, limit], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                .query_map(params![now.0, after_expires, after_id, fetch], |row| {
+                    let id: String = row.get(0)?;
+                    let expires: i64 = row.get(1)?;
+                    let record: String = row.get(2)?;
+                    Ok((id, expires, record))
                 })
                 .map_err(unavailable)?;
             let mut expired = Expired::default();
+            let mut last = None;
+            let mut read = 0;
             for row in rows {
-                let (id, record) = row.map_err(unavailable)?;
+                let (id, expires, record) = row.map_err(unavailable)?;
+                let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
                 match serde_json::from_str(&record) {
                     Ok(task) => expired.tasks.push(task),
                     // Well formed, of a shape this version does not know: left for the
@@ -224,11 +245,13 @@ impl StateStore for Embedded {
                     Err(e) if e.classify() == serde_json::error::Category::Data => {
                         tracing::error!(task_id = %id, error = %e, "a task record of an unknown shape: left as it is");
                     }
-                    Err(_) => expired
-                        .undecodable
-                        .push(TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?),
+                    Err(_) => expired.undecodable.push(id.clone()),
                 }
+                read += 1;
+                last = Some(LeaseKey { expires, task: id });
             }
+            // A page short of the limit is the last.
+            expired.next = last.filter(|_| read == limit).map(ExpiredCursor::after);
             Ok(expired)
         })
         .await

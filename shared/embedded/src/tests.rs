@@ -7,7 +7,9 @@ use sas_core::domain::decide::{Submission, submit};
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Registry;
-use sas_core::ports::{Consumer, Delivery, OutgoingMessage, Queues, StateStore, StoreError};
+use sas_core::ports::{
+    Consumer, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
+};
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
 
@@ -90,7 +92,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
     let lease = Duration::from_secs(30);
     assert!(
         store
-            .expired(Timestamp(0).plus(lease), 10)
+            .expired(Timestamp(0).plus(lease), 10, &ExpiredCursor::default())
             .await
             .expect("sweep")
             .tasks
@@ -98,7 +100,10 @@ async fn only_expired_leases_are_swept_and_lists_page() {
             == 1
     );
     let late = Timestamp(10).plus(lease);
-    let expired = store.expired(late, 10).await.expect("sweep");
+    let expired = store
+        .expired(late, 10, &ExpiredCursor::default())
+        .await
+        .expect("sweep");
     let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.to_string()).collect();
     assert_eq!(ids, ["a", "b"], "soonest first, never the finished task");
 
@@ -112,11 +117,17 @@ async fn only_expired_leases_are_swept_and_lists_page() {
         })
         .await
         .expect("corrupted");
-    let expired = store.expired(late, 10).await.expect("a sweep despite it");
+    let expired = store
+        .expired(late, 10, &ExpiredCursor::default())
+        .await
+        .expect("a sweep despite it");
     assert_eq!(expired.undecodable, std::slice::from_ref(&b));
     assert_eq!(expired.tasks.len(), 1);
     store.quarantine(&b).await.expect("quarantined");
-    let expired = store.expired(late, 10).await.expect("sweep");
+    let expired = store
+        .expired(late, 10, &ExpiredCursor::default())
+        .await
+        .expect("sweep");
     assert_eq!((expired.tasks.len(), expired.undecodable.len()), (1, 0));
     store
         .write(move |c| {

@@ -10,7 +10,9 @@ use sas_core::domain::decide::{Submission, submit};
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::task::{EarlierInput, Order, Task, TaskState};
 use sas_core::domain::workflow::{Registry, Workflow};
-use sas_core::ports::{Consumer, Delivery, OutgoingMessage, Queues, StateStore, StoreError};
+use sas_core::ports::{
+    Consumer, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
+};
 use sas_core::time::Timestamp;
 
 use crate::delivery_input;
@@ -37,6 +39,7 @@ pub struct WorkQueue {
 pub async fn state_store(store: &dyn StateStore) {
     conditional_writes_and_transactions(store).await;
     the_sweep_reads_expired_leases_only(store).await;
+    a_pass_reads_each_expired_lease_once(store).await;
     workflow_versions_are_kept(store).await;
 }
 
@@ -194,7 +197,11 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
     });
     store.update(&finished).await.expect("finished");
 
-    let expired = store.expired(Timestamp(10_000), 10).await.expect("sweep");
+    let start = ExpiredCursor::default();
+    let expired = store
+        .expired(Timestamp(10_000), 10, &start)
+        .await
+        .expect("sweep");
     assert!(expired.undecodable.is_empty());
     let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(
@@ -202,8 +209,14 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
         ["late-a", "late-b"],
         "expired leases only, soonest first"
     );
-    let one = store.expired(Timestamp(10_000), 1).await.expect("sweep");
-    assert_eq!(one.tasks.len(), 1, "the limit holds");
+    let one = store
+        .expired(Timestamp(10_000), 1, &start)
+        .await
+        .expect("sweep");
+    assert!(
+        one.tasks.len() <= 1 && one.next.is_some(),
+        "the limit holds, and the pass goes on: {one:?}"
+    );
 
     let listed = store.list(TaskState::Pending, 2, None).await.expect("page");
     assert_eq!(listed.tasks.len(), 2);
@@ -236,6 +249,57 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
             .expect("page")
             .tasks
             .is_empty()
+    );
+}
+
+/// A pass, page after page from where the last stopped, reads each expired lease once:
+/// its reads grow with the leases, not with their square over the page.
+async fn a_pass_reads_each_expired_lease_once(store: &dyn StateStore) {
+    const EXPIRED: usize = 25;
+    const PAGE: usize = 4;
+    // Ending in threes at once (a page ends among leases that end together), all before
+    // the other tests' leases, which are live at `now`.
+    let now = Timestamp(999);
+    let mut expected = BTreeSet::new();
+    for n in 0..EXPIRED {
+        let (task, order) = new_task(&format!("pass-{n:02}"), Timestamp(0));
+        let lease = 100 + i64::try_from(n / 3).expect("small") * 100;
+        let task = Task {
+            complete_by: Some(Timestamp(lease)),
+            ..task
+        };
+        store.create(&task, &order).await.expect("created");
+        expected.insert(task.id.to_string());
+    }
+    let mut read = Vec::new();
+    let mut cursor = ExpiredCursor::default();
+    for pages in 1.. {
+        assert!(pages <= 2 * EXPIRED, "the pass ends");
+        let page = store.expired(now, PAGE, &cursor).await.expect("a page");
+        assert!(
+            page.tasks.len() <= PAGE,
+            "a page reads at most its limit: {}",
+            page.tasks.len()
+        );
+        assert!(
+            page.tasks.is_sorted_by_key(|t| t.complete_by),
+            "soonest first"
+        );
+        read.extend(page.tasks.iter().map(|t| t.id.to_string()));
+        match page.next {
+            Some(next) => cursor = next,
+            None => break,
+        }
+    }
+    assert_eq!(
+        read.len(),
+        EXPIRED,
+        "each expired lease read once in a pass: {read:?}"
+    );
+    assert_eq!(
+        read.into_iter().collect::<BTreeSet<_>>(),
+        expected,
+        "every expired lease"
     );
 }
 

@@ -14,8 +14,8 @@ use sas_core::domain::messages::Alert;
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
-    AlertError, Alerts, Consumer, Delivery, Expired, OutgoingMessage, QueueError, Queues,
-    StateStore, StoreError, TaskPage,
+    AlertError, Alerts, Consumer, Delivery, Expired, ExpiredCursor, LeaseKey, OutgoingMessage,
+    QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage,
 };
 use sas_core::time::{Clock, Timestamp};
 
@@ -50,6 +50,8 @@ struct State {
     alerts: Vec<Alert>,
     next_id: u64,
     replica: Replica,
+    /// Task records the reads of expired leases have returned so far.
+    expired_reads: usize,
 }
 
 /// What eventually consistent reads see: the store, or a replica behind when a test
@@ -92,6 +94,13 @@ impl Memory {
     #[must_use]
     pub fn reads(&self) -> [usize; 2] {
         self.state().replica.reads
+    }
+
+    /// Task records the reads of expired leases ([`StateStore::expired`]) have
+    /// returned so far: what a sweep read.
+    #[must_use]
+    pub fn expired_reads(&self) -> usize {
+        self.state().expired_reads
     }
 
     fn with_order(state: &State, id: &TaskId) -> Option<(Task, Order)> {
@@ -275,19 +284,45 @@ impl StateStore for Memory {
         Ok(())
     }
 
-    async fn expired(&self, now: Timestamp, limit: usize) -> Result<Expired, StoreError> {
-        let mut tasks: Vec<Task> = self
-            .state()
+    async fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        from: &ExpiredCursor,
+    ) -> Result<Expired, StoreError> {
+        let lease = |t: &Task| {
+            t.complete_by.map(|at| LeaseKey {
+                expires: at.0,
+                task: t.id.clone(),
+            })
+        };
+        let after = match from.progress(0) {
+            ShardProgress::Unread => None,
+            ShardProgress::After(key) => Some(key),
+            ShardProgress::Done => return Ok(Expired::default()),
+        };
+        let mut state = self.state();
+        let mut tasks: Vec<Task> = state
             .tasks
             .values()
-            .filter(|t| t.complete_by.is_some_and(|at| at <= now))
+            .filter(|t| {
+                lease(t).is_some_and(|key| key.expires <= now.0 && after.is_none_or(|a| key > *a))
+            })
             .cloned()
             .collect();
-        tasks.sort_by_key(|t| t.complete_by);
+        tasks.sort_by_key(lease);
         tasks.truncate(limit);
+        state.expired_reads += tasks.len();
+        // A page short of the limit is the last.
+        let next = tasks
+            .last()
+            .filter(|_| tasks.len() == limit)
+            .and_then(lease)
+            .map(ExpiredCursor::after);
         Ok(Expired {
             tasks,
             undecodable: Vec::new(),
+            next,
         })
     }
 

@@ -804,7 +804,7 @@ async fn load_leases(
 async fn sweep(tasks: usize, expired_percent: usize, store: SweptStore) -> anyhow::Result<()> {
     use sas_core::app::{App, Ports};
     use sas_core::domain::workflow::Registry;
-    use sas_core::ports::StateStore;
+    use sas_core::ports::{ExpiredCursor, StateStore};
     use sas_core::time::{Clock, WallClock};
     use sas_embedded::Embedded;
 
@@ -828,8 +828,8 @@ async fn sweep(tasks: usize, expired_percent: usize, store: SweptStore) -> anyho
     )
     .await?;
     let plan: String = rusqlite::Connection::open(&path)?.query_row(
-        "EXPLAIN QUERY PLAN SELECT record FROM tasks WHERE lease_expires IS NOT NULL AND lease_expires <= ?1 ORDER BY lease_expires LIMIT ?2",
-        rusqlite::params![now.0, 100],
+        &format!("EXPLAIN QUERY PLAN {}", sas_embedded::EXPIRED_LEASES),
+        rusqlite::params![now.0, i64::MIN, "", 100],
         |row| row.get(3),
     )?;
     let ports = Ports::of(&embedded, Arc::new(WallClock));
@@ -843,7 +843,7 @@ async fn sweep(tasks: usize, expired_percent: usize, store: SweptStore) -> anyho
     let started = Instant::now();
     let probe = Instant::now();
     let found = embedded
-        .expired(WallClock.now(), usize::MAX)
+        .expired(WallClock.now(), usize::MAX, &ExpiredCursor::default())
         .await?
         .tasks
         .len();
