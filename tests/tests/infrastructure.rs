@@ -712,13 +712,26 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_tri
     }
     assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
     let alarms = sam.alarms();
-    assert_eq!(alarms.len(), 8);
+    assert_eq!(alarms.len(), 9);
     assert!(
         alarms
             .iter()
             .all(|a| a["actions"] == json!(["${AlertTopic}"])),
         "every alarm notifies the alert topic: {alarms:#?}"
     );
+    // What the functions count for a person: tasks in Error, and task records the
+    // supervisor could not read and took off the leases.
+    for counted in [
+        "SchedulerAgentSupervisor/TasksInError {Function=scheduler}",
+        "SchedulerAgentSupervisor/QuarantinedTasks {Function=supervisor}",
+    ] {
+        assert!(
+            alarms.iter().any(|a| a["watches"]
+                .as_str()
+                .is_some_and(|w| w.starts_with(counted))),
+            "no alarm on {counted}: {alarms:#?}"
+        );
+    }
     assert_eq!(alarms, cdk.alarms(), "the alarms");
 }
 

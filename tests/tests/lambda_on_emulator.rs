@@ -318,6 +318,98 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
     assert_eq!(second["tasks"][0]["id"], "refused", "{second}");
 }
 
+/// Records of a shape this version does not know (a newer version's, left by a
+/// rollback), more than a page of them at the head of a shard: one sweep quarantines
+/// them and recovers the expired task behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recovered() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use sas_core::domain::decide::{Submission, submit};
+    use sas_core::domain::ids::TaskId;
+    use sas_core::domain::workflow::Registry;
+    use sas_core::ports::StateStore;
+    use sas_core::time::{Clock, Timestamp, WallClock};
+
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let table = &stack.config.table.table;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    let text = |v: &str| AttributeValue::S(v.into());
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let submission = Submission {
+        owner: None,
+        id: TaskId::parse("behind").expect("id"),
+        input: delivery_input(),
+        notify: None,
+    };
+    // Submitted an hour ago, never picked up: its pickup lease long expired.
+    let an_hour_ago = Timestamp(WallClock.now().0 - 3_600_000);
+    let (task, order, _) = submit(&drone, submission, an_hour_ago);
+    sas_aws::store::DynamoStore::new(&stack.sdk, stack.config.table.clone())
+        .create(&task, &order)
+        .await
+        .expect("created");
+    let key = |id: &str| {
+        [("pk", text(&format!("TASK#{id}"))), ("sk", text("TASK"))]
+            .map(|(name, value)| (name.to_owned(), value))
+            .into()
+    };
+    let item = dynamodb
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key("behind")))
+        .send()
+        .await
+        .expect("read")
+        .item
+        .expect("the task");
+    let shard = item["lease_shard"].clone();
+    let newer = stack.config.supervisor_batch + 5;
+    for n in 0..newer {
+        dynamodb
+            .put_item()
+            .table_name(table)
+            .item("pk", text(&format!("TASK#newer-{n}")))
+            .item("sk", text("TASK"))
+            .item(
+                "record",
+                text(r#"{"id": "newer", "state": "Teleported", "hops": 3}"#),
+            )
+            .item("lease_shard", shard.clone())
+            .item("lease_expires", AttributeValue::N(n.to_string()))
+            .send()
+            .await
+            .expect("a record of a newer shape written");
+    }
+
+    let report = stack.supervise().await;
+    assert_eq!(report, json!({ "quarantined": newer, "sent again": 1 }));
+    let quarantined = dynamodb
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key("newer-0")))
+        .send()
+        .await
+        .expect("read")
+        .item
+        .expect("kept for a person");
+    assert_eq!(
+        (
+            quarantined.get("quarantined"),
+            quarantined.contains_key("lease_shard")
+        ),
+        (Some(&AttributeValue::Bool(true)), false),
+        "off the expiry index, marked: {quarantined:?}"
+    );
+    assert_eq!(
+        stack.supervise().await,
+        json!({}),
+        "the next sweep reads them no more"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
     use sas_core::domain::limits::MAX_STEP_OUTPUT;

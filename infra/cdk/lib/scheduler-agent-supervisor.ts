@@ -546,10 +546,14 @@ export class SchedulerAgentSupervisor extends Construct {
         })
         .addAlarmAction(notify);
     const minute = Duration.minutes(1);
+    // What a function counts, a minute's sum.
+    const counted = (metricName: string, functionName: FunctionName) =>
+      new cloudwatch.Metric({ namespace: NAMESPACE, metricName, dimensionsMap: { Function: functionName }, statistic: "Sum", period: minute });
+    alarm("TasksInErrorAlarm", "A task ended in Error after compensation; its alert names it.", counted("TasksInError", "scheduler"));
     alarm(
-      "TasksInErrorAlarm",
-      "A task ended in Error after compensation; its alert names it.",
-      new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "TasksInError", dimensionsMap: { Function: "scheduler" }, statistic: "Sum", period: minute }),
+      "QuarantinedTasksAlarm",
+      "The supervisor found task records it cannot read (garbled, or of a newer version's shape after a rollback) and took them off the expiry index; they wait, marked quarantined, for a person.",
+      counted("QuarantinedTasks", "supervisor"),
     );
     for (const deadLetters of this.allDeadLetterQueues()) {
       alarm(
@@ -590,9 +594,7 @@ export class SchedulerAgentSupervisor extends Construct {
     dashboard.addWidgets(
       new cloudwatch.GraphWidget({
         title: "Tasks",
-        left: ["TasksSubmitted", "TasksInError"].map(
-          (metricName, i) => new cloudwatch.Metric({ namespace: NAMESPACE, metricName, dimensionsMap: { Function: i === 0 ? "submission" : "scheduler" }, statistic: "Sum", period: minute }),
-        ),
+        left: [counted("TasksSubmitted", "submission"), counted("TasksInError", "scheduler")],
       }),
       new cloudwatch.GraphWidget({
         title: "Decisions by verdict",

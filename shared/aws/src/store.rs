@@ -43,7 +43,7 @@ use sas_core::domain::limits::MAX_ITEM;
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
-    Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
+    Chain, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
 };
 use sas_core::time::Timestamp;
 
@@ -375,7 +375,7 @@ impl DynamoStore {
         let output = query.send().await.map_err(unavailable)?;
         let mut entries = output.items().to_vec();
         // One more than a page tells whether there is a next one: counted on the index
-        // entries, so that a record left out (undecodable) does not end the listing.
+        // entries, so that a record left out (unreadable) does not end the listing.
         let more = entries.len() > limit;
         entries.truncate(limit);
         let next = match entries.last().filter(|_| more) {
@@ -473,21 +473,17 @@ impl DynamoStore {
         })
     }
 
-    /// Reads tasks by id, consistently, in the order given; an undecodable record is
-    /// logged and left out (the supervisor quarantines those with a lease).
+    /// Reads tasks by id, consistently, in the order given; a record this version
+    /// cannot read is left out (the supervisor quarantines those with a lease).
     async fn tasks(&self, ids: Vec<TaskId>) -> Result<Vec<Task>, StoreError> {
-        let (tasks, undecodable) = self.read_tasks(ids).await?;
-        for id in undecodable {
-            error!(task_id = %id, "a task record cannot be decoded: left out");
-        }
-        Ok(tasks)
+        Ok(self.read_tasks(ids).await?.0)
     }
 
     /// Reads tasks by id, consistently, in the order given, and names those whose
-    /// records cannot be decoded.
+    /// records this version cannot read (each logged with why).
     async fn read_tasks(&self, ids: Vec<TaskId>) -> Result<(Vec<Task>, Vec<TaskId>), StoreError> {
         let mut found: HashMap<String, Task> = HashMap::new();
-        let mut undecodable = Vec::new();
+        let mut unreadable = Vec::new();
         for chunk in ids.chunks(100) {
             let mut pending: Vec<Item> = chunk
                 .iter()
@@ -522,11 +518,10 @@ impl DynamoStore {
                         Ok(task) => {
                             found.insert(task.id.to_string(), task);
                         }
-                        Err(DecodeError::Garbled(_)) => undecodable.push(task_id_of(item)?),
-                        // Well formed, of a shape this version does not know (a newer
-                        // version's, in a deployment under way): left for it.
-                        Err(DecodeError::Unknown(error)) => {
-                            error!(task_id = %task_id_of(item)?, %error, "a task record of an unknown shape: left as it is");
+                        Err(error) => {
+                            let id = task_id_of(item)?;
+                            error!(task_id = %id, error = %Chain(&error), "a task record this version cannot read");
+                            unreadable.push(id);
                         }
                     }
                 }
@@ -543,7 +538,7 @@ impl DynamoStore {
             .iter()
             .filter_map(|id| found.remove(id.as_str()))
             .collect();
-        Ok((tasks, undecodable))
+        Ok((tasks, unreadable))
     }
 
     /// A task with its order data, in one query of the task's partition: a
@@ -607,13 +602,15 @@ fn compress(task: &Task) -> Result<Vec<u8>, StoreError> {
     encoder.finish().map_err(corrupt)
 }
 
-/// Why a task's item could not be read.
+/// Why a task's item could not be read: told apart in the log, for the person who
+/// looks at a quarantined record.
 #[derive(Debug, thiserror::Error)]
 enum DecodeError {
     /// Not a record at all: not deflated JSON, or none.
     #[error("garbled task record: {0}")]
     Garbled(String),
-    /// Well-formed JSON that is not a task as this version knows one.
+    /// Well-formed JSON that is not a task as this version knows one: a newer
+    /// version's, left by a rollback.
     #[error("task record of an unknown shape")]
     Unknown(#[source] serde_json::Error),
 }
@@ -821,7 +818,7 @@ impl StateStore for DynamoStore {
         }
         // The index is eventually consistent: read the tasks themselves, and keep
         // only those still expired.
-        let (tasks, undecodable) = self.read_tasks(ids).await?;
+        let (tasks, unreadable) = self.read_tasks(ids).await?;
         let mut tasks: Vec<Task> = tasks
             .into_iter()
             .filter(|t| t.complete_by.is_some_and(|at| at <= now))
@@ -832,7 +829,7 @@ impl StateStore for DynamoStore {
             .all(|shard| *next.progress(*shard) == ShardProgress::Done);
         Ok(Expired {
             tasks,
-            undecodable,
+            unreadable,
             next: (!finished).then_some(next),
         })
     }
@@ -1073,7 +1070,7 @@ mod tests {
                 ))),
                 Err(DecodeError::Unknown(_))
             ),
-            "well formed, of another version's shape: not to be quarantined"
+            "well formed, of another version's shape: told apart from garbage in the log"
         );
     }
 }

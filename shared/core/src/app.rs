@@ -1027,9 +1027,9 @@ impl App {
     /// Supervisor: one pass over the tasks whose lease has expired, `batch` at a
     /// time, each read once: each page goes on where the one before stopped. A task
     /// that cannot be recovered now is counted as "failed" and left for the next pass,
-    /// so tasks that keep failing neither hold it up nor hide the ones behind them. An
-    /// undecodable record is quarantined (taken off the leases, kept for a person) and
-    /// counted.
+    /// so tasks that keep failing neither hold it up nor hide the ones behind them. A
+    /// record this version cannot read (garbled, or of a newer version's shape) is
+    /// quarantined (taken off the leases, kept for a person) and counted.
     ///
     /// # Errors
     /// [`StoreError`] when the expired leases cannot be read.
@@ -1041,8 +1041,8 @@ impl App {
         let mut cursor = ExpiredCursor::default();
         loop {
             let expired = self.store.expired(now, batch, &cursor).await?;
-            for id in expired.undecodable {
-                error!(task_id = %id, "supervisor: the task's record cannot be decoded; quarantined for a person");
+            for id in expired.unreadable {
+                error!(task_id = %id, "supervisor: this version cannot read the task's record; quarantined for a person");
                 self.metrics
                     .count("QuarantinedTasks", ("Store", "tasks"), 1);
                 let verdict = match self.store.quarantine(&id).await {

@@ -139,8 +139,11 @@ impl ExpiredCursor {
 pub struct Expired {
     /// The tasks whose lease expired, soonest first.
     pub tasks: Vec<Task>,
-    /// Tasks with an expired lease whose records could not be decoded.
-    pub undecodable: Vec<TaskId>,
+    /// Tasks with an expired lease whose records this version cannot read: not a
+    /// record at all, or of a shape it does not know (a newer version's, left by a
+    /// rollback). Nothing here can recover them, and left in place they would be read
+    /// at every pass.
+    pub unreadable: Vec<TaskId>,
     /// Where the pass goes on, or `None` when this was its last page.
     pub next: Option<ExpiredCursor>,
 }
@@ -217,7 +220,7 @@ pub trait StateStore: Send + Sync {
     /// [`Expired::next`]): up to `limit` records, each shard of the lease index read in
     /// the order of its leases from where the pass left it, so that a pass reads each
     /// expired lease once. Reads only live leases, never the whole table. A record
-    /// that cannot be decoded is named among [`Expired::undecodable`] rather than
+    /// this version cannot read is named among [`Expired::unreadable`] rather than
     /// failing the rest.
     ///
     /// # Errors
@@ -229,8 +232,8 @@ pub trait StateStore: Send + Sync {
         from: &ExpiredCursor,
     ) -> Result<Expired, StoreError>;
 
-    /// Takes an undecodable task record off the leases the supervisor sweeps, and
-    /// keeps it, marked, for a person to look at.
+    /// Takes a task record this version cannot read off the leases the supervisor
+    /// sweeps, and keeps it, marked, for a person to look at.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].

@@ -240,12 +240,11 @@ impl StateStore for Embedded {
                 let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
                 match serde_json::from_str(&record) {
                     Ok(task) => expired.tasks.push(task),
-                    // Well formed, of a shape this version does not know: left for the
-                    // version that wrote it.
-                    Err(e) if e.classify() == serde_json::error::Category::Data => {
-                        tracing::error!(task_id = %id, error = %e, "a task record of an unknown shape: left as it is");
+                    // Garbled, or of a shape this version does not know.
+                    Err(error) => {
+                        tracing::error!(task_id = %id, %error, "a task record this version cannot read");
+                        expired.unreadable.push(id.clone());
                     }
-                    Err(_) => expired.undecodable.push(id.clone()),
                 }
                 read += 1;
                 last = Some(LeaseKey { expires, task: id });

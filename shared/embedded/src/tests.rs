@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rusqlite::params;
 use sas_core::domain::decide::{Submission, submit};
 use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::task::{Order, Task, TaskState};
@@ -108,32 +109,42 @@ async fn only_expired_leases_are_swept_and_lists_page() {
     assert_eq!(ids, ["a", "b"], "soonest first, never the finished task");
 
     let b = TaskId::parse("b").expect("id");
-    let original = encode(&store.task(&b).await.expect("read").expect("b")).expect("encoded");
-    let corrupt = "garbage".to_owned();
-    store
-        .write(move |c| {
-            execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [corrupt])
-                .map_err(unavailable)
+    let stored = store.task(&b).await.expect("read").expect("b");
+    let (original, lease_end) = (
+        encode(&stored).expect("encoded"),
+        stored.complete_by.map(|at| at.0),
+    );
+    let rewrite = |record: String| {
+        store.write(move |c| {
+            execute(
+                c,
+                "UPDATE tasks SET record = ?1, lease_expires = ?2 WHERE id = 'b'",
+                params![record, lease_end],
+            )
+            .map_err(unavailable)
         })
-        .await
-        .expect("corrupted");
-    let expired = store
-        .expired(late, 10, &ExpiredCursor::default())
-        .await
-        .expect("a sweep despite it");
-    assert_eq!(expired.undecodable, std::slice::from_ref(&b));
-    assert_eq!(expired.tasks.len(), 1);
-    store.quarantine(&b).await.expect("quarantined");
-    let expired = store
-        .expired(late, 10, &ExpiredCursor::default())
-        .await
-        .expect("sweep");
-    assert_eq!((expired.tasks.len(), expired.undecodable.len()), (1, 0));
-    store
-        .write(move |c| {
-            execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'b'", [original])
-                .map_err(unavailable)
-        })
+    };
+    // Garbled, and of a shape this version does not know (a newer version's, left
+    // by a rollback): neither can be recovered here, nor hides the leases behind it.
+    for unreadable in ["garbage", r#"{"id": "b", "state": "Teleported"}"#] {
+        rewrite(unreadable.to_owned()).await.expect("written");
+        let expired = store
+            .expired(late, 10, &ExpiredCursor::default())
+            .await
+            .expect("a sweep despite it");
+        assert_eq!(
+            (expired.unreadable.as_slice(), expired.tasks.len()),
+            (std::slice::from_ref(&b), 1),
+            "{unreadable}"
+        );
+        store.quarantine(&b).await.expect("quarantined");
+        let expired = store
+            .expired(late, 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep");
+        assert_eq!((expired.tasks.len(), expired.unreadable.len()), (1, 0));
+    }
+    rewrite(original)
         .await
         .expect("mended, for the listing below");
 

@@ -202,7 +202,7 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
         .expired(Timestamp(10_000), 10, &start)
         .await
         .expect("sweep");
-    assert!(expired.undecodable.is_empty());
+    assert!(expired.unreadable.is_empty());
     let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(
         ids,

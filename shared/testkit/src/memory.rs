@@ -321,12 +321,12 @@ impl StateStore for Memory {
             .map(ExpiredCursor::after);
         Ok(Expired {
             tasks,
-            undecodable: Vec::new(),
+            unreadable: Vec::new(),
             next,
         })
     }
 
-    /// Records kept as values are never undecodable: there is nothing to take off.
+    /// Records kept as values are always readable: there is nothing to take off.
     async fn quarantine(&self, _: &TaskId) -> Result<(), StoreError> {
         Ok(())
     }
