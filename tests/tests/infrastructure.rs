@@ -159,11 +159,27 @@ impl Deployed {
         Self::load(&infra("sam.out/template.json"), "SAM")
     }
 
-    fn cdk() -> Self {
+    /// The CDK app as `infra/check` synthesizes it into `output` (`cdk.out` with its
+    /// defaults; a `cdk.out.<variant>` with the context of that variant).
+    fn cdk(output: &str) -> Self {
         Self::load(
-            &infra("cdk/cdk.out/SchedulerAgentSupervisor.template.json"),
+            &infra(&format!(
+                "cdk/{output}/SchedulerAgentSupervisor.template.json"
+            )),
             "CDK",
         )
+    }
+
+    /// The same template deployed with these parameters rather than their defaults.
+    fn with(mut self, parameters: &[(&str, &str)]) -> Self {
+        for (name, value) in parameters {
+            let parameter = self
+                .parameters
+                .get_mut(*name)
+                .unwrap_or_else(|| panic!("{}: no parameter {name}", self.name));
+            parameter["Default"] = json!(value);
+        }
+        self
     }
 
     /// A resource's name as the SAM template has it.
@@ -666,11 +682,30 @@ impl Deployed {
         alarms.sort_by_key(Value::to_string);
         alarms
     }
+
+    /// The queues a function reads that no alarm watches for the age of their oldest
+    /// message.
+    fn queues_without_an_age_alarm(&self) -> Vec<String> {
+        let alarms = self.alarms();
+        let watched = |queue: &str| {
+            let age = format!("ApproximateAgeOfOldestMessage {{QueueName={queue}}}");
+            alarms
+                .iter()
+                .any(|a| a["watches"].as_str().is_some_and(|w| w.contains(&age)))
+        };
+        self.event_source_queues()
+            .into_values()
+            .flatten()
+            .map(|arn| arn.replace(".Arn}", ".QueueName}"))
+            .filter(|queue| !watched(queue))
+            .collect()
+    }
 }
 
-#[test]
-fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
-    let (sam, cdk) = (Deployed::sam(), Deployed::cdk());
+/// Both build the same security, alarms and triggers, `alarms` alarms, each notifying
+/// the alert topic, and every queue a function reads watched for the age of its oldest
+/// message (a consumer behind, throttled or failing).
+fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, alarms: usize) {
     let encryption = sam.topic_encryption();
     assert_eq!(
         encryption["rotates"], true,
@@ -711,13 +746,13 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_tri
         );
     }
     assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
-    let alarms = sam.alarms();
-    assert_eq!(alarms.len(), 9);
+    let sam_alarms = sam.alarms();
+    assert_eq!(sam_alarms.len(), alarms, "{sam_alarms:#?}");
     assert!(
-        alarms
+        sam_alarms
             .iter()
             .all(|a| a["actions"] == json!(["${AlertTopic}"])),
-        "every alarm notifies the alert topic: {alarms:#?}"
+        "every alarm notifies the alert topic: {sam_alarms:#?}"
     );
     // What the functions count for a person: tasks in Error, and task records the
     // supervisor could not read and took off the leases.
@@ -726,13 +761,33 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_tri
         "SchedulerAgentSupervisor/QuarantinedTasks {Function=supervisor}",
     ] {
         assert!(
-            alarms.iter().any(|a| a["watches"]
+            sam_alarms.iter().any(|a| a["watches"]
                 .as_str()
                 .is_some_and(|w| w.starts_with(counted))),
-            "no alarm on {counted}: {alarms:#?}"
+            "no alarm on {counted}: {sam_alarms:#?}"
         );
     }
-    assert_eq!(alarms, cdk.alarms(), "the alarms");
+    for deployed in [sam, cdk] {
+        let unwatched = deployed.queues_without_an_age_alarm();
+        assert!(
+            unwatched.is_empty(),
+            "{}: no alarm on the age of the oldest message of {unwatched:?}",
+            deployed.name
+        );
+    }
+    assert_eq!(sam_alarms, cdk.alarms(), "the alarms");
+}
+
+#[test]
+fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
+    assert_the_same_security_alarms_and_triggers(&Deployed::sam(), &Deployed::cdk("cdk.out"), 9);
+}
+
+#[test]
+fn the_sam_template_and_the_cdk_construct_build_the_same_with_buffered_ingestion() {
+    let sam = Deployed::sam().with(&[("IngestionMode", "BUFFERED")]);
+    let cdk = Deployed::cdk("cdk.out.buffered");
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 11);
 }
 
 impl Deployed {
@@ -792,7 +847,7 @@ impl Deployed {
 
 #[test]
 fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
-    let (sam, cdk) = (Deployed::sam(), Deployed::cdk());
+    let (sam, cdk) = (Deployed::sam(), Deployed::cdk("cdk.out"));
     let api = sam.api();
     let routes = api["routes"].as_array().expect("routes");
     let deployed: BTreeSet<&str> = routes.iter().filter_map(|r| r["route"].as_str()).collect();

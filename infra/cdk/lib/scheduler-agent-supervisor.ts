@@ -562,13 +562,23 @@ export class SchedulerAgentSupervisor extends Construct {
         deadLetters.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: minute }),
       );
     }
-    const ages = Object.values(this.queues).map((q) => q.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: minute }));
+    const age = (q: sqs.Queue) => q.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: minute });
+    const ages = Object.values(this.queues).map(age);
+    const overFiveMinutes = { threshold: 300, evaluationPeriods: 3, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD };
     alarm(
       "OldestMessageAlarm",
       "A message has waited over 5 minutes in one of the pattern's queues; its consumer is behind or failing.",
       new cloudwatch.MathExpression({ expression: "MAX([a0, a1, a2])", usingMetrics: { a0: ages[0], a1: ages[1], a2: ages[2] }, period: minute }),
-      { threshold: 300, evaluationPeriods: 3, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
+      overFiveMinutes,
     );
+    if (this.ingestQueue) {
+      alarm(
+        "IngestOldestMessageAlarm",
+        "An accepted submission has waited over 5 minutes in the ingest queue; its task is not created yet, the scheduler behind or failing.",
+        age(this.ingestQueue),
+        overFiveMinutes,
+      );
+    }
     const functions = Object.values(this.functions);
     const fiveMinutes = Duration.minutes(5);
     const sum = (metric: (f: lambda.Function) => cloudwatch.Metric) =>
