@@ -522,11 +522,14 @@ impl Deployed {
             for document in documents {
                 for statement in self.statements(document) {
                     assert_eq!(
-                        (&statement["effect"], &statement["conditions"]),
-                        (&json!("Allow"), &Value::Null),
+                        statement["effect"], "Allow",
                         "{}: {name} has a statement this comparison does not read: {statement}",
                         self.name
                     );
+                    let condition = match &statement["conditions"] {
+                        Value::Null => String::new(),
+                        conditions => format!(" if {conditions}"),
+                    };
                     for action in self.texts_of(&statement["actions"]) {
                         for resource in self.texts_of(&statement["resources"]) {
                             if action.starts_with("logs:") {
@@ -539,7 +542,7 @@ impl Deployed {
                                     polls.insert(resource.clone());
                                 }
                             } else {
-                                grants.insert(format!("{action} {resource}"));
+                                grants.insert(format!("{action} {resource}{condition}"));
                             }
                         }
                     }
@@ -788,6 +791,41 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_with_buffered_ingestion
     let sam = Deployed::sam().with(&[("IngestionMode", "BUFFERED")]);
     let cdk = Deployed::cdk("cdk.out.buffered");
     assert_the_same_security_alarms_and_triggers(&sam, &cdk, 11);
+}
+
+/// The key of the services' secrets `infra/check` synthesizes the CDK app with
+/// (`cdk.out.secrets-key`).
+const SECRETS_KEY: &str =
+    "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+
+#[test]
+fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_manager_and_ssm_only()
+{
+    let decrypts = |deployed: &Deployed| -> Vec<Value> {
+        let agent = &deployed.function_permissions()["AgentFunction"];
+        let grants = agent["grants"].as_array().expect("grants");
+        grants
+            .iter()
+            .filter(|g| g.as_str().is_some_and(|g| g.starts_with("kms:")))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        decrypts(&Deployed::sam()),
+        [] as [Value; 0],
+        "no key, no KMS"
+    );
+    let sam = Deployed::sam().with(&[("SecretsKmsKeyArn", SECRETS_KEY)]);
+    let through = json!({"StringEquals": {"kms:ViaService": [
+        "secretsmanager.${AWS::Region}.amazonaws.com",
+        "ssm.${AWS::Region}.amazonaws.com",
+    ]}});
+    assert_eq!(
+        decrypts(&sam),
+        [json!(format!("kms:Decrypt {SECRETS_KEY} if {through}"))]
+    );
+    let cdk = Deployed::cdk("cdk.out.secrets-key");
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 9);
 }
 
 impl Deployed {

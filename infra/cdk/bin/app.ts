@@ -23,4 +23,6 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   queueBatchingWindow: batchingWindow === undefined ? undefined : Duration.seconds(Number(batchingWindow)),
   // -c ingestion=BUFFERED to queue submissions and create their tasks at a steady rate.
   ingestion: app.node.tryGetContext("ingestion"),
+  // -c secretsKmsKeyArn=<key ARN> when the services' secrets are under a key of your own.
+  secretsKmsKeyArn: app.node.tryGetContext("secretsKmsKeyArn"),
 });

@@ -106,6 +106,12 @@ export interface SchedulerAgentSupervisorProps {
    */
   readonly serviceSecretArns?: string[];
   readonly serviceParameterArns?: string[];
+  /**
+   * The customer-managed KMS key that encrypts those secrets and SecureString
+   * parameters, by ARN: the agents may decrypt with it, through Secrets Manager and
+   * Parameter Store only. Default: none (they are under the AWS-managed keys).
+   */
+  readonly secretsKmsKeyArn?: string;
   /** The API Gateway APIs the agents may call signed with SigV4, as execute-api ARNs. Default: none. */
   readonly serviceApiArns?: string[];
   /**
@@ -340,6 +346,17 @@ export class SchedulerAgentSupervisor extends Construct {
     if (props.serviceParameterArns?.length) {
       this.functions.agent.addToRolePolicy(
         new iam.PolicyStatement({ actions: ["ssm:GetParameter"], resources: props.serviceParameterArns }),
+      );
+    }
+    if (props.secretsKmsKeyArn) {
+      this.functions.agent.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ["kms:Decrypt"],
+          resources: [props.secretsKmsKeyArn],
+          conditions: {
+            StringEquals: { "kms:ViaService": ["secretsmanager", "ssm"].map((service) => `${service}.${stack.region}.amazonaws.com`) },
+          },
+        }),
       );
     }
     if (props.serviceApiArns?.length) {
