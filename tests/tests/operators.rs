@@ -563,6 +563,33 @@ async fn the_dead_letter_queues_are_listed_shown_and_redriven() {
         (status, refused["error"]["field"].as_str()),
         (400, Some("max"))
     );
+
+    // Named, more than a redrive without ids takes by default: every one goes back.
+    let never = |n: usize| json!({"type": "run", "task_id": format!("never-{n}")}).to_string();
+    let sent: Vec<_> = (0..12).map(|n| send(&never(n))).collect();
+    backend.send(&dead_letters, &sent).await.expect("sent");
+    let (_, _, shown) = harness
+        .call("GET", "/operator/dead-letters/scheduler", None)
+        .await;
+    let named: Vec<&Value> = shown["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| {
+            m["task_id"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("never-"))
+        })
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(named.len(), 12, "{shown:#}");
+    let (status, _, answer) = redrive(json!({ "ids": named })).await;
+    assert_eq!(
+        (status, answer["redriven"].as_u64()),
+        (200, Some(12)),
+        "{answer:#}"
+    );
+
     let (status, _, missing) = harness
         .call("GET", "/operator/dead-letters/elsewhere", None)
         .await;

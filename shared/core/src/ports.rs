@@ -95,10 +95,9 @@ pub struct LeaseKey {
 }
 
 /// How far a pass over the expired leases has read one shard of the lease index.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShardProgress {
     /// Not read yet.
-    #[default]
     Unread,
     /// Read up to this entry, which it took.
     After(LeaseKey),
@@ -352,10 +351,10 @@ pub trait DeadLetters: Send + Sync {
     /// [`QueueError`] when the queue cannot be read.
     async fn peek(&self, source: &QueueName, max: usize) -> Result<Vec<DeadLetter>, QueueError>;
 
-    /// Sends messages back to `source`: those named by `ids`, or up to `max` of them
-    /// when none are named. Returns how many went back. A message sent back and lost
-    /// before its deletion from the dead-letter queue is sent twice, which every
-    /// handler tolerates.
+    /// Sends messages back to `source`: those named by `ids` wherever they are in the
+    /// dead-letter queue, or any when none are named; at most `max` either way.
+    /// Returns how many went back. A message sent back and lost before its deletion
+    /// from the dead-letter queue is sent twice, which every handler tolerates.
     ///
     /// # Errors
     /// [`QueueError`] when a queue fails.

@@ -245,11 +245,10 @@ impl DeadLetters for Embedded {
         let chosen: Vec<i64> = {
             let messages = self.messages();
             let held = messages.ready.get(&dead_letters).into_iter().flatten();
-            let held = held.map(|(_, id)| *id);
-            match ids {
-                Some(ids) => held.filter(|id| ids.contains(&id.to_string())).collect(),
-                None => held.take(max).collect(),
-            }
+            held.map(|(_, id)| *id)
+                .filter(|id| ids.is_none_or(|ids| ids.contains(&id.to_string())))
+                .take(max)
+                .collect()
         };
         let now = self.clock.now().0;
         let (queue, moved) = (source.to_string(), chosen.clone());

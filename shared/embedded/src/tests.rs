@@ -9,7 +9,7 @@ use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{
-    Consumer, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
+    Consumer, DeadLetters, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
 };
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
@@ -162,6 +162,51 @@ async fn receive_now(store: &Embedded, queue: &QueueName) -> Vec<Delivery> {
         .receive(queue, 10, Duration::ZERO)
         .await
         .expect("receive")
+}
+
+/// A redrive by ids moves the messages named, at most `max` of them.
+#[tokio::test]
+async fn a_redrive_by_ids_moves_at_most_max() {
+    let (_dir, store) = fresh();
+    let work = QueueName::parse("work").expect("name");
+    let dead = QueueName::parse("work-dlq").expect("name");
+    let settings = QueueSettings {
+        visibility_timeout: Duration::from_secs(10),
+        max_receive_count: Some(2),
+        dead_letter: Some(dead.clone()),
+        committed_sends: false,
+    };
+    store.create_queue(&work, settings).await.expect("queue");
+    let dead_letter = |n: usize| OutgoingMessage {
+        body: format!("m{n}"),
+        delay: Duration::ZERO,
+    };
+    let sent: Vec<_> = (0..4).map(dead_letter).collect();
+    store.send(&dead, &sent).await.expect("dead-lettered");
+    let ids: Vec<String> = store
+        .peek(&work, 10)
+        .await
+        .expect("peeked")
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(
+        store
+            .redrive(&work, Some(&ids[..3]), 2)
+            .await
+            .expect("redriven"),
+        2,
+        "at most max"
+    );
+    assert_eq!(
+        store
+            .redrive(&work, Some(&ids[..3]), 10)
+            .await
+            .expect("redriven"),
+        1,
+        "the one named left"
+    );
+    assert_eq!(store.count(&work).await.expect("counted"), 1);
 }
 
 #[tokio::test]

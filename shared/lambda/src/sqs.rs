@@ -3,15 +3,16 @@
 //! the tests and any non-Lambda consumer.
 //! Queues are named; a name not configured with its URL is looked up once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
-    MessageSystemAttributeName, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
-    QueueAttributeName, SendMessageBatchRequestEntry,
+    ChangeMessageVisibilityBatchRequestEntry, MessageSystemAttributeName,
+    MessageSystemAttributeNameForSends, MessageSystemAttributeValue, QueueAttributeName,
+    SendMessageBatchRequestEntry,
 };
 use aws_types::SdkConfig;
 use tokio::sync::{Notify, oneshot};
@@ -518,8 +519,16 @@ impl Consumer for Sqs {
     }
 }
 
-/// Receives of a dead-letter queue one peek or redrive makes at most.
-const DEAD_LETTER_RECEIVES: usize = 10;
+/// Receives of a dead-letter queue one peek makes at most.
+const PEEK_RECEIVES: usize = 10;
+
+/// Receives of a dead-letter queue one redrive makes at most, looking for the messages
+/// it names: a thousand messages looked at, within API Gateway's 30 s.
+const REDRIVE_RECEIVES: usize = 100;
+
+/// How long a redrive keeps hidden the messages it looked at and passed over, so that
+/// its next receives find others; it makes them visible again when it ends.
+const REDRIVE_HOLD: Duration = Duration::from_secs(30);
 
 impl Sqs {
     /// The URL of the dead-letter queue of `source`, from its redrive policy.
@@ -555,23 +564,102 @@ impl Sqs {
         Ok(output.attributes().and_then(|a| a.get(&name)).cloned())
     }
 
-    /// Receives up to ten messages of a dead-letter queue, hidden for `hidden`.
+    /// Receives up to ten messages of a dead-letter queue, hidden for `hidden`,
+    /// waiting up to `wait` for one (a wait asks every SQS server: none received is
+    /// then none visible).
     async fn receive_dead_letters(
         &self,
         source: &QueueName,
         url: &str,
         hidden: Duration,
+        wait: Duration,
     ) -> Result<Vec<aws_sdk_sqs::types::Message>, QueueError> {
+        let seconds = |d: Duration| i32::try_from(d.as_secs()).unwrap_or(20);
         let output = self
             .client
             .receive_message()
             .queue_url(url)
             .max_number_of_messages(10)
-            .visibility_timeout(i32::try_from(hidden.as_secs()).unwrap_or(30))
+            .visibility_timeout(seconds(hidden))
+            .wait_time_seconds(seconds(wait))
             .send()
             .await
             .map_err(|e| failed(source, e))?;
         Ok(output.messages().to_vec())
+    }
+
+    /// Sends back to `source` the messages of its dead-letter queue at `url` named by
+    /// `ids` (any when `None`), at most `max`; those looked at and passed over are
+    /// added to `passed_over` (their receipts), hidden until released.
+    async fn move_dead_letters(
+        &self,
+        source: &QueueName,
+        url: &str,
+        ids: Option<&[String]>,
+        max: usize,
+        passed_over: &mut Vec<String>,
+    ) -> Result<usize, QueueError> {
+        let mut wanted: Option<HashSet<&str>> =
+            ids.map(|ids| ids.iter().map(String::as_str).collect());
+        let mut moved = 0;
+        for _ in 0..REDRIVE_RECEIVES {
+            if moved == max || wanted.as_ref().is_some_and(HashSet::is_empty) {
+                break;
+            }
+            let received = self
+                .receive_dead_letters(source, url, REDRIVE_HOLD, Duration::from_secs(1))
+                .await?;
+            if received.is_empty() {
+                break;
+            }
+            for message in received {
+                let id = message.message_id().unwrap_or_default();
+                let receipt = message.receipt_handle().unwrap_or_default().to_owned();
+                if moved < max && wanted.as_mut().is_none_or(|wanted| wanted.remove(id)) {
+                    let body = message.body().unwrap_or_default().to_owned();
+                    let delay = Duration::ZERO;
+                    self.send(source, &[OutgoingMessage { body, delay }])
+                        .await?;
+                    self.delete_at(url, &receipt, source).await?;
+                    moved += 1;
+                } else {
+                    passed_over.push(receipt);
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Makes the messages of `receipts` in the queue at `url` (of `source`'s) visible
+    /// again. One that fails is visible when its hold ends.
+    async fn release(
+        &self,
+        source: &QueueName,
+        url: &str,
+        receipts: &[String],
+    ) -> Result<(), QueueError> {
+        for chunk in receipts.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(n, receipt)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(n.to_string())
+                        .receipt_handle(receipt)
+                        .visibility_timeout(0)
+                        .build()
+                        .map_err(|e| failed(source, e))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.client
+                .change_message_visibility_batch()
+                .queue_url(url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| failed(source, e))?;
+        }
+        Ok(())
     }
 }
 
@@ -594,9 +682,9 @@ impl DeadLetters for Sqs {
     async fn peek(&self, source: &QueueName, max: usize) -> Result<Vec<DeadLetter>, QueueError> {
         let url = self.dead_letter_url(source).await?;
         let mut seen: Vec<DeadLetter> = Vec::new();
-        for _ in 0..DEAD_LETTER_RECEIVES {
+        for _ in 0..PEEK_RECEIVES {
             let received = self
-                .receive_dead_letters(source, &url, Duration::ZERO)
+                .receive_dead_letters(source, &url, Duration::ZERO, Duration::ZERO)
                 .await?;
             let before = seen.len();
             for message in received {
@@ -616,6 +704,10 @@ impl DeadLetters for Sqs {
         Ok(seen)
     }
 
+    /// Receives the dead-letter queue page after page, those looked at and not asked
+    /// for kept hidden meanwhile, until every message named is sent back, `max` are, or
+    /// the queue has no more (within `REDRIVE_RECEIVES`); then makes the others
+    /// visible again.
     async fn redrive(
         &self,
         source: &QueueName,
@@ -623,48 +715,12 @@ impl DeadLetters for Sqs {
         max: usize,
     ) -> Result<usize, QueueError> {
         let url = self.dead_letter_url(source).await?;
-        let mut moved = 0;
-        for _ in 0..DEAD_LETTER_RECEIVES {
-            let wanted = ids.map_or(max, <[String]>::len).saturating_sub(moved);
-            if wanted == 0 {
-                break;
-            }
-            let received = self
-                .receive_dead_letters(source, &url, Duration::from_secs(30))
-                .await?;
-            if received.is_empty() {
-                break;
-            }
-            for message in received {
-                let id = message.message_id().unwrap_or_default();
-                let chosen = ids.is_none_or(|ids| ids.iter().any(|i| i == id));
-                let receipt = message.receipt_handle().unwrap_or_default();
-                if chosen && moved < max {
-                    let body = message.body().unwrap_or_default().to_owned();
-                    self.send(
-                        source,
-                        &[OutgoingMessage {
-                            body,
-                            delay: Duration::ZERO,
-                        }],
-                    )
-                    .await?;
-                    self.delete_at(&url, receipt, source).await?;
-                    moved += 1;
-                } else {
-                    // Not asked for: visible again for the next look.
-                    self.client
-                        .change_message_visibility()
-                        .queue_url(&url)
-                        .receipt_handle(receipt)
-                        .visibility_timeout(0)
-                        .send()
-                        .await
-                        .map_err(|e| failed(source, e))?;
-                }
-            }
-        }
-        Ok(moved)
+        let mut passed_over = Vec::new();
+        let moved = self
+            .move_dead_letters(source, &url, ids, max, &mut passed_over)
+            .await;
+        self.release(source, &url, &passed_over).await?;
+        moved
     }
 }
 
@@ -755,6 +811,75 @@ mod tests {
 
         // Outside a batch, a send does not wait.
         assert!(GATE.try_with(|_| ()).is_err());
+    }
+
+    /// A redrive by ids moves every message named, however deep in the dead-letter
+    /// queue (moto, as SQS, answers a receive with the oldest visible messages), and
+    /// at most `max` of them; the others stay, visible.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_redrive_moves_every_named_dead_letter_however_deep() {
+        use crate::emulator::{self, QueuePolicy, create_queue};
+        let moto = sas_testkit::moto::Moto::start();
+        let sdk = emulator::sdk(&moto.endpoint);
+        let client = Client::new(&sdk);
+        let policy = QueuePolicy {
+            visibility_seconds: 1,
+            max_receive_count: 2,
+        };
+        let (work_url, dead_letter_url) = create_queue(&client, "work", policy).await;
+        let mut ids = Vec::new();
+        for n in 0..25 {
+            let sent = client
+                .send_message()
+                .queue_url(&dead_letter_url)
+                .message_body(format!("m{n:02}"))
+                .send()
+                .await
+                .expect("dead-lettered");
+            ids.push(sent.message_id().expect("an id").to_owned());
+        }
+        let work = queue_name(&work_url).expect("name");
+        let dead_letters = queue_name(&dead_letter_url).expect("name");
+        let sqs = Sqs::new(
+            &sdk,
+            [(work.clone(), work_url), (dead_letters, dead_letter_url)],
+        );
+
+        // The last 15, behind more than a receive's worth of others.
+        let named = &ids[10..];
+        assert_eq!(
+            sqs.redrive(&work, Some(named), named.len())
+                .await
+                .expect("redriven"),
+            15
+        );
+        let mut moved = Vec::new();
+        while moved.len() < 15 {
+            let received = sqs
+                .receive(&work, 10, Duration::from_secs(1))
+                .await
+                .expect("received");
+            assert!(!received.is_empty(), "only {moved:?} came back");
+            moved.extend(received.into_iter().map(|m| m.body));
+        }
+        moved.sort();
+        assert_eq!(
+            moved,
+            (10..25).map(|n| format!("m{n:02}")).collect::<Vec<_>>()
+        );
+
+        assert_eq!(
+            sqs.redrive(&work, Some(&ids[..3]), 2)
+                .await
+                .expect("redriven"),
+            2,
+            "at most max"
+        );
+        assert_eq!(
+            sqs.count(&work).await.expect("counted"),
+            8,
+            "the others stay, visible again"
+        );
     }
 
     #[test]

@@ -1089,7 +1089,7 @@ pub struct RedriveBody {
     /// The messages, by their ids in the dead-letter queue; when absent, up to `max`.
     #[serde(default)]
     ids: Option<Vec<String>>,
-    /// How many to send back when no ids are named, 1 to 100 (default 10).
+    /// The most to send back, 1 to 100: by default every one named, or 10 when none is.
     #[serde(default)]
     max: Option<usize>,
 }
@@ -1169,15 +1169,16 @@ async fn redrive(app: &App, role: &str, body: &[u8]) -> Result<ApiResponse, ApiE
     let port = dead_letter_port(app)?;
     let queue = queue_of(app, role)?;
     let body: RedriveBody = parse_json(body, true)?;
-    let max = body.max.unwrap_or(10);
-    let asked = body.ids.as_ref().map_or(max, Vec::len);
-    if !(1..=MAX_DEAD_LETTERS).contains(&asked) {
-        let field = if body.ids.is_some() { "ids" } else { "max" };
-        return Err(ApiError::new(
-            ErrorCode::InvalidField,
-            format!("{field}: 1 to {MAX_DEAD_LETTERS} messages at a time"),
-        )
-        .on(field));
+    let named = body.ids.as_ref().map(Vec::len);
+    let max = body.max.or(named).unwrap_or(10);
+    for (field, count) in [("ids", named), ("max", Some(max))] {
+        if count.is_some_and(|count| !(1..=MAX_DEAD_LETTERS).contains(&count)) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!("{field}: 1 to {MAX_DEAD_LETTERS} messages at a time"),
+            )
+            .on(field));
+        }
     }
     let redriven = port.redrive(queue, body.ids.as_deref(), max).await?;
     let view = RedriveView {
