@@ -598,3 +598,31 @@ async fn the_dead_letter_queues_are_listed_shown_and_redriven() {
         (404, Some("queue"))
     );
 }
+
+/// A look at a dead-letter queue of large messages answers within what a Lambda
+/// function may send API Gateway (6 MB): the messages that fit 4 MiB, not all a
+/// hundred of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_at_large_dead_letters_shows_what_fits_an_answer() {
+    let harness = Harness::start(1).await;
+    let backend = &harness.running.system.backend;
+    let dead_letters = QueueName::parse("scheduler-dlq").expect("name");
+    let large = OutgoingMessage {
+        body: json!({"type": "run", "task_id": "x".repeat(200 * 1024)}).to_string(),
+        delay: Duration::ZERO,
+    };
+    for _ in 0..30 {
+        backend
+            .send(&dead_letters, std::slice::from_ref(&large))
+            .await
+            .expect("sent");
+    }
+    let (status, _, shown) = harness
+        .call("GET", "/operator/dead-letters/scheduler", None)
+        .await;
+    assert_eq!(status, 200);
+    let answer = shown.to_string().len();
+    assert!(answer <= sas_core::api::MAX_ANSWER_BYTES, "{answer} bytes");
+    let count = shown["messages"].as_array().expect("messages").len();
+    assert!((1..30).contains(&count), "{count} of 30 shown");
+}
