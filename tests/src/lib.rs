@@ -327,6 +327,18 @@ impl Harness {
         self.running.system.app.sweep(100).await.expect("sweep")
     }
 
+    /// Ends the running step's lease, `budget` long, once `service` has had `calls`
+    /// calls, and runs the supervisor. A lease is ended only once the agent has
+    /// called: a request the agent takes after its complete-by is not sent, and the
+    /// fault meant for it would meet the next call instead.
+    pub async fn end_lease(&self, service: &str, calls: u64, budget: Duration) {
+        while self.calls(service).await < calls {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.advance(budget + Duration::from_millis(1));
+        self.sweep().await;
+    }
+
     /// The messages of a notification queue, taking them, in the order of the task's
     /// versions (a queue keeps no order between the actors posting to it).
     pub async fn notifications(&self, queue: &str) -> Vec<Value> {

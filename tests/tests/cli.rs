@@ -1,6 +1,8 @@
 //! The `sas` command line, run as a person runs it, against the local system: its
 //! real output, its exit codes.
 
+use std::time::Duration;
+
 use sas_tests::{Harness, delivery_input, function_binary};
 use serde_json::{Value, json};
 
@@ -163,4 +165,46 @@ async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_lette
     let workflows = ok(&harness, &["workflows"]).await;
     assert!(workflows.contains("drone-delivery-quick v1"), "{workflows}");
     assert!(workflows.contains("/drones/cancel"), "{workflows}");
+}
+
+/// The delivery service makes the delivery and answers too late, three dispatches
+/// running: past its threshold the task is undone as far as it can be and ends in
+/// Error with the delivery, which nothing undoes, listed as not undone, which
+/// `sas tasks show` says. A resubmission calls the delivery again under the key it
+/// had: the service makes one delivery, not a second under a new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_delivery_is_shown_not_undone_and_a_resubmission_makes_no_second() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults("delivery", json!({ "hang_ms": 3000, "times": 3 }))
+        .await;
+    harness.put_task("cli-late", &quick()).await;
+    let budget = Duration::from_millis(500);
+    for calls in 1..=3 {
+        harness.end_lease("delivery", calls, budget).await;
+        if calls == 2 {
+            // The threshold's extended wait before the last retry.
+            harness.advance(Duration::from_secs(5));
+        }
+    }
+    let task = harness.settle_in("cli-late", "Error").await;
+    assert_eq!(task["not_undone"], json!(["create-delivery"]), "{task:#}");
+    let shown = ok(&harness, &["tasks", "show", "cli-late"]).await;
+    assert!(
+        shown.contains("not undone: create-delivery (its effect may be in place"),
+        "{shown}"
+    );
+    ok(&harness, &["tasks", "resubmit", "cli-late"]).await;
+    harness.settle_in("cli-late", "Processed").await;
+    let deliveries: Vec<_> = harness
+        .effects_of("cli-late")
+        .await
+        .into_iter()
+        .filter(|(service, _, _)| service == "delivery")
+        .collect();
+    assert_eq!(
+        deliveries,
+        [("delivery".to_owned(), "/deliveries".to_owned(), 4)],
+        "one delivery, called four times under one key"
+    );
 }

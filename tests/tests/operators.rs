@@ -18,8 +18,8 @@ fn quick(notify: Option<&str>) -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input(), "notify": notify })
 }
 
-/// The step's lease, and one millisecond more.
-const BUDGET: Duration = Duration::from_millis(501);
+/// A step's lease.
+const BUDGET: Duration = Duration::from_millis(500);
 
 /// The compensations applied for a task, as (service, calls made with its key).
 async fn undone(harness: &Harness, task: &str) -> Vec<(String, u64)> {
@@ -32,16 +32,10 @@ async fn undone(harness: &Harness, task: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// Ends the running step's lease, once `service` has had `calls` calls, and runs
-/// the supervisor. A lease is ended only once the agent has called: a request the
-/// agent takes after its complete-by is not sent, and the fault meant for it would
-/// meet the next call instead.
+/// Ends the running step's lease once `service` has had `calls` calls
+/// ([`Harness::end_lease`]).
 async fn end_lease(harness: &Harness, service: &str, calls: u64) {
-    while harness.calls(service).await < calls {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    harness.advance(BUDGET);
-    harness.sweep().await;
+    harness.end_lease(service, calls, BUDGET).await;
 }
 
 async fn cancel(harness: &Harness, id: &str) -> Value {

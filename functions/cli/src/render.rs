@@ -89,6 +89,18 @@ pub fn task(task: &Value) -> String {
     if !task["error"].is_null() {
         out += &format!("error: {}\n", text(&task["error"]));
     }
+    let not_undone: Vec<String> = task["not_undone"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect();
+    if !not_undone.is_empty() {
+        out += &format!(
+            "not undone: {} (its effect may be in place; a resubmission calls it again under the same key)\n",
+            not_undone.join(", ")
+        );
+    }
     if !task["cancelled"].is_null() {
         out += &format!(
             "cancelled by {} at {}\n",
