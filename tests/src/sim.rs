@@ -112,8 +112,8 @@ struct World {
     /// unless an operator resubmitted it first (the operator saw it without one).
     acted_on: BTreeSet<(String, u32)>,
     /// Each status change written of a task that asks for notifications, as (task,
-    /// version): each must reach the callers' queue at least once.
-    owed: BTreeSet<(String, u64)>,
+    /// version, state): each must reach the callers' queue at least once.
+    owed: BTreeSet<(String, u64, String)>,
 }
 
 #[derive(Clone)]
@@ -192,10 +192,11 @@ impl FaultyStore {
                 .violation(format!("task {} runs an unknown workflow", new.id));
         };
         if new.notify.is_some() && old.is_none_or(|o| o.state != new.state) {
-            self.world
-                .world()
-                .owed
-                .insert((new.id.to_string(), new.version));
+            self.world.world().owed.insert((
+                new.id.to_string(),
+                new.version,
+                new.state.as_str().to_owned(),
+            ));
         }
         if new.state == TaskState::Error && old.is_none_or(|o| o.state != TaskState::Error) {
             self.world
@@ -473,6 +474,10 @@ struct SimRemote {
     applied: Mutex<BTreeMap<(String, String), Applied>>,
     /// Steps whose call fails for good, by (task, step).
     doomed: Mutex<BTreeSet<(String, String)>>,
+    /// Calls refused for good, by (service, key): the same key gets the same answer
+    /// (a call of an earlier run, delivered again after a resubmission, is refused
+    /// again, not applied).
+    refused: Mutex<BTreeSet<(String, String)>>,
     /// Services down until the instant given.
     outages: Mutex<HashMap<String, Timestamp>>,
 }
@@ -517,9 +522,13 @@ impl RemoteCall for SimRemote {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .contains(&(task.clone(), step.clone()));
-        if doomed && !compensation {
+        let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        let answered = (request.service.clone(), request.idempotency_key.clone());
+        if refused.contains(&answered) || (doomed && !compensation) {
+            refused.insert(answered);
             return Err(RemoteError::Permanent("refused".into()));
         }
+        drop(refused);
         if compensation
             && self
                 .world
@@ -619,6 +628,7 @@ impl Sim {
             clock: Arc::clone(&clock),
             applied: Mutex::new(BTreeMap::new()),
             doomed: Mutex::new(BTreeSet::new()),
+            refused: Mutex::new(BTreeSet::new()),
             outages: Mutex::new(HashMap::new()),
         });
         let step_caller = Arc::new(StepCaller::new(
@@ -902,6 +912,25 @@ impl Sim {
             }
             input
         });
+        // The operator undoes by hand the steps whose compensation failed, as the
+        // alert asks.
+        let workflow = self
+            .workflows
+            .version(&task.workflow.name, task.workflow.version)
+            .expect("workflow");
+        for (step, definition) in task.steps.iter().zip(&workflow.steps) {
+            if step.state == StepState::CompensationFailed {
+                let key = format!("{}/{}/{}/compensate", task.id, step.key_run, step.name);
+                self.remote.applied().insert(
+                    (definition.agent.clone(), key),
+                    Applied {
+                        task: task.id.to_string(),
+                        step: step.name.clone(),
+                        compensation: true,
+                    },
+                );
+            }
+        }
         let resubmit = Resubmit {
             request: self.request(Actor::Operator),
             input,
@@ -1238,17 +1267,20 @@ impl Sim {
     /// write and its sends): a caller may rely on them, deduplicating by version.
     fn check_notified(&self) {
         let callers = QueueName::parse(CALLERS).expect("name");
-        let delivered: BTreeSet<(String, u64)> = self
+        let delivered: BTreeSet<(String, u64, String)> = self
             .memory
             .messages(&callers)
             .iter()
             .filter_map(|m| serde_json::from_str::<Value>(&m.body).ok())
-            .filter_map(|n| Some((n["task_id"].as_str()?.to_owned(), n["version"].as_u64()?)))
+            .filter_map(|n| {
+                let field = |name: &str| n[name].as_str().map(str::to_owned);
+                Some((field("task_id")?, n["version"].as_u64()?, field("state")?))
+            })
             .collect();
         let owed = self.world.world().owed.clone();
-        for (task, version) in owed.difference(&delivered) {
+        for (task, version, state) in owed.difference(&delivered) {
             self.world.violation(format!(
-                "task {task}: the status change of version {version} was never notified"
+                "task {task}: the status change to {state} of version {version} was never notified"
             ));
         }
     }

@@ -115,6 +115,13 @@ impl OwnNames {
             );
             return Some(ApiError::new(ErrorCode::Forbidden, message));
         }
+        // A browser says where a request comes from even when it sends no Origin (a
+        // GET from another site's <img>, which would take a caller's notifications).
+        if let Some(site @ ("cross-site" | "same-site")) = text(SEC_FETCH_SITE) {
+            let message =
+                format!("sec-fetch-site: '{site}': this API answers its own pages, and programs");
+            return Some(ApiError::new(ErrorCode::Forbidden, message));
+        }
         let message = match text(header::CONTENT_TYPE) {
             Some(given) if !is_json(given) => {
                 format!("content-type: '{given}' must be application/json")
@@ -127,6 +134,9 @@ impl OwnNames {
         Some(ApiError::new(ErrorCode::UnsupportedMediaType, message))
     }
 }
+
+/// The header in which a browser says which site a request comes from.
+const SEC_FETCH_SITE: header::HeaderName = header::HeaderName::from_static("sec-fetch-site");
 
 fn is_json(content_type: &str) -> bool {
     content_type

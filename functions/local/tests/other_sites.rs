@@ -226,6 +226,17 @@ async fn every_route_answers_only_to_the_names_it_listens_as() {
             (403, Some("forbidden")),
             "another origin on {route}: {body}"
         );
+        // Another site's <img>: no Origin, but the browser says where it comes from.
+        for site in ["cross-site", "same-site"] {
+            let (status, body) = local
+                .send("GET", route, &[("sec-fetch-site", site)], None)
+                .await;
+            assert_eq!(status, 403, "{site} on {route}: {body}");
+        }
+        let (status, body) = local
+            .send("GET", route, &[("sec-fetch-site", "same-origin")], None)
+            .await;
+        assert_eq!(status, 200, "its own page on {route}: {body}");
         let (status, body) = local.send("GET", route, &[], None).await;
         assert_eq!(status, 200, "a program on {route}: {body}");
     }

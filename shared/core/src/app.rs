@@ -375,7 +375,7 @@ const MAX_WAITS: usize = 64;
 
 /// The most buffered submissions a process remembers having accepted, and for how
 /// long (longer than a submission stays in the ingest queue is of no use to a wait).
-const MAX_ACCEPTED: usize = 10_000;
+const MAX_ACCEPTED: usize = 200_000;
 const ACCEPTED_MEMORY: Duration = Duration::from_secs(60);
 
 /// What the scheduler did with a message.
@@ -829,10 +829,10 @@ impl App {
     }
 
     /// A task's state once it is final, or when `wait` has passed, whichever is first.
-    /// A wait costs no caller's request more than a read every [`MAX_WAIT_POLL`]: an
-    /// unknown id is answered at once (but for a buffered submission this process
-    /// accepted lately, which may be on its way), and so is every request beyond the
-    /// [`MAX_WAITS`] this process holds.
+    /// It reads the task again after [`WAIT_POLL`], then twice as long each time, up
+    /// to [`MAX_WAIT_POLL`]; an unknown id is answered at once (but for a buffered
+    /// submission this process accepted lately, which may be on its way), and so is
+    /// every request beyond the [`MAX_WAITS`] this process holds.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
@@ -878,8 +878,10 @@ impl App {
     /// forgetting those accepted long enough ago.
     fn remember_accepted(&self, id: &TaskId, at: Timestamp) {
         let mut accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = self.clock.now();
-        accepted.retain(|_, since| since.until(now) < ACCEPTED_MEMORY);
+        if accepted.len() >= MAX_ACCEPTED {
+            let now = self.clock.now();
+            accepted.retain(|_, since| since.until(now) < ACCEPTED_MEMORY);
+        }
         if accepted.len() < MAX_ACCEPTED {
             accepted.insert(id.clone(), at);
         }
@@ -1346,11 +1348,10 @@ impl App {
         Ok(self.store.task(&intended.id).await?.as_ref() == Some(intended))
     }
 
-    /// Clears a published alert's mark from its task, so that the supervisor does not
-    /// raise it again. Failing that, it is raised again: an alert comes at least once.
     /// Clears from a task what was delivered (an alert, notifications), as `decide`
-    /// says; a mark left (the write failed, or lost every race) only has the
-    /// supervisor deliver it again.
+    /// says, so that the supervisor does not deliver it again, and sends the messages
+    /// the write requires (a deadline message for a lease it takes). A mark left (the
+    /// write failed, or lost every race) only has it delivered again: at least once.
     async fn delivered(&self, task_id: &TaskId, decide: impl Fn(&Task, Timestamp) -> Decision) {
         for _ in 0..MAX_CONFLICT_RETRIES {
             let task = match self.store.task(task_id).await {
@@ -1367,6 +1368,10 @@ impl App {
                 Ok(()) => {
                     self.metrics
                         .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
+                    let (required, _) = self.split(decision.effects);
+                    if let Err(error) = self.send(required).await {
+                        warn!(task_id = %task_id, error = %Chain(&error), "a deadline message not sent: the supervisor's sweep finds the lease");
+                    }
                     return;
                 }
                 Err(StoreError::Conflict) => {}

@@ -278,7 +278,9 @@ impl Change {
 
     /// Tells `queue` the task's state as this change writes it, with `error`: the
     /// notification is written in the task's outbox with the change, and sent once
-    /// it is written.
+    /// it is written. A change tells a queue once, of the state it writes: one that
+    /// passes through a state (Compensating on its way to Error, with nothing to undo)
+    /// tells only where it ends, so that a version names one notification.
     fn tell(&mut self, queue: QueueName, error: Option<String>) {
         let outbound = Outbound {
             queue,
@@ -290,7 +292,14 @@ impl Change {
                 at: self.now,
             },
         };
+        let same = |other: &Outbound| {
+            other.queue == outbound.queue
+                && other.notification.version == outbound.notification.version
+        };
+        self.effects
+            .retain(|effect| !matches!(effect, Effect::Notify { outbound, .. } if same(outbound)));
         let outbox = &mut self.task.outbox;
+        outbox.retain(|other| !same(other));
         if outbox.len() >= MAX_OUTBOX {
             outbox.remove(0);
         }
@@ -466,9 +475,7 @@ impl Change {
                 .steps
                 .iter()
                 .zip(&workflow.steps)
-                .filter(|(step, definition)| {
-                    step.effect_may_be_in_place() && !definition.is_undone_on_failure()
-                })
+                .filter(|(step, definition)| left_in_place(step, definition))
                 .map(|(step, _)| step.name.clone())
                 .collect();
         }
@@ -743,8 +750,9 @@ impl Change {
 
 /// The supervisor, on a task whose lease has expired: sends it again if it was
 /// waiting for a scheduler; otherwise counts a failure of its running step and
-/// retries it, or past the step's threshold gives it up and compensates. A task in
-/// Error whose alert is not yet published has it raised again.
+/// retries it, or past the step's threshold gives it up and compensates. A task
+/// that has ended with its alert or notifications not known delivered has them
+/// delivered again; a running one's notifications not known sent are sent again.
 #[must_use]
 pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
     let expired = task.complete_by.is_some_and(|at| at <= now);
@@ -902,6 +910,13 @@ pub const MAX_NOTIFICATION_AGE: Duration = Duration::from_secs(24 * 3600);
 /// The most notifications a task keeps unsent; past it, the oldest is dropped.
 pub const MAX_OUTBOX: usize = 32;
 
+/// Whether `step`'s effect may be in place with nothing to undo it: it has no
+/// compensation (and is not read-only). A step whose compensation failed is left to
+/// a person to undo by hand (the alert names it); this one, to decide on.
+fn left_in_place(step: &Step, definition: &super::workflow::StepDefinition) -> bool {
+    step.effect_may_be_in_place() && !definition.is_undone_on_failure()
+}
+
 /// What a task keeps of the submissions refused for its id, at most.
 pub const MAX_REFUSED: usize = 16;
 
@@ -1006,16 +1021,17 @@ fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
 /// An operator (or the owner) restarts a task in Error in a new run.
 ///
 /// With the same input, it runs from its first step not Processed, keeping the
-/// Processed steps and their results. A step whose effect may be in place (it timed
-/// out, its answer was unusable, or its compensation failed) is called again under
-/// the idempotency key it had, so that its service does not apply it twice; the
-/// others get the new run's keys.
+/// Processed steps and their results. A step whose effect may be in place with
+/// nothing to undo it (no compensation; it timed out, or its answer was unusable:
+/// [`Task::not_undone`]) is called again under the idempotency key it had, so that
+/// its service does not apply it twice; the others, their effects known absent or
+/// undone (by a compensation, or by hand when it failed, as the alert asks), get
+/// the new run's keys.
 ///
 /// With a new input (checked against the task's workflow version; the one it
 /// replaces is kept in the order data), it runs every step again from the first,
-/// under the new run's keys: refused while a step that is not read-only may have
-/// its effect in place, since calling it again with another input would apply a
-/// second effect.
+/// under the new run's keys: refused while a step is not undone, since calling it
+/// again with another input would apply a second effect.
 ///
 /// # Errors
 /// [`Refused`] when the task is not in Error, the batch took it already, or the
@@ -1038,7 +1054,7 @@ pub fn resubmit(
                 .steps
                 .iter()
                 .zip(&workflow.steps)
-                .filter(|(step, definition)| step.effect_may_be_in_place() && !definition.read_only)
+                .filter(|(step, definition)| left_in_place(step, definition))
                 .map(|(step, _)| step.name.clone())
                 .collect();
             if !in_place.is_empty() {
@@ -1080,7 +1096,7 @@ pub fn resubmit(
         if plain && step.state == StepState::Processed {
             continue;
         }
-        let keeps_key = plain && step.effect_may_be_in_place() && !definition.read_only;
+        let keeps_key = plain && left_in_place(step, definition);
         // A step sent before keys were kept per step took the task's run's.
         let key_run = match keeps_key {
             true => Some(step.key_run)
@@ -1893,6 +1909,35 @@ mod tests {
         assert_eq!(task.complete_by, None, "nothing left to deliver");
     }
 
+    #[test]
+    fn a_change_that_passes_through_a_state_tells_only_where_it_ends() {
+        let workflow = drone();
+        let now = Timestamp(0);
+        // The first step is refused: Compensating, with nothing to undo, then Error,
+        // in one write of one version.
+        let (task, order, request) = run_to(&workflow, 0, now);
+        let refused = Outcome::Failed {
+            error: "no such customer".into(),
+        };
+        let decision = on_response(&task, &workflow, &order, &respond(&request, refused), now);
+        assert_eq!(told(&decision.effects), [TaskState::Error]);
+        let task = decision.next.expect("in error");
+        let versions: Vec<_> = task
+            .outbox
+            .iter()
+            .map(|o| (o.notification.version, o.notification.state))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                (1, TaskState::Pending),
+                (2, TaskState::Processing),
+                (task.version, TaskState::Error)
+            ],
+            "a version names one notification"
+        );
+    }
+
     fn states(task: &Task) -> Vec<StepState> {
         task.steps.iter().map(|s| s.state).collect()
     }
@@ -2197,8 +2242,9 @@ mod tests {
         assert_eq!(task.not_undone, ["create-delivery"]);
         assert!(task.needs_a_person(), "kept until a person acts");
 
-        // Run again as it is: the package, undone, is created under the new run's key;
-        // the drone and the delivery, perhaps in place, under the keys they had.
+        // Run again as it is: the package, undone, and the drone, undone by hand as
+        // the alert asks, under the new run's keys; the delivery, perhaps in place
+        // and with nothing to undo it, under the key it had.
         let decision = resubmit(&task, &workflow, &order, again(), now).expect("resubmitted");
         let task = decision.next.expect("reset");
         assert!(task.not_undone.is_empty() && !task.needs_a_person());
@@ -2206,7 +2252,7 @@ mod tests {
             keys_called(task, &workflow, &order),
             [
                 "t1/2/create-package",
-                "t1/1/schedule-drone",
+                "t1/2/schedule-drone",
                 "t1/1/create-delivery"
             ]
         );
