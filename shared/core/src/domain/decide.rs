@@ -1388,6 +1388,17 @@ mod tests {
         );
     }
 
+    /// A new task whose first step is refused for good (`error`): nothing to undo,
+    /// it ends in Error in that one decision. The decision, and the task's order.
+    fn refused_at_first(workflow: &Workflow, error: &str, now: Timestamp) -> (Decision, Order) {
+        let (task, order, request) = run_to(workflow, 0, now);
+        let failed = Outcome::Failed {
+            error: error.into(),
+        };
+        let decision = on_response(&task, workflow, &order, &respond(&request, failed), now);
+        (decision, order)
+    }
+
     /// Runs a new task through `on_run` and the first `steps` successful responses.
     fn run_to(workflow: &Workflow, steps: usize, now: Timestamp) -> (Task, Order, AgentRequest) {
         let (task, order, _) = submit(workflow, submission(true), now);
@@ -1711,11 +1722,7 @@ mod tests {
     fn an_alert_not_published_is_raised_again_until_it_is() {
         let workflow = drone();
         let now = Timestamp(0);
-        let (task, order, request) = run_to(&workflow, 0, now);
-        let failed = Outcome::Failed {
-            error: "no such account".into(),
-        };
-        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let (decision, order) = refused_at_first(&workflow, "no such account", now);
         let alert = alert_of(&decision).expect("alerted");
         let in_error = decision.next.expect("in Error");
         assert_eq!(in_error.state, TaskState::Error);
@@ -1915,11 +1922,7 @@ mod tests {
         let now = Timestamp(0);
         // The first step is refused: Compensating, with nothing to undo, then Error,
         // in one write of one version.
-        let (task, order, request) = run_to(&workflow, 0, now);
-        let refused = Outcome::Failed {
-            error: "no such customer".into(),
-        };
-        let decision = on_response(&task, &workflow, &order, &respond(&request, refused), now);
+        let (decision, _) = refused_at_first(&workflow, "no such customer", now);
         assert_eq!(told(&decision.effects), [TaskState::Error]);
         let task = decision.next.expect("in error");
         let versions: Vec<_> = task
@@ -2120,11 +2123,7 @@ mod tests {
     fn an_edited_resubmission_checks_the_input_keeps_the_old_one_and_runs_the_new() {
         let workflow = drone();
         let now = Timestamp(0);
-        let (task, order, request) = run_to(&workflow, 0, now);
-        let failed = Outcome::Failed {
-            error: "no such customer".into(),
-        };
-        let decision = on_response(&task, &workflow, &order, &respond(&request, failed), now);
+        let (decision, order) = refused_at_first(&workflow, "no such customer", now);
         let task = decision.next.expect("in error");
         assert_eq!(task.state, TaskState::Error);
         let edit = |input: Value| Resubmit {
