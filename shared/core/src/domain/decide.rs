@@ -1722,7 +1722,7 @@ mod tests {
     fn an_alert_not_published_is_raised_again_until_it_is() {
         let workflow = drone();
         let now = Timestamp(0);
-        let (decision, order) = refused_at_first(&workflow, "no such account", now);
+        let (decision, _) = refused_at_first(&workflow, "no such account", now);
         let alert = alert_of(&decision).expect("alerted");
         let in_error = decision.next.expect("in Error");
         assert_eq!(in_error.state, TaskState::Error);
