@@ -30,7 +30,7 @@ use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
 use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{
     AlertError, Alerts, Expired, ExpiredCursor, NoMetrics, OutgoingMessage, QueueError, Queues,
-    RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage,
+    RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage, Unreadable,
 };
 use sas_core::step_caller::StepCaller;
 use sas_core::time::{Clock, Timestamp};
@@ -375,8 +375,8 @@ impl StateStore for FaultyStore {
         self.inner.expired(now, limit, from).await
     }
 
-    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
-        self.inner.quarantine(id).await
+    async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
+        self.inner.quarantine(record).await
     }
 
     async fn list(

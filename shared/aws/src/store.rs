@@ -44,6 +44,7 @@ use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
     Chain, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
+    Unreadable,
 };
 use sas_core::time::Timestamp;
 
@@ -481,7 +482,10 @@ impl DynamoStore {
 
     /// Reads tasks by id, consistently, in the order given, and names those whose
     /// records this version cannot read (each logged with why).
-    async fn read_tasks(&self, ids: Vec<TaskId>) -> Result<(Vec<Task>, Vec<TaskId>), StoreError> {
+    async fn read_tasks(
+        &self,
+        ids: Vec<TaskId>,
+    ) -> Result<(Vec<Task>, Vec<Unreadable>), StoreError> {
         let mut found: HashMap<String, Task> = HashMap::new();
         let mut unreadable = Vec::new();
         for chunk in ids.chunks(100) {
@@ -496,9 +500,10 @@ impl DynamoStore {
                 let request = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
                     .consistent_read(true)
-                    .projection_expression("#pk, #record")
+                    .projection_expression("#pk, #record, #version")
                     .expression_attribute_names("#pk", "pk")
                     .expression_attribute_names("#record", "record")
+                    .expression_attribute_names("#version", "version")
                     .build()
                     .map_err(|e| StoreError::Unavailable(e.into()))?;
                 let output = self
@@ -521,7 +526,11 @@ impl DynamoStore {
                         Err(error) => {
                             let id = task_id_of(item)?;
                             error!(task_id = %id, error = %Chain(&error), "a task record this version cannot read");
-                            unreadable.push(id);
+                            let version = item
+                                .get("version")
+                                .and_then(|v| v.as_n().ok())
+                                .and_then(|v| v.parse().ok());
+                            unreadable.push(Unreadable { id, version });
                         }
                     }
                 }
@@ -834,24 +843,31 @@ impl StateStore for DynamoStore {
         })
     }
 
-    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
-        let (pk, sk) = task_key(id);
-        let result = self
+    async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
+        let (pk, sk) = task_key(&record.id);
+        let update = self
             .client
             .update_item()
             .table_name(&self.settings.table)
             .set_key(Some(key(pk, sk)))
             .update_expression("REMOVE #shard, #expires SET #quarantined = :yes")
-            .condition_expression("attribute_exists(#shard)")
             .expression_attribute_names("#shard", "lease_shard")
             .expression_attribute_names("#expires", "lease_expires")
             .expression_attribute_names("#quarantined", "quarantined")
-            .expression_attribute_values(":yes", AttributeValue::Bool(true))
-            .send()
-            .await;
-        match result {
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true));
+        let update = match record.version {
+            Some(version) => update
+                .condition_expression("attribute_exists(#shard) AND #version = :version")
+                .expression_attribute_values(":version", n(version)),
+            None => update.condition_expression(
+                "attribute_exists(#shard) AND attribute_not_exists(#version)",
+            ),
+        };
+        match update.send().await {
             Ok(_) => Ok(()),
-            // Off the index already: quarantined by another sweep.
+            // Off the index already (quarantined by another sweep), or written since
+            // it was read, by a process that can read it.
             Err(error)
                 if error
                     .as_service_error()

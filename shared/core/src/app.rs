@@ -1130,11 +1130,12 @@ impl App {
         let mut cursor = ExpiredCursor::default();
         loop {
             let expired = self.store.expired(now, batch, &cursor).await?;
-            for id in expired.unreadable {
+            for record in expired.unreadable {
+                let id = &record.id;
                 error!(task_id = %id, "supervisor: this version cannot read the task's record; quarantined for a person");
                 self.metrics
                     .count("QuarantinedTasks", ("Store", "tasks"), 1);
-                let verdict = match self.store.quarantine(&id).await {
+                let verdict = match self.store.quarantine(&record).await {
                     Ok(()) => Recovery::Quarantined,
                     Err(error) => {
                         error!(task_id = %id, error = %Chain(&error), "supervisor could not quarantine the task");

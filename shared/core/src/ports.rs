@@ -134,6 +134,17 @@ impl ExpiredCursor {
     }
 }
 
+/// A task record this version cannot read, and its version as read: its
+/// quarantine holds only if nobody has written it since (a newer version's
+/// process, say, during a rolling deployment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The task.
+    pub id: TaskId,
+    /// Its record's version, when the store could read that much.
+    pub version: Option<u64>,
+}
+
 /// A page of a pass over the expired leases ([`StateStore::expired`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Expired {
@@ -143,7 +154,7 @@ pub struct Expired {
     /// record at all, or of a shape it does not know (a newer version's, left by a
     /// rollback). Nothing here can recover them, and left in place they would be read
     /// at every pass.
-    pub unreadable: Vec<TaskId>,
+    pub unreadable: Vec<Unreadable>,
     /// Where the pass goes on, or `None` when this was its last page.
     pub next: Option<ExpiredCursor>,
 }
@@ -233,11 +244,12 @@ pub trait StateStore: Send + Sync {
     ) -> Result<Expired, StoreError>;
 
     /// Takes a task record this version cannot read off the leases the supervisor
-    /// sweeps, and keeps it, marked, for a person to look at.
+    /// sweeps, and keeps it, marked, for a person to look at; unless it has been
+    /// written since it was read (its version moved), when nothing changes.
     ///
     /// # Errors
     /// [`StoreError::Unavailable`].
-    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError>;
+    async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError>;
 
     /// Tasks in `state` (see [`TaskPage`] for the order), from the cursor `after` of an
     /// earlier page.

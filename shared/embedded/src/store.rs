@@ -8,6 +8,7 @@ use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
     Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError, TaskPage,
+    Unreadable,
 };
 use sas_core::time::Timestamp;
 
@@ -20,7 +21,7 @@ use crate::writer::{execute, query_row};
 /// lease end `?2` and task `?3` (the last of the page before), in the order of the
 /// lease index, at most `?4`. The partial index on the lease end takes the range from
 /// `?2` on.
-pub const EXPIRED_LEASES: &str = "SELECT id, lease_expires, record FROM tasks
+pub const EXPIRED_LEASES: &str = "SELECT id, lease_expires, record, version FROM tasks
     WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
         AND lease_expires >= ?2 AND (lease_expires > ?2 OR id > ?3)
     ORDER BY lease_expires, id LIMIT ?4";
@@ -229,21 +230,25 @@ impl StateStore for Embedded {
                     let id: String = row.get(0)?;
                     let expires: i64 = row.get(1)?;
                     let record: String = row.get(2)?;
-                    Ok((id, expires, record))
+                    let version: i64 = row.get(3)?;
+                    Ok((id, expires, record, version))
                 })
                 .map_err(unavailable)?;
             let mut expired = Expired::default();
             let mut last = None;
             let mut read = 0;
             for row in rows {
-                let (id, expires, record) = row.map_err(unavailable)?;
+                let (id, expires, record, version) = row.map_err(unavailable)?;
                 let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
                 match serde_json::from_str(&record) {
                     Ok(task) => expired.tasks.push(task),
                     // Garbled, or of a shape this version does not know.
                     Err(error) => {
                         tracing::error!(task_id = %id, %error, "a task record this version cannot read");
-                        expired.unreadable.push(id.clone());
+                        expired.unreadable.push(Unreadable {
+                            id: id.clone(),
+                            version: u64::try_from(version).ok(),
+                        });
                     }
                 }
                 read += 1;
@@ -256,13 +261,14 @@ impl StateStore for Embedded {
         .await
     }
 
-    async fn quarantine(&self, id: &TaskId) -> Result<(), StoreError> {
-        let id = id.to_string();
+    async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
+        let id = record.id.to_string();
+        let version = record.version.and_then(|v| i64::try_from(v).ok());
         self.write(move |c| {
             execute(
                 c,
-                "UPDATE tasks SET lease_expires = NULL WHERE id = ?1",
-                [id],
+                "UPDATE tasks SET lease_expires = NULL WHERE id = ?1 AND version IS ?2",
+                params![id, version],
             )
             .map(drop)
             .map_err(unavailable)

@@ -9,7 +9,8 @@ use sas_core::domain::ids::{QueueName, TaskId};
 use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Registry;
 use sas_core::ports::{
-    Consumer, DeadLetters, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
+    Consumer, DeadLetters, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore,
+    StoreError, Unreadable,
 };
 use sas_core::time::Timestamp;
 use sas_testkit::ManualClock;
@@ -132,12 +133,32 @@ async fn only_expired_leases_are_swept_and_lists_page() {
             .expired(late, 10, &ExpiredCursor::default())
             .await
             .expect("a sweep despite it");
+        let read = Unreadable {
+            id: b.clone(),
+            version: Some(stored.version),
+        };
         assert_eq!(
             (expired.unreadable.as_slice(), expired.tasks.len()),
-            (std::slice::from_ref(&b), 1),
+            (std::slice::from_ref(&read), 1),
             "{unreadable}"
         );
-        store.quarantine(&b).await.expect("quarantined");
+        // Read at another version than it has now (written since, by a process that
+        // can read it): it keeps its lease.
+        let stale = Unreadable {
+            version: Some(stored.version + 1),
+            ..read.clone()
+        };
+        store.quarantine(&stale).await.expect("not quarantined");
+        let expired = store
+            .expired(late, 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep");
+        assert_eq!(
+            expired.unreadable,
+            std::slice::from_ref(&read),
+            "{unreadable}: still leased"
+        );
+        store.quarantine(&read).await.expect("quarantined");
         let expired = store
             .expired(late, 10, &ExpiredCursor::default())
             .await

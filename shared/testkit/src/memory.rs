@@ -15,7 +15,7 @@ use sas_core::domain::task::{Order, Task, TaskState};
 use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
     AlertError, Alerts, Consumer, Delivery, Expired, ExpiredCursor, LeaseKey, OutgoingMessage,
-    QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage,
+    QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage, Unreadable,
 };
 use sas_core::time::{Clock, Timestamp};
 
@@ -335,7 +335,7 @@ impl StateStore for Memory {
     }
 
     /// Records kept as values are always readable: there is nothing to take off.
-    async fn quarantine(&self, _: &TaskId) -> Result<(), StoreError> {
+    async fn quarantine(&self, _: &Unreadable) -> Result<(), StoreError> {
         Ok(())
     }
 
