@@ -1145,13 +1145,8 @@ impl Sim {
             };
             // Under the keys the step carries now, those of the run it was last sent in
             // since its effect was known absent.
-            let applied_for = |step: &str, suffix: &str| {
-                let key_run = task
-                    .steps
-                    .iter()
-                    .find(|s| s.name == step)
-                    .map_or(task.run, |s| s.key_run);
-                applied_in(key_run..=key_run, step, suffix)
+            let applied_for = |step: &sas_core::domain::task::Step, suffix: &str| {
+                applied_in(step.key_run..=step.key_run, &step.name, suffix)
             };
             for (step, definition) in task.steps.iter().zip(&workflow.steps) {
                 match task.state {
@@ -1175,15 +1170,13 @@ impl Sim {
                                 task.id, step.name
                             ));
                         }
-                        if applied_for(&step.name, "") && !undone && step.state != StepState::Error
-                        {
+                        if applied_for(step, "") && !undone && step.state != StepState::Error {
                             self.world.violation(format!(
                                 "task {} in Error with the effect of {} in place",
                                 task.id, step.name
                             ));
                         }
-                        if step.state == StepState::Compensated
-                            && !applied_for(&step.name, "/compensate")
+                        if step.state == StepState::Compensated && !applied_for(step, "/compensate")
                         {
                             self.world.violation(format!(
                                 "task {} step {} Compensated without its compensation",

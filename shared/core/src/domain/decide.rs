@@ -1206,14 +1206,7 @@ mod tests {
         let claimed = run.next.expect("claimed");
         assert_eq!(task, claimed, "the same task as a submission then a Run");
         assert_eq!(order, submitted_order);
-        let told: Vec<_> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Notify { outbound, .. } => Some(outbound.notification.state),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(told, [TaskState::Pending, TaskState::Processing]);
+        assert_eq!(told(&effects), [TaskState::Pending, TaskState::Processing]);
         assert!(
             !effects.iter().any(|e| matches!(e, Effect::Schedule { .. })),
             "no Run message"
