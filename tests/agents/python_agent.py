@@ -1,7 +1,7 @@
 """An agent written in Python: the contract of the agent queues, kept by another language.
 
 It receives the scheduler's requests from the agent-request queue, checks each against
-the published schema (shared/core/schemas/agent-request.v1.schema.json), runs the step
+the published schema (shared/domain/schemas/agent-request.v1.schema.json), runs the step
 with the service it wraps (here, in process, the order service of the order-processing
 workflow), and answers on the agent-response queue with a message it checks against
 agent-response.v1.schema.json. It stays silent once a request's complete_by has passed,
@@ -19,7 +19,7 @@ import time
 import boto3
 import jsonschema
 
-SCHEMAS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "core" / "schemas"
+SCHEMAS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "domain" / "schemas"
 
 
 def schema(name):

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, Ports, QueueNames, SweepReport};
-use sas_core::domain::ids::QueueName;
-use sas_core::domain::workflow::Registry;
-use sas_core::time::Timestamp;
+use sas_domain::ids::QueueName;
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Registry;
 use sas_embedded::{Depth, Durability};
 use sas_local::auth::Authentication;
 use sas_local::{Config, Ingestion, Running, Settings};

@@ -22,18 +22,20 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use sas_core::app::{App, Ports, QueueNames};
-use sas_core::domain::decide::{Resubmit, Submission};
-use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::messages::{AgentRequest, Alert, SchedulerMessage};
-use sas_core::domain::resilience::BreakerSettings;
-use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
-use sas_core::domain::workflow::{Registry, Workflow};
+use sas_core::clock::Clock;
 use sas_core::ports::{
     AlertError, Alerts, Expired, ExpiredCursor, NoMetrics, OutgoingMessage, QueueError, Queues,
     RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage, Unreadable,
 };
 use sas_core::step_caller::StepCaller;
-use sas_core::time::{Clock, Timestamp};
+use sas_domain::decide::Resubmit;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{AgentRequest, Alert, SchedulerMessage};
+use sas_domain::resilience::BreakerSettings;
+use sas_domain::submission::Submission;
+use sas_domain::task::{Actor, Order, Request, StepState, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::{Registry, Workflow};
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 
@@ -1145,7 +1147,7 @@ impl Sim {
             };
             // Under the keys the step carries now, those of the run it was last sent in
             // since its effect was known absent.
-            let applied_for = |step: &sas_core::domain::task::Step, suffix: &str| {
+            let applied_for = |step: &sas_domain::task::Step, suffix: &str| {
                 applied_in(step.key_run..=step.key_run, &step.name, suffix)
             };
             for (step, definition) in task.steps.iter().zip(&workflow.steps) {

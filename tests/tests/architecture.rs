@@ -71,14 +71,41 @@ const NOT_AWS: [&str; 5] = [
     "lambda_runtime",
 ];
 
+/// Crates that do I/O, or drive it: a database, an HTTP stack, sockets, the AWS SDK.
+const IO: [&str; 7] = [
+    SQLITE[0], SQLITE[1], "reqwest", "hyper", "mio", "socket2", "aws-*",
+];
+
 #[test]
-fn the_core_does_no_io() {
+fn the_domain_is_pure() {
+    assert_free_of(
+        "sas-domain",
+        &[&IO[..], &["tokio", "async-trait", "futures-*", "sas-*"]].concat(),
+        "it holds the state, the workflow language and the decisions: functions of a task and an event, with no I/O, no runtime and no clock",
+    );
+}
+
+#[test]
+fn the_actors_and_the_api_do_no_io() {
     assert_free_of(
         "sas-core",
-        &[
-            SQLITE[0], SQLITE[1], "reqwest", "hyper", "mio", "socket2", "aws-*", "sas-*",
-        ],
-        "it holds the domain, the ports and the actors; adapters depend on it, not it on them",
+        &IO,
+        "it holds the ports and the actors; adapters depend on it, not it on them",
+    );
+    assert_eq!(
+        project_crates("sas-core"),
+        ["sas-domain"],
+        "sas-core: the project's crates it links"
+    );
+    assert_free_of(
+        "sas-api",
+        &IO,
+        "it is the HTTP API without a transport, served by the local server and the API Gateway function",
+    );
+    assert_eq!(
+        project_crates("sas-api"),
+        ["sas-core", "sas-domain"],
+        "sas-api: the project's crates it links"
     );
 }
 
@@ -172,7 +199,7 @@ fn each_lambda_function_links_only_what_it_runs() {
         );
         assert_eq!(
             project_crates(function),
-            ["sas-aws", "sas-core", "sas-lambda"],
+            ["sas-api", "sas-aws", "sas-core", "sas-domain", "sas-lambda"],
             "{function}: the project's crates it links"
         );
     }
@@ -184,8 +211,10 @@ fn each_lambda_function_links_only_what_it_runs() {
     assert_eq!(
         project_crates("sas-agent"),
         [
+            "sas-api",
             "sas-core",
             "sas-credentials",
+            "sas-domain",
             "sas-http-remote",
             "sas-lambda",
         ],
@@ -216,8 +245,12 @@ fn project_crates(package: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_cores_sources_use_no_io_of_the_standard_library_or_tokio() {
-    let mut paths = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/core/src")];
+fn the_domain_actors_and_apis_sources_use_no_io_of_the_standard_library_or_tokio() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    let mut paths: Vec<_> = ["domain", "core", "api"]
+        .iter()
+        .map(|package| shared.join(package).join("src"))
+        .collect();
     let mut found = Vec::new();
     while let Some(path) = paths.pop() {
         if path.is_dir() {
@@ -247,6 +280,11 @@ fn the_check_sees_what_a_function_does_depend_on() {
     assert!(
         core.contains("serde") && core.contains("tokio"),
         "the core's dependencies read: {core:?}"
+    );
+    let domain = dependencies("sas-domain");
+    assert!(
+        domain.contains("serde_json") && !domain.contains("tokio"),
+        "the domain's dependencies read: {domain:?}"
     );
     let agent = dependencies("sas-agent");
     for expected in [

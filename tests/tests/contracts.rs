@@ -7,15 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sas_core::api::{self as api, ApiRequest, Caller};
+use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::{HandleError, Ports};
-use sas_core::domain::decide::Submission;
-use sas_core::domain::ids::{Owner, QueueName, TaskId};
-use sas_core::domain::messages::{AgentResponse, Buffered, Operation, Outcome, SchedulerMessage};
-use sas_core::domain::task::WorkflowRef;
-use sas_core::domain::workflow::Registry;
+use sas_core::clock::Clock;
 use sas_core::ports::{OutgoingMessage, QueueError, Queues};
-use sas_core::time::{Clock, Timestamp};
+use sas_domain::ids::{Owner, QueueName, TaskId};
+use sas_domain::messages::{AgentResponse, Buffered, Operation, Outcome, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::WorkflowRef;
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Registry;
 use sas_testkit::memory::Memory;
 use sas_tests::{Buffering, delivery_input};
 use serde_json::{Value, json};
@@ -267,9 +268,8 @@ async fn in_error(
         input: delivery_input(),
         notify: None,
     };
-    let (mut task, order, _) =
-        sas_core::domain::decide::submit(&workflow, submission, world.clock.now());
-    task.state = sas_core::domain::task::TaskState::Error;
+    let (mut task, order, _) = sas_domain::decide::submit(&workflow, submission, world.clock.now());
+    task.state = sas_domain::task::TaskState::Error;
     task.complete_by = None;
     for step in &mut task.steps {
         step.output = output.cloned();

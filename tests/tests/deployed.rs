@@ -10,11 +10,11 @@
 use std::time::Duration;
 
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
-use sas_core::domain::decide::Submission;
-use sas_core::domain::ids::{Owner, TaskId};
-use sas_core::domain::messages::{Buffered, SchedulerMessage};
-use sas_core::domain::task::WorkflowRef;
-use sas_core::time::Timestamp;
+use sas_domain::ids::{Owner, TaskId};
+use sas_domain::messages::{Buffered, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::WorkflowRef;
+use sas_domain::time::Timestamp;
 use sas_tests::aws::{Remote, fixture, free_port, queue_arn, repository};
 use sas_tests::ministack::{
     AccessKey, Answer, Client, Deployment, MiniStack, REGION, emulator_template,

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use sas_core::api::{self, ApiRequest, Caller};
+use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::{App, HandleError, Ports, QueueNames};
-use sas_core::domain::ids::{Owner, QueueName};
-use sas_core::domain::resilience::BreakerSettings;
-use sas_core::domain::workflow::Registry;
 use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
 use sas_core::step_caller::{CallError, StepCaller};
-use sas_core::time::Timestamp;
+use sas_domain::ids::{Owner, QueueName};
+use sas_domain::resilience::BreakerSettings;
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 use serde_json::{Value, json};
@@ -204,14 +204,14 @@ proptest! {
         let subject = subject();
         // On the agents' response queue, the one any agent may write to.
         let scheduled = subject.runtime.block_on(subject.app.on_scheduler_message("r", &text));
-        let decoded = serde_json::from_str::<sas_core::domain::messages::SchedulerMessage>(&text);
+        let decoded = serde_json::from_str::<sas_domain::messages::SchedulerMessage>(&text);
         match decoded {
             Err(_) => prop_assert!(matches!(scheduled, Err(HandleError::Poison(_))), "scheduler: {text:?} -> {scheduled:?}"),
-            Ok(sas_core::domain::messages::SchedulerMessage::Response(_)) => {}
+            Ok(sas_domain::messages::SchedulerMessage::Response(_)) => {}
             Ok(_) => prop_assert!(matches!(scheduled, Err(HandleError::Refused(_))), "scheduler: {text:?} -> {scheduled:?}"),
         }
         let answered = subject.runtime.block_on(subject.step_caller.on_request(&text));
-        let decodes = serde_json::from_str::<sas_core::domain::messages::AgentRequest>(&text).is_ok();
+        let decodes = serde_json::from_str::<sas_domain::messages::AgentRequest>(&text).is_ok();
         prop_assert!(decodes || matches!(answered, Err(CallError::Poison(_))), "agent: {text:?} -> {answered:?}");
     }
 }

@@ -889,7 +889,7 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
     let api = sam.api();
     let routes = api["routes"].as_array().expect("routes");
     let deployed: BTreeSet<&str> = routes.iter().filter_map(|r| r["route"].as_str()).collect();
-    let handled: Vec<String> = sas_core::api::ROUTES
+    let handled: Vec<String> = sas_api::ROUTES
         .iter()
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
@@ -899,7 +899,7 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
         "the gateway routes exactly what the handler answers"
     );
     for route in routes {
-        let public = sas_core::api::ROUTES
+        let public = sas_api::ROUTES
             .iter()
             .any(|r| r.is_public() && route["route"] == format!("{} {}", r.method, r.path));
         let expected = if public { "NONE" } else { "AWS_IAM" };

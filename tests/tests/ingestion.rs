@@ -8,15 +8,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::api::{self as api, ApiRequest, Caller};
+use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::Ports;
-use sas_core::domain::decide::Submission;
-use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::messages::{Buffered, SchedulerMessage};
-use sas_core::domain::task::{TaskState, WorkflowRef};
-use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore};
-use sas_core::time::Timestamp;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{Buffered, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::{TaskState, WorkflowRef};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::{Registry, Workflow};
 use sas_testkit::memory::Memory;
 use sas_tests::{Buffering, Harness, delivery_input, step_states};
 use serde_json::{Value, json};

@@ -324,11 +324,13 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recovered() {
     use aws_sdk_dynamodb::types::AttributeValue;
-    use sas_core::domain::decide::{Submission, submit};
-    use sas_core::domain::ids::TaskId;
-    use sas_core::domain::workflow::Registry;
+    use sas_core::clock::{Clock, WallClock};
     use sas_core::ports::StateStore;
-    use sas_core::time::{Clock, Timestamp, WallClock};
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::time::Timestamp;
+    use sas_domain::workflow::Registry;
 
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
@@ -412,7 +414,7 @@ async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recov
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
-    use sas_core::domain::limits::MAX_STEP_OUTPUT;
+    use sas_domain::limits::MAX_STEP_OUTPUT;
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let answer = |bytes: usize| {
@@ -461,8 +463,8 @@ async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     use sas_aws::store::DynamoStore;
-    use sas_core::domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
     use sas_core::ports::{StateStore, StoreError};
+    use sas_domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let queue = Stack::queue(&stack.config.scheduler_queue_url);
@@ -485,7 +487,7 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
 
     stack.http("PUT", "/tasks/large", Some(&quick())).await;
     let store = DynamoStore::new(&stack.sdk, stack.config.table.clone());
-    let id = sas_core::domain::ids::TaskId::parse("large").expect("id");
+    let id = sas_domain::ids::TaskId::parse("large").expect("id");
     let mut task = store.task(&id).await.expect("read").expect("stored");
     // Noise that deflate shrinks to no less than three quarters.
     let noise: String = (0..2 * MAX_ITEM)

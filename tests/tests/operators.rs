@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use sas_core::domain::ids::QueueName;
 use sas_core::ports::{OutgoingMessage, Queues};
+use sas_domain::ids::QueueName;
 use sas_tests::{
     Harness, UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, delivery_input,
     step_states,
@@ -616,7 +616,7 @@ async fn a_look_at_large_dead_letters_shows_what_fits_an_answer() {
         .await;
     assert_eq!(status, 200);
     let answer = shown.to_string().len();
-    assert!(answer <= sas_core::api::MAX_ANSWER_BYTES, "{answer} bytes");
+    assert!(answer <= sas_api::MAX_ANSWER_BYTES, "{answer} bytes");
     let count = shown["messages"].as_array().expect("messages").len();
     assert!((1..30).contains(&count), "{count} of 30 shown");
 }

@@ -5,15 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, Handled, Ports, Recovery};
-use sas_core::domain::decide::{Resubmit, Submission, Verdict};
-use sas_core::domain::ids::TaskId;
-use sas_core::domain::messages::{
-    AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage,
-};
-use sas_core::domain::task::{Actor, Order, Request, StepState, Task, TaskState};
-use sas_core::domain::workflow::Registry;
 use sas_core::ports::{OutgoingMessage, Queues, StateStore};
-use sas_core::time::Timestamp;
+use sas_domain::decide::{Resubmit, Verdict};
+use sas_domain::ids::TaskId;
+use sas_domain::messages::{AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::{Actor, Order, Request, StepState, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 use sas_tests::{
@@ -365,19 +364,19 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let backend = Arc::clone(&running.system.backend);
     let queues = running.system.queues.clone();
     let ports = sas_core::app::Ports::of(&backend, Arc::clone(&harness.clock) as _);
-    let workflows = Arc::new(sas_core::domain::workflow::Registry::built_in());
+    let workflows = Arc::new(sas_domain::workflow::Registry::built_in());
     let other = sas_core::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
-    let submission = sas_core::domain::decide::Submission {
+    let submission = sas_domain::submission::Submission {
         owner: None,
         id: TaskId::parse("raced").expect("id"),
         input: delivery_input(),
         notify: None,
     };
     // Submit straight to the store, and race before any consumer sees the message.
-    let (task, order, _) = sas_core::domain::decide::submit(
+    let (task, order, _) = sas_domain::decide::submit(
         &app.workflows().latest("drone-delivery").expect("drone"),
         submission,
-        sas_core::time::Clock::now(harness.clock.as_ref()),
+        sas_core::clock::Clock::now(harness.clock.as_ref()),
     );
     sas_core::ports::StateStore::create(backend.as_ref(), &task, &order)
         .await
@@ -423,7 +422,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         .send(&queues.scheduler, &[poison])
         .await
         .expect("sent");
-    let dead_letters = sas_core::domain::ids::QueueName::parse("scheduler-dlq").expect("name");
+    let dead_letters = sas_domain::ids::QueueName::parse("scheduler-dlq").expect("name");
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         harness.advance(Duration::from_secs(31));

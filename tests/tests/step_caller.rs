@@ -6,15 +6,14 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::messages::{
-    AgentRequest, Method, Operation, Outcome, Payload, SchedulerMessage,
-};
-use sas_core::domain::resilience::BreakerSettings;
-use sas_core::domain::workflow::RetryPolicy;
+use sas_core::clock::Clock;
 use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest};
 use sas_core::step_caller::{CallVerdict, StepCaller};
-use sas_core::time::{Clock, Timestamp};
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{AgentRequest, Method, Operation, Outcome, Payload, SchedulerMessage};
+use sas_domain::resilience::BreakerSettings;
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::RetryPolicy;
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 use serde_json::{Value, json};

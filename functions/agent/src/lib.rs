@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
-use sas_core::domain::resilience::BreakerSettings;
+use sas_core::clock::WallClock;
 use sas_core::step_caller::StepCaller;
-use sas_core::time::WallClock;
+use sas_domain::resilience::BreakerSettings;
 use sas_http_remote::HttpRemote;
 use sas_lambda::StartError;
 use sas_lambda::config::Config;

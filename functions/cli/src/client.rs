@@ -7,9 +7,9 @@ use anyhow::{Context, anyhow, bail};
 use aws_credential_types::Credentials as Keys;
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_types::SdkConfig;
-use sas_core::domain::services::SigV4;
 use sas_core::ports::{Credentials, Unsigned};
 use sas_credentials::AwsCredentials;
+use sas_domain::services::SigV4;
 use serde_json::Value;
 
 /// How requests prove who sends them.

@@ -10,8 +10,8 @@
 use anyhow::Context as _;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use sas_core::api::Caller;
-use sas_core::domain::ids::Owner;
+use sas_api::Caller;
+use sas_domain::ids::Owner;
 use serde::Deserialize;
 use tracing::info;
 

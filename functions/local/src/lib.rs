@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use sas_core::domain::services::{self, Service};
-use sas_core::time::Clock;
+use sas_core::clock::Clock;
+use sas_domain::services::{self, Service};
 use sas_embedded::Durability;
 
 pub use runtime::{Ingestion, Settings, System};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sas_core::time::WallClock;
+use sas_core::clock::WallClock;
 use tracing_subscriber::EnvFilter;
 
 /// Many small allocations per step (JSON, HTTP, SQL rows) across threads: mimalloc

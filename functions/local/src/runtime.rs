@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
-use sas_core::domain::ids::QueueName;
-use sas_core::domain::resilience::BreakerSettings;
-use sas_core::domain::services::Service;
-use sas_core::domain::workflow::Registry;
+use sas_core::clock::Clock;
 use sas_core::ports::{Chain, Consumer, Delivery};
 use sas_core::step_caller::StepCaller;
-use sas_core::time::Clock;
+use sas_domain::ids::QueueName;
+use sas_domain::resilience::BreakerSettings;
+use sas_domain::services::Service;
+use sas_domain::workflow::Registry;
 use sas_embedded::{Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
 use tokio::sync::{Semaphore, watch};

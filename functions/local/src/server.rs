@@ -24,12 +24,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_core::api::{
-    self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_REQUEST_BYTES,
-};
+use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_REQUEST_BYTES};
 use sas_core::app::App;
-use sas_core::domain::ids::QueueName;
 use sas_core::ports::Consumer;
+use sas_domain::ids::QueueName;
 use sas_embedded::Embedded;
 
 use crate::auth::Authentication;
@@ -165,7 +163,7 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
         return to_http(ApiError::new(ErrorCode::BodyTooLarge, message).into());
     };
     let caller = shared.caller(&parts.headers);
-    let response = api::handle(
+    let response = sas_api::handle(
         &shared.app,
         ApiRequest {
             caller: &caller,

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use aws_sdk_sns::Client;
 use aws_types::SdkConfig;
 
-use sas_core::domain::messages::Alert;
 use sas_core::ports::{AlertError, Alerts};
+use sas_domain::messages::Alert;
 use sas_lambda::sdk::{SdkClient, sdk_client};
 
 /// Alerts published to an SNS topic.
@@ -36,7 +36,7 @@ impl Alerts for SnsAlerts {
             .publish()
             .topic_arn(&self.topic_arn)
             .subject(subject)
-            .message(sas_core::to_json(alert))
+            .message(sas_domain::to_json(alert))
             .send()
             .await
             .map_err(|e| AlertError(Box::new(e)))?;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use sas_core::app::{App, Ports};
-use sas_core::time::WallClock;
+use sas_core::clock::WallClock;
 use sas_lambda::StartError;
 use sas_lambda::config::Config;
 use sas_lambda::metrics::EmfMetrics;

@@ -38,15 +38,15 @@ use sas_lambda::config::TableSettings;
 use sas_lambda::sdk::{SdkClient, sdk_client};
 use tracing::error;
 
-use sas_core::domain::ids::{TaskId, stable_hash};
-use sas_core::domain::limits::MAX_ITEM;
-use sas_core::domain::task::{Order, Task, TaskState};
-use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
     Chain, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
     Unreadable,
 };
-use sas_core::time::Timestamp;
+use sas_domain::ids::{TaskId, stable_hash};
+use sas_domain::limits::MAX_ITEM;
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
 
 /// The name of the expiry index.
 pub const EXPIRY_INDEX: &str = "expiry";
@@ -969,7 +969,7 @@ mod tests {
 
     #[test]
     fn order_data_expires_after_its_task_and_neither_while_a_person_is_needed() {
-        use sas_core::domain::task::StepState;
+        use sas_domain::task::StepState;
         let sdk = sas_lambda::sdk::sdk_config(|name| match name {
             "AWS_REGION" => Some("eu-west-1".into()),
             "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => Some("test".into()),
@@ -986,17 +986,17 @@ mod tests {
                 retention: day * 30,
             },
         );
-        let workflow = sas_core::domain::workflow::Registry::built_in()
+        let workflow = sas_domain::workflow::Registry::built_in()
             .latest("drone-delivery")
             .expect("drone delivery");
-        let submission = sas_core::domain::decide::Submission {
+        let submission = sas_domain::submission::Submission {
             owner: None,
             id: TaskId::parse("t").expect("id"),
             input: serde_json::json!({}),
             notify: None,
         };
         let created = Timestamp(1_800_000_000_000);
-        let (task, _, _) = sas_core::domain::decide::submit(&workflow, submission, created);
+        let (task, _, _) = sas_domain::decide::submit(&workflow, submission, created);
         let finished = |at: Timestamp, f: &dyn Fn(&mut Task)| {
             let mut done = task.clone();
             done.state = TaskState::Processed;
@@ -1050,16 +1050,16 @@ mod tests {
 
     #[test]
     fn a_record_is_read_deflated_or_as_first_written() {
-        let workflow = sas_core::domain::workflow::Registry::built_in()
+        let workflow = sas_domain::workflow::Registry::built_in()
             .latest("drone-delivery")
             .expect("drone delivery");
-        let submission = sas_core::domain::decide::Submission {
+        let submission = sas_domain::submission::Submission {
             owner: None,
             id: TaskId::parse("kept").expect("id"),
             input: serde_json::json!({}),
             notify: None,
         };
-        let (task, _, _) = sas_core::domain::decide::submit(&workflow, submission, Timestamp(0));
+        let (task, _, _) = sas_domain::decide::submit(&workflow, submission, Timestamp(0));
         let deflated = compress(&task).expect("deflated");
         let json = serde_json::to_string(&task).expect("json");
         assert!(

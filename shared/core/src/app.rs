@@ -10,17 +10,19 @@ use tokio::sync::Notify;
 
 use tracing::{error, info, warn};
 
-use crate::domain::decide::{self, Decision, Effect, Refused, Resubmit, Submission, Verdict};
-use crate::domain::ids::{Owner, QueueName, TaskId};
-use crate::domain::limits::MAX_DELAY;
-use crate::domain::messages::{AgentRequest, Buffered, SchedulerMessage};
-use crate::domain::task::{Order, Request, Task, TaskState, WorkflowRef};
-use crate::domain::workflow::{InputError, Registry, Workflow};
+use crate::clock::Clock;
 use crate::ports::{
     Alerts, Chain, DeadLetters, ExpiredCursor, Metrics, NoMetrics, Outgoing, OutgoingMessage,
     QueueError, Queues, StateStore, StoreError, TaskPage,
 };
-use crate::time::{Clock, Timestamp};
+use sas_domain::decide::{self, Decision, Effect, Refused, Resubmit, Verdict};
+use sas_domain::ids::{Owner, QueueName, TaskId};
+use sas_domain::limits::MAX_DELAY;
+use sas_domain::messages::{AgentRequest, Buffered, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::{Order, Request, Task, TaskState, WorkflowRef};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::{InputError, Registry, Workflow};
 
 /// A conditional write lost this many times in a row means something is wrong.
 const MAX_CONFLICT_RETRIES: usize = 8;

@@ -6,12 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::domain::ids::{QueueName, TaskId};
-use crate::domain::messages::{Alert, Method, Payload};
-use crate::domain::services::{SecretRef, SigV4};
-use crate::domain::task::{Order, Task, TaskState};
-use crate::domain::workflow::Workflow;
-use crate::time::Timestamp;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{Alert, Method, Payload};
+use sas_domain::services::{SecretRef, SigV4};
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
 
 /// An adapter's own error (an SDK's, SQLite's, or a message where there is none),
 /// kept whole as the source of the port's error.
@@ -308,10 +308,10 @@ pub struct OutgoingMessage {
 }
 
 impl OutgoingMessage {
-    /// A message whose body is `message`'s JSON ([`crate::to_json`]).
+    /// A message whose body is `message`'s JSON ([`sas_domain::to_json`]).
     pub fn json(message: &impl serde::Serialize, delay: Duration) -> Self {
         Self {
-            body: crate::to_json(message),
+            body: sas_domain::to_json(message),
             delay,
         }
     }

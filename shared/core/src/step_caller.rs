@@ -1,5 +1,5 @@
 //! The agent's work, as an actor: calls one remote service for a step, with retries,
-//! backoff with jitter and a circuit breaker ([`crate::domain::resilience`]), never
+//! backoff with jitter and a circuit breaker ([`sas_domain::resilience`]), never
 //! past the step's complete-by time; and answers only while that time has not passed.
 //! The agent function runs it on the agent-request queue.
 
@@ -10,12 +10,12 @@ use std::time::Duration;
 use tracing::{debug, info};
 
 use crate::app::MessageError;
-use crate::domain::ids::QueueName;
-use crate::domain::limits;
-use crate::domain::messages::{AgentMessage, AgentRequest, AgentResponse, Outcome};
-use crate::domain::resilience::{BreakerSettings, CircuitBreaker, backoff};
+use crate::clock::Clock;
 use crate::ports::{OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest};
-use crate::time::Clock;
+use sas_domain::ids::QueueName;
+use sas_domain::limits;
+use sas_domain::messages::{AgentMessage, AgentRequest, AgentResponse, Outcome};
+use sas_domain::resilience::{BreakerSettings, CircuitBreaker, backoff};
 
 /// Why a request could not be handled; it is then left for redelivery and, after
 /// the queue's maxReceiveCount, the dead-letter queue.

@@ -16,8 +16,8 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use aws_types::SdkConfig;
-use sas_core::domain::services::{SecretRef, SigV4};
 use sas_core::ports::{Cause, CredentialError, Credentials, Unsigned};
+use sas_domain::services::{SecretRef, SigV4};
 
 /// Secrets Manager and Parameter Store, each client made at its first use, and the
 /// SDK's credentials to sign with.

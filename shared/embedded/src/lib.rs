@@ -29,11 +29,11 @@ use std::time::Duration;
 use rusqlite::{Connection, params};
 use tokio::sync::{Notify, oneshot};
 
-use sas_core::domain::ids::QueueName;
-use sas_core::domain::messages::Alert;
-use sas_core::domain::task::{Order, Task};
+use sas_core::clock::Clock;
 use sas_core::ports::{Delivery, OutgoingMessage, StoreError};
-use sas_core::time::Clock;
+use sas_domain::ids::QueueName;
+use sas_domain::messages::Alert;
+use sas_domain::task::{Order, Task};
 
 use crate::messages::{Message, Messages};
 use crate::queues::{Row, last_message_id, load_messages};

@@ -5,12 +5,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use sas_core::domain::ids::QueueName;
-use sas_core::domain::messages::Alert;
 use sas_core::ports::{
     AlertError, Alerts, Cause, Consumer, DeadLetter, DeadLetters, Delivery, OutgoingMessage,
     QueueError, Queues, StoreError,
 };
+use sas_domain::ids::QueueName;
+use sas_domain::messages::Alert;
 
 use crate::messages::{Message, Messages};
 use crate::schema::{encode, unavailable};

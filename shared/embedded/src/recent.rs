@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
-use sas_core::domain::task::{Order, Task};
+use sas_domain::task::{Order, Task};
 
 /// Tasks kept at most (the oldest written first out): several times the tasks in
 /// flight at any concurrency the API serves.

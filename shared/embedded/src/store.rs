@@ -3,14 +3,14 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use sas_core::domain::ids::TaskId;
-use sas_core::domain::task::{Order, Task, TaskState};
-use sas_core::domain::workflow::Workflow;
 use sas_core::ports::{
     Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError, TaskPage,
     Unreadable,
 };
-use sas_core::time::Timestamp;
+use sas_domain::ids::TaskId;
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
 
 use crate::Embedded;
 use crate::queues::insert_messages;

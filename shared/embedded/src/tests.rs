@@ -4,15 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::params;
-use sas_core::domain::decide::{Submission, submit};
-use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::task::{Order, Task, TaskState};
-use sas_core::domain::workflow::Registry;
 use sas_core::ports::{
     Consumer, DeadLetters, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore,
     StoreError, Unreadable,
 };
-use sas_core::time::Timestamp;
+use sas_domain::decide::submit;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::submission::Submission;
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
 
 use crate::schema::{encode, unavailable};

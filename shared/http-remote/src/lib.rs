@@ -23,12 +23,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tracing::{info, warn};
 
-use sas_core::domain::limits::MAX_STEP_OUTPUT;
-use sas_core::domain::messages::Method;
-use sas_core::domain::services::{Credential, SecretRef, Service, SigV4};
 use sas_core::ports::{
     Chain, CredentialError, Credentials, RemoteCall, RemoteError, RemoteRequest, Unsigned,
 };
+use sas_domain::limits::MAX_STEP_OUTPUT;
+use sas_domain::messages::Method;
+use sas_domain::services::{Credential, SecretRef, Service, SigV4};
 
 /// The payload's media type.
 const JSON: &str = "application/json";
@@ -383,7 +383,7 @@ impl HttpRemote {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sas_core::domain::messages::Payload;
+    use sas_domain::messages::Payload;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -514,7 +514,7 @@ mod tests {
         let (url, key, heads) = guarded("key-1").await;
         let vault = Arc::new(Vault::default());
         *vault.value.lock().expect("lock") = "key-1".into();
-        let services = sas_core::domain::services::parse(&format!(
+        let services = sas_domain::services::parse(&format!(
             r#"{{"svc": {{"url": "{url}", "headers": {{"X-Tenant": "acme"}},
                 "credential": {{"secret": "secretsmanager:svc-key", "header": "X-Api-Key"}}}}}}"#
         ))
@@ -581,7 +581,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_ends_within_its_timeout_whatever_it_waits_for_after_a_401() {
         let (url, _, heads) = guarded("another-key").await;
-        let services = sas_core::domain::services::parse(&format!(
+        let services = sas_domain::services::parse(&format!(
             r#"{{"svc": {{"url": "{url}", "headers": {{"X-Tenant": "acme"}},
                 "credential": {{"secret": "secretsmanager:svc-key", "header": "X-Api-Key"}}}}}}"#
         ))
@@ -611,7 +611,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_credential_that_cannot_be_read_is_transient_and_names_no_value() {
-        let services = sas_core::domain::services::parse(
+        let services = sas_domain::services::parse(
             r#"{"svc": {"url": "http://127.0.0.1:9", "credential": {"secret": "env:SAS_TEST_UNSET_SECRET"}}}"#,
         )
         .expect("services");
@@ -631,7 +631,7 @@ mod tests {
         let (url, _, heads) = guarded("key-1").await;
         let vault = Arc::new(Vault::default());
         *vault.value.lock().expect("lock") = "key-1".into();
-        let services = sas_core::domain::services::parse(&format!(
+        let services = sas_domain::services::parse(&format!(
             r#"{{"svc": {{"url": "{url}", "sigv4": {{"service": "execute-api", "region": "eu-west-1"}}}}}}"#
         ))
         .expect("services");
@@ -650,7 +650,7 @@ mod tests {
         );
 
         let local = HttpRemote::new(
-            sas_core::domain::services::parse(&format!(
+            sas_domain::services::parse(&format!(
                 r#"{{"svc": {{"url": "{url}", "sigv4": {{"service": "execute-api", "region": "r"}}}}}}"#
             ))
             .expect("services"),

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sas_core::domain::services::{self, Service};
+use sas_domain::services::{self, Service};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.

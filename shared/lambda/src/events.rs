@@ -8,10 +8,10 @@ use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use base64::Engine as _;
-use sas_core::api::{self, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
+use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
 use sas_core::app::App;
-use sas_core::domain::ids::Owner;
 use sas_core::ports::{Chain, StoreError};
+use sas_domain::ids::Owner;
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
 
@@ -42,7 +42,7 @@ pub async fn http(
         },
     };
     respond(
-        api::handle(
+        sas_api::handle(
             app,
             ApiRequest {
                 caller: &caller,

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use sas_core::app::QueueNames;
-use sas_core::domain::workflow::{Registry, RegistryError};
 use sas_core::ports::{Chain, QueueError};
+use sas_domain::workflow::{Registry, RegistryError};
 use serde_json::json;
 use tracing::error;
 

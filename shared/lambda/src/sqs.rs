@@ -18,11 +18,11 @@ use aws_types::SdkConfig;
 use tokio::sync::{Notify, oneshot};
 
 use crate::sdk::{SdkClient, sdk_client};
-use sas_core::domain::ids::QueueName;
-use sas_core::domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
 use sas_core::ports::{
     Cause, Consumer, DeadLetter, DeadLetters, Delivery, OutgoingMessage, QueueError, Queues,
 };
+use sas_domain::ids::QueueName;
+use sas_domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
 
 tokio::task_local! {
     /// The SQS batch whose record is being handled, when there is one.

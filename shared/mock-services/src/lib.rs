@@ -23,7 +23,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use rusqlite::{Connection, OptionalExtension, params};
-use sas_core::domain::ids::stable_hash;
+use sas_domain::ids::stable_hash;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use sas_core::time::{Clock, Timestamp};
+use sas_core::clock::Clock;
+use sas_domain::time::Timestamp;
 
 /// A clock that moves only when told to; sleeping on it advances it at once.
 #[derive(Debug)]

@@ -6,14 +6,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::domain::decide::{Submission, submit};
-use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::task::{EarlierInput, Order, Task, TaskState};
-use sas_core::domain::workflow::{Registry, Workflow};
 use sas_core::ports::{
     Consumer, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
 };
-use sas_core::time::Timestamp;
+use sas_domain::decide::submit;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::submission::Submission;
+use sas_domain::task::{EarlierInput, Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::{Registry, Workflow};
 
 use crate::delivery_input;
 

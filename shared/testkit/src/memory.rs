@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use sas_core::domain::ids::{QueueName, TaskId};
-use sas_core::domain::messages::Alert;
-use sas_core::domain::task::{Order, Task, TaskState};
-use sas_core::domain::workflow::Workflow;
+use sas_core::clock::Clock;
 use sas_core::ports::{
     AlertError, Alerts, Consumer, Delivery, Expired, ExpiredCursor, LeaseKey, OutgoingMessage,
     QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage, Unreadable,
 };
-use sas_core::time::{Clock, Timestamp};
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::Alert;
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
 
 /// A queue's dead-letter settings.
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::domain::ids::QueueName;
-use sas_core::time::WallClock;
+use sas_core::clock::WallClock;
+use sas_domain::ids::QueueName;
 use sas_testkit::conformance;
 use sas_testkit::memory::Memory;
 

@@ -742,7 +742,7 @@ async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Re
 
 /// Names the scheduler's queues, for an app the sweep runs over.
 fn queue_names() -> anyhow::Result<sas_core::app::QueueNames> {
-    let name = |n: &str| sas_core::domain::ids::QueueName::parse(n).context("queue");
+    let name = |n: &str| sas_domain::ids::QueueName::parse(n).context("queue");
     Ok(sas_core::app::QueueNames {
         scheduler: name("scheduler")?,
         agent_requests: name("agent-requests")?,
@@ -757,12 +757,13 @@ async fn load_leases(
     store: &Arc<dyn sas_core::ports::StateStore>,
     tasks: usize,
     expired_percent: usize,
-    now: sas_core::time::Timestamp,
+    now: sas_domain::time::Timestamp,
     at_once: usize,
 ) -> anyhow::Result<Duration> {
-    use sas_core::domain::decide::{Submission, submit};
-    use sas_core::domain::ids::TaskId;
-    use sas_core::domain::workflow::Registry;
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::workflow::Registry;
 
     let drone = Registry::built_in()
         .latest("drone-delivery")
@@ -803,9 +804,9 @@ async fn load_leases(
 /// lease, then the supervisor's sweeps until none is left expired.
 async fn sweep(tasks: usize, expired_percent: usize, store: SweptStore) -> anyhow::Result<()> {
     use sas_core::app::{App, Ports};
-    use sas_core::domain::workflow::Registry;
+    use sas_core::clock::{Clock, WallClock};
     use sas_core::ports::{ExpiredCursor, StateStore};
-    use sas_core::time::{Clock, WallClock};
+    use sas_domain::workflow::Registry;
     use sas_embedded::Embedded;
 
     let data = tempfile::tempdir()?;
@@ -870,9 +871,9 @@ async fn sweep_on_moto(
 ) -> anyhow::Result<()> {
     use sas_aws::store::DynamoStore;
     use sas_core::app::{App, Ports};
-    use sas_core::domain::workflow::Registry;
+    use sas_core::clock::{Clock, WallClock};
     use sas_core::ports::NoMetrics;
-    use sas_core::time::{Clock, WallClock};
+    use sas_domain::workflow::Registry;
     use sas_lambda::config::TableSettings;
     use sas_tests::aws::{Moto, create_table, emulator};
 

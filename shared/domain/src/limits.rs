@@ -5,7 +5,7 @@
 //! where it arrives: a step whose answer is too large is [`Unusable`] and
 //! compensated, never retried against a limit it cannot pass.
 //!
-//! [`Unusable`]: crate::domain::task::StepState::Unusable
+//! [`Unusable`]: crate::task::StepState::Unusable
 
 /// The most one step's output may have, as JSON.
 pub const MAX_STEP_OUTPUT: usize = 64 * 1024;

@@ -20,14 +20,15 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::error;
 
-use crate::app::{ActionError, App, BulkAction, BulkPage, Filter, SubmitError, Submitted};
-use crate::domain::decide::{Refused, Resubmit, Submission};
-use crate::domain::ids::{Owner, QueueName, TaskId};
-use crate::domain::limits;
-use crate::domain::messages::Buffered;
-use crate::domain::task::{Actor, Request, Task, TaskState};
-use crate::ports::{Chain, DeadLetters, QueueError, StoreError};
-use crate::time::Timestamp;
+use sas_core::app::{ActionError, App, BulkAction, BulkPage, Filter, SubmitError, Submitted};
+use sas_core::ports::{Chain, DeadLetters, QueueError, StoreError};
+use sas_domain::decide::{Refused, Resubmit};
+use sas_domain::ids::{Owner, QueueName, TaskId};
+use sas_domain::limits;
+use sas_domain::messages::Buffered;
+use sas_domain::submission::Submission;
+use sas_domain::task::{Actor, Request, Task, TaskState};
+use sas_domain::time::Timestamp;
 
 pub use openapi::document;
 pub use view::{
@@ -102,7 +103,7 @@ impl ApiResponse {
         Self {
             status,
             location: None,
-            body: crate::to_json(body),
+            body: sas_domain::to_json(body),
             page: None,
         }
     }
@@ -121,7 +122,7 @@ impl ApiResponse {
         Self {
             status: 202,
             location: Some(location),
-            body: crate::to_json(body),
+            body: sas_domain::to_json(body),
             page: None,
         }
     }
@@ -1152,7 +1153,7 @@ async fn dead_letters(app: &App, role: &str) -> Result<ApiResponse, ApiError> {
     let mut messages = Vec::new();
     for message in held {
         let view = DeadLetterView::of(message);
-        bytes += crate::to_json(&view).len();
+        bytes += sas_domain::to_json(&view).len();
         if bytes > MAX_ANSWER_BYTES && !messages.is_empty() {
             break;
         }

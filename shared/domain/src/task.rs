@@ -76,7 +76,7 @@ pub enum StepState {
     /// effect may be in place, so it is compensated like a processed step.
     TimedOut,
     /// Its call succeeded but its answer cannot be kept: larger than a step's output
-    /// may be ([`crate::domain::limits`]), or not JSON. Its effect is in place, so it
+    /// may be ([`crate::limits`]), or not JSON. Its effect is in place, so it
     /// is compensated like a processed step.
     Unusable,
     /// Its compensation was sent to its agent.
@@ -221,7 +221,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
     /// The lease end that the task's deadline message on its way watches; a message
-    /// for another end is spent ([`crate::domain::decide::on_deadline`]).
+    /// for another end is spent ([`crate::decide::on_deadline`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Timestamp>,
     /// Expired leases in the current run, all steps together.
@@ -250,7 +250,7 @@ pub struct Task {
     /// same idempotency keys.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_undone: Vec<String>,
-    /// The request to stop it, once someone asked ([`crate::domain::decide::cancel`]).
+    /// The request to stop it, once someone asked ([`crate::decide::cancel`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Request>,
     /// The resubmissions that started its runs after the first, in order.

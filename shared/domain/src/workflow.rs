@@ -14,11 +14,11 @@ use sha2::{Digest, Sha256};
 pub const BUILT_IN: [(&str, &str); 2] = [
     (
         "order-processing.json",
-        include_str!("../../workflows/order-processing.json"),
+        include_str!("../workflows/order-processing.json"),
     ),
     (
         "drone-delivery.json",
-        include_str!("../../workflows/drone-delivery.json"),
+        include_str!("../workflows/drone-delivery.json"),
     ),
 ];
 

@@ -5,17 +5,17 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::ApiResponse;
-use crate::app::BulkReport;
-use crate::domain::ids::{Owner, QueueName};
-use crate::domain::messages::Operation;
-use crate::domain::task::{
+use crate::ApiResponse;
+use sas_core::app::BulkReport;
+use sas_core::ports::DeadLetter;
+use sas_domain::ids::{Owner, QueueName};
+use sas_domain::messages::Operation;
+use sas_domain::task::{
     Actor, Answer, EarlierInput, Event, Happened, Order, Request, StepState, Task, TaskState,
     WorkflowRef,
 };
-use crate::domain::workflow::Workflow;
-use crate::ports::DeadLetter;
-use crate::time::Timestamp;
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
 
 fn time(at: Option<Timestamp>) -> Option<String> {
     at.map(Timestamp::to_rfc3339)

@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use sas_core::domain::ids::TaskId;
-use sas_core::domain::messages::{AgentMessage, AgentRequest, AgentResponse, Operation, Outcome};
+use sas_domain::ids::TaskId;
+use sas_domain::messages::{AgentMessage, AgentRequest, AgentResponse, Operation, Outcome};
 use serde_json::{Value, json};
 
 fn contracts() -> [(&'static str, Value); 2] {
@@ -61,9 +61,7 @@ fn a_response_is_read_as_the_scheduler_reads_it() {
     let text = json!(response);
     assert_eq!(text["type"], "response");
     assert_eq!(text["outcome"]["status"], "succeeded");
-    let read: sas_core::domain::messages::SchedulerMessage =
+    let read: sas_domain::messages::SchedulerMessage =
         serde_json::from_value(text).expect("the scheduler reads it");
-    assert!(
-        matches!(read, sas_core::domain::messages::SchedulerMessage::Response(r) if r.attempt == 2)
-    );
+    assert!(matches!(read, sas_domain::messages::SchedulerMessage::Response(r) if r.attempt == 2));
 }

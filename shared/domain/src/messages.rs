@@ -54,7 +54,7 @@ pub struct Buffered {
     /// The workflow and the version it was checked against.
     pub workflow: super::task::WorkflowRef,
     /// The submission, checked.
-    pub submission: super::decide::Submission,
+    pub submission: crate::submission::Submission,
     /// When the API accepted it.
     pub accepted_at: Timestamp,
 }

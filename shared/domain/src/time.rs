@@ -1,7 +1,8 @@
-//! Time as the domain sees it: milliseconds since the Unix epoch, read only through a [`Clock`].
+//! Time as the domain sees it: milliseconds since the Unix epoch. The decisions are
+//! given the time; they never read a clock (the actors read theirs through a port).
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -47,33 +48,5 @@ impl Timestamp {
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_rfc3339())
-    }
-}
-
-/// The source of time. The domain never reads the wall clock itself.
-#[async_trait::async_trait]
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> Timestamp;
-
-    /// Waits for `duration` of this clock's time.
-    async fn sleep(&self, duration: Duration);
-}
-
-/// The system clock, with Tokio's timer for sleeping.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct WallClock;
-
-#[async_trait::async_trait]
-impl Clock for WallClock {
-    fn now(&self) -> Timestamp {
-        let since_epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
-        Timestamp(i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX))
-    }
-
-    async fn sleep(&self, duration: Duration) {
-        tokio::time::sleep(duration).await;
     }
 }

@@ -1,0 +1,168 @@
+//! A task being changed: the copy to write, the effects it gathers, and the moves
+//! every decision shares (its state, its history, its lease, its end).
+
+use std::time::Duration;
+
+use crate::messages::Alert;
+use crate::task::{Event, Happened, MAX_HISTORY, Step, StepState, Task, TaskState};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+use super::{Decision, Effect, Verdict};
+
+/// A task being changed: the copy to write and the effects it gathers.
+pub(super) struct Change {
+    pub(super) task: Task,
+    pub(super) effects: Vec<Effect>,
+    pub(super) now: Timestamp,
+}
+
+impl Change {
+    pub(super) fn of(task: &Task, now: Timestamp) -> Self {
+        let mut task = task.clone();
+        task.version += 1;
+        task.updated_at = now;
+        Self {
+            task,
+            effects: Vec::new(),
+            now,
+        }
+    }
+
+    /// The decision, with a deadline message for a lease the change takes: a task
+    /// with notifications not known sent keeps a lease until they are.
+    pub(super) fn done(mut self, verdict: Verdict) -> Decision {
+        if self.task.complete_by.is_none()
+            && let Some(oldest) = self.task.outbox.first()
+        {
+            let since = oldest.notification.at;
+            self.hold_for_delivery(since);
+        }
+        self.watch_lease();
+        Decision {
+            next: Some(self.task),
+            order: None,
+            effects: self.effects,
+            verdict,
+        }
+    }
+
+    /// Asks for a deadline message for the task's lease unless the message on its
+    /// way watches it: one due later than now and no later than the lease's end, which
+    /// comes early and follows the lease ([`on_deadline`]). So a task has one message
+    /// at a time, and another only for a lease ending sooner, or once its message is
+    /// spent (or lost: the supervisor found the lease expired).
+    pub(super) fn watch_lease(&mut self) {
+        let Some(at) = self.task.complete_by else {
+            return;
+        };
+        let watched = self
+            .task
+            .deadline
+            .is_some_and(|due| due > self.now && due <= at);
+        if !watched {
+            self.task.deadline = Some(at);
+            self.effects.push(Effect::Deadline {
+                task_id: self.task.id.clone(),
+                at,
+            });
+        }
+    }
+
+    /// Moves the task to `state`, telling the caller.
+    pub(super) fn set_state(&mut self, state: TaskState) {
+        if self.task.state == state {
+            return;
+        }
+        self.task.state = state;
+        self.log(Happened::State { state });
+        self.notify();
+    }
+
+    /// Adds `what` to the task's history, as of now.
+    pub(super) fn log(&mut self, what: Happened) {
+        let history = &mut self.task.history;
+        if history.len() >= MAX_HISTORY {
+            history.remove(0);
+        }
+        history.push(Event { at: self.now, what });
+    }
+
+    /// Stops the run and undoes what it did, for `reason`, unless the task was
+    /// stopped already (asked to cancel, say): the first reason is the task's error.
+    /// A step waiting to be sent again (for a retry, or under the key it kept through
+    /// a resubmission) may have its effect in place: it is undone as one that timed
+    /// out.
+    pub(super) fn fail(&mut self, reason: String) {
+        self.task.error.get_or_insert(reason);
+        self.set_state(TaskState::Compensating);
+        for step in &mut self.task.steps {
+            if step.state == StepState::Pending && step.was_sent() {
+                step.state = StepState::TimedOut;
+                step.error = Some("stopped while waiting to be sent again".into());
+                step.finished_at = Some(self.now);
+            }
+        }
+    }
+
+    /// Releases the task to wait for a scheduler after `delay`, with a lease that
+    /// lets the supervisor send it again if nobody picks it up.
+    pub(super) fn release(&mut self, workflow: &Workflow, delay: Duration) {
+        self.task.locked_by = None;
+        self.task.complete_by = Some(self.now.plus(delay + workflow.pickup_timeout));
+        self.effects.push(Effect::Schedule {
+            task_id: self.task.id.clone(),
+            delay,
+        });
+    }
+
+    pub(super) fn finish(&mut self, workflow: &Workflow, state: TaskState) {
+        self.task.locked_by = None;
+        self.task.complete_by = None;
+        if state == TaskState::Error {
+            self.task.not_undone = self
+                .task
+                .steps
+                .iter()
+                .zip(&workflow.steps)
+                .filter(|(step, definition)| left_in_place(step, definition))
+                .map(|(step, _)| step.name.clone())
+                .collect();
+        }
+        self.set_state(state);
+        if state == TaskState::Error {
+            let compensation_failed = self
+                .task
+                .steps
+                .iter()
+                .filter(|s| s.state == StepState::CompensationFailed)
+                .map(|s| s.name.clone())
+                .collect();
+            self.raise(Alert {
+                task_id: self.task.id.clone(),
+                run: self.task.run,
+                workflow: self.task.workflow.name.clone(),
+                reason: self.task.error.clone().unwrap_or_default(),
+                compensation_failed,
+                not_undone: self.task.not_undone.clone(),
+                at: self.now,
+            });
+        }
+    }
+
+    /// Alerts an operator, and keeps the alert in the task with a lease until it is
+    /// published ([`alert_published`]); the supervisor raises it again
+    /// ([`on_expired`]) if the lease expires first.
+    pub(super) fn raise(&mut self, alert: Alert) {
+        self.hold_for_delivery(alert.at);
+        self.task.pending_alert = Some(alert.clone());
+        self.effects.push(Effect::Alert(alert));
+    }
+}
+
+/// Whether `step`'s effect may be in place with nothing to undo it: it has no
+/// compensation (and is not read-only). A step whose compensation failed is left to
+/// a person to undo by hand (the alert names it); this one, to decide on.
+pub(super) fn left_in_place(step: &Step, definition: &crate::workflow::StepDefinition) -> bool {
+    step.effect_may_be_in_place() && !definition.is_undone_on_failure()
+}

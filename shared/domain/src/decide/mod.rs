@@ -1,0 +1,171 @@
+//! The decisions of submission, scheduler, supervisor and operator: each reads a
+//! task's state and returns its next state and the effects to perform after it is
+//! written. Nothing here does I/O or reads a clock.
+//!
+//! One room a job: [`submit`](mod@submit) creates tasks, [`steps`] runs their steps
+//! in order and undoes them in reverse, [`supervise`] acts on expired leases,
+//! [`delivery`] keeps what a task owes others (notifications, alerts) until known
+//! delivered, and [`operator`] resubmits and cancels; [`change`] holds the moves
+//! they share.
+
+use std::time::Duration;
+
+use crate::ids::TaskId;
+use crate::messages::{AgentRequest, Alert};
+use crate::task::{Order, Outbound, Task};
+use crate::time::Timestamp;
+
+mod change;
+mod delivery;
+mod operator;
+mod steps;
+mod submit;
+mod supervise;
+#[cfg(test)]
+mod tests;
+
+pub use delivery::{
+    ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
+    notifications_sent,
+};
+pub use operator::{Refused, Resubmit, cancel, resubmit};
+pub use steps::{on_response, on_run};
+pub use submit::{MAX_REFUSED, refuse_submission, submit, submit_claimed, unmoved_since_created};
+pub use supervise::{on_deadline, on_expired};
+
+/// Something to do once the new state is written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send a request to an agent. Must be sent: a lease covers its loss.
+    Dispatch(AgentRequest),
+    /// Ask a scheduler to pick the task up after `delay`. Must be sent: a lease covers its loss.
+    Schedule {
+        /// The task.
+        task_id: TaskId,
+        /// How long the message stays invisible.
+        delay: Duration,
+    },
+    /// Tell the caller of a status change. Kept in the task's outbox until it is
+    /// sent ([`notifications_sent`]): a lease covers its loss.
+    Notify {
+        /// The task, as stored.
+        task_id: TaskId,
+        /// The caller's queue, and what it is told.
+        outbound: Outbound,
+    },
+    /// Alert an operator.
+    Alert(Alert),
+    /// Ask a scheduler to check the task's lease when it ends, `at`; best effort:
+    /// the supervisor's sweep finds a lease whose deadline message was lost.
+    Deadline {
+        /// The task.
+        task_id: TaskId,
+        /// The lease's end.
+        at: Timestamp,
+    },
+}
+
+/// What a decision decided: logged, and counted in the `Decisions` metric under
+/// its name ([`Verdict::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verdict {
+    /// A Run message for a task that is not Pending, or is claimed: ignored.
+    NotWaitingForScheduler,
+    /// The task is claimed and its first step sent.
+    Claimed,
+    /// A response of another run, step or attempt: ignored.
+    StaleResponse,
+    /// A step's result is recorded and the next move made.
+    Recorded,
+    /// An Error alert not known to be published is raised again.
+    AlertedAgain,
+    /// Notifications not known to be sent are sent again.
+    NotifiedAgain,
+    /// Notifications are known sent: the task keeps them no longer.
+    NotificationsSent,
+    /// Those notifications were known sent already.
+    NotificationsClearedAlready,
+    /// The lease has not expired: nothing to do.
+    LeaseLive,
+    /// A message of a live step or compensation is sent again.
+    SentAgain,
+    /// Past the failure threshold: the task is compensated and ends in Error.
+    GaveUp,
+    /// The task is retried from its step in flight.
+    Retry,
+    /// A deadline message for a lease that has since moved or ended: ignored.
+    DeadlineSuperseded,
+    /// A deadline message came before its lease's end: another is asked for.
+    DeadlineMoved,
+    /// The alert was marked published already.
+    AlertClearedAlready,
+    /// The alert is marked published.
+    AlertPublished,
+    /// An operator resubmitted a task in Error.
+    Resubmitted,
+    /// A task was asked to stop: it compensates once its running step is done.
+    CancelRequested,
+    /// A task asked to stop already: nothing more to do.
+    CancelledAlready,
+    /// A buffered submission that differs from the task's own, recorded on the task.
+    SubmissionRefused,
+    /// That submission again: recorded already.
+    RefusedAlready,
+}
+
+impl Verdict {
+    /// Its name in logs and metrics.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NotWaitingForScheduler => "not waiting for a scheduler",
+            Self::Claimed => "claimed",
+            Self::StaleResponse => "stale response",
+            Self::Recorded => "recorded",
+            Self::AlertedAgain => "alerted again",
+            Self::NotifiedAgain => "notified again",
+            Self::NotificationsSent => "notifications sent",
+            Self::NotificationsClearedAlready => "notifications cleared already",
+            Self::LeaseLive => "lease live",
+            Self::SentAgain => "sent again",
+            Self::GaveUp => "gave up",
+            Self::Retry => "retry",
+            Self::DeadlineSuperseded => "deadline superseded",
+            Self::DeadlineMoved => "deadline moved",
+            Self::AlertClearedAlready => "alert cleared already",
+            Self::AlertPublished => "alert published",
+            Self::Resubmitted => "resubmitted",
+            Self::CancelRequested => "cancel requested",
+            Self::CancelledAlready => "cancelled already",
+            Self::SubmissionRefused => "submission refused",
+            Self::RefusedAlready => "refused already",
+        }
+    }
+}
+
+/// A decision: the task's next state, if it changes, and the effects to perform
+/// once that state is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The state to write, conditional on the version that was read.
+    pub next: Option<Task>,
+    /// The order data to write with it, in the same transaction, when it changes.
+    pub order: Option<Order>,
+    /// What to do after the write succeeds.
+    pub effects: Vec<Effect>,
+    /// What was decided, for logs and metrics.
+    pub verdict: Verdict,
+}
+
+impl Decision {
+    /// A decision that changes nothing.
+    #[must_use]
+    pub fn ignore(verdict: Verdict) -> Self {
+        Self {
+            next: None,
+            order: None,
+            effects: Vec::new(),
+            verdict,
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The owner's and operator's actions: resubmit and cancel.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::limits;
+use crate::task::{
+    EarlierInput, Happened, Order, Request, Resubmission, Step, StepState, Task, TaskState,
+};
+use crate::time::Timestamp;
+use crate::workflow::{InputError, Workflow};
+
+use super::change::{Change, left_in_place};
+use super::{Decision, Verdict};
+
+/// Why an operator's or owner's action on a task was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// A resubmission of a task not in Error.
+    #[error("only a task in Error can be resubmitted; this one is {0:?}")]
+    NotInError(TaskState),
+    /// A cancellation of a task that has ended.
+    #[error("the task is {0:?} already: only a task still running can be cancelled")]
+    Ended(TaskState),
+    /// A bulk action run again, on a task it has taken already.
+    #[error("batch '{0}' took this task already")]
+    TakenByBatch(String),
+    /// An edited input that does not fit the task's workflow version.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// An edited input that would take the task's order data, earlier inputs
+    /// included, over what a record may hold.
+    #[error(
+        "input: the task's inputs would take {0} bytes, over the {max} a task keeps; submit a new task",
+        max = limits::MAX_ORDER
+    )]
+    InputsTooLarge(usize),
+    /// An edited input that would leave the task no room for its steps' requests.
+    #[error(
+        "input: {0} bytes, over the {max} a task's input and results may take; submit a new task",
+        max = limits::MAX_TASK_DATA
+    )]
+    InputTooLarge(usize),
+    /// An edited input, while steps whose effect may be in place and that nothing
+    /// undoes would be called again with it.
+    #[error(
+        "input: the task cannot run with another input while the effects of {} may be in place and cannot be undone; resubmit without an input (they are called again under the same idempotency keys), or submit a new task",
+        .0.join(", ")
+    )]
+    EffectsInPlace(Vec<String>),
+}
+
+/// A resubmission: who asks, and the new input, if it has one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resubmit {
+    /// Who asks, when, and in which bulk action.
+    pub request: Request,
+    /// The input the new run takes instead of the current one.
+    pub input: Option<Value>,
+}
+
+/// Refused when `batch` (if any) has taken the task already.
+fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
+    let taken = batch.is_some_and(|batch| {
+        let by_batch = |request: &Request| request.batch.as_ref() == Some(batch);
+        task.cancelled.as_ref().is_some_and(by_batch)
+            || task.resubmissions.iter().any(|r| by_batch(&r.request))
+    });
+    match batch {
+        Some(batch) if taken => Err(Refused::TakenByBatch(batch.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// An operator (or the owner) restarts a task in Error in a new run.
+///
+/// With the same input, it runs from its first step not Processed, keeping the
+/// Processed steps and their results. A step whose effect may be in place with
+/// nothing to undo it (no compensation; it timed out, or its answer was unusable:
+/// [`Task::not_undone`]) is called again under the idempotency key it had, so that
+/// its service does not apply it twice; the others, their effects known absent or
+/// undone (by a compensation, or by hand when it failed, as the alert asks), get
+/// the new run's keys.
+///
+/// With a new input (checked against the task's workflow version; the one it
+/// replaces is kept in the order data), it runs every step again from the first,
+/// under the new run's keys: refused while a step is not undone, since calling it
+/// again with another input would apply a second effect.
+///
+/// # Errors
+/// [`Refused`] when the task is not in Error, the batch took it already, or the
+/// new input does not fit or cannot be run.
+pub fn resubmit(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    resubmit: Resubmit,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    if task.state != TaskState::Error {
+        return Err(Refused::NotInError(task.state));
+    }
+    check_batch(task, resubmit.request.batch.as_ref())?;
+    let edited = match resubmit.input {
+        Some(input) => {
+            workflow.validate_input(&input)?;
+            let in_place: Vec<String> = task
+                .steps
+                .iter()
+                .zip(&workflow.steps)
+                .filter(|(step, definition)| left_in_place(step, definition))
+                .map(|(step, _)| step.name.clone())
+                .collect();
+            if !in_place.is_empty() {
+                return Err(Refused::EffectsInPlace(in_place));
+            }
+            let size = limits::json_size(&input);
+            if size > limits::MAX_TASK_DATA {
+                return Err(Refused::InputTooLarge(size));
+            }
+            let mut edited = order.clone();
+            edited.earlier.push(EarlierInput {
+                until_run: task.run,
+                input: std::mem::replace(&mut edited.input, input),
+            });
+            let size = limits::json_size(&json!(edited));
+            if size > limits::MAX_ORDER {
+                return Err(Refused::InputsTooLarge(size));
+            }
+            Some(edited)
+        }
+        None => None,
+    };
+    let mut change = Change::of(task, now);
+    change.task.run += 1;
+    change.task.failure_count = 0;
+    change.task.error = None;
+    change.task.pending_alert = None;
+    change.task.not_undone.clear();
+    change.task.cancelled = None;
+    let run = change.task.run;
+    change.log(Happened::Resubmitted { run });
+    change.task.resubmissions.push(Resubmission {
+        run,
+        request: resubmit.request,
+        edited: edited.is_some(),
+    });
+    let plain = edited.is_none();
+    for (step, definition) in change.task.steps.iter_mut().zip(&workflow.steps) {
+        if plain && step.state == StepState::Processed {
+            continue;
+        }
+        let keeps_key = plain && left_in_place(step, definition);
+        // A step sent before keys were kept per step took the task's run's.
+        let key_run = match keeps_key {
+            true => Some(step.key_run)
+                .filter(|&run| run > 0)
+                .unwrap_or(task.run),
+            false => 0,
+        };
+        *step = Step::new(&step.name);
+        step.key_run = key_run;
+    }
+    change.set_state(TaskState::Pending);
+    change.release(workflow, Duration::ZERO);
+    let mut decision = change.done(Verdict::Resubmitted);
+    decision.order = edited;
+    Ok(decision)
+}
+
+/// The owner or an operator asks a task to stop: it is Compensating at once, and
+/// once its running step (if any) is done, its done steps are compensated in reverse
+/// (a call that succeeds is undone too; one whose lease ends is not tried again, but
+/// undone as timed out); it ends in Error, its caller notified and an operator
+/// alerted that it was cancelled. Asking again changes nothing.
+///
+/// # Errors
+/// [`Refused`] when the task has ended (and was not cancelled), or the batch took
+/// it already.
+pub fn cancel(
+    task: &Task,
+    workflow: &Workflow,
+    request: Request,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    check_batch(task, request.batch.as_ref())?;
+    if task.cancelled.is_some() {
+        return Ok(Decision::ignore(Verdict::CancelledAlready));
+    }
+    if task.state.is_final() {
+        return Err(Refused::Ended(task.state));
+    }
+    let mut change = Change::of(task, now);
+    change.fail(format!("cancelled by {}", request.by.as_str()));
+    change.log(Happened::Cancelled { by: request.by });
+    change.task.cancelled = Some(request);
+    if task.running_step().is_none() && task.locked_by.is_none() {
+        // Waiting for a scheduler (or a retry): one comes now to compensate.
+        change.release(workflow, Duration::ZERO);
+    }
+    Ok(change.done(Verdict::CancelRequested))
+}

@@ -1,0 +1,275 @@
+//! A task's steps, run in order and undone in reverse: the scheduler's claim, its
+//! dispatch of each operation, and the record of each answer.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::ids::TaskId;
+use crate::limits;
+use crate::messages::{AgentRequest, AgentResponse, Operation, Outcome, Payload};
+use crate::task::{Answer, Happened, Order, StepState, Task, TaskState};
+use crate::time::Timestamp;
+use crate::workflow::{Results, Workflow};
+
+use super::change::Change;
+use super::{Decision, Effect, Verdict};
+
+/// The body of a call to a step without a field mapping: the task, the step, the
+/// input and the results so far (in the order of their names, as a JSON map has them).
+#[derive(serde::Serialize)]
+struct StepPayload<'a> {
+    input: &'a Value,
+    results: &'a Results<'a>,
+    step: &'a str,
+    task_id: &'a TaskId,
+}
+
+impl Change {
+    /// Runs the task on from where it is: the next step, the next compensation,
+    /// or its end.
+    pub(super) fn advance(&mut self, workflow: &Workflow, order: &Order) {
+        match self.task.state {
+            TaskState::Processing | TaskState::Pending => {
+                self.set_state(TaskState::Processing);
+                match self
+                    .task
+                    .steps
+                    .iter()
+                    .position(|s| s.state != StepState::Processed)
+                {
+                    Some(index) => self.dispatch(workflow, order, index, Operation::Call),
+                    None => self.finish(workflow, TaskState::Processed),
+                }
+            }
+            TaskState::Compensating => {
+                let undo = self.task.steps.iter().enumerate().rposition(|(i, s)| {
+                    matches!(
+                        s.state,
+                        StepState::Processed | StepState::TimedOut | StepState::Unusable
+                    ) && workflow.steps[i].compensation.is_some()
+                });
+                match undo {
+                    Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
+                    None => self.finish(workflow, TaskState::Error),
+                }
+            }
+            TaskState::Processed | TaskState::Error => {}
+        }
+    }
+
+    pub(super) fn dispatch(
+        &mut self,
+        workflow: &Workflow,
+        order: &Order,
+        index: usize,
+        operation: Operation,
+    ) {
+        let definition = &workflow.steps[index];
+        let complete_by = self.now.plus(definition.complete_by);
+        let results: Results<'_> = self
+            .task
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.name.as_str(), s.output.as_deref()?)))
+            .collect();
+        let (endpoint, key_suffix) = match operation {
+            Operation::Call => (Some(&definition.call), ""),
+            Operation::Compensate => (definition.compensation.as_ref(), "/compensate"),
+        };
+        let payload = match &definition.fields {
+            Some(fields) => Payload::of(&json!({
+                "task_id": self.task.id,
+                "step": definition.name,
+                "fields": fields
+                    .iter()
+                    .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
+                    .collect::<Map<String, Value>>(),
+            })),
+            None => Payload::of(&StepPayload {
+                input: &order.input,
+                results: &results,
+                step: &definition.name,
+                task_id: &self.task.id,
+            }),
+        };
+        let request = endpoint
+            .map(|e| e.fill(&order.input, &results))
+            .transpose()
+            .map(Option::unwrap_or_default)
+            .and_then(|path| {
+                let payload = payload.map_err(|e| format!("payload: {e}"))?;
+                let mapped = definition.fields.as_ref().map(|_| payload.as_str());
+                limits::request_refusal(&path, mapped).map_or(Ok((path, payload)), Err)
+            });
+        let (path, payload) = match request {
+            Ok(request) => request,
+            // The operation cannot be called as the workflow builds it: it fails, for
+            // good, without a call.
+            Err(error) => {
+                self.record(index, operation, Outcome::Failed { error });
+                self.advance(workflow, order);
+                return;
+            }
+        };
+        let task = &mut self.task;
+        let step = &mut task.steps[index];
+        step.state = match operation {
+            Operation::Call => StepState::Processing,
+            Operation::Compensate => {
+                step.undoing = Some(step.state);
+                StepState::Compensating
+            }
+        };
+        step.attempt += 1;
+        step.complete_by = Some(complete_by);
+        step.started_at = Some(self.now);
+        if step.key_run == 0 {
+            step.key_run = task.run;
+        }
+        let (attempt, key_run) = (step.attempt, step.key_run);
+        task.complete_by = Some(complete_by);
+        self.effects.push(Effect::Dispatch(AgentRequest {
+            task_id: task.id.clone(),
+            run: task.run,
+            step: index,
+            step_name: definition.name.clone(),
+            attempt: step.attempt,
+            operation,
+            agent: definition.agent.clone(),
+            method: endpoint.map(|e| e.method).unwrap_or_default(),
+            path,
+            complete_by,
+            idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, definition.name),
+            retry: definition.retry.clone(),
+            payload,
+        }));
+        self.log(Happened::Sent {
+            step: index,
+            operation,
+            attempt,
+            complete_by,
+        });
+    }
+}
+
+/// The scheduler, on a Run message: claims the task if it waits for a scheduler
+/// and sends its next step (or compensation) to an agent.
+#[must_use]
+pub fn on_run(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    instance: &str,
+    now: Timestamp,
+) -> Decision {
+    if task.locked_by.is_some()
+        || !matches!(task.state, TaskState::Pending | TaskState::Compensating)
+    {
+        return Decision::ignore(Verdict::NotWaitingForScheduler);
+    }
+    let mut change = Change::of(task, now);
+    change.task.locked_by = Some(instance.to_owned());
+    change.advance(workflow, order);
+    change.done(Verdict::Claimed)
+}
+
+/// The scheduler, on an agent's response: records the step's result and moves on.
+/// A response for another run or attempt, or for a step no longer running, is stale.
+#[must_use]
+pub fn on_response(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    response: &AgentResponse,
+    now: Timestamp,
+) -> Decision {
+    let expected = match response.operation {
+        Operation::Call => StepState::Processing,
+        Operation::Compensate => StepState::Compensating,
+    };
+    let current = task.steps.get(response.step).is_some_and(|step| {
+        step.state == expected && step.attempt == response.attempt && task.run == response.run
+    });
+    if !current || task.locked_by.is_none() {
+        return Decision::ignore(Verdict::StaleResponse);
+    }
+    let mut change = Change::of(task, now);
+    // An answer too large to keep is refused here, whichever agent sent it, and an
+    // error's text is cut to what a task keeps.
+    let outcome = match (&response.outcome, response.operation) {
+        (Outcome::Succeeded { output }, Operation::Call) => {
+            limits::output_refusal(limits::json_size(output), task_data_size(order, task))
+                .map_or_else(
+                    || response.outcome.clone(),
+                    |error| Outcome::Unusable { error },
+                )
+        }
+        (Outcome::Succeeded { .. }, Operation::Compensate) => response.outcome.clone(),
+        (Outcome::Failed { error }, _) => Outcome::Failed {
+            error: limits::bounded_error(error.clone()),
+        },
+        (Outcome::Unusable { error }, _) => Outcome::Unusable {
+            error: limits::bounded_error(error.clone()),
+        },
+    };
+    change.record(response.step, response.operation, outcome);
+    change.advance(workflow, order);
+    change.done(Verdict::Recorded)
+}
+
+impl Change {
+    /// Records how an operation of step `index` ended.
+    pub(super) fn record(&mut self, index: usize, operation: Operation, outcome: Outcome) {
+        let answer = match &outcome {
+            Outcome::Succeeded { .. } => Answer::Succeeded,
+            Outcome::Failed { .. } => Answer::Failed,
+            Outcome::Unusable { .. } => Answer::Unusable,
+        };
+        self.log(Happened::Answered {
+            step: index,
+            operation,
+            attempt: self.task.steps[index].attempt,
+            outcome: answer,
+        });
+        let step = &mut self.task.steps[index];
+        step.finished_at = Some(self.now);
+        step.complete_by = None;
+        match (outcome, operation) {
+            (Outcome::Succeeded { output }, Operation::Call) => {
+                step.state = StepState::Processed;
+                step.output = Some(Arc::new(output));
+            }
+            (Outcome::Unusable { error }, Operation::Call) => {
+                step.state = StepState::Unusable;
+                let reason = format!("step '{}': {error}", step.name);
+                step.error = Some(error);
+                self.fail(reason);
+            }
+            (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
+                step.state = StepState::Compensated;
+            }
+            (Outcome::Failed { error }, Operation::Call) => {
+                step.state = StepState::Error;
+                let reason = format!("step '{}' failed: {error}", step.name);
+                step.error = Some(error);
+                self.fail(reason);
+            }
+            (Outcome::Failed { error }, Operation::Compensate) => {
+                step.state = StepState::CompensationFailed;
+                step.error = Some(format!("compensation failed: {error}"));
+            }
+        }
+    }
+}
+
+/// The bytes of the data an agent request carries: the input and the outputs kept.
+pub(super) fn task_data_size(order: &Order, task: &Task) -> usize {
+    limits::json_size(&order.input)
+        + task
+            .steps
+            .iter()
+            .filter_map(|s| s.output.as_deref())
+            .map(limits::json_size)
+            .sum::<usize>()
+}

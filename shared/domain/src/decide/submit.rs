@@ -1,0 +1,144 @@
+//! A task created for a submission, and a buffered submission refused on a task.
+
+use std::time::Duration;
+
+use crate::submission::Submission;
+use crate::task::{Happened, Order, RefusedSubmission, Step, Task, TaskState, WorkflowRef};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+use super::change::Change;
+use super::{Decision, Effect, Verdict, on_run};
+
+/// A new task for `submission`: its state, its order data, and the effects
+/// (a message to the schedulers, the caller told it is Pending).
+#[must_use]
+pub fn submit(
+    workflow: &Workflow,
+    submission: Submission,
+    now: Timestamp,
+) -> (Task, Order, Vec<Effect>) {
+    let task = Task {
+        id: submission.id.clone(),
+        version: 0,
+        write_id: 0,
+        workflow: WorkflowRef {
+            name: workflow.name.clone(),
+            version: workflow.version,
+        },
+        fingerprint: submission.fingerprint(&workflow.name),
+        notify: submission.notify.clone(),
+        owner: submission.owner.clone(),
+        state: TaskState::Pending,
+        locked_by: None,
+        complete_by: None,
+        deadline: None,
+        failure_count: 0,
+        run: 1,
+        steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
+        error: None,
+        pending_alert: None,
+        outbox: Vec::new(),
+        not_undone: Vec::new(),
+        cancelled: None,
+        resubmissions: Vec::new(),
+        refused: Vec::new(),
+        history: Vec::new(),
+        created_at: now,
+        updated_at: now,
+    };
+    let mut change = Change::of(&task, now);
+    change.release(workflow, Duration::ZERO);
+    change.log(Happened::State {
+        state: TaskState::Pending,
+    });
+    change.notify();
+    change.watch_lease();
+    let order = Order {
+        task_id: submission.id,
+        input: submission.input,
+        earlier: Vec::new(),
+    };
+    (change.task, order, change.effects)
+}
+
+/// A new task for a buffered submission, claimed by the scheduler that creates it:
+/// [`submit`] and [`on_run`] in one write, so it needs no Run message, no pickup
+/// lease and no claim of its own. The caller is told Pending, then Processing.
+#[must_use]
+pub fn submit_claimed(
+    workflow: &Workflow,
+    submission: Submission,
+    instance: &str,
+    now: Timestamp,
+) -> (Task, Order, Vec<Effect>) {
+    let (mut pending, order, submitted) = submit(workflow, submission, now);
+    // The pickup lease's deadline message is not sent: the claim watches its own lease.
+    pending.deadline = None;
+    let claim = on_run(&pending, workflow, &order, instance, now);
+    let told = submitted
+        .into_iter()
+        .filter(|effect| matches!(effect, Effect::Notify { .. }));
+    let effects = told.chain(claim.effects).collect();
+    (claim.next.unwrap_or(pending), order, effects)
+}
+
+/// Whether `stored` is the task `created` (as [`submit_claimed`] wrote it) has been
+/// since, but for submissions refused on it ([`refuse_submission`]): a refusal moves
+/// a task's version, not its work, so the messages of its creation are still due.
+#[must_use]
+pub fn unmoved_since_created(created: &Task, stored: &Task) -> bool {
+    let mut work = stored.clone();
+    work.history
+        .retain(|event| !matches!(event.what, Happened::Refused));
+    let refusals = stored.history.len() - work.history.len();
+    if refusals > 0 {
+        work.refused.clear();
+        work.version = work.version.saturating_sub(refusals as u64);
+        work.updated_at = created.updated_at;
+        work.write_id = created.write_id;
+    }
+    work == *created
+}
+
+/// What a task keeps of the submissions refused for its id, at most.
+pub const MAX_REFUSED: usize = 16;
+
+/// A submission buffered for its id, found to differ from the one the task was
+/// created by: too late for a 409, it is refused on the task, which records it once,
+/// and its caller and the task's are told.
+#[must_use]
+pub fn refuse_submission(
+    task: &Task,
+    submission: &Submission,
+    workflow: &str,
+    now: Timestamp,
+) -> Decision {
+    let fingerprint = submission.fingerprint(workflow);
+    if task.refused.iter().any(|r| r.fingerprint == fingerprint) {
+        return Decision::ignore(Verdict::RefusedAlready);
+    }
+    let mut change = Change::of(task, now);
+    let refused = &mut change.task.refused;
+    if refused.len() >= MAX_REFUSED {
+        refused.remove(0);
+    }
+    refused.push(RefusedSubmission {
+        at: now,
+        fingerprint,
+    });
+    change.log(Happened::Refused);
+    let error = format!(
+        "another submission for task '{}' with a different request was refused: the task runs the one it was created with",
+        task.id.local()
+    );
+    let queues = [task.notify.as_ref(), submission.notify.as_ref()];
+    for (i, queue) in queues.iter().enumerate() {
+        let Some(queue) = queue else { continue };
+        if queues[..i].contains(&Some(*queue)) {
+            continue;
+        }
+        change.tell((*queue).clone(), Some(error.clone()));
+    }
+    change.done(Verdict::SubmissionRefused)
+}

@@ -1,0 +1,123 @@
+//! The supervisor's decisions: a lease that has expired, and the deadline message
+//! that watches a lease.
+
+use std::time::Duration;
+
+use crate::messages::Operation;
+use crate::task::{Happened, StepState, Task, TaskState};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+use super::change::Change;
+use super::{Decision, Verdict};
+
+/// The supervisor, on a task whose lease has expired: sends it again if it was
+/// waiting for a scheduler; otherwise counts a failure of its running step and
+/// retries it, or past the step's threshold gives it up and compensates. A task
+/// that has ended with its alert or notifications not known delivered has them
+/// delivered again; a running one's notifications not known sent are sent again.
+#[must_use]
+pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
+    let expired = task.complete_by.is_some_and(|at| at <= now);
+    if task.state.is_final() && expired {
+        // The task ended and its alert or notifications were not known delivered:
+        // they are again, after a new lease is taken for the next try.
+        let mut change = Change::of(task, now);
+        change.notify_again();
+        return match &task.pending_alert {
+            Some(alert) => {
+                change.raise(alert.clone());
+                change.done(Verdict::AlertedAgain)
+            }
+            None => {
+                change.task.complete_by = None;
+                change.done(Verdict::NotifiedAgain)
+            }
+        };
+    }
+    if task.state.is_final() || !expired {
+        return Decision::ignore(Verdict::LeaseLive);
+    }
+    let mut change = Change::of(task, now);
+    change.notify_again();
+    let Some(index) = task.running_step().filter(|_| task.locked_by.is_some()) else {
+        change.release(workflow, Duration::ZERO);
+        return change.done(Verdict::SentAgain);
+    };
+    let supervision = &workflow.steps[index].supervision;
+    change.task.failure_count += 1;
+    let step = &mut change.task.steps[index];
+    step.complete_by = None;
+    let compensating = step.state == StepState::Compensating;
+    let failures = if compensating {
+        &mut step.compensation_failure_count
+    } else {
+        &mut step.failure_count
+    };
+    *failures += 1;
+    let failures = *failures;
+    let operation = if compensating {
+        Operation::Compensate
+    } else {
+        Operation::Call
+    };
+    let attempt = step.attempt;
+    // A call of a task asked to stop is not tried again: its effect may be in place,
+    // so it is compensated as one that timed out for good.
+    let stopping = change.task.cancelled.is_some() && !compensating;
+    let delay = if failures == supervision.failure_threshold {
+        supervision.extended_wait
+    } else {
+        supervision.retry_delay
+    };
+    let gave_up = failures > supervision.failure_threshold || stopping;
+    change.log(Happened::Expired {
+        step: index,
+        operation,
+        attempt,
+        retry_at: (!gave_up).then(|| now.plus(delay)),
+    });
+    let step = &mut change.task.steps[index];
+    if gave_up {
+        let reason = format!("timed out {failures} times");
+        step.finished_at = Some(now);
+        if compensating {
+            step.state = StepState::CompensationFailed;
+            step.error = Some(format!("compensation {reason}"));
+        } else {
+            step.state = StepState::TimedOut;
+            let task_reason = format!("step '{}' {reason}", step.name);
+            step.error = Some(reason);
+            change.fail(task_reason);
+        }
+        change.release(workflow, Duration::ZERO);
+        return change.done(Verdict::GaveUp);
+    }
+    if compensating {
+        step.state = step.undoing.unwrap_or(StepState::Processed);
+    } else {
+        step.state = StepState::Pending;
+        change.set_state(TaskState::Pending);
+    }
+    change.release(workflow, delay);
+    change.done(Verdict::Retry)
+}
+
+/// A scheduler, on the deadline message for a lease ending `at`: a message the task
+/// no longer waits for (another watches its lease) is dropped. Otherwise it is spent:
+/// the lease is acted on as the supervisor would ([`on_expired`]), and whatever lease
+/// the task then has gets a message of its own (a message that came early, the lease
+/// having moved on, is followed by one for the new end). A task without a lease ends
+/// the chain.
+#[must_use]
+pub fn on_deadline(task: &Task, workflow: &Workflow, at: Timestamp, now: Timestamp) -> Decision {
+    if task.deadline != Some(at) {
+        return Decision::ignore(Verdict::DeadlineSuperseded);
+    }
+    let decision = on_expired(task, workflow, now);
+    if decision.next.is_some() || task.complete_by.is_none() {
+        return decision;
+    }
+    // The lease moved on: the next message, for its end.
+    Change::of(task, now).done(Verdict::DeadlineMoved)
+}

@@ -1,0 +1,43 @@
+//! A caller's request for a task, validated: what the submission function writes,
+//! and what buffered ingestion carries to the scheduler.
+
+use serde_json::Value;
+
+use crate::ids::{Owner, QueueName, TaskId};
+
+/// A submission, validated.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Submission {
+    /// The task's identifier.
+    pub id: TaskId,
+    /// The input, checked against the workflow.
+    pub input: Value,
+    /// The caller's notification queue.
+    pub notify: Option<QueueName>,
+    /// Who submitted it, when the API authenticates its callers; `id` is then scoped
+    /// to it ([`TaskId::scoped`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+}
+
+impl Submission {
+    /// A digest of what was asked, the same for the same request sent again.
+    #[must_use]
+    pub fn fingerprint(&self, workflow: &str) -> String {
+        /// What is digested, written from borrows: its fields in their names' order,
+        /// as the JSON map it was first written from had them, so that the digests
+        /// of tasks already stored still match.
+        #[derive(serde::Serialize)]
+        struct Canonical<'a> {
+            input: &'a Value,
+            notify: &'a Option<QueueName>,
+            workflow: &'a str,
+        }
+        let canonical = Canonical {
+            input: &self.input,
+            notify: &self.notify,
+            workflow,
+        };
+        crate::workflow::sha256_hex(&crate::to_json(&canonical))
+    }
+}
