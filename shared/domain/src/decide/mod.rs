@@ -2,10 +2,10 @@
 //! task's state and returns its next state and the effects to perform after it is
 //! written. Nothing here does I/O or reads a clock.
 //!
-//! One room a job: [`submit`](mod@submit) creates tasks, [`steps`] runs their steps
-//! in order and undoes them in reverse, [`supervise`] acts on expired leases,
-//! [`delivery`] keeps what a task owes others (notifications, alerts) until known
-//! delivered, and [`operator`] resubmits and cancels; [`change`] holds the moves
+//! One room a job: `submit` creates tasks, `steps` runs their steps
+//! in order and undoes them in reverse, `supervise` acts on expired leases,
+//! `delivery` keeps what a task owes others (notifications, alerts) until known
+//! delivered, and `operator` resubmits and cancels; `change` holds the moves
 //! they share.
 
 use std::time::Duration;

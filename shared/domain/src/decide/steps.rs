@@ -28,7 +28,7 @@ struct StepPayload<'a> {
 impl Change {
     /// Runs the task on from where it is: the next step, the next compensation,
     /// or its end.
-    pub(super) fn advance(&mut self, workflow: &Workflow, order: &Order) {
+    fn advance(&mut self, workflow: &Workflow, order: &Order) {
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
@@ -58,7 +58,7 @@ impl Change {
         }
     }
 
-    pub(super) fn dispatch(
+    fn dispatch(
         &mut self,
         workflow: &Workflow,
         order: &Order,
@@ -264,7 +264,7 @@ impl Change {
 }
 
 /// The bytes of the data an agent request carries: the input and the outputs kept.
-pub(super) fn task_data_size(order: &Order, task: &Task) -> usize {
+fn task_data_size(order: &Order, task: &Task) -> usize {
     limits::json_size(&order.input)
         + task
             .steps

@@ -1,0 +1,403 @@
+//! Carrying decisions out: a decision written with a conditional write (retried on
+//! conflict), then its effects performed: messages sent, notifications and alerts
+//! delivered and marked so.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use tracing::{error, info, warn};
+
+use crate::ports::{Chain, Outgoing, OutgoingMessage, QueueError, StoreError};
+use sas_domain::decide::{self, Decision, Effect, Verdict};
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::limits::MAX_DELAY;
+use sas_domain::messages::{AgentRequest, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::{Order, Task, TaskState, WorkflowRef};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
+
+use super::{App, TaskError};
+
+/// A conditional write lost this many times in a row means something is wrong.
+const MAX_CONFLICT_RETRIES: usize = 8;
+
+impl App {
+    /// Reads a task with its order, decides, and writes the decision; a write that
+    /// loses a race reads again and decides again. Returns the verdict and the state
+    /// written, or `None` when there is no such task.
+    ///
+    /// The first read may be stale (an eventually consistent read, half the price on
+    /// DynamoDB): a decision from it that writes is safe, its write being conditional
+    /// on the version read. Anything else it leads to (no such task, a decision that
+    /// leaves the task as it is, such as a response taken for a stale one, or an
+    /// error) is decided again on a consistent read, unless the task read had ended
+    /// Processed, which no later write changes.
+    pub(super) async fn transition<E>(
+        &self,
+        id: &TaskId,
+        decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
+    ) -> Result<Option<(Verdict, Option<Task>)>, E>
+    where
+        E: From<TaskError>,
+    {
+        let mut consistent = false;
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let read = if consistent {
+                self.store.task_with_order(id).await
+            } else {
+                self.store.task_with_order_eventually_consistent(id).await
+            };
+            let Some((task, order)) = read.map_err(TaskError::from)? else {
+                if consistent {
+                    return Ok(None);
+                }
+                consistent = true;
+                continue;
+            };
+            let workflow = self.workflow(&task.workflow).await?;
+            if task.steps.len() != workflow.steps.len() {
+                return Err(TaskError::StepsMismatch {
+                    task: task.id,
+                    steps: task.steps.len(),
+                    defined: workflow.steps.len(),
+                }
+                .into());
+            }
+            let decision = match decide(&task, &workflow, &order, self.clock.now()) {
+                Ok(decision) => decision,
+                Err(_) if !consistent => {
+                    consistent = true;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            if !consistent && decision.next.is_none() && task.state != TaskState::Processed {
+                consistent = true;
+                continue;
+            }
+            if let Some((verdict, next)) = self.apply(decision).await? {
+                // Counted as it enters Error, once a task (always by the scheduler, the
+                // dimension the alarm watches), not at each raise of its alert.
+                if let Some(failed) = next
+                    .as_ref()
+                    .filter(|n| n.state == TaskState::Error && task.state != TaskState::Error)
+                {
+                    self.metrics
+                        .count("TasksInError", ("Workflow", &failed.workflow.name), 1);
+                }
+                return Ok(Some((verdict, next)));
+            }
+            consistent = true;
+        }
+        Err(TaskError::from(StoreError::Conflict).into())
+    }
+
+    /// The definition a task runs: the one stored under its name and version when
+    /// it started, checked once per process against the registry's. A file changed
+    /// without a version bump is refused for the tasks of that version (they run
+    /// the stored definition, whose steps they have) with an error in the log.
+    pub(super) async fn workflow(
+        &self,
+        reference: &WorkflowRef,
+    ) -> Result<Arc<Workflow>, TaskError> {
+        let key = (reference.name.clone(), reference.version);
+        if let Some(workflow) = self
+            .checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(Arc::clone(workflow));
+        }
+        let file = self.workflows.version(&reference.name, reference.version);
+        let stored = self
+            .store
+            .load_workflow(&reference.name, reference.version)
+            .await?;
+        let workflow = match stored {
+            Some(source) => {
+                let stored = Workflow::parse(
+                    &format!("stored {}@{}", reference.name, reference.version),
+                    &source,
+                )
+                .map_err(|e| StoreError::Corrupt(e.into()))?;
+                match file {
+                    Some(file) if file.source == stored.source => file,
+                    Some(_) => {
+                        error!(workflow = %reference.name, version = reference.version,
+                            "the workflow file differs from the definition stored under its version: \
+                             tasks of that version run the stored one; give a changed definition a new version");
+                        Arc::new(stored)
+                    }
+                    None => Arc::new(stored),
+                }
+            }
+            None => file.ok_or_else(|| {
+                TaskError::UnknownWorkflow(reference.name.clone(), reference.version)
+            })?,
+        };
+        self.checked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::clone(&workflow));
+        Ok(workflow)
+    }
+
+    /// Writes the decision's state with the messages it requires (in one transaction
+    /// where the store can), then performs the rest of its effects. Returns the
+    /// verdict and the state written, or `None` when the write lost a race and the
+    /// caller must read again.
+    async fn apply(
+        &self,
+        mut decision: Decision,
+    ) -> Result<Option<(Verdict, Option<Task>)>, TaskError> {
+        if let Some(next) = &mut decision.next {
+            next.write_id = fastrand::u64(..);
+        }
+        let (required, best_effort) = self.split(decision.effects);
+        let unsent = match &decision.next {
+            Some(next) => {
+                let written = match &decision.order {
+                    Some(order) => self
+                        .store
+                        .update_with_order(next, order)
+                        .await
+                        .map(|()| required.clone()),
+                    None => self.store.update_and_send(next, required.clone()).await,
+                };
+                let unsent = match written {
+                    Ok(unsent) => unsent,
+                    Err(StoreError::Conflict) if self.landed(next).await? => {
+                        info!(task_id = %next.id, version = next.version,
+                            "the write had landed and its answer was lost: its effects are performed");
+                        required
+                    }
+                    Err(StoreError::Conflict) => return Ok(None),
+                    Err(error) => return Err(error.into()),
+                };
+                if next.state.is_final() {
+                    let finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(waker) = finished.get(&next.id) {
+                        waker.notify_waiters();
+                    }
+                }
+                unsent
+            }
+            None => required,
+        };
+        self.metrics
+            .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
+        self.send(unsent).await?;
+        self.perform_best_effort(best_effort).await;
+        Ok(Some((decision.verdict, decision.next)))
+    }
+
+    /// Whether a write that failed its condition had in fact landed: its answer was
+    /// lost and a retry of it (the SDK retries) found the version already moved, by
+    /// itself. The record stored is then exactly the one it meant to write, down to
+    /// its `write_id` (another actor's identical decision, in the same millisecond,
+    /// has another).
+    async fn landed(&self, intended: &Task) -> Result<bool, StoreError> {
+        Ok(self.store.task(&intended.id).await?.as_ref() == Some(intended))
+    }
+
+    /// Clears from a task what was delivered (an alert, notifications), as `decide`
+    /// says, so that the supervisor does not deliver it again, and sends the messages
+    /// the write requires (a deadline message for a lease it takes). A mark left (the
+    /// write failed, or lost every race) only has it delivered again: at least once.
+    async fn delivered(
+        &self,
+        task_id: &TaskId,
+        decide: impl Fn(&Task, Timestamp) -> Decision,
+    ) {
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let task = match self.store.task(task_id).await {
+                Ok(Some(task)) => task,
+                Ok(None) => return,
+                Err(error) => {
+                    warn!(task_id = %task_id, error = %Chain(&error), "delivered, its mark kept: it will be delivered again");
+                    return;
+                }
+            };
+            let decision = decide(&task, self.clock.now());
+            let Some(next) = decision.next else { return };
+            match self.store.update(&next).await {
+                Ok(()) => {
+                    self.metrics
+                        .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
+                    let (required, _) = self.split(decision.effects);
+                    if let Err(error) = self.send(required).await {
+                        warn!(task_id = %task_id, error = %Chain(&error), "a deadline message not sent: the supervisor's sweep finds the lease");
+                    }
+                    return;
+                }
+                Err(StoreError::Conflict) => {}
+                Err(error) => {
+                    warn!(task_id = %task_id, error = %Chain(&error), "delivered, its mark kept: it will be delivered again");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A deadline message for a lease ending `at`, delayed until then (in whole
+    /// seconds, rounded up: never early), or by SQS's longest delay, after which it
+    /// is sent on.
+    pub(super) fn deadline(&self, task_id: &TaskId, at: Timestamp) -> Outgoing {
+        let wait = self.clock.now().until(at);
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let message = SchedulerMessage::Deadline {
+            task_id: task_id.clone(),
+            at,
+        };
+        Outgoing {
+            queue: self.names.scheduler.clone(),
+            message: OutgoingMessage::json(&message, Duration::from_secs(seconds).min(MAX_DELAY)),
+        }
+    }
+
+    /// Sends a new task's Run again, with its deadline message.
+    pub(super) async fn schedule(&self, task: &Task) -> Result<(), QueueError> {
+        let mut effects = vec![Effect::Schedule {
+            task_id: task.id.clone(),
+            delay: Duration::ZERO,
+        }];
+        if let Some(at) = task.deadline {
+            effects.push(Effect::Deadline {
+                task_id: task.id.clone(),
+                at,
+            });
+        }
+        self.perform(effects).await
+    }
+
+    /// A task created claimed, if it has not moved since (it is the creation, rebuilt
+    /// from the stored instant and instance, but for submissions refused on it
+    /// since: [`decide::unmoved_since_created`]): the messages of its creation may
+    /// never have been sent (the scheduler died after the write, or the write's
+    /// answer was lost and the SDK's retry failed its condition). They are sent again
+    /// rather than left to the lease's end; the step's request may come twice, which
+    /// its idempotency key and attempt absorb. The caller is not told again.
+    pub(super) async fn claim_again(
+        &self,
+        definition: &Workflow,
+        submission: Submission,
+        existing: &Task,
+    ) -> Result<(), QueueError> {
+        let Some(instance) = &existing.locked_by else {
+            return Ok(());
+        };
+        let (again, _, effects) =
+            decide::submit_claimed(definition, submission, instance, existing.created_at);
+        if !decide::unmoved_since_created(&again, existing) {
+            return Ok(());
+        }
+        info!(task_id = %existing.id, "a task created claimed, not moved since: its first messages are sent again");
+        let unsent = effects
+            .into_iter()
+            .filter(|effect| !matches!(effect, Effect::Notify { .. }))
+            .collect();
+        self.perform(unsent).await
+    }
+
+    pub(super) async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {
+        let (required, best_effort) = self.split(effects);
+        self.send(required).await?;
+        self.perform_best_effort(best_effort).await;
+        Ok(())
+    }
+
+    /// The messages the effects require (a lease covers their loss), and the
+    /// effects performed at best (notifications, alerts).
+    fn split(&self, effects: Vec<Effect>) -> (Vec<Outgoing>, Vec<Effect>) {
+        let mut required = Vec::new();
+        let mut best_effort = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Dispatch(request) => required.push(Outgoing {
+                    queue: self.names.agent_requests.clone(),
+                    message: agent_message(&request),
+                }),
+                Effect::Schedule { task_id, delay } => required.push(Outgoing {
+                    queue: self.names.scheduler.clone(),
+                    message: run_message(&task_id, delay),
+                }),
+                // Sent with the messages that must be, on the scheduler's queue: in
+                // the same batch as a Run, and in the same transaction locally.
+                Effect::Deadline { task_id, at } if self.deadline_messages => {
+                    required.push(self.deadline(&task_id, at));
+                }
+                other => best_effort.push(other),
+            }
+        }
+        (required, best_effort)
+    }
+
+    /// Sends messages, one batch per queue.
+    pub(super) async fn send(&self, outgoing: Vec<Outgoing>) -> Result<(), QueueError> {
+        let mut by_queue: BTreeMap<QueueName, Vec<OutgoingMessage>> = BTreeMap::new();
+        for Outgoing { queue, message } in outgoing {
+            by_queue.entry(queue).or_default().push(message);
+        }
+        for (queue, messages) in by_queue {
+            self.queues.send(&queue, &messages).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the notifications and raises the alerts of a decision written, then
+    /// clears from their tasks those known delivered.
+    async fn perform_best_effort(&self, effects: Vec<Effect>) {
+        let mut sent: BTreeMap<TaskId, Vec<(QueueName, u64)>> = BTreeMap::new();
+        for effect in effects {
+            match effect {
+                Effect::Notify { task_id, outbound } => {
+                    let message = OutgoingMessage::json(&outbound.notification, Duration::ZERO);
+                    match self.queues.send(&outbound.queue, &[message]).await {
+                        Ok(()) => sent
+                            .entry(task_id)
+                            .or_default()
+                            .push((outbound.queue, outbound.notification.version)),
+                        Err(error) => {
+                            warn!(task_id = %task_id, error = %Chain(&error), "notification not sent: the supervisor will send it again");
+                        }
+                    }
+                }
+                Effect::Alert(alert) => {
+                    warn!(task_id = %alert.task_id, reason = %alert.reason, "task in Error: operator alerted");
+                    match self.alerts.raise(&alert).await {
+                        Ok(()) => {
+                            self.delivered(&alert.task_id, |task, now| {
+                                decide::alert_published(task, &alert, now)
+                            })
+                            .await;
+                        }
+                        Err(error) => {
+                            warn!(task_id = %alert.task_id, error = %Chain(&error), "alert not raised: the supervisor will raise it again");
+                        }
+                    }
+                }
+                Effect::Dispatch(_) | Effect::Schedule { .. } | Effect::Deadline { .. } => {}
+            }
+        }
+        for (task_id, sent) in sent {
+            self.delivered(&task_id, |task, now| {
+                decide::notifications_sent(task, &sent, now)
+            })
+            .await;
+        }
+    }
+}
+
+fn run_message(task_id: &TaskId, delay: Duration) -> OutgoingMessage {
+    let message = SchedulerMessage::Run {
+        task_id: task_id.clone(),
+    };
+    OutgoingMessage::json(&message, delay)
+}
+
+fn agent_message(request: &AgentRequest) -> OutgoingMessage {
+    OutgoingMessage::json(request, Duration::ZERO)
+}

@@ -1,0 +1,283 @@
+//! The actors at work: each reads state through the ports, asks the domain what
+//! to do, writes the new state conditionally, then performs the effects. The
+//! Lambda functions and the local process both call these.
+//!
+//! One room a job: `submission` creates tasks, `scheduler` takes each message of
+//! the scheduler's queues to its task's decision, `supervisor` sweeps expired
+//! leases, `operator` resubmits and cancels (one task or in bulk), `reading`
+//! reads and lists tasks, and `effects` writes each decision and carries out its
+//! effects, for all of them.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::clock::Clock;
+use crate::ports::{
+    Alerts, DeadLetters, Metrics, NoMetrics, QueueError, Queues, StateStore, StoreError,
+};
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::{Registry, Workflow};
+
+mod effects;
+mod operator;
+mod reading;
+mod scheduler;
+mod submission;
+mod supervisor;
+#[cfg(test)]
+mod tests;
+
+pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
+pub use reading::{OWNED_LISTING_READS, OWNED_LISTING_TASKS};
+pub use scheduler::Handled;
+pub use submission::{SubmitError, Submitted};
+pub use supervisor::{Recovery, SweepReport};
+
+/// The queues of the pattern, by role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueNames {
+    /// Run messages for the scheduler.
+    pub scheduler: QueueName,
+    /// Requests for the agents.
+    pub agent_requests: QueueName,
+    /// Agents' responses, read by the scheduler.
+    pub agent_responses: QueueName,
+}
+
+/// Why a task could not be moved on.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// A task names a workflow version no longer known anywhere.
+    #[error("workflow {0} version {1} is not defined")]
+    UnknownWorkflow(String, u32),
+    /// A task's steps are not its workflow's: a definition changed under the task.
+    #[error("task {task} has {steps} steps and its workflow {defined}")]
+    StepsMismatch {
+        /// The task.
+        task: TaskId,
+        /// Its steps.
+        steps: usize,
+        /// The workflow's.
+        defined: usize,
+    },
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// Why a message could not be handled; the message is then left for redelivery
+/// and, after the queue's maxReceiveCount, the dead-letter queue.
+#[derive(Debug, thiserror::Error)]
+pub enum HandleError {
+    /// The message is not one this handler understands: a poison message.
+    #[error("undecodable message: {0}")]
+    Poison(String),
+    /// The message is one this handler understands, but not from where it came (a
+    /// control message on the agents' response queue), or a submission that does not
+    /// pass the checks the API makes: a poison message too.
+    #[error("refused message: {0}")]
+    Refused(String),
+    /// Its task could not be moved on.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+}
+
+impl From<StoreError> for HandleError {
+    fn from(error: StoreError) -> Self {
+        Self::Task(error.into())
+    }
+}
+
+impl From<QueueError> for HandleError {
+    fn from(error: QueueError) -> Self {
+        Self::Task(error.into())
+    }
+}
+
+/// An actor's error for one message: a poison message, which no retry mends (it
+/// goes to the dead-letter queue after the queue's maxReceiveCount), or a failure
+/// that another delivery may get past.
+pub trait MessageError: std::error::Error + Send + Sync + 'static {
+    /// Whether the message itself is at fault.
+    fn is_poison(&self) -> bool;
+}
+
+impl MessageError for HandleError {
+    fn is_poison(&self) -> bool {
+        matches!(self, Self::Poison(_) | Self::Refused(_))
+    }
+}
+
+/// The ports the actors use.
+#[derive(Clone)]
+pub struct Ports {
+    /// The state store.
+    pub store: Arc<dyn StateStore>,
+    /// The queues messages are sent to.
+    pub queues: Arc<dyn Queues>,
+    /// Operator alerts.
+    pub alerts: Arc<dyn Alerts>,
+    /// Counters.
+    pub metrics: Arc<dyn Metrics>,
+    /// The time.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Ports {
+    /// One backend as the store, the queues and the alerts (the embedded one, or a
+    /// test's in-memory one), without metrics.
+    pub fn of<B>(backend: &Arc<B>, clock: Arc<dyn Clock>) -> Self
+    where
+        B: StateStore + Queues + Alerts + 'static,
+    {
+        Self {
+            store: Arc::clone(backend) as _,
+            queues: Arc::clone(backend) as _,
+            alerts: Arc::clone(backend) as _,
+            metrics: Arc::new(NoMetrics),
+            clock,
+        }
+    }
+}
+
+/// Submission, scheduler, supervisor and operator actions over the ports.
+pub struct App {
+    store: Arc<dyn StateStore>,
+    queues: Arc<dyn Queues>,
+    alerts: Arc<dyn Alerts>,
+    metrics: Arc<dyn Metrics>,
+    clock: Arc<dyn Clock>,
+    workflows: Arc<Registry>,
+    names: QueueNames,
+    instance: String,
+    /// Wakes the requests waiting for a task to finish, when this process finishes it.
+    finished: Mutex<HashMap<TaskId, Arc<Notify>>>,
+    /// The waits for a task's end under way: at most [`MAX_WAITS`](reading::MAX_WAITS) at once.
+    waits: tokio::sync::Semaphore,
+    /// Buffered submissions this process accepted, by id, with when: a wait on one of
+    /// them waits for its creation; a wait on another unknown id is answered at once.
+    accepted: Mutex<HashMap<TaskId, Timestamp>>,
+    /// The workflow versions this process has stored (or found stored).
+    stored: Mutex<HashSet<(String, u32)>>,
+    /// The definitions tasks run, by name and version, as checked against the store.
+    checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
+    /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
+    deadline_messages: bool,
+    /// Where submissions are buffered, in buffered ingestion ([`App::with_ingestion`]).
+    ingest: Option<QueueName>,
+    /// How notification queues must be named ([`App::with_notification_prefix`]).
+    notification_prefix: Option<String>,
+    /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
+    dead_letters: Option<Arc<dyn DeadLetters>>,
+}
+
+impl App {
+    /// Wires the actors to their ports; `instance` names this process in LockedBy.
+    #[must_use]
+    pub fn new(
+        ports: Ports,
+        workflows: Arc<Registry>,
+        names: QueueNames,
+        instance: String,
+    ) -> Self {
+        let Ports {
+            store,
+            queues,
+            alerts,
+            metrics,
+            clock,
+        } = ports;
+        Self {
+            store,
+            queues,
+            alerts,
+            metrics,
+            clock,
+            workflows,
+            names,
+            instance,
+            finished: Mutex::new(HashMap::new()),
+            waits: tokio::sync::Semaphore::new(reading::MAX_WAITS),
+            accepted: Mutex::new(HashMap::new()),
+            stored: Mutex::new(HashSet::new()),
+            checked: Mutex::new(HashMap::new()),
+            deadline_messages: false,
+            ingest: None,
+            notification_prefix: None,
+            dead_letters: None,
+        }
+    }
+
+    /// Sends a deadline message for every lease taken, delayed until its end, which a
+    /// scheduler acts on as the supervisor would: an expired lease is found within
+    /// seconds, where the supervisor's schedule is a minute or more (Lambda). Without
+    /// them (the default: the local process sweeps every second), the supervisor alone
+    /// finds expired leases.
+    #[must_use]
+    pub fn with_deadline_messages(mut self, on: bool) -> Self {
+        self.deadline_messages = on;
+        self
+    }
+
+    /// Buffered ingestion: a submission is only checked and queued on `ingest`
+    /// ([`App::accept`]); a scheduler consuming `ingest` creates the task.
+    #[must_use]
+    pub fn with_ingestion(mut self, ingest: QueueName) -> Self {
+        self.ingest = Some(ingest);
+        self
+    }
+
+    /// Refuses submissions whose notification queue is not named with `prefix`: the
+    /// functions may post only to those (IAM), and a notification that can never be
+    /// sent would be sent again for a day.
+    #[must_use]
+    pub fn with_notification_prefix(mut self, prefix: String) -> Self {
+        self.notification_prefix = Some(prefix);
+        self
+    }
+
+    /// Lets operators see and redrive the dead-letter queues of the pattern's queues.
+    #[must_use]
+    pub fn with_dead_letters(mut self, dead_letters: Arc<dyn DeadLetters>) -> Self {
+        self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// The dead-letter queues, if this process can reach them.
+    #[must_use]
+    pub fn dead_letters(&self) -> Option<&dyn DeadLetters> {
+        self.dead_letters.as_deref()
+    }
+
+    /// The pattern's queues, by the names of their roles: in buffered ingestion, the
+    /// ingest queue last (its dead letters are accepted submissions whose task was
+    /// not created).
+    #[must_use]
+    pub fn queues_by_role(&self) -> Vec<(&'static str, &QueueName)> {
+        let mut queues = vec![
+            ("scheduler", &self.names.scheduler),
+            ("agent-requests", &self.names.agent_requests),
+            ("agent-responses", &self.names.agent_responses),
+        ];
+        queues.extend(self.ingest.iter().map(|ingest| ("ingest", ingest)));
+        queues
+    }
+
+    /// The time now, by the app's clock.
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The workflow registry.
+    #[must_use]
+    pub fn workflows(&self) -> &Registry {
+        &self.workflows
+    }
+}

@@ -1,0 +1,201 @@
+//! The owner's and operator's actions on tasks: resubmit and cancel, one task or
+//! every task a filter matches (bulk actions).
+
+use std::time::Duration;
+
+use tracing::warn;
+
+use crate::ports::{Chain, StoreError};
+use sas_domain::decide::{self, Decision, Refused, Resubmit};
+use sas_domain::ids::TaskId;
+use sas_domain::task::{Order, Request, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Workflow;
+
+use super::{App, TaskError};
+
+/// Why an action on a task (a resubmission, a cancellation) was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    /// No such task.
+    #[error("no task '{0}'")]
+    NotFound(TaskId),
+    /// The task's state, or the request, does not allow it.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The task could not be moved on.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+}
+
+impl From<StoreError> for ActionError {
+    fn from(error: StoreError) -> Self {
+        Self::Task(error.into())
+    }
+}
+
+/// What a bulk action does to each task it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BulkAction {
+    /// Resubmits it (it must be in Error).
+    Resubmit,
+    /// Cancels it (it must be running).
+    Cancel,
+}
+
+/// Which tasks a bulk action takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    /// Their state.
+    pub state: TaskState,
+    /// Their workflow's name, if it matters.
+    pub workflow: Option<String>,
+    /// Submitted at or after this.
+    pub created_after: Option<Timestamp>,
+    /// Submitted before this.
+    pub created_before: Option<Timestamp>,
+    /// With this text in their error.
+    pub error_contains: Option<String>,
+}
+
+impl Filter {
+    /// Whether `task` is one of them.
+    #[must_use]
+    pub fn matches(&self, task: &Task) -> bool {
+        task.state == self.state
+            && self
+                .workflow
+                .as_ref()
+                .is_none_or(|w| *w == task.workflow.name)
+            && self.created_after.is_none_or(|at| task.created_at >= at)
+            && self.created_before.is_none_or(|at| task.created_at < at)
+            && self.error_contains.as_ref().is_none_or(|text| {
+                task.error
+                    .as_ref()
+                    .is_some_and(|error| error.contains(text.as_str()))
+            })
+    }
+}
+
+/// Which page of a bulk action one call takes, and its pace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkPage {
+    /// The listing's cursor to start from; `None` for the start.
+    pub after: Option<String>,
+    /// How many tasks to list.
+    pub limit: usize,
+    /// How long to wait after each task taken, so as not to flood the remote services.
+    pub pace: Duration,
+}
+
+/// What one call of a bulk action did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct BulkReport {
+    /// Tasks listed in the filter's state.
+    pub examined: usize,
+    /// Of those, the ones the rest of the filter matched.
+    pub matched: usize,
+    /// Resubmitted or cancelled by this call.
+    pub taken: usize,
+    /// Taken by this batch already, or no longer in a state the action applies to.
+    pub skipped: usize,
+    /// Not taken because the backend failed: run the action again to take them.
+    pub failed: usize,
+    /// The cursor to continue from (`after`); null once the listing is done.
+    pub next: Option<String>,
+}
+
+impl App {
+    /// An operator (or the owner) restarts a task in Error from its failed step,
+    /// with a new input if the resubmission has one ([`decide::resubmit`]).
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task is missing or the resubmission refused.
+    pub async fn resubmit(&self, id: &TaskId, resubmit: Resubmit) -> Result<Task, ActionError> {
+        self.act(id, |task, workflow, order, now| {
+            decide::resubmit(task, workflow, order, resubmit.clone(), now)
+        })
+        .await
+    }
+
+    /// The owner or an operator asks a task to stop and undo what it did
+    /// ([`decide::cancel`]); asking again answers the task as it is.
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task is missing or has ended.
+    pub async fn cancel(&self, id: &TaskId, request: Request) -> Result<Task, ActionError> {
+        self.act(id, |task, workflow, _, now| {
+            decide::cancel(task, workflow, request.clone(), now)
+        })
+        .await
+    }
+
+    /// An action on a task: the task as the action left it.
+    async fn act(
+        &self,
+        id: &TaskId,
+        decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, Refused>,
+    ) -> Result<Task, ActionError> {
+        let written = self
+            .transition(id, |task, workflow, order, now| {
+                decide(task, workflow, order, now).map_err(ActionError::from)
+            })
+            .await?;
+        let task = match written {
+            Some((_, Some(task))) => Some(task),
+            Some((_, None)) => self.store.task(id).await?,
+            None => None,
+        };
+        task.ok_or_else(|| ActionError::NotFound(id.clone()))
+    }
+
+    /// A bulk action, one page of it: lists up to `page.limit` tasks in the filter's
+    /// state from `page.after`, and resubmits or cancels each that matches the filter,
+    /// one every `page.pace`, in the batch `request.batch` names. A task the batch took
+    /// already (on an earlier call, or one interrupted) is skipped, so the action can
+    /// be run again from any page, or from the start, and takes each task once.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the listing fails; a task that fails is counted, not an error.
+    pub async fn bulk(
+        &self,
+        action: BulkAction,
+        filter: &Filter,
+        page: &BulkPage,
+        request: &Request,
+    ) -> Result<BulkReport, StoreError> {
+        let listed = self
+            .list(filter.state, page.limit, page.after.as_deref(), None)
+            .await?;
+        let mut report = BulkReport {
+            examined: listed.tasks.len(),
+            next: listed.next,
+            ..BulkReport::default()
+        };
+        for task in listed.tasks.iter().filter(|t| filter.matches(t)) {
+            report.matched += 1;
+            let acted = match action {
+                BulkAction::Resubmit => {
+                    let resubmit = Resubmit {
+                        request: request.clone(),
+                        input: None,
+                    };
+                    self.resubmit(&task.id, resubmit).await
+                }
+                BulkAction::Cancel => self.cancel(&task.id, request.clone()).await,
+            };
+            match acted {
+                Ok(_) => {
+                    report.taken += 1;
+                    self.clock.sleep(page.pace).await;
+                }
+                Err(ActionError::Refused(_) | ActionError::NotFound(_)) => report.skipped += 1,
+                Err(ActionError::Task(error)) => {
+                    warn!(task_id = %task.id, error = %Chain(&error), "bulk action failed on a task");
+                    report.failed += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,163 @@
+//! Reading tasks: one, a wait for its end, and a caller's or an operator's listing.
+
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use super::App;
+use crate::ports::{StoreError, TaskPage};
+use sas_domain::ids::{Owner, TaskId};
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+
+/// The most pages of the store one owner's listing page reads.
+pub const OWNED_LISTING_READS: usize = 5;
+
+/// The most tasks one owner's listing page reads from the store, all its pages
+/// together: the store lists every owner's tasks by state, so a caller with few
+/// among many would otherwise have each request read five pages of others'.
+pub const OWNED_LISTING_TASKS: usize = 200;
+
+/// How soon a wait for a task's end first reads it again when another process may
+/// finish it (a Lambda function waits on tasks the scheduler function finishes);
+/// each read after waits twice as long, up to [`MAX_WAIT_POLL`].
+const WAIT_POLL: Duration = Duration::from_millis(250);
+
+/// The longest a wait for a task's end goes without reading it again.
+const MAX_WAIT_POLL: Duration = Duration::from_secs(2);
+
+/// The most waits for a task's end one process holds at once; a request beyond them
+/// is answered at once, with the task as it is.
+pub(super) const MAX_WAITS: usize = 64;
+
+/// The most buffered submissions a process remembers having accepted, and for how
+/// long (longer than a submission stays in the ingest queue is of no use to a wait).
+const MAX_ACCEPTED: usize = 200_000;
+const ACCEPTED_MEMORY: Duration = Duration::from_secs(60);
+
+impl App {
+    /// A task's state.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.store.task(id).await
+    }
+
+    /// A task's state with its order data.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        self.store.task_with_order(id).await
+    }
+
+    /// A task's state once it is final, or when `wait` has passed, whichever is first.
+    /// It reads the task again after [`WAIT_POLL`], then twice as long each time, up
+    /// to [`MAX_WAIT_POLL`]; an unknown id is answered at once (but for a buffered
+    /// submission this process accepted lately, which may be on its way), and so is
+    /// every request beyond the [`MAX_WAITS`] this process holds.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn wait_final(
+        &self,
+        id: &TaskId,
+        wait: Duration,
+    ) -> Result<Option<Task>, StoreError> {
+        let Ok(_permit) = self.waits.try_acquire() else {
+            return self.store.task(id).await;
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let waker = {
+            let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(finished.entry(id.clone()).or_default())
+        };
+        let mut poll = WAIT_POLL;
+        let result = loop {
+            let notified = waker.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let task = self.store.task(id).await?;
+            let now = tokio::time::Instant::now();
+            // In buffered ingestion a task this process accepted may be on its way.
+            let waiting = match &task {
+                Some(task) => !task.state.is_final(),
+                None => self.accepted_here(id),
+            };
+            if !waiting || now >= deadline {
+                break task;
+            }
+            let _ = tokio::time::timeout((deadline - now).min(poll), notified).await;
+            poll = (poll * 2).min(MAX_WAIT_POLL);
+        };
+        let mut finished = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(&waker) <= 2 {
+            finished.remove(id);
+        }
+        Ok(result)
+    }
+
+    /// Remembers that this process accepted a buffered submission for `id` at `at`,
+    /// forgetting those accepted long enough ago.
+    pub(super) fn remember_accepted(&self, id: &TaskId, at: Timestamp) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        if accepted.len() >= MAX_ACCEPTED {
+            let now = self.clock.now();
+            accepted.retain(|_, since| since.until(now) < ACCEPTED_MEMORY);
+        }
+        if accepted.len() < MAX_ACCEPTED {
+            accepted.insert(id.clone(), at);
+        }
+    }
+
+    /// Whether this process accepted a buffered submission for `id` lately.
+    fn accepted_here(&self, id: &TaskId) -> bool {
+        let accepted = self.accepted.lock().unwrap_or_else(PoisonError::into_inner);
+        accepted
+            .get(id)
+            .is_some_and(|at| at.until(self.clock.now()) < ACCEPTED_MEMORY)
+    }
+
+    /// Tasks in a state, a page at a time: everyone's, or `owner`'s only.
+    ///
+    /// The store lists by state, so an owner's page is gathered from up to
+    /// [`OWNED_LISTING_READS`] of its pages and [`OWNED_LISTING_TASKS`] of its tasks:
+    /// it may hold fewer than `limit` tasks and still have a next one.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+        owner: Option<&Owner>,
+    ) -> Result<TaskPage, StoreError> {
+        let Some(owner) = owner else {
+            return self.store.list(state, limit, after).await;
+        };
+        let mut owned = TaskPage {
+            tasks: Vec::new(),
+            next: after.map(str::to_owned),
+        };
+        let mut budget = OWNED_LISTING_TASKS;
+        for _ in 0..OWNED_LISTING_READS {
+            let ask = (limit - owned.tasks.len()).min(budget);
+            if ask == 0 {
+                break;
+            }
+            budget -= ask;
+            let page = self.store.list(state, ask, owned.next.as_deref()).await?;
+            owned.next = page.next;
+            owned.tasks.extend(
+                page.tasks
+                    .into_iter()
+                    .filter(|t| t.owner.as_ref() == Some(owner)),
+            );
+            if owned.tasks.len() == limit || owned.next.is_none() {
+                break;
+            }
+        }
+        Ok(owned)
+    }
+}

@@ -1,0 +1,166 @@
+//! The scheduler: each message of its queues (Run, an agent's response, a deadline,
+//! a buffered submission) taken to the task's decision.
+
+use tracing::warn;
+
+use sas_domain::decide::{self, Decision, Verdict};
+use sas_domain::messages::SchedulerMessage;
+
+use super::{App, HandleError, TaskError};
+
+/// A queue a scheduler reads: each takes only the messages meant for it, so that
+/// an agent allowed to answer cannot create or move tasks by other means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inbox {
+    /// The scheduler's queue: Run and Deadline messages, which the system sends.
+    Scheduler,
+    /// The agents' responses.
+    AgentResponses,
+    /// Buffered submissions, which the API accepted (checked again on arrival).
+    Ingest,
+}
+
+impl Inbox {
+    /// Whether `message` is one this queue takes.
+    fn accepts(self, message: &SchedulerMessage) -> bool {
+        matches!(
+            (self, message),
+            (
+                Self::Scheduler,
+                SchedulerMessage::Run { .. } | SchedulerMessage::Deadline { .. }
+            ) | (Self::AgentResponses, SchedulerMessage::Response(_))
+                | (Self::Ingest, SchedulerMessage::Submit(_))
+        )
+    }
+
+    /// Its name, in errors.
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduler => "scheduler",
+            Self::AgentResponses => "agent-response",
+            Self::Ingest => "ingest",
+        }
+    }
+
+    /// The messages it takes, in errors.
+    const fn takes(self) -> &'static str {
+        match self {
+            Self::Scheduler => "run and deadline messages",
+            Self::AgentResponses => "agents' responses",
+            Self::Ingest => "buffered submissions",
+        }
+    }
+}
+
+/// What the scheduler did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Handled {
+    /// A decision about the message's task was made (and written, if it changed it).
+    Decided(Verdict),
+    /// The message is for a task that does not exist: dropped.
+    UnknownTask,
+    /// A deadline message due beyond the longest delay a queue allows is sent on.
+    DeadlineChained,
+    /// A buffered submission's task was created.
+    Created,
+    /// A buffered submission's task was created already, by the same request.
+    Repeated,
+}
+
+impl Handled {
+    /// Its name in logs.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Decided(verdict) => verdict.as_str(),
+            Self::Created => "created",
+            Self::Repeated => "repeated",
+            Self::UnknownTask => "unknown task",
+            Self::DeadlineChained => "deadline chained",
+        }
+    }
+}
+
+impl App {
+    /// Which of a scheduler's queues the queue named `queue` is, if it is one.
+    fn inbox(&self, queue: &str) -> Option<Inbox> {
+        if queue == self.names.scheduler.as_str() {
+            Some(Inbox::Scheduler)
+        } else if queue == self.names.agent_responses.as_str() {
+            Some(Inbox::AgentResponses)
+        } else {
+            self.ingest
+                .as_ref()
+                .is_some_and(|ingest| ingest.as_str() == queue)
+                .then_some(Inbox::Ingest)
+        }
+    }
+
+    /// Scheduler: handles one message of one of its queues, named `queue`, which
+    /// takes only the messages meant for it ([`Inbox::accepts`]).
+    ///
+    /// # Errors
+    /// [`HandleError`]; the message should then be retried (and dead-lettered in the end).
+    pub async fn on_scheduler_message(
+        &self,
+        queue: &str,
+        body: &str,
+    ) -> Result<Handled, HandleError> {
+        let inbox = self.inbox(queue).ok_or_else(|| {
+            HandleError::Refused(format!(
+                "a message from '{queue}', which is not the scheduler's"
+            ))
+        })?;
+        let message: SchedulerMessage =
+            serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
+        if !inbox.accepts(&message) {
+            return Err(HandleError::Refused(format!(
+                "a {} message on the {} queue, which takes only {}",
+                message.kind(),
+                inbox.as_str(),
+                inbox.takes()
+            )));
+        }
+        let task_id = match &message {
+            SchedulerMessage::Submit(buffered) => return self.ingest(buffered).await,
+            SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {
+                task_id
+            }
+            SchedulerMessage::Response(response) => &response.task_id,
+        };
+        if let SchedulerMessage::Deadline { at, .. } = message
+            && self.clock.now() < at
+        {
+            // Its delay could not reach the lease's end (SQS delays at most 15
+            // minutes): the message goes on.
+            self.send(vec![self.deadline(task_id, at)]).await?;
+            return Ok(Handled::DeadlineChained);
+        }
+        let written = self
+            .transition(task_id, |task, workflow, order, now| {
+                Ok::<_, TaskError>(match &message {
+                    SchedulerMessage::Run { .. } => {
+                        decide::on_run(task, workflow, order, &self.instance, now)
+                    }
+                    SchedulerMessage::Response(response) => {
+                        decide::on_response(task, workflow, order, response, now)
+                    }
+                    SchedulerMessage::Deadline { at, .. } => {
+                        decide::on_deadline(task, workflow, *at, now)
+                    }
+                    // Handled above, before any task is read.
+                    SchedulerMessage::Submit(_) => {
+                        Decision::ignore(Verdict::NotWaitingForScheduler)
+                    }
+                })
+            })
+            .await?;
+        Ok(written.map_or_else(
+            || {
+                warn!(task_id = %task_id, "message for an unknown task dropped");
+                Handled::UnknownTask
+            },
+            |(verdict, _)| Handled::Decided(verdict),
+        ))
+    }
+}

@@ -1,0 +1,341 @@
+//! Submission: a task created for a caller's request, at once or through the
+//! ingest queue (buffered ingestion), and the workflows it may name.
+
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use tracing::{error, info, warn};
+
+use crate::ports::{Chain, OutgoingMessage, QueueError, StoreError};
+use sas_domain::decide;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::Buffered;
+use sas_domain::submission::Submission;
+use sas_domain::task::{Task, TaskState, WorkflowRef};
+use sas_domain::workflow::{InputError, Workflow};
+
+use super::{App, HandleError, Handled, TaskError};
+
+/// Why a submission was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// No workflow of that name.
+    #[error("unknown workflow '{0}'")]
+    UnknownWorkflow(String),
+    /// The input does not fit the workflow.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A task with that id exists, from a different request.
+    #[error("task '{0}' exists with a different request")]
+    Conflict(TaskId),
+    /// The notification queue is one of the pattern's own.
+    #[error("notify: '{0}' is one of the system's own queues")]
+    ReservedQueue(QueueName),
+    /// The notification queue is not named as the functions may post to.
+    #[error(
+        "notify: '{queue}' cannot be posted to: notification queues' names must start with '{prefix}'"
+    )]
+    UnreachableQueue {
+        /// The queue named.
+        queue: QueueName,
+        /// How the queues the functions may post to are named.
+        prefix: String,
+    },
+    /// The notification queue is not named as the owner's queues are.
+    #[error(
+        "notify: '{queue}' is not one of yours: your queues' names end with '{suffix}' (see GET /me)"
+    )]
+    ForeignQueue {
+        /// The queue named.
+        queue: QueueName,
+        /// How the owner's queues' names end.
+        suffix: String,
+    },
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The scheduler's queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+/// A submission's result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    /// A new task.
+    Created(Task),
+    /// The same request again: the task it made.
+    Replayed(Task),
+}
+
+impl App {
+    /// Stores every known workflow definition, so that a task can finish on the
+    /// version it started with after the files change.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when a stored version differs from its file.
+    pub async fn register_workflows(&self) -> Result<(), StoreError> {
+        for workflow in self.workflows.all() {
+            self.store_workflow(&workflow).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores a definition before its first task, once per process: a task can then
+    /// always finish on the version it started with, and a start-up stores nothing.
+    async fn store_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let key = (workflow.name.clone(), workflow.version);
+        if self
+            .stored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        if let Err(error) = self.store.save_workflow(workflow).await {
+            error!(workflow = %workflow.name, version = workflow.version, error = %Chain(&error),
+                "cannot store the workflow definition (a version changed without a bump?)");
+            return Err(error);
+        }
+        self.stored
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key);
+        Ok(())
+    }
+
+    /// Submission: creates the task and its order data in one transaction and asks
+    /// a scheduler to run it. The same request again returns the same task.
+    ///
+    /// # Errors
+    /// [`SubmitError`] for an unknown workflow, a bad input, an id taken by another
+    /// request, or a backend failure.
+    pub async fn submit(
+        &self,
+        workflow: &str,
+        submission: Submission,
+    ) -> Result<Submitted, SubmitError> {
+        let definition = self.check(workflow, &submission)?;
+        self.store_workflow(&definition).await?;
+        self.create(&definition, submission, false).await
+    }
+
+    /// Buffered ingestion's submission: checked as [`App::submit`] checks it, then
+    /// queued, durably, for a scheduler to create its task
+    /// ([`App::on_scheduler_message`]) at the rate the store takes. A request for an
+    /// id taken by a different one can no longer be refused here: it is refused on
+    /// the task when it is created ([`decide::refuse_submission`]).
+    ///
+    /// # Errors
+    /// [`SubmitError`] for an unknown workflow, a bad input, or a backend failure;
+    /// [`SubmitError::Queue`] when this process does not buffer submissions, or the
+    /// queue fails (it may have been queued all the same: a repeat is the same task).
+    pub async fn accept(
+        &self,
+        workflow: &str,
+        submission: Submission,
+    ) -> Result<Buffered, SubmitError> {
+        let Some(ingest) = &self.ingest else {
+            return Err(SubmitError::Queue(QueueError::new(
+                "ingest",
+                "this process does not buffer submissions",
+            )));
+        };
+        let definition = self.check(workflow, &submission)?;
+        self.store_workflow(&definition).await?;
+        let buffered = Buffered {
+            workflow: WorkflowRef {
+                name: definition.name.clone(),
+                version: definition.version,
+            },
+            submission,
+            accepted_at: self.clock.now(),
+        };
+        let message = OutgoingMessage::json(&buffered.as_message(), Duration::ZERO);
+        self.queues.send(ingest, &[message]).await?;
+        self.remember_accepted(&buffered.submission.id, buffered.accepted_at);
+        self.metrics
+            .count("TasksAccepted", ("Workflow", &buffered.workflow.name), 1);
+        Ok(buffered)
+    }
+
+    /// Whether submissions are buffered ([`App::with_ingestion`]).
+    #[must_use]
+    pub fn buffers_submissions(&self) -> bool {
+        self.ingest.is_some()
+    }
+
+    /// The workflow a submission names, its input and notification queue checked.
+    fn check(
+        &self,
+        workflow: &str,
+        submission: &Submission,
+    ) -> Result<Arc<Workflow>, SubmitError> {
+        let definition = self
+            .workflows
+            .latest(workflow)
+            .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
+        self.check_against(&definition, submission)?;
+        Ok(definition)
+    }
+
+    /// A submission's input and notification queue, checked against `definition`.
+    fn check_against(
+        &self,
+        definition: &Workflow,
+        submission: &Submission,
+    ) -> Result<(), SubmitError> {
+        definition.validate_input(&submission.input)?;
+        if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own_queue(q)) {
+            return Err(SubmitError::ReservedQueue(queue.clone()));
+        }
+        if let (Some(prefix), Some(queue)) = (&self.notification_prefix, &submission.notify)
+            && !queue.as_str().starts_with(prefix.as_str())
+        {
+            return Err(SubmitError::UnreachableQueue {
+                queue: queue.clone(),
+                prefix: prefix.clone(),
+            });
+        }
+        if let (Some(owner), Some(queue)) = (&submission.owner, &submission.notify) {
+            let suffix = format!("-{}", owner.tag());
+            if !queue.as_str().ends_with(&suffix) {
+                return Err(SubmitError::ForeignQueue {
+                    queue: queue.clone(),
+                    suffix,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the task a checked submission asks for, or finds the one the same
+    /// request created.
+    ///
+    /// A scheduler creating a buffered submission's task (`claim`) creates it claimed
+    /// ([`decide::submit_claimed`]).
+    pub(super) async fn create(
+        &self,
+        definition: &Workflow,
+        submission: Submission,
+        claim: bool,
+    ) -> Result<Submitted, SubmitError> {
+        let workflow = &definition.name;
+        let fingerprint = submission.fingerprint(workflow);
+        let id = submission.id.clone();
+        let now = self.clock.now();
+        let (task, order, effects) = if claim {
+            decide::submit_claimed(definition, submission, &self.instance, now)
+        } else {
+            decide::submit(definition, submission, now)
+        };
+        match self.store.create(&task, &order).await {
+            Ok(()) => {
+                info!(task_id = %id, workflow, "task accepted");
+                self.metrics
+                    .count("TasksSubmitted", ("Workflow", workflow), 1);
+                if task.state == TaskState::Error {
+                    // Created claimed, and failed at once (its first step's request
+                    // could not be made): it enters Error here, not in `transition`.
+                    self.metrics
+                        .count("TasksInError", ("Workflow", workflow), 1);
+                }
+                Self::sent_once_written(&id, claim, self.perform(effects).await)?;
+                Ok(Submitted::Created(task))
+            }
+            Err(StoreError::Conflict) => {
+                let existing = self.store.task(&id).await?.ok_or(StoreError::Conflict)?;
+                if existing.fingerprint != fingerprint {
+                    return Err(SubmitError::Conflict(id));
+                }
+                if existing.version == 1 && existing.state == TaskState::Pending {
+                    // The first submission may have failed between its write and its
+                    // send. A task moved since (by a scheduler, or the supervisor's
+                    // retry after a delay) has messages of its own: a Run now would
+                    // cut the supervisor's delay short.
+                    Self::sent_once_written(&id, claim, self.schedule(&existing).await)?;
+                }
+                Ok(Submitted::Replayed(existing))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// How the sends that follow a task's creation ended, for its creator. The API
+    /// answers a task written as accepted whatever they did: its pickup lease has the
+    /// supervisor send them again, and a failure answered would have a caller without
+    /// an id submit a second task. A scheduler creating a buffered task fails its
+    /// message instead, which comes again and sends them sooner.
+    fn sent_once_written(
+        id: &TaskId,
+        claim: bool,
+        sent: Result<(), QueueError>,
+    ) -> Result<(), QueueError> {
+        match sent {
+            Err(error) if !claim => {
+                warn!(task_id = %id, error = %Chain(&error), "task accepted, its message not sent: the supervisor sends it at its lease's end");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// A scheduler, on a buffered submission: creates its task, or finds it created
+    /// by the same request, or refuses it on the task another request created.
+    pub(super) async fn ingest(&self, buffered: &Buffered) -> Result<Handled, HandleError> {
+        let definition = self.workflow(&buffered.workflow).await?;
+        // Checked again here, where it enters the store: whoever may send to the
+        // ingest queue, only what the API accepts becomes a task.
+        self.check_against(&definition, &buffered.submission)
+            .map_err(|e| HandleError::Refused(e.to_string()))?;
+        let id = buffered.submission.id.clone();
+        match self
+            .create(&definition, buffered.submission.clone(), true)
+            .await
+        {
+            Ok(Submitted::Created(_)) => Ok(Handled::Created),
+            Ok(Submitted::Replayed(existing)) => {
+                self.claim_again(&definition, buffered.submission.clone(), &existing)
+                    .await?;
+                Ok(Handled::Repeated)
+            }
+            Err(SubmitError::Conflict(_)) => {
+                let written = self
+                    .transition(&id, |task, _, _, now| {
+                        Ok::<_, TaskError>(decide::refuse_submission(
+                            task,
+                            &buffered.submission,
+                            &buffered.workflow.name,
+                            now,
+                        ))
+                    })
+                    .await?;
+                Ok(written.map_or(Handled::UnknownTask, |(verdict, _)| {
+                    Handled::Decided(verdict)
+                }))
+            }
+            Err(SubmitError::Store(e)) => Err(e.into()),
+            Err(SubmitError::Queue(e)) => Err(e.into()),
+            Err(other) => Err(HandleError::Refused(other.to_string())),
+        }
+    }
+
+    /// Whether `queue` is one of the pattern's queues or their dead-letter queues:
+    /// where a caller's notifications must not go, and whose messages no caller may
+    /// take.
+    #[must_use]
+    pub fn is_own_queue(&self, queue: &QueueName) -> bool {
+        [
+            &self.names.scheduler,
+            &self.names.agent_requests,
+            &self.names.agent_responses,
+        ]
+        .into_iter()
+        .chain(&self.ingest)
+        .any(|own| {
+            let name = queue.as_str();
+            name == own.as_str() || name.strip_suffix("-dlq") == Some(own.as_str())
+        })
+    }
+}
