@@ -6,13 +6,15 @@ use schemars::Schema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
+use super::routes::Action;
+use super::tasks::LISTED;
 use super::view::{
     AcceptedView, BatchView, BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView,
     RedriveView, TaskView, WorkflowsView,
 };
 use super::{
-    Action, BatchBody, BulkBody, CancelBody, ErrorView, LISTED, MAX_PAGE, ROUTES, RedriveBody,
-    ResubmitBody, Route, SubmitBody,
+    BatchBody, BulkBody, CancelBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody, ResubmitBody, Route,
+    SubmitBody,
 };
 
 /// The document: every route of [`ROUTES`], and nothing else.

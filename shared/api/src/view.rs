@@ -5,7 +5,6 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ApiResponse;
 use sas_core::app::BulkReport;
 use sas_core::ports::DeadLetter;
 use sas_domain::ids::{Owner, QueueName};
@@ -16,6 +15,8 @@ use sas_domain::task::{
 };
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
+
+use crate::ApiResponse;
 
 fn time(at: Option<Timestamp>) -> Option<String> {
     at.map(Timestamp::to_rfc3339)

@@ -207,11 +207,7 @@ impl App {
     /// says, so that the supervisor does not deliver it again, and sends the messages
     /// the write requires (a deadline message for a lease it takes). A mark left (the
     /// write failed, or lost every race) only has it delivered again: at least once.
-    async fn delivered(
-        &self,
-        task_id: &TaskId,
-        decide: impl Fn(&Task, Timestamp) -> Decision,
-    ) {
+    async fn delivered(&self, task_id: &TaskId, decide: impl Fn(&Task, Timestamp) -> Decision) {
         for _ in 0..MAX_CONFLICT_RETRIES {
             let task = match self.store.task(task_id).await {
                 Ok(Some(task)) => task,

@@ -167,11 +167,7 @@ impl App {
     }
 
     /// The workflow a submission names, its input and notification queue checked.
-    fn check(
-        &self,
-        workflow: &str,
-        submission: &Submission,
-    ) -> Result<Arc<Workflow>, SubmitError> {
+    fn check(&self, workflow: &str, submission: &Submission) -> Result<Arc<Workflow>, SubmitError> {
         let definition = self
             .workflows
             .latest(workflow)

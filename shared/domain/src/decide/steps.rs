@@ -58,13 +58,7 @@ impl Change {
         }
     }
 
-    fn dispatch(
-        &mut self,
-        workflow: &Workflow,
-        order: &Order,
-        index: usize,
-        operation: Operation,
-    ) {
+    fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
         let definition = &workflow.steps[index];
         let complete_by = self.now.plus(definition.complete_by);
         let results: Results<'_> = self

@@ -1,0 +1,150 @@
+//! The request bodies, and how a body is read: JSON, within its size, each field
+//! of its type.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::task::TaskState;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::{MAX_BATCH, MAX_BODY_BYTES};
+
+/// A submission.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBody {
+    /// The workflow to run, by name (its latest version).
+    pub(crate) workflow: String,
+    /// The input, as the workflow defines it.
+    pub(crate) input: Value,
+    /// A queue of the caller's for the task's status changes.
+    #[serde(default)]
+    pub(crate) notify: Option<QueueName>,
+    /// The task's id: for `POST /tasks`, instead of a generated one; for `PUT`,
+    /// the id in the path again.
+    #[serde(default)]
+    pub(crate) id: Option<TaskId>,
+}
+
+/// Up to [`MAX_BATCH`] submissions in one request.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// The submissions, each the body of a `POST /tasks` (with its `id`, or one
+    /// generated).
+    #[schemars(with = "Vec<SubmitBody>", length(min = 1, max = MAX_BATCH))]
+    pub(crate) tasks: Vec<Value>,
+}
+
+/// A resubmission: an empty body, or a new input.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResubmitBody {
+    /// The input the new run takes, checked against the task's workflow version;
+    /// the one it replaces is kept.
+    #[serde(default)]
+    pub(crate) input: Option<Value>,
+}
+
+/// A cancellation: an empty body (or `{}`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {}
+
+/// A bulk action's call: which tasks, and which page of them.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkBody {
+    /// Names the action: called again with the same batch (after an interruption,
+    /// from any page or from the start), it takes no task twice. Letters, digits,
+    /// '-', '_' and '.', up to 64.
+    pub(crate) batch: String,
+    /// The tasks' state: Error to resubmit (the default); Pending, Processing or
+    /// Compensating to cancel (Processing by default).
+    #[serde(default)]
+    pub(crate) state: Option<TaskState>,
+    /// Only the tasks of this workflow.
+    #[serde(default)]
+    pub(crate) workflow: Option<String>,
+    /// Only the tasks submitted at or after this (RFC 3339).
+    #[serde(default)]
+    pub(crate) created_after: Option<String>,
+    /// Only the tasks submitted before this (RFC 3339).
+    #[serde(default)]
+    pub(crate) created_before: Option<String>,
+    /// Only the tasks whose error has this text.
+    #[serde(default)]
+    pub(crate) error_contains: Option<String>,
+    /// Where to go on from: the `next` of the call before.
+    #[serde(default)]
+    pub(crate) after: Option<String>,
+    /// How many tasks this call lists, 1 to 100 (default 100).
+    #[serde(default)]
+    pub(crate) limit: Option<usize>,
+    /// How many tasks it takes a second, 1 to 1000 (default 10), so as not to flood
+    /// the remote services; one call lasts at most 15 s of pauses.
+    #[serde(default)]
+    pub(crate) per_second: Option<u32>,
+}
+
+/// A JSON object body of type `T`; an empty body is `{}` when `empty_ok`.
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8], empty_ok: bool) -> Result<T, ApiError> {
+    let body = if empty_ok && body.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        body
+    };
+    typed(json_object(body, MAX_BODY_BYTES)?)
+}
+
+/// The body as a JSON object, if it is one of at most `limit` bytes.
+pub(crate) fn json_object(body: &[u8], limit: usize) -> Result<Value, ApiError> {
+    if body.len() > limit {
+        return Err(ApiError::new(
+            ErrorCode::BodyTooLarge,
+            format!("the body is {} bytes; the limit is {limit}", body.len()),
+        ));
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the body is not valid JSON: {e}"),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+/// A JSON value as `T`, or an error naming the field that does not fit.
+pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(&value).map_err(|e| {
+        let message = e.inner().to_string();
+        let path = e.path().to_string();
+        let field = if path == "." {
+            message.split('`').nth(1).unwrap_or("body").to_owned()
+        } else {
+            path
+        };
+        ApiError::new(ErrorCode::InvalidField, format!("{field}: {message}")).on(&field)
+    })
+}
+
+/// A redrive: the messages to send back.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveBody {
+    /// The messages, by their ids in the dead-letter queue; when absent, up to `max`.
+    #[serde(default)]
+    pub(crate) ids: Option<Vec<String>>,
+    /// The most to send back, 1 to 100: by default every one named, or 10 when none is.
+    #[serde(default)]
+    pub(crate) max: Option<usize>,
+}

@@ -1,0 +1,189 @@
+//! The operator's routes beyond a task: bulk actions and the dead-letter queues.
+
+use std::time::Duration;
+
+use sas_core::app::{App, BulkAction, BulkPage, Filter};
+use sas_core::ports::DeadLetters;
+use sas_domain::ids::QueueName;
+use sas_domain::task::{Request, TaskState};
+use sas_domain::time::Timestamp;
+
+use crate::bodies::{BulkBody, RedriveBody, parse_json};
+use crate::error::{ApiError, ErrorCode};
+use crate::tasks::{LISTED, invalid_cursor, parse_state};
+use crate::view::{
+    BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView,
+    RedriveView,
+};
+use crate::{ApiResponse, MAX_ANSWER_BYTES, MAX_PAGE};
+
+/// The longest one call of a bulk action pauses between tasks, in all.
+const MAX_BULK_PAUSES: Duration = Duration::from_secs(15);
+
+pub(crate) async fn bulk(
+    app: &App,
+    action: BulkAction,
+    mut request: Request,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
+    let body: BulkBody = parse_json(body, false)?;
+    let invalid = |field: &str, message: String| {
+        ApiError::new(ErrorCode::InvalidField, format!("{field}: {message}")).on(field)
+    };
+    let batch_ok = (1..=64).contains(&body.batch.len())
+        && body
+            .batch
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !batch_ok {
+        return Err(invalid(
+            "batch",
+            "must be 1 to 64 letters, digits, '-', '_' or '.'".into(),
+        ));
+    }
+    let (default, allowed): (_, &[TaskState]) = match action {
+        BulkAction::Resubmit => (TaskState::Error, &[TaskState::Error]),
+        BulkAction::Cancel => (TaskState::Processing, &LISTED[..3]),
+    };
+    let state = match body.state {
+        Some(state) => parse_state(state.as_str(), "state", allowed, "").map_err(|e| ApiError {
+            code: ErrorCode::InvalidField,
+            ..e
+        })?,
+        None => default,
+    };
+    let time = |field: &str, text: &Option<String>| {
+        text.as_deref()
+            .map(|text| {
+                Timestamp::parse_rfc3339(text)
+                    .ok_or_else(|| invalid(field, format!("'{text}' is not an RFC 3339 time")))
+            })
+            .transpose()
+    };
+    let filter = Filter {
+        state,
+        workflow: body.workflow,
+        created_after: time("created_after", &body.created_after)?,
+        created_before: time("created_before", &body.created_before)?,
+        error_contains: body.error_contains,
+    };
+    let limit = body.limit.unwrap_or(MAX_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(invalid("limit", format!("must be 1 to {MAX_PAGE}")));
+    }
+    let per_second = body.per_second.unwrap_or(10);
+    if !(1..=1000).contains(&per_second) {
+        return Err(invalid("per_second", "must be 1 to 1000".into()));
+    }
+    let pace = Duration::from_secs(1) / per_second;
+    let page = BulkPage {
+        after: body.after,
+        // A call pauses at most MAX_BULK_PAUSES in all: a slow pace lists fewer.
+        limit: limit.min(
+            usize::try_from(MAX_BULK_PAUSES.as_millis() / pace.as_millis().max(1))
+                .unwrap_or(limit)
+                .max(1),
+        ),
+        pace,
+    };
+    request.batch = Some(body.batch.clone());
+    let report = app
+        .bulk(action, &filter, &page, &request)
+        .await
+        .map_err(invalid_cursor)?;
+    let view = BulkView {
+        batch: body.batch,
+        report,
+    };
+    Ok(ApiResponse::ok(200, &view))
+}
+
+/// The most messages one look at a dead-letter queue shows, or one redrive sends back.
+const MAX_DEAD_LETTERS: usize = 100;
+
+/// The dead-letter queues, or an answer saying they cannot be reached here.
+fn dead_letter_port(app: &App) -> Result<&dyn DeadLetters, ApiError> {
+    app.dead_letters().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "the dead-letter queues cannot be reached from here",
+        )
+    })
+}
+
+/// The queue whose role is `role`.
+fn queue_of<'a>(app: &'a App, role: &str) -> Result<&'a QueueName, ApiError> {
+    let queues = app.queues_by_role();
+    queues
+        .iter()
+        .find(|(name, _)| *name == role)
+        .map(|(_, queue)| *queue)
+        .ok_or_else(|| {
+            let roles: Vec<_> = queues.iter().map(|(name, _)| *name).collect();
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no dead-letter queue '{role}': the queues are {}",
+                    roles.join(", ")
+                ),
+            )
+            .on("queue")
+        })
+}
+
+pub(crate) async fn dead_letter_queues(app: &App) -> Result<ApiResponse, ApiError> {
+    let port = dead_letter_port(app)?;
+    let mut queues = Vec::new();
+    for (role, queue) in app.queues_by_role() {
+        queues.push(DeadLetterQueueView {
+            queue: role,
+            source: queue.to_string(),
+            messages: port.count(queue).await.map_err(ApiError::from)?,
+        });
+    }
+    Ok(ApiResponse::ok(200, &DeadLetterQueuesView { queues }))
+}
+
+pub(crate) async fn dead_letters(app: &App, role: &str) -> Result<ApiResponse, ApiError> {
+    let port = dead_letter_port(app)?;
+    let queue = queue_of(app, role)?;
+    let held = port.peek(queue, MAX_DEAD_LETTERS).await?;
+    let mut bytes = 0;
+    let mut messages = Vec::new();
+    for message in held {
+        let view = DeadLetterView::of(message);
+        bytes += sas_domain::to_json(&view).len();
+        if bytes > MAX_ANSWER_BYTES && !messages.is_empty() {
+            break;
+        }
+        messages.push(view);
+    }
+    let view = DeadLettersView {
+        queue: role.to_owned(),
+        messages,
+    };
+    Ok(ApiResponse::ok(200, &view))
+}
+
+pub(crate) async fn redrive(app: &App, role: &str, body: &[u8]) -> Result<ApiResponse, ApiError> {
+    let port = dead_letter_port(app)?;
+    let queue = queue_of(app, role)?;
+    let body: RedriveBody = parse_json(body, true)?;
+    let named = body.ids.as_ref().map(Vec::len);
+    let max = body.max.or(named).unwrap_or(10);
+    for (field, count) in [("ids", named), ("max", Some(max))] {
+        if count.is_some_and(|count| !(1..=MAX_DEAD_LETTERS).contains(&count)) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!("{field}: 1 to {MAX_DEAD_LETTERS} messages at a time"),
+            )
+            .on(field));
+        }
+    }
+    let redriven = port.redrive(queue, body.ids.as_deref(), max).await?;
+    let view = RedriveView {
+        queue: role.to_owned(),
+        redriven,
+    };
+    Ok(ApiResponse::ok(200, &view))
+}

@@ -1,0 +1,281 @@
+//! The route table and the dispatch of a request to its handler, with the caller's
+//! scope (its own tasks, or an operator's); the public routes.
+
+use serde_json::Value;
+
+use sas_core::app::{App, BulkAction};
+use sas_domain::decide::Resubmit;
+use sas_domain::ids::{Owner, TaskId};
+use sas_domain::task::{Actor, Request};
+
+use crate::bodies::{CancelBody, ResubmitBody, parse_json};
+use crate::error::{ApiError, ErrorCode};
+use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive};
+use crate::tasks::{get, list, parse_wait, submit, submit_batch};
+use crate::view::{MeView, View, WorkflowView, WorkflowsView};
+use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
+
+/// What a route does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    Submit,
+    SubmitBatch,
+    List,
+    Get,
+    Resubmit,
+    Cancel,
+    Bulk(BulkAction),
+    Workflows,
+    Me,
+    DeadLetterQueues,
+    DeadLetters,
+    Redrive,
+    OpenApi,
+    Console,
+}
+
+/// One route: a method, a path (`{id}` stands for a task's id), what it does.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    /// GET, POST or PUT.
+    pub method: &'static str,
+    /// The path, as OpenAPI writes it.
+    pub path: &'static str,
+    /// What it does, in a line.
+    pub summary: &'static str,
+    pub(crate) action: Action,
+}
+
+impl Route {
+    const fn new(
+        method: &'static str,
+        path: &'static str,
+        action: Action,
+        summary: &'static str,
+    ) -> Self {
+        Self {
+            method,
+            path,
+            summary,
+            action,
+        }
+    }
+
+    /// On the operator's routes: every caller's tasks, by their full ids.
+    #[must_use]
+    pub fn is_operators(&self) -> bool {
+        self.path.starts_with("/operator/")
+    }
+
+    /// Whether it is answered without authentication: what it answers holds no
+    /// data (the console's page asks the API for its data as its caller).
+    #[must_use]
+    pub fn is_public(&self) -> bool {
+        matches!(self.action, Action::OpenApi | Action::Console)
+    }
+
+    /// The value of the route's parameter (a task's id, a queue's role) in `path`,
+    /// if the route's path matches it (`Some(None)` for a path without one).
+    fn capture<'p>(&self, path: &'p str) -> Option<Option<&'p str>> {
+        let mut id = None;
+        let mut given = path.trim_matches('/').split('/');
+        for part in self.path.trim_matches('/').split('/') {
+            let segment = given.next()?;
+            match part {
+                _ if part.starts_with('{') && !segment.is_empty() => id = Some(segment),
+                _ if part == segment => {}
+                _ => return None,
+            }
+        }
+        given.next().is_none().then_some(id)
+    }
+}
+
+/// Every route the handler answers; `GET /openapi.json` documents exactly these.
+#[rustfmt::skip]
+pub const ROUTES: &[Route] = &[
+    Route::new("POST", "/tasks", Action::Submit, "Submit a task under a generated id"),
+    Route::new("POST", "/tasks/batch", Action::SubmitBatch, "Submit up to 25 tasks in one request, each answered as its own submission would be"),
+    Route::new("PUT", "/tasks/{id}", Action::Submit, "Submit a task under the caller's id: the same request again is the same task"),
+    Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
+    Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
+    Route::new("POST", "/tasks/{id}/resubmit", Action::Resubmit, "Run a task in Error again, with a new input if given"),
+    Route::new("POST", "/tasks/{id}/cancel", Action::Cancel, "Stop a task after its running step and undo its done steps"),
+    Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
+    Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
+    Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
+    Route::new("GET", "/operator/tasks/{id}", Action::Get, "Read any task, by its full id"),
+    Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
+    Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
+    Route::new("POST", "/operator/bulk/resubmit", Action::Bulk(BulkAction::Resubmit), "Resubmit the tasks in Error a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/cancel", Action::Bulk(BulkAction::Cancel), "Cancel the running tasks a filter matches, a page per call"),
+    Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
+    Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
+    Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
+    Route::new("GET", "/openapi.json", Action::OpenApi, "This API's OpenAPI 3.1 document"),
+    Route::new("GET", "/", Action::Console, "The operator console, a web page over the operator's routes"),
+];
+
+/// Whose tasks a request may touch, and how it names them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scope<'a> {
+    /// A caller's own: its ids are scoped to `owner` (`None` when no one is
+    /// authenticated, and ids are what the caller wrote).
+    Own(Option<&'a Owner>),
+    /// Every caller's, by their full ids: the operator's.
+    All,
+}
+
+impl<'a> Scope<'a> {
+    /// The stored id of the task the caller names `text`.
+    pub(crate) fn id(self, text: &str) -> Result<TaskId, ApiError> {
+        let invalid = |e: &dyn std::fmt::Display| {
+            ApiError::new(ErrorCode::InvalidId, format!("task id '{text}' {e}")).on("id")
+        };
+        let id = TaskId::parse(text).map_err(|e| invalid(&e))?;
+        match self {
+            Self::All => Ok(id),
+            Self::Own(_) if id.is_scoped() => Err(invalid(&"must not contain '.'")),
+            Self::Own(None) => Ok(id),
+            Self::Own(Some(owner)) => Ok(TaskId::scoped(owner, &id)),
+        }
+    }
+
+    pub(crate) fn owner(self) -> Option<&'a Owner> {
+        match self {
+            Self::Own(owner) => owner,
+            Self::All => None,
+        }
+    }
+
+    pub(crate) fn view(self) -> View {
+        match self {
+            Self::Own(_) => View::Owner,
+            Self::All => View::Operator,
+        }
+    }
+
+    /// Who acts, in this scope.
+    fn actor(self) -> Actor {
+        match self {
+            Self::Own(_) => Actor::Owner,
+            Self::All => Actor::Operator,
+        }
+    }
+}
+
+pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
+    let matching: Vec<(&Route, Option<&str>)> = ROUTES
+        .iter()
+        .filter_map(|route| Some((route, route.capture(request.path)?)))
+        .collect();
+    let found = matching.iter().find(|(r, _)| r.method == request.method);
+    if let Some((route, _)) = found.filter(|(r, _)| r.is_public()) {
+        return Ok(public(route.action));
+    }
+    let (own, operator) = match request.caller {
+        Caller::Anyone => (Scope::Own(None), true),
+        Caller::Known { owner, operator } => (Scope::Own(Some(owner)), *operator),
+        Caller::Unauthenticated => {
+            return Err(ApiError::new(
+                ErrorCode::Unauthenticated,
+                "a valid token is required: send 'Authorization: Bearer <token>'",
+            ));
+        }
+    };
+    let operators = request.path.trim_start_matches('/').split('/').next() == Some("operator");
+    if operators && !operator {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "the operator routes need the operator's rights",
+        ));
+    }
+    let Some(&(route, id)) = found else {
+        return Err(if matching.is_empty() {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("no route for {}", request.path),
+            )
+        } else {
+            ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{} is not allowed on {}", request.method, request.path),
+            )
+        });
+    };
+    let scope = if route.is_operators() {
+        Scope::All
+    } else {
+        own
+    };
+    let named = id.unwrap_or_default();
+    let now = || Request {
+        by: scope.actor(),
+        at: app.now(),
+        batch: None,
+    };
+    match route.action {
+        Action::Submit => submit(app, scope, id, request.body).await,
+        Action::SubmitBatch => submit_batch(app, scope, request.body).await,
+        Action::List => list(app, scope, request.query).await,
+        Action::Get => get(app, scope, named, parse_wait(request.query)?).await,
+        Action::Resubmit => {
+            let body: ResubmitBody = parse_json(request.body, true)?;
+            let resubmit = Resubmit {
+                request: now(),
+                input: body.input,
+            };
+            let task = app.resubmit(&scope.id(named)?, resubmit).await?;
+            Ok(ApiResponse::accepted(&task, scope.view()))
+        }
+        Action::Cancel => {
+            let _: CancelBody = parse_json(request.body, true)?;
+            let task = app.cancel(&scope.id(named)?, now()).await?;
+            Ok(ApiResponse::accepted(&task, scope.view()))
+        }
+        Action::Bulk(action) => bulk(app, action, now(), request.body).await,
+        Action::Workflows => Ok(workflows(app)),
+        Action::Me => Ok(ApiResponse::ok(200, &me(request.caller))),
+        Action::DeadLetterQueues => dead_letter_queues(app).await,
+        Action::DeadLetters => dead_letters(app, named).await,
+        Action::Redrive => redrive(app, named, request.body).await,
+        Action::OpenApi | Action::Console => Ok(public(route.action)),
+    }
+}
+
+/// The answers of the public routes: the console's page, or the API's description.
+fn public(action: Action) -> ApiResponse {
+    if action == Action::Console {
+        ApiResponse {
+            page: Some(CONSOLE),
+            ..ApiResponse::ok(200, &Value::Null)
+        }
+    } else {
+        ApiResponse::ok(200, &crate::document())
+    }
+}
+
+/// `GET /me`: who the API takes the caller for, and how to name its notification queues.
+pub(crate) fn me(caller: &Caller) -> MeView {
+    match caller {
+        Caller::Known { owner, operator } => MeView {
+            owner: Some(owner.clone()),
+            operator: *operator,
+            notify_queue_suffix: Some(format!("-{}", owner.tag())),
+        },
+        Caller::Anyone | Caller::Unauthenticated => MeView {
+            owner: None,
+            operator: true,
+            notify_queue_suffix: None,
+        },
+    }
+}
+
+pub(crate) fn workflows(app: &App) -> ApiResponse {
+    let mut all = app.workflows().all();
+    all.sort_by(|a, b| (&a.name, a.version).cmp(&(&b.name, b.version)));
+    let view = WorkflowsView {
+        workflows: all.iter().map(|w| WorkflowView::of(w)).collect(),
+    };
+    ApiResponse::ok(200, &view)
+}

@@ -1,0 +1,292 @@
+//! A caller's task routes: submit (one or a batch), read (and wait), list.
+
+use std::time::Duration;
+
+use sas_core::app::{App, Submitted};
+use sas_core::ports::StoreError;
+use sas_domain::ids::TaskId;
+use sas_domain::limits;
+use sas_domain::messages::Buffered;
+use sas_domain::submission::Submission;
+use sas_domain::task::TaskState;
+
+use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
+use crate::error::{ApiError, ErrorCode, not_found, unknown_parameter};
+use crate::routes::Scope;
+use crate::view::{AcceptedView, BatchView, PageView, TaskView, View};
+use crate::{
+    ApiResponse, MAX_ANSWER_BYTES, MAX_BATCH, MAX_BODY_BYTES, MAX_PAGE, MAX_REQUEST_BYTES,
+};
+
+pub(crate) async fn submit(
+    app: &App,
+    scope: Scope<'_>,
+    path_id: Option<&str>,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
+    let (workflow, submission) = submission(scope, path_id, parse_json(body, false)?)?;
+    answer(app, scope, &workflow, submission).await
+}
+
+/// A checked submission's answer: its task created (or found), or in buffered
+/// ingestion its request queued.
+pub(crate) async fn answer(
+    app: &App,
+    scope: Scope<'_>,
+    workflow: &str,
+    submission: Submission,
+) -> Result<ApiResponse, ApiError> {
+    if app.buffers_submissions() {
+        let buffered = app.accept(workflow, submission).await?;
+        return Ok(accepted(scope, &buffered));
+    }
+    let (Submitted::Created(task) | Submitted::Replayed(task)) =
+        app.submit(workflow, submission).await?;
+    Ok(ApiResponse::accepted(&task, scope.view()))
+}
+
+/// The workflow a submission names, and the submission, under the caller's scope.
+pub(crate) fn submission(
+    scope: Scope<'_>,
+    path_id: Option<&str>,
+    body: SubmitBody,
+) -> Result<(String, Submission), ApiError> {
+    let named = body.id.as_ref().map(TaskId::as_str);
+    let id = match (path_id, named) {
+        (Some(path), Some(named)) if path != named => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "id: differs from the id in the path",
+            )
+            .on("id"));
+        }
+        (Some(id), _) | (None, Some(id)) => scope.id(id)?,
+        (None, None) => scope.id(TaskId::generate().as_str())?,
+    };
+    let submission = Submission {
+        id,
+        input: body.input,
+        notify: body.notify,
+        owner: scope.owner().cloned(),
+    };
+    Ok((body.workflow, submission))
+}
+
+/// 202 for a submission buffered ingestion queued: where its task will be.
+pub(crate) fn accepted(scope: Scope<'_>, buffered: &Buffered) -> ApiResponse {
+    let id = &buffered.submission.id;
+    let view = AcceptedView {
+        id: match scope.view() {
+            View::Owner => id.local(),
+            View::Operator => id.as_str(),
+        },
+        workflow: &buffered.workflow,
+        status: "accepted",
+        accepted_at: buffered.accepted_at.to_rfc3339(),
+    };
+    ApiResponse::at(id, scope.view(), &view)
+}
+
+/// `POST /tasks/batch`: each submission answered as `POST /tasks` would answer it
+/// alone, in one 200, a failure included: in buffered ingestion a submission the
+/// queue refuses is a 503 of its own beside the others' 202s, so that the caller
+/// sends again only what was not queued (an id-less submission sent again is a new
+/// task). Its sends go at once, and the SQS adapter puts concurrent sends in shared
+/// requests, ten a request.
+pub(crate) async fn submit_batch(
+    app: &App,
+    scope: Scope<'_>,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
+    let batch: BatchBody = typed(json_object(body, MAX_REQUEST_BYTES)?)?;
+    if !(1..=MAX_BATCH).contains(&batch.tasks.len()) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            format!(
+                "tasks: {} submissions; a batch holds 1 to {MAX_BATCH}",
+                batch.tasks.len()
+            ),
+        )
+        .on("tasks"));
+    }
+    // Each submission within the limit of its own request: a batch is no way round it.
+    let checked: Vec<_> = batch
+        .tasks
+        .into_iter()
+        .map(|item| {
+            let size = limits::json_size(&item);
+            if size > MAX_BODY_BYTES {
+                return Err(ApiError::new(
+                    ErrorCode::BodyTooLarge,
+                    format!("the submission is {size} bytes; the limit is {MAX_BODY_BYTES}"),
+                ));
+            }
+            submission(scope, None, typed(item)?)
+        })
+        .collect();
+    let answers: Vec<ApiResponse> =
+        futures_util::future::join_all(checked.into_iter().map(async |item| {
+            let (workflow, submission) = item?;
+            answer(app, scope, &workflow, submission).await
+        }))
+        .await
+        .into_iter()
+        .map(|answer| answer.unwrap_or_else(ApiResponse::from))
+        .collect();
+    Ok(ApiResponse::ok(200, &BatchView::of(answers)))
+}
+
+/// The longest a `GET /tasks/{id}?wait=` may wait (API Gateway answers within 30 s).
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+
+/// `wait=<duration>`: how long to wait for the task to be final.
+pub(crate) fn parse_wait(query: Option<&str>) -> Result<Duration, ApiError> {
+    let mut wait = Duration::ZERO;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("wait", value) => {
+                wait = humantime::parse_duration(value)
+                    .ok()
+                    .filter(|w| *w <= MAX_WAIT)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::InvalidQuery,
+                            "wait: must be a duration up to 20s, e.g. wait=10s",
+                        )
+                        .on("wait")
+                    })?;
+            }
+            (key, _) => return Err(unknown_parameter(key)),
+        }
+    }
+    Ok(wait)
+}
+
+pub(crate) async fn get(
+    app: &App,
+    scope: Scope<'_>,
+    text: &str,
+    wait: Duration,
+) -> Result<ApiResponse, ApiError> {
+    let id = scope.id(text)?;
+    if !wait.is_zero() {
+        app.wait_final(&id, wait).await?;
+    }
+    let (task, order) = app
+        .task_with_order(&id)
+        .await?
+        .ok_or_else(|| not_found(text))?;
+    Ok(ApiResponse::ok(
+        200,
+        &TaskView::with_order(&task, &order, scope.view()),
+    ))
+}
+
+/// The state named in a query or a body, with the states it may be.
+pub(crate) fn parse_state(
+    value: &str,
+    field: &str,
+    allowed: &[TaskState],
+    why: &str,
+) -> Result<TaskState, ApiError> {
+    match TaskState::parse(value) {
+        Some(state) if allowed.contains(&state) => Ok(state),
+        _ => {
+            let names: Vec<_> = allowed.iter().map(|s| s.as_str()).collect();
+            Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("{field}: '{value}' is not one of {}{why}", names.join(", ")),
+            )
+            .on(field))
+        }
+    }
+}
+
+/// The states a listing shows: Processed tasks are many, and expire.
+pub(crate) const LISTED: [TaskState; 4] = [
+    TaskState::Pending,
+    TaskState::Processing,
+    TaskState::Compensating,
+    TaskState::Error,
+];
+
+pub(crate) async fn list(
+    app: &App,
+    scope: Scope<'_>,
+    query: Option<&str>,
+) -> Result<ApiResponse, ApiError> {
+    let mut state = None;
+    let mut limit = 50;
+    let mut after = None;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "state" => {
+                state = Some(parse_state(
+                    value,
+                    "state",
+                    &LISTED,
+                    " (Processed tasks are not listed: they are many, and expire; read one with GET /tasks/{id})",
+                )?);
+            }
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=MAX_PAGE).contains(&n) => limit = n,
+                _ => {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidQuery,
+                        format!("limit: must be 1 to {MAX_PAGE}"),
+                    )
+                    .on(key));
+                }
+            },
+            "after" => after = Some(value),
+            _ => return Err(unknown_parameter(key)),
+        }
+    }
+    let state = state.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidQuery,
+            "state: is required, e.g. ?state=Error",
+        )
+        .on("state")
+    })?;
+    // A page of large tasks (their outputs) is listed again shorter, until its answer
+    // fits what API Gateway may send back.
+    loop {
+        let page = app
+            .list(state, limit, after, scope.owner())
+            .await
+            .map_err(invalid_cursor)?;
+        let view = PageView {
+            tasks: page
+                .tasks
+                .iter()
+                .map(|task| TaskView::of(task, scope.view()))
+                .collect(),
+            next: page.next,
+        };
+        let answer = ApiResponse::ok(200, &view);
+        if answer.body.len() <= MAX_ANSWER_BYTES || limit == 1 {
+            return Ok(answer);
+        }
+        limit /= 2;
+    }
+}
+
+/// A listing's error: a cursor not from an earlier page is the caller's.
+pub(crate) fn invalid_cursor(error: StoreError) -> ApiError {
+    match error {
+        StoreError::InvalidCursor(_) => {
+            ApiError::new(ErrorCode::InvalidQuery, format!("after: {error}")).on("after")
+        }
+        _ => ApiError::from(error),
+    }
+}
