@@ -1,0 +1,321 @@
+//! The file format: a workflow's JSON, its defaults, and its resolution into a
+//! [`Workflow`], each error located by step and field.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::workflow::MAX_RETRY_WAIT;
+use crate::workflow::Workflow;
+use crate::workflow::step::FieldType;
+use crate::workflow::step::RetryPolicy;
+use crate::workflow::step::StepDefinition;
+use crate::workflow::step::Supervision;
+use crate::workflow::values::Endpoint;
+use crate::workflow::values::FieldSource;
+use crate::workflow::values::PathPart;
+use crate::workflow::values::Scope;
+use serde_json::Value;
+
+/// Splits a serde path into the step it is in (by name) and the field within.
+pub(super) fn locate(value: &Value, path: &serde_path_to_error::Path) -> (Option<String>, String) {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    if let [Segment::Map { key }, Segment::Seq { index }, rest @ ..] = segments.as_slice()
+        && key == "steps"
+    {
+        let name = value["steps"][*index]["name"]
+            .as_str()
+            .map_or_else(|| format!("#{}", index + 1), str::to_owned);
+        let field = rest
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(".");
+        let field = if field.is_empty() {
+            "(step)".to_owned()
+        } else {
+            field
+        };
+        return (Some(name), field);
+    }
+    let field = path.to_string();
+    (
+        None,
+        if field == "." {
+            "(document)".to_owned()
+        } else {
+            field
+        },
+    )
+}
+
+type Fault = (Option<String>, String, String);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WorkflowFile {
+    name: String,
+    version: u32,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    input: BTreeMap<String, FieldType>,
+    #[serde(default = "default_pickup_timeout", with = "duration_text")]
+    pickup_timeout: Duration,
+    #[serde(default)]
+    defaults: StepSettings,
+    steps: Vec<StepFile>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct StepSettings {
+    #[serde(default, with = "optional_duration_text")]
+    complete_by: Option<Duration>,
+    retry: Option<RetryPolicy>,
+    supervisor: Option<Supervision>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepFile {
+    name: String,
+    agent: String,
+    call: String,
+    compensation: Option<String>,
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default, with = "optional_duration_text")]
+    complete_by: Option<Duration>,
+    retry: Option<RetryPolicy>,
+    supervisor: Option<Supervision>,
+    fields: Option<BTreeMap<String, String>>,
+}
+
+impl WorkflowFile {
+    pub(super) fn resolve(self, source: String) -> Result<Workflow, Fault> {
+        let top = |field: &str, message: &str| (None, field.to_owned(), message.to_owned());
+        if self.name.is_empty()
+            || !self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(top("name", "must be non-empty letters, digits and '-'"));
+        }
+        if self.version == 0 {
+            return Err(top("version", "must be at least 1"));
+        }
+        if self.steps.is_empty() {
+            return Err(top("steps", "must list at least one step"));
+        }
+        if self.pickup_timeout.is_zero() {
+            return Err(top("pickup_timeout", "must be more than zero"));
+        }
+        let mut names = HashSet::new();
+        let mut steps = Vec::with_capacity(self.steps.len());
+        for step in self.steps {
+            let at = |field: &str, message: &str| {
+                (
+                    Some(step.name.clone()),
+                    field.to_owned(),
+                    message.to_owned(),
+                )
+            };
+            if step.name.is_empty() {
+                return Err(at("name", "must not be empty"));
+            }
+            if names.contains(&step.name) {
+                return Err(at("name", "is used by an earlier step"));
+            }
+            let scope = Scope {
+                step: &step.name,
+                input: &self.input,
+                earlier: &names,
+            };
+            let fields = match &step.fields {
+                None => None,
+                Some(fields) => Some(
+                    fields
+                        .iter()
+                        .map(|(field, source)| {
+                            FieldSource::parse(source, &scope)
+                                .map(|source| (field.clone(), source))
+                                .map_err(|message| at(&format!("fields.{field}"), &message))
+                        })
+                        .collect::<Result<BTreeMap<_, _>, _>>()?,
+                ),
+            };
+            if step.agent.is_empty() {
+                return Err(at("agent", "must not be empty"));
+            }
+            let call =
+                Endpoint::parse(&step.call, &scope).map_err(|message| at("call", &message))?;
+            if let Some(own) = call.template.iter().find_map(|part| match part {
+                PathPart::Value(source @ FieldSource::Result { step: of, .. })
+                    if *of == step.name =>
+                {
+                    Some(source)
+                }
+                _ => None,
+            }) {
+                return Err(at(
+                    "call",
+                    &format!(
+                        "{{{own}}}: a call has no result of its own yet (its compensation has)"
+                    ),
+                ));
+            }
+            let compensation = step
+                .compensation
+                .as_deref()
+                .map(|text| Endpoint::parse(text, &scope))
+                .transpose()
+                .map_err(|message| at("compensation", &message))?;
+            if step.read_only && compensation.is_some() {
+                return Err(at(
+                    "compensation",
+                    "a read-only step changes nothing, so has nothing to undo",
+                ));
+            }
+            let complete_by = step
+                .complete_by
+                .or(self.defaults.complete_by)
+                .unwrap_or(Duration::from_secs(30));
+            if complete_by.is_zero() {
+                return Err(at("complete_by", "must be more than zero"));
+            }
+            let retry = step
+                .retry
+                .clone()
+                .or_else(|| self.defaults.retry.clone())
+                .unwrap_or_else(default_retry);
+            if retry.attempts == 0 {
+                return Err(at("retry.attempts", "must be at least 1"));
+            }
+            if retry.max_backoff < retry.initial_backoff {
+                return Err(at(
+                    "retry.max_backoff",
+                    "must not be less than initial_backoff",
+                ));
+            }
+            let supervision = step
+                .supervisor
+                .clone()
+                .or_else(|| self.defaults.supervisor.clone())
+                .unwrap_or_else(default_supervision);
+            for (field, wait) in [
+                ("supervisor.retry_delay", supervision.retry_delay),
+                ("supervisor.extended_wait", supervision.extended_wait),
+            ] {
+                if wait > MAX_RETRY_WAIT {
+                    return Err(at(field, "must be at most 15m (the longest SQS delay)"));
+                }
+            }
+            names.insert(step.name.clone());
+            steps.push(StepDefinition {
+                name: step.name,
+                agent: step.agent,
+                call,
+                compensation,
+                read_only: step.read_only,
+                complete_by,
+                retry,
+                supervision,
+                fields,
+            });
+        }
+        Ok(Workflow {
+            name: self.name,
+            version: self.version,
+            description: self.description,
+            input: self.input,
+            pickup_timeout: self.pickup_timeout,
+            steps,
+            source,
+        })
+    }
+}
+
+pub(super) fn default_attempts() -> u32 {
+    3
+}
+pub(super) fn default_initial_backoff() -> Duration {
+    Duration::from_millis(100)
+}
+pub(super) fn default_max_backoff() -> Duration {
+    Duration::from_secs(2)
+}
+pub(super) fn default_true() -> bool {
+    true
+}
+pub(super) fn default_threshold() -> u32 {
+    3
+}
+pub(super) fn default_extended_wait() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_pickup_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_retry() -> RetryPolicy {
+    RetryPolicy {
+        attempts: default_attempts(),
+        initial_backoff: default_initial_backoff(),
+        max_backoff: default_max_backoff(),
+        jitter: true,
+        call_timeout: None,
+    }
+}
+fn default_supervision() -> Supervision {
+    Supervision {
+        failure_threshold: default_threshold(),
+        retry_delay: Duration::ZERO,
+        extended_wait: default_extended_wait(),
+    }
+}
+
+/// Durations written as text: "250ms", "30s", "2m".
+pub(super) mod duration_text {
+    use super::{Deserialize, Deserializer, Duration};
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&humantime::format_duration(*value).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        humantime::parse_duration(&text).map_err(|e| {
+            <D::Error as serde::de::Error>::custom(format!(
+                "'{text}' is not a duration such as \"500ms\" or \"30s\": {e}"
+            ))
+        })
+    }
+}
+
+pub(super) mod optional_duration_text {
+    use super::{Deserialize, Deserializer, Duration};
+    use serde::Serializer;
+
+    #[allow(clippy::ref_option)] // serde's `with` passes a reference to the field
+    pub fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => super::duration_text::serialize(d, serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrapped(#[serde(with = "super::duration_text")] Duration);
+        Ok(Option::<Wrapped>::deserialize(deserializer)?.map(|Wrapped(d)| d))
+    }
+}

@@ -1,0 +1,150 @@
+//! Workflow definitions: data files, validated when loaded, kept by version.
+
+mod file;
+mod registry;
+mod step;
+#[cfg(test)]
+mod tests;
+mod values;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::workflow::file::WorkflowFile;
+use crate::workflow::file::locate;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub use registry::{Registry, RegistryError};
+pub use step::{FieldType, RetryPolicy, StepDefinition, Supervision};
+pub use values::{Endpoint, FieldSource, Results};
+
+/// The workflows that ship with the product, as (file name, text).
+pub const BUILT_IN: [(&str, &str); 2] = [
+    (
+        "order-processing.json",
+        include_str!("../../workflows/order-processing.json"),
+    ),
+    (
+        "drone-delivery.json",
+        include_str!("../../workflows/drone-delivery.json"),
+    ),
+];
+
+/// The longest wait before a retry: SQS cannot delay a message for longer.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(900);
+
+/// A definition that cannot be used, located by file, step and field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {}{field}: {message}", .step.as_ref().map(|s| format!("step '{s}': ")).unwrap_or_default())]
+pub struct DefinitionError {
+    /// The file the definition came from.
+    pub file: String,
+    /// The step at fault, when the fault is in a step.
+    pub step: Option<String>,
+    /// The field at fault, as a path such as `retry.attempts`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A loaded, validated workflow definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workflow {
+    /// The name tasks refer to.
+    pub name: String,
+    /// Bumped on every change; a task keeps the version it started with.
+    pub version: u32,
+    /// What the workflow does.
+    pub description: String,
+    /// Required input fields and their types.
+    pub input: BTreeMap<String, FieldType>,
+    /// How long a task may wait for a scheduler to pick it up before the supervisor
+    /// sends it again.
+    pub pickup_timeout: Duration,
+    /// The steps, in order.
+    pub steps: Vec<StepDefinition>,
+    /// The definition's canonical JSON text, as stored.
+    pub source: String,
+}
+
+/// Why a task's input does not fit its workflow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct InputError {
+    /// The offending field, as `input.<name>`.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl Workflow {
+    /// Checks that `input` is an object with every declared field, of its type.
+    ///
+    /// # Errors
+    /// The first field that is missing or mistyped.
+    pub fn validate_input(&self, input: &Value) -> Result<(), InputError> {
+        let Some(object) = input.as_object() else {
+            return Err(InputError {
+                field: "input".into(),
+                message: "must be a JSON object".into(),
+            });
+        };
+        for (name, kind) in &self.input {
+            let field = format!("input.{name}");
+            match object.get(name) {
+                None => {
+                    return Err(InputError {
+                        field,
+                        message: "is required".into(),
+                    });
+                }
+                Some(value) if !kind.admits(value) => {
+                    return Err(InputError {
+                        field,
+                        message: format!("must be of type {}", serde_json::json!(kind)),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A digest of the definition's content, stored beside it, to catch a change
+    /// without a version bump. Computed when asked: most start-ups never store one.
+    #[must_use]
+    pub fn digest(&self) -> String {
+        sha256_hex(&self.source)
+    }
+
+    /// Parses and validates a definition; `file` names it in errors.
+    ///
+    /// # Errors
+    /// A [`DefinitionError`] naming the file, step and field at fault.
+    pub fn parse(file: &str, text: &str) -> Result<Self, DefinitionError> {
+        let error = |step: Option<String>, field: &str, message: String| DefinitionError {
+            file: file.to_owned(),
+            step,
+            field: field.to_owned(),
+            message,
+        };
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| error(None, "(document)", e.to_string()))?;
+        let document: WorkflowFile = serde_path_to_error::deserialize(&value).map_err(|e| {
+            let (step, field) = locate(&value, e.path());
+            error(step, &field, e.inner().to_string())
+        })?;
+        document
+            .resolve(value.to_string())
+            .map_err(|(step, field, message)| error(step, &field, message))
+    }
+}
+
+/// The SHA-256 of `text`, in hex.
+pub(crate) fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

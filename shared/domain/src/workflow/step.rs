@@ -1,0 +1,127 @@
+//! A step's definition, every setting resolved: the service it calls, its
+//! operations, its budget, the agent's retries and the supervisor's.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::workflow::file::default_attempts;
+use crate::workflow::file::default_extended_wait;
+use crate::workflow::file::default_initial_backoff;
+use crate::workflow::file::default_max_backoff;
+use crate::workflow::file::default_threshold;
+use crate::workflow::file::default_true;
+use crate::workflow::file::duration_text;
+use crate::workflow::file::optional_duration_text;
+use crate::workflow::values::Endpoint;
+use crate::workflow::values::FieldSource;
+use serde_json::Value;
+
+/// The JSON type an input field must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FieldType {
+    /// A JSON string.
+    String,
+    /// Any JSON number.
+    Number,
+    /// A JSON number without a fraction.
+    Integer,
+    /// `true` or `false`.
+    Boolean,
+    /// A JSON object.
+    Object,
+    /// A JSON array.
+    Array,
+}
+
+impl FieldType {
+    pub(super) fn admits(self, value: &Value) -> bool {
+        match self {
+            Self::String => value.is_string(),
+            Self::Number => value.is_number(),
+            Self::Integer => value.is_i64() || value.is_u64(),
+            Self::Boolean => value.is_boolean(),
+            Self::Object => value.is_object(),
+            Self::Array => value.is_array(),
+        }
+    }
+}
+
+/// How an agent retries a remote call within the step's complete-by time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Calls made at most, the first included.
+    #[serde(default = "default_attempts")]
+    pub attempts: u32,
+    /// The backoff before the second call; it doubles for each call after.
+    #[serde(default = "default_initial_backoff", with = "duration_text")]
+    #[schemars(with = "String")]
+    pub initial_backoff: Duration,
+    /// The longest backoff.
+    #[serde(default = "default_max_backoff", with = "duration_text")]
+    #[schemars(with = "String")]
+    pub max_backoff: Duration,
+    /// Full jitter: each backoff is drawn uniformly from zero to its nominal value.
+    #[serde(default = "default_true")]
+    pub jitter: bool,
+    /// The longest a single call may take; never past complete-by either way.
+    #[serde(default, with = "optional_duration_text")]
+    #[schemars(with = "Option<String>")]
+    pub call_timeout: Option<Duration>,
+}
+
+/// What the supervisor does with a step whose complete-by time has passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Supervision {
+    /// Failures (expired complete-by times) a step may have and still be retried;
+    /// one more and the task is compensated and set to Error.
+    #[serde(default = "default_threshold")]
+    pub failure_threshold: u32,
+    /// The wait before an ordinary retry.
+    #[serde(default, with = "duration_text")]
+    pub retry_delay: Duration,
+    /// The wait before the last retry, when the failures reach the threshold,
+    /// in the hope that the fault is resolved meanwhile.
+    #[serde(default = "default_extended_wait", with = "duration_text")]
+    pub extended_wait: Duration,
+}
+
+/// One step of a workflow, with every setting resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDefinition {
+    /// Unique within the workflow.
+    pub name: String,
+    /// The agent (remote service) that performs the step.
+    pub agent: String,
+    /// The service's operation the step calls.
+    pub call: Endpoint,
+    /// The operation that undoes the step, if it must be undone on failure.
+    pub compensation: Option<Endpoint>,
+    /// The step changes nothing at its service (a check, a read): it is run again
+    /// freely, under a new idempotency key, by any resubmission, and never undone. A
+    /// step that is not read-only and has no compensation has an effect that cannot
+    /// be undone.
+    pub read_only: bool,
+    /// The time the step has to complete, from its dispatch.
+    pub complete_by: Duration,
+    /// The agent's retries.
+    pub retry: RetryPolicy,
+    /// The supervisor's recovery.
+    pub supervision: Supervision,
+    /// What the step sends its service, by field name, when the definition says: then
+    /// the service sees only these, not the whole input and every earlier result.
+    pub fields: Option<BTreeMap<String, FieldSource>>,
+}
+
+impl StepDefinition {
+    /// Whether a failed task leaves nothing of the step in place: it has a
+    /// compensation, or, read-only, no effect.
+    #[must_use]
+    pub fn is_undone_on_failure(&self) -> bool {
+        self.read_only || self.compensation.is_some()
+    }
+}

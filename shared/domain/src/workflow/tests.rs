@@ -1,0 +1,274 @@
+//! Definitions loaded, refused with errors that name the file, the step and the
+//! field, and the values a step names.
+
+use super::*;
+use crate::messages::Method;
+
+#[test]
+fn built_in_workflows_load() {
+    let registry = Registry::built_in();
+    let drone = registry.latest("drone-delivery").expect("drone delivery");
+    let names: Vec<_> = drone.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "check-account",
+            "create-package",
+            "check-transport",
+            "schedule-drone",
+            "create-delivery"
+        ]
+    );
+    assert!(drone.steps[3].compensation.is_some());
+    assert!(drone.steps[1].compensation.is_some());
+    assert_eq!(
+        registry
+            .latest("order-processing")
+            .expect("order")
+            .steps
+            .len(),
+        1
+    );
+}
+
+fn parse_error(text: &str) -> String {
+    Workflow::parse("wf.json", text)
+        .expect_err("invalid")
+        .to_string()
+}
+
+/// A workflow with input `order_id` and steps `a`, then `b` with `fields`.
+fn mapped(fields: &str) -> String {
+    format!(
+        r#"{{"name":"w","version":1,"input":{{"order_id":"string"}},"steps":[
+            {{"name":"a","agent":"x","call":"/a"}},
+            {{"name":"b","agent":"y","call":"/b","compensation":"/b/undo","fields":{fields}}}]}}"#
+    )
+}
+
+#[test]
+fn a_steps_fields_name_the_input_or_a_result_of_this_step_or_one_before() {
+    let workflow = Workflow::parse(
+        "wf.json",
+        &mapped(r#"{"order":"input.order_id","drone":"results.a.drone.id","mine":"results.b.id"}"#),
+    )
+    .expect("valid");
+    let fields = workflow.steps[1].fields.as_ref().expect("fields");
+    assert_eq!(fields["order"], FieldSource::Input("order_id".into()));
+    assert_eq!(fields["drone"].to_string(), "results.a.drone.id");
+    let a = serde_json::json!({"drone": {"id": 7}});
+    let results = Results::from([("a", &a)]);
+    let input = serde_json::json!({"order_id": "o-1", "secret": "s"});
+    assert_eq!(fields["order"].value(&input, &results), "o-1");
+    assert_eq!(fields["drone"].value(&input, &results), 7);
+    assert_eq!(
+        fields["mine"].value(&input, &results),
+        Value::Null,
+        "a result not there yet is null"
+    );
+    assert_eq!(
+        workflow.steps[0].fields, None,
+        "no mapping: everything is sent"
+    );
+
+    for (fields, expected) in [
+        (
+            r#"{"x":"input.customer"}"#,
+            "wf.json: step 'b': fields.x: 'input.customer': the input has no field 'customer' (it declares: order_id)",
+        ),
+        (
+            r#"{"x":"results.c.id"}"#,
+            "wf.json: step 'b': fields.x: 'results.c.id': 'c' is not this step or a step before it",
+        ),
+        (
+            r#"{"x":"results.a"}"#,
+            "wf.json: step 'b': fields.x: 'results.a': must be input.<field> or results.<step>.<field>",
+        ),
+        (
+            r#"{"x":"order_id"}"#,
+            "wf.json: step 'b': fields.x: 'order_id': must be input.<field> or results.<step>.<field>",
+        ),
+    ] {
+        assert_eq!(parse_error(&mapped(fields)), expected);
+    }
+}
+
+#[test]
+fn a_path_names_values_of_the_input_and_results_filled_and_encoded_when_sent() {
+    let text = mapped(r#"{}"#).replace(
+        r#""compensation":"/b/undo""#,
+        r#""compensation":"DELETE /drones/{results.b.id}/for/{input.order_id}""#,
+    );
+    let workflow = Workflow::parse("wf.json", &text).expect("valid");
+    let undo = workflow.steps[1]
+        .compensation
+        .as_ref()
+        .expect("compensation");
+    let b = serde_json::json!({"id": "d 7/x"});
+    let results = Results::from([("b", &b)]);
+    let input = serde_json::json!({"order_id": 42});
+    assert_eq!(
+        undo.fill(&input, &results).as_deref(),
+        Ok("/drones/d%207%2Fx/for/42"),
+        "each value a path segment"
+    );
+    let none = Results::new();
+    assert_eq!(
+        undo.fill(&input, &none),
+        Err("path: {results.b.id} has no value".to_owned())
+    );
+    for value in ["", ".", ".."] {
+        let b = serde_json::json!({"id": value});
+        assert_eq!(
+            undo.fill(&input, &Results::from([("b", &b)])),
+            Err(format!(
+                "path: {{results.b.id}} is '{value}', which names no single resource"
+            )),
+            "no request leaves its path"
+        );
+    }
+    let b = serde_json::json!({"id": "%2e%2e"});
+    assert_eq!(
+        undo.fill(&input, &Results::from([("b", &b)])).as_deref(),
+        Ok("/drones/%252e%252e/for/42"),
+        "an encoded dot is text, encoded again"
+    );
+
+    for (call, expected) in [
+        (
+            "/a/{results.b.id}",
+            "call: {results.b.id}: a call has no result of its own yet (its compensation has)",
+        ),
+        (
+            "/a/{input.nope}",
+            "call: 'input.nope': the input has no field 'nope' (it declares: order_id)",
+        ),
+        (
+            "/a/{input.order_id",
+            "call: '{input.order_id' has a '{' without its '}'",
+        ),
+        ("/a/x}", "call: '/a/x}' has a '}' without its '{'"),
+    ] {
+        let text = mapped(r#"{}"#).replace(r#""call":"/b""#, &format!(r#""call":"{call}""#));
+        assert_eq!(parse_error(&text), format!("wf.json: step 'b': {expected}"));
+    }
+}
+
+#[test]
+fn an_operation_is_a_post_unless_a_method_is_named() {
+    let text = r#"{"name":"w","version":1,"steps":[
+        {"name":"a","agent":"x","call":"PUT /packages","compensation":"DELETE /packages/1"},
+        {"name":"b","agent":"y","call":"/b"}]}"#;
+    let workflow = Workflow::parse("wf.json", text).expect("valid");
+    let a = &workflow.steps[0];
+    assert_eq!(
+        (a.call.method, a.call.path.as_str()),
+        (Method::Put, "/packages")
+    );
+    let undo = a.compensation.as_ref().expect("compensation");
+    assert_eq!(
+        (undo.method, undo.to_string().as_str()),
+        (Method::Delete, "DELETE /packages/1")
+    );
+    assert_eq!(workflow.steps[1].call.method, Method::Post);
+    assert_eq!(
+        workflow.steps[1].call.to_string(),
+        "/b",
+        "written as the file has it"
+    );
+    let text = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"GET /a"}]}"#;
+    assert_eq!(
+        parse_error(text),
+        "wf.json: step 'a': call: 'GET' is not a method (POST, PUT, PATCH or DELETE)"
+    );
+    let text = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"PUT a"}]}"#;
+    assert_eq!(
+        parse_error(text),
+        "wf.json: step 'a': call: must be a path starting with '/', after a method if any"
+    );
+}
+
+#[test]
+fn errors_name_the_file_the_step_and_the_field() {
+    let step = r#"{"name":"a","agent":"x","call":"/a","retry":{"attempts":0}}"#;
+    let text = format!(r#"{{"name":"w","version":1,"steps":[{step}]}}"#);
+    assert_eq!(
+        parse_error(&text),
+        "wf.json: step 'a': retry.attempts: must be at least 1"
+    );
+
+    let text = r#"{"name":"w","version":1,"steps":[{"name":"b","agent":"x","call":"/a","complete_by":"soon"}]}"#;
+    let message = parse_error(text);
+    assert!(
+        message.starts_with("wf.json: step 'b': complete_by: 'soon' is not a duration"),
+        "{message}"
+    );
+
+    let text =
+        r#"{"name":"w","version":1,"steps":[{"name":"c","agent":"x","call":"/a","colour":1}]}"#;
+    assert!(
+        parse_error(text).contains("step 'c'"),
+        "{}",
+        parse_error(text)
+    );
+
+    let text = r#"{"name":"w","steps":[]}"#;
+    assert!(
+        parse_error(text).contains("missing field `version`"),
+        "{}",
+        parse_error(text)
+    );
+
+    let text = r#"{"name":"w","version":1,"steps":[{"name":"d","agent":"x","call":"/a"},{"name":"d","agent":"y","call":"/b"}]}"#;
+    assert_eq!(
+        parse_error(text),
+        "wf.json: step 'd': name: is used by an earlier step"
+    );
+
+    assert!(parse_error("{").starts_with("wf.json: (document): EOF"));
+}
+
+#[test]
+fn a_version_cannot_change_without_a_bump() {
+    let registry = Registry::default();
+    let v1 = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"/a"}]}"#;
+    let v1_changed = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"/b"}]}"#;
+    let v2 = r#"{"name":"w","version":2,"steps":[{"name":"a","agent":"x","call":"/b"}]}"#;
+    registry
+        .add(Workflow::parse("1", v1).expect("valid"))
+        .expect("new");
+    registry
+        .add(Workflow::parse("1", v1).expect("valid"))
+        .expect("same content");
+    assert!(matches!(
+        registry.add(Workflow::parse("1b", v1_changed).expect("valid")),
+        Err(RegistryError::Changed { .. })
+    ));
+    registry
+        .add(Workflow::parse("2", v2).expect("valid"))
+        .expect("bumped");
+    assert_eq!(registry.latest("w").expect("w").version, 2);
+    assert_eq!(
+        registry.version("w", 1).expect("kept").steps[0].call.path,
+        "/a"
+    );
+}
+
+#[test]
+fn input_fields_are_checked_by_name_and_type() {
+    let registry = Registry::built_in();
+    let drone = registry.latest("drone-delivery").expect("drone");
+    let error = drone
+        .validate_input(&serde_json::json!({}))
+        .expect_err("missing");
+    assert_eq!(error.field, "input.customer_id");
+    let error = drone
+        .validate_input(
+            &serde_json::json!({"customer_id": 7, "pickup": "a", "dropoff": "b", "weight_kg": 1}),
+        )
+        .expect_err("mistyped");
+    assert_eq!(
+        error.to_string(),
+        "input.customer_id: must be of type \"string\""
+    );
+}
