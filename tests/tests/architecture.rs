@@ -4,7 +4,7 @@
 //! the path by which it came in.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The crates `package` depends on in a build of it alone (normal dependencies,
@@ -244,21 +244,35 @@ fn project_crates(package: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_domain_actors_and_apis_sources_use_no_io_of_the_standard_library_or_tokio() {
+/// The Rust sources of the domain, the actors and the API, with their text.
+fn sources_of_the_domain_actors_and_api() -> Vec<(PathBuf, String)> {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
     let mut paths: Vec<_> = ["domain", "core", "api"]
         .iter()
         .map(|package| shared.join(package).join("src"))
         .collect();
-    let mut found = Vec::new();
+    let mut sources = Vec::new();
     while let Some(path) = paths.pop() {
         if path.is_dir() {
             let entries = std::fs::read_dir(&path).expect("a directory");
             paths.extend(entries.map(|entry| entry.expect("an entry").path()));
-            continue;
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            sources.push((path, text));
         }
-        let text = std::fs::read_to_string(&path).expect("a source file");
+    }
+    assert!(
+        sources.len() > 30,
+        "the walk found {} source files",
+        sources.len()
+    );
+    sources
+}
+
+#[test]
+fn the_domain_actors_and_apis_sources_use_no_io_of_the_standard_library_or_tokio() {
+    let mut found = Vec::new();
+    for (path, text) in sources_of_the_domain_actors_and_api() {
         for io in [
             "std::fs",
             "std::net",
@@ -272,6 +286,30 @@ fn the_domain_actors_and_apis_sources_use_no_io_of_the_standard_library_or_tokio
         }
     }
     assert!(found.is_empty(), "I/O in the core: {found:?}");
+}
+
+/// The most lines of code (neither blank nor comments) a source file of the domain,
+/// the actors or the API holds: a file that grows past it has taken on a second job,
+/// which wants a room of its own.
+const MAX_LINES_OF_CODE: usize = 600;
+
+#[test]
+fn each_source_file_of_the_domain_actors_and_api_holds_one_job() {
+    let mut too_long = Vec::new();
+    for (path, text) in sources_of_the_domain_actors_and_api() {
+        let code = text
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with("//"))
+            .count();
+        if code > MAX_LINES_OF_CODE {
+            too_long.push(format!("{}: {code} lines of code", path.display()));
+        }
+    }
+    assert!(
+        too_long.is_empty(),
+        "over {MAX_LINES_OF_CODE} lines of code, split by job: {too_long:?}"
+    );
 }
 
 #[test]
