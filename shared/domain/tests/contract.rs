@@ -1,7 +1,7 @@
 //! The agent queues' messages are a published contract, for agents in any language:
-//! JSON Schemas in `shared/core/schemas`, generated from the Rust types. This test
+//! JSON Schemas in `shared/domain/schemas`, generated from the Rust types. This test
 //! fails when a type changes and its schema was not written again
-//! (`SAS_WRITE_SCHEMAS=1 cargo test -p sas-core --test contract`); a change that an
+//! (`SAS_WRITE_SCHEMAS=1 cargo test -p sas-domain --test contract`); a change that an
 //! agent of the previous version could not read or write takes a new version.
 
 use std::path::PathBuf;
@@ -39,7 +39,7 @@ fn the_published_schemas_are_the_types_schemas() {
         assert!(
             published == text,
             "{} differs from the types' schema: write it again with \
-             SAS_WRITE_SCHEMAS=1 cargo test -p sas-core --test contract, \
+             SAS_WRITE_SCHEMAS=1 cargo test -p sas-domain --test contract, \
              and bump its version if an agent of this one could not read or write the new",
             path.display()
         );
