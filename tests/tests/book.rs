@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sas_core::domain::workflow::Workflow;
+use sas_domain::workflow::Workflow;
 
 /// The longest an `sh run` block may take; past it, it is killed with its children.
 const BLOCK_LIMIT: Duration = Duration::from_secs(120);
@@ -489,7 +489,7 @@ fn the_api_page_has_one_heading_per_route_of_the_openapi_document() {
             twice.push(format!("{path}:{line}: `{route}` again"));
         }
     }
-    let document = sas_core::api::document();
+    let document = sas_api::document();
     let routes: BTreeSet<String> = document["paths"]
         .as_object()
         .expect("the document's paths")
