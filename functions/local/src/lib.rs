@@ -73,7 +73,7 @@ pub fn worker_threads() -> anyhow::Result<std::num::NonZeroUsize> {
 
 impl Config {
     /// Reads the configuration from `SAS_*` environment variables; every one has a
-    /// default (see the README).
+    /// default (the book, `docs/src/deploying/settings.md`).
     ///
     /// # Errors
     /// A variable that does not parse, by name.

@@ -1,5 +1,5 @@
 //! `sas-local`: the whole system on this machine. Configuration is by `SAS_*`
-//! environment variables (see the README); the first line on stdout gives the
+//! environment variables (the book, `docs/src/deploying/settings.md`); the first line on stdout gives the
 //! addresses, for scripts and tests.
 
 use std::sync::Arc;
