@@ -6,16 +6,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::workflow::MAX_RETRY_WAIT;
-use crate::workflow::Workflow;
-use crate::workflow::step::FieldType;
-use crate::workflow::step::RetryPolicy;
-use crate::workflow::step::StepDefinition;
-use crate::workflow::step::Supervision;
-use crate::workflow::values::Endpoint;
-use crate::workflow::values::FieldSource;
-use crate::workflow::values::PathPart;
-use crate::workflow::values::Scope;
+use crate::workflow::step::{FieldType, RetryPolicy, StepDefinition, Supervision};
+use crate::workflow::values::{Endpoint, FieldSource, PathPart, Scope};
+use crate::workflow::{MAX_RETRY_WAIT, Workflow};
 use serde_json::Value;
 
 /// Splits a serde path into the step it is in (by name) and the field within.

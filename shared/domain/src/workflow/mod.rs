@@ -10,8 +10,7 @@ mod values;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::workflow::file::WorkflowFile;
-use crate::workflow::file::locate;
+use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 

@@ -3,9 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::workflow::BUILT_IN;
-use crate::workflow::DefinitionError;
-use crate::workflow::Workflow;
+use crate::workflow::{BUILT_IN, DefinitionError, Workflow};
 
 /// Why a workflow could not be found or registered.
 #[derive(Debug, thiserror::Error)]

@@ -6,16 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workflow::file::default_attempts;
-use crate::workflow::file::default_extended_wait;
-use crate::workflow::file::default_initial_backoff;
-use crate::workflow::file::default_max_backoff;
-use crate::workflow::file::default_threshold;
-use crate::workflow::file::default_true;
-use crate::workflow::file::duration_text;
-use crate::workflow::file::optional_duration_text;
-use crate::workflow::values::Endpoint;
-use crate::workflow::values::FieldSource;
+use crate::workflow::file::{
+    default_attempts, default_extended_wait, default_initial_backoff, default_max_backoff,
+    default_threshold, default_true, duration_text, optional_duration_text,
+};
+use crate::workflow::values::{Endpoint, FieldSource};
 use serde_json::Value;
 
 /// The JSON type an input field must have.
