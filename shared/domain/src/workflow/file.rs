@@ -6,19 +6,33 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::workflow::parallel::{self, Branch};
 use crate::workflow::step::{FieldType, RetryPolicy, StepDefinition, Supervision};
 use crate::workflow::values::{Endpoint, FieldSource, PathPart, Scope};
 use crate::workflow::{MAX_RETRY_WAIT, Workflow};
 use serde_json::Value;
 
-/// Splits a serde path into the step it is in (by name) and the field within.
+/// Splits a serde path into the step it is in (by name; the innermost, for a step in
+/// a parallel step's branch) and the field within.
 pub(super) fn locate(value: &Value, path: &serde_path_to_error::Path) -> (Option<String>, String) {
     use serde_path_to_error::Segment;
     let segments: Vec<&Segment> = path.iter().collect();
     if let [Segment::Map { key }, Segment::Seq { index }, rest @ ..] = segments.as_slice()
         && key == "steps"
     {
-        let name = value["steps"][*index]["name"]
+        let (mut step, mut index, mut rest) = (&value["steps"], *index, rest);
+        while let [
+            Segment::Map { key },
+            Segment::Seq { index: branch },
+            Segment::Seq { index: inner },
+            inner_rest @ ..,
+        ] = rest
+            && key == "parallel"
+        {
+            step = &step[index]["parallel"][*branch];
+            (index, rest) = (*inner, inner_rest);
+        }
+        let name = step[index]["name"]
             .as_str()
             .map_or_else(|| format!("#{}", index + 1), str::to_owned);
         let field = rest
@@ -44,7 +58,8 @@ pub(super) fn locate(value: &Value, path: &serde_path_to_error::Path) -> (Option
     )
 }
 
-type Fault = (Option<String>, String, String);
+/// A definition's fault: the step (by name), the field and what is wrong.
+pub(super) type Fault = (Option<String>, String, String);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,12 +86,14 @@ struct StepSettings {
     supervisor: Option<Supervision>,
 }
 
+/// A step as written: one that calls a service (`agent`, `call` and their settings),
+/// or a parallel step (`parallel`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StepFile {
-    name: String,
-    agent: String,
-    call: String,
+pub(super) struct StepFile {
+    pub(super) name: String,
+    agent: Option<String>,
+    call: Option<String>,
     compensation: Option<String>,
     #[serde(default)]
     read_only: bool,
@@ -85,6 +102,26 @@ struct StepFile {
     retry: Option<RetryPolicy>,
     supervisor: Option<Supervision>,
     fields: Option<BTreeMap<String, String>>,
+    parallel: Option<Vec<Vec<StepFile>>>,
+}
+
+impl StepFile {
+    /// The settings of a call that this step names.
+    pub(super) fn call_settings(&self) -> Vec<&'static str> {
+        [
+            ("agent", self.agent.is_some()),
+            ("call", self.call.is_some()),
+            ("compensation", self.compensation.is_some()),
+            ("read_only", self.read_only),
+            ("complete_by", self.complete_by.is_some()),
+            ("retry", self.retry.is_some()),
+            ("supervisor", self.supervisor.is_some()),
+            ("fields", self.fields.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, named)| named.then_some(field))
+        .collect()
+    }
 }
 
 impl WorkflowFile {
@@ -107,9 +144,48 @@ impl WorkflowFile {
         if self.pickup_timeout.is_zero() {
             return Err(top("pickup_timeout", "must be more than zero"));
         }
-        let mut names = HashSet::new();
-        let mut steps = Vec::with_capacity(self.steps.len());
-        for step in self.steps {
+        let mut resolver = Resolver {
+            input: &self.input,
+            defaults: &self.defaults,
+            names: HashSet::new(),
+            steps: Vec::new(),
+        };
+        resolver.sequence(self.steps, Vec::new(), HashSet::new(), &[])?;
+        let steps = resolver.steps;
+        Ok(Workflow {
+            name: self.name,
+            version: self.version,
+            description: self.description,
+            input: self.input,
+            pickup_timeout: self.pickup_timeout,
+            steps,
+            source,
+        })
+    }
+}
+
+/// Resolves a workflow's steps, flat, each with the steps it waits for.
+pub(super) struct Resolver<'a> {
+    input: &'a BTreeMap<String, FieldType>,
+    defaults: &'a StepSettings,
+    /// Every step's name so far, parallel steps' included: names are unique across the
+    /// whole workflow.
+    names: HashSet<String>,
+    steps: Vec<StepDefinition>,
+}
+
+impl Resolver<'_> {
+    /// Resolves `sequence`, its first step waiting for the steps `after`, the steps
+    /// named `known` done by then, inside the branches `within`: the steps a step
+    /// after it waits for, and the steps known done once it has ended.
+    pub(super) fn sequence(
+        &mut self,
+        sequence: Vec<StepFile>,
+        mut after: Vec<usize>,
+        mut known: HashSet<String>,
+        within: &[Branch],
+    ) -> Result<(Vec<usize>, HashSet<String>), Fault> {
+        for mut step in sequence {
             let at = |field: &str, message: &str| {
                 (
                     Some(step.name.clone()),
@@ -120,115 +196,140 @@ impl WorkflowFile {
             if step.name.is_empty() {
                 return Err(at("name", "must not be empty"));
             }
-            if names.contains(&step.name) {
-                return Err(at("name", "is used by an earlier step"));
+            if !self.names.insert(step.name.clone()) {
+                return Err(at("name", "is used by another step"));
             }
-            let scope = Scope {
-                step: &step.name,
-                input: &self.input,
-                earlier: &names,
-            };
-            let fields = match &step.fields {
-                None => None,
-                Some(fields) => Some(
-                    fields
-                        .iter()
-                        .map(|(field, source)| {
-                            FieldSource::parse(source, &scope)
-                                .map(|source| (field.clone(), source))
-                                .map_err(|message| at(&format!("fields.{field}"), &message))
-                        })
-                        .collect::<Result<BTreeMap<_, _>, _>>()?,
-                ),
-            };
-            if step.agent.is_empty() {
-                return Err(at("agent", "must not be empty"));
+            if let Some(branches) = step.parallel.take() {
+                (after, known) = parallel::resolve(self, &step, branches, &after, &known, within)?;
+            } else {
+                let name = step.name.clone();
+                after = vec![self.call(step, after, &known, within)?];
+                known.insert(name);
             }
-            let call =
-                Endpoint::parse(&step.call, &scope).map_err(|message| at("call", &message))?;
-            if let Some(own) = call.template.iter().find_map(|part| match part {
-                PathPart::Value(source @ FieldSource::Result { step: of, .. })
-                    if *of == step.name =>
-                {
-                    Some(source)
-                }
-                _ => None,
-            }) {
-                return Err(at(
-                    "call",
-                    &format!(
-                        "{{{own}}}: a call has no result of its own yet (its compensation has)"
-                    ),
-                ));
-            }
-            let compensation = step
-                .compensation
-                .as_deref()
-                .map(|text| Endpoint::parse(text, &scope))
-                .transpose()
-                .map_err(|message| at("compensation", &message))?;
-            if step.read_only && compensation.is_some() {
-                return Err(at(
-                    "compensation",
-                    "a read-only step changes nothing, so has nothing to undo",
-                ));
-            }
-            let complete_by = step
-                .complete_by
-                .or(self.defaults.complete_by)
-                .unwrap_or(Duration::from_secs(30));
-            if complete_by.is_zero() {
-                return Err(at("complete_by", "must be more than zero"));
-            }
-            let retry = step
-                .retry
-                .clone()
-                .or_else(|| self.defaults.retry.clone())
-                .unwrap_or_else(default_retry);
-            if retry.attempts == 0 {
-                return Err(at("retry.attempts", "must be at least 1"));
-            }
-            if retry.max_backoff < retry.initial_backoff {
-                return Err(at(
-                    "retry.max_backoff",
-                    "must not be less than initial_backoff",
-                ));
-            }
-            let supervision = step
-                .supervisor
-                .clone()
-                .or_else(|| self.defaults.supervisor.clone())
-                .unwrap_or_else(default_supervision);
-            for (field, wait) in [
-                ("supervisor.retry_delay", supervision.retry_delay),
-                ("supervisor.extended_wait", supervision.extended_wait),
-            ] {
-                if wait > MAX_RETRY_WAIT {
-                    return Err(at(field, "must be at most 15m (the longest SQS delay)"));
-                }
-            }
-            names.insert(step.name.clone());
-            steps.push(StepDefinition {
-                name: step.name,
-                agent: step.agent,
-                call,
-                compensation,
-                read_only: step.read_only,
-                complete_by,
-                retry,
-                supervision,
-                fields,
-            });
         }
-        Ok(Workflow {
-            name: self.name,
-            version: self.version,
-            description: self.description,
+        Ok((after, known))
+    }
+
+    /// Resolves a step that calls a service, once the steps `after` are done (those
+    /// named `known`, and their results, there to name): its index.
+    fn call(
+        &mut self,
+        step: StepFile,
+        after: Vec<usize>,
+        known: &HashSet<String>,
+        within: &[Branch],
+    ) -> Result<usize, Fault> {
+        let at = |field: &str, message: &str| {
+            (
+                Some(step.name.clone()),
+                field.to_owned(),
+                message.to_owned(),
+            )
+        };
+        let (Some(agent), Some(call)) = (&step.agent, &step.call) else {
+            let missing = if step.agent.is_none() {
+                "agent"
+            } else {
+                "call"
+            };
+            return Err(at(
+                missing,
+                "a step names the service it calls (agent, call), or has parallel branches",
+            ));
+        };
+        let scope = Scope {
+            step: &step.name,
             input: self.input,
-            pickup_timeout: self.pickup_timeout,
-            steps,
-            source,
-        })
+            earlier: known,
+        };
+        let fields = match &step.fields {
+            None => None,
+            Some(fields) => Some(
+                fields
+                    .iter()
+                    .map(|(field, source)| {
+                        FieldSource::parse(source, &scope)
+                            .map(|source| (field.clone(), source))
+                            .map_err(|message| at(&format!("fields.{field}"), &message))
+                    })
+                    .collect::<Result<BTreeMap<_, _>, _>>()?,
+            ),
+        };
+        if agent.is_empty() {
+            return Err(at("agent", "must not be empty"));
+        }
+        let call = Endpoint::parse(call, &scope).map_err(|message| at("call", &message))?;
+        if let Some(own) = call.template.iter().find_map(|part| match part {
+            PathPart::Value(source @ FieldSource::Result { step: of, .. }) if *of == step.name => {
+                Some(source)
+            }
+            _ => None,
+        }) {
+            return Err(at(
+                "call",
+                &format!("{{{own}}}: a call has no result of its own yet (its compensation has)"),
+            ));
+        }
+        let compensation = step
+            .compensation
+            .as_deref()
+            .map(|text| Endpoint::parse(text, &scope))
+            .transpose()
+            .map_err(|message| at("compensation", &message))?;
+        if step.read_only && compensation.is_some() {
+            return Err(at(
+                "compensation",
+                "a read-only step changes nothing, so has nothing to undo",
+            ));
+        }
+        let complete_by = step
+            .complete_by
+            .or(self.defaults.complete_by)
+            .unwrap_or(Duration::from_secs(30));
+        if complete_by.is_zero() {
+            return Err(at("complete_by", "must be more than zero"));
+        }
+        let retry = step
+            .retry
+            .clone()
+            .or_else(|| self.defaults.retry.clone())
+            .unwrap_or_else(default_retry);
+        if retry.attempts == 0 {
+            return Err(at("retry.attempts", "must be at least 1"));
+        }
+        if retry.max_backoff < retry.initial_backoff {
+            return Err(at(
+                "retry.max_backoff",
+                "must not be less than initial_backoff",
+            ));
+        }
+        let supervision = step
+            .supervisor
+            .clone()
+            .or_else(|| self.defaults.supervisor.clone())
+            .unwrap_or_else(default_supervision);
+        for (field, wait) in [
+            ("supervisor.retry_delay", supervision.retry_delay),
+            ("supervisor.extended_wait", supervision.extended_wait),
+        ] {
+            if wait > MAX_RETRY_WAIT {
+                return Err(at(field, "must be at most 15m (the longest SQS delay)"));
+            }
+        }
+        self.steps.push(StepDefinition {
+            name: step.name,
+            agent: agent.clone(),
+            call,
+            compensation,
+            read_only: step.read_only,
+            complete_by,
+            retry,
+            supervision,
+            fields,
+            after,
+            within: within.to_vec(),
+        });
+        Ok(self.steps.len() - 1)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Workflow definitions: data files, validated when loaded, kept by version.
 
 mod file;
+mod parallel;
 mod registry;
 mod step;
 #[cfg(test)]
@@ -14,12 +15,13 @@ use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use parallel::Branch;
 pub use registry::{Registry, RegistryError};
 pub use step::{FieldType, RetryPolicy, StepDefinition, Supervision};
 pub use values::{Endpoint, FieldSource, Results};
 
 /// The workflows that ship with the product, as (file name, text).
-pub const BUILT_IN: [(&str, &str); 2] = [
+pub const BUILT_IN: [(&str, &str); 3] = [
     (
         "order-processing.json",
         include_str!("../../workflows/order-processing.json"),
@@ -27,6 +29,10 @@ pub const BUILT_IN: [(&str, &str); 2] = [
     (
         "drone-delivery.json",
         include_str!("../../workflows/drone-delivery.json"),
+    ),
+    (
+        "drone-delivery-parallel.json",
+        include_str!("../../workflows/drone-delivery-parallel.json"),
     ),
 ];
 
@@ -61,7 +67,8 @@ pub struct Workflow {
     /// How long a task may wait for a scheduler to pick it up before the supervisor
     /// sends it again.
     pub pickup_timeout: Duration,
-    /// The steps, in order.
+    /// The steps that call services, in the order they are written (a parallel
+    /// step's branches in turn), each with the steps it waits for.
     pub steps: Vec<StepDefinition>,
     /// The definition's canonical JSON text, as stored.
     pub source: String,

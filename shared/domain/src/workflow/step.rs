@@ -10,6 +10,7 @@ use crate::workflow::file::{
     default_attempts, default_extended_wait, default_initial_backoff, default_max_backoff,
     default_threshold, default_true, duration_text, optional_duration_text,
 };
+use crate::workflow::parallel::Branch;
 use crate::workflow::values::{Endpoint, FieldSource};
 use serde_json::Value;
 
@@ -110,6 +111,13 @@ pub struct StepDefinition {
     /// What the step sends its service, by field name, when the definition says: then
     /// the service sees only these, not the whole input and every earlier result.
     pub fields: Option<BTreeMap<String, FieldSource>>,
+    /// The steps that must be Processed before this one is sent, by index in the
+    /// workflow's steps: the step before it in its branch (or in the workflow), or,
+    /// for the first step after a parallel step, the last step of each branch.
+    pub after: Vec<usize>,
+    /// The branches of parallel steps the step is in, outermost first; empty for a
+    /// step of the workflow's main line.
+    pub within: Vec<Branch>,
 }
 
 impl StepDefinition {

@@ -222,7 +222,7 @@ fn errors_name_the_file_the_step_and_the_field() {
     let text = r#"{"name":"w","version":1,"steps":[{"name":"d","agent":"x","call":"/a"},{"name":"d","agent":"y","call":"/b"}]}"#;
     assert_eq!(
         parse_error(text),
-        "wf.json: step 'd': name: is used by an earlier step"
+        "wf.json: step 'd': name: is used by another step"
     );
 
     assert!(parse_error("{").starts_with("wf.json: (document): EOF"));
@@ -270,5 +270,129 @@ fn input_fields_are_checked_by_name_and_type() {
     assert_eq!(
         error.to_string(),
         "input.customer_id: must be of type \"string\""
+    );
+}
+
+#[test]
+fn a_parallel_steps_branches_wait_for_what_it_waits_for_and_the_next_step_for_every_branch() {
+    let registry = Registry::built_in();
+    let drone = registry
+        .latest("drone-delivery-parallel")
+        .expect("the parallel drone delivery");
+    let by_name = |name: &str| drone.steps.iter().find(|s| s.name == name).expect("a step");
+    let names: Vec<_> = drone.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "check-account",
+            "check-transport",
+            "create-package",
+            "schedule-drone",
+            "create-delivery"
+        ]
+    );
+    assert!(by_name("check-account").after.is_empty());
+    assert!(by_name("check-transport").after.is_empty());
+    assert_eq!(by_name("create-package").after, [0, 1]);
+    assert_eq!(by_name("schedule-drone").after, [2]);
+    let branch = |index| {
+        vec![Branch {
+            parallel: "checks".into(),
+            branch: index,
+        }]
+    };
+    assert_eq!(by_name("check-account").within, branch(0));
+    assert_eq!(by_name("check-transport").within, branch(1));
+    assert!(by_name("create-package").within.is_empty());
+}
+
+/// A workflow whose second step is `parallel`, its branches as given.
+fn with_branches(branches: &str) -> String {
+    format!(
+        r#"{{"name": "wf", "version": 1, "input": {{"order_id": "string"}}, "steps": [
+            {{"name": "a", "agent": "s", "call": "/a"}},
+            {{"name": "p", "parallel": {branches}}},
+            {{"name": "z", "agent": "s", "call": "/z", "fields": {{"b": "results.b.id", "c": "results.c.id"}}}}
+        ]}}"#
+    )
+}
+
+#[test]
+fn nested_branches_wait_in_order_and_a_step_after_them_may_name_any_of_their_results() {
+    let text = with_branches(
+        r#"[[{"name": "b", "agent": "s", "call": "/b"},
+             {"name": "q", "parallel": [[{"name": "c", "agent": "s", "call": "/c", "fields": {"a": "results.a.id"}}],
+                                        [{"name": "d", "agent": "s", "call": "/d"}]]}],
+            [{"name": "e", "agent": "s", "call": "/e"}]]"#,
+    );
+    let workflow = Workflow::parse("wf.json", &text).expect("valid");
+    let after: Vec<_> = workflow
+        .steps
+        .iter()
+        .map(|s| (s.name.as_str(), s.after.clone()))
+        .collect();
+    assert_eq!(
+        after,
+        [
+            ("a", vec![]),
+            ("b", vec![0]),
+            ("c", vec![1]),
+            ("d", vec![1]),
+            ("e", vec![0]),
+            ("z", vec![2, 3, 4]),
+        ]
+    );
+    let within: Vec<_> = workflow.steps[2]
+        .within
+        .iter()
+        .map(|b| (b.parallel.as_str(), b.branch))
+        .collect();
+    assert_eq!(within, [("p", 0), ("q", 0)]);
+}
+
+#[test]
+fn a_parallel_step_is_refused_naming_the_step_and_the_field() {
+    let call = r#"{"name": "b", "agent": "s", "call": "/b"}"#;
+    for (branches, expected) in [
+        (
+            format!("[[{call}], []]"),
+            "step 'p': parallel[1]: a branch must have at least one step",
+        ),
+        (
+            "[]".to_owned(),
+            "step 'p': parallel: must list at least one branch",
+        ),
+        (
+            format!(r#"[[{call}], [{{"name": "b", "agent": "s", "call": "/c"}}]]"#),
+            "step 'b': name: is used by another step",
+        ),
+        (
+            format!(
+                r#"[[{call}], [{{"name": "c", "agent": "s", "call": "/c", "fields": {{"x": "results.b.id"}}}}]]"#
+            ),
+            "step 'c': fields.x:",
+        ),
+        (
+            format!(
+                r#"[[{call}], [{{"name": "c", "agent": "s", "call": "/c", "colour": "red"}}]]"#
+            ),
+            "step 'c': colour: unknown field",
+        ),
+        (
+            format!(r#"[[{call}], [{{"name": "c", "call": "/c"}}]]"#),
+            "step 'c': agent: a step names the service it calls",
+        ),
+    ] {
+        let error = parse_error(&with_branches(&branches));
+        assert!(error.contains(expected), "{branches}: {error}");
+    }
+    let called = r#"{"name": "wf", "version": 1, "steps": [
+        {"name": "p", "agent": "s", "parallel": [[{"name": "b", "agent": "s", "call": "/b"}]]}]}"#;
+    assert!(
+        parse_error(called).contains(
+            "step 'p': agent: a parallel step calls nothing itself: its branches' steps do"
+        ),
+        "{}",
+        parse_error(called)
     );
 }
