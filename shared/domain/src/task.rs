@@ -130,6 +130,16 @@ pub struct Step {
     /// place, so that the service deduplicates the call; 0 until the step is sent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub key_run: u32,
+    /// When a step waiting for its retry may be sent again, while steps of other
+    /// branches run (a task with nothing else running waits for its retry as a
+    /// whole, released to the schedulers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Timestamp>,
+    /// The step's place among the task's steps whose effects came to be in place
+    /// (1 for the first): they are undone in the reverse of this order. 0 while its
+    /// effect is not in place.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub done_order: u32,
 }
 
 /// Zero counters are left out of the stored record: most are zero, and on DynamoDB
@@ -156,6 +166,8 @@ impl Step {
             started_at: None,
             finished_at: None,
             key_run: 0,
+            retry_at: None,
+            done_order: 0,
         }
     }
 
@@ -283,12 +295,14 @@ impl Task {
                     .any(|s| s.state == StepState::CompensationFailed))
     }
 
-    /// The step sent to an agent and not yet answered, if any.
-    #[must_use]
-    pub fn running_step(&self) -> Option<usize> {
+    /// The steps sent to an agent and not yet answered (a call or a compensation), by
+    /// index: one at a time in a straight line of steps, one a branch in parallel ones.
+    pub fn running_steps(&self) -> impl Iterator<Item = usize> + '_ {
         self.steps
             .iter()
-            .position(|s| matches!(s.state, StepState::Processing | StepState::Compensating))
+            .enumerate()
+            .filter(|(_, s)| matches!(s.state, StepState::Processing | StepState::Compensating))
+            .map(|(index, _)| index)
     }
 }
 

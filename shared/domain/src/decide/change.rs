@@ -96,13 +96,27 @@ impl Change {
     pub(super) fn fail(&mut self, reason: String) {
         self.task.error.get_or_insert(reason);
         self.set_state(TaskState::Compensating);
-        for step in &mut self.task.steps {
-            if step.state == StepState::Pending && step.was_sent() {
-                step.state = StepState::TimedOut;
-                step.error = Some("stopped while waiting to be sent again".into());
-                step.finished_at = Some(self.now);
-            }
+        let waiting: Vec<usize> = (0..self.task.steps.len())
+            .filter(|&index| {
+                let step = &self.task.steps[index];
+                step.state == StepState::Pending && step.was_sent()
+            })
+            .collect();
+        for index in waiting {
+            let step = &mut self.task.steps[index];
+            step.state = StepState::TimedOut;
+            step.error = Some("stopped while waiting to be sent again".into());
+            step.finished_at = Some(self.now);
+            step.retry_at = None;
+            self.mark_done(index);
         }
+    }
+
+    /// Records that step `index`'s effect came to be in place, after those before it:
+    /// a failed task undoes its steps in the reverse of this order.
+    pub(super) fn mark_done(&mut self, index: usize) {
+        let last = self.task.steps.iter().map(|s| s.done_order).max();
+        self.task.steps[index].done_order = last.unwrap_or(0) + 1;
     }
 
     /// Releases the task to wait for a scheduler after `delay`, with a lease that

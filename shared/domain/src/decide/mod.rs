@@ -73,6 +73,8 @@ pub enum Verdict {
     NotWaitingForScheduler,
     /// The task is claimed and its first step sent.
     Claimed,
+    /// A claimed task's step (in a branch) is sent again after its retry's wait.
+    Resumed,
     /// A response of another run, step or attempt: ignored.
     StaleResponse,
     /// A step's result is recorded and the next move made.
@@ -120,6 +122,7 @@ impl Verdict {
         match self {
             Self::NotWaitingForScheduler => "not waiting for a scheduler",
             Self::Claimed => "claimed",
+            Self::Resumed => "resumed",
             Self::StaleResponse => "stale response",
             Self::Recorded => "recorded",
             Self::AlertedAgain => "alerted again",

@@ -195,7 +195,7 @@ pub fn cancel(
     change.fail(format!("cancelled by {}", request.by.as_str()));
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
-    if task.running_step().is_none() && task.locked_by.is_none() {
+    if task.running_steps().next().is_none() && task.locked_by.is_none() {
         // Waiting for a scheduler (or a retry): one comes now to compensate.
         change.release(workflow, Duration::ZERO);
     }

@@ -2,6 +2,7 @@
 //! dispatch of each operation, and the record of each answer.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -15,6 +16,10 @@ use crate::workflow::{Results, Workflow};
 use super::change::Change;
 use super::{Decision, Effect, Verdict};
 
+/// How early a retry's Run message may come and still send its step: SQS delays a
+/// message by whole seconds.
+const RETRY_EARLY: Duration = Duration::from_secs(1);
+
 /// The body of a call to a step without a field mapping: the task, the step, the
 /// input and the results so far (in the order of their names, as a JSON map has them).
 #[derive(serde::Serialize)]
@@ -26,29 +31,49 @@ struct StepPayload<'a> {
 }
 
 impl Change {
-    /// Runs the task on from where it is: the next step, the next compensation,
-    /// or its end.
-    fn advance(&mut self, workflow: &Workflow, order: &Order) {
+    /// Runs the task on from where it is: every step whose turn has come (the
+    /// steps it waits for Processed; its retry due), the next compensation, or its
+    /// end. A failing task sends no new step, and undoes nothing while calls of its
+    /// other branches are out: they finish or time out first.
+    pub(super) fn advance(&mut self, workflow: &Workflow, order: &Order) {
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
-                match self
+                if self
                     .task
                     .steps
                     .iter()
-                    .position(|s| s.state != StepState::Processed)
+                    .all(|s| s.state == StepState::Processed)
                 {
-                    Some(index) => self.dispatch(workflow, order, index, Operation::Call),
-                    None => self.finish(workflow, TaskState::Processed),
+                    self.finish(workflow, TaskState::Processed);
+                    return;
                 }
+                for index in self.due(workflow) {
+                    // A step that cannot be sent fails at once, and the task with it.
+                    if self.task.state == TaskState::Processing {
+                        self.dispatch(workflow, order, index, Operation::Call);
+                    }
+                }
+                self.hold(workflow);
             }
             TaskState::Compensating => {
-                let undo = self.task.steps.iter().enumerate().rposition(|(i, s)| {
-                    matches!(
-                        s.state,
-                        StepState::Processed | StepState::TimedOut | StepState::Unusable
-                    ) && workflow.steps[i].compensation.is_some()
-                });
+                if self.task.running_steps().next().is_some() {
+                    self.hold(workflow);
+                    return;
+                }
+                let undo = self
+                    .task
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, s)| {
+                        matches!(
+                            s.state,
+                            StepState::Processed | StepState::TimedOut | StepState::Unusable
+                        ) && workflow.steps[*i].compensation.is_some()
+                    })
+                    .max_by_key(|(i, s)| (s.done_order, *i))
+                    .map(|(i, _)| i);
                 match undo {
                     Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
                     None => self.finish(workflow, TaskState::Error),
@@ -56,6 +81,62 @@ impl Change {
             }
             TaskState::Processed | TaskState::Error => {}
         }
+    }
+
+    /// The steps whose turn has come: Pending, every step before them Processed (a
+    /// resubmission keeps Processed steps, so a step may be Processed while one before
+    /// it is not), and a retry's time (if they wait for one) come.
+    pub(super) fn due(&self, workflow: &Workflow) -> Vec<usize> {
+        // Steps come after the steps they wait for, so one pass settles each.
+        let mut settled = Vec::with_capacity(self.task.steps.len());
+        for (step, definition) in self.task.steps.iter().zip(&workflow.steps) {
+            let before_settled = definition.after.iter().all(|&before| settled[before]);
+            settled.push(step.state == StepState::Processed && before_settled);
+        }
+        self.task
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(index, step)| {
+                step.state == StepState::Pending
+                    && workflow.steps[*index]
+                        .after
+                        .iter()
+                        .all(|&before| settled[before])
+                    && step
+                        .retry_at
+                        .is_none_or(|at| at <= self.now.plus(RETRY_EARLY))
+            })
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// The task's lease while it runs: the soonest complete-by of its steps out, or of
+    /// a retry's pickup. With no step out and a retry to wait for, the task is
+    /// released to the schedulers until then (the retry's Run message is on its way).
+    pub(super) fn hold(&mut self, workflow: &Workflow) {
+        let running = self
+            .task
+            .running_steps()
+            .filter_map(|index| self.task.steps[index].complete_by)
+            .min();
+        let retry = self
+            .task
+            .steps
+            .iter()
+            .filter(|s| s.state == StepState::Pending)
+            .filter_map(|s| s.retry_at)
+            .min();
+        let pickup = retry.map(|at| at.max(self.now).plus(workflow.pickup_timeout));
+        if running.is_none() && pickup.is_some() && self.task.state == TaskState::Processing {
+            self.task.locked_by = None;
+            self.set_state(TaskState::Pending);
+        }
+        self.task.complete_by = running
+            .into_iter()
+            .chain(pickup)
+            .min()
+            .or(self.task.complete_by);
     }
 
     fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
@@ -121,6 +202,7 @@ impl Change {
         if step.key_run == 0 {
             step.key_run = task.run;
         }
+        step.retry_at = None;
         let (attempt, key_run) = (step.attempt, step.key_run);
         task.complete_by = Some(complete_by);
         self.effects.push(Effect::Dispatch(AgentRequest {
@@ -157,15 +239,24 @@ pub fn on_run(
     instance: &str,
     now: Timestamp,
 ) -> Decision {
-    if task.locked_by.is_some()
-        || !matches!(task.state, TaskState::Pending | TaskState::Compensating)
-    {
+    let claimable = task.locked_by.is_none()
+        && matches!(task.state, TaskState::Pending | TaskState::Compensating);
+    let mut change = Change::of(task, now);
+    if claimable {
+        change.task.locked_by = Some(instance.to_owned());
+        change.advance(workflow, order);
+        return change.done(Verdict::Claimed);
+    }
+    // A claimed task whose step (in a branch) waits for this message's retry, while
+    // steps of other branches run.
+    let resumable = task.locked_by.is_some()
+        && task.state == TaskState::Processing
+        && !change.due(workflow).is_empty();
+    if !resumable {
         return Decision::ignore(Verdict::NotWaitingForScheduler);
     }
-    let mut change = Change::of(task, now);
-    change.task.locked_by = Some(instance.to_owned());
     change.advance(workflow, order);
-    change.done(Verdict::Claimed)
+    change.done(Verdict::Resumed)
 }
 
 /// The scheduler, on an agent's response: records the step's result and moves on.
@@ -233,11 +324,13 @@ impl Change {
             (Outcome::Succeeded { output }, Operation::Call) => {
                 step.state = StepState::Processed;
                 step.output = Some(Arc::new(output));
+                self.mark_done(index);
             }
             (Outcome::Unusable { error }, Operation::Call) => {
                 step.state = StepState::Unusable;
                 let reason = format!("step '{}': {error}", step.name);
                 step.error = Some(error);
+                self.mark_done(index);
                 self.fail(reason);
             }
             (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {

@@ -9,11 +9,12 @@ use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
 use super::change::Change;
-use super::{Decision, Verdict};
+use super::{Decision, Effect, Verdict};
 
 /// The supervisor, on a task whose lease has expired: sends it again if it was
-/// waiting for a scheduler; otherwise counts a failure of its running step and
-/// retries it, or past the step's threshold gives it up and compensates. A task
+/// waiting for a scheduler; otherwise counts a failure of each running step whose
+/// complete-by has passed and retries it, or past the step's threshold gives it up
+/// and compensates. A task
 /// that has ended with its alert or notifications not known delivered has them
 /// delivered again; a running one's notifications not known sent are sent again.
 #[must_use]
@@ -40,46 +41,111 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     }
     let mut change = Change::of(task, now);
     change.notify_again();
-    let Some(index) = task.running_step().filter(|_| task.locked_by.is_some()) else {
-        change.release(workflow, Duration::ZERO);
+    let expired: Vec<usize> = task
+        .running_steps()
+        .filter(|&index| task.steps[index].complete_by.is_none_or(|at| at <= now))
+        .filter(|_| task.locked_by.is_some())
+        .collect();
+    if expired.is_empty() {
+        if task.locked_by.is_some() && task.running_steps().next().is_some() {
+            // Steps of other branches are out, and a retry's Run message has not come.
+            change.effects.push(Effect::Schedule {
+                task_id: task.id.clone(),
+                delay: Duration::ZERO,
+            });
+            change.hold(workflow);
+        } else {
+            change.release(workflow, Duration::ZERO);
+        }
         return change.done(Verdict::SentAgain);
-    };
-    let supervision = &workflow.steps[index].supervision;
-    change.task.failure_count += 1;
-    let step = &mut change.task.steps[index];
-    step.complete_by = None;
-    let compensating = step.state == StepState::Compensating;
-    let failures = if compensating {
-        &mut step.compensation_failure_count
+    }
+    let retries: Vec<(usize, Duration)> = expired
+        .into_iter()
+        .filter_map(|index| change.expire(workflow, index).map(|delay| (index, delay)))
+        .collect();
+    let retried = |index: usize| retries.iter().any(|&(retry, _)| retry == index);
+    let alone = retries.len() == 1 && change.task.running_steps().all(retried);
+    for &(index, delay) in &retries {
+        let step = &mut change.task.steps[index];
+        if step.state == StepState::Compensating {
+            step.state = step.undoing.unwrap_or(StepState::Processed);
+        } else {
+            step.state = StepState::Pending;
+            if !alone {
+                // Beside other branches' steps: the step waits for its own Run message.
+                step.retry_at = Some(now.plus(delay));
+                change.effects.push(Effect::Schedule {
+                    task_id: task.id.clone(),
+                    delay,
+                });
+            }
+        }
+    }
+    let verdict = if retries.is_empty() {
+        Verdict::GaveUp
     } else {
-        &mut step.failure_count
+        Verdict::Retry
     };
-    *failures += 1;
-    let failures = *failures;
-    let operation = if compensating {
-        Operation::Compensate
-    } else {
-        Operation::Call
-    };
-    let attempt = step.attempt;
-    // A call of a task asked to stop is not tried again: its effect may be in place,
-    // so it is compensated as one that timed out for good.
-    let stopping = change.task.cancelled.is_some() && !compensating;
-    let delay = if failures == supervision.failure_threshold {
-        supervision.extended_wait
-    } else {
-        supervision.retry_delay
-    };
-    let gave_up = failures > supervision.failure_threshold || stopping;
-    change.log(Happened::Expired {
-        step: index,
-        operation,
-        attempt,
-        retry_at: (!gave_up).then(|| now.plus(delay)),
-    });
-    let step = &mut change.task.steps[index];
-    if gave_up {
+    match retries.first() {
+        _ if change.task.running_steps().next().is_some() => change.hold(workflow),
+        Some(&(_, delay)) if alone => {
+            if change.task.state == TaskState::Processing {
+                change.set_state(TaskState::Pending);
+            }
+            change.release(workflow, delay);
+        }
+        Some(_) if change.task.state == TaskState::Processing => change.hold(workflow),
+        _ => change.release(workflow, Duration::ZERO),
+    }
+    change.done(verdict)
+}
+
+impl Change {
+    /// Counts a failure of step `index`, whose complete-by has passed: its delay before
+    /// a retry, or none when it is given up (past its threshold, or a call of a task
+    /// that is being undone), and the task with it.
+    fn expire(&mut self, workflow: &Workflow, index: usize) -> Option<Duration> {
+        let supervision = &workflow.steps[index].supervision;
+        let now = self.now;
+        self.task.failure_count += 1;
+        let stopping = self.task.state == TaskState::Compensating;
+        let step = &mut self.task.steps[index];
+        step.complete_by = None;
+        let compensating = step.state == StepState::Compensating;
+        let failures = if compensating {
+            &mut step.compensation_failure_count
+        } else {
+            &mut step.failure_count
+        };
+        *failures += 1;
+        let failures = *failures;
+        let operation = if compensating {
+            Operation::Compensate
+        } else {
+            Operation::Call
+        };
+        let attempt = step.attempt;
+        // A call of a task being undone (asked to stop, or failed in another branch)
+        // is not tried again: its effect may be in place, so it is compensated as one
+        // that timed out for good.
+        let stopping = stopping && !compensating;
+        let delay = if failures == supervision.failure_threshold {
+            supervision.extended_wait
+        } else {
+            supervision.retry_delay
+        };
+        let gave_up = failures > supervision.failure_threshold || stopping;
+        self.log(Happened::Expired {
+            step: index,
+            operation,
+            attempt,
+            retry_at: (!gave_up).then(|| now.plus(delay)),
+        });
+        if !gave_up {
+            return Some(delay);
+        }
         let reason = format!("timed out {failures} times");
+        let step = &mut self.task.steps[index];
         step.finished_at = Some(now);
         if compensating {
             step.state = StepState::CompensationFailed;
@@ -88,19 +154,11 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
             step.state = StepState::TimedOut;
             let task_reason = format!("step '{}' {reason}", step.name);
             step.error = Some(reason);
-            change.fail(task_reason);
+            self.mark_done(index);
+            self.fail(task_reason);
         }
-        change.release(workflow, Duration::ZERO);
-        return change.done(Verdict::GaveUp);
+        None
     }
-    if compensating {
-        step.state = step.undoing.unwrap_or(StepState::Processed);
-    } else {
-        step.state = StepState::Pending;
-        change.set_state(TaskState::Pending);
-    }
-    change.release(workflow, delay);
-    change.done(Verdict::Retry)
 }
 
 /// A scheduler, on the deadline message for a lease ending `at`: a message the task
