@@ -16,6 +16,7 @@ use crate::workflow::{Registry, Workflow};
 
 mod delivery;
 mod operator;
+mod parallel;
 mod steps;
 mod supervise;
 
