@@ -141,7 +141,7 @@ pub fn task(task: &Value) -> String {
         ],
         steps.iter().zip(lines).map(|(step, line)| {
             [
-                text(&step["name"]),
+                step_label(step),
                 text(&step["state"]),
                 text(&step["attempt"]),
                 text(&step["failure_count"]),
@@ -245,6 +245,17 @@ fn describe(event: &Value, steps: &[Value]) -> String {
     }
 }
 
+/// A step's name, with the branches of parallel steps it is in: `check-account
+/// [checks ‖ 1]`.
+fn step_label(step: &Value) -> String {
+    let mut label = text(&step["name"]);
+    for branch in step["within"].as_array().into_iter().flatten() {
+        let position = branch["branch"].as_u64().unwrap_or(0) + 1;
+        label += &format!(" [{} ‖ {position}]", text(&branch["parallel"]));
+    }
+    label
+}
+
 /// The workflows, each as its steps.
 #[must_use]
 pub fn workflows(workflows: &[Value]) -> String {
@@ -266,7 +277,7 @@ pub fn workflows(workflows: &[Value]) -> String {
                 .map(|(i, s)| {
                     [
                         (i + 1).to_string(),
-                        text(&s["name"]),
+                        step_label(s),
                         text(&s["agent"]),
                         text(&s["call"]),
                         text(&s["complete_by"]),

@@ -180,9 +180,11 @@ pub(crate) async fn get(
         .task_with_order(&id)
         .await?
         .ok_or_else(|| not_found(text))?;
+    // Without its definition (a store failure), the task is shown all the same.
+    let workflow = app.workflow(&task.workflow).await.ok();
     Ok(ApiResponse::ok(
         200,
-        &TaskView::with_order(&task, &order, scope.view()),
+        &TaskView::with_order(&task, &order, workflow.as_deref(), scope.view()),
     ))
 }
 

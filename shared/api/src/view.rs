@@ -14,7 +14,7 @@ use sas_domain::task::{
     WorkflowRef,
 };
 use sas_domain::time::Timestamp;
-use sas_domain::workflow::Workflow;
+use sas_domain::workflow::{Branch, Workflow};
 
 use crate::ApiResponse;
 
@@ -111,6 +111,10 @@ pub struct StepView<'a> {
     output: Option<&'a Value>,
     /// Why it or its compensation failed.
     error: Option<&'a str>,
+    /// The branches of parallel steps it is in, outermost first (in the view of one
+    /// task; empty for a step of the workflow's main line).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    within: &'a [Branch],
 }
 
 /// Who asked for an action on a task, and when.
@@ -198,20 +202,33 @@ impl<'a> TaskView<'a> {
                     finished_at: time(s.finished_at),
                     output: s.output.as_deref(),
                     error: s.error.as_deref(),
+                    within: &[],
                 })
                 .collect(),
         }
     }
 
-    /// The view of one task read with its order data: its inputs too.
+    /// The view of one task read with its order data: its inputs too, and, with its
+    /// workflow's definition, the branches each step is in.
     #[must_use]
-    pub fn with_order(task: &'a Task, order: &'a Order, view: View) -> Self {
-        Self {
+    pub fn with_order(
+        task: &'a Task,
+        order: &'a Order,
+        workflow: Option<&'a Workflow>,
+        view: View,
+    ) -> Self {
+        let mut view = Self {
             input: Some(&order.input),
             earlier_inputs: Some(&order.earlier),
             history: Some(task.history.iter().map(EventView::of).collect()),
             ..Self::of(task, view)
+        };
+        if let Some(workflow) = workflow.filter(|w| w.steps.len() == view.steps.len()) {
+            for (step, definition) in view.steps.iter_mut().zip(&workflow.steps) {
+                step.within = &definition.within;
+            }
         }
+        view
     }
 }
 
@@ -265,6 +282,11 @@ pub struct WorkflowStepView {
     supervisor: Value,
     /// What its request carries, if not the whole input and results.
     fields: Option<serde_json::Map<String, Value>>,
+    /// The steps that must be Processed before it is sent, by position from 0.
+    after: Vec<usize>,
+    /// The branches of parallel steps it is in, outermost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    within: Vec<Branch>,
 }
 
 impl WorkflowView {
@@ -293,6 +315,8 @@ impl WorkflowView {
                             .map(|(name, source)| (name.clone(), Value::String(source.to_string())))
                             .collect()
                     }),
+                    after: s.after.clone(),
+                    within: s.within.clone(),
                 })
                 .collect(),
         }

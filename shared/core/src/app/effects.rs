@@ -98,10 +98,10 @@ impl App {
     /// it started, checked once per process against the registry's. A file changed
     /// without a version bump is refused for the tasks of that version (they run
     /// the stored definition, whose steps they have) with an error in the log.
-    pub(super) async fn workflow(
-        &self,
-        reference: &WorkflowRef,
-    ) -> Result<Arc<Workflow>, TaskError> {
+    ///
+    /// # Errors
+    /// The store's failure, or [`TaskError::UnknownWorkflow`].
+    pub async fn workflow(&self, reference: &WorkflowRef) -> Result<Arc<Workflow>, TaskError> {
         let key = (reference.name.clone(), reference.version);
         if let Some(workflow) = self
             .checked
