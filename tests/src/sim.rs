@@ -219,6 +219,9 @@ impl FaultyStore {
                     .violation(format!("task {} called a step after a cancel", new.id));
             }
         }
+        if let Some(old) = old.filter(|o| o.run == new.run) {
+            self.check_order(old, new, &workflow);
+        }
         if new.state == TaskState::Processed
             && new.steps.iter().any(|s| s.state != StepState::Processed)
         {
@@ -262,6 +265,65 @@ impl FaultyStore {
     }
 
     /// Keeps the version of a task just written, for the stale reads.
+    /// The order of one transition's calls and compensations: a step is called only
+    /// once the steps it waits for are Processed, and not while the task is being
+    /// undone; a step is undone only once every step done after it is (branches undo
+    /// in the reverse of the order their effects came to be in place), and no call
+    /// is out.
+    fn check_order(&self, old: &Task, new: &Task, workflow: &Workflow) {
+        for (index, (was, is)) in old.steps.iter().zip(&new.steps).enumerate() {
+            let sent = |state| was.state != state && is.state == state;
+            if sent(StepState::Processing) {
+                let waiting: Vec<&str> = workflow.steps[index]
+                    .after
+                    .iter()
+                    .filter(|&&before| new.steps[before].state != StepState::Processed)
+                    .map(|&before| new.steps[before].name.as_str())
+                    .collect();
+                if !waiting.is_empty() {
+                    self.world.violation(format!(
+                        "task {} called {} before {waiting:?}",
+                        new.id, is.name
+                    ));
+                }
+                if old.state == TaskState::Compensating {
+                    self.world.violation(format!(
+                        "task {} called {} while being undone",
+                        new.id, is.name
+                    ));
+                }
+            }
+            if sent(StepState::Compensating) {
+                let later: Vec<&str> = new
+                    .steps
+                    .iter()
+                    .zip(&workflow.steps)
+                    .filter(|(other, definition)| {
+                        other.done_order > is.done_order
+                            && definition.compensation.is_some()
+                            && matches!(
+                                other.state,
+                                StepState::Processed | StepState::TimedOut | StepState::Unusable
+                            )
+                    })
+                    .map(|(other, _)| other.name.as_str())
+                    .collect();
+                if !later.is_empty() {
+                    self.world.violation(format!(
+                        "task {} undid {} before {later:?}, done after it",
+                        new.id, is.name
+                    ));
+                }
+                if let Some(out) = new.steps.iter().find(|s| s.state == StepState::Processing) {
+                    self.world.violation(format!(
+                        "task {} undid {} while the call of {} is out",
+                        new.id, is.name, out.name
+                    ));
+                }
+            }
+        }
+    }
+
     async fn remember(&self, id: &TaskId) -> Result<(), StoreError> {
         if let Some(stored) = self.inner.task_with_order(id).await? {
             self.written
@@ -820,13 +882,11 @@ impl Sim {
     async fn submit(&mut self) {
         let n = self.submitted.len();
         let id = TaskId::parse(format!("t{n}")).expect("id");
-        let (workflow, input) = if self.world.chance(0.7) {
-            (
-                "drone-delivery",
-                json!({"customer_id": format!("c{n}"), "pickup": "a", "dropoff": "b", "weight_kg": 1.0}),
-            )
-        } else {
-            ("order-processing", json!({"order_id": format!("o{n}")}))
+        let drone = json!({"customer_id": format!("c{n}"), "pickup": "a", "dropoff": "b", "weight_kg": 1.0});
+        let (workflow, input) = match self.world.below(10) {
+            0..=3 => ("drone-delivery", drone),
+            4..=6 => ("drone-delivery-parallel", drone),
+            _ => ("order-processing", json!({"order_id": format!("o{n}")})),
         };
         if self.world.chance(0.15) {
             let steps = &self.workflows.latest(workflow).expect("workflow").steps;
