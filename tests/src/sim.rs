@@ -617,6 +617,63 @@ impl RemoteCall for SimRemote {
     }
 }
 
+/// A workflow of the seed's own, named `generated`: a line of two to four items, each
+/// a step or a parallel step of two or three branches (one of them, at most, with a
+/// parallel step inside), the steps undone by a compensation, read-only, or neither,
+/// at random. Every service is the simulated remote.
+fn generated_workflow(random: &mut fastrand::Rng) -> Workflow {
+    fn step(random: &mut fastrand::Rng, names: &mut usize) -> Value {
+        *names += 1;
+        let name = format!("s{names}");
+        let mut step = json!({"name": name, "agent": format!("svc{}", random.usize(1..4)), "call": format!("/{name}")});
+        match random.usize(0..10) {
+            0..=5 => step["compensation"] = json!(format!("/{name}/undo")),
+            6..=7 => step["read_only"] = json!(true),
+            _ => {}
+        }
+        step
+    }
+    fn sequence(
+        random: &mut fastrand::Rng,
+        names: &mut usize,
+        len: usize,
+        depth: u32,
+    ) -> Vec<Value> {
+        (0..len)
+            .map(|_| {
+                if depth < 2 && random.usize(0..3) == 0 {
+                    *names += 1;
+                    let name = format!("p{names}");
+                    let branches: Vec<Value> = (0..random.usize(2..4))
+                        .map(|_| {
+                            let len = random.usize(1..3);
+                            json!(sequence(random, names, len, depth + 1))
+                        })
+                        .collect();
+                    json!({"name": name, "parallel": branches})
+                } else {
+                    step(random, names)
+                }
+            })
+            .collect()
+    }
+    let mut names = 0;
+    let len = random.usize(2..5);
+    let steps = sequence(random, &mut names, len, 0);
+    let text = json!({
+        "name": "generated",
+        "version": 1,
+        "input": {"order_id": "string"},
+        "defaults": {
+            "complete_by": "10s",
+            "retry": {"attempts": 3, "initial_backoff": "100ms", "max_backoff": "1s"},
+            "supervisor": {"failure_threshold": 2, "retry_delay": "1s", "extended_wait": "20s"}
+        },
+        "steps": steps,
+    });
+    Workflow::parse("generated.json", &text.to_string()).expect("a generated workflow is valid")
+}
+
 /// The simulated system.
 struct Sim {
     world: Shared,
@@ -668,6 +725,9 @@ impl Sim {
             (ingest, dead_letter)
         });
         let workflows = Arc::new(Registry::built_in());
+        let generated = generated_workflow(&mut world.world().random);
+        world.note(format!("generated workflow: {}", generated.source));
+        workflows.add(generated).expect("a new workflow");
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),
             world: world.clone(),
@@ -883,10 +943,12 @@ impl Sim {
         let n = self.submitted.len();
         let id = TaskId::parse(format!("t{n}")).expect("id");
         let drone = json!({"customer_id": format!("c{n}"), "pickup": "a", "dropoff": "b", "weight_kg": 1.0});
+        let order = json!({"order_id": format!("o{n}")});
         let (workflow, input) = match self.world.below(10) {
-            0..=3 => ("drone-delivery", drone),
-            4..=6 => ("drone-delivery-parallel", drone),
-            _ => ("order-processing", json!({"order_id": format!("o{n}")})),
+            0..=2 => ("drone-delivery", drone),
+            3..=4 => ("drone-delivery-parallel", drone),
+            5..=7 => ("generated", order),
+            _ => ("order-processing", order),
         };
         if self.world.chance(0.15) {
             let steps = &self.workflows.latest(workflow).expect("workflow").steps;

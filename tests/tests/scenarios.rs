@@ -747,7 +747,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         SchedulerMessage::Response(AgentResponse {
             task_id: id.clone(),
             run: task.run,
-            step: task.running_step().expect("a step runs"),
+            step: task.running_steps().next().expect("a step runs"),
             attempt: 1,
             operation: Operation::Call,
             outcome: MessageOutcome::Succeeded { output: json!({}) },

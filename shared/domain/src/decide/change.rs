@@ -96,6 +96,13 @@ impl Change {
     pub(super) fn fail(&mut self, reason: String) {
         self.task.error.get_or_insert(reason);
         self.set_state(TaskState::Compensating);
+        self.stop_waiting();
+    }
+
+    /// Marks the steps waiting to be sent again (for a retry, or under the key they
+    /// kept through a resubmission) timed out: their effect may be in place, and a
+    /// task being undone sends them no more, so they are undone.
+    pub(super) fn stop_waiting(&mut self) {
         let waiting: Vec<usize> = (0..self.task.steps.len())
             .filter(|&index| {
                 let step = &self.task.steps[index];

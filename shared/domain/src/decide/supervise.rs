@@ -59,26 +59,41 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
         }
         return change.done(Verdict::SentAgain);
     }
-    let retries: Vec<(usize, Duration)> = expired
+    let expired: Vec<(usize, Option<Duration>)> = expired
         .into_iter()
-        .filter_map(|index| change.expire(workflow, index).map(|delay| (index, delay)))
+        .map(|index| (index, change.expire(workflow, index)))
         .collect();
+    // A task being undone (a step given up, in this pass or before; or a cancel)
+    // tries no call again: a call due for a retry is undone as one that timed out.
+    let failing = change.task.state == TaskState::Compensating;
+    let mut retries = Vec::new();
+    for (index, delay) in expired {
+        let Some(delay) = delay else { continue };
+        let step = &mut change.task.steps[index];
+        if step.state == StepState::Compensating {
+            step.state = step.undoing.unwrap_or(StepState::Processed);
+            retries.push((index, delay));
+        } else {
+            step.state = StepState::Pending;
+            if !failing {
+                retries.push((index, delay));
+            }
+        }
+    }
+    if failing {
+        change.stop_waiting();
+    }
     let retried = |index: usize| retries.iter().any(|&(retry, _)| retry == index);
     let alone = retries.len() == 1 && change.task.running_steps().all(retried);
     for &(index, delay) in &retries {
         let step = &mut change.task.steps[index];
-        if step.state == StepState::Compensating {
-            step.state = step.undoing.unwrap_or(StepState::Processed);
-        } else {
-            step.state = StepState::Pending;
-            if !alone {
-                // Beside other branches' steps: the step waits for its own Run message.
-                step.retry_at = Some(now.plus(delay));
-                change.effects.push(Effect::Schedule {
-                    task_id: task.id.clone(),
-                    delay,
-                });
-            }
+        if step.state == StepState::Pending && !alone {
+            // Beside other branches' steps: the step waits for its own Run message.
+            step.retry_at = Some(now.plus(delay));
+            change.effects.push(Effect::Schedule {
+                task_id: task.id.clone(),
+                delay,
+            });
         }
     }
     let verdict = if retries.is_empty() {

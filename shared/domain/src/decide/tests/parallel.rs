@@ -206,3 +206,44 @@ fn a_branchs_step_is_retried_on_its_own_run_message_while_the_other_branch_goes_
     assert_eq!(names(&dispatched(&resumed)), ["b"]);
     assert_eq!(dispatched(&resumed)[0].attempt, 2);
 }
+
+/// Found by the simulation: a step given up and another due for a retry in the same
+/// sweep left the other Pending, its effect perhaps in place and never undone.
+#[test]
+fn a_call_due_for_a_retry_as_another_branch_gives_up_is_undone_not_retried() {
+    let workflow = branched();
+    let now = Timestamp(0);
+    let (task, order, a) = run_to(&workflow, 0, now);
+    let (mut task, sent) = answer(&task, &workflow, &order, &a, ok(), now);
+    let b = sent[0].clone();
+    // b expired once before; this pass gives it up, and would retry d.
+    task.steps[1].failure_count = 1;
+    let expired = on_expired(&task, &workflow, b.complete_by);
+    assert_eq!(expired.verdict, Verdict::GaveUp);
+    assert!(
+        !expired
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::Schedule { delay, .. } if !delay.is_zero())),
+        "no retry is scheduled: {:?}",
+        expired.effects
+    );
+    let task = expired.next.expect("given up");
+    assert_eq!(task.state, TaskState::Compensating);
+    assert_eq!(
+        (task.steps[1].state, task.steps[3].state),
+        (StepState::TimedOut, StepState::TimedOut),
+        "d, whose effect may be in place, is undone too"
+    );
+    let claim = on_run(&task, &workflow, &order, "s2", b.complete_by);
+    let mut task = claim.next.clone().expect("claimed");
+    let mut undone = Vec::new();
+    let mut decision = claim;
+    while let Some(request) = dispatched(&decision).first().map(|r| (*r).clone()) {
+        undone.push(request.step_name.clone());
+        decision = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+        task = decision.next.clone().expect("recorded");
+    }
+    assert_eq!(undone, ["d", "b", "a"], "in the reverse of the order done");
+    assert_eq!(task.state, TaskState::Error);
+}
