@@ -111,6 +111,9 @@ pub struct StepView<'a> {
     output: Option<&'a Value>,
     /// Why it or its compensation failed.
     error: Option<&'a str>,
+    /// When it is sent again, while it waits for its retry beside other branches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_at: Option<String>,
     /// The branches of parallel steps it is in, outermost first (in the view of one
     /// task; empty for a step of the workflow's main line).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -202,6 +205,7 @@ impl<'a> TaskView<'a> {
                     finished_at: time(s.finished_at),
                     output: s.output.as_deref(),
                     error: s.error.as_deref(),
+                    retry_at: time(s.retry_at),
                     within: &[],
                 })
                 .collect(),
