@@ -234,3 +234,62 @@ async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_proc
     screenshot(&browser, "4-workflows.png").await;
     browser.close().await.expect("the browser closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_with_parallel_checks_shows_each_steps_branch() {
+    let harness = Harness::start(5).await;
+    let task = json!({ "workflow": "drone-delivery-parallel", "input": delivery_input() });
+    harness.put_task("both-checks", &task).await;
+    harness.settle_in("both-checks", "Processed").await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    browser
+        .goto(&format!("{console}#/task/both-checks"))
+        .await
+        .expect("the task's page");
+    wait_text(&browser, "#task-state", |t| t == "Processed").await;
+    for (step, branch) in [
+        ("check-account", "checks ‖ branch 1"),
+        ("check-transport", "checks ‖ branch 2"),
+    ] {
+        let css = format!("#steps tr[data-step='{step}']");
+        wait_text(&browser, &css, |t| t.contains(branch)).await;
+    }
+    let package = wait_text(&browser, "#steps tr[data-step='create-package']", |t| {
+        t.contains("Processed")
+    })
+    .await;
+    assert!(!package.contains('‖'), "on the main line: {package}");
+    let mut stripes = Vec::new();
+    for stripe in browser
+        .find_all(Locator::Css(".timeline svg rect title"))
+        .await
+        .expect("the timeline")
+    {
+        let text = stripe.html(true).await.expect("a title");
+        if text.contains("branch") {
+            stripes.push(text);
+        }
+    }
+    assert_eq!(
+        stripes,
+        ["checks, branch 1", "checks, branch 2"],
+        "one stripe per branch's row"
+    );
+    screenshot(&browser, "5-parallel-checks.png").await;
+
+    browser
+        .goto(&format!("{console}#/workflows"))
+        .await
+        .expect("the workflows");
+    let flow = wait_text(
+        &browser,
+        ".workflow[data-workflow='drone-delivery-parallel']",
+        |t| t.contains("check-transport"),
+    )
+    .await;
+    assert!(flow.contains("checks ‖ branch 2"), "{flow}");
+    browser.close().await.expect("the browser closes");
+}
