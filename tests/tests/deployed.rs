@@ -190,6 +190,26 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         conflict.body
     );
 
+    // The delivery with its checks in parallel: both sent, joined, every effect once.
+    let mut parallel = readme_delivery();
+    parallel["workflow"] = json!("drone-delivery-parallel");
+    put_task(&stack, "parallel-1", &parallel).await;
+    let task = wait_for_task(
+        &stack,
+        "parallel-1",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 5], "{task:#}");
+    assert_eq!(
+        task["steps"][1]["within"],
+        json!([{ "parallel": "checks", "branch": 1 }]),
+        "{task:#}"
+    );
+    assert_eq!(remote.effects("parallel-1").len(), 5);
+
     // The smoke test that ends infra/localstack/deploy.sh, through the same API URL.
     let smoke = tokio::task::block_in_place(|| {
         std::process::Command::new(
