@@ -6,7 +6,7 @@
 //! `cargo run --release -p sas-tools --bin bench -- COMMAND [OPTIONS]`, where COMMAND is:
 //!
 //! ```text
-//! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
+//! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process] [--parallel]
 //!     [--ingestion direct|buffered] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
@@ -68,6 +68,10 @@ enum Benchmark {
         /// How the server takes a submission (`SAS_INGESTION`).
         #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
         ingestion: Ingestion,
+        /// Runs the drone delivery with its two checks in parallel
+        /// (`drone-delivery-parallel`) instead of the straight one.
+        #[arg(long)]
+        parallel: bool,
         /// A command the server runs under, its words split at spaces, such as
         /// `valgrind --tool=callgrind`: the server is then stopped with SIGTERM, and
         /// waited for, so that the command can write its report.
@@ -278,9 +282,12 @@ impl Drop for Server {
     }
 }
 
-fn delivery(i: usize) -> Value {
+/// The drone delivery, straight: what every benchmark runs unless told otherwise.
+const DRONE: &str = "drone-delivery";
+
+fn delivery(workflow: &str, i: usize) -> Value {
     json!({
-        "workflow": "drone-delivery",
+        "workflow": workflow,
         "input": {"customer_id": format!("c-{i}"), "pickup": "Sydney", "dropoff": "Bondi", "weight_kg": 1.2},
     })
 }
@@ -303,13 +310,14 @@ fn quantile(sorted: &[Duration], q: f64) -> f64 {
 async fn one_task(
     http: &reqwest::Client,
     api: &str,
+    workflow: &str,
     id: &str,
     i: usize,
 ) -> Option<(Duration, Duration)> {
     let start = Instant::now();
     let accepted = http
         .put(format!("{api}/tasks/{id}"))
-        .json(&delivery(i))
+        .json(&delivery(workflow, i))
         .send()
         .await
         .ok()?;
@@ -343,6 +351,7 @@ async fn one_task(
 /// Runs `tasks` tasks through `concurrency` closed-loop clients.
 async fn closed_loop(
     api: &str,
+    workflow: &'static str,
     prefix: &str,
     tasks: usize,
     concurrency: usize,
@@ -372,7 +381,8 @@ async fn closed_loop(
                     if i >= tasks {
                         return;
                     }
-                    let outcome = one_task(&http, &api, &format!("{prefix}-{i}"), i).await;
+                    let outcome =
+                        one_task(&http, &api, workflow, &format!("{prefix}-{i}"), i).await;
                     let mut samples = samples.lock().await;
                     match outcome {
                         Some((ack, total)) => {
@@ -426,6 +436,9 @@ struct Load {
     tasks: usize,
     concurrency: usize,
     warmup: usize,
+    /// The workflow each task runs: the drone delivery, straight or with its checks
+    /// in parallel.
+    workflow: &'static str,
 }
 
 async fn measure(
@@ -438,12 +451,14 @@ async fn measure(
         tasks,
         concurrency,
         warmup,
+        workflow,
     } = load;
     let server = Server::start_with(durability, ingestion, under)?;
-    closed_loop(&server.api, "warmup", warmup, concurrency).await;
+    closed_loop(&server.api, workflow, "warmup", warmup, concurrency).await;
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
-    let (acks, totals, errors) = closed_loop(&server.api, "task", tasks, concurrency).await;
+    let (acks, totals, errors) =
+        closed_loop(&server.api, workflow, "task", tasks, concurrency).await;
     let wall = started.elapsed().as_secs_f64();
     let cpu = server.cpu_seconds() - cpu_before;
     #[allow(clippy::cast_precision_loss)]
@@ -455,7 +470,7 @@ async fn measure(
         Durability::Process => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
     };
     let line = format!(
-        "engine=sas-local n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
+        "engine=sas-local workflow={workflow} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
          server_peak_rss_mb={:.1} ingestion={} durability={} fsync=\"{durable}\"",
         totals.len(),
@@ -523,11 +538,13 @@ async fn compare(
             tasks,
             concurrency: 64,
             warmup: 200,
+            workflow: DRONE,
         },
         Load {
             tasks: tasks_at_one,
             concurrency: 1,
             warmup: 50,
+            workflow: DRONE,
         },
     ];
     let mut results: Vec<Vec<Vec<Measured>>> = loads
@@ -612,7 +629,7 @@ async fn ingest(rates: &[u32], seconds: u64, durability: Durability) -> anyhow::
                 let start = Instant::now();
                 let sent = http
                     .post(format!("{api}/tasks"))
-                    .json(&delivery(i))
+                    .json(&delivery(DRONE, i))
                     .send()
                     .await;
                 let ok = sent.is_ok_and(|r| r.status() == 202);
@@ -672,7 +689,7 @@ async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Re
             let start = Instant::now();
             let sent = http
                 .put(format!("{api}/tasks/burst-{i}"))
-                .json(&delivery(i))
+                .json(&delivery(DRONE, i))
                 .send()
                 .await;
             drop(permit);
@@ -775,7 +792,7 @@ async fn load_leases(
         let submission = Submission {
             owner: None,
             id: TaskId::parse(format!("t{i}"))?,
-            input: delivery(i)["input"].clone(),
+            input: delivery(DRONE, i)["input"].clone(),
             notify: None,
         };
         let (mut task, order, _) = submit(&drone, submission, now);
@@ -949,12 +966,18 @@ async fn main() -> anyhow::Result<()> {
             warmup,
             durability,
             ingestion,
+            parallel,
             under,
         } => {
             let load = Load {
                 tasks,
                 concurrency,
                 warmup,
+                workflow: if parallel {
+                    "drone-delivery-parallel"
+                } else {
+                    DRONE
+                },
             };
             println!(
                 "{}",
