@@ -25,7 +25,7 @@ use sas_local::auth::Authentication;
 use sas_local::{Config, Ingestion, Running, Settings};
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// How long a test waits for the system to settle before it gives up.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -337,6 +337,28 @@ impl Harness {
         }
         self.advance(budget + Duration::from_millis(1));
         self.sweep().await;
+    }
+
+    /// Leaves a task of `drone-delivery-quick` with its delivery late past the step's
+    /// threshold (its three calls hanging, applied, answered after their 500 ms): the
+    /// task ends in Error with the delivery not undone.
+    pub async fn leave_the_quick_delivery_late(&self, id: &str, input: &Value) {
+        self.faults("delivery", json!({ "hang_ms": 3000, "times": 3 }))
+            .await;
+        self.put_task(
+            id,
+            &json!({ "workflow": "drone-delivery-quick", "input": input }),
+        )
+        .await;
+        for calls in 1..=3 {
+            self.end_lease("delivery", calls, Duration::from_millis(500))
+                .await;
+            if calls == 2 {
+                // The threshold's extended wait before the last retry.
+                self.advance(Duration::from_secs(5));
+            }
+        }
+        self.settle_in(id, "Error").await;
     }
 
     /// The messages of a notification queue, taking them, in the order of the task's

@@ -1,8 +1,6 @@
 //! The `sas` command line, run as a person runs it, against the local system: its
 //! real output, its exit codes.
 
-use std::time::Duration;
-
 use sas_tests::{Harness, delivery_input, function_binary};
 use serde_json::{Value, json};
 
@@ -176,18 +174,9 @@ async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_lette
 async fn a_late_delivery_is_shown_not_undone_and_a_resubmission_makes_no_second() {
     let harness = Harness::start(5).await;
     harness
-        .faults("delivery", json!({ "hang_ms": 3000, "times": 3 }))
+        .leave_the_quick_delivery_late("cli-late", &delivery_input())
         .await;
-    harness.put_task("cli-late", &quick()).await;
-    let budget = Duration::from_millis(500);
-    for calls in 1..=3 {
-        harness.end_lease("delivery", calls, budget).await;
-        if calls == 2 {
-            // The threshold's extended wait before the last retry.
-            harness.advance(Duration::from_secs(5));
-        }
-    }
-    let task = harness.settle_in("cli-late", "Error").await;
+    let task = harness.task("cli-late").await;
     assert_eq!(task["not_undone"], json!(["create-delivery"]), "{task:#}");
     let shown = ok(&harness, &["tasks", "show", "cli-late"]).await;
     assert!(

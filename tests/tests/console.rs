@@ -293,3 +293,27 @@ async fn a_task_with_parallel_checks_shows_each_steps_branch() {
     assert!(flow.contains("checks ‖ branch 2"), "{flow}");
     browser.close().await.expect("the browser closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_delivery_left_in_place_is_shown_not_undone() {
+    let harness = Harness::start(5).await;
+    harness
+        .leave_the_quick_delivery_late("late-delivery", &delivery_input())
+        .await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    browser
+        .goto(&format!("{console}#/task/late-delivery"))
+        .await
+        .expect("the task's page");
+    wait_text(&browser, "#task-state", |t| t == "Error").await;
+    let shown = wait_text(&browser, "#not-undone", |t| t.contains("create-delivery")).await;
+    assert!(
+        shown.contains("same idempotency key"),
+        "the operator is told what a resubmission does: {shown}"
+    );
+    screenshot(&browser, "6-not-undone.png").await;
+    browser.close().await.expect("the browser closes");
+}
