@@ -1,32 +1,75 @@
 //! The README's run command, and a setting it cannot take; and the LocalStack smoke test script
 //! (`infra/localstack/smoke.sh`), run here against `sas-local`, which serves the same
-//! API: the script itself is proven, though the LocalStack deployment around it needs
-//! Docker.
+//! API, unauthenticated and with tokens: the script itself is proven, though the
+//! LocalStack deployment around it needs Docker (its IAM mode runs against the stack
+//! deployed on MiniStack, in `tests/tests/deployed.rs`).
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
 
+/// Runs `infra/localstack/smoke.sh` against `api`, with `TOKEN` set when given: its
+/// exit status and its output.
+fn smoke(api: &str, token: Option<&str>) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/localstack/smoke.sh");
+    let mut command = Command::new("bash");
+    command.arg(&script).args([api, "60"]);
+    // Neither a token nor AWS credentials from the environment: the test says which.
+    for variable in ["TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+        command.env_remove(variable);
+    }
+    if let Some(token) = token {
+        command.env("TOKEN", token);
+    }
+    let output = command.output().expect("the script runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
 #[test]
 fn the_smoke_script_sees_a_drone_delivery_processed() {
     let data = tempfile::tempdir().expect("data directory");
     let (mut child, api, _) = common::spawn_with(data.path(), &[]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/localstack/smoke.sh");
-    let output = Command::new("bash")
-        .arg(&script)
-        .args([api.as_str(), "60"])
-        .output()
-        .expect("the script runs");
+    let (succeeded, output) = smoke(&api, None);
     let _ = child.kill();
     let _ = child.wait();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(succeeded, "{output}");
+    assert!(output.contains("Processed"), "{output}");
+}
+
+/// The script's JWT mode (`AuthMode=JWT`), against sas-local requiring tokens: with a
+/// token it sees the delivery Processed; without one, it stops at the 401.
+#[test]
+fn the_smoke_script_calls_with_its_token_when_given_one() {
+    const KEY: &str = "a-development-key-for-the-smoke-test!!";
+    let data = tempfile::tempdir().expect("data directory");
+    let (mut child, api, _) = common::spawn_with(data.path(), &[("SAS_AUTH_DEV_KEY", KEY)]);
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        + 600;
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &serde_json::json!({ "sub": "smoke-tester", "exp": expires }),
+        &jsonwebtoken::EncodingKey::from_secret(KEY.as_bytes()),
+    )
+    .expect("a token");
+    let with = smoke(&api, Some(&token));
+    let without = smoke(&api, None);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(with.0 && with.1.contains("Processed"), "{}", with.1);
     assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+        !without.0 && without.1.contains("answered 401"),
+        "{}",
+        without.1
     );
-    assert!(stdout.contains("Processed"), "{stdout}");
 }
 
 #[test]
