@@ -128,6 +128,25 @@ async fn wait_text(browser: &Client, css: &str, done: impl Fn(&str) -> bool) -> 
     }
 }
 
+/// The console's page of `workflow`, once it shows `expected`: its text.
+async fn workflow_page(browser: &Client, console: &str, workflow: &str, expected: &str) -> String {
+    browser
+        .goto(&format!("{console}#/workflows"))
+        .await
+        .expect("the workflows");
+    let css = format!(".workflow[data-workflow='{workflow}']");
+    wait_text(browser, &css, |t| t.contains(expected)).await
+}
+
+/// The console's page of task `id`, once it shows the task in `state`.
+async fn task_page(browser: &Client, console: &str, id: &str, state: &str) {
+    browser
+        .goto(&format!("{console}#/task/{id}"))
+        .await
+        .expect("the task's page");
+    wait_text(browser, "#task-state", |t| t == state).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_processed() {
     let harness = Harness::start(5).await;
@@ -219,16 +238,7 @@ async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_proc
     screenshot(&browser, "3-resubmitted-processed.png").await;
 
     // The workflow, drawn as its steps with their budgets and compensations.
-    browser
-        .goto(&format!("{console}#/workflows"))
-        .await
-        .expect("the workflows");
-    let flow = wait_text(
-        &browser,
-        ".workflow[data-workflow='drone-delivery-quick']",
-        |t| t.contains("schedule-drone"),
-    )
-    .await;
+    let flow = workflow_page(&browser, &console, "drone-delivery-quick", "schedule-drone").await;
     assert!(flow.contains("undo: /drones/cancel"), "{flow}");
     assert!(flow.contains("budget 500ms"), "{flow}");
     screenshot(&browser, "4-workflows.png").await;
@@ -245,11 +255,7 @@ async fn a_task_with_parallel_checks_shows_each_steps_branch() {
     let driver = Driver::start().await;
     let browser = driver.browser().await;
     let console = format!("http://{}/", harness.running.api);
-    browser
-        .goto(&format!("{console}#/task/both-checks"))
-        .await
-        .expect("the task's page");
-    wait_text(&browser, "#task-state", |t| t == "Processed").await;
+    task_page(&browser, &console, "both-checks", "Processed").await;
     for (step, branch) in [
         ("check-account", "checks ‖ branch 1"),
         ("check-transport", "checks ‖ branch 2"),
@@ -280,14 +286,11 @@ async fn a_task_with_parallel_checks_shows_each_steps_branch() {
     );
     screenshot(&browser, "5-parallel-checks.png").await;
 
-    browser
-        .goto(&format!("{console}#/workflows"))
-        .await
-        .expect("the workflows");
-    let flow = wait_text(
+    let flow = workflow_page(
         &browser,
-        ".workflow[data-workflow='drone-delivery-parallel']",
-        |t| t.contains("check-transport"),
+        &console,
+        "drone-delivery-parallel",
+        "check-transport",
     )
     .await;
     assert!(flow.contains("checks ‖ branch 2"), "{flow}");
@@ -304,11 +307,7 @@ async fn a_late_delivery_left_in_place_is_shown_not_undone() {
     let driver = Driver::start().await;
     let browser = driver.browser().await;
     let console = format!("http://{}/", harness.running.api);
-    browser
-        .goto(&format!("{console}#/task/late-delivery"))
-        .await
-        .expect("the task's page");
-    wait_text(&browser, "#task-state", |t| t == "Error").await;
+    task_page(&browser, &console, "late-delivery", "Error").await;
     let shown = wait_text(&browser, "#not-undone", |t| t.contains("create-delivery")).await;
     assert!(
         shown.contains("same idempotency key"),

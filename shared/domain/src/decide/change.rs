@@ -141,14 +141,7 @@ impl Change {
         self.task.locked_by = None;
         self.task.complete_by = None;
         if state == TaskState::Error {
-            self.task.not_undone = self
-                .task
-                .steps
-                .iter()
-                .zip(&workflow.steps)
-                .filter(|(step, definition)| left_in_place(step, definition))
-                .map(|(step, _)| step.name.clone())
-                .collect();
+            self.task.not_undone = not_undone(&self.task, workflow);
         }
         self.set_state(state);
         if state == TaskState::Error {
@@ -186,4 +179,15 @@ impl Change {
 /// a person to undo by hand (the alert names it); this one, to decide on.
 pub(super) fn left_in_place(step: &Step, definition: &crate::workflow::StepDefinition) -> bool {
     step.effect_may_be_in_place() && !definition.is_undone_on_failure()
+}
+
+/// The steps of `task` whose effect may be in place with nothing to undo it, by name
+/// ([`Task::not_undone`]).
+pub(super) fn not_undone(task: &Task, workflow: &Workflow) -> Vec<String> {
+    task.steps
+        .iter()
+        .zip(&workflow.steps)
+        .filter(|(step, definition)| left_in_place(step, definition))
+        .map(|(step, _)| step.name.clone())
+        .collect()
 }

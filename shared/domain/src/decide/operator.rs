@@ -11,7 +11,7 @@ use crate::task::{
 use crate::time::Timestamp;
 use crate::workflow::{InputError, Workflow};
 
-use super::change::{Change, left_in_place};
+use super::change::{Change, left_in_place, not_undone};
 use super::{Decision, Verdict};
 
 /// Why an operator's or owner's action on a task was refused.
@@ -105,13 +105,7 @@ pub fn resubmit(
     let edited = match resubmit.input {
         Some(input) => {
             workflow.validate_input(&input)?;
-            let in_place: Vec<String> = task
-                .steps
-                .iter()
-                .zip(&workflow.steps)
-                .filter(|(step, definition)| left_in_place(step, definition))
-                .map(|(step, _)| step.name.clone())
-                .collect();
+            let in_place = not_undone(task, workflow);
             if !in_place.is_empty() {
                 return Err(Refused::EffectsInPlace(in_place));
             }
