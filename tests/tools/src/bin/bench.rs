@@ -6,7 +6,8 @@
 //! `cargo run --release -p sas-tools --bin bench -- COMMAND [OPTIONS]`, where COMMAND is:
 //!
 //! ```text
-//! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process] [--parallel]
+//! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
+//!     [--parallel] [--service-latency-ms 0]
 //!     [--ingestion direct|buffered] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
@@ -72,6 +73,10 @@ enum Benchmark {
         /// (`drone-delivery-parallel`) instead of the straight one.
         #[arg(long)]
         parallel: bool,
+        /// Milliseconds added to every call of every mock service (a remote service's
+        /// own time, which parallel steps overlap).
+        #[arg(long, default_value_t = 0)]
+        service_latency_ms: u64,
         /// A command the server runs under, its words split at spaces, such as
         /// `valgrind --tool=callgrind`: the server is then stopped with SIGTERM, and
         /// waited for, so that the command can write its report.
@@ -185,6 +190,8 @@ impl Durability {
 struct Server {
     child: Child,
     api: String,
+    /// The mock services' base URL.
+    mock: String,
     /// Stopped with SIGTERM and waited for (it runs under another command).
     graceful: bool,
     _data: tempfile::TempDir,
@@ -224,14 +231,17 @@ impl Server {
             .with_context(|| format!("cannot start {}", binary.display()))?;
         let mut line = String::new();
         BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let api = line
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix("api="))
-            .with_context(|| format!("no api= in {line:?}"))?
-            .to_owned();
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .map(str::to_owned)
+                .with_context(|| format!("no {name} in {line:?}"))
+        };
+        let (api, mock) = (field("api=")?, field("mock=")?);
         Ok(Self {
             child,
             api,
+            mock,
             graceful: !under.is_empty(),
             _data: data,
         })
@@ -439,6 +449,8 @@ struct Load {
     /// The workflow each task runs: the drone delivery, straight or with its checks
     /// in parallel.
     workflow: &'static str,
+    /// Added to every call of every mock service, in milliseconds.
+    service_latency_ms: u64,
 }
 
 async fn measure(
@@ -452,8 +464,19 @@ async fn measure(
         concurrency,
         warmup,
         workflow,
+        service_latency_ms,
     } = load;
     let server = Server::start_with(durability, ingestion, under)?;
+    if service_latency_ms > 0 {
+        let http = reqwest::Client::new();
+        for service in ["account", "package", "transport", "drone", "delivery"] {
+            http.put(format!("{}/faults/{service}", server.mock))
+                .json(&json!({ "latency_ms": service_latency_ms }))
+                .send()
+                .await?
+                .error_for_status()?;
+        }
+    }
     closed_loop(&server.api, workflow, "warmup", warmup, concurrency).await;
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
@@ -470,7 +493,7 @@ async fn measure(
         Durability::Process => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
     };
     let line = format!(
-        "engine=sas-local workflow={workflow} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
+        "engine=sas-local workflow={workflow} service_latency_ms={service_latency_ms} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
          server_peak_rss_mb={:.1} ingestion={} durability={} fsync=\"{durable}\"",
         totals.len(),
@@ -539,12 +562,14 @@ async fn compare(
             concurrency: 64,
             warmup: 200,
             workflow: DRONE,
+            service_latency_ms: 0,
         },
         Load {
             tasks: tasks_at_one,
             concurrency: 1,
             warmup: 50,
             workflow: DRONE,
+            service_latency_ms: 0,
         },
     ];
     let mut results: Vec<Vec<Vec<Measured>>> = loads
@@ -967,6 +992,7 @@ async fn main() -> anyhow::Result<()> {
             durability,
             ingestion,
             parallel,
+            service_latency_ms,
             under,
         } => {
             let load = Load {
@@ -978,6 +1004,7 @@ async fn main() -> anyhow::Result<()> {
                 } else {
                     DRONE
                 },
+                service_latency_ms,
             };
             println!(
                 "{}",
