@@ -83,8 +83,10 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     if failing {
         change.stop_waiting();
     }
-    let retried = |index: usize| retries.iter().any(|&(retry, _)| retry == index);
-    let alone = retries.len() == 1 && change.task.running_steps().all(retried);
+    // Calls of other branches still out keep the task claimed; a retry alone waits
+    // as a straight workflow's does, the task released for its Run message.
+    let out = change.task.running_steps().next().is_some();
+    let alone = retries.len() == 1 && !out;
     for &(index, delay) in &retries {
         let step = &mut change.task.steps[index];
         if step.state == StepState::Pending && !alone {
@@ -101,16 +103,19 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     } else {
         Verdict::Retry
     };
-    match retries.first() {
-        _ if change.task.running_steps().next().is_some() => change.hold(workflow),
-        Some(&(_, delay)) if alone => {
+    match retries.as_slice() {
+        // The task's lease follows the calls out and the retries' pickups; with no call
+        // out, the task is released until its first retry is due.
+        _ if out => change.hold(workflow),
+        [(_, delay)] => {
             if change.task.state == TaskState::Processing {
                 change.set_state(TaskState::Pending);
             }
-            change.release(workflow, delay);
+            change.release(workflow, *delay);
         }
-        Some(_) if change.task.state == TaskState::Processing => change.hold(workflow),
-        _ => change.release(workflow, Duration::ZERO),
+        // Given up: a scheduler comes to undo what is done.
+        [] => change.release(workflow, Duration::ZERO),
+        _ => change.hold(workflow),
     }
     change.done(verdict)
 }
