@@ -16,7 +16,7 @@ use crate::time::Timestamp;
 pub enum TaskState {
     /// Waiting for a scheduler to claim it.
     Pending,
-    /// Claimed by a scheduler; a step is running.
+    /// Claimed by a scheduler; its steps are running (one, or one a branch).
     Processing,
     /// Undoing the completed steps, in reverse order, after a failure.
     Compensating,

@@ -1,4 +1,6 @@
-//! A task's steps, run in order and undone in reverse: the scheduler's claim, its
+//! A task's steps, each sent once the steps it waits for are Processed (a straight
+//! line of them one at a time, parallel branches at once), and undone in the reverse
+//! of the order their effects came to be in place: the scheduler's claim, its
 //! dispatch of each operation, and the record of each answer.
 
 use std::sync::Arc;
