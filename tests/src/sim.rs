@@ -264,12 +264,11 @@ impl FaultyStore {
         }
     }
 
-    /// Keeps the version of a task just written, for the stale reads.
     /// The order of one transition's calls and compensations: a step is called only
     /// once the steps it waits for are Processed, and not while the task is being
     /// undone; a step is undone only once every step done after it is (branches undo
     /// in the reverse of the order their effects came to be in place), and no call
-    /// is out.
+    /// is out; a call waiting for its retry is not sent before its time.
     fn check_order(&self, old: &Task, new: &Task, workflow: &Workflow) {
         for (index, (was, is)) in old.steps.iter().zip(&new.steps).enumerate() {
             let sent = |state| was.state != state && is.state == state;
@@ -289,6 +288,16 @@ impl FaultyStore {
                 if old.state == TaskState::Compensating {
                     self.world.violation(format!(
                         "task {} called {} while being undone",
+                        new.id, is.name
+                    ));
+                }
+                let now = self.world.world().clock.now();
+                if let Some(due) = was
+                    .retry_at
+                    .filter(|due| now.plus(Duration::from_secs(1)) < *due)
+                {
+                    self.world.violation(format!(
+                        "task {} called {} at {now}, before its retry's time {due}",
                         new.id, is.name
                     ));
                 }
@@ -324,6 +333,7 @@ impl FaultyStore {
         }
     }
 
+    /// Keeps the version of a task just written, for the stale reads.
     async fn remember(&self, id: &TaskId) -> Result<(), StoreError> {
         if let Some(stored) = self.inner.task_with_order(id).await? {
             self.written

@@ -228,8 +228,9 @@ pub struct Task {
     /// The scheduler instance that claimed the task; `None` while it waits for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_by: Option<String>,
-    /// The lease: when the current step (or the pickup) must be done by. `None`
-    /// once the task is final; the supervisor sweeps tasks whose lease expired.
+    /// The lease: the soonest of when its steps out must be done by and when a
+    /// scheduler must have picked it up (or a retry it waits for). `None` once the
+    /// task is final; the supervisor sweeps tasks whose lease expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
     /// The lease end that the task's deadline message on its way watches; a message

@@ -93,7 +93,7 @@ pub enum Verdict {
     SentAgain,
     /// Past the failure threshold: the task is compensated and ends in Error.
     GaveUp,
-    /// The task is retried from its step in flight.
+    /// The expired steps are retried (each a Run message of its own, after its wait).
     Retry,
     /// A deadline message for a lease that has since moved or ended: ignored.
     DeadlineSuperseded,
@@ -105,7 +105,7 @@ pub enum Verdict {
     AlertPublished,
     /// An operator resubmitted a task in Error.
     Resubmitted,
-    /// A task was asked to stop: it compensates once its running step is done.
+    /// A task was asked to stop: it compensates once the calls it has out are done.
     CancelRequested,
     /// A task asked to stop already: nothing more to do.
     CancelledAlready,

@@ -164,9 +164,10 @@ pub fn resubmit(
 }
 
 /// The owner or an operator asks a task to stop: it is Compensating at once, and
-/// once its running step (if any) is done, its done steps are compensated in reverse
-/// (a call that succeeds is undone too; one whose lease ends is not tried again, but
-/// undone as timed out); it ends in Error, its caller notified and an operator
+/// once the calls it has out (if any) are done, its done steps are compensated in the
+/// reverse of the order they were done (a call that succeeds is undone too; one whose
+/// lease ends, or that waited for a retry, is not tried again, but undone as timed
+/// out); it ends in Error, its caller notified and an operator
 /// alerted that it was cancelled. Asking again changes nothing.
 ///
 /// # Errors
@@ -189,7 +190,11 @@ pub fn cancel(
     change.fail(format!("cancelled by {}", request.by.as_str()));
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
-    if task.running_steps().next().is_none() && task.locked_by.is_none() {
+    if change.task.running_steps().next().is_some() {
+        // The calls out finish or time out first: the lease follows them alone (a
+        // retry the task waited for is stopped).
+        change.hold(workflow);
+    } else if task.locked_by.is_none() {
         // Waiting for a scheduler (or a retry): one comes now to compensate.
         change.release(workflow, Duration::ZERO);
     }

@@ -85,9 +85,10 @@ impl Change {
         }
     }
 
-    /// The steps whose turn has come: Pending, every step before them Processed (a
-    /// resubmission keeps Processed steps, so a step may be Processed while one before
-    /// it is not), and a retry's time (if they wait for one) come.
+    /// The steps whose turn has come: Pending, the steps they wait for Processed, and
+    /// those before them too, all the way back (a resubmission keeps Processed steps,
+    /// so a step may be Processed while one before it is not), and a retry's time (if
+    /// they wait for one) come.
     pub(super) fn due(&self, workflow: &Workflow) -> Vec<usize> {
         // Steps come after the steps they wait for, so one pass settles each.
         let mut settled = Vec::with_capacity(self.task.steps.len());
@@ -232,7 +233,9 @@ impl Change {
 }
 
 /// The scheduler, on a Run message: claims the task if it waits for a scheduler
-/// and sends its next step (or compensation) to an agent.
+/// and sends the steps whose turn has come (or its next compensation) to agents; or,
+/// on a claimed task whose branch's step waits for this retry, sends it (Resumed). A
+/// Run message before a retry's time sends nothing.
 #[must_use]
 pub fn on_run(
     task: &Task,
@@ -244,7 +247,12 @@ pub fn on_run(
     let claimable = task.locked_by.is_none()
         && matches!(task.state, TaskState::Pending | TaskState::Compensating);
     let mut change = Change::of(task, now);
-    if claimable {
+    // A Run message before its retry's time (a duplicate, or one early): the task
+    // waits on for the one that is due, or for its lease.
+    let early = task.state == TaskState::Pending
+        && change.due(workflow).is_empty()
+        && task.steps.iter().any(|s| s.retry_at.is_some());
+    if claimable && !early {
         change.task.locked_by = Some(instance.to_owned());
         change.advance(workflow, order);
         return change.done(Verdict::Claimed);

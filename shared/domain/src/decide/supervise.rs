@@ -14,9 +14,9 @@ use super::{Decision, Effect, Verdict};
 /// The supervisor, on a task whose lease has expired: sends it again if it was
 /// waiting for a scheduler; otherwise counts a failure of each running step whose
 /// complete-by has passed and retries it, or past the step's threshold gives it up
-/// and compensates. A task
-/// that has ended with its alert or notifications not known delivered has them
-/// delivered again; a running one's notifications not known sent are sent again.
+/// and compensates. A task that has ended with its alert or notifications not known
+/// delivered has them delivered again; a running one's notifications not known sent
+/// are sent again.
 #[must_use]
 pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
     let expired = task.complete_by.is_some_and(|at| at <= now);
@@ -59,38 +59,25 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
         }
         return change.done(Verdict::SentAgain);
     }
-    let expired: Vec<(usize, Option<Duration>)> = expired
-        .into_iter()
-        .map(|index| (index, change.expire(workflow, index)))
-        .collect();
-    // A task being undone (a step given up, in this pass or before; or a cancel)
-    // tries no call again: a call due for a retry is undone as one that timed out.
-    let failing = change.task.state == TaskState::Compensating;
-    let mut retries = Vec::new();
-    for (index, delay) in expired {
-        let Some(delay) = delay else { continue };
+    // A task being undone (asked to stop, or a step given up before or in this very
+    // pass) tries no call again: each expired call is undone as one that timed out.
+    let stopping = task.state == TaskState::Compensating
+        || expired.iter().any(|&index| gives_up(task, workflow, index));
+    let mut retried = false;
+    for index in expired {
+        let Some(delay) = change.expire(workflow, index, stopping) else {
+            continue;
+        };
+        retried = true;
         let step = &mut change.task.steps[index];
         if step.state == StepState::Compensating {
+            // One compensation runs at a time: the task waits for its retry as a whole.
             step.state = step.undoing.unwrap_or(StepState::Processed);
-            retries.push((index, delay));
+            change.release(workflow, delay);
         } else {
+            // Each call waits for its retry's own Run message (beside the calls of
+            // other branches, or alone); a Run message before its time sends nothing.
             step.state = StepState::Pending;
-            if !failing {
-                retries.push((index, delay));
-            }
-        }
-    }
-    if failing {
-        change.stop_waiting();
-    }
-    // Calls of other branches still out keep the task claimed; a retry alone waits
-    // as a straight workflow's does, the task released for its Run message.
-    let out = change.task.running_steps().next().is_some();
-    let alone = retries.len() == 1 && !out;
-    for &(index, delay) in &retries {
-        let step = &mut change.task.steps[index];
-        if step.state == StepState::Pending && !alone {
-            // Beside other branches' steps: the step waits for its own Run message.
             step.retry_at = Some(now.plus(delay));
             change.effects.push(Effect::Schedule {
                 task_id: task.id.clone(),
@@ -98,37 +85,43 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
             });
         }
     }
-    let verdict = if retries.is_empty() {
-        Verdict::GaveUp
-    } else {
-        Verdict::Retry
-    };
-    match retries.as_slice() {
-        // The task's lease follows the calls out and the retries' pickups; with no call
-        // out, the task is released until its first retry is due.
-        _ if out => change.hold(workflow),
-        [(_, delay)] => {
-            if change.task.state == TaskState::Processing {
-                change.set_state(TaskState::Pending);
-            }
-            change.release(workflow, *delay);
+    if change.task.state == TaskState::Compensating {
+        if change.task.running_steps().next().is_some() {
+            // The calls still out finish or time out before anything is undone.
+            change.hold(workflow);
+        } else if !retried {
+            // Given up: a scheduler comes to undo what is done.
+            change.release(workflow, Duration::ZERO);
         }
-        // Given up: a scheduler comes to undo what is done.
-        [] => change.release(workflow, Duration::ZERO),
-        _ => change.hold(workflow),
+    } else {
+        // The lease follows the calls out and the retries' pickups; with no call out,
+        // the task is released until its first retry is due.
+        change.hold(workflow);
     }
+    let verdict = if retried {
+        Verdict::Retry
+    } else {
+        Verdict::GaveUp
+    };
     change.done(verdict)
+}
+
+/// Whether running call `index` of `task` is given up when its complete-by passes now:
+/// its failures would pass its threshold.
+fn gives_up(task: &Task, workflow: &Workflow, index: usize) -> bool {
+    let step = &task.steps[index];
+    step.state == StepState::Processing
+        && step.failure_count + 1 > workflow.steps[index].supervision.failure_threshold
 }
 
 impl Change {
     /// Counts a failure of step `index`, whose complete-by has passed: its delay before
     /// a retry, or none when it is given up (past its threshold, or a call of a task
-    /// that is being undone), and the task with it.
-    fn expire(&mut self, workflow: &Workflow, index: usize) -> Option<Duration> {
+    /// `stopping`: being undone), and the task with it.
+    fn expire(&mut self, workflow: &Workflow, index: usize, stopping: bool) -> Option<Duration> {
         let supervision = &workflow.steps[index].supervision;
         let now = self.now;
         self.task.failure_count += 1;
-        let stopping = self.task.state == TaskState::Compensating;
         let step = &mut self.task.steps[index];
         step.complete_by = None;
         let compensating = step.state == StepState::Compensating;
@@ -145,9 +138,8 @@ impl Change {
             Operation::Call
         };
         let attempt = step.attempt;
-        // A call of a task being undone (asked to stop, or failed in another branch)
-        // is not tried again: its effect may be in place, so it is compensated as one
-        // that timed out for good.
+        // A call of a task being undone is not tried again: its effect may be in
+        // place, so it is compensated as one that timed out for good.
         let stopping = stopping && !compensating;
         let delay = if failures == supervision.failure_threshold {
             supervision.extended_wait

@@ -188,7 +188,15 @@ fn time_out(
         if decision.verdict == Verdict::GaveUp {
             return (task, decision);
         }
-        let claim = on_run(&task, workflow, order, "s2", request.complete_by);
+        // The retry's Run message comes after its delay.
+        let due = task.steps.iter().filter_map(|s| s.retry_at).min();
+        let claim = on_run(
+            &task,
+            workflow,
+            order,
+            "s2",
+            due.unwrap_or(request.complete_by),
+        );
         task = claim.next.clone().expect("claimed again");
         request = dispatched(&claim)[0].clone();
     }

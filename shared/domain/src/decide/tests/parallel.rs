@@ -2,6 +2,7 @@
 //! order their effects came to be, and retried beside each other.
 
 use super::*;
+use crate::task::Happened;
 
 /// `a`, then two branches (`b`, then `c`; and `d`), then `e`: every step undone by a
 /// compensation, each expiring twice before it is given up.
@@ -170,7 +171,7 @@ fn a_branchs_step_is_retried_on_its_own_run_message_while_the_other_branch_goes_
     let task = claim.next.expect("claimed");
     let (b, d) = (sent[0].clone(), sent[1].clone());
 
-    // Only b expires now (d answers in time); it waits for its retry while d goes on.
+    // d answers in time; b expires again, past its threshold of 1: given up.
     let (task, sent) = answer(&task, &workflow, &order, &d, ok(), at);
     assert!(sent.is_empty());
     let expired = on_expired(&task, &workflow, b.complete_by);
@@ -235,6 +236,19 @@ fn a_call_due_for_a_retry_as_another_branch_gives_up_is_undone_not_retried() {
         (StepState::TimedOut, StepState::TimedOut),
         "d, whose effect may be in place, is undone too"
     );
+    let announced: Vec<_> = task
+        .history
+        .iter()
+        .filter_map(|e| match e.what {
+            Happened::Expired { step, retry_at, .. } => Some((step, retry_at)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        announced,
+        [(1, None), (3, None)],
+        "no retry is announced for a call that is undone"
+    );
     let claim = on_run(&task, &workflow, &order, "s2", b.complete_by);
     let mut task = claim.next.clone().expect("claimed");
     let mut undone = Vec::new();
@@ -246,4 +260,73 @@ fn a_call_due_for_a_retry_as_another_branch_gives_up_is_undone_not_retried() {
     }
     assert_eq!(undone, ["d", "b", "a"], "in the reverse of the order done");
     assert_eq!(task.state, TaskState::Error);
+}
+
+/// A branch's step waiting for its retry, then another expiring with nothing else
+/// out: each waits for its own time, and the first one's Run message sends it alone.
+#[test]
+fn two_branches_waiting_for_their_retries_are_each_sent_at_their_own_time() {
+    let workflow = branched();
+    let now = Timestamp(0);
+    let (task, order, a) = run_to(&workflow, 0, now);
+    let (mut task, sent) = answer(&task, &workflow, &order, &a, ok(), now);
+    let b = sent[0].clone();
+    let d_out_until = b.complete_by.plus(Duration::from_secs(10));
+    task.steps[3].complete_by = Some(d_out_until);
+    let task = on_expired(&task, &workflow, b.complete_by)
+        .next
+        .expect("b retried");
+    let b_due = task.steps[1].retry_at.expect("b waits");
+    let task = on_expired(&task, &workflow, d_out_until)
+        .next
+        .expect("d retried");
+    let d_due = task.steps[3].retry_at.expect("d waits too");
+    assert_eq!(
+        (b_due, d_due),
+        (
+            b.complete_by.plus(Duration::from_secs(20)),
+            d_out_until.plus(Duration::from_secs(20))
+        )
+    );
+    assert_eq!(
+        (task.state, task.complete_by),
+        (
+            TaskState::Pending,
+            Some(b_due.plus(workflow.pickup_timeout))
+        ),
+        "released until the first retry, its pickup the lease"
+    );
+    let first = on_run(&task, &workflow, &order, "s2", b_due);
+    assert_eq!(
+        names(&dispatched(&first)),
+        ["b"],
+        "d's wait is not cut short"
+    );
+    let task = first.next.expect("claimed");
+    let second = on_run(&task, &workflow, &order, "s2", d_due);
+    assert_eq!(second.verdict, Verdict::Resumed);
+    assert_eq!(names(&dispatched(&second)), ["d"]);
+}
+
+/// A cancel while a branch waits for its retry and another's call is out: the retry
+/// is stopped, and the lease follows the call out alone.
+#[test]
+fn a_cancel_beside_a_waiting_retry_leaves_the_lease_on_the_call_out() {
+    let workflow = branched();
+    let now = Timestamp(0);
+    let (task, order, a) = run_to(&workflow, 0, now);
+    let (mut task, sent) = answer(&task, &workflow, &order, &a, ok(), now);
+    let b = sent[0].clone();
+    let d_out_until = b.complete_by.plus(Duration::from_secs(60));
+    task.steps[3].complete_by = Some(d_out_until);
+    let task = on_expired(&task, &workflow, b.complete_by)
+        .next
+        .expect("b retried");
+    assert!(task.steps[1].retry_at.is_some());
+    let cancelled = cancel(&task, &workflow, operator(None), b.complete_by)
+        .expect("cancelled")
+        .next
+        .expect("changed");
+    assert_eq!(cancelled.steps[1].state, StepState::TimedOut, "b is undone");
+    assert_eq!(cancelled.complete_by, Some(d_out_until));
 }

@@ -37,6 +37,16 @@ fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
             task_id: task.id.clone(),
             delay: wait
         }));
+        if !wait.is_zero() {
+            let early = on_run(&task, &workflow, &order, "s2", now);
+            assert_eq!(
+                early.verdict,
+                Verdict::NotWaitingForScheduler,
+                "a Run message before the extended wait is over sends nothing"
+            );
+        }
+        // The retry's Run message, after its wait.
+        now = now.plus(wait);
         let claim = on_run(&task, &workflow, &order, "s2", now);
         task = claim.next.clone().expect("claimed again");
         request = dispatched(&claim)[0].clone();
@@ -88,6 +98,8 @@ fn a_timed_out_step_whose_compensation_times_out_is_still_timed_out() {
     for _ in 0..=threshold {
         now = request.complete_by;
         task = on_expired(&task, &workflow, now).next.expect("expired");
+        // The retry's Run message, after its wait.
+        now = task.steps[3].retry_at.unwrap_or(now);
         let claim = on_run(&task, &workflow, &order, "s", now);
         task = claim.next.clone().expect("claimed");
         request = dispatched(&claim)[0].clone();
