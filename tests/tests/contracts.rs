@@ -382,3 +382,64 @@ async fn an_owners_listing_reads_a_bounded_number_of_tasks_a_request() {
         "its own, and only its own, in the end"
     );
 }
+
+/// An owner's page of large tasks, too large for one answer, is answered shorter and
+/// goes on after the last task it shows: nothing is read again, so a request reads no
+/// more of the store than one listing may, and each task is listed once, in order.
+#[tokio::test]
+async fn an_owners_page_of_large_tasks_is_cut_to_fit_without_reading_again() {
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
+    let (me, other) = (
+        Owner::new("me").expect("owner"),
+        Owner::new("other").expect("owner"),
+    );
+    let output = Arc::new(json!({"blob": "x".repeat(60 * 1024)}));
+    for n in 0..40 {
+        let id = TaskId::scoped(&me, &TaskId::parse(format!("large-{n:02}")).expect("id"));
+        in_error(&world, id, Some(&me), Some(&output)).await;
+    }
+    for n in 0..150 {
+        let id = TaskId::scoped(&other, &TaskId::parse(format!("t-{n:03}")).expect("id"));
+        in_error(&world, id, Some(&other), None).await;
+    }
+    let caller = Caller::Known {
+        owner: me,
+        operator: false,
+    };
+    let mut after: Option<String> = None;
+    let mut found = Vec::new();
+    for _ in 0..40 {
+        let query = match &after {
+            Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
+            None => "state=Error&limit=100".to_owned(),
+        };
+        let before = world.memory.listed();
+        let response = api::handle(
+            &app,
+            ApiRequest {
+                caller: &caller,
+                ..request("GET", "/tasks", Some(&query), b"")
+            },
+        )
+        .await;
+        assert_eq!(response.status, 200, "{}", response.body);
+        let read = world.memory.listed() - before;
+        assert!(read <= 200, "{read} tasks read for one request");
+        assert!(response.body.len() <= api::MAX_ANSWER_BYTES);
+        let page: Value = serde_json::from_str(&response.body).expect("JSON");
+        found.extend(
+            page["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .map(|t| t["id"].as_str().expect("id").to_owned()),
+        );
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..40).map(|n| format!("large-{n:02}")).collect();
+    assert_eq!(found, expected, "each of its own once, in order");
+}

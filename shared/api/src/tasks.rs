@@ -260,26 +260,33 @@ pub(crate) async fn list(
         )
         .on("state")
     })?;
-    // A page of large tasks (their outputs) is listed again shorter, until its answer
-    // fits what API Gateway may send back.
+    let page = app
+        .list(state, limit, after, scope.owner())
+        .await
+        .map_err(invalid_cursor)?;
+    // A page of large tasks (their outputs) is answered shorter, cut where its answer
+    // fits what API Gateway may send back: it goes on after the last task it shows,
+    // nothing read again.
+    let mut shown = page.tasks.len();
     loop {
-        let page = app
-            .list(state, limit, after, scope.owner())
-            .await
-            .map_err(invalid_cursor)?;
+        let next = if shown == page.tasks.len() {
+            page.next.clone()
+        } else {
+            page.after.get(shown - 1).cloned()
+        };
         let view = PageView {
-            tasks: page
-                .tasks
+            tasks: page.tasks[..shown]
                 .iter()
                 .map(|task| TaskView::of(task, scope.view()))
                 .collect(),
-            next: page.next,
+            next,
         };
         let answer = ApiResponse::ok(200, &view);
-        if answer.body.len() <= MAX_ANSWER_BYTES || limit == 1 {
+        let cut = shown / 2;
+        if answer.body.len() <= MAX_ANSWER_BYTES || cut == 0 || page.after.len() < cut {
             return Ok(answer);
         }
-        limit /= 2;
+        shown = cut;
     }
 }
 

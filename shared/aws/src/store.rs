@@ -388,7 +388,7 @@ impl DynamoStore {
             .map(task_id_of)
             .collect::<Result<Vec<_>, _>>()?;
         let tasks = self.tasks(ids).await?;
-        Ok(TaskPage { tasks, next })
+        Ok(TaskPage::by_creation(tasks, next))
     }
 
     /// Tasks in flight in `state`, from the expiry index, shard after shard, each in
@@ -416,9 +416,11 @@ impl DynamoStore {
         let (mut read, mut last_read) = (0, None);
         while shard < self.settings.lease_shards.max(1) && found.len() <= limit {
             if read >= IN_FLIGHT_READS {
+                let (tasks, after) = found.into_iter().unzip();
                 return Ok(TaskPage {
-                    tasks: found.into_iter().map(|(task, _)| task).collect(),
+                    tasks,
                     next: last_read,
+                    after,
                 });
             }
             let output = self
@@ -468,10 +470,8 @@ impl DynamoStore {
                 .map(|(_, cursor)| cursor.clone())
                 .unwrap_or_default()
         });
-        Ok(TaskPage {
-            tasks: found.into_iter().map(|(task, _)| task).collect(),
-            next,
-        })
+        let (tasks, after) = found.into_iter().unzip();
+        Ok(TaskPage { tasks, next, after })
     }
 
     /// Reads tasks by id, consistently, in the order given; a record this version
@@ -887,10 +887,7 @@ impl StateStore for DynamoStore {
     ) -> Result<TaskPage, StoreError> {
         match state {
             TaskState::Error => self.list_in_error(limit, after).await,
-            TaskState::Processed => Ok(TaskPage {
-                tasks: Vec::new(),
-                next: None,
-            }),
+            TaskState::Processed => Ok(TaskPage::by_creation(Vec::new(), None)),
             TaskState::Pending | TaskState::Processing | TaskState::Compensating => {
                 self.list_in_flight(state, limit, after).await
             }

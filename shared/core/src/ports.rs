@@ -61,9 +61,20 @@ pub struct TaskPage {
     pub tasks: Vec<Task>,
     /// Where the next page starts, if there is one.
     pub next: Option<String>,
+    /// The cursor after each task, in their order: a page cut after its `k`-th task
+    /// (to fit an answer) goes on from `after[k - 1]`, with nothing read again.
+    pub after: Vec<String>,
 }
 
 impl TaskPage {
+    /// A page of tasks listed by creation time, then id, each with the cursor after
+    /// it ([`TaskPage::cursor_after`]).
+    #[must_use]
+    pub fn by_creation(tasks: Vec<Task>, next: Option<String>) -> Self {
+        let after = tasks.iter().map(Self::cursor_after).collect();
+        Self { tasks, next, after }
+    }
+
     /// The cursor after `task` in a listing ordered by creation time, then id:
     /// `<created at, 15 digits>.<id>`, which sorts as they do, and which a client can
     /// put in a URL as it is (digits, `.` and an id's characters need no escaping).

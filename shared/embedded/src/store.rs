@@ -301,7 +301,7 @@ impl StateStore for Embedded {
                 tasks.truncate(limit);
                 tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
             });
-            Ok(TaskPage { tasks, next })
+            Ok(TaskPage::by_creation(tasks, next))
         })
         .await
     }

@@ -234,6 +234,22 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
     let pending = ["cw", "late-a", "late-b", "later"].map(String::from).into();
     assert_eq!(all, pending, "the pages cover the state, each task once");
     assert_eq!(rest.next, None);
+    // A page cut after its first task goes on from the cursor after it.
+    assert_eq!(
+        listed.after.len(),
+        listed.tasks.len(),
+        "a cursor after each task"
+    );
+    let after_first = store
+        .list(TaskState::Pending, 3, Some(&listed.after[0]))
+        .await
+        .expect("the page after the first task");
+    let ids = |page: &[Task]| page.iter().map(|t| t.id.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&after_first.tasks),
+        ids(&[&listed.tasks[1..], &rest.tasks[..]].concat()),
+        "the tasks after the first, in order"
+    );
     for state in [TaskState::Pending, TaskState::Error] {
         assert!(
             matches!(

@@ -363,7 +363,7 @@ impl StateStore for Memory {
             tasks.last().map(key).unwrap_or_default()
         });
         self.state().replica.listed += tasks.len();
-        Ok(TaskPage { tasks, next })
+        Ok(TaskPage::by_creation(tasks, next))
     }
 
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {

@@ -139,6 +139,7 @@ impl App {
         let mut owned = TaskPage {
             tasks: Vec::new(),
             next: after.map(str::to_owned),
+            after: Vec::new(),
         };
         let mut budget = OWNED_LISTING_TASKS;
         for _ in 0..OWNED_LISTING_READS {
@@ -149,11 +150,14 @@ impl App {
             budget -= ask;
             let page = self.store.list(state, ask, owned.next.as_deref()).await?;
             owned.next = page.next;
-            owned.tasks.extend(
-                page.tasks
-                    .into_iter()
-                    .filter(|t| t.owner.as_ref() == Some(owner)),
-            );
+            let (tasks, after): (Vec<_>, Vec<_>) = page
+                .tasks
+                .into_iter()
+                .zip(page.after)
+                .filter(|(task, _)| task.owner.as_ref() == Some(owner))
+                .unzip();
+            owned.tasks.extend(tasks);
+            owned.after.extend(after);
             if owned.tasks.len() == limit || owned.next.is_none() {
                 break;
             }
