@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sas_api::{self as api, ApiRequest, Caller};
-use sas_core::app::{HandleError, Ports};
+use sas_core::app::{App, HandleError, Ports};
 use sas_core::clock::Clock;
 use sas_core::ports::{OutgoingMessage, QueueError, Queues};
 use sas_domain::ids::{Owner, QueueName, TaskId};
@@ -279,26 +279,28 @@ async fn in_error(
         .expect("created");
 }
 
-/// A listing page of large tasks (each step's output tens of KiB) is answered within
-/// what a Lambda function may send API Gateway (6 MB), shorter and with a cursor to
-/// the rest, and the pages together list each task once.
-#[tokio::test]
-async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
-    let world = Buffering::new();
-    let app = world.direct_over(world.ports(), "submission");
-    let output = Arc::new(json!({"blob": "x".repeat(60 * 1024)}));
-    for n in 0..40 {
-        let id = TaskId::parse(format!("large-{n:02}")).expect("id");
-        in_error(&world, id, None, Some(&output)).await;
-    }
-    let mut listed = Vec::new();
+/// Pages through the tasks in Error as `caller`, a hundred a page at most, asking
+/// for the next page until there is none: the tasks' ids in the order listed, each
+/// answer checked to fit an API Gateway answer, and the most tasks of the store one
+/// request read.
+async fn page_through(world: &Buffering, app: &App, caller: &Caller) -> (Vec<String>, usize) {
+    let (mut listed, mut most_read) = (Vec::new(), 0);
     let mut after: Option<String> = None;
-    for _ in 0..40 {
+    for _ in 0..50 {
         let query = match &after {
             Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
             None => "state=Error&limit=100".to_owned(),
         };
-        let response = api::handle(&app, request("GET", "/tasks", Some(&query), b"")).await;
+        let before = world.memory.listed();
+        let response = api::handle(
+            app,
+            ApiRequest {
+                caller,
+                ..request("GET", "/tasks", Some(&query), b"")
+            },
+        )
+        .await;
+        most_read = most_read.max(world.memory.listed() - before);
         assert_eq!(response.status, 200, "{}", response.body);
         assert!(
             response.body.len() <= api::MAX_ANSWER_BYTES,
@@ -315,11 +317,41 @@ async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
         );
         match page["next"].as_str() {
             Some(next) => after = Some(next.to_owned()),
-            None => break,
+            None => return (listed, most_read),
         }
     }
-    let expected: Vec<String> = (0..40).map(|n| format!("large-{n:02}")).collect();
-    assert_eq!(listed, expected, "each once, in order");
+    panic!("the listing never ended: {listed:?}");
+}
+
+/// The ids `large-00` to `large-39`.
+fn large_ids() -> Vec<String> {
+    (0..40).map(|n| format!("large-{n:02}")).collect()
+}
+
+/// Stores 40 tasks in Error, `large-00` to `large-39`, of `owner`, each step's output
+/// 60 KiB: 12 MB together, more than one answer may hold.
+async fn large_tasks(world: &Buffering, owner: Option<&Owner>) {
+    let output = Arc::new(json!({"blob": "x".repeat(60 * 1024)}));
+    for id in large_ids() {
+        let id = TaskId::parse(id).expect("id");
+        let id = match owner {
+            Some(owner) => TaskId::scoped(owner, &id),
+            None => id,
+        };
+        in_error(world, id, owner, Some(&output)).await;
+    }
+}
+
+/// A listing page of large tasks (each step's output tens of KiB) is answered within
+/// what a Lambda function may send API Gateway (6 MB), shorter and with a cursor to
+/// the rest, and the pages together list each task once.
+#[tokio::test]
+async fn a_listing_of_large_tasks_fits_an_answer_and_lists_each_once() {
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
+    large_tasks(&world, None).await;
+    let (listed, _) = page_through(&world, &app, &Caller::Anyone).await;
+    assert_eq!(listed, large_ids(), "each once, in order");
 }
 
 /// A caller with few tasks among many of others' reads at most 200 of them a
@@ -344,43 +376,9 @@ async fn an_owners_listing_reads_a_bounded_number_of_tasks_a_request() {
         owner: me,
         operator: false,
     };
-    let mut after: Option<String> = None;
-    let mut found = Vec::new();
-    for _ in 0..10 {
-        let query = match &after {
-            Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
-            None => "state=Error&limit=100".to_owned(),
-        };
-        let before = world.memory.listed();
-        let response = api::handle(
-            &app,
-            ApiRequest {
-                caller: &caller,
-                ..request("GET", "/tasks", Some(&query), b"")
-            },
-        )
-        .await;
-        assert_eq!(response.status, 200, "{}", response.body);
-        let read = world.memory.listed() - before;
-        assert!(read <= 200, "{read} tasks read for one request");
-        let page: Value = serde_json::from_str(&response.body).expect("JSON");
-        found.extend(
-            page["tasks"]
-                .as_array()
-                .expect("tasks")
-                .iter()
-                .map(|t| t["id"].clone()),
-        );
-        match page["next"].as_str() {
-            Some(next) => after = Some(next.to_owned()),
-            None => break,
-        }
-    }
-    assert_eq!(
-        found,
-        [json!("z-mine")],
-        "its own, and only its own, in the end"
-    );
+    let (found, read) = page_through(&world, &app, &caller).await;
+    assert!(read <= 200, "{read} tasks read for one request");
+    assert_eq!(found, ["z-mine"], "its own, and only its own, in the end");
 }
 
 /// An owner's page of large tasks, too large for one answer, is answered shorter and
@@ -394,11 +392,7 @@ async fn an_owners_page_of_large_tasks_is_cut_to_fit_without_reading_again() {
         Owner::new("me").expect("owner"),
         Owner::new("other").expect("owner"),
     );
-    let output = Arc::new(json!({"blob": "x".repeat(60 * 1024)}));
-    for n in 0..40 {
-        let id = TaskId::scoped(&me, &TaskId::parse(format!("large-{n:02}")).expect("id"));
-        in_error(&world, id, Some(&me), Some(&output)).await;
-    }
+    large_tasks(&world, Some(&me)).await;
     for n in 0..150 {
         let id = TaskId::scoped(&other, &TaskId::parse(format!("t-{n:03}")).expect("id"));
         in_error(&world, id, Some(&other), None).await;
@@ -407,39 +401,7 @@ async fn an_owners_page_of_large_tasks_is_cut_to_fit_without_reading_again() {
         owner: me,
         operator: false,
     };
-    let mut after: Option<String> = None;
-    let mut found = Vec::new();
-    for _ in 0..40 {
-        let query = match &after {
-            Some(cursor) => format!("state=Error&limit=100&after={cursor}"),
-            None => "state=Error&limit=100".to_owned(),
-        };
-        let before = world.memory.listed();
-        let response = api::handle(
-            &app,
-            ApiRequest {
-                caller: &caller,
-                ..request("GET", "/tasks", Some(&query), b"")
-            },
-        )
-        .await;
-        assert_eq!(response.status, 200, "{}", response.body);
-        let read = world.memory.listed() - before;
-        assert!(read <= 200, "{read} tasks read for one request");
-        assert!(response.body.len() <= api::MAX_ANSWER_BYTES);
-        let page: Value = serde_json::from_str(&response.body).expect("JSON");
-        found.extend(
-            page["tasks"]
-                .as_array()
-                .expect("tasks")
-                .iter()
-                .map(|t| t["id"].as_str().expect("id").to_owned()),
-        );
-        match page["next"].as_str() {
-            Some(next) => after = Some(next.to_owned()),
-            None => break,
-        }
-    }
-    let expected: Vec<String> = (0..40).map(|n| format!("large-{n:02}")).collect();
-    assert_eq!(found, expected, "each of its own once, in order");
+    let (found, read) = page_through(&world, &app, &caller).await;
+    assert!(read <= 200, "{read} tasks read for one request");
+    assert_eq!(found, large_ids(), "each of its own once, in order");
 }
