@@ -95,8 +95,7 @@ pub(super) struct StepFile {
     agent: Option<String>,
     call: Option<String>,
     compensation: Option<String>,
-    #[serde(default)]
-    read_only: bool,
+    read_only: Option<bool>,
     #[serde(default, with = "optional_duration_text")]
     complete_by: Option<Duration>,
     retry: Option<RetryPolicy>,
@@ -112,7 +111,7 @@ impl StepFile {
             ("agent", self.agent.is_some()),
             ("call", self.call.is_some()),
             ("compensation", self.compensation.is_some()),
-            ("read_only", self.read_only),
+            ("read_only", self.read_only.is_some()),
             ("complete_by", self.complete_by.is_some()),
             ("retry", self.retry.is_some()),
             ("supervisor", self.supervisor.is_some()),
@@ -276,7 +275,8 @@ impl Resolver<'_> {
             .map(|text| Endpoint::parse(text, &scope))
             .transpose()
             .map_err(|message| at("compensation", &message))?;
-        if step.read_only && compensation.is_some() {
+        let read_only = step.read_only.unwrap_or(false);
+        if read_only && compensation.is_some() {
             return Err(at(
                 "compensation",
                 "a read-only step changes nothing, so has nothing to undo",
@@ -321,7 +321,7 @@ impl Resolver<'_> {
             agent: agent.clone(),
             call,
             compensation,
-            read_only: step.read_only,
+            read_only,
             complete_by,
             retry,
             supervision,

@@ -386,6 +386,13 @@ fn a_parallel_step_is_refused_naming_the_step_and_the_field() {
         let error = parse_error(&with_branches(&branches));
         assert!(error.contains(expected), "{branches}: {error}");
     }
+    let settled = r#"{"name": "wf", "version": 1, "steps": [
+        {"name": "p", "read_only": false, "parallel": [[{"name": "b", "agent": "s", "call": "/b"}]]}]}"#;
+    assert!(
+        parse_error(settled).contains("step 'p': read_only: a parallel step calls nothing"),
+        "a setting of a call is refused even when it says the default: {}",
+        parse_error(settled)
+    );
     let called = r#"{"name": "wf", "version": 1, "steps": [
         {"name": "p", "agent": "s", "parallel": [[{"name": "b", "agent": "s", "call": "/b"}]]}]}"#;
     assert!(
