@@ -30,10 +30,24 @@ pub enum FieldType {
     Object,
     /// A JSON array.
     Array,
+    /// A JSON array of strings.
+    #[serde(rename = "array<string>")]
+    StringArray,
+    /// A JSON array of numbers.
+    #[serde(rename = "array<number>")]
+    NumberArray,
+    /// A JSON array of objects (a map's items, say).
+    #[serde(rename = "array<object>")]
+    ObjectArray,
 }
 
 impl FieldType {
     pub(super) fn admits(self, value: &Value) -> bool {
+        let every = |item: Self| {
+            value
+                .as_array()
+                .is_some_and(|items| items.iter().all(|v| item.admits(v)))
+        };
         match self {
             Self::String => value.is_string(),
             Self::Number => value.is_number(),
@@ -41,6 +55,9 @@ impl FieldType {
             Self::Boolean => value.is_boolean(),
             Self::Object => value.is_object(),
             Self::Array => value.is_array(),
+            Self::StringArray => every(Self::String),
+            Self::NumberArray => every(Self::Number),
+            Self::ObjectArray => every(Self::Object),
         }
     }
 }

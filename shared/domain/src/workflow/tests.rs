@@ -274,6 +274,55 @@ fn input_fields_are_checked_by_name_and_type() {
 }
 
 #[test]
+fn an_array_fields_items_are_checked_when_typed() {
+    let text = r#"{"name": "parcels", "version": 1,
+        "input": {"parcels": "array<object>", "tags": "array<string>", "weights": "array<number>", "any": "array"},
+        "steps": [{"name": "a", "agent": "s", "call": "/a"}]}"#;
+    let workflow = Workflow::parse("parcels.json", text).expect("valid");
+    let input = |parcels: Value, tags: Value| serde_json::json!({"parcels": parcels, "tags": tags, "weights": [1, 2.5], "any": [1, "x"]});
+    assert!(
+        workflow
+            .validate_input(&input(
+                serde_json::json!([{"id": 1}, {}]),
+                serde_json::json!([])
+            ))
+            .is_ok()
+    );
+    for (parcels, tags, field, kind) in [
+        (
+            serde_json::json!([{"id": 1}, 2]),
+            serde_json::json!([]),
+            "input.parcels",
+            "array<object>",
+        ),
+        (
+            serde_json::json!({"id": 1}),
+            serde_json::json!([]),
+            "input.parcels",
+            "array<object>",
+        ),
+        (
+            serde_json::json!([]),
+            serde_json::json!(["a", 1]),
+            "input.tags",
+            "array<string>",
+        ),
+    ] {
+        let error = workflow
+            .validate_input(&input(parcels, tags))
+            .expect_err("mistyped");
+        assert_eq!(
+            error.to_string(),
+            format!("{field}: must be of type \"{kind}\"")
+        );
+    }
+    assert!(
+        parse_error(&text.replace("array<string>", "array<colour>")).contains("input.tags"),
+        "an item type it does not know is refused, naming the field"
+    );
+}
+
+#[test]
 fn a_parallel_steps_branches_wait_for_what_it_waits_for_and_the_next_step_for_every_branch() {
     let registry = Registry::built_in();
     let drone = registry
