@@ -231,7 +231,10 @@ impl FaultyStore {
             ));
         }
         for (index, (step, definition)) in new.steps.iter().zip(&workflow.steps).enumerate() {
-            let bound = definition.supervision.failure_threshold + 1;
+            let Some(call) = definition.call() else {
+                continue;
+            };
+            let bound = call.supervision.failure_threshold + 1;
             if step.failure_count > bound || step.compensation_failure_count > bound {
                 self.world.violation(format!(
                     "task {} step {} FailureCount {}/{} past the threshold {} by more than one",
@@ -309,7 +312,7 @@ impl FaultyStore {
                     .zip(&workflow.steps)
                     .filter(|(other, definition)| {
                         other.done_order > is.done_order
-                            && definition.compensation.is_some()
+                            && definition.can_be_undone()
                             && matches!(
                                 other.state,
                                 StepState::Processed | StepState::TimedOut | StepState::Unusable
@@ -989,6 +992,8 @@ impl Sim {
             notify: request["notify"]
                 .as_str()
                 .map(|q| QueueName::parse(q).expect("name")),
+            parent: None,
+            pinned: Default::default(),
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();
@@ -1056,7 +1061,13 @@ impl Sim {
             if step.state == StepState::CompensationFailed {
                 let key = format!("{}/{}/{}/compensate", task.id, step.key_run, step.name);
                 self.remote.applied().insert(
-                    (definition.agent.clone(), key),
+                    (
+                        definition
+                            .call()
+                            .map(|c| c.agent.clone())
+                            .unwrap_or_default(),
+                        key,
+                    ),
                     Applied {
                         task: task.id.to_string(),
                         step: step.name.clone(),
@@ -1268,7 +1279,8 @@ impl Sim {
                     .steps
                     .iter()
                     .find(|s| s.name == step)
-                    .expect("step")
+                    .and_then(|s| s.call())
+                    .expect("a step that calls a service")
                     .agent;
                 runs.into_iter().any(|run| {
                     applied.contains_key(&(
@@ -1290,7 +1302,7 @@ impl Sim {
                             task.id, step.name
                         ));
                     }
-                    TaskState::Error if definition.compensation.is_some() => {
+                    TaskState::Error if definition.can_be_undone() => {
                         let undone = matches!(
                             step.state,
                             StepState::Compensated | StepState::CompensationFailed
@@ -1436,7 +1448,13 @@ impl Sim {
                 .iter()
                 .find(|t| t.id.as_str() == task)
                 .and_then(|t| self.workflows.version(&t.workflow.name, t.workflow.version))
-                .and_then(|w| w.steps.iter().find(|s| s.name == step).map(|s| s.read_only))
+                .and_then(|w| {
+                    w.steps
+                        .iter()
+                        .find(|s| s.name == step)
+                        .and_then(|s| s.call())
+                        .map(|c| c.read_only)
+                })
                 .unwrap_or(false);
             if keys.len() > 1 && !read_only {
                 self.world.violation(format!(
@@ -1459,6 +1477,10 @@ fn describe(body: &str) -> String {
     match serde_json::from_str::<SchedulerMessage>(body) {
         Ok(SchedulerMessage::Run { task_id }) => format!("Run {task_id}"),
         Ok(SchedulerMessage::Deadline { task_id, at }) => format!("Deadline {task_id} at {}", at.0),
+        Ok(SchedulerMessage::ChildEnded(ended)) => format!(
+            "ChildEnded {} step {} item {} {:?}",
+            ended.task_id, ended.step, ended.item, ended.state
+        ),
         Ok(SchedulerMessage::Response(r)) => format!(
             "Response {} step {} attempt {} {:?}",
             r.task_id, r.step, r.attempt, r.operation

@@ -111,6 +111,8 @@ fn submit_message(notify: Option<&str>) -> String {
             id: TaskId::parse("planted").expect("id"),
             input: delivery_input(),
             notify: notify.map(|q| QueueName::parse(q).expect("queue")),
+            parent: None,
+            pinned: Default::default(),
         },
         accepted_at: Timestamp(1_800_000_000_000),
     };
@@ -267,6 +269,8 @@ async fn in_error(
         id,
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     let (mut task, order, _) = sas_domain::decide::submit(&workflow, submission, world.clock.now());
     task.state = sas_domain::task::TaskState::Error;

@@ -1403,6 +1403,8 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
                 id: TaskId::parse(id).expect("an id"),
                 input: task["input"].clone(),
                 notify: None,
+                parent: None,
+                pinned: Default::default(),
             },
             accepted_at: Timestamp(0),
         });

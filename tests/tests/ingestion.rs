@@ -282,6 +282,8 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         id: TaskId::parse("resent").expect("id"),
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     scheduler("api")
         .accept("drone-delivery", submission)
@@ -352,6 +354,8 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
             id: TaskId::parse("refused-on").expect("id"),
             input,
             notify: None,
+            parent: None,
+            pinned: Default::default(),
         }
     };
     for customer in ["c-first", "c-second"] {
@@ -425,6 +429,8 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         id: TaskId::parse("too-long").expect("id"),
         input: json!({"order": "x".repeat(3 * 1024)}),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     app.accept("addressed", submission).await.expect("accepted");
     let [message] = buffering

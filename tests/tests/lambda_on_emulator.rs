@@ -345,6 +345,8 @@ async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recov
         id: TaskId::parse("behind").expect("id"),
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     // Submitted an hour ago, never picked up: its pickup lease long expired.
     let an_hour_ago = Timestamp(WallClock.now().0 - 3_600_000);

@@ -371,6 +371,8 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         id: TaskId::parse("raced").expect("id"),
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     // Submit straight to the store, and race before any consumer sees the message.
     let (task, order, _) = sas_domain::decide::submit(
@@ -725,6 +727,8 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         id: id.clone(),
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     app.submit("drone-delivery", submission)
         .await

@@ -67,6 +67,8 @@ fn submission(id: &str) -> Submission {
         id: TaskId::parse(id).expect("id"),
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     }
 }
 
@@ -262,9 +264,15 @@ async fn a_repeated_submission_does_not_cut_the_supervisors_retry_delay_short() 
     app.on_scheduler_message("scheduler", &run)
         .await
         .expect("claimed");
-    let threshold = drone.steps[0].supervision.failure_threshold;
+    let threshold = drone.steps[0]
+        .call()
+        .expect("a call")
+        .supervision
+        .failure_threshold;
     for failure in 1..=threshold {
-        world.clock.advance(drone.steps[0].complete_by);
+        world
+            .clock
+            .advance(drone.steps[0].call().expect("a call").complete_by);
         app.sweep(10).await.expect("swept");
         if failure < threshold {
             app.on_scheduler_message("scheduler", &run)

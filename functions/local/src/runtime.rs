@@ -118,7 +118,7 @@ impl System {
         let longest_step = workflows
             .all()
             .iter()
-            .flat_map(|w| w.steps.iter().map(|s| s.complete_by))
+            .flat_map(|w| w.steps.iter().filter_map(|s| Some(s.call()?.complete_by)))
             .max()
             .unwrap_or_default();
         let ingest = (settings.ingestion == Ingestion::Buffered)

@@ -9,8 +9,8 @@ use serde_json::{Map, Value, json};
 use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
-    AcceptedView, BatchView, BulkView, DeadLetterQueuesView, DeadLettersView, MeView, PageView,
-    RedriveView, TaskView, WorkflowsView,
+    AcceptedView, BatchView, BulkView, ChildrenView, DeadLetterQueuesView, DeadLettersView, MeView,
+    PageView, RedriveView, TaskView, WorkflowsView,
 };
 use super::{
     BatchBody, BulkBody, CancelBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody, ResubmitBody, Route,
@@ -82,6 +82,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         ),
         Action::List => (200, generator.subschema_for::<PageView>(), None),
         Action::Get => (200, generator.subschema_for::<TaskView>(), None),
+        Action::Children => (200, generator.subschema_for::<ChildrenView>(), None),
         Action::Resubmit => (
             202,
             generator.subschema_for::<TaskView>(),
@@ -136,6 +137,16 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
                 "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50}}));
             parameters.push(json!({"name": "after", "in": "query",
                 "description": "the `next` of the page before", "schema": {"type": "string"}}));
+        }
+        Action::Children => {
+            parameters.push(json!({"name": "step", "in": "query",
+                "description": "the step that started them; may be left out when one step of the task did",
+                "schema": {"type": "string"}}));
+            parameters.push(json!({"name": "limit", "in": "query",
+                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50}}));
+            parameters.push(json!({"name": "after", "in": "query",
+                "description": "the `next` of the page before: the last item it showed",
+                "schema": {"type": "string"}}));
         }
         Action::Get => parameters.push(json!({"name": "wait", "in": "query",
             "description": "wait up to this long (at most 20s) for the task to be final, e.g. 10s",

@@ -11,7 +11,7 @@ use sas_domain::task::{Actor, Request};
 use crate::bodies::{CancelBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode};
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive};
-use crate::tasks::{get, list, parse_wait, submit, submit_batch};
+use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
 use crate::view::{MeView, View, WorkflowView, WorkflowsView};
 use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
 
@@ -22,6 +22,7 @@ pub(crate) enum Action {
     SubmitBatch,
     List,
     Get,
+    Children,
     Resubmit,
     Cancel,
     Bulk(BulkAction),
@@ -99,12 +100,14 @@ pub const ROUTES: &[Route] = &[
     Route::new("PUT", "/tasks/{id}", Action::Submit, "Submit a task under the caller's id: the same request again is the same task"),
     Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
     Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
+    Route::new("GET", "/tasks/{id}/children", Action::Children, "List the child tasks a step of a task started, by item"),
     Route::new("POST", "/tasks/{id}/resubmit", Action::Resubmit, "Run a task in Error again, with a new input if given"),
     Route::new("POST", "/tasks/{id}/cancel", Action::Cancel, "Stop a task after its running step and undo its done steps"),
     Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
     Route::new("GET", "/operator/tasks/{id}", Action::Get, "Read any task, by its full id"),
+    Route::new("GET", "/operator/tasks/{id}/children", Action::Children, "List the child tasks a step of any task started, by item"),
     Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
     Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
     Route::new("POST", "/operator/bulk/resubmit", Action::Bulk(BulkAction::Resubmit), "Resubmit the tasks in Error a filter matches, a page per call"),
@@ -219,6 +222,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::SubmitBatch => submit_batch(app, scope, request.body).await,
         Action::List => list(app, scope, request.query).await,
         Action::Get => get(app, scope, named, parse_wait(request.query)?).await,
+        Action::Children => children(app, scope, named, request.query).await,
         Action::Resubmit => {
             let body: ResubmitBody = parse_json(request.body, true)?;
             let resubmit = Resubmit {

@@ -13,7 +13,7 @@ use sas_domain::task::TaskState;
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
 use crate::error::{ApiError, ErrorCode, not_found, unknown_parameter};
 use crate::routes::Scope;
-use crate::view::{AcceptedView, BatchView, PageView, TaskView, View};
+use crate::view::{AcceptedView, BatchView, ChildrenView, PageView, TaskView, View};
 use crate::{
     ApiResponse, MAX_ANSWER_BYTES, MAX_BATCH, MAX_BODY_BYTES, MAX_PAGE, MAX_REQUEST_BYTES,
 };
@@ -63,11 +63,20 @@ pub(crate) fn submission(
         (Some(id), _) | (None, Some(id)) => scope.id(id)?,
         (None, None) => scope.id(TaskId::generate().as_str())?,
     };
+    if id.is_child() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidId,
+            "task id: '~' is kept for the ids of child tasks, which their parents start",
+        )
+        .on("id"));
+    }
     let submission = Submission {
         id,
         input: body.input,
         notify: body.notify,
         owner: scope.owner().cloned(),
+        parent: None,
+        pinned: Default::default(),
     };
     Ok((body.workflow, submission))
 }
@@ -186,6 +195,101 @@ pub(crate) async fn get(
         200,
         &TaskView::with_order(&task, &order, workflow.as_deref(), scope.view()),
     ))
+}
+
+/// `GET /tasks/{id}/children?step=&after=&limit=`: the child tasks a step started,
+/// by item, each read by its id (`<id>~<step>~<item>`): no index holds a parent's
+/// children. `step` may be left out when the task has one step that starts children.
+pub(crate) async fn children(
+    app: &App,
+    scope: Scope<'_>,
+    text: &str,
+    query: Option<&str>,
+) -> Result<ApiResponse, ApiError> {
+    let (mut step, mut after, mut limit) = (None, None::<u32>, 50usize);
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let invalid = |message: &str| {
+            ApiError::new(ErrorCode::InvalidQuery, format!("{key}: {message}")).on(key)
+        };
+        match key {
+            "step" => step = Some(value),
+            "after" => {
+                after = Some(
+                    value
+                        .parse()
+                        .map_err(|_| invalid("must be the item a page ended with"))?,
+                );
+            }
+            "limit" => {
+                limit = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE).contains(n))
+                    .ok_or_else(|| invalid(&format!("must be 1 to {MAX_PAGE}")))?;
+            }
+            _ => return Err(unknown_parameter(key)),
+        }
+    }
+    let id = scope.id(text)?;
+    let parent = app.task(&id).await?.ok_or_else(|| not_found(text))?;
+    let with_children: Vec<_> = parent
+        .steps
+        .iter()
+        .filter(|s| s.children.is_some())
+        .collect();
+    let names = || {
+        with_children
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let found = match step {
+        Some(name) => with_children.iter().find(|s| s.name == name),
+        None if with_children.len() == 1 => with_children.first(),
+        None => None,
+    };
+    let Some(found) = found else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!(
+                "step: name one of the steps of task '{text}' that started children ({})",
+                if with_children.is_empty() {
+                    "none has yet".to_owned()
+                } else {
+                    names()
+                }
+            ),
+        )
+        .on("step"));
+    };
+    let counts = found.children.clone().unwrap_or_default();
+    let first = after.map_or(0, |item| item.saturating_add(1));
+    let end = counts
+        .started
+        .min(first.saturating_add(u32::try_from(limit).unwrap_or(u32::MAX)));
+    let tasks = app
+        .tasks(
+            (first..end)
+                .map(|item| id.child(&found.name, item))
+                .collect(),
+        )
+        .await?;
+    let view = ChildrenView {
+        step: &found.name,
+        counts: &counts,
+        tasks: tasks
+            .iter()
+            .map(|task| TaskView::of(task, scope.view()))
+            .collect(),
+        next: (end < counts.started && end > first).then(|| (end - 1).to_string()),
+    };
+    Ok(ApiResponse::ok(200, &view))
 }
 
 /// The state named in a query or a body, with the states it may be.

@@ -10,11 +10,13 @@ use sas_core::ports::DeadLetter;
 use sas_domain::ids::{Owner, QueueName};
 use sas_domain::messages::Operation;
 use sas_domain::task::{
-    Actor, Answer, EarlierInput, Event, Happened, Order, Request, StepState, Task, TaskState,
-    WorkflowRef,
+    Actor, Answer, Children, EarlierInput, Event, Happened, Order, Request, StepState, Task,
+    TaskState, WorkflowRef,
 };
 use sas_domain::time::Timestamp;
-use sas_domain::workflow::{Branch, Workflow};
+use std::collections::BTreeMap;
+
+use sas_domain::workflow::{Branch, FieldSource, StepDefinition, StepKind, Tolerance, Workflow};
 
 use crate::ApiResponse;
 
@@ -84,6 +86,9 @@ pub struct TaskView<'a> {
     created_at: Option<String>,
     /// When it last changed.
     updated_at: Option<String>,
+    /// Of a child task: the parent's step that started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<ParentView<'a>>,
     /// Its steps, in workflow order.
     steps: Vec<StepView<'a>>,
 }
@@ -118,6 +123,21 @@ pub struct StepView<'a> {
     /// task; empty for a step of the workflow's main line).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     within: &'a [Branch],
+    /// Of a step that starts child tasks: how many, where they are, and where to list
+    /// them (`GET /tasks/{id}/children?step=<name>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    children: Option<&'a Children>,
+}
+
+/// The step of a parent task that started a child task.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ParentView<'a> {
+    /// The parent's id, as the task's ids are shown.
+    task_id: &'a str,
+    /// The step's name.
+    step: Option<&'a str>,
+    /// The item the child is for, from 0.
+    item: u32,
 }
 
 /// Who asked for an action on a task, and when.
@@ -207,8 +227,24 @@ impl<'a> TaskView<'a> {
                     error: s.error.as_deref(),
                     retry_at: time(s.retry_at),
                     within: &[],
+                    children: s.children.as_ref(),
                 })
                 .collect(),
+            parent: task.parent.as_ref().map(|link| {
+                let parent = match view {
+                    View::Owner => link.task.local(),
+                    View::Operator => link.task.as_str(),
+                };
+                // The step's name is the id's, after the parent's.
+                let step = task.id.as_str()[link.task.as_str().len()..]
+                    .split(sas_domain::ids::CHILD_SEPARATOR)
+                    .nth(1);
+                ParentView {
+                    task_id: parent,
+                    step,
+                    item: link.item,
+                }
+            }),
         }
     }
 
@@ -245,6 +281,19 @@ pub struct PageView<'a> {
     pub next: Option<String>,
 }
 
+/// A page of the child tasks a step started, by item.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ChildrenView<'a> {
+    /// The step.
+    pub step: &'a str,
+    /// How many children it has, and where they are.
+    pub counts: &'a Children,
+    /// The children, by item (a child whose creation is not yet known is left out).
+    pub tasks: Vec<TaskView<'a>>,
+    /// The cursor of the next page (`after=`): the last item of this one.
+    pub next: Option<String>,
+}
+
 /// The workflows a caller may submit.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WorkflowsView {
@@ -267,25 +316,42 @@ pub struct WorkflowView {
     steps: Vec<WorkflowStepView>,
 }
 
-/// A step of a workflow definition.
-#[derive(Debug, Serialize, JsonSchema)]
+/// A step of a workflow definition: one that calls a service (`agent`, `call` and
+/// their settings), a child workflow (`workflow`, `input`), or a map (`map`).
+#[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct WorkflowStepView {
     /// Its name.
     name: String,
     /// The remote service its agent calls.
-    agent: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<String>,
     /// Its call: method and path.
-    call: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call: Option<String>,
     /// Its compensation: method and path, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     compensation: Option<String>,
     /// How long an attempt may take.
-    complete_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    complete_by: Option<String>,
     /// The agent's retries within an attempt.
-    retry: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry: Option<Value>,
     /// The supervisor's retries across attempts.
-    supervisor: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supervisor: Option<Value>,
     /// What its request carries, if not the whole input and results.
+    #[serde(skip_serializing_if = "Option::is_none")]
     fields: Option<serde_json::Map<String, Value>>,
+    /// Of a child workflow: the workflow its child runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workflow: Option<String>,
+    /// Of a child workflow: its child's input, by field, if mapped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<serde_json::Map<String, Value>>,
+    /// Of a map: its items, workflow, concurrency, tolerated failures and input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: Option<Value>,
     /// The steps that must be Processed before it is sent, by position from 0.
     after: Vec<usize>,
     /// The branches of parallel steps it is in, outermost first.
@@ -302,27 +368,58 @@ impl WorkflowView {
             version: w.version,
             description: w.description.clone(),
             input: serde_json::json!(w.input),
-            steps: w
-                .steps
-                .iter()
-                .map(|s| WorkflowStepView {
-                    name: s.name.clone(),
-                    agent: s.agent.clone(),
-                    call: s.call.to_string(),
-                    compensation: s.compensation.as_ref().map(ToString::to_string),
-                    complete_by: humantime::format_duration(s.complete_by).to_string(),
-                    retry: serde_json::json!(s.retry),
-                    supervisor: serde_json::json!(s.supervision),
-                    fields: s.fields.as_ref().map(|fields| {
-                        fields
-                            .iter()
-                            .map(|(name, source)| (name.clone(), Value::String(source.to_string())))
-                            .collect()
-                    }),
-                    after: s.after.clone(),
-                    within: s.within.clone(),
-                })
-                .collect(),
+            steps: w.steps.iter().map(WorkflowStepView::of).collect(),
+        }
+    }
+}
+
+/// The sources of fields (of a request, or of a child's input), as written.
+fn sources(fields: &BTreeMap<String, FieldSource>) -> serde_json::Map<String, Value> {
+    fields
+        .iter()
+        .map(|(name, source)| (name.clone(), Value::String(source.to_string())))
+        .collect()
+}
+
+impl WorkflowStepView {
+    fn of(s: &StepDefinition) -> Self {
+        let view = Self {
+            name: s.name.clone(),
+            after: s.after.clone(),
+            within: s.within.clone(),
+            ..Self::default()
+        };
+        match &s.kind {
+            StepKind::Call(call) => Self {
+                agent: Some(call.agent.clone()),
+                call: Some(call.call.to_string()),
+                compensation: call.compensation.as_ref().map(ToString::to_string),
+                complete_by: Some(humantime::format_duration(call.complete_by).to_string()),
+                retry: Some(serde_json::json!(call.retry)),
+                supervisor: Some(serde_json::json!(call.supervision)),
+                fields: call.fields.as_ref().map(sources),
+                ..view
+            },
+            StepKind::Children(children) => match &children.items {
+                None => Self {
+                    workflow: Some(children.workflow.clone()),
+                    input: children.input.as_ref().map(sources),
+                    ..view
+                },
+                Some(items) => Self {
+                    map: Some(serde_json::json!({
+                        "items": items.to_string(),
+                        "workflow": children.workflow,
+                        "max_concurrency": children.max_concurrency,
+                        "tolerated_failures": match children.tolerated_failures {
+                            Tolerance::Count(count) => serde_json::json!(count),
+                            basis @ Tolerance::Basis(_) => serde_json::json!(basis.to_string()),
+                        },
+                        "input": children.input.as_ref().map(sources),
+                    })),
+                    ..view
+                },
+            },
         }
     }
 }

@@ -991,6 +991,8 @@ mod tests {
             id: TaskId::parse("t").expect("id"),
             input: serde_json::json!({}),
             notify: None,
+            parent: None,
+            pinned: Default::default(),
         };
         let created = Timestamp(1_800_000_000_000);
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, created);
@@ -1055,6 +1057,8 @@ mod tests {
             id: TaskId::parse("kept").expect("id"),
             input: serde_json::json!({}),
             notify: None,
+            parent: None,
+            pinned: Default::default(),
         };
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, Timestamp(0));
         let deflated = compress(&task).expect("deflated");

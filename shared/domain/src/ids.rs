@@ -28,12 +28,26 @@ fn validate(value: &str, max: usize) -> Result<(), InvalidId> {
     }
 }
 
-/// A client's id, or one scoped to an owner: `<owner tag>.<client's id>`.
+/// A client's id, or one scoped to an owner: `<owner tag>.<client's id>`; either
+/// followed by a child task's `~<step>~<item>`, once per generation
+/// ([`TaskId::child`]).
 fn validate_task_id(value: &str, max: usize) -> Result<(), InvalidId> {
-    let valid = match value.split_once('.') {
-        None => is_plain(value, max),
-        Some((tag, local)) => is_owner_tag(tag) && is_plain(local, max),
+    let local = match value.split_once('.') {
+        None => Some(value),
+        Some((tag, local)) => is_owner_tag(tag).then_some(local),
     };
+    let valid = local.is_some_and(|local| {
+        let parts: Vec<&str> = local.split(CHILD_SEPARATOR).collect();
+        let (client, generations) = parts.split_first().unwrap_or((&"", &[]));
+        local.len() <= MAX_CHILD_ID
+            && is_plain(client, max)
+            && generations.len() % 2 == 0
+            && generations.chunks(2).all(|generation| {
+                is_plain(generation[0], max)
+                    && (1..=10).contains(&generation[1].len())
+                    && generation[1].bytes().all(|b| b.is_ascii_digit())
+            })
+    });
     if valid {
         Ok(())
     } else {
@@ -47,6 +61,12 @@ fn is_owner_tag(text: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
+
+/// What separates a child task's id from its parent's, its step and its item.
+pub const CHILD_SEPARATOR: char = '~';
+
+/// The longest id of a task's client part with the generations of children after it.
+const MAX_CHILD_ID: usize = 480;
 
 /// The length of an owner's tag: 30 hex digits, 120 bits of SHA-256.
 const OWNER_TAG_LEN: usize = 30;
@@ -120,7 +140,7 @@ identifier!(
     TaskId,
     64,
     validate_task_id,
-    "^([0-9a-f]{30}\\.)?[A-Za-z0-9_-]{1,64}$"
+    "^([0-9a-f]{30}\\.)?[A-Za-z0-9_-]{1,64}(~[A-Za-z0-9_-]{1,64}~[0-9]{1,10})*$"
 );
 
 identifier!(
@@ -155,6 +175,22 @@ impl TaskId {
     #[must_use]
     pub fn local(&self) -> &str {
         self.0.split_once('.').map_or(&self.0, |(_, local)| local)
+    }
+
+    /// The id of the child task that step `step` of this task starts for its item
+    /// `item` (0 for a child workflow's one): `<this id>~<step>~<item>`. A step that
+    /// starts children has a name fit for an id ([`crate::workflow`] checks it).
+    #[must_use]
+    pub fn child(&self, step: &str, item: u32) -> Self {
+        Self(format!(
+            "{self}{CHILD_SEPARATOR}{step}{CHILD_SEPARATOR}{item}"
+        ))
+    }
+
+    /// Whether it is a child task's id ([`TaskId::child`]): no client may name one.
+    #[must_use]
+    pub fn is_child(&self) -> bool {
+        self.0.contains(CHILD_SEPARATOR)
     }
 
     /// The id as its owner names it, without the owner's tag.
@@ -243,5 +279,20 @@ mod tests {
             assert!(TaskId::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert!(Owner::new(" ").is_none());
+    }
+
+    #[test]
+    fn child_ids_follow_their_parents_and_parse_back() {
+        let owner = Owner::new("alice").expect("an owner");
+        let parent = TaskId::scoped(&owner, &TaskId::parse("order-1").expect("an id"));
+        let child = parent.child("deliver-each", 17);
+        assert_eq!(child.local(), "order-1~deliver-each~17");
+        assert!(child.is_child() && !parent.is_child());
+        assert_eq!(TaskId::parse(child.as_str()), Ok(child.clone()));
+        let grandchild = child.child("ship", 0);
+        assert_eq!(TaskId::parse(grandchild.as_str()), Ok(grandchild));
+        for bad in ["a~", "a~b", "~b~1", "a~b~1~c", "a~~1"] {
+            assert!(TaskId::parse(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::ids::TaskId;
-use super::task::TaskState;
+use super::task::{Task, TaskState};
 use super::workflow::RetryPolicy;
 use crate::time::Timestamp;
 
@@ -32,6 +32,42 @@ pub enum SchedulerMessage {
         /// The lease's end (complete-by).
         at: Timestamp,
     },
+    /// A child task has ended: its parent's step counts it.
+    ChildEnded(ChildEnded),
+}
+
+/// A child task's end, told to the step of its parent that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildEnded {
+    /// The parent task.
+    pub task_id: TaskId,
+    /// The parent's step, by index.
+    pub step: usize,
+    /// The item the child is for.
+    pub item: u32,
+    /// The parent's run the child ran in.
+    pub run: u32,
+    /// How the child ended: Processed, or Error (failed, undone, or never started).
+    pub state: TaskState,
+    /// Whether the child, in Error, left an effect that a person must undo.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_a_person: bool,
+}
+
+impl ChildEnded {
+    /// The end of `child`, a child task that has ended, for its parent.
+    #[must_use]
+    pub fn of(child: &Task) -> Option<Self> {
+        let parent = child.parent.as_ref()?;
+        child.state.is_final().then(|| Self {
+            task_id: parent.task.clone(),
+            step: parent.step,
+            item: parent.item,
+            run: parent.run,
+            state: child.state,
+            needs_a_person: child.needs_a_person(),
+        })
+    }
 }
 
 impl SchedulerMessage {
@@ -43,6 +79,7 @@ impl SchedulerMessage {
             Self::Response(_) => "response",
             Self::Submit(_) => "submit",
             Self::Deadline { .. } => "deadline",
+            Self::ChildEnded(_) => "child ended",
         }
     }
 }

@@ -1,9 +1,12 @@
 //! A caller's request for a task, validated: what the submission function writes,
 //! and what buffered ingestion carries to the scheduler.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use crate::ids::{Owner, QueueName, TaskId};
+use crate::task::ParentLink;
 
 /// A submission, validated.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -18,6 +21,13 @@ pub struct Submission {
     /// to it ([`TaskId::scoped`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// Of a child task: the step of its parent that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// The versions of the child workflows the task may start, by name (its
+    /// ancestors' pins, or the newest versions when it was submitted).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pinned: BTreeMap<String, u32>,
 }
 
 impl Submission {

@@ -1,5 +1,6 @@
 //! The state a task and each of its steps keep in the state store.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -140,6 +141,39 @@ pub struct Step {
     /// effect is not in place.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub done_order: u32,
+    /// Of a step that starts child tasks (a child workflow, a map): where they are,
+    /// in counts, never a record per child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<Children>,
+}
+
+/// Where the child tasks of a step are: counts, and the few running. A child's id
+/// is its parent's, its step's and its item's ([`TaskId::child`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Children {
+    /// The items, one child each (1 for a child workflow).
+    pub total: u32,
+    /// Children started, items `0..started`.
+    pub started: u32,
+    /// The items whose children were started (or, while the step is undone, told to
+    /// undo) and whose end is not yet known: at most the step's `max_concurrency`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<u32>,
+    /// Children that ended Processed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub succeeded: u32,
+    /// Children that ended in Error, or could not be started.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: u32,
+    /// While the step is undone: children told to undo, items `0..undo_started`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undo_started: u32,
+    /// Children known undone (or with nothing to undo).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undone: u32,
+    /// Children whose undoing left an effect in place: a person must look at them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_undone: u32,
 }
 
 /// Zero counters are left out of the stored record: most are zero, and on DynamoDB
@@ -168,6 +202,7 @@ impl Step {
             key_run: 0,
             retry_at: None,
             done_order: 0,
+            children: None,
         }
     }
 
@@ -188,7 +223,8 @@ impl Step {
                 | StepState::TimedOut
                 | StepState::Unusable
                 | StepState::CompensationFailed
-        )
+        ) || (self.state == StepState::Error
+            && self.children.as_ref().is_some_and(|c| c.succeeded > 0))
     }
 }
 
@@ -199,6 +235,20 @@ pub struct WorkflowRef {
     pub name: String,
     /// The version the task keeps to its end.
     pub version: u32,
+}
+
+/// The step of a parent task that started a task as its child.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ParentLink {
+    /// The parent task.
+    pub task: TaskId,
+    /// The step, by index in the parent's workflow.
+    pub step: usize,
+    /// The item the child is for.
+    pub item: u32,
+    /// The parent's run that started (or last reran) the child: an end told to the
+    /// parent counts only in that run.
+    pub run: u32,
 }
 
 /// A task's state record: the pattern's fields, and its steps.
@@ -223,6 +273,13 @@ pub struct Task {
     /// Who submitted it, when the API authenticates its callers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// The step that started it, when it is a child task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+    /// The versions of the workflows its children run, by name: pinned when the task
+    /// (or its first ancestor) was submitted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pinned: BTreeMap<String, u32>,
     /// The pattern's ProcessState.
     pub state: TaskState,
     /// The scheduler instance that claimed the task; `None` while it waits for one.
@@ -415,6 +472,8 @@ pub enum Actor {
     Owner,
     /// An operator, on the operator's routes.
     Operator,
+    /// Its parent task, which was undone or cancelled, or reran it.
+    Parent,
 }
 
 impl Actor {
@@ -424,6 +483,7 @@ impl Actor {
         match self {
             Self::Owner => "its owner",
             Self::Operator => "an operator",
+            Self::Parent => "its parent task",
         }
     }
 }

@@ -41,6 +41,8 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
         id: TaskId::parse(id).expect("id"),
         input: serde_json::json!({"order_id": id}),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     let (task, order, _) = submit(&workflow, submission, now);
     (task, order)

@@ -83,6 +83,8 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
         id: TaskId::parse(id).expect("id"),
         input: delivery_input(),
         notify: None,
+        parent: None,
+        pinned: Default::default(),
     };
     let (task, order, _) = submit(&drone(), submission, now);
     (task, order)

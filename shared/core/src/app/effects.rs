@@ -18,6 +18,7 @@ use sas_domain::task::{Order, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
+use super::children::child_ended_message;
 use super::{App, TaskError};
 
 /// A conditional write lost this many times in a row means something is wrong.
@@ -325,6 +326,10 @@ impl App {
                 Effect::Deadline { task_id, at } if self.deadline_messages => {
                     required.push(self.deadline(&task_id, at));
                 }
+                Effect::TellParent(ended) => required.push(Outgoing {
+                    queue: self.names.scheduler.clone(),
+                    message: child_ended_message(ended),
+                }),
                 other => best_effort.push(other),
             }
         }
@@ -375,7 +380,19 @@ impl App {
                         }
                     }
                 }
-                Effect::Dispatch(_) | Effect::Schedule { .. } | Effect::Deadline { .. } => {}
+                // Boxed: starting a child performs the effects of its creation.
+                Effect::StartChildren(start) => Box::pin(self.start_children(start)).await,
+                Effect::StopChildren {
+                    parent,
+                    step,
+                    step_name,
+                    run,
+                    items,
+                } => Box::pin(self.stop_children(&parent, step, &step_name, run, items)).await,
+                Effect::Dispatch(_)
+                | Effect::Schedule { .. }
+                | Effect::Deadline { .. }
+                | Effect::TellParent(_) => {}
             }
         }
         for (task_id, sent) in sent {

@@ -43,6 +43,16 @@ impl App {
         self.store.task(id).await
     }
 
+    /// The tasks of `ids` that exist, in that order, read at once.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn tasks(&self, ids: Vec<TaskId>) -> Result<Vec<Task>, StoreError> {
+        let reads = ids.iter().map(|id| self.store.task(id));
+        let found = futures_util::future::try_join_all(reads).await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
     /// A task's state with its order data.
     ///
     /// # Errors

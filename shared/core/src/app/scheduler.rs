@@ -27,7 +27,9 @@ impl Inbox {
             (self, message),
             (
                 Self::Scheduler,
-                SchedulerMessage::Run { .. } | SchedulerMessage::Deadline { .. }
+                SchedulerMessage::Run { .. }
+                    | SchedulerMessage::Deadline { .. }
+                    | SchedulerMessage::ChildEnded(_)
             ) | (Self::AgentResponses, SchedulerMessage::Response(_))
                 | (Self::Ingest, SchedulerMessage::Submit(_))
         )
@@ -45,7 +47,7 @@ impl Inbox {
     /// The messages it takes, in errors.
     const fn takes(self) -> &'static str {
         match self {
-            Self::Scheduler => "run and deadline messages",
+            Self::Scheduler => "run, deadline and child-ended messages",
             Self::AgentResponses => "agents' responses",
             Self::Ingest => "buffered submissions",
         }
@@ -127,6 +129,7 @@ impl App {
                 task_id
             }
             SchedulerMessage::Response(response) => &response.task_id,
+            SchedulerMessage::ChildEnded(ended) => &ended.task_id,
         };
         if let SchedulerMessage::Deadline { at, .. } = message
             && self.clock.now() < at
@@ -146,7 +149,10 @@ impl App {
                         decide::on_response(task, workflow, order, response, now)
                     }
                     SchedulerMessage::Deadline { at, .. } => {
-                        decide::on_deadline(task, workflow, *at, now)
+                        decide::on_deadline(task, workflow, order, *at, now)
+                    }
+                    SchedulerMessage::ChildEnded(ended) => {
+                        decide::on_child_ended(task, workflow, order, ended, now)
                     }
                     // Handled above, before any task is read.
                     SchedulerMessage::Submit(_) => {

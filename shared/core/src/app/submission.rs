@@ -81,6 +81,22 @@ impl App {
         Ok(())
     }
 
+    /// Stores `definition` and the versions of the workflows its tasks' children
+    /// run, which a new task pins: they are those versions to its end.
+    async fn store_pinned(
+        &self,
+        definition: &Workflow,
+    ) -> Result<std::collections::BTreeMap<String, u32>, StoreError> {
+        self.store_workflow(definition).await?;
+        let pins = self.workflows.pins(definition);
+        for (name, version) in &pins {
+            if let Some(child) = self.workflows.version(name, *version) {
+                self.store_workflow(&child).await?;
+            }
+        }
+        Ok(pins)
+    }
+
     /// Stores a definition before its first task, once per process: a task can then
     /// always finish on the version it started with, and a start-up stores nothing.
     async fn store_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
@@ -114,10 +130,10 @@ impl App {
     pub async fn submit(
         &self,
         workflow: &str,
-        submission: Submission,
+        mut submission: Submission,
     ) -> Result<Submitted, SubmitError> {
         let definition = self.check(workflow, &submission)?;
-        self.store_workflow(&definition).await?;
+        submission.pinned = self.store_pinned(&definition).await?;
         self.create(&definition, submission, false).await
     }
 
@@ -134,7 +150,7 @@ impl App {
     pub async fn accept(
         &self,
         workflow: &str,
-        submission: Submission,
+        mut submission: Submission,
     ) -> Result<Buffered, SubmitError> {
         let Some(ingest) = &self.ingest else {
             return Err(SubmitError::Queue(QueueError::new(
@@ -143,7 +159,7 @@ impl App {
             )));
         };
         let definition = self.check(workflow, &submission)?;
-        self.store_workflow(&definition).await?;
+        submission.pinned = self.store_pinned(&definition).await?;
         let buffered = Buffered {
             workflow: WorkflowRef {
                 name: definition.name.clone(),

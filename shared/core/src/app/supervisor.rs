@@ -92,8 +92,8 @@ impl App {
     /// Supervisor: decides on one task whose lease has expired.
     async fn recover(&self, id: &TaskId) -> Recovery {
         let recovered = self
-            .transition(id, |task, workflow, _, now| {
-                Ok::<_, TaskError>(decide::on_expired(task, workflow, now))
+            .transition(id, |task, workflow, order, now| {
+                Ok::<_, TaskError>(decide::on_expired(task, workflow, order, now))
             })
             .await;
         match recovered {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::messages::Alert;
+use crate::messages::{Alert, ChildEnded};
 use crate::task::{Event, Happened, MAX_HISTORY, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
@@ -144,7 +144,12 @@ impl Change {
             self.task.not_undone = not_undone(&self.task, workflow);
         }
         self.set_state(state);
-        if state == TaskState::Error {
+        if let Some(ended) = ChildEnded::of(&self.task) {
+            self.effects.push(Effect::TellParent(ended));
+        }
+        // A child's parent alerts for it, unless a person must undo what it left.
+        let alerts = self.task.parent.is_none() || self.task.needs_a_person();
+        if state == TaskState::Error && alerts {
             let compensation_failed = self
                 .task
                 .steps

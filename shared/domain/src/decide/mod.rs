@@ -10,12 +10,17 @@
 
 use std::time::Duration;
 
-use crate::ids::TaskId;
-use crate::messages::{AgentRequest, Alert};
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::ids::{Owner, QueueName, TaskId};
+use crate::messages::{AgentRequest, Alert, ChildEnded};
 use crate::task::{Order, Outbound, Task};
 use crate::time::Timestamp;
 
 mod change;
+mod children;
 mod delivery;
 mod operator;
 mod steps;
@@ -24,6 +29,7 @@ mod supervise;
 #[cfg(test)]
 mod tests;
 
+pub use children::{on_child_ended, rerun_child, stop_as_child};
 pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
     notifications_sent,
@@ -55,6 +61,26 @@ pub enum Effect {
     },
     /// Alert an operator.
     Alert(Alert),
+    /// Start child tasks (or find them started, and tell their parent of those that
+    /// have ended). Performed after the write; the step's watch covers its loss.
+    StartChildren(ChildrenStart),
+    /// Have child tasks undone (or, running, cancelled), and their parent told when
+    /// they are. Performed after the write; the step's watch covers its loss.
+    StopChildren {
+        /// The parent.
+        parent: TaskId,
+        /// Its step, by index.
+        step: usize,
+        /// The step's name, in the children's ids.
+        step_name: String,
+        /// The parent's run.
+        run: u32,
+        /// The children's items.
+        items: Vec<u32>,
+    },
+    /// Tell a child's parent that it ended. Must be sent: the parent's watch covers
+    /// its loss.
+    TellParent(ChildEnded),
     /// Ask a scheduler to check the task's lease when it ends, `at`; best effort:
     /// the supervisor's sweep finds a lease whose deadline message was lost.
     Deadline {
@@ -63,6 +89,32 @@ pub enum Effect {
         /// The lease's end.
         at: Timestamp,
     },
+}
+
+/// Child tasks for a step to start, each for an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildrenStart {
+    /// The workflow they run, and the version pinned for it, if any (the newest
+    /// otherwise).
+    pub workflow: String,
+    /// The pinned version.
+    pub version: Option<u32>,
+    /// Each child's item and input.
+    pub children: Vec<(u32, Value)>,
+    /// The parent, its step and run, for each child's id and link to it.
+    pub parent: TaskId,
+    /// The step, by index.
+    pub step: usize,
+    /// The step's name, in the children's ids.
+    pub step_name: String,
+    /// The parent's run.
+    pub run: u32,
+    /// The parent's notification queue, which the children tell too.
+    pub notify: Option<QueueName>,
+    /// The parent's owner, who owns the children.
+    pub owner: Option<Owner>,
+    /// The parent's pinned versions, which the children keep.
+    pub pinned: BTreeMap<String, u32>,
 }
 
 /// What a decision decided: logged, and counted in the `Decisions` metric under
@@ -109,6 +161,14 @@ pub enum Verdict {
     CancelRequested,
     /// A task asked to stop already: nothing more to do.
     CancelledAlready,
+    /// A step's children were found late: started again, or asked again.
+    ChildrenWatched,
+    /// A child's end was counted by its parent's step.
+    ChildCounted,
+    /// A child task was undone (or cancelled) for its parent.
+    StoppedForParent,
+    /// A child task was run again for its parent's new run.
+    RerunForParent,
     /// A buffered submission that differs from the task's own, recorded on the task.
     SubmissionRefused,
     /// That submission again: recorded already.
@@ -140,6 +200,10 @@ impl Verdict {
             Self::Resubmitted => "resubmitted",
             Self::CancelRequested => "cancel requested",
             Self::CancelledAlready => "cancelled already",
+            Self::ChildrenWatched => "children watched",
+            Self::ChildCounted => "child counted",
+            Self::StoppedForParent => "stopped for parent",
+            Self::RerunForParent => "rerun for parent",
             Self::SubmissionRefused => "submission refused",
             Self::RefusedAlready => "refused already",
         }

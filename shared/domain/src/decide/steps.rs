@@ -41,19 +41,27 @@ impl Change {
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
-                if self
-                    .task
-                    .steps
-                    .iter()
-                    .all(|s| s.state == StepState::Processed)
-                {
-                    self.finish(workflow, TaskState::Processed);
-                    return;
-                }
-                for index in self.due(workflow) {
-                    // A step that cannot be sent fails at once, and the task with it.
-                    if self.task.state == TaskState::Processing {
-                        self.dispatch(workflow, order, index, Operation::Call);
+                // A step may end as it starts (a map of no items), and the steps
+                // after it are due at once.
+                loop {
+                    if self
+                        .task
+                        .steps
+                        .iter()
+                        .all(|s| s.state == StepState::Processed)
+                    {
+                        self.finish(workflow, TaskState::Processed);
+                        return;
+                    }
+                    let due = self.due(workflow);
+                    if due.is_empty() || self.task.state != TaskState::Processing {
+                        break;
+                    }
+                    for index in due {
+                        // A step that cannot be sent fails at once, and the task with it.
+                        if self.task.state == TaskState::Processing {
+                            self.dispatch(workflow, order, index, Operation::Call);
+                        }
                     }
                 }
                 self.hold(workflow);
@@ -69,10 +77,9 @@ impl Change {
                     .iter()
                     .enumerate()
                     .filter(|(i, s)| {
-                        matches!(
-                            s.state,
-                            StepState::Processed | StepState::TimedOut | StepState::Unusable
-                        ) && workflow.steps[*i].compensation.is_some()
+                        s.effect_may_be_in_place()
+                            && s.state != StepState::CompensationFailed
+                            && workflow.steps[*i].can_be_undone()
                     })
                     .max_by_key(|(i, s)| (s.done_order, *i))
                     .map(|(i, _)| i);
@@ -142,20 +149,24 @@ impl Change {
             .or(self.task.complete_by);
     }
 
+    /// Sends step `index`'s call or compensation to its agent; or, for a step that
+    /// starts children, starts them or has them undone.
     fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
         let definition = &workflow.steps[index];
-        let complete_by = self.now.plus(definition.complete_by);
-        let results: Results<'_> = self
-            .task
-            .steps
-            .iter()
-            .filter_map(|s| Some((s.name.as_str(), s.output.as_deref()?)))
-            .collect();
-        let (endpoint, key_suffix) = match operation {
-            Operation::Call => (Some(&definition.call), ""),
-            Operation::Compensate => (definition.compensation.as_ref(), "/compensate"),
+        let Some(call) = definition.call() else {
+            match operation {
+                Operation::Call => self.start_children(workflow, order, index),
+                Operation::Compensate => self.undo_children(workflow, index),
+            }
+            return;
         };
-        let payload = match &definition.fields {
+        let complete_by = self.now.plus(call.complete_by);
+        let results = results(&self.task);
+        let (endpoint, key_suffix) = match operation {
+            Operation::Call => (Some(&call.call), ""),
+            Operation::Compensate => (call.compensation.as_ref(), "/compensate"),
+        };
+        let payload = match &call.fields {
             Some(fields) => Payload::of(&json!({
                 "task_id": self.task.id,
                 "step": definition.name,
@@ -177,7 +188,7 @@ impl Change {
             .map(Option::unwrap_or_default)
             .and_then(|path| {
                 let payload = payload.map_err(|e| format!("payload: {e}"))?;
-                let mapped = definition.fields.as_ref().map(|_| payload.as_str());
+                let mapped = call.fields.as_ref().map(|_| payload.as_str());
                 limits::request_refusal(&path, mapped).map_or(Ok((path, payload)), Err)
             });
         let (path, payload) = match request {
@@ -215,12 +226,12 @@ impl Change {
             step_name: definition.name.clone(),
             attempt: step.attempt,
             operation,
-            agent: definition.agent.clone(),
+            agent: call.agent.clone(),
             method: endpoint.map(|e| e.method).unwrap_or_default(),
             path,
             complete_by,
             idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, definition.name),
-            retry: definition.retry.clone(),
+            retry: call.retry.clone(),
             payload,
         }));
         self.log(Happened::Sent {
@@ -358,6 +369,14 @@ impl Change {
             }
         }
     }
+}
+
+/// The outputs of `task`'s steps that have one, by step name.
+pub(super) fn results(task: &Task) -> Results<'_> {
+    task.steps
+        .iter()
+        .filter_map(|s| Some((s.name.as_str(), s.output.as_deref()?)))
+        .collect()
 }
 
 /// The bytes of the data an agent request carries: the input and the outputs kept.

@@ -29,6 +29,8 @@ pub fn submit(
         fingerprint: submission.fingerprint(&workflow.name),
         notify: submission.notify.clone(),
         owner: submission.owner.clone(),
+        parent: submission.parent.clone(),
+        pinned: submission.pinned.clone(),
         state: TaskState::Pending,
         locked_by: None,
         complete_by: None,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::messages::Operation;
-use crate::task::{Happened, StepState, Task, TaskState};
+use crate::task::{Happened, Order, StepState, Task, TaskState};
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
@@ -18,7 +18,7 @@ use super::{Decision, Effect, Verdict};
 /// delivered has them delivered again; a running one's notifications not known sent
 /// are sent again.
 #[must_use]
-pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
+pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
     let expired = task.complete_by.is_some_and(|at| at <= now);
     if task.state.is_final() && expired {
         // The task ended and its alert or notifications were not known delivered:
@@ -41,11 +41,18 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
     }
     let mut change = Change::of(task, now);
     change.notify_again();
-    let expired: Vec<usize> = task
+    let (watched, expired): (Vec<usize>, Vec<usize>) = task
         .running_steps()
         .filter(|&index| task.steps[index].complete_by.is_none_or(|at| at <= now))
         .filter(|_| task.locked_by.is_some())
-        .collect();
+        .partition(|&index| workflow.steps[index].children().is_some());
+    for &index in &watched {
+        change.watch_again(workflow, order, index);
+    }
+    if expired.is_empty() && !watched.is_empty() {
+        change.hold(workflow);
+        return change.done(Verdict::ChildrenWatched);
+    }
     if expired.is_empty() {
         if task.locked_by.is_some() && task.running_steps().next().is_some() {
             // Steps of other branches are out, and a retry's Run message has not come.
@@ -111,7 +118,9 @@ pub fn on_expired(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision 
 fn gives_up(task: &Task, workflow: &Workflow, index: usize) -> bool {
     let step = &task.steps[index];
     step.state == StepState::Processing
-        && step.failure_count + 1 > workflow.steps[index].supervision.failure_threshold
+        && workflow.steps[index]
+            .call()
+            .is_some_and(|call| step.failure_count + 1 > call.supervision.failure_threshold)
 }
 
 impl Change {
@@ -119,7 +128,7 @@ impl Change {
     /// a retry, or none when it is given up (past its threshold, or a call of a task
     /// `stopping`: being undone), and the task with it.
     fn expire(&mut self, workflow: &Workflow, index: usize, stopping: bool) -> Option<Duration> {
-        let supervision = &workflow.steps[index].supervision;
+        let supervision = &workflow.steps[index].call()?.supervision;
         let now = self.now;
         self.task.failure_count += 1;
         let step = &mut self.task.steps[index];
@@ -180,11 +189,17 @@ impl Change {
 /// having moved on, is followed by one for the new end). A task without a lease ends
 /// the chain.
 #[must_use]
-pub fn on_deadline(task: &Task, workflow: &Workflow, at: Timestamp, now: Timestamp) -> Decision {
+pub fn on_deadline(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    at: Timestamp,
+    now: Timestamp,
+) -> Decision {
     if task.deadline != Some(at) {
         return Decision::ignore(Verdict::DeadlineSuperseded);
     }
-    let decision = on_expired(task, workflow, now);
+    let decision = on_expired(task, workflow, order, now);
     if decision.next.is_some() || task.complete_by.is_none() {
         return decision;
     }

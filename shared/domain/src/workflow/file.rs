@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::workflow::children::{self, MapFile};
 use crate::workflow::parallel::{self, Branch};
-use crate::workflow::step::{FieldType, RetryPolicy, StepDefinition, Supervision};
+use crate::workflow::step::{
+    CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision,
+};
 use crate::workflow::values::{Endpoint, FieldSource, PathPart, Scope};
 use crate::workflow::{MAX_RETRY_WAIT, Workflow};
 use serde_json::Value;
@@ -102,6 +105,9 @@ pub(super) struct StepFile {
     supervisor: Option<Supervision>,
     fields: Option<BTreeMap<String, String>>,
     parallel: Option<Vec<Vec<StepFile>>>,
+    workflow: Option<String>,
+    pub(super) input: Option<BTreeMap<String, String>>,
+    map: Option<MapFile>,
 }
 
 impl StepFile {
@@ -124,7 +130,7 @@ impl StepFile {
 }
 
 impl WorkflowFile {
-    pub(super) fn resolve(self, source: String) -> Result<Workflow, Fault> {
+    pub(super) fn resolve(self, source: String, file: &str) -> Result<Workflow, Fault> {
         let top = |field: &str, message: &str| (None, field.to_owned(), message.to_owned());
         if self.name.is_empty()
             || !self
@@ -159,6 +165,7 @@ impl WorkflowFile {
             pickup_timeout: self.pickup_timeout,
             steps,
             source,
+            file: file.to_owned(),
         })
     }
 }
@@ -200,24 +207,29 @@ impl Resolver<'_> {
             }
             if let Some(branches) = step.parallel.take() {
                 (after, known) = parallel::resolve(self, &step, branches, &after, &known, within)?;
-            } else {
-                let name = step.name.clone();
-                after = vec![self.call(step, after, &known, within)?];
-                known.insert(name);
+                continue;
             }
+            let map = step.map.take();
+            let kind = if map.is_some() || step.workflow.is_some() {
+                children::resolve(&step, step.workflow.as_ref(), map, self.input, &known)?
+            } else {
+                StepKind::Call(self.call(&step, &known)?)
+            };
+            known.insert(step.name.clone());
+            self.steps.push(StepDefinition {
+                name: step.name,
+                kind,
+                after,
+                within: within.to_vec(),
+            });
+            after = vec![self.steps.len() - 1];
         }
         Ok((after, known))
     }
 
-    /// Resolves a step that calls a service, once the steps `after` are done (those
-    /// named `known`, and their results, there to name): its index.
-    fn call(
-        &mut self,
-        step: StepFile,
-        after: Vec<usize>,
-        known: &HashSet<String>,
-        within: &[Branch],
-    ) -> Result<usize, Fault> {
+    /// Resolves a step that calls a service, once the steps named `known` are done
+    /// (their results there to name).
+    fn call(&self, step: &StepFile, known: &HashSet<String>) -> Result<CallStep, Fault> {
         let at = |field: &str, message: &str| {
             (
                 Some(step.name.clone()),
@@ -233,13 +245,14 @@ impl Resolver<'_> {
             };
             return Err(at(
                 missing,
-                "a step names the service it calls (agent, call), or has parallel branches",
+                "a step names the service it calls (agent, call), or is parallel branches, a child workflow or a map",
             ));
         };
         let scope = Scope {
             step: &step.name,
             input: self.input,
             earlier: known,
+            item: false,
         };
         let fields = match &step.fields {
             None => None,
@@ -282,6 +295,12 @@ impl Resolver<'_> {
                 "a read-only step changes nothing, so has nothing to undo",
             ));
         }
+        if step.input.is_some() {
+            return Err(at(
+                "input",
+                "only a child workflow has an input; a call sends its fields",
+            ));
+        }
         let complete_by = step
             .complete_by
             .or(self.defaults.complete_by)
@@ -316,8 +335,7 @@ impl Resolver<'_> {
                 return Err(at(field, "must be at most 15m (the longest SQS delay)"));
             }
         }
-        self.steps.push(StepDefinition {
-            name: step.name,
+        Ok(CallStep {
             agent: agent.clone(),
             call,
             compensation,
@@ -326,10 +344,7 @@ impl Resolver<'_> {
             retry,
             supervision,
             fields,
-            after,
-            within: within.to_vec(),
-        });
-        Ok(self.steps.len() - 1)
+        })
     }
 }
 

@@ -1,5 +1,6 @@
 //! Workflow definitions: data files, validated when loaded, kept by version.
 
+mod children;
 mod file;
 mod parallel;
 mod registry;
@@ -15,13 +16,14 @@ use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use children::{ChildrenStep, DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
 pub use parallel::Branch;
 pub use registry::{Registry, RegistryError};
-pub use step::{FieldType, RetryPolicy, StepDefinition, Supervision};
+pub use step::{CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision};
 pub use values::{Endpoint, FieldSource, Results};
 
 /// The workflows that ship with the product, as (file name, text).
-pub const BUILT_IN: [(&str, &str); 3] = [
+pub const BUILT_IN: [(&str, &str); 5] = [
     (
         "order-processing.json",
         include_str!("../../workflows/order-processing.json"),
@@ -33,6 +35,14 @@ pub const BUILT_IN: [(&str, &str); 3] = [
     (
         "drone-delivery-parallel.json",
         include_str!("../../workflows/drone-delivery-parallel.json"),
+    ),
+    (
+        "ship-parcel.json",
+        include_str!("../../workflows/ship-parcel.json"),
+    ),
+    (
+        "parcel-order.json",
+        include_str!("../../workflows/parcel-order.json"),
     ),
 ];
 
@@ -72,6 +82,8 @@ pub struct Workflow {
     pub steps: Vec<StepDefinition>,
     /// The definition's canonical JSON text, as stored.
     pub source: String,
+    /// The file it was read from, in errors.
+    pub file: String,
 }
 
 /// Why a task's input does not fit its workflow.
@@ -117,6 +129,20 @@ impl Workflow {
         Ok(())
     }
 
+    /// The workflows its steps start as children, with the steps and the field
+    /// (`workflow`, or `map.workflow`) that name them.
+    pub fn child_workflows(&self) -> impl Iterator<Item = (&str, &str, &'static str)> {
+        self.steps.iter().filter_map(|step| {
+            let children = step.children()?;
+            let field = if children.items.is_some() {
+                "map.workflow"
+            } else {
+                "workflow"
+            };
+            Some((children.workflow.as_str(), step.name.as_str(), field))
+        })
+    }
+
     /// A digest of the definition's content, stored beside it, to catch a change
     /// without a version bump. Computed when asked: most start-ups never store one.
     #[must_use]
@@ -142,7 +168,7 @@ impl Workflow {
             error(step, &field, e.inner().to_string())
         })?;
         document
-            .resolve(value.to_string())
+            .resolve(value.to_string(), file)
             .map_err(|(step, field, message)| error(step, &field, message))
     }
 }

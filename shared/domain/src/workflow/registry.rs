@@ -65,7 +65,101 @@ impl Registry {
         for (file, text) in files {
             registry.add(Workflow::parse(&file, &text)?)?;
         }
+        registry.check_children()?;
         Ok(registry)
+    }
+
+    /// Checks that every workflow a step starts as a child exists, and that no
+    /// workflow starts itself through its children (their newest versions, which new
+    /// tasks pin).
+    fn check_children(&self) -> Result<(), DefinitionError> {
+        let fault =
+            |workflow: &Workflow, step: &str, field: &str, message: String| DefinitionError {
+                file: workflow.file.clone(),
+                step: Some(step.to_owned()),
+                field: field.to_owned(),
+                message,
+            };
+        for workflow in self.all() {
+            for (child, step, field) in workflow.child_workflows() {
+                if self.latest(child).is_none() {
+                    return Err(fault(
+                        &workflow,
+                        step,
+                        field,
+                        format!("no workflow is named '{child}'"),
+                    ));
+                }
+            }
+        }
+        let mut latest: Vec<Arc<Workflow>> = self
+            .latest
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        latest.sort_by(|a, b| a.name.cmp(&b.name));
+        for workflow in &latest {
+            // Depth first from each workflow, along the path that reached each one.
+            let mut paths = vec![vec![workflow.name.clone()]];
+            while let Some(path) = paths.pop() {
+                let Some(at) = path.last().and_then(|name| self.latest(name)) else {
+                    continue;
+                };
+                for (child, step, field) in at.child_workflows() {
+                    if child == workflow.name {
+                        let mut cycle = path.clone();
+                        cycle.push(child.to_owned());
+                        let first = self
+                            .latest(&path[0])
+                            .unwrap_or_else(|| Arc::clone(workflow));
+                        let (step, field) = if path.len() == 1 {
+                            (step, field)
+                        } else {
+                            first
+                                .child_workflows()
+                                .find(|(name, _, _)| *name == path[1])
+                                .map_or((step, field), |(_, step, field)| (step, field))
+                        };
+                        return Err(fault(
+                            &first,
+                            step,
+                            field,
+                            format!("starts itself through its children: {}", cycle.join(" -> ")),
+                        ));
+                    }
+                    if !path.iter().any(|name| name == child) {
+                        let mut next = path.clone();
+                        next.push(child.to_owned());
+                        paths.push(next);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The versions new tasks of `workflow` pin for the workflows they may start as
+    /// children, all the way down: the newest of each.
+    #[must_use]
+    pub fn pins(&self, workflow: &Workflow) -> std::collections::BTreeMap<String, u32> {
+        let mut pins = std::collections::BTreeMap::new();
+        let mut next: Vec<String> = workflow
+            .child_workflows()
+            .map(|(name, _, _)| name.to_owned())
+            .collect();
+        while let Some(name) = next.pop() {
+            if pins.contains_key(&name) {
+                continue;
+            }
+            let Some(child) = self.latest(&name) else {
+                continue;
+            };
+            pins.insert(name, child.version);
+            next.extend(child.child_workflows().map(|(name, _, _)| name.to_owned()));
+        }
+        pins
     }
 
     /// Adds a definition; the same name and version again must have the same content.

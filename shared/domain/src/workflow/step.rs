@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::workflow::children::ChildrenStep;
 use crate::workflow::file::{
     default_attempts, default_extended_wait, default_initial_backoff, default_max_backoff,
     default_threshold, default_true, duration_text, optional_duration_text,
@@ -42,6 +43,14 @@ pub enum FieldType {
 }
 
 impl FieldType {
+    /// Whether its values are arrays.
+    pub(super) fn is_array(self) -> bool {
+        matches!(
+            self,
+            Self::Array | Self::StringArray | Self::NumberArray | Self::ObjectArray
+        )
+    }
+
     pub(super) fn admits(self, value: &Value) -> bool {
         let every = |item: Self| {
             value
@@ -108,6 +117,30 @@ pub struct Supervision {
 pub struct StepDefinition {
     /// Unique within the workflow.
     pub name: String,
+    /// What the step does.
+    pub kind: StepKind,
+    /// The steps that must be Processed before this one is sent, by index in the
+    /// workflow's steps: the step before it in its branch (or in the workflow), or,
+    /// for the first step after a parallel step, the last step of each branch.
+    pub after: Vec<usize>,
+    /// The branches of parallel steps the step is in, outermost first; empty for a
+    /// step of the workflow's main line.
+    pub within: Vec<Branch>,
+}
+
+/// What a step does: each kind has its definition here, its decisions in
+/// [`crate::decide`] and its view in the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepKind {
+    /// It calls a service, through the service's agent.
+    Call(CallStep),
+    /// It starts child tasks: one (a child workflow) or one per item (a map).
+    Children(ChildrenStep),
+}
+
+/// A step that calls a service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallStep {
     /// The agent (remote service) that performs the step.
     pub agent: String,
     /// The service's operation the step calls.
@@ -128,20 +161,44 @@ pub struct StepDefinition {
     /// What the step sends its service, by field name, when the definition says: then
     /// the service sees only these, not the whole input and every earlier result.
     pub fields: Option<BTreeMap<String, FieldSource>>,
-    /// The steps that must be Processed before this one is sent, by index in the
-    /// workflow's steps: the step before it in its branch (or in the workflow), or,
-    /// for the first step after a parallel step, the last step of each branch.
-    pub after: Vec<usize>,
-    /// The branches of parallel steps the step is in, outermost first; empty for a
-    /// step of the workflow's main line.
-    pub within: Vec<Branch>,
 }
 
 impl StepDefinition {
+    /// The call it makes, when it is a step that calls a service.
+    #[must_use]
+    pub fn call(&self) -> Option<&CallStep> {
+        match &self.kind {
+            StepKind::Call(call) => Some(call),
+            StepKind::Children(_) => None,
+        }
+    }
+
+    /// The children it starts, when it is a child workflow or a map.
+    #[must_use]
+    pub fn children(&self) -> Option<&ChildrenStep> {
+        match &self.kind {
+            StepKind::Call(_) => None,
+            StepKind::Children(children) => Some(children),
+        }
+    }
+
+    /// Whether it has something that undoes it: a compensation, or children undone
+    /// by their own compensations.
+    #[must_use]
+    pub fn can_be_undone(&self) -> bool {
+        match &self.kind {
+            StepKind::Call(call) => call.compensation.is_some(),
+            StepKind::Children(_) => true,
+        }
+    }
+
     /// Whether a failed task leaves nothing of the step in place: it has a
-    /// compensation, or, read-only, no effect.
+    /// compensation, or, read-only, no effect; children are undone by their own.
     #[must_use]
     pub fn is_undone_on_failure(&self) -> bool {
-        self.read_only || self.compensation.is_some()
+        match &self.kind {
+            StepKind::Call(call) => call.read_only || call.compensation.is_some(),
+            StepKind::Children(_) => true,
+        }
     }
 }

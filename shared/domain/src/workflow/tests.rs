@@ -19,8 +19,20 @@ fn built_in_workflows_load() {
             "create-delivery"
         ]
     );
-    assert!(drone.steps[3].compensation.is_some());
-    assert!(drone.steps[1].compensation.is_some());
+    assert!(
+        drone.steps[3]
+            .call()
+            .expect("a call")
+            .compensation
+            .is_some()
+    );
+    assert!(
+        drone.steps[1]
+            .call()
+            .expect("a call")
+            .compensation
+            .is_some()
+    );
     assert_eq!(
         registry
             .latest("order-processing")
@@ -53,7 +65,12 @@ fn a_steps_fields_name_the_input_or_a_result_of_this_step_or_one_before() {
         &mapped(r#"{"order":"input.order_id","drone":"results.a.drone.id","mine":"results.b.id"}"#),
     )
     .expect("valid");
-    let fields = workflow.steps[1].fields.as_ref().expect("fields");
+    let fields = workflow.steps[1]
+        .call()
+        .expect("a call")
+        .fields
+        .as_ref()
+        .expect("fields");
     assert_eq!(fields["order"], FieldSource::Input("order_id".into()));
     assert_eq!(fields["drone"].to_string(), "results.a.drone.id");
     let a = serde_json::json!({"drone": {"id": 7}});
@@ -67,7 +84,8 @@ fn a_steps_fields_name_the_input_or_a_result_of_this_step_or_one_before() {
         "a result not there yet is null"
     );
     assert_eq!(
-        workflow.steps[0].fields, None,
+        workflow.steps[0].call().expect("a call").fields,
+        None,
         "no mapping: everything is sent"
     );
 
@@ -101,6 +119,8 @@ fn a_path_names_values_of_the_input_and_results_filled_and_encoded_when_sent() {
     );
     let workflow = Workflow::parse("wf.json", &text).expect("valid");
     let undo = workflow.steps[1]
+        .call()
+        .expect("a call")
         .compensation
         .as_ref()
         .expect("compensation");
@@ -162,17 +182,28 @@ fn an_operation_is_a_post_unless_a_method_is_named() {
     let workflow = Workflow::parse("wf.json", text).expect("valid");
     let a = &workflow.steps[0];
     assert_eq!(
-        (a.call.method, a.call.path.as_str()),
+        (
+            a.call().expect("a call").call.method,
+            a.call().expect("a call").call.path.as_str()
+        ),
         (Method::Put, "/packages")
     );
-    let undo = a.compensation.as_ref().expect("compensation");
+    let undo = a
+        .call()
+        .expect("a call")
+        .compensation
+        .as_ref()
+        .expect("compensation");
     assert_eq!(
         (undo.method, undo.to_string().as_str()),
         (Method::Delete, "DELETE /packages/1")
     );
-    assert_eq!(workflow.steps[1].call.method, Method::Post);
     assert_eq!(
-        workflow.steps[1].call.to_string(),
+        workflow.steps[1].call().expect("a call").call.method,
+        Method::Post
+    );
+    assert_eq!(
+        workflow.steps[1].call().expect("a call").call.to_string(),
         "/b",
         "written as the file has it"
     );
@@ -249,7 +280,11 @@ fn a_version_cannot_change_without_a_bump() {
         .expect("bumped");
     assert_eq!(registry.latest("w").expect("w").version, 2);
     assert_eq!(
-        registry.version("w", 1).expect("kept").steps[0].call.path,
+        registry.version("w", 1).expect("kept").steps[0]
+            .call()
+            .expect("a call")
+            .call
+            .path,
         "/a"
     );
 }

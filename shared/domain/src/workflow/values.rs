@@ -134,17 +134,21 @@ pub enum FieldSource {
         /// The fields to follow in its result.
         path: Vec<String>,
     },
+    /// A map's item, or a value in it, in the input of the item's child:
+    /// `item[.<field>...]`.
+    Item(Vec<String>),
 }
 
 /// The outputs of a task's steps that have one, by step name, borrowed from the task.
 pub type Results<'a> = std::collections::BTreeMap<&'a str, &'a Value>;
 
-/// What a step's values may name: the workflow's input fields, and the results of the
-/// step itself and of the steps before it.
+/// What a step's values may name: the workflow's input fields, the results of the
+/// step itself and of the steps before it, and, in a map's child input, the item.
 pub(super) struct Scope<'a> {
     pub(super) step: &'a str,
     pub(super) input: &'a BTreeMap<String, FieldType>,
     pub(super) earlier: &'a HashSet<String>,
+    pub(super) item: bool,
 }
 
 impl FieldSource {
@@ -154,9 +158,13 @@ impl FieldSource {
             step,
             input,
             earlier,
+            item,
         } = scope;
         let parts: Vec<&str> = text.split('.').collect();
         match parts.as_slice() {
+            ["item", path @ ..] if *item && !path.contains(&"") => {
+                Ok(Self::Item(path.iter().map(|p| (*p).to_owned()).collect()))
+            }
             ["input", field] if input.contains_key(*field) => Ok(Self::Input((*field).to_owned())),
             ["input", field] => Err(format!(
                 "'{text}': the input has no field '{field}' (it declares: {})",
@@ -174,6 +182,9 @@ impl FieldSource {
                     ))
                 }
             }
+            _ if *item => Err(format!(
+                "'{text}': must be item, item.<field>, input.<field> or results.<step>.<field>"
+            )),
             _ => Err(format!(
                 "'{text}': must be input.<field> or results.<step>.<field>"
             )),
@@ -184,16 +195,43 @@ impl FieldSource {
     /// a result has no such value.
     #[must_use]
     pub fn value(&self, input: &Value, results: &Results<'_>) -> Value {
-        match self {
-            Self::Input(field) => input.get(field).cloned().unwrap_or(Value::Null),
-            Self::Result { step, path } => path
-                .iter()
-                .try_fold(results.get(step.as_str()).copied(), |value, field| {
-                    Some(value?.get(field))
-                })
+        self.value_for_item(input, results, None)
+    }
+
+    /// The value it names in the task's input or the steps' results, borrowed (a
+    /// map's items, read at every child's end); `None` when there is none, or it
+    /// names an item.
+    #[must_use]
+    pub fn lookup<'v>(&self, input: &'v Value, results: &Results<'v>) -> Option<&'v Value> {
+        let (start, path) = match self {
+            Self::Input(field) => return input.get(field),
+            Self::Result { step, path } => (results.get(step.as_str()).copied(), path),
+            Self::Item(_) => return None,
+        };
+        path.iter()
+            .try_fold(start?, |value, field| value.get(field))
+    }
+
+    /// The value it names, given the task's input, the steps' results and the map's
+    /// `item` whose child's input it is (if any); null when there is no such value.
+    #[must_use]
+    pub fn value_for_item(
+        &self,
+        input: &Value,
+        results: &Results<'_>,
+        item: Option<&Value>,
+    ) -> Value {
+        let follow = |start: Option<&Value>, path: &[String]| {
+            path.iter()
+                .try_fold(start, |value, field| Some(value?.get(field)))
                 .flatten()
                 .cloned()
-                .unwrap_or(Value::Null),
+                .unwrap_or(Value::Null)
+        };
+        match self {
+            Self::Input(field) => input.get(field).cloned().unwrap_or(Value::Null),
+            Self::Result { step, path } => follow(results.get(step.as_str()).copied(), path),
+            Self::Item(path) => follow(item, path),
         }
     }
 }
@@ -203,6 +241,8 @@ impl std::fmt::Display for FieldSource {
         match self {
             Self::Input(field) => write!(f, "input.{field}"),
             Self::Result { step, path } => write!(f, "results.{step}.{}", path.join(".")),
+            Self::Item(path) if path.is_empty() => f.write_str("item"),
+            Self::Item(path) => write!(f, "item.{}", path.join(".")),
         }
     }
 }

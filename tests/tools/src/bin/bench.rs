@@ -819,6 +819,8 @@ async fn load_leases(
             id: TaskId::parse(format!("t{i}"))?,
             input: delivery(DRONE, i)["input"].clone(),
             notify: None,
+            parent: None,
+            pinned: Default::default(),
         };
         let (mut task, order, _) = submit(&drone, submission, now);
         task.complete_by = Some(if i % expired_every == 0 {

@@ -12,9 +12,12 @@ fn an_alert_not_published_is_raised_again_until_it_is() {
     assert_eq!(in_error.state, TaskState::Error);
 
     let early = now.plus(ALERT_REDELIVERY - Duration::from_millis(1));
-    assert_eq!(on_expired(&in_error, &workflow, early).next, None);
+    assert_eq!(
+        on_expired(&in_error, &workflow, &any_order(), early).next,
+        None
+    );
     let late = now.plus(ALERT_REDELIVERY);
-    let again = on_expired(&in_error, &workflow, late);
+    let again = on_expired(&in_error, &workflow, &any_order(), late);
     assert_eq!(again.verdict, Verdict::AlertedAgain);
     assert_eq!(alert_of(&again), Some(alert.clone()), "the same alert");
     assert!(
@@ -38,7 +41,13 @@ fn an_alert_not_published_is_raised_again_until_it_is() {
     assert_eq!(cleared.state, TaskState::Error);
     assert_eq!(alert_published(&cleared, &alert, late).next, None, "once");
     assert_eq!(
-        on_expired(&cleared, &workflow, late.plus(ALERT_REDELIVERY)).next,
+        on_expired(
+            &cleared,
+            &workflow,
+            &any_order(),
+            late.plus(ALERT_REDELIVERY)
+        )
+        .next,
         None
     );
 }
@@ -67,8 +76,12 @@ fn a_notification_is_kept_with_its_change_until_sent_and_sent_again_until_then()
     );
     assert_eq!(task.complete_by, Some(now.plus(ALERT_REDELIVERY)));
     let late = now.plus(ALERT_REDELIVERY);
-    assert_eq!(on_expired(&task, &workflow, now).next, None, "not yet");
-    let again = on_expired(&task, &workflow, late);
+    assert_eq!(
+        on_expired(&task, &workflow, &any_order(), now).next,
+        None,
+        "not yet"
+    );
+    let again = on_expired(&task, &workflow, &any_order(), late);
     assert_eq!(again.verdict, Verdict::NotifiedAgain);
     assert_eq!(told(&again.effects), [Processed], "the same notification");
     let Effect::Notify { outbound, .. } = &again.effects[0] else {

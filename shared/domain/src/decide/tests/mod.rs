@@ -32,7 +32,23 @@ fn submission(notify: bool) -> Submission {
         id: TaskId::parse("t1").expect("id"),
         input: json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
         notify: notify.then(|| QueueName::parse("mine").expect("queue")),
+        parent: None,
+        pinned: Default::default(),
     }
+}
+
+/// An order for the supervisor's decisions on steps that call services, which
+/// read none.
+fn any_order() -> Order {
+    Order {
+        task_id: TaskId::parse("t1").expect("id"),
+        input: json!({}),
+        earlier: Vec::new(),
+    }
+}
+
+fn supervision(step: &crate::workflow::StepDefinition) -> &crate::workflow::Supervision {
+    &step.call().expect("a call").supervision
 }
 
 fn dispatched(decision: &Decision) -> Vec<&AgentRequest> {
@@ -183,7 +199,7 @@ fn time_out(
     mut request: AgentRequest,
 ) -> (Task, Decision) {
     loop {
-        let decision = on_expired(&task, workflow, request.complete_by);
+        let decision = on_expired(&task, workflow, &any_order(), request.complete_by);
         task = decision.next.clone().expect("expired");
         if decision.verdict == Verdict::GaveUp {
             return (task, decision);

@@ -140,7 +140,7 @@ fn a_cancel_during_a_supervisor_retry_wait_compensates_without_the_retry() {
     let now = Timestamp(0);
     let (task, order, _) = run_to(&workflow, 2, now);
     let late = task.complete_by.expect("lease");
-    let retry = on_expired(&task, &workflow, late);
+    let retry = on_expired(&task, &workflow, &any_order(), late);
     assert_eq!(retry.verdict, Verdict::Retry);
     let task = retry.next.expect("waiting");
     assert_eq!(
@@ -188,7 +188,7 @@ fn a_call_whose_lease_ends_after_a_cancel_is_not_retried_but_undone() {
         .next
         .expect("marked");
     let late = task.complete_by.expect("lease");
-    let expired = on_expired(&task, &workflow, late);
+    let expired = on_expired(&task, &workflow, &any_order(), late);
     assert_eq!(expired.verdict, Verdict::GaveUp);
     let task = expired.next.expect("given up");
     assert_eq!(task.steps[3].state, StepState::TimedOut);

@@ -145,7 +145,7 @@ fn a_branchs_step_is_retried_on_its_own_run_message_while_the_other_branch_goes_
     let (task, sent) = answer(&task, &workflow, &order, &a, ok(), now);
     let b = sent[0].clone();
     // Both budgets pass (the default 30 s each).
-    let expired = on_expired(&task, &workflow, b.complete_by);
+    let expired = on_expired(&task, &workflow, &any_order(), b.complete_by);
     assert_eq!(expired.verdict, Verdict::Retry);
     let task = expired.next.expect("retried");
     assert_eq!(
@@ -174,7 +174,7 @@ fn a_branchs_step_is_retried_on_its_own_run_message_while_the_other_branch_goes_
     // d answers in time; b expires again, past its threshold of 1: given up.
     let (task, sent) = answer(&task, &workflow, &order, &d, ok(), at);
     assert!(sent.is_empty());
-    let expired = on_expired(&task, &workflow, b.complete_by);
+    let expired = on_expired(&task, &workflow, &any_order(), b.complete_by);
     assert_eq!(expired.verdict, Verdict::GaveUp, "past its threshold of 1");
 
     // A fresh task: b expires while d is still out.
@@ -184,7 +184,7 @@ fn a_branchs_step_is_retried_on_its_own_run_message_while_the_other_branch_goes_
     let mut task = task;
     let d_index = 3;
     task.steps[d_index].complete_by = Some(b.complete_by.plus(Duration::from_secs(60)));
-    let expired = on_expired(&task, &workflow, b.complete_by);
+    let expired = on_expired(&task, &workflow, &any_order(), b.complete_by);
     assert_eq!(expired.verdict, Verdict::Retry);
     let task = expired.next.expect("retried");
     assert_eq!(task.state, TaskState::Processing, "d is still out");
@@ -219,7 +219,7 @@ fn a_call_due_for_a_retry_as_another_branch_gives_up_is_undone_not_retried() {
     let b = sent[0].clone();
     // b expired once before; this pass gives it up, and would retry d.
     task.steps[1].failure_count = 1;
-    let expired = on_expired(&task, &workflow, b.complete_by);
+    let expired = on_expired(&task, &workflow, &any_order(), b.complete_by);
     assert_eq!(expired.verdict, Verdict::GaveUp);
     assert!(
         !expired
@@ -273,11 +273,11 @@ fn two_branches_waiting_for_their_retries_are_each_sent_at_their_own_time() {
     let b = sent[0].clone();
     let d_out_until = b.complete_by.plus(Duration::from_secs(10));
     task.steps[3].complete_by = Some(d_out_until);
-    let task = on_expired(&task, &workflow, b.complete_by)
+    let task = on_expired(&task, &workflow, &any_order(), b.complete_by)
         .next
         .expect("b retried");
     let b_due = task.steps[1].retry_at.expect("b waits");
-    let task = on_expired(&task, &workflow, d_out_until)
+    let task = on_expired(&task, &workflow, &any_order(), d_out_until)
         .next
         .expect("d retried");
     let d_due = task.steps[3].retry_at.expect("d waits too");
@@ -319,7 +319,7 @@ fn a_cancel_beside_a_waiting_retry_leaves_the_lease_on_the_call_out() {
     let b = sent[0].clone();
     let d_out_until = b.complete_by.plus(Duration::from_secs(60));
     task.steps[3].complete_by = Some(d_out_until);
-    let task = on_expired(&task, &workflow, b.complete_by)
+    let task = on_expired(&task, &workflow, &any_order(), b.complete_by)
         .next
         .expect("b retried");
     assert!(task.steps[1].retry_at.is_some());

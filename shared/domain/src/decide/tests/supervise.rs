@@ -6,18 +6,18 @@ use super::*;
 #[test]
 fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
     let workflow = drone();
-    let threshold = workflow.steps[3].supervision.failure_threshold;
+    let threshold = supervision(&workflow.steps[3]).failure_threshold;
     let mut now = Timestamp(0);
     let (mut task, order, mut request) = run_to(&workflow, 3, now);
     assert_eq!(request.step_name, "schedule-drone");
     assert_eq!(
-        on_expired(&task, &workflow, now).next,
+        on_expired(&task, &workflow, &any_order(), now).next,
         None,
         "the lease is live"
     );
     for failure in 1..=threshold {
         now = request.complete_by;
-        let decision = on_expired(&task, &workflow, now);
+        let decision = on_expired(&task, &workflow, &any_order(), now);
         task = decision.next.clone().expect("retry");
         assert_eq!(decision.verdict, Verdict::Retry);
         assert_eq!(
@@ -29,7 +29,7 @@ fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
             (failure, failure)
         );
         let wait = if failure == threshold {
-            workflow.steps[3].supervision.extended_wait
+            supervision(&workflow.steps[3]).extended_wait
         } else {
             Duration::ZERO
         };
@@ -57,7 +57,7 @@ fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
         );
     }
     now = request.complete_by;
-    let decision = on_expired(&task, &workflow, now);
+    let decision = on_expired(&task, &workflow, &any_order(), now);
     task = decision.next.clone().expect("gave up");
     assert_eq!(decision.verdict, Verdict::GaveUp);
     assert_eq!(task.steps[3].failure_count, threshold + 1);
@@ -92,12 +92,14 @@ fn an_expired_step_is_retried_until_its_threshold_then_compensated() {
 #[test]
 fn a_timed_out_step_whose_compensation_times_out_is_still_timed_out() {
     let workflow = drone();
-    let threshold = workflow.steps[3].supervision.failure_threshold;
+    let threshold = supervision(&workflow.steps[3]).failure_threshold;
     let (mut task, order, mut request) = run_to(&workflow, 3, Timestamp(0));
     let mut now = Timestamp(0);
     for _ in 0..=threshold {
         now = request.complete_by;
-        task = on_expired(&task, &workflow, now).next.expect("expired");
+        task = on_expired(&task, &workflow, &any_order(), now)
+            .next
+            .expect("expired");
         // The retry's Run message, after its wait.
         now = task.steps[3].retry_at.unwrap_or(now);
         let claim = on_run(&task, &workflow, &order, "s", now);
@@ -107,7 +109,7 @@ fn a_timed_out_step_whose_compensation_times_out_is_still_timed_out() {
     assert_eq!(request.operation, Operation::Compensate, "gave up, undoing");
     assert_eq!(task.steps[3].state, StepState::Compensating);
 
-    let decision = on_expired(&task, &workflow, request.complete_by);
+    let decision = on_expired(&task, &workflow, &any_order(), request.complete_by);
     assert_eq!(decision.verdict, Verdict::Retry);
     let task = decision.next.expect("to be undone again");
     assert_eq!(
@@ -128,7 +130,7 @@ fn an_unclaimed_task_is_sent_again_without_counting_a_failure() {
     let workflow = drone();
     let (task, _, _) = submit(&workflow, submission(false), Timestamp(0));
     let late = task.complete_by.expect("lease");
-    let decision = on_expired(&task, &workflow, late);
+    let decision = on_expired(&task, &workflow, &any_order(), late);
     let next = decision.next.expect("sent again");
     assert_eq!((next.failure_count, next.state), (0, TaskState::Pending));
     assert!(next.complete_by > task.complete_by);
@@ -188,7 +190,7 @@ fn a_deadline_message_follows_each_tasks_lease_one_at_a_time() {
     );
 
     // The pickup's message is spent: dropped without a write.
-    let spent = on_deadline(&second, &workflow, pickup, pickup);
+    let spent = on_deadline(&second, &workflow, &any_order(), pickup, pickup);
     assert_eq!(
         (spent.verdict, spent.next, spent.effects),
         (Verdict::DeadlineSuperseded, None, vec![])
@@ -196,12 +198,12 @@ fn a_deadline_message_follows_each_tasks_lease_one_at_a_time() {
     // The first step's comes at its end, finds the lease moved on and is followed
     // by one for the new end; there the lease has expired: acted on as the
     // supervisor would, and the next lease watched.
-    let moved = on_deadline(&second, &workflow, first, first);
+    let moved = on_deadline(&second, &workflow, &any_order(), first, first);
     assert_eq!(moved.verdict, Verdict::DeadlineMoved);
     let second_end = second.complete_by.expect("the second step's lease");
     assert_eq!(deadlines(&moved), [second_end]);
     let watched = moved.next.expect("the new end recorded");
-    let expired = on_deadline(&watched, &workflow, second_end, second_end);
+    let expired = on_deadline(&watched, &workflow, &any_order(), second_end, second_end);
     assert_eq!(expired.verdict, Verdict::Retry);
     let retried = expired.next.clone().expect("sent back");
     let pickup_again = retried.complete_by.expect("a pickup lease");
@@ -216,13 +218,20 @@ fn a_deadline_message_follows_each_tasks_lease_one_at_a_time() {
         [reclaimed.complete_by.expect("its lease")]
     );
     assert_eq!(
-        on_deadline(&reclaimed, &workflow, pickup_again, pickup_again).verdict,
+        on_deadline(
+            &reclaimed,
+            &workflow,
+            &any_order(),
+            pickup_again,
+            pickup_again
+        )
+        .verdict,
         Verdict::DeadlineSuperseded
     );
 
     // The supervisor, finding a lease expired (its message lost), watches the new one.
     let lost = reclaimed.complete_by.expect("lease");
-    let swept = on_expired(&reclaimed, &workflow, lost);
+    let swept = on_expired(&reclaimed, &workflow, &any_order(), lost);
     assert_eq!(
         deadlines(&swept),
         [swept.next.expect("retried").complete_by.expect("lease")]
@@ -241,6 +250,6 @@ fn a_deadline_message_follows_each_tasks_lease_one_at_a_time() {
     let told = notifications_sent(&done, &outboxed(&done), later);
     let told = told.next.expect("cleared");
     assert_eq!(told.complete_by, None);
-    let end = on_deadline(&told, &workflow, held, held);
+    let end = on_deadline(&told, &workflow, &any_order(), held, held);
     assert_eq!((end.next, end.effects), (None, vec![]));
 }
