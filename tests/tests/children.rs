@@ -121,3 +121,134 @@ async fn a_refused_confirmation_undoes_every_parcel_by_its_own_compensations() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_workflow_step_ends_with_its_child_and_names_it_in_its_result() {
+    let harness = Harness::start(5).await;
+    let input =
+        json!({ "order_id": "o-9", "parcel_id": "p-9", "dropoff": "door", "weight_kg": 2.0 });
+    harness
+        .put_task("one-1", &json!({ "workflow": "ship-one", "input": input }))
+        .await;
+    let task = harness.settle_in("one-1", "Processed").await;
+    assert_eq!(
+        step(&task, "ship")["output"]["task_id"],
+        "one-1~ship~0",
+        "{task:#}"
+    );
+    let child = harness.task("one-1~ship~0").await;
+    assert_eq!(child["state"], "Processed");
+    assert_eq!(child["input"], input);
+    assert_eq!(
+        child["parent"],
+        json!({ "task_id": "one-1", "step": "ship", "item": 0 })
+    );
+    let (status, refused) = harness
+        .put_task(
+            "one-1~ship~1",
+            &json!({ "workflow": "ship-parcel", "input": input }),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["code"], "invalid_id", "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_fails_past_the_tolerance_fails_the_order_and_the_others_are_undone() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults("drone", json!({ "permanent_error_rate": 1.0, "times": 1 }))
+        .await;
+    harness.put_task("order-3", &order("order-3", 4)).await;
+    let task = harness.settle_in("order-3", "Error").await;
+    assert_eq!(
+        task["error"],
+        "step 'deliver-each': 1 of 4 children failed (0 tolerated)"
+    );
+    assert_eq!(step_states(&task), ["Processed", "Compensated", "Pending"]);
+    let listed = children(&harness, "order-3", "deliver-each", 50).await;
+    assert_eq!(listed.len(), 4, "every child had started: four at a time");
+    let mut failed = 0;
+    for child in &listed {
+        let states = step_states(child);
+        assert_eq!(child["state"], "Error", "{child:#}");
+        if states == ["Compensated", "Error"] {
+            failed += 1;
+        } else {
+            assert_eq!(states, ["Compensated", "Compensated"], "{child:#}");
+        }
+    }
+    assert_eq!(failed, 1, "one drone refused");
+    assert_eq!(
+        harness.calls("delivery").await,
+        0,
+        "the order is never confirmed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_order_cancels_its_running_children_and_undoes_those_done() {
+    let harness = Harness::start(5).await;
+    harness.faults("drone", json!({ "latency_ms": 1500 })).await;
+    harness.put_task("order-4", &order("order-4", 3)).await;
+    harness
+        .wait_for("order-4", "shipping", |t| {
+            step(t, "deliver-each")["children"]["running"]
+                .as_array()
+                .is_some_and(|running| running.len() == 3)
+        })
+        .await;
+    let (status, _, _) = harness
+        .call("POST", "/tasks/order-4/cancel", Some(b"{}"))
+        .await;
+    assert_eq!(status, 202);
+    let task = harness.settle_in("order-4", "Error").await;
+    assert_eq!(task["cancelled"]["by"], "owner");
+    for n in 0..3 {
+        let child = harness
+            .settle_in(&format!("order-4~deliver-each~{n}"), "Error")
+            .await;
+        assert_eq!(child["cancelled"]["by"], "parent", "{child:#}");
+        let left: Vec<String> = step_states(&child)
+            .into_iter()
+            .filter(|s| s == "Processed")
+            .collect();
+        assert!(
+            left.is_empty(),
+            "nothing of a child is left in place: {child:#}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resubmitted_order_runs_its_undone_children_again_under_the_same_ids() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults(
+            "delivery",
+            json!({ "permanent_error_rate": 1.0, "times": 1 }),
+        )
+        .await;
+    harness.put_task("order-5", &order("order-5", 2)).await;
+    harness.settle_in("order-5", "Error").await;
+    let (status, _, _) = harness
+        .call("POST", "/tasks/order-5/resubmit", Some(b"{}"))
+        .await;
+    assert_eq!(status, 202);
+    let task = harness.settle_in("order-5", "Processed").await;
+    assert_eq!(task["run"], 2);
+    for child in children(&harness, "order-5", "deliver-each", 50).await {
+        assert_eq!(child["state"], "Processed", "{child:#}");
+        assert_eq!(child["run"], 2, "the child ran again: {child:#}");
+        let id = child["id"].as_str().expect("id");
+        let effects = harness.effects_of(id).await;
+        assert_eq!(
+            effects
+                .iter()
+                .filter(|(_, operation, _)| operation == "/packages")
+                .count(),
+            2,
+            "a package in each run, the first undone: {effects:?}"
+        );
+    }
+}

@@ -5,63 +5,66 @@
 
 use tracing::warn;
 
+use std::sync::Arc;
+
+use serde_json::Value;
+
 use crate::ports::{Chain, Outgoing, OutgoingMessage, StoreError};
-use sas_domain::decide::{self, ChildrenStart};
+use sas_domain::decide::{self, ChildrenOf, Decision, Verdict};
 use sas_domain::ids::TaskId;
 use sas_domain::messages::{ChildEnded, SchedulerMessage};
 use sas_domain::submission::Submission;
 use sas_domain::task::{ParentLink, Task, TaskState, WorkflowRef};
+use sas_domain::workflow::Workflow;
 
 use super::submission::{SubmitError, Submitted};
 use super::{App, TaskError};
 
 impl App {
+    /// The definition `of`'s children run: the version their parent pinned, or the
+    /// newest.
+    async fn children_workflow(&self, of: &ChildrenOf) -> Result<Arc<Workflow>, TaskError> {
+        let version = match of.version {
+            Some(version) => version,
+            None => {
+                self.workflows
+                    .latest(&of.workflow)
+                    .ok_or_else(|| TaskError::UnknownWorkflow(of.workflow.clone(), 0))?
+                    .version
+            }
+        };
+        self.workflow(&WorkflowRef {
+            name: of.workflow.clone(),
+            version,
+        })
+        .await
+    }
+
     /// Starts the children a step asks for: each created (with a Run message), or
     /// found: run again when its parent's new run needs it, or, ended, told to its
     /// parent again. A child whose input does not fit its workflow fails unstarted.
-    pub(super) async fn start_children(&self, start: ChildrenStart) {
-        let reference = match start.version {
-            Some(version) => WorkflowRef {
-                name: start.workflow.clone(),
-                version,
-            },
-            None => match self.workflows.latest(&start.workflow) {
-                Some(latest) => WorkflowRef {
-                    name: latest.name.clone(),
-                    version: latest.version,
-                },
-                None => {
-                    warn!(task_id = %start.parent, workflow = %start.workflow, "children not started: no such workflow");
-                    return;
-                }
-            },
-        };
-        let definition = match self.workflow(&reference).await {
+    pub(super) async fn start_children(&self, of: ChildrenOf, children: Vec<(u32, Value)>) {
+        let definition = match self.children_workflow(&of).await {
             Ok(definition) => definition,
             Err(error) => {
-                warn!(task_id = %start.parent, error = %Chain(&error), "children not started: the step's watch starts them again");
+                warn!(task_id = %of.parent, error = %Chain(&error), "children not started: the step's watch starts them again");
                 return;
             }
         };
-        for (item, input) in start.children {
-            let link = ParentLink {
-                task: start.parent.clone(),
-                step: start.step,
-                item,
-                run: start.run,
-            };
+        for (item, input) in children {
+            let link = link(&of, item);
             if let Err(error) = definition.validate_input(&input) {
-                warn!(task_id = %start.parent, item, error = %error, "a child's input does not fit its workflow: it fails unstarted");
+                warn!(task_id = %of.parent, item, error = %error, "a child's input does not fit its workflow: it fails unstarted");
                 self.tell_parent(unstarted(&link)).await;
                 continue;
             }
             let submission = Submission {
-                id: start.parent.child(&start.step_name, item),
+                id: of.parent.child(&of.step_name, item),
                 input,
-                notify: start.notify.clone(),
-                owner: start.owner.clone(),
+                notify: of.notify.clone(),
+                owner: of.owner.clone(),
                 parent: Some(link),
-                pinned: start.pinned.clone(),
+                pinned: of.pinned.clone(),
             };
             let id = submission.id.clone();
             let found = match self.create(&definition, submission.clone(), false).await {
@@ -99,14 +102,20 @@ impl App {
                     let input = (order.input != submission.input).then(|| submission.input.clone());
                     Ok::<_, TaskError>(
                         decide::rerun_child(task, workflow, order, input, link.run, now)
-                            .unwrap_or_else(|_| {
-                                decide::Decision::ignore(decide::Verdict::RefusedAlready)
-                            }),
+                            .unwrap_or_else(|_| Decision::ignore(Verdict::RefusedAlready)),
                     )
                 })
                 .await;
-            if let Err(error) = rerun {
-                warn!(task_id = %child.id, error = %Chain(&error), "a child not run again: its parent's watch tries again");
+            match rerun {
+                Ok(Some((Verdict::RerunForParent, _))) => {}
+                Ok(_) => {
+                    // It cannot run again (its new input cannot be run while effects
+                    // of its own are in place): it fails in its parent's new run.
+                    self.tell_parent(unstarted(&link)).await;
+                }
+                Err(error) => {
+                    warn!(task_id = %child.id, error = %Chain(&error), "a child not run again: its parent's watch tries again");
+                }
             }
             return;
         }
@@ -116,51 +125,49 @@ impl App {
         }
     }
 
-    /// Has the children a step names undone, or, running, cancelled: each that has
-    /// nothing left to do (in Error, or never started) is told to its parent again.
-    pub(super) async fn stop_children(
-        &self,
-        parent: &TaskId,
-        step: usize,
-        step_name: &str,
-        run: u32,
-        items: Vec<u32>,
-    ) {
+    /// Has the children of `of` for `items` undone, or, running, cancelled: each that
+    /// has nothing left to do (in Error) is told to its parent again, and one not yet
+    /// created is kept from starting ([`decide::never_started`]).
+    pub(super) async fn stop_children(&self, of: ChildrenOf, items: Vec<u32>) {
         for item in items {
-            let id = parent.child(step_name, item);
-            let link = ParentLink {
-                task: parent.clone(),
-                step,
-                item,
-                run,
-            };
-            let child = match self.store.task(&id).await {
-                Ok(child) => child,
-                Err(error) => {
-                    warn!(task_id = %id, error = %Chain(&error), "a child not stopped: its parent's watch tries again");
-                    continue;
-                }
-            };
-            match child {
-                None => self.tell_parent(unstarted(&link)).await,
-                Some(child) if child.state == TaskState::Error => {
-                    if let Some(mut ended) = ChildEnded::of(&child) {
-                        ended.run = run;
-                        self.tell_parent(ended).await;
-                    }
-                }
-                Some(_) => {
-                    let stopped = self
-                        .transition(&id, |task, workflow, _, now| {
-                            Ok::<_, TaskError>(decide::stop_as_child(task, workflow, now))
-                        })
-                        .await;
-                    if let Err(error) = stopped {
-                        warn!(task_id = %id, error = %Chain(&error), "a child not stopped: its parent's watch tries again");
-                    }
-                }
+            let id = of.parent.child(&of.step_name, item);
+            if let Err(error) = self.stop_child(&of, item, &id).await {
+                warn!(task_id = %id, error = %Chain(&error), "a child not stopped: its parent's watch tries again");
             }
         }
+    }
+
+    async fn stop_child(&self, of: &ChildrenOf, item: u32, id: &TaskId) -> Result<(), TaskError> {
+        let child = match self.store.task(id).await? {
+            Some(child) => child,
+            None => {
+                let definition = self.children_workflow(of).await?;
+                let (task, order) = decide::never_started(&definition, of, item, self.clock.now());
+                match self.store.create(&task, &order).await {
+                    Ok(()) => {
+                        self.tell_parent(unstarted(&link(of, item))).await;
+                        return Ok(());
+                    }
+                    // Created meanwhile, by its start: stopped as any other.
+                    Err(StoreError::Conflict) => {
+                        self.store.task(id).await?.ok_or(StoreError::Conflict)?
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        };
+        if child.state == TaskState::Error {
+            if let Some(mut ended) = ChildEnded::of(&child) {
+                ended.run = of.run;
+                self.tell_parent(ended).await;
+            }
+            return Ok(());
+        }
+        self.transition(id, |task, workflow, _, now| {
+            Ok::<_, TaskError>(decide::stop_as_child(task, workflow, now))
+        })
+        .await?;
+        Ok(())
     }
 
     /// Tells a parent that a child ended, on the scheduler's queue; a message lost is
@@ -174,6 +181,16 @@ impl App {
         if let Err(error) = self.send(vec![outgoing]).await {
             warn!(task_id = %parent, error = %Chain(&error), "a child's end not told: its parent's watch finds it");
         }
+    }
+}
+
+/// The link of the child of `of` for `item` to its parent.
+fn link(of: &ChildrenOf, item: u32) -> ParentLink {
+    ParentLink {
+        task: of.parent.clone(),
+        step: of.step,
+        item,
+        run: of.run,
     }
 }
 

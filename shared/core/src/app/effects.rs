@@ -381,14 +381,10 @@ impl App {
                     }
                 }
                 // Boxed: starting a child performs the effects of its creation.
-                Effect::StartChildren(start) => Box::pin(self.start_children(start)).await,
-                Effect::StopChildren {
-                    parent,
-                    step,
-                    step_name,
-                    run,
-                    items,
-                } => Box::pin(self.stop_children(&parent, step, &step_name, run, items)).await,
+                Effect::StartChildren { of, children } => {
+                    Box::pin(self.start_children(of, children)).await;
+                }
+                Effect::StopChildren { of, items } => Box::pin(self.stop_children(of, items)).await,
                 Effect::Dispatch(_)
                 | Effect::Schedule { .. }
                 | Effect::Deadline { .. }

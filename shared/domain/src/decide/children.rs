@@ -24,7 +24,7 @@ use crate::workflow::{ChildrenStep, MAX_RETRY_WAIT, Results, Workflow};
 use super::change::Change;
 use super::operator::{Refused, Resubmit, cancel, resubmit};
 use super::steps::results;
-use super::{ChildrenStart, Decision, Effect, Verdict};
+use super::{ChildrenOf, Decision, Effect, Verdict};
 
 impl Change {
     /// Starts step `index`, which starts child tasks: its items counted (a map whose
@@ -106,21 +106,12 @@ impl Change {
                 None => children.failed += 1,
             }
         }
-        let name = step.name.clone();
         self.task.steps[index].children = Some(children);
         if !starts.is_empty() {
-            self.effects.push(Effect::StartChildren(ChildrenStart {
-                workflow: spec.workflow.clone(),
-                version: self.task.pinned.get(&spec.workflow).copied(),
+            self.effects.push(Effect::StartChildren {
+                of: self.children_of(spec, index),
                 children: starts,
-                parent: self.task.id.clone(),
-                step: index,
-                step_name: name,
-                run: self.task.run,
-                notify: self.task.notify.clone(),
-                owner: self.task.owner.clone(),
-                pinned: self.task.pinned.clone(),
-            }));
+            });
         }
         self.watch(workflow, index);
         self.settle(spec, index);
@@ -216,9 +207,8 @@ impl Change {
     }
 
     fn fill_undo(&mut self, workflow: &Workflow, spec: &ChildrenStep, index: usize) {
-        let step = &mut self.task.steps[index];
-        let name = step.name.clone();
-        let Some(children) = &mut step.children else {
+        let of = self.children_of(spec, index);
+        let Some(children) = &mut self.task.steps[index].children else {
             return;
         };
         let mut told = Vec::new();
@@ -232,7 +222,7 @@ impl Change {
         let done = children.running.is_empty();
         let not_undone = children.not_undone;
         if !told.is_empty() {
-            self.stop_children(index, name, told);
+            self.effects.push(Effect::StopChildren { of, items: told });
         }
         if !done {
             self.watch(workflow, index);
@@ -275,15 +265,19 @@ impl Change {
         step.complete_by = Some(self.now.plus(wait));
     }
 
-    /// Has step `index`'s children for `items` undone (or cancelled).
-    pub(super) fn stop_children(&mut self, index: usize, step_name: String, items: Vec<u32>) {
-        self.effects.push(Effect::StopChildren {
+    /// Whose children step `index`'s are, and what they run.
+    pub(super) fn children_of(&self, spec: &ChildrenStep, index: usize) -> ChildrenOf {
+        ChildrenOf {
             parent: self.task.id.clone(),
             step: index,
-            step_name,
+            step_name: self.task.steps[index].name.clone(),
             run: self.task.run,
-            items,
-        });
+            workflow: spec.workflow.clone(),
+            version: self.task.pinned.get(&spec.workflow).copied(),
+            notify: self.task.notify.clone(),
+            owner: self.task.owner.clone(),
+            pinned: self.task.pinned.clone(),
+        }
     }
 
     /// Step `index`'s watch has passed with children running: they are started again
@@ -300,8 +294,10 @@ impl Change {
             .as_ref()
             .map(|c| c.running.clone())
             .unwrap_or_default();
+        let of = self.children_of(spec, index);
         if step.state == StepState::Compensating {
-            self.stop_children(index, step.name.clone(), running);
+            self.effects
+                .push(Effect::StopChildren { of, items: running });
         } else {
             let results = results(&self.task);
             let items = spec
@@ -316,18 +312,7 @@ impl Change {
                     Some((item, child_input(spec, &order.input, &results, value)?))
                 })
                 .collect();
-            self.effects.push(Effect::StartChildren(ChildrenStart {
-                workflow: spec.workflow.clone(),
-                version: self.task.pinned.get(&spec.workflow).copied(),
-                children,
-                parent: self.task.id.clone(),
-                step: index,
-                step_name: step.name.clone(),
-                run: self.task.run,
-                notify: self.task.notify.clone(),
-                owner: self.task.owner.clone(),
-                pinned: self.task.pinned.clone(),
-            }));
+            self.effects.push(Effect::StartChildren { of, children });
         }
         self.watch(workflow, index);
     }
@@ -430,6 +415,42 @@ pub fn stop_as_child(task: &Task, workflow: &Workflow, now: Timestamp) -> Decisi
         _ => cancel(task, workflow, request, now)
             .unwrap_or_else(|_| Decision::ignore(Verdict::CancelledAlready)),
     }
+}
+
+/// A child stopped before it was created (its parent cancelled or undone while its
+/// start was on its way): kept as a task in Error that never ran, so that the start,
+/// when it comes, finds it ended rather than running it.
+#[must_use]
+pub fn never_started(
+    workflow: &Workflow,
+    of: &ChildrenOf,
+    item: u32,
+    now: Timestamp,
+) -> (Task, Order) {
+    let submission = crate::submission::Submission {
+        id: of.parent.child(&of.step_name, item),
+        input: json!({}),
+        notify: None,
+        owner: of.owner.clone(),
+        parent: Some(crate::task::ParentLink {
+            task: of.parent.clone(),
+            step: of.step,
+            item,
+            run: of.run,
+        }),
+        pinned: of.pinned.clone(),
+    };
+    let (task, order, _) = super::submit(workflow, submission, now);
+    let mut change = Change::of(&task, now);
+    change.task.error = Some("stopped by its parent before it started".into());
+    change.task.fingerprint = String::new();
+    change.task.complete_by = None;
+    change.task.deadline = None;
+    change.task.state = TaskState::Error;
+    change.log(Happened::State {
+        state: TaskState::Error,
+    });
+    (change.task, order)
 }
 
 /// A child task in Error, for its parent's new run (a resubmission reruns what was

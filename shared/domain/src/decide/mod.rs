@@ -29,7 +29,7 @@ mod supervise;
 #[cfg(test)]
 mod tests;
 
-pub use children::{on_child_ended, rerun_child, stop_as_child};
+pub use children::{never_started, on_child_ended, rerun_child, stop_as_child};
 pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
     notifications_sent,
@@ -63,18 +63,18 @@ pub enum Effect {
     Alert(Alert),
     /// Start child tasks (or find them started, and tell their parent of those that
     /// have ended). Performed after the write; the step's watch covers its loss.
-    StartChildren(ChildrenStart),
-    /// Have child tasks undone (or, running, cancelled), and their parent told when
-    /// they are. Performed after the write; the step's watch covers its loss.
+    StartChildren {
+        /// Whose children.
+        of: ChildrenOf,
+        /// Each child's item and input.
+        children: Vec<(u32, Value)>,
+    },
+    /// Have child tasks undone (or, running, cancelled; or, not yet created, kept
+    /// from starting), and their parent told when they are. Performed after the
+    /// write; the step's watch covers its loss.
     StopChildren {
-        /// The parent.
-        parent: TaskId,
-        /// Its step, by index.
-        step: usize,
-        /// The step's name, in the children's ids.
-        step_name: String,
-        /// The parent's run.
-        run: u32,
+        /// Whose children.
+        of: ChildrenOf,
         /// The children's items.
         items: Vec<u32>,
     },
@@ -91,24 +91,21 @@ pub enum Effect {
     },
 }
 
-/// Child tasks for a step to start, each for an item.
+/// The children of a step: whose, and what they run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChildrenStart {
-    /// The workflow they run, and the version pinned for it, if any (the newest
-    /// otherwise).
-    pub workflow: String,
-    /// The pinned version.
-    pub version: Option<u32>,
-    /// Each child's item and input.
-    pub children: Vec<(u32, Value)>,
-    /// The parent, its step and run, for each child's id and link to it.
+pub struct ChildrenOf {
+    /// The parent.
     pub parent: TaskId,
-    /// The step, by index.
+    /// Its step, by index.
     pub step: usize,
     /// The step's name, in the children's ids.
     pub step_name: String,
     /// The parent's run.
     pub run: u32,
+    /// The workflow the children run...
+    pub workflow: String,
+    /// ...in the version the parent pinned, if any (the newest otherwise).
+    pub version: Option<u32>,
     /// The parent's notification queue, which the children tell too.
     pub notify: Option<QueueName>,
     /// The parent's owner, who owns the children.

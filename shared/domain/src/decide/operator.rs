@@ -191,19 +191,18 @@ pub fn cancel(
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
     // Children running are cancelled too: their ends, in Error, end their steps.
-    let running_children: Vec<(usize, String, Vec<u32>)> = change
-        .task
-        .steps
-        .iter()
-        .enumerate()
-        .filter(|(_, step)| step.state == StepState::Processing)
-        .filter_map(|(index, step)| {
-            let running = &step.children.as_ref()?.running;
-            (!running.is_empty()).then(|| (index, step.name.clone(), running.clone()))
-        })
-        .collect();
-    for (index, name, items) in running_children {
-        change.stop_children(index, name, items);
+    for (index, definition) in workflow.steps.iter().enumerate() {
+        let step = &change.task.steps[index];
+        if let (Some(spec), Some(children), StepState::Processing) =
+            (definition.children(), &step.children, step.state)
+            && !children.running.is_empty()
+        {
+            let items = children.running.clone();
+            let of = change.children_of(spec, index);
+            change
+                .effects
+                .push(super::Effect::StopChildren { of, items });
+        }
     }
     if change.task.running_steps().next().is_some() {
         // The calls out finish or time out first: the lease follows them alone (a

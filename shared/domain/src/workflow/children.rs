@@ -139,20 +139,24 @@ pub(super) fn resolve(
             })
             .transpose()
     };
-    let (Some(map), None) = (map, child) else {
-        let Some(workflow) = child else {
+    let map = match (map, child) {
+        (Some(_), Some(_)) => {
             return Err(at(
                 "workflow",
                 "a step is a child workflow or a map, not both".into(),
             ));
-        };
-        return Ok(StepKind::Children(ChildrenStep {
-            workflow: workflow.clone(),
-            items: None,
-            input: mapping(step.input.as_ref(), "", false)?,
-            max_concurrency: 1,
-            tolerated_failures: Tolerance::Count(0),
-        }));
+        }
+        (None, Some(workflow)) => {
+            return Ok(StepKind::Children(ChildrenStep {
+                workflow: workflow.clone(),
+                items: None,
+                input: mapping(step.input.as_ref(), "", false)?,
+                max_concurrency: 1,
+                tolerated_failures: Tolerance::Count(0),
+            }));
+        }
+        (Some(map), None) => map,
+        (None, None) => return Err(at("workflow", "names no workflow to start".into())),
     };
     if step.input.is_some() {
         return Err(at(

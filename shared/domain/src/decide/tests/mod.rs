@@ -14,6 +14,7 @@ use crate::task::{EarlierInput, Order, Request, StepState, Task, TaskState};
 use crate::time::Timestamp;
 use crate::workflow::{Registry, Workflow};
 
+mod children;
 mod delivery;
 mod operator;
 mod parallel;
