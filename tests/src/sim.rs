@@ -29,7 +29,7 @@ use sas_core::ports::{
 };
 use sas_core::step_caller::StepCaller;
 use sas_domain::decide::Resubmit;
-use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::ids::{CHILD_SEPARATOR, QueueName, TaskId};
 use sas_domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use sas_domain::resilience::BreakerSettings;
 use sas_domain::submission::Submission;
@@ -200,12 +200,19 @@ impl FaultyStore {
                 new.state.as_str().to_owned(),
             ));
         }
-        if new.state == TaskState::Error && old.is_none_or(|o| o.state != TaskState::Error) {
+        // A child alerts no operator (its parent does, if it fails), unless a person
+        // must undo what it left.
+        let alerts = new.parent.is_none() || new.needs_a_person();
+        if new.state == TaskState::Error
+            && old.is_none_or(|o| o.state != TaskState::Error)
+            && alerts
+        {
             self.world
                 .world()
                 .reached_error
                 .insert((new.id.to_string(), new.run));
         }
+        self.check_children(old, new, &workflow);
         if let Some(old) = old.filter(|o| o.cancelled.is_some() && o.run == new.run) {
             if new.state == TaskState::Processed {
                 self.world
@@ -263,6 +270,67 @@ impl FaultyStore {
                         new.id, step.name, new.run
                     ));
                 }
+            }
+        }
+    }
+
+    /// The children of one transition: a step runs at most its `max_concurrency`
+    /// children, counted and in the store; a task ends with none of its children
+    /// running.
+    fn check_children(&self, old: Option<&Task>, new: &Task, workflow: &Workflow) {
+        for (step, definition) in new.steps.iter().zip(&workflow.steps) {
+            let (Some(spec), Some(children)) = (definition.children(), &step.children) else {
+                continue;
+            };
+            if children.running.len() > spec.max_concurrency as usize {
+                self.world.violation(format!(
+                    "task {} step {} counts {} children running, over its cap of {}",
+                    new.id,
+                    step.name,
+                    children.running.len(),
+                    spec.max_concurrency
+                ));
+            }
+            let ended = new.state.is_final() && old.is_none_or(|o| !o.state.is_final());
+            if !ended {
+                continue;
+            }
+            let stored = self.inner.tasks();
+            let running: Vec<String> = (0..children.started)
+                .map(|item| new.id.child(&step.name, item))
+                .filter(|id| stored.iter().any(|t| t.id == *id && !t.state.is_final()))
+                .map(|id| id.to_string())
+                .collect();
+            if !running.is_empty() {
+                self.world.violation(format!(
+                    "task {} ended {:?} with children of {} running: {running:?}",
+                    new.id, new.state, step.name
+                ));
+            }
+        }
+        let starts =
+            new.parent.is_some() && !new.state.is_final() && old.is_none_or(|o| o.state.is_final());
+        if let Some(link) = new.parent.as_ref().filter(|_| starts) {
+            let stored = self.inner.tasks();
+            let cap = stored
+                .iter()
+                .find(|t| t.id == link.task)
+                .and_then(|p| self.workflows.version(&p.workflow.name, p.workflow.version))
+                .and_then(|w| Some(w.steps.get(link.step)?.children()?.max_concurrency));
+            let siblings = stored
+                .iter()
+                .filter(|t| t.id != new.id && !t.state.is_final())
+                .filter(|t| {
+                    t.parent
+                        .as_ref()
+                        .is_some_and(|p| p.task == link.task && p.step == link.step)
+                })
+                .count();
+            if let Some(cap) = cap.filter(|&cap| siblings + 1 > cap as usize) {
+                self.world.violation(format!(
+                    "child {} runs beside {siblings} siblings, over their cap of {cap}",
+                    new.id
+                ));
             }
         }
     }
@@ -605,6 +673,13 @@ impl RemoteCall for SimRemote {
             refused.insert(answered);
             return Err(RemoteError::Permanent("refused".into()));
         }
+        if task.contains(CHILD_SEPARATOR)
+            && !compensation
+            && self.world.fault("a child's call refused for good", 0.02)
+        {
+            refused.insert(answered);
+            return Err(RemoteError::Permanent("refused".into()));
+        }
         drop(refused);
         if compensation
             && self
@@ -630,11 +705,13 @@ impl RemoteCall for SimRemote {
     }
 }
 
-/// A workflow of the seed's own, named `generated`: a line of two to four items, each
-/// a step or a parallel step of two or three branches (one of them, at most, with a
-/// parallel step inside), the steps undone by a compensation, read-only, or neither,
-/// at random. Every service is the simulated remote.
-fn generated_workflow(random: &mut fastrand::Rng) -> Workflow {
+/// The workflows of the seed's own: `generated`, a line of two to four items, each a
+/// step, a parallel step of two or three branches (one of them, at most, with a
+/// parallel step inside), or a step that starts children of `generated-kid` (a map
+/// over `input.items`, or one child); and `generated-kid`, a line of one or two
+/// steps. The steps are undone by a compensation, read-only, or neither, at random.
+/// Every service is the simulated remote.
+fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
     fn step(random: &mut fastrand::Rng, names: &mut usize) -> Value {
         *names += 1;
         let name = format!("s{names}");
@@ -646,6 +723,23 @@ fn generated_workflow(random: &mut fastrand::Rng) -> Workflow {
         }
         step
     }
+    fn children(random: &mut fastrand::Rng, names: &mut usize) -> Value {
+        *names += 1;
+        let name = format!("c{names}");
+        if random.bool() {
+            return json!({"name": name, "workflow": "generated-kid", "input": {"order_id": "input.order_id"}});
+        }
+        let tolerated = match random.usize(0..3) {
+            0 => json!(0),
+            1 => json!(1),
+            _ => json!("50%"),
+        };
+        json!({"name": name, "map": {
+            "items": "input.items", "workflow": "generated-kid",
+            "max_concurrency": random.usize(1..4), "tolerated_failures": tolerated,
+            "input": {"order_id": "item.key"},
+        }})
+    }
     fn sequence(
         random: &mut fastrand::Rng,
         names: &mut usize,
@@ -653,8 +747,8 @@ fn generated_workflow(random: &mut fastrand::Rng) -> Workflow {
         depth: u32,
     ) -> Vec<Value> {
         (0..len)
-            .map(|_| {
-                if depth < 2 && random.usize(0..3) == 0 {
+            .map(|_| match random.usize(0..6) {
+                0..=1 if depth < 2 => {
                     *names += 1;
                     let name = format!("p{names}");
                     let branches: Vec<Value> = (0..random.usize(2..4))
@@ -664,27 +758,37 @@ fn generated_workflow(random: &mut fastrand::Rng) -> Workflow {
                         })
                         .collect();
                     json!({"name": name, "parallel": branches})
-                } else {
-                    step(random, names)
                 }
+                2 => children(random, names),
+                _ => step(random, names),
             })
             .collect()
     }
+    let defaults = json!({
+        "complete_by": "10s",
+        "retry": {"attempts": 3, "initial_backoff": "100ms", "max_backoff": "1s"},
+        "supervisor": {"failure_threshold": 2, "retry_delay": "1s", "extended_wait": "20s"}
+    });
     let mut names = 0;
     let len = random.usize(2..5);
-    let steps = sequence(random, &mut names, len, 0);
-    let text = json!({
+    let parent = json!({
         "name": "generated",
         "version": 1,
-        "input": {"order_id": "string"},
-        "defaults": {
-            "complete_by": "10s",
-            "retry": {"attempts": 3, "initial_backoff": "100ms", "max_backoff": "1s"},
-            "supervisor": {"failure_threshold": 2, "retry_delay": "1s", "extended_wait": "20s"}
-        },
-        "steps": steps,
+        "input": {"order_id": "string", "items": "array<object>"},
+        "defaults": defaults,
+        "steps": sequence(random, &mut names, len, 0),
     });
-    Workflow::parse("generated.json", &text.to_string()).expect("a generated workflow is valid")
+    let len = random.usize(1..3);
+    let kid = json!({
+        "name": "generated-kid",
+        "version": 1,
+        "input": {"order_id": "string"},
+        "defaults": defaults,
+        "steps": (0..len).map(|_| step(random, &mut names)).collect::<Vec<_>>(),
+    });
+    [parent, kid].map(|text| {
+        Workflow::parse("generated.json", &text.to_string()).expect("a generated workflow is valid")
+    })
 }
 
 /// The simulated system.
@@ -738,9 +842,11 @@ impl Sim {
             (ingest, dead_letter)
         });
         let workflows = Arc::new(Registry::built_in());
-        let generated = generated_workflow(&mut world.world().random);
-        world.note(format!("generated workflow: {}", generated.source));
-        workflows.add(generated).expect("a new workflow");
+        let generated = generated_workflows(&mut world.world().random);
+        for generated in generated {
+            world.note(format!("generated workflow: {}", generated.source));
+            workflows.add(generated).expect("a new workflow");
+        }
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),
             world: world.clone(),
@@ -957,10 +1063,16 @@ impl Sim {
         let id = TaskId::parse(format!("t{n}")).expect("id");
         let drone = json!({"customer_id": format!("c{n}"), "pickup": "a", "dropoff": "b", "weight_kg": 1.0});
         let order = json!({"order_id": format!("o{n}")});
+        let items: Vec<Value> = (0..self.world.below(5))
+            .map(|i| json!({"key": format!("o{n}-{i}")}))
+            .collect();
         let (workflow, input) = match self.world.below(10) {
             0..=2 => ("drone-delivery", drone),
             3..=4 => ("drone-delivery-parallel", drone),
-            5..=7 => ("generated", order),
+            5..=7 => (
+                "generated",
+                json!({"order_id": format!("o{n}"), "items": items}),
+            ),
             _ => ("order-processing", order),
         };
         if self.world.chance(0.15) {
@@ -1016,6 +1128,8 @@ impl Sim {
             .memory
             .tasks()
             .into_iter()
+            // A child runs again with its parent (it refuses a resubmission of its own).
+            .filter(|t| t.parent.is_none())
             .filter(|t| t.state == TaskState::Error && !self.resubmitted.contains(t.id.as_str()))
             .collect();
         let Some(task) = in_error.get(self.world.below(in_error.len())) else {
@@ -1274,29 +1388,29 @@ impl Sim {
                     .violation(format!("task {} final with a lease or a lock", task.id));
             }
             // A step kept Processed through a resubmission keeps the effect of its run.
-            let applied_in = |runs: std::ops::RangeInclusive<u32>, step: &str, suffix: &str| {
-                let service = &workflow
-                    .steps
-                    .iter()
-                    .find(|s| s.name == step)
-                    .and_then(|s| s.call())
-                    .expect("a step that calls a service")
-                    .agent;
-                runs.into_iter().any(|run| {
-                    applied.contains_key(&(
-                        service.clone(),
-                        format!("{}/{run}/{step}{suffix}", task.id),
-                    ))
-                })
-            };
-            // Under the keys the step carries now, those of the run it was last sent in
-            // since its effect was known absent.
-            let applied_for = |step: &sas_domain::task::Step, suffix: &str| {
-                applied_in(step.key_run..=step.key_run, &step.name, suffix)
-            };
+            let applied_in =
+                |service: &str, runs: std::ops::RangeInclusive<u32>, step: &str, suffix: &str| {
+                    runs.into_iter().any(|run| {
+                        applied.contains_key(&(
+                            service.to_owned(),
+                            format!("{}/{run}/{step}{suffix}", task.id),
+                        ))
+                    })
+                };
             for (step, definition) in task.steps.iter().zip(&workflow.steps) {
+                let Some(call) = definition.call() else {
+                    self.check_children_at_end(&tasks, task, step);
+                    continue;
+                };
+                // Under the keys the step carries now, those of the run it was last
+                // sent in since its effect was known absent.
+                let applied_for = |suffix: &str| {
+                    applied_in(&call.agent, step.key_run..=step.key_run, &step.name, suffix)
+                };
                 match task.state {
-                    TaskState::Processed if !applied_in(1..=task.run, &step.name, "") => {
+                    TaskState::Processed
+                        if !applied_in(&call.agent, 1..=task.run, &step.name, "") =>
+                    {
                         self.world.violation(format!(
                             "task {} Processed without the effect of {}",
                             task.id, step.name
@@ -1316,14 +1430,13 @@ impl Sim {
                                 task.id, step.name
                             ));
                         }
-                        if applied_for(step, "") && !undone && step.state != StepState::Error {
+                        if applied_for("") && !undone && step.state != StepState::Error {
                             self.world.violation(format!(
                                 "task {} in Error with the effect of {} in place",
                                 task.id, step.name
                             ));
                         }
-                        if step.state == StepState::Compensated && !applied_for(step, "/compensate")
-                        {
+                        if step.state == StepState::Compensated && !applied_for("/compensate") {
                             self.world.violation(format!(
                                 "task {} step {} Compensated without its compensation",
                                 task.id, step.name
@@ -1401,6 +1514,44 @@ impl Sim {
 }
 
 impl Sim {
+    /// The children of a task's `step` once settled: every child it started has
+    /// ended; a Processed task's children as the step counted them (those that failed
+    /// within its tolerance in Error, or never started); a failed task's children in
+    /// Error, undone by their own compensations (their own checks say so).
+    fn check_children_at_end(&self, tasks: &[Task], task: &Task, step: &sas_domain::task::Step) {
+        let Some(children) = &step.children else {
+            return;
+        };
+        if !task.state.is_final() {
+            return;
+        }
+        let states: Vec<Option<TaskState>> = (0..children.started)
+            .map(|item| {
+                let id = task.id.child(&step.name, item);
+                tasks.iter().find(|t| t.id == id).map(|t| t.state)
+            })
+            .collect();
+        let processed = states
+            .iter()
+            .filter(|s| **s == Some(TaskState::Processed))
+            .count();
+        let running = states.iter().flatten().filter(|s| !s.is_final()).count();
+        let wrong = running > 0
+            || match task.state {
+                TaskState::Processed => {
+                    processed != children.succeeded as usize
+                        || states.len() - processed != children.failed as usize
+                }
+                _ => processed > 0,
+            };
+        if wrong {
+            self.world.violation(format!(
+                "task {} {:?} with the children of {} {states:?}, counted {children:?}",
+                task.id, task.state, step.name
+            ));
+        }
+    }
+
     /// Every status change written of a task that asks for notifications reached the
     /// callers' queue at least once (sends failed, and actors stopped between a
     /// write and its sends): a caller may rely on them, deduplicating by version.

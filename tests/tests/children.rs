@@ -231,6 +231,14 @@ async fn a_resubmitted_order_runs_its_undone_children_again_under_the_same_ids()
         .await;
     harness.put_task("order-5", &order("order-5", 2)).await;
     harness.settle_in("order-5", "Error").await;
+    let (status, _, refused) = harness
+        .call(
+            "POST",
+            "/tasks/order-5~deliver-each~0/resubmit",
+            Some(b"{}"),
+        )
+        .await;
+    assert_eq!(status, 409, "a child runs again with its parent: {refused}");
     let (status, _, _) = harness
         .call("POST", "/tasks/order-5/resubmit", Some(b"{}"))
         .await;

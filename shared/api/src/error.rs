@@ -196,7 +196,9 @@ impl From<ActionError> for ApiError {
                 match refused {
                     Refused::NotInError(_) => Self::new(ErrorCode::NotInError, message),
                     Refused::Ended(_) => Self::new(ErrorCode::Ended, message),
-                    Refused::TakenByBatch(_) => Self::new(ErrorCode::Conflict, message),
+                    Refused::TakenByBatch(_) | Refused::RunByItsParent(_) => {
+                        Self::new(ErrorCode::Conflict, message)
+                    }
                     Refused::Input(e) => Self::new(ErrorCode::InvalidField, message).on(&e.field),
                     Refused::InputsTooLarge(_) | Refused::InputTooLarge(_) => {
                         Self::new(ErrorCode::InvalidField, message).on("input")

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::limits;
 use crate::task::{
-    EarlierInput, Happened, Order, Request, Resubmission, Step, StepState, Task, TaskState,
+    Actor, EarlierInput, Happened, Order, Request, Resubmission, Step, StepState, Task, TaskState,
 };
 use crate::time::Timestamp;
 use crate::workflow::{InputError, Workflow};
@@ -23,6 +23,9 @@ pub enum Refused {
     /// A cancellation of a task that has ended.
     #[error("the task is {0:?} already: only a task still running can be cancelled")]
     Ended(TaskState),
+    /// A resubmission of a child task by other than its parent.
+    #[error("a child task runs again when its parent is resubmitted: resubmit task '{0}'")]
+    RunByItsParent(String),
     /// A bulk action run again, on a task it has taken already.
     #[error("batch '{0}' took this task already")]
     TakenByBatch(String),
@@ -100,6 +103,13 @@ pub fn resubmit(
 ) -> Result<Decision, Refused> {
     if task.state != TaskState::Error {
         return Err(Refused::NotInError(task.state));
+    }
+    if let Some(parent) = task
+        .parent
+        .as_ref()
+        .filter(|_| resubmit.request.by != Actor::Parent)
+    {
+        return Err(Refused::RunByItsParent(parent.task.local().to_owned()));
     }
     check_batch(task, resubmit.request.batch.as_ref())?;
     let edited = match resubmit.input {
