@@ -212,6 +212,13 @@ impl FaultyStore {
                 .reached_error
                 .insert((new.id.to_string(), new.run));
         }
+        if let Some(old) = old.filter(|o| o.run < new.run) {
+            // Resubmitted (a child, with its parent): a person acted on its alert.
+            self.world
+                .world()
+                .acted_on
+                .insert((new.id.to_string(), old.run));
+        }
         self.check_children(old, new, &workflow);
         if let Some(old) = old.filter(|o| o.cancelled.is_some() && o.run == new.run) {
             if new.state == TaskState::Processed {
@@ -1166,28 +1173,31 @@ impl Sim {
             input
         });
         // The operator undoes by hand the steps whose compensation failed, as the
-        // alert asks.
-        let workflow = self
-            .workflows
-            .version(&task.workflow.name, task.workflow.version)
-            .expect("workflow");
-        for (step, definition) in task.steps.iter().zip(&workflow.steps) {
-            if step.state == StepState::CompensationFailed {
-                let key = format!("{}/{}/{}/compensate", task.id, step.key_run, step.name);
-                self.remote.applied().insert(
-                    (
-                        definition
-                            .call()
-                            .map(|c| c.agent.clone())
-                            .unwrap_or_default(),
-                        key,
-                    ),
-                    Applied {
-                        task: task.id.to_string(),
-                        step: step.name.clone(),
-                        compensation: true,
-                    },
-                );
+        // alerts ask: the task's, and its children's, which run again with it.
+        let family = format!("{}{CHILD_SEPARATOR}", task.id);
+        for member in self.memory.tasks() {
+            if member.id != task.id && !member.id.as_str().starts_with(&family) {
+                continue;
+            }
+            let workflow = self
+                .workflows
+                .version(&member.workflow.name, member.workflow.version)
+                .expect("workflow");
+            for (step, definition) in member.steps.iter().zip(&workflow.steps) {
+                let Some(call) = definition.call() else {
+                    continue;
+                };
+                if step.state == StepState::CompensationFailed {
+                    let key = format!("{}/{}/{}/compensate", member.id, step.key_run, step.name);
+                    self.remote.applied().insert(
+                        (call.agent.clone(), key),
+                        Applied {
+                            task: member.id.to_string(),
+                            step: step.name.clone(),
+                            compensation: true,
+                        },
+                    );
+                }
             }
         }
         let resubmit = Resubmit {

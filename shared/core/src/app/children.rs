@@ -125,19 +125,26 @@ impl App {
         }
     }
 
-    /// Has the children of `of` for `items` undone, or, running, cancelled: each that
-    /// has nothing left to do (in Error) is told to its parent again, and one not yet
-    /// created is kept from starting ([`decide::never_started`]).
-    pub(super) async fn stop_children(&self, of: ChildrenOf, items: Vec<u32>) {
+    /// Has the children of `of` for `items` cancelled if running and, with `undo`,
+    /// undone if Processed: each that has ended and is not to be undone is told to
+    /// its parent again, and one not yet created is kept from starting
+    /// ([`decide::never_started`]).
+    pub(super) async fn stop_children(&self, of: ChildrenOf, items: Vec<u32>, undo: bool) {
         for item in items {
             let id = of.parent.child(&of.step_name, item);
-            if let Err(error) = self.stop_child(&of, item, &id).await {
+            if let Err(error) = self.stop_child(&of, item, &id, undo).await {
                 warn!(task_id = %id, error = %Chain(&error), "a child not stopped: its parent's watch tries again");
             }
         }
     }
 
-    async fn stop_child(&self, of: &ChildrenOf, item: u32, id: &TaskId) -> Result<(), TaskError> {
+    async fn stop_child(
+        &self,
+        of: &ChildrenOf,
+        item: u32,
+        id: &TaskId,
+        undo: bool,
+    ) -> Result<(), TaskError> {
         let child = match self.store.task(id).await? {
             Some(child) => child,
             None => {
@@ -156,7 +163,9 @@ impl App {
                 }
             }
         };
-        if child.state == TaskState::Error {
+        let ended =
+            child.state == TaskState::Error || (child.state == TaskState::Processed && !undo);
+        if ended {
             if let Some(mut ended) = ChildEnded::of(&child) {
                 ended.run = of.run;
                 self.tell_parent(ended).await;
@@ -164,7 +173,7 @@ impl App {
             return Ok(());
         }
         self.transition(id, |task, workflow, _, now| {
-            Ok::<_, TaskError>(decide::stop_as_child(task, workflow, now))
+            Ok::<_, TaskError>(decide::stop_as_child(task, workflow, undo, now))
         })
         .await?;
         Ok(())

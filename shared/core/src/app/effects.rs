@@ -21,8 +21,11 @@ use sas_domain::workflow::Workflow;
 use super::children::child_ended_message;
 use super::{App, TaskError};
 
-/// A conditional write lost this many times in a row means something is wrong.
-const MAX_CONFLICT_RETRIES: usize = 8;
+/// A conditional write lost this many times in a row means something is wrong. A
+/// parent whose children end together loses a race for each sibling written before
+/// it: each round of them has one winner, so this many rounds take a map's ends at
+/// the concurrency the schedulers have.
+const MAX_CONFLICT_RETRIES: usize = 32;
 
 impl App {
     /// Reads a task with its order, decides, and writes the decision; a write that
@@ -91,6 +94,8 @@ impl App {
                 return Ok(Some((verdict, next)));
             }
             consistent = true;
+            // Lost a race: the winners go first.
+            tokio::task::yield_now().await;
         }
         Err(TaskError::from(StoreError::Conflict).into())
     }
@@ -384,7 +389,9 @@ impl App {
                 Effect::StartChildren { of, children } => {
                     Box::pin(self.start_children(of, children)).await;
                 }
-                Effect::StopChildren { of, items } => Box::pin(self.stop_children(of, items)).await,
+                Effect::StopChildren { of, items, undo } => {
+                    Box::pin(self.stop_children(of, items, undo)).await;
+                }
                 Effect::Dispatch(_)
                 | Effect::Schedule { .. }
                 | Effect::Deadline { .. }

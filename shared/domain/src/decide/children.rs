@@ -222,7 +222,11 @@ impl Change {
         let done = children.running.is_empty();
         let not_undone = children.not_undone;
         if !told.is_empty() {
-            self.effects.push(Effect::StopChildren { of, items: told });
+            self.effects.push(Effect::StopChildren {
+                of,
+                items: told,
+                undo: true,
+            });
         }
         if !done {
             self.watch(workflow, index);
@@ -296,8 +300,11 @@ impl Change {
             .unwrap_or_default();
         let of = self.children_of(spec, index);
         if step.state == StepState::Compensating {
-            self.effects
-                .push(Effect::StopChildren { of, items: running });
+            self.effects.push(Effect::StopChildren {
+                of,
+                items: running,
+                undo: true,
+            });
         } else {
             let results = results(&self.task);
             let items = spec
@@ -365,8 +372,15 @@ pub fn on_child_ended(
     let Some(step) = task.steps.get(ended.step) else {
         return Decision::ignore(Verdict::StaleResponse);
     };
+    // While the step is undone, only a child's end in Error (undone, or with nothing
+    // to undo) counts: a Processed end is an earlier message, from before the undo.
+    let expected = match step.state {
+        StepState::Processing => true,
+        StepState::Compensating => ended.state == TaskState::Error,
+        _ => false,
+    };
     let waited_for = task.run == ended.run
-        && matches!(step.state, StepState::Processing | StepState::Compensating)
+        && expected
         && step
             .children
             .as_ref()
@@ -391,11 +405,12 @@ pub fn on_child_ended(
     change.done(Verdict::ChildCounted)
 }
 
-/// A child task, for its parent that is undone or cancelled: a child that ended
-/// Processed is undone by its own compensations; a running one is cancelled; one
-/// in Error has nothing left to do (its parent is told again).
+/// A child task, for its parent that is undone (`undo`) or cancelled: a running one
+/// is cancelled; one that ended Processed is undone by its own compensations when
+/// its parent's step is undone (a cancelled parent undoes it later, at its step's
+/// cap); one in Error has nothing left to do.
 #[must_use]
-pub fn stop_as_child(task: &Task, workflow: &Workflow, now: Timestamp) -> Decision {
+pub fn stop_as_child(task: &Task, workflow: &Workflow, undo: bool, now: Timestamp) -> Decision {
     let request = Request {
         by: Actor::Parent,
         at: now,
@@ -403,6 +418,7 @@ pub fn stop_as_child(task: &Task, workflow: &Workflow, now: Timestamp) -> Decisi
     };
     match task.state {
         TaskState::Error => Decision::ignore(Verdict::CancelledAlready),
+        TaskState::Processed if !undo => Decision::ignore(Verdict::CancelledAlready),
         TaskState::Processed => {
             let mut change = Change::of(task, now);
             change.task.not_undone.clear();

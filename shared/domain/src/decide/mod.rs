@@ -69,14 +69,17 @@ pub enum Effect {
         /// Each child's item and input.
         children: Vec<(u32, Value)>,
     },
-    /// Have child tasks undone (or, running, cancelled; or, not yet created, kept
-    /// from starting), and their parent told when they are. Performed after the
-    /// write; the step's watch covers its loss.
+    /// Have child tasks cancelled if running (or, not yet created, kept from
+    /// starting) and, with `undo`, undone if Processed; their parent told when they
+    /// have ended. Performed after the write; the step's watch covers its loss.
     StopChildren {
         /// Whose children.
         of: ChildrenOf,
         /// The children's items.
         items: Vec<u32>,
+        /// Whether those Processed are undone (the step is undone), or left for the
+        /// step's undo, at its cap (the parent was cancelled while they ran).
+        undo: bool,
     },
     /// Tell a child's parent that it ended. Must be sent: the parent's watch covers
     /// its loss.

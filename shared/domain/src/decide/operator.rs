@@ -209,9 +209,11 @@ pub fn cancel(
         {
             let items = children.running.clone();
             let of = change.children_of(spec, index);
-            change
-                .effects
-                .push(super::Effect::StopChildren { of, items });
+            change.effects.push(super::Effect::StopChildren {
+                of,
+                items,
+                undo: false,
+            });
         }
     }
     if change.task.running_steps().next().is_some() {

@@ -309,17 +309,22 @@ fn a_child_stopped_for_its_parent_is_undone_when_done_and_cancelled_when_running
     let (mut task, order, _) = submit(&workflow, submission(false), now);
     let claim = on_run(&task, &workflow, &order, "s1", now);
     let running = claim.next.expect("claimed");
-    let cancelled = stop_as_child(&running, &workflow, now);
+    let cancelled = stop_as_child(&running, &workflow, false, now);
     assert_eq!(cancelled.verdict, Verdict::CancelRequested);
     task.state = TaskState::Processed;
     for step in &mut task.steps {
         step.state = StepState::Processed;
     }
-    let undone = stop_as_child(&task, &workflow, now);
+    assert_eq!(
+        stop_as_child(&task, &workflow, false, now).next,
+        None,
+        "a cancelled parent's step undoes it later, at its cap"
+    );
+    let undone = stop_as_child(&task, &workflow, true, now);
     assert_eq!(undone.verdict, Verdict::StoppedForParent);
     let undoing = undone.next.expect("undoing");
     assert_eq!(undoing.state, TaskState::Compensating);
     assert_eq!(undoing.cancelled.map(|r| r.by), Some(Actor::Parent));
     task.state = TaskState::Error;
-    assert_eq!(stop_as_child(&task, &workflow, now).next, None);
+    assert_eq!(stop_as_child(&task, &workflow, true, now).next, None);
 }
