@@ -316,3 +316,123 @@ async fn a_late_delivery_left_in_place_is_shown_not_undone() {
     screenshot(&browser, "6-not-undone.png").await;
     browser.close().await.expect("the browser closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_shows_its_parcels_progress_lists_them_and_opens_one_and_its_parent() {
+    let harness = Harness::start(5).await;
+    let parcels: Vec<_> = (0..3)
+        .map(|n| json!({ "id": format!("p{n}"), "dropoff": format!("door {n}"), "weight_kg": 1.5 }))
+        .collect();
+    let order = json!({
+        "workflow": "parcel-order",
+        "input": { "order_id": "order-9", "customer_id": "c-1", "parcels": parcels },
+    });
+    harness.put_task("order-9", &order).await;
+    harness.settle_in("order-9", "Processed").await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    task_page(&browser, &console, "order-9", "Processed").await;
+
+    // The map's step: its progress, every parcel shipped.
+    let map = "#steps tr[data-step='deliver-each']";
+    let progress = wait_text(&browser, map, |t| t.contains("succeeded")).await;
+    assert!(
+        progress.contains("3 succeeded · 0 failed · 0 running · 3 total"),
+        "{progress}"
+    );
+    let shipped = browser
+        .find(Locator::Css(&format!("{map} .children-bar .c-ok")))
+        .await
+        .expect("the bar's succeeded part")
+        .attr("style")
+        .await
+        .expect("its style");
+    assert_eq!(shipped.as_deref(), Some("width:100%"), "all shipped");
+    let check = wait_text(&browser, "#steps tr[data-step='check-account']", |t| {
+        t.contains("Processed")
+    })
+    .await;
+    assert!(!check.contains("children"), "a call has none: {check}");
+    let spans = browser
+        .find_all(Locator::Css("g.bar[data-operation='children']"))
+        .await
+        .expect("the timeline");
+    assert_eq!(spans.len(), 1, "the map's span on the timeline");
+    screenshot(&browser, "7-map-progress.png").await;
+
+    // One click to its children, each a child task of ship-parcel, by item.
+    browser
+        .find(Locator::Css(&format!("{map} a.button")))
+        .await
+        .expect("the children link")
+        .click()
+        .await
+        .expect("opened");
+    let listed = wait_text(&browser, "#children", |t| {
+        t.contains("order-9~deliver-each~2")
+    })
+    .await;
+    for n in 0..3 {
+        let css = format!("#children tr[data-task-id='order-9~deliver-each~{n}']");
+        let row = wait_text(&browser, &css, |t| t.contains("Processed")).await;
+        assert!(
+            row.starts_with(&n.to_string()) && row.contains("ship-parcel"),
+            "item {n}: {row}"
+        );
+    }
+    assert_eq!(listed.matches("ship-parcel").count(), 3, "{listed}");
+    let counts = wait_text(&browser, "#children-progress", |t| t.contains("3 total")).await;
+    assert!(counts.contains("3 succeeded"), "{counts}");
+    screenshot(&browser, "8-children.png").await;
+
+    // A child opens like any task, and names its parent, which opens in turn.
+    browser
+        .find(Locator::Css(
+            "#children tr[data-task-id='order-9~deliver-each~1']",
+        ))
+        .await
+        .expect("the second parcel")
+        .click()
+        .await
+        .expect("opened");
+    wait_text(&browser, "#task-id", |t| t == "order-9~deliver-each~1").await;
+    wait_text(&browser, "#task-state", |t| t == "Processed").await;
+    let parent = wait_text(&browser, "#parent", |t| t.contains("order-9")).await;
+    assert_eq!(parent, "order-9 · step deliver-each, item 1");
+    wait_text(&browser, "#steps tr[data-step='schedule-drone']", |t| {
+        t.contains("Processed")
+    })
+    .await;
+    screenshot(&browser, "9-child.png").await;
+    browser
+        .find(Locator::Css("#parent a.mono"))
+        .await
+        .expect("the parent's link")
+        .click()
+        .await
+        .expect("opened");
+    wait_text(&browser, "#task-id", |t| t == "order-9").await;
+
+    // The workflows: a map and the child workflow it runs.
+    let flow = workflow_page(&browser, &console, "parcel-order", "deliver-each").await;
+    assert!(
+        flow.contains("map: ship-parcel over input.parcels"),
+        "{flow}"
+    );
+    assert!(
+        flow.contains("20 at a time · 0 failures tolerated"),
+        "{flow}"
+    );
+    let scroll =
+        "document.querySelector(\".workflow[data-workflow='parcel-order']\").scrollIntoView()";
+    browser
+        .execute(scroll, vec![])
+        .await
+        .expect("scrolled to the order");
+    screenshot(&browser, "10-map-workflow.png").await;
+    let parcel = workflow_page(&browser, &console, "ship-parcel", "schedule-drone").await;
+    assert!(parcel.contains("undo: /drones/cancel"), "{parcel}");
+    browser.close().await.expect("the browser closes");
+}
