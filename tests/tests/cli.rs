@@ -197,3 +197,132 @@ async fn a_late_delivery_is_shown_not_undone_and_a_resubmission_makes_no_second(
         "one delivery, called four times under one key"
     );
 }
+
+/// An order of three parcels, each shipped by a child task: `sas tasks show` counts
+/// them, `sas tasks children` lists them page by page, and a child names its parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent() {
+    let harness = Harness::start(5).await;
+    let parcels: Vec<Value> = ["north", "south", "east"]
+        .iter()
+        .enumerate()
+        .map(|(n, gate)| json!({ "id": format!("p{n}"), "dropoff": format!("{gate} gate"), "weight_kg": 0.5 }))
+        .collect();
+    let order = json!({
+        "workflow": "parcel-order",
+        "input": { "order_id": "cli-order", "customer_id": "c-1", "parcels": parcels },
+    });
+    harness.put_task("cli-order", &order).await;
+    harness.settle_in("cli-order", "Processed").await;
+
+    let shown = ok(&harness, &["tasks", "show", "cli-order"]).await;
+    assert!(
+        shown.contains(
+            "children of deliver-each: 3 children, 3 started: 3 succeeded, 0 failed, 0 running \
+             (sas tasks children cli-order --step deliver-each)"
+        ),
+        "{shown}"
+    );
+    let span = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("deliver-each"))
+        .expect("the map's row");
+    assert!(span.contains("Processed") && span.contains('█'), "{span}");
+
+    // A page of two, the step found as the only one that starts children.
+    let page = ok(
+        &harness,
+        &["tasks", "children", "cli-order", "--limit", "2"],
+    )
+    .await;
+    let lines: Vec<&str> = page.lines().collect();
+    assert_eq!(
+        lines[0],
+        "deliver-each: 3 children, 3 started: 3 succeeded, 0 failed, 0 running"
+    );
+    for column in ["ITEM", "TASK", "STATE", "RUN", "UPDATED", "ERROR"] {
+        assert!(lines[1].contains(column), "{page}");
+    }
+    assert_eq!(lines.len(), 5, "two children and a hint: {page}");
+    assert_eq!(lines[4], "(more: --all, or raise --limit)");
+    // Every page, by item.
+    let all = ok(
+        &harness,
+        &[
+            "tasks",
+            "children",
+            "cli-order",
+            "--step",
+            "deliver-each",
+            "--limit",
+            "2",
+            "--all",
+        ],
+    )
+    .await;
+    let rows: Vec<Vec<&str>> = all
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{all}");
+    for (n, row) in rows.iter().enumerate() {
+        assert_eq!(
+            row[..4].join(" "),
+            format!("{n} cli-order~deliver-each~{n} Processed 1"),
+            "item, id, state, run: {all}"
+        );
+    }
+    let json: Value = serde_json::from_str(
+        &ok(
+            &harness,
+            &[
+                "--json",
+                "tasks",
+                "children",
+                "cli-order",
+                "--limit",
+                "1",
+                "--all",
+            ],
+        )
+        .await,
+    )
+    .expect("--json prints JSON");
+    assert_eq!(
+        (&json["step"], &json["counts"]["succeeded"], &json["next"]),
+        (&json!("deliver-each"), &json!(3), &Value::Null)
+    );
+    assert_eq!(json["tasks"].as_array().map(Vec::len), Some(3), "{json:#}");
+
+    // A child, shown by its id, names its parent's step and its item.
+    let child = ok(&harness, &["tasks", "show", "cli-order~deliver-each~2"]).await;
+    assert!(
+        child.starts_with(
+            "cli-order~deliver-each~2  Processed  ship-parcel v1  run 1  FailureCount 0\n\
+             child of cli-order, step deliver-each, item 2\n"
+        ),
+        "{child}"
+    );
+
+    let (success, out, err) = sas(
+        &harness,
+        &["tasks", "children", "cli-order", "--step", "check-account"],
+    )
+    .await;
+    assert!(!success && out.is_empty(), "{out}");
+    assert_eq!(
+        err.trim(),
+        "sas: 400 invalid_query: step: name one of the steps of task 'cli-order' that \
+         started children (deliver-each)"
+    );
+    let workflows = ok(&harness, &["workflows"]).await;
+    let map = workflows
+        .lines()
+        .find(|l| l.contains("deliver-each"))
+        .unwrap_or_else(|| panic!("the map's step: {workflows}"));
+    assert!(
+        map.contains("map: ship-parcel over input.parcels") && map.contains("the children's own"),
+        "{map}"
+    );
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use sas_tests::{Harness, delivery_input};
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// How long the page may take to show what is awaited.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -314,5 +314,213 @@ async fn a_late_delivery_left_in_place_is_shown_not_undone() {
         "the operator is told what a resubmission does: {shown}"
     );
     screenshot(&browser, "6-not-undone.png").await;
+    browser.close().await.expect("the browser closes");
+}
+
+/// An order of `parcels` parcels, each shipped by a child task.
+fn parcel_order(parcels: usize) -> Value {
+    let parcels: Vec<_> = (0..parcels)
+        .map(|n| json!({ "id": format!("p{n}"), "dropoff": format!("door {n}"), "weight_kg": 1.5 }))
+        .collect();
+    json!({
+        "workflow": "parcel-order",
+        "input": { "order_id": "o-1", "customer_id": "c-1", "parcels": parcels },
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_shows_its_parcels_progress_lists_them_and_opens_one_and_its_parent() {
+    let harness = Harness::start(5).await;
+    harness.put_task("order-9", &parcel_order(3)).await;
+    harness.settle_in("order-9", "Processed").await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    task_page(&browser, &console, "order-9", "Processed").await;
+
+    // The map's step: its progress, every parcel shipped.
+    let map = "#steps tr[data-step='deliver-each']";
+    let progress = wait_text(&browser, map, |t| t.contains("succeeded")).await;
+    assert!(
+        progress.contains("3 succeeded · 0 failed · 0 running · 3 total"),
+        "{progress}"
+    );
+    let shipped = browser
+        .find(Locator::Css(&format!("{map} .children-bar .c-ok")))
+        .await
+        .expect("the bar's succeeded part")
+        .attr("style")
+        .await
+        .expect("its style");
+    assert_eq!(shipped.as_deref(), Some("width:100%"), "all shipped");
+    let check = wait_text(&browser, "#steps tr[data-step='check-account']", |t| {
+        t.contains("Processed")
+    })
+    .await;
+    assert!(!check.contains("children"), "a call has none: {check}");
+    let spans = browser
+        .find_all(Locator::Css("g.bar[data-operation='children']"))
+        .await
+        .expect("the timeline");
+    assert_eq!(spans.len(), 1, "the map's span on the timeline");
+    screenshot(&browser, "7-map-progress.png").await;
+
+    // One click to its children, each a child task of ship-parcel, by item.
+    browser
+        .find(Locator::Css(&format!("{map} a.button")))
+        .await
+        .expect("the children link")
+        .click()
+        .await
+        .expect("opened");
+    let listed = wait_text(&browser, "#children", |t| {
+        t.contains("order-9~deliver-each~2")
+    })
+    .await;
+    for n in 0..3 {
+        let css = format!("#children tr[data-task-id='order-9~deliver-each~{n}']");
+        let row = wait_text(&browser, &css, |t| t.contains("Processed")).await;
+        assert!(
+            row.starts_with(&n.to_string()) && row.contains("ship-parcel"),
+            "item {n}: {row}"
+        );
+    }
+    assert_eq!(listed.matches("ship-parcel").count(), 3, "{listed}");
+    let counts = wait_text(&browser, "#children-progress", |t| t.contains("3 total")).await;
+    assert!(counts.contains("3 succeeded"), "{counts}");
+    screenshot(&browser, "8-children.png").await;
+
+    // A child opens like any task, and names its parent, which opens in turn.
+    browser
+        .find(Locator::Css(
+            "#children tr[data-task-id='order-9~deliver-each~1']",
+        ))
+        .await
+        .expect("the second parcel")
+        .click()
+        .await
+        .expect("opened");
+    wait_text(&browser, "#task-id", |t| t == "order-9~deliver-each~1").await;
+    wait_text(&browser, "#task-state", |t| t == "Processed").await;
+    let parent = wait_text(&browser, "#parent", |t| t.contains("order-9")).await;
+    assert_eq!(parent, "order-9 · step deliver-each, item 1");
+    wait_text(&browser, "#steps tr[data-step='schedule-drone']", |t| {
+        t.contains("Processed")
+    })
+    .await;
+    screenshot(&browser, "9-child.png").await;
+    browser
+        .find(Locator::Css("#parent a.mono"))
+        .await
+        .expect("the parent's link")
+        .click()
+        .await
+        .expect("opened");
+    wait_text(&browser, "#task-id", |t| t == "order-9").await;
+    // Back on the child, its step lists it among its siblings, from its own item.
+    browser.back().await.expect("back to the child");
+    wait_text(&browser, "#parent", |t| t.contains("item 1")).await;
+    browser
+        .find(Locator::Css("#parent a:not(.mono)"))
+        .await
+        .expect("the step's link")
+        .click()
+        .await
+        .expect("opened");
+    let siblings = wait_text(&browser, "#children", |t| t.contains("deliver-each~1")).await;
+    assert!(
+        !siblings.contains("deliver-each~0") && siblings.contains("deliver-each~2"),
+        "{siblings}"
+    );
+
+    // The workflows: a map and the child workflow it runs.
+    let flow = workflow_page(&browser, &console, "parcel-order", "deliver-each").await;
+    assert!(
+        flow.contains("map: ship-parcel over input.parcels"),
+        "{flow}"
+    );
+    assert!(
+        flow.contains("20 at a time · 0 failures tolerated"),
+        "{flow}"
+    );
+    let scroll =
+        "document.querySelector(\".workflow[data-workflow='parcel-order']\").scrollIntoView()";
+    browser
+        .execute(scroll, vec![])
+        .await
+        .expect("scrolled to the order");
+    screenshot(&browser, "10-map-workflow.png").await;
+    let parcel = workflow_page(&browser, &console, "ship-parcel", "schedule-drone").await;
+    assert!(parcel.contains("undo: /drones/cancel"), "{parcel}");
+    browser.close().await.expect("the browser closes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orders_children_are_listed_fifty_a_page() {
+    let harness = Harness::start(5).await;
+    harness.put_task("big-order", &parcel_order(52)).await;
+    // Children ending together race to be counted by their parent: the end of one
+    // that loses goes back to the scheduler's queue until its visibility timeout
+    // (30 s) passes, which the harness's clock, standing still, reaches only when
+    // moved on. It is moved on whenever the order has stopped changing.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut seen = Value::Null;
+    loop {
+        let order = harness.task("big-order").await;
+        if order["state"] == "Processed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{order:#}");
+        if order["version"] == seen {
+            harness.advance(Duration::from_secs(31));
+        }
+        seen = order["version"].clone();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    harness.settle_in("big-order", "Processed").await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    browser
+        .goto(&format!("{console}#/children/big-order/deliver-each"))
+        .await
+        .expect("the order's children");
+    let first = wait_text(&browser, "#children", |t| {
+        t.contains("big-order~deliver-each~49")
+    })
+    .await;
+    let items = |page: &str| page.matches("big-order~deliver-each~").count();
+    assert_eq!(items(&first), 50, "{first}");
+    assert!(!first.contains("~50"), "{first}");
+    let click = async |css: &str| {
+        let button = browser.find(Locator::Css(css)).await.expect(css);
+        assert_eq!(
+            button.attr("disabled").await.expect("its state"),
+            None,
+            "{css} is enabled"
+        );
+        button.click().await.expect("clicked");
+    };
+    click("#next").await;
+    let second = wait_text(&browser, "#children", |t| {
+        t.contains("big-order~deliver-each~51")
+    })
+    .await;
+    assert_eq!(items(&second), 2, "{second}");
+    let last = browser
+        .find(Locator::Css("#next"))
+        .await
+        .expect("the next page's button");
+    assert!(
+        last.attr("disabled").await.expect("its state").is_some(),
+        "no page after"
+    );
+    click("#first").await;
+    wait_text(&browser, "#children", |t| {
+        t.contains("big-order~deliver-each~0 ")
+    })
+    .await;
     browser.close().await.expect("the browser closes");
 }

@@ -51,7 +51,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: list, show, watch, resubmit, cancel.
+    /// Tasks: list, show, watch, children, resubmit, cancel.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -85,6 +85,19 @@ enum Tasks {
         /// Give up after this long.
         #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
         timeout: Duration,
+    },
+    /// The child tasks a step started (a map's, a child workflow's), by item.
+    Children {
+        id: String,
+        /// The step; may be left out when the task has one that starts children.
+        #[arg(long)]
+        step: Option<String>,
+        /// At most this many a page.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Every page, not only the first.
+        #[arg(long)]
+        all: bool,
     },
     /// Runs a task in Error again.
     Resubmit {
@@ -150,10 +163,15 @@ async fn main() {
     }
 }
 
-/// What an id may not hold as it is in a path: all but its own characters.
-const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
+/// What an id may not hold as it is in a path: all but its own characters (a child
+/// task's id has `~`).
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
-/// An id (a task's, a queue's) as a segment of a path.
+/// An id (a task's, a queue's, a step's) as a segment of a path or a query's value.
 fn id(text: &str) -> String {
     utf8_percent_encode(text, PATH_SEGMENT).to_string()
 }
@@ -202,6 +220,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Tasks(Tasks::Watch { id: task, timeout }) => {
             watch(&api, &format!("{tasks}/{}", id(&task)), timeout, cli.json).await?;
+        }
+        Command::Tasks(Tasks::Children {
+            id: task,
+            step,
+            limit,
+            all,
+        }) => {
+            let path = format!("{tasks}/{}/children", id(&task));
+            let answer = children(&api, &path, step.as_deref(), limit, all).await?;
+            print(cli.json, &answer, |a| {
+                let more = if a["next"].is_null() {
+                    ""
+                } else {
+                    "\n(more: --all, or raise --limit)"
+                };
+                format!("{}{more}", render::children(a))
+            });
         }
         Command::Tasks(Tasks::Resubmit { id: task, input }) => {
             let body = input.map(|path| read_input(&path)).transpose()?;
@@ -351,6 +386,39 @@ async fn watch(api: &Api, path: &str, timeout: Duration, json: bool) -> anyhow::
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The children of a step at `path` (`.../tasks/{id}/children`): a page of `limit`,
+/// or with `all` every page, as one answer.
+async fn children(
+    api: &Api,
+    path: &str,
+    step: Option<&str>,
+    limit: usize,
+    all: bool,
+) -> anyhow::Result<Value> {
+    let query = |step: Option<&str>| {
+        let step = step.map(|name| format!("&step={}", id(name)));
+        format!("{path}?limit={limit}{}", step.unwrap_or_default())
+    };
+    let mut answer = api.call("GET", &query(step), None).await?;
+    while all && !answer["next"].is_null() {
+        // The later pages name the step the first one found.
+        let next = format!(
+            "{}&after={}",
+            query(answer["step"].as_str()),
+            render::text(&answer["next"])
+        );
+        let page = api.call("GET", &next, None).await?;
+        if let (Some(tasks), Some(more)) =
+            (answer["tasks"].as_array_mut(), page["tasks"].as_array())
+        {
+            tasks.extend(more.iter().cloned());
+        }
+        answer["counts"] = page["counts"].clone();
+        answer["next"] = page["next"].clone();
+    }
+    Ok(answer)
 }
 
 /// A bulk action, page after page, with a progress line; its totals.

@@ -74,6 +74,61 @@ fn millis(time: &Value) -> Option<i64> {
     i64::try_from(since.as_millis()).ok()
 }
 
+/// The children of a step, by item, after their counts.
+#[must_use]
+pub fn children(page: &Value) -> String {
+    let listed = page["tasks"].as_array().map_or(&[][..], Vec::as_slice);
+    let rows = if listed.is_empty() {
+        "no child started yet".into()
+    } else {
+        table(
+            [
+                "ITEM", "TASK", "STATE", "RUN", "FAILURES", "UPDATED", "ERROR",
+            ],
+            listed.iter().map(|t| {
+                [
+                    text(&t["parent"]["item"]),
+                    text(&t["id"]),
+                    text(&t["state"]),
+                    text(&t["run"]),
+                    text(&t["failure_count"]),
+                    text(&t["updated_at"]),
+                    text(&t["error"]),
+                ]
+            }),
+        )
+    };
+    format!(
+        "{}: {}\n{rows}",
+        text(&page["step"]),
+        counts(&page["counts"])
+    )
+}
+
+/// A step's children in numbers: `5 children, 5 started: 3 succeeded, 1 failed, 1
+/// running`; while the step is undone, how many of them are.
+fn counts(children: &Value) -> String {
+    let count = |key: &str| children[key].as_u64().unwrap_or(0);
+    let running = children["running"].as_array().map_or(0, Vec::len);
+    let mut out = format!(
+        "{} children, {} started: {} succeeded, {} failed",
+        count("total"),
+        count("started"),
+        count("succeeded"),
+        count("failed")
+    );
+    if count("undo_started") > 0 {
+        out += &format!(
+            "; undo: {} undone, {} not undone, {running} being undone",
+            count("undone"),
+            count("not_undone")
+        );
+    } else {
+        out += &format!(", {running} running");
+    }
+    out
+}
+
 /// One task: what it is, its steps with the current run's timeline, its history.
 #[must_use]
 pub fn task(task: &Value) -> String {
@@ -86,6 +141,15 @@ pub fn task(task: &Value) -> String {
         task["run"],
         task["failure_count"],
     );
+    let parent = &task["parent"];
+    if !parent.is_null() {
+        out += &format!(
+            "child of {}, step {}, item {}\n",
+            text(&parent["task_id"]),
+            text(&parent["step"]),
+            parent["item"]
+        );
+    }
     if !task["error"].is_null() {
         out += &format!("error: {}\n", text(&task["error"]));
     }
@@ -128,8 +192,16 @@ pub fn task(task: &Value) -> String {
         offset / usize::try_from(end - start).unwrap_or(1).max(1)
     };
     let steps = task["steps"].as_array().cloned().unwrap_or_default();
-    let lines: Vec<String> = (0..steps.len())
-        .map(|index| timeline_row(run, index, &cell))
+    let lines: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| {
+            if step["children"].is_null() {
+                timeline_row(run, index, &cell)
+            } else {
+                children_row(step, end, &cell)
+            }
+        })
         .collect();
     out += &table(
         [
@@ -150,6 +222,14 @@ pub fn task(task: &Value) -> String {
         }),
     );
     out += "\n█ call  ▒ compensation  ✗ failed or timed out  · waiting for a retry\n";
+    for step in steps.iter().filter(|s| !s["children"].is_null()) {
+        let name = text(&step["name"]);
+        out += &format!(
+            "\nchildren of {name}: {} (sas tasks children {} --step {name})\n",
+            counts(&step["children"]),
+            text(&task["id"])
+        );
+    }
     if !history.is_empty() {
         out += "\nhistory:\n";
         for event in &history {
@@ -211,6 +291,32 @@ fn timeline_row(run: &[Value], index: usize, cell: &impl Fn(i64) -> usize) -> St
         };
     }
     cells.into_iter().collect::<String>().trim_end().to_owned()
+}
+
+/// The row of a step that starts children, which sends nothing itself: its span, from
+/// its start (or its undoing's) to its end, or to `end` while it runs.
+fn children_row(step: &Value, end: i64, cell: &impl Fn(i64) -> usize) -> String {
+    let Some(from) = millis(&step["started_at"]) else {
+        return String::new();
+    };
+    let state = step["state"].as_str().unwrap_or_default();
+    let to = match state {
+        "Processing" | "Compensating" => end,
+        _ => millis(&step["finished_at"]).unwrap_or(end),
+    };
+    let from = cell(from).min(WIDTH - 1);
+    let to = cell(to).clamp(from, WIDTH - 1);
+    let fill = if state.starts_with("Compensat") {
+        '▒'
+    } else {
+        '█'
+    };
+    let mut cells = vec![' '; from];
+    cells.resize(to + 1, fill);
+    if matches!(state, "Error" | "CompensationFailed") {
+        cells[to] = '✗';
+    }
+    cells.into_iter().collect()
 }
 
 /// An event of a task's history, in words.
@@ -279,13 +385,39 @@ pub fn workflows(workflows: &[Value]) -> String {
                         (i + 1).to_string(),
                         step_label(s),
                         text(&s["agent"]),
-                        text(&s["call"]),
+                        call(s),
                         text(&s["complete_by"]),
-                        text(&s["compensation"]),
+                        undo(s),
                     ]
                 }),
         );
         out += "\n\n";
     }
     out
+}
+
+/// What a step of a workflow does: its call, or the children it starts (`map:
+/// ship-parcel over input.parcels`, `workflow: ship-parcel`).
+fn call(step: &Value) -> String {
+    let map = &step["map"];
+    if !map.is_null() {
+        format!(
+            "map: {} over {}",
+            text(&map["workflow"]),
+            text(&map["items"])
+        )
+    } else if !step["workflow"].is_null() {
+        format!("workflow: {}", text(&step["workflow"]))
+    } else {
+        text(&step["call"])
+    }
+}
+
+/// How a step of a workflow is undone: its compensation, or its children's own.
+fn undo(step: &Value) -> String {
+    if step["call"].is_null() {
+        "the children's own".into()
+    } else {
+        text(&step["compensation"])
+    }
 }
