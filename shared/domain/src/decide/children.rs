@@ -66,6 +66,22 @@ impl Change {
             ..Children::default()
         });
         self.fill(workflow, order, index);
+        self.log_start(index, Operation::Call);
+    }
+
+    /// Logs that step `index` started its children, or their undo, while it waits
+    /// for them (a step with none to wait for has ended as it started).
+    fn log_start(&mut self, index: usize, operation: Operation) {
+        let step = &self.task.steps[index];
+        if let Some(complete_by) = step.complete_by {
+            let attempt = step.attempt;
+            self.log(Happened::Sent {
+                step: index,
+                operation,
+                attempt,
+                complete_by,
+            });
+        }
     }
 
     /// Starts step `index`'s next children, up to its concurrency, unless the task
@@ -204,6 +220,7 @@ impl Change {
             children.not_undone = 0;
         }
         self.fill_undo(workflow, spec, index);
+        self.log_start(index, Operation::Compensate);
     }
 
     fn fill_undo(&mut self, workflow: &Workflow, spec: &ChildrenStep, index: usize) {
