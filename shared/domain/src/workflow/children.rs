@@ -82,6 +82,12 @@ pub(super) struct MapFile {
     input: Option<BTreeMap<String, String>>,
 }
 
+/// What a step that starts children names: a child workflow, or a map.
+pub(super) enum Children {
+    Workflow(String),
+    Map(MapFile),
+}
+
 /// A tolerance as written: a count, or a percentage such as `"5%"`.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -95,8 +101,7 @@ pub(super) enum ToleranceFile {
 /// for the registry to say once every definition is loaded.
 pub(super) fn resolve(
     step: &StepFile,
-    child: Option<&String>,
-    map: Option<MapFile>,
+    children: Children,
     input: &BTreeMap<String, FieldType>,
     known: &HashSet<String>,
 ) -> Result<StepKind, Fault> {
@@ -139,24 +144,17 @@ pub(super) fn resolve(
             })
             .transpose()
     };
-    let map = match (map, child) {
-        (Some(_), Some(_)) => {
-            return Err(at(
-                "workflow",
-                "a step is a child workflow or a map, not both".into(),
-            ));
-        }
-        (None, Some(workflow)) => {
+    let map = match children {
+        Children::Workflow(workflow) => {
             return Ok(StepKind::Children(ChildrenStep {
-                workflow: workflow.clone(),
+                workflow,
                 items: None,
                 input: mapping(step.input.as_ref(), "", false)?,
                 max_concurrency: 1,
                 tolerated_failures: Tolerance::Count(0),
             }));
         }
-        (Some(map), None) => map,
-        (None, None) => return Err(at("workflow", "names no workflow to start".into())),
+        Children::Map(map) => map,
     };
     if step.input.is_some() {
         return Err(at(

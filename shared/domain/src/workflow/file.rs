@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::workflow::children::{self, MapFile};
+use crate::workflow::children::{self, Children, MapFile};
 use crate::workflow::parallel::{self, Branch};
 use crate::workflow::step::{
     CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision,
@@ -111,6 +111,18 @@ pub(super) struct StepFile {
 }
 
 impl StepFile {
+    /// The settings of a step that starts children that this step names.
+    pub(super) fn children_settings(&self) -> Vec<&'static str> {
+        [
+            ("workflow", self.workflow.is_some()),
+            ("map", self.map.is_some()),
+            ("input", self.input.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, named)| named.then_some(field))
+        .collect()
+    }
+
     /// The settings of a call that this step names.
     pub(super) fn call_settings(&self) -> Vec<&'static str> {
         [
@@ -209,11 +221,21 @@ impl Resolver<'_> {
                 (after, known) = parallel::resolve(self, &step, branches, &after, &known, within)?;
                 continue;
             }
-            let map = step.map.take();
-            let kind = if map.is_some() || step.workflow.is_some() {
-                children::resolve(&step, step.workflow.as_ref(), map, self.input, &known)?
-            } else {
-                StepKind::Call(self.call(&step, &known)?)
+            let children = match (step.workflow.take(), step.map.take()) {
+                (Some(_), Some(_)) => {
+                    return Err((
+                        Some(step.name),
+                        "workflow".into(),
+                        "a step is a child workflow or a map, not both".into(),
+                    ));
+                }
+                (Some(workflow), None) => Some(Children::Workflow(workflow)),
+                (None, Some(map)) => Some(Children::Map(map)),
+                (None, None) => None,
+            };
+            let kind = match children {
+                Some(children) => children::resolve(&step, children, self.input, &known)?,
+                None => StepKind::Call(self.call(&step, &known)?),
             };
             known.insert(step.name.clone());
             self.steps.push(StepDefinition {

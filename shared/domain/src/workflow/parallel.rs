@@ -43,10 +43,15 @@ pub(super) fn resolve(
             message.to_owned(),
         )
     };
-    if let Some(field) = step.call_settings().first() {
+    if let Some(field) = step
+        .call_settings()
+        .into_iter()
+        .chain(step.children_settings())
+        .next()
+    {
         return Err(at(
             field,
-            "a parallel step calls nothing itself: its branches' steps do",
+            "a parallel step calls nothing and starts nothing itself: its branches' steps do",
         ));
     }
     if branches.is_empty() {

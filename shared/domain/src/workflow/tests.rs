@@ -481,10 +481,18 @@ fn a_parallel_step_is_refused_naming_the_step_and_the_field() {
         {"name": "p", "agent": "s", "parallel": [[{"name": "b", "agent": "s", "call": "/b"}]]}]}"#;
     assert!(
         parse_error(called).contains(
-            "step 'p': agent: a parallel step calls nothing itself: its branches' steps do"
+            "step 'p': agent: a parallel step calls nothing and starts nothing itself: its branches' steps do"
         ),
         "{}",
         parse_error(called)
+    );
+    let mapped = r#"{"name": "wf", "version": 1, "steps": [
+        {"name": "p", "workflow": "kid", "parallel": [[{"name": "b", "agent": "s", "call": "/b"}]]}]}"#;
+    assert!(
+        parse_error(mapped)
+            .contains("step 'p': workflow: a parallel step calls nothing and starts nothing"),
+        "{}",
+        parse_error(mapped)
     );
 }
 
