@@ -96,15 +96,9 @@ impl Change {
             return;
         }
         let proceeding = self.task.state == TaskState::Processing;
-        let results = results(&self.task);
-        let items = spec
-            .items
-            .as_ref()
-            .and_then(|source| source.lookup(&order.input, &results))
-            .and_then(Value::as_array);
+        let input_of = child_inputs(&self.task, spec, order);
         let mut starts = Vec::new();
-        let step = &self.task.steps[index];
-        let mut children = step.children.clone().unwrap_or_default();
+        let mut children = self.task.steps[index].children.clone().unwrap_or_default();
         let allowed = spec.tolerated_failures.allowed(children.total);
         while proceeding
             && children.failed <= allowed
@@ -113,8 +107,7 @@ impl Change {
         {
             let item = children.started;
             children.started += 1;
-            let value = items.and_then(|items| items.get(item as usize));
-            match child_input(spec, &order.input, &results, value) {
+            match input_of(item) {
                 Some(input) => {
                     children.running.push(item);
                     starts.push((item, input));
@@ -122,7 +115,11 @@ impl Change {
                 None => children.failed += 1,
             }
         }
-        self.task.steps[index].children = Some(children);
+        drop(input_of);
+        let step = &mut self.task.steps[index];
+        step.children = Some(children);
+        // A child's end is progress: the watch waits its first wait again.
+        step.attempt = 0;
         if !starts.is_empty() {
             self.effects.push(Effect::StartChildren {
                 of: self.children_of(spec, index),
@@ -211,7 +208,6 @@ impl Change {
         let step = &mut self.task.steps[index];
         step.undoing = Some(step.state);
         step.state = StepState::Compensating;
-        step.attempt = 0;
         step.started_at = Some(self.now);
         if let Some(children) = &mut step.children {
             children.running.clear();
@@ -225,7 +221,9 @@ impl Change {
 
     fn fill_undo(&mut self, workflow: &Workflow, spec: &ChildrenStep, index: usize) {
         let of = self.children_of(spec, index);
-        let Some(children) = &mut self.task.steps[index].children else {
+        let step = &mut self.task.steps[index];
+        step.attempt = 0;
+        let Some(children) = &mut step.children else {
             return;
         };
         let mut told = Vec::new();
@@ -273,9 +271,9 @@ impl Change {
     }
 
     /// Sets step `index`'s watch: when it passes with children still running, they
-    /// are found again ([`Change::watch_again`]). The waits double, from the
-    /// workflow's pickup timeout up to the longest retry wait, so that a long child
-    /// costs a few looks.
+    /// are found again ([`Change::watch_again`]). From the workflow's pickup timeout
+    /// after the last child's end, the waits double while nothing moves, up to the
+    /// longest retry wait, so that a long child costs a few looks.
     fn watch(&mut self, workflow: &Workflow, index: usize) {
         let step = &mut self.task.steps[index];
         let wait = workflow
@@ -316,29 +314,42 @@ impl Change {
             .map(|c| c.running.clone())
             .unwrap_or_default();
         let of = self.children_of(spec, index);
-        if step.state == StepState::Compensating {
+        // Children being undone, or of a task stopping, are looked for to be stopped
+        // (one not yet created is kept from starting); the others, to be started.
+        let undo = step.state == StepState::Compensating;
+        if undo || self.task.state != TaskState::Processing {
             self.effects.push(Effect::StopChildren {
                 of,
                 items: running,
-                undo: true,
+                undo,
             });
         } else {
-            let results = results(&self.task);
-            let items = spec
-                .items
-                .as_ref()
-                .and_then(|source| source.lookup(&order.input, &results))
-                .and_then(Value::as_array);
+            let input_of = child_inputs(&self.task, spec, order);
             let children = running
-                .iter()
-                .filter_map(|&item| {
-                    let value = items.and_then(|items| items.get(item as usize));
-                    Some((item, child_input(spec, &order.input, &results, value)?))
-                })
+                .into_iter()
+                .filter_map(|item| Some((item, input_of(item)?)))
                 .collect();
             self.effects.push(Effect::StartChildren { of, children });
         }
         self.watch(workflow, index);
+    }
+}
+
+/// The input of each item's child, from `task`'s input and results ([`child_input`]).
+fn child_inputs<'a>(
+    task: &'a Task,
+    spec: &'a ChildrenStep,
+    order: &'a Order,
+) -> impl Fn(u32) -> Option<Value> + 'a {
+    let results = results(task);
+    let items = spec
+        .items
+        .as_ref()
+        .and_then(|source| source.lookup(&order.input, &results))
+        .and_then(Value::as_array);
+    move |item| {
+        let value = items.and_then(|items| items.get(item as usize));
+        child_input(spec, &order.input, &results, value)
     }
 }
 
