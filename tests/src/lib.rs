@@ -497,6 +497,18 @@ pub fn step_states(task: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A step of a task as the API shows it, by name.
+///
+/// # Panics
+/// When the task has no such step.
+#[must_use]
+pub fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
+    task["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s["name"] == name))
+        .unwrap_or_else(|| panic!("no step {name} in {task}"))
+}
+
 /// The in-memory backend on a manual clock, with an ingest queue: for the tests that
 /// drive the actors by hand, buffering or not.
 pub struct Buffering {

@@ -6,19 +6,11 @@ use std::time::Duration;
 
 use sas_core::app::Recovery;
 use sas_domain::decide::Verdict;
-use sas_tests::{Harness, delivery_input, step_states};
+use sas_tests::{Harness, delivery_input, step, step_states};
 use serde_json::{Value, json};
 
 fn parallel() -> Value {
     json!({ "workflow": "drone-delivery-parallel", "input": delivery_input() })
-}
-
-/// A step of `task` by name.
-fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
-    task["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["name"] == name))
-        .unwrap_or_else(|| panic!("no step {name} in {task}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 //! API: an order whose parcels are each shipped by a child task, joined, listed,
 //! failed and undone by the children's own compensations, and cancelled.
 
-use sas_tests::{Harness, step_states};
+use sas_tests::{Harness, step, step_states};
 use serde_json::{Value, json};
 
 /// A parcel order of `parcels` parcels.
@@ -14,14 +14,6 @@ fn order(id: &str, parcels: usize) -> Value {
         "workflow": "parcel-order",
         "input": { "order_id": id, "customer_id": "c-1", "parcels": parcels },
     })
-}
-
-/// A step of `task` by name.
-fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
-    task["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["name"] == name))
-        .unwrap_or_else(|| panic!("no step {name} in {task}"))
 }
 
 /// Every child of `id`'s step `step`, page by page of `limit`.
