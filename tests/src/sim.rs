@@ -680,8 +680,10 @@ impl RemoteCall for SimRemote {
             refused.insert(answered);
             return Err(RemoteError::Permanent("refused".into()));
         }
+        // A key answers as it first did: one applied is never refused after.
         if task.contains(CHILD_SEPARATOR)
             && !compensation
+            && !self.applied().contains_key(&answered)
             && self.world.fault("a child's call refused for good", 0.02)
         {
             refused.insert(answered);
