@@ -240,10 +240,10 @@ impl DynamoStore {
     }
 
     /// When DynamoDB's TTL may delete a task: a retention after it finished. Never
-    /// while it runs, while its alert is unpublished (it keeps a lease), nor while
-    /// it needs a person.
+    /// while it runs, while its alert is unpublished (it keeps a lease), while it
+    /// needs a person, nor while it is kept ([`kept`]).
     fn task_expiry(&self, task: &Task) -> Option<Timestamp> {
-        (task.state.is_final() && task.complete_by.is_none() && !task.needs_a_person())
+        (task.state.is_final() && task.complete_by.is_none() && !kept(task))
             .then(|| task.updated_at.plus(self.settings.retention))
     }
 
@@ -258,7 +258,7 @@ impl DynamoStore {
     /// outliving a task that finishes late (a resubmitted one, or one that ran
     /// longer than a retention). `None`: the expiry given at creation holds.
     fn order_expiry_change(&self, task: &Task) -> Option<OrderExpiry> {
-        if task.needs_a_person() {
+        if kept(task) {
             return Some(OrderExpiry::Never);
         }
         let expiry = self.task_expiry(task)?;
@@ -599,6 +599,13 @@ fn attribute<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
         .ok_or_else(|| {
             StoreError::Corrupt(format!("item without the text attribute '{name}'").into())
         })
+}
+
+/// Whether a finished task is kept, with its order data, past any retention: it
+/// needs a person, or it is a child task Processed, which its parent may yet have
+/// undone (its record and input are what its compensations are made from).
+fn kept(task: &Task) -> bool {
+    task.needs_a_person() || (task.parent.is_some() && task.state == TaskState::Processed)
 }
 
 /// The task's record as stored: its JSON, deflated. A task's item is billed by the

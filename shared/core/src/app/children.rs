@@ -99,8 +99,13 @@ impl App {
         if earlier_run && child.state == TaskState::Error {
             let rerun = self
                 .transition(&child.id, |task, workflow, order, now| {
+                    // Run again already (this write landed, its answer lost; or another
+                    // process's).
+                    if task.parent.as_ref().is_some_and(|p| p.run >= link.run) {
+                        return Ok::<_, TaskError>(Decision::ignore(Verdict::RerunForParent));
+                    }
                     let input = (order.input != submission.input).then(|| submission.input.clone());
-                    Ok::<_, TaskError>(
+                    Ok(
                         decide::rerun_child(task, workflow, order, input, link.run, now)
                             .unwrap_or_else(|_| Decision::ignore(Verdict::RefusedAlready)),
                     )

@@ -37,7 +37,8 @@ impl App {
     /// on the version read. Anything else it leads to (no such task, a decision that
     /// leaves the task as it is, such as a response taken for a stale one, or an
     /// error) is decided again on a consistent read, unless the task read had ended
-    /// Processed, which no later write changes.
+    /// Processed, which no later write changes (but a child's: its parent may have it
+    /// undone).
     pub(super) async fn transition<E>(
         &self,
         id: &TaskId,
@@ -77,7 +78,8 @@ impl App {
                 }
                 Err(error) => return Err(error),
             };
-            if !consistent && decision.next.is_none() && task.state != TaskState::Processed {
+            let settled = task.state == TaskState::Processed && task.parent.is_none();
+            if !consistent && decision.next.is_none() && !settled {
                 consistent = true;
                 continue;
             }
