@@ -972,7 +972,8 @@ mod tests {
     }
 
     #[test]
-    fn order_data_expires_after_its_task_and_neither_while_a_person_is_needed() {
+    fn order_data_expires_after_its_task_and_neither_while_a_person_is_needed_nor_a_processed_child()
+     {
         use sas_domain::task::StepState;
         let sdk = sas_lambda::sdk::sdk_config(|name| match name {
             "AWS_REGION" => Some("eu-west-1".into()),
@@ -1052,6 +1053,30 @@ mod tests {
             "kept while its alert is due"
         );
         assert_eq!(store.order_expiry_change(&alert_pending), None);
+
+        let link = sas_domain::task::ParentLink {
+            task: TaskId::parse("p").expect("id"),
+            step: 1,
+            item: 0,
+            run: 1,
+        };
+        let child_done = finished(created.plus(day), &|t| t.parent = Some(link.clone()));
+        assert_eq!(
+            (
+                store.task_expiry(&child_done),
+                store.order_expiry_change(&child_done)
+            ),
+            (None, Some(OrderExpiry::Never)),
+            "a Processed child is kept: its parent may yet have it undone"
+        );
+        let child_undone = finished(created.plus(day), &|t| {
+            t.parent = Some(link.clone());
+            t.state = TaskState::Error;
+        });
+        assert_eq!(
+            store.task_expiry(&child_undone),
+            Some(created.plus(day * 31))
+        );
     }
 
     #[test]
