@@ -2,19 +2,8 @@
 //! API: an order whose parcels are each shipped by a child task, joined, listed,
 //! failed and undone by the children's own compensations, and cancelled.
 
-use sas_tests::{Harness, step_states};
+use sas_tests::{Harness, all_children, parcel_order, step_states};
 use serde_json::{Value, json};
-
-/// A parcel order of `parcels` parcels.
-fn order(id: &str, parcels: usize) -> Value {
-    let parcels: Vec<Value> = (0..parcels)
-        .map(|n| json!({ "id": format!("p{n}"), "dropoff": format!("door {n}"), "weight_kg": 1.5 }))
-        .collect();
-    json!({
-        "workflow": "parcel-order",
-        "input": { "order_id": id, "customer_id": "c-1", "parcels": parcels },
-    })
-}
 
 /// A step of `task` by name.
 fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
@@ -24,26 +13,12 @@ fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no step {name} in {task}"))
 }
 
-/// Every child of `id`'s step `step`, page by page of `limit`.
-async fn children(harness: &Harness, id: &str, step: &str, limit: usize) -> Vec<Value> {
-    let mut all = Vec::new();
-    let mut after = String::new();
-    loop {
-        let path = format!("/tasks/{id}/children?step={step}&limit={limit}{after}");
-        let (status, _, page) = harness.call("GET", &path, None).await;
-        assert_eq!(status, 200, "{page}");
-        all.extend(page["tasks"].as_array().expect("tasks").iter().cloned());
-        match page["next"].as_str() {
-            Some(next) => after = format!("&after={next}"),
-            None => return all,
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_parcel_ships_as_a_child_task_and_the_order_joins_them() {
     let harness = Harness::start(5).await;
-    let (status, _) = harness.put_task("order-1", &order("order-1", 5)).await;
+    let (status, _) = harness
+        .put_task("order-1", &parcel_order("order-1", 5))
+        .await;
     assert_eq!(status, 202);
     let task = harness.settle_in("order-1", "Processed").await;
     assert_eq!(step_states(&task), ["Processed"; 3]);
@@ -56,7 +31,11 @@ async fn each_parcel_ships_as_a_child_task_and_the_order_joins_them() {
         })
     );
     assert_eq!(map["children"]["total"], 5);
-    let listed = children(&harness, "order-1", "deliver-each", 2).await;
+    let listed = all_children("order-1", "deliver-each", 2, async |path| {
+        let (status, _, page) = harness.call("GET", &path, None).await;
+        (status, page)
+    })
+    .await;
     let ids: Vec<&str> = listed.iter().filter_map(|c| c["id"].as_str()).collect();
     assert_eq!(
         ids,
@@ -92,7 +71,9 @@ async fn a_refused_confirmation_undoes_every_parcel_by_its_own_compensations() {
     harness
         .faults("delivery", json!({ "permanent_error_rate": 1.0 }))
         .await;
-    harness.put_task("order-2", &order("order-2", 3)).await;
+    harness
+        .put_task("order-2", &parcel_order("order-2", 3))
+        .await;
     let task = harness.settle_in("order-2", "Error").await;
     assert_eq!(
         step_states(&task),
