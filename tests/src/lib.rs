@@ -509,6 +509,46 @@ pub fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no step {name} in {task}"))
 }
 
+/// A `parcel-order` of `parcels` parcels, each shipped by a `ship-parcel` child.
+#[must_use]
+pub fn parcel_order(id: &str, parcels: usize) -> Value {
+    let parcels: Vec<Value> = (0..parcels)
+        .map(|n| json!({ "id": format!("p{n}"), "dropoff": format!("door {n}"), "weight_kg": 1.5 }))
+        .collect();
+    json!({
+        "workflow": "parcel-order",
+        "input": { "order_id": id, "customer_id": "c-1", "parcels": parcels },
+    })
+}
+
+/// Every child task step `step` of task `id` started, through
+/// `GET /tasks/{id}/children`, page by page of `limit`: `get` sends each page's
+/// request (the path) and answers its status and body.
+///
+/// # Panics
+/// When a page is not a 200 with its tasks.
+pub async fn all_children(
+    id: &str,
+    step: &str,
+    limit: usize,
+    get: impl AsyncFn(String) -> (u16, Value),
+) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (status, page) = get(format!(
+            "/tasks/{id}/children?step={step}&limit={limit}{after}"
+        ))
+        .await;
+        assert_eq!(status, 200, "{page}");
+        all.extend(page["tasks"].as_array().expect("tasks").iter().cloned());
+        match page["next"].as_str() {
+            Some(next) => after = format!("&after={next}"),
+            None => return all,
+        }
+    }
+}
+
 /// The in-memory backend on a manual clock, with an ingest queue: for the tests that
 /// drive the actors by hand, buffering or not.
 pub struct Buffering {

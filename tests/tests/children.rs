@@ -2,40 +2,24 @@
 //! API: an order whose parcels are each shipped by a child task, joined, listed,
 //! failed and undone by the children's own compensations, and cancelled.
 
-use sas_tests::{Harness, step, step_states};
+use sas_tests::{Harness, all_children, parcel_order, step, step_states};
 use serde_json::{Value, json};
-
-/// A parcel order of `parcels` parcels.
-fn order(id: &str, parcels: usize) -> Value {
-    let parcels: Vec<Value> = (0..parcels)
-        .map(|n| json!({ "id": format!("p{n}"), "dropoff": format!("door {n}"), "weight_kg": 1.5 }))
-        .collect();
-    json!({
-        "workflow": "parcel-order",
-        "input": { "order_id": id, "customer_id": "c-1", "parcels": parcels },
-    })
-}
 
 /// Every child of `id`'s step `step`, page by page of `limit`.
 async fn children(harness: &Harness, id: &str, step: &str, limit: usize) -> Vec<Value> {
-    let mut all = Vec::new();
-    let mut after = String::new();
-    loop {
-        let path = format!("/tasks/{id}/children?step={step}&limit={limit}{after}");
+    all_children(id, step, limit, async |path| {
         let (status, _, page) = harness.call("GET", &path, None).await;
-        assert_eq!(status, 200, "{page}");
-        all.extend(page["tasks"].as_array().expect("tasks").iter().cloned());
-        match page["next"].as_str() {
-            Some(next) => after = format!("&after={next}"),
-            None => return all,
-        }
-    }
+        (status, page)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_parcel_ships_as_a_child_task_and_the_order_joins_them() {
     let harness = Harness::start(5).await;
-    let (status, _) = harness.put_task("order-1", &order("order-1", 5)).await;
+    let (status, _) = harness
+        .put_task("order-1", &parcel_order("order-1", 5))
+        .await;
     assert_eq!(status, 202);
     let task = harness.settle_in("order-1", "Processed").await;
     assert_eq!(step_states(&task), ["Processed"; 3]);
@@ -84,7 +68,9 @@ async fn a_refused_confirmation_undoes_every_parcel_by_its_own_compensations() {
     harness
         .faults("delivery", json!({ "permanent_error_rate": 1.0 }))
         .await;
-    harness.put_task("order-2", &order("order-2", 3)).await;
+    harness
+        .put_task("order-2", &parcel_order("order-2", 3))
+        .await;
     let task = harness.settle_in("order-2", "Error").await;
     assert_eq!(
         step_states(&task),
@@ -151,7 +137,9 @@ async fn a_child_that_fails_past_the_tolerance_fails_the_order_and_the_others_ar
     harness
         .faults("drone", json!({ "permanent_error_rate": 1.0, "times": 1 }))
         .await;
-    harness.put_task("order-3", &order("order-3", 4)).await;
+    harness
+        .put_task("order-3", &parcel_order("order-3", 4))
+        .await;
     let task = harness.settle_in("order-3", "Error").await;
     assert_eq!(
         task["error"],
@@ -182,7 +170,9 @@ async fn a_child_that_fails_past_the_tolerance_fails_the_order_and_the_others_ar
 async fn a_cancelled_order_cancels_its_running_children_and_undoes_those_done() {
     let harness = Harness::start(5).await;
     harness.faults("drone", json!({ "latency_ms": 1500 })).await;
-    harness.put_task("order-4", &order("order-4", 3)).await;
+    harness
+        .put_task("order-4", &parcel_order("order-4", 3))
+        .await;
     harness
         .wait_for("order-4", "shipping", |t| {
             step(t, "deliver-each")["children"]["running"]
@@ -221,7 +211,9 @@ async fn a_resubmitted_order_runs_its_undone_children_again_under_the_same_ids()
             json!({ "permanent_error_rate": 1.0, "times": 1 }),
         )
         .await;
-    harness.put_task("order-5", &order("order-5", 2)).await;
+    harness
+        .put_task("order-5", &parcel_order("order-5", 2))
+        .await;
     harness.settle_in("order-5", "Error").await;
     let (status, _, refused) = harness
         .call(

@@ -21,7 +21,10 @@ use sas_tests::ministack::{
     lay_out_as_cargo_lambda, sam_cli,
 };
 use sas_tests::tokens::{AUDIENCE, Issuer};
-use sas_tests::{UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, step_states};
+use sas_tests::{
+    UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, all_children, parcel_order,
+    step_states,
+};
 use serde_json::{Value, json};
 
 /// The README's drone delivery.
@@ -292,12 +295,7 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
     // receives. The queue's visibility timeout (180 s, six times the scheduler's
     // timeout) is cut to 1 s for the test, or the five receives would take 15 minutes.
     let scheduler = &stack.outputs["SchedulerQueueUrl"];
-    sqs.set_queue_attributes()
-        .queue_url(scheduler)
-        .attributes(QueueAttributeName::VisibilityTimeout, "1")
-        .send()
-        .await
-        .expect("the visibility timeout");
+    cut_scheduler_visibility(&stack, 1).await;
     put_task(&stack, "beside-poison", &readme_delivery()).await;
     let batch = sqs
         .send_message_batch()
@@ -370,6 +368,18 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         console.status,
         &console.body[..console.body.len().min(200)]
     );
+}
+
+/// Cuts the scheduler queue's visibility timeout (180 s, six times the scheduler's
+/// timeout) to `seconds`: a message that failed is delivered again that much later.
+async fn cut_scheduler_visibility(stack: &Deployment, seconds: u32) {
+    aws_sdk_sqs::Client::new(&stack.sdk)
+        .set_queue_attributes()
+        .queue_url(&stack.outputs["SchedulerQueueUrl"])
+        .attributes(QueueAttributeName::VisibilityTimeout, seconds.to_string())
+        .send()
+        .await
+        .expect("the visibility timeout");
 }
 
 /// An operator's signed call: its status and body.
@@ -1002,6 +1012,100 @@ async fn with_jwt_callers_are_authenticated_by_the_gateway_and_see_only_their_ow
             (200, Some(owner)),
             "{}",
             answer.body
+        );
+    }
+}
+
+/// Parcels in the deployed order that ships: three pages of children, fifteen turns of
+/// the map's twenty at a time.
+const PARCELS: usize = 300;
+/// Parcels in the deployed order that is refused, each undone: five turns.
+const REFUSED_PARCELS: usize = 100;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parcel_order_ships_each_parcel_as_a_child_task_and_a_refused_one_has_every_parcel_undone()
+ {
+    let remote = Remote::start(true).await;
+    let stack = deploy(&remote).await;
+    // The children's ends, told to their order at once, race for its record: of ten in
+    // a scheduler's batch, one may lose every try and fail, to be delivered again after
+    // the queue's visibility timeout, three minutes as deployed.
+    cut_scheduler_visibility(&stack, 5).await;
+    let children = async |id: &str| {
+        all_children(id, "deliver-each", 100, async |path| {
+            let answer = stack.call("GET", &path, None, false).await;
+            (answer.status, answer.json())
+        })
+        .await
+    };
+    let ids = |listed: &[Value]| -> Vec<String> {
+        listed
+            .iter()
+            .map(|c| c["id"].as_str().expect("an id").to_owned())
+            .collect()
+    };
+    let expected = |order: &str, parcels: usize| -> Vec<String> {
+        (0..parcels)
+            .map(|n| format!("{order}~deliver-each~{n}"))
+            .collect()
+    };
+
+    // Each parcel shipped by a child task of its own, created by the scheduler, which
+    // tells the order of each end on its own queue; the order joins them.
+    put_task(&stack, "order-1", &parcel_order("order-1", PARCELS)).await;
+    let task = wait_for_task(
+        &stack,
+        "order-1",
+        "Processed",
+        Duration::from_secs(120),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(step_states(&task), ["Processed"; 3], "{task:#}");
+    assert_eq!(task["steps"][1]["output"]["succeeded"], PARCELS, "{task:#}");
+    let listed = children("order-1").await;
+    assert_eq!(ids(&listed), expected("order-1", PARCELS));
+    for child in &listed {
+        assert_eq!(step_states(child), ["Processed"; 2], "{child:#}");
+        let id = child["id"].as_str().expect("an id");
+        assert_eq!(remote.effects(id).len(), 2, "{id} run once");
+    }
+
+    // The confirmation refused for good: every parcel's child undone by its own
+    // compensations, each effect applied once and undone once.
+    remote.mocks.set_faults(
+        "delivery",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0})).expect("faults"),
+    );
+    put_task(&stack, "order-2", &parcel_order("order-2", REFUSED_PARCELS)).await;
+    let task = wait_for_task(
+        &stack,
+        "order-2",
+        "in Error",
+        Duration::from_secs(120),
+        |t| t["state"] == "Error",
+    )
+    .await;
+    assert_eq!(
+        step_states(&task),
+        ["Processed", "Compensated", "Error"],
+        "{task:#}"
+    );
+    let listed = children("order-2").await;
+    assert_eq!(ids(&listed), expected("order-2", REFUSED_PARCELS));
+    for child in &listed {
+        assert_eq!(step_states(child), ["Compensated"; 2], "{child:#}");
+        assert_eq!(child["cancelled"]["by"], "parent", "{child:#}");
+        let id = child["id"].as_str().expect("an id");
+        assert_eq!(
+            remote.effects(id),
+            [
+                ("drone".into(), "/drones/cancel".into(), 1),
+                ("drone".into(), "/drones/schedule".into(), 1),
+                ("package".into(), "/packages".into(), 1),
+                ("package".into(), "/packages/cancel".into(), 1),
+            ],
+            "{id}"
         );
     }
 }

@@ -507,6 +507,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/tasks/batch", caller, callerScopes);
     route(PUT, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks/{id}", caller, callerScopes);
+    route(GET, "/tasks/{id}/children", caller, callerScopes);
     route(GET, "/tasks", caller, callerScopes);
     route(POST, "/tasks/{id}/resubmit", caller, callerScopes);
     route(POST, "/tasks/{id}/cancel", caller, callerScopes);
@@ -516,6 +517,7 @@ export class SchedulerAgentSupervisor extends Construct {
     const operatorScopes = jwt ? [operatorScope] : undefined;
     route(GET, "/operator/tasks", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}", operator, operatorScopes);
+    route(GET, "/operator/tasks/{id}/children", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/cancel", operator, operatorScopes);
     route(POST, "/operator/bulk/resubmit", operator, operatorScopes);
@@ -533,7 +535,14 @@ export class SchedulerAgentSupervisor extends Construct {
     // RouteSettings is JSON to CDK, written into the template as it is: CloudFormation's names.
     const read = { ThrottlingBurstLimit: throttling.readRate, ThrottlingRateLimit: throttling.readRate };
     stage.routeSettings = Object.fromEntries(
-      ["GET /tasks/{id}", "GET /tasks", "GET /operator/tasks/{id}", "GET /operator/tasks"].map((key) => [key, read]),
+      [
+        "GET /tasks/{id}",
+        "GET /tasks",
+        "GET /operator/tasks/{id}",
+        "GET /operator/tasks",
+        "GET /tasks/{id}/children",
+        "GET /operator/tasks/{id}/children",
+      ].map((key) => [key, read]),
     );
     const accessLogs = new logs.LogGroup(this, "ApiAccessLogs", { retention: logs.RetentionDays.ONE_MONTH });
     stage.accessLogSettings = {
