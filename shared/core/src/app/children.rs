@@ -6,6 +6,7 @@
 use tracing::warn;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -190,7 +191,7 @@ impl App {
         let parent = ended.task_id.clone();
         let outgoing = Outgoing {
             queue: self.names.scheduler.clone(),
-            message: child_ended_message(ended),
+            message: child_ended_message(ended, Duration::ZERO),
         };
         if let Err(error) = self.send(vec![outgoing]).await {
             warn!(task_id = %parent, error = %Chain(&error), "a child's end not told: its parent's watch finds it");
@@ -209,11 +210,8 @@ fn link(of: &ChildrenOf, item: u32) -> ParentLink {
 }
 
 /// The message that tells a parent of its child's end.
-pub(super) fn child_ended_message(ended: ChildEnded) -> OutgoingMessage {
-    OutgoingMessage::json(
-        &SchedulerMessage::ChildEnded(ended),
-        std::time::Duration::ZERO,
-    )
+pub(super) fn child_ended_message(ended: ChildEnded, delay: Duration) -> OutgoingMessage {
+    OutgoingMessage::json(&SchedulerMessage::ChildEnded(ended), delay)
 }
 
 /// The end of a child that was never started (its input did not fit its workflow).

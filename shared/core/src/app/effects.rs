@@ -335,7 +335,7 @@ impl App {
                 }
                 Effect::TellParent(ended) => required.push(Outgoing {
                     queue: self.names.scheduler.clone(),
-                    message: child_ended_message(ended),
+                    message: child_ended_message(ended, Duration::ZERO),
                 }),
                 other => best_effort.push(other),
             }

@@ -6,7 +6,13 @@ use tracing::warn;
 use sas_domain::decide::{self, Decision, Verdict};
 use sas_domain::messages::SchedulerMessage;
 
+use super::children::child_ended_message;
 use super::{App, HandleError, TaskError};
+use crate::ports::{Outgoing, StoreError};
+
+/// How long a child's end that lost every race for its parent's record waits before
+/// it is handled again: SQS delays by whole seconds.
+const CHILD_ENDED_AGAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A queue a scheduler reads: each takes only the messages meant for it, so that
 /// an agent allowed to answer cannot create or move tasks by other means.
@@ -67,6 +73,8 @@ pub enum Handled {
     Created,
     /// A buffered submission's task was created already, by the same request.
     Repeated,
+    /// A child's end that lost every race for its parent's record, sent again.
+    SentAgain,
 }
 
 impl Handled {
@@ -79,6 +87,7 @@ impl Handled {
             Self::Repeated => "repeated",
             Self::UnknownTask => "unknown task",
             Self::DeadlineChained => "deadline chained",
+            Self::SentAgain => "sent again",
         }
     }
 }
@@ -160,7 +169,22 @@ impl App {
                     }
                 })
             })
-            .await?;
+            .await;
+        let written = match (written, &message) {
+            (Err(TaskError::Store(StoreError::Conflict)), SchedulerMessage::ChildEnded(ended)) => {
+                // Its parent's other children ended at once and won every race for its
+                // record: this end comes again in a moment, not after the queue's
+                // visibility timeout.
+                let again = child_ended_message(ended.clone(), CHILD_ENDED_AGAIN);
+                self.send(vec![Outgoing {
+                    queue: self.names.scheduler.clone(),
+                    message: again,
+                }])
+                .await?;
+                return Ok(Handled::SentAgain);
+            }
+            (written, _) => written?,
+        };
         Ok(written.map_or_else(
             || {
                 warn!(task_id = %task_id, "message for an unknown task dropped");
