@@ -244,3 +244,35 @@ async fn a_resubmitted_order_runs_its_undone_children_again_under_the_same_ids()
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_large_children_is_cut_to_fit_and_goes_on_after_its_last_child() {
+    let harness = Harness::start(5).await;
+    // Each parcel's package answers 60 KB: a hundred children answer 6 MB.
+    harness
+        .faults("package", json!({ "answer_bytes": 60_000 }))
+        .await;
+    harness.put_task("big-1", &parcel_order("big-1", 100)).await;
+    harness.settle_in("big-1", "Processed").await;
+    let (status, _, first) = harness
+        .call(
+            "GET",
+            "/tasks/big-1/children?step=deliver-each&limit=100",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let shown = first["tasks"].as_array().expect("tasks").len();
+    assert!((1..100).contains(&shown), "cut to fit: {shown}");
+    assert_eq!(first["next"], (shown - 1).to_string());
+    let all = children(&harness, "big-1", "deliver-each", 100).await;
+    let items: Vec<u64> = all
+        .iter()
+        .filter_map(|child| child["parent"]["item"].as_u64())
+        .collect();
+    assert_eq!(
+        items,
+        (0..100).collect::<Vec<u64>>(),
+        "each child once, in order"
+    );
+}

@@ -8,7 +8,7 @@ use sas_domain::ids::TaskId;
 use sas_domain::limits;
 use sas_domain::messages::Buffered;
 use sas_domain::submission::Submission;
-use sas_domain::task::TaskState;
+use sas_domain::task::{Task, TaskState};
 
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
 use crate::error::{ApiError, ErrorCode, not_found, unknown_parameter};
@@ -280,16 +280,26 @@ pub(crate) async fn children(
                 .collect(),
         )
         .await?;
-    let view = ChildrenView {
-        step: &found.name,
-        counts: &counts,
-        tasks: tasks
-            .iter()
-            .map(|task| TaskView::of(task, scope.view()))
-            .collect(),
-        next: (end < counts.started && end > first).then(|| (end - 1).to_string()),
+    let next = (end < counts.started && end > first).then(|| (end - 1).to_string());
+    // A page cut short goes on after the item of its last child.
+    let after = |shown: usize| {
+        let item = tasks.get(shown - 1)?.parent.as_ref()?.item;
+        Some(item.to_string())
     };
-    Ok(ApiResponse::ok(200, &view))
+    Ok(fitted(&tasks, next, after, |tasks, next| {
+        ApiResponse::ok(
+            200,
+            &ChildrenView {
+                step: &found.name,
+                counts: &counts,
+                tasks: tasks
+                    .iter()
+                    .map(|t| TaskView::of(t, scope.view()))
+                    .collect(),
+                next,
+            },
+        )
+    }))
 }
 
 /// The state named in a query or a body, with the states it may be.
@@ -368,27 +378,47 @@ pub(crate) async fn list(
         .list(state, limit, after, scope.owner())
         .await
         .map_err(invalid_cursor)?;
-    // A page of large tasks (their outputs) is answered shorter, cut where its answer
-    // fits what API Gateway may send back: it goes on after the last task it shows,
-    // nothing read again.
-    let mut shown = page.tasks.len();
+    let after = |shown: usize| page.after.get(shown - 1).cloned();
+    Ok(fitted(
+        &page.tasks,
+        page.next.clone(),
+        after,
+        |tasks, next| {
+            ApiResponse::ok(
+                200,
+                &PageView {
+                    tasks: tasks
+                        .iter()
+                        .map(|t| TaskView::of(t, scope.view()))
+                        .collect(),
+                    next,
+                },
+            )
+        },
+    ))
+}
+
+/// The answer of a page of `tasks`, whose next page goes on from `next`: a page of
+/// large tasks (their outputs) is answered shorter, cut where its answer fits what API
+/// Gateway may send back, to go on from `after(k)`, the cursor after its `k`-th task
+/// (if there is one), nothing read again. `answer` writes a page and its cursor.
+fn fitted<'a>(
+    tasks: &'a [Task],
+    next: Option<String>,
+    after: impl Fn(usize) -> Option<String>,
+    answer: impl Fn(&'a [Task], Option<String>) -> ApiResponse,
+) -> ApiResponse {
+    let mut shown = tasks.len();
     loop {
-        let next = if shown == page.tasks.len() {
-            page.next.clone()
+        let cursor = if shown == tasks.len() {
+            next.clone()
         } else {
-            page.after.get(shown - 1).cloned()
+            after(shown)
         };
-        let view = PageView {
-            tasks: page.tasks[..shown]
-                .iter()
-                .map(|task| TaskView::of(task, scope.view()))
-                .collect(),
-            next,
-        };
-        let answer = ApiResponse::ok(200, &view);
+        let page = answer(&tasks[..shown], cursor);
         let cut = shown / 2;
-        if answer.body.len() <= MAX_ANSWER_BYTES || cut == 0 || page.after.len() < cut {
-            return Ok(answer);
+        if page.body.len() <= MAX_ANSWER_BYTES || cut == 0 || after(cut).is_none() {
+            return page;
         }
         shown = cut;
     }
