@@ -1023,7 +1023,7 @@ const PARCELS: usize = 300;
 const REFUSED_PARCELS: usize = 100;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parcel_order_ships_each_parcel_as_a_child_task_and_a_refused_one_has_every_parcel_undone()
+async fn a_parcel_order_ships_each_parcel_as_a_child_task_a_child_workflow_ships_one_and_a_refused_order_has_every_parcel_undone()
  {
     let remote = Remote::start(true).await;
     let stack = deploy(&remote).await;
@@ -1069,6 +1069,28 @@ async fn a_parcel_order_ships_each_parcel_as_a_child_task_and_a_refused_one_has_
         let id = child["id"].as_str().expect("an id");
         assert_eq!(remote.effects(id).len(), 2, "{id} run once");
     }
+
+    // A child workflow step (tests/workflows/ship-one.json, packaged with the
+    // deployment): one child, named in its step's result.
+    let one = json!({
+        "workflow": "ship-one",
+        "input": {"order_id": "o-1", "parcel_id": "p-1", "dropoff": "Bondi", "weight_kg": 1.0},
+    });
+    put_task(&stack, "one-1", &one).await;
+    let task = wait_for_task(&stack, "one-1", "Processed", Duration::from_secs(60), |t| {
+        t["state"] == "Processed"
+    })
+    .await;
+    assert_eq!(
+        task["steps"][0]["output"]["task_id"], "one-1~ship~0",
+        "{task:#}"
+    );
+    let child = stack
+        .call("GET", "/tasks/one-1~ship~0", None, false)
+        .await
+        .json();
+    assert_eq!(step_states(&child), ["Processed"; 2], "{child:#}");
+    assert_eq!(child["parent"]["task_id"], "one-1", "{child:#}");
 
     // The confirmation refused for good: every parcel's child undone by its own
     // compensations, each effect applied once and undone once.
