@@ -417,6 +417,12 @@ impl Harness {
         assert!(response.status().is_success());
     }
 
+    /// Has `service` refuse its next call for good (a 422), then answer again.
+    pub async fn refuse_once(&self, service: &str) {
+        self.faults(service, json!({ "permanent_error_rate": 1.0, "times": 1 }))
+            .await;
+    }
+
     /// The side effects the mock services applied, by (service, operation): the
     /// calls made with each key.
     pub async fn effects(&self) -> Vec<Value> {

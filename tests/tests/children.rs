@@ -134,9 +134,7 @@ async fn a_child_workflow_step_ends_with_its_child_and_names_it_in_its_result() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_fails_past_the_tolerance_fails_the_order_and_the_others_are_undone() {
     let harness = Harness::start(5).await;
-    harness
-        .faults("drone", json!({ "permanent_error_rate": 1.0, "times": 1 }))
-        .await;
+    harness.refuse_once("drone").await;
     harness
         .put_task("order-3", &parcel_order("order-3", 4))
         .await;
@@ -205,12 +203,7 @@ async fn a_cancelled_order_cancels_its_running_children_and_undoes_those_done() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resubmitted_order_runs_its_undone_children_again_under_the_same_ids() {
     let harness = Harness::start(5).await;
-    harness
-        .faults(
-            "delivery",
-            json!({ "permanent_error_rate": 1.0, "times": 1 }),
-        )
-        .await;
+    harness.refuse_once("delivery").await;
     harness
         .put_task("order-5", &parcel_order("order-5", 2))
         .await;

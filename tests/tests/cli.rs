@@ -35,12 +35,7 @@ fn quick() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_command_line() {
     let harness = Harness::start(5).await;
-    harness
-        .faults(
-            "delivery",
-            json!({ "permanent_error_rate": 1.0, "times": 1 }),
-        )
-        .await;
+    harness.refuse_once("delivery").await;
     harness.put_task("cli-failed", &quick()).await;
     harness.settle_in("cli-failed", "Error").await;
 

@@ -150,12 +150,7 @@ async fn task_page(browser: &Client, console: &str, id: &str, state: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_processed() {
     let harness = Harness::start(5).await;
-    harness
-        .faults(
-            "delivery",
-            json!({ "permanent_error_rate": 1.0, "times": 1 }),
-        )
-        .await;
+    harness.refuse_once("delivery").await;
     let task = json!({ "workflow": "drone-delivery-quick", "input": delivery_input() });
     let mut told = task.clone();
     told["notify"] = json!("refused-delivery-updates");

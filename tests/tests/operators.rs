@@ -213,12 +213,7 @@ async fn an_ended_task_cannot_be_cancelled_and_an_edited_resubmission_runs_the_n
         (409, Some("ended"))
     );
 
-    harness
-        .faults(
-            "account",
-            json!({ "permanent_error_rate": 1.0, "times": 1 }),
-        )
-        .await;
+    harness.refuse_once("account").await;
     harness.put_task("edit-me", &quick(None)).await;
     harness.settle_in("edit-me", "Error").await;
     let resubmit = |body: Value| {
