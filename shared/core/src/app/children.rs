@@ -3,12 +3,11 @@
 //! decision is written; a step's watch has it done again if this process stops
 //! half way, so every move here may be made twice.
 
-use tracing::warn;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tracing::warn;
 
 use crate::ports::{Chain, Outgoing, OutgoingMessage, StoreError};
 use sas_domain::decide::{self, ChildrenOf, Decision, Verdict};
