@@ -132,10 +132,7 @@ impl App {
             }
             return;
         }
-        if let Some(mut ended) = ChildEnded::of(child) {
-            ended.run = link.run;
-            self.tell_parent(ended).await;
-        }
+        self.tell_parent_again(child, link.run).await;
     }
 
     /// Has the children of `of` for `items` cancelled if running and, with `undo`,
@@ -182,10 +179,7 @@ impl App {
         let ended =
             child.state == TaskState::Error || (child.state == TaskState::Processed && !undo);
         if ended {
-            if let Some(mut ended) = ChildEnded::of(&child) {
-                ended.run = of.run;
-                self.tell_parent(ended).await;
-            }
+            self.tell_parent_again(&child, of.run).await;
             return Ok(());
         }
         self.transition(id, |task, workflow, _, now| {
@@ -195,15 +189,28 @@ impl App {
         Ok(())
     }
 
+    /// Tells the parent of `child`, which has ended, of its end again, for the
+    /// parent's run `run`.
+    async fn tell_parent_again(&self, child: &Task, run: u32) {
+        if let Some(mut ended) = ChildEnded::of(child) {
+            ended.run = run;
+            self.tell_parent(ended).await;
+        }
+    }
+
+    /// The message that tells a parent of its child's end, after `delay`.
+    pub(super) fn to_parent(&self, ended: ChildEnded, delay: Duration) -> Outgoing {
+        Outgoing {
+            queue: self.names.scheduler.clone(),
+            message: OutgoingMessage::json(&SchedulerMessage::ChildEnded(ended), delay),
+        }
+    }
+
     /// Tells a parent that a child ended, on the scheduler's queue; a message lost is
     /// found by the parent step's watch.
     async fn tell_parent(&self, ended: ChildEnded) {
         let parent = ended.task_id.clone();
-        let outgoing = Outgoing {
-            queue: self.names.scheduler.clone(),
-            message: child_ended_message(ended, Duration::ZERO),
-        };
-        if let Err(error) = self.send(vec![outgoing]).await {
+        if let Err(error) = self.send(vec![self.to_parent(ended, Duration::ZERO)]).await {
             warn!(task_id = %parent, error = %Chain(&error), "a child's end not told: its parent's watch finds it");
         }
     }
@@ -217,11 +224,6 @@ fn link(of: &ChildrenOf, item: u32) -> ParentLink {
         item,
         run: of.run,
     }
-}
-
-/// The message that tells a parent of its child's end.
-pub(super) fn child_ended_message(ended: ChildEnded, delay: Duration) -> OutgoingMessage {
-    OutgoingMessage::json(&SchedulerMessage::ChildEnded(ended), delay)
 }
 
 /// The end of a child that was never started (its input did not fit its workflow).

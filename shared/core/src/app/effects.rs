@@ -18,7 +18,6 @@ use sas_domain::task::{Order, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
-use super::children::child_ended_message;
 use super::{App, TaskError};
 
 /// A conditional write lost this many times in a row means something is wrong. A
@@ -333,10 +332,7 @@ impl App {
                 Effect::Deadline { task_id, at } if self.deadline_messages => {
                     required.push(self.deadline(&task_id, at));
                 }
-                Effect::TellParent(ended) => required.push(Outgoing {
-                    queue: self.names.scheduler.clone(),
-                    message: child_ended_message(ended, Duration::ZERO),
-                }),
+                Effect::TellParent(ended) => required.push(self.to_parent(ended, Duration::ZERO)),
                 other => best_effort.push(other),
             }
         }

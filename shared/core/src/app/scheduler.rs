@@ -6,9 +6,8 @@ use tracing::warn;
 use sas_domain::decide::{self, Decision, Verdict};
 use sas_domain::messages::SchedulerMessage;
 
-use super::children::child_ended_message;
 use super::{App, HandleError, TaskError};
-use crate::ports::{Outgoing, StoreError};
+use crate::ports::StoreError;
 
 /// How long a child's end that lost every race for its parent's record waits before
 /// it is handled again: SQS delays by whole seconds.
@@ -175,12 +174,8 @@ impl App {
                 // Its parent's other children ended at once and won every race for its
                 // record: this end comes again in a moment, not after the queue's
                 // visibility timeout.
-                let again = child_ended_message(ended.clone(), CHILD_ENDED_AGAIN);
-                self.send(vec![Outgoing {
-                    queue: self.names.scheduler.clone(),
-                    message: again,
-                }])
-                .await?;
+                self.send(vec![self.to_parent(ended.clone(), CHILD_ENDED_AGAIN)])
+                    .await?;
                 return Ok(Handled::SentAgain);
             }
             (written, _) => written?,

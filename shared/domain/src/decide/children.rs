@@ -284,6 +284,27 @@ impl Change {
         step.complete_by = Some(self.now.plus(wait));
     }
 
+    /// Cancels the children running of the task's steps (its owner or an operator
+    /// cancelled it): their ends, in Error, end their steps; those Processed are left
+    /// for their steps' undo, at its cap.
+    pub(super) fn cancel_children(&mut self, workflow: &Workflow) {
+        for (index, definition) in workflow.steps.iter().enumerate() {
+            let step = &self.task.steps[index];
+            if let (Some(spec), Some(children), StepState::Processing) =
+                (definition.children(), &step.children, step.state)
+                && !children.running.is_empty()
+            {
+                let items = children.running.clone();
+                let of = self.children_of(spec, index);
+                self.effects.push(Effect::StopChildren {
+                    of,
+                    items,
+                    undo: false,
+                });
+            }
+        }
+    }
+
     /// Whose children step `index`'s are, and what they run.
     pub(super) fn children_of(&self, spec: &ChildrenStep, index: usize) -> ChildrenOf {
         ChildrenOf {

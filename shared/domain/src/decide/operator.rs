@@ -200,22 +200,7 @@ pub fn cancel(
     change.fail(format!("cancelled by {}", request.by.as_str()));
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
-    // Children running are cancelled too: their ends, in Error, end their steps.
-    for (index, definition) in workflow.steps.iter().enumerate() {
-        let step = &change.task.steps[index];
-        if let (Some(spec), Some(children), StepState::Processing) =
-            (definition.children(), &step.children, step.state)
-            && !children.running.is_empty()
-        {
-            let items = children.running.clone();
-            let of = change.children_of(spec, index);
-            change.effects.push(super::Effect::StopChildren {
-                of,
-                items,
-                undo: false,
-            });
-        }
-    }
+    change.cancel_children(workflow);
     if change.task.running_steps().next().is_some() {
         // The calls out finish or time out first: the lease follows them alone (a
         // retry the task waited for is stopped).

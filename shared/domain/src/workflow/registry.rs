@@ -111,19 +111,16 @@ impl Registry {
                     if child == workflow.name {
                         let mut cycle = path.clone();
                         cycle.push(child.to_owned());
-                        let first = self
-                            .latest(&path[0])
-                            .unwrap_or_else(|| Arc::clone(workflow));
-                        let (step, field) = if path.len() == 1 {
-                            (step, field)
-                        } else {
-                            first
+                        // Named at the step of the cycle's first workflow.
+                        let (step, field) = match path.get(1) {
+                            None => (step, field),
+                            Some(next) => workflow
                                 .child_workflows()
-                                .find(|(name, _, _)| *name == path[1])
-                                .map_or((step, field), |(_, step, field)| (step, field))
+                                .find(|(name, _, _)| name == next)
+                                .map_or((step, field), |(_, step, field)| (step, field)),
                         };
                         return Err(fault(
-                            &first,
+                            workflow,
                             step,
                             field,
                             format!("starts itself through its children: {}", cycle.join(" -> ")),
