@@ -8,11 +8,12 @@
 //!   contract) and [`submission`] (a caller's request, validated);
 //! - the decisions: [`decide`], pure functions from a task and an event to the next
 //!   task and the effects to carry out, which the actors in `sas-core` perform;
-//! - the rules they share: [`limits`] (sizes) and [`resilience`] (backoff and the
-//!   circuit breaker).
+//! - the rules they share: [`limits`] (sizes), [`resilience`] (backoff and the
+//!   circuit breaker) and [`callback`] (the tokens that end a step's wait).
 
 #![warn(missing_docs)]
 
+pub mod callback;
 pub mod decide;
 pub mod ids;
 pub mod limits;

@@ -282,6 +282,20 @@ pub struct Notification {
     pub error: Option<String>,
     /// When it changed.
     pub at: Timestamp,
+    /// The steps that wait for their callback at this version, with their tokens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callbacks: Vec<CallbackWait>,
+}
+
+/// A step that waits for its callback: what ends the wait, and until when it may.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CallbackWait {
+    /// The step's name.
+    pub step: String,
+    /// The token that ends its wait: `POST /callbacks/{token}`.
+    pub token: String,
+    /// When the wait times out.
+    pub until: Timestamp,
 }
 
 /// An operator must look at a task.

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::ids::{Owner, QueueName, TaskId};
 use crate::task::ParentLink;
+use crate::time::Timestamp;
 
 /// A submission, validated.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -28,6 +29,9 @@ pub struct Submission {
     /// ancestors' pins, or the newest versions when it was submitted).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub pinned: BTreeMap<String, u32>,
+    /// When the task may start: it is Pending until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<Timestamp>,
 }
 
 impl Submission {
@@ -41,11 +45,14 @@ impl Submission {
         struct Canonical<'a> {
             input: &'a Value,
             notify: &'a Option<QueueName>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            start_at: Option<Timestamp>,
             workflow: &'a str,
         }
         let canonical = Canonical {
             input: &self.input,
             notify: &self.notify,
+            start_at: self.start_at,
             workflow,
         };
         crate::workflow::sha256_hex(&crate::to_json(&canonical))

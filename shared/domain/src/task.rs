@@ -86,6 +86,9 @@ pub enum StepState {
     Compensated,
     /// Its compensation failed for good: an operator must undo it.
     CompensationFailed,
+    /// Its condition (`when`) did not hold at its turn: it did nothing, and the steps
+    /// after it run as after a Processed step.
+    Skipped,
 }
 
 /// One step's record.
@@ -145,6 +148,24 @@ pub struct Step {
     /// in counts, never a record per child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub children: Option<Children>,
+    /// Of a running step that waits (a timer, a callback): for what, and until when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// What a running step waits for, holding nothing: its lease (complete-by) is when
+/// the wait ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "for", rename_all = "snake_case")]
+pub enum Waiting {
+    /// Its timer: it ends, Processed, at its complete-by.
+    Timer,
+    /// Its callback: its token ends it; its complete-by is when the next heartbeat
+    /// is due, or `until`.
+    Callback {
+        /// Its timeout: no heartbeat pushes its complete-by past this.
+        until: Timestamp,
+    },
 }
 
 /// Where the child tasks of a step are: counts, and the few running. A child's id
@@ -203,6 +224,7 @@ impl Step {
             retry_at: None,
             done_order: 0,
             children: None,
+            waiting: None,
         }
     }
 
@@ -211,6 +233,12 @@ impl Step {
     #[must_use]
     pub fn was_sent(&self) -> bool {
         self.attempt > 0 || self.key_run > 0
+    }
+
+    /// Whether the steps after it may run: it is Processed, or was skipped.
+    #[must_use]
+    pub fn is_settled(&self) -> bool {
+        matches!(self.state, StepState::Processed | StepState::Skipped)
     }
 
     /// Whether the step's effect may be in place: its call succeeded, or may have
@@ -323,6 +351,17 @@ pub struct Task {
     /// The request to stop it, once someone asked ([`crate::decide::cancel`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Request>,
+    /// The request to pause it, while it is paused ([`crate::decide::pause`]): it
+    /// starts no new step until it is resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Request>,
+    /// When it may start, if its submission said: it is Pending until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<Timestamp>,
+    /// The task's own secret, drawn at random when it is created: its callback tokens
+    /// are signed with it ([`crate::callback`]). Never shown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub callback_key: String,
     /// The resubmissions that started its runs after the first, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resubmissions: Vec<Resubmission>,
@@ -441,6 +480,51 @@ pub enum Happened {
     },
     /// A submission for its id with a different request was refused.
     Refused,
+    /// A step's condition did not hold: it was skipped.
+    Skipped {
+        /// The step's index.
+        step: usize,
+    },
+    /// A step started to wait: for its timer, or its callback.
+    Waiting {
+        /// The step's index.
+        step: usize,
+        /// Which attempt.
+        attempt: u32,
+        /// When the wait ends (a callback's timeout).
+        until: Timestamp,
+    },
+    /// A waiting step's callback was used, or its timer ended.
+    Woke {
+        /// The step's index.
+        step: usize,
+        /// Who ended the wait: `None` for a timer, the owner or an operator on their
+        /// routes, or the holder of the token.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Caller>,
+    },
+    /// Someone paused it.
+    Paused {
+        /// Who.
+        by: Actor,
+    },
+    /// Someone resumed it.
+    Resumed {
+        /// Who.
+        by: Actor,
+    },
+}
+
+/// Who ended a step's wait for its callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Caller {
+    /// The holder of its token.
+    Token,
+    /// The task's owner, on its own route.
+    Owner,
+    /// An operator.
+    Operator,
 }
 
 /// A submission refused for a task's id: when, and a digest of its request.

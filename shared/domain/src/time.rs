@@ -28,13 +28,27 @@ impl Timestamp {
         Duration::from_millis(u64::try_from(later.0.saturating_sub(self.0)).unwrap_or(0))
     }
 
-    /// The instant an RFC 3339 time in UTC names (`2026-11-23T10:00:00Z`, with or
-    /// without fractions of a second), if it is one.
+    /// The instant an RFC 3339 time names (`2026-11-23T10:00:00Z`, or with an offset,
+    /// `2026-11-23T11:00:00+01:00`; with or without fractions of a second), if it is
+    /// one.
     #[must_use]
     pub fn parse_rfc3339(text: &str) -> Option<Self> {
-        let time = humantime::parse_rfc3339(text).ok()?;
+        let (utc, offset_minutes) = match text.len().checked_sub(6).map(|at| text.split_at(at)) {
+            Some((time, offset)) if offset.starts_with(['+', '-']) => {
+                let (hours, minutes) = offset[1..].split_once(':')?;
+                let (hours, minutes): (i64, i64) = (hours.parse().ok()?, minutes.parse().ok()?);
+                if hours > 23 || minutes > 59 || hours < 0 || minutes < 0 {
+                    return None;
+                }
+                let sign = if offset.starts_with('-') { -1 } else { 1 };
+                (format!("{time}Z"), sign * (hours * 60 + minutes))
+            }
+            _ => (text.to_owned(), 0),
+        };
+        let time = humantime::parse_rfc3339(&utc).ok()?;
         let since = time.duration_since(UNIX_EPOCH).ok()?;
-        Some(Self(i64::try_from(since.as_millis()).ok()?))
+        let millis = i64::try_from(since.as_millis()).ok()?;
+        Some(Self(millis - offset_minutes * 60_000))
     }
 
     /// RFC 3339 with milliseconds, in UTC.

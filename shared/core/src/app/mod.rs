@@ -28,6 +28,7 @@ mod reading;
 mod scheduler;
 mod submission;
 mod supervisor;
+mod waits;
 #[cfg(test)]
 mod tests;
 

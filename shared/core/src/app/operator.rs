@@ -1,5 +1,5 @@
-//! The owner's and operator's actions on tasks: resubmit and cancel, one task or
-//! every task a filter matches (bulk actions).
+//! The owner's and operator's actions on tasks: resubmit, cancel, pause and resume,
+//! one task or every task a filter matches (bulk actions).
 
 use std::time::Duration;
 
@@ -41,6 +41,22 @@ pub enum BulkAction {
     Resubmit,
     /// Cancels it (it must be running).
     Cancel,
+    /// Pauses it (it must be running forward, and not paused).
+    Pause,
+    /// Resumes it (it must be paused).
+    Resume,
+}
+
+impl BulkAction {
+    /// Whether it takes `task` at all: a pause takes a task not paused, a resume a
+    /// paused one, so that a page counts the others as left alone.
+    fn applies_to(self, task: &Task) -> bool {
+        match self {
+            Self::Resubmit | Self::Cancel => true,
+            Self::Pause => task.paused.is_none(),
+            Self::Resume => task.paused.is_some(),
+        }
+    }
 }
 
 /// Which tasks a bulk action takes.
@@ -95,7 +111,7 @@ pub struct BulkReport {
     pub examined: usize,
     /// Of those, the ones the rest of the filter matched.
     pub matched: usize,
-    /// Resubmitted or cancelled by this call.
+    /// Taken (resubmitted, cancelled, paused or resumed) by this call.
     pub taken: usize,
     /// Taken by this batch already, or no longer in a state the action applies to.
     pub skipped: usize,
@@ -131,7 +147,7 @@ impl App {
     }
 
     /// An action on a task: the task as the action left it.
-    async fn act(
+    pub(super) async fn act(
         &self,
         id: &TaskId,
         decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, Refused>,
@@ -172,7 +188,11 @@ impl App {
             next: listed.next,
             ..BulkReport::default()
         };
-        for task in listed.tasks.iter().filter(|t| filter.matches(t)) {
+        for task in listed
+            .tasks
+            .iter()
+            .filter(|t| filter.matches(t) && action.applies_to(t))
+        {
             report.matched += 1;
             let acted = match action {
                 BulkAction::Resubmit => {
@@ -183,6 +203,8 @@ impl App {
                     self.resubmit(&task.id, resubmit).await
                 }
                 BulkAction::Cancel => self.cancel(&task.id, request.clone()).await,
+                BulkAction::Pause => self.pause(&task.id, request.clone()).await,
+                BulkAction::Resume => self.resume(&task.id, request.clone()).await,
             };
             match acted {
                 Ok(_) => {

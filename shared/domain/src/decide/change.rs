@@ -15,6 +15,9 @@ pub(super) struct Change {
     pub(super) task: Task,
     pub(super) effects: Vec<Effect>,
     pub(super) now: Timestamp,
+    /// A step began or stopped waiting for its callback: the caller is told the
+    /// tokens of this version.
+    pub(super) waits_changed: bool,
 }
 
 impl Change {
@@ -26,12 +29,16 @@ impl Change {
             task,
             effects: Vec::new(),
             now,
+            waits_changed: false,
         }
     }
 
     /// The decision, with a deadline message for a lease the change takes: a task
     /// with notifications not known sent keeps a lease until they are.
     pub(super) fn done(mut self, verdict: Verdict) -> Decision {
+        if self.waits_changed {
+            self.notify();
+        }
         if self.task.complete_by.is_none()
             && let Some(oldest) = self.task.outbox.first()
         {
@@ -97,6 +104,7 @@ impl Change {
         self.task.error.get_or_insert(reason);
         self.set_state(TaskState::Compensating);
         self.stop_waiting();
+        self.stop_waits();
     }
 
     /// Marks the steps waiting to be sent again (for a retry, or under the key they

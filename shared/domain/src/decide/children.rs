@@ -504,6 +504,7 @@ pub fn never_started(
             run: of.run,
         }),
         pinned: of.pinned.clone(),
+        start_at: None,
     };
     let (task, order, _) = super::submit(workflow, submission, now);
     let mut change = Change::of(&task, now);

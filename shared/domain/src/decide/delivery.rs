@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use crate::callback::Token;
 use crate::ids::QueueName;
-use crate::messages::{Alert, Notification};
-use crate::task::{Outbound, Task};
+use crate::messages::{Alert, CallbackWait, Notification};
+use crate::task::{Outbound, Task, Waiting};
 use crate::time::Timestamp;
 
 use super::change::Change;
@@ -47,6 +48,7 @@ impl Change {
                 version: self.task.version,
                 error,
                 at: self.now,
+                callbacks: callback_waits(&self.task),
             },
         };
         let same = |other: &Outbound| {
@@ -125,4 +127,21 @@ pub fn notifications_sent(task: &Task, sent: &[(QueueName, u64)], now: Timestamp
         change.task.complete_by = None;
     }
     change.done(Verdict::NotificationsSent)
+}
+
+/// The steps of `task` that wait for their callback, with their tokens.
+#[must_use]
+pub fn callback_waits(task: &Task) -> Vec<CallbackWait> {
+    task.steps
+        .iter()
+        .enumerate()
+        .filter_map(|(index, step)| match step.waiting {
+            Some(Waiting::Callback { until }) => Some(CallbackWait {
+                step: step.name.clone(),
+                token: Token::issue(task, index, step.attempt)?,
+                until,
+            }),
+            _ => None,
+        })
+        .collect()
 }

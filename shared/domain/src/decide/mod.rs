@@ -1,6 +1,7 @@
 //! The decisions of submission, scheduler, supervisor and operator: each reads a
 //! task's state and returns its next state and the effects to perform after it is
-//! written. Nothing here does I/O or reads a clock.
+//! written. Nothing here does I/O or reads a clock; the one thing drawn at random is
+//! a new task's secret ([`crate::callback::new_key`]).
 //!
 //! One room a job: `submit` creates tasks, `steps` runs their steps
 //! in order and undoes them in reverse, `supervise` acts on expired leases,
@@ -26,18 +27,20 @@ mod operator;
 mod steps;
 mod submit;
 mod supervise;
+mod waits;
 #[cfg(test)]
 mod tests;
 
 pub use children::{never_started, on_child_ended, rerun_child, stop_as_child};
 pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
-    notifications_sent,
+    callback_waits, notifications_sent,
 };
 pub use operator::{Refused, Resubmit, cancel, resubmit};
 pub use steps::{on_response, on_run};
 pub use submit::{MAX_REFUSED, refuse_submission, submit, submit_claimed, unmoved_since_created};
 pub use supervise::{on_deadline, on_expired};
+pub use waits::{CallbackOutcome, CallbackUse, on_callback, on_heartbeat, pause, resume};
 
 /// Something to do once the new state is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +176,25 @@ pub enum Verdict {
     SubmissionRefused,
     /// That submission again: recorded already.
     RefusedAlready,
+    /// A step's callback was used: its result recorded, or its error.
+    CallbackUsed,
+    /// A heartbeat pushed a callback's lease on.
+    HeartbeatRecorded,
+    /// A heartbeat while the call was out, before the wait for the callback began:
+    /// nothing to push.
+    HeartbeatEarly,
+    /// A task was paused.
+    PauseRequested,
+    /// A task paused already.
+    PausedAlready,
+    /// A paused task was resumed.
+    ResumeRequested,
+    /// A task not paused: nothing to resume.
+    NotPaused,
+    /// A paused task's lease ended with nothing out: it holds none until resumed.
+    PausedIdle,
+    /// A timer ended: its step is Processed.
+    Woke,
 }
 
 impl Verdict {
@@ -206,6 +228,15 @@ impl Verdict {
             Self::RerunForParent => "rerun for parent",
             Self::SubmissionRefused => "submission refused",
             Self::RefusedAlready => "refused already",
+            Self::CallbackUsed => "callback used",
+            Self::HeartbeatRecorded => "heartbeat recorded",
+            Self::HeartbeatEarly => "heartbeat early",
+            Self::PauseRequested => "pause requested",
+            Self::PausedAlready => "paused already",
+            Self::ResumeRequested => "resume requested",
+            Self::NotPaused => "not paused",
+            Self::PausedIdle => "paused idle",
+            Self::Woke => "woke",
         }
     }
 }

@@ -23,6 +23,22 @@ pub enum Refused {
     /// A cancellation of a task that has ended.
     #[error("the task is {0:?} already: only a task still running can be cancelled")]
     Ended(TaskState),
+    /// A callback token that is not one: malformed, for no task, or not signed by
+    /// the task it names (nothing tells them apart).
+    #[error("no such callback")]
+    UnknownCallback,
+    /// A step the task's workflow does not have.
+    #[error("the task's workflow has no step '{0}'")]
+    NoSuchStep(String),
+    /// A callback for a step that does not wait for it (any more).
+    #[error("step '{0}' does not wait for this callback: it was used, it timed out (a retry waits under a new token), or the task ended")]
+    NotWaiting(String),
+    /// A heartbeat for a step that takes none.
+    #[error("step '{0}' takes no heartbeat: its callback has no heartbeat setting")]
+    NoHeartbeat(String),
+    /// A pause of a task being undone, which is not held up.
+    #[error("the task is being undone: only a task running forward can be paused")]
+    Undoing,
     /// A resubmission of a child task by other than its parent.
     #[error("a child task runs again when its parent is resubmitted: resubmit task '{0}'")]
     RunByItsParent(String),
@@ -200,14 +216,11 @@ pub fn cancel(
     change.fail(format!("cancelled by {}", request.by.as_str()));
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
+    change.task.paused = None;
     change.cancel_children(workflow);
-    if change.task.running_steps().next().is_some() {
-        // The calls out finish or time out first: the lease follows them alone (a
-        // retry the task waited for is stopped).
-        change.hold(workflow);
-    } else if task.locked_by.is_none() {
-        // Waiting for a scheduler (or a retry): one comes now to compensate.
-        change.release(workflow, Duration::ZERO);
-    }
+    // The calls out finish or time out first: the lease follows them alone (a retry
+    // the task waited for is stopped, and so are its waits); with none, a scheduler
+    // comes now to compensate.
+    change.move_on(workflow);
     Ok(change.done(Verdict::CancelRequested))
 }

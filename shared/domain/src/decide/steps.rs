@@ -6,14 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
+use crate::callback::Token;
 use crate::ids::TaskId;
 use crate::limits;
 use crate::messages::{AgentRequest, AgentResponse, Operation, Outcome, Payload};
-use crate::task::{Answer, Happened, Order, StepState, Task, TaskState};
+use crate::task::{Answer, Happened, Order, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
-use crate::workflow::{Results, Workflow};
+use crate::workflow::{Results, StepKind, Workflow};
 
 use super::change::Change;
 use super::{Decision, Effect, Verdict};
@@ -23,11 +24,25 @@ use super::{Decision, Effect, Verdict};
 const RETRY_EARLY: Duration = Duration::from_secs(1);
 
 /// The body of a call to a step without a field mapping: the task, the step, the
-/// input and the results so far (in the order of their names, as a JSON map has them).
+/// input and the results so far (in the order of their names, as a JSON map has them),
+/// and the token of the callback the step waits for, if it does.
 #[derive(serde::Serialize)]
 struct StepPayload<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    callback_token: Option<&'a str>,
     input: &'a Value,
     results: &'a Results<'a>,
+    step: &'a str,
+    task_id: &'a TaskId,
+}
+
+/// The body of a call to a step with a field mapping: its fields, beside the task,
+/// the step and the callback token.
+#[derive(serde::Serialize)]
+struct MappedPayload<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    callback_token: Option<&'a str>,
+    fields: Map<String, Value>,
     step: &'a str,
     task_id: &'a TaskId,
 }
@@ -41,28 +56,35 @@ impl Change {
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
-                // A step may end as it starts (a map of no items), and the steps
-                // after it are due at once.
+                // A step may end as it starts (a map of no items, a timer already
+                // past, a step skipped), and the steps after it are due at once.
                 loop {
-                    if self
-                        .task
-                        .steps
-                        .iter()
-                        .all(|s| s.state == StepState::Processed)
-                    {
+                    if self.task.steps.iter().all(Step::is_settled) {
                         self.finish(workflow, TaskState::Processed);
                         return;
                     }
-                    let due = self.due(workflow);
+                    let due = if self.is_paused() {
+                        Vec::new()
+                    } else {
+                        self.due(workflow)
+                    };
                     if due.is_empty() || self.task.state != TaskState::Processing {
                         break;
                     }
                     for index in due {
                         // A step that cannot be sent fails at once, and the task with it.
-                        if self.task.state == TaskState::Processing {
+                        if self.task.state == TaskState::Processing
+                            && self.runs(workflow, order, index)
+                        {
                             self.dispatch(workflow, order, index, Operation::Call);
                         }
                     }
+                }
+                if self.task.state == TaskState::Compensating {
+                    // A step failed as it started (its condition, or its timer's
+                    // instant, could not be read): what is done is undone.
+                    self.advance(workflow, order);
+                    return;
                 }
                 self.hold(workflow);
             }
@@ -101,7 +123,7 @@ impl Change {
         let mut settled = Vec::with_capacity(self.task.steps.len());
         for (step, definition) in self.task.steps.iter().zip(&workflow.steps) {
             let before_settled = definition.after.iter().all(|&before| settled[before]);
-            settled.push(step.state == StepState::Processed && before_settled);
+            settled.push(step.is_settled() && before_settled);
         }
         self.task
             .steps
@@ -124,58 +146,82 @@ impl Change {
     /// The task's lease while it runs: the soonest complete-by of its steps out, or of
     /// a retry's pickup. With no step out and a retry to wait for, the task is
     /// released to the schedulers until then (the retry's Run message is on its way).
+    /// A paused task with no step out is released too, and holds no lease: nothing is
+    /// due until it is resumed.
     pub(super) fn hold(&mut self, workflow: &Workflow) {
         let running = self
             .task
             .running_steps()
             .filter_map(|index| self.task.steps[index].complete_by)
             .min();
+        let paused = self.is_paused();
         let retry = self
             .task
             .steps
             .iter()
-            .filter(|s| s.state == StepState::Pending)
+            .filter(|s| s.state == StepState::Pending && !paused)
             .filter_map(|s| s.retry_at)
             .min();
         let pickup = retry.map(|at| at.max(self.now).plus(workflow.pickup_timeout));
-        if running.is_none() && pickup.is_some() && self.task.state == TaskState::Processing {
+        if running.is_none()
+            && (pickup.is_some() || paused)
+            && self.task.state == TaskState::Processing
+        {
             self.task.locked_by = None;
             self.set_state(TaskState::Pending);
         }
-        self.task.complete_by = running
-            .into_iter()
-            .chain(pickup)
-            .min()
-            .or(self.task.complete_by);
+        self.task.complete_by = match running.into_iter().chain(pickup).min() {
+            Some(at) => Some(at),
+            None if paused => None,
+            None => self.task.complete_by,
+        };
     }
 
     /// Sends step `index`'s call or compensation to its agent; or, for a step that
     /// starts children, starts them or has them undone.
     fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
         let definition = &workflow.steps[index];
-        let Some(call) = definition.call() else {
-            match operation {
-                Operation::Call => self.start_children(workflow, order, index),
-                Operation::Compensate => self.undo_children(workflow, index),
+        let call = match (&definition.kind, operation) {
+            (StepKind::Call(call), _) => call,
+            (StepKind::Children(_), Operation::Call) => {
+                return self.start_children(workflow, order, index);
             }
-            return;
+            (StepKind::Children(_), Operation::Compensate) => {
+                return self.undo_children(workflow, index);
+            }
+            (StepKind::Sleep(sleep), Operation::Call) => {
+                return self.start_sleep(order, index, sleep);
+            }
+            (StepKind::Wait(wait), Operation::Call) => {
+                return self.start_wait(index, &wait.callback);
+            }
+            // Neither has anything to undo ([`StepDefinition::can_be_undone`]).
+            (StepKind::Sleep(_) | StepKind::Wait(_), Operation::Compensate) => return,
         };
         let complete_by = self.now.plus(call.complete_by);
         let results = results(&self.task);
+        // A call that waits for its callback carries the token of the attempt it is.
+        let callback_token = call
+            .callback
+            .as_ref()
+            .filter(|_| operation == Operation::Call)
+            .and_then(|_| Token::issue(&self.task, index, self.task.steps[index].attempt + 1));
         let (endpoint, key_suffix) = match operation {
             Operation::Call => (Some(&call.call), ""),
             Operation::Compensate => (call.compensation.as_ref(), "/compensate"),
         };
         let payload = match &call.fields {
-            Some(fields) => Payload::of(&json!({
-                "task_id": self.task.id,
-                "step": definition.name,
-                "fields": fields
+            Some(fields) => Payload::of(&MappedPayload {
+                callback_token: callback_token.as_deref(),
+                fields: fields
                     .iter()
                     .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
-                    .collect::<Map<String, Value>>(),
-            })),
+                    .collect(),
+                step: &definition.name,
+                task_id: &self.task.id,
+            }),
             None => Payload::of(&StepPayload {
+                callback_token: callback_token.as_deref(),
                 input: &order.input,
                 results: &results,
                 step: &definition.name,
@@ -258,6 +304,12 @@ pub fn on_run(
     let claimable = task.locked_by.is_none()
         && matches!(task.state, TaskState::Pending | TaskState::Compensating);
     let mut change = Change::of(task, now);
+    // A paused task starts nothing until it is resumed; one whose start is to come
+    // waits for it (its lease ends then).
+    let not_yet = task.start_at.is_some_and(|at| at > now.plus(RETRY_EARLY));
+    if change.is_paused() || (task.state == TaskState::Pending && not_yet) {
+        return Decision::ignore(Verdict::NotWaitingForScheduler);
+    }
     // A Run message before its retry's time (a duplicate, or one early): the task
     // waits on for the one that is due, or for its lease.
     let early = task.state == TaskState::Pending
@@ -319,7 +371,17 @@ pub fn on_response(
             error: limits::bounded_error(error.clone()),
         },
     };
-    change.record(response.step, response.operation, outcome);
+    let callback = workflow.steps[response.step].callback();
+    match (callback, &outcome, response.operation) {
+        // Its service took the call: the step waits for its callback, unless the task
+        // is being undone (then the effect is in place, to undo).
+        (Some(callback), Outcome::Succeeded { .. }, Operation::Call)
+            if task.state == TaskState::Processing =>
+        {
+            change.wait_for_callback(response.step, callback);
+        }
+        _ => change.record(response.step, response.operation, outcome),
+    }
     change.advance(workflow, order);
     change.done(Verdict::Recorded)
 }
@@ -341,6 +403,7 @@ impl Change {
         let step = &mut self.task.steps[index];
         step.finished_at = Some(self.now);
         step.complete_by = None;
+        step.waiting = None;
         match (outcome, operation) {
             (Outcome::Succeeded { output }, Operation::Call) => {
                 step.state = StepState::Processed;
@@ -380,7 +443,7 @@ pub(super) fn results(task: &Task) -> Results<'_> {
 }
 
 /// The bytes of the data an agent request carries: the input and the outputs kept.
-fn task_data_size(order: &Order, task: &Task) -> usize {
+pub(super) fn task_data_size(order: &Order, task: &Task) -> usize {
     limits::json_size(&order.input)
         + task
             .steps

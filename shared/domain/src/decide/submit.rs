@@ -1,7 +1,5 @@
 //! A task created for a submission, and a buffered submission refused on a task.
 
-use std::time::Duration;
-
 use crate::submission::Submission;
 use crate::task::{Happened, Order, RefusedSubmission, Step, Task, TaskState, WorkflowRef};
 use crate::time::Timestamp;
@@ -43,6 +41,9 @@ pub fn submit(
         outbox: Vec::new(),
         not_undone: Vec::new(),
         cancelled: None,
+        paused: None,
+        start_at: submission.start_at,
+        callback_key: crate::callback::new_key(),
         resubmissions: Vec::new(),
         refused: Vec::new(),
         history: Vec::new(),
@@ -50,7 +51,8 @@ pub fn submit(
         updated_at: now,
     };
     let mut change = Change::of(&task, now);
-    change.release(workflow, Duration::ZERO);
+    // A task to start later holds its start as its lease, and no Run message yet.
+    change.wait_for_start(workflow);
     change.log(Happened::State {
         state: TaskState::Pending,
     });
@@ -74,6 +76,10 @@ pub fn submit_claimed(
     instance: &str,
     now: Timestamp,
 ) -> (Task, Order, Vec<Effect>) {
+    if submission.start_at.is_some_and(|at| at > now) {
+        // It is not to be claimed yet.
+        return submit(workflow, submission, now);
+    }
     let (mut pending, order, submitted) = submit(workflow, submission, now);
     // The pickup lease's deadline message is not sent: the claim watches its own lease.
     pending.deadline = None;
@@ -91,6 +97,8 @@ pub fn submit_claimed(
 #[must_use]
 pub fn unmoved_since_created(created: &Task, stored: &Task) -> bool {
     let mut work = stored.clone();
+    // Its secret is drawn at random: the one the task was created with is its own.
+    work.callback_key.clone_from(&created.callback_key);
     work.history
         .retain(|event| !matches!(event.what, Happened::Refused));
     let refusals = stored.history.len() - work.history.len();

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::messages::Operation;
-use crate::task::{Happened, Order, StepState, Task, TaskState};
+use crate::task::{Happened, Order, StepState, Task, TaskState, Waiting};
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
@@ -46,12 +46,28 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
         .filter(|&index| task.steps[index].complete_by.is_none_or(|at| at <= now))
         .filter(|_| task.locked_by.is_some())
         .partition(|&index| workflow.steps[index].children().is_some());
+    // A timer's end is its success.
+    let (timers, expired): (Vec<usize>, Vec<usize>) = expired
+        .into_iter()
+        .partition(|&index| task.steps[index].waiting == Some(Waiting::Timer));
     for &index in &watched {
         change.watch_again(workflow, order, index);
+    }
+    for &index in &timers {
+        change.wake(index);
+    }
+    if expired.is_empty() && !timers.is_empty() {
+        change.move_on(workflow);
+        return change.done(Verdict::Woke);
     }
     if expired.is_empty() && !watched.is_empty() {
         change.hold(workflow);
         return change.done(Verdict::ChildrenWatched);
+    }
+    if expired.is_empty() && change.is_paused() && task.running_steps().next().is_none() {
+        // Paused, with nothing out: it holds no lease until it is resumed.
+        change.hold(workflow);
+        return change.done(Verdict::PausedIdle);
     }
     if expired.is_empty() {
         if task.locked_by.is_some() && task.running_steps().next().is_some() {
@@ -119,8 +135,8 @@ fn gives_up(task: &Task, workflow: &Workflow, index: usize) -> bool {
     let step = &task.steps[index];
     step.state == StepState::Processing
         && workflow.steps[index]
-            .call()
-            .is_some_and(|call| step.failure_count + 1 > call.supervision.failure_threshold)
+            .supervision()
+            .is_some_and(|supervision| step.failure_count + 1 > supervision.failure_threshold)
 }
 
 impl Change {
@@ -128,11 +144,16 @@ impl Change {
     /// a retry, or none when it is given up (past its threshold, or a call of a task
     /// `stopping`: being undone), and the task with it.
     fn expire(&mut self, workflow: &Workflow, index: usize, stopping: bool) -> Option<Duration> {
-        let supervision = &workflow.steps[index].call()?.supervision;
+        let supervision = workflow.steps[index].supervision()?;
         let now = self.now;
         self.task.failure_count += 1;
         let step = &mut self.task.steps[index];
         step.complete_by = None;
+        if step.waiting.take().is_some() {
+            // Its token is dead: a retry waits under a new one.
+            self.waits_changed = true;
+        }
+        let step = &mut self.task.steps[index];
         let compensating = step.state == StepState::Compensating;
         let failures = if compensating {
             &mut step.compensation_failure_count

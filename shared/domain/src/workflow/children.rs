@@ -106,10 +106,10 @@ pub(super) fn resolve(
     known: &HashSet<String>,
 ) -> Result<StepKind, Fault> {
     let at = |field: &str, message: String| (Some(step.name.clone()), field.to_owned(), message);
-    if let Some(field) = step.call_settings().first() {
+    if let Some(field) = step.call_settings().into_iter().chain(step.wait_settings()).next() {
         return Err(at(
             field,
-            "a step that starts child tasks calls nothing itself: their steps do".into(),
+            "a step that starts child tasks calls nothing and waits for nothing itself: their steps do".into(),
         ));
     }
     if !step
@@ -312,7 +312,7 @@ mod tests {
             (
                 "array",
                 r#"{"name": "ship", "workflow": "kid", "agent": "s"}"#,
-                "w.json: step 'ship': agent: a step that starts child tasks calls nothing itself",
+                "w.json: step 'ship': agent: a step that starts child tasks calls nothing and waits for nothing itself",
             ),
             (
                 "array",

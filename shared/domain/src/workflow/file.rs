@@ -12,6 +12,7 @@ use crate::workflow::step::{
     CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision,
 };
 use crate::workflow::values::{Endpoint, FieldSource, PathPart, Scope};
+use crate::workflow::waits::{self, CallbackSettings, Guard};
 use crate::workflow::{MAX_RETRY_WAIT, Workflow};
 use serde_json::Value;
 
@@ -89,8 +90,10 @@ struct StepSettings {
     supervisor: Option<Supervision>,
 }
 
-/// A step as written: one that calls a service (`agent`, `call` and their settings),
-/// or a parallel step (`parallel`).
+/// A step as written: one that calls a service (`agent`, `call` and their settings,
+/// and a `callback` it waits for), a parallel step (`parallel`), a child workflow or
+/// a map (`workflow`, `map`), a timer (`sleep`, `sleep_until`), or a step that waits
+/// for its callback alone (`callback`); any of them with a condition (`when`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct StepFile {
@@ -108,6 +111,11 @@ pub(super) struct StepFile {
     workflow: Option<String>,
     pub(super) input: Option<BTreeMap<String, String>>,
     map: Option<MapFile>,
+    pub(super) when: Option<String>,
+    #[serde(default, with = "optional_duration_text")]
+    pub(super) sleep: Option<Duration>,
+    pub(super) sleep_until: Option<String>,
+    pub(super) callback: Option<CallbackSettings>,
 }
 
 impl StepFile {
@@ -117,6 +125,18 @@ impl StepFile {
             ("workflow", self.workflow.is_some()),
             ("map", self.map.is_some()),
             ("input", self.input.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, named)| named.then_some(field))
+        .collect()
+    }
+
+    /// The settings of a timer or a callback that this step names.
+    pub(super) fn wait_settings(&self) -> Vec<&'static str> {
+        [
+            ("sleep", self.sleep.is_some()),
+            ("sleep_until", self.sleep_until.is_some()),
+            ("callback", self.callback.is_some()),
         ]
         .into_iter()
         .filter_map(|(field, named)| named.then_some(field))
@@ -167,7 +187,7 @@ impl WorkflowFile {
             names: HashSet::new(),
             steps: Vec::new(),
         };
-        resolver.sequence(self.steps, Vec::new(), HashSet::new(), &[])?;
+        resolver.sequence(self.steps, Vec::new(), HashSet::new(), &[], &[])?;
         let steps = resolver.steps;
         Ok(Workflow {
             name: self.name,
@@ -194,14 +214,16 @@ pub(super) struct Resolver<'a> {
 
 impl Resolver<'_> {
     /// Resolves `sequence`, its first step waiting for the steps `after`, the steps
-    /// named `known` done by then, inside the branches `within`: the steps a step
-    /// after it waits for, and the steps known done once it has ended.
+    /// named `known` done by then, inside the branches `within` under the conditions
+    /// `guards` (of the parallel steps around it): the steps a step after it waits
+    /// for, and the steps known done once it has ended.
     pub(super) fn sequence(
         &mut self,
         sequence: Vec<StepFile>,
         mut after: Vec<usize>,
         mut known: HashSet<String>,
         within: &[Branch],
+        guards: &[Guard],
     ) -> Result<(Vec<usize>, HashSet<String>), Fault> {
         for mut step in sequence {
             let at = |field: &str, message: &str| {
@@ -217,8 +239,11 @@ impl Resolver<'_> {
             if !self.names.insert(step.name.clone()) {
                 return Err(at("name", "is used by another step"));
             }
+            let mut when = guards.to_vec();
+            when.extend(waits::guard(&step, &known)?);
             if let Some(branches) = step.parallel.take() {
-                (after, known) = parallel::resolve(self, &step, branches, &after, &known, within)?;
+                (after, known) =
+                    parallel::resolve(self, &step, branches, &after, &known, within, &when)?;
                 continue;
             }
             let children = match (step.workflow.take(), step.map.take()) {
@@ -235,7 +260,15 @@ impl Resolver<'_> {
             };
             let kind = match children {
                 Some(children) => children::resolve(&step, children, self.input, &known)?,
-                None => StepKind::Call(self.call(&step, &known)?),
+                None => match waits::resolve_sleep(&step, self.input, &known)? {
+                    Some(sleep) => sleep,
+                    None => match (&step.agent, step.callback.clone()) {
+                        (None, Some(callback)) => {
+                            waits::resolve_wait(&step, callback, self.supervision(&step)?)?
+                        }
+                        _ => StepKind::Call(self.call(&step, &known)?),
+                    },
+                },
             };
             known.insert(step.name.clone());
             self.steps.push(StepDefinition {
@@ -243,6 +276,7 @@ impl Resolver<'_> {
                 kind,
                 after,
                 within: within.to_vec(),
+                when,
             });
             after = vec![self.steps.len() - 1];
         }
@@ -344,18 +378,9 @@ impl Resolver<'_> {
                 "must not be less than initial_backoff",
             ));
         }
-        let supervision = step
-            .supervisor
-            .clone()
-            .or_else(|| self.defaults.supervisor.clone())
-            .unwrap_or_else(default_supervision);
-        for (field, wait) in [
-            ("supervisor.retry_delay", supervision.retry_delay),
-            ("supervisor.extended_wait", supervision.extended_wait),
-        ] {
-            if wait > MAX_RETRY_WAIT {
-                return Err(at(field, "must be at most 15m (the longest SQS delay)"));
-            }
+        let supervision = self.supervision(step)?;
+        if let Some(callback) = &step.callback {
+            waits::check_callback(step, callback)?;
         }
         Ok(CallStep {
             agent: agent.clone(),
@@ -366,7 +391,31 @@ impl Resolver<'_> {
             retry,
             supervision,
             fields,
+            callback: step.callback.clone(),
         })
+    }
+
+    /// What the supervisor does with `step` when it times out: its own setting, or
+    /// the workflow's default.
+    fn supervision(&self, step: &StepFile) -> Result<Supervision, Fault> {
+        let supervision = step
+            .supervisor
+            .clone()
+            .or_else(|| self.defaults.supervisor.clone())
+            .unwrap_or_else(default_supervision);
+        for (field, wait) in [
+            ("supervisor.retry_delay", supervision.retry_delay),
+            ("supervisor.extended_wait", supervision.extended_wait),
+        ] {
+            if wait > MAX_RETRY_WAIT {
+                return Err((
+                    Some(step.name.clone()),
+                    field.to_owned(),
+                    "must be at most 15m (the longest SQS delay)".to_owned(),
+                ));
+            }
+        }
+        Ok(supervision)
     }
 }
 

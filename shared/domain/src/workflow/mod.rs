@@ -1,6 +1,7 @@
 //! Workflow definitions: data files, validated when loaded, kept by version.
 
 mod children;
+mod condition;
 mod file;
 mod parallel;
 mod registry;
@@ -8,6 +9,7 @@ mod step;
 #[cfg(test)]
 mod tests;
 mod values;
+mod waits;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,11 +18,13 @@ use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use condition::Condition;
 pub use children::{ChildrenStep, DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
 pub use parallel::Branch;
 pub use registry::{Registry, RegistryError};
 pub use step::{CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision};
 pub use values::{Endpoint, FieldSource, Results};
+pub use waits::{CallbackSettings, Guard, SleepStep, WaitStep};
 
 /// The workflows that ship with the product, as (file name, text).
 pub const BUILT_IN: [(&str, &str); 5] = [

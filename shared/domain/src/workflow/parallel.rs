@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::workflow::file::{Fault, Resolver, StepFile};
+use crate::workflow::waits::Guard;
 
 /// A branch of a parallel step that a step is in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -25,9 +26,10 @@ pub struct Branch {
 }
 
 /// Resolves parallel step `step` with its `branches`, run once the steps `after` are
-/// done, the steps named `known` done by then, inside the branches `within`: the
-/// steps a step after it waits for (the last of each branch) and the steps known done
-/// once it has ended (those of every branch, beside `known`).
+/// done, the steps named `known` done by then, inside the branches `within`, under
+/// the conditions `guards` (its own `when` among them, which every step of its
+/// branches checks): the steps a step after it waits for (the last of each branch)
+/// and the steps known done once it has ended (those of every branch, beside `known`).
 pub(super) fn resolve(
     resolver: &mut Resolver<'_>,
     step: &StepFile,
@@ -35,6 +37,7 @@ pub(super) fn resolve(
     after: &[usize],
     known: &HashSet<String>,
     within: &[Branch],
+    guards: &[Guard],
 ) -> Result<(Vec<usize>, HashSet<String>), Fault> {
     let at = |field: &str, message: &str| {
         (
@@ -47,6 +50,7 @@ pub(super) fn resolve(
         .call_settings()
         .into_iter()
         .chain(step.children_settings())
+        .chain(step.wait_settings())
         .next()
     {
         return Err(at(
@@ -72,7 +76,7 @@ pub(super) fn resolve(
             branch: index,
         });
         let (branch_ends, branch_known) =
-            resolver.sequence(branch, after.to_vec(), known.clone(), &inside)?;
+            resolver.sequence(branch, after.to_vec(), known.clone(), &inside, guards)?;
         ends.extend(branch_ends);
         known_after.extend(branch_known);
     }

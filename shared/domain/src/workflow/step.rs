@@ -13,6 +13,7 @@ use crate::workflow::file::{
 };
 use crate::workflow::parallel::Branch;
 use crate::workflow::values::{Endpoint, FieldSource};
+use crate::workflow::waits::{CallbackSettings, Guard, SleepStep, WaitStep};
 use serde_json::Value;
 
 /// The JSON type an input field must have.
@@ -126,6 +127,9 @@ pub struct StepDefinition {
     /// The branches of parallel steps the step is in, outermost first; empty for a
     /// step of the workflow's main line.
     pub within: Vec<Branch>,
+    /// The conditions it runs under, outermost first (a parallel step's, then its
+    /// own): when one does not hold at its turn, it is Skipped.
+    pub when: Vec<Guard>,
 }
 
 /// What a step does: each kind has its definition here, its decisions in
@@ -136,6 +140,10 @@ pub enum StepKind {
     Call(CallStep),
     /// It starts child tasks: one (a child workflow) or one per item (a map).
     Children(ChildrenStep),
+    /// It sleeps, for a while or until an instant.
+    Sleep(SleepStep),
+    /// It calls nothing and waits for its callback (a person's approval).
+    Wait(WaitStep),
 }
 
 /// A step that calls a service.
@@ -161,6 +169,9 @@ pub struct CallStep {
     /// What the step sends its service, by field name, when the definition says: then
     /// the service sees only these, not the whole input and every earlier result.
     pub fields: Option<BTreeMap<String, FieldSource>>,
+    /// With it, the call carries a callback token and the step ends when the token is
+    /// used, not when the service answers.
+    pub callback: Option<CallbackSettings>,
 }
 
 impl StepDefinition {
@@ -169,7 +180,7 @@ impl StepDefinition {
     pub fn call(&self) -> Option<&CallStep> {
         match &self.kind {
             StepKind::Call(call) => Some(call),
-            StepKind::Children(_) => None,
+            _ => None,
         }
     }
 
@@ -177,8 +188,30 @@ impl StepDefinition {
     #[must_use]
     pub fn children(&self) -> Option<&ChildrenStep> {
         match &self.kind {
-            StepKind::Call(_) => None,
             StepKind::Children(children) => Some(children),
+            _ => None,
+        }
+    }
+
+    /// The callback it waits for, with a call or alone.
+    #[must_use]
+    pub fn callback(&self) -> Option<&CallbackSettings> {
+        match &self.kind {
+            StepKind::Call(call) => call.callback.as_ref(),
+            StepKind::Wait(wait) => Some(&wait.callback),
+            StepKind::Children(_) | StepKind::Sleep(_) => None,
+        }
+    }
+
+    /// What the supervisor does when its complete-by passes, for a step that is
+    /// retried then: a call, or a wait for a callback. (A timer's end is its success,
+    /// and children are watched.)
+    #[must_use]
+    pub fn supervision(&self) -> Option<&Supervision> {
+        match &self.kind {
+            StepKind::Call(call) => Some(&call.supervision),
+            StepKind::Wait(wait) => Some(&wait.supervision),
+            StepKind::Children(_) | StepKind::Sleep(_) => None,
         }
     }
 
@@ -189,16 +222,18 @@ impl StepDefinition {
         match &self.kind {
             StepKind::Call(call) => call.compensation.is_some(),
             StepKind::Children(_) => true,
+            StepKind::Sleep(_) | StepKind::Wait(_) => false,
         }
     }
 
     /// Whether a failed task leaves nothing of the step in place: it has a
-    /// compensation, or, read-only, no effect; children are undone by their own.
+    /// compensation, or, read-only, no effect; children are undone by their own; a
+    /// timer or a wait has no effect.
     #[must_use]
     pub fn is_undone_on_failure(&self) -> bool {
         match &self.kind {
             StepKind::Call(call) => call.read_only || call.compensation.is_some(),
-            StepKind::Children(_) => true,
+            StepKind::Children(_) | StepKind::Sleep(_) | StepKind::Wait(_) => true,
         }
     }
 }

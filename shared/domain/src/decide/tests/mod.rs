@@ -20,6 +20,7 @@ mod operator;
 mod parallel;
 mod steps;
 mod supervise;
+mod waits;
 
 fn drone() -> std::sync::Arc<Workflow> {
     Registry::built_in()
@@ -35,6 +36,7 @@ fn submission(notify: bool) -> Submission {
         notify: notify.then(|| QueueName::parse("mine").expect("queue")),
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     }
 }
 

@@ -1,0 +1,471 @@
+//! Steps that wait: timers, callbacks (alone, or after a call), heartbeats; the
+//! pause; a start to come; conditions that skip a step.
+
+use super::*;
+use crate::callback::Token;
+use crate::messages::Notification;
+use crate::task::{Actor, Caller, Waiting};
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// `a` (undone by a compensation), then `middle` (the steps given, as JSON), then `b`.
+fn around(middle: &str) -> Workflow {
+    let text = format!(
+        r#"{{"name": "waits", "version": 1,
+        "input": {{"amount": "number", "at": "string"}},
+        "steps": [
+            {{"name": "a", "agent": "s", "call": "/a", "compensation": "/a/undo"}},
+            {middle},
+            {{"name": "b", "agent": "s", "call": "/b"}}
+        ]}}"#
+    );
+    Workflow::parse("waits.json", &text).expect("valid")
+}
+
+fn order_at(at: &str) -> Order {
+    Order {
+        task_id: TaskId::parse("t1").expect("id"),
+        input: json!({"amount": 50, "at": at}),
+        earlier: Vec::new(),
+    }
+}
+
+/// A task of `workflow` claimed and its first step answered: the decision of that
+/// answer.
+fn past_a(workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
+    let submission = Submission {
+        input: order.input.clone(),
+        ..submission(true)
+    };
+    let (task, _, _) = submit(workflow, submission, now);
+    let claim = on_run(&task, workflow, order, "s1", now);
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim)[0].clone();
+    on_response(&task, workflow, order, &respond(&request, ok()), now)
+}
+
+fn scheduled(decision: &Decision) -> bool {
+    decision
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::Schedule { delay, .. } if delay.is_zero()))
+}
+
+fn notifications(decision: &Decision) -> Vec<&Notification> {
+    decision
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Notify { outbound, .. } => Some(&outbound.notification),
+            _ => None,
+        })
+        .collect()
+}
+
+fn use_token(token: &str, outcome: CallbackOutcome) -> CallbackUse {
+    let token = Token::parse(token).expect("a token");
+    CallbackUse {
+        step: token.step,
+        token: Some(token),
+        by: Caller::Token,
+        outcome,
+    }
+}
+
+fn approved() -> CallbackOutcome {
+    CallbackOutcome::Output(json!({"approved_by": "ana"}))
+}
+
+#[test]
+fn a_timer_holds_nothing_but_its_lease_and_its_end_moves_the_task_on() {
+    let workflow = around(r#"{"name": "nap", "sleep": "10m"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let decision = past_a(&workflow, &order, now);
+    let task = decision.next.clone().expect("recorded");
+    assert!(dispatched(&decision).is_empty(), "a timer calls nothing");
+    let nap = &task.steps[1];
+    assert_eq!(nap.state, StepState::Processing);
+    assert_eq!(nap.waiting, Some(Waiting::Timer));
+    let until = now.plus(10 * MINUTE);
+    assert_eq!(task.complete_by, Some(until));
+
+    let early = on_expired(&task, &workflow, &order, now.plus(9 * MINUTE));
+    assert_eq!(early.verdict, Verdict::LeaseLive, "it never ends early");
+
+    // The deadline message of `a`'s lease comes first, and follows the lease.
+    let first = task.deadline.expect("a deadline message on its way");
+    let moved = on_deadline(&task, &workflow, &order, first, first);
+    assert_eq!(moved.verdict, Verdict::DeadlineMoved);
+    assert!(moved.effects.contains(&Effect::Deadline {
+        task_id: task.id.clone(),
+        at: until
+    }));
+    let task = moved.next.expect("written");
+    let woke = on_deadline(&task, &workflow, &order, until, until);
+    assert_eq!(woke.verdict, Verdict::Woke);
+    let task = woke.next.clone().expect("written");
+    assert_eq!(task.steps[1].state, StepState::Processed);
+    assert!(scheduled(&woke), "a scheduler is asked to send the next step");
+    assert!(dispatched(&woke).is_empty());
+
+    let run = on_run(&task, &workflow, &order, "s2", until);
+    assert_eq!(run.verdict, Verdict::Resumed);
+    assert_eq!(dispatched(&run)[0].step_name, "b");
+}
+
+#[test]
+fn a_timer_until_an_instant_past_ends_as_it_starts_and_a_bad_instant_fails_the_step() {
+    let workflow = around(r#"{"name": "window", "sleep_until": "input.at"}"#);
+    let now = Timestamp::parse_rfc3339("2026-11-25T10:00:00Z").expect("instant");
+    let past = past_a(&workflow, &order_at("2026-11-25T09:00:00Z"), now);
+    assert_eq!(past.next.as_ref().expect("recorded").steps[1].state, StepState::Processed);
+    assert_eq!(dispatched(&past)[0].step_name, "b", "the next step goes at once");
+
+    let later = past_a(&workflow, &order_at("2026-11-25T12:30:00+01:00"), now);
+    let task = later.next.expect("recorded");
+    assert_eq!(
+        task.steps[1].complete_by,
+        Timestamp::parse_rfc3339("2026-11-25T11:30:00Z")
+    );
+
+    let bad = past_a(&workflow, &order_at("tomorrow"), now);
+    let task = bad.next.clone().expect("recorded");
+    assert_eq!(task.steps[1].state, StepState::Error);
+    assert_eq!(
+        task.steps[1].error.as_deref(),
+        Some("sleep_until: input.at is not an RFC 3339 instant")
+    );
+    assert_eq!(task.state, TaskState::Compensating, "a is undone");
+    assert_eq!(dispatched(&bad)[0].path, "/a/undo");
+}
+
+#[test]
+fn a_callback_step_waits_its_token_told_and_ends_it_once() {
+    let workflow = around(r#"{"name": "approve", "callback": {"timeout": "24h"}}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let decision = past_a(&workflow, &order, now);
+    let task = decision.next.clone().expect("recorded");
+    assert!(dispatched(&decision).is_empty(), "it calls nothing");
+    assert_eq!(
+        task.steps[1].waiting,
+        Some(Waiting::Callback {
+            until: now.plus(24 * HOUR)
+        })
+    );
+    assert_eq!(task.complete_by, Some(now.plus(24 * HOUR)));
+    let told = notifications(&decision);
+    let wait = &told.last().expect("told").callbacks[0];
+    assert_eq!(wait.step, "approve");
+    assert_eq!(wait.until, now.plus(24 * HOUR));
+    assert_eq!(callback_waits(&task)[0].token, wait.token);
+
+    let later = now.plus(HOUR);
+    let used = on_callback(&task, &workflow, &order, use_token(&wait.token, approved()), later)
+        .expect("used");
+    assert_eq!(used.verdict, Verdict::CallbackUsed);
+    let done = used.next.clone().expect("written");
+    assert_eq!(done.steps[1].state, StepState::Processed);
+    assert_eq!(
+        done.steps[1].output.as_deref(),
+        Some(&json!({"approved_by": "ana"}))
+    );
+    assert!(dispatched(&used).is_empty(), "the API sends to no agent");
+    assert!(scheduled(&used), "a scheduler sends the next step");
+    assert!(callback_waits(&done).is_empty());
+
+    let again = on_callback(&done, &workflow, &order, use_token(&wait.token, approved()), later);
+    assert_eq!(again, Err(Refused::NotWaiting("approve".into())));
+    let run = on_run(&done, &workflow, &order, "s2", later);
+    assert_eq!(dispatched(&run)[0].step_name, "b");
+}
+
+#[test]
+fn a_forged_or_foreign_token_is_no_callback_and_an_error_undoes_the_task() {
+    let workflow = around(r#"{"name": "approve", "callback": {"timeout": "24h"}}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let task = past_a(&workflow, &order, now).next.expect("recorded");
+    let token = callback_waits(&task)[0].token.clone();
+
+    let mut forged = token.clone();
+    forged.replace_range(forged.len() - 2.., "AA");
+    let refused = on_callback(&task, &workflow, &order, use_token(&forged, approved()), now);
+    assert_eq!(refused, Err(Refused::UnknownCallback));
+    let other = past_a(&workflow, &order, now).next.expect("another task, same id");
+    let refused = on_callback(&other, &workflow, &order, use_token(&token, approved()), now);
+    assert_eq!(
+        refused,
+        Err(Refused::UnknownCallback),
+        "another task's secret signs other tokens"
+    );
+
+    let error = CallbackOutcome::Error("refund refused".into());
+    let decision = on_callback(&task, &workflow, &order, use_token(&token, error), now)
+        .expect("used");
+    let task = decision.next.clone().expect("written");
+    assert_eq!(task.steps[1].state, StepState::Error);
+    assert_eq!(task.state, TaskState::Compensating);
+    assert_eq!(task.locked_by, None, "released to a scheduler, which undoes a");
+    assert!(scheduled(&decision));
+}
+
+#[test]
+fn a_callback_past_its_timeout_is_retried_under_a_new_token_and_the_old_one_is_dead() {
+    let workflow = around(
+        r#"{"name": "approve", "callback": {"timeout": "1h"}, "supervisor": {"failure_threshold": 1}}"#,
+    );
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let task = past_a(&workflow, &order, now).next.expect("recorded");
+    let first = callback_waits(&task)[0].token.clone();
+
+    let expired = on_expired(&task, &workflow, &order, now.plus(HOUR));
+    assert_eq!(expired.verdict, Verdict::Retry);
+    let task = expired.next.expect("written");
+    assert_eq!(task.steps[1].state, StepState::Pending);
+    assert_eq!(task.steps[1].failure_count, 1);
+    assert!(callback_waits(&task).is_empty());
+    let dead = on_callback(&task, &workflow, &order, use_token(&first, approved()), now.plus(HOUR));
+    assert_eq!(dead, Err(Refused::NotWaiting("approve".into())));
+
+    let due = task.steps[1].retry_at.expect("a retry");
+    let retry = on_run(&task, &workflow, &order, "s2", due);
+    let task = retry.next.expect("claimed");
+    let second = callback_waits(&task)[0].token.clone();
+    assert_ne!(first, second);
+    let dead = on_callback(&task, &workflow, &order, use_token(&first, approved()), now.plus(HOUR));
+    assert_eq!(dead, Err(Refused::NotWaiting("approve".into())), "a retry's wait is not the first's");
+
+    let gave_up = on_expired(&task, &workflow, &order, due.plus(HOUR));
+    assert_eq!(gave_up.verdict, Verdict::GaveUp);
+    let task = gave_up.next.expect("written");
+    assert_eq!(task.steps[1].state, StepState::TimedOut);
+    assert_eq!(task.state, TaskState::Compensating);
+}
+
+#[test]
+fn a_heartbeat_pushes_the_lease_a_heartbeat_on_never_past_the_timeout() {
+    let workflow = around(r#"{"name": "scan", "callback": {"timeout": "2h", "heartbeat": "1h"}}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let task = past_a(&workflow, &order, now).next.expect("recorded");
+    assert_eq!(task.complete_by, Some(now.plus(HOUR)), "the first heartbeat is due");
+    let token = Token::parse(&callback_waits(&task)[0].token).expect("token");
+
+    let beat = on_heartbeat(&task, &workflow, &token, now.plus(30 * MINUTE)).expect("beat");
+    let task = beat.next.expect("written");
+    assert_eq!(task.complete_by, Some(now.plus(90 * MINUTE)));
+    let beat = on_heartbeat(&task, &workflow, &token, now.plus(100 * MINUTE)).expect("beat");
+    let task = beat.next.expect("written");
+    assert_eq!(task.complete_by, Some(now.plus(2 * HOUR)), "the timeout bounds it");
+
+    let silent = around(r#"{"name": "approve", "callback": {"timeout": "2h"}}"#);
+    let task = past_a(&silent, &order, now).next.expect("recorded");
+    let token = Token::parse(&callback_waits(&task)[0].token).expect("token");
+    assert_eq!(
+        on_heartbeat(&task, &silent, &token, now),
+        Err(Refused::NoHeartbeat("approve".into()))
+    );
+}
+
+#[test]
+fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers() {
+    let workflow = around(
+        r#"{"name": "pickup", "agent": "drone", "call": "/pickups", "compensation": "/pickups/undo",
+            "callback": {"timeout": "30m"}}"#,
+    );
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let decision = past_a(&workflow, &order, now);
+    let task = decision.next.clone().expect("recorded");
+    let request = dispatched(&decision)[0].clone();
+    let payload: Value = serde_json::from_str(request.payload.as_str()).expect("json");
+    let token = payload["callback_token"].as_str().expect("a token").to_owned();
+    assert!(callback_waits(&task).is_empty(), "not waiting while the call is out");
+
+    let answered = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+    let waiting = answered.next.clone().expect("recorded");
+    assert_eq!(waiting.steps[1].state, StepState::Processing);
+    assert_eq!(
+        waiting.steps[1].waiting,
+        Some(Waiting::Callback {
+            until: now.plus(30 * MINUTE)
+        })
+    );
+    assert_eq!(callback_waits(&waiting)[0].token, token, "the token the service holds");
+    assert!(dispatched(&answered).is_empty());
+
+    // The service calls back before its answer is recorded: the answer is stale then.
+    let early = on_callback(&task, &workflow, &order, use_token(&token, approved()), now)
+        .expect("used")
+        .next
+        .expect("written");
+    assert_eq!(early.steps[1].state, StepState::Processed);
+    let late = on_response(&early, &workflow, &order, &respond(&request, ok()), now);
+    assert_eq!(late.verdict, Verdict::StaleResponse);
+}
+
+#[test]
+fn cancelling_a_waiting_task_stops_its_wait_and_undoes_the_call_that_waited() {
+    let workflow = around(
+        r#"{"name": "pickup", "agent": "drone", "call": "/pickups", "compensation": "/pickups/undo",
+            "callback": {"timeout": "30m"}}"#,
+    );
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let decision = past_a(&workflow, &order, now);
+    let task = decision.next.clone().expect("recorded");
+    let request = dispatched(&decision)[0].clone();
+    let waiting = on_response(&task, &workflow, &order, &respond(&request, ok()), now)
+        .next
+        .expect("recorded");
+    let request = Request {
+        by: Actor::Owner,
+        at: now,
+        batch: None,
+    };
+    let cancel = cancel(&waiting, &workflow, request, now).expect("cancelled");
+    let task = cancel.next.clone().expect("written");
+    assert_eq!(task.steps[1].state, StepState::TimedOut);
+    assert!(callback_waits(&task).is_empty());
+    assert_eq!(task.locked_by, None, "a scheduler comes to undo");
+    let undo = on_run(&task, &workflow, &order, "s2", now);
+    assert_eq!(dispatched(&undo)[0].path, "/pickups/undo");
+}
+
+#[test]
+fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
+    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let submission = Submission {
+        input: order.input.clone(),
+        ..submission(false)
+    };
+    let (task, _, _) = submit(&workflow, submission, now);
+    let claim = on_run(&task, &workflow, &order, "s1", now);
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim)[0].clone();
+    let by = |actor| Request {
+        by: actor,
+        at: now,
+        batch: None,
+    };
+    let paused = pause(&task, &workflow, by(Actor::Owner), now).expect("paused");
+    let task = paused.next.expect("written");
+    assert!(task.paused.is_some());
+    assert_eq!(
+        pause(&task, &workflow, by(Actor::Operator), now).expect("again").verdict,
+        Verdict::PausedAlready
+    );
+
+    let answered = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+    let task = answered.next.clone().expect("recorded");
+    assert_eq!(task.steps[0].state, StepState::Processed, "its running step finished");
+    assert!(dispatched(&answered).is_empty(), "nothing new starts");
+    assert_eq!(task.state, TaskState::Pending);
+    assert_eq!(task.locked_by, None);
+    assert_eq!(task.complete_by, None, "it holds no lease while paused");
+    let run = on_run(&task, &workflow, &order, "s2", now);
+    assert_eq!(run.verdict, Verdict::NotWaitingForScheduler);
+
+    let resumed = resume(&task, &workflow, by(Actor::Operator), now).expect("resumed");
+    assert_eq!(resumed.verdict, Verdict::ResumeRequested);
+    assert!(scheduled(&resumed));
+    let task = resumed.next.expect("written");
+    assert!(task.paused.is_none());
+    let run = on_run(&task, &workflow, &order, "s2", now);
+    assert_eq!(dispatched(&run)[0].step_name, "c");
+    let again = resume(&task, &workflow, by(Actor::Owner), now).expect("again");
+    assert_eq!(again.verdict, Verdict::NotPaused);
+}
+
+#[test]
+fn a_paused_task_is_cancelled_and_a_task_being_undone_is_not_paused() {
+    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let (task, _, _) = submit(&workflow, submission(false), now);
+    let by = Request {
+        by: Actor::Owner,
+        at: now,
+        batch: None,
+    };
+    let task = pause(&task, &workflow, by.clone(), now)
+        .expect("paused")
+        .next
+        .expect("written");
+    assert_eq!(task.complete_by, None);
+    let cancelled = cancel(&task, &workflow, by.clone(), now).expect("cancelled");
+    let task = cancelled.next.expect("written");
+    assert_eq!(task.state, TaskState::Compensating);
+    assert!(task.paused.is_none());
+    assert_eq!(
+        pause(&task, &workflow, by, now),
+        Err(Refused::Undoing)
+    );
+    let undo = on_run(&task, &workflow, &order, "s1", now);
+    assert_eq!(undo.next.expect("written").state, TaskState::Error);
+}
+
+#[test]
+fn a_timer_ends_while_its_task_is_paused_and_the_next_step_waits_for_the_resume() {
+    let workflow = around(r#"{"name": "nap", "sleep": "10m"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let mut task = past_a(&workflow, &order, now).next.expect("recorded");
+    // Its caller's notifications sent: they hold no lease.
+    task.outbox.clear();
+    let by = Request {
+        by: Actor::Owner,
+        at: now,
+        batch: None,
+    };
+    let task = pause(&task, &workflow, by.clone(), now)
+        .expect("paused")
+        .next
+        .expect("written");
+    assert_eq!(task.complete_by, Some(now.plus(10 * MINUTE)), "the timer runs on");
+    let woke = on_expired(&task, &workflow, &order, now.plus(10 * MINUTE));
+    let task = woke.next.clone().expect("written");
+    assert_eq!(task.steps[1].state, StepState::Processed);
+    assert!(!scheduled(&woke), "nothing is sent while paused");
+    assert_eq!(task.state, TaskState::Pending);
+    assert_eq!(task.locked_by, None);
+    let resumed = resume(&task, &workflow, by, now.plus(HOUR)).expect("resumed");
+    let run = on_run(&resumed.next.expect("written"), &workflow, &order, "s2", now.plus(HOUR));
+    assert_eq!(dispatched(&run)[0].step_name, "b");
+}
+
+#[test]
+fn a_task_to_start_later_is_pending_until_then_with_no_message_before() {
+    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let start = now.plus(365 * 24 * HOUR);
+    let later = Submission {
+        start_at: Some(start),
+        ..submission(false)
+    };
+    let (task, _, effects) = submit(&workflow, later.clone(), now);
+    assert_eq!(task.state, TaskState::Pending);
+    assert_eq!(task.complete_by, Some(start));
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Schedule { .. })),
+        "no Run message before its time"
+    );
+    let (claimed, _, _) = submit_claimed(&workflow, later, "s1", now);
+    assert_eq!(claimed.locked_by, None, "a buffered one is not claimed before its time");
+    let early = on_run(&task, &workflow, &order, "s1", now.plus(HOUR));
+    assert_eq!(early.verdict, Verdict::NotWaitingForScheduler);
+
+    let due = on_expired(&task, &workflow, &order, start);
+    assert_eq!(due.verdict, Verdict::SentAgain);
+    assert!(scheduled(&due));
+    let run = on_run(&due.next.expect("written"), &workflow, &order, "s1", start);
+    assert_eq!(run.verdict, Verdict::Claimed);
+    assert_eq!(dispatched(&run)[0].step_name, "a");
+}
