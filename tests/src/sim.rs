@@ -1115,6 +1115,7 @@ impl Sim {
                 .map(|q| QueueName::parse(q).expect("name")),
             parent: None,
             pinned: Default::default(),
+            start_at: None,
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();

@@ -113,6 +113,7 @@ fn submit_message(notify: Option<&str>) -> String {
             notify: notify.map(|q| QueueName::parse(q).expect("queue")),
             parent: None,
             pinned: Default::default(),
+            start_at: None,
         },
         accepted_at: Timestamp(1_800_000_000_000),
     };
@@ -271,6 +272,7 @@ async fn in_error(
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     let (mut task, order, _) = sas_domain::decide::submit(&workflow, submission, world.clock.now());
     task.state = sas_domain::task::TaskState::Error;

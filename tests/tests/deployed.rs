@@ -1530,6 +1530,7 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
                 notify: None,
                 parent: None,
                 pinned: Default::default(),
+                start_at: None,
             },
             accepted_at: Timestamp(0),
         });

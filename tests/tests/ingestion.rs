@@ -284,6 +284,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     scheduler("api")
         .accept("drone-delivery", submission)
@@ -356,6 +357,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
             notify: None,
             parent: None,
             pinned: Default::default(),
+            start_at: None,
         }
     };
     for customer in ["c-first", "c-second"] {
@@ -431,6 +433,7 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     app.accept("addressed", submission).await.expect("accepted");
     let [message] = buffering

@@ -373,6 +373,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     // Submit straight to the store, and race before any consumer sees the message.
     let (task, order, _) = sas_domain::decide::submit(
@@ -729,6 +730,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     app.submit("drone-delivery", submission)
         .await

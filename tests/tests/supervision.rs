@@ -69,6 +69,7 @@ fn submission(id: &str) -> Submission {
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     }
 }
 

@@ -27,6 +27,10 @@ pub struct SubmitBody {
     /// the id in the path again.
     #[serde(default)]
     pub(crate) id: Option<TaskId>,
+    /// When the task may start (RFC 3339, `2026-12-01T09:00:00Z`): it is Pending
+    /// until then, holding nothing.
+    #[serde(default)]
+    pub(crate) start_at: Option<String>,
 }
 
 /// Up to [`MAX_BATCH`] submissions in one request.
@@ -49,10 +53,22 @@ pub struct ResubmitBody {
     pub(crate) input: Option<Value>,
 }
 
-/// A cancellation: an empty body (or `{}`).
+/// A cancellation, a pause or a resumption: an empty body (or `{}`).
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CancelBody {}
+pub struct EmptyBody {}
+
+/// A callback, ending a step's wait: its result, or a refusal.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallbackBody {
+    /// The step's result (a JSON object): it is Processed.
+    #[serde(default)]
+    pub(crate) output: Option<serde_json::Map<String, Value>>,
+    /// A refusal: the step fails, and the task is undone as for any step's error.
+    #[serde(default)]
+    pub(crate) error: Option<String>,
+}
 
 /// A bulk action's call: which tasks, and which page of them.
 #[derive(Deserialize, JsonSchema)]

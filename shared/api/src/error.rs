@@ -39,6 +39,13 @@ pub enum ErrorCode {
     NotInError,
     /// A cancellation of a task that has ended.
     Ended,
+    /// A callback for a step that does not wait for it (any more): used already,
+    /// timed out, or its task ended.
+    NotWaiting,
+    /// A heartbeat for a step whose callback takes none.
+    NoHeartbeat,
+    /// A pause of a task being undone.
+    Undoing,
     /// No such task or route.
     NotFound,
     /// A method the route does not have.
@@ -66,7 +73,12 @@ impl ErrorCode {
             Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::Conflict | Self::NotInError | Self::Ended => 409,
+            Self::Conflict
+            | Self::NotInError
+            | Self::Ended
+            | Self::NotWaiting
+            | Self::NoHeartbeat
+            | Self::Undoing => 409,
             Self::BodyTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::MisdirectedRequest => 421,
@@ -206,6 +218,11 @@ impl From<ActionError> for ApiError {
                     Refused::EffectsInPlace(_) => {
                         Self::new(ErrorCode::Conflict, message).on("input")
                     }
+                    Refused::UnknownCallback => Self::new(ErrorCode::NotFound, message),
+                    Refused::NoSuchStep(_) => Self::new(ErrorCode::NotFound, message).on("step"),
+                    Refused::NotWaiting(_) => Self::new(ErrorCode::NotWaiting, message),
+                    Refused::NoHeartbeat(_) => Self::new(ErrorCode::NoHeartbeat, message),
+                    Refused::Undoing => Self::new(ErrorCode::Undoing, message),
                 }
             }
             ActionError::Task(e) => Self::unavailable(&e),

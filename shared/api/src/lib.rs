@@ -23,15 +23,17 @@ use sas_domain::task::Task;
 
 use crate::routes::route;
 
-pub use bodies::{BatchBody, BulkBody, CancelBody, RedriveBody, ResubmitBody, SubmitBody};
+pub use bodies::{
+    BatchBody, BulkBody, CallbackBody, EmptyBody, RedriveBody, ResubmitBody, SubmitBody,
+};
 pub use error::{ApiError, ErrorCode, ErrorView};
 pub use openapi::document;
 pub use routes::{ROUTES, Route};
 pub use tasks::MAX_WAIT;
 pub use view::{
-    AcceptedView, BatchResultView, BatchView, BulkView, DeadLetterQueueView, DeadLetterQueuesView,
-    DeadLetterView, DeadLettersView, MeView, PageView, RedriveView, StepView, TaskView, View,
-    WorkflowView, WorkflowsView,
+    AcceptedView, BatchResultView, BatchView, BulkView, CallbackView, DeadLetterQueueView,
+    DeadLetterQueuesView, DeadLetterView, DeadLettersView, MeView, PageView, RedriveView, StepView,
+    TaskView, View, WaitingView, WorkflowView, WorkflowsView,
 };
 
 /// The largest request body accepted.

@@ -9,12 +9,12 @@ use serde_json::{Map, Value, json};
 use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
-    AcceptedView, BatchView, BulkView, ChildrenView, DeadLetterQueuesView, DeadLettersView, MeView,
-    PageView, RedriveView, TaskView, WorkflowsView,
+    AcceptedView, BatchView, BulkView, CallbackView, ChildrenView, DeadLetterQueuesView,
+    DeadLettersView, MeView, PageView, RedriveView, TaskView, WorkflowsView,
 };
 use super::{
-    BatchBody, BulkBody, CancelBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody, ResubmitBody, Route,
-    SubmitBody,
+    BatchBody, BulkBody, CallbackBody, EmptyBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody,
+    ResubmitBody, Route, SubmitBody,
 };
 
 /// The document: every route of [`ROUTES`], and nothing else.
@@ -88,10 +88,25 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<TaskView>(),
             Some(generator.subschema_for::<ResubmitBody>()),
         ),
-        Action::Cancel => (
+        Action::Cancel | Action::Pause | Action::Resume => (
             202,
             generator.subschema_for::<TaskView>(),
-            Some(generator.subschema_for::<CancelBody>()),
+            Some(generator.subschema_for::<EmptyBody>()),
+        ),
+        Action::Complete => (
+            202,
+            generator.subschema_for::<TaskView>(),
+            Some(generator.subschema_for::<CallbackBody>()),
+        ),
+        Action::Callback => (
+            200,
+            generator.subschema_for::<CallbackView>(),
+            Some(generator.subschema_for::<CallbackBody>()),
+        ),
+        Action::Heartbeat => (
+            200,
+            generator.subschema_for::<CallbackView>(),
+            Some(generator.subschema_for::<EmptyBody>()),
         ),
         Action::Bulk(_) => (
             200,
@@ -119,6 +134,19 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         parameters.push(json!({
             "name": "id", "in": "path", "required": true,
             "description": description, "schema": {"type": "string"},
+        }));
+    }
+    if route.path.contains("{step}") {
+        parameters.push(json!({
+            "name": "step", "in": "path", "required": true,
+            "description": "the step's name in the task's workflow", "schema": {"type": "string"},
+        }));
+    }
+    if route.path.contains("{token}") {
+        parameters.push(json!({
+            "name": "token", "in": "path", "required": true,
+            "description": "the step's callback token, from the call's payload, the task's view or its notification",
+            "schema": {"type": "string"},
         }));
     }
     if route.path.contains("{queue}") {
@@ -179,7 +207,11 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         operation["requestBody"] = json!({
             "required": matches!(
                 route.action,
-                Action::Submit | Action::SubmitBatch | Action::Bulk(_)
+                Action::Submit
+                    | Action::SubmitBatch
+                    | Action::Bulk(_)
+                    | Action::Complete
+                    | Action::Callback
             ),
             "content": {"application/json": {"schema": body}},
         });

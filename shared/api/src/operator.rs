@@ -44,6 +44,9 @@ pub(crate) async fn bulk(
     let (default, allowed): (_, &[TaskState]) = match action {
         BulkAction::Resubmit => (TaskState::Error, &[TaskState::Error]),
         BulkAction::Cancel => (TaskState::Processing, &LISTED[..3]),
+        // A paused task with no step out waits Pending for its resumption.
+        BulkAction::Pause => (TaskState::Processing, &LISTED[..2]),
+        BulkAction::Resume => (TaskState::Pending, &LISTED[..2]),
     };
     let state = match body.state {
         Some(state) => parse_state(state.as_str(), "state", allowed, "").map_err(|e| ApiError {

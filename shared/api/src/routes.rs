@@ -4,15 +4,15 @@
 use serde_json::Value;
 
 use sas_core::app::{App, BulkAction};
-use sas_domain::decide::Resubmit;
+use sas_domain::decide::{CallbackOutcome, Resubmit};
 use sas_domain::ids::{Owner, TaskId};
-use sas_domain::task::{Actor, Request};
+use sas_domain::task::{Actor, Caller as WaitEndedBy, Request};
 
-use crate::bodies::{CancelBody, ResubmitBody, parse_json};
+use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode};
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
-use crate::view::{MeView, View, WorkflowView, WorkflowsView};
+use crate::view::{CallbackView, MeView, View, WorkflowView, WorkflowsView};
 use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
 
 /// What a route does.
@@ -25,6 +25,11 @@ pub(crate) enum Action {
     Children,
     Resubmit,
     Cancel,
+    Pause,
+    Resume,
+    Complete,
+    Callback,
+    Heartbeat,
     Bulk(BulkAction),
     Workflows,
     Me,
@@ -69,26 +74,30 @@ impl Route {
     }
 
     /// Whether it is answered without authentication: what it answers holds no
-    /// data (the console's page asks the API for its data as its caller).
+    /// data (the console's page asks the API for its data as its caller), or the
+    /// request carries its own capability (a callback's token).
     #[must_use]
     pub fn is_public(&self) -> bool {
-        matches!(self.action, Action::OpenApi | Action::Console)
+        matches!(
+            self.action,
+            Action::OpenApi | Action::Console | Action::Callback | Action::Heartbeat
+        )
     }
 
-    /// The value of the route's parameter (a task's id, a queue's role) in `path`,
-    /// if the route's path matches it (`Some(None)` for a path without one).
-    fn capture<'p>(&self, path: &'p str) -> Option<Option<&'p str>> {
-        let mut id = None;
+    /// The values of the route's parameters (a task's id, a step's name, a queue's
+    /// role, a token) in `path`, in order, if the route's path matches it.
+    fn capture<'p>(&self, path: &'p str) -> Option<Vec<&'p str>> {
+        let mut captured = Vec::new();
         let mut given = path.trim_matches('/').split('/');
         for part in self.path.trim_matches('/').split('/') {
             let segment = given.next()?;
             match part {
-                _ if part.starts_with('{') && !segment.is_empty() => id = Some(segment),
+                _ if part.starts_with('{') && !segment.is_empty() => captured.push(segment),
                 _ if part == segment => {}
                 _ => return None,
             }
         }
-        given.next().is_none().then_some(id)
+        given.next().is_none().then_some(captured)
     }
 }
 
@@ -103,6 +112,11 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/tasks/{id}/children", Action::Children, "List the child tasks a step of a task started, by item"),
     Route::new("POST", "/tasks/{id}/resubmit", Action::Resubmit, "Run a task in Error again, with a new input if given"),
     Route::new("POST", "/tasks/{id}/cancel", Action::Cancel, "Stop a task after its running step and undo its done steps"),
+    Route::new("POST", "/tasks/{id}/pause", Action::Pause, "Start no new step of a task until it is resumed; its running step finishes"),
+    Route::new("POST", "/tasks/{id}/resume", Action::Resume, "Go on with a paused task where it stopped"),
+    Route::new("POST", "/tasks/{id}/steps/{step}/complete", Action::Complete, "End a step's wait for its callback, with its output or an error, without the token"),
+    Route::new("POST", "/callbacks/{token}", Action::Callback, "End a step's wait with its callback token: its output, or an error"),
+    Route::new("POST", "/callbacks/{token}/heartbeat", Action::Heartbeat, "Push a waiting step's complete-by on by one heartbeat"),
     Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
@@ -110,8 +124,13 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/operator/tasks/{id}/children", Action::Children, "List the child tasks a step of any task started, by item"),
     Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
     Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
+    Route::new("POST", "/operator/tasks/{id}/pause", Action::Pause, "Start no new step of any task until it is resumed"),
+    Route::new("POST", "/operator/tasks/{id}/resume", Action::Resume, "Go on with any paused task where it stopped"),
+    Route::new("POST", "/operator/tasks/{id}/steps/{step}/complete", Action::Complete, "End any task's step's wait for its callback, without the token"),
     Route::new("POST", "/operator/bulk/resubmit", Action::Bulk(BulkAction::Resubmit), "Resubmit the tasks in Error a filter matches, a page per call"),
     Route::new("POST", "/operator/bulk/cancel", Action::Bulk(BulkAction::Cancel), "Cancel the running tasks a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/pause", Action::Bulk(BulkAction::Pause), "Pause the running tasks a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/resume", Action::Bulk(BulkAction::Resume), "Resume the paused tasks a filter matches, a page per call"),
     Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
     Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
@@ -168,13 +187,13 @@ impl<'a> Scope<'a> {
 }
 
 pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
-    let matching: Vec<(&Route, Option<&str>)> = ROUTES
+    let matching: Vec<(&Route, Vec<&str>)> = ROUTES
         .iter()
         .filter_map(|route| Some((route, route.capture(request.path)?)))
         .collect();
     let found = matching.iter().find(|(r, _)| r.method == request.method);
-    if let Some((route, _)) = found.filter(|(r, _)| r.is_public()) {
-        return Ok(public(route.action));
+    if let Some((route, captured)) = found.filter(|(r, _)| r.is_public()) {
+        return public(app, route.action, captured.first().copied(), request.body).await;
     }
     let (own, operator) = match request.caller {
         Caller::Anyone => (Scope::Own(None), true),
@@ -193,7 +212,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
             "the operator routes need the operator's rights",
         ));
     }
-    let Some(&(route, id)) = found else {
+    let Some((route, captured)) = found else {
         return Err(if matching.is_empty() {
             ApiError::new(
                 ErrorCode::NotFound,
@@ -211,14 +230,14 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
     } else {
         own
     };
-    let named = id.unwrap_or_default();
+    let named = captured.first().copied().unwrap_or_default();
     let now = || Request {
         by: scope.actor(),
         at: app.now(),
         batch: None,
     };
     match route.action {
-        Action::Submit => submit(app, scope, id, request.body).await,
+        Action::Submit => submit(app, scope, captured.first().copied(), request.body).await,
         Action::SubmitBatch => submit_batch(app, scope, request.body).await,
         Action::List => list(app, scope, request.query).await,
         Action::Get => get(app, scope, named, parse_wait(request.query)?).await,
@@ -232,9 +251,26 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
             let task = app.resubmit(&scope.id(named)?, resubmit).await?;
             Ok(ApiResponse::accepted(&task, scope.view()))
         }
-        Action::Cancel => {
-            let _: CancelBody = parse_json(request.body, true)?;
-            let task = app.cancel(&scope.id(named)?, now()).await?;
+        Action::Cancel | Action::Pause | Action::Resume => {
+            let _: EmptyBody = parse_json(request.body, true)?;
+            let id = scope.id(named)?;
+            let task = match route.action {
+                Action::Pause => app.pause(&id, now()).await?,
+                Action::Resume => app.resume(&id, now()).await?,
+                _ => app.cancel(&id, now()).await?,
+            };
+            Ok(ApiResponse::accepted(&task, scope.view()))
+        }
+        Action::Complete => {
+            let outcome = callback_outcome(request.body)?;
+            let step = captured.get(1).copied().unwrap_or_default();
+            let by = match scope {
+                Scope::Own(_) => WaitEndedBy::Owner,
+                Scope::All => WaitEndedBy::Operator,
+            };
+            let task = app
+                .complete_step(&scope.id(named)?, step, by, outcome)
+                .await?;
             Ok(ApiResponse::accepted(&task, scope.view()))
         }
         Action::Bulk(action) => bulk(app, action, now(), request.body).await,
@@ -243,19 +279,54 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
-        Action::OpenApi | Action::Console => Ok(public(route.action)),
+        Action::OpenApi | Action::Console | Action::Callback | Action::Heartbeat => {
+            public(app, route.action, Some(named), request.body).await
+        }
     }
 }
 
-/// The answers of the public routes: the console's page, or the API's description.
-fn public(action: Action) -> ApiResponse {
-    if action == Action::Console {
-        ApiResponse {
+/// The answers of the public routes: the console's page, the API's description,
+/// and a callback's use by its token, which is its own capability.
+async fn public(
+    app: &App,
+    action: Action,
+    token: Option<&str>,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
+    let token = token.unwrap_or_default();
+    match action {
+        Action::Console => Ok(ApiResponse {
             page: Some(CONSOLE),
             ..ApiResponse::ok(200, &Value::Null)
+        }),
+        Action::Callback => {
+            let task = app.use_callback(token, callback_outcome(body)?).await?;
+            Ok(ApiResponse::ok(200, &CallbackView::of(&task, token)))
         }
-    } else {
-        ApiResponse::ok(200, &crate::document())
+        Action::Heartbeat => {
+            let _: EmptyBody = parse_json(body, true)?;
+            let task = app.heartbeat(token).await?;
+            Ok(ApiResponse::ok(200, &CallbackView::of(&task, token)))
+        }
+        _ => Ok(ApiResponse::ok(200, &crate::document())),
+    }
+}
+
+/// A callback's body: its output (a JSON object), or its error; one of them.
+fn callback_outcome(body: &[u8]) -> Result<CallbackOutcome, ApiError> {
+    let body: CallbackBody = parse_json(body, false)?;
+    match (body.output, body.error) {
+        (Some(output), None) => Ok(CallbackOutcome::Output(Value::Object(output))),
+        (None, Some(error)) if !error.trim().is_empty() => Ok(CallbackOutcome::Error(error)),
+        (None, Some(_)) => Err(ApiError::new(
+            ErrorCode::InvalidField,
+            "error: must say what went wrong",
+        )
+        .on("error")),
+        _ => Err(ApiError::new(
+            ErrorCode::InvalidBody,
+            "the body must have either output (the step's result, an object) or error (a refusal)",
+        )),
     }
 }
 

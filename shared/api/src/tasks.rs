@@ -9,6 +9,7 @@ use sas_domain::limits;
 use sas_domain::messages::Buffered;
 use sas_domain::submission::Submission;
 use sas_domain::task::{Task, TaskState};
+use sas_domain::time::Timestamp;
 
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
 use crate::error::{ApiError, ErrorCode, not_found, unknown_parameter};
@@ -70,6 +71,19 @@ pub(crate) fn submission(
         )
         .on("id"));
     }
+    let start_at = body
+        .start_at
+        .as_deref()
+        .map(|text| {
+            Timestamp::parse_rfc3339(text).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidField,
+                    format!("start_at: '{text}' is not an RFC 3339 time"),
+                )
+                .on("start_at")
+            })
+        })
+        .transpose()?;
     let submission = Submission {
         id,
         input: body.input,
@@ -77,6 +91,7 @@ pub(crate) fn submission(
         owner: scope.owner().cloned(),
         parent: None,
         pinned: Default::default(),
+        start_at,
     };
     Ok((body.workflow, submission))
 }

@@ -7,16 +7,19 @@ use serde_json::Value;
 
 use sas_core::app::BulkReport;
 use sas_core::ports::DeadLetter;
+use sas_domain::callback::Token;
 use sas_domain::ids::{Owner, QueueName};
 use sas_domain::messages::Operation;
 use sas_domain::task::{
-    Actor, Answer, Children, EarlierInput, Event, Happened, Order, Request, StepState, Task,
-    TaskState, WorkflowRef,
+    Actor, Answer, Caller, Children, EarlierInput, Event, Happened, Order, Request, Step,
+    StepState, Task, TaskState, Waiting, WorkflowRef,
 };
 use sas_domain::time::Timestamp;
 use std::collections::BTreeMap;
 
-use sas_domain::workflow::{Branch, FieldSource, StepDefinition, StepKind, Tolerance, Workflow};
+use sas_domain::workflow::{
+    Branch, FieldSource, SleepStep, StepDefinition, StepKind, Tolerance, Workflow,
+};
 
 use crate::ApiResponse;
 
@@ -67,6 +70,13 @@ pub struct TaskView<'a> {
     /// The request to stop it, if one came.
     #[serde(skip_serializing_if = "Option::is_none")]
     cancelled: Option<RequestView<'a>>,
+    /// The request to pause it, while it is paused: it starts no new step until it
+    /// is resumed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paused: Option<RequestView<'a>>,
+    /// When it may start, if its submission said: it is Pending until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_at: Option<String>,
     /// The resubmissions that started each run after the first.
     resubmissions: Vec<ResubmissionView<'a>>,
     /// When later submissions for its id with a different request were refused
@@ -127,6 +137,66 @@ pub struct StepView<'a> {
     /// them (`GET /tasks/{id}/children?step=<name>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     children: Option<&'a Children>,
+    /// Of a running step that waits: for its timer or its callback, and until when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting: Option<WaitingView>,
+}
+
+/// What a running step waits for.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WaitingView {
+    /// `timer` or `callback`.
+    #[serde(rename = "for")]
+    waits_for: &'static str,
+    /// When the wait ends: the timer's instant, or the callback's timeout.
+    until: String,
+    /// Of a callback: the token that ends it (`POST /callbacks/{token}`), or its
+    /// owner's route without it (`POST /tasks/{id}/steps/{step}/complete`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+}
+
+impl WaitingView {
+    fn of(task: &Task, index: usize, step: &Step) -> Option<Self> {
+        match step.waiting? {
+            Waiting::Timer => Some(Self {
+                waits_for: "timer",
+                until: time(step.complete_by)?,
+                token: None,
+            }),
+            Waiting::Callback { until } => Some(Self {
+                waits_for: "callback",
+                until: until.to_rfc3339(),
+                token: Token::issue(task, index, step.attempt),
+            }),
+        }
+    }
+}
+
+/// What the holder of a callback's token is told: the step, and where it is now.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CallbackView<'a> {
+    /// The step the token is for.
+    step: &'a str,
+    /// Where it is now: Processed once its output is taken, Error (or Compensated,
+    /// or Processing while it waits on) otherwise.
+    state: StepState,
+    /// While it waits on: when its next heartbeat is due, or its timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    complete_by: Option<String>,
+}
+
+impl<'a> CallbackView<'a> {
+    /// The view of the step of `task` that `token` is for (the task it names).
+    #[must_use]
+    pub fn of(task: &'a Task, token: &str) -> Option<Self> {
+        let step = task.steps.get(Token::parse(token)?.step)?;
+        Some(Self {
+            step: &step.name,
+            state: step.state,
+            complete_by: step.waiting.and(time(step.complete_by)),
+        })
+    }
 }
 
 /// The step of a parent task that started a child task.
@@ -196,6 +266,8 @@ impl<'a> TaskView<'a> {
             not_undone: &task.not_undone,
             notify: task.notify.as_ref(),
             cancelled: task.cancelled.as_ref().map(RequestView::of),
+            paused: task.paused.as_ref().map(RequestView::of),
+            start_at: time(task.start_at),
             resubmissions: task
                 .resubmissions
                 .iter()
@@ -214,7 +286,8 @@ impl<'a> TaskView<'a> {
             steps: task
                 .steps
                 .iter()
-                .map(|s| StepView {
+                .enumerate()
+                .map(|(index, s)| StepView {
                     name: &s.name,
                     state: s.state,
                     attempt: s.attempt,
@@ -228,6 +301,7 @@ impl<'a> TaskView<'a> {
                     retry_at: time(s.retry_at),
                     within: &[],
                     children: s.children.as_ref(),
+                    waiting: WaitingView::of(task, index, s),
                 })
                 .collect(),
             parent: task.parent.as_ref().map(|link| {
@@ -357,6 +431,19 @@ pub struct WorkflowStepView {
     /// The branches of parallel steps it is in, outermost first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     within: Vec<Branch>,
+    /// The conditions it runs under (CEL), outermost first: a parallel step's
+    /// around it, then its own `when`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    when: Vec<String>,
+    /// Of a timer: how long it sleeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sleep: Option<String>,
+    /// Of a timer: what names the instant it sleeps until.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sleep_until: Option<String>,
+    /// Of a step that waits for its callback: its timeout, and its heartbeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    callback: Option<Value>,
 }
 
 impl WorkflowView {
@@ -387,6 +474,17 @@ impl WorkflowStepView {
             name: s.name.clone(),
             after: s.after.clone(),
             within: s.within.clone(),
+            when: s
+                .when
+                .iter()
+                .map(|guard| guard.condition.source().to_owned())
+                .collect(),
+            callback: s.callback().map(|callback| {
+                serde_json::json!({
+                    "timeout": humantime::format_duration(callback.timeout).to_string(),
+                    "heartbeat": callback.heartbeat.map(|h| humantime::format_duration(h).to_string()),
+                })
+            }),
             ..Self::default()
         };
         match &s.kind {
@@ -419,6 +517,18 @@ impl WorkflowStepView {
                     })),
                     ..view
                 },
+            },
+            StepKind::Sleep(SleepStep::For(duration)) => Self {
+                sleep: Some(humantime::format_duration(*duration).to_string()),
+                ..view
+            },
+            StepKind::Sleep(SleepStep::Until(source)) => Self {
+                sleep_until: Some(source.to_string()),
+                ..view
+            },
+            StepKind::Wait(wait) => Self {
+                supervisor: Some(serde_json::json!(wait.supervision)),
+                ..view
             },
         }
     }
@@ -578,6 +688,38 @@ pub enum HappenedView {
     },
     /// A submission for its id with a different request was refused.
     Refused,
+    /// A step's condition did not hold: it was skipped.
+    Skipped {
+        /// The step's index.
+        step: usize,
+    },
+    /// A step started to wait: for its timer, or its callback.
+    Waiting {
+        /// The step's index.
+        step: usize,
+        /// Which attempt.
+        attempt: u32,
+        /// When the wait ends.
+        until: String,
+    },
+    /// A step's wait ended: its timer, or its callback used.
+    Woke {
+        /// The step's index.
+        step: usize,
+        /// Who used its callback (`token`, `owner`, `operator`); absent for a timer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<Caller>,
+    },
+    /// Someone paused it.
+    Paused {
+        /// Who.
+        by: Actor,
+    },
+    /// Someone resumed it.
+    Resumed {
+        /// Who.
+        by: Actor,
+    },
 }
 
 impl EventView {
@@ -620,6 +762,19 @@ impl EventView {
             Happened::Resubmitted { run } => HappenedView::Resubmitted { run },
             Happened::State { state } => HappenedView::State { state },
             Happened::Refused => HappenedView::Refused,
+            Happened::Skipped { step } => HappenedView::Skipped { step },
+            Happened::Waiting {
+                step,
+                attempt,
+                until,
+            } => HappenedView::Waiting {
+                step,
+                attempt,
+                until: until.to_rfc3339(),
+            },
+            Happened::Woke { step, by } => HappenedView::Woke { step, by },
+            Happened::Paused { by } => HappenedView::Paused { by },
+            Happened::Resumed { by } => HappenedView::Resumed { by },
         };
         Self {
             at: event.at.to_rfc3339(),

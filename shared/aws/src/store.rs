@@ -1001,6 +1001,7 @@ mod tests {
             notify: None,
             parent: None,
             pinned: Default::default(),
+            start_at: None,
         };
         let created = Timestamp(1_800_000_000_000);
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, created);
@@ -1091,6 +1092,7 @@ mod tests {
             notify: None,
             parent: None,
             pinned: Default::default(),
+            start_at: None,
         };
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, Timestamp(0));
         let deflated = compress(&task).expect("deflated");

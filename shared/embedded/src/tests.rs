@@ -43,6 +43,7 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     let (task, order, _) = submit(&workflow, submission, now);
     (task, order)

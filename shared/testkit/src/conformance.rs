@@ -85,6 +85,7 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
         notify: None,
         parent: None,
         pinned: Default::default(),
+        start_at: None,
     };
     let (task, order, _) = submit(&drone(), submission, now);
     (task, order)

@@ -70,6 +70,7 @@ impl App {
                 owner: of.owner.clone(),
                 parent: Some(link),
                 pinned: of.pinned.clone(),
+                start_at: None,
             };
             let id = submission.id.clone();
             let found = match self.create(&definition, submission.clone(), false).await {

@@ -28,9 +28,9 @@ mod reading;
 mod scheduler;
 mod submission;
 mod supervisor;
-mod waits;
 #[cfg(test)]
 mod tests;
+mod waits;
 
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
 pub use reading::{OWNED_LISTING_READS, OWNED_LISTING_TASKS};

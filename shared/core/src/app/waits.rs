@@ -6,8 +6,8 @@ use sas_domain::decide::{self, CallbackOutcome, CallbackUse, Refused};
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Caller, Request, Task};
 
-use super::operator::ActionError;
 use super::App;
+use super::operator::ActionError;
 
 impl App {
     /// The holder of a callback's token ends its step's wait ([`decide::on_callback`]).

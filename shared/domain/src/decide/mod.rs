@@ -27,9 +27,9 @@ mod operator;
 mod steps;
 mod submit;
 mod supervise;
-mod waits;
 #[cfg(test)]
 mod tests;
+mod waits;
 
 pub use children::{never_started, on_child_ended, rerun_child, stop_as_child};
 pub use delivery::{

@@ -31,7 +31,9 @@ pub enum Refused {
     #[error("the task's workflow has no step '{0}'")]
     NoSuchStep(String),
     /// A callback for a step that does not wait for it (any more).
-    #[error("step '{0}' does not wait for this callback: it was used, it timed out (a retry waits under a new token), or the task ended")]
+    #[error(
+        "step '{0}' does not wait for this callback: it was used, it timed out (a retry waits under a new token), or the task ended"
+    )]
     NotWaiting(String),
     /// A heartbeat for a step that takes none.
     #[error("step '{0}' takes no heartbeat: its callback has no heartbeat setting")]

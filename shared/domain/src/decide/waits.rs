@@ -200,7 +200,9 @@ impl Change {
                     self.finish(workflow, TaskState::Processed);
                     return;
                 }
-                if self.task.locked_by.is_some() && !self.is_paused() && !self.due(workflow).is_empty()
+                if self.task.locked_by.is_some()
+                    && !self.is_paused()
+                    && !self.due(workflow).is_empty()
                 {
                     self.effects.push(Effect::Schedule {
                         task_id: self.task.id.clone(),

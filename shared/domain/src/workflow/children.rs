@@ -106,7 +106,12 @@ pub(super) fn resolve(
     known: &HashSet<String>,
 ) -> Result<StepKind, Fault> {
     let at = |field: &str, message: String| (Some(step.name.clone()), field.to_owned(), message);
-    if let Some(field) = step.call_settings().into_iter().chain(step.wait_settings()).next() {
+    if let Some(field) = step
+        .call_settings()
+        .into_iter()
+        .chain(step.wait_settings())
+        .next()
+    {
         return Err(at(
             field,
             "a step that starts child tasks calls nothing and waits for nothing itself: their steps do".into(),

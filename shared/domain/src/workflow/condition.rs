@@ -133,7 +133,10 @@ mod tests {
     fn a_condition_that_fails_or_is_not_a_boolean_is_an_error_naming_it() {
         let input = json!({"amount": 5});
         let missing = holds("results['check'].tier == 'gold'", &input, &[]).expect_err("no key");
-        assert!(missing.starts_with("'results['check'].tier == 'gold'': "), "{missing}");
+        assert!(
+            missing.starts_with("'results['check'].tier == 'gold'': "),
+            "{missing}"
+        );
         let number = holds("input.amount", &input, &[]).expect_err("not a boolean");
         assert!(number.ends_with("not a boolean"), "{number}");
     }

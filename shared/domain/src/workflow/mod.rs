@@ -18,8 +18,8 @@ use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use condition::Condition;
 pub use children::{ChildrenStep, DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
+pub use condition::Condition;
 pub use parallel::Branch;
 pub use registry::{Registry, RegistryError};
 pub use step::{CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision};
@@ -27,7 +27,7 @@ pub use values::{Endpoint, FieldSource, Results};
 pub use waits::{CallbackSettings, Guard, SleepStep, WaitStep};
 
 /// The workflows that ship with the product, as (file name, text).
-pub const BUILT_IN: [(&str, &str); 5] = [
+pub const BUILT_IN: [(&str, &str); 7] = [
     (
         "order-processing.json",
         include_str!("../../workflows/order-processing.json"),
@@ -47,6 +47,11 @@ pub const BUILT_IN: [(&str, &str); 5] = [
     (
         "parcel-order.json",
         include_str!("../../workflows/parcel-order.json"),
+    ),
+    ("refund.json", include_str!("../../workflows/refund.json")),
+    (
+        "drone-delivery-pickup.json",
+        include_str!("../../workflows/drone-delivery-pickup.json"),
     ),
 ];
 

@@ -950,6 +950,7 @@ async fn load_leases(
             notify: None,
             parent: None,
             pinned: Default::default(),
+            start_at: None,
         };
         let (mut task, order, _) = submit(&drone, submission, now);
         task.complete_by = Some(if i % expired_every == 0 {

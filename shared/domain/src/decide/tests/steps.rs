@@ -11,7 +11,10 @@ fn a_task_created_claimed_is_submitted_and_claimed_in_one_write() {
     let run = on_run(&pending, &workflow, &submitted_order, "s1", now);
     let (task, order, effects) = submit_claimed(&workflow, submission(true), "s1", now);
     let mut claimed = run.next.expect("claimed");
-    assert_ne!(task.callback_key, claimed.callback_key, "each task's secret is its own");
+    assert_ne!(
+        task.callback_key, claimed.callback_key,
+        "each task's secret is its own"
+    );
     claimed.callback_key.clone_from(&task.callback_key);
     assert_eq!(task, claimed, "the same task as a submission then a Run");
     assert_eq!(order, submitted_order);

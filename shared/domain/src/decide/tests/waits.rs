@@ -107,7 +107,10 @@ fn a_timer_holds_nothing_but_its_lease_and_its_end_moves_the_task_on() {
     assert_eq!(woke.verdict, Verdict::Woke);
     let task = woke.next.clone().expect("written");
     assert_eq!(task.steps[1].state, StepState::Processed);
-    assert!(scheduled(&woke), "a scheduler is asked to send the next step");
+    assert!(
+        scheduled(&woke),
+        "a scheduler is asked to send the next step"
+    );
     assert!(dispatched(&woke).is_empty());
 
     let run = on_run(&task, &workflow, &order, "s2", until);
@@ -120,8 +123,15 @@ fn a_timer_until_an_instant_past_ends_as_it_starts_and_a_bad_instant_fails_the_s
     let workflow = around(r#"{"name": "window", "sleep_until": "input.at"}"#);
     let now = Timestamp::parse_rfc3339("2026-11-25T10:00:00Z").expect("instant");
     let past = past_a(&workflow, &order_at("2026-11-25T09:00:00Z"), now);
-    assert_eq!(past.next.as_ref().expect("recorded").steps[1].state, StepState::Processed);
-    assert_eq!(dispatched(&past)[0].step_name, "b", "the next step goes at once");
+    assert_eq!(
+        past.next.as_ref().expect("recorded").steps[1].state,
+        StepState::Processed
+    );
+    assert_eq!(
+        dispatched(&past)[0].step_name,
+        "b",
+        "the next step goes at once"
+    );
 
     let later = past_a(&workflow, &order_at("2026-11-25T12:30:00+01:00"), now);
     let task = later.next.expect("recorded");
@@ -163,8 +173,14 @@ fn a_callback_step_waits_its_token_told_and_ends_it_once() {
     assert_eq!(callback_waits(&task)[0].token, wait.token);
 
     let later = now.plus(HOUR);
-    let used = on_callback(&task, &workflow, &order, use_token(&wait.token, approved()), later)
-        .expect("used");
+    let used = on_callback(
+        &task,
+        &workflow,
+        &order,
+        use_token(&wait.token, approved()),
+        later,
+    )
+    .expect("used");
     assert_eq!(used.verdict, Verdict::CallbackUsed);
     let done = used.next.clone().expect("written");
     assert_eq!(done.steps[1].state, StepState::Processed);
@@ -176,7 +192,13 @@ fn a_callback_step_waits_its_token_told_and_ends_it_once() {
     assert!(scheduled(&used), "a scheduler sends the next step");
     assert!(callback_waits(&done).is_empty());
 
-    let again = on_callback(&done, &workflow, &order, use_token(&wait.token, approved()), later);
+    let again = on_callback(
+        &done,
+        &workflow,
+        &order,
+        use_token(&wait.token, approved()),
+        later,
+    );
     assert_eq!(again, Err(Refused::NotWaiting("approve".into())));
     let run = on_run(&done, &workflow, &order, "s2", later);
     assert_eq!(dispatched(&run)[0].step_name, "b");
@@ -192,10 +214,24 @@ fn a_forged_or_foreign_token_is_no_callback_and_an_error_undoes_the_task() {
 
     let mut forged = token.clone();
     forged.replace_range(forged.len() - 2.., "AA");
-    let refused = on_callback(&task, &workflow, &order, use_token(&forged, approved()), now);
+    let refused = on_callback(
+        &task,
+        &workflow,
+        &order,
+        use_token(&forged, approved()),
+        now,
+    );
     assert_eq!(refused, Err(Refused::UnknownCallback));
-    let other = past_a(&workflow, &order, now).next.expect("another task, same id");
-    let refused = on_callback(&other, &workflow, &order, use_token(&token, approved()), now);
+    let other = past_a(&workflow, &order, now)
+        .next
+        .expect("another task, same id");
+    let refused = on_callback(
+        &other,
+        &workflow,
+        &order,
+        use_token(&token, approved()),
+        now,
+    );
     assert_eq!(
         refused,
         Err(Refused::UnknownCallback),
@@ -203,12 +239,15 @@ fn a_forged_or_foreign_token_is_no_callback_and_an_error_undoes_the_task() {
     );
 
     let error = CallbackOutcome::Error("refund refused".into());
-    let decision = on_callback(&task, &workflow, &order, use_token(&token, error), now)
-        .expect("used");
+    let decision =
+        on_callback(&task, &workflow, &order, use_token(&token, error), now).expect("used");
     let task = decision.next.clone().expect("written");
     assert_eq!(task.steps[1].state, StepState::Error);
     assert_eq!(task.state, TaskState::Compensating);
-    assert_eq!(task.locked_by, None, "released to a scheduler, which undoes a");
+    assert_eq!(
+        task.locked_by, None,
+        "released to a scheduler, which undoes a"
+    );
     assert!(scheduled(&decision));
 }
 
@@ -228,7 +267,13 @@ fn a_callback_past_its_timeout_is_retried_under_a_new_token_and_the_old_one_is_d
     assert_eq!(task.steps[1].state, StepState::Pending);
     assert_eq!(task.steps[1].failure_count, 1);
     assert!(callback_waits(&task).is_empty());
-    let dead = on_callback(&task, &workflow, &order, use_token(&first, approved()), now.plus(HOUR));
+    let dead = on_callback(
+        &task,
+        &workflow,
+        &order,
+        use_token(&first, approved()),
+        now.plus(HOUR),
+    );
     assert_eq!(dead, Err(Refused::NotWaiting("approve".into())));
 
     let due = task.steps[1].retry_at.expect("a retry");
@@ -236,8 +281,18 @@ fn a_callback_past_its_timeout_is_retried_under_a_new_token_and_the_old_one_is_d
     let task = retry.next.expect("claimed");
     let second = callback_waits(&task)[0].token.clone();
     assert_ne!(first, second);
-    let dead = on_callback(&task, &workflow, &order, use_token(&first, approved()), now.plus(HOUR));
-    assert_eq!(dead, Err(Refused::NotWaiting("approve".into())), "a retry's wait is not the first's");
+    let dead = on_callback(
+        &task,
+        &workflow,
+        &order,
+        use_token(&first, approved()),
+        now.plus(HOUR),
+    );
+    assert_eq!(
+        dead,
+        Err(Refused::NotWaiting("approve".into())),
+        "a retry's wait is not the first's"
+    );
 
     let gave_up = on_expired(&task, &workflow, &order, due.plus(HOUR));
     assert_eq!(gave_up.verdict, Verdict::GaveUp);
@@ -252,7 +307,11 @@ fn a_heartbeat_pushes_the_lease_a_heartbeat_on_never_past_the_timeout() {
     let order = order_at("x");
     let now = Timestamp(1_000_000);
     let task = past_a(&workflow, &order, now).next.expect("recorded");
-    assert_eq!(task.complete_by, Some(now.plus(HOUR)), "the first heartbeat is due");
+    assert_eq!(
+        task.complete_by,
+        Some(now.plus(HOUR)),
+        "the first heartbeat is due"
+    );
     let token = Token::parse(&callback_waits(&task)[0].token).expect("token");
 
     let beat = on_heartbeat(&task, &workflow, &token, now.plus(30 * MINUTE)).expect("beat");
@@ -260,7 +319,11 @@ fn a_heartbeat_pushes_the_lease_a_heartbeat_on_never_past_the_timeout() {
     assert_eq!(task.complete_by, Some(now.plus(90 * MINUTE)));
     let beat = on_heartbeat(&task, &workflow, &token, now.plus(100 * MINUTE)).expect("beat");
     let task = beat.next.expect("written");
-    assert_eq!(task.complete_by, Some(now.plus(2 * HOUR)), "the timeout bounds it");
+    assert_eq!(
+        task.complete_by,
+        Some(now.plus(2 * HOUR)),
+        "the timeout bounds it"
+    );
 
     let silent = around(r#"{"name": "approve", "callback": {"timeout": "2h"}}"#);
     let task = past_a(&silent, &order, now).next.expect("recorded");
@@ -283,8 +346,14 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
     let task = decision.next.clone().expect("recorded");
     let request = dispatched(&decision)[0].clone();
     let payload: Value = serde_json::from_str(request.payload.as_str()).expect("json");
-    let token = payload["callback_token"].as_str().expect("a token").to_owned();
-    assert!(callback_waits(&task).is_empty(), "not waiting while the call is out");
+    let token = payload["callback_token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    assert!(
+        callback_waits(&task).is_empty(),
+        "not waiting while the call is out"
+    );
 
     let answered = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
     let waiting = answered.next.clone().expect("recorded");
@@ -295,7 +364,11 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
             until: now.plus(30 * MINUTE)
         })
     );
-    assert_eq!(callback_waits(&waiting)[0].token, token, "the token the service holds");
+    assert_eq!(
+        callback_waits(&waiting)[0].token,
+        token,
+        "the token the service holds"
+    );
     assert!(dispatched(&answered).is_empty());
 
     // The service calls back before its answer is recorded: the answer is stale then.
@@ -358,13 +431,19 @@ fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
     let task = paused.next.expect("written");
     assert!(task.paused.is_some());
     assert_eq!(
-        pause(&task, &workflow, by(Actor::Operator), now).expect("again").verdict,
+        pause(&task, &workflow, by(Actor::Operator), now)
+            .expect("again")
+            .verdict,
         Verdict::PausedAlready
     );
 
     let answered = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
     let task = answered.next.clone().expect("recorded");
-    assert_eq!(task.steps[0].state, StepState::Processed, "its running step finished");
+    assert_eq!(
+        task.steps[0].state,
+        StepState::Processed,
+        "its running step finished"
+    );
     assert!(dispatched(&answered).is_empty(), "nothing new starts");
     assert_eq!(task.state, TaskState::Pending);
     assert_eq!(task.locked_by, None);
@@ -403,10 +482,7 @@ fn a_paused_task_is_cancelled_and_a_task_being_undone_is_not_paused() {
     let task = cancelled.next.expect("written");
     assert_eq!(task.state, TaskState::Compensating);
     assert!(task.paused.is_none());
-    assert_eq!(
-        pause(&task, &workflow, by, now),
-        Err(Refused::Undoing)
-    );
+    assert_eq!(pause(&task, &workflow, by, now), Err(Refused::Undoing));
     let undo = on_run(&task, &workflow, &order, "s1", now);
     assert_eq!(undo.next.expect("written").state, TaskState::Error);
 }
@@ -428,7 +504,11 @@ fn a_timer_ends_while_its_task_is_paused_and_the_next_step_waits_for_the_resume(
         .expect("paused")
         .next
         .expect("written");
-    assert_eq!(task.complete_by, Some(now.plus(10 * MINUTE)), "the timer runs on");
+    assert_eq!(
+        task.complete_by,
+        Some(now.plus(10 * MINUTE)),
+        "the timer runs on"
+    );
     let woke = on_expired(&task, &workflow, &order, now.plus(10 * MINUTE));
     let task = woke.next.clone().expect("written");
     assert_eq!(task.steps[1].state, StepState::Processed);
@@ -436,7 +516,13 @@ fn a_timer_ends_while_its_task_is_paused_and_the_next_step_waits_for_the_resume(
     assert_eq!(task.state, TaskState::Pending);
     assert_eq!(task.locked_by, None);
     let resumed = resume(&task, &workflow, by, now.plus(HOUR)).expect("resumed");
-    let run = on_run(&resumed.next.expect("written"), &workflow, &order, "s2", now.plus(HOUR));
+    let run = on_run(
+        &resumed.next.expect("written"),
+        &workflow,
+        &order,
+        "s2",
+        now.plus(HOUR),
+    );
     assert_eq!(dispatched(&run)[0].step_name, "b");
 }
 
@@ -458,7 +544,10 @@ fn a_task_to_start_later_is_pending_until_then_with_no_message_before() {
         "no Run message before its time"
     );
     let (claimed, _, _) = submit_claimed(&workflow, later, "s1", now);
-    assert_eq!(claimed.locked_by, None, "a buffered one is not claimed before its time");
+    assert_eq!(
+        claimed.locked_by, None,
+        "a buffered one is not claimed before its time"
+    );
     let early = on_run(&task, &workflow, &order, "s1", now.plus(HOUR));
     assert_eq!(early.verdict, Verdict::NotWaitingForScheduler);
 
