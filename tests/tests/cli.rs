@@ -321,3 +321,81 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
         "{map}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_command_line() {
+    let harness = Harness::start(5).await;
+    let refund = |amount: u32| {
+        json!({ "workflow": "refund",
+                "input": { "order_id": "o-1", "customer_id": "c-1", "amount": amount } })
+    };
+    harness.put_task("cli-refund", &refund(300)).await;
+    harness
+        .wait_for("cli-refund", "waiting for its approval", |t| {
+            sas_tests::step(t, "approve")["waiting"]["for"] == "callback"
+        })
+        .await;
+    let shown = ok(&harness, &["tasks", "show", "cli-refund"]).await;
+    let hint = shown
+        .lines()
+        .find(|l| l.starts_with("approve waits for its callback until"))
+        .unwrap_or_else(|| panic!("the wait and its token shown:\n{shown}"));
+    let token = hint
+        .split("sas callback ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the token after 'sas callback'");
+    assert!(
+        shown.contains("approve (attempt 1) waits until 2027-01-16T08:00:00.000Z"),
+        "{shown}"
+    );
+
+    let approval = tempfile::NamedTempFile::new().expect("a file");
+    std::fs::write(approval.path(), r#"{"approved_by": "ana"}"#).expect("written");
+    let path = approval.path().to_str().expect("a path");
+    let used = ok(&harness, &["callback", token, "--output", path]).await;
+    assert_eq!(used.trim(), "approve: Processed");
+    let (success, _, error) = sas(&harness, &["callback", token, "--output", path]).await;
+    assert!(!success, "a token is used once");
+    assert!(error.contains("does not wait for this callback"), "{error}");
+    let task = harness.settle_in("cli-refund", "Processed").await;
+    assert_eq!(
+        sas_tests::step(&task, "approve")["output"],
+        json!({ "approved_by": "ana" })
+    );
+
+    harness.put_task("cli-refused", &refund(400)).await;
+    harness
+        .wait_for("cli-refused", "waiting for its approval", |t| {
+            sas_tests::step(t, "approve")["waiting"]["for"] == "callback"
+        })
+        .await;
+    let paused = ok(&harness, &["tasks", "pause", "cli-refused"]).await;
+    assert!(paused.starts_with("cli-refused paused: "), "{paused}");
+    let shown = ok(&harness, &["tasks", "show", "cli-refused"]).await;
+    assert!(shown.contains("paused by operator at "), "{shown}");
+    let resumed = ok(&harness, &["tasks", "resume", "cli-refused"]).await;
+    assert!(resumed.starts_with("cli-refused resumed: "), "{resumed}");
+    let refused = ok(
+        &harness,
+        &[
+            "tasks",
+            "complete",
+            "cli-refused",
+            "approve",
+            "--error",
+            "no receipt",
+        ],
+    )
+    .await;
+    assert_eq!(refused.trim(), "cli-refused approve: Error");
+    harness.settle_in("cli-refused", "Error").await;
+    let shown = ok(&harness, &["tasks", "show", "cli-refused"]).await;
+    for expected in [
+        "paused by operator",
+        "resumed by operator",
+        "approve's callback used by operator",
+    ] {
+        assert!(shown.contains(expected), "'{expected}' in:\n{shown}");
+    }
+}

@@ -51,7 +51,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: list, show, watch, children, resubmit, cancel.
+    /// Tasks: list, show, watch, children, resubmit, cancel, pause, resume, complete.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -59,6 +59,23 @@ enum Command {
     Redrive(Bulk),
     /// Cancel every running task a filter matches, paced.
     CancelAll(Bulk),
+    /// Pause every running task a filter matches (Processing by default), paced.
+    PauseAll(Bulk),
+    /// Resume every paused task a filter matches (Pending by default: a paused task
+    /// with no step out waits Pending), paced.
+    ResumeAll(Bulk),
+    /// Ends a step's wait with its callback token: its output, or an error; or sends
+    /// a heartbeat.
+    Callback {
+        /// The token, from the call's payload, the task (`sas tasks show`) or its
+        /// notification.
+        token: String,
+        #[command(flatten)]
+        outcome: Outcome,
+        /// Say the holder is alive instead: the step's complete-by moves a heartbeat on.
+        #[arg(long, conflicts_with_all = ["output", "error"])]
+        heartbeat: bool,
+    },
     /// The dead-letter queues: list, show, redrive.
     #[command(subcommand)]
     Dlq(Dlq),
@@ -108,6 +125,42 @@ enum Tasks {
     },
     /// Stops a task and undoes its done steps.
     Cancel { id: String },
+    /// Starts no new step of a task until it is resumed; its running step finishes.
+    Pause { id: String },
+    /// Goes on with a paused task where it stopped.
+    Resume { id: String },
+    /// Ends a step's wait for its callback without the token: approves it with an
+    /// output, or refuses it with an error.
+    Complete {
+        id: String,
+        /// The step that waits.
+        step: String,
+        #[command(flatten)]
+        outcome: Outcome,
+    },
+}
+
+/// How a step's wait ends.
+#[derive(Args)]
+#[group(multiple = false)]
+struct Outcome {
+    /// Its output: a JSON object, from this file ('-' for standard input).
+    #[arg(long)]
+    output: Option<String>,
+    /// Its refusal: the step fails and the task is undone.
+    #[arg(long)]
+    error: Option<String>,
+}
+
+impl Outcome {
+    /// The body of a callback; an empty output without either.
+    fn body(self) -> anyhow::Result<Value> {
+        Ok(match (self.output, self.error) {
+            (_, Some(error)) => json!({ "error": error }),
+            (Some(path), None) => json!({ "output": read_json(&path)? }),
+            (None, None) => json!({ "output": {} }),
+        })
+    }
 }
 
 #[derive(Args)]
@@ -127,7 +180,8 @@ struct Bulk {
     /// Only the tasks submitted before this (RFC 3339).
     #[arg(long)]
     created_before: Option<String>,
-    /// Which tasks, for cancel-all: Pending, Processing or Compensating.
+    /// Which tasks: for cancel-all, Pending, Processing or Compensating; for
+    /// pause-all and resume-all, Pending or Processing.
     #[arg(long)]
     state: Option<String>,
     /// Tasks a second, so as not to flood the remote services.
@@ -257,19 +311,81 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             });
         }
         Command::Tasks(Tasks::Cancel { id: task }) => {
-            let answer = api
-                .call("POST", &format!("{tasks}/{}/cancel", id(&task)), None)
-                .await?;
+            act(
+                &api,
+                tasks,
+                &task,
+                "cancel",
+                cli.json,
+                "(its done steps are being undone)",
+            )
+            .await?;
+        }
+        Command::Tasks(Tasks::Pause { id: task }) => {
+            act(
+                &api,
+                tasks,
+                &task,
+                "pause",
+                cli.json,
+                "(it starts no new step until resumed)",
+            )
+            .await?;
+        }
+        Command::Tasks(Tasks::Resume { id: task }) => {
+            act(
+                &api,
+                tasks,
+                &task,
+                "resume",
+                cli.json,
+                "(it goes on where it stopped)",
+            )
+            .await?;
+        }
+        Command::Tasks(Tasks::Complete {
+            id: task,
+            step,
+            outcome,
+        }) => {
+            let path = format!("{tasks}/{}/steps/{}/complete", id(&task), id(&step));
+            let answer = api.call("POST", &path, Some(&outcome.body()?)).await?;
             print(cli.json, &answer, |a| {
                 format!(
-                    "{} cancelled: {} (its done steps are being undone)",
+                    "{} {step}: {}",
                     render::text(&a["id"]),
-                    render::text(&a["state"])
+                    render::text(&render::step(a, &step)["state"])
                 )
+            });
+        }
+        Command::Callback {
+            token,
+            outcome,
+            heartbeat,
+        } => {
+            let (path, body) = if heartbeat {
+                (format!("/callbacks/{}/heartbeat", id(&token)), json!({}))
+            } else {
+                (format!("/callbacks/{}", id(&token)), outcome.body()?)
+            };
+            let answer = api.call("POST", &path, Some(&body)).await?;
+            print(cli.json, &answer, |a| match a["complete_by"].as_str() {
+                Some(until) => format!(
+                    "{}: {}, waiting until {until}",
+                    render::text(&a["step"]),
+                    render::text(&a["state"])
+                ),
+                None => format!(
+                    "{}: {}",
+                    render::text(&a["step"]),
+                    render::text(&a["state"])
+                ),
             });
         }
         Command::Redrive(bulk) => run_bulk(&api, "resubmit", bulk, cli.json).await?,
         Command::CancelAll(bulk) => run_bulk(&api, "cancel", bulk, cli.json).await?,
+        Command::PauseAll(bulk) => run_bulk(&api, "pause", bulk, cli.json).await?,
+        Command::ResumeAll(bulk) => run_bulk(&api, "resume", bulk, cli.json).await?,
         Command::Dlq(Dlq::List) => {
             let answer = api.call("GET", "/operator/dead-letters", None).await?;
             print(cli.json, &answer, |a| {
@@ -339,6 +455,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// A JSON input from a file, or standard input for '-'.
 fn read_input(path: &str) -> anyhow::Result<Value> {
+    Ok(json!({ "input": read_json(path)? }))
+}
+
+/// The JSON in file `path` ('-' for standard input).
+fn read_json(path: &str) -> anyhow::Result<Value> {
     let text = if path == "-" {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
@@ -346,9 +467,39 @@ fn read_input(path: &str) -> anyhow::Result<Value> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?
     };
-    let input: Value =
-        serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))?;
-    Ok(json!({ "input": input }))
+    serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))
+}
+
+/// An action on one task (cancel, pause, resume), and what it means, said after it.
+async fn act(
+    api: &Api,
+    tasks: &str,
+    task: &str,
+    action: &str,
+    json: bool,
+    meaning: &str,
+) -> anyhow::Result<()> {
+    let path = format!("{tasks}/{}/{action}", id(task));
+    let answer = api.call("POST", &path, None).await?;
+    let done = past_tense(action);
+    print(json, &answer, |a| {
+        format!(
+            "{} {done}: {} {meaning}",
+            render::text(&a["id"]),
+            render::text(&a["state"])
+        )
+    });
+    Ok(())
+}
+
+/// What an action on tasks did, as a word.
+fn past_tense(action: &str) -> &'static str {
+    match action {
+        "cancel" => "cancelled",
+        "pause" => "paused",
+        "resume" => "resumed",
+        _ => "resubmitted",
+    }
 }
 
 /// Prints a line each time the task changes, until it ends.
@@ -442,11 +593,7 @@ async fn run_bulk(api: &Api, action: &str, bulk: Bulk, json: bool) -> anyhow::Re
             body[field] = json!(value);
         }
     }
-    let done = if action == "cancel" {
-        "cancelled"
-    } else {
-        "resubmitted"
-    };
+    let done = past_tense(action);
     if !json {
         println!("batch {batch}: run again with --batch {batch} to go on after an interruption");
     }

@@ -172,6 +172,17 @@ pub fn task(task: &Value) -> String {
             text(&task["cancelled"]["at"])
         );
     }
+    if !task["paused"].is_null() {
+        out += &format!(
+            "paused by {} at {} (sas tasks resume {})\n",
+            text(&task["paused"]["by"]),
+            text(&task["paused"]["at"]),
+            text(&task["id"])
+        );
+    }
+    if !task["start_at"].is_null() {
+        out += &format!("starts at {}\n", text(&task["start_at"]));
+    }
     out += &format!("submitted {}", text(&task["created_at"]));
     if !task["complete_by"].is_null() {
         out += &format!(", complete by {}", text(&task["complete_by"]));
@@ -222,6 +233,17 @@ pub fn task(task: &Value) -> String {
         }),
     );
     out += "\n█ call  ▒ compensation  ✗ failed or timed out  · waiting for a retry\n";
+    for step in steps.iter().filter(|s| !s["waiting"].is_null()) {
+        let waiting = &step["waiting"];
+        let name = text(&step["name"]);
+        out += &match waiting["token"].as_str() {
+            Some(token) => format!(
+                "\n{name} waits for its callback until {}: sas callback {token} --output <file> (or --error <why>)\n",
+                text(&waiting["until"])
+            ),
+            None => format!("\n{name} sleeps until {}\n", text(&waiting["until"])),
+        };
+    }
     for step in steps.iter().filter(|s| !s["children"].is_null()) {
         let name = text(&step["name"]);
         out += &format!(
@@ -319,13 +341,27 @@ fn children_row(step: &Value, end: i64, cell: &impl Fn(i64) -> usize) -> String 
     cells.into_iter().collect()
 }
 
+/// The name of the step an event names.
+fn name(event: &Value, steps: &[Value]) -> String {
+    event["step"]
+        .as_u64()
+        .and_then(|i| steps.get(usize::try_from(i).ok()?))
+        .map_or_else(|| "?".to_owned(), |s| text(&s["name"]))
+}
+
+/// A step of a task, by name (null when it has none).
+#[must_use]
+pub fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
+    task["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
 /// An event of a task's history, in words.
 fn describe(event: &Value, steps: &[Value]) -> String {
     let step = || {
-        let name = event["step"]
-            .as_u64()
-            .and_then(|i| steps.get(usize::try_from(i).ok()?))
-            .map_or_else(|| "?".to_owned(), |s| text(&s["name"]));
+        let name = name(event, steps);
         let what = if event["operation"] == "compensate" {
             "compensation of"
         } else {
@@ -345,6 +381,19 @@ fn describe(event: &Value, steps: &[Value]) -> String {
             None => format!("{} passed its complete-by: given up", step()),
         },
         "cancelled" => format!("cancelled by {}", text(&event["by"])),
+        "paused" => format!("paused by {}", text(&event["by"])),
+        "resumed" => format!("resumed by {}", text(&event["by"])),
+        "skipped" => format!("{} skipped: its condition did not hold", name(event, steps)),
+        "waiting" => format!(
+            "{} (attempt {}) waits until {}",
+            name(event, steps),
+            event["attempt"],
+            text(&event["until"])
+        ),
+        "woke" => match event["by"].as_str() {
+            Some(by) => format!("{}'s callback used by {by}", name(event, steps)),
+            None => format!("{}'s timer ended", name(event, steps)),
+        },
         "resubmitted" => format!("resubmitted: run {}", event["run"]),
         "state" => format!("entered {}", text(&event["state"])),
         other => other.to_owned(),

@@ -315,7 +315,7 @@ export class SchedulerAgentSupervisor extends Construct {
         ...extra,
       });
     this.functions = {
-      submission: fn("submission", "The API - submits, reads, lists, resubmits and cancels tasks, and shows and redrives the dead letters.", {
+      submission: fn("submission", "The API - submits, reads, lists, resubmits, cancels, pauses and resumes tasks, takes callbacks, and shows and redrives the dead letters.", {
         // Only the submission reads workflow files: the other functions run each task by
         // the definition stored when it was submitted.
         layers: props.workflowsLayer ? [props.workflowsLayer] : undefined,
@@ -511,6 +511,9 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/tasks", caller, callerScopes);
     route(POST, "/tasks/{id}/resubmit", caller, callerScopes);
     route(POST, "/tasks/{id}/cancel", caller, callerScopes);
+    route(POST, "/tasks/{id}/pause", caller, callerScopes);
+    route(POST, "/tasks/{id}/resume", caller, callerScopes);
+    route(POST, "/tasks/{id}/steps/{step}/complete", caller, callerScopes);
     route(GET, "/workflows", caller, callerScopes);
     route(GET, "/me", caller, callerScopes);
     const operator = jwt ?? iam;
@@ -520,8 +523,13 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/tasks/{id}/children", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/cancel", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/pause", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/resume", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/steps/{step}/complete", operator, operatorScopes);
     route(POST, "/operator/bulk/resubmit", operator, operatorScopes);
     route(POST, "/operator/bulk/cancel", operator, operatorScopes);
+    route(POST, "/operator/bulk/pause", operator, operatorScopes);
+    route(POST, "/operator/bulk/resume", operator, operatorScopes);
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
     route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
@@ -529,6 +537,9 @@ export class SchedulerAgentSupervisor extends Construct {
     // (the console asks the operator's routes for it, as its operator).
     const anyone = new apigw.HttpNoneAuthorizer();
     route(GET, "/openapi.json", anyone);
+    // A callback's use, for whoever holds its token: the token is the capability.
+    route(POST, "/callbacks/{token}", anyone);
+    route(POST, "/callbacks/{token}/heartbeat", anyone);
     route(GET, "/", anyone);
     const stage = api.defaultStage?.node.defaultChild as apigw.CfnStage;
     stage.defaultRouteSettings = { throttlingBurstLimit: throttling.burst, throttlingRateLimit: throttling.rate };
