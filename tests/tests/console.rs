@@ -519,3 +519,82 @@ async fn an_orders_children_are_listed_fifty_a_page() {
     .await;
     browser.close().await.expect("the browser closes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() {
+    let harness = Harness::start(5).await;
+    let refund = |amount: u32| {
+        json!({ "workflow": "refund",
+                "input": { "order_id": "o-1", "customer_id": "c-1", "amount": amount } })
+    };
+    for id in ["refund-approved", "refund-rejected"] {
+        harness.put_task(id, &refund(500)).await;
+        harness
+            .wait_for(id, "waiting for its approval", |t| {
+                sas_tests::step(t, "approve")["waiting"]["for"] == "callback"
+            })
+            .await;
+    }
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    task_page(&browser, &console, "refund-approved", "Processing").await;
+    let approve = "#steps tr[data-step='approve']";
+    wait_text(&browser, approve, |t| {
+        t.contains("waits for its callback until")
+    })
+    .await;
+
+    let click = async |css: &str| {
+        browser
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|_| panic!("{css} on the page"))
+            .click()
+            .await
+            .expect("clicked");
+    };
+    click("#pause").await;
+    wait_text(&browser, "#paused", |t| t.starts_with("by operator")).await;
+    screenshot(&browser, "waits-1-paused.png").await;
+    click("#resume").await;
+    wait_text(&browser, "#pause", |t| t == "Pause").await;
+
+    let output = browser
+        .find(Locator::Css(&format!("{approve} .output")))
+        .await
+        .expect("the output's editor");
+    output.clear().await.expect("cleared");
+    output
+        .send_keys(r#"{"approved_by": "the console"}"#)
+        .await
+        .expect("typed");
+    screenshot(&browser, "waits-2-approving.png").await;
+    click(&format!("{approve} .approve")).await;
+    wait_text(&browser, "#task-state", |t| t == "Processed").await;
+    wait_text(&browser, approve, |t| t.contains("Processed")).await;
+    let task = harness.task("refund-approved").await;
+    assert_eq!(
+        sas_tests::step(&task, "approve")["output"],
+        json!({ "approved_by": "the console" })
+    );
+
+    task_page(&browser, &console, "refund-rejected", "Processing").await;
+    wait_text(&browser, approve, |t| t.contains("waits for its callback")).await;
+    browser
+        .find(Locator::Css(&format!("{approve} .reason")))
+        .await
+        .expect("the reason's field")
+        .send_keys("no receipt")
+        .await
+        .expect("typed");
+    click(&format!("{approve} .reject")).await;
+    wait_text(&browser, "#task-state", |t| t == "Error").await;
+    wait_text(&browser, approve, |t| t.contains("no receipt")).await;
+    screenshot(&browser, "waits-3-rejected.png").await;
+    assert_eq!(
+        harness.calls("payment").await,
+        1,
+        "the approved refund paid, the rejected one not"
+    );
+}

@@ -218,7 +218,7 @@ async fn timers_end_at_their_time_and_a_paused_task_starts_nothing_until_resumed
     // second locally): the next timer, already past (09:00 at +01:00), does not start.
     harness.advance(Duration::from_secs(61));
     harness.sweep().await;
-    let task = harness
+    harness
         .wait_for("timer", "its timer ended", |t| {
             step(t, "cool-off")["state"] == "Processed"
         })
