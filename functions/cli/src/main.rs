@@ -311,37 +311,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             });
         }
         Command::Tasks(Tasks::Cancel { id: task }) => {
-            act(
-                &api,
-                tasks,
-                &task,
-                "cancel",
-                cli.json,
-                "(its done steps are being undone)",
-            )
-            .await?;
+            act(&api, tasks, &task, "cancel", cli.json).await?
         }
         Command::Tasks(Tasks::Pause { id: task }) => {
-            act(
-                &api,
-                tasks,
-                &task,
-                "pause",
-                cli.json,
-                "(it starts no new step until resumed)",
-            )
-            .await?;
+            act(&api, tasks, &task, "pause", cli.json).await?
         }
         Command::Tasks(Tasks::Resume { id: task }) => {
-            act(
-                &api,
-                tasks,
-                &task,
-                "resume",
-                cli.json,
-                "(it goes on where it stopped)",
-            )
-            .await?;
+            act(&api, tasks, &task, "resume", cli.json).await?
         }
         Command::Tasks(Tasks::Complete {
             id: task,
@@ -471,17 +447,15 @@ fn read_json(path: &str) -> anyhow::Result<Value> {
 }
 
 /// An action on one task (cancel, pause, resume), and what it means, said after it.
-async fn act(
-    api: &Api,
-    tasks: &str,
-    task: &str,
-    action: &str,
-    json: bool,
-    meaning: &str,
-) -> anyhow::Result<()> {
+async fn act(api: &Api, tasks: &str, task: &str, action: &str, json: bool) -> anyhow::Result<()> {
     let path = format!("{tasks}/{}/{action}", id(task));
     let answer = api.call("POST", &path, None).await?;
     let done = past_tense(action);
+    let meaning = match action {
+        "cancel" => "(its done steps are being undone)",
+        "pause" => "(it starts no new step until resumed)",
+        _ => "(it goes on where it stopped)",
+    };
     print(json, &answer, |a| {
         format!(
             "{} {done}: {} {meaning}",

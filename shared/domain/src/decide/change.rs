@@ -118,13 +118,21 @@ impl Change {
             })
             .collect();
         for index in waiting {
-            let step = &mut self.task.steps[index];
-            step.state = StepState::TimedOut;
-            step.error = Some("stopped while waiting to be sent again".into());
-            step.finished_at = Some(self.now);
-            step.retry_at = None;
-            self.mark_done(index);
+            self.stop(index, "stopped while waiting to be sent again");
         }
+    }
+
+    /// Step `index`, which a task being undone takes no further, is timed out for
+    /// `why`: its effect may be in place, so it is undone.
+    pub(super) fn stop(&mut self, index: usize, why: &str) {
+        let step = &mut self.task.steps[index];
+        step.state = StepState::TimedOut;
+        step.error = Some(why.into());
+        step.finished_at = Some(self.now);
+        step.complete_by = None;
+        step.retry_at = None;
+        step.waiting = None;
+        self.mark_done(index);
     }
 
     /// Records that step `index`'s effect came to be in place, after those before it:

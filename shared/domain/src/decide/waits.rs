@@ -233,13 +233,7 @@ impl Change {
             .filter(|&index| self.task.steps[index].waiting.is_some())
             .collect();
         for index in waiting {
-            let step = &mut self.task.steps[index];
-            step.state = StepState::TimedOut;
-            step.error = Some("stopped while it waited: the task is being undone".into());
-            step.finished_at = Some(self.now);
-            step.complete_by = None;
-            step.waiting = None;
-            self.mark_done(index);
+            self.stop(index, "stopped while it waited: the task is being undone");
             self.waits_changed = true;
         }
     }
