@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use sas_core::app::{Recovery, SweepReport};
+use sas_domain::decide::Verdict;
 use sas_tests::{Harness, delivery_input, step, step_states};
 use serde_json::{Value, json};
 
@@ -235,6 +237,45 @@ async fn timers_end_at_their_time_and_a_paused_task_starts_nothing_until_resumed
     let task = harness.settle_in("timer", "Processed").await;
     assert_eq!(step_states(&task), ["Processed"; 4]);
     assert_eq!(harness.calls("delivery").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleep_of_a_year_is_looked_at_twice_by_the_supervisor_never_polled() {
+    let harness = Harness::start(5).await;
+    let body = json!({ "workflow": "cool-off",
+        "input": { "customer_id": "c-1", "window_start": "2028-01-15T08:00:00Z" } });
+    harness.put_task("year", &body).await;
+    harness
+        .wait_for("year", "cooling off", |t| {
+            step(t, "cool-off")["waiting"]["for"] == "timer"
+        })
+        .await;
+    harness.advance(Duration::from_secs(10 * 60));
+    assert_eq!(harness.sweep().await, report(&[(Verdict::Woke, 1)]));
+    harness
+        .wait_for("year", "waiting a year", |t| {
+            step(t, "at-dropoff-window")["waiting"]["until"] == "2028-01-15T08:00:00.000Z"
+        })
+        .await;
+
+    // Nothing looks at it for a year, but 15 minutes before its end (the longest a
+    // deadline message can be delayed on AWS), when its one message is sent.
+    let year = Duration::from_secs(365 * 24 * 3600);
+    harness.advance(year - Duration::from_secs(26 * 60));
+    assert_eq!(harness.sweep().await, report(&[]), "a day before");
+    harness.advance(Duration::from_secs(60));
+    assert_eq!(harness.sweep().await, report(&[(Verdict::LeaseWatched, 1)]));
+    assert_eq!(harness.sweep().await, report(&[]), "looked at once");
+    harness.advance(Duration::from_secs(15 * 60));
+    assert_eq!(harness.sweep().await, report(&[(Verdict::Woke, 1)]));
+    harness.settle_in("year", "Processed").await;
+}
+
+fn report(decided: &[(Verdict, usize)]) -> SweepReport {
+    decided
+        .iter()
+        .map(|&(verdict, n)| (Recovery::Decided(verdict), n))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

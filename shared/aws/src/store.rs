@@ -223,7 +223,7 @@ impl DynamoStore {
             item.insert(
                 "lease_expires".into(),
                 n(bucket_end(
-                    complete_by,
+                    task.sweep_at().unwrap_or(complete_by),
                     task.created_at,
                     self.settings.lease_bucket,
                 )),
@@ -837,9 +837,9 @@ impl StateStore for DynamoStore {
         let (tasks, unreadable) = self.read_tasks(ids).await?;
         let mut tasks: Vec<Task> = tasks
             .into_iter()
-            .filter(|t| t.complete_by.is_some_and(|at| at <= now))
+            .filter(|t| t.sweep_at().is_some_and(|at| at <= now))
             .collect();
-        tasks.sort_by_key(|t| t.complete_by);
+        tasks.sort_by_key(Task::sweep_at);
         let finished = open
             .iter()
             .all(|shard| *next.progress(*shard) == ShardProgress::Done);

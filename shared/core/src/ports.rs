@@ -237,8 +237,9 @@ pub trait StateStore: Send + Sync {
         Ok(outbox)
     }
 
-    /// A page of a pass over the tasks whose lease (complete-by) is at or before
-    /// `now`, from `from` (the default cursor at the pass's start, then each page's
+    /// A page of a pass over the tasks the supervisor must look at by `now` (whose
+    /// [`Task::sweep_at`]: their lease's end, or the moment a long lease comes within
+    /// reach of a deadline message, is at or before `now`), from `from` (the default cursor at the pass's start, then each page's
     /// [`Expired::next`]): up to `limit` records, each shard of the lease index read in
     /// the order of its leases from where the pass left it, so that a pass reads each
     /// expired lease once. Reads only live leases, never the whole table. A record

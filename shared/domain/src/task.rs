@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::ids::{Owner, QueueName, TaskId};
 use super::messages::{Alert, Notification, Operation};
+use crate::limits::MAX_DELAY;
 use crate::time::Timestamp;
 
 /// The pattern's ProcessState of a task, with the compensation phase the
@@ -319,7 +320,9 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complete_by: Option<Timestamp>,
     /// The lease end that the task's deadline message on its way watches; a message
-    /// for another end is spent ([`crate::decide::on_deadline`]).
+    /// for another end is spent ([`crate::decide::on_deadline`]). `None` with a lease
+    /// too far off for one message's delay: the supervisor sends it once the end is
+    /// within reach ([`Task::sweep_at`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Timestamp>,
     /// Expired leases in the current run, all steps together.
@@ -379,6 +382,19 @@ pub struct Task {
 }
 
 impl Task {
+    /// When the supervisor must look at the task: at its lease's end, or, for a
+    /// lease no deadline message watches (one ending further off than a message can
+    /// be delayed), as soon as a message can reach that end. So a task waiting a year
+    /// is looked at twice, never polled.
+    #[must_use]
+    pub fn sweep_at(&self) -> Option<Timestamp> {
+        let end = self.complete_by?;
+        Some(match self.deadline {
+            Some(_) => end,
+            None => end.minus(MAX_DELAY),
+        })
+    }
+
     /// In Error with an effect that may be in place and that nothing undid: a step
     /// whose compensation failed, or one without a compensation ([`Self::not_undone`]).
     /// Such a task is kept until a person acts on it.

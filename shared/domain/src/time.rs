@@ -22,6 +22,13 @@ impl Timestamp {
         Self(self.0.saturating_add(millis))
     }
 
+    /// This instant moved back by `duration` (saturating).
+    #[must_use]
+    pub fn minus(self, duration: Duration) -> Self {
+        let millis = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_sub(millis))
+    }
+
     /// The time from `self` until `later`, zero if `later` is not after `self`.
     #[must_use]
     pub fn until(self, later: Self) -> Duration {

@@ -53,8 +53,9 @@ pub(crate) fn stored_version(task: &Task) -> i64 {
     i64::try_from(task.version).unwrap_or(i64::MAX)
 }
 
+/// When the supervisor must look at a task: the lease index's key.
 pub(crate) fn lease(task: &Task) -> Option<i64> {
-    task.complete_by.map(|t| t.0)
+    task.sweep_at().map(|t| t.0)
 }
 
 /// A task's row, to replace the stored one on condition of its version.

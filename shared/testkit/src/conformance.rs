@@ -11,6 +11,7 @@ use sas_core::ports::{
 };
 use sas_domain::decide::submit;
 use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::limits::MAX_DELAY;
 use sas_domain::submission::Submission;
 use sas_domain::task::{EarlierInput, Order, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -193,6 +194,19 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
             expected.push(id);
         }
     }
+    // Leases further off than a deadline message can be delayed, which none watches:
+    // swept once one can reach their end, not at it.
+    let reach = i64::try_from(MAX_DELAY.as_millis()).expect("minutes");
+    for (id, lease) in [("far-near", 9_000 + reach), ("far", 11_000 + reach)] {
+        let (task, order) = new_task(id, Timestamp(0));
+        let task = Task {
+            state: TaskState::Processing,
+            complete_by: Some(Timestamp(lease)),
+            deadline: None,
+            ..task
+        };
+        store.create(&task, &order).await.expect("created");
+    }
     let (done, order) = new_task("done", Timestamp(0));
     store.create(&done, &order).await.expect("created");
     let finished = changed(&done, |t| {
@@ -210,8 +224,8 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
     let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["late-a", "late-b"],
-        "expired leases only, soonest first"
+        ["late-a", "late-b", "far-near"],
+        "expired leases, and a long one within a message's reach, soonest first"
     );
     let one = store
         .expired(Timestamp(10_000), 1, &start)
@@ -301,10 +315,7 @@ async fn a_pass_reads_each_expired_lease_once(store: &dyn StateStore) {
             "a page reads at most its limit: {}",
             page.tasks.len()
         );
-        assert!(
-            page.tasks.is_sorted_by_key(|t| t.complete_by),
-            "soonest first"
-        );
+        assert!(page.tasks.is_sorted_by_key(Task::sweep_at), "soonest first");
         read.extend(page.tasks.iter().map(|t| t.id.to_string()));
         match page.next {
             Some(next) => cursor = next,

@@ -300,7 +300,7 @@ impl StateStore for Memory {
         from: &ExpiredCursor,
     ) -> Result<Expired, StoreError> {
         let lease = |t: &Task| {
-            t.complete_by.map(|at| LeaseKey {
+            t.sweep_at().map(|at| LeaseKey {
                 expires: at.0,
                 task: t.id.clone(),
             })

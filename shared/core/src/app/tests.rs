@@ -18,6 +18,7 @@ fn outcomes_keep_the_names_logs_metrics_and_reports_use() {
         (NotificationsSent, "notifications sent"),
         (NotificationsClearedAlready, "notifications cleared already"),
         (LeaseLive, "lease live"),
+        (LeaseWatched, "lease watched"),
         (SentAgain, "sent again"),
         (GaveUp, "gave up"),
         (Retry, "retry"),

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::limits::MAX_DELAY;
 use crate::messages::{Alert, ChildEnded};
 use crate::task::{Event, Happened, MAX_HISTORY, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
@@ -58,7 +59,10 @@ impl Change {
     /// way watches it: one due later than now and no later than the lease's end, which
     /// comes early and follows the lease ([`on_deadline`]). So a task has one message
     /// at a time, and another only for a lease ending sooner, or once its message is
-    /// spent (or lost: the supervisor found the lease expired).
+    /// spent (or lost: the supervisor found the lease expired). A lease ending further
+    /// off than a message can be delayed gets none yet: the supervisor asks for it
+    /// once the end is within reach ([`Task::sweep_at`]), so that a long wait sends
+    /// no message on and on.
     pub(super) fn watch_lease(&mut self) {
         let Some(at) = self.task.complete_by else {
             return;
@@ -67,7 +71,12 @@ impl Change {
             .task
             .deadline
             .is_some_and(|due| due > self.now && due <= at);
-        if !watched {
+        if watched {
+            return;
+        }
+        if at > self.now.plus(MAX_DELAY) {
+            self.task.deadline = None;
+        } else {
             self.task.deadline = Some(at);
             self.effects.push(Effect::Deadline {
                 task_id: self.task.id.clone(),

@@ -144,6 +144,8 @@ pub enum Verdict {
     NotificationsClearedAlready,
     /// The lease has not expired: nothing to do.
     LeaseLive,
+    /// A long lease is near enough its end for a deadline message, which is sent.
+    LeaseWatched,
     /// A message of a live step or compensation is sent again.
     SentAgain,
     /// Past the failure threshold: the task is compensated and ends in Error.
@@ -212,6 +214,7 @@ impl Verdict {
             Self::NotificationsSent => "notifications sent",
             Self::NotificationsClearedAlready => "notifications cleared already",
             Self::LeaseLive => "lease live",
+            Self::LeaseWatched => "lease watched",
             Self::SentAgain => "sent again",
             Self::GaveUp => "gave up",
             Self::Retry => "retry",

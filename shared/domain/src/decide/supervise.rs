@@ -16,11 +16,19 @@ use super::{Decision, Effect, Verdict};
 /// complete-by has passed and retries it, or past the step's threshold gives it up
 /// and compensates. A task that has ended with its alert or notifications not known
 /// delivered has them delivered again; a running one's notifications not known sent
-/// are sent again.
+/// are sent again. A lease no deadline message watches gets one once it can.
 #[must_use]
 pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
     let expired = task.complete_by.is_some_and(|at| at <= now);
-    if task.state.is_final() && expired {
+    if !expired {
+        if task.sweep_at().is_some_and(|at| at <= now) {
+            // A lease too far off for a deadline message when it was taken is within
+            // reach of one now.
+            return Change::of(task, now).done(Verdict::LeaseWatched);
+        }
+        return Decision::ignore(Verdict::LeaseLive);
+    }
+    if task.state.is_final() {
         // The task ended and its alert or notifications were not known delivered:
         // they are again, after a new lease is taken for the next try.
         let mut change = Change::of(task, now);
@@ -35,9 +43,6 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
                 change.done(Verdict::NotifiedAgain)
             }
         };
-    }
-    if task.state.is_final() || !expired {
-        return Decision::ignore(Verdict::LeaseLive);
     }
     let mut change = Change::of(task, now);
     change.notify_again();

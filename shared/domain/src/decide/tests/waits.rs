@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::callback::Token;
+use crate::limits::MAX_DELAY;
 use crate::messages::Notification;
 use crate::task::{Actor, Caller, Happened, Waiting};
 
@@ -75,6 +76,51 @@ fn use_token(token: &str, outcome: CallbackOutcome) -> CallbackUse {
 
 fn approved() -> CallbackOutcome {
     CallbackOutcome::Output(json!({"approved_by": "ana"}))
+}
+
+#[test]
+fn a_sleep_of_a_year_sends_one_deadline_message_when_it_can_reach_the_end() {
+    let workflow = around(r#"{"name": "nap", "sleep": "365d"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let task = past_a(&workflow, &order, now).next.expect("recorded");
+    let until = now.plus(365 * 24 * HOUR);
+    assert_eq!(task.complete_by, Some(until));
+    // The deadline message of `a`'s lease comes, and is the last one for now.
+    let first = task.deadline.expect("a deadline message on its way");
+    let spent = on_deadline(&task, &workflow, &order, first, first);
+    assert_eq!(spent.verdict, Verdict::DeadlineMoved);
+    assert!(spent.effects.is_empty(), "{:?}", spent.effects);
+    let task = spent.next.expect("written");
+    assert_eq!(task.deadline, None, "no message can be delayed a year");
+    let reach = until.minus(MAX_DELAY);
+    assert_eq!(
+        task.sweep_at(),
+        Some(reach),
+        "swept once a message can reach"
+    );
+
+    let month = on_expired(&task, &workflow, &order, now.plus(30 * 24 * HOUR));
+    assert_eq!(month.verdict, Verdict::LeaseLive);
+    let watched = on_expired(&task, &workflow, &order, reach);
+    assert_eq!(watched.verdict, Verdict::LeaseWatched);
+    assert_eq!(
+        watched.effects,
+        [Effect::Deadline {
+            task_id: task.id.clone(),
+            at: until
+        }],
+        "one message, for the lease's end"
+    );
+    let task = watched.next.expect("written");
+    assert_eq!(task.sweep_at(), Some(until), "then swept at the end itself");
+    assert_eq!(
+        on_expired(&task, &workflow, &order, reach.plus(MINUTE)).verdict,
+        Verdict::LeaseLive,
+        "a second sweep before the end writes nothing"
+    );
+    let woke = on_deadline(&task, &workflow, &order, until, until);
+    assert_eq!(woke.verdict, Verdict::Woke);
 }
 
 #[test]
