@@ -143,7 +143,8 @@ impl App {
             && self.clock.now() < at
         {
             // Its delay could not reach the lease's end (SQS delays at most 15
-            // minutes): the message goes on.
+            // minutes; only earlier versions sent such a message, for a long lease now
+            // left to the supervisor until it is within reach): the message goes on.
             self.send(vec![self.deadline(task_id, at)]).await?;
             return Ok(Handled::DeadlineChained);
         }
