@@ -41,6 +41,9 @@ pub fn service_urls(base: &str) -> HashMap<String, String> {
         "drone",
         "delivery",
         "order",
+        "orders",
+        "payment",
+        "notification",
     ]
     .iter()
     .map(|a| ((*a).to_owned(), format!("{base}/{a}")))

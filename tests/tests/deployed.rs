@@ -372,6 +372,145 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
 
 /// Cuts the scheduler queue's visibility timeout (180 s, six times the scheduler's
 /// timeout) to `seconds`: a message that failed is delivered again that much later.
+/// Waits on the deployed stack: a refund's approval used through the deployed API by
+/// its token (once), another refused on the owner's route, and a task paused while its
+/// timer runs: the timer ends on its deadline message (the supervisor's sweep is a day
+/// off), and the task goes on only once resumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_is_approved_by_its_token_through_the_deployed_api_and_a_task_paused_over_its_timer_goes_on_when_resumed()
+ {
+    let remote = Remote::start(true).await;
+    // No sweep in the test's time: a timer is ended by its deadline message alone.
+    let stack = Deployment::with_services_and(
+        &remote,
+        &[("AuthMode", "NONE"), ("SupervisorRate", "rate(1 day)")],
+    )
+    .await;
+    let refund = |amount: u32| json!({"workflow": "refund", "input": {"order_id": "o-1", "customer_id": "c-1", "amount": amount}});
+    let approve = |t: &Value| t["steps"][1].clone();
+    let post = |path: String, body: Value| {
+        let stack = &stack;
+        async move { stack.call("POST", &path, Some(&body), false).await }
+    };
+
+    put_task(&stack, "refund-1", &refund(250)).await;
+    put_task(&stack, "refund-2", &refund(400)).await;
+    let waiting = |t: &Value| approve(t)["waiting"]["for"] == "callback";
+    let task = wait_for_task(
+        &stack,
+        "refund-1",
+        "waiting for its approval",
+        Duration::from_secs(60),
+        waiting,
+    )
+    .await;
+    let token = approve(&task)["waiting"]["token"]
+        .as_str()
+        .expect("the approval's token in the task's view")
+        .to_owned();
+    let approval = json!({"output": {"approved_by": "ana"}});
+    let used = post(format!("/callbacks/{token}"), approval.clone()).await;
+    assert_eq!(
+        (used.status, used.json()),
+        (200, json!({"step": "approve", "state": "Processed"})),
+        "{}",
+        used.body
+    );
+    let again = post(format!("/callbacks/{token}"), approval).await;
+    assert_eq!(
+        status_and_code(&again),
+        (409, Some("not_waiting".to_owned())),
+        "a token is used once: {}",
+        again.body
+    );
+    let task = wait_for_task(
+        &stack,
+        "refund-1",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(approve(&task)["output"], json!({"approved_by": "ana"}));
+
+    wait_for_task(
+        &stack,
+        "refund-2",
+        "waiting for its approval",
+        Duration::from_secs(60),
+        waiting,
+    )
+    .await;
+    let refused = post(
+        "/tasks/refund-2/steps/approve/complete".to_owned(),
+        json!({"error": "not this one"}),
+    )
+    .await;
+    assert_eq!(refused.status, 202, "{}", refused.body);
+    let task = wait_for_task(&stack, "refund-2", "Error", Duration::from_secs(60), |t| {
+        t["state"] == "Error"
+    })
+    .await;
+    assert_eq!(
+        step_states(&task),
+        ["Processed", "Error", "Pending", "Pending"],
+        "refused: nothing paid"
+    );
+
+    // A nap of 5 s (tests/workflows/nap.json), the task paused as it starts.
+    let nap = json!({"workflow": "nap", "input": {"customer_id": "c-1"}});
+    put_task(&stack, "napping", &nap).await;
+    wait_for_task(&stack, "napping", "napping", Duration::from_secs(60), |t| {
+        t["steps"][1]["waiting"]["for"] == "timer"
+    })
+    .await;
+    let paused = post("/tasks/napping/pause".to_owned(), json!({})).await;
+    assert_eq!(paused.status, 202, "{}", paused.body);
+    wait_for_task(
+        &stack,
+        "napping",
+        "past its timer",
+        Duration::from_secs(60),
+        |t| t["steps"][1]["state"] == "Processed",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let task = wait_for_task(&stack, "napping", "still paused", Duration::ZERO, |t| {
+        t["paused"].is_object()
+    })
+    .await;
+    assert_eq!(
+        step_states(&task),
+        ["Processed", "Processed", "Pending"],
+        "paused: the step after the timer waits: {task}"
+    );
+    assert_eq!(
+        remote.effects("napping").len(),
+        1,
+        "only the package created"
+    );
+    assert_eq!(
+        verdicts(&stack, "SchedulerFunction", "woke").await,
+        1,
+        "the timer ended on its deadline message"
+    );
+    let resumed = post("/tasks/napping/resume".to_owned(), json!({})).await;
+    assert_eq!(resumed.status, 202, "{}", resumed.body);
+    wait_for_task(
+        &stack,
+        "napping",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(
+        remote.effects("napping").len(),
+        2,
+        "the delivery created once"
+    );
+}
+
 async fn cut_scheduler_visibility(stack: &Deployment, seconds: u32) {
     aws_sdk_sqs::Client::new(&stack.sdk)
         .set_queue_attributes()
