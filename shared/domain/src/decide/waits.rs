@@ -249,7 +249,8 @@ fn next_heartbeat(callback: &CallbackSettings, now: Timestamp, until: Timestamp)
 
 /// Whether step `index` of `task` waits for the callback `token` was made for (or
 /// any, without one), or may yet (its call is out, and its service may call back
-/// before the scheduler records its answer).
+/// before the scheduler records its answer), now: a wait past its time (its timeout,
+/// a heartbeat missed) is over before the supervisor finds it.
 ///
 /// # Errors
 /// [`Refused::UnknownCallback`] for a token `task` did not sign;
@@ -259,6 +260,7 @@ fn check_wait(
     workflow: &Workflow,
     index: usize,
     token: Option<&Token>,
+    now: Timestamp,
 ) -> Result<(), Refused> {
     if token.is_some_and(|token| !token.is_signed_for(task) || token.step != index) {
         return Err(Refused::UnknownCallback);
@@ -269,6 +271,7 @@ fn check_wait(
     let waits = !task.state.is_final()
         && workflow.steps[index].callback().is_some()
         && step.state == StepState::Processing
+        && step.complete_by.is_none_or(|at| now < at)
         && token.is_none_or(|token| token.run == task.run && token.attempt == step.attempt);
     if waits {
         Ok(())
@@ -293,7 +296,7 @@ pub fn on_callback(
     now: Timestamp,
 ) -> Result<Decision, Refused> {
     let index = callback.step;
-    check_wait(task, workflow, index, callback.token.as_ref())?;
+    check_wait(task, workflow, index, callback.token.as_ref(), now)?;
     let mut change = Change::of(task, now);
     let outcome = match callback.outcome {
         CallbackOutcome::Output(output) => {
@@ -328,7 +331,7 @@ pub fn on_heartbeat(
     now: Timestamp,
 ) -> Result<Decision, Refused> {
     let step = token.step;
-    check_wait(task, workflow, step, Some(token))?;
+    check_wait(task, workflow, step, Some(token), now)?;
     let callback = workflow.steps[step].callback();
     let Some(callback) = callback.filter(|c| c.heartbeat.is_some()) else {
         return Err(Refused::NoHeartbeat(task.steps[step].name.clone()));

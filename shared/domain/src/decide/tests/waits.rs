@@ -348,6 +348,36 @@ fn a_callback_past_its_timeout_is_retried_under_a_new_token_and_the_old_one_is_d
 }
 
 #[test]
+fn a_token_past_its_time_is_dead_before_the_supervisor_sweeps() {
+    let workflow = around(r#"{"name": "scan", "callback": {"timeout": "2h", "heartbeat": "1h"}}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let task = past_a(&workflow, &order, now).next.expect("recorded");
+    let text = callback_waits(&task)[0].token.clone();
+    let token = Token::parse(&text).expect("token");
+    let missed = now.plus(HOUR);
+    let refused = Err(Refused::NotWaiting("scan".into()));
+    assert_eq!(
+        on_heartbeat(&task, &workflow, &token, missed),
+        refused,
+        "a heartbeat after the one missed"
+    );
+    assert_eq!(
+        on_callback(
+            &task,
+            &workflow,
+            &order,
+            use_token(&text, approved()),
+            missed
+        ),
+        refused,
+        "a callback after a missed heartbeat"
+    );
+    let beat = on_heartbeat(&task, &workflow, &token, missed.minus(MINUTE)).expect("beat");
+    assert!(beat.next.is_some(), "in time");
+}
+
+#[test]
 fn a_heartbeat_pushes_the_lease_a_heartbeat_on_never_past_the_timeout() {
     let workflow = around(r#"{"name": "scan", "callback": {"timeout": "2h", "heartbeat": "1h"}}"#);
     let order = order_at("x");
@@ -363,7 +393,7 @@ fn a_heartbeat_pushes_the_lease_a_heartbeat_on_never_past_the_timeout() {
     let beat = on_heartbeat(&task, &workflow, &token, now.plus(30 * MINUTE)).expect("beat");
     let task = beat.next.expect("written");
     assert_eq!(task.complete_by, Some(now.plus(90 * MINUTE)));
-    let beat = on_heartbeat(&task, &workflow, &token, now.plus(100 * MINUTE)).expect("beat");
+    let beat = on_heartbeat(&task, &workflow, &token, now.plus(80 * MINUTE)).expect("beat");
     let task = beat.next.expect("written");
     assert_eq!(
         task.complete_by,
