@@ -4,7 +4,9 @@
 //! delayed, reordered, duplicated and lost; handlers that crash before or after any
 //! write; agents running past complete-by; remote services failing transiently,
 //! for good, hanging or down; two supervisors sweeping at once; schedulers
-//! restarting; operators resubmitting. The same seed replays the same run. Odd
+//! restarting; operators resubmitting, cancelling, pausing and resuming; callbacks
+//! used twice, late, or by a token gone dead, heartbeats lost ([`waits`]). The same
+//! seed replays the same run. Odd
 //! seeds buffer their submissions: a scheduler creates each task from an ingest
 //! queue, whose messages are crashed on, duplicated, delayed and dead-lettered (SQS
 //! keeps a message until it is handled: an ingest message is never dropped, but it
@@ -33,7 +35,7 @@ use sas_domain::ids::{CHILD_SEPARATOR, QueueName, TaskId};
 use sas_domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use sas_domain::resilience::BreakerSettings;
 use sas_domain::submission::Submission;
-use sas_domain::task::{Actor, Order, Request, StepState, Task, TaskState};
+use sas_domain::task::{Actor, Order, Request, Step, StepState, Task, TaskState};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::{Registry, Workflow};
 use sas_testkit::ManualClock;
@@ -41,6 +43,8 @@ use sas_testkit::memory::Memory;
 
 use crate::in_memory;
 use serde_json::{Value, json};
+
+mod waits;
 
 /// The queue of the callers that ask for notifications.
 const CALLERS: &str = "callers";
@@ -116,6 +120,8 @@ struct World {
     /// Each status change written of a task that asks for notifications, as (task,
     /// version, state): each must reach the callers' queue at least once.
     owed: BTreeSet<(String, u64, String)>,
+    /// Callbacks taken, by token: a token is used at most once.
+    token_uses: HashMap<String, u32>,
 }
 
 #[derive(Clone)]
@@ -235,12 +241,14 @@ impl FaultyStore {
         }
         if let Some(old) = old.filter(|o| o.run == new.run) {
             self.check_order(old, new, &workflow);
+            let now = self.world.world().clock.now();
+            for broken in waits::check_transition(old, new, now) {
+                self.world.violation(broken);
+            }
         }
-        if new.state == TaskState::Processed
-            && new.steps.iter().any(|s| s.state != StepState::Processed)
-        {
+        if new.state == TaskState::Processed && !new.steps.iter().all(Step::is_settled) {
             self.world.violation(format!(
-                "task {} Processed with a step not Processed",
+                "task {} Processed with a step neither Processed nor Skipped",
                 new.id
             ));
         }
@@ -343,7 +351,7 @@ impl FaultyStore {
     }
 
     /// The order of one transition's calls and compensations: a step is called only
-    /// once the steps it waits for are Processed, and not while the task is being
+    /// once the steps it waits for are Processed (or Skipped), and not while the task is being
     /// undone; a step is undone only once every step done after it is (branches undo
     /// in the reverse of the order their effects came to be in place), and no call
     /// is out; a call waiting for its retry is not sent before its time.
@@ -354,7 +362,7 @@ impl FaultyStore {
                 let waiting: Vec<&str> = workflow.steps[index]
                     .after
                     .iter()
-                    .filter(|&&before| new.steps[before].state != StepState::Processed)
+                    .filter(|&&before| !new.steps[before].is_settled())
                     .map(|&before| new.steps[before].name.as_str())
                     .collect();
                 if !waiting.is_empty() {
@@ -632,11 +640,20 @@ struct SimRemote {
     refused: Mutex<BTreeSet<(String, String)>>,
     /// Services down until the instant given.
     outages: Mutex<HashMap<String, Timestamp>>,
+    /// The callback tokens of the calls applied, in the order they came.
+    tokens: Mutex<Vec<String>>,
 }
 
 impl SimRemote {
     fn applied(&self) -> MutexGuard<'_, BTreeMap<(String, String), Applied>> {
         self.applied.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tokens(&self) -> Vec<String> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -704,6 +721,13 @@ impl RemoteCall for SimRemote {
                 step,
                 compensation,
             });
+        if let Some(token) = payload["callback_token"].as_str() {
+            // The service may call back from now on.
+            self.tokens
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(token.to_owned());
+        }
         if self.world.fault("remote hang past the deadline", 0.04) {
             // The effect is applied; the answer comes after the call's whole time.
             self.clock
@@ -717,9 +741,12 @@ impl RemoteCall for SimRemote {
 /// The workflows of the seed's own: `generated`, a line of two to four items, each a
 /// step, a parallel step of two or three branches (one of them, at most, with a
 /// parallel step inside), or a step that starts children of `generated-kid` (a map
-/// over `input.items`, or one child); and `generated-kid`, a line of one or two
-/// steps. The steps are undone by a compensation, read-only, or neither, at random.
-/// Every service is the simulated remote.
+/// over `input.items`, or one child), or a wait (a timer, of seconds or of 20
+/// minutes, or a callback without a service); and `generated-kid`, a line of one or
+/// two steps. The steps are undone by a compensation, read-only, or neither, at
+/// random; some calls wait for a callback after their service answers, with
+/// heartbeats or not; some steps have a condition on the input. Every service is the
+/// simulated remote.
 fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
     fn step(random: &mut fastrand::Rng, names: &mut usize) -> Value {
         *names += 1;
@@ -729,6 +756,30 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
             0..=5 => step["compensation"] = json!(format!("/{name}/undo")),
             6..=7 => step["read_only"] = json!(true),
             _ => {}
+        }
+        if random.usize(0..6) == 0 {
+            let timeout = random.usize(5..60);
+            step["callback"] = json!({"timeout": format!("{timeout}s")});
+            if random.bool() {
+                step["callback"]["heartbeat"] = json!(format!("{}s", random.usize(2..timeout)));
+            }
+        }
+        step
+    }
+    fn wait(random: &mut fastrand::Rng, names: &mut usize) -> Value {
+        *names += 1;
+        let name = format!("w{names}");
+        match random.usize(0..5) {
+            0..=1 => json!({"name": name, "sleep": format!("{}s", random.usize(1..30))}),
+            2 => json!({"name": name, "sleep": "20m"}),
+            _ => {
+                json!({"name": name, "callback": {"timeout": format!("{}s", random.usize(5..60))}})
+            }
+        }
+    }
+    fn conditional(random: &mut fastrand::Rng, mut step: Value) -> Value {
+        if random.usize(0..5) == 0 {
+            step["when"] = json!(format!("size(input.items) >= {}", random.usize(0..4)));
         }
         step
     }
@@ -756,7 +807,7 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
         depth: u32,
     ) -> Vec<Value> {
         (0..len)
-            .map(|_| match random.usize(0..6) {
+            .map(|_| match random.usize(0..8) {
                 0..=1 if depth < 2 => {
                     *names += 1;
                     let name = format!("p{names}");
@@ -769,7 +820,14 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
                     json!({"name": name, "parallel": branches})
                 }
                 2 => children(random, names),
-                _ => step(random, names),
+                3 => {
+                    let wait = wait(random, names);
+                    conditional(random, wait)
+                }
+                _ => {
+                    let step = step(random, names);
+                    conditional(random, step)
+                }
             })
             .collect()
     }
@@ -818,6 +876,8 @@ struct Sim {
     submitted: Vec<(TaskId, Value)>,
     accepted: BTreeSet<String>,
     resubmitted: BTreeSet<String>,
+    /// Every callback token seen: sent to a service, or shown in a task's view.
+    tokens: Vec<String>,
 }
 
 impl Sim {
@@ -836,6 +896,7 @@ impl Sim {
             reached_error: BTreeSet::new(),
             acted_on: BTreeSet::new(),
             owed: BTreeSet::new(),
+            token_uses: HashMap::new(),
         })));
         let (memory, names) = in_memory(&clock, Some(5));
         let callers = QueueName::parse(CALLERS).expect("name");
@@ -882,6 +943,7 @@ impl Sim {
             doomed: Mutex::new(BTreeSet::new()),
             refused: Mutex::new(BTreeSet::new()),
             outages: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(Vec::new()),
         });
         let step_caller = Arc::new(StepCaller::new(
             Arc::clone(&remote) as _,
@@ -907,6 +969,7 @@ impl Sim {
             submitted: Vec::new(),
             accepted: BTreeSet::new(),
             resubmitted: BTreeSet::new(),
+            tokens: Vec::new(),
         };
         for _ in 0..2 {
             let scheduler = sim.app();
@@ -1094,11 +1157,15 @@ impl Sim {
                 .insert((id.to_string(), step.clone()));
             self.world.note(format!("doom {id} at {step}"));
         }
-        // Half the callers ask for notifications.
+        // Half the callers ask for notifications; some tasks start later.
         let notify = self.world.chance(0.5).then_some(CALLERS);
+        let start_at = self.world.chance(0.1).then(|| {
+            let later = Duration::from_secs(self.world.world().random.u64(1..60));
+            self.clock.now().plus(later).0
+        });
         self.submitted.push((
             id.clone(),
-            json!({"workflow": workflow, "input": input, "notify": notify}),
+            json!({"workflow": workflow, "input": input, "notify": notify, "start_at": start_at}),
         ));
         self.submit_again(n).await;
     }
@@ -1115,7 +1182,7 @@ impl Sim {
                 .map(|q| QueueName::parse(q).expect("name")),
             parent: None,
             pinned: Default::default(),
-            start_at: None,
+            start_at: request["start_at"].as_i64().map(Timestamp),
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();
@@ -1264,7 +1331,7 @@ impl Sim {
     async fn chaos_step(&mut self) {
         let roll = self.world.below(100);
         match roll {
-            0..35 => {
+            0..30 => {
                 let visible = self.visible();
                 if let Some((queue, id)) = visible.get(self.world.below(visible.len())) {
                     self.deliver(queue, *id).await;
@@ -1310,6 +1377,9 @@ impl Sim {
             85..89 => self.resubmit_one().await,
             92..95 => self.cancel_one().await,
             95..97 => self.redrive_ingest().await,
+            30..33 => self.use_a_token(true).await,
+            33..34 => self.complete_a_step().await,
+            34..35 => self.pause_or_resume_one().await,
             89..92 => {
                 *self
                     .world
@@ -1357,6 +1427,7 @@ impl Sim {
             if self.clock.now() > deadline {
                 return false;
             }
+            self.settle_waits().await;
             self.sweep().await;
             if self.visible().is_empty() {
                 // Nothing to do until the next message becomes visible or lease expires.
@@ -1366,7 +1437,7 @@ impl Sim {
                     .flat_map(|q| self.memory.messages(q))
                     .map(|m| m.visible_at)
                     .min();
-                let next_lease = tasks.iter().filter_map(|t| t.complete_by).min();
+                let next_lease = tasks.iter().filter_map(Task::sweep_at).min();
                 let next = [next_message, next_lease]
                     .into_iter()
                     .flatten()
@@ -1422,7 +1493,8 @@ impl Sim {
                 };
                 match task.state {
                     TaskState::Processed
-                        if !applied_in(&call.agent, 1..=task.run, &step.name, "") =>
+                        if step.state != StepState::Skipped
+                            && !applied_in(&call.agent, 1..=task.run, &step.name, "") =>
                     {
                         self.world.violation(format!(
                             "task {} Processed without the effect of {}",
@@ -1531,7 +1603,7 @@ impl Sim {
     /// ended; a Processed task's children as the step counted them (those that failed
     /// within its tolerance in Error, or never started); a failed task's children in
     /// Error, undone by their own compensations (their own checks say so).
-    fn check_children_at_end(&self, tasks: &[Task], task: &Task, step: &sas_domain::task::Step) {
+    fn check_children_at_end(&self, tasks: &[Task], task: &Task, step: &Step) {
         let Some(children) = &step.children else {
             return;
         };

@@ -240,7 +240,7 @@ async fn timers_end_at_their_time_and_a_paused_task_starts_nothing_until_resumed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sleep_of_a_year_is_looked_at_twice_by_the_supervisor_never_polled() {
+async fn a_sleep_of_a_year_is_left_alone_until_its_end() {
     let harness = Harness::start(5).await;
     let body = json!({ "workflow": "cool-off",
         "input": { "customer_id": "c-1", "window_start": "2028-01-15T08:00:00Z" } });
@@ -258,17 +258,20 @@ async fn a_sleep_of_a_year_is_looked_at_twice_by_the_supervisor_never_polled() {
         })
         .await;
 
-    // Nothing looks at it for a year, but 15 minutes before its end (the longest a
-    // deadline message can be delayed on AWS), when its one message is sent.
-    let year = Duration::from_secs(365 * 24 * 3600);
-    harness.advance(year - Duration::from_secs(26 * 60));
-    assert_eq!(harness.sweep().await, report(&[]), "a day before");
+    // The supervisor's sweeps through the year find nothing to do (here, where no
+    // deadline message comes, the sweep ends the timer; on AWS the look-ahead a
+    // quarter of an hour before sends the one message that does, decide's tests
+    // show).
+    for _ in 0..12 {
+        harness.advance(Duration::from_secs(30 * 24 * 3600));
+        assert_eq!(harness.sweep().await, report(&[]));
+    }
+    harness.advance(Duration::from_secs(5 * 24 * 3600 - 11 * 60));
+    assert_eq!(harness.sweep().await, report(&[]), "a minute before");
     harness.advance(Duration::from_secs(60));
-    assert_eq!(harness.sweep().await, report(&[(Verdict::LeaseWatched, 1)]));
-    assert_eq!(harness.sweep().await, report(&[]), "looked at once");
-    harness.advance(Duration::from_secs(15 * 60));
     assert_eq!(harness.sweep().await, report(&[(Verdict::Woke, 1)]));
-    harness.settle_in("year", "Processed").await;
+    let task = harness.settle_in("year", "Processed").await;
+    assert_eq!(step_states(&task), ["Processed"; 4]);
 }
 
 fn report(decided: &[(Verdict, usize)]) -> SweepReport {

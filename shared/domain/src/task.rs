@@ -78,8 +78,9 @@ pub enum StepState {
     /// effect may be in place, so it is compensated like a processed step.
     TimedOut,
     /// Its call succeeded but its answer cannot be kept: larger than a step's output
-    /// may be ([`crate::limits`]), or not JSON. Its effect is in place, so it
-    /// is compensated like a processed step.
+    /// may be ([`crate::limits`]), or not JSON; or the callback it then waited for
+    /// was refused. Its effect is in place, so it is compensated like a processed
+    /// step.
     Unusable,
     /// Its compensation was sent to its agent.
     Compensating,

@@ -152,8 +152,12 @@ impl Change {
     }
 
     /// Releases the task to wait for a scheduler after `delay`, with a lease that
-    /// lets the supervisor send it again if nobody picks it up.
+    /// lets the supervisor send it again if nobody picks it up. A running task is
+    /// Pending again: one a scheduler may claim.
     pub(super) fn release(&mut self, workflow: &Workflow, delay: Duration) {
+        if self.task.state == TaskState::Processing {
+            self.set_state(TaskState::Pending);
+        }
         self.task.locked_by = None;
         self.task.complete_by = Some(self.now.plus(delay + workflow.pickup_timeout));
         self.effects.push(Effect::Schedule {

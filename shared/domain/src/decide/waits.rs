@@ -191,8 +191,8 @@ impl Change {
 
     /// The task moves on from a decision that sends nothing to an agent (the API's,
     /// the supervisor's): it ends if every step has; a step due is left to a
-    /// scheduler, which a Run message brings; a task being undone with nothing out is
-    /// released to one.
+    /// scheduler, which a Run message brings (the task released to one when nothing
+    /// else is out); a task being undone with nothing out is released to one.
     pub(super) fn move_on(&mut self, workflow: &Workflow) {
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
@@ -204,6 +204,12 @@ impl Change {
                     && !self.is_paused()
                     && !self.due(workflow).is_empty()
                 {
+                    if self.task.running_steps().next().is_none() {
+                        // Nothing out: a scheduler claims it again, or, its Run message
+                        // lost, the supervisor sends another at the pickup timeout.
+                        self.release(workflow, Duration::ZERO);
+                        return;
+                    }
                     self.effects.push(Effect::Schedule {
                         task_id: self.task.id.clone(),
                         delay: Duration::ZERO,
@@ -305,9 +311,15 @@ pub fn on_callback(
                     error,
                 })
         }
-        CallbackOutcome::Error(error) => Outcome::Failed {
-            error: limits::bounded_error(error),
-        },
+        CallbackOutcome::Error(error) => {
+            let error = limits::bounded_error(error);
+            // A refusal after a call: the call's effect may be in place, and is undone.
+            if workflow.steps[index].call().is_some() {
+                Outcome::Unusable { error }
+            } else {
+                Outcome::Failed { error }
+            }
+        }
     };
     change.record(index, Operation::Call, outcome);
     change.log(Happened::Woke {

@@ -159,8 +159,9 @@ fn a_timer_holds_nothing_but_its_lease_and_its_end_moves_the_task_on() {
     );
     assert!(dispatched(&woke).is_empty());
 
+    assert_eq!(task.state, TaskState::Pending, "released to a scheduler");
     let run = on_run(&task, &workflow, &order, "s2", until);
-    assert_eq!(run.verdict, Verdict::Resumed);
+    assert_eq!(run.verdict, Verdict::Claimed);
     assert_eq!(dispatched(&run)[0].step_name, "b");
 }
 
@@ -247,6 +248,37 @@ fn a_callback_step_waits_its_token_told_and_ends_it_once() {
     );
     assert_eq!(again, Err(Refused::NotWaiting("approve".into())));
     let run = on_run(&done, &workflow, &order, "s2", later);
+    assert_eq!(dispatched(&run)[0].step_name, "b");
+}
+
+#[test]
+fn a_wait_ended_with_its_run_message_lost_is_given_to_a_scheduler_at_the_pickup_timeout() {
+    let workflow = around(r#"{"name": "approve", "callback": {"timeout": "24h"}}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let task = past_a(&workflow, &order, now).next.expect("recorded");
+    let token = callback_waits(&task)[0].token.clone();
+    let later = now.plus(HOUR);
+    let used = on_callback(
+        &task,
+        &workflow,
+        &order,
+        use_token(&token, approved()),
+        later,
+    )
+    .expect("used");
+    assert!(scheduled(&used));
+    let task = used.next.expect("written");
+    // Its Run message is lost: the supervisor finds the task at its pickup timeout,
+    // not a day later, and a scheduler then claims it and sends the next step.
+    let pickup = later.plus(workflow.pickup_timeout);
+    assert_eq!(task.state, TaskState::Pending, "waiting for a scheduler");
+    assert_eq!(task.complete_by, Some(pickup));
+    let swept = on_expired(&task, &workflow, &order, pickup);
+    assert_eq!(swept.verdict, Verdict::SentAgain);
+    let task = swept.next.expect("written");
+    let run = on_run(&task, &workflow, &order, "s2", pickup);
+    assert_eq!(run.verdict, Verdict::Claimed);
     assert_eq!(dispatched(&run)[0].step_name, "b");
 }
 
@@ -455,6 +487,24 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
     assert_eq!(early.steps[1].state, StepState::Processed);
     let late = on_response(&early, &workflow, &order, &respond(&request, ok()), now);
     assert_eq!(late.verdict, Verdict::StaleResponse);
+
+    // A refusal after the call took effect: the call is undone, with the steps before.
+    let refusal = CallbackOutcome::Error("the courier never came".into());
+    let refused =
+        on_callback(&waiting, &workflow, &order, use_token(&token, refusal), now).expect("used");
+    let task = refused.next.clone().expect("written");
+    assert_eq!(
+        task.steps[1].state,
+        StepState::Unusable,
+        "its effect is in place"
+    );
+    assert_eq!(task.state, TaskState::Compensating);
+    let undo = on_run(&task, &workflow, &order, "s2", now);
+    let undo = dispatched(&undo);
+    assert_eq!(
+        (undo[0].step_name.as_str(), undo[0].operation),
+        ("pickup", Operation::Compensate)
+    );
 }
 
 #[test]
