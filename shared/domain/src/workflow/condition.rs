@@ -3,8 +3,12 @@
 //! (`results['check-account'].tier == 'gold'`), read by the `cel` crate. It is
 //! compiled when its workflow loads, and must name no other variable.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
+
+use cel::common::ast::operators::INDEX;
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
 use serde_json::Value;
 
@@ -18,6 +22,7 @@ const VARIABLES: [&str; 2] = ["input", "results"];
 pub struct Condition {
     source: String,
     program: Arc<cel::Program>,
+    results: BTreeSet<String>,
 }
 
 impl Condition {
@@ -29,11 +34,12 @@ impl Condition {
     pub fn parse(text: &str) -> Result<Self, String> {
         let program = cel::Program::compile(text)
             .map_err(|errors| format!("'{text}' is not a CEL expression: {errors}"))?;
-        if let Some(unknown) = program
-            .references()
-            .variables()
-            .into_iter()
-            .find(|name| !VARIABLES.contains(name))
+        let mut names = Names::default();
+        names.collect(program.expression(), &mut Vec::new());
+        if let Some(unknown) = names
+            .variables
+            .iter()
+            .find(|name| !VARIABLES.contains(&name.as_str()))
         {
             return Err(format!(
                 "'{text}' names '{unknown}': a condition sees only input and results"
@@ -42,6 +48,7 @@ impl Condition {
         Ok(Self {
             source: text.to_owned(),
             program: Arc::new(program),
+            results: names.results,
         })
     }
 
@@ -49,6 +56,12 @@ impl Condition {
     #[must_use]
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// The steps whose results it reads: `results['name']` or `results.name`.
+    #[must_use]
+    pub fn results_named(&self) -> &BTreeSet<String> {
+        &self.results
     }
 
     /// Whether it holds, for a task's `input` and the `results` of its steps.
@@ -72,6 +85,77 @@ impl Condition {
                 other.type_of()
             )),
             Err(error) => Err(format!("'{}': {error}", self.source)),
+        }
+    }
+}
+
+/// What an expression names: the variables it reads (not those a macro binds, as
+/// `i` in `input.items.exists(i, i.sku == 'x')`), and the steps whose results it reads.
+#[derive(Default)]
+struct Names {
+    variables: BTreeSet<String>,
+    results: BTreeSet<String>,
+}
+
+impl Names {
+    /// Gathers the names of `expression`, where the variables `bound` are a macro's.
+    fn collect<'e>(&mut self, expression: &'e IdedExpr, bound: &mut Vec<&'e str>) {
+        let is_results = |e: &IdedExpr, bound: &[&str]| matches!(&e.expr, Expr::Ident(name) if name == "results" && !bound.contains(&"results"));
+        match &expression.expr {
+            Expr::Ident(name) => {
+                if !bound.contains(&name.as_str()) {
+                    self.variables.insert(name.clone());
+                }
+            }
+            Expr::Call(call) => {
+                if let ([of, key], true) = (call.args.as_slice(), call.func_name == INDEX)
+                    && is_results(of, bound)
+                    && let Expr::Literal(LiteralValue::String(name)) = &key.expr
+                {
+                    self.results.insert(name.inner().to_owned());
+                }
+                for part in call.target.as_deref().into_iter().chain(&call.args) {
+                    self.collect(part, bound);
+                }
+            }
+            Expr::Select(select) => {
+                if is_results(&select.operand, bound) {
+                    self.results.insert(select.field.clone());
+                }
+                self.collect(&select.operand, bound);
+            }
+            Expr::Comprehension(loop_) => {
+                self.collect(&loop_.iter_range, bound);
+                self.collect(&loop_.accu_init, bound);
+                let outside = bound.len();
+                bound.extend([loop_.iter_var.as_str(), loop_.accu_var.as_str()]);
+                bound.extend(loop_.iter_var2.as_deref());
+                for part in [&loop_.loop_cond, &loop_.loop_step, &loop_.result] {
+                    self.collect(part, bound);
+                }
+                bound.truncate(outside);
+            }
+            Expr::List(list) => {
+                for element in &list.elements {
+                    self.collect(element, bound);
+                }
+            }
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(entry) = &entry.expr {
+                        self.collect(&entry.key, bound);
+                        self.collect(&entry.value, bound);
+                    }
+                }
+            }
+            Expr::Struct(fields) => {
+                for entry in &fields.entries {
+                    if let EntryExpr::StructField(field) = &entry.expr {
+                        self.collect(&field.value, bound);
+                    }
+                }
+            }
+            Expr::Unspecified | Expr::Literal(_) => {}
         }
     }
 }
@@ -113,9 +197,24 @@ mod tests {
             ("results['check-account'].tier != 'gold'", false),
             ("has(input.coupon)", false),
             ("input.currency in ['AUD', 'NZD']", true),
+            ("['AUD', 'NZD'].exists(c, c == input.currency)", true),
         ] {
             assert_eq!(holds(text, &input, &account), Ok(expected), "{text}");
         }
+    }
+
+    #[test]
+    fn a_condition_tells_the_results_it_names() {
+        let condition = Condition::parse(
+            "results['check-account'].tier == 'gold' && size(results.quote.prices.filter(p, p > results['floor'].min)) > 0 && input.x",
+        )
+        .expect("CEL");
+        assert_eq!(
+            condition.results_named(),
+            &["check-account", "floor", "quote"].map(String::from).into()
+        );
+        let none = Condition::parse("input.amount >= 100").expect("CEL");
+        assert!(none.results_named().is_empty());
     }
 
     #[test]

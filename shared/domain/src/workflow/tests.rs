@@ -495,3 +495,34 @@ fn a_parallel_step_is_refused_naming_the_step_and_the_field() {
         parse_error(mapped)
     );
 }
+
+#[test]
+fn a_condition_reading_a_result_not_surely_there_is_refused_naming_the_step() {
+    let workflow = |steps: &str| {
+        format!(r#"{{"name":"w","version":1,"input":{{"amount":"number"}},"steps":[{steps}]}}"#)
+    };
+    let later = workflow(
+        r#"{"name":"a","agent":"x","call":"/a","when":"results['b'].ok"},
+           {"name":"b","agent":"x","call":"/b"}"#,
+    );
+    assert_eq!(
+        parse_error(&later),
+        "wf.json: step 'a': when: 'results['b'].ok' reads the result of 'b', which is not a step done before this one"
+    );
+    let sibling = workflow(
+        r#"{"name":"p","parallel":[
+             [{"name":"x","agent":"x","call":"/x"}],
+             [{"name":"y","agent":"x","call":"/y","when":"results.x.ok"}]]}"#,
+    );
+    assert!(
+        parse_error(&sibling).contains("'results.x.ok' reads the result of 'x'"),
+        "a branch beside it: {}",
+        parse_error(&sibling)
+    );
+    let before = workflow(
+        r#"{"name":"a","agent":"x","call":"/a"},
+           {"name":"p","parallel":[[{"name":"x","agent":"x","call":"/x"}]]},
+           {"name":"b","agent":"x","call":"/b","when":"results['a'].ok && has(results.x.id)"}"#,
+    );
+    assert!(Workflow::parse("wf.json", &before).is_ok());
+}

@@ -79,13 +79,23 @@ impl Guard {
     }
 }
 
-/// The guard of `step`'s `when`, if it has one, seeing the steps `known` done.
+/// The guard of `step`'s `when`, if it has one, seeing the steps `known` done: the
+/// only results it may read.
 pub(super) fn guard(step: &StepFile, known: &HashSet<String>) -> Result<Option<Guard>, Fault> {
     let Some(text) = &step.when else {
         return Ok(None);
     };
-    let condition = Condition::parse(text)
-        .map_err(|message| (Some(step.name.clone()), "when".to_owned(), message))?;
+    let refused = |message| (Some(step.name.clone()), "when".to_owned(), message);
+    let condition = Condition::parse(text).map_err(refused)?;
+    if let Some(unknown) = condition
+        .results_named()
+        .iter()
+        .find(|name| !known.contains(*name))
+    {
+        return Err(refused(format!(
+            "'{text}' reads the result of '{unknown}', which is not a step done before this one"
+        )));
+    }
     let mut sees: Vec<String> = known.iter().cloned().collect();
     sees.sort();
     Ok(Some(Guard { condition, sees }))
