@@ -242,10 +242,13 @@ impl Sim {
     }
 }
 
-/// A token's start and end, for the trace.
+/// The wait a token names, for the trace (its signature differs from run to run: a
+/// task's secret is random).
 fn short(token: &str) -> String {
-    let tail = token.len().saturating_sub(6);
-    format!("{}…{}", &token[..token.len().min(12)], &token[tail..])
+    Token::parse(token).map_or_else(
+        || "a malformed token".to_owned(),
+        |t| format!("{}/{}/{}/{}", t.task, t.run, t.step, t.attempt),
+    )
 }
 
 /// The invariants of the waits in one transition of a task, from `old` to `new` at

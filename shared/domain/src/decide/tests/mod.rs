@@ -15,9 +15,11 @@ use crate::time::Timestamp;
 use crate::workflow::{Registry, Workflow};
 
 mod children;
+mod conditions;
 mod delivery;
 mod operator;
 mod parallel;
+mod pauses;
 mod steps;
 mod supervise;
 mod waits;

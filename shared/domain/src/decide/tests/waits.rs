@@ -1,5 +1,5 @@
-//! Steps that wait: timers, callbacks (alone, or after a call), heartbeats; the
-//! pause; a start to come; conditions that skip a step.
+//! Steps that wait: timers, callbacks (alone, or after a call), heartbeats. The
+//! helpers here serve the pause's tests and the conditions' too.
 
 use super::*;
 use crate::callback::Token;
@@ -7,11 +7,11 @@ use crate::limits::MAX_DELAY;
 use crate::messages::Notification;
 use crate::task::{Actor, Caller, Happened, Waiting};
 
-const MINUTE: Duration = Duration::from_secs(60);
-const HOUR: Duration = Duration::from_secs(3600);
+pub(super) const MINUTE: Duration = Duration::from_secs(60);
+pub(super) const HOUR: Duration = Duration::from_secs(3600);
 
 /// `a` (undone by a compensation), then `middle` (the steps given, as JSON), then `b`.
-fn around(middle: &str) -> Workflow {
+pub(super) fn around(middle: &str) -> Workflow {
     let text = format!(
         r#"{{"name": "waits", "version": 1,
         "input": {{"amount": "number", "at": "string"}},
@@ -24,7 +24,7 @@ fn around(middle: &str) -> Workflow {
     Workflow::parse("waits.json", &text).expect("valid")
 }
 
-fn order_at(at: &str) -> Order {
+pub(super) fn order_at(at: &str) -> Order {
     Order {
         task_id: TaskId::parse("t1").expect("id"),
         input: json!({"amount": 50, "at": at}),
@@ -34,7 +34,7 @@ fn order_at(at: &str) -> Order {
 
 /// A task of `workflow` claimed and its first step answered: the decision of that
 /// answer.
-fn past_a(workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
+pub(super) fn past_a(workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
     let submission = Submission {
         input: order.input.clone(),
         ..submission(true)
@@ -46,14 +46,14 @@ fn past_a(workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
     on_response(&task, workflow, order, &respond(&request, ok()), now)
 }
 
-fn scheduled(decision: &Decision) -> bool {
+pub(super) fn scheduled(decision: &Decision) -> bool {
     decision
         .effects
         .iter()
         .any(|e| matches!(e, Effect::Schedule { delay, .. } if delay.is_zero()))
 }
 
-fn notifications(decision: &Decision) -> Vec<&Notification> {
+pub(super) fn notifications(decision: &Decision) -> Vec<&Notification> {
     decision
         .effects
         .iter()
@@ -533,211 +533,4 @@ fn cancelling_a_waiting_task_stops_its_wait_and_undoes_the_call_that_waited() {
     assert_eq!(task.locked_by, None, "a scheduler comes to undo");
     let undo = on_run(&task, &workflow, &order, "s2", now);
     assert_eq!(dispatched(&undo)[0].path, "/pickups/undo");
-}
-
-#[test]
-fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
-    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
-    let order = order_at("x");
-    let now = Timestamp(1_000_000);
-    let submission = Submission {
-        input: order.input.clone(),
-        ..submission(false)
-    };
-    let (task, _, _) = submit(&workflow, submission, now);
-    let claim = on_run(&task, &workflow, &order, "s1", now);
-    let task = claim.next.clone().expect("claimed");
-    let request = dispatched(&claim)[0].clone();
-    let by = |actor| Request {
-        by: actor,
-        at: now,
-        batch: None,
-    };
-    let paused = pause(&task, &workflow, by(Actor::Owner), now).expect("paused");
-    let task = paused.next.expect("written");
-    assert!(task.paused.is_some());
-    assert_eq!(
-        pause(&task, &workflow, by(Actor::Operator), now)
-            .expect("again")
-            .verdict,
-        Verdict::PausedAlready
-    );
-
-    let answered = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
-    let task = answered.next.clone().expect("recorded");
-    assert_eq!(
-        task.steps[0].state,
-        StepState::Processed,
-        "its running step finished"
-    );
-    assert!(dispatched(&answered).is_empty(), "nothing new starts");
-    assert_eq!(task.state, TaskState::Pending);
-    assert_eq!(task.locked_by, None);
-    assert_eq!(task.complete_by, None, "it holds no lease while paused");
-    let run = on_run(&task, &workflow, &order, "s2", now);
-    assert_eq!(run.verdict, Verdict::NotWaitingForScheduler);
-
-    let resumed = resume(&task, &workflow, by(Actor::Operator), now).expect("resumed");
-    assert_eq!(resumed.verdict, Verdict::ResumeRequested);
-    assert!(scheduled(&resumed));
-    let task = resumed.next.expect("written");
-    assert!(task.paused.is_none());
-    let run = on_run(&task, &workflow, &order, "s2", now);
-    assert_eq!(dispatched(&run)[0].step_name, "c");
-    let again = resume(&task, &workflow, by(Actor::Owner), now).expect("again");
-    assert_eq!(again.verdict, Verdict::NotPaused);
-}
-
-#[test]
-fn a_paused_task_is_cancelled_and_a_task_being_undone_is_not_paused() {
-    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
-    let order = order_at("x");
-    let now = Timestamp(1_000_000);
-    let (task, _, _) = submit(&workflow, submission(false), now);
-    let by = Request {
-        by: Actor::Owner,
-        at: now,
-        batch: None,
-    };
-    let task = pause(&task, &workflow, by.clone(), now)
-        .expect("paused")
-        .next
-        .expect("written");
-    assert_eq!(task.complete_by, None);
-    let cancelled = cancel(&task, &workflow, by.clone(), now).expect("cancelled");
-    let task = cancelled.next.expect("written");
-    assert_eq!(task.state, TaskState::Compensating);
-    assert!(task.paused.is_none());
-    assert_eq!(pause(&task, &workflow, by, now), Err(Refused::Undoing));
-    let undo = on_run(&task, &workflow, &order, "s1", now);
-    assert_eq!(undo.next.expect("written").state, TaskState::Error);
-}
-
-#[test]
-fn a_timer_ends_while_its_task_is_paused_and_the_next_step_waits_for_the_resume() {
-    let workflow = around(r#"{"name": "nap", "sleep": "10m"}"#);
-    let order = order_at("x");
-    let now = Timestamp(1_000_000);
-    let mut task = past_a(&workflow, &order, now).next.expect("recorded");
-    // Its caller's notifications sent: they hold no lease.
-    task.outbox.clear();
-    let by = Request {
-        by: Actor::Owner,
-        at: now,
-        batch: None,
-    };
-    let task = pause(&task, &workflow, by.clone(), now)
-        .expect("paused")
-        .next
-        .expect("written");
-    assert_eq!(
-        task.complete_by,
-        Some(now.plus(10 * MINUTE)),
-        "the timer runs on"
-    );
-    let woke = on_expired(&task, &workflow, &order, now.plus(10 * MINUTE));
-    let task = woke.next.clone().expect("written");
-    assert_eq!(task.steps[1].state, StepState::Processed);
-    assert!(!scheduled(&woke), "nothing is sent while paused");
-    assert_eq!(task.state, TaskState::Pending);
-    assert_eq!(task.locked_by, None);
-    let resumed = resume(&task, &workflow, by, now.plus(HOUR)).expect("resumed");
-    let run = on_run(
-        &resumed.next.expect("written"),
-        &workflow,
-        &order,
-        "s2",
-        now.plus(HOUR),
-    );
-    assert_eq!(dispatched(&run)[0].step_name, "b");
-}
-
-#[test]
-fn a_task_to_start_later_is_pending_until_then_with_no_message_before() {
-    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
-    let order = order_at("x");
-    let now = Timestamp(1_000_000);
-    let start = now.plus(365 * 24 * HOUR);
-    let later = Submission {
-        start_at: Some(start),
-        ..submission(false)
-    };
-    let (task, _, effects) = submit(&workflow, later.clone(), now);
-    assert_eq!(task.state, TaskState::Pending);
-    assert_eq!(task.complete_by, Some(start));
-    assert!(
-        !effects.iter().any(|e| matches!(e, Effect::Schedule { .. })),
-        "no Run message before its time"
-    );
-    let (claimed, _, _) = submit_claimed(&workflow, later, "s1", now);
-    assert_eq!(
-        claimed.locked_by, None,
-        "a buffered one is not claimed before its time"
-    );
-    let early = on_run(&task, &workflow, &order, "s1", now.plus(HOUR));
-    assert_eq!(early.verdict, Verdict::NotWaitingForScheduler);
-
-    let due = on_expired(&task, &workflow, &order, start);
-    assert_eq!(due.verdict, Verdict::SentAgain);
-    assert!(scheduled(&due));
-    let run = on_run(&due.next.expect("written"), &workflow, &order, "s1", start);
-    assert_eq!(run.verdict, Verdict::Claimed);
-    assert_eq!(dispatched(&run)[0].step_name, "a");
-}
-
-#[test]
-fn a_step_whose_condition_does_not_hold_is_skipped_and_the_next_goes_on() {
-    let workflow =
-        around(r#"{"name": "big", "when": "input.amount >= 100", "agent": "s", "call": "/big"}"#);
-    let order = order_at("2026-01-01T00:00:00Z");
-    let decision = past_a(&workflow, &order, Timestamp(1_000));
-    let sent: Vec<usize> = dispatched(&decision).iter().map(|r| r.step).collect();
-    assert_eq!(sent, [2], "b is sent at once");
-    let task = decision.next.expect("written");
-    assert_eq!(task.steps[1].state, StepState::Skipped);
-    assert_eq!(task.steps[1].attempt, 0, "a skipped step calls nothing");
-    assert!(
-        task.history
-            .iter()
-            .any(|e| e.what == Happened::Skipped { step: 1 })
-    );
-}
-
-#[test]
-fn a_condition_that_cannot_be_evaluated_fails_its_step_and_the_task_is_undone() {
-    let workflow = around(
-        r#"{"name": "gold", "when": "results['a'].tier == 'gold'", "agent": "s", "call": "/gold"}"#,
-    );
-    let order = order_at("2026-01-01T00:00:00Z");
-    let decision = past_a(&workflow, &order, Timestamp(1_000));
-    let task = decision.next.clone().expect("written");
-    assert_eq!(task.state, TaskState::Compensating);
-    assert_eq!(task.steps[1].state, StepState::Error);
-    let error = task.steps[1].error.clone().unwrap_or_default();
-    assert!(
-        error.starts_with("when: 'results['a'].tier == 'gold''"),
-        "{error}"
-    );
-    let undo: Vec<_> = dispatched(&decision)
-        .iter()
-        .map(|r| (r.step, r.operation))
-        .collect();
-    assert_eq!(undo, [(0, Operation::Compensate)], "a is undone");
-}
-
-#[test]
-fn a_parallel_steps_condition_skips_every_branch_and_the_step_after_goes_on() {
-    let workflow = around(
-        r#"{"name": "checks", "when": "input.amount > 1000", "parallel": [
-            [{"name": "x", "agent": "s", "call": "/x"}],
-            [{"name": "y", "agent": "s", "call": "/y", "when": "true"}]
-        ]}"#,
-    );
-    let order = order_at("2026-01-01T00:00:00Z");
-    let decision = past_a(&workflow, &order, Timestamp(1_000));
-    let sent: Vec<usize> = dispatched(&decision).iter().map(|r| r.step).collect();
-    assert_eq!(sent, [3], "b, after both branches skipped");
-    let task = decision.next.expect("written");
-    assert_eq!(task.steps[1].state, StepState::Skipped);
-    assert_eq!(task.steps[2].state, StepState::Skipped);
 }
