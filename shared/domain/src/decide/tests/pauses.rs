@@ -1,6 +1,6 @@
 //! The pause and resumption of a task, and a task whose start is to come.
 
-use super::waits::{HOUR, MINUTE, around, notifications, order_at, past_a, scheduled};
+use super::waits::{HOUR, MINUTE, around, order_at, past_a, scheduled};
 use super::*;
 use crate::task::Actor;
 

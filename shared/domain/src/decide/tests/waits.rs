@@ -5,7 +5,7 @@ use super::*;
 use crate::callback::Token;
 use crate::limits::MAX_DELAY;
 use crate::messages::Notification;
-use crate::task::{Actor, Caller, Happened, Waiting};
+use crate::task::{Actor, Caller, Waiting};
 
 pub(super) const MINUTE: Duration = Duration::from_secs(60);
 pub(super) const HOUR: Duration = Duration::from_secs(3600);
