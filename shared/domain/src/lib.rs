@@ -15,6 +15,7 @@
 
 pub mod callback;
 pub mod decide;
+pub mod flow;
 pub mod ids;
 pub mod limits;
 pub mod messages;

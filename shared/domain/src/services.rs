@@ -11,8 +11,12 @@
 //!              "headers": {"X-Tenant": "acme"},
 //!              "timeout": "5s",
 //!              "credential": {"secret": "secretsmanager:prod/packages-key",
-//!                             "header": "X-Api-Key"}}}
+//!                             "header": "X-Api-Key"},
+//!              "max_concurrency": 50, "rate": {"per_second": 20, "burst": 40}}}
 //! ```
+//!
+//! A service's `max_concurrency`, `rate` and `key` limit its calls across all tasks
+//! ([`crate::flow`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -20,8 +24,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::flow::{Limit, LimitFile, RateFile};
+
 /// One remote service.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Service {
     /// The base URL; a step's path is appended to it.
     pub url: String,
@@ -33,6 +39,9 @@ pub struct Service {
     pub credential: Option<Credential>,
     /// Every call signed with SigV4, for an AWS-hosted API.
     pub sigv4: Option<SigV4>,
+    /// How many calls it takes at once and a second, across all tasks
+    /// ([`crate::flow`]); `None` for no limit.
+    pub limit: Option<Limit>,
 }
 
 /// Signing for an AWS-hosted API: its service's signing name and its region.
@@ -55,6 +64,7 @@ impl Service {
             timeout: None,
             credential: None,
             sigv4: None,
+            limit: None,
         }
     }
 }
@@ -151,12 +161,14 @@ impl<'de> Deserialize<'de> for SecretRef {
 #[serde(untagged)]
 enum Written {
     Url(String),
-    Full(Full),
+    Full(Box<Full>),
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Full {
+    /// Empty: the local mock services' (only locally).
+    #[serde(default)]
     url: String,
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -166,6 +178,33 @@ struct Full {
     credential: Option<Credential>,
     #[serde(default)]
     sigv4: Option<SigV4>,
+    #[serde(default)]
+    max_concurrency: Option<u32>,
+    #[serde(default)]
+    rate: Option<RateFile>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// The limit of service `name`, if its settings give one.
+fn limit_of(
+    name: &str,
+    max_concurrency: Option<u32>,
+    rate: Option<RateFile>,
+    key: Option<String>,
+) -> Result<Option<Limit>, String> {
+    if max_concurrency.is_none() && rate.is_none() && key.is_none() {
+        return Ok(None);
+    }
+    let written = LimitFile {
+        max_concurrency,
+        rate,
+        key,
+    };
+    written
+        .check()
+        .map(Some)
+        .map_err(|(field, message)| format!("{name}.{field}: {message}"))
 }
 
 /// Whether `name` may name an HTTP header (a token of RFC 9110).
@@ -202,6 +241,7 @@ pub fn parse(json: &str) -> Result<HashMap<String, Service>, String> {
             let service = match serde_json::from_value::<Written>(value.clone()) {
                 Ok(Written::Url(url)) => Service::at(url),
                 Ok(Written::Full(full)) => Service {
+                    limit: limit_of(&name, full.max_concurrency, full.rate, full.key)?,
                     timeout: full
                         .timeout
                         .map(|t| {
@@ -271,6 +311,19 @@ mod tests {
             prefix: None,
         };
         assert_eq!(bearer.header_value("t"), "Bearer t");
+        assert_eq!(package.limit, None);
+        let limited = parse(
+            r#"{"drone": {"url": "https://d.example.com", "max_concurrency": 3, "rate": 20,
+                          "key": "input.customer_id"},
+                "mock": {"max_concurrency": 1}}"#,
+        )
+        .expect("valid");
+        let limit = limited["drone"].limit.as_ref().expect("a limit");
+        assert_eq!(
+            limit.to_string(),
+            "3 at once, 20/s (burst 20), per input.customer_id"
+        );
+        assert_eq!(limited["mock"].url, "", "the local mock services'");
         let signed = parse(
             r#"{"api": {"url": "https://a.execute-api.eu-west-1.amazonaws.com",
                         "sigv4": {"service": "execute-api", "region": "eu-west-1"}}}"#,
@@ -312,6 +365,14 @@ mod tests {
                 "not a header name",
             ),
             ("[]", "expected a JSON object"),
+            (
+                r#"{"p": {"url": "u", "max_concurrency": 0}}"#,
+                "p.max_concurrency: must be at least 1",
+            ),
+            (
+                r#"{"p": {"url": "u", "key": "input.c"}}"#,
+                "p.max_concurrency: a limit needs max_concurrency, rate or both",
+            ),
         ] {
             let error = parse(json).expect_err(json);
             assert!(error.contains(expected), "{json}: {error}");

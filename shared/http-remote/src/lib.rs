@@ -94,8 +94,8 @@ enum BodyError {
 
 impl HttpRemote {
     /// Services by name (base URLs such as `https://account.example.com/v1`, with
-    /// their headers, and credentials from `credentials`); a service not named is at
-    /// `<fallback>/<service>`, when there is a fallback.
+    /// their headers, and credentials from `credentials`); a service not named, or
+    /// named without a URL, is at `<fallback>/<service>`, when there is a fallback.
     #[must_use]
     pub fn new(
         services: HashMap<String, Service>,
@@ -111,14 +111,22 @@ impl HttpRemote {
         }
     }
 
+    /// The service `name`: as set, or at the fallback when it is not, or is set
+    /// without a URL (a mock service with a limit, say).
     fn service(&self, name: &str) -> Option<Cow<'_, Service>> {
-        self.services.get(name).map(Cow::Borrowed).or_else(|| {
-            let fallback = self.fallback.as_deref()?;
-            Some(Cow::Owned(Service::at(format!(
-                "{}/{name}",
-                fallback.trim_end_matches('/')
-            ))))
-        })
+        let set = self.services.get(name);
+        if let Some(service) = set.filter(|s| !s.url.is_empty()) {
+            return Some(Cow::Borrowed(service));
+        }
+        let fallback = self.fallback.as_deref()?;
+        let url = format!("{}/{name}", fallback.trim_end_matches('/'));
+        Some(Cow::Owned(match set {
+            Some(service) => Service {
+                url,
+                ..service.clone()
+            },
+            None => Service::at(url),
+        }))
     }
 
     /// The credential's secret: as read within [`SECRET_TTL`], or afresh when `fresh`.

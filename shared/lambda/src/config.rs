@@ -88,7 +88,7 @@ pub struct TableSettings {
 }
 
 /// The functions' configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The table, its expiry shards and retention.
     pub table: TableSettings,
