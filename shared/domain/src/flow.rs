@@ -31,7 +31,7 @@ pub const DEFAULT_PRIORITY: u8 = 3;
 pub const PRIORITY_STEP: Duration = Duration::from_secs(30);
 
 /// A limit on the calls through one gate.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
     /// Calls in flight at once; `None` for no bound.
     pub max_concurrency: Option<u32>,
@@ -45,14 +45,17 @@ pub struct Limit {
 /// Calls a second, and how many may start at once after a quiet while.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rate {
-    /// Calls a second, on average.
+    /// Calls a second, on average: a finite number above zero, never NaN.
     pub per_second: f64,
     /// The most that may start at once (the bucket's size); at least one.
     pub burst: u32,
 }
 
+// A rate is read only finite and above zero ([`LimitFile::check`]): equal to itself.
+impl Eq for Rate {}
+
 /// A limit as written: its fields, any of them.
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitFile {
     #[serde(default)]
@@ -64,7 +67,7 @@ pub(crate) struct LimitFile {
 }
 
 /// A rate as written: calls a second alone, or with a burst.
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 #[serde(untagged)]
 pub(crate) enum RateFile {
     PerSecond(f64),

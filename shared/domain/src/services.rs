@@ -27,7 +27,7 @@ use serde::{Deserialize, Deserializer};
 use crate::flow::{Limit, LimitFile, RateFile};
 
 /// One remote service.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
     /// The base URL; a step's path is appended to it.
     pub url: String,

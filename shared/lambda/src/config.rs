@@ -88,7 +88,7 @@ pub struct TableSettings {
 }
 
 /// The functions' configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// The table, its expiry shards and retention.
     pub table: TableSettings,

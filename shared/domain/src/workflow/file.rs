@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::flow::LimitFile;
 use crate::workflow::children::{self, Children, MapFile};
 use crate::workflow::parallel::{self, Branch};
 use crate::workflow::step::{
@@ -116,6 +117,7 @@ pub(super) struct StepFile {
     pub(super) sleep: Option<Duration>,
     pub(super) sleep_until: Option<String>,
     pub(super) callback: Option<CallbackSettings>,
+    limit: Option<LimitFile>,
 }
 
 impl StepFile {
@@ -258,6 +260,14 @@ impl Resolver<'_> {
                 (None, Some(map)) => Some(Children::Map(map)),
                 (None, None) => None,
             };
+            let calls = step.parallel.is_none()
+                && children.is_none()
+                && step.sleep.is_none()
+                && step.sleep_until.is_none()
+                && step.agent.is_some();
+            if step.limit.is_some() && !calls {
+                return Err(at("limit", "only a step that calls a service has a limit"));
+            }
             let kind = match children {
                 Some(children) => children::resolve(&step, children, self.input, &known)?,
                 None => match waits::resolve_sleep(&step, self.input, &known)? {
@@ -266,7 +276,7 @@ impl Resolver<'_> {
                         (None, Some(callback)) => {
                             waits::resolve_wait(&step, callback, self.supervision(&step)?)?
                         }
-                        _ => StepKind::Call(self.call(&step, &known)?),
+                        _ => StepKind::Call(Box::new(self.call(&step, &known)?)),
                     },
                 },
             };
@@ -392,6 +402,13 @@ impl Resolver<'_> {
             supervision,
             fields,
             callback: step.callback.clone(),
+            limit: step
+                .limit
+                .clone()
+                .map(LimitFile::check)
+                .transpose()
+                .map_err(|(field, message)| at(&format!("limit.{field}"), &message))?,
+            service_limit: None,
         })
     }
 

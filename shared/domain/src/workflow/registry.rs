@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::workflow::{BUILT_IN, DefinitionError, Workflow};
+use crate::flow::Limit;
+use crate::services::Service;
+use crate::workflow::{BUILT_IN, DefinitionError, StepKind, Workflow};
 
 /// Why a workflow could not be found or registered.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,8 @@ pub enum RegistryError {
 pub struct Registry {
     versions: RwLock<HashMap<(String, u32), Arc<Workflow>>>,
     latest: RwLock<HashMap<String, Arc<Workflow>>>,
+    /// The services' limits, given to the calls of every workflow added.
+    service_limits: RwLock<HashMap<String, Limit>>,
 }
 
 impl Registry {
@@ -163,8 +167,15 @@ impl Registry {
     ///
     /// # Errors
     /// [`RegistryError::Changed`] when it differs from a known definition of that version.
-    pub fn add(&self, workflow: Workflow) -> Result<Arc<Workflow>, RegistryError> {
+    pub fn add(&self, mut workflow: Workflow) -> Result<Arc<Workflow>, RegistryError> {
         let key = (workflow.name.clone(), workflow.version);
+        give_limits(
+            &mut workflow,
+            &self
+                .service_limits
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         let mut versions = self
             .versions
             .write()
@@ -191,6 +202,43 @@ impl Registry {
             latest.insert(workflow.name.clone(), Arc::clone(&workflow));
         }
         Ok(workflow)
+    }
+
+    /// Limits the calls of each service named in `services` (which are the
+    /// deployment's settings, not a workflow's): the workflows known and those added
+    /// later.
+    pub fn limit_services(&self, services: &HashMap<String, Service>) {
+        let limits: HashMap<String, Limit> = services
+            .iter()
+            .filter_map(|(name, service)| Some((name.clone(), service.limit.clone()?)))
+            .collect();
+        *self
+            .service_limits
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = limits;
+        let limits = self
+            .service_limits
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut versions = self
+            .versions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for workflow in versions.values_mut() {
+            let mut limited = Workflow::clone(workflow);
+            give_limits(&mut limited, &limits);
+            *workflow = Arc::new(limited);
+        }
+        for workflow in self
+            .latest
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values_mut()
+        {
+            if let Some(limited) = versions.get(&(workflow.name.clone(), workflow.version)) {
+                *workflow = Arc::clone(limited);
+            }
+        }
     }
 
     /// The version new tasks of `name` start with.
@@ -222,5 +270,14 @@ impl Registry {
             .values()
             .cloned()
             .collect()
+    }
+}
+
+/// Gives each call of `workflow` its service's limit, from `limits`.
+fn give_limits(workflow: &mut Workflow, limits: &HashMap<String, Limit>) {
+    for step in &mut workflow.steps {
+        if let StepKind::Call(call) = &mut step.kind {
+            call.service_limit = limits.get(&call.agent).cloned();
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::flow::Limit;
 use crate::workflow::children::ChildrenStep;
 use crate::workflow::file::{
     default_attempts, default_extended_wait, default_initial_backoff, default_max_backoff,
@@ -137,7 +138,7 @@ pub struct StepDefinition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepKind {
     /// It calls a service, through the service's agent.
-    Call(CallStep),
+    Call(Box<CallStep>),
     /// It starts child tasks: one (a child workflow) or one per item (a map).
     Children(ChildrenStep),
     /// It sleeps, for a while or until an instant.
@@ -172,6 +173,28 @@ pub struct CallStep {
     /// With it, the call carries a callback token and the step ends when the token is
     /// used, not when the service answers.
     pub callback: Option<CallbackSettings>,
+    /// The step's own limit, narrower than its service's ([`crate::flow`]).
+    pub limit: Option<Limit>,
+    /// Its service's limit, as the deployment's settings give it
+    /// ([`crate::workflow::Registry::limit_services`]).
+    pub service_limit: Option<Limit>,
+}
+
+impl CallStep {
+    /// The gates a call of step `step` of workflow `workflow` passes, in order (its
+    /// own, then its service's), for a task with `input`: each gate's name and limit.
+    #[must_use]
+    pub fn gates(&self, workflow: &str, step: &str, input: &Value) -> Vec<(String, &Limit)> {
+        let own = self
+            .limit
+            .as_ref()
+            .map(|limit| (limit.gate(&format!("step:{workflow}/{step}"), input), limit));
+        let service = self
+            .service_limit
+            .as_ref()
+            .map(|limit| (limit.gate(&format!("service:{}", self.agent), input), limit));
+        own.into_iter().chain(service).collect()
+    }
 }
 
 impl StepDefinition {
@@ -179,7 +202,7 @@ impl StepDefinition {
     #[must_use]
     pub fn call(&self) -> Option<&CallStep> {
         match &self.kind {
-            StepKind::Call(call) => Some(call),
+            StepKind::Call(call) => Some(call.as_ref()),
             _ => None,
         }
     }

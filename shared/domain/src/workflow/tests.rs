@@ -526,3 +526,65 @@ fn a_condition_reading_a_result_not_surely_there_is_refused_naming_the_step() {
     );
     assert!(Workflow::parse("wf.json", &before).is_ok());
 }
+
+#[test]
+fn a_call_passes_its_own_gate_then_its_services_each_keyed_as_its_limit_says() {
+    let registry = Registry::built_in();
+    let services = crate::services::parse(
+        r#"{"drone": {"url": "https://d.example.com", "max_concurrency": 3, "key": "input.customer_id"}}"#,
+    )
+    .expect("services");
+    registry.limit_services(&services);
+    let text = r#"{"name":"limited","version":1,"input":{"customer_id":"string"},"steps":[
+        {"name":"book","agent":"drone","call":"/drones","limit":{"rate":2}},
+        {"name":"check","agent":"account","call":"/accounts/check"}]}"#;
+    let added = registry
+        .add(Workflow::parse("limited.json", text).expect("valid"))
+        .expect("added");
+    let input = serde_json::json!({"customer_id": "c-1"});
+    let book = added.steps[0].call().expect("a call");
+    let gates: Vec<(String, String)> = book
+        .gates("limited", "book", &input)
+        .into_iter()
+        .map(|(gate, limit)| (gate, limit.to_string()))
+        .collect();
+    assert_eq!(
+        gates,
+        [
+            ("step:limited/book".to_owned(), "2/s (burst 2)".to_owned()),
+            (
+                "service:drone/c-1".to_owned(),
+                "3 at once, per input.customer_id".to_owned()
+            )
+        ]
+    );
+    assert!(
+        added.steps[1]
+            .call()
+            .expect("a call")
+            .gates("limited", "check", &input)
+            .is_empty()
+    );
+    let known = registry.latest("drone-delivery").expect("built in");
+    let scheduled = known
+        .steps
+        .iter()
+        .find(|s| s.name == "schedule-drone")
+        .and_then(|s| s.call())
+        .expect("the drone's call");
+    assert!(
+        scheduled.service_limit.is_some(),
+        "a workflow known before is limited too"
+    );
+
+    let misplaced = r#"{"name":"w","version":1,"steps":[{"name":"nap","sleep":"1s","limit":{"max_concurrency":1}}]}"#;
+    assert_eq!(
+        parse_error(misplaced),
+        "wf.json: step 'nap': limit: only a step that calls a service has a limit"
+    );
+    let zero = r#"{"name":"w","version":1,"steps":[{"name":"a","agent":"x","call":"/a","limit":{"max_concurrency":0}}]}"#;
+    assert_eq!(
+        parse_error(zero),
+        "wf.json: step 'a': limit.max_concurrency: must be at least 1"
+    );
+}
