@@ -1183,6 +1183,7 @@ impl Sim {
             parent: None,
             pinned: Default::default(),
             start_at: request["start_at"].as_i64().map(Timestamp),
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();

@@ -114,6 +114,7 @@ fn submit_message(notify: Option<&str>) -> String {
             parent: None,
             pinned: Default::default(),
             start_at: None,
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
         },
         accepted_at: Timestamp(1_800_000_000_000),
     };
@@ -273,6 +274,7 @@ async fn in_error(
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     let (mut task, order, _) = sas_domain::decide::submit(&workflow, submission, world.clock.now());
     task.state = sas_domain::task::TaskState::Error;

@@ -1670,6 +1670,7 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
                 parent: None,
                 pinned: Default::default(),
                 start_at: None,
+                priority: sas_domain::flow::DEFAULT_PRIORITY,
             },
             accepted_at: Timestamp(0),
         });

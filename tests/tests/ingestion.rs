@@ -285,6 +285,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     scheduler("api")
         .accept("drone-delivery", submission)
@@ -358,6 +359,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
             parent: None,
             pinned: Default::default(),
             start_at: None,
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
         }
     };
     for customer in ["c-first", "c-second"] {
@@ -434,6 +436,7 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     app.accept("addressed", submission).await.expect("accepted");
     let [message] = buffering

@@ -348,6 +348,7 @@ async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recov
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     // Submitted an hour ago, never picked up: its pickup lease long expired.
     let an_hour_ago = Timestamp(WallClock.now().0 - 3_600_000);

@@ -374,6 +374,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     // Submit straight to the store, and race before any consumer sees the message.
     let (task, order, _) = sas_domain::decide::submit(
@@ -731,6 +732,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     app.submit("drone-delivery", submission)
         .await

@@ -70,6 +70,7 @@ fn submission(id: &str) -> Submission {
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     }
 }
 

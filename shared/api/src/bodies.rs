@@ -31,6 +31,10 @@ pub struct SubmitBody {
     /// until then, holding nothing.
     #[serde(default)]
     pub(crate) start_at: Option<String>,
+    /// Where its calls wait for a limited service, which goes first: 1 (first) to 5;
+    /// 3 when not given.
+    #[serde(default)]
+    pub(crate) priority: Option<u8>,
 }
 
 /// Up to [`MAX_BATCH`] submissions in one request.

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use sas_core::app::{App, Submitted};
 use sas_core::ports::StoreError;
+use sas_domain::flow::{DEFAULT_PRIORITY, PRIORITIES};
 use sas_domain::ids::TaskId;
 use sas_domain::limits;
 use sas_domain::messages::Buffered;
@@ -84,6 +85,17 @@ pub(crate) fn submission(
             })
         })
         .transpose()?;
+    let priority = match body.priority {
+        None => DEFAULT_PRIORITY,
+        Some(priority) if PRIORITIES.contains(&priority) => priority,
+        Some(priority) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                format!("priority: {priority}: must be 1 (first) to 5"),
+            )
+            .on("priority"));
+        }
+    };
     let submission = Submission {
         id,
         input: body.input,
@@ -92,6 +104,7 @@ pub(crate) fn submission(
         parent: None,
         pinned: Default::default(),
         start_at,
+        priority,
     };
     Ok((body.workflow, submission))
 }

@@ -77,6 +77,8 @@ pub struct TaskView<'a> {
     /// When it may start, if its submission said: it is Pending until then.
     #[serde(skip_serializing_if = "Option::is_none")]
     start_at: Option<String>,
+    /// Where its calls wait for a limited service, which goes first: 1 (first) to 5.
+    priority: u8,
     /// The resubmissions that started each run after the first.
     resubmissions: Vec<ResubmissionView<'a>>,
     /// When later submissions for its id with a different request were refused
@@ -268,6 +270,7 @@ impl<'a> TaskView<'a> {
             cancelled: task.cancelled.as_ref().map(RequestView::of),
             paused: task.paused.as_ref().map(RequestView::of),
             start_at: time(task.start_at),
+            priority: task.priority,
             resubmissions: task
                 .resubmissions
                 .iter()

@@ -1002,6 +1002,7 @@ mod tests {
             parent: None,
             pinned: Default::default(),
             start_at: None,
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
         };
         let created = Timestamp(1_800_000_000_000);
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, created);
@@ -1093,6 +1094,7 @@ mod tests {
             parent: None,
             pinned: Default::default(),
             start_at: None,
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
         };
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, Timestamp(0));
         let deflated = compress(&task).expect("deflated");

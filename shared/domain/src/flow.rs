@@ -26,6 +26,22 @@ use crate::time::Timestamp;
 pub const PRIORITIES: std::ops::RangeInclusive<u8> = 1..=5;
 /// A submission's priority when it gives none.
 pub const DEFAULT_PRIORITY: u8 = 3;
+/// [`DEFAULT_PRIORITY`], for serde.
+#[must_use]
+pub const fn default_priority() -> u8 {
+    DEFAULT_PRIORITY
+}
+
+/// Whether `priority` is the default, which records leave out.
+#[must_use]
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if"
+)]
+pub const fn is_default_priority(priority: &u8) -> bool {
+    *priority == DEFAULT_PRIORITY
+}
+
 /// How much later than it came a call waits in a line for each step of priority
 /// below 1: a priority-3 call is placed as though it came a minute later.
 pub const PRIORITY_STEP: Duration = Duration::from_secs(30);

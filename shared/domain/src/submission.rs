@@ -32,6 +32,13 @@ pub struct Submission {
     /// When the task may start: it is Pending until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<Timestamp>,
+    /// Where its calls wait for a limited service, which goes first: 1 (first) to 5
+    /// ([`crate::flow`]).
+    #[serde(
+        default = "crate::flow::default_priority",
+        skip_serializing_if = "crate::flow::is_default_priority"
+    )]
+    pub priority: u8,
 }
 
 impl Submission {
@@ -45,6 +52,8 @@ impl Submission {
         struct Canonical<'a> {
             input: &'a Value,
             notify: &'a Option<QueueName>,
+            #[serde(skip_serializing_if = "crate::flow::is_default_priority")]
+            priority: u8,
             #[serde(skip_serializing_if = "Option::is_none")]
             start_at: Option<Timestamp>,
             workflow: &'a str,
@@ -52,6 +61,7 @@ impl Submission {
         let canonical = Canonical {
             input: &self.input,
             notify: &self.notify,
+            priority: self.priority,
             start_at: self.start_at,
             workflow,
         };

@@ -362,6 +362,13 @@ pub struct Task {
     /// When it may start, if its submission said: it is Pending until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<Timestamp>,
+    /// Where its calls wait for a limited service, which goes first: 1 (first) to 5
+    /// ([`crate::flow`]).
+    #[serde(
+        default = "crate::flow::default_priority",
+        skip_serializing_if = "crate::flow::is_default_priority"
+    )]
+    pub priority: u8,
     /// The task's own secret, drawn at random when it is created: its callback tokens
     /// are signed with it ([`crate::callback`]). Never shown.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -44,6 +44,7 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: sas_domain::flow::DEFAULT_PRIORITY,
     };
     let (task, order, _) = submit(&workflow, submission, now);
     (task, order)

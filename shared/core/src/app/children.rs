@@ -71,6 +71,7 @@ impl App {
                 parent: Some(link),
                 pinned: of.pinned.clone(),
                 start_at: None,
+                priority: of.priority,
             };
             let id = submission.id.clone();
             let found = match self.create(&definition, submission.clone(), false).await {

@@ -317,6 +317,7 @@ impl Change {
             notify: self.task.notify.clone(),
             owner: self.task.owner.clone(),
             pinned: self.task.pinned.clone(),
+            priority: self.task.priority,
         }
     }
 
@@ -505,6 +506,7 @@ pub fn never_started(
         }),
         pinned: of.pinned.clone(),
         start_at: None,
+        priority: of.priority,
     };
     let (task, order, _) = super::submit(workflow, submission, now);
     let mut change = Change::of(&task, now);

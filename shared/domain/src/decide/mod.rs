@@ -118,6 +118,8 @@ pub struct ChildrenOf {
     pub owner: Option<Owner>,
     /// The parent's pinned versions, which the children keep.
     pub pinned: BTreeMap<String, u32>,
+    /// The parent's priority, which the children keep.
+    pub priority: u8,
 }
 
 /// What a decision decided: logged, and counted in the `Decisions` metric under

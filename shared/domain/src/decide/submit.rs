@@ -43,6 +43,7 @@ pub fn submit(
         cancelled: None,
         paused: None,
         start_at: submission.start_at,
+        priority: submission.priority,
         callback_key: crate::callback::new_key(),
         resubmissions: Vec::new(),
         refused: Vec::new(),

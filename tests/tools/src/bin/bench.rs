@@ -951,6 +951,7 @@ async fn load_leases(
             parent: None,
             pinned: Default::default(),
             start_at: None,
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
         };
         let (mut task, order, _) = submit(&drone, submission, now);
         task.complete_by = Some(if i % expired_every == 0 {

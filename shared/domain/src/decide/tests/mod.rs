@@ -39,6 +39,7 @@ fn submission(notify: bool) -> Submission {
         parent: None,
         pinned: Default::default(),
         start_at: None,
+        priority: crate::flow::DEFAULT_PRIORITY,
     }
 }
 
