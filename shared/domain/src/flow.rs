@@ -34,10 +34,6 @@ pub const fn default_priority() -> u8 {
 
 /// Whether `priority` is the default, which records leave out.
 #[must_use]
-#[expect(
-    clippy::trivially_copy_pass_by_ref,
-    reason = "serde's skip_serializing_if"
-)]
 pub const fn is_default_priority(priority: &u8) -> bool {
     *priority == DEFAULT_PRIORITY
 }
