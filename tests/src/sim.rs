@@ -31,6 +31,7 @@ use sas_core::ports::{
 };
 use sas_core::step_caller::StepCaller;
 use sas_domain::decide::Resubmit;
+use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{CHILD_SEPARATOR, QueueName, TaskId};
 use sas_domain::messages::{AgentRequest, Alert, SchedulerMessage};
 use sas_domain::resilience::BreakerSettings;
@@ -554,6 +555,30 @@ impl StateStore for FaultyStore {
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         self.inner.load_workflow(name, version).await
+    }
+
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
+        self.world.interleave().await;
+        self.inner.gate(gate, first).await
+    }
+
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
+        self.write("a call put in a gate's line", async || {
+            self.inner.enqueue(waiter).await
+        })
+        .await
+    }
+
+    async fn update_gate(
+        &self,
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError> {
+        self.write("a gate's update", async || {
+            self.inner.update_gate(name, gate, taken).await
+        })
+        .await
     }
 }
 
@@ -1723,6 +1748,8 @@ fn describe(body: &str) -> String {
             r.task_id, r.step, r.attempt, r.operation
         ),
         Ok(SchedulerMessage::Submit(b)) => format!("Submit {}", b.submission.id),
+        Ok(SchedulerMessage::Granted(call)) => format!("Granted {}", call.id()),
+        Ok(SchedulerMessage::Gate { gate }) => format!("Gate {gate}"),
         Err(_) => "undecodable".into(),
     }
 }

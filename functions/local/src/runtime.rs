@@ -113,6 +113,7 @@ impl System {
             agent_responses: queue("agent-responses")?,
         };
         let workflows = Arc::new(workflows(settings.workflows_dir.as_deref())?);
+        workflows.limit_services(&settings.services);
         // An agent holds its request for up to the step's complete-by time; the
         // request must stay invisible at least that long.
         let longest_step = workflows

@@ -139,19 +139,27 @@ pub struct StepView<'a> {
     /// them (`GET /tasks/{id}/children?step=<name>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     children: Option<&'a Children>,
-    /// Of a running step that waits: for its timer or its callback, and until when.
+    /// Of a running step that waits: for its timer, its callback or its service's
+    /// slots, and until when (or since when).
     #[serde(skip_serializing_if = "Option::is_none")]
     waiting: Option<WaitingView>,
+    /// How long its last call waited for its service's slots, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waited_ms: Option<u64>,
 }
 
 /// What a running step waits for.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WaitingView {
-    /// `timer` or `callback`.
+    /// `timer`, `callback` or `slot` (its service's limit: its call waits its turn).
     #[serde(rename = "for")]
     waits_for: &'static str,
     /// When the wait ends: the timer's instant, or the callback's timeout.
-    until: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<String>,
+    /// Since when a call waits for its slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    since: Option<String>,
     /// Of a callback: the token that ends it (`POST /callbacks/{token}`), or its
     /// owner's route without it (`POST /tasks/{id}/steps/{step}/complete`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -163,13 +171,21 @@ impl WaitingView {
         match step.waiting? {
             Waiting::Timer => Some(Self {
                 waits_for: "timer",
-                until: time(step.complete_by)?,
+                until: Some(time(step.complete_by)?),
+                since: None,
                 token: None,
             }),
             Waiting::Callback { until } => Some(Self {
                 waits_for: "callback",
-                until: until.to_rfc3339(),
+                until: Some(until.to_rfc3339()),
+                since: None,
                 token: Token::issue(task, index, step.attempt),
+            }),
+            Waiting::Slot { since } => Some(Self {
+                waits_for: "slot",
+                until: None,
+                since: Some(since.to_rfc3339()),
+                token: None,
             }),
         }
     }
@@ -305,6 +321,7 @@ impl<'a> TaskView<'a> {
                     within: &[],
                     children: s.children.as_ref(),
                     waiting: WaitingView::of(task, index, s),
+                    waited_ms: s.waited_ms,
                 })
                 .collect(),
             parent: task.parent.as_ref().map(|link| {
@@ -705,6 +722,15 @@ pub enum HappenedView {
         /// When the wait ends.
         until: String,
     },
+    /// A step's call waits for its service's slots.
+    Queued {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
+    },
     /// A step's wait ended: its timer, or its callback used.
     Woke {
         /// The step's index.
@@ -774,6 +800,15 @@ impl EventView {
                 step,
                 attempt,
                 until: until.to_rfc3339(),
+            },
+            Happened::Queued {
+                step,
+                operation,
+                attempt,
+            } => HappenedView::Queued {
+                step,
+                operation,
+                attempt,
             },
             Happened::Woke { step, by } => HappenedView::Woke { step, by },
             Happened::Paused { by } => HappenedView::Paused { by },

@@ -42,11 +42,14 @@ use sas_core::ports::{
     Chain, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
     Unreadable,
 };
+use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{TaskId, stable_hash};
 use sas_domain::limits::MAX_ITEM;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
+
+mod gates;
 
 /// The name of the expiry index.
 pub const EXPIRY_INDEX: &str = "expiry";
@@ -921,6 +924,23 @@ impl StateStore for DynamoStore {
             .send()
             .await;
         conditional(result)
+    }
+
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
+        self.read_gate(gate, first).await
+    }
+
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
+        self.put_in_line(waiter).await
+    }
+
+    async fn update_gate(
+        &self,
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError> {
+        self.write_gate(name, gate, taken).await
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

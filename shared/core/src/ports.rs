@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{Alert, Method, Payload};
 use sas_domain::services::{SecretRef, SigV4};
@@ -287,6 +288,28 @@ pub trait StateStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Unavailable`].
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError>;
+
+    /// Gate `gate`'s state ([`Gate::default`] for one never written) and the first
+    /// `first` calls of its line, in the order of their positions (then their ids).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError>;
+
+    /// Puts a call in the line of its gate [`Waiter::gate`]; again, in the same place.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError>;
+
+    /// Writes gate `name`'s state `gate`, its version one more than the version read
+    /// (on condition of that one), and takes `taken` off its line, in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the gate was written since it was read; then
+    /// nothing is.
+    async fn update_gate(&self, name: &str, gate: &Gate, taken: &[Waiter])
+    -> Result<(), StoreError>;
 }
 
 /// Why a queue could not be used.

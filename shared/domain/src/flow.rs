@@ -17,9 +17,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::ids::TaskId;
+use crate::messages::Operation;
 use crate::time::Timestamp;
 
 /// The priorities a submission may carry: 1 goes first, 5 last.
@@ -67,19 +69,19 @@ pub struct Rate {
 impl Eq for Rate {}
 
 /// A limit as written: its fields, any of them.
-#[derive(Deserialize, Clone)]
+#[derive(Deserialize, Serialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitFile {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) max_concurrency: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) rate: Option<RateFile>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) key: Option<String>,
 }
 
 /// A rate as written: calls a second alone, or with a burst.
-#[derive(Deserialize, Clone)]
+#[derive(Deserialize, Serialize, Clone)]
 #[serde(untagged)]
 pub(crate) enum RateFile {
     PerSecond(f64),
@@ -156,6 +158,20 @@ impl<'de> Deserialize<'de> for Limit {
     }
 }
 
+impl Serialize for Limit {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        LimitFile {
+            max_concurrency: self.max_concurrency,
+            rate: self.rate.map(|rate| RateFile::Full {
+                per_second: rate.per_second,
+                burst: Some(rate.burst),
+            }),
+            key: self.key.as_ref().map(|field| format!("input.{field}")),
+        }
+        .serialize(serializer)
+    }
+}
+
 impl Limit {
     /// The gate of a call under this limit named `name` (a service's, or a step's),
     /// for a task with `input`: one for all, or one per value of the key.
@@ -186,6 +202,60 @@ pub fn line_position(since: Timestamp, priority: u8) -> Timestamp {
     since.plus(PRIORITY_STEP * steps)
 }
 
+/// One call of a step (an attempt of its call or of its compensation): what holds a
+/// gate's slot, and waits in its line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CallRef {
+    /// The task.
+    pub task_id: TaskId,
+    /// Its run.
+    pub run: u32,
+    /// The step, by index.
+    pub step: usize,
+    /// The step's attempt.
+    pub attempt: u32,
+    /// Its call, or its compensation.
+    pub operation: Operation,
+}
+
+impl CallRef {
+    /// Its name among a gate's holders and in its line.
+    #[must_use]
+    pub fn id(&self) -> String {
+        let operation = match self.operation {
+            Operation::Call => "call",
+            Operation::Compensate => "compensate",
+        };
+        format!(
+            "{}/{}/{}/{}/{operation}",
+            self.task_id, self.run, self.step, self.attempt
+        )
+    }
+}
+
+/// A gate a call passes: its name (with its key's value) and its limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateRef {
+    /// `service:<name>` or `step:<workflow>/<step>`, then `/<key's value>` if keyed.
+    pub name: String,
+    /// Its limit.
+    pub limit: Limit,
+}
+
+/// A call asking for a slot of each of its gates, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Admission {
+    /// The call.
+    pub call: CallRef,
+    /// Its gates, its step's before its service's.
+    pub gates: Vec<GateRef>,
+    /// Where it stands in each line ([`line_position`]).
+    pub position: Timestamp,
+    /// How long it may hold its slots once given them: its step's complete-by, and a
+    /// margin; a release lost is made up for then.
+    pub hold: Duration,
+}
+
 /// A gate's state: the calls holding its slots, and its rate's bucket.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Gate {
@@ -202,6 +272,23 @@ pub struct Gate {
     /// The version written last: each write is conditional on it.
     #[serde(default)]
     pub version: u64,
+}
+
+/// A call in a gate's line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiter {
+    /// The call asking, with its gates.
+    pub admission: Admission,
+    /// The gate whose line it is in, by index among its gates.
+    pub at: usize,
+}
+
+impl Waiter {
+    /// The gate whose line it is in.
+    #[must_use]
+    pub fn gate(&self) -> Option<&GateRef> {
+        self.admission.gates.get(self.at)
+    }
 }
 
 impl Gate {

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use super::ids::TaskId;
 use super::task::{Task, TaskState};
 use super::workflow::RetryPolicy;
+use crate::flow::CallRef;
 use crate::time::Timestamp;
 
 /// What the scheduler consumes: its own queue and the agents' responses.
@@ -34,6 +35,13 @@ pub enum SchedulerMessage {
     },
     /// A child task has ended: its parent's step counts it.
     ChildEnded(ChildEnded),
+    /// A call waiting for its gates' slots has them: it is sent.
+    Granted(CallRef),
+    /// A gate's rate has a token again: its line moves on.
+    Gate {
+        /// The gate, by name.
+        gate: String,
+    },
 }
 
 /// A child task's end, told to the step of its parent that started it.
@@ -80,6 +88,8 @@ impl SchedulerMessage {
             Self::Submit(_) => "submit",
             Self::Deadline { .. } => "deadline",
             Self::ChildEnded(_) => "child ended",
+            Self::Granted(_) => "granted",
+            Self::Gate { .. } => "gate",
         }
     }
 }

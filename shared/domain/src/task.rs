@@ -153,6 +153,13 @@ pub struct Step {
     /// Of a running step that waits (a timer, a callback): for what, and until when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Waiting>,
+    /// The gates whose slots its call holds, by name ([`crate::flow`]): given back
+    /// when the call ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slots: Vec<String>,
+    /// How long its last call waited for its gates' slots, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<u64>,
 }
 
 /// What a running step waits for, holding nothing: its lease (complete-by) is when
@@ -167,6 +174,13 @@ pub enum Waiting {
     Callback {
         /// Its timeout: no heartbeat pushes its complete-by past this.
         until: Timestamp,
+    },
+    /// A slot of each of its service's gates ([`crate::flow`]), before its call is
+    /// sent: its complete-by is when the supervisor asks again, never a failure; its
+    /// call's own starts when it is given them.
+    Slot {
+        /// Since when.
+        since: Timestamp,
     },
 }
 
@@ -227,6 +241,8 @@ impl Step {
             done_order: 0,
             children: None,
             waiting: None,
+            slots: Vec::new(),
+            waited_ms: None,
         }
     }
 
@@ -517,6 +533,15 @@ pub enum Happened {
         attempt: u32,
         /// When the wait ends (a callback's timeout).
         until: Timestamp,
+    },
+    /// A step's call waits for its gates' slots ([`crate::flow`]).
+    Queued {
+        /// The step's index.
+        step: usize,
+        /// Its call, or its compensation.
+        operation: Operation,
+        /// Which attempt.
+        attempt: u32,
     },
     /// A waiting step's callback was used, or its timer ended.
     Woke {

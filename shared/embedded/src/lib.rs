@@ -139,6 +139,7 @@ pub struct Embedded {
     deferred: Arc<DeferredWrites>,
 }
 
+mod gates;
 mod messages;
 mod queues;
 mod recent;

@@ -22,6 +22,11 @@ CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
     visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_ready ON messages(queue, visible_at, id);
+CREATE TABLE IF NOT EXISTS gates (
+    name TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS gate_lines (
+    gate TEXT NOT NULL, position INTEGER NOT NULL, call TEXT NOT NULL, waiter TEXT NOT NULL,
+    PRIMARY KEY (gate, position, call));
 CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
 ";

@@ -7,6 +7,7 @@ use sas_core::ports::{
     Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError, TaskPage,
     Unreadable,
 };
+use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -336,6 +337,23 @@ impl StateStore for Embedded {
             }
         })
         .await
+    }
+
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
+        self.read_gate(gate, first).await
+    }
+
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
+        self.put_in_line(waiter).await
+    }
+
+    async fn update_gate(
+        &self,
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError> {
+        self.write_gate(name, gate, taken).await
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

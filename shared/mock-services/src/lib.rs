@@ -134,8 +134,39 @@ pub struct MockServices {
     record: Record,
     faults: Mutex<HashMap<String, Injected>>,
     calls: Mutex<HashMap<String, u64>>,
+    /// Calls in progress per service, and the most there were at once.
+    in_flight: Mutex<HashMap<String, Concurrency>>,
     credentials: Mutex<HashMap<String, Credentials>>,
     random: Mutex<fastrand::Rng>,
+}
+
+/// A service's calls in progress, and the most there were at once.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Concurrency {
+    /// Now.
+    pub now: u64,
+    /// The most at once since start.
+    pub peak: u64,
+}
+
+/// A call in progress: counted while it lives.
+struct InFlight<'a> {
+    mock: &'a MockServices,
+    service: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(count) = self
+            .mock
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(&self.service)
+        {
+            count.now -= 1;
+        }
+    }
 }
 
 /// The mock services, shared by their routes.
@@ -165,6 +196,7 @@ impl MockServices {
             record,
             faults: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
             credentials: Mutex::new(HashMap::new()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
         }))
@@ -193,6 +225,27 @@ impl MockServices {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(service.to_owned(), injected);
+    }
+
+    /// Calls in progress per service, and the most there were at once.
+    #[must_use]
+    pub fn concurrency(&self) -> HashMap<String, Concurrency> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Counts a call of `service` in progress until the guard is dropped.
+    fn enter(&self, service: &str) -> InFlight<'_> {
+        let mut all = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = all.entry(service.to_owned()).or_default();
+        count.now += 1;
+        count.peak = count.peak.max(count.now);
+        InFlight {
+            mock: self,
+            service: service.to_owned(),
+        }
     }
 
     /// Requests received per service since start, failed ones included.
@@ -423,6 +476,7 @@ async fn call(
     } else {
         format!("{method} /{operation}")
     };
+    let _in_flight = mock.enter(&service);
     let received = received(&body);
     let answer = |applied: rusqlite::Result<Value>, bytes| {
         applied.map(|mut answer| {
@@ -569,7 +623,7 @@ async fn effects(State(mock): State<Shared>, Query(query): Query<EffectsQuery>) 
 }
 
 async fn calls(State(mock): State<Shared>) -> Json<Value> {
-    Json(json!({ "calls": mock.calls() }))
+    Json(json!({ "calls": mock.calls(), "concurrency": mock.concurrency() }))
 }
 
 /// Per service that requires a key: how many calls it accepted, refused with a stale

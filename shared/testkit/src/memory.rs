@@ -14,6 +14,7 @@ use sas_core::ports::{
     AlertError, Alerts, Consumer, Delivery, Expired, ExpiredCursor, LeaseKey, OutgoingMessage,
     QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage, Unreadable,
 };
+use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::Alert;
 use sas_domain::task::{Order, Task, TaskState};
@@ -53,6 +54,10 @@ struct State {
     replica: Replica,
     /// Task records the reads of expired leases have returned so far.
     expired_reads: usize,
+    /// The gates, by name.
+    gates: HashMap<String, Gate>,
+    /// The gates' lines, by gate, in order: (position, call) to the call.
+    lines: HashMap<String, BTreeMap<(Timestamp, String), Waiter>>,
 }
 
 /// What eventually consistent reads see: the store, or a replica behind when a test
@@ -386,6 +391,57 @@ impl StateStore for Memory {
             .get(&(name.to_owned(), version))
             .cloned())
     }
+
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
+        let state = self.state();
+        let line = state
+            .lines
+            .get(gate)
+            .map(|line| line.values().take(first).cloned().collect())
+            .unwrap_or_default();
+        Ok((state.gates.get(gate).cloned().unwrap_or_default(), line))
+    }
+
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
+        let Some(gate) = waiter.gate() else {
+            return Ok(());
+        };
+        self.state()
+            .lines
+            .entry(gate.name.clone())
+            .or_default()
+            .insert(line_key(waiter), waiter.clone());
+        Ok(())
+    }
+
+    async fn update_gate(
+        &self,
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError> {
+        let mut state = self.state();
+        let stored = state.gates.get(name).map_or(0, |g| g.version);
+        if stored != gate.version {
+            return Err(StoreError::Conflict);
+        }
+        let written = Gate {
+            version: gate.version + 1,
+            ..gate.clone()
+        };
+        state.gates.insert(name.to_owned(), written);
+        if let Some(line) = state.lines.get_mut(name) {
+            for waiter in taken {
+                line.remove(&line_key(waiter));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a call stands in its gate's line: its position, then its id.
+fn line_key(waiter: &Waiter) -> (Timestamp, String) {
+    (waiter.admission.position, waiter.admission.call.id())
 }
 
 #[async_trait]

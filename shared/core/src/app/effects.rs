@@ -390,6 +390,8 @@ impl App {
                 Effect::StopChildren { of, items, undo } => {
                     Box::pin(self.stop_children(of, items, undo)).await;
                 }
+                Effect::Admit(admission) => self.admit(admission).await,
+                Effect::Release { call, gates } => self.release(&call, &gates).await,
                 Effect::Dispatch(_)
                 | Effect::Schedule { .. }
                 | Effect::Deadline { .. }

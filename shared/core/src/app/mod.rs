@@ -23,6 +23,7 @@ use sas_domain::workflow::{Registry, Workflow};
 
 mod children;
 mod effects;
+mod flow;
 mod operator;
 mod reading;
 mod scheduler;

@@ -35,6 +35,8 @@ impl Inbox {
                 SchedulerMessage::Run { .. }
                     | SchedulerMessage::Deadline { .. }
                     | SchedulerMessage::ChildEnded(_)
+                    | SchedulerMessage::Granted(_)
+                    | SchedulerMessage::Gate { .. }
             ) | (Self::AgentResponses, SchedulerMessage::Response(_))
                 | (Self::Ingest, SchedulerMessage::Submit(_))
         )
@@ -52,7 +54,7 @@ impl Inbox {
     /// The messages it takes, in errors.
     const fn takes(self) -> &'static str {
         match self {
-            Self::Scheduler => "run, deadline and child-ended messages",
+            Self::Scheduler => "run, deadline, child-ended and gates' messages",
             Self::AgentResponses => "agents' responses",
             Self::Ingest => "buffered submissions",
         }
@@ -74,6 +76,8 @@ pub enum Handled {
     Repeated,
     /// A child's end that lost every race for its parent's record, sent again.
     SentAgain,
+    /// A gate's line moved on, its rate's next token come.
+    GateMoved,
 }
 
 impl Handled {
@@ -87,6 +91,7 @@ impl Handled {
             Self::UnknownTask => "unknown task",
             Self::DeadlineChained => "deadline chained",
             Self::SentAgain => "sent again",
+            Self::GateMoved => "gate moved",
         }
     }
 }
@@ -138,6 +143,11 @@ impl App {
             }
             SchedulerMessage::Response(response) => &response.task_id,
             SchedulerMessage::ChildEnded(ended) => &ended.task_id,
+            SchedulerMessage::Granted(call) => &call.task_id,
+            SchedulerMessage::Gate { gate } => {
+                self.move_line(gate).await;
+                return Ok(Handled::GateMoved);
+            }
         };
         if let SchedulerMessage::Deadline { at, .. } = message
             && self.clock.now() < at
@@ -163,8 +173,11 @@ impl App {
                     SchedulerMessage::ChildEnded(ended) => {
                         decide::on_child_ended(task, workflow, order, ended, now)
                     }
+                    SchedulerMessage::Granted(call) => {
+                        decide::on_granted(task, workflow, order, call, now)
+                    }
                     // Handled above, before any task is read.
-                    SchedulerMessage::Submit(_) => {
+                    SchedulerMessage::Submit(_) | SchedulerMessage::Gate { .. } => {
                         Decision::ignore(Verdict::NotWaitingForScheduler)
                     }
                 })

@@ -18,6 +18,9 @@ fn outcomes_keep_the_names_logs_metrics_and_reports_use() {
         (NotificationsSent, "notifications sent"),
         (NotificationsClearedAlready, "notifications cleared already"),
         (LeaseLive, "lease live"),
+        (Granted, "granted"),
+        (GrantUnused, "grant unused"),
+        (SlotsAskedAgain, "slots asked again"),
         (LeaseWatched, "lease watched"),
         (SentAgain, "sent again"),
         (GaveUp, "gave up"),
@@ -50,9 +53,10 @@ fn outcomes_keep_the_names_logs_metrics_and_reports_use() {
             Handled::UnknownTask,
             Handled::DeadlineChained,
             Handled::Created,
-            Handled::Repeated
+            Handled::Repeated,
+            Handled::GateMoved
         ]
         .map(Handled::as_str),
-        ["unknown task", "deadline chained", "created", "repeated"]
+        ["unknown task", "deadline chained", "created", "repeated", "gate moved"]
     );
 }

@@ -3,12 +3,14 @@
 
 use std::time::Duration;
 
+use crate::flow::CallRef;
 use crate::limits::MAX_DELAY;
 use crate::messages::{Alert, ChildEnded};
 use crate::task::{Event, Happened, MAX_HISTORY, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
+use super::flow::held_slots;
 use super::{Decision, Effect, Verdict};
 
 /// A task being changed: the copy to write and the effects it gathers.
@@ -19,6 +21,8 @@ pub(super) struct Change {
     /// A step began or stopped waiting for its callback: the caller is told the
     /// tokens of this version.
     pub(super) waits_changed: bool,
+    /// The calls holding gates' slots when the change began ([`crate::flow`]).
+    held: Vec<(CallRef, Vec<String>)>,
 }
 
 impl Change {
@@ -27,6 +31,7 @@ impl Change {
         task.version += 1;
         task.updated_at = now;
         Self {
+            held: held_slots(&task),
             task,
             effects: Vec::new(),
             now,
@@ -46,6 +51,8 @@ impl Change {
             let since = oldest.notification.at;
             self.hold_for_delivery(since);
         }
+        let held = std::mem::take(&mut self.held);
+        self.release_ended_calls(held);
         self.watch_lease();
         Decision {
             next: Some(self.task),

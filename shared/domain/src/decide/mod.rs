@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::flow::{Admission, CallRef};
 use crate::ids::{Owner, QueueName, TaskId};
 use crate::messages::{AgentRequest, Alert, ChildEnded};
 use crate::task::{Order, Outbound, Task};
@@ -23,6 +24,7 @@ use crate::time::Timestamp;
 mod change;
 mod children;
 mod delivery;
+mod flow;
 mod operator;
 mod steps;
 mod submit;
@@ -36,6 +38,7 @@ pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
     callback_waits, notifications_sent,
 };
+pub use flow::{SLOT_RECHECK, on_granted};
 pub use operator::{Refused, Resubmit, cancel, resubmit};
 pub use steps::{on_response, on_run};
 pub use submit::{MAX_REFUSED, refuse_submission, submit, submit_claimed, unmoved_since_created};
@@ -87,6 +90,18 @@ pub enum Effect {
     /// Tell a child's parent that it ended. Must be sent: the parent's watch covers
     /// its loss.
     TellParent(ChildEnded),
+    /// Put a call in its gates' lines, and give it their slots when its turn comes
+    /// ([`crate::flow`]). Performed after the write; the step's slot wait covers its
+    /// loss (the supervisor asks again).
+    Admit(Admission),
+    /// Give back the slots a call held. Best effort: a slot lost comes back when its
+    /// hold ends.
+    Release {
+        /// The call.
+        call: CallRef,
+        /// The gates, by name.
+        gates: Vec<String>,
+    },
     /// Ask a scheduler to check the task's lease when it ends, `at`; best effort:
     /// the supervisor's sweep finds a lease whose deadline message was lost.
     Deadline {
@@ -146,6 +161,12 @@ pub enum Verdict {
     NotificationsClearedAlready,
     /// The lease has not expired: nothing to do.
     LeaseLive,
+    /// A call waiting for its gates' slots has them, and is sent.
+    Granted,
+    /// Slots granted to a call that no longer waits for them: given back.
+    GrantUnused,
+    /// A call has waited a while for its gates' slots: asked for again.
+    SlotsAskedAgain,
     /// A long lease is near enough its end for a deadline message, which is sent.
     LeaseWatched,
     /// A message of a live step or compensation is sent again.
@@ -216,6 +237,9 @@ impl Verdict {
             Self::NotificationsSent => "notifications sent",
             Self::NotificationsClearedAlready => "notifications cleared already",
             Self::LeaseLive => "lease live",
+            Self::Granted => "granted",
+            Self::GrantUnused => "grant unused",
+            Self::SlotsAskedAgain => "slots asked again",
             Self::LeaseWatched => "lease watched",
             Self::SentAgain => "sent again",
             Self::GaveUp => "gave up",

@@ -14,7 +14,7 @@ use crate::limits;
 use crate::messages::{AgentRequest, AgentResponse, Operation, Outcome, Payload};
 use crate::task::{Answer, Happened, Order, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
-use crate::workflow::{Results, StepKind, Workflow};
+use crate::workflow::{CallStep, Endpoint, Results, StepKind, Workflow};
 
 use super::change::Change;
 use super::{Decision, Effect, Verdict};
@@ -198,46 +198,8 @@ impl Change {
             // Neither has anything to undo ([`StepDefinition::can_be_undone`]).
             (StepKind::Sleep(_) | StepKind::Wait(_), Operation::Compensate) => return,
         };
-        let complete_by = self.now.plus(call.complete_by);
-        let results = results(&self.task);
-        // A call that waits for its callback carries the token of the attempt it is.
-        let callback_token = call
-            .callback
-            .as_ref()
-            .filter(|_| operation == Operation::Call)
-            .and_then(|_| Token::issue(&self.task, index, self.task.steps[index].attempt + 1));
-        let (endpoint, key_suffix) = match operation {
-            Operation::Call => (Some(&call.call), ""),
-            Operation::Compensate => (call.compensation.as_ref(), "/compensate"),
-        };
-        let payload = match &call.fields {
-            Some(fields) => Payload::of(&MappedPayload {
-                callback_token: callback_token.as_deref(),
-                fields: fields
-                    .iter()
-                    .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
-                    .collect(),
-                step: &definition.name,
-                task_id: &self.task.id,
-            }),
-            None => Payload::of(&StepPayload {
-                callback_token: callback_token.as_deref(),
-                input: &order.input,
-                results: &results,
-                step: &definition.name,
-                task_id: &self.task.id,
-            }),
-        };
-        let request = endpoint
-            .map(|e| e.fill(&order.input, &results))
-            .transpose()
-            .map(Option::unwrap_or_default)
-            .and_then(|path| {
-                let payload = payload.map_err(|e| format!("payload: {e}"))?;
-                let mapped = call.fields.as_ref().map(|_| payload.as_str());
-                limits::request_refusal(&path, mapped).map_or(Ok((path, payload)), Err)
-            });
-        let (path, payload) = match request {
+        let attempt = self.task.steps[index].attempt + 1;
+        let (path, payload) = match self.request(call, index, order, operation, attempt) {
             Ok(request) => request,
             // The operation cannot be called as the workflow builds it: it fails, for
             // good, without a call.
@@ -247,8 +209,68 @@ impl Change {
                 return;
             }
         };
-        let task = &mut self.task;
-        let step = &mut task.steps[index];
+        self.begin(index, operation);
+        let gates = call.gates(&workflow.name, &definition.name, &order.input);
+        if gates.is_empty() {
+            self.send(call, index, operation, path, payload);
+        } else {
+            self.queue(call, index, operation, gates);
+        }
+    }
+
+    /// The path and the payload of step `index`'s operation in attempt `attempt`
+    /// (whose callback token a call that waits for one carries).
+    ///
+    /// # Errors
+    /// The operation cannot be called as the workflow builds it.
+    pub(super) fn request(
+        &self,
+        call: &CallStep,
+        index: usize,
+        order: &Order,
+        operation: Operation,
+        attempt: u32,
+    ) -> Result<(String, Payload), String> {
+        let name = &self.task.steps[index].name;
+        let results = results(&self.task);
+        let callback_token = call
+            .callback
+            .as_ref()
+            .filter(|_| operation == Operation::Call)
+            .and_then(|_| Token::issue(&self.task, index, attempt));
+        let payload = match &call.fields {
+            Some(fields) => Payload::of(&MappedPayload {
+                callback_token: callback_token.as_deref(),
+                fields: fields
+                    .iter()
+                    .map(|(name, source)| (name.clone(), source.value(&order.input, &results)))
+                    .collect(),
+                step: name,
+                task_id: &self.task.id,
+            }),
+            None => Payload::of(&StepPayload {
+                callback_token: callback_token.as_deref(),
+                input: &order.input,
+                results: &results,
+                step: name,
+                task_id: &self.task.id,
+            }),
+        };
+        endpoint(call, operation)
+            .map(|e| e.fill(&order.input, &results))
+            .transpose()
+            .map(Option::unwrap_or_default)
+            .and_then(|path| {
+                let payload = payload.map_err(|e| format!("payload: {e}"))?;
+                let mapped = call.fields.as_ref().map(|_| payload.as_str());
+                limits::request_refusal(&path, mapped).map_or(Ok((path, payload)), Err)
+            })
+    }
+
+    /// Begins step `index`'s operation: its state, a new attempt, its key's run.
+    pub(super) fn begin(&mut self, index: usize, operation: Operation) {
+        let run = self.task.run;
+        let step = &mut self.task.steps[index];
         step.state = match operation {
             Operation::Call => StepState::Processing,
             Operation::Compensate => {
@@ -257,26 +279,47 @@ impl Change {
             }
         };
         step.attempt += 1;
-        step.complete_by = Some(complete_by);
         step.started_at = Some(self.now);
         if step.key_run == 0 {
-            step.key_run = task.run;
+            step.key_run = run;
         }
         step.retry_at = None;
+    }
+
+    /// Sends step `index`'s operation, begun, to its agent, with `path` and
+    /// `payload`: it must be done a complete-by from now.
+    pub(super) fn send(
+        &mut self,
+        call: &CallStep,
+        index: usize,
+        operation: Operation,
+        path: String,
+        payload: Payload,
+    ) {
+        let complete_by = self.now.plus(call.complete_by);
+        let task = &mut self.task;
+        let step = &mut task.steps[index];
+        step.complete_by = Some(complete_by);
         let (attempt, key_run) = (step.attempt, step.key_run);
+        let key_suffix = match operation {
+            Operation::Call => "",
+            Operation::Compensate => "/compensate",
+        };
         task.complete_by = Some(complete_by);
         self.effects.push(Effect::Dispatch(AgentRequest {
             task_id: task.id.clone(),
             run: task.run,
             step: index,
-            step_name: definition.name.clone(),
-            attempt: step.attempt,
+            step_name: step.name.clone(),
+            attempt,
             operation,
             agent: call.agent.clone(),
-            method: endpoint.map(|e| e.method).unwrap_or_default(),
+            method: endpoint(call, operation)
+                .map(|e| e.method)
+                .unwrap_or_default(),
             path,
             complete_by,
-            idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, definition.name),
+            idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, step.name),
             retry: call.retry.clone(),
             payload,
         }));
@@ -451,4 +494,12 @@ pub(super) fn task_data_size(order: &Order, task: &Task) -> usize {
             .filter_map(|s| s.output.as_deref())
             .map(limits::json_size)
             .sum::<usize>()
+}
+
+/// The endpoint of a call step's operation: its call, or its compensation (if any).
+fn endpoint(call: &CallStep, operation: Operation) -> Option<&Endpoint> {
+    match operation {
+        Operation::Call => Some(&call.call),
+        Operation::Compensate => call.compensation.as_ref(),
+    }
 }

@@ -51,12 +51,22 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
         .filter(|&index| task.steps[index].complete_by.is_none_or(|at| at <= now))
         .filter(|_| task.locked_by.is_some())
         .partition(|&index| workflow.steps[index].children().is_some());
-    // A timer's end is its success.
+    // A timer's end is its success; a wait for slots is asked for again.
     let (timers, expired): (Vec<usize>, Vec<usize>) = expired
         .into_iter()
         .partition(|&index| task.steps[index].waiting == Some(Waiting::Timer));
+    let (queued, expired): (Vec<usize>, Vec<usize>) = expired
+        .into_iter()
+        .partition(|&index| matches!(task.steps[index].waiting, Some(Waiting::Slot { .. })));
     for &index in &watched {
         change.watch_again(workflow, order, index);
+    }
+    for &index in &queued {
+        change.admit_again(workflow, order, index);
+    }
+    if expired.is_empty() && timers.is_empty() && !queued.is_empty() {
+        change.hold(workflow);
+        return change.done(Verdict::SlotsAskedAgain);
     }
     for &index in &timers {
         change.wake(index);

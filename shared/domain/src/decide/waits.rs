@@ -109,7 +109,7 @@ impl Change {
                 return;
             }
         };
-        self.begin(index, until, Waiting::Timer);
+        self.begin_wait(index, until, Waiting::Timer);
         if until <= self.now {
             self.wake(index);
         }
@@ -119,7 +119,7 @@ impl Change {
     pub(super) fn start_wait(&mut self, index: usize, callback: &CallbackSettings) {
         let until = self.now.plus(callback.timeout);
         let complete_by = next_heartbeat(callback, self.now, until);
-        self.begin(index, complete_by, Waiting::Callback { until });
+        self.begin_wait(index, complete_by, Waiting::Callback { until });
     }
 
     /// Step `index`, whose call its service took, waits for its callback from now:
@@ -134,18 +134,11 @@ impl Change {
 
     /// Step `index` runs, a new attempt, waiting as `waiting` says, its lease ending
     /// at `complete_by`.
-    fn begin(&mut self, index: usize, complete_by: Timestamp, waiting: Waiting) {
-        let run = self.task.run;
+    fn begin_wait(&mut self, index: usize, complete_by: Timestamp, waiting: Waiting) {
+        self.begin(index, Operation::Call);
         let step = &mut self.task.steps[index];
-        step.state = StepState::Processing;
-        step.attempt += 1;
-        step.started_at = Some(self.now);
         step.complete_by = Some(complete_by);
-        step.retry_at = None;
         step.waiting = Some(waiting);
-        if step.key_run == 0 {
-            step.key_run = run;
-        }
         self.log_wait(index);
     }
 
@@ -158,7 +151,9 @@ impl Change {
                 self.waits_changed = true;
                 (step.attempt, until)
             }
-            Some(Waiting::Timer) | None => (step.attempt, step.complete_by.unwrap_or(self.now)),
+            Some(Waiting::Timer | Waiting::Slot { .. }) | None => {
+                (step.attempt, step.complete_by.unwrap_or(self.now))
+            }
         };
         self.log(Happened::Waiting {
             step: index,

@@ -17,6 +17,7 @@ use crate::workflow::{Registry, Workflow};
 mod children;
 mod conditions;
 mod delivery;
+mod flow;
 mod operator;
 mod parallel;
 mod pauses;

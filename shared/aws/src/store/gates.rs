@@ -1,0 +1,158 @@
+//! The gates of flow control ([`sas_domain::flow`]) in the table: a gate's state an
+//! item of its own, versioned, and its line the items beside it, sorted by position.
+//!
+//! | pk            | sk                              | holds                 |
+//! |---------------|---------------------------------|-----------------------|
+//! | `GATE#<name>` | `GATE`                          | its state, `version`  |
+//! | `GATE#<name>` | `W#<position, 20 digits>#<call>` | a call in its line    |
+
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+
+use sas_core::ports::StoreError;
+use sas_domain::flow::{Gate, Waiter};
+
+use super::{
+    DynamoStore, attribute, cancellation_reasons, decode_json, encode_json, key, n, s,
+    unavailable,
+};
+
+fn invalid(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Unavailable(error.into())
+}
+
+/// The partition of a gate and its line.
+fn gate_pk(name: &str) -> String {
+    format!("GATE#{name}")
+}
+
+/// Where a call stands in its gate's line.
+fn line_sk(waiter: &Waiter) -> String {
+    format!(
+        "W#{:020}#{}",
+        waiter.admission.position.0.max(0),
+        waiter.admission.call.id()
+    )
+}
+
+impl DynamoStore {
+    /// [`sas_core::ports::StateStore::gate`]: two consistent reads, the state's and
+    /// the line's first.
+    pub(super) async fn read_gate(
+        &self,
+        name: &str,
+        first: usize,
+    ) -> Result<(Gate, Vec<Waiter>), StoreError> {
+        let table = &self.settings.table;
+        let state = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key(gate_pk(name), "GATE".to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let state = match state.item() {
+            Some(item) => Gate {
+                version: item
+                    .get("version")
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_default(),
+                ..decode_json(attribute(item, "state")?)?
+            },
+            None => Gate::default(),
+        };
+        if first == 0 {
+            return Ok((state, Vec::new()));
+        }
+        let line = self
+            .client
+            .query()
+            .table_name(table)
+            .key_condition_expression("#pk = :pk AND begins_with(#sk, :line)")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#sk", "sk")
+            .expression_attribute_values(":pk", s(gate_pk(name)))
+            .expression_attribute_values(":line", s("W#".to_owned()))
+            .limit(i32::try_from(first).unwrap_or(i32::MAX))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        let line = line
+            .items()
+            .iter()
+            .map(|item| decode_json(attribute(item, "waiter")?))
+            .collect::<Result<Vec<Waiter>, _>>()?;
+        Ok((state, line))
+    }
+
+    /// [`sas_core::ports::StateStore::enqueue`]: the same item again for the same call.
+    pub(super) async fn put_in_line(&self, waiter: &Waiter) -> Result<(), StoreError> {
+        let Some(gate) = waiter.gate() else {
+            return Ok(());
+        };
+        let mut item = key(gate_pk(&gate.name), line_sk(waiter));
+        item.insert("waiter".into(), s(encode_json(waiter)?));
+        self.client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    /// [`sas_core::ports::StateStore::update_gate`]: one transaction, the state's put
+    /// on condition of the version read, and the line's calls taken deleted.
+    pub(super) async fn write_gate(
+        &self,
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError> {
+        let table = &self.settings.table;
+        let mut item = key(gate_pk(name), "GATE".to_owned());
+        item.insert("version".into(), n(gate.version + 1));
+        item.insert(
+            "state".into(),
+            s(encode_json(&Gate {
+                version: 0,
+                ..gate.clone()
+            })?),
+        );
+        let put = Put::builder()
+            .table_name(table)
+            .set_item(Some(item))
+            .expression_attribute_names("#version", "version");
+        let put = if gate.version == 0 {
+            put.condition_expression("attribute_not_exists(#version)")
+        } else {
+            put.condition_expression("#version = :read")
+                .expression_attribute_values(":read", n(gate.version))
+        };
+        let mut transaction = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put.build().map_err(invalid)?).build());
+        for waiter in taken {
+            let delete = Delete::builder()
+                .table_name(table)
+                .set_key(Some(key(gate_pk(name), line_sk(waiter))))
+                .build()
+                .map_err(invalid)?;
+            transaction = transaction.transact_items(TransactWriteItem::builder().delete(delete).build());
+        }
+        match transaction.send().await {
+            Ok(_) => Ok(()),
+            Err(error) => Err(match cancellation_reasons(&error).as_slice() {
+                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
+                    StoreError::Conflict
+                }
+                _ => unavailable(error),
+            }),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The gates' lines at work ([`sas_domain::flow`]): a call is put in the line of its
+//! first gate; a gate with a slot free (and a token of its rate) gives it to the first
+//! of its line, which goes on to its next gate's line, or, given a slot of each, is
+//! sent (a Granted message to the scheduler); a call that ends gives its slots back,
+//! and the lines move on. Every change of a gate is a write conditional on its
+//! version: two schedulers at one gate give each slot once.
+
+use std::time::Duration;
+
+use tracing::warn;
+
+use crate::ports::{Chain, Outgoing, OutgoingMessage, StoreError};
+use sas_domain::flow::{Admission, CallRef, Gate, Waiter};
+use sas_domain::messages::SchedulerMessage;
+use sas_domain::time::Timestamp;
+
+use super::App;
+
+/// The most calls one pass of a gate gives slots to.
+const GRANTS_A_PASS: usize = 100;
+/// The tries at a gate that other writers keep changing, before the pass is left to
+/// the next release, tick or recheck.
+const TRIES: usize = 8;
+
+impl App {
+    /// Puts a call in the line of its first gate, and moves that line on.
+    pub(super) async fn admit(&self, admission: Admission) {
+        let waiter = Waiter { admission, at: 0 };
+        self.line_up(waiter).await;
+    }
+
+    /// Puts `waiter` in its gate's line and moves the line on; a call with no gate
+    /// left is granted.
+    async fn line_up(&self, waiter: Waiter) {
+        let Some(gate) = waiter.gate().map(|g| g.name.clone()) else {
+            return self.grant(&waiter.admission.call).await;
+        };
+        if let Err(error) = self.store.enqueue(&waiter).await {
+            warn!(task_id = %waiter.admission.call.task_id, gate = %gate, error = %Chain(&error), "a call not put in its gate's line: the supervisor asks again");
+            return;
+        }
+        Box::pin(self.move_line(&gate)).await;
+    }
+
+    /// Gives the slots of a call that has ended back to each of its gates, and moves
+    /// their lines on.
+    pub(super) async fn release(&self, call: &CallRef, gates: &[String]) {
+        let id = call.id();
+        for gate in gates {
+            let released = self
+                .change_gate(gate, |state, _| {
+                    state.holders.remove(&id).map(|_| Vec::new())
+                })
+                .await;
+            if let Err(error) = released {
+                warn!(task_id = %call.task_id, gate = %gate, error = %Chain(&error), "a slot not given back: it comes back when its hold ends");
+            }
+            self.move_line(gate).await;
+        }
+    }
+
+    /// Moves gate `gate`'s line on: as many calls as may pass now get a slot, and go
+    /// on (to their next gate, or sent). When the rate is what holds the line, a
+    /// message comes back when its next token does.
+    pub(super) async fn move_line(&self, gate: &str) {
+        let now = self.clock.now();
+        let passed = self
+            .change_gate(gate, |state, line| {
+                let limit = &line.first()?.gate()?.limit;
+                let open = state.open(limit, now, line.len());
+                let passing: Vec<Waiter> = line[..open].to_vec();
+                for waiter in &passing {
+                    let until = now.plus(waiter.admission.hold);
+                    state.take(limit, waiter.admission.call.id(), until);
+                }
+                Some(passing)
+            })
+            .await;
+        let (passed, left) = match passed {
+            Ok(Some(moved)) => moved,
+            Ok(None) => return,
+            Err(error) => {
+                warn!(gate = %gate, error = %Chain(&error), "a gate's line did not move: the next release, tick or recheck moves it");
+                return;
+            }
+        };
+        for waiter in passed {
+            let next = Waiter {
+                at: waiter.at + 1,
+                admission: waiter.admission,
+            };
+            self.line_up(next).await;
+        }
+        if let Some(at) = left {
+            let wait = self.clock.now().until(at).max(Duration::from_millis(1));
+            let tick = SchedulerMessage::Gate {
+                gate: gate.to_owned(),
+            };
+            let message = Outgoing {
+                queue: self.names.scheduler.clone(),
+                message: OutgoingMessage::json(&tick, wait),
+            };
+            if let Err(error) = self.send(vec![message]).await {
+                warn!(gate = %gate, error = %Chain(&error), "a gate's tick not sent: the next release or recheck moves its line");
+            }
+        }
+    }
+
+    /// Changes gate `gate` as `change` says, given its state and the first of its
+    /// line (`None`: no change), on condition of its version, trying again while
+    /// other writers win: the calls that passed, and, when some are left waiting for
+    /// the rate's next token, when that comes.
+    async fn change_gate(
+        &self,
+        gate: &str,
+        change: impl Fn(&mut Gate, &[Waiter]) -> Option<Vec<Waiter>>,
+    ) -> Result<Option<(Vec<Waiter>, Option<Timestamp>)>, StoreError> {
+        for _ in 0..TRIES {
+            let (mut state, line) = self.store.gate(gate, GRANTS_A_PASS).await?;
+            let Some(passing) = change(&mut state, &line) else {
+                return Ok(None);
+            };
+            let rate_bound = line.len() > passing.len()
+                && line
+                    .first()
+                    .and_then(Waiter::gate)
+                    .is_some_and(|g| g.limit.rate.is_some() && state.tokens < 1.0);
+            let next_token = line
+                .first()
+                .and_then(Waiter::gate)
+                .and_then(|g| state.next_token(&g.limit))
+                .filter(|_| rate_bound);
+            match self.store.update_gate(gate, &state, &passing).await {
+                Ok(()) => return Ok(Some((passing, next_token))),
+                Err(StoreError::Conflict) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    /// Tells the scheduler that `call` has its slots.
+    async fn grant(&self, call: &CallRef) {
+        let message = Outgoing {
+            queue: self.names.scheduler.clone(),
+            message: OutgoingMessage::json(&SchedulerMessage::Granted(call.clone()), Duration::ZERO),
+        };
+        if let Err(error) = self.send(vec![message]).await {
+            warn!(task_id = %call.task_id, error = %Chain(&error), "a grant not sent: its slots come back when their hold ends, and its wait is asked for again");
+        }
+    }
+}
