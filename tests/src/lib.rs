@@ -164,10 +164,29 @@ impl Harness {
         Self::start_as(max_receive_count, Authentication::Open, Ingestion::Buffered).await
     }
 
+    /// [`Harness::start`], with the services' settings `services` (as `SAS_SERVICES`
+    /// has them: the mock services, limited, say).
+    ///
+    /// # Panics
+    /// When the settings are not valid, or the system cannot start.
+    pub async fn start_with_services(services: &str) -> Self {
+        let services = sas_domain::services::parse(services).expect("valid services");
+        Self::start_configured(5, Authentication::Open, Ingestion::Direct, services).await
+    }
+
     async fn start_as(
         max_receive_count: u32,
         authentication: Authentication,
         ingestion: Ingestion,
+    ) -> Self {
+        Self::start_configured(max_receive_count, authentication, ingestion, HashMap::new()).await
+    }
+
+    async fn start_configured(
+        max_receive_count: u32,
+        authentication: Authentication,
+        ingestion: Ingestion,
+        services: HashMap<String, sas_domain::services::Service>,
     ) -> Self {
         let data = tempfile::tempdir().expect("temporary directory");
         let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
@@ -185,7 +204,7 @@ impl Harness {
                 ingest_concurrency: 4,
                 agent_concurrency: 16,
                 max_receive_count,
-                services: HashMap::new(),
+                services,
                 services_fallback: None,
                 ingestion,
             },
@@ -457,6 +476,13 @@ impl Harness {
     /// The requests each mock service received.
     pub async fn calls(&self, service: &str) -> u64 {
         self.mock_get("/calls").await["calls"][service]
+            .as_u64()
+            .unwrap_or(0)
+    }
+
+    /// The most calls `service` had in progress at once, as the mock services saw.
+    pub async fn peak_concurrency(&self, service: &str) -> u64 {
+        self.mock_get("/calls").await["concurrency"][service]["peak"]
             .as_u64()
             .unwrap_or(0)
     }

@@ -37,3 +37,42 @@ async fn a_submission_carries_a_priority_from_1_to_5_its_task_shows_it_and_3_is_
     assert_eq!(status, 409, "{answer}");
     harness.settle_in("urgent", "Processed").await;
 }
+
+/// Tasks of `workflow` submitted at once, `n` of them, named `<prefix>-<i>`.
+async fn submit_many(harness: &Harness, prefix: &str, n: usize, body: &serde_json::Value) {
+    let submissions = (0..n).map(|i| {
+        let id = format!("{prefix}-{i}");
+        async move { harness.put_task(&id, body).await }
+    });
+    for (status, answer) in futures_util::future::join_all(submissions).await {
+        assert_eq!(status, 202, "{answer}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_limited_to_3_calls_at_once_never_sees_a_4th_and_no_step_times_out_waiting() {
+    let harness = Harness::start_with_services(r#"{"drone": {"max_concurrency": 3}}"#).await;
+    harness.faults("drone", json!({ "latency_ms": 20 })).await;
+    harness.faults("account", json!({ "latency_ms": 20 })).await;
+    let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    submit_many(&harness, "limited", 200, &body).await;
+    for i in 0..200 {
+        let task = harness
+            .settle_in(&format!("limited-{i}"), "Processed")
+            .await;
+        let drone = &task["steps"][3];
+        assert_eq!(drone["name"], "schedule-drone");
+        assert_eq!(
+            drone["failure_count"], 0,
+            "no timeout while it waited: {drone}"
+        );
+        assert!(drone["waited_ms"].is_u64(), "its wait is shown: {drone}");
+    }
+    assert_eq!(harness.calls("drone").await, 200);
+    let peak = harness.peak_concurrency("drone").await;
+    assert!(peak <= 3, "the drone service saw {peak} calls at once");
+    assert!(
+        harness.peak_concurrency("account").await > 3,
+        "the others are not limited"
+    );
+}

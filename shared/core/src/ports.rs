@@ -308,8 +308,12 @@ pub trait StateStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Conflict`] when the gate was written since it was read; then
     /// nothing is.
-    async fn update_gate(&self, name: &str, gate: &Gate, taken: &[Waiter])
-    -> Result<(), StoreError>;
+    async fn update_gate(
+        &self,
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError>;
 }
 
 /// Why a queue could not be used.

@@ -238,7 +238,10 @@ impl MockServices {
 
     /// Counts a call of `service` in progress until the guard is dropped.
     fn enter(&self, service: &str) -> InFlight<'_> {
-        let mut all = self.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let count = all.entry(service.to_owned()).or_default();
         count.now += 1;
         count.peak = count.peak.max(count.now);

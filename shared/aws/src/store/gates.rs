@@ -12,8 +12,7 @@ use sas_core::ports::StoreError;
 use sas_domain::flow::{Gate, Waiter};
 
 use super::{
-    DynamoStore, attribute, cancellation_reasons, decode_json, encode_json, key, n, s,
-    unavailable,
+    DynamoStore, attribute, cancellation_reasons, decode_json, encode_json, key, n, s, unavailable,
 };
 
 fn invalid(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
@@ -133,17 +132,19 @@ impl DynamoStore {
             put.condition_expression("#version = :read")
                 .expression_attribute_values(":read", n(gate.version))
         };
-        let mut transaction = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put.build().map_err(invalid)?).build());
+        let mut transaction = self.client.transact_write_items().transact_items(
+            TransactWriteItem::builder()
+                .put(put.build().map_err(invalid)?)
+                .build(),
+        );
         for waiter in taken {
             let delete = Delete::builder()
                 .table_name(table)
                 .set_key(Some(key(gate_pk(name), line_sk(waiter))))
                 .build()
                 .map_err(invalid)?;
-            transaction = transaction.transact_items(TransactWriteItem::builder().delete(delete).build());
+            transaction =
+                transaction.transact_items(TransactWriteItem::builder().delete(delete).build());
         }
         match transaction.send().await {
             Ok(_) => Ok(()),

@@ -143,7 +143,10 @@ impl App {
     async fn grant(&self, call: &CallRef) {
         let message = Outgoing {
             queue: self.names.scheduler.clone(),
-            message: OutgoingMessage::json(&SchedulerMessage::Granted(call.clone()), Duration::ZERO),
+            message: OutgoingMessage::json(
+                &SchedulerMessage::Granted(call.clone()),
+                Duration::ZERO,
+            ),
         };
         if let Err(error) = self.send(vec![message]).await {
             warn!(task_id = %call.task_id, error = %Chain(&error), "a grant not sent: its slots come back when their hold ends, and its wait is asked for again");

@@ -57,6 +57,12 @@ fn outcomes_keep_the_names_logs_metrics_and_reports_use() {
             Handled::GateMoved
         ]
         .map(Handled::as_str),
-        ["unknown task", "deadline chained", "created", "repeated", "gate moved"]
+        [
+            "unknown task",
+            "deadline chained",
+            "created",
+            "repeated",
+            "gate moved"
+        ]
     );
 }
