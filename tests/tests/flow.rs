@@ -76,3 +76,35 @@ async fn a_service_limited_to_3_calls_at_once_never_sees_a_4th_and_no_step_times
         "the others are not limited"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_per_customer_serialises_that_customers_calls_while_others_go_on() {
+    let harness = Harness::start_with_services(
+        r#"{"drone": {"max_concurrency": 1, "key": "input.customer_id"}}"#,
+    )
+    .await;
+    harness.faults("drone", json!({ "latency_ms": 30 })).await;
+    let customer = |id: &str| {
+        let mut input = delivery_input();
+        input["customer_id"] = json!(id);
+        json!({ "workflow": "drone-delivery", "input": input })
+    };
+    submit_many(&harness, "busy", 8, &customer("busy")).await;
+    let others = (0..8).map(|i| customer(&format!("other-{i}")));
+    for (i, body) in others.enumerate() {
+        harness.put_task(&format!("other-{i}"), &body).await;
+    }
+    for i in 0..8 {
+        harness.settle_in(&format!("busy-{i}"), "Processed").await;
+        harness.settle_in(&format!("other-{i}"), "Processed").await;
+    }
+    assert_eq!(
+        harness.peak_concurrency("drone/busy").await,
+        1,
+        "one at a time for one customer"
+    );
+    assert!(
+        harness.peak_concurrency("drone").await > 1,
+        "other customers' calls went on beside"
+    );
+}

@@ -236,18 +236,19 @@ impl MockServices {
             .clone()
     }
 
-    /// Counts a call of `service` in progress until the guard is dropped.
-    fn enter(&self, service: &str) -> InFlight<'_> {
+    /// Counts a call of `counted` (a service, or a service and a customer) in
+    /// progress until the guard is dropped.
+    fn enter(&self, counted: String) -> InFlight<'_> {
         let mut all = self
             .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let count = all.entry(service.to_owned()).or_default();
+        let count = all.entry(counted.clone()).or_default();
         count.now += 1;
         count.peak = count.peak.max(count.now);
         InFlight {
             mock: self,
-            service: service.to_owned(),
+            service: counted,
         }
     }
 
@@ -479,7 +480,9 @@ async fn call(
     } else {
         format!("{method} /{operation}")
     };
-    let _in_flight = mock.enter(&service);
+    let _in_flight = mock.enter(service.clone());
+    let _for_customer =
+        customer_of(&body).map(|customer| mock.enter(format!("{service}/{customer}")));
     let received = received(&body);
     let answer = |applied: rusqlite::Result<Value>, bytes| {
         applied.map(|mut answer| {
@@ -518,6 +521,22 @@ async fn call(
         }
     }
     respond(answer(mock.apply(&service, &key, &operation), answer_bytes))
+}
+
+/// The customer a call is for, when its body carries the input's `customer_id`.
+fn customer_of(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Body {
+        input: Option<Customer>,
+    }
+    #[derive(Deserialize)]
+    struct Customer {
+        customer_id: Option<String>,
+    }
+    serde_json::from_slice::<Body>(body)
+        .ok()?
+        .input?
+        .customer_id
 }
 
 /// What a call carried, by field: the body's fields, and a step's mapped `fields`
