@@ -108,3 +108,70 @@ async fn a_limit_per_customer_serialises_that_customers_calls_while_others_go_on
         "other customers' calls went on beside"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_backlog_urgent_tasks_calls_go_before_those_that_came_just_before() {
+    let harness = Harness::start_with_services(r#"{"drone": {"max_concurrency": 1}}"#).await;
+    harness.faults("drone", json!({ "latency_ms": 10 })).await;
+    let plain = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    submit_many(&harness, "backlog", 30, &plain).await;
+    let urgent = json!({ "workflow": "drone-delivery", "input": delivery_input(), "priority": 1 });
+    submit_many(&harness, "urgent", 5, &urgent).await;
+    for (prefix, n) in [("backlog", 30), ("urgent", 5)] {
+        for i in 0..n {
+            harness
+                .settle_in(&format!("{prefix}-{i}"), "Processed")
+                .await;
+        }
+    }
+    // The drone's calls in the order the service took them: the urgent ones among
+    // the first, ahead of most of the backlog that came before them.
+    let order: Vec<String> = harness
+        .effects()
+        .await
+        .into_iter()
+        .filter(|e| e["service"] == "drone")
+        .filter_map(|e| e["idempotency_key"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(order.len(), 35);
+    let last_urgent = order
+        .iter()
+        .rposition(|key| key.starts_with("urgent-"))
+        .expect("urgent calls");
+    assert!(
+        last_urgent < 20,
+        "the urgent calls all went before the 20th of 35: {order:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_of_5_a_second_lets_5_calls_start_each_second() {
+    let harness =
+        Harness::start_with_services(r#"{"drone": {"rate": {"per_second": 5, "burst": 5}}}"#).await;
+    let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    submit_many(&harness, "rated", 20, &body).await;
+    let mut seen = Vec::new();
+    for second in 1..=4_u64 {
+        let calls = settled_calls(&harness, "drone").await;
+        seen.push(calls);
+        assert_eq!(calls, 5 * second, "by second {second}: {seen:?}");
+        harness.advance(std::time::Duration::from_secs(1));
+    }
+    for i in 0..20 {
+        harness.settle_in(&format!("rated-{i}"), "Processed").await;
+    }
+    assert_eq!(harness.calls("drone").await, 20);
+}
+
+/// The calls `service` has had, once they stop changing for a while.
+async fn settled_calls(harness: &Harness, service: &str) -> u64 {
+    let mut last = harness.calls(service).await;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let now = harness.calls(service).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
