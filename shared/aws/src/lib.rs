@@ -33,6 +33,7 @@ use crate::store::DynamoStore;
 pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, StartError> {
     let (queues, sqs) = sas_lambda::queues(config, sdk)?;
     let workflows = sas_lambda::workflows(config.workflows_dir.as_deref())?;
+    workflows.limit_services(&config.services);
     let dead_letters = Arc::clone(&sqs);
     let ports = Ports {
         store: Arc::new(DynamoStore::new(sdk, config.table.clone())),

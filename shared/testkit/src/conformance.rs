@@ -10,8 +10,10 @@ use sas_core::ports::{
     Consumer, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore, StoreError,
 };
 use sas_domain::decide::submit;
+use sas_domain::flow::{Admission, CallRef, Gate, GateRef, Limit, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_DELAY;
+use sas_domain::messages::Operation;
 use sas_domain::submission::Submission;
 use sas_domain::task::{EarlierInput, Order, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -34,7 +36,7 @@ pub struct WorkQueue {
 }
 
 /// The state store's conformance: conditional writes and transactions, the sweep's
-/// reads, listings and workflow versions.
+/// reads, listings, workflow versions and gates.
 ///
 /// # Panics
 /// Where the store does not conform.
@@ -43,6 +45,7 @@ pub async fn state_store(store: &dyn StateStore) {
     the_sweep_reads_expired_leases_only(store).await;
     a_pass_reads_each_expired_lease_once(store).await;
     workflow_versions_are_kept(store).await;
+    gates_are_versioned_and_their_lines_ordered(store).await;
 }
 
 /// Both suites, on a backend that is its own store, sender and consumer.
@@ -481,4 +484,82 @@ async fn queues_behave_like_sqs(under_test: &WorkQueue) {
         dead[0].body, "poison",
         "after maxReceiveCount receives, in the dead-letter queue"
     );
+}
+
+/// A gate's state is written on condition of its version; its line is read in the
+/// order of positions (then calls), a call put in it twice is there once, and the
+/// calls a write takes leave it in the same transaction.
+async fn gates_are_versioned_and_their_lines_ordered(store: &dyn StateStore) {
+    let gate = "service:conformance/c-1";
+    let (fresh, line) = store.gate(gate, 10).await.expect("a gate never written");
+    assert_eq!(fresh, Gate::default());
+    assert!(line.is_empty());
+    let limit: Limit =
+        serde_json::from_value(serde_json::json!({"max_concurrency": 2})).expect("a limit");
+    let waiter = |task: &str, position: i64| Waiter {
+        admission: Admission {
+            call: CallRef {
+                task_id: TaskId::parse(task).expect("id"),
+                run: 1,
+                step: 3,
+                attempt: 1,
+                operation: Operation::Call,
+            },
+            gates: vec![GateRef {
+                name: gate.to_owned(),
+                limit: limit.clone(),
+            }],
+            position: Timestamp(position),
+            hold: Duration::from_secs(15),
+        },
+        at: 0,
+    };
+    let (late, early, tied) = (
+        waiter("late", 3_000),
+        waiter("early", 1_000),
+        waiter("tied", 3_000),
+    );
+    for queued in [&late, &early, &tied, &late] {
+        store.enqueue(queued).await.expect("in line");
+    }
+    let (_, line) = store.gate(gate, 10).await.expect("read");
+    assert_eq!(
+        line,
+        [early.clone(), late.clone(), tied.clone()],
+        "by position, then call"
+    );
+    let (_, first) = store.gate(gate, 1).await.expect("read");
+    assert_eq!(first, [early.clone()]);
+
+    let mut state = Gate::default();
+    state
+        .holders
+        .insert(early.admission.call.id(), Timestamp(16_000));
+    store
+        .update_gate(gate, &state, std::slice::from_ref(&early))
+        .await
+        .expect("the first write");
+    assert!(
+        matches!(
+            store.update_gate(gate, &state, &[]).await,
+            Err(StoreError::Conflict)
+        ),
+        "a write from the same version read loses"
+    );
+    let (written, line) = store.gate(gate, 10).await.expect("read");
+    assert_eq!(written.version, 1);
+    assert_eq!(written.holders, state.holders);
+    assert_eq!(
+        line,
+        [late.clone(), tied.clone()],
+        "the call taken has left the line"
+    );
+    let mut next = written.clone();
+    next.holders.clear();
+    store
+        .update_gate(gate, &next, &[late, tied])
+        .await
+        .expect("a write from the version read");
+    let (last, line) = store.gate(gate, 10).await.expect("read");
+    assert_eq!((last.version, last.holders.len(), line.len()), (2, 0, 0));
 }
