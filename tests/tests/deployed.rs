@@ -511,6 +511,39 @@ async fn a_refund_is_approved_by_its_token_through_the_deployed_api_and_a_task_p
     );
 }
 
+/// Flow control on the deployed stack: the drone service limited to 2 calls at once
+/// (in `ServiceUrls`) sees no 3rd from 8 tasks submitted at once, across the
+/// scheduler's concurrent invocations, under IAM (a call taken off its gate's line is
+/// the only delete the functions may make).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_limited_to_2_calls_at_once_sees_no_3rd_across_the_deployed_functions() {
+    let remote = Remote::start(true).await;
+    let mut services = json!(sas_tests::aws::service_urls(&remote.url));
+    services["drone"] = json!({ "url": format!("{}/drone", remote.url), "max_concurrency": 2 });
+    let services = services.to_string();
+    let stack =
+        Deployment::with_services_and(&remote, &[("AuthMode", "NONE"), ("ServiceUrls", &services)])
+            .await;
+    remote.mocks.set_faults(
+        "drone",
+        serde_json::from_value(json!({ "latency_ms": 300 })).expect("faults"),
+    );
+    let ids: Vec<String> = (0..8).map(|i| format!("limited-{i}")).collect();
+    for id in &ids {
+        put_task(&stack, id, &readme_delivery()).await;
+    }
+    for id in &ids {
+        let task = wait_for_task(&stack, id, "Processed", Duration::from_secs(120), |t| {
+            t["state"] == "Processed"
+        })
+        .await;
+        assert_eq!(task["steps"][3]["failure_count"], 0, "{task}");
+    }
+    let peak = remote.mocks.concurrency()["drone"].peak;
+    assert!(peak <= 2, "the drone service saw {peak} calls at once");
+    assert_eq!(remote.mocks.calls()["drone"], 8);
+}
+
 async fn cut_scheduler_visibility(stack: &Deployment, seconds: u32) {
     aws_sdk_sqs::Client::new(&stack.sdk)
         .set_queue_attributes()

@@ -416,6 +416,17 @@ export class SchedulerAgentSupervisor extends Construct {
       [table],
     );
     allow(supervisor, ["dynamodb:Query"], [`${table}/index/expiry`]);
+    // DeleteItem: a call taken off its gate's line as it is given its slot (flow
+    // control), in the transaction that writes the gate; nothing else.
+    for (const target of [submission, scheduler, supervisor]) {
+      target.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ["dynamodb:DeleteItem"],
+          resources: [table],
+          conditions: { "ForAllValues:StringLike": { "dynamodb:LeadingKeys": ["GATE#*"] } },
+        }),
+      );
+    }
     // Runs, and the deadline messages of the leases taken (the scheduler's to itself).
     for (const target of [submission, scheduler, supervisor]) {
       allow(target, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
