@@ -529,7 +529,7 @@ async fn gates_are_versioned_and_their_lines_ordered(store: &dyn StateStore) {
         "by position, then call"
     );
     let (_, first) = store.gate(gate, 1).await.expect("read");
-    assert_eq!(first, [early.clone()]);
+    assert_eq!(first, std::slice::from_ref(&early));
 
     let mut state = Gate::default();
     state
