@@ -576,7 +576,17 @@ impl StateStore for FaultyStore {
         taken: &[Waiter],
     ) -> Result<(), StoreError> {
         self.write("a gate's update", async || {
-            self.inner.update_gate(name, gate, taken).await
+            self.inner.update_gate(name, gate, taken).await?;
+            // A gate gives no more slots than its limit: those held and not past.
+            let now = self.world.world().clock.now();
+            let held = gate.holders.values().filter(|until| **until > now).count();
+            let max = taken.first().and_then(|w| w.gate()?.limit.max_concurrency);
+            if let Some(max) = max.filter(|max| held > *max as usize) {
+                self.world.violation(format!(
+                    "gate {name} gave {held} slots, over its limit of {max}"
+                ));
+            }
+            Ok(())
         })
         .await
     }
@@ -667,11 +677,66 @@ struct SimRemote {
     outages: Mutex<HashMap<String, Timestamp>>,
     /// The callback tokens of the calls applied, in the order they came.
     tokens: Mutex<Vec<String>>,
+    /// The services limited to so many calls at once, and the calls each has in
+    /// progress, by idempotency key (a request delivered twice at once is one call,
+    /// twice): never more.
+    limits: HashMap<String, u32>,
+    in_flight: Mutex<HashMap<String, HashMap<String, u32>>>,
+}
+
+/// A call in progress at a simulated service, counted while it lives.
+struct InFlight<'a> {
+    remote: &'a SimRemote,
+    service: String,
+    key: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut all = self
+            .remote
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let calls = all.entry(self.service.clone()).or_default();
+        if let Some(count) = calls.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                calls.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl SimRemote {
     fn applied(&self) -> MutexGuard<'_, BTreeMap<(String, String), Applied>> {
         self.applied.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a call of `service` under `key` in progress, checking its limit.
+    fn enter(&self, service: &str, key: &str) -> InFlight<'_> {
+        let mut all = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let calls = all.entry(service.to_owned()).or_default();
+        *calls.entry(key.to_owned()).or_default() += 1;
+        let now = calls.len();
+        if let Some(limit) = self
+            .limits
+            .get(service)
+            .filter(|limit| now > **limit as usize)
+        {
+            drop(all);
+            self.world.violation(format!(
+                "service {service} had {now} calls at once, over its limit of {limit}"
+            ));
+        }
+        InFlight {
+            remote: self,
+            service: service.to_owned(),
+            key: key.to_owned(),
+        }
     }
 
     fn tokens(&self) -> Vec<String> {
@@ -685,6 +750,7 @@ impl SimRemote {
 #[async_trait]
 impl RemoteCall for SimRemote {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        let _in_flight = self.enter(&request.service, &request.idempotency_key);
         self.world.interleave().await;
         let payload = request.payload.value();
         let task = payload["task_id"].as_str().unwrap_or_default().to_owned();
@@ -781,6 +847,9 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
             0..=5 => step["compensation"] = json!(format!("/{name}/undo")),
             6..=7 => step["read_only"] = json!(true),
             _ => {}
+        }
+        if random.usize(0..8) == 0 {
+            step["limit"] = json!({"max_concurrency": random.usize(1..3)});
         }
         if random.usize(0..6) == 0 {
             let timeout = random.usize(5..60);
@@ -883,6 +952,19 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
     })
 }
 
+/// Some of the simulated services (and the drone's) limited to one to three calls at
+/// once, at random.
+fn service_limits(random: &mut fastrand::Rng) -> HashMap<String, u32> {
+    ["svc1", "svc2", "svc3", "drone"]
+        .into_iter()
+        .filter_map(|service| {
+            let limited = random.bool();
+            let max = random.u32(1..4);
+            limited.then(|| (service.to_owned(), max))
+        })
+        .collect()
+}
+
 /// The simulated system.
 struct Sim {
     world: Shared,
@@ -942,6 +1024,17 @@ impl Sim {
             world.note(format!("generated workflow: {}", generated.source));
             workflows.add(generated).expect("a new workflow");
         }
+        let limits = service_limits(&mut world.world().random);
+        world.note(format!("services limited to calls at once: {limits:?}"));
+        let settings: HashMap<String, sas_domain::services::Service> = limits
+            .iter()
+            .map(|(service, max)| {
+                let json = json!({ service: { "url": "sim", "max_concurrency": max } });
+                let parsed = sas_domain::services::parse(&json.to_string()).expect("valid");
+                (service.clone(), parsed[service].clone())
+            })
+            .collect();
+        workflows.limit_services(&settings);
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),
             world: world.clone(),
@@ -969,6 +1062,8 @@ impl Sim {
             refused: Mutex::new(BTreeSet::new()),
             outages: Mutex::new(HashMap::new()),
             tokens: Mutex::new(Vec::new()),
+            limits,
+            in_flight: Mutex::new(HashMap::new()),
         });
         let step_caller = Arc::new(StepCaller::new(
             Arc::clone(&remote) as _,
@@ -1184,13 +1279,15 @@ impl Sim {
         }
         // Half the callers ask for notifications; some tasks start later.
         let notify = self.world.chance(0.5).then_some(CALLERS);
+        let priority = 1 + self.world.below(5);
         let start_at = self.world.chance(0.1).then(|| {
             let later = Duration::from_secs(self.world.world().random.u64(1..60));
             self.clock.now().plus(later).0
         });
         self.submitted.push((
             id.clone(),
-            json!({"workflow": workflow, "input": input, "notify": notify, "start_at": start_at}),
+            json!({"workflow": workflow, "input": input, "notify": notify, "start_at": start_at,
+                   "priority": priority}),
         ));
         self.submit_again(n).await;
     }
@@ -1208,7 +1305,10 @@ impl Sim {
             parent: None,
             pinned: Default::default(),
             start_at: request["start_at"].as_i64().map(Timestamp),
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
+            priority: request["priority"]
+                .as_u64()
+                .and_then(|p| u8::try_from(p).ok())
+                .unwrap_or(sas_domain::flow::DEFAULT_PRIORITY),
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();
