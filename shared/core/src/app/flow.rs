@@ -16,8 +16,9 @@ use sas_domain::time::Timestamp;
 
 use super::App;
 
-/// The most calls one pass of a gate gives slots to.
-const GRANTS_A_PASS: usize = 100;
+/// The most calls one pass of a gate reads and gives slots to (a gate with more slots
+/// free passes again).
+const GRANTS_A_PASS: usize = 10;
 /// The tries at a gate that other writers keep changing, before the pass is left to
 /// the next release, tick or recheck.
 const TRIES: usize = 8;
@@ -48,7 +49,7 @@ impl App {
         let id = call.id();
         for gate in gates {
             let released = self
-                .change_gate(gate, |state, _| {
+                .change_gate(gate, 0, |state, _| {
                     state.holders.remove(&id).map(|_| Vec::new())
                 })
                 .await;
@@ -63,9 +64,19 @@ impl App {
     /// on (to their next gate, or sent). When the rate is what holds the line, a
     /// message comes back when its next token does.
     pub(super) async fn move_line(&self, gate: &str) {
+        loop {
+            if !self.move_line_once(gate).await {
+                return;
+            }
+        }
+    }
+
+    /// One pass of [`Self::move_line`]: whether a full pass went through, and
+    /// another may.
+    async fn move_line_once(&self, gate: &str) -> bool {
         let now = self.clock.now();
         let passed = self
-            .change_gate(gate, |state, line| {
+            .change_gate(gate, GRANTS_A_PASS, |state, line| {
                 let limit = &line.first()?.gate()?.limit;
                 let open = state.open(limit, now, line.len());
                 let passing: Vec<Waiter> = line[..open].to_vec();
@@ -77,13 +88,13 @@ impl App {
             })
             .await;
         let (passed, left) = match passed {
-            Ok(Some(moved)) => moved,
-            Ok(None) => return,
+            Ok(moved) => moved,
             Err(error) => {
                 warn!(gate = %gate, error = %Chain(&error), "a gate's line did not move: the next release, tick or recheck moves it");
-                return;
+                return false;
             }
         };
+        let full = passed.len() == GRANTS_A_PASS;
         for waiter in passed {
             let next = Waiter {
                 at: waiter.at + 1,
@@ -104,34 +115,36 @@ impl App {
                 warn!(gate = %gate, error = %Chain(&error), "a gate's tick not sent: the next release or recheck moves its line");
             }
         }
+        full
     }
 
-    /// Changes gate `gate` as `change` says, given its state and the first of its
-    /// line (`None`: no change), on condition of its version, trying again while
-    /// other writers win: the calls that passed, and, when some are left waiting for
-    /// the rate's next token, when that comes.
+    /// Changes gate `gate` as `change` says, given its state and the `first` of its
+    /// line (`None` or no call passing: nothing to write), on condition of its
+    /// version, trying again while other writers win: the calls that passed, and,
+    /// when some are left waiting for the rate's next token, when that comes.
     async fn change_gate(
         &self,
         gate: &str,
+        first: usize,
         change: impl Fn(&mut Gate, &[Waiter]) -> Option<Vec<Waiter>>,
-    ) -> Result<Option<(Vec<Waiter>, Option<Timestamp>)>, StoreError> {
+    ) -> Result<(Vec<Waiter>, Option<Timestamp>), StoreError> {
         for _ in 0..TRIES {
-            let (mut state, line) = self.store.gate(gate, GRANTS_A_PASS).await?;
+            let (mut state, line) = self.store.gate(gate, first).await?;
+            let holders = state.holders.len();
             let Some(passing) = change(&mut state, &line) else {
-                return Ok(None);
+                return Ok((Vec::new(), None));
             };
-            let rate_bound = line.len() > passing.len()
-                && line
-                    .first()
-                    .and_then(Waiter::gate)
-                    .is_some_and(|g| g.limit.rate.is_some() && state.tokens < 1.0);
-            let next_token = line
-                .first()
-                .and_then(Waiter::gate)
-                .and_then(|g| state.next_token(&g.limit))
-                .filter(|_| rate_bound);
+            let limit = line.first().and_then(Waiter::gate).map(|g| &g.limit);
+            let next_token = limit
+                .filter(|limit| limit.rate.is_some() && state.tokens < 1.0)
+                .filter(|_| line.len() > passing.len())
+                .and_then(|limit| state.next_token(limit));
+            if passing.is_empty() && state.holders.len() == holders {
+                // Nothing passes and nothing was given back: no write.
+                return Ok((passing, next_token));
+            }
             match self.store.update_gate(gate, &state, &passing).await {
-                Ok(()) => return Ok(Some((passing, next_token))),
+                Ok(()) => return Ok((passing, next_token)),
                 Err(StoreError::Conflict) => {}
                 Err(error) => return Err(error),
             }
