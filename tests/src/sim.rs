@@ -1848,7 +1848,7 @@ fn describe(body: &str) -> String {
             r.task_id, r.step, r.attempt, r.operation
         ),
         Ok(SchedulerMessage::Submit(b)) => format!("Submit {}", b.submission.id),
-        Ok(SchedulerMessage::Granted(call)) => format!("Granted {}", call.id()),
+        Ok(SchedulerMessage::Granted(grant)) => format!("Granted {}", grant.call.id()),
         Ok(SchedulerMessage::Gate { gate }) => format!("Gate {gate}"),
         Err(_) => "undecodable".into(),
     }

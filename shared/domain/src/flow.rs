@@ -233,6 +233,16 @@ impl CallRef {
     }
 }
 
+/// A call given a slot of each of its gates, which it holds until `until` at the
+/// earliest: its agent must be done by then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Grant {
+    /// The call.
+    pub call: CallRef,
+    /// When its first slot to lapse does, a lost release made good.
+    pub until: Timestamp,
+}
+
 /// A gate a call passes: its name (with its key's value) and its limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateRef {
@@ -281,6 +291,9 @@ pub struct Waiter {
     pub admission: Admission,
     /// The gate whose line it is in, by index among its gates.
     pub at: usize,
+    /// When the first of the slots it holds already (of the gates before) lapses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<Timestamp>,
 }
 
 impl Waiter {

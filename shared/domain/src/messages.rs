@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use super::ids::TaskId;
 use super::task::{Task, TaskState};
 use super::workflow::RetryPolicy;
-use crate::flow::CallRef;
+use crate::flow::Grant;
 use crate::time::Timestamp;
 
 /// What the scheduler consumes: its own queue and the agents' responses.
@@ -36,7 +36,7 @@ pub enum SchedulerMessage {
     /// A child task has ended: its parent's step counts it.
     ChildEnded(ChildEnded),
     /// A call waiting for its gates' slots has them: it is sent.
-    Granted(CallRef),
+    Granted(Grant),
     /// A gate's rate has a token again: its line moves on.
     Gate {
         /// The gate, by name.

@@ -513,6 +513,7 @@ async fn gates_are_versioned_and_their_lines_ordered(store: &dyn StateStore) {
             hold: Duration::from_secs(15),
         },
         at: 0,
+        held_until: None,
     };
     let (late, early, tied) = (
         waiter("late", 3_000),

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tracing::warn;
 
 use crate::ports::{Chain, Outgoing, OutgoingMessage, StoreError};
-use sas_domain::flow::{Admission, CallRef, Gate, Waiter};
+use sas_domain::decide::SLOT_RECHECK;
+use sas_domain::flow::{Admission, CallRef, Gate, Grant, Waiter};
 use sas_domain::messages::SchedulerMessage;
 use sas_domain::time::Timestamp;
 
@@ -26,7 +27,11 @@ const TRIES: usize = 8;
 impl App {
     /// Puts a call in the line of its first gate, and moves that line on.
     pub(super) async fn admit(&self, admission: Admission) {
-        let waiter = Waiter { admission, at: 0 };
+        let waiter = Waiter {
+            admission,
+            at: 0,
+            held_until: None,
+        };
         self.line_up(waiter).await;
     }
 
@@ -34,7 +39,8 @@ impl App {
     /// left is granted.
     async fn line_up(&self, waiter: Waiter) {
         let Some(gate) = waiter.gate().map(|g| g.name.clone()) else {
-            return self.grant(&waiter.admission.call).await;
+            let until = waiter.held_until.unwrap_or(Timestamp(i64::MAX));
+            return self.grant(&waiter.admission.call, until).await;
         };
         if let Err(error) = self.store.enqueue(&waiter).await {
             warn!(task_id = %waiter.admission.call.task_id, gate = %gate, error = %Chain(&error), "a call not put in its gate's line: the supervisor asks again");
@@ -78,13 +84,27 @@ impl App {
         let passed = self
             .change_gate(gate, GRANTS_A_PASS, |state, line| {
                 let limit = &line.first()?.gate()?.limit;
-                let open = state.open(limit, now, line.len());
-                let passing: Vec<Waiter> = line[..open].to_vec();
-                for waiter in &passing {
-                    let until = now.plus(waiter.admission.hold);
-                    state.take(limit, waiter.admission.call.id(), until);
+                // A call that holds a slot already (asked again, its turn lost) passes
+                // on it, its hold renewed; the others take the slots open, in order.
+                let (holding, waiting): (Vec<&Waiter>, Vec<&Waiter>) = line
+                    .iter()
+                    .partition(|w| state.holders.contains_key(&w.admission.call.id()));
+                for waiter in &holding {
+                    state
+                        .holders
+                        .insert(waiter.admission.call.id(), hold_until(waiter, now));
                 }
-                Some(passing)
+                let open = state.open(limit, now, waiting.len());
+                for waiter in &waiting[..open] {
+                    state.take(limit, waiter.admission.call.id(), hold_until(waiter, now));
+                }
+                Some(
+                    holding
+                        .into_iter()
+                        .chain(waiting[..open].iter().copied())
+                        .cloned()
+                        .collect(),
+                )
             })
             .await;
         let (passed, left) = match passed {
@@ -96,8 +116,10 @@ impl App {
         };
         let full = passed.len() == GRANTS_A_PASS;
         for waiter in passed {
+            let until = hold_until(&waiter, now);
             let next = Waiter {
                 at: waiter.at + 1,
+                held_until: Some(waiter.held_until.map_or(until, |held| held.min(until))),
                 admission: waiter.admission,
             };
             self.line_up(next).await;
@@ -152,17 +174,31 @@ impl App {
         Err(StoreError::Conflict)
     }
 
-    /// Tells the scheduler that `call` has its slots.
-    async fn grant(&self, call: &CallRef) {
+    /// Tells the scheduler that `call` has its slots, until `until`.
+    async fn grant(&self, call: &CallRef, until: Timestamp) {
+        let grant = Grant {
+            call: call.clone(),
+            until,
+        };
         let message = Outgoing {
             queue: self.names.scheduler.clone(),
-            message: OutgoingMessage::json(
-                &SchedulerMessage::Granted(call.clone()),
-                Duration::ZERO,
-            ),
+            message: OutgoingMessage::json(&SchedulerMessage::Granted(grant), Duration::ZERO),
         };
         if let Err(error) = self.send(vec![message]).await {
             warn!(task_id = %call.task_id, error = %Chain(&error), "a grant not sent: its slots come back when their hold ends, and its wait is asked for again");
         }
     }
+}
+
+/// Until when `waiter`, passing its gate now, holds its slot: its call's hold at its
+/// last gate; at an earlier one, while it may wait at the next ones too (its wait is
+/// asked for again, and the hold renewed, every [`SLOT_RECHECK`]).
+fn hold_until(waiter: &Waiter, now: Timestamp) -> Timestamp {
+    let last = waiter.at + 1 >= waiter.admission.gates.len();
+    let waits_on = if last {
+        Duration::ZERO
+    } else {
+        SLOT_RECHECK * 2
+    };
+    now.plus(waiter.admission.hold + waits_on)
 }

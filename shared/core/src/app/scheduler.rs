@@ -143,7 +143,7 @@ impl App {
             }
             SchedulerMessage::Response(response) => &response.task_id,
             SchedulerMessage::ChildEnded(ended) => &ended.task_id,
-            SchedulerMessage::Granted(call) => &call.task_id,
+            SchedulerMessage::Granted(grant) => &grant.call.task_id,
             SchedulerMessage::Gate { gate } => {
                 self.move_line(gate).await;
                 return Ok(Handled::GateMoved);
@@ -173,8 +173,8 @@ impl App {
                     SchedulerMessage::ChildEnded(ended) => {
                         decide::on_child_ended(task, workflow, order, ended, now)
                     }
-                    SchedulerMessage::Granted(call) => {
-                        decide::on_granted(task, workflow, order, call, now)
+                    SchedulerMessage::Granted(grant) => {
+                        decide::on_granted(task, workflow, order, grant, now)
                     }
                     // Handled above, before any task is read.
                     SchedulerMessage::Submit(_) | SchedulerMessage::Gate { .. } => {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::flow::{Admission, CallRef, GateRef, Limit, line_position};
+use crate::flow::{Admission, CallRef, GateRef, Grant, Limit, line_position};
 use crate::messages::Operation;
 use crate::task::{Happened, Order, StepState, Task, Waiting};
 use crate::time::Timestamp;
@@ -149,9 +149,10 @@ pub fn on_granted(
     task: &Task,
     workflow: &Workflow,
     order: &Order,
-    granted: &CallRef,
+    grant: &Grant,
     now: Timestamp,
 ) -> Decision {
+    let granted = &grant.call;
     let step = task.steps.get(granted.step);
     let waits = task.run == granted.run
         && step.is_some_and(|s| {
@@ -190,6 +191,19 @@ pub fn on_granted(
     };
     let index = granted.step;
     let mut change = Change::of(task, now);
+    // The call must be done before its first slot lapses: a grant that came too late
+    // (its message delayed) is asked for again, the slots it still holds renewed.
+    let Some(within) = grant
+        .until
+        .0
+        .checked_sub(millis(HOLD_MARGIN))
+        .map(Timestamp)
+        .filter(|within| *within > now)
+    else {
+        change.admit_again(workflow, order, index);
+        change.hold(workflow);
+        return change.done(Verdict::SlotsAskedAgain);
+    };
     let held = call
         .gates(&workflow.name, &step.name, &order.input)
         .into_iter()
@@ -200,7 +214,9 @@ pub fn on_granted(
     waiting.slots = held;
     waiting.waited_ms = Some(u64::try_from(since.until(now).as_millis()).unwrap_or(u64::MAX));
     match change.request(call, index, order, granted.operation, granted.attempt) {
-        Ok((path, payload)) => change.send(call, index, granted.operation, path, payload),
+        Ok((path, payload)) => {
+            change.send(call, index, granted.operation, path, payload, within);
+        }
         Err(error) => {
             change.record(
                 index,
@@ -212,4 +228,9 @@ pub fn on_granted(
     }
     change.hold(workflow);
     change.done(Verdict::Granted)
+}
+
+/// `duration` in whole milliseconds, saturating.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

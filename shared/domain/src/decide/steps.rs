@@ -212,7 +212,7 @@ impl Change {
         self.begin(index, operation);
         let gates = call.gates(&workflow.name, &definition.name, &order.input);
         if gates.is_empty() {
-            self.send(call, index, operation, path, payload);
+            self.send(call, index, operation, path, payload, Timestamp(i64::MAX));
         } else {
             self.queue(call, index, operation, gates);
         }
@@ -287,7 +287,8 @@ impl Change {
     }
 
     /// Sends step `index`'s operation, begun, to its agent, with `path` and
-    /// `payload`: it must be done a complete-by from now.
+    /// `payload`: it must be done a complete-by from now, and by `within` (when its
+    /// gates' slots lapse).
     pub(super) fn send(
         &mut self,
         call: &CallStep,
@@ -295,8 +296,9 @@ impl Change {
         operation: Operation,
         path: String,
         payload: Payload,
+        within: Timestamp,
     ) {
-        let complete_by = self.now.plus(call.complete_by);
+        let complete_by = self.now.plus(call.complete_by).min(within);
         let task = &mut self.task;
         let step = &mut task.steps[index];
         step.complete_by = Some(complete_by);

@@ -2,7 +2,7 @@
 //! complete-by from then), their slots given back when they end.
 
 use super::*;
-use crate::flow::{Admission, CallRef};
+use crate::flow::{Admission, CallRef, Grant};
 use crate::task::Waiting;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -40,6 +40,14 @@ fn released(decision: &Decision) -> Vec<(&CallRef, &Vec<String>)> {
             _ => None,
         })
         .collect()
+}
+
+/// `call` given its slots at `at`, held its budget and a margin.
+fn grant(call: &CallRef, at: Timestamp) -> Grant {
+    Grant {
+        call: call.clone(),
+        until: at.plus(Duration::from_secs(15)),
+    }
 }
 
 /// A task of `workflow`, with priority `priority`, claimed: its claim.
@@ -91,7 +99,7 @@ fn a_limited_call_waits_for_its_slot_and_its_complete_by_starts_when_given_it() 
 
     let later = recheck.plus(SECOND);
     let call = admission.call.clone();
-    let granted = on_granted(&task, &workflow, &order, &call, later);
+    let granted = on_granted(&task, &workflow, &order, &grant(&call, later), later);
     assert_eq!(granted.verdict, Verdict::Granted);
     let request = dispatched(&granted)[0].clone();
     assert_eq!(request.complete_by, later.plus(Duration::from_secs(10)));
@@ -100,7 +108,7 @@ fn a_limited_call_waits_for_its_slot_and_its_complete_by_starts_when_given_it() 
     assert_eq!(a.waiting, None);
     assert_eq!(a.slots, ["step:limited/a/c-1"]);
     assert_eq!(a.waited_ms, Some(301_000));
-    let again = on_granted(&task, &workflow, &order, &call, later);
+    let again = on_granted(&task, &workflow, &order, &grant(&call, later), later);
     assert_eq!(again.verdict, Verdict::GrantUnused, "a grant twice");
     assert!(
         released(&again).is_empty(),
@@ -134,7 +142,13 @@ fn a_later_priority_stands_further_back_and_a_cancelled_call_gives_its_grant_bac
     };
     let cancelled = cancel(&task, &workflow, request, now).expect("cancelled");
     let task = cancelled.next.expect("written");
-    let granted = on_granted(&task, &workflow, &order, &admission.call, now.plus(SECOND));
+    let granted = on_granted(
+        &task,
+        &workflow,
+        &order,
+        &grant(&admission.call, now),
+        now.plus(SECOND),
+    );
     assert_eq!(granted.verdict, Verdict::GrantUnused);
     assert!(
         dispatched(&granted).is_empty(),
@@ -150,10 +164,47 @@ fn a_call_that_times_out_gives_its_slot_back() {
     let (claim, order) = claimed(&workflow, 3, now);
     let call = admitted(&claim)[0].call.clone();
     let task = claim.next.expect("claimed");
-    let granted = on_granted(&task, &workflow, &order, &call, now);
+    let granted = on_granted(&task, &workflow, &order, &grant(&call, now), now);
     let task = granted.next.expect("written");
     let expired = on_expired(&task, &workflow, &order, now.plus(Duration::from_secs(10)));
     assert_eq!(expired.verdict, Verdict::Retry);
     assert_eq!(released(&expired).len(), 1);
     assert!(expired.next.expect("written").steps[0].slots.is_empty());
+}
+
+#[test]
+fn a_grant_that_comes_late_bounds_its_call_by_its_slots_or_is_asked_for_again() {
+    let workflow = limited();
+    let now = Timestamp(1_000_000);
+    let (claim, order) = claimed(&workflow, 3, now);
+    let call = admitted(&claim)[0].call.clone();
+    let task = claim.next.expect("claimed");
+    // Given at `now`, its slot held until now + 15 s: taken 4 s late, the call has
+    // until now + 10 s, not 4 + 10.
+    let late = on_granted(
+        &task,
+        &workflow,
+        &order,
+        &grant(&call, now),
+        now.plus(4 * SECOND),
+    );
+    assert_eq!(
+        dispatched(&late)[0].complete_by,
+        now.plus(10 * SECOND),
+        "done before its slot lapses"
+    );
+    // Taken 11 s late: too late to call; asked for again, in its place.
+    let stale = on_granted(
+        &task,
+        &workflow,
+        &order,
+        &grant(&call, now),
+        now.plus(11 * SECOND),
+    );
+    assert_eq!(stale.verdict, Verdict::SlotsAskedAgain);
+    assert!(dispatched(&stale).is_empty());
+    assert_eq!(
+        admitted(&stale)[0].position,
+        now.plus(Duration::from_secs(60))
+    );
 }
