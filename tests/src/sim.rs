@@ -954,7 +954,7 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
 
 /// Some of the simulated services (and the drone's) limited to one to three calls at
 /// once, at random.
-fn service_limits(random: &mut fastrand::Rng) -> HashMap<String, u32> {
+fn service_limits(random: &mut fastrand::Rng) -> BTreeMap<String, u32> {
     ["svc1", "svc2", "svc3", "drone"]
         .into_iter()
         .filter_map(|service| {
@@ -1062,7 +1062,7 @@ impl Sim {
             refused: Mutex::new(BTreeSet::new()),
             outages: Mutex::new(HashMap::new()),
             tokens: Mutex::new(Vec::new()),
-            limits,
+            limits: limits.into_iter().collect(),
             in_flight: Mutex::new(HashMap::new()),
         });
         let step_caller = Arc::new(StepCaller::new(

@@ -11,6 +11,7 @@
 
 mod bodies;
 mod error;
+mod history;
 mod openapi;
 mod operator;
 mod routes;
