@@ -226,7 +226,8 @@ impl Change {
     /// Ends the waits of a task that is being undone: a timer or a callback waits no
     /// more. Each is timed out: a call whose callback it waited for has its effect in
     /// place, and is undone; a timer, or a wait that called nothing, has nothing to
-    /// undo.
+    /// undo. A call still in its gates' line that was never sent under its key (its
+    /// run's first attempt) is as though never begun: nothing to undo.
     pub(super) fn stop_waits(&mut self) {
         let waiting: Vec<usize> = self
             .task
@@ -234,6 +235,16 @@ impl Change {
             .filter(|&index| self.task.steps[index].waiting.is_some())
             .collect();
         for index in waiting {
+            let step = &mut self.task.steps[index];
+            let never_sent = matches!(step.waiting, Some(Waiting::Slot { .. }))
+                && step.state == StepState::Processing
+                && step.attempt == 1
+                && step.key_run == self.task.run;
+            if never_sent {
+                let name = std::mem::take(&mut step.name);
+                *step = crate::task::Step::new(&name);
+                continue;
+            }
             self.stop(index, "stopped while it waited: the task is being undone");
             self.waits_changed = true;
         }

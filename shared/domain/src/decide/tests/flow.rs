@@ -142,6 +142,20 @@ fn a_later_priority_stands_further_back_and_a_cancelled_call_gives_its_grant_bac
     };
     let cancelled = cancel(&task, &workflow, request, now).expect("cancelled");
     let task = cancelled.next.expect("written");
+    assert_eq!(
+        task.steps[0].state,
+        StepState::Pending,
+        "never sent: nothing to undo"
+    );
+    let undone = on_run(&task, &workflow, &order, "s2", now);
+    assert!(
+        dispatched(&undone).is_empty(),
+        "no compensation of a call never made"
+    );
+    assert_eq!(
+        undone.next.as_ref().map(|t| t.state),
+        Some(TaskState::Error)
+    );
     let granted = on_granted(
         &task,
         &workflow,
