@@ -128,6 +128,25 @@ async fn wait_text(browser: &Client, css: &str, done: impl Fn(&str) -> bool) -> 
     }
 }
 
+/// Clicks the element at `css`, found again if the page re-renders it between its
+/// finding and the click (a stale element), within the patience.
+async fn click(browser: &Client, css: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let clicked = match browser.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await.map(drop),
+            Err(error) => Err(error),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(error) if tokio::time::Instant::now() >= deadline => {
+                panic!("'{css}' could not be clicked: {error}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 /// The console's page of `workflow`, once it shows `expected`: its text.
 async fn workflow_page(browser: &Client, console: &str, workflow: &str, expected: &str) -> String {
     browser
@@ -170,13 +189,7 @@ async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_proc
     let row = "tr[data-task-id='refused-delivery']";
     wait_text(&browser, row, |t| t.contains("create-delivery")).await;
     screenshot(&browser, "1-tasks-in-error.png").await;
-    browser
-        .find(Locator::Css(row))
-        .await
-        .expect("the row")
-        .click()
-        .await
-        .expect("opened");
+    click(&browser, row).await;
 
     // Its page: the delivery failed, the package and the drone were undone.
     wait_text(&browser, "#task-id", |t| t == "refused-delivery").await;
@@ -217,13 +230,7 @@ async fn an_operator_finds_a_failed_task_sees_it_undone_and_resubmits_it_to_proc
     screenshot(&browser, "2-failed-task-undone.png").await;
 
     // Resubmitted from the page, it runs again and the page shows it Processed.
-    browser
-        .find(Locator::Css("#resubmit"))
-        .await
-        .expect("the resubmit button")
-        .click()
-        .await
-        .expect("resubmitted");
+    click(&browser, "#resubmit").await;
     wait_text(&browser, "#task-state", |t| t == "Processed").await;
     let task = harness.task("refused-delivery").await;
     assert_eq!(
@@ -362,13 +369,7 @@ async fn an_order_shows_its_parcels_progress_lists_them_and_opens_one_and_its_pa
     screenshot(&browser, "7-map-progress.png").await;
 
     // One click to its children, each a child task of ship-parcel, by item.
-    browser
-        .find(Locator::Css(&format!("{map} a.button")))
-        .await
-        .expect("the children link")
-        .click()
-        .await
-        .expect("opened");
+    click(&browser, &format!("{map} a.button")).await;
     let listed = wait_text(&browser, "#children", |t| {
         t.contains("order-9~deliver-each~2")
     })
@@ -387,15 +388,11 @@ async fn an_order_shows_its_parcels_progress_lists_them_and_opens_one_and_its_pa
     screenshot(&browser, "8-children.png").await;
 
     // A child opens like any task, and names its parent, which opens in turn.
-    browser
-        .find(Locator::Css(
-            "#children tr[data-task-id='order-9~deliver-each~1']",
-        ))
-        .await
-        .expect("the second parcel")
-        .click()
-        .await
-        .expect("opened");
+    click(
+        &browser,
+        "#children tr[data-task-id='order-9~deliver-each~1']",
+    )
+    .await;
     wait_text(&browser, "#task-id", |t| t == "order-9~deliver-each~1").await;
     wait_text(&browser, "#task-state", |t| t == "Processed").await;
     let parent = wait_text(&browser, "#parent", |t| t.contains("order-9")).await;
@@ -405,24 +402,12 @@ async fn an_order_shows_its_parcels_progress_lists_them_and_opens_one_and_its_pa
     })
     .await;
     screenshot(&browser, "9-child.png").await;
-    browser
-        .find(Locator::Css("#parent a.mono"))
-        .await
-        .expect("the parent's link")
-        .click()
-        .await
-        .expect("opened");
+    click(&browser, "#parent a.mono").await;
     wait_text(&browser, "#task-id", |t| t == "order-9").await;
     // Back on the child, its step lists it among its siblings, from its own item.
     browser.back().await.expect("back to the child");
     wait_text(&browser, "#parent", |t| t.contains("item 1")).await;
-    browser
-        .find(Locator::Css("#parent a:not(.mono)"))
-        .await
-        .expect("the step's link")
-        .click()
-        .await
-        .expect("opened");
+    click(&browser, "#parent a:not(.mono)").await;
     let siblings = wait_text(&browser, "#children", |t| t.contains("deliver-each~1")).await;
     assert!(
         !siblings.contains("deliver-each~0") && siblings.contains("deliver-each~2"),
@@ -489,7 +474,7 @@ async fn an_orders_children_are_listed_fifty_a_page() {
     let items = |page: &str| page.matches("big-order~deliver-each~").count();
     assert_eq!(items(&first), 50, "{first}");
     assert!(!first.contains("~50"), "{first}");
-    let click = async |css: &str| {
+    let click_enabled = async |css: &str| {
         let button = browser.find(Locator::Css(css)).await.expect(css);
         assert_eq!(
             button.attr("disabled").await.expect("its state"),
@@ -498,7 +483,7 @@ async fn an_orders_children_are_listed_fifty_a_page() {
         );
         button.click().await.expect("clicked");
     };
-    click("#next").await;
+    click_enabled("#next").await;
     let second = wait_text(&browser, "#children", |t| {
         t.contains("big-order~deliver-each~51")
     })
@@ -512,7 +497,7 @@ async fn an_orders_children_are_listed_fifty_a_page() {
         last.attr("disabled").await.expect("its state").is_some(),
         "no page after"
     );
-    click("#first").await;
+    click_enabled("#first").await;
     wait_text(&browser, "#children", |t| {
         t.contains("big-order~deliver-each~0 ")
     })
@@ -545,19 +530,10 @@ async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() 
     })
     .await;
 
-    let click = async |css: &str| {
-        browser
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|_| panic!("{css} on the page"))
-            .click()
-            .await
-            .expect("clicked");
-    };
-    click("#pause").await;
+    click(&browser, "#pause").await;
     wait_text(&browser, "#paused", |t| t.starts_with("by operator")).await;
     screenshot(&browser, "waits-1-paused.png").await;
-    click("#resume").await;
+    click(&browser, "#resume").await;
     wait_text(&browser, "#pause", |t| t == "Pause").await;
 
     let output = browser
@@ -570,7 +546,7 @@ async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() 
         .await
         .expect("typed");
     screenshot(&browser, "waits-2-approving.png").await;
-    click(&format!("{approve} .approve")).await;
+    click(&browser, &format!("{approve} .approve")).await;
     wait_text(&browser, "#task-state", |t| t == "Processed").await;
     wait_text(&browser, approve, |t| t.contains("Processed")).await;
     let task = harness.task("refund-approved").await;
@@ -588,7 +564,7 @@ async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() 
         .send_keys("no receipt")
         .await
         .expect("typed");
-    click(&format!("{approve} .reject")).await;
+    click(&browser, &format!("{approve} .reject")).await;
     wait_text(&browser, "#task-state", |t| t == "Error").await;
     wait_text(&browser, approve, |t| t.contains("no receipt")).await;
     screenshot(&browser, "waits-3-rejected.png").await;
