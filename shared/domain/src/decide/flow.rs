@@ -54,7 +54,7 @@ impl Change {
         gates: Vec<(String, &Limit)>,
     ) {
         self.effects.push(Effect::Admit(Admission {
-            call: self.call_ref(index, operation),
+            call: call_of(&self.task, index, operation),
             gates: gates
                 .into_iter()
                 .map(|(name, limit)| GateRef {
@@ -83,17 +83,6 @@ impl Change {
         self.admit(call, index, operation, since, gates);
     }
 
-    /// The call step `index` is making now.
-    fn call_ref(&self, index: usize, operation: Operation) -> CallRef {
-        CallRef {
-            task_id: self.task.id.clone(),
-            run: self.task.run,
-            step: index,
-            attempt: self.task.steps[index].attempt,
-            operation,
-        }
-    }
-
     /// Gives back the slots of the calls `held` when the change began that have
     /// ended in it (answered, timed out, stopped, or another attempt begun).
     pub(super) fn release_ended_calls(&mut self, held: Vec<(CallRef, Vec<String>)>) {
@@ -120,16 +109,24 @@ pub(super) fn held_slots(task: &Task) -> Vec<(CallRef, Vec<String>)> {
         .enumerate()
         .filter(|(_, step)| !step.slots.is_empty())
         .map(|(index, step)| {
-            let call = CallRef {
-                task_id: task.id.clone(),
-                run: task.run,
-                step: index,
-                attempt: step.attempt,
-                operation: operation_of(step.state),
-            };
-            (call, step.slots.clone())
+            (
+                call_of(task, index, operation_of(step.state)),
+                step.slots.clone(),
+            )
         })
         .collect()
+}
+
+/// The call `task`'s step `index` makes now: its operation `operation`, in its
+/// current attempt.
+fn call_of(task: &Task, index: usize, operation: Operation) -> CallRef {
+    CallRef {
+        task_id: task.id.clone(),
+        run: task.run,
+        step: index,
+        attempt: task.steps[index].attempt,
+        operation,
+    }
 }
 
 /// The operation a running step's state says it makes.
