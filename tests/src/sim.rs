@@ -1428,18 +1428,25 @@ impl Sim {
         }
     }
 
-    /// The owner or an operator cancels a task, whatever its state.
-    async fn cancel_one(&mut self) {
+    /// A task at random, whatever its state, and who acts on it: its owner or an
+    /// operator.
+    fn any_task_and_actor(&self) -> Option<(Task, Actor)> {
         let tasks = self.memory.tasks();
-        let Some(task) = tasks.get(self.world.below(tasks.len())) else {
-            return;
-        };
-        *self.world.world().faults.entry("cancel").or_default() += 1;
+        let task = tasks.get(self.world.below(tasks.len()))?.clone();
         let by = if self.world.chance(0.5) {
             Actor::Owner
         } else {
             Actor::Operator
         };
+        Some((task, by))
+    }
+
+    /// The owner or an operator cancels a task, whatever its state.
+    async fn cancel_one(&mut self) {
+        let Some((task, by)) = self.any_task_and_actor() else {
+            return;
+        };
+        *self.world.world().faults.entry("cancel").or_default() += 1;
         let outcome = self.schedulers[0].cancel(&task.id, self.request(by)).await;
         self.world.note(format!(
             "cancel {} ({:?}) -> {}",

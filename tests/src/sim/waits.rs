@@ -193,14 +193,8 @@ impl Sim {
 
     /// The owner or an operator pauses a task, or resumes a paused one.
     pub(super) async fn pause_or_resume_one(&mut self) {
-        let tasks = self.memory.tasks();
-        let Some(task) = tasks.get(self.world.below(tasks.len())) else {
+        let Some((task, by)) = self.any_task_and_actor() else {
             return;
-        };
-        let by = if self.world.chance(0.5) {
-            Actor::Owner
-        } else {
-            Actor::Operator
         };
         let scheduler = &self.schedulers[0];
         let (what, answer) = if task.paused.is_some() {

@@ -226,11 +226,7 @@ fn a_watch_that_passes_starts_the_running_children_again_without_a_failure() {
 #[test]
 fn a_cancel_cancels_the_running_children_and_their_ends_end_the_map() {
     let (workflow, task, order, _) = at_the_map(3, Timestamp(1_000));
-    let request = Request {
-        by: Actor::Owner,
-        at: Timestamp(1_500),
-        batch: None,
-    };
+    let request = asked_by(Actor::Owner, Timestamp(1_500));
     let cancelled = cancel(&task, &workflow, request, Timestamp(1_500)).expect("cancelled");
     assert_eq!(stopped(&cancelled), [0, 1]);
     let task = cancelled.next.expect("cancelling");

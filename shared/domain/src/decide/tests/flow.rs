@@ -135,11 +135,7 @@ fn a_later_priority_stands_further_back_and_a_cancelled_call_gives_its_grant_bac
     let admission = admitted(&claim)[0].clone();
     assert_eq!(admission.position, now.plus(Duration::from_secs(60)));
     let task = claim.next.expect("claimed");
-    let request = Request {
-        by: crate::task::Actor::Owner,
-        at: now,
-        batch: None,
-    };
+    let request = asked_by(crate::task::Actor::Owner, now);
     let cancelled = cancel(&task, &workflow, request, now).expect("cancelled");
     let task = cancelled.next.expect("written");
     assert_eq!(

@@ -125,6 +125,15 @@ fn output_of(bytes: usize) -> Outcome {
     }
 }
 
+/// A request of `by`'s at `at`, in no batch.
+fn asked_by(by: crate::task::Actor, at: Timestamp) -> Request {
+    Request {
+        by,
+        at,
+        batch: None,
+    }
+}
+
 fn operator(batch: Option<&str>) -> Request {
     Request {
         by: crate::task::Actor::Operator,

@@ -17,11 +17,7 @@ fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
     let claim = on_run(&task, &workflow, &order, "s1", now);
     let task = claim.next.clone().expect("claimed");
     let request = dispatched(&claim)[0].clone();
-    let by = |actor| Request {
-        by: actor,
-        at: now,
-        batch: None,
-    };
+    let by = |actor| asked_by(actor, now);
     let paused = pause(&task, &workflow, by(Actor::Owner), now).expect("paused");
     let task = paused.next.expect("written");
     assert!(task.paused.is_some());
@@ -63,11 +59,7 @@ fn a_paused_task_is_cancelled_and_a_task_being_undone_is_not_paused() {
     let order = order_at("x");
     let now = Timestamp(1_000_000);
     let (task, _, _) = submit(&workflow, submission(false), now);
-    let by = Request {
-        by: Actor::Owner,
-        at: now,
-        batch: None,
-    };
+    let by = asked_by(Actor::Owner, now);
     let task = pause(&task, &workflow, by.clone(), now)
         .expect("paused")
         .next
@@ -90,11 +82,7 @@ fn a_timer_ends_while_its_task_is_paused_and_the_next_step_waits_for_the_resume(
     let mut task = past_a(&workflow, &order, now).next.expect("recorded");
     // Its caller's notifications sent: they hold no lease.
     task.outbox.clear();
-    let by = Request {
-        by: Actor::Owner,
-        at: now,
-        batch: None,
-    };
+    let by = asked_by(Actor::Owner, now);
     let task = pause(&task, &workflow, by.clone(), now)
         .expect("paused")
         .next

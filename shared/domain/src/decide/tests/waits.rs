@@ -521,12 +521,7 @@ fn cancelling_a_waiting_task_stops_its_wait_and_undoes_the_call_that_waited() {
     let waiting = on_response(&task, &workflow, &order, &respond(&request, ok()), now)
         .next
         .expect("recorded");
-    let request = Request {
-        by: Actor::Owner,
-        at: now,
-        batch: None,
-    };
-    let cancel = cancel(&waiting, &workflow, request, now).expect("cancelled");
+    let cancel = cancel(&waiting, &workflow, asked_by(Actor::Owner, now), now).expect("cancelled");
     let task = cancel.next.clone().expect("written");
     assert_eq!(task.steps[1].state, StepState::TimedOut);
     assert!(callback_waits(&task).is_empty());
