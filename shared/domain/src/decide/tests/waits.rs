@@ -442,14 +442,19 @@ fn a_heartbeat_pushes_the_lease_a_heartbeat_on_never_past_the_timeout() {
     );
 }
 
-#[test]
-fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers() {
+/// `pickup`, a call to the drone's service that then waits 30 minutes for its
+/// callback, between `a` and `b`; an order; the time `a` is answered.
+fn pickup() -> (Workflow, Order, Timestamp) {
     let workflow = around(
         r#"{"name": "pickup", "agent": "drone", "call": "/pickups", "compensation": "/pickups/undo",
             "callback": {"timeout": "30m"}}"#,
     );
-    let order = order_at("x");
-    let now = Timestamp(1_000_000);
+    (workflow, order_at("x"), Timestamp(1_000_000))
+}
+
+#[test]
+fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers() {
+    let (workflow, order, now) = pickup();
     let decision = past_a(&workflow, &order, now);
     let task = decision.next.clone().expect("recorded");
     let request = dispatched(&decision)[0].clone();
@@ -509,12 +514,7 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
 
 #[test]
 fn cancelling_a_waiting_task_stops_its_wait_and_undoes_the_call_that_waited() {
-    let workflow = around(
-        r#"{"name": "pickup", "agent": "drone", "call": "/pickups", "compensation": "/pickups/undo",
-            "callback": {"timeout": "30m"}}"#,
-    );
-    let order = order_at("x");
-    let now = Timestamp(1_000_000);
+    let (workflow, order, now) = pickup();
     let decision = past_a(&workflow, &order, now);
     let task = decision.next.clone().expect("recorded");
     let request = dispatched(&decision)[0].clone();
