@@ -271,6 +271,30 @@ impl Harness {
         )
     }
 
+    /// The operator's view of the services (`GET /operator/services`, of `key` when
+    /// given) once `seen` holds of it.
+    ///
+    /// # Panics
+    /// When it does not within the harness's patience.
+    pub async fn services_when(&self, key: Option<&str>, seen: impl Fn(&Value) -> bool) -> Value {
+        let path = key.map_or_else(
+            || "/operator/services".to_owned(),
+            |key| format!("/operator/services?key={key}"),
+        );
+        patiently(
+            async || {
+                let (status, _, view) = self.call("GET", &path, None).await;
+                if status == 200 && seen(&view) {
+                    Ok(view)
+                } else {
+                    Err(view)
+                }
+            },
+            |view| format!("the services never showed what was awaited: {view:#}"),
+        )
+        .await
+    }
+
     /// Submits a task by PUT.
     pub async fn put_task(&self, id: &str, body: &Value) -> (u16, Value) {
         let (status, _, body) = self

@@ -399,3 +399,90 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
         assert!(shown.contains(expected), "'{expected}' in:\n{shown}");
     }
 }
+
+/// The line of `service`'s table row whose text holds `holding`.
+fn row<'o>(out: &'o str, service: &str, holding: &str) -> &'o str {
+    out.lines()
+        .find(|line| line.trim_start().starts_with(service) && line.contains(holding))
+        .unwrap_or_else(|| panic!("no row of {service} with '{holding}' in:\n{out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_each_services_limits_and_calls_from_the_command_line() {
+    let harness = Harness::start_with_services(
+        r#"{"drone": {"max_concurrency": 1, "rate": {"per_second": 20, "burst": 5}}}"#,
+    )
+    .await;
+    harness.faults("drone", json!({ "latency_ms": 5000 })).await;
+    for i in 0..3 {
+        let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+        harness.put_task(&format!("cli-limited-{i}"), &body).await;
+    }
+    harness
+        .services_when(None, |v| {
+            let drone = v["services"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["service"] == "drone");
+            drone.is_some_and(|d| {
+                d["limits"][0]["gate"]["in_flight"] == 1 && d["limits"][0]["gate"]["waiting"] == 2
+            })
+        })
+        .await;
+    let out = ok(&harness, &["services"]).await;
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "SERVICE", "LIMITED", "BY", "IN", "FLIGHT", "WAITING", "LONGEST", "WAIT", "RATE"
+        ],
+        "{out}"
+    );
+    let drone: Vec<&str> = row(&out, "drone", "its settings")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        drone[..6],
+        ["drone", "its", "settings", "1/1", "2", "0s"],
+        "{out}"
+    );
+    assert!(
+        row(&out, "drone", "its settings").contains("20/s, burst 5"),
+        "{out}"
+    );
+    row(&out, "account", "not limited");
+    let per_customer = row(
+        &out,
+        "delivery",
+        "step one-delivery-per-customer/create-delivery",
+    );
+    assert!(
+        per_customer.contains("per input.customer_id") && per_customer.contains("-/1 each key"),
+        "{out}"
+    );
+    assert!(
+        out.contains("`sas services --key <value>` shows one"),
+        "{out}"
+    );
+    let keyed = ok(&harness, &["services", "--key", "c-1"]).await;
+    let per_customer = row(
+        &keyed,
+        "delivery",
+        "step one-delivery-per-customer/create-delivery",
+    );
+    assert!(per_customer.contains(" 0/1 "), "{keyed}");
+    let json: Value = serde_json::from_str(&ok(&harness, &["--json", "services"]).await)
+        .expect("JSON for scripts");
+    assert!(json["services"].is_array(), "{json}");
+    for i in 0..3 {
+        harness
+            .settle_in(&format!("cli-limited-{i}"), "Processed")
+            .await;
+    }
+}

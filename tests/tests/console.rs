@@ -574,3 +574,54 @@ async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() 
         "the approved refund paid, the rejected one not"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_a_limited_services_calls_in_flight_and_waiting() {
+    let harness =
+        Harness::start_with_services(r#"{"drone": {"max_concurrency": 1, "rate": 20}}"#).await;
+    harness.faults("drone", json!({ "latency_ms": 5000 })).await;
+    for i in 0..3 {
+        let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+        harness.put_task(&format!("limited-{i}"), &body).await;
+    }
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let console = format!("http://{}/", harness.running.api);
+    browser
+        .goto(&format!("{console}#/services"))
+        .await
+        .expect("the services");
+    let drone = "#services tr[data-limit='service:drone']";
+    wait_text(&browser, &format!("{drone} .in-flight"), |t| t == "1 / 1").await;
+    wait_text(&browser, &format!("{drone} .waiting"), |t| t == "2").await;
+    let row = wait_text(&browser, drone, |t| t.contains("20/s")).await;
+    assert!(row.contains("its settings"), "{row}");
+    screenshot(&browser, "services-1-limited.png").await;
+    let account = wait_text(&browser, "#services tr[data-service='account']", |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert!(account.contains("not limited"), "{account}");
+
+    let per_customer = "#services tr[data-limit='step:one-delivery-per-customer/create-delivery']";
+    let row = wait_text(&browser, per_customer, |t| t.contains("name a key")).await;
+    assert!(row.contains("per input.customer_id"), "{row}");
+    browser
+        .find(Locator::Css("#service-key"))
+        .await
+        .expect("the key's field")
+        .send_keys("c-1")
+        .await
+        .expect("typed");
+    click(&browser, "#service-key-show").await;
+    wait_text(&browser, &format!("{per_customer} .in-flight"), |t| {
+        t == "0 / 1"
+    })
+    .await;
+    screenshot(&browser, "services-2-keyed.png").await;
+    for i in 0..3 {
+        harness
+            .settle_in(&format!("limited-{i}"), "Processed")
+            .await;
+    }
+}

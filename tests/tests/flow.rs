@@ -1,8 +1,10 @@
 //! Flow control through the API: a submission's priority, kept by its task and its
 //! children.
 
+use std::time::Duration;
+
 use sas_tests::{Harness, delivery_input};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submission_carries_a_priority_from_1_to_5_its_task_shows_it_and_3_is_the_default() {
@@ -55,8 +57,8 @@ async fn a_service_limited_to_3_calls_at_once_never_sees_a_4th_and_no_step_times
     harness.faults("drone", json!({ "latency_ms": 20 })).await;
     harness.faults("account", json!({ "latency_ms": 20 })).await;
     let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
-    submit_many(&harness, "limited", 200, &body).await;
-    for i in 0..200 {
+    submit_many(&harness, "limited", 500, &body).await;
+    for i in 0..500 {
         let task = harness
             .settle_in(&format!("limited-{i}"), "Processed")
             .await;
@@ -68,7 +70,7 @@ async fn a_service_limited_to_3_calls_at_once_never_sees_a_4th_and_no_step_times
         );
         assert!(drone["waited_ms"].is_u64(), "its wait is shown: {drone}");
     }
-    assert_eq!(harness.calls("drone").await, 200);
+    assert_eq!(harness.calls("drone").await, 500);
     let peak = harness.peak_concurrency("drone").await;
     assert!(peak <= 3, "the drone service saw {peak} calls at once");
     assert!(
@@ -145,33 +147,143 @@ async fn under_a_backlog_urgent_tasks_calls_go_before_those_that_came_just_befor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rate_of_5_a_second_lets_5_calls_start_each_second() {
+async fn a_rate_of_20_a_second_lets_20_calls_start_each_second() {
     let harness =
-        Harness::start_with_services(r#"{"drone": {"rate": {"per_second": 5, "burst": 5}}}"#).await;
+        Harness::start_with_services(r#"{"drone": {"rate": {"per_second": 20, "burst": 20}}}"#)
+            .await;
     let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
-    submit_many(&harness, "rated", 20, &body).await;
+    submit_many(&harness, "rated", 80, &body).await;
     let mut seen = Vec::new();
     for second in 1..=4_u64 {
         let calls = settled_calls(&harness, "drone").await;
         seen.push(calls);
-        assert_eq!(calls, 5 * second, "by second {second}: {seen:?}");
-        harness.advance(std::time::Duration::from_secs(1));
+        assert_eq!(calls, 20 * second, "by second {second}: {seen:?}");
+        harness.advance(Duration::from_secs(1));
     }
-    for i in 0..20 {
+    for i in 0..80 {
         harness.settle_in(&format!("rated-{i}"), "Processed").await;
     }
-    assert_eq!(harness.calls("drone").await, 20);
+    assert_eq!(harness.calls("drone").await, 80);
 }
 
 /// The calls `service` has had, once they stop changing for a while.
 async fn settled_calls(harness: &Harness, service: &str) -> u64 {
     let mut last = harness.calls(service).await;
     loop {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let now = harness.calls(service).await;
         if now == last {
             return now;
         }
         last = now;
+    }
+}
+
+/// Service `name` of the operator's view of the services.
+fn service<'v>(view: &'v Value, name: &str) -> &'v Value {
+    view["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["service"] == name)
+        .unwrap_or_else(|| panic!("no service {name} in {view:#}"))
+}
+
+/// The gate of service `name`'s first limit, in the operator's view.
+fn first_gate<'v>(view: &'v Value, name: &str) -> &'v Value {
+    &service(view, name)["limits"][0]["gate"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_sees_per_service_what_is_limited_and_the_calls_in_flight_and_waiting() {
+    let harness = Harness::start_with_services(
+        r#"{"drone": {"max_concurrency": 2, "rate": {"per_second": 50, "burst": 10}}}"#,
+    )
+    .await;
+    harness.faults("drone", json!({ "latency_ms": 4000 })).await;
+    let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    submit_many(&harness, "seen", 6, &body).await;
+    let view = harness
+        .services_when(None, |v| {
+            let gate = first_gate(v, "drone");
+            gate["in_flight"] == 2 && gate["waiting"] == 4
+        })
+        .await;
+    let drone = &service(&view, "drone")["limits"][0];
+    assert_eq!(
+        (
+            &drone["of"],
+            &drone["max_concurrency"],
+            &drone["per_second"],
+            &drone["burst"]
+        ),
+        (&json!("service:drone"), &json!(2), &json!(50.0), &json!(10)),
+        "{view:#}"
+    );
+    assert_eq!(drone["gate"]["name"], "service:drone");
+    assert!(drone["gate"]["tokens"].as_f64().is_some(), "{view:#}");
+    assert_eq!(
+        service(&view, "account")["limits"],
+        json!([]),
+        "a service without a limit shows none"
+    );
+    // A step's limit kept per customer shows no gate until a key is named.
+    let per_customer = &service(&view, "delivery")["limits"][0];
+    assert_eq!(
+        (
+            &per_customer["of"],
+            &per_customer["key"],
+            &per_customer["gate"]
+        ),
+        (
+            &json!("step:one-delivery-per-customer/create-delivery"),
+            &json!("input.customer_id"),
+            &Value::Null
+        ),
+        "{view:#}"
+    );
+
+    // The waiting calls' wait grows with the clock.
+    harness.advance(Duration::from_secs(5));
+    let view = harness
+        .services_when(None, |v| {
+            first_gate(v, "drone")["longest_wait_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms >= 5000)
+        })
+        .await;
+    assert!(first_gate(&view, "drone")["waiting"].as_u64() > Some(0));
+    for i in 0..6 {
+        harness.settle_in(&format!("seen-{i}"), "Processed").await;
+    }
+    let view = harness
+        .services_when(None, |v| first_gate(v, "drone")["in_flight"] == 0)
+        .await;
+    assert_eq!(first_gate(&view, "drone")["waiting"], 0);
+
+    // Named, a key's gate shows its own calls.
+    harness
+        .faults("delivery", json!({ "latency_ms": 4000 }))
+        .await;
+    let one = |customer: &str| json!({ "workflow": "one-delivery-per-customer", "input": { "customer_id": customer } });
+    submit_many(&harness, "c-1", 3, &one("c 1")).await;
+    let view = harness
+        .services_when(Some("c%201"), |v| {
+            let gate = &service(v, "delivery")["limits"][0]["gate"];
+            gate["in_flight"] == 1 && gate["waiting"] == 2
+        })
+        .await;
+    assert_eq!(view["key"], "c 1");
+    assert_eq!(
+        service(&view, "delivery")["limits"][0]["gate"]["name"],
+        "step:one-delivery-per-customer/create-delivery/c 1"
+    );
+    let (status, _, refused) = harness
+        .call("GET", "/operator/services?customer=c-1", None)
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["field"], "customer", "{refused}");
+    for i in 0..3 {
+        harness.settle_in(&format!("c-1-{i}"), "Processed").await;
     }
 }

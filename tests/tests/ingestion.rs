@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::Ports;
-use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore};
+use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore, Unit};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{Buffered, SchedulerMessage};
 use sas_domain::submission::Submission;
@@ -405,7 +405,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
 struct Counted(std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>);
 
 impl Metrics for Counted {
-    fn count(&self, name: &'static str, _: (&'static str, &str), value: u64) {
+    fn put(&self, name: &'static str, _: (&'static str, &str), value: u64, _: Unit) {
         *self.0.lock().expect("counters").entry(name).or_default() += value;
     }
 }

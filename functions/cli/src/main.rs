@@ -81,6 +81,14 @@ enum Command {
     Dlq(Dlq),
     /// The workflows, as their steps.
     Workflows,
+    /// The services the workflows call, what limits their calls, and each limit's
+    /// calls in flight and waiting now.
+    Services {
+        /// Show the gates of limits kept per key (`"key": "input.customer_id"`) for
+        /// this key's value.
+        #[arg(long)]
+        key: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -417,6 +425,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     a["redriven"],
                     render::text(&a["queue"])
                 )
+            });
+        }
+        Command::Services { key } => {
+            let query = key.map_or_else(String::new, |key| format!("?key={}", id(&key)));
+            let answer = api
+                .call("GET", &format!("/operator/services{query}"), None)
+                .await?;
+            print(cli.json, &answer, |a| {
+                render::services(a["services"].as_array().map_or(&[], Vec::as_slice))
             });
         }
         Command::Workflows => {

@@ -470,3 +470,90 @@ fn undo(step: &Value) -> String {
         text(&step["compensation"])
     }
 }
+
+/// The services, each limit on a row: what it holds, its calls in flight and
+/// waiting, and its rate.
+#[must_use]
+pub fn services(services: &[Value]) -> String {
+    let mut rows = Vec::new();
+    for service in services {
+        let name = text(&service["service"]);
+        let limits = service["limits"].as_array().map_or(&[][..], Vec::as_slice);
+        if limits.is_empty() {
+            rows.push([
+                name,
+                "not limited".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]);
+            continue;
+        }
+        for limit in limits {
+            rows.push(limit_row(&name, limit));
+        }
+    }
+    let keyed_unread = rows.iter().any(|row| row[2].ends_with(" each key"));
+    let mut out = table(
+        [
+            "SERVICE",
+            "LIMITED BY",
+            "IN FLIGHT",
+            "WAITING",
+            "LONGEST WAIT",
+            "RATE",
+        ],
+        rows,
+    );
+    if keyed_unread {
+        out += "\n\nA limit kept per key has a gate for each key: `sas services --key <value>` shows one.";
+    }
+    out
+}
+
+/// One limit of service `service`, as a row of [`services`].
+fn limit_row(service: &str, limit: &Value) -> [String; 6] {
+    let of = text(&limit["of"]);
+    let mut by = match of.strip_prefix("step:") {
+        Some(step) => format!("step {step}"),
+        None => "its settings".into(),
+    };
+    if let Some(key) = limit["key"].as_str() {
+        by += &format!(", per {key}");
+    }
+    let gate = &limit["gate"];
+    let max = limit["max_concurrency"]
+        .as_u64()
+        .map_or_else(String::new, |max| format!("/{max}"));
+    let rate = limit["per_second"].as_f64().map_or_else(
+        || "-".into(),
+        |per_second| {
+            let tokens = gate["tokens"].as_f64().map_or_else(String::new, |tokens| {
+                format!(", {} free now", tokens.floor())
+            });
+            format!("{per_second}/s, burst {}{tokens}", limit["burst"])
+        },
+    );
+    if gate.is_null() {
+        let each = format!("-{max} each key");
+        return [service.to_owned(), by, each, "-".into(), "-".into(), rate];
+    }
+    let more = if gate["more_waiting"].as_bool() == Some(true) {
+        "+"
+    } else {
+        ""
+    };
+    let longest = gate["longest_wait_ms"].as_u64().map_or_else(
+        || "-".into(),
+        |ms| humantime::format_duration(std::time::Duration::from_secs(ms / 1000)).to_string(),
+    );
+    [
+        service.to_owned(),
+        by,
+        format!("{}{max}", gate["in_flight"]),
+        format!("{}{more}", gate["waiting"]),
+        longest,
+        rate,
+    ]
+}

@@ -10,7 +10,7 @@ use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
     AcceptedView, BatchView, BulkView, CallbackView, ChildrenView, DeadLetterQueuesView,
-    DeadLettersView, MeView, PageView, RedriveView, TaskView, WorkflowsView,
+    DeadLettersView, MeView, PageView, RedriveView, ServicesView, TaskView, WorkflowsView,
 };
 use super::{
     BatchBody, BulkBody, CallbackBody, EmptyBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody,
@@ -115,6 +115,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         ),
         Action::Workflows => (200, generator.subschema_for::<WorkflowsView>(), None),
         Action::Me => (200, generator.subschema_for::<MeView>(), None),
+        Action::Services => (200, generator.subschema_for::<ServicesView>(), None),
         Action::DeadLetterQueues => (200, generator.subschema_for::<DeadLetterQueuesView>(), None),
         Action::DeadLetters => (200, generator.subschema_for::<DeadLettersView>(), None),
         Action::Redrive => (
@@ -176,6 +177,9 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
                 "description": "the `next` of the page before: the last item it showed",
                 "schema": {"type": "string"}}));
         }
+        Action::Services => parameters.push(json!({"name": "key", "in": "query",
+            "description": "the key (e.g. a customer's id) whose gates the limits kept per key show",
+            "schema": {"type": "string"}})),
         Action::Get => parameters.push(json!({"name": "wait", "in": "query",
             "description": "wait up to this long (at most 20s) for the task to be final, e.g. 10s",
             "schema": {"type": "string"}})),

@@ -1,4 +1,5 @@
-//! The operator's routes beyond a task: bulk actions and the dead-letter queues.
+//! The operator's routes beyond a task: bulk actions, the services' limits and the
+//! dead-letter queues.
 
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::tasks::{LISTED, invalid_cursor, parse_state};
 use crate::view::{
     BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView,
-    RedriveView,
+    RedriveView, ServicesView,
 };
 use crate::{ApiResponse, MAX_ANSWER_BYTES, MAX_PAGE};
 
@@ -99,6 +100,33 @@ pub(crate) async fn bulk(
         report,
     };
     Ok(ApiResponse::ok(200, &view))
+}
+
+/// `GET /operator/services?key=`: each service, its limits and their gates now; a
+/// keyed limit's gate is shown for the key given (percent-encoded).
+pub(crate) async fn services(app: &App, query: Option<&str>) -> Result<ApiResponse, ApiError> {
+    let mut key = None;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let invalid = |message: &str| {
+            ApiError::new(ErrorCode::InvalidQuery, format!("{name}: {message}")).on(name)
+        };
+        match name {
+            "key" => {
+                let value = percent_encoding::percent_decode_str(value)
+                    .decode_utf8()
+                    .map_err(|_| invalid("must be UTF-8, percent-encoded"))?;
+                key = Some(value.into_owned());
+            }
+            _ => return Err(invalid("unknown parameter: the one known is key")),
+        }
+    }
+    let services = app.services(key.as_deref()).await?;
+    Ok(ApiResponse::ok(200, &ServicesView { key, services }))
 }
 
 /// The most messages one look at a dead-letter queue shows, or one redrive sends back.

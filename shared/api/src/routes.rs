@@ -10,7 +10,7 @@ use sas_domain::task::{Actor, Caller as WaitEndedBy, Request};
 
 use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode};
-use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive};
+use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
 use crate::view::{CallbackView, MeView, View, WorkflowView, WorkflowsView};
 use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
@@ -33,6 +33,7 @@ pub(crate) enum Action {
     Bulk(BulkAction),
     Workflows,
     Me,
+    Services,
     DeadLetterQueues,
     DeadLetters,
     Redrive,
@@ -131,6 +132,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/operator/bulk/cancel", Action::Bulk(BulkAction::Cancel), "Cancel the running tasks a filter matches, a page per call"),
     Route::new("POST", "/operator/bulk/pause", Action::Bulk(BulkAction::Pause), "Pause the running tasks a filter matches, a page per call"),
     Route::new("POST", "/operator/bulk/resume", Action::Bulk(BulkAction::Resume), "Resume the paused tasks a filter matches, a page per call"),
+    Route::new("GET", "/operator/services", Action::Services, "The services the workflows call, what limits their calls, and each limit's calls in flight and waiting now"),
     Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
     Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
@@ -276,6 +278,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::Bulk(action) => bulk(app, action, now(), request.body).await,
         Action::Workflows => Ok(workflows(app)),
         Action::Me => Ok(ApiResponse::ok(200, &me(request.caller))),
+        Action::Services => services(app, request.query).await,
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,

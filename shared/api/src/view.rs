@@ -576,6 +576,16 @@ pub struct BulkView {
     pub report: BulkReport,
 }
 
+/// The services the workflows call, and what limits their calls.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ServicesView {
+    /// The key whose gates keyed limits show, as asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// By name.
+    pub services: Vec<sas_core::app::ServiceReport>,
+}
+
 /// The dead-letter queues.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct DeadLetterQueuesView {

@@ -259,6 +259,10 @@ pub struct Admission {
     pub call: CallRef,
     /// Its gates, its step's before its service's.
     pub gates: Vec<GateRef>,
+    /// The service it calls.
+    pub service: String,
+    /// When it began to wait.
+    pub since: Timestamp,
     /// Where it stands in each line ([`line_position`]).
     pub position: Timestamp,
     /// How long it may hold its slots once given them: its step's complete-by, and a

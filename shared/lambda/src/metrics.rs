@@ -3,10 +3,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sas_core::ports::Metrics;
+use sas_core::ports::{Metrics, Unit};
 use serde_json::json;
 
-/// Counters as Embedded Metric Format lines on stdout.
+/// Counters and times as Embedded Metric Format lines on stdout.
 pub struct EmfMetrics {
     namespace: String,
     function: String,
@@ -22,13 +22,13 @@ impl EmfMetrics {
         }
     }
 
-    /// The EMF document for one count.
+    /// The EMF document for one value.
     #[must_use]
     pub fn line(
         &self,
         name: &str,
         dimension: (&str, &str),
-        value: u64,
+        (value, unit): (u64, Unit),
         at_millis: u128,
     ) -> serde_json::Value {
         let mut line = json!({
@@ -38,7 +38,7 @@ impl EmfMetrics {
                     "Namespace": self.namespace,
                     // Aggregated by function (what the alarms watch), and by function and dimension.
                     "Dimensions": [["Function"], ["Function", dimension.0]],
-                    "Metrics": [{ "Name": name, "Unit": "Count" }],
+                    "Metrics": [{ "Name": name, "Unit": unit.as_str() }],
                 }],
             },
             "Function": self.function,
@@ -50,11 +50,11 @@ impl EmfMetrics {
 }
 
 impl Metrics for EmfMetrics {
-    fn count(&self, name: &'static str, dimension: (&'static str, &str), value: u64) {
+    fn put(&self, name: &'static str, dimension: (&'static str, &str), value: u64, unit: Unit) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        println!("{}", self.line(name, dimension, value, now));
+        println!("{}", self.line(name, dimension, (value, unit), now));
     }
 }
 
@@ -65,7 +65,12 @@ mod tests {
     #[test]
     fn an_emf_line_declares_its_metric_and_dimensions() {
         let metrics = EmfMetrics::new("SAS".into(), "scheduler".into());
-        let line = metrics.line("TasksInError", ("Workflow", "drone-delivery"), 1, 42);
+        let line = metrics.line(
+            "TasksInError",
+            ("Workflow", "drone-delivery"),
+            (1, Unit::Count),
+            42,
+        );
         assert_eq!(
             line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
             json!([["Function"], ["Function", "Workflow"]])
@@ -79,5 +84,16 @@ mod tests {
             (Some(1), Some("drone-delivery"))
         );
         assert_eq!(line["Function"], "scheduler");
+        let wait = metrics.line(
+            "SlotWait",
+            ("Service", "drone"),
+            (1500, Unit::Milliseconds),
+            42,
+        );
+        assert_eq!(
+            wait["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"],
+            "Milliseconds"
+        );
+        assert_eq!(wait["SlotWait"], 1500);
     }
 }

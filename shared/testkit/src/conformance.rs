@@ -509,6 +509,8 @@ async fn gates_are_versioned_and_their_lines_ordered(store: &dyn StateStore) {
                 name: gate.to_owned(),
                 limit: limit.clone(),
             }],
+            service: "conformance".to_owned(),
+            since: Timestamp(position),
             position: Timestamp(position),
             hold: Duration::from_secs(15),
         },

@@ -25,8 +25,14 @@ const GRANTS_A_PASS: usize = 10;
 const TRIES: usize = 8;
 
 impl App {
-    /// Puts a call in the line of its first gate, and moves that line on.
+    /// Puts a call in the line of its first gate, and moves that line on. A call
+    /// asked for again has waited a while: its wait so far is a `SlotWait` metric,
+    /// which grows while its gates stay shut.
     pub(super) async fn admit(&self, admission: Admission) {
+        let now = self.clock.now();
+        if admission.since < now {
+            self.record_wait(&admission, now);
+        }
         let waiter = Waiter {
             admission,
             at: 0,
@@ -40,6 +46,7 @@ impl App {
     async fn line_up(&self, waiter: Waiter) {
         let Some(gate) = waiter.gate().map(|g| g.name.clone()) else {
             let until = waiter.held_until.unwrap_or(Timestamp(i64::MAX));
+            self.record_wait(&waiter.admission, self.clock.now());
             return self.grant(&waiter.admission.call, until).await;
         };
         if let Err(error) = self.store.enqueue(&waiter).await {
@@ -172,6 +179,14 @@ impl App {
             }
         }
         Err(StoreError::Conflict)
+    }
+
+    /// `SlotWait`: how long the call `admission` asks for has waited for its slots by
+    /// `now`, by service.
+    fn record_wait(&self, admission: &Admission, now: Timestamp) {
+        let wait = admission.since.until(now);
+        self.metrics
+            .time("SlotWait", ("Service", &admission.service), wait);
     }
 
     /// Tells the scheduler that `call` has its slots, until `until`.

@@ -24,6 +24,7 @@ use sas_domain::workflow::{Registry, Workflow};
 mod children;
 mod effects;
 mod flow;
+mod limits;
 mod operator;
 mod reading;
 mod scheduler;
@@ -33,6 +34,7 @@ mod supervisor;
 mod tests;
 mod waits;
 
+pub use limits::{GateReport, LINE_COUNTED, LimitReport, ServiceReport};
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
 pub use reading::{OWNED_LISTING_READS, OWNED_LISTING_TASKS};
 pub use scheduler::Handled;

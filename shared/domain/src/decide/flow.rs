@@ -62,6 +62,8 @@ impl Change {
                     limit: limit.clone(),
                 })
                 .collect(),
+            service: call.agent.clone(),
+            since,
             position: line_position(since, self.task.priority),
             hold: call.complete_by + HOLD_MARGIN,
         }));
