@@ -119,11 +119,20 @@ impl Stack {
         policy: QueuePolicy,
         lease_bucket_seconds: u64,
     ) -> Self {
-        Self::with_ingestion(moto, services, policy, lease_bucket_seconds, false).await
+        Self::with_ingestion(
+            moto,
+            services,
+            policy,
+            lease_bucket_seconds,
+            false,
+            &Value::Null,
+        )
+        .await
     }
 
     /// [`Stack::on`], with buffered ingestion when `buffered` (`IngestionMode`
-    /// BUFFERED: an ingest queue, read by the scheduler).
+    /// BUFFERED: an ingest queue, read by the scheduler), and the services' settings
+    /// in `limits` (`{"drone": {"max_concurrency": 50}}`) beside their URLs.
     ///
     /// # Panics
     /// When the emulator refuses.
@@ -133,6 +142,7 @@ impl Stack {
         policy: QueuePolicy,
         lease_bucket_seconds: u64,
         buffered: bool,
+        limits: &Value,
     ) -> Self {
         let sdk = emulator::sdk(&moto.endpoint);
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
@@ -166,7 +176,12 @@ impl Stack {
             .send()
             .await
             .expect("subscription");
-        let service_urls = service_urls(services);
+        let mut service_urls = serde_json::json!(service_urls(services));
+        for (name, limit) in limits.as_object().into_iter().flatten() {
+            let mut settings = limit.clone();
+            settings["url"] = service_urls[name].clone();
+            service_urls[name] = settings;
+        }
         let lookup = |name: &str| -> Option<String> {
             match name {
                 "TABLE_NAME" => Some("sas-state".into()),
@@ -174,7 +189,7 @@ impl Stack {
                 "AGENT_REQUEST_QUEUE_URL" => Some(urls["sas-agent-requests"].clone()),
                 "AGENT_RESPONSE_QUEUE_URL" => Some(urls["sas-agent-responses"].clone()),
                 "ALERT_TOPIC_ARN" => Some(topic_arn.clone()),
-                "SERVICE_URLS" => Some(serde_json::json!(service_urls).to_string()),
+                "SERVICE_URLS" => Some(service_urls.to_string()),
                 "LEASE_SHARDS" => Some("4".into()),
                 "LEASE_BUCKET_SECONDS" => Some(lease_bucket_seconds.to_string()),
                 "INGEST_QUEUE_URL" => ingest.map(|name| urls[name].clone()),

@@ -542,6 +542,44 @@ async fn a_service_limited_to_2_calls_at_once_sees_no_3rd_across_the_deployed_fu
     let peak = remote.mocks.concurrency()["drone"].peak;
     assert!(peak <= 2, "the drone service saw {peak} calls at once");
     assert_eq!(remote.mocks.calls()["drone"], 8);
+
+    // The operator sees the limit, its slots all given back, through the deployed API
+    // (the submission function reads the gates under its own role).
+    let (status, view) = operator(&stack, "GET", "/operator/services", None).await;
+    assert_eq!(status, 200, "{view}");
+    let drone = view["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["service"] == "drone")
+        .unwrap_or_else(|| panic!("no drone in {view}"));
+    let limit = &drone["limits"][0];
+    assert_eq!(
+        (
+            &limit["max_concurrency"],
+            &limit["gate"]["in_flight"],
+            &limit["gate"]["waiting"]
+        ),
+        (&json!(2), &json!(0), &json!(0)),
+        "{view}"
+    );
+    // Each call's wait is a SlotWait metric of its service, in milliseconds.
+    let waits: Vec<Value> = stack
+        .logs("SchedulerFunction")
+        .await
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line.get("SlotWait").is_some() && line["Service"] == "drone")
+        .collect();
+    assert!(waits.len() >= 8, "a wait per call: {waits:#?}");
+    assert_eq!(
+        waits[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"],
+        "Milliseconds"
+    );
+    assert!(
+        waits.iter().any(|w| w["SlotWait"].as_u64() > Some(0)),
+        "with 8 calls at a service taking 2 at once, some waited: {waits:#?}"
+    );
 }
 
 async fn cut_scheduler_visibility(stack: &Deployment, seconds: u32) {

@@ -757,11 +757,13 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, 
             .all(|a| a["actions"] == json!(["${AlertTopic}"])),
         "every alarm notifies the alert topic: {sam_alarms:#?}"
     );
-    // What the functions count for a person: tasks in Error, and task records the
-    // supervisor could not read and took off the leases.
+    // What the functions count for a person: tasks in Error, task records the
+    // supervisor could not read and took off the leases, and calls still waiting for
+    // a limit's slots.
     for counted in [
         "SchedulerAgentSupervisor/TasksInError {Function=scheduler}",
         "SchedulerAgentSupervisor/QuarantinedTasks {Function=supervisor}",
+        "SchedulerAgentSupervisor/SlotWait {Function=supervisor}",
     ] {
         assert!(
             sam_alarms.iter().any(|a| a["watches"]
@@ -783,14 +785,14 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, 
 
 #[test]
 fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
-    assert_the_same_security_alarms_and_triggers(&Deployed::sam(), &Deployed::cdk("cdk.out"), 9);
+    assert_the_same_security_alarms_and_triggers(&Deployed::sam(), &Deployed::cdk("cdk.out"), 10);
 }
 
 #[test]
 fn the_sam_template_and_the_cdk_construct_build_the_same_with_buffered_ingestion() {
     let sam = Deployed::sam().with(&[("IngestionMode", "BUFFERED")]);
     let cdk = Deployed::cdk("cdk.out.buffered");
-    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 11);
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 12);
 }
 
 /// The key of the services' secrets `infra/check` synthesizes the CDK app with
@@ -825,7 +827,7 @@ fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_man
         [json!(format!("kms:Decrypt {SECRETS_KEY} if {through}"))]
     );
     let cdk = Deployed::cdk("cdk.out.secrets-key");
-    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 9);
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 10);
 }
 
 impl Deployed {

@@ -541,6 +541,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/operator/bulk/cancel", operator, operatorScopes);
     route(POST, "/operator/bulk/pause", operator, operatorScopes);
     route(POST, "/operator/bulk/resume", operator, operatorScopes);
+    route(GET, "/operator/services", operator, operatorScopes);
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
     route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
@@ -604,6 +605,14 @@ export class SchedulerAgentSupervisor extends Construct {
       "QuarantinedTasksAlarm",
       "The supervisor found task records it cannot read (garbled, or of a newer version's shape after a rollback) and took them off the expiry index; they wait, marked quarantined, for a person.",
       counted("QuarantinedTasks", "supervisor"),
+    );
+    // The longest wait of the calls the supervisor found still waiting for a limit's
+    // slots, at its five-minute checks.
+    alarm(
+      "SlotWaitAlarm",
+      "Calls have waited over ten minutes for a service's or a step's limit, two checks running: the line keeps growing (the service is slow or down, or its limit too low for its load).",
+      new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "SlotWait", dimensionsMap: { Function: "supervisor" }, statistic: "Maximum", period: Duration.minutes(5) }),
+      { threshold: 600_000, evaluationPeriods: 2, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
     );
     for (const deadLetters of this.allDeadLetterQueues()) {
       alarm(
@@ -670,6 +679,11 @@ export class SchedulerAgentSupervisor extends Construct {
         width: 24,
         left: functions.flatMap((f) => [f.metricErrors({ statistic: "Sum", period: minute }), f.metricThrottles({ statistic: "Sum", period: minute })]),
         right: [this.functions.scheduler, this.functions.agent].map((f) => f.metricDuration({ statistic: "p99", period: minute })),
+      }),
+      new cloudwatch.GraphWidget({
+        title: "Waits for a limit's slots by service (ms)",
+        width: 24,
+        left: [new cloudwatch.MathExpression({ expression: `SEARCH('{${NAMESPACE},Function,Service} MetricName="SlotWait"', 'Maximum', 60)`, period: minute })],
       }),
     );
   }

@@ -16,6 +16,12 @@
 //! burst [--tasks 50000] [--senders 512] [--ingestion direct|buffered]
 //!     a burst: every submission sent at once, as fast as the client can (at most
 //!     SENDERS in flight); then each task waited for: acceptance, drain, lost
+//! limits [--tasks 50000] [--max-concurrency 50] [--service-latency-ms 100]
+//!     [--urgent-percent 2] [--senders 512]
+//!     a buffered burst of drone deliveries, the drone service taking that long a call
+//!     and limited to that many at once (0: no limit), the account service not: the
+//!     drone's peak concurrency, the account's calls a second, and p50/p99 from
+//!     submission to Processed of the priority-1 tasks against the priority-3 ones
 //! compare [--peers ../shared/peers] [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
 //!     sas-local (buffered, then direct ingestion), Restate and DBOS in turn (each
 //!     peer's `bench.sh`, after its `setup.sh`), at concurrency 64 and at 1, ROUNDS
@@ -112,6 +118,26 @@ enum Benchmark {
         /// How the server takes a submission (`SAS_INGESTION`).
         #[arg(long, value_enum, default_value_t = Ingestion::Buffered)]
         ingestion: Ingestion,
+    },
+    /// A buffered burst against a limited service: its peak concurrency, the calls a
+    /// second of a service not limited, and the priorities' times to Processed.
+    Limits {
+        /// Submissions in the burst.
+        #[arg(long, default_value_t = 50_000)]
+        tasks: usize,
+        /// The drone service's calls at once, at most; 0 for no limit.
+        #[arg(long, default_value_t = 50)]
+        max_concurrency: u32,
+        /// Milliseconds each drone call takes.
+        #[arg(long, default_value_t = 100)]
+        service_latency_ms: u64,
+        /// The share of the tasks, in percent, submitted with priority 1 (spread
+        /// evenly through the burst); the others have the default, 3.
+        #[arg(long, default_value_t = 2)]
+        urgent_percent: usize,
+        /// Requests in flight at most (the client's connections).
+        #[arg(long, default_value_t = 512)]
+        senders: usize,
     },
     /// sas-local (buffered, then direct ingestion), Restate and DBOS in turn, at
     /// concurrency 64 and at 1, several rounds: each measurement's line, then the
@@ -219,16 +245,17 @@ struct Server {
 
 impl Server {
     fn start(durability: Durability) -> anyhow::Result<Self> {
-        Self::start_with(durability, Ingestion::Direct, &[], None)
+        Self::start_with(durability, Ingestion::Direct, &[], None, None)
     }
 
     /// The server, with the workflows of `workflows` (`SAS_WORKFLOWS_DIR`) beside the
-    /// built-in ones.
+    /// built-in ones, and the services' settings `services` (`SAS_SERVICES`).
     fn start_with(
         durability: Durability,
         ingestion: Ingestion,
         under: &[String],
         workflows: Option<&std::path::Path>,
+        services: Option<&str>,
     ) -> anyhow::Result<Self> {
         let binary = sas_tests::function_binary("sas-local");
         let data = tempfile::tempdir()?;
@@ -242,6 +269,9 @@ impl Server {
         };
         if let Some(workflows) = workflows {
             command.env("SAS_WORKFLOWS_DIR", workflows);
+        }
+        if let Some(services) = services {
+            command.env("SAS_SERVICES", services);
         }
         let mut child = command
             .env("SAS_INGESTION", ingestion.name())
@@ -492,7 +522,7 @@ async fn measure(
         workflow,
         service_latency_ms,
     } = load;
-    let server = Server::start_with(durability, ingestion, under, None)?;
+    let server = Server::start_with(durability, ingestion, under, None, None)?;
     if service_latency_ms > 0 {
         let http = reqwest::Client::new();
         for service in ["account", "package", "transport", "drone", "delivery"] {
@@ -722,47 +752,65 @@ fn epoch_millis(text: &str) -> Option<f64> {
     Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64() * 1000.0)
 }
 
-async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Result<()> {
-    let server = Server::start_with(Durability::Full, ingestion, &[], None)?;
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(senders)
-        .timeout(Duration::from_secs(60))
-        .build()?;
+/// Submits `tasks` tasks `burst-<i>`, each as `body` gives it, as fast as the client
+/// can with at most `senders` in flight: the times of those accepted, sorted, and
+/// when each was sent (milliseconds since the epoch).
+async fn submit_burst(
+    server: &Server,
+    http: &reqwest::Client,
+    tasks: usize,
+    senders: usize,
+    body: impl Fn(usize) -> Value,
+) -> anyhow::Result<(Vec<Duration>, Vec<f64>)> {
     let slots = Arc::new(tokio::sync::Semaphore::new(senders));
-    let cpu_before = server.cpu_seconds();
-    let began = std::time::SystemTime::now();
-    let started = Instant::now();
     let mut requests = Vec::with_capacity(tasks);
     for i in 0..tasks {
         let permit = Arc::clone(&slots).acquire_owned().await?;
-        let (http, api) = (http.clone(), server.api.clone());
+        let (http, api, body) = (http.clone(), server.api.clone(), body(i));
         requests.push(tokio::spawn(async move {
+            let sent_at = now_millis();
             let start = Instant::now();
             let sent = http
                 .put(format!("{api}/tasks/burst-{i}"))
-                .json(&delivery(DRONE, i))
+                .json(&body)
                 .send()
                 .await;
             drop(permit);
-            sent.is_ok_and(|r| r.status() == 202)
-                .then(|| start.elapsed())
+            let accepted = sent.is_ok_and(|r| r.status() == 202);
+            (accepted.then(|| start.elapsed()), sent_at)
         }));
     }
     let mut accepted = Vec::with_capacity(tasks);
+    let mut sent_at = Vec::with_capacity(tasks);
     for request in requests {
-        accepted.extend(request.await?);
+        let (took, at) = request.await?;
+        accepted.extend(took);
+        sent_at.push(at);
     }
-    let accept_wall = started.elapsed().as_secs_f64();
-    let errors = tasks - accepted.len();
     accepted.sort_unstable();
-    // Each task waited for (Processed, and when), by a few readers: a reader waiting
-    // is a load on the server, which a burst's client would not add.
+    Ok((accepted, sent_at))
+}
+
+/// Milliseconds since the epoch, now.
+fn now_millis() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// Waits for each of tasks `burst-<i>` to be Processed, by a few readers (a reader
+/// waiting is a load on the server, which a burst's client would not add): when each
+/// was (milliseconds since the epoch), by index; `None` for one never Processed.
+async fn processed_at(
+    server: &Server,
+    http: &reqwest::Client,
+    tasks: usize,
+) -> anyhow::Result<Vec<Option<f64>>> {
     let readers = Arc::new(tokio::sync::Semaphore::new(8));
-    let ends = Arc::new(Mutex::new(Vec::with_capacity(tasks)));
     let mut waits = Vec::with_capacity(tasks);
     for i in 0..tasks {
         let permit = Arc::clone(&readers).acquire_owned().await?;
-        let (http, api, ends) = (http.clone(), server.api.clone(), Arc::clone(&ends));
+        let (http, api) = (http.clone(), server.api.clone());
         waits.push(tokio::spawn(async move {
             let mut end = None;
             for _ in 0..30 {
@@ -778,15 +826,36 @@ async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Re
                 }
             }
             drop(permit);
-            ends.lock().await.push(end);
+            end
         }));
     }
+    let mut ends = Vec::with_capacity(tasks);
     for wait in waits {
-        wait.await?;
+        ends.push(wait.await?);
     }
-    let ends = std::mem::take(&mut *ends.lock().await);
+    Ok(ends)
+}
+
+/// A client for a burst of `senders` requests at once.
+fn burst_client(senders: usize) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(senders)
+        .timeout(Duration::from_secs(60))
+        .build()?)
+}
+
+async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Result<()> {
+    let server = Server::start_with(Durability::Full, ingestion, &[], None, None)?;
+    let http = burst_client(senders)?;
+    let cpu_before = server.cpu_seconds();
+    let began = now_millis();
+    let started = Instant::now();
+    let (accepted, _) =
+        submit_burst(&server, &http, tasks, senders, |i| delivery(DRONE, i)).await?;
+    let accept_wall = started.elapsed().as_secs_f64();
+    let errors = tasks - accepted.len();
+    let ends = processed_at(&server, &http, tasks).await?;
     let lost = ends.iter().filter(|e| e.is_none()).count();
-    let began = began.duration_since(std::time::UNIX_EPOCH)?.as_secs_f64() * 1000.0;
     let last = ends.iter().flatten().fold(began, |a, b| a.max(*b));
     let drained = (last - began) / 1000.0;
     #[allow(clippy::cast_precision_loss)]
@@ -804,6 +873,108 @@ async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Re
             .last()
             .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0),
         server.cpu_seconds() - cpu_before,
+    );
+    Ok(())
+}
+
+/// The mock services' count of calls to `service`, and its peak of calls at once.
+async fn mock_calls(mock: &str, http: &reqwest::Client, service: &str) -> (u64, u64) {
+    let calls: Value = match http.get(format!("{mock}/calls")).send().await {
+        Ok(answer) => answer.json().await.unwrap_or_default(),
+        Err(_) => Value::Null,
+    };
+    (
+        calls["calls"][service].as_u64().unwrap_or(0),
+        calls["concurrency"][service]["peak"].as_u64().unwrap_or(0),
+    )
+}
+
+/// A buffered burst of drone deliveries against a drone service limited to
+/// `max_concurrency` calls at once (0: none), each call `latency_ms` long: one line.
+async fn limits(
+    tasks: usize,
+    max_concurrency: u32,
+    latency_ms: u64,
+    urgent_percent: usize,
+    senders: usize,
+) -> anyhow::Result<()> {
+    let services = (max_concurrency > 0)
+        .then(|| json!({ "drone": { "max_concurrency": max_concurrency } }).to_string());
+    let server = Server::start_with(
+        Durability::Full,
+        Ingestion::Buffered,
+        &[],
+        None,
+        services.as_deref(),
+    )?;
+    let http = burst_client(senders)?;
+    http.put(format!("{}/faults/drone", server.mock))
+        .json(&json!({ "latency_ms": latency_ms }))
+        .send()
+        .await?
+        .error_for_status()?;
+    // One task in every `every` is urgent, spread evenly through the burst.
+    let every = 100 / urgent_percent.clamp(1, 100);
+    let urgent = |i: usize| i % every == every / 2;
+    // The account service's calls, counted as they come: when the first and the last
+    // of the burst's were made.
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let (http, watching) = (http.clone(), Arc::clone(&watching));
+        let mock = server.mock.clone();
+        tokio::spawn(async move {
+            let (mut first, mut last) = (None, None);
+            while watching.load(Ordering::Relaxed) {
+                let (calls, _) = mock_calls(&mock, &http, "account").await;
+                let now = Instant::now();
+                if calls > 0 && first.is_none() {
+                    first = Some(now);
+                }
+                if calls as usize >= tasks && last.is_none() {
+                    last = Some(now);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            first.zip(last).map(|(first, last)| last - first)
+        })
+    };
+    let (accepted, sent_at) = submit_burst(&server, &http, tasks, senders, |i| {
+        let mut body = delivery(DRONE, i);
+        if urgent(i) {
+            body["priority"] = json!(1);
+        }
+        body
+    })
+    .await?;
+    let ends = processed_at(&server, &http, tasks).await?;
+    watching.store(false, Ordering::Relaxed);
+    let account_span = watcher.await?;
+    let (drone_calls, drone_peak) = mock_calls(&server.mock, &http, "drone").await;
+    let mut took = (Vec::new(), Vec::new());
+    for (i, end) in ends.iter().enumerate() {
+        let Some(end) = end else { continue };
+        let time = Duration::from_secs_f64((end - sent_at[i]).max(0.0) / 1000.0);
+        if urgent(i) { &mut took.0 } else { &mut took.1 }.push(time);
+    }
+    took.0.sort_unstable();
+    took.1.sort_unstable();
+    let lost = ends.iter().filter(|e| e.is_none()).count();
+    let drained = (ends.iter().flatten().fold(0.0_f64, |a, b| a.max(*b))
+        - sent_at.iter().copied().fold(f64::MAX, f64::min))
+        / 1000.0;
+    #[allow(clippy::cast_precision_loss)]
+    let account_per_s = account_span.map_or(f64::NAN, |span| tasks as f64 / span.as_secs_f64());
+    #[allow(clippy::cast_precision_loss)]
+    let drone_per_s = drone_calls as f64 / drained;
+    let seconds = |sorted: &[Duration], q: f64| quantile(sorted, q) / 1000.0;
+    println!(
+        "engine=sas-local mode=limits ingestion=buffered tasks={tasks} accepted={} drone_max_concurrency={max_concurrency} drone_latency_ms={latency_ms} drone_peak={drone_peak} drone_calls={drone_calls} drone_calls_per_s={drone_per_s:.0} account_calls_per_s={account_per_s:.0} urgent={} p1_p50_s={:.2} p1_p99_s={:.2} p3_p50_s={:.2} p3_p99_s={:.2} drained_s={drained:.1} lost={lost} durability=full",
+        accepted.len(),
+        took.0.len(),
+        seconds(&took.0, 0.5),
+        seconds(&took.0, 0.99),
+        seconds(&took.1, 0.5),
+        seconds(&took.1, 0.99),
     );
     Ok(())
 }
@@ -835,7 +1006,7 @@ fn parcel_order(parcels: usize, by_id: bool) -> Value {
 /// One parcel order of `parcels` parcels, submitted and waited for until Processed.
 async fn map(parcels: usize, by_id: bool, durability: Durability) -> anyhow::Result<()> {
     let workflows = sas_tests::aws::repository().join("tests/tools/workflows");
-    let server = Server::start_with(durability, Ingestion::Direct, &[], Some(&workflows))?;
+    let server = Server::start_with(durability, Ingestion::Direct, &[], Some(&workflows), None)?;
     let order = parcel_order(parcels, by_id);
     let body = order.to_string();
     let body_bytes = body.len();
@@ -1155,6 +1326,22 @@ async fn main() -> anyhow::Result<()> {
             senders,
             ingestion,
         } => burst(tasks, senders, ingestion).await,
+        Benchmark::Limits {
+            tasks,
+            max_concurrency,
+            service_latency_ms,
+            urgent_percent,
+            senders,
+        } => {
+            limits(
+                tasks,
+                max_concurrency,
+                service_latency_ms,
+                urgent_percent,
+                senders,
+            )
+            .await
+        }
         Benchmark::Compare {
             peers,
             rounds,

@@ -6,7 +6,7 @@
 //! Step Functions.
 //!
 //! ```text
-//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered] [--batch 1..25]
+//! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered] [--batch 1..25] [--limits '{"drone": {"max_concurrency": 50}}']
 //! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -37,6 +37,18 @@ struct Args {
     /// Submissions per request: 1 is `PUT /tasks/{id}`; more, `POST /tasks/batch`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=25))]
     batch: u16,
+    /// Services' limits, as in their settings: `{"drone": {"max_concurrency": 50}}`.
+    #[arg(long, value_parser = limits)]
+    limits: Option<Value>,
+}
+
+/// `--limits`: a JSON object of services' settings.
+fn limits(text: &str) -> Result<Value, String> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(limits)) => Ok(Value::Object(limits)),
+        Ok(_) => Err("must be an object of services' settings".into()),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -147,6 +159,14 @@ impl Tally {
         self.items.insert(key, item.clone());
     }
 
+    fn delete(&mut self, key: &Value, transactional: bool) {
+        let key = format!("{}|{}", key["pk"], key["sk"]);
+        let removed = self.items.remove(&key).unwrap_or(Value::Null);
+        let factor = if transactional { 2 } else { 1 };
+        self.write_units += factor * units(item_size(&removed), 1024);
+        self.writes += 1;
+    }
+
     fn read(&mut self, items: &[Value], consistent: bool) {
         let bytes: usize = items.iter().map(item_size).sum();
         self.read_half_units += units(bytes, 4096) * if consistent { 2 } else { 1 };
@@ -167,7 +187,11 @@ impl Tally {
                 let token = request["ClientRequestToken"].as_str().unwrap_or_default();
                 if token.is_empty() || self.transactions.insert(token.to_owned()) {
                     for item in items {
-                        self.write(&item["Put"]["Item"], true);
+                        match item.get("Delete") {
+                            // A delete is billed by the size of the item it removes.
+                            Some(delete) => self.delete(&delete["Key"], true),
+                            None => self.write(&item["Put"]["Item"], true),
+                        }
                     }
                 } else {
                     self.repeated_transactions += 1;
@@ -240,6 +264,7 @@ async fn main() {
         waves,
         ingestion,
         batch,
+        limits,
     } = Args::parse();
     let waves = waves.clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
@@ -256,6 +281,7 @@ async fn main() {
         },
         lease_bucket_seconds,
         ingestion == Ingestion::Buffered,
+        limits.as_ref().unwrap_or(&Value::Null),
     )
     .await;
     let http = reqwest::Client::new();
@@ -323,6 +349,9 @@ async fn main() {
             "direct"
         }
     );
+    if let Some(limits) = &limits {
+        println!("services limited: {limits}\n");
+    }
     println!(
         "requests per task, by operation (what the functions call; the event-source mappings' receives and deletes are the harness's):"
     );
