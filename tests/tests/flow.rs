@@ -153,6 +153,15 @@ async fn a_rate_of_20_a_second_lets_20_calls_start_each_second() {
             .await;
     let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
     submit_many(&harness, "rated", 80, &body).await;
+    // Each task at its drone step (called, or waiting for the rate's next token)
+    // before the clock moves.
+    for i in 0..80 {
+        harness
+            .wait_for(&format!("rated-{i}"), "at its drone step", |t| {
+                t["steps"][3]["state"] != "Pending"
+            })
+            .await;
+    }
     let mut seen = Vec::new();
     for second in 1..=4_u64 {
         let calls = settled_calls(&harness, "drone").await;
@@ -286,4 +295,23 @@ async fn the_operator_sees_per_service_what_is_limited_and_the_calls_in_flight_a
     for i in 0..3 {
         harness.settle_in(&format!("c-1-{i}"), "Processed").await;
     }
+}
+
+/// Many calls through one gate at once: the writers race for its one record, and every
+/// slot must still be given back when its call ends (a slot lost stays held until its
+/// hold passes, which the harness's clock never reaches).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_crowd_at_one_gate_every_slot_is_given_back_when_its_call_ends() {
+    let harness = Harness::start_with_services(r#"{"drone": {"max_concurrency": 50}}"#).await;
+    let body = json!({ "workflow": "drone-delivery", "input": delivery_input() });
+    submit_many(&harness, "crowd", 600, &body).await;
+    for i in 0..600 {
+        harness.settle_in(&format!("crowd-{i}"), "Processed").await;
+    }
+    let view = harness
+        .services_when(None, |v| first_gate(v, "drone")["in_flight"] == 0)
+        .await;
+    assert_eq!(first_gate(&view, "drone")["waiting"], 0, "{view:#}");
+    let peak = harness.peak_concurrency("drone").await;
+    assert!(peak <= 50, "the drone service saw {peak} calls at once");
 }

@@ -20,9 +20,39 @@ use super::App;
 /// The most calls one pass of a gate reads and gives slots to (a gate with more slots
 /// free passes again).
 const GRANTS_A_PASS: usize = 10;
-/// The tries at a gate that other writers keep changing, before the pass is left to
-/// the next release, tick or recheck.
-const TRIES: usize = 8;
+/// The tries at a gate that other processes keep changing, before the change is left
+/// to the next release, tick or recheck (a slot not given back comes back when its
+/// hold ends): a few seconds of tries, with the backoff below.
+const TRIES: u32 = 12;
+/// The longest pause between two tries at a gate (each pause a random share of a
+/// doubling bound, from a millisecond).
+const MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Locks that keep this process's changes of one gate one at a time: its own writers
+/// do not race for the gate's record (a process may move one line from many tasks at
+/// once), and its conditional writes lose only to other processes'. Striped: a gate
+/// takes the lock its name hashes to, so that keyed gates need no lock each.
+pub(super) struct GateLocks([tokio::sync::Mutex<()>; 64]);
+
+impl Default for GateLocks {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
+    }
+}
+
+impl GateLocks {
+    fn of(&self, gate: &str) -> &tokio::sync::Mutex<()> {
+        let stripe = hash(&gate) % self.0.len() as u64;
+        &self.0[usize::try_from(stripe).unwrap_or_default()]
+    }
+}
+
+/// A stable hash of `value` (the same in every run: a simulation replays).
+fn hash(value: &impl std::hash::Hash) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    value.hash(&mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
 
 impl App {
     /// Puts a call in the line of its first gate, and moves that line on. A call
@@ -157,7 +187,17 @@ impl App {
         first: usize,
         change: impl Fn(&mut Gate, &[Waiter]) -> Option<Vec<Waiter>>,
     ) -> Result<(Vec<Waiter>, Option<Timestamp>), StoreError> {
-        for _ in 0..TRIES {
+        let _one_at_a_time = self.gate_locks.of(gate).lock().await;
+        for tried in 0..TRIES {
+            if tried > 0 {
+                // Jittered by who tries (processes that lost to each other try again
+                // apart), and the same in every replay of a simulation.
+                let bound = Duration::from_millis(1 << tried.min(9)).min(MAX_BACKOFF);
+                let share = hash(&(&self.instance, gate, tried)) % 1024;
+                #[expect(clippy::cast_precision_loss, reason = "below 1024: exact")]
+                let share = share as f64 / 1024.0;
+                self.clock.sleep(bound.mul_f64(share)).await;
+            }
             let (mut state, line) = self.store.gate(gate, first).await?;
             let holders = state.holders.len();
             let Some(passing) = change(&mut state, &line) else {

@@ -180,6 +180,8 @@ pub struct App {
     notification_prefix: Option<String>,
     /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
     dead_letters: Option<Arc<dyn DeadLetters>>,
+    /// The gates this process is changing, one at a time each ([`flow::GateLocks`]).
+    gate_locks: flow::GateLocks,
 }
 
 impl App {
@@ -212,6 +214,7 @@ impl App {
             accepted: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
             checked: Mutex::new(HashMap::new()),
+            gate_locks: flow::GateLocks::default(),
             deadline_messages: false,
             ingest: None,
             notification_prefix: None,

@@ -121,6 +121,8 @@ fn index_entries(item: &Value) -> Vec<(&'static str, String)> {
 struct Tally {
     requests: BTreeMap<String, u64>,
     write_units: u64,
+    /// The table's write units by the kind of item written: its key's prefix.
+    write_units_by_kind: BTreeMap<String, u64>,
     index_write_units: u64,
     written_bytes: usize,
     writes: usize,
@@ -139,7 +141,7 @@ struct Tally {
 impl Tally {
     fn write(&mut self, item: &Value, transactional: bool) {
         let factor = if transactional { 2 } else { 1 };
-        self.write_units += factor * units(item_size(item), 1024);
+        self.count_write(&item["pk"], factor * units(item_size(item), 1024));
         self.written_bytes += item_size(item);
         self.writes += 1;
         let key = format!("{}|{}", item["pk"], item["sk"]);
@@ -159,11 +161,18 @@ impl Tally {
         self.items.insert(key, item.clone());
     }
 
+    fn count_write(&mut self, pk: &Value, units: u64) {
+        let pk = pk["S"].as_str().unwrap_or_default();
+        let kind = pk.split_once('#').map_or(pk, |(kind, _)| kind);
+        *self.write_units_by_kind.entry(kind.to_owned()).or_default() += units;
+        self.write_units += units;
+    }
+
     fn delete(&mut self, key: &Value, transactional: bool) {
         let key = format!("{}|{}", key["pk"], key["sk"]);
         let removed = self.items.remove(&key).unwrap_or(Value::Null);
         let factor = if transactional { 2 } else { 1 };
-        self.write_units += factor * units(item_size(&removed), 1024);
+        self.count_write(&removed["pk"], factor * units(item_size(&removed), 1024));
         self.writes += 1;
     }
 
@@ -425,6 +434,15 @@ async fn main() {
         tally.written_bytes / tally.writes.max(1),
         per_task(tally.index_write_units),
         tally.read_units() / tasks as f64
+    );
+    let kinds: Vec<String> = tally
+        .write_units_by_kind
+        .iter()
+        .map(|(kind, units)| format!("{kind} {:.1}", per_task(*units)))
+        .collect();
+    println!(
+        "  the table's write units per task by item: {}",
+        kinds.join(", ")
     );
     let millions = 1e6 / tasks as f64;
     let dynamodb = ((tally.write_units + tally.index_write_units) as f64
