@@ -644,8 +644,20 @@ async fn effects(State(mock): State<Shared>, Query(query): Query<EffectsQuery>) 
     }
 }
 
-async fn calls(State(mock): State<Shared>) -> Json<Value> {
-    Json(json!({ "calls": mock.calls(), "concurrency": mock.concurrency() }))
+/// `GET /calls?of=`: what was counted of `of` alone (a service, or
+/// `service/customer`), or of everything: counts per customer grow with the customers.
+#[derive(serde::Deserialize)]
+struct CallsQuery {
+    of: Option<String>,
+}
+
+async fn calls(State(mock): State<Shared>, Query(query): Query<CallsQuery>) -> Json<Value> {
+    let (mut calls, mut concurrency) = (mock.calls(), mock.concurrency());
+    if let Some(of) = &query.of {
+        calls.retain(|counted, _| counted == of);
+        concurrency.retain(|counted, _| counted == of);
+    }
+    Json(json!({ "calls": calls, "concurrency": concurrency }))
 }
 
 /// Per service that requires a key: how many calls it accepted, refused with a stale

@@ -87,19 +87,11 @@ impl App {
     }
 
     /// Gives the slots of a call that has ended back to each of its gates, and moves
-    /// their lines on.
+    /// their lines on: one change of each gate.
     pub(super) async fn release(&self, call: &CallRef, gates: &[String]) {
         let id = call.id();
         for gate in gates {
-            let released = self
-                .change_gate(gate, 0, |state, _| {
-                    state.holders.remove(&id).map(|_| Vec::new())
-                })
-                .await;
-            if let Err(error) = released {
-                warn!(task_id = %call.task_id, gate = %gate, error = %Chain(&error), "a slot not given back: it comes back when its hold ends");
-            }
-            self.move_line(gate).await;
+            self.pass(gate, Some(&id)).await;
         }
     }
 
@@ -107,20 +99,29 @@ impl App {
     /// on (to their next gate, or sent). When the rate is what holds the line, a
     /// message comes back when its next token does.
     pub(super) async fn move_line(&self, gate: &str) {
+        self.pass(gate, None).await;
+    }
+
+    /// [`Self::move_line`], the slot of call `releasing` given back in its first
+    /// change, if any.
+    async fn pass(&self, gate: &str, mut releasing: Option<&str>) {
         loop {
-            if !self.move_line_once(gate).await {
+            if !self.move_line_once(gate, releasing.take()).await {
                 return;
             }
         }
     }
 
-    /// One pass of [`Self::move_line`]: whether a full pass went through, and
-    /// another may.
-    async fn move_line_once(&self, gate: &str) -> bool {
+    /// One pass of [`Self::move_line`], the slot of `releasing` given back in the
+    /// same write: whether a full pass went through, and another may.
+    async fn move_line_once(&self, gate: &str, releasing: Option<&str>) -> bool {
         let now = self.clock.now();
         let passed = self
             .change_gate(gate, GRANTS_A_PASS, |state, line| {
-                let limit = &line.first()?.gate()?.limit;
+                let released = releasing.is_some_and(|id| state.holders.remove(id).is_some());
+                let Some(limit) = line.first().and_then(Waiter::gate).map(|g| &g.limit) else {
+                    return released.then(Vec::new);
+                };
                 // A call that holds a slot already (asked again, its turn lost) passes
                 // on it, its hold renewed; the others take the slots open, in order.
                 let (holding, waiting): (Vec<&Waiter>, Vec<&Waiter>) = line
@@ -146,6 +147,10 @@ impl App {
             .await;
         let (passed, left) = match passed {
             Ok(moved) => moved,
+            Err(error) if releasing.is_some() => {
+                warn!(gate = %gate, error = %Chain(&error), "a slot not given back: it comes back when its hold ends");
+                return false;
+            }
             Err(error) => {
                 warn!(gate = %gate, error = %Chain(&error), "a gate's line did not move: the next release, tick or recheck moves it");
                 return false;

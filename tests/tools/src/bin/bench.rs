@@ -879,7 +879,7 @@ async fn burst(tasks: usize, senders: usize, ingestion: Ingestion) -> anyhow::Re
 
 /// The mock services' count of calls to `service`, and its peak of calls at once.
 async fn mock_calls(mock: &str, http: &reqwest::Client, service: &str) -> (u64, u64) {
-    let calls: Value = match http.get(format!("{mock}/calls")).send().await {
+    let calls: Value = match http.get(format!("{mock}/calls?of={service}")).send().await {
         Ok(answer) => answer.json().await.unwrap_or_default(),
         Err(_) => Value::Null,
     };
@@ -933,7 +933,7 @@ async fn limits(
                 if calls as usize >= tasks && last.is_none() {
                     last = Some(now);
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
             first.zip(last).map(|(first, last)| last - first)
         })
