@@ -542,6 +542,19 @@ pub const UNDONE_AFTER_THE_DELIVERY_FAILED: [&str; 5] = [
     "Error",
 ];
 
+/// Service `name` of the operator's view of the services (`GET /operator/services`);
+/// null when it is not there.
+#[must_use]
+pub fn service<'v>(view: &'v Value, name: &str) -> &'v Value {
+    static MISSING: Value = Value::Null;
+    view["services"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["service"] == name)
+        .unwrap_or(&MISSING)
+}
+
 /// The states of a task's steps, in order.
 #[must_use]
 pub fn step_states(task: &Value) -> Vec<String> {

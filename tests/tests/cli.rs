@@ -420,14 +420,8 @@ async fn an_operator_sees_each_services_limits_and_calls_from_the_command_line()
     }
     harness
         .services_when(None, |v| {
-            let drone = v["services"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|s| s["service"] == "drone");
-            drone.is_some_and(|d| {
-                d["limits"][0]["gate"]["in_flight"] == 1 && d["limits"][0]["gate"]["waiting"] == 2
-            })
+            let gate = &sas_tests::service(v, "drone")["limits"][0]["gate"];
+            gate["in_flight"] == 1 && gate["waiting"] == 2
         })
         .await;
     let out = ok(&harness, &["services"]).await;

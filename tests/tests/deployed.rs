@@ -547,13 +547,7 @@ async fn a_service_limited_to_2_calls_at_once_sees_no_3rd_across_the_deployed_fu
     // (the submission function reads the gates under its own role).
     let (status, view) = operator(&stack, "GET", "/operator/services", None).await;
     assert_eq!(status, 200, "{view}");
-    let drone = view["services"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["service"] == "drone")
-        .unwrap_or_else(|| panic!("no drone in {view}"));
-    let limit = &drone["limits"][0];
+    let limit = &sas_tests::service(&view, "drone")["limits"][0];
     assert_eq!(
         (
             &limit["max_concurrency"],

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sas_tests::{Harness, delivery_input};
+use sas_tests::{Harness, delivery_input, service};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,16 +186,6 @@ async fn settled_calls(harness: &Harness, service: &str) -> u64 {
         }
         last = now;
     }
-}
-
-/// Service `name` of the operator's view of the services.
-fn service<'v>(view: &'v Value, name: &str) -> &'v Value {
-    view["services"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|s| s["service"] == name)
-        .unwrap_or_else(|| panic!("no service {name} in {view:#}"))
 }
 
 /// The gate of service `name`'s first limit, in the operator's view.

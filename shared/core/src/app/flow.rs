@@ -56,11 +56,12 @@ fn hash(value: &impl std::hash::Hash) -> u64 {
 
 impl App {
     /// Puts a call in the line of its first gate, and moves that line on. A call
-    /// asked for again has waited a while: its wait so far is a `SlotWait` metric,
-    /// which grows while its gates stay shut.
+    /// asked for again by the supervisor has waited a recheck at least: its wait so
+    /// far is a `SlotWait` metric, which grows while its gates stay shut (a call put
+    /// in line for the first time has waited nothing, and records nothing).
     pub(super) async fn admit(&self, admission: Admission) {
         let now = self.clock.now();
-        if admission.since < now {
+        if admission.since.until(now) >= SLOT_RECHECK {
             self.record_wait(&admission, now);
         }
         let waiter = Waiter {
