@@ -235,6 +235,16 @@ pub(crate) fn not_found(id: &str) -> ApiError {
     ApiError::new(ErrorCode::NotFound, format!("no task '{id}'"))
 }
 
+/// A query's parameters, as (name, value) pairs in their order; a name alone has an
+/// empty value.
+pub(crate) fn query_pairs(query: Option<&str>) -> impl Iterator<Item = (&str, &str)> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+}
+
 pub(crate) fn unknown_parameter(key: &str) -> ApiError {
     ApiError::new(
         ErrorCode::InvalidQuery,

@@ -10,7 +10,7 @@ use sas_domain::task::{Request, TaskState};
 use sas_domain::time::Timestamp;
 
 use crate::bodies::{BulkBody, RedriveBody, parse_json};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::tasks::{LISTED, invalid_cursor, parse_state};
 use crate::view::{
     BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView,
@@ -106,23 +106,21 @@ pub(crate) async fn bulk(
 /// keyed limit's gate is shown for the key given (percent-encoded).
 pub(crate) async fn services(app: &App, query: Option<&str>) -> Result<ApiResponse, ApiError> {
     let mut key = None;
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let invalid = |message: &str| {
-            ApiError::new(ErrorCode::InvalidQuery, format!("{name}: {message}")).on(name)
-        };
+    for (name, value) in query_pairs(query) {
         match name {
             "key" => {
                 let value = percent_encoding::percent_decode_str(value)
                     .decode_utf8()
-                    .map_err(|_| invalid("must be UTF-8, percent-encoded"))?;
+                    .map_err(|_| {
+                        ApiError::new(
+                            ErrorCode::InvalidQuery,
+                            "key: must be UTF-8, percent-encoded",
+                        )
+                        .on("key")
+                    })?;
                 key = Some(value.into_owned());
             }
-            _ => return Err(invalid("unknown parameter: the one known is key")),
+            _ => return Err(unknown_parameter(name)),
         }
     }
     let services = app.services(key.as_deref()).await?;

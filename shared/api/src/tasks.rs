@@ -13,7 +13,7 @@ use sas_domain::task::{Task, TaskState};
 use sas_domain::time::Timestamp;
 
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
-use crate::error::{ApiError, ErrorCode, not_found, unknown_parameter};
+use crate::error::{ApiError, ErrorCode, not_found, query_pairs, unknown_parameter};
 use crate::routes::Scope;
 use crate::view::{AcceptedView, BatchView, ChildrenView, PageView, TaskView, View};
 use crate::{
@@ -179,12 +179,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(20);
 /// `wait=<duration>`: how long to wait for the task to be final.
 pub(crate) fn parse_wait(query: Option<&str>) -> Result<Duration, ApiError> {
     let mut wait = Duration::ZERO;
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        match pair.split_once('=').unwrap_or((pair, "")) {
+    for pair in query_pairs(query) {
+        match pair {
             ("wait", value) => {
                 wait = humantime::parse_duration(value)
                     .ok()
@@ -235,12 +231,7 @@ pub(crate) async fn children(
     query: Option<&str>,
 ) -> Result<ApiResponse, ApiError> {
     let (mut step, mut after, mut limit) = (None, None::<u32>, 50usize);
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+    for (key, value) in query_pairs(query) {
         let invalid = |message: &str| {
             ApiError::new(ErrorCode::InvalidQuery, format!("{key}: {message}")).on(key)
         };
@@ -366,12 +357,7 @@ pub(crate) async fn list(
     let mut state = None;
     let mut limit = 50;
     let mut after = None;
-    for pair in query
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-    {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+    for (key, value) in query_pairs(query) {
         match key {
             "state" => {
                 state = Some(parse_state(
