@@ -398,7 +398,7 @@ export class SchedulerAgentSupervisor extends Construct {
 
     // Explicit statements rather than the constructs' grants, which give more than is
     // used (a queue's grantSendMessages adds GetQueueAttributes and GetQueueUrl).
-    // UpdateItem: the order data of a resubmission with a new input.
+    // UpdateItem: a task's item rewritten in place (its order data, when small, kept in it).
     allow(
       submission,
       ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"],
@@ -406,9 +406,9 @@ export class SchedulerAgentSupervisor extends Construct {
     );
     // Listings: the tasks in Error from the listing index, those in flight from the expiry index.
     allow(submission, ["dynamodb:Query"], [`${table}/index/listing`, `${table}/index/expiry`]);
-    // UpdateItem: a finished task's order data, whose expiry moves with it when the task
-    // finishes late or needs a person; and, for the supervisor, a task that cannot be
-    // read taken off the expiry index.
+    // UpdateItem: a task's item rewritten in place at each step, and order data of its
+    // own, whose expiry moves with the task when it finishes late or needs a person;
+    // and, for the supervisor, a task that cannot be read taken off the expiry index.
     allow(scheduler, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"], [table]);
     allow(
       supervisor,

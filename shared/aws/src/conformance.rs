@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use sas_lambda::config::TableSettings;
 use sas_lambda::emulator;
 use sas_testkit::conformance;
@@ -12,7 +13,7 @@ use crate::table::create_table;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_on_moto_conforms() {
-    let moto = Moto::start();
+    let moto = Moto::start_serial();
     let sdk = emulator::sdk(&moto.endpoint);
     create_table(&aws_sdk_dynamodb::Client::new(&sdk), "conformance").await;
     let settings = TableSettings {
@@ -22,4 +23,151 @@ async fn dynamodb_on_moto_conforms() {
         retention: Duration::from_secs(86_400),
     };
     conformance::state_store(&DynamoStore::new(&sdk, settings)).await;
+}
+
+/// Order data small enough is kept in the task's item, a larger one and a
+/// resubmission's in an item of their own; an update keeps either where it is, and an
+/// item of its own left by an earlier task of the same id is never read for a task
+/// whose order is in its item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
+    use sas_core::ports::StateStore as _;
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::task::{EarlierInput, Order, Task, TaskState};
+    use sas_domain::time::Timestamp;
+    use sas_domain::workflow::Registry;
+    use serde_json::{Value, json};
+
+    let moto = Moto::start_serial();
+    let sdk = emulator::sdk(&moto.endpoint);
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    create_table(&client, "orders").await;
+    let store = DynamoStore::new(
+        &sdk,
+        TableSettings {
+            table: "orders".into(),
+            lease_shards: 4,
+            lease_bucket: Duration::ZERO,
+            retention: Duration::from_secs(86_400),
+        },
+    );
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let new_task = |id: &str, input: Value| {
+        let submission = Submission {
+            owner: None,
+            id: TaskId::parse(id).expect("id"),
+            input,
+            notify: None,
+            parent: None,
+            pinned: Default::default(),
+            start_at: None,
+            priority: sas_domain::flow::DEFAULT_PRIORITY,
+        };
+        let (task, order, _) = submit(&drone, submission, Timestamp(1_000));
+        (task, order)
+    };
+    let changed = |task: &Task, change: &dyn Fn(&mut Task)| {
+        let mut next = task.clone();
+        next.version += 1;
+        change(&mut next);
+        next
+    };
+    // The task's items: each sort key, and whether the item holds an input.
+    let items = async |id: &str| -> Vec<(String, bool)> {
+        let output = client
+            .query()
+            .table_name("orders")
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(format!("TASK#{id}")))
+            .send()
+            .await
+            .expect("query");
+        output
+            .items()
+            .iter()
+            .map(|item| {
+                let sk = item["sk"].as_s().expect("sk").clone();
+                (sk, item.contains_key("input"))
+            })
+            .collect()
+    };
+    let with_order = async |id: &TaskId| store.task_with_order(id).await.expect("read");
+
+    // An earlier task of the same id left its order data, expired after it.
+    client
+        .put_item()
+        .table_name("orders")
+        .item("pk", AttributeValue::S("TASK#small".into()))
+        .item("sk", AttributeValue::S("ORDER".into()))
+        .item("input", AttributeValue::S(r#"{"stale":true}"#.into()))
+        .send()
+        .await
+        .expect("stale order");
+    let (task, order) = new_task("small", json!({"customer_id": "c-1", "weight_kg": 1.2}));
+    store.create(&task, &order).await.expect("created");
+    assert_eq!(
+        items("small").await,
+        [("ORDER".into(), true), ("TASK".into(), true)],
+        "the input in the task's item, the stale item left as it was"
+    );
+    assert_eq!(
+        with_order(&task.id).await,
+        Some((task.clone(), order.clone()))
+    );
+    let claimed = changed(&task, &|t| t.locked_by = Some("s1".into()));
+    store.update(&claimed).await.expect("updated");
+    assert_eq!(
+        with_order(&task.id).await,
+        Some((claimed.clone(), order.clone())),
+        "an update in place keeps the order data"
+    );
+    // Finished late (its second run): its order's expiry would move, in the
+    // transaction that also writes the task; the stale item takes the move, and the
+    // task's item keeps its input.
+    let late = changed(&claimed, &|t| {
+        t.run = 2;
+        t.state = TaskState::Processed;
+        t.complete_by = None;
+        t.locked_by = None;
+    });
+    store.update(&late).await.expect("updated");
+    assert_eq!(
+        with_order(&task.id).await,
+        Some((late.clone(), order.clone()))
+    );
+
+    let edited = Order {
+        task_id: task.id.clone(),
+        input: json!({"customer_id": "c-2"}),
+        earlier: vec![EarlierInput {
+            until_run: 2,
+            input: order.input.clone(),
+        }],
+    };
+    let resubmitted = changed(&late, &|t| t.run = 3);
+    store
+        .update_with_order(&resubmitted, &edited)
+        .await
+        .expect("resubmitted");
+    assert_eq!(
+        items("small").await,
+        [("ORDER".into(), true), ("TASK".into(), false)],
+        "a resubmission's order data in an item of its own"
+    );
+    assert_eq!(with_order(&task.id).await, Some((resubmitted, edited)));
+
+    let (large, large_order) = new_task("large", json!({"note": "x".repeat(600)}));
+    store.create(&large, &large_order).await.expect("created");
+    assert_eq!(
+        items("large").await,
+        [("ORDER".into(), true), ("TASK".into(), false)],
+        "order data over 512 bytes in an item of its own"
+    );
+    let claimed = changed(&large, &|t| t.locked_by = Some("s1".into()));
+    store.update(&claimed).await.expect("updated");
+    assert_eq!(with_order(&large.id).await, Some((claimed, large_order)));
 }

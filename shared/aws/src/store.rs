@@ -2,8 +2,8 @@
 //!
 //! | pk               | sk          | what |
 //! |------------------|-------------|------|
-//! | `TASK#<id>`      | `TASK`      | the task's record, its version, and the index keys below |
-//! | `TASK#<id>`      | `ORDER`     | the order data, written with the task in one transaction |
+//! | `TASK#<id>`      | `TASK`      | the task's record, its version, the index keys below, and its order data when small |
+//! | `TASK#<id>`      | `ORDER`     | order data too large to keep in the task's item, written with the task in one transaction |
 //! | `WORKFLOW#<name>`| `V#<version>` | a workflow definition, as tasks started with it |
 //!
 //! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
@@ -15,6 +15,13 @@
 //! another bucket: no index is rewritten at every step, and no index partition
 //! takes every task's writes. A finished task gets an `expires_at` for DynamoDB's
 //! TTL.
+//!
+//! Order data of at most [`INLINE_ORDER`] bytes is kept in the task's item: its
+//! creation is one conditional PutItem (one write unit), not a transaction of two
+//! items (four), and a step's update leaves it in place. Larger order data, and a
+//! resubmission's, has an item of its own, so that no step pays for its bytes. Tasks
+//! written before this layout (their order always apart) are read and written as
+//! they are.
 //!
 //! Every write is conditional: a creation on the item's absence, an update on the
 //! version read. Every attribute name goes through ExpressionAttributeNames.
@@ -28,6 +35,7 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
 use aws_types::SdkConfig;
@@ -59,6 +67,24 @@ pub const LISTING_INDEX: &str = "listing";
 const IN_FLIGHT_READS: usize = 1000;
 
 type Item = HashMap<String, AttributeValue>;
+
+/// The most order data (its input as JSON) kept in the task's own item. Each of a
+/// task's writes is billed by the kilobyte of the whole item, so inline order data
+/// costs up to its share of a kilobyte at every step; at this size that is about
+/// what the transaction it saves costs once (three write units).
+pub const INLINE_ORDER: usize = 512;
+
+/// The attributes of [`DynamoStore::task_item`] that a task may have or not: an
+/// update in place removes those it does not set.
+const OPTIONAL_ATTRIBUTES: [&str; 7] = [
+    "LockedBy",
+    "CompleteBy",
+    "lease_shard",
+    "lease_expires",
+    "listed_state",
+    "listed_key",
+    "expires_at",
+];
 
 /// A new expiry of a task's order data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,15 +121,20 @@ where
 fn conditional<T>(
     result: Result<T, SdkError<PutItemError, HttpResponse>>,
 ) -> Result<(), StoreError> {
+    conditional_write(result, PutItemError::is_conditional_check_failed_exception)
+}
+
+/// A conditional write's outcome, `failed` telling its failed condition.
+fn conditional_write<T, E>(
+    result: Result<T, SdkError<E, HttpResponse>>,
+    failed: fn(&E) -> bool,
+) -> Result<(), StoreError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     match result {
         Ok(_) => Ok(()),
-        Err(error)
-            if error
-                .as_service_error()
-                .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
-        {
-            Err(StoreError::Conflict)
-        }
+        Err(error) if error.as_service_error().is_some_and(failed) => Err(StoreError::Conflict),
         Err(error) => Err(unavailable(error)),
     }
 }
@@ -239,7 +270,48 @@ impl DynamoStore {
         if let Some(expiry) = self.task_expiry(task) {
             item.insert("expires_at".into(), n(seconds(expiry)));
         }
-        within_item_limit(&task.id, item)
+        within_item_limit(&task.id, item, INLINE_ORDER)
+    }
+
+    /// A rewrite of a task's item in place, on condition of its version: every
+    /// attribute of [`Self::task_item`] set, the optional ones it leaves out removed,
+    /// and order data kept in the item left as it is.
+    fn update_in_place(&self, task: &Task) -> Result<Update, StoreError> {
+        let mut item = self.task_item(task)?;
+        let (pk, sk) = task_key(&task.id);
+        item.remove("pk");
+        item.remove("sk");
+        let mut update = Update::builder()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, sk)))
+            .condition_expression("#version = :expected")
+            .expression_attribute_names("#version", "version")
+            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)));
+        let mut removed = Vec::new();
+        for (i, name) in OPTIONAL_ATTRIBUTES.iter().enumerate() {
+            if !item.contains_key(*name) {
+                update = update.expression_attribute_names(format!("#r{i}"), *name);
+                removed.push(format!("#r{i}"));
+            }
+        }
+        // Sorted, so that the same task makes the same request.
+        let mut set: Vec<(String, AttributeValue)> = item.into_iter().collect();
+        set.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut assignments = Vec::new();
+        for (i, (name, value)) in set.into_iter().enumerate() {
+            update = update
+                .expression_attribute_names(format!("#s{i}"), name)
+                .expression_attribute_values(format!(":s{i}"), value);
+            assignments.push(format!("#s{i} = :s{i}"));
+        }
+        let mut expression = format!("SET {}", assignments.join(", "));
+        if !removed.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", removed.join(", ")));
+        }
+        update
+            .update_expression(expression)
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.into()))
     }
 
     /// When DynamoDB's TTL may delete a task: a retention after it finished. Never
@@ -269,86 +341,84 @@ impl DynamoStore {
             .then(|| OrderExpiry::At(expiry.plus(self.settings.retention)))
     }
 
-    /// Replaces a task, on condition of its version, and changes its order data in
-    /// the same transaction: its expiry, and its input when `order` is given.
-    async fn update_with_order_data(
+    /// Replaces a task whose order data has an item of its own, on condition of its
+    /// version, and moves the order's expiry in the same transaction. `Ok(false)`:
+    /// the order has no item of its own (it is kept in the task's), nothing written.
+    async fn update_with_order_expiry(
         &self,
         task: &Task,
-        expiry: Option<OrderExpiry>,
-        order: Option<&Order>,
-    ) -> Result<(), StoreError> {
-        let invalid = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.into());
+        expiry: OrderExpiry,
+    ) -> Result<bool, StoreError> {
+        let (pk, _) = task_key(&task.id);
+        let update = Update::builder()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk, "ORDER".into())))
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#expires", "expires_at");
+        let update = match expiry {
+            OrderExpiry::Never => update.update_expression("REMOVE #expires"),
+            OrderExpiry::At(at) => update
+                .update_expression("SET #expires = :at")
+                .expression_attribute_values(":at", n(seconds(at))),
+        };
+        let update = update
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.into()))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .update(self.update_in_place(task)?)
+                    .build(),
+            )
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(error) => match cancellation_reasons(&error).as_slice() {
+                // Its condition failed, or another write to it was under way: read again.
+                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
+                    Err(StoreError::Conflict)
+                }
+                [_, Some("ConditionalCheckFailed")] => Ok(false),
+                _ => Err(unavailable(error)),
+            },
+        }
+    }
+
+    /// The task's item put in a transaction, on condition of the version read.
+    fn versioned_put(&self, task: &Task, item: Item) -> Result<TransactWriteItem, StoreError> {
         let put = Put::builder()
             .table_name(&self.settings.table)
-            .set_item(Some(self.task_item(task)?))
+            .set_item(Some(item))
             .condition_expression("#version = :expected")
             .expression_attribute_names("#version", "version")
             .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
             .build()
-            .map_err(invalid)?;
+            .map_err(|e| StoreError::Unavailable(e.into()))?;
+        Ok(TransactWriteItem::builder().put(put).build())
+    }
+
+    /// The order data's own item: its input, the inputs it replaced, its expiry.
+    fn order_item(
+        &self,
+        task: &Task,
+        order: &Order,
+        expiry: OrderExpiry,
+    ) -> Result<Item, StoreError> {
         let (pk, _) = task_key(&task.id);
-        let mut update = Update::builder()
-            .table_name(&self.settings.table)
-            .set_key(Some(key(pk, "ORDER".into())))
-            .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#pk", "pk");
-        let (mut set, mut remove) = (Vec::new(), Vec::new());
-        match expiry {
-            Some(OrderExpiry::Never) => remove.push("#expires"),
-            Some(OrderExpiry::At(at)) => {
-                set.push("#expires = :at");
-                update = update.expression_attribute_values(":at", n(seconds(at)));
-            }
-            None => {}
+        let mut item = key(pk, "ORDER".into());
+        item.insert("input".into(), s(encode_json(&order.input)?));
+        if !order.earlier.is_empty() {
+            item.insert("earlier".into(), s(encode_json(&order.earlier)?));
         }
-        if expiry.is_some() {
-            update = update.expression_attribute_names("#expires", "expires_at");
+        if let OrderExpiry::At(at) = expiry {
+            item.insert("expires_at".into(), n(seconds(at)));
         }
-        if let Some(order) = order {
-            set.push("#input = :input");
-            update = update
-                .expression_attribute_names("#input", "input")
-                .expression_attribute_names("#earlier", "earlier")
-                .expression_attribute_values(":input", s(encode_json(&order.input)?));
-            if order.earlier.is_empty() {
-                remove.push("#earlier");
-            } else {
-                set.push("#earlier = :earlier");
-                update =
-                    update.expression_attribute_values(":earlier", s(encode_json(&order.earlier)?));
-            }
-        }
-        let mut expression = Vec::new();
-        if !set.is_empty() {
-            expression.push(format!("SET {}", set.join(", ")));
-        }
-        if !remove.is_empty() {
-            expression.push(format!("REMOVE {}", remove.join(", ")));
-        }
-        let order = update
-            .update_expression(expression.join(" "))
-            .build()
-            .map_err(invalid)?;
-        let result = self
-            .client
-            .transact_write_items()
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .transact_items(TransactWriteItem::builder().update(order).build())
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(error) => Err(match cancellation_reasons(&error).as_slice() {
-                // Its condition failed, or another write to it was under way: read again.
-                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
-                    StoreError::Conflict
-                }
-                [_, Some("ConditionalCheckFailed")] => StoreError::Corrupt(
-                    format!("task {}: its order data is missing", task.id).into(),
-                ),
-                _ => unavailable(error),
-            }),
-        }
+        within_item_limit(&task.id, item, 0)
     }
 
     /// Tasks in Error, oldest first, from the listing index.
@@ -572,26 +642,33 @@ impl DynamoStore {
             .send()
             .await
             .map_err(unavailable)?;
-        let mut task = None;
-        let mut order = None;
+        let (mut task, mut inline, mut apart) = (None, None, None);
+        let order_of = |item: &Item| -> Result<Order, StoreError> {
+            let earlier = match item.get("earlier") {
+                Some(_) => decode_json(attribute(item, "earlier")?)?,
+                None => Vec::new(),
+            };
+            Ok(Order {
+                task_id: id.clone(),
+                input: decode_json(attribute(item, "input")?)?,
+                earlier,
+            })
+        };
         for item in output.items() {
             match attribute(item, "sk")? {
-                "TASK" => task = Some(decode_task(item)?),
-                "ORDER" => {
-                    let earlier = match item.get("earlier") {
-                        Some(_) => decode_json(attribute(item, "earlier")?)?,
-                        None => Vec::new(),
-                    };
-                    order = Some(Order {
-                        task_id: id.clone(),
-                        input: decode_json(attribute(item, "input")?)?,
-                        earlier,
-                    });
+                "TASK" => {
+                    task = Some(decode_task(item)?);
+                    if item.contains_key("input") {
+                        inline = Some(order_of(item)?);
+                    }
                 }
+                "ORDER" => apart = Some(order_of(item)?),
                 _ => {}
             }
         }
-        Ok(task.zip(order))
+        // Order data in the task's item is the task's own: an item of its own beside
+        // it is one a task of the same id left, expired before its order.
+        Ok(task.zip(inline.or(apart)))
     }
 }
 
@@ -657,7 +734,8 @@ fn decode_task(item: &Item) -> Result<Task, DecodeError> {
 
 /// The item, if DynamoDB takes it: at most [`MAX_ITEM`] bytes of names and values
 /// (an over-estimate: numbers are counted as their text).
-fn within_item_limit(id: &TaskId, item: Item) -> Result<Item, StoreError> {
+/// `reserved` bytes are left for what may join the item later (order data).
+fn within_item_limit(id: &TaskId, item: Item, reserved: usize) -> Result<Item, StoreError> {
     let size: usize = item
         .iter()
         .map(|(name, value)| {
@@ -669,7 +747,7 @@ fn within_item_limit(id: &TaskId, item: Item) -> Result<Item, StoreError> {
                 }
         })
         .sum();
-    if size > MAX_ITEM {
+    if size + reserved > MAX_ITEM {
         return Err(StoreError::TooLarge(format!(
             "task {id}: an item of {size} bytes is over the {MAX_ITEM} DynamoDB takes"
         )));
@@ -695,15 +773,26 @@ fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
 #[async_trait]
 impl StateStore for DynamoStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        let (pk, _) = task_key(&task.id);
         let input = encode_json(&order.input)?;
-        let mut order_item = key(pk, "ORDER".into());
-        order_item.insert("input".into(), s(input));
-        order_item.insert(
-            "expires_at".into(),
-            n(seconds(self.default_order_expiry(task))),
-        );
-        let order_item = within_item_limit(&task.id, order_item)?;
+        if input.len() <= INLINE_ORDER && order.earlier.is_empty() {
+            let mut item = self.task_item(task)?;
+            item.insert("input".into(), s(input));
+            let result = self
+                .client
+                .put_item()
+                .table_name(&self.settings.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", "pk")
+                .send()
+                .await;
+            return conditional(result);
+        }
+        let order_item = self.order_item(
+            task,
+            order,
+            OrderExpiry::At(self.default_order_expiry(task)),
+        )?;
         let put = |item: Item, absent: bool| {
             let put = Put::builder()
                 .table_name(&self.settings.table)
@@ -765,28 +854,62 @@ impl StateStore for DynamoStore {
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
-        let Some(order_expiry) = self.order_expiry_change(task) else {
-            let result = self
-                .client
-                .put_item()
-                .table_name(&self.settings.table)
-                .set_item(Some(self.task_item(task)?))
-                .condition_expression("#version = :expected")
-                .expression_attribute_names("#version", "version")
-                .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
-                .send()
-                .await;
-            return conditional(result);
-        };
-        // Rare (a task that needs a person, or finishes late): the order data's
-        // expiry moves in the same transaction.
-        self.update_with_order_data(task, Some(order_expiry), None)
-            .await
+        // Rare (a task that needs a person, or finishes late): order data in an item
+        // of its own has its expiry moved in the same transaction.
+        if let Some(order_expiry) = self.order_expiry_change(task)
+            && self.update_with_order_expiry(task, order_expiry).await?
+        {
+            return Ok(());
+        }
+        let update = self.update_in_place(task)?;
+        let result = self
+            .client
+            .update_item()
+            .table_name(update.table_name)
+            .set_key(Some(update.key))
+            .update_expression(update.update_expression)
+            .set_condition_expression(update.condition_expression)
+            .set_expression_attribute_names(update.expression_attribute_names)
+            .set_expression_attribute_values(update.expression_attribute_values)
+            .send()
+            .await;
+        conditional_write(
+            result,
+            UpdateItemError::is_conditional_check_failed_exception,
+        )
     }
 
+    /// A resubmission's new order data goes to an item of its own, with the inputs
+    /// it replaced: the task's item is put without order data in it.
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        self.update_with_order_data(task, self.order_expiry_change(task), Some(order))
-            .await
+        let expiry = self
+            .order_expiry_change(task)
+            .unwrap_or_else(|| OrderExpiry::At(self.default_order_expiry(task)));
+        let order_item = TransactWriteItem::builder()
+            .put(
+                Put::builder()
+                    .table_name(&self.settings.table)
+                    .set_item(Some(self.order_item(task, order, expiry)?))
+                    .build()
+                    .map_err(|e| StoreError::Unavailable(e.into()))?,
+            )
+            .build();
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(self.versioned_put(task, self.task_item(task)?)?)
+            .transact_items(order_item)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(error) => match cancellation_reasons(&error).as_slice() {
+                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
+                    Err(StoreError::Conflict)
+                }
+                _ => Err(unavailable(error)),
+            },
+        }
     }
 
     async fn expired(

@@ -50,6 +50,27 @@ impl Moto {
     /// With instructions, when moto is not installed or does not start.
     #[must_use]
     pub fn start_with(environment: &[(&str, &str)]) -> Self {
+        Self::spawn(environment, false)
+    }
+
+    /// Starts moto serving one request at a time. DynamoDB applies an item's
+    /// conditional write atomically; moto's threaded server does not (two UpdateItems
+    /// on one item can both pass their condition before either writes), so writes
+    /// racing on purpose are tested on this one.
+    ///
+    /// # Panics
+    /// With instructions, when moto is not installed or does not start.
+    #[must_use]
+    pub fn start_serial() -> Self {
+        Self::spawn(&[], true)
+    }
+
+    fn spawn(environment: &[(&str, &str)], serial: bool) -> Self {
+        /// moto's own server (`moto/server.py`), with werkzeug's threads off.
+        const SERIAL: &str = "import sys
+from werkzeug.serving import run_simple
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+run_simple(sys.argv[1], int(sys.argv[2]), DomainDispatcherApplication(create_backend_app), threaded=False)";
         let binary = std::env::var("SAS_MOTO_SERVER").map_or_else(
             |_| repository().join(".venv/bin/moto_server"),
             PathBuf::from,
@@ -62,8 +83,19 @@ impl Moto {
             binary.display()
         );
         let port = free_port();
-        let child = Command::new(&binary)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        let port_text = port.to_string();
+        let mut command = if serial {
+            // The Python of moto's environment, beside its moto_server.
+            let mut command = Command::new(binary.with_file_name("python"));
+            command.args(["-c", SERIAL, "127.0.0.1", &port_text]);
+            command
+        } else {
+            let mut command = Command::new(&binary);
+            command.args(["-H", "127.0.0.1", "-p", &port_text]);
+            command
+        };
+        let child = command
+            .env("MOTO_PORT", &port_text)
             .envs(environment.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -25,7 +25,11 @@
 //! compare [--peers ../shared/peers] [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
 //!     sas-local (buffered, then direct ingestion), Restate and DBOS in turn (each
 //!     peer's `bench.sh`, after its `setup.sh`), at concurrency 64 and at 1, ROUNDS
-//!     times; every line as it comes, then the medians and our ratios to each peer
+//!     times; every line as it comes, then the medians and our ratios to each peer.
+//!     Beside them, the floor at 1: first the WAL a task's commits write (a run of 200
+//!     under strace), then in each round the disk's flush of 4 KiB and of a commit's
+//!     size and a loopback round trip; a task's floor is its commits' flushes and its
+//!     seven round trips, and Postgres's WAL is read from DBOS's line
 //! sweep [--tasks 100000] [--expired-percent 1] [--store embedded|dynamodb]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
 //!     the rows it reads and the time it takes (in process, on the embedded backend),
@@ -45,6 +49,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use sas_tools::floor::{WalWrites, flush_time};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -335,9 +340,13 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if self.graceful {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
+            // The server itself: a tracer's child (strace detaches on SIGTERM and
+            // would leave it running), or the command it runs in (valgrind).
+            let pid = self.child.id().to_string();
+            let children = Command::new("pkill").args(["-TERM", "-P", &pid]).status();
+            if !children.is_ok_and(|s| s.success()) {
+                let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            }
             let deadline = Instant::now() + Duration::from_secs(120);
             while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(100));
@@ -479,14 +488,14 @@ struct Measured {
 }
 
 impl Measured {
+    /// A number in the line, by its key.
+    fn field(&self, key: &str) -> Option<f64> {
+        number_in(&self.line, key)
+    }
+
     /// Reads a peer's `bench.sh` line (`workflows_per_s=`, `p50_ms=`, `p99_ms=`).
     fn parse(line: &str) -> Option<Self> {
-        let field = |key: &str| {
-            line.split_whitespace()
-                .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))?
-                .parse::<f64>()
-                .ok()
-        };
+        let field = |key: &str| number_in(line, key);
         Some(Self {
             tasks_per_s: field("workflows_per_s")?,
             p50_ms: field("p50_ms")?,
@@ -494,6 +503,14 @@ impl Measured {
             line: line.to_owned(),
         })
     }
+}
+
+/// The number after `key=` in a line of `key=value` fields.
+fn number_in(line: &str, key: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))?
+        .parse()
+        .ok()
 }
 
 /// A closed loop's shape: tasks measured, clients at once, tasks run before.
@@ -632,8 +649,27 @@ async fn compare(
         .iter()
         .map(|_| ENGINES.iter().map(|_| Vec::new()).collect())
         .collect();
+    let mut walls = Vec::new();
+    for ingestion in OURS {
+        let wal = wal_writes(ingestion).await?;
+        println!(
+            "wal engine=sas-local-{} commits_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2}",
+            ingestion.name(),
+            wal.commits_per_task,
+            wal.writes.bytes_per_commit(),
+            wal.kb_per_task(),
+            wal.writes_per_commit(),
+        );
+        walls.push(wal);
+    }
+    let mut probes = Vec::new();
     for round in 1..=rounds {
         for (load, &shape) in loads.iter().enumerate() {
+            if shape.concurrency == 1 {
+                let probe = Probe::measure(&walls).await?;
+                println!("round={round} {probe}");
+                probes.push(probe);
+            }
             for (engine, name) in ENGINES.iter().enumerate() {
                 // Each run on a settled machine: the disk flushed, the last run's
                 // processes gone.
@@ -666,8 +702,13 @@ async fn compare(
             })
             .collect();
         for (engine, (name, (rate, p50, p99))) in ENGINES.iter().zip(&figures).enumerate() {
-            let ratios: String = if engine < OURS.len() {
-                String::new()
+            let ratios: String = if let Some(wal) = walls.get(engine) {
+                if *concurrency == 1 {
+                    let floor = median(probes.iter().map(|p| p.floor_ms(wal)).collect());
+                    format!(" floor_ms={floor:.2} p50/floor={:.2}x", p50 / floor)
+                } else {
+                    String::new()
+                }
             } else {
                 OURS.iter()
                     .zip(&figures)
@@ -686,7 +727,156 @@ async fn compare(
             );
         }
     }
+    println!(
+        "floor at 1, medians of the rounds' probes: {}",
+        Probe::medians(&probes)
+    );
+    if let Some(runs) = loads
+        .iter()
+        .position(|l| l.concurrency == 1)
+        .and_then(|load| results[load].get(ENGINES.len() - 1))
+    {
+        let of = |key: &str| median(runs.iter().filter_map(|m| m.field(key)).collect());
+        let (kb, syncs) = (of("wal_kb_per_workflow"), of("wal_syncs_per_step"));
+        println!(
+            "wal engine=dbos (Postgres) wal_kb_per_workflow={kb:.1} wal_syncs_per_workflow={:.1} wal_bytes_per_commit={:.0}",
+            syncs * STEPS as f64,
+            kb * 1024.0 / (syncs * STEPS as f64),
+        );
+    }
     Ok(())
+}
+
+/// A task's WAL at concurrency 1, counted from the system calls of a run under strace.
+struct TaskWal {
+    writes: WalWrites,
+    commits_per_task: f64,
+}
+
+impl TaskWal {
+    #[allow(clippy::cast_precision_loss)]
+    fn kb_per_task(&self) -> f64 {
+        self.writes.bytes as f64 / 1024.0 * self.commits_per_task
+            / self.writes.commits.max(1) as f64
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn writes_per_commit(&self) -> f64 {
+        self.writes.writes as f64 / self.writes.commits.max(1) as f64
+    }
+}
+
+/// Runs 200 tasks at concurrency 1 on a server under `strace`, and counts what its
+/// commits wrote to the WAL.
+async fn wal_writes(ingestion: Ingestion) -> anyhow::Result<TaskWal> {
+    const TASKS: usize = 200;
+    let trace = tempfile::NamedTempFile::new()?;
+    let under: Vec<String> = "strace -f -qq -y -s 0 -e trace=pwrite64,fdatasync,fsync -o"
+        .split(' ')
+        .map(str::to_owned)
+        .chain([trace.path().display().to_string()])
+        .collect();
+    let load = Load {
+        tasks: TASKS,
+        concurrency: 1,
+        warmup: 0,
+        workflow: DRONE,
+        service_latency_ms: 0,
+    };
+    measure(load, Durability::Full, ingestion, &under)
+        .await
+        .context("the WAL is counted with strace: apt-get install strace")?;
+    let writes = WalWrites::from_strace(&std::fs::read_to_string(trace.path())?);
+    #[allow(clippy::cast_precision_loss)]
+    let commits_per_task = writes.commits as f64 / TASKS as f64;
+    Ok(TaskWal {
+        writes,
+        commits_per_task,
+    })
+}
+
+/// The floor under a task at concurrency 1, measured now: the disk's flush of a 4 KiB
+/// write and of a write of a commit's size, and a loopback HTTP round trip.
+struct Probe {
+    flush_4k_us: f64,
+    /// One a mode of ours, in `OURS`'s order, each of its own commits' size.
+    flush_commit_us: Vec<(f64, f64)>,
+    loopback_rtt_us: f64,
+}
+
+/// Round trips over loopback on a task's path at concurrency 1: the client's
+/// submission and its wait, and the five steps' calls to the mock services.
+const ROUND_TRIPS_PER_TASK: f64 = 2.0 + STEPS as f64;
+
+impl Probe {
+    async fn measure(walls: &[TaskWal]) -> anyhow::Result<Self> {
+        const FLUSHES: usize = 200;
+        let dir = tempfile::tempdir()?;
+        let micros = |d: Duration| d.as_secs_f64() * 1e6;
+        let flush_4k_us = micros(flush_time(dir.path(), 4096, FLUSHES)?);
+        let mut flush_commit_us = Vec::new();
+        for wal in walls {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let bytes = wal.writes.bytes_per_commit().round() as usize;
+            flush_commit_us.push((
+                bytes as f64,
+                micros(flush_time(dir.path(), bytes.max(1), FLUSHES)?),
+            ));
+        }
+        let server = Server::start(Durability::Full)?;
+        let http = reqwest::Client::new();
+        let mut trips = Vec::new();
+        for _ in 0..500 {
+            let started = Instant::now();
+            http.get(format!("{}/faults", server.mock))
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            trips.push(micros(started.elapsed()));
+        }
+        Ok(Self {
+            flush_4k_us,
+            flush_commit_us,
+            loopback_rtt_us: median(trips),
+        })
+    }
+
+    /// A task's floor: its commits, each a flush of its size, and its round trips.
+    fn floor_ms(&self, wal: &TaskWal) -> f64 {
+        let flush = self
+            .flush_commit_us
+            .iter()
+            .find(|(bytes, _)| (*bytes - wal.writes.bytes_per_commit()).abs() < 1.0)
+            .map_or(self.flush_4k_us, |(_, us)| *us);
+        (wal.commits_per_task * flush + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
+    }
+
+    /// The medians of several probes, as one probe's line.
+    fn medians(probes: &[Self]) -> String {
+        let of = |f: &dyn Fn(&Self) -> f64| median(probes.iter().map(f).collect());
+        let commits: Vec<String> = (0..probes.first().map_or(0, |p| p.flush_commit_us.len()))
+            .map(|i| {
+                format!(
+                    "flush_{:.0}_bytes_us={:.0}",
+                    of(&|p| p.flush_commit_us[i].0),
+                    of(&|p| p.flush_commit_us[i].1)
+                )
+            })
+            .collect();
+        format!(
+            "flush_4096_bytes_us={:.0} {} loopback_rtt_us={:.0} round_trips_per_task={ROUND_TRIPS_PER_TASK}",
+            of(&|p| p.flush_4k_us),
+            commits.join(" "),
+            of(&|p| p.loopback_rtt_us),
+        )
+    }
+}
+
+impl std::fmt::Display for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&Self::medians(std::slice::from_ref(self)))
+    }
 }
 
 async fn ingest(rates: &[u32], seconds: u64, durability: Durability) -> anyhow::Result<()> {

@@ -140,8 +140,45 @@ struct Tally {
 
 impl Tally {
     fn write(&mut self, item: &Value, transactional: bool) {
+        self.write_billed(item, item_size(item), transactional);
+    }
+
+    /// An UpdateItem: billed by the larger of the item before and after it, as
+    /// DynamoDB bills one. Reads the `SET #a = :a, ... REMOVE #b, ...` expressions the
+    /// store writes.
+    fn update(&mut self, update: &Value, transactional: bool) {
+        let key = &update["Key"];
+        let before = self
+            .items
+            .get(&format!("{}|{}", key["pk"], key["sk"]))
+            .cloned()
+            .unwrap_or_else(|| key.clone());
+        let mut after = before.clone();
+        let expression = update["UpdateExpression"].as_str().unwrap_or_default();
+        let (set, remove) = expression.split_once("REMOVE ").unwrap_or((expression, ""));
+        let name = |placeholder: &str| {
+            update["ExpressionAttributeNames"][placeholder.trim()]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        for assignment in set.trim().trim_start_matches("SET ").split(", ") {
+            if let Some((attribute, value)) = assignment.split_once(" = ") {
+                after[name(attribute)] = update["ExpressionAttributeValues"][value.trim()].clone();
+            }
+        }
+        for attribute in remove.split(", ").filter(|a| !a.trim().is_empty()) {
+            if let Some(attributes) = after.as_object_mut() {
+                attributes.remove(&name(attribute));
+            }
+        }
+        let billed = item_size(&before).max(item_size(&after));
+        self.write_billed(&after, billed, transactional);
+    }
+
+    fn write_billed(&mut self, item: &Value, billed: usize, transactional: bool) {
         let factor = if transactional { 2 } else { 1 };
-        self.count_write(&item["pk"], factor * units(item_size(item), 1024));
+        self.count_write(&item["pk"], factor * units(billed, 1024));
         self.written_bytes += item_size(item);
         self.writes += 1;
         let key = format!("{}|{}", item["pk"], item["sk"]);
@@ -191,15 +228,19 @@ impl Tally {
         let consistent = request["ConsistentRead"].as_bool() == Some(true);
         match operation.as_str() {
             "dynamodb:PutItem" => self.write(&request["Item"], false),
+            "dynamodb:UpdateItem" => self.update(request, false),
             "dynamodb:TransactWriteItems" => {
                 let items = request["TransactItems"].as_array().into_iter().flatten();
                 let token = request["ClientRequestToken"].as_str().unwrap_or_default();
                 if token.is_empty() || self.transactions.insert(token.to_owned()) {
                     for item in items {
-                        match item.get("Delete") {
+                        if let Some(delete) = item.get("Delete") {
                             // A delete is billed by the size of the item it removes.
-                            Some(delete) => self.delete(&delete["Key"], true),
-                            None => self.write(&item["Put"]["Item"], true),
+                            self.delete(&delete["Key"], true);
+                        } else if let Some(update) = item.get("Update") {
+                            self.update(update, true);
+                        } else {
+                            self.write(&item["Put"]["Item"], true);
                         }
                     }
                 } else {
