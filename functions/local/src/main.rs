@@ -11,7 +11,7 @@ use tracing_subscriber::EnvFilter;
 /// spends a fraction of the CPU the system allocator does on them. It is built
 /// without transparent huge pages (`no_thp`): asked for them, the kernel zeroed 2 MiB
 /// at each first touch of a fresh arena page, 4% of the server's CPU at 64 clients
-/// and a fifth of its p99 (BENCHMARKS.md, "Without transparent huge pages").
+/// and a fifth of its p99 (`bench/HISTORY.md`, "Without transparent huge pages").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -19,7 +19,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// unless `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer
 /// thread, which takes the commits (and their fsyncs) off it under load, that is a
 /// pipeline over two cores. A second worker costs more in wake-ups and stolen tasks
-/// between the two than it brings (BENCHMARKS.md, "After one worker thread and
+/// between the two than it brings (`bench/HISTORY.md`, "After one worker thread and
 /// commits on the caller's thread").
 fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()

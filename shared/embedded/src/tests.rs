@@ -50,6 +50,28 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
     (task, order)
 }
 
+#[test]
+fn a_new_database_has_small_pages_and_writes_ahead() {
+    let (_dir, store) = fresh();
+    let connection = store.connection.lock().expect("connection");
+    let pragma = |name: &str| -> String {
+        connection
+            .query_row(&format!("PRAGMA {name}"), [], |row| {
+                row.get::<_, rusqlite::types::Value>(0)
+            })
+            .map(|value| match value {
+                rusqlite::types::Value::Integer(n) => n.to_string(),
+                rusqlite::types::Value::Text(text) => text,
+                other => format!("{other:?}"),
+            })
+            .expect("pragma")
+    };
+    assert_eq!(
+        (pragma("page_size"), pragma("journal_mode")),
+        (crate::PAGE_SIZE.to_string(), "wal".into())
+    );
+}
+
 #[tokio::test]
 async fn writes_are_conditional_and_creation_is_one_transaction() {
     let (_dir, store) = fresh();

@@ -29,7 +29,7 @@ pub fn sdk_client<C: 'static>(sdk: &SdkConfig, make: fn(&SdkConfig) -> C) -> Sdk
 /// clients' defaults, and TLS is set up at the first request. Built here rather than by
 /// aws-config's loader, whose provider chains, profile files and STS client cost every
 /// cold start 0.1 to 0.3 ms, 105 KB of it data for the loader to relocate
-/// (BENCHMARKS.md), to read what Lambda always sets in the environment.
+/// (`bench/HISTORY.md`, "Cold start"), to read what Lambda always sets in the environment.
 ///
 /// # Errors
 /// [`ConfigError`] naming the first variable missing or invalid.
