@@ -488,12 +488,12 @@ async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
 #[tokio::test]
 async fn committed_pages_reach_the_database_file_without_a_commit_copying_them() {
     let (dir, store) = fresh();
-    for n in 0..200 {
+    for n in 0..50 {
         let (task, order) = new_task(&format!("t{n}"), Timestamp(0));
         store.create(&task, &order).await.expect("created");
     }
-    // The database file alone, its WAL ignored: what has been checkpointed. Two
-    // hundred tasks are far fewer pages than a commit checkpoints at by itself.
+    // The database file alone, its WAL ignored: what has been checkpointed. Fifty
+    // tasks are far fewer pages than a commit checkpoints at by itself.
     let checkpointed = || -> i64 {
         let uri = format!("file:{}?immutable=1", dir.path().join("sas.db").display());
         let file = rusqlite::Connection::open_with_flags(
@@ -505,7 +505,7 @@ async fn committed_pages_reach_the_database_file_without_a_commit_copying_them()
             .unwrap_or(0)
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while checkpointed() < 200 {
+    while checkpointed() < 50 {
         assert!(
             std::time::Instant::now() < deadline,
             "the checkpointer copies committed pages into the database"

@@ -29,9 +29,13 @@ pub(crate) const STATEMENTS: usize = 64;
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(50);
 /// How often the checkpointer copies the WAL's committed pages into the database.
 pub(crate) const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
-/// WAL pages past which a commit checkpoints by itself, should the checkpointer fall
-/// behind (SQLite's default, a thousand pages, would have the commits do it always).
-pub(crate) const WRITER_CHECKPOINT_PAGES: u32 = 10_000;
+/// WAL pages past which a commit checkpoints by itself (SQLite's default). With
+/// commits under way the checkpointer never catches up with the last frame, so the
+/// WAL starts again from its beginning only after such a checkpoint: this bounds the
+/// WAL at 1 MB of 1 KiB pages, written over the same blocks, where 10,000 pages had
+/// it grow to 10 MB first, every commit's flush then also the file's growth (110-130
+/// µs against 50-75 on this disk; 331-388 tasks/s at concurrency 1 against 307-330).
+pub(crate) const WRITER_CHECKPOINT_PAGES: u32 = 1_000;
 
 /// Runs `sql` through the connection's statement cache: parsed once per connection,
 /// not at every call.
