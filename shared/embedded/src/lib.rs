@@ -174,7 +174,7 @@ impl Embedded {
         // a commit writes a WAL frame for each page it touches, and a step's touches
         // its task's row, two task indexes and the messages' row and index. 10 KB of
         // WAL a commit at concurrency 1 against 27 KB with SQLite's default 4 KiB
-        // (BENCHMARKS.md, "Tried and kept").
+        // (BENCHMARKS.md, "Tried and kept (issue 34)").
         connection
             .execute_batch(&format!(
                 "PRAGMA page_size={PAGE_SIZE}; PRAGMA journal_mode=WAL; PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000; \
