@@ -508,6 +508,7 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_data_never_outlives_nor_predeceases_its_task() {
     use aws_sdk_dynamodb::types::AttributeValue;
+    use sas_aws::store::INLINE_ORDER;
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
@@ -535,11 +536,14 @@ async fn order_data_never_outlives_nor_predeceases_its_task() {
             .map(|n| n.parse::<i64>().expect("seconds"))
     };
 
-    // The TTL deleted a task before its order data: the id is free again.
+    // Small order data lives in the task's item and goes with it.
     stack.http("PUT", "/tasks/reused", Some(&quick())).await;
     stack
         .run_until("reused", PATIENCE, false, |t| t["state"] == "Processed")
         .await;
+    let task_item = item("reused", "TASK").await.expect("stored");
+    assert!(task_item.contains_key("input"), "{task_item:?}");
+    assert_eq!(item("reused", "ORDER").await, None);
     dynamodb
         .delete_item()
         .table_name(&table)
@@ -554,12 +558,15 @@ async fn order_data_never_outlives_nor_predeceases_its_task() {
         .run_until("reused", PATIENCE, false, |t| t["state"] == "Processed")
         .await;
 
-    // A resubmitted task's order data is kept a retention past the task.
+    // Order data too large for the task's item has one of its own, and a
+    // resubmitted task's is kept a retention past the task.
     remote.mocks.set_faults(
         "delivery",
         serde_json::from_value(json!({"permanent_error_rate": 1.0, "times": 1})).expect("faults"),
     );
-    stack.http("PUT", "/tasks/again", Some(&quick())).await;
+    let mut large = quick();
+    large["input"]["dropoff"] = json!("Bondi ".repeat(INLINE_ORDER / 4));
+    stack.http("PUT", "/tasks/again", Some(&large)).await;
     stack
         .run_until("again", PATIENCE, false, |t| t["state"] == "Error")
         .await;
@@ -571,7 +578,12 @@ async fn order_data_never_outlives_nor_predeceases_its_task() {
     stack
         .run_until("again", PATIENCE, false, |t| t["state"] == "Processed")
         .await;
-    let task_expiry = expiry(&item("again", "TASK").await).expect("the task expires");
+    let task_item = item("again", "TASK").await;
+    assert!(
+        task_item.as_ref().is_some_and(|i| !i.contains_key("input")),
+        "{task_item:?}"
+    );
+    let task_expiry = expiry(&task_item).expect("the task expires");
     let retention = i64::try_from(stack.config.table.retention.as_secs()).expect("seconds");
     assert_eq!(
         expiry(&item("again", "ORDER").await),
