@@ -1727,16 +1727,7 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
                 name: "drone-delivery".into(),
                 version: u32::try_from(version).expect("a version"),
             },
-            submission: Submission {
-                owner: None,
-                id: TaskId::parse(id).expect("an id"),
-                input: task["input"].clone(),
-                notify: None,
-                parent: None,
-                pinned: Default::default(),
-                start_at: None,
-                priority: sas_domain::flow::DEFAULT_PRIORITY,
-            },
+            submission: Submission::new(TaskId::parse(id).expect("an id"), task["input"].clone()),
             accepted_at: Timestamp(0),
         });
         SendMessageBatchRequestEntry::builder()

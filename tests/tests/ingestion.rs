@@ -277,16 +277,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
     let buffering = Buffering::new();
     let (clock, memory, names, ingest) = buffering.parts();
     let scheduler = |instance: &str| buffering.app(instance);
-    let submission = Submission {
-        owner: None,
-        id: TaskId::parse("resent").expect("id"),
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
     scheduler("api")
         .accept("drone-delivery", submission)
         .await
@@ -351,16 +342,7 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
     let submission = |customer: &str| {
         let mut input = delivery_input();
         input["customer_id"] = json!(customer);
-        Submission {
-            owner: None,
-            id: TaskId::parse("refused-on").expect("id"),
-            input,
-            notify: None,
-            parent: None,
-            pinned: Default::default(),
-            start_at: None,
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
-        }
+        Submission::new(TaskId::parse("refused-on").expect("id"), input)
     };
     for customer in ["c-first", "c-second"] {
         scheduler("api")
@@ -428,16 +410,10 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         ..buffering.ports()
     };
     let app = buffering.app_over(ports, workflows, "scheduler-1");
-    let submission = Submission {
-        owner: None,
-        id: TaskId::parse("too-long").expect("id"),
-        input: json!({"order": "x".repeat(3 * 1024)}),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = Submission::new(
+        TaskId::parse("too-long").expect("id"),
+        json!({"order": "x".repeat(3 * 1024)}),
+    );
     app.accept("addressed", submission).await.expect("accepted");
     let [message] = buffering
         .memory

@@ -340,16 +340,7 @@ async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recov
     let drone = Registry::built_in()
         .latest("drone-delivery")
         .expect("drone");
-    let submission = Submission {
-        owner: None,
-        id: TaskId::parse("behind").expect("id"),
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = Submission::new(TaskId::parse("behind").expect("id"), delivery_input());
     // Submitted an hour ago, never picked up: its pickup lease long expired.
     let an_hour_ago = Timestamp(WallClock.now().0 - 3_600_000);
     let (task, order, _) = submit(&drone, submission, an_hour_ago);

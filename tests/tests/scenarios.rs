@@ -366,16 +366,10 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let ports = sas_core::app::Ports::of(&backend, Arc::clone(&harness.clock) as _);
     let workflows = Arc::new(sas_domain::workflow::Registry::built_in());
     let other = sas_core::app::App::new(ports, workflows, queues.clone(), "other-scheduler".into());
-    let submission = sas_domain::submission::Submission {
-        owner: None,
-        id: TaskId::parse("raced").expect("id"),
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = sas_domain::submission::Submission::new(
+        TaskId::parse("raced").expect("id"),
+        delivery_input(),
+    );
     // Submit straight to the store, and race before any consumer sees the message.
     let (task, order, _) = sas_domain::decide::submit(
         &app.workflows().latest("drone-delivery").expect("drone"),
@@ -724,16 +718,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         "scheduler-1".into(),
     );
     let id = TaskId::parse("lagged").expect("id");
-    let submission = Submission {
-        owner: None,
-        id: id.clone(),
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = Submission::new(id.clone(), delivery_input());
     app.submit("drone-delivery", submission)
         .await
         .expect("submitted");

@@ -62,16 +62,7 @@ fn built_ins() -> Registry {
 }
 
 fn submission(id: &str) -> Submission {
-    Submission {
-        owner: None,
-        id: TaskId::parse(id).expect("id"),
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    }
+    Submission::new(TaskId::parse(id).expect("id"), delivery_input())
 }
 
 #[tokio::test]

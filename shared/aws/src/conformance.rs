@@ -57,16 +57,7 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
         .latest("drone-delivery")
         .expect("drone");
     let new_task = |id: &str, input: Value| {
-        let submission = Submission {
-            owner: None,
-            id: TaskId::parse(id).expect("id"),
-            input,
-            notify: None,
-            parent: None,
-            pinned: Default::default(),
-            start_at: None,
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
-        };
+        let submission = Submission::new(TaskId::parse(id).expect("id"), input);
         let (task, order, _) = submit(&drone, submission, Timestamp(1_000));
         (task, order)
     };

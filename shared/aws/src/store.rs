@@ -154,6 +154,16 @@ fn cancellation_reasons(
     }
 }
 
+/// Whether an item's cancellation reason says another writer came first: its
+/// condition on the version read failed, or another write to it was under way. The
+/// writer reads again.
+fn lost_the_race(reason: Option<&str>) -> bool {
+    matches!(
+        reason,
+        Some("ConditionalCheckFailed" | "TransactionConflict")
+    )
+}
+
 fn task_key(id: &TaskId) -> (String, String) {
     (format!("TASK#{id}"), "TASK".to_owned())
 }
@@ -379,10 +389,7 @@ impl DynamoStore {
         match result {
             Ok(_) => Ok(true),
             Err(error) => match cancellation_reasons(&error).as_slice() {
-                // Its condition failed, or another write to it was under way: read again.
-                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
-                    Err(StoreError::Conflict)
-                }
+                [task, ..] if lost_the_race(*task) => Err(StoreError::Conflict),
                 [_, Some("ConditionalCheckFailed")] => Ok(false),
                 _ => Err(unavailable(error)),
             },
@@ -904,9 +911,7 @@ impl StateStore for DynamoStore {
         match result {
             Ok(_) => Ok(()),
             Err(error) => match cancellation_reasons(&error).as_slice() {
-                [Some("ConditionalCheckFailed" | "TransactionConflict"), ..] => {
-                    Err(StoreError::Conflict)
-                }
+                [task, ..] if lost_the_race(*task) => Err(StoreError::Conflict),
                 _ => Err(unavailable(error)),
             },
         }
@@ -1137,16 +1142,10 @@ mod tests {
         let workflow = sas_domain::workflow::Registry::built_in()
             .latest("drone-delivery")
             .expect("drone delivery");
-        let submission = sas_domain::submission::Submission {
-            owner: None,
-            id: TaskId::parse("t").expect("id"),
-            input: serde_json::json!({}),
-            notify: None,
-            parent: None,
-            pinned: Default::default(),
-            start_at: None,
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
-        };
+        let submission = sas_domain::submission::Submission::new(
+            TaskId::parse("t").expect("id"),
+            serde_json::json!({}),
+        );
         let created = Timestamp(1_800_000_000_000);
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, created);
         let finished = |at: Timestamp, f: &dyn Fn(&mut Task)| {
@@ -1229,16 +1228,10 @@ mod tests {
         let workflow = sas_domain::workflow::Registry::built_in()
             .latest("drone-delivery")
             .expect("drone delivery");
-        let submission = sas_domain::submission::Submission {
-            owner: None,
-            id: TaskId::parse("kept").expect("id"),
-            input: serde_json::json!({}),
-            notify: None,
-            parent: None,
-            pinned: Default::default(),
-            start_at: None,
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
-        };
+        let submission = sas_domain::submission::Submission::new(
+            TaskId::parse("kept").expect("id"),
+            serde_json::json!({}),
+        );
         let (task, _, _) = sas_domain::decide::submit(&workflow, submission, Timestamp(0));
         let deflated = compress(&task).expect("deflated");
         let json = serde_json::to_string(&task).expect("json");

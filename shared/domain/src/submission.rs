@@ -42,6 +42,22 @@ pub struct Submission {
 }
 
 impl Submission {
+    /// `input` submitted as task `id` with nothing more asked: no owner, notification,
+    /// parent, pins or start time, at the default priority.
+    #[must_use]
+    pub fn new(id: TaskId, input: Value) -> Self {
+        Self {
+            id,
+            input,
+            notify: None,
+            owner: None,
+            parent: None,
+            pinned: BTreeMap::new(),
+            start_at: None,
+            priority: crate::flow::DEFAULT_PRIORITY,
+        }
+    }
+
     /// A digest of what was asked, the same for the same request sent again.
     #[must_use]
     pub fn fingerprint(&self, workflow: &str) -> String {

@@ -36,16 +36,10 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
     let workflow = Registry::built_in()
         .latest("order-processing")
         .expect("order");
-    let submission = Submission {
-        owner: None,
-        id: TaskId::parse(id).expect("id"),
-        input: serde_json::json!({"order_id": id}),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = Submission::new(
+        TaskId::parse(id).expect("id"),
+        serde_json::json!({"order_id": id}),
+    );
     let (task, order, _) = submit(&workflow, submission, now);
     (task, order)
 }

@@ -82,16 +82,7 @@ fn drone() -> Arc<Workflow> {
 }
 
 fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
-    let submission = Submission {
-        owner: None,
-        id: TaskId::parse(id).expect("id"),
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
-    };
+    let submission = Submission::new(TaskId::parse(id).expect("id"), delivery_input());
     let (task, order, _) = submit(&drone(), submission, now);
     (task, order)
 }

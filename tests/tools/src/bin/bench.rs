@@ -704,7 +704,7 @@ async fn compare(
         for (engine, (name, (rate, p50, p99))) in ENGINES.iter().zip(&figures).enumerate() {
             let ratios: String = if let Some(wal) = walls.get(engine) {
                 if *concurrency == 1 {
-                    let floor = median(probes.iter().map(|p| p.floor_ms(wal)).collect());
+                    let floor = median(probes.iter().map(|p| p.floor_ms(engine, wal)).collect());
                     format!(" floor_ms={floor:.2} p50/floor={:.2}x", p50 / floor)
                 } else {
                     String::new()
@@ -842,13 +842,11 @@ impl Probe {
         })
     }
 
-    /// A task's floor: its commits, each a flush of its size, and its round trips.
-    fn floor_ms(&self, wal: &TaskWal) -> f64 {
-        let flush = self
-            .flush_commit_us
-            .iter()
-            .find(|(bytes, _)| (*bytes - wal.writes.bytes_per_commit()).abs() < 1.0)
-            .map_or(self.flush_4k_us, |(_, us)| *us);
+    /// The floor under a task of our mode at `engine` (its position in `OURS` and in
+    /// the WAL counts measured): its commits, each a flush of its size, and its round
+    /// trips.
+    fn floor_ms(&self, engine: usize, wal: &TaskWal) -> f64 {
+        let flush = self.flush_commit_us[engine].1;
         (wal.commits_per_task * flush + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
     }
 
@@ -1304,16 +1302,10 @@ async fn load_leases(
     let loading = Instant::now();
     let mut writes = Vec::new();
     for i in 0..tasks {
-        let submission = Submission {
-            owner: None,
-            id: TaskId::parse(format!("t{i}"))?,
-            input: delivery(DRONE, i)["input"].clone(),
-            notify: None,
-            parent: None,
-            pinned: Default::default(),
-            start_at: None,
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
-        };
+        let submission = Submission::new(
+            TaskId::parse(format!("t{i}"))?,
+            delivery(DRONE, i)["input"].clone(),
+        );
         let (mut task, order, _) = submit(&drone, submission, now);
         task.complete_by = Some(if i % expired_every == 0 {
             now.plus(Duration::ZERO)
