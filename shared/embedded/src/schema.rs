@@ -21,7 +21,10 @@ CREATE TABLE IF NOT EXISTS queues (
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
     visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS messages_ready ON messages(queue, visible_at, id);
+-- The queues are served from memory: their table is read whole at the start and
+-- written by id, so it has no index to keep at every send and delete (databases
+-- written before had one).
+DROP INDEX IF EXISTS messages_ready;
 CREATE TABLE IF NOT EXISTS gates (
     name TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS gate_lines (

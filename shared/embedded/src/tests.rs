@@ -348,6 +348,26 @@ async fn committed_state_survives_reopening() {
     );
 }
 
+#[test]
+fn the_messages_table_has_no_index_and_an_earlier_versions_is_dropped() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let indexes =
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages'";
+    drop(open(&dir, Arc::clone(&clock)));
+    assert_eq!(
+        committed_count(&dir, indexes),
+        0,
+        "a send writes the table alone"
+    );
+    rusqlite::Connection::open(dir.path().join("sas.db"))
+        .expect("connection")
+        .execute_batch("CREATE INDEX messages_ready ON messages(queue, visible_at, id)")
+        .expect("the index an earlier version made");
+    drop(open(&dir, clock));
+    assert_eq!(committed_count(&dir, indexes), 0);
+}
+
 /// The committed rows of `sql` (a count), as another process would see them.
 fn committed_count(dir: &tempfile::TempDir, sql: &str) -> i64 {
     let reader = rusqlite::Connection::open(dir.path().join("sas.db")).expect("reader");
