@@ -30,32 +30,88 @@ pub fn flush_time(dir: &Path, bytes: usize, rounds: usize) -> std::io::Result<Du
     Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }
 
-/// What a run wrote to SQLite's WAL, from `strace -f -y -e trace=pwrite64,fdatasync,fsync`'s
-/// output: the bytes written to the WAL file and the flushes of it (one a commit).
+/// What a run wrote to SQLite's WAL, from the output of `strace -f -y -xx -s 24 -e
+/// trace=pwrite64,fdatasync,fsync` ([`STRACE_OPTIONS`]): the bytes written to the WAL
+/// file, its flushes (one a commit), and its frames by the kind of page each holds.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct WalWrites {
     pub bytes: u64,
     pub writes: u64,
     pub commits: u64,
+    pub frames: Frames,
 }
 
+/// The options strace needs for [`WalWrites::from_strace`]: each descriptor's path,
+/// and a written buffer's first 24 bytes in hexadecimal (a frame's header, which names
+/// its page, and the first byte of the page, which says its kind).
+pub const STRACE_OPTIONS: &str = "-f -qq -y -xx -s 24 -e trace=pwrite64,fdatasync,fsync";
+
+/// WAL frames by the kind of page they hold (the first byte of a b-tree page).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Frames {
+    /// Page 1: the database's header (its free-page list) and the schema's root.
+    pub header: u64,
+    pub table_leaf: u64,
+    pub table_interior: u64,
+    pub index_leaf: u64,
+    pub index_interior: u64,
+    /// A row's overflow, or a page of the free list.
+    pub other: u64,
+}
+
+impl Frames {
+    fn count(&mut self, page: u32, first_byte: Option<u8>) {
+        let kind = match (page, first_byte) {
+            (1, _) => &mut self.header,
+            (_, Some(0x0d)) => &mut self.table_leaf,
+            (_, Some(0x05)) => &mut self.table_interior,
+            (_, Some(0x0a)) => &mut self.index_leaf,
+            (_, Some(0x02)) => &mut self.index_interior,
+            _ => &mut self.other,
+        };
+        *kind += 1;
+    }
+
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.header
+            + self.table_leaf
+            + self.table_interior
+            + self.index_leaf
+            + self.index_interior
+            + self.other
+    }
+}
+
+/// SQLite writes a frame as two writes: its 24-byte header, then its page.
+const FRAME_HEADER: u64 = 24;
+
 impl WalWrites {
-    /// Counts the WAL's writes and flushes in strace's lines (`-y` names each file
-    /// descriptor's path, so the WAL's are those ending in `-wal>`).
+    /// Counts the WAL's writes, frames and flushes in strace's lines (`-y` names each
+    /// file descriptor's path, so the WAL's are those ending in `-wal`).
     #[must_use]
     pub fn from_strace(trace: &str) -> Self {
         let mut counted = Self::default();
-        for line in trace.lines().filter(|l| l.contains("-wal>")) {
-            if line.contains("pwrite64(") {
-                let written = line
-                    .rsplit_once(") = ")
-                    .and_then(|(_, result)| result.trim().parse::<u64>().ok());
-                if let Some(written) = written {
+        let mut frame_of_page = None;
+        for call in trace.lines().filter_map(Call::parse) {
+            if !call.path.ends_with(b"-wal") {
+                continue;
+            }
+            match call.name {
+                "pwrite64" => {
+                    let Some(written) = call.result else { continue };
                     counted.bytes += written;
                     counted.writes += 1;
+                    if written == FRAME_HEADER {
+                        frame_of_page = call
+                            .data
+                            .get(..4)
+                            .map(|page| u32::from_be_bytes(page.try_into().expect("four bytes")));
+                    } else if let Some(page) = frame_of_page.take() {
+                        counted.frames.count(page, call.data.first().copied());
+                    }
                 }
-            } else if line.contains("fdatasync(") || line.contains("fsync(") {
-                counted.commits += 1;
+                _ => counted.commits += 1,
             }
         }
         counted
@@ -67,6 +123,59 @@ impl WalWrites {
     pub fn bytes_per_commit(&self) -> f64 {
         self.bytes as f64 / self.commits.max(1) as f64
     }
+}
+
+/// One system call in strace's output: its name, the path of its file descriptor, the
+/// start of the buffer it wrote (if any) and its result.
+struct Call<'a> {
+    name: &'a str,
+    path: Vec<u8>,
+    data: Vec<u8>,
+    result: Option<u64>,
+}
+
+impl<'a> Call<'a> {
+    fn parse(line: &'a str) -> Option<Self> {
+        let (name, rest) = ["pwrite64(", "fdatasync(", "fsync("]
+            .into_iter()
+            .find_map(|call| Some((&call[..call.len() - 1], line.split_once(call)?.1)))?;
+        let (_, rest) = rest.split_once('<')?;
+        let (path, rest) = rest.split_once('>')?;
+        let data = rest
+            .split_once('"')
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map_or(&[][..], |(data, _)| data.as_bytes());
+        let result = line
+            .rsplit_once(") = ")
+            .and_then(|(_, result)| result.trim().parse().ok());
+        Some(Self {
+            name,
+            path: unescape(path.as_bytes()),
+            data: unescape(data),
+            result,
+        })
+    }
+}
+
+/// strace's text of bytes, its `\xNN` escapes decoded.
+fn unescape(text: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((&first, tail)) = rest.split_first() {
+        let escaped = tail
+            .strip_prefix(b"x")
+            .filter(|_| first == b'\\')
+            .and_then(|hex| std::str::from_utf8(hex.get(..2)?).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        if let Some(byte) = escaped {
+            bytes.push(byte);
+            rest = &tail[3..];
+        } else {
+            bytes.push(first);
+            rest = tail;
+        }
+    }
+    bytes
 }
 
 #[cfg(test)]
@@ -86,14 +195,56 @@ mod tests {
 ";
         let counted = WalWrites::from_strace(trace);
         assert_eq!(
-            counted,
-            WalWrites {
-                bytes: 24 + 4096 + 4120,
-                writes: 3,
-                commits: 2
-            }
+            (counted.bytes, counted.writes, counted.commits),
+            (24 + 4096 + 4120, 3, 2)
         );
         assert!((counted.bytes_per_commit() - 4120.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn each_frame_is_counted_by_the_kind_of_its_page() {
+        let wal = r"\x2f\x64\x62\x2d\x77\x61\x6c"; // "/db-wal"
+        let header = |page: u8| {
+            format!("1 pwrite64(7<{wal}>, \"\\x00\\x00\\x00\\x{page:02x}\\x00\"..., 24, 0) = 24")
+        };
+        let page = |first: u8| {
+            format!("1 pwrite64(7<{wal}>, \"\\x{first:02x}\\x00\"..., 1024, 24) = 1024")
+        };
+        let trace = [
+            header(1),
+            page(0x00),
+            header(2),
+            page(0x0d),
+            header(3),
+            page(0x0a),
+            header(4),
+            page(0x00),
+            format!("1 fsync(7<{wal}>) = 0"),
+            header(5),
+            page(0x05),
+            format!(
+                "1 pwrite64(8<{}>, \"\\x0d\"..., 1024, 0) = 1024",
+                &wal[..wal.len() - 16]
+            ),
+            format!("1 fdatasync(7<{wal}>) = 0"),
+        ]
+        .join("\n");
+        let counted = WalWrites::from_strace(&trace);
+        assert_eq!(
+            counted.frames,
+            Frames {
+                header: 1,
+                table_leaf: 1,
+                table_interior: 1,
+                index_leaf: 1,
+                index_interior: 0,
+                other: 1,
+            }
+        );
+        assert_eq!(
+            (counted.commits, counted.writes, counted.frames.total()),
+            (2, 10, 5)
+        );
     }
 
     #[test]

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use sas_tools::floor::{WalWrites, flush_time};
+use sas_tools::floor::{STRACE_OPTIONS, WalWrites, flush_time};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -653,12 +653,13 @@ async fn compare(
     for ingestion in OURS {
         let wal = wal_writes(ingestion).await?;
         println!(
-            "wal engine=sas-local-{} commits_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2}",
+            "wal engine=sas-local-{} commits_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
             ingestion.name(),
             wal.commits_per_task,
             wal.writes.bytes_per_commit(),
             wal.kb_per_task(),
             wal.writes_per_commit(),
+            wal.frames_per_commit(),
         );
         walls.push(wal);
     }
@@ -764,6 +765,24 @@ impl TaskWal {
     fn writes_per_commit(&self) -> f64 {
         self.writes.writes as f64 / self.writes.commits.max(1) as f64
     }
+
+    /// The frames a commit wrote, by the kind of page each held, as words of a line.
+    #[allow(clippy::cast_precision_loss)]
+    fn frames_per_commit(&self) -> String {
+        let frames = &self.writes.frames;
+        let per_commit = |n: u64| n as f64 / self.writes.commits.max(1) as f64;
+        [
+            ("frames_per_commit", frames.total()),
+            ("header_page", frames.header),
+            ("table_leaf", frames.table_leaf),
+            ("table_interior", frames.table_interior),
+            ("index_leaf", frames.index_leaf),
+            ("index_interior", frames.index_interior),
+            ("overflow_or_free", frames.other),
+        ]
+        .map(|(name, n)| format!("{name}={:.2}", per_commit(n)))
+        .join(" ")
+    }
 }
 
 /// Runs 200 tasks at concurrency 1 on a server under `strace`, and counts what its
@@ -771,7 +790,8 @@ impl TaskWal {
 async fn wal_writes(ingestion: Ingestion) -> anyhow::Result<TaskWal> {
     const TASKS: usize = 200;
     let trace = tempfile::NamedTempFile::new()?;
-    let under: Vec<String> = "strace -f -qq -y -s 0 -e trace=pwrite64,fdatasync,fsync -o"
+    let under: Vec<String> = ["strace", STRACE_OPTIONS, "-o"]
+        .join(" ")
         .split(' ')
         .map(str::to_owned)
         .chain([trace.path().display().to_string()])
