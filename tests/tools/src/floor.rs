@@ -32,12 +32,15 @@ pub fn flush_time(dir: &Path, bytes: usize, rounds: usize) -> std::io::Result<Du
 
 /// What a run wrote to SQLite's WAL, from the output of `strace -f -y -xx -s 24 -e
 /// trace=pwrite64,fdatasync,fsync` ([`STRACE_OPTIONS`]): the bytes written to the WAL
-/// file, its flushes (one a commit), and its frames by the kind of page each holds.
+/// file, its commits and flushes, and its frames by the kind of page each holds.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct WalWrites {
     pub bytes: u64,
     pub writes: u64,
+    /// Commits: frames whose header gives the database's size, each a transaction's last.
     pub commits: u64,
+    /// Flushes of the WAL: one a commit, and one before each checkpoint.
+    pub flushes: u64,
     pub frames: Frames,
 }
 
@@ -83,7 +86,8 @@ impl Frames {
     }
 }
 
-/// SQLite writes a frame as two writes: its 24-byte header, then its page.
+/// SQLite writes a frame as two writes: its 24-byte header (the page's number, then
+/// the database's size in pages when the frame ends a commit, else 0), then its page.
 const FRAME_HEADER: u64 = 24;
 
 impl WalWrites {
@@ -103,15 +107,19 @@ impl WalWrites {
                     counted.bytes += written;
                     counted.writes += 1;
                     if written == FRAME_HEADER {
-                        frame_of_page = call
-                            .data
-                            .get(..4)
-                            .map(|page| u32::from_be_bytes(page.try_into().expect("four bytes")));
+                        let word = |at: usize| {
+                            call.data
+                                .get(at..at + 4)
+                                .and_then(|word| word.try_into().ok())
+                                .map(u32::from_be_bytes)
+                        };
+                        frame_of_page = word(0);
+                        counted.commits += u64::from(word(4).is_some_and(|size| size > 0));
                     } else if let Some(page) = frame_of_page.take() {
                         counted.frames.count(page, call.data.first().copied());
                     }
                 }
-                _ => counted.commits += 1,
+                _ => counted.flushes += 1,
             }
         }
         counted
@@ -127,15 +135,15 @@ impl WalWrites {
 
 /// One system call in strace's output: its name, the path of its file descriptor, the
 /// start of the buffer it wrote (if any) and its result.
-struct Call<'a> {
-    name: &'a str,
+struct Call {
+    name: &'static str,
     path: Vec<u8>,
     data: Vec<u8>,
     result: Option<u64>,
 }
 
-impl<'a> Call<'a> {
-    fn parse(line: &'a str) -> Option<Self> {
+impl Call {
+    fn parse(line: &str) -> Option<Self> {
         let (name, rest) = ["pwrite64(", "fdatasync(", "fsync("]
             .into_iter()
             .find_map(|call| Some((&call[..call.len() - 1], line.split_once(call)?.1)))?;
@@ -183,50 +191,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_wals_writes_and_flushes_are_counted_and_other_files_are_not() {
-        let trace = "\
-4242 pwrite64(7</tmp/x/state.db-wal>, \"\"..., 24, 4096) = 24
-4242 pwrite64(7</tmp/x/state.db-wal>, \"\"..., 4096, 4120) = 4096
-4242 pwrite64(5</tmp/x/state.db>, \"\"..., 4096, 0) = 4096
-4242 fdatasync(7</tmp/x/state.db-wal>) = 0
-4243 fsync(5</tmp/x/state.db>) = 0
-4242 pwrite64(7</tmp/x/state.db-wal>, \"\"..., 4120, 8216) = 4120
-4242 fdatasync(7</tmp/x/state.db-wal>) = 0
-";
-        let counted = WalWrites::from_strace(trace);
-        assert_eq!(
-            (counted.bytes, counted.writes, counted.commits),
-            (24 + 4096 + 4120, 3, 2)
-        );
-        assert!((counted.bytes_per_commit() - 4120.0).abs() < f64::EPSILON);
-    }
-
-    #[test]
-    fn each_frame_is_counted_by_the_kind_of_its_page() {
+    fn the_wals_commits_flushes_and_frames_are_counted_and_other_files_are_not() {
         let wal = r"\x2f\x64\x62\x2d\x77\x61\x6c"; // "/db-wal"
-        let header = |page: u8| {
-            format!("1 pwrite64(7<{wal}>, \"\\x00\\x00\\x00\\x{page:02x}\\x00\"..., 24, 0) = 24")
+        let header = |page: u8, size: u8| {
+            format!(
+                "1 pwrite64(7<{wal}>, \"\\x00\\x00\\x00\\x{page:02x}\\x00\\x00\\x00\\x{size:02x}\"..., 24, 0) = 24"
+            )
         };
         let page = |first: u8| {
             format!("1 pwrite64(7<{wal}>, \"\\x{first:02x}\\x00\"..., 1024, 24) = 1024")
         };
+        let flush = |call: &str| format!("1 {call}(7<{wal}>) = 0");
         let trace = [
-            header(1),
+            header(1, 0),
             page(0x00),
-            header(2),
+            header(2, 0),
             page(0x0d),
-            header(3),
+            header(3, 0),
             page(0x0a),
-            header(4),
+            header(4, 9),
             page(0x00),
-            format!("1 fsync(7<{wal}>) = 0"),
-            header(5),
-            page(0x05),
+            flush("fsync"),
+            // A checkpoint's flush, and a write to the database itself.
+            flush("fdatasync"),
             format!(
                 "1 pwrite64(8<{}>, \"\\x0d\"..., 1024, 0) = 1024",
                 &wal[..wal.len() - 16]
             ),
-            format!("1 fdatasync(7<{wal}>) = 0"),
+            header(5, 9),
+            page(0x05),
+            flush("fdatasync"),
         ]
         .join("\n");
         let counted = WalWrites::from_strace(&trace);
@@ -242,9 +236,15 @@ mod tests {
             }
         );
         assert_eq!(
-            (counted.commits, counted.writes, counted.frames.total()),
-            (2, 10, 5)
+            (
+                counted.commits,
+                counted.flushes,
+                counted.writes,
+                counted.bytes
+            ),
+            (2, 3, 10, 5 * (24 + 1024))
         );
+        assert!((counted.bytes_per_commit() - 2620.0).abs() < f64::EPSILON);
     }
 
     #[test]

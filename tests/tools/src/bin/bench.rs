@@ -653,9 +653,10 @@ async fn compare(
     for ingestion in OURS {
         let wal = wal_writes(ingestion).await?;
         println!(
-            "wal engine=sas-local-{} commits_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
+            "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
             ingestion.name(),
             wal.commits_per_task,
+            wal.flushes_per_task(),
             wal.writes.bytes_per_commit(),
             wal.kb_per_task(),
             wal.writes_per_commit(),
@@ -759,6 +760,11 @@ impl TaskWal {
     fn kb_per_task(&self) -> f64 {
         self.writes.bytes as f64 / 1024.0 * self.commits_per_task
             / self.writes.commits.max(1) as f64
+    }
+
+    #[allow(clippy::cast_precision_loss)]
+    fn flushes_per_task(&self) -> f64 {
+        self.writes.flushes as f64 * self.commits_per_task / self.writes.commits.max(1) as f64
     }
 
     #[allow(clippy::cast_precision_loss)]
