@@ -655,11 +655,11 @@ async fn compare(
         println!(
             "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
             ingestion.name(),
-            wal.commits_per_task,
-            wal.flushes_per_task(),
+            wal.commits_per_task(),
+            wal.per_task(wal.writes.flushes),
             wal.writes.bytes_per_commit(),
-            wal.kb_per_task(),
-            wal.writes_per_commit(),
+            wal.per_task(wal.writes.bytes) / 1024.0,
+            wal.per_commit(wal.writes.writes),
             wal.frames_per_commit(),
         );
         walls.push(wal);
@@ -752,31 +752,28 @@ async fn compare(
 /// A task's WAL at concurrency 1, counted from the system calls of a run under strace.
 struct TaskWal {
     writes: WalWrites,
-    commits_per_task: f64,
+    /// The tasks the run made.
+    tasks: u64,
 }
 
 impl TaskWal {
     #[allow(clippy::cast_precision_loss)]
-    fn kb_per_task(&self) -> f64 {
-        self.writes.bytes as f64 / 1024.0 * self.commits_per_task
-            / self.writes.commits.max(1) as f64
+    fn per_task(&self, n: u64) -> f64 {
+        n as f64 / self.tasks.max(1) as f64
     }
 
     #[allow(clippy::cast_precision_loss)]
-    fn flushes_per_task(&self) -> f64 {
-        self.writes.flushes as f64 * self.commits_per_task / self.writes.commits.max(1) as f64
+    fn per_commit(&self, n: u64) -> f64 {
+        n as f64 / self.writes.commits.max(1) as f64
     }
 
-    #[allow(clippy::cast_precision_loss)]
-    fn writes_per_commit(&self) -> f64 {
-        self.writes.writes as f64 / self.writes.commits.max(1) as f64
+    fn commits_per_task(&self) -> f64 {
+        self.per_task(self.writes.commits)
     }
 
     /// The frames a commit wrote, by the kind of page each held, as words of a line.
-    #[allow(clippy::cast_precision_loss)]
     fn frames_per_commit(&self) -> String {
         let frames = &self.writes.frames;
-        let per_commit = |n: u64| n as f64 / self.writes.commits.max(1) as f64;
         [
             ("frames_per_commit", frames.total()),
             ("header_page", frames.header),
@@ -786,7 +783,7 @@ impl TaskWal {
             ("index_interior", frames.index_interior),
             ("overflow_or_free", frames.other),
         ]
-        .map(|(name, n)| format!("{name}={:.2}", per_commit(n)))
+        .map(|(name, n)| format!("{name}={:.2}", self.per_commit(n)))
         .join(" ")
     }
 }
@@ -796,9 +793,9 @@ impl TaskWal {
 async fn wal_writes(ingestion: Ingestion) -> anyhow::Result<TaskWal> {
     const TASKS: usize = 200;
     let trace = tempfile::NamedTempFile::new()?;
-    let under: Vec<String> = ["strace", STRACE_OPTIONS, "-o"]
-        .join(" ")
-        .split(' ')
+    let under: Vec<String> = std::iter::once("strace")
+        .chain(STRACE_OPTIONS.split(' '))
+        .chain(["-o"])
         .map(str::to_owned)
         .chain([trace.path().display().to_string()])
         .collect();
@@ -812,12 +809,9 @@ async fn wal_writes(ingestion: Ingestion) -> anyhow::Result<TaskWal> {
     measure(load, Durability::Full, ingestion, &under)
         .await
         .context("the WAL is counted with strace: apt-get install strace")?;
-    let writes = WalWrites::from_strace(&std::fs::read_to_string(trace.path())?);
-    #[allow(clippy::cast_precision_loss)]
-    let commits_per_task = writes.commits as f64 / TASKS as f64;
     Ok(TaskWal {
-        writes,
-        commits_per_task,
+        writes: WalWrites::from_strace(&std::fs::read_to_string(trace.path())?),
+        tasks: TASKS as u64,
     })
 }
 
@@ -873,7 +867,7 @@ impl Probe {
     /// trips.
     fn floor_ms(&self, engine: usize, wal: &TaskWal) -> f64 {
         let flush = self.flush_commit_us[engine].1;
-        (wal.commits_per_task * flush + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
+        (wal.commits_per_task() * flush + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
     }
 
     /// The medians of several probes, as one probe's line.
