@@ -566,6 +566,29 @@ pub fn step_states(task: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The states a task's status notifications told, in the order of its
+/// versions. Notifications are at least once: a version may come twice, and
+/// always names the same state.
+///
+/// # Panics
+/// When a notification is of another task, lacks a version or state, or two
+/// of one version name different states.
+pub fn notified_states<'a>(
+    task_id: &str,
+    updates: impl IntoIterator<Item = &'a Value>,
+) -> Vec<String> {
+    let mut states = std::collections::BTreeMap::new();
+    for update in updates {
+        assert_eq!(update["task_id"], task_id, "{update}");
+        let version = update["version"].as_u64().expect("a version");
+        let state = update["state"].as_str().expect("a state").to_owned();
+        if let Some(earlier) = states.insert(version, state.clone()) {
+            assert_eq!(earlier, state, "version {version} names one state");
+        }
+    }
+    states.into_values().collect()
+}
+
 /// A step of a task as the API shows it, by name.
 ///
 /// # Panics

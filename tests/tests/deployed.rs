@@ -22,8 +22,8 @@ use sas_tests::ministack::{
 };
 use sas_tests::tokens::{AUDIENCE, Issuer};
 use sas_tests::{
-    UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, all_children, parcel_order,
-    step_states,
+    UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, all_children, notified_states,
+    parcel_order, step_states,
 };
 use serde_json::{Value, json};
 
@@ -230,7 +230,7 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
     );
 
     // The caller's notification queue, named with the prefix the functions may post to.
-    let updates = create_queue(&sqs, "sas-notify-caller").await;
+    let updates_queue = create_queue(&sqs, "sas-notify-caller").await;
     let mut notified = readme_delivery();
     notified["notify"] = json!("sas-notify-caller");
     put_task(&stack, "notified", &notified).await;
@@ -242,21 +242,18 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         |t| t["state"] == "Processed",
     )
     .await;
-    let mut states: Vec<(u64, String)> = Vec::new();
+    let mut updates: Vec<Value> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while states.len() < 3 && tokio::time::Instant::now() < deadline {
-        for body in drain(&sqs, &updates).await {
-            let update: Value = serde_json::from_str(&body).expect("a notification");
-            assert_eq!(update["task_id"], "notified");
-            states.push((
-                update["version"].as_u64().expect("a version"),
-                update["state"].as_str().expect("a state").to_owned(),
-            ));
+    while notified_states("notified", &updates).len() < 3 && tokio::time::Instant::now() < deadline
+    {
+        for body in drain(&sqs, &updates_queue).await {
+            updates.push(serde_json::from_str(&body).expect("a notification"));
         }
     }
-    states.sort();
-    let states: Vec<&str> = states.iter().map(|(_, s)| s.as_str()).collect();
-    assert_eq!(states, ["Pending", "Processing", "Processed"]);
+    assert_eq!(
+        notified_states("notified", &updates),
+        ["Pending", "Processing", "Processed"]
+    );
 
     // The operator's routes: refused unsigned by the authorizer, taken signed.
     for (method, path) in [
