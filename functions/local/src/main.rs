@@ -4,8 +4,33 @@
 
 use std::sync::Arc;
 
+use clap::Parser;
 use sas_core::clock::WallClock;
 use tracing_subscriber::EnvFilter;
+
+/// The whole system on this machine: the HTTP API, the scheduler, the agents, the
+/// supervisor and mock remote services, on an embedded durable store.
+///
+/// It takes no arguments: its settings are environment variables, all optional.
+#[derive(Parser)]
+#[command(version, after_help = SETTINGS)]
+struct Arguments {}
+
+const SETTINGS: &str = "\
+Settings (every one in the book, docs/src/deploying/settings.md):
+  SAS_API_ADDR               the API [127.0.0.1:8080; port 0: any free port]
+  SAS_MOCK_ADDR              the mock services [127.0.0.1:8081; off: none]
+  SAS_DATA_DIR               the databases [.sas-data]
+  SAS_WORKFLOWS_DIR          more workflow definitions
+  SAS_DURABILITY             full: fsync at every commit; process: survives kill -9 [full]
+  SAS_INGESTION              direct or buffered [direct]
+  SAS_SERVICE_URL_<AGENT>    a real service's base URL, in place of the mock
+  SAS_SERVICES               services with their settings, as JSON
+  SAS_AUTH_JWKS, SAS_AUTH_DEV_KEY, SAS_AUTH_ISSUER, SAS_AUTH_AUDIENCE
+                             callers' tokens checked; without a key the API is open
+  RUST_LOG                   the log filter [info]
+
+The first line on stdout gives the addresses: sas-local ready: api=... mock=... data=...";
 
 /// Many small allocations per step (JSON, HTTP, SQL rows) across threads: mimalloc
 /// spends a fraction of the CPU the system allocator does on them. It is built
@@ -22,6 +47,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// between the two than it brings (`bench/HISTORY.md`, "After one worker thread and
 /// commits on the caller's thread").
 fn main() -> anyhow::Result<()> {
+    Arguments::parse();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(sas_local::worker_threads()?.get())
         .enable_all()

@@ -1,4 +1,4 @@
-//! The README's run command, and a setting it cannot take; and the LocalStack smoke test script
+//! The README's run command, its `--help`, an argument and a setting it cannot take; and the LocalStack smoke test script
 //! (`infra/localstack/smoke.sh`), run here against `sas-local`, which serves the same
 //! API, unauthenticated and with tokens: the script itself is proven, though the
 //! LocalStack deployment around it needs Docker (its IAM mode runs against the stack
@@ -103,4 +103,34 @@ fn a_worker_thread_count_it_cannot_take_stops_it_naming_the_variable() {
             "a clear error, not a panic: {stderr}"
         );
     }
+}
+
+#[test]
+fn help_prints_the_settings_and_an_argument_is_refused_without_starting() {
+    let run = |argument: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sas-local"))
+            .arg(argument)
+            // Were it to start, it would fail here at once, and say so.
+            .env("SAS_API_ADDR", "not-an-address")
+            .output()
+            .expect("sas-local runs")
+    };
+    let help = run("--help");
+    let stdout = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success(), "{help:?}");
+    for setting in [
+        "SAS_API_ADDR",
+        "SAS_DATA_DIR",
+        "SAS_DURABILITY",
+        "Usage: sas-local",
+    ] {
+        assert!(stdout.contains(setting), "{setting} in: {stdout}");
+    }
+    let refused = run("--port=9000");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--port") && stderr.contains("--help") && !stderr.contains("SAS_API_ADDR"),
+        "the argument named, and the system not started: {stderr}"
+    );
 }
