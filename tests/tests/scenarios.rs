@@ -17,7 +17,7 @@ use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 use sas_tests::{
     Harness, UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, delivery_input,
-    step_states,
+    notified_states, step_states,
 };
 use serde_json::{Value, json};
 
@@ -98,15 +98,10 @@ async fn a_drone_delivery_runs_its_steps_in_order_once_however_often_it_is_submi
     );
 
     let updates = harness.notifications("my-updates").await;
-    let states: Vec<_> = updates.iter().map(|m| &m["state"]).collect();
     assert_eq!(
-        states,
+        notified_states("order-1", &updates),
         ["Pending", "Processing", "Processed"],
-        "each status change"
-    );
-    assert!(
-        updates.iter().all(|m| m["task_id"] == "order-1"),
-        "with the task id"
+        "each status change, with the task id"
     );
     let (status, _, listing) = harness.call("GET", "/tasks?state=Processed", None).await;
     assert_eq!(
@@ -247,9 +242,8 @@ async fn past_the_threshold_the_task_is_compensated_in_reverse_and_an_operator_a
     let (_, _, in_error) = harness.call("GET", "/tasks?state=Error", None).await;
     assert_eq!(in_error["tasks"][0]["id"], "doomed");
     let updates = harness.notifications("doomed-updates").await;
-    let states: Vec<_> = updates.iter().map(|m| &m["state"]).collect();
     assert_eq!(
-        states,
+        notified_states("doomed", &updates),
         [
             "Pending",
             "Processing",
