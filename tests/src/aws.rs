@@ -31,6 +31,24 @@ pub fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// How a [`Stack`] is set up beyond its defaults ([`Stack::with`]).
+#[derive(Default)]
+pub struct StackOptions {
+    /// Lease ends in the expiry index rounded up to it, in seconds (the functions'
+    /// default is 60; zero finds expired leases at once).
+    pub lease_bucket_seconds: u64,
+    /// Buffered ingestion (`IngestionMode` BUFFERED: an ingest queue, read by the
+    /// scheduler).
+    pub buffered: bool,
+    /// The services' settings beside their URLs: `{"drone": {"max_concurrency": 50}}`.
+    pub limits: Value,
+    /// The workflow definitions' directory, in place of `tests/workflows`.
+    pub workflows: Option<PathBuf>,
+    /// Agents given a URL at the remote services besides those of the built-in
+    /// workflows.
+    pub agents: Vec<String>,
+}
+
 /// The remote services of the built-in workflows' agents, each at `base/<agent>`.
 #[must_use]
 pub fn service_urls(base: &str) -> HashMap<String, String> {
@@ -119,31 +137,30 @@ impl Stack {
         policy: QueuePolicy,
         lease_bucket_seconds: u64,
     ) -> Self {
-        Self::with_ingestion(
-            moto,
-            services,
-            policy,
+        let options = StackOptions {
             lease_bucket_seconds,
-            false,
-            &Value::Null,
-        )
-        .await
+            ..StackOptions::default()
+        };
+        Self::with(moto, services, policy, &options).await
     }
 
-    /// [`Stack::on`], with buffered ingestion when `buffered` (`IngestionMode`
-    /// BUFFERED: an ingest queue, read by the scheduler), and the services' settings
-    /// in `limits` (`{"drone": {"max_concurrency": 50}}`) beside their URLs.
+    /// [`Stack::on`], set up as `options` say.
     ///
     /// # Panics
     /// When the emulator refuses.
-    pub async fn with_ingestion(
+    pub async fn with(
         moto: Moto,
         services: &str,
         policy: QueuePolicy,
-        lease_bucket_seconds: u64,
-        buffered: bool,
-        limits: &Value,
+        options: &StackOptions,
     ) -> Self {
+        let StackOptions {
+            lease_bucket_seconds,
+            buffered,
+            limits,
+            workflows,
+            agents,
+        } = options;
         let sdk = emulator::sdk(&moto.endpoint);
         let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
@@ -176,7 +193,11 @@ impl Stack {
             .send()
             .await
             .expect("subscription");
-        let mut service_urls = serde_json::json!(service_urls(services));
+        let mut service_urls = service_urls(services);
+        for agent in agents {
+            service_urls.insert(agent.clone(), format!("{services}/{agent}"));
+        }
+        let mut service_urls = serde_json::json!(service_urls);
         for (name, limit) in limits.as_object().into_iter().flatten() {
             let mut settings = limit.clone();
             settings["url"] = service_urls[name].clone();
@@ -197,7 +218,11 @@ impl Stack {
             }
         };
         let mut config = Config::from_lookup(lookup).expect("configuration");
-        config.workflows_dir = Some(repository().join("tests/workflows"));
+        config.workflows_dir = Some(
+            workflows
+                .clone()
+                .unwrap_or_else(|| repository().join("tests/workflows")),
+        );
         let app = sas_aws::app(&config, &sdk, "test").expect("the app");
         let step_caller = sas_agent::step_caller(&config, &sdk).expect("the step caller");
         let sqs = Arc::new(Sqs::new(

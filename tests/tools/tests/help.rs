@@ -71,7 +71,14 @@ fn cost_prints_its_usage() {
     assert_help(
         env!("CARGO_BIN_EXE_cost"),
         &["--help"],
-        &["--tasks", "--lease-bucket-seconds", "--waves"],
+        &[
+            "--tasks",
+            "--lease-bucket-seconds",
+            "--waves",
+            "--workflow",
+            "--input",
+            "--workflows",
+        ],
     );
 }
 
@@ -113,6 +120,26 @@ fn a_durability_outside_its_choices_is_an_error() {
     assert!(!output.status.success(), "bench exited 0:\n{stderr}");
     assert!(
         stderr.contains("possible values: full, process"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn cost_refuses_an_input_not_an_object_and_a_workflows_directory_it_cannot_read() {
+    let cost = env!("CARGO_BIN_EXE_cost");
+    let output = run(cost, &["--input", "[1, 2]"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--input") && stderr.contains("must be a JSON object"),
+        "{stderr}"
+    );
+    let output = run(cost, &["--workflows", "/no/such/directory"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--workflows: /no/such/directory"),
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -1,5 +1,6 @@
-//! Counts the AWS requests a drone delivery costs on the Lambda path, on moto: the
-//! four functions fed real-shaped events, moto recording every request they make.
+//! Counts the AWS requests a workflow's task costs on the Lambda path, on moto (a drone
+//! delivery unless told): the four functions fed real-shaped events, moto recording
+//! every request they make, the remote services answering every call at once.
 //! Prints the requests per task by service and operation, DynamoDB write and read
 //! units (from the items' sizes, as DynamoDB bills them, indexes included), Lambda
 //! invocations and batch sizes, and dollars per million tasks at list prices, beside
@@ -7,21 +8,23 @@
 //!
 //! ```text
 //! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered] [--batch 1..25] [--limits '{"drone": {"max_concurrency": 50}}']
+//!     [--workflow drone-delivery] [--input '{...}'] [--workflows DIR]
 //! ```
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use sas_tests::aws::{Moto, QueuePolicy, Remote, Stack};
+use sas_tests::aws::{Moto, QueuePolicy, Remote, Stack, StackOptions};
 use sas_tests::delivery_input;
 use sas_tools::recording::{self, Recorded};
 use serde_json::{Value, json};
 
-/// Counts the AWS requests a drone delivery costs on the Lambda path, on moto, and
+/// Counts the AWS requests a workflow's task costs on the Lambda path, on moto, and
 /// prints them per task, with dollars per million tasks at list prices.
 #[derive(Parser)]
 struct Args {
-    /// Drone deliveries run.
+    /// Tasks run.
     #[arg(long, default_value_t = 100)]
     tasks: usize,
     /// The stack's lease bucket, in seconds; the tasks run in waves spread over one.
@@ -40,15 +43,65 @@ struct Args {
     /// Services' limits, as in their settings: `{"drone": {"max_concurrency": 50}}`.
     #[arg(long, value_parser = limits)]
     limits: Option<Value>,
+    /// The workflow the tasks run: a built-in one, or one of `--workflows`. Every
+    /// task must end Processed with the remote services answering at once.
+    #[arg(long, default_value = "drone-delivery")]
+    workflow: String,
+    /// The tasks' input, as JSON [default: a drone delivery's].
+    #[arg(long, value_parser = json_object)]
+    input: Option<Value>,
+    /// A directory of workflow definitions, as `SAS_WORKFLOWS_DIR`: each agent they
+    /// name is answered by the mock services.
+    #[arg(long)]
+    workflows: Option<PathBuf>,
 }
 
 /// `--limits`: a JSON object of services' settings.
 fn limits(text: &str) -> Result<Value, String> {
+    json_object(text).map_err(|error| format!("services' settings: {error}"))
+}
+
+/// A JSON object.
+fn json_object(text: &str) -> Result<Value, String> {
     match serde_json::from_str(text) {
-        Ok(Value::Object(limits)) => Ok(Value::Object(limits)),
-        Ok(_) => Err("must be an object of services' settings".into()),
+        Ok(Value::Object(object)) => Ok(Value::Object(object)),
+        Ok(_) => Err("must be a JSON object".into()),
         Err(error) => Err(error.to_string()),
     }
+}
+
+/// Every agent the workflow definitions in `dir` name, at any depth (a branch's,
+/// a map's or a child's steps too).
+fn agents_in(dir: &Path) -> Result<Vec<String>, String> {
+    fn collect(value: &Value, agents: &mut BTreeSet<String>) {
+        match value {
+            Value::Object(fields) => {
+                for (name, field) in fields {
+                    match (name.as_str(), field) {
+                        ("agent", Value::String(agent)) => {
+                            agents.insert(agent.clone());
+                        }
+                        _ => collect(field, agents),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect(item, agents)),
+            _ => {}
+        }
+    }
+    let mut agents = BTreeSet::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let definition: Value =
+                serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            collect(&definition, &mut agents);
+        }
+    }
+    Ok(agents.into_iter().collect())
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -288,22 +341,33 @@ impl Tally {
     }
 }
 
-/// Submits drone deliveries `cost-{i}` for each `i`: alone, or in one batch.
-async fn submit(stack: &Stack, ids: &[usize]) {
-    let body = |i: &usize| json!({ "id": format!("cost-{i}"), "workflow": "drone-delivery", "input": delivery_input() });
+/// Submits tasks `cost-{i}` of `workflow` for each `i`: alone, or in one batch.
+///
+/// # Errors
+/// The API's answer, when it does not take one.
+async fn submit(stack: &Stack, workflow: &str, input: &Value, ids: &[usize]) -> Result<(), Value> {
+    let body =
+        |i: &usize| json!({ "id": format!("cost-{i}"), "workflow": workflow, "input": input });
     if let [i] = ids {
         let (status, answer) = stack
             .http("PUT", &format!("/tasks/cost-{i}"), Some(&body(i)))
             .await;
-        assert_eq!(status, 202, "{answer}");
-        return;
+        return if status == 202 { Ok(()) } else { Err(answer) };
     }
     let batch = json!({ "tasks": ids.iter().map(body).collect::<Vec<_>>() });
     let (status, answer) = stack.http("POST", "/tasks/batch", Some(&batch)).await;
-    assert_eq!(status, 200, "{answer}");
-    for result in answer["results"].as_array().into_iter().flatten() {
-        assert_eq!(result["status"], 202, "{answer}");
+    let taken = |results: &Vec<Value>| results.iter().all(|r| r["status"] == 202);
+    if status == 200 && answer["results"].as_array().is_some_and(taken) {
+        Ok(())
+    } else {
+        Err(answer)
     }
+}
+
+/// Stops the tool with `message`, as a refusal of its arguments.
+fn refuse(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(2);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -315,25 +379,33 @@ async fn main() {
         ingestion,
         batch,
         limits,
+        workflow,
+        input,
+        workflows,
     } = Args::parse();
+    let input = input.unwrap_or_else(delivery_input);
+    let agents = match workflows.as_deref().map(agents_in).transpose() {
+        Ok(agents) => agents.unwrap_or_default(),
+        Err(error) => refuse(&format!("--workflows: {error}")),
+    };
     let waves = waves.clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
     let path = recording.path().to_str().expect("path").to_owned();
     let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
     let endpoint = moto.endpoint.clone();
     let remote = Remote::start(false).await;
-    let stack = Stack::with_ingestion(
-        moto,
-        &remote.url,
-        QueuePolicy {
-            visibility_seconds: 30,
-            max_receive_count: 5,
-        },
+    let options = StackOptions {
         lease_bucket_seconds,
-        ingestion == Ingestion::Buffered,
-        limits.as_ref().unwrap_or(&Value::Null),
-    )
-    .await;
+        buffered: ingestion == Ingestion::Buffered,
+        limits: limits.clone().unwrap_or_default(),
+        workflows,
+        agents,
+    };
+    let policy = QueuePolicy {
+        visibility_seconds: 30,
+        max_receive_count: 5,
+    };
+    let stack = Stack::with(moto, &remote.url, policy, &options).await;
     let http = reqwest::Client::new();
     http.post(format!("{endpoint}/moto-api/recorder/start-recording"))
         .send()
@@ -349,7 +421,9 @@ async fn main() {
         let started = std::time::Instant::now();
         let wave_tasks: Vec<usize> = (wave..tasks).step_by(waves).collect();
         for chunk in wave_tasks.chunks(usize::from(batch)) {
-            submit(&stack, chunk).await;
+            if let Err(answer) = submit(&stack, &workflow, &input, chunk).await {
+                refuse(&format!("the API refused a task of {workflow}: {answer}"));
+            }
             submissions += 1;
         }
         // Until the queues are empty twice running (a task's next message may be on its way).
@@ -380,10 +454,25 @@ async fn main() {
         .expect("recording");
     // Before the reads that check the tasks, which the submission function serves.
     let after = stack.invocations();
+    let mut steps_run = 0;
     for i in 0..tasks {
         let (_, task) = stack.http("GET", &format!("/tasks/cost-{i}"), None).await;
-        assert_eq!(task["state"], "Processed", "{task}");
+        if task["state"] != "Processed" {
+            eprintln!(
+                "error: task cost-{i} is {}, not Processed: only tasks that finish with the services answering at once are counted\n{task:#}",
+                task["state"]
+            );
+            std::process::exit(1);
+        }
+        steps_run += task["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|step| step["state"] == "Processed")
+            .count();
     }
+    #[allow(clippy::cast_precision_loss)]
+    let steps_per_task = steps_run as f64 / tasks as f64;
 
     let mut tally = Tally::default();
     let recorded = std::fs::read_to_string(recording.path()).expect("recording");
@@ -392,7 +481,7 @@ async fn main() {
     }
     let per_task = |n: u64| n as f64 / tasks as f64;
     println!(
-        "{tasks} drone deliveries (5 steps each) through the four functions on moto 5.2.5, {} ingestion, {batch} a request\n",
+        "{tasks} tasks of {workflow} ({steps_per_task:.1} steps run each) through the four functions on moto 5.2.5, {} ingestion, {batch} a request\n",
         if ingestion == Ingestion::Buffered {
             "buffered"
         } else {
@@ -505,7 +594,7 @@ async fn main() {
         + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
     let api = submissions as f64 * price::HTTP_API_REQUEST * millions;
     let rest = sqs + sns + lambda + api;
-    println!("\ndollars per million drone deliveries, us-east-1 list prices:");
+    println!("\ndollars per million tasks of {workflow}, us-east-1 list prices:");
     println!("  DynamoDB on demand           {dynamodb:>8.2}");
     println!(
         "  (DynamoDB provisioned, auto scaled at {:.0}% of capacity under a steady load: {dynamodb_provisioned:.2})",
@@ -529,11 +618,13 @@ async fn main() {
         "  total, DynamoDB provisioned  {:>8.2}",
         dynamodb_provisioned + rest
     );
-    let standard = 7.0 * price::STEP_FUNCTIONS_STANDARD_TRANSITION * 1e6;
+    // A state machine of the same steps enters a state for each, and its start and end.
+    let transitions = steps_per_task + 2.0;
+    let standard = transitions * price::STEP_FUNCTIONS_STANDARD_TRANSITION * 1e6;
     let express = price::STEP_FUNCTIONS_EXPRESS_REQUEST * 1e6
         + 0.064 * 0.5 * price::STEP_FUNCTIONS_EXPRESS_GB_SECOND * 1e6;
     println!(
-        "  Step Functions Standard, 7 transitions per task, the orchestration alone: {standard:.2}"
+        "  Step Functions Standard, {transitions:.1} transitions per task, the orchestration alone: {standard:.2}"
     );
     println!(
         "  Step Functions Express, 64 MB for 0.5 s per task, the orchestration alone: {express:.2}"

@@ -1,0 +1,69 @@
+//! `cost` on a workflow of the user's own, through its real output: its tasks run on
+//! moto (started by the tool, as the other emulator tests start it) and are counted.
+
+use std::process::Command;
+
+/// Two steps, on agents no built-in workflow names.
+const RESERVE_AND_SHIP: &str = r#"{
+  "name": "reserve-and-ship",
+  "version": 1,
+  "input": { "sku": "string" },
+  "pickup_timeout": "30s",
+  "defaults": { "complete_by": "10s" },
+  "steps": [
+    { "name": "reserve", "agent": "inventory", "call": "/stock/reserve" },
+    { "name": "ship", "agent": "shipping", "call": "/shipments" }
+  ]
+}"#;
+
+#[test]
+fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
+    let workflows = tempfile::tempdir().expect("a directory");
+    std::fs::write(
+        workflows.path().join("reserve-and-ship.json"),
+        RESERVE_AND_SHIP,
+    )
+    .expect("the definition");
+    let output = Command::new(env!("CARGO_BIN_EXE_cost"))
+        .args([
+            "--tasks",
+            "3",
+            "--waves",
+            "1",
+            "--workflow",
+            "reserve-and-ship",
+        ])
+        .args(["--input", r#"{"sku": "a-1"}"#, "--workflows"])
+        .arg(workflows.path())
+        .output()
+        .expect("cost runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Vec<&str> = stdout
+        .lines()
+        .filter(|line| !line.starts_with('{'))
+        .collect();
+    let report = report.join("\n");
+    assert!(
+        output.status.success(),
+        "{}\n{report}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "3 tasks of reserve-and-ship (2.0 steps run each)",
+        // A task's item: its creation, its claim, and one write a step (the
+        // workflow's definition is written once, for all of them).
+        "the table's write units per task by item: TASK 4.0,",
+        "dollars per million tasks of reserve-and-ship",
+        "Step Functions Standard, 4.0 transitions per task",
+    ] {
+        assert!(report.contains(expected), "{expected:?} in:\n{report}");
+    }
+    let total: f64 = report
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("total "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|dollars| dollars.parse().ok())
+        .unwrap_or_else(|| panic!("a total in:\n{report}"));
+    assert!(total > 0.0, "{report}");
+}
