@@ -67,3 +67,25 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
         .unwrap_or_else(|| panic!("a total in:\n{report}"));
     assert!(total > 0.0, "{report}");
 }
+
+#[test]
+fn cost_of_a_workflow_it_does_not_know_is_the_apis_refusal_not_a_panic() {
+    let output = Command::new(env!("CARGO_BIN_EXE_cost"))
+        .args([
+            "--tasks",
+            "1",
+            "--waves",
+            "1",
+            "--workflow",
+            "no-such-workflow",
+        ])
+        .output()
+        .expect("cost runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the API refused a task of no-such-workflow")
+            && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

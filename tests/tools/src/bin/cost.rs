@@ -422,6 +422,7 @@ async fn main() {
         let wave_tasks: Vec<usize> = (wave..tasks).step_by(waves).collect();
         for chunk in wave_tasks.chunks(usize::from(batch)) {
             if let Err(answer) = submit(&stack, &workflow, &input, chunk).await {
+                drop(stack); // stops moto, which exiting would leave running
                 refuse(&format!("the API refused a task of {workflow}: {answer}"));
             }
             submissions += 1;
@@ -458,6 +459,7 @@ async fn main() {
     for i in 0..tasks {
         let (_, task) = stack.http("GET", &format!("/tasks/cost-{i}"), None).await;
         if task["state"] != "Processed" {
+            drop(stack); // stops moto, which exiting would leave running
             eprintln!(
                 "error: task cost-{i} is {}, not Processed: only tasks that finish with the services answering at once are counted\n{task:#}",
                 task["state"]
