@@ -1,7 +1,15 @@
 //! `cost` on a workflow of the user's own, through its real output: its tasks run on
 //! moto (started by the tool, as the other emulator tests start it) and are counted.
 
-use std::process::Command;
+use std::process::{Command, Output};
+
+/// Runs `cost` with `args`.
+fn cost(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cost"))
+        .args(args)
+        .output()
+        .expect("cost runs")
+}
 
 /// Two steps, on agents no built-in workflow names.
 const RESERVE_AND_SHIP: &str = r#"{
@@ -24,19 +32,18 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
         RESERVE_AND_SHIP,
     )
     .expect("the definition");
-    let output = Command::new(env!("CARGO_BIN_EXE_cost"))
-        .args([
-            "--tasks",
-            "3",
-            "--waves",
-            "1",
-            "--workflow",
-            "reserve-and-ship",
-        ])
-        .args(["--input", r#"{"sku": "a-1"}"#, "--workflows"])
-        .arg(workflows.path())
-        .output()
-        .expect("cost runs");
+    let output = cost(&[
+        "--tasks",
+        "3",
+        "--waves",
+        "1",
+        "--workflow",
+        "reserve-and-ship",
+        "--input",
+        r#"{"sku": "a-1"}"#,
+        "--workflows",
+        workflows.path().to_str().expect("a UTF-8 path"),
+    ]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report: Vec<&str> = stdout
         .lines()
@@ -70,17 +77,14 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
 
 #[test]
 fn cost_of_a_workflow_it_does_not_know_is_the_apis_refusal_not_a_panic() {
-    let output = Command::new(env!("CARGO_BIN_EXE_cost"))
-        .args([
-            "--tasks",
-            "1",
-            "--waves",
-            "1",
-            "--workflow",
-            "no-such-workflow",
-        ])
-        .output()
-        .expect("cost runs");
+    let output = cost(&[
+        "--tasks",
+        "1",
+        "--waves",
+        "1",
+        "--workflow",
+        "no-such-workflow",
+    ]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
