@@ -107,14 +107,8 @@ fn submit_message(notify: Option<&str>) -> String {
                 .version,
         },
         submission: Submission {
-            owner: None,
-            id: TaskId::parse("planted").expect("id"),
-            input: delivery_input(),
             notify: notify.map(|q| QueueName::parse(q).expect("queue")),
-            parent: None,
-            pinned: Default::default(),
-            start_at: None,
-            priority: sas_domain::flow::DEFAULT_PRIORITY,
+            ..Submission::new(TaskId::parse("planted").expect("id"), delivery_input())
         },
         accepted_at: Timestamp(1_800_000_000_000),
     };
@@ -268,13 +262,7 @@ async fn in_error(
         .expect("drone");
     let submission = Submission {
         owner: owner.cloned(),
-        id,
-        input: delivery_input(),
-        notify: None,
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: sas_domain::flow::DEFAULT_PRIORITY,
+        ..Submission::new(id, delivery_input())
     };
     let (mut task, order, _) = sas_domain::decide::submit(&workflow, submission, world.clock.now());
     task.state = sas_domain::task::TaskState::Error;

@@ -33,14 +33,11 @@ fn drone() -> std::sync::Arc<Workflow> {
 
 fn submission(notify: bool) -> Submission {
     Submission {
-        owner: None,
-        id: TaskId::parse("t1").expect("id"),
-        input: json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
         notify: notify.then(|| QueueName::parse("mine").expect("queue")),
-        parent: None,
-        pinned: Default::default(),
-        start_at: None,
-        priority: crate::flow::DEFAULT_PRIORITY,
+        ..Submission::new(
+            TaskId::parse("t1").expect("id"),
+            json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
+        )
     }
 }
 
