@@ -192,7 +192,8 @@ mod tests {
 
     #[test]
     fn the_wals_commits_flushes_and_frames_are_counted_and_other_files_are_not() {
-        let wal = r"\x2f\x64\x62\x2d\x77\x61\x6c"; // "/db-wal"
+        let db = r"\x2f\x64\x62"; // "/db"
+        let wal = format!(r"{db}\x2d\x77\x61\x6c"); // "/db-wal"
         let header = |page: u8, size: u8| {
             format!(
                 "1 pwrite64(7<{wal}>, \"\\x00\\x00\\x00\\x{page:02x}\\x00\\x00\\x00\\x{size:02x}\"..., 24, 0) = 24"
@@ -214,10 +215,7 @@ mod tests {
             flush("fsync"),
             // A checkpoint's flush, and a write to the database itself.
             flush("fdatasync"),
-            format!(
-                "1 pwrite64(8<{}>, \"\\x0d\"..., 1024, 0) = 1024",
-                &wal[..wal.len() - 16]
-            ),
+            format!("1 pwrite64(8<{db}>, \"\\x0d\"..., 1024, 0) = 1024"),
             header(5, 9),
             page(0x05),
             flush("fdatasync"),
