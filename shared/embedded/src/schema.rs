@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use sas_core::ports::{Cause, StoreError};
 
 pub(crate) const SCHEMA: &str = "
@@ -48,4 +49,62 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, St
 
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.into()))
+}
+
+/// JSON compressed with LZ4 (its length first), stored as a blob: how a task's
+/// record is written. A drone delivery's record, 2.9 KB of JSON at its end, is 1.0
+/// KB compressed, in about 3 µs: it stays in its row's page of 1 KiB instead of
+/// running over into pages of its own, freed and taken again (with the free list
+/// and the header page) at every step's rewrite.
+pub(crate) struct Compressed(Vec<u8>);
+
+impl Compressed {
+    pub(crate) fn of<T: serde::Serialize>(value: &T) -> Result<Self, StoreError> {
+        let json = serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(e.into()))?;
+        Ok(Self(lz4_flex::compress_prepend_size(&json)))
+    }
+}
+
+impl rusqlite::ToSql for Compressed {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        self.0.to_sql()
+    }
+}
+
+/// A JSON column as read: text, or [`Compressed`] (a blob). Kept as stored until
+/// decoded, so that a record that does not decode is told apart from a failed read.
+pub(crate) enum StoredJson {
+    Text(String),
+    Compressed(Vec<u8>),
+}
+
+impl StoredJson {
+    pub(crate) fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        match self {
+            Self::Text(text) => decode(text),
+            Self::Compressed(bytes) => {
+                let corrupt = |e: Cause| StoreError::Corrupt(e);
+                let (size, compressed) =
+                    lz4_flex::block::uncompressed_size(bytes).map_err(|e| corrupt(e.into()))?;
+                // LZ4 shrinks 255 bytes to one at most: a larger length is garbled,
+                // not a reason to allocate it.
+                if size > compressed.len().saturating_mul(255) {
+                    return Err(corrupt("a compressed record longer than LZ4 allows".into()));
+                }
+                let json =
+                    lz4_flex::block::decompress(compressed, size).map_err(|e| corrupt(e.into()))?;
+                serde_json::from_slice(&json).map_err(|e| corrupt(e.into()))
+            }
+        }
+    }
+}
+
+impl FromSql for StoredJson {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        match value {
+            ValueRef::Text(_) => value.as_str().map(|text| Self::Text(text.to_owned())),
+            ValueRef::Blob(bytes) => Ok(Self::Compressed(bytes.to_vec())),
+            _ => Err(FromSqlError::InvalidType),
+        }
+    }
 }

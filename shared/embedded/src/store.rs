@@ -15,7 +15,7 @@ use sas_domain::workflow::Workflow;
 
 use crate::Embedded;
 use crate::queues::insert_messages;
-use crate::schema::{decode, encode, unavailable};
+use crate::schema::{Compressed, StoredJson, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
 
 /// A page of a pass over the expired leases: the leases expired by `?1` after the
@@ -35,19 +35,19 @@ pub(crate) fn decode_rows<T: serde::de::DeserializeOwned>(
 ) -> Result<Vec<T>, StoreError> {
     let mut select = c.prepare_cached(sql).map_err(unavailable)?;
     let rows = select
-        .query_map(parameters, |row| row.get::<_, String>(0))
+        .query_map(parameters, |row| row.get::<_, StoredJson>(0))
         .map_err(unavailable)?;
-    rows.map(|row| decode(&row.map_err(unavailable)?)).collect()
+    rows.map(|row| row.map_err(unavailable)?.decode()).collect()
 }
 
 pub(crate) fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
-    let record: Option<String> =
+    let record: Option<StoredJson> =
         query_row(c, "SELECT record FROM tasks WHERE id = ?1", [id], |row| {
             row.get(0)
         })
         .optional()
         .map_err(unavailable)?;
-    record.as_deref().map(decode).transpose()
+    record.as_ref().map(StoredJson::decode).transpose()
 }
 
 pub(crate) fn stored_version(task: &Task) -> i64 {
@@ -65,7 +65,7 @@ struct Replacement {
     version: i64,
     state: &'static str,
     lease: Option<i64>,
-    record: String,
+    record: Compressed,
 }
 
 impl Replacement {
@@ -75,7 +75,7 @@ impl Replacement {
             version: stored_version(task),
             state: task.state.as_str(),
             lease: lease(task),
-            record: encode(task)?,
+            record: Compressed::of(task)?,
         })
     }
 
@@ -99,7 +99,7 @@ impl Replacement {
 #[async_trait]
 impl StateStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        let record = encode(task)?;
+        let record = Compressed::of(task)?;
         let input = encode(&order.input)?;
         let (id, version, state, lease, created) = (
             task.id.to_string(),
@@ -146,7 +146,7 @@ impl StateStore for Embedded {
         self.read(move |c| {
             // A subquery rather than a join: SQLite re-plans a join on an indexed
             // column at every new binding (STAT4), parsing the statement again.
-            let row: Option<(String, Option<String>, Option<String>)> = query_row(
+            let row: Option<(StoredJson, Option<String>, Option<String>)> = query_row(
                 c,
                 "SELECT record, (SELECT input FROM orders WHERE task_id = ?1),
                      (SELECT inputs FROM earlier_inputs WHERE task_id = ?1) FROM tasks WHERE id = ?1",
@@ -162,7 +162,7 @@ impl StateStore for Embedded {
                     input: decode(&input)?,
                     earlier: earlier.as_deref().map(decode).transpose()?.unwrap_or_default(),
                 };
-                Ok((decode(&record)?, order))
+                Ok((record.decode()?, order))
             })
             .transpose()
         })
@@ -231,7 +231,7 @@ impl StateStore for Embedded {
                 .query_map(params![now.0, after_expires, after_id, fetch], |row| {
                     let id: String = row.get(0)?;
                     let expires: i64 = row.get(1)?;
-                    let record: String = row.get(2)?;
+                    let record: StoredJson = row.get(2)?;
                     let version: i64 = row.get(3)?;
                     Ok((id, expires, record, version))
                 })
@@ -242,7 +242,7 @@ impl StateStore for Embedded {
             for row in rows {
                 let (id, expires, record, version) = row.map_err(unavailable)?;
                 let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
-                match serde_json::from_str(&record) {
+                match record.decode() {
                     Ok(task) => expired.tasks.push(task),
                     // Garbled, or of a shape this version does not know.
                     Err(error) => {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::params;
+use rusqlite::types::Value;
 use sas_core::ports::{
     Consumer, DeadLetters, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore,
     StoreError, Unreadable,
@@ -136,7 +137,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
         encode(&stored).expect("encoded"),
         stored.complete_by.map(|at| at.0),
     );
-    let rewrite = |record: String| {
+    let rewrite = |record: Value| {
         store.write(move |c| {
             execute(
                 c,
@@ -146,10 +147,16 @@ async fn only_expired_leases_are_swept_and_lists_page() {
             .map_err(unavailable)
         })
     };
-    // Garbled, and of a shape this version does not know (a newer version's, left
-    // by a rollback): neither can be recovered here, nor hides the leases behind it.
-    for unreadable in ["garbage", r#"{"id": "b", "state": "Teleported"}"#] {
-        rewrite(unreadable.to_owned()).await.expect("written");
+    // Garbled (as text, or compressed: its length past what LZ4 can give, or its
+    // bytes), and of a shape this version does not know (a newer version's, left by
+    // a rollback): none can be recovered here, nor hides the leases behind it.
+    for unreadable in [
+        Value::Text("garbage".into()),
+        Value::Blob(vec![0xff, 0xff, 0xff, 0x7f, 0x10, b'{']),
+        Value::Blob(vec![0x08, 0, 0, 0, 0xff, 0xff]),
+        Value::Text(r#"{"id": "b", "state": "Teleported"}"#.into()),
+    ] {
+        rewrite(unreadable.clone()).await.expect("written");
         let expired = store
             .expired(late, 10, &ExpiredCursor::default())
             .await
@@ -161,7 +168,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
         assert_eq!(
             (expired.unreadable.as_slice(), expired.tasks.len()),
             (std::slice::from_ref(&read), 1),
-            "{unreadable}"
+            "{unreadable:?}"
         );
         // Read at another version than it has now (written since, by a process that
         // can read it): it keeps its lease.
@@ -177,7 +184,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
         assert_eq!(
             expired.unreadable,
             std::slice::from_ref(&read),
-            "{unreadable}: still leased"
+            "{unreadable:?}: still leased"
         );
         store.quarantine(&read).await.expect("quarantined");
         let expired = store
@@ -186,9 +193,9 @@ async fn only_expired_leases_are_swept_and_lists_page() {
             .expect("sweep");
         assert_eq!((expired.tasks.len(), expired.unreadable.len()), (1, 0));
     }
-    rewrite(original)
+    rewrite(Value::Text(original))
         .await
-        .expect("mended, for the listing below");
+        .expect("mended as JSON text, as versions before compression wrote it");
 
     let page = store.list(TaskState::Pending, 1, None).await.expect("page");
     assert_eq!(page.tasks[0].id.as_str(), "a");
@@ -346,6 +353,43 @@ async fn committed_state_survives_reopening() {
             .body,
         "m"
     );
+}
+
+#[tokio::test]
+async fn a_record_is_stored_compressed_and_one_stored_as_json_text_reads_the_same() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let (task, order) = new_task("packed", Timestamp(0));
+    let json = encode(&task).expect("encoded");
+    let store = open(&dir, Arc::clone(&clock));
+    store.create(&task, &order).await.expect("created");
+    let stored = |store: &Embedded| -> (String, i64) {
+        let connection = store.connection.lock().expect("connection");
+        connection
+            .query_row(
+                "SELECT typeof(record), length(record) FROM tasks WHERE id = 'packed'",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .expect("row")
+    };
+    let (kind, bytes) = stored(&store);
+    assert_eq!(kind, "blob");
+    let text = i64::try_from(json.len()).expect("small");
+    assert!(bytes < text, "{bytes} bytes for {text} of JSON");
+
+    // As a version before compression wrote it; read after a restart, from the file.
+    store
+        .write(move |c| {
+            execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'packed'", [json])
+                .map_err(unavailable)
+        })
+        .await
+        .expect("rewritten");
+    assert_eq!(stored(&store).0, "text");
+    drop(store);
+    let store = open(&dir, clock);
+    assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
 }
 
 #[test]
