@@ -13,7 +13,7 @@ use sas_domain::ids::QueueName;
 use sas_domain::messages::Alert;
 
 use crate::messages::{Message, Messages};
-use crate::schema::{encode, unavailable};
+use crate::schema::{Compressed, Stored, encode, unavailable};
 use crate::writer::{execute, query_row};
 use crate::{Embedded, QueueSettings};
 
@@ -33,7 +33,7 @@ pub(crate) fn insert_messages(
         .map_err(unavailable)?;
     for (id, (queue, body, visible_at)) in &rows {
         insert
-            .execute(params![id, queue, body, visible_at, now])
+            .execute(params![id, queue, Compressed::text(body), visible_at, now])
             .map_err(unavailable)?;
     }
     Ok(rows)
@@ -71,17 +71,20 @@ pub(crate) fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
         .query_map([], |row| {
             Ok((
                 row.get::<_, i64>(0)?,
-                Message {
-                    queue: row.get(1)?,
-                    body: row.get(2)?,
-                    visible_at: row.get(3)?,
-                    receive_count: 0,
-                },
+                row.get::<_, String>(1)?,
+                row.get::<_, Stored>(2)?,
+                row.get::<_, i64>(3)?,
             ))
         })
         .map_err(unavailable)?;
     for row in rows {
-        let (id, message) = row.map_err(unavailable)?;
+        let (id, queue, body, visible_at) = row.map_err(unavailable)?;
+        let message = Message {
+            queue,
+            body: body.into_text()?,
+            visible_at,
+            receive_count: 0,
+        };
         loaded.insert(id, message);
     }
     Ok(loaded)

@@ -51,17 +51,21 @@ pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreErro
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(e.into()))
 }
 
-/// JSON compressed with LZ4 (its length first), stored as a blob: how a task's
-/// record is written. A drone delivery's record, 2.9 KB of JSON at its end, is 1.0
-/// KB compressed, in about 3 µs: it stays in its row's page of 1 KiB instead of
-/// running over into pages of its own, freed and taken again (with the free list
-/// and the header page) at every step's rewrite.
+/// Text compressed with LZ4 (its length first), stored as a blob: how a task's
+/// record (its JSON) and a message's body are written. A drone delivery's record, 2.9
+/// KB of JSON at its end, is 1.0 KB compressed, in about 3 µs: it stays in its row's
+/// page of 1 KiB instead of running over into pages of its own, freed and taken again
+/// (with the free list and the header page) at every step's rewrite; so does an
+/// agent's request carrying the results before it.
 pub(crate) struct Compressed(Vec<u8>);
 
 impl Compressed {
-    pub(crate) fn of<T: serde::Serialize>(value: &T) -> Result<Self, StoreError> {
-        let json = serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(e.into()))?;
-        Ok(Self(lz4_flex::compress_prepend_size(&json)))
+    pub(crate) fn text(text: &str) -> Self {
+        Self(lz4_flex::compress_prepend_size(text.as_bytes()))
+    }
+
+    pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<Self, StoreError> {
+        Ok(Self::text(&encode(value)?))
     }
 }
 
@@ -71,35 +75,48 @@ impl rusqlite::ToSql for Compressed {
     }
 }
 
-/// A JSON column as read: text, or [`Compressed`] (a blob). Kept as stored until
-/// decoded, so that a record that does not decode is told apart from a failed read.
-pub(crate) enum StoredJson {
+/// A text column as read: text, as versions before compression wrote it, or
+/// [`Compressed`] (a blob). Kept as stored until decoded, so that a value that does
+/// not decode is told apart from a failed read.
+pub(crate) enum Stored {
     Text(String),
     Compressed(Vec<u8>),
 }
 
-impl StoredJson {
+impl Stored {
+    /// Its JSON, decoded.
     pub(crate) fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
         match self {
             Self::Text(text) => decode(text),
+            Self::Compressed(bytes) => serde_json::from_slice(&decompress(bytes)?)
+                .map_err(|e| StoreError::Corrupt(e.into())),
+        }
+    }
+
+    /// Its text.
+    pub(crate) fn into_text(self) -> Result<String, StoreError> {
+        match self {
+            Self::Text(text) => Ok(text),
             Self::Compressed(bytes) => {
-                let corrupt = |e: Cause| StoreError::Corrupt(e);
-                let (size, compressed) =
-                    lz4_flex::block::uncompressed_size(bytes).map_err(|e| corrupt(e.into()))?;
-                // LZ4 shrinks 255 bytes to one at most: a larger length is garbled,
-                // not a reason to allocate it.
-                if size > compressed.len().saturating_mul(255) {
-                    return Err(corrupt("a compressed record longer than LZ4 allows".into()));
-                }
-                let json =
-                    lz4_flex::block::decompress(compressed, size).map_err(|e| corrupt(e.into()))?;
-                serde_json::from_slice(&json).map_err(|e| corrupt(e.into()))
+                String::from_utf8(decompress(&bytes)?).map_err(|e| StoreError::Corrupt(e.into()))
             }
         }
     }
 }
 
-impl FromSql for StoredJson {
+fn decompress(bytes: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |e: Cause| StoreError::Corrupt(e);
+    let (size, compressed) =
+        lz4_flex::block::uncompressed_size(bytes).map_err(|e| corrupt(e.into()))?;
+    // LZ4 shrinks 255 bytes to one at most: a larger length is garbled, not a reason
+    // to allocate it.
+    if size > compressed.len().saturating_mul(255) {
+        return Err(corrupt("a compressed value longer than LZ4 allows".into()));
+    }
+    lz4_flex::block::decompress(compressed, size).map_err(|e| corrupt(e.into()))
+}
+
+impl FromSql for Stored {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
         match value {
             ValueRef::Text(_) => value.as_str().map(|text| Self::Text(text.to_owned())),

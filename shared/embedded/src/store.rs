@@ -15,7 +15,7 @@ use sas_domain::workflow::Workflow;
 
 use crate::Embedded;
 use crate::queues::insert_messages;
-use crate::schema::{Compressed, StoredJson, decode, encode, unavailable};
+use crate::schema::{Compressed, Stored, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
 
 /// A page of a pass over the expired leases: the leases expired by `?1` after the
@@ -35,19 +35,19 @@ pub(crate) fn decode_rows<T: serde::de::DeserializeOwned>(
 ) -> Result<Vec<T>, StoreError> {
     let mut select = c.prepare_cached(sql).map_err(unavailable)?;
     let rows = select
-        .query_map(parameters, |row| row.get::<_, StoredJson>(0))
+        .query_map(parameters, |row| row.get::<_, Stored>(0))
         .map_err(unavailable)?;
     rows.map(|row| row.map_err(unavailable)?.decode()).collect()
 }
 
 pub(crate) fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
-    let record: Option<StoredJson> =
+    let record: Option<Stored> =
         query_row(c, "SELECT record FROM tasks WHERE id = ?1", [id], |row| {
             row.get(0)
         })
         .optional()
         .map_err(unavailable)?;
-    record.as_ref().map(StoredJson::decode).transpose()
+    record.as_ref().map(Stored::decode).transpose()
 }
 
 pub(crate) fn stored_version(task: &Task) -> i64 {
@@ -75,7 +75,7 @@ impl Replacement {
             version: stored_version(task),
             state: task.state.as_str(),
             lease: lease(task),
-            record: Compressed::of(task)?,
+            record: Compressed::json(task)?,
         })
     }
 
@@ -99,7 +99,7 @@ impl Replacement {
 #[async_trait]
 impl StateStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        let record = Compressed::of(task)?;
+        let record = Compressed::json(task)?;
         let input = encode(&order.input)?;
         let (id, version, state, lease, created) = (
             task.id.to_string(),
@@ -146,7 +146,7 @@ impl StateStore for Embedded {
         self.read(move |c| {
             // A subquery rather than a join: SQLite re-plans a join on an indexed
             // column at every new binding (STAT4), parsing the statement again.
-            let row: Option<(StoredJson, Option<String>, Option<String>)> = query_row(
+            let row: Option<(Stored, Option<String>, Option<String>)> = query_row(
                 c,
                 "SELECT record, (SELECT input FROM orders WHERE task_id = ?1),
                      (SELECT inputs FROM earlier_inputs WHERE task_id = ?1) FROM tasks WHERE id = ?1",
@@ -231,7 +231,7 @@ impl StateStore for Embedded {
                 .query_map(params![now.0, after_expires, after_id, fetch], |row| {
                     let id: String = row.get(0)?;
                     let expires: i64 = row.get(1)?;
-                    let record: StoredJson = row.get(2)?;
+                    let record: Stored = row.get(2)?;
                     let version: i64 = row.get(3)?;
                     Ok((id, expires, record, version))
                 })

@@ -356,40 +356,75 @@ async fn committed_state_survives_reopening() {
 }
 
 #[tokio::test]
-async fn a_record_is_stored_compressed_and_one_stored_as_json_text_reads_the_same() {
+async fn records_and_bodies_are_stored_compressed_and_text_stored_before_reads_the_same() {
     let dir = tempfile::tempdir().expect("dir");
     let clock = Arc::new(ManualClock::new(Timestamp(0)));
     let (task, order) = new_task("packed", Timestamp(0));
     let json = encode(&task).expect("encoded");
+    let queue = QueueName::parse("q").expect("name");
+    let body = format!("a body that says it twice: {json} {json}");
     let store = open(&dir, Arc::clone(&clock));
-    store.create(&task, &order).await.expect("created");
-    let stored = |store: &Embedded| -> (String, i64) {
-        let connection = store.connection.lock().expect("connection");
-        connection
-            .query_row(
-                "SELECT typeof(record), length(record) FROM tasks WHERE id = 'packed'",
-                [],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .expect("row")
+    let sent = OutgoingMessage {
+        body: body.clone(),
+        delay: Duration::ZERO,
     };
-    let (kind, bytes) = stored(&store);
-    assert_eq!(kind, "blob");
-    let text = i64::try_from(json.len()).expect("small");
-    assert!(bytes < text, "{bytes} bytes for {text} of JSON");
+    // A send is committed with the next write waited for: the creation.
+    store
+        .send(&queue, std::slice::from_ref(&sent))
+        .await
+        .expect("sent");
+    store.create(&task, &order).await.expect("created");
+    let stored = |store: &Embedded, sql: &str| -> (String, usize) {
+        let connection = store.connection.lock().expect("connection");
+        let (kind, bytes): (String, i64) = connection
+            .query_row(sql, [], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("row");
+        (kind, usize::try_from(bytes).expect("a length"))
+    };
+    let record = "SELECT typeof(record), length(record) FROM tasks WHERE id = 'packed'";
+    let (kind, bytes) = stored(&store, record);
+    assert!(
+        kind == "blob" && bytes < json.len(),
+        "{kind}: {bytes} bytes for {json}"
+    );
+    let message = "SELECT typeof(body), length(body) FROM messages";
+    let (kind, bytes) = stored(&store, message);
+    assert!(
+        kind == "blob" && bytes < json.len(),
+        "{kind}: {bytes} bytes for {body}"
+    );
 
-    // As a version before compression wrote it; read after a restart, from the file.
+    // As a version before compression wrote them; read after a restart, from the file.
     store
         .write(move |c| {
-            execute(c, "UPDATE tasks SET record = ?1 WHERE id = 'packed'", [json])
-                .map_err(unavailable)
+            execute(c, "UPDATE tasks SET record = ?1", [json]).map_err(unavailable)?;
+            execute(c, "UPDATE messages SET body = 'older'", []).map_err(unavailable)
         })
         .await
         .expect("rewritten");
-    assert_eq!(stored(&store).0, "text");
+    assert_eq!(
+        (stored(&store, record).0, stored(&store, message).0),
+        ("text".into(), "text".into())
+    );
+    drop(store);
+    let store = open(&dir, Arc::clone(&clock));
+    assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
+    let received = store
+        .receive(&queue, 1, Duration::ZERO)
+        .await
+        .expect("receive");
+    assert_eq!(received[0].body, "older");
+    store.send(&queue, &[sent]).await.expect("sent");
     drop(store);
     let store = open(&dir, clock);
-    assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
+    let bodies: Vec<_> = store
+        .receive(&queue, 2, Duration::ZERO)
+        .await
+        .expect("receive")
+        .into_iter()
+        .map(|delivery| delivery.body)
+        .collect();
+    assert!(bodies.contains(&body), "{bodies:?}");
 }
 
 #[test]
