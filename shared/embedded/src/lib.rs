@@ -36,7 +36,7 @@ use sas_domain::messages::Alert;
 use sas_domain::task::{Order, Task};
 
 use crate::messages::{Message, Messages};
-use crate::queues::{Row, last_message_id, load_messages};
+use crate::queues::{Row, drop_autoincrement, last_message_id, load_messages};
 use crate::recent::Recent;
 use crate::schema::{SCHEMA, millis, unavailable};
 use crate::store::decode_rows;
@@ -181,6 +181,7 @@ impl Embedded {
                  PRAGMA wal_autocheckpoint={WRITER_CHECKPOINT_PAGES}; {SCHEMA}"
             ))
             .map_err(unavailable)?;
+        drop_autoincrement(&connection)?;
         let checkpointer = Connection::open(path).map_err(unavailable)?;
         checkpointer
             .execute_batch(&format!(

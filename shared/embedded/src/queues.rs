@@ -13,7 +13,7 @@ use sas_domain::ids::QueueName;
 use sas_domain::messages::Alert;
 
 use crate::messages::{Message, Messages};
-use crate::schema::{Compressed, Stored, encode, unavailable};
+use crate::schema::{Compressed, SCHEMA, Stored, encode, unavailable};
 use crate::writer::{execute, query_row};
 use crate::{Embedded, QueueSettings};
 
@@ -36,18 +36,79 @@ pub(crate) fn insert_messages(
             .execute(params![id, queue, Compressed::text(body), visible_at, now])
             .map_err(unavailable)?;
     }
+    if let Some(highest) = rows.iter().map(|(id, _)| *id).max() {
+        reserve_message_ids(c, highest)?;
+    }
     Ok(rows)
 }
 
-/// The last message id used, by any row ever written (AUTOINCREMENT's record of it).
+/// Message ids reserved at a time: the reservation is written once in so many ids.
+const RESERVED_IDS: i64 = 4096;
+
+/// Keeps the message ids reserved above `highest`, in the transaction that writes it:
+/// after a restart ids start above the reservation, so none is given again, not even
+/// one whose message was deleted (a receipt held across the restart deletes no other
+/// message). This replaces `AUTOINCREMENT`, which wrote its `sqlite_sequence` row, a
+/// page of WAL, at every commit that sent a message.
+fn reserve_message_ids(c: &Connection, highest: i64) -> Result<(), StoreError> {
+    let reserved: i64 = query_row(
+        c,
+        "SELECT COALESCE((SELECT value FROM counters WHERE name = 'message_ids'), 0)",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(unavailable)?;
+    if highest > reserved {
+        execute(
+            c,
+            "INSERT INTO counters (name, value) VALUES ('message_ids', ?1)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            [highest + RESERVED_IDS],
+        )
+        .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+/// The last message id that may have been given: the highest in the table or reserved.
 pub(crate) fn last_message_id(c: &Connection) -> Result<i64, StoreError> {
     query_row(
         c,
         "SELECT MAX(COALESCE((SELECT MAX(id) FROM messages), 0),
-                    COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))",
+                    COALESCE((SELECT value FROM counters WHERE name = 'message_ids'), 0))",
         [],
         |row| row.get(0),
     )
+    .map_err(unavailable)
+}
+
+/// Rebuilds a messages table an earlier version made with `AUTOINCREMENT` without it,
+/// its last id kept as the reservation, in one transaction.
+pub(crate) fn drop_autoincrement(c: &Connection) -> Result<(), StoreError> {
+    let definition: String = query_row(
+        c,
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'messages'",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(unavailable)?;
+    if !definition.contains("AUTOINCREMENT") {
+        return Ok(());
+    }
+    c.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
+         INSERT INTO counters (name, value)
+             SELECT 'message_ids', MAX(COALESCE((SELECT MAX(id) FROM messages), 0),
+                 COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0))
+             WHERE true
+             ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value);
+         ALTER TABLE messages RENAME TO messages_before;
+         {SCHEMA}
+         INSERT INTO messages SELECT id, queue, body, visible_at, receive_count, sent_at
+             FROM messages_before;
+         DROP TABLE messages_before;
+         COMMIT;"
+    ))
     .map_err(unavailable)
 }
 

@@ -19,9 +19,12 @@ CREATE TABLE IF NOT EXISTS workflows (
 CREATE TABLE IF NOT EXISTS queues (
     name TEXT PRIMARY KEY, visibility_timeout_ms INTEGER NOT NULL,
     max_receive_count INTEGER, dead_letter TEXT);
+-- A message's id is given by the store, never again: above every id in the table and
+-- below the reservation in `counters` (see `queues::reserve_message_ids`).
 CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
+    id INTEGER PRIMARY KEY, queue TEXT NOT NULL, body TEXT NOT NULL,
     visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 -- The queues are served from memory: their table is read whole at the start and
 -- written by id, so it has no index to keep at every send and delete (databases
 -- written before had one).

@@ -447,6 +447,97 @@ fn the_messages_table_has_no_index_and_an_earlier_versions_is_dropped() {
     assert_eq!(committed_count(&dir, indexes), 0);
 }
 
+#[tokio::test]
+async fn a_message_id_is_never_given_again_not_even_once_its_message_is_deleted() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let queue = QueueName::parse("q").expect("name");
+    let message = OutgoingMessage {
+        body: "m".into(),
+        delay: Duration::ZERO,
+    };
+    let store = open(&dir, Arc::clone(&clock));
+    store
+        .send(&queue, &[message.clone(), message.clone()])
+        .await
+        .expect("sent");
+    drop(store);
+    let highest = committed_count(&dir, "SELECT MAX(id) FROM messages");
+    assert_eq!(
+        committed_count(
+            &dir,
+            "SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'messages'"
+        ),
+        0,
+        "a send writes no sqlite_sequence row"
+    );
+
+    let store = open(&dir, Arc::clone(&clock));
+    for delivery in receive_now(&store, &queue).await {
+        store
+            .delete(&queue, &delivery.receipt)
+            .await
+            .expect("deleted");
+    }
+    drop(store);
+    assert_eq!(committed_count(&dir, "SELECT COUNT(*) FROM messages"), 0);
+
+    let store = open(&dir, clock);
+    store
+        .send(&queue, std::slice::from_ref(&message))
+        .await
+        .expect("sent");
+    drop(store);
+    let next = committed_count(&dir, "SELECT MAX(id) FROM messages");
+    assert!(next > highest, "{next} after {highest}");
+}
+
+#[tokio::test]
+async fn a_messages_table_with_autoincrement_is_rebuilt_keeping_its_messages_and_its_last_id() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    drop(open(&dir, Arc::clone(&clock)));
+    // The table as versions before this one made it, its messages up to id 40 sent
+    // and all but one deleted.
+    rusqlite::Connection::open(dir.path().join("sas.db"))
+        .expect("connection")
+        .execute_batch(
+            "DROP TABLE messages;
+             CREATE TABLE messages (
+                 id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body TEXT NOT NULL,
+                 visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0,
+                 sent_at INTEGER NOT NULL);
+             INSERT INTO messages (id, queue, body, visible_at, sent_at) VALUES (7, 'q', 'kept', 0, 0);
+             UPDATE sqlite_sequence SET seq = 40 WHERE name = 'messages';",
+        )
+        .expect("an earlier version's table");
+    let store = open(&dir, Arc::clone(&clock));
+    let queue = QueueName::parse("q").expect("name");
+    let bodies: Vec<_> = receive_now(&store, &queue)
+        .await
+        .into_iter()
+        .map(|delivery| delivery.body)
+        .collect();
+    assert_eq!(bodies, ["kept"]);
+    let sent = OutgoingMessage {
+        body: "new".into(),
+        delay: Duration::ZERO,
+    };
+    store
+        .send(&queue, std::slice::from_ref(&sent))
+        .await
+        .expect("sent");
+    drop(store);
+    assert_eq!(
+        committed_count(
+            &dir,
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages' AND sql LIKE '%AUTOINCREMENT%'"
+        ),
+        0
+    );
+    assert!(committed_count(&dir, "SELECT MAX(id) FROM messages") > 40);
+}
+
 /// The committed rows of `sql` (a count), as another process would see them.
 fn committed_count(dir: &tempfile::TempDir, sql: &str) -> i64 {
     let reader = rusqlite::Connection::open(dir.path().join("sas.db")).expect("reader");
