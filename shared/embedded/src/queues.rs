@@ -51,23 +51,14 @@ const RESERVED_IDS: i64 = 4096;
 /// message). This replaces `AUTOINCREMENT`, which wrote its `sqlite_sequence` row, a
 /// page of WAL, at every commit that sent a message.
 fn reserve_message_ids(c: &Connection, highest: i64) -> Result<(), StoreError> {
-    let reserved: i64 = query_row(
+    execute(
         c,
-        "SELECT COALESCE((SELECT value FROM counters WHERE name = 'message_ids'), 0)",
-        [],
-        |row| row.get(0),
+        "INSERT INTO counters (name, value) VALUES ('message_ids', ?1 + ?2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value < ?1",
+        [highest, RESERVED_IDS],
     )
-    .map_err(unavailable)?;
-    if highest > reserved {
-        execute(
-            c,
-            "INSERT INTO counters (name, value) VALUES ('message_ids', ?1)
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            [highest + RESERVED_IDS],
-        )
-        .map_err(unavailable)?;
-    }
-    Ok(())
+    .map(drop)
+    .map_err(unavailable)
 }
 
 /// The last message id that may have been given: the highest in the table or reserved.
