@@ -33,7 +33,7 @@ pub(crate) fn insert_messages(
         .map_err(unavailable)?;
     for (id, (queue, body, visible_at)) in &rows {
         insert
-            .execute(params![id, queue, Compressed::text(body), visible_at, now])
+            .execute(params![id, queue, Compressed::text(body)?, visible_at, now])
             .map_err(unavailable)?;
     }
     if let Some(highest) = rows.iter().map(|(id, _)| *id).max() {

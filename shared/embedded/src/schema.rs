@@ -1,6 +1,9 @@
 //! The database's tables, and how values go in and out of them.
 
+use std::cell::RefCell;
 use std::time::Duration;
+
+use lz4_flex::block::{CompressTable, compress_into_with_table, get_maximum_output_size};
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use sas_core::ports::{Cause, StoreError};
@@ -60,15 +63,41 @@ pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreErro
 /// page of 1 KiB instead of running over into pages of its own, freed and taken again
 /// (with the free list and the header page) at every step's rewrite; so does an
 /// agent's request carrying the results before it.
-pub(crate) struct Compressed(Vec<u8>);
+pub(crate) struct Compressed(pub(crate) Vec<u8>);
+
+/// The bytes of a compressed value's length, before it.
+const SIZE_PREFIX: usize = 4;
+
+thread_local! {
+    /// LZ4's hash table (8 KiB), kept by each thread and cleared at each use: made
+    /// afresh at every compression, its allocation and zeroing cost more than the
+    /// compression of a message's body.
+    static LZ4_TABLE: RefCell<CompressTable> = RefCell::new(CompressTable::default());
+}
 
 impl Compressed {
-    pub(crate) fn text(text: &str) -> Self {
-        Self(lz4_flex::compress_prepend_size(text.as_bytes()))
+    /// `text`, compressed after its length (little-endian `u32`, as
+    /// `lz4_flex::compress_prepend_size` writes it).
+    ///
+    /// # Errors
+    /// [`StoreError::TooLarge`] for text over 4 GiB, which no record or body is.
+    pub(crate) fn text(text: &str) -> Result<Self, StoreError> {
+        let input = text.as_bytes();
+        let size = u32::try_from(input.len())
+            .map_err(|_| StoreError::TooLarge(format!("{} bytes", input.len())))?;
+        let mut output = vec![0; SIZE_PREFIX + get_maximum_output_size(input.len())];
+        output[..SIZE_PREFIX].copy_from_slice(&size.to_le_bytes());
+        let written = LZ4_TABLE
+            .with_borrow_mut(|table| {
+                compress_into_with_table(input, &mut output[SIZE_PREFIX..], table)
+            })
+            .map_err(|e| StoreError::Corrupt(e.into()))?;
+        output.truncate(SIZE_PREFIX + written);
+        Ok(Self(output))
     }
 
     pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<Self, StoreError> {
-        Ok(Self::text(&encode(value)?))
+        Self::text(&encode(value)?)
     }
 }
 

@@ -17,7 +17,7 @@ use sas_domain::time::Timestamp;
 use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
 
-use crate::schema::{encode, unavailable};
+use crate::schema::{Compressed, Stored, encode, unavailable};
 use crate::writer::execute;
 use crate::{Depth, Durability, Embedded, QueueSettings};
 
@@ -425,6 +425,18 @@ async fn records_and_bodies_are_stored_compressed_and_text_stored_before_reads_t
         .map(|delivery| delivery.body)
         .collect();
     assert!(bodies.contains(&body), "{bodies:?}");
+}
+
+#[test]
+fn values_compressed_one_after_another_on_a_thread_read_back_whole() {
+    // The compression's table is the thread's, reused: a value's bytes must not
+    // depend on the one before it, small or over 64 KiB (where the table grows).
+    let small = r#"{"event":"sent","step":1}"#.repeat(4);
+    let large = format!("[{}0]", "1234567,".repeat(12_000));
+    for text in [&small, &large, &small, &large] {
+        let stored = Stored::Compressed(Compressed::text(text).expect("compressed").0);
+        assert_eq!(&stored.into_text().expect("decompressed"), text);
+    }
 }
 
 #[test]

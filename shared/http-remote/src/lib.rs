@@ -36,6 +36,10 @@ const JSON: &str = "application/json";
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
+/// URLs kept parsed at most: a workflow's steps call a few, but a path made from a
+/// task's input would be a new one at every call.
+const PARSED_URLS: usize = 1024;
+
 /// How much of a body a log line quotes.
 const LOGGED_BODY: usize = 512;
 
@@ -53,6 +57,9 @@ pub struct HttpRemote {
     credentials: Arc<dyn Credentials>,
     /// Secrets read, with when.
     cached: Mutex<HashMap<SecretRef, (String, Instant)>>,
+    /// The URLs called, parsed: parsing the text again at every call was a tenth of
+    /// the call's instructions.
+    urls: Mutex<HashMap<String, reqwest::Url>>,
 }
 
 /// The local process's credentials: secrets from its environment (`env:` ones only),
@@ -108,7 +115,26 @@ impl HttpRemote {
             fallback,
             credentials,
             cached: Mutex::new(HashMap::new()),
+            urls: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `path` at the service's base URL `base`, parsed once while fewer than
+    /// [`PARSED_URLS`] are kept.
+    fn url(&self, service: &str, base: &str, path: &str) -> Result<reqwest::Url, RemoteError> {
+        let text = format!("{}{path}", base.trim_end_matches('/'));
+        let mut urls = self.urls.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(url) = urls.get(&text) {
+            return Ok(url.clone());
+        }
+        let url = reqwest::Url::parse(&text).map_err(|error| {
+            warn!(service, %error, "a service's URL does not parse");
+            RemoteError::Transient(format!("service '{service}' failed the request"))
+        })?;
+        if urls.len() < PARSED_URLS {
+            urls.insert(text, url.clone());
+        }
+        Ok(url)
     }
 
     /// The service `name`: as set, or at the fallback when it is not, or is set
@@ -171,7 +197,7 @@ impl HttpRemote {
         &self,
         request: &RemoteRequest,
         service: &Service,
-        url: &str,
+        url: &reqwest::Url,
         secret: Option<&str>,
     ) -> Result<reqwest::Response, RemoteError> {
         let name = request.service.as_str();
@@ -182,7 +208,7 @@ impl HttpRemote {
             .map_or(request.timeout, |t| t.min(request.timeout));
         let mut builder = self
             .client()?
-            .request(method.clone(), url)
+            .request(method.clone(), url.clone())
             .header(reqwest::header::CONTENT_TYPE, JSON)
             .header(IDEMPOTENCY_KEY, &request.idempotency_key)
             .timeout(timeout);
@@ -195,7 +221,7 @@ impl HttpRemote {
         if let Some(signing) = &service.sigv4 {
             let unsigned = Unsigned {
                 method: method.as_str(),
-                url,
+                url: url.as_str(),
                 headers: &[("content-type", JSON)],
                 body: &body,
             };
@@ -318,7 +344,7 @@ impl HttpRemote {
         let settings = self.service(service).ok_or_else(|| {
             RemoteError::Permanent(format!("no URL configured for service '{service}'"))
         })?;
-        let url = format!("{}{}", settings.url.trim_end_matches('/'), request.path);
+        let url = self.url(service, &settings.url, &request.path)?;
         let secret = match &settings.credential {
             Some(credential) => Some(self.secret(service, credential, false).await?),
             None => None,
@@ -683,6 +709,28 @@ mod tests {
     /// A JSON string whose text has exactly `bytes` bytes.
     fn json_of(bytes: usize) -> Vec<u8> {
         format!("\"{}\"", "x".repeat(bytes - 2)).into_bytes()
+    }
+
+    #[test]
+    fn urls_are_kept_parsed_up_to_a_bound_and_one_that_does_not_parse_is_not_named() {
+        let remote = HttpRemote::new(HashMap::new(), None, Arc::new(LocalCredentials));
+        for i in 0..PARSED_URLS + 5 {
+            let url = remote
+                .url("svc", "http://127.0.0.1:9/base/", &format!("/orders/{i}"))
+                .expect("parses");
+            assert_eq!(url.as_str(), format!("http://127.0.0.1:9/base/orders/{i}"));
+        }
+        assert_eq!(remote.urls.lock().expect("lock").len(), PARSED_URLS);
+        let kept = remote
+            .url("svc", "http://127.0.0.1:9/base", "/orders/0")
+            .expect("kept");
+        assert_eq!(kept.path(), "/base/orders/0");
+        let refused = remote
+            .url("svc", "http://[::1", "/secret-path")
+            .expect_err("not a URL");
+        assert!(
+            matches!(&refused, RemoteError::Transient(m) if m == "service 'svc' failed the request")
+        );
     }
 
     #[tokio::test]

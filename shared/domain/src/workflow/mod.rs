@@ -12,6 +12,7 @@ mod values;
 mod waits;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::workflow::file::{WorkflowFile, locate};
@@ -184,8 +185,10 @@ impl Workflow {
 
 /// The SHA-256 of `text`, in hex.
 pub(crate) fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(text.as_bytes()) {
+        // Writing to a String does not fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }
