@@ -1,13 +1,14 @@
 //! Benchmarks the local system through its HTTP API. It starts `sas-local` (built by
 //! cargo beside this binary, in its profile) on an empty data directory, with mock
 //! remote services that answer at once and keep their record in memory, drives it,
-//! and prints one line.
+//! and prints one line. With `--services apart` the steps call instead a remote
+//! service in a process of its own that answers `{}` at once, as the peers' does.
 //!
 //! `cargo run --release -p sas-tools --bin bench -- COMMAND [OPTIONS]`, where COMMAND is:
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
-//!     [--parallel] [--service-latency-ms 0]
+//!     [--parallel] [--service-latency-ms 0] [--services builtin|apart]
 //!     [--ingestion direct|buffered] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
@@ -23,9 +24,11 @@
 //!     drone's peak concurrency, the account's calls a second, and p50/p99 from
 //!     submission to Processed of the priority-1 tasks against the priority-3 ones
 //! compare [--peers ../shared/peers] [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
+//!     [--services apart|builtin]
 //!     sas-local (buffered, then direct ingestion), Restate and DBOS in turn (each
 //!     peer's `bench.sh`, after its `setup.sh`), at concurrency 64 and at 1, ROUNDS
 //!     times; every line as it comes, then the medians and our ratios to each peer.
+//!     Our steps call a remote service apart, as the peers' do, unless told otherwise.
 //!     Beside them, the floor at 1: first the WAL a task's commits write (a run of 200
 //!     under strace), then in each round the disk's flush of 4 KiB and of a commit's
 //!     size and a loopback round trip; a task's floor is its commits' flushes and its
@@ -39,6 +42,9 @@
 //!     time from its submission to Processed, children a second, the server's peak
 //!     memory; --by-id names each parcel by a short id alone (parcel-order-by-id),
 //!     which 10,000 parcels take to fit in a request
+//! remote
+//!     the remote service `--services apart` starts: on 127.0.0.1, one thread, `{}`
+//!     at once to any call; prints its address
 //! ```
 
 use std::io::{BufRead, BufReader};
@@ -93,6 +99,9 @@ enum Benchmark {
         /// own time, which parallel steps overlap).
         #[arg(long, default_value_t = 0)]
         service_latency_ms: u64,
+        /// The remote services the steps call.
+        #[arg(long, value_enum, default_value_t = Services::Builtin)]
+        services: Services,
         /// A command the server runs under, its words split at spaces, such as
         /// `valgrind --tool=callgrind`: the server is then stopped with SIGTERM, and
         /// waited for, so that the command can write its report.
@@ -161,6 +170,9 @@ enum Benchmark {
         /// Tasks measured at concurrency 1.
         #[arg(long, default_value_t = 500)]
         tasks_at_one: usize,
+        /// The remote services our steps call.
+        #[arg(long, value_enum, default_value_t = Services::Apart)]
+        services: Services,
     },
     /// One parcel order whose map ships each parcel by a child task: its time from
     /// submission to Processed, children a second, the server's peak memory.
@@ -190,6 +202,85 @@ enum Benchmark {
         #[arg(long, value_enum, default_value_t = SweptStore::Embedded)]
         store: SweptStore,
     },
+    /// The remote service `--services apart` starts: on 127.0.0.1, one thread,
+    /// answering `{}` at once to any call; prints `remote=<its URL>`.
+    Remote,
+}
+
+/// The remote services a benchmark's steps call.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Services {
+    /// The mock services in `sas-local`'s own process, which keep each call's record,
+    /// answer with what they received, and take `--service-latency-ms`.
+    Builtin,
+    /// One remote service in a process of its own, answering `{}` at once to any
+    /// call, as the peers' `bench.sh` runs theirs (it answers `ok`): the server's CPU
+    /// is then its own work alone, and its records hold what the peers' do.
+    Apart,
+}
+
+impl Services {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Builtin => "builtin",
+            Self::Apart => "apart",
+        }
+    }
+}
+
+/// The agents of the drone delivery, straight or in parallel: each called at the
+/// remote service when the services are apart.
+const AGENTS: [&str; 5] = ["account", "package", "transport", "drone", "delivery"];
+
+/// The remote service of `--services apart`, stopped when dropped.
+struct RemoteService {
+    child: Child,
+    url: String,
+}
+
+impl RemoteService {
+    fn start() -> anyhow::Result<Self> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("remote")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("cannot start the remote service")?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+        let url = line
+            .trim()
+            .strip_prefix("remote=")
+            .with_context(|| format!("no remote= in {line:?}"))?
+            .to_owned();
+        Ok(Self { child, url })
+    }
+
+    /// `SAS_SERVICES`: every agent at this service.
+    fn settings(&self) -> String {
+        let services: serde_json::Map<String, Value> = AGENTS
+            .iter()
+            .map(|agent| ((*agent).to_owned(), json!({ "url": self.url })))
+            .collect();
+        Value::Object(services).to_string()
+    }
+}
+
+impl Drop for RemoteService {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Serves `{}` to any call, at once, until killed.
+async fn remote() -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("remote=http://{}", listener.local_addr()?);
+    let router =
+        axum::Router::new().fallback(|_body: axum::body::Bytes| async { axum::Json(json!({})) });
+    axum::serve(listener, router).await?;
+    Ok(())
 }
 
 /// The store a sweep is measured on.
@@ -524,6 +615,8 @@ struct Load {
     workflow: &'static str,
     /// Added to every call of every mock service, in milliseconds.
     service_latency_ms: u64,
+    /// The remote services the steps call.
+    services: Services,
 }
 
 async fn measure(
@@ -538,8 +631,18 @@ async fn measure(
         warmup,
         workflow,
         service_latency_ms,
+        services,
     } = load;
-    let server = Server::start_with(durability, ingestion, under, None, None)?;
+    anyhow::ensure!(
+        service_latency_ms == 0 || services == Services::Builtin,
+        "--service-latency-ms is the mock services' (--services builtin)"
+    );
+    let remote = match services {
+        Services::Apart => Some(RemoteService::start()?),
+        Services::Builtin => None,
+    };
+    let settings = remote.as_ref().map(RemoteService::settings);
+    let server = Server::start_with(durability, ingestion, under, None, settings.as_deref())?;
     if service_latency_ms > 0 {
         let http = reqwest::Client::new();
         for service in ["account", "package", "transport", "drone", "delivery"] {
@@ -568,7 +671,7 @@ async fn measure(
     let line = format!(
         "engine=sas-local workflow={workflow} service_latency_ms={service_latency_ms} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
-         server_peak_rss_mb={:.1} ingestion={} durability={} fsync=\"{durable}\"",
+         server_peak_rss_mb={:.1} ingestion={} services={} durability={} fsync=\"{durable}\"",
         totals.len(),
         rate * STEPS as f64,
         quantile(&totals, 0.5),
@@ -579,6 +682,7 @@ async fn measure(
         cpu / wall * 100.0,
         server.peak_rss_mb(),
         ingestion.name(),
+        services.name(),
         durability.name(),
     );
     Ok(Measured {
@@ -625,6 +729,7 @@ async fn compare(
     rounds: usize,
     tasks: usize,
     tasks_at_one: usize,
+    services: Services,
 ) -> anyhow::Result<()> {
     /// Ours in each ingestion mode, then the peers (each a directory of `peers`).
     const ENGINES: [&str; 4] = ["sas-local-buffered", "sas-local-direct", "restate", "dbos"];
@@ -636,6 +741,7 @@ async fn compare(
             warmup: 200,
             workflow: DRONE,
             service_latency_ms: 0,
+            services,
         },
         Load {
             tasks: tasks_at_one,
@@ -643,6 +749,7 @@ async fn compare(
             warmup: 50,
             workflow: DRONE,
             service_latency_ms: 0,
+            services,
         },
     ];
     let mut results: Vec<Vec<Vec<Measured>>> = loads
@@ -651,7 +758,7 @@ async fn compare(
         .collect();
     let mut walls = Vec::new();
     for ingestion in OURS {
-        let wal = wal_writes(ingestion).await?;
+        let wal = wal_writes(ingestion, services).await?;
         println!(
             "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
             ingestion.name(),
@@ -790,7 +897,7 @@ impl TaskWal {
 
 /// Runs 200 tasks at concurrency 1 on a server under `strace`, and counts what its
 /// commits wrote to the WAL.
-async fn wal_writes(ingestion: Ingestion) -> anyhow::Result<TaskWal> {
+async fn wal_writes(ingestion: Ingestion, services: Services) -> anyhow::Result<TaskWal> {
     const TASKS: usize = 200;
     let trace = tempfile::NamedTempFile::new()?;
     let under: Vec<String> = std::iter::once("strace")
@@ -805,6 +912,7 @@ async fn wal_writes(ingestion: Ingestion) -> anyhow::Result<TaskWal> {
         warmup: 0,
         workflow: DRONE,
         service_latency_ms: 0,
+        services,
     };
     measure(load, Durability::Full, ingestion, &under)
         .await
@@ -1488,9 +1596,21 @@ async fn sweep_on_moto(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Args::parse().command {
+fn main() -> anyhow::Result<()> {
+    let command = Args::parse().command;
+    let runtime = match command {
+        // One thread, as the peers' remote service has.
+        Benchmark::Remote => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?,
+        _ => tokio::runtime::Runtime::new()?,
+    };
+    runtime.block_on(benchmark(command))
+}
+
+async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
+    match command {
         Benchmark::Run {
             tasks,
             concurrency,
@@ -1499,6 +1619,7 @@ async fn main() -> anyhow::Result<()> {
             ingestion,
             parallel,
             service_latency_ms,
+            services,
             under,
         } => {
             let load = Load {
@@ -1511,6 +1632,7 @@ async fn main() -> anyhow::Result<()> {
                     DRONE
                 },
                 service_latency_ms,
+                services,
             };
             println!(
                 "{}",
@@ -1549,7 +1671,8 @@ async fn main() -> anyhow::Result<()> {
             rounds,
             tasks,
             tasks_at_one,
-        } => compare(&peers, rounds, tasks, tasks_at_one).await,
+            services,
+        } => compare(&peers, rounds, tasks, tasks_at_one, services).await,
         Benchmark::Map {
             parcels,
             by_id,
@@ -1560,5 +1683,6 @@ async fn main() -> anyhow::Result<()> {
             expired_percent,
             store,
         } => sweep(tasks, expired_percent, store).await,
+        Benchmark::Remote => remote().await,
     }
 }
