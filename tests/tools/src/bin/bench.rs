@@ -228,8 +228,9 @@ impl Services {
     }
 }
 
-/// The agents of the drone delivery, straight or in parallel: each called at the
-/// remote service when the services are apart.
+/// The agents of the drone delivery, straight or in parallel: each at the remote
+/// service when the services are apart, each slowed by `--service-latency-ms` when
+/// they are built in.
 const AGENTS: [&str; 5] = ["account", "package", "transport", "drone", "delivery"];
 
 /// The remote service of `--services apart`, stopped when dropped.
@@ -645,7 +646,7 @@ async fn measure(
     let server = Server::start_with(durability, ingestion, under, None, settings.as_deref())?;
     if service_latency_ms > 0 {
         let http = reqwest::Client::new();
-        for service in ["account", "package", "transport", "drone", "delivery"] {
+        for service in AGENTS {
             http.put(format!("{}/faults/{service}", server.mock))
                 .json(&json!({ "latency_ms": service_latency_ms }))
                 .send()
