@@ -35,11 +35,12 @@ use sas_domain::ids::QueueName;
 use sas_domain::messages::Alert;
 use sas_domain::task::{Order, Task};
 
+use crate::leases::{Leases, flag_leases};
 use crate::messages::{Message, Messages};
 use crate::queues::{Row, drop_autoincrement, last_message_id, load_messages};
 use crate::recent::Recent;
 use crate::schema::{SCHEMA, millis, unavailable};
-use crate::store::decode_rows;
+use crate::store::{decode_rows, lease};
 use crate::writer::{
     DeferredWrites, Job, READERS, STATEMENTS, WRITER_CHECKPOINT_PAGES, checkpoint_loop, commit,
     execute, in_savepoint, write_loop,
@@ -135,11 +136,14 @@ pub struct Embedded {
     last_message_id: AtomicI64,
     /// The tasks written lately, as committed.
     recent: Arc<Recent>,
+    /// The leases the supervisor sweeps, as committed.
+    leases: Arc<Leases>,
     /// Writes nobody waits for, left to the writer thread.
     deferred: Arc<DeferredWrites>,
 }
 
 mod gates;
+mod leases;
 mod messages;
 mod queues;
 mod recent;
@@ -148,8 +152,6 @@ mod store;
 #[cfg(test)]
 mod tests;
 mod writer;
-
-pub use crate::store::EXPIRED_LEASES;
 
 /// The page size of a database this store creates, in bytes.
 const PAGE_SIZE: u32 = 1024;
@@ -182,6 +184,7 @@ impl Embedded {
             ))
             .map_err(unavailable)?;
         drop_autoincrement(&connection)?;
+        flag_leases(&connection)?;
         let checkpointer = Connection::open(path).map_err(unavailable)?;
         checkpointer
             .execute_batch(&format!(
@@ -200,6 +203,7 @@ impl Embedded {
             .collect::<Result<Vec<_>, StoreError>>()?;
         let queues = Mutex::new(load_messages(&connection)?);
         let last_message_id = AtomicI64::new(last_message_id(&connection)?);
+        let leases = Arc::new(Leases::load(&connection)?);
         let (writer, jobs) = mpsc::channel();
         let deferred = Arc::new(DeferredWrites::default());
         let writes = Arc::clone(&deferred);
@@ -229,6 +233,7 @@ impl Embedded {
             queues,
             last_message_id,
             recent: Arc::default(),
+            leases,
             deferred,
         })
     }
@@ -288,12 +293,13 @@ impl Embedded {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.write_then(work, || ()).await
+        self.write_then(work, |_| ()).await
     }
 
     /// [`Embedded::write`], keeping the task written (and its order data, when
-    /// written with it) among the recent ones once committed, before any write's
-    /// answer: a task read after any later answer is never older than this write.
+    /// written with it) among the recent ones, and its lease, once committed, before
+    /// any write's answer: a task read after any later answer is never older than
+    /// this write.
     async fn write_keeping<T, F>(
         &self,
         work: F,
@@ -304,16 +310,22 @@ impl Embedded {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let (recent, task, order) = (Arc::clone(&self.recent), task.clone(), order.cloned());
-        self.write_then(work, move || recent.put(task, order)).await
+        let (recent, leases) = (Arc::clone(&self.recent), Arc::clone(&self.leases));
+        let (task, order) = (task.clone(), order.cloned());
+        self.write_then(work, move |_| {
+            leases.set(task.id.as_str(), lease(&task));
+            recent.put(task, order);
+        })
+        .await
     }
 
     /// Runs `work` in the writer's next transaction and waits for its commit; once
-    /// it is committed, and before anyone is answered, the writer thread runs `then`.
+    /// it is committed, and before anyone is answered, the writer thread runs `then`
+    /// on what `work` gave.
     async fn write_then<T, F>(
         &self,
         work: F,
-        then: impl FnOnce() + Send + 'static,
+        then: impl FnOnce(&T) + Send + 'static,
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -330,8 +342,8 @@ impl Embedded {
             Box::new(move |committed: bool| {
                 drop(taken);
                 let answer = if committed {
-                    if outcome.is_ok() {
-                        then();
+                    if let Ok(done) = &outcome {
+                        then(done);
                     }
                     outcome
                 } else {

@@ -11,8 +11,11 @@ use sas_core::ports::{Cause, StoreError};
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL,
-    lease_expires INTEGER, created_at INTEGER NOT NULL, record TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;
+    lease_expires INTEGER, created_at INTEGER NOT NULL, record TEXT NOT NULL,
+    leased INTEGER);
+-- No index holds `lease_expires`, which moves at every step: the leases are swept
+-- from memory (`leases`), loaded through the index on `leased` (1 while a task has
+-- a lease), which changes only when the lease comes or goes.
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks(state, created_at, id);
 CREATE TABLE IF NOT EXISTS orders (task_id TEXT PRIMARY KEY, input TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS earlier_inputs (task_id TEXT PRIMARY KEY, inputs TEXT NOT NULL);

@@ -1,5 +1,7 @@
 //! The state store port.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -17,15 +19,6 @@ use crate::Embedded;
 use crate::queues::insert_messages;
 use crate::schema::{Compressed, Stored, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
-
-/// A page of a pass over the expired leases: the leases expired by `?1` after the
-/// lease end `?2` and task `?3` (the last of the page before), in the order of the
-/// lease index, at most `?4`. The partial index on the lease end takes the range from
-/// `?2` on.
-pub const EXPIRED_LEASES: &str = "SELECT id, lease_expires, record, version FROM tasks
-    WHERE lease_expires IS NOT NULL AND lease_expires <= ?1
-        AND lease_expires >= ?2 AND (lease_expires > ?2 OR id > ?3)
-    ORDER BY lease_expires, id LIMIT ?4";
 
 /// The rows of a query of one JSON column, decoded.
 pub(crate) fn decode_rows<T: serde::de::DeserializeOwned>(
@@ -54,9 +47,15 @@ pub(crate) fn stored_version(task: &Task) -> i64 {
     i64::try_from(task.version).unwrap_or(i64::MAX)
 }
 
-/// When the supervisor must look at a task: the lease index's key.
+/// When the supervisor must look at a task: the end of its lease, in the order the
+/// leases are swept.
 pub(crate) fn lease(task: &Task) -> Option<i64> {
     task.sweep_at().map(|t| t.0)
+}
+
+/// The `leased` column of a task with this lease: 1, or NULL without one.
+fn leased(lease: Option<i64>) -> Option<i64> {
+    lease.map(|_| 1)
 }
 
 /// A task's row, to replace the stored one on condition of its version.
@@ -79,15 +78,37 @@ impl Replacement {
         })
     }
 
-    /// Writes it if the stored version is the one before.
+    /// Writes it if the stored version is the one before. The columns the indexes
+    /// hold (the state, the `leased` flag) are set only when they change, which is a
+    /// few times in a task's life: SQLite rewrites an index's entry whenever its
+    /// column is set, changed or not, and a step's commit would write its page.
     fn write(&self, c: &Connection) -> Result<(), StoreError> {
-        let updated = execute(
+        let leased = leased(self.lease);
+        let parameters = params![
+            self.id,
+            self.version,
+            self.state,
+            self.lease,
+            self.record,
+            leased
+        ];
+        let mut updated = execute(
             c,
-            "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5
-                 WHERE id = ?1 AND version = ?2 - 1",
-            params![self.id, self.version, self.state, self.lease, self.record],
+            "UPDATE tasks SET version = ?2, lease_expires = ?4, record = ?5
+                 WHERE id = ?1 AND version = ?2 - 1 AND state = ?3 AND leased IS ?6",
+            parameters,
         )
         .map_err(unavailable)?;
+        if updated == 0 {
+            updated = execute(
+                c,
+                "UPDATE tasks SET version = ?2, state = ?3, lease_expires = ?4, record = ?5,
+                     leased = ?6
+                     WHERE id = ?1 AND version = ?2 - 1",
+                parameters,
+            )
+            .map_err(unavailable)?;
+        }
         if updated == 1 {
             Ok(())
         } else {
@@ -111,9 +132,9 @@ impl StateStore for Embedded {
         let work = move |c: &Connection| {
             let inserted = execute(
                 c,
-                "INSERT INTO tasks (id, version, state, lease_expires, created_at, record)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
-                params![id, version, state, lease, created, record],
+                "INSERT INTO tasks (id, version, state, lease_expires, created_at, record, leased)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
+                params![id, version, state, lease, created, record, leased(lease)],
             )
             .map_err(unavailable)?;
             if inserted == 0 {
@@ -224,40 +245,47 @@ impl StateStore for Embedded {
             ShardProgress::After(key) => (key.expires, key.task.to_string()),
             ShardProgress::Done => return Ok(Expired::default()),
         };
-        let fetch = i64::try_from(limit).unwrap_or(i64::MAX);
+        let ended = self.leases.ended(now.0, &(after_expires, after_id), limit);
+        let page_is_full = ended.len() == limit;
         self.read(move |c| {
-            let mut select = c.prepare_cached(EXPIRED_LEASES).map_err(unavailable)?;
-            let rows = select
-                .query_map(params![now.0, after_expires, after_id, fetch], |row| {
-                    let id: String = row.get(0)?;
-                    let expires: i64 = row.get(1)?;
-                    let record: Stored = row.get(2)?;
-                    let version: i64 = row.get(3)?;
-                    Ok((id, expires, record, version))
-                })
-                .map_err(unavailable)?;
             let mut expired = Expired::default();
             let mut last = None;
-            let mut read = 0;
-            for row in rows {
-                let (id, expires, record, version) = row.map_err(unavailable)?;
+            for (end, id) in ended {
                 let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
+                last = Some(LeaseKey {
+                    expires: end,
+                    task: id.clone(),
+                });
+                // Read as committed now: a lease moved since, or given up, is not
+                // expired any more.
+                let row: Option<(Option<i64>, Stored, i64)> = query_row(
+                    c,
+                    "SELECT lease_expires, record, version FROM tasks WHERE id = ?1",
+                    [id.as_str()],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+                let Some((Some(lease), record, version)) = row else {
+                    continue;
+                };
+                if lease > now.0 {
+                    continue;
+                }
                 match record.decode() {
                     Ok(task) => expired.tasks.push(task),
                     // Garbled, or of a shape this version does not know.
                     Err(error) => {
                         tracing::error!(task_id = %id, %error, "a task record this version cannot read");
                         expired.unreadable.push(Unreadable {
-                            id: id.clone(),
+                            id,
                             version: u64::try_from(version).ok(),
                         });
                     }
                 }
-                read += 1;
-                last = Some(LeaseKey { expires, task: id });
             }
             // A page short of the limit is the last.
-            expired.next = last.filter(|_| read == limit).map(ExpiredCursor::after);
+            expired.next = last.filter(|_| page_is_full).map(ExpiredCursor::after);
             Ok(expired)
         })
         .await
@@ -266,16 +294,25 @@ impl StateStore for Embedded {
     async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
         let id = record.id.to_string();
         let version = record.version.and_then(|v| i64::try_from(v).ok());
-        self.write(move |c| {
+        let (leases, quarantined) = (Arc::clone(&self.leases), id.clone());
+        let work = move |c: &Connection| {
             execute(
                 c,
-                "UPDATE tasks SET lease_expires = NULL WHERE id = ?1 AND version IS ?2",
+                "UPDATE tasks SET lease_expires = NULL, leased = NULL
+                     WHERE id = ?1 AND version IS ?2",
                 params![id, version],
             )
-            .map(drop)
             .map_err(unavailable)
+        };
+        // Off the sweep once committed; unless written since it was read, when its
+        // lease is its writer's.
+        self.write_then(work, move |updated| {
+            if *updated == 1 {
+                leases.set(&quarantined, None);
+            }
         })
         .await
+        .map(drop)
     }
 
     async fn list(

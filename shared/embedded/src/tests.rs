@@ -137,15 +137,23 @@ async fn only_expired_leases_are_swept_and_lists_page() {
         encode(&stored).expect("encoded"),
         stored.complete_by.map(|at| at.0),
     );
+    // The record replaced by hand, the lease kept (or given back after a quarantine).
     let rewrite = |record: Value| {
-        store.write(move |c| {
-            execute(
-                c,
-                "UPDATE tasks SET record = ?1, lease_expires = ?2 WHERE id = 'b'",
-                params![record, lease_end],
-            )
-            .map_err(unavailable)
-        })
+        let store = &store;
+        async move {
+            let written = store
+                .write(move |c| {
+                    execute(
+                        c,
+                        "UPDATE tasks SET record = ?1, lease_expires = ?2, leased = 1 WHERE id = 'b'",
+                        params![record, lease_end],
+                    )
+                    .map_err(unavailable)
+                })
+                .await;
+            store.leases.set("b", lease_end);
+            written
+        }
     };
     // Garbled (as text, or compressed: its length past what LZ4 can give, or its
     // bytes), and of a shape this version does not know (a newer version's, left by
@@ -708,4 +716,104 @@ async fn committed_pages_reach_the_database_file_without_a_commit_copying_them()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Frames in the WAL: written since it was last truncated.
+fn wal_frames(dir: &tempfile::TempDir) -> u64 {
+    const HEADER: u64 = 32;
+    const FRAME: u64 = 24 + crate::PAGE_SIZE as u64;
+    let wal = std::fs::metadata(dir.path().join("sas.db-wal")).map_or(0, |m| m.len());
+    wal.saturating_sub(HEADER) / FRAME
+}
+
+#[tokio::test]
+async fn a_steps_write_rewrites_its_row_alone_and_the_sweep_follows_its_lease() {
+    let (dir, store) = fresh();
+    for n in 0..100 {
+        let (task, order) = new_task(&format!("other-{n}"), Timestamp(0));
+        store.create(&task, &order).await.expect("created");
+    }
+    let (mut task, order) = new_task("moved", Timestamp(0));
+    store.create(&task, &order).await.expect("created");
+    let first = task.sweep_at().expect("a lease");
+    let swept = |at: Timestamp| {
+        let store = &store;
+        async move {
+            let expired = store
+                .expired(at, 1000, &ExpiredCursor::default())
+                .await
+                .expect("sweep");
+            expired.tasks.iter().any(|t| t.id.as_str() == "moved")
+        }
+    };
+    assert!(swept(first).await);
+
+    store
+        .connection
+        .lock()
+        .expect("connection")
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .expect("the WAL emptied");
+    task.version += 1;
+    task.complete_by = task.complete_by.map(|at| at.plus(Duration::from_secs(60)));
+    store.update(&task).await.expect("a step's write");
+    assert_eq!(
+        wal_frames(&dir),
+        1,
+        "a step that moves the lease and keeps the state writes its row's page alone"
+    );
+    let moved = task.sweep_at().expect("a lease");
+    assert!(!swept(first).await, "its old lease is not swept");
+    assert!(swept(moved).await, "its new one is");
+
+    task.version += 1;
+    task.state = TaskState::Processed;
+    task.complete_by = None;
+    store.update(&task).await.expect("ended");
+    assert!(!swept(moved).await, "an ended task has no lease to sweep");
+}
+
+#[tokio::test]
+async fn leases_are_read_back_on_opening_and_an_earlier_versions_lease_index_is_dropped() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let (leased, order) = new_task("leased", Timestamp(0));
+    let (mut ended, ended_order) = new_task("ended", Timestamp(0));
+    ended.state = TaskState::Processed;
+    ended.complete_by = None;
+    {
+        let store = open(&dir, Arc::clone(&clock));
+        store.create(&leased, &order).await.expect("created");
+        store.create(&ended, &ended_order).await.expect("created");
+    }
+    let later = leased.sweep_at().expect("a lease");
+    let swept = |store: Embedded| async move {
+        let expired = store
+            .expired(later, 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep");
+        expired
+            .tasks
+            .iter()
+            .map(|t| t.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(swept(open(&dir, Arc::clone(&clock))).await, ["leased"]);
+
+    // The table as versions before wrote it: no flag, an index on the lease's end.
+    rusqlite::Connection::open(dir.path().join("sas.db"))
+        .expect("connection")
+        .execute_batch(
+            "DROP INDEX tasks_leased; ALTER TABLE tasks DROP COLUMN leased;
+             CREATE INDEX tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;",
+        )
+        .expect("an earlier version's table");
+    assert_eq!(swept(open(&dir, clock)).await, ["leased"]);
+    let index = |name: &str| {
+        committed_count(
+            &dir,
+            &format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = '{name}'"),
+        )
+    };
+    assert_eq!((index("tasks_lease"), index("tasks_leased")), (0, 1));
 }
