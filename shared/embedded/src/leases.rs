@@ -3,9 +3,9 @@
 //! A task's lease moves at every step. Kept in an index of the table, each step's
 //! commit rewrote two of its pages (the old entry's and the new one's): a commit
 //! wrote half its WAL for it. Here a step's write leaves the table's indexes alone:
-//! the lease is a column no index holds, and `leased`, which a partial index holds,
-//! changes only when a task takes its first lease or gives up its last. The order
-//! is rebuilt from that index at the start, and kept from then on by the writes of
+//! the lease is a column no index holds. The order is rebuilt at the start from the
+//! tasks in flight (through the state index) and the ended tasks that keep a lease
+//! (flagged `leased`, under a partial index), and kept from then on by the writes of
 //! this process, the only one that writes the database, once each is committed.
 
 use std::collections::{BTreeSet, HashMap};
@@ -14,6 +14,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rusqlite::Connection;
 use sas_core::ports::StoreError;
+use sas_domain::task::TaskState;
 
 use crate::schema::unavailable;
 use crate::writer::query_row;
@@ -33,19 +34,31 @@ impl Leases {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reads the committed leases of a database.
+    /// Reads the committed leases of a database: those of the tasks in flight,
+    /// through the state index, and of the ended tasks flagged `leased`.
     pub(crate) fn load(c: &Connection) -> Result<Self, StoreError> {
         let leases = Self::default();
-        let mut select = c
-            .prepare("SELECT id, lease_expires FROM tasks WHERE leased IS NOT NULL")
-            .map_err(unavailable)?;
-        let rows = select
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-            .map_err(unavailable)?;
-        for row in rows {
-            let (id, end): (String, Option<i64>) = row.map_err(unavailable)?;
-            leases.set(&id, end);
+        let read = |sql: &str, parameters: &[&dyn rusqlite::ToSql]| {
+            let mut select = c.prepare_cached(sql).map_err(unavailable)?;
+            let rows = select
+                .query_map(parameters, |row| Ok((row.get(0)?, row.get(1)?)))
+                .map_err(unavailable)?;
+            for row in rows {
+                let (id, end): (String, Option<i64>) = row.map_err(unavailable)?;
+                leases.set(&id, end);
+            }
+            Ok::<_, StoreError>(())
+        };
+        for state in TaskState::ALL.into_iter().filter(|s| !s.is_final()) {
+            read(
+                "SELECT id, lease_expires FROM tasks WHERE state = ?1",
+                &[&state.as_str()],
+            )?;
         }
+        read(
+            "SELECT id, lease_expires FROM tasks WHERE leased IS NOT NULL",
+            &[],
+        )?;
         Ok(leases)
     }
 
@@ -97,7 +110,8 @@ pub(crate) fn flag_leases(c: &Connection) -> Result<(), StoreError> {
         c.execute_batch(
             "BEGIN IMMEDIATE;
              ALTER TABLE tasks ADD COLUMN leased INTEGER;
-             UPDATE tasks SET leased = 1 WHERE lease_expires IS NOT NULL;
+             UPDATE tasks SET leased = 1
+                 WHERE lease_expires IS NOT NULL AND state IN ('Processed', 'Error');
              COMMIT;",
         )
         .map_err(unavailable)?;

@@ -14,8 +14,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_expires INTEGER, created_at INTEGER NOT NULL, record TEXT NOT NULL,
     leased INTEGER);
 -- No index holds `lease_expires`, which moves at every step: the leases are swept
--- from memory (`leases`), loaded through the index on `leased` (1 while a task has
--- a lease), which changes only when the lease comes or goes.
+-- from memory (`leases`), loaded through the state index for the tasks in flight,
+-- and the partial index on `leased` (1 for an ended task that keeps a lease).
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks(state, created_at, id);
 CREATE TABLE IF NOT EXISTS orders (task_id TEXT PRIMARY KEY, input TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS earlier_inputs (task_id TEXT PRIMARY KEY, inputs TEXT NOT NULL);

@@ -53,9 +53,13 @@ pub(crate) fn lease(task: &Task) -> Option<i64> {
     task.sweep_at().map(|t| t.0)
 }
 
-/// The `leased` column of a task with this lease: 1, or NULL without one.
-fn leased(lease: Option<i64>) -> Option<i64> {
-    lease.map(|_| 1)
+/// The `leased` flag of a task: 1 for an ended task that keeps a lease (its alert
+/// or notifications not known delivered), NULL otherwise. The leases of the tasks in
+/// flight are found through the state index (`leases::Leases::load`), so that the
+/// flag's index is written in that rare case only, not at every task's creation and
+/// end.
+fn leased(task: &Task) -> Option<i64> {
+    (task.state.is_final() && lease(task).is_some()).then_some(1)
 }
 
 /// A task's row, to replace the stored one on condition of its version.
@@ -64,6 +68,7 @@ struct Replacement {
     version: i64,
     state: &'static str,
     lease: Option<i64>,
+    leased: Option<i64>,
     record: Compressed,
 }
 
@@ -74,6 +79,7 @@ impl Replacement {
             version: stored_version(task),
             state: task.state.as_str(),
             lease: lease(task),
+            leased: leased(task),
             record: Compressed::json(task)?,
         })
     }
@@ -83,14 +89,13 @@ impl Replacement {
     /// few times in a task's life: SQLite rewrites an index's entry whenever its
     /// column is set, changed or not, and a step's commit would write its page.
     fn write(&self, c: &Connection) -> Result<(), StoreError> {
-        let leased = leased(self.lease);
         let parameters = params![
             self.id,
             self.version,
             self.state,
             self.lease,
             self.record,
-            leased
+            self.leased
         ];
         let mut updated = execute(
             c,
@@ -122,19 +127,20 @@ impl StateStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let record = Compressed::json(task)?;
         let input = encode(&order.input)?;
-        let (id, version, state, lease, created) = (
+        let (id, version, state, lease, created, leased) = (
             task.id.to_string(),
             stored_version(task),
             task.state.as_str(),
             lease(task),
             task.created_at.0,
+            leased(task),
         );
         let work = move |c: &Connection| {
             let inserted = execute(
                 c,
                 "INSERT INTO tasks (id, version, state, lease_expires, created_at, record, leased)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING",
-                params![id, version, state, lease, created, record, leased(lease)],
+                params![id, version, state, lease, created, record, leased],
             )
             .map_err(unavailable)?;
             if inserted == 0 {

@@ -781,10 +781,17 @@ async fn leases_are_read_back_on_opening_and_an_earlier_versions_lease_index_is_
     let (mut ended, ended_order) = new_task("ended", Timestamp(0));
     ended.state = TaskState::Processed;
     ended.complete_by = None;
+    // Ended, its alert not known delivered: it keeps a lease, to raise it again.
+    let (mut alerting, alerting_order) = new_task("alerting", Timestamp(0));
+    alerting.state = TaskState::Error;
     {
         let store = open(&dir, Arc::clone(&clock));
         store.create(&leased, &order).await.expect("created");
         store.create(&ended, &ended_order).await.expect("created");
+        store
+            .create(&alerting, &alerting_order)
+            .await
+            .expect("created");
     }
     let later = leased.sweep_at().expect("a lease");
     let swept = |store: Embedded| async move {
@@ -798,7 +805,10 @@ async fn leases_are_read_back_on_opening_and_an_earlier_versions_lease_index_is_
             .map(|t| t.id.to_string())
             .collect::<Vec<_>>()
     };
-    assert_eq!(swept(open(&dir, Arc::clone(&clock))).await, ["leased"]);
+    assert_eq!(
+        swept(open(&dir, Arc::clone(&clock))).await,
+        ["alerting", "leased"]
+    );
 
     // The table as versions before wrote it: no flag, an index on the lease's end.
     rusqlite::Connection::open(dir.path().join("sas.db"))
@@ -808,7 +818,7 @@ async fn leases_are_read_back_on_opening_and_an_earlier_versions_lease_index_is_
              CREATE INDEX tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;",
         )
         .expect("an earlier version's table");
-    assert_eq!(swept(open(&dir, clock)).await, ["leased"]);
+    assert_eq!(swept(open(&dir, clock)).await, ["alerting", "leased"]);
     let index = |name: &str| {
         committed_count(
             &dir,
