@@ -35,8 +35,9 @@
 //!     seven round trips, and Postgres's WAL is read from DBOS's line
 //! sweep [--tasks 100000] [--expired-percent 1] [--store embedded|dynamodb]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
-//!     the rows it reads and the time it takes (in process, on the embedded backend),
-//!     or on DynamoDB on moto the requests of one pass and the records it reads
+//!     the rows it reads, the time it takes and the time to open the store again (in
+//!     process, on the embedded backend), or on DynamoDB on moto the requests of one
+//!     pass and the records it reads
 //! map [--parcels 1000] [--by-id] [--durability full|process]
 //!     one parcel order, each parcel shipped by a child task (twenty at a time): the
 //!     time from its submission to Processed, children a second, the server's peak
