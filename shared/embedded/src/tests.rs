@@ -45,6 +45,14 @@ fn new_task(id: &str, now: Timestamp) -> (Task, Order) {
     (task, order)
 }
 
+/// Creates `count` new tasks, `<prefix><n>`.
+async fn create_tasks(store: &Embedded, prefix: &str, count: usize) {
+    for n in 0..count {
+        let (task, order) = new_task(&format!("{prefix}{n}"), Timestamp(0));
+        store.create(&task, &order).await.expect("created");
+    }
+}
+
 #[test]
 fn a_new_database_has_small_pages_and_writes_ahead() {
     let (_dir, store) = fresh();
@@ -692,10 +700,7 @@ async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
 #[tokio::test]
 async fn committed_pages_reach_the_database_file_without_a_commit_copying_them() {
     let (dir, store) = fresh();
-    for n in 0..50 {
-        let (task, order) = new_task(&format!("t{n}"), Timestamp(0));
-        store.create(&task, &order).await.expect("created");
-    }
+    create_tasks(&store, "t", 50).await;
     // The database file alone, its WAL ignored: what has been checkpointed. Fifty
     // tasks are far fewer pages than a commit checkpoints at by itself.
     let checkpointed = || -> i64 {
@@ -729,10 +734,7 @@ fn wal_frames(dir: &tempfile::TempDir) -> u64 {
 #[tokio::test]
 async fn a_steps_write_rewrites_its_row_alone_and_the_sweep_follows_its_lease() {
     let (dir, store) = fresh();
-    for n in 0..100 {
-        let (task, order) = new_task(&format!("other-{n}"), Timestamp(0));
-        store.create(&task, &order).await.expect("created");
-    }
+    create_tasks(&store, "other-", 100).await;
     let (mut task, order) = new_task("moved", Timestamp(0));
     store.create(&task, &order).await.expect("created");
     let first = task.sweep_at().expect("a lease");
