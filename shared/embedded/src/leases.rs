@@ -107,13 +107,20 @@ pub(crate) fn flag_leases(c: &Connection) -> Result<(), StoreError> {
     )
     .map_err(unavailable)?;
     if !flagged {
-        c.execute_batch(
+        // The ended states, as `store::leased` tells them: `TaskState::is_final`.
+        let ended = TaskState::ALL
+            .into_iter()
+            .filter(|s| s.is_final())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        c.execute_batch(&format!(
             "BEGIN IMMEDIATE;
              ALTER TABLE tasks ADD COLUMN leased INTEGER;
              UPDATE tasks SET leased = 1
-                 WHERE lease_expires IS NOT NULL AND state IN ('Processed', 'Error');
-             COMMIT;",
-        )
+                 WHERE lease_expires IS NOT NULL AND state IN ({ended});
+             COMMIT;"
+        ))
         .map_err(unavailable)?;
     }
     c.execute_batch(
