@@ -156,6 +156,37 @@ mod writer;
 /// The page size of a database this store creates, in bytes.
 const PAGE_SIZE: u32 = 1024;
 
+/// Opens a connection to the database at `path` through SQLite's `unix-excl` VFS.
+/// The first connection takes an exclusive lock on the file that this process holds
+/// until its last connection closes: a second process opening the same database
+/// gets "database is locked", where its commits would have gone unseen by this
+/// one's queues and leases, kept in memory. Within the process the locks between
+/// connections are kept in memory and the WAL's index on the heap, so a commit or
+/// a read makes no `fcntl` call and no `-shm` file is mapped.
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), "unix-excl")
+        .map_err(unavailable)
+}
+
+/// Takes the database's lock for this process with `connection`, its first: at
+/// once, with an error that says so when another process holds it.
+fn take_the_lock(connection: &Connection, path: &Path) -> Result<(), StoreError> {
+    connection
+        .busy_timeout(Duration::ZERO)
+        .map_err(unavailable)?;
+    match connection.query_row("SELECT COUNT(*) FROM sqlite_master", [], |_| Ok(())) {
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::DatabaseBusy =>
+        {
+            Err(unavailable(format!(
+                "{} is in use by another process: one process at a time keeps a database",
+                path.display()
+            )))
+        }
+        taken => taken.map_err(unavailable),
+    }
+}
+
 impl Embedded {
     /// Opens (creating if needed) the database at `path`.
     ///
@@ -166,7 +197,8 @@ impl Embedded {
         clock: Arc<dyn Clock>,
         durability: Durability,
     ) -> Result<Self, StoreError> {
-        let connection = Connection::open(path).map_err(unavailable)?;
+        let connection = connect(path)?;
+        take_the_lock(&connection, path)?;
         connection.set_prepared_statement_cache_capacity(STATEMENTS);
         let synchronous = match durability {
             Durability::Full => "FULL",
@@ -185,7 +217,7 @@ impl Embedded {
             .map_err(unavailable)?;
         drop_autoincrement(&connection)?;
         flag_leases(&connection)?;
-        let checkpointer = Connection::open(path).map_err(unavailable)?;
+        let checkpointer = connect(path)?;
         checkpointer
             .execute_batch(&format!(
                 "PRAGMA synchronous={synchronous}; PRAGMA busy_timeout=5000"
@@ -193,7 +225,7 @@ impl Embedded {
             .map_err(unavailable)?;
         let readers = (0..READERS)
             .map(|_| {
-                let reader = Connection::open(path).map_err(unavailable)?;
+                let reader = connect(path)?;
                 reader.set_prepared_statement_cache_capacity(STATEMENTS);
                 reader
                     .execute_batch("PRAGMA busy_timeout=5000; PRAGMA query_only=1")
