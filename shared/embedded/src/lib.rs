@@ -15,6 +15,9 @@
 //! waits for and commits them with it (or after `writer::FLUSH_EVERY`), so they
 //! wake no thread and add no fsync of their own to anyone's path.
 //!
+//! One process keeps a database at a time (see `connect`): the queues and the
+//! leases are kept in memory from its own commits.
+//!
 //! Here: [`Embedded`] and its set-up; `writer` (the writer and checkpointer threads
 //! and the statement cache), `schema` (the tables), `messages` (the message index in
 //! memory), and the ports over them: `store` (the state store), `queues` (queues,
