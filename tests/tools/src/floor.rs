@@ -13,6 +13,23 @@ use std::time::{Duration, Instant};
 /// # Errors
 /// When the file cannot be made, written or flushed.
 pub fn flush_time(dir: &Path, bytes: usize, rounds: usize) -> std::io::Result<Duration> {
+    let mut times = flush_times(dir, bytes, rounds, Duration::ZERO)?;
+    times.sort_unstable();
+    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
+}
+
+/// The times of `rounds` flushes as [`flush_time`] makes them, each `pause` after the
+/// one before, in the order they were made: the disk's slow spells show as runs of
+/// slow flushes.
+///
+/// # Errors
+/// When the file cannot be made, written or flushed.
+pub fn flush_times(
+    dir: &Path,
+    bytes: usize,
+    rounds: usize,
+    pause: Duration,
+) -> std::io::Result<Vec<Duration>> {
     let path = dir.join(format!("flush-probe-{bytes}"));
     let file = File::create(&path)?;
     let block = vec![0x5a_u8; bytes];
@@ -20,14 +37,30 @@ pub fn flush_time(dir: &Path, bytes: usize, rounds: usize) -> std::io::Result<Du
     file.sync_all()?;
     let mut times = Vec::with_capacity(rounds);
     for _ in 0..rounds {
+        std::thread::sleep(pause);
         let started = Instant::now();
         file.write_all_at(&block, 0)?;
         file.sync_data()?;
         times.push(started.elapsed());
     }
     std::fs::remove_file(&path)?;
-    times.sort_unstable();
-    Ok(times.get(times.len() / 2).copied().unwrap_or_default())
+    Ok(times)
+}
+
+/// The `quantile` (0 to 1) of the sums of `run` flush times one after another in
+/// `times`: what the flushes of a task whose `run` commits follow each other cost, in
+/// the disk's slow spells as in its quick ones. Zero when `times` holds fewer.
+#[must_use]
+pub fn quantile_of_runs(times: &[Duration], run: usize, quantile: f64) -> Duration {
+    let mut sums: Vec<Duration> = times.windows(run.max(1)).map(|w| w.iter().sum()).collect();
+    sums.sort_unstable();
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let at = ((sums.len() as f64 * quantile) as usize).min(sums.len().saturating_sub(1));
+    sums.get(at).copied().unwrap_or_default()
 }
 
 /// What a run wrote to SQLite's WAL, from the output of `strace -f -y -xx -s 24 -e
@@ -243,6 +276,17 @@ mod tests {
             (2, 3, 10, 5 * (24 + 1024))
         );
         assert!((counted.bytes_per_commit() - 2620.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn a_tasks_flushes_are_summed_one_after_another_so_a_slow_spell_counts_whole() {
+        let ms = Duration::from_millis;
+        // Quick flushes of 1 ms, and a slow spell of three of 5 ms.
+        let times = [1, 1, 1, 5, 5, 5, 1, 1, 1, 1].map(ms);
+        assert_eq!(quantile_of_runs(&times, 3, 0.0), ms(3));
+        assert_eq!(quantile_of_runs(&times, 3, 0.99), ms(15));
+        assert_eq!(quantile_of_runs(&times, 3, 0.5), ms(7));
+        assert_eq!(quantile_of_runs(&times, 11, 0.99), Duration::ZERO);
     }
 
     #[test]

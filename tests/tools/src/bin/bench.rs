@@ -32,7 +32,9 @@
 //!     Beside them, the floor at 1: first the WAL a task's commits write (a run of 200
 //!     under strace), then in each round the disk's flush of 4 KiB and of a commit's
 //!     size and a loopback round trip; a task's floor is its commits' flushes and its
-//!     seven round trips, and Postgres's WAL is read from DBOS's line
+//!     seven round trips, and Postgres's WAL is read from DBOS's line. The floor under
+//!     its p99: the p99 of as many flushes one after another, out of 3,000 a round
+//!     (the disk's slow spells come and go), and the same round trips
 //! sweep [--tasks 100000] [--expired-percent 1] [--store embedded|dynamodb]
 //!     the supervisor's sweep of a store of that many tasks, some with expired leases:
 //!     the rows it reads, the time it takes and the time to open the store again (in
@@ -56,7 +58,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use sas_tools::floor::{STRACE_OPTIONS, WalWrites, flush_time};
+use sas_tools::floor::{STRACE_OPTIONS, WalWrites, flush_time, flush_times, quantile_of_runs};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -817,7 +819,13 @@ async fn compare(
             let ratios: String = if let Some(wal) = walls.get(engine) {
                 if *concurrency == 1 {
                     let floor = median(probes.iter().map(|p| p.floor_ms(engine, wal)).collect());
-                    format!(" floor_ms={floor:.2} p50/floor={:.2}x", p50 / floor)
+                    let p99_floor = median(probes.iter().map(|p| p.p99_floor_ms(engine)).collect());
+                    format!(
+                        " floor_ms={floor:.2} p50/floor={:.2}x p99_floor_ms={p99_floor:.2} \
+                         p99/p99_floor={:.2}x",
+                        p50 / floor,
+                        p99 / p99_floor
+                    )
                 } else {
                     String::new()
                 }
@@ -932,8 +940,17 @@ struct Probe {
     flush_4k_us: f64,
     /// One a mode of ours, in `OURS`'s order, each of its own commits' size.
     flush_commit_us: Vec<(f64, f64)>,
+    /// The p99 of a task's flushes, one a mode of ours: as many of its commits' size
+    /// one after another as it makes commits, out of [`TAIL_FLUSHES`].
+    task_flushes_p99_us: Vec<f64>,
     loopback_rtt_us: f64,
 }
+
+/// Flushes the probe of the disk's tail makes, each after [`TAIL_PAUSE`]: long enough
+/// to meet the slow spells of this machine's disk, which come and go within a second.
+const TAIL_FLUSHES: usize = 3_000;
+/// About the time a commit at concurrency 1 has between it and the one before.
+const TAIL_PAUSE: Duration = Duration::from_micros(150);
 
 /// Round trips over loopback on a task's path at concurrency 1: the client's
 /// submission and its wait, and the five steps' calls to the mock services.
@@ -946,13 +963,19 @@ impl Probe {
         let micros = |d: Duration| d.as_secs_f64() * 1e6;
         let flush_4k_us = micros(flush_time(dir.path(), 4096, FLUSHES)?);
         let mut flush_commit_us = Vec::new();
+        let mut task_flushes_p99_us = Vec::new();
         for wal in walls {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let bytes = wal.writes.bytes_per_commit().round() as usize;
+            let (bytes, commits) = (
+                wal.writes.bytes_per_commit().round() as usize,
+                wal.commits_per_task().round() as usize,
+            );
             flush_commit_us.push((
                 bytes as f64,
                 micros(flush_time(dir.path(), bytes.max(1), FLUSHES)?),
             ));
+            let times = flush_times(dir.path(), bytes.max(1), TAIL_FLUSHES, TAIL_PAUSE)?;
+            task_flushes_p99_us.push(micros(quantile_of_runs(&times, commits, 0.99)));
         }
         let server = Server::start(Durability::Full)?;
         let http = reqwest::Client::new();
@@ -969,6 +992,7 @@ impl Probe {
         Ok(Self {
             flush_4k_us,
             flush_commit_us,
+            task_flushes_p99_us,
             loopback_rtt_us: median(trips),
         })
     }
@@ -981,15 +1005,22 @@ impl Probe {
         (wal.commits_per_task() * flush + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
     }
 
+    /// The floor under the p99 of a task of our mode at `engine`: the p99 of its
+    /// flushes one after another, and its round trips at their median.
+    fn p99_floor_ms(&self, engine: usize) -> f64 {
+        (self.task_flushes_p99_us[engine] + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
+    }
+
     /// The medians of several probes, as one probe's line.
     fn medians(probes: &[Self]) -> String {
         let of = |f: &dyn Fn(&Self) -> f64| median(probes.iter().map(f).collect());
         let commits: Vec<String> = (0..probes.first().map_or(0, |p| p.flush_commit_us.len()))
             .map(|i| {
                 format!(
-                    "flush_{:.0}_bytes_us={:.0}",
-                    of(&|p| p.flush_commit_us[i].0),
-                    of(&|p| p.flush_commit_us[i].1)
+                    "flush_{bytes:.0}_bytes_us={:.0} task_flushes_{bytes:.0}_bytes_p99_us={:.0}",
+                    of(&|p| p.flush_commit_us[i].1),
+                    of(&|p| p.task_flushes_p99_us[i]),
+                    bytes = of(&|p| p.flush_commit_us[i].0),
                 )
             })
             .collect();
