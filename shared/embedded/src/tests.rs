@@ -566,9 +566,12 @@ async fn a_messages_table_with_autoincrement_is_rebuilt_keeping_its_messages_and
     assert!(committed_count(&dir, "SELECT MAX(id) FROM messages") > 40);
 }
 
-/// The committed rows of `sql` (a count), as another process would see them.
+/// The committed rows of `sql` (a count), read on a connection of its own, opened as
+/// the store opens its own: another process could not open the database while the
+/// store has it, and a connection through another VFS would give back the lock the
+/// process holds on it.
 fn committed_count(dir: &tempfile::TempDir, sql: &str) -> i64 {
-    let reader = rusqlite::Connection::open(dir.path().join("sas.db")).expect("reader");
+    let reader = crate::connect(&dir.path().join("sas.db")).expect("reader");
     reader.query_row(sql, [], |row| row.get(0)).expect("count")
 }
 
