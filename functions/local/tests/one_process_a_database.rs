@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 #[tokio::test]
@@ -14,10 +14,7 @@ async fn a_second_process_on_the_same_data_is_refused_and_the_first_goes_on() {
     let data = tempfile::tempdir().expect("data directory");
     let (mut first, api, _) = common::spawn_with(data.path(), &[]);
 
-    let mut second = Command::new(env!("CARGO_BIN_EXE_sas-local"))
-        .env("SAS_DATA_DIR", data.path())
-        .env("SAS_API_ADDR", "127.0.0.1:0")
-        .env("SAS_MOCK_ADDR", "off")
+    let mut second = common::command(data.path(), &[])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -4,18 +4,26 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-/// Starts `sas-local` on free ports, with `variables` set beside those it always
-/// has; returns the child and the base URLs of its API and of its mock services.
-pub fn spawn_with(data: &Path, variables: &[(&str, &str)]) -> (Child, String, String) {
+/// `sas-local` on `data` and free ports, with `variables` set beside those it always
+/// has, ready to be spawned.
+pub fn command(data: &Path, variables: &[(&str, &str)]) -> Command {
     let workflows = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workflows");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sas-local"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sas-local"));
+    command
         .envs(variables.iter().copied())
         .env("SAS_DATA_DIR", data)
         .env("SAS_WORKFLOWS_DIR", workflows)
         .env("SAS_API_ADDR", "127.0.0.1:0")
         .env("SAS_MOCK_ADDR", "127.0.0.1:0")
         .env("SAS_SUPERVISOR_INTERVAL", "200ms")
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", "error");
+    command
+}
+
+/// Starts [`command`]; returns the child and the base URLs of its API and of its
+/// mock services.
+pub fn spawn_with(data: &Path, variables: &[(&str, &str)]) -> (Child, String, String) {
+    let mut child = command(data, variables)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
