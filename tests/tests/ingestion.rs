@@ -1,4 +1,6 @@
-//! Buffered ingestion on the local system: a submission is checked and queued, then
+//! Ingestion on the local system. Direct: the process, its own scheduler, creates a
+//! submission's task claimed, its creation its claim; a repeat whose first messages
+//! were lost sends them again. Buffered: a submission is checked and queued, then
 //! created by the scheduler. A repeat is the same task; a different request for the
 //! same id, too late for a 409, is refused on the task and told; a message delivered
 //! twice creates one task; a creation whose messages were lost sends them when its
@@ -9,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_api::{self as api, ApiRequest, Caller};
-use sas_core::app::Ports;
+use sas_core::app::{Ports, Submitted};
 use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore, Unit};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{Buffered, SchedulerMessage};
@@ -18,7 +20,7 @@ use sas_domain::task::{TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::{Registry, Workflow};
 use sas_testkit::memory::Memory;
-use sas_tests::{Buffering, Harness, delivery_input, step_states};
+use sas_tests::{Buffering, Harness, delivery_input, notified_states, step_states};
 use serde_json::{Value, json};
 
 fn quick(notify: Option<&str>) -> Value {
@@ -33,6 +35,96 @@ fn ingest_queue(harness: &Harness) -> QueueName {
         .ingest
         .clone()
         .expect("an ingest queue")
+}
+
+/// A direct submission on the local system is answered with its task created
+/// claimed: its creation (version 1) and claim (2) one write, no Run message for a
+/// scheduler; its caller told Pending, then Processing, before the answer. It runs
+/// to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_submission_is_created_claimed_and_run() {
+    let harness = Harness::start(5).await;
+    let (status, _, created) = harness
+        .call(
+            "PUT",
+            "/tasks/claimed-1",
+            Some(quick(Some("my-updates")).to_string().as_bytes()),
+        )
+        .await;
+    assert_eq!(
+        (
+            status,
+            created["state"].as_str(),
+            created["version"].as_u64()
+        ),
+        (202, Some("Processing"), Some(2)),
+        "{created:#}"
+    );
+    assert!(
+        created["locked_by"]
+            .as_str()
+            .is_some_and(|by| by.starts_with("local-")),
+        "{created:#}"
+    );
+    let scheduler = harness.running.system.queues.scheduler.clone();
+    assert_eq!(harness.depth(&scheduler).await.visible, 0, "no Run message");
+    let task = harness.settle_in("claimed-1", "Processed").await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+    // Told before the answer; its end may not be told yet.
+    let updates = harness.notifications("my-updates").await;
+    assert_eq!(
+        notified_states("claimed-1", &updates)[..2],
+        ["Pending", "Processing"]
+    );
+}
+
+/// The local process created a direct submission's task claimed and died before
+/// sending its first step's request and its lease's deadline message: the same
+/// request again sends them, the same attempt, rather than leave the task to its
+/// lease's end; nothing is written again. Once the task has moved on, a repeat sends
+/// nothing. Over the in-memory backend, on a manual clock.
+#[tokio::test]
+async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submitted_again() {
+    let buffering = Buffering::new();
+    let (clock, memory, names, _) = buffering.parts();
+    let local = buffering
+        .direct_over(buffering.ports(), "local-1")
+        .with_submissions_claimed();
+    let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
+    let submit = || local.submit("drone-delivery", submission.clone());
+    assert!(matches!(submit().await, Ok(Submitted::Created(_))));
+    // The crash: the task is written, the messages it meant to send are not.
+    let sent = |queue: &QueueName| memory.messages(queue);
+    let (request, deadline) = (sent(&names.agent_requests), sent(&names.scheduler));
+    assert_eq!((request.len(), deadline.len()), (1, 1));
+    memory.drop_message(&names.agent_requests, request[0].id);
+    memory.drop_message(&names.scheduler, deadline[0].id);
+
+    clock.advance(Duration::from_secs(1));
+    assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
+    let bodies =
+        |queue: &QueueName| -> Vec<String> { sent(queue).into_iter().map(|m| m.body).collect() };
+    assert_eq!(
+        bodies(&names.agent_requests),
+        [request[0].body.clone()],
+        "the first step's request, the same attempt, sent again"
+    );
+    assert_eq!(bodies(&names.scheduler), [deadline[0].body.clone()]);
+    let task = memory.tasks().pop().expect("the task");
+    assert_eq!(
+        (task.state, task.version, task.locked_by.as_deref()),
+        (TaskState::Processing, 2, Some("local-1")),
+        "nothing written again: the creation and its claim, one write"
+    );
+
+    memory.drop_message(&names.agent_requests, sent(&names.agent_requests)[0].id);
+    let mut moved = task.clone();
+    moved.version += 1;
+    StateStore::update(memory.as_ref(), &moved)
+        .await
+        .expect("moved on");
+    assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
+    assert!(bodies(&names.agent_requests).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,7 +150,8 @@ impl System {
             queues.clone(),
             format!("local-{}", std::process::id()),
         )
-        .with_dead_letters(Arc::clone(&backend) as _);
+        .with_dead_letters(Arc::clone(&backend) as _)
+        .with_submissions_claimed();
         if let Some(ingest) = &ingest {
             app = app.with_ingestion(ingest.clone());
         }

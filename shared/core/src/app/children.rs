@@ -18,7 +18,7 @@ use sas_domain::submission::Submission;
 use sas_domain::task::{ParentLink, Task, TaskState, WorkflowRef};
 use sas_domain::workflow::Workflow;
 
-use super::submission::{SubmitError, Submitted};
+use super::submission::{Creation, SubmitError, Submitted};
 
 /// The children one step's effect starts or stops at once: a map of a thousand at a
 /// time is made in a few dozen store round trips' time, not a thousand.
@@ -74,7 +74,10 @@ impl App {
                 priority: of.priority,
             };
             let id = submission.id.clone();
-            let found = match self.create(&definition, submission.clone(), false).await {
+            let found = match self
+                .create(&definition, submission.clone(), Creation::Unclaimed)
+                .await
+            {
                 Ok(Submitted::Created(_)) => return,
                 Ok(Submitted::Replayed(child)) => Ok(child),
                 Err(SubmitError::Conflict(_)) => self

@@ -176,6 +176,9 @@ pub struct App {
     deadline_messages: bool,
     /// Where submissions are buffered, in buffered ingestion ([`App::with_ingestion`]).
     ingest: Option<QueueName>,
+    /// Whether a direct submission's task is created claimed by this process
+    /// ([`App::with_submissions_claimed`]).
+    claims_submissions: bool,
     /// How notification queues must be named ([`App::with_notification_prefix`]).
     notification_prefix: Option<String>,
     /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
@@ -217,6 +220,7 @@ impl App {
             gate_locks: flow::GateLocks::default(),
             deadline_messages: false,
             ingest: None,
+            claims_submissions: false,
             notification_prefix: None,
             dead_letters: None,
         }
@@ -238,6 +242,17 @@ impl App {
     #[must_use]
     pub fn with_ingestion(mut self, ingest: QueueName) -> Self {
         self.ingest = Some(ingest);
+        self
+    }
+
+    /// A process that is its own scheduler (the local one) creates a direct
+    /// submission's task claimed by itself
+    /// ([`submit_claimed`](sas_domain::decide::submit_claimed)): its creation
+    /// is its claim and its first step's request, one write, no Run message. Where
+    /// the submission's function is not a scheduler (Lambda), a scheduler claims it.
+    #[must_use]
+    pub fn with_submissions_claimed(mut self) -> Self {
+        self.claims_submissions = true;
         self
     }
 

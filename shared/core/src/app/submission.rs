@@ -68,6 +68,19 @@ pub enum Submitted {
     Replayed(Task),
 }
 
+/// How a task is created ([`App::create`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Creation {
+    /// Pending, for a scheduler to claim. A failed send is left to its pickup lease.
+    Unclaimed,
+    /// Claimed by this process ([`decide::submit_claimed`]), for a caller waiting on
+    /// the answer. A failed send is left to its lease.
+    ClaimedForCaller,
+    /// Claimed by a scheduler, from a buffered submission's message. A failed send
+    /// fails the message, which comes again and sends them sooner.
+    ClaimedFromQueue,
+}
+
 impl App {
     /// Stores every known workflow definition, so that a task can finish on the
     /// version it started with after the files change.
@@ -134,7 +147,22 @@ impl App {
     ) -> Result<Submitted, SubmitError> {
         let definition = self.check(workflow, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
-        self.create(&definition, submission, false).await
+        if !self.claims_submissions {
+            return self
+                .create(&definition, submission, Creation::Unclaimed)
+                .await;
+        }
+        let again = submission.clone();
+        let submitted = self
+            .create(&definition, submission, Creation::ClaimedForCaller)
+            .await?;
+        if let Submitted::Replayed(existing) = &submitted {
+            // As a lease covers them, a failure is the supervisor's to mend.
+            if let Err(error) = self.claim_again(&definition, again, existing).await {
+                warn!(task_id = %existing.id, error = %Chain(&error), "a task created claimed: its first messages not sent again");
+            }
+        }
+        Ok(submitted)
     }
 
     /// Buffered ingestion's submission: checked as [`App::submit`] checks it, then
@@ -224,15 +252,13 @@ impl App {
 
     /// Creates the task a checked submission asks for, or finds the one the same
     /// request created.
-    ///
-    /// A scheduler creating a buffered submission's task (`claim`) creates it claimed
-    /// ([`decide::submit_claimed`]).
     pub(super) async fn create(
         &self,
         definition: &Workflow,
         submission: Submission,
-        claim: bool,
+        creation: Creation,
     ) -> Result<Submitted, SubmitError> {
+        let claim = creation != Creation::Unclaimed;
         let workflow = &definition.name;
         let fingerprint = submission.fingerprint(workflow);
         let id = submission.id.clone();
@@ -253,7 +279,7 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", workflow), 1);
                 }
-                Self::sent_once_written(&id, claim, self.perform(effects).await)?;
+                Self::sent_once_written(&id, creation, self.perform(effects).await)?;
                 Ok(Submitted::Created(task))
             }
             Err(StoreError::Conflict) => {
@@ -266,7 +292,7 @@ impl App {
                     // send. A task moved since (by a scheduler, or the supervisor's
                     // retry after a delay) has messages of its own: a Run now would
                     // cut the supervisor's delay short.
-                    Self::sent_once_written(&id, claim, self.schedule(&existing).await)?;
+                    Self::sent_once_written(&id, creation, self.schedule(&existing).await)?;
                 }
                 Ok(Submitted::Replayed(existing))
             }
@@ -275,17 +301,17 @@ impl App {
     }
 
     /// How the sends that follow a task's creation ended, for its creator. The API
-    /// answers a task written as accepted whatever they did: its pickup lease has the
+    /// answers a task written as accepted whatever they did: its lease has the
     /// supervisor send them again, and a failure answered would have a caller without
     /// an id submit a second task. A scheduler creating a buffered task fails its
     /// message instead, which comes again and sends them sooner.
     fn sent_once_written(
         id: &TaskId,
-        claim: bool,
+        creation: Creation,
         sent: Result<(), QueueError>,
     ) -> Result<(), QueueError> {
         match sent {
-            Err(error) if !claim => {
+            Err(error) if creation != Creation::ClaimedFromQueue => {
                 warn!(task_id = %id, error = %Chain(&error), "task accepted, its message not sent: the supervisor sends it at its lease's end");
                 Ok(())
             }
@@ -303,7 +329,11 @@ impl App {
             .map_err(|e| HandleError::Refused(e.to_string()))?;
         let id = buffered.submission.id.clone();
         match self
-            .create(&definition, buffered.submission.clone(), true)
+            .create(
+                &definition,
+                buffered.submission.clone(),
+                Creation::ClaimedFromQueue,
+            )
             .await
         {
             Ok(Submitted::Created(_)) => Ok(Handled::Created),
