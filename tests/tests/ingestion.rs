@@ -78,6 +78,47 @@ async fn a_direct_submission_is_created_claimed_and_run() {
     );
 }
 
+/// While the agents' queue holds twice the requests they take at once (16 in the
+/// harness), a direct submission is created Pending, for the scheduler to claim:
+/// a burst waits where no lease runs, not among the agents' requests, where its first
+/// step's would run out. It runs to its end all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_submission_behind_a_backlog_is_created_pending() {
+    let harness = Harness::start(5).await;
+    let system = &harness.running.system;
+    // Requests no agent can handle: taken, failed, and held until their visibility
+    // ends, which the manual clock never reaches.
+    let backlog: Vec<_> = (0..32)
+        .map(|i| OutgoingMessage::json(&json!({ "backlog": i }), Duration::ZERO))
+        .collect();
+    Queues::send(
+        system.backend.as_ref(),
+        &system.queues.agent_requests,
+        &backlog,
+    )
+    .await
+    .expect("sent");
+    let (status, _, created) = harness
+        .call(
+            "PUT",
+            "/tasks/behind",
+            Some(quick(None).to_string().as_bytes()),
+        )
+        .await;
+    assert_eq!(
+        (
+            status,
+            created["state"].as_str(),
+            created["locked_by"].as_str()
+        ),
+        (202, Some("Pending"), None),
+        "{created:#}"
+    );
+    let (status, _, task) = harness.call("GET", "/tasks/behind?wait=10s", None).await;
+    assert_eq!((status, task["state"].as_str()), (200, Some("Processed")));
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+}
+
 /// The local process created a direct submission's task claimed and died before
 /// sending its first step's request and its lease's deadline message: the same
 /// request again sends them, the same attempt, rather than leave the task to its
@@ -89,7 +130,7 @@ async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submit
     let (clock, memory, names, _) = buffering.parts();
     let local = buffering
         .direct_over(buffering.ports(), "local-1")
-        .with_submissions_claimed();
+        .with_submissions_claimed(|| true);
     let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
     let submit = || local.submit("drone-delivery", submission.clone());
     assert!(matches!(submit().await, Ok(Submitted::Created(_))));

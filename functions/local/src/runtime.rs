@@ -151,7 +151,11 @@ impl System {
             format!("local-{}", std::process::id()),
         )
         .with_dead_letters(Arc::clone(&backend) as _)
-        .with_submissions_claimed();
+        .with_submissions_claimed(claims_now(
+            &backend,
+            &queues,
+            settings.agent_concurrency,
+        ));
         if let Some(ingest) = &ingest {
             app = app.with_ingestion(ingest.clone());
         }
@@ -243,6 +247,19 @@ impl System {
             let _ = worker.await;
         }
     }
+}
+
+/// Whether a direct submission is created claimed now: while the agents' queue holds
+/// fewer than twice the requests they take at once. Past that, a burst waits Pending
+/// in the scheduler's queue, where no lease runs, not among the agents' requests,
+/// where its first step's lease would run out waiting.
+fn claims_now(
+    backend: &Arc<Embedded>,
+    queues: &QueueNames,
+    agent_concurrency: usize,
+) -> impl Fn() -> bool + Send + Sync + 'static {
+    let (backend, requests) = (Arc::clone(backend), queues.agent_requests.clone());
+    move || backend.held(&requests) < 2 * agent_concurrency
 }
 
 /// Consumes a queue like an event-source mapping: batches of up to [`BATCH`],

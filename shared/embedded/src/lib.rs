@@ -536,6 +536,15 @@ impl Embedded {
         received
     }
 
+    /// How many messages a queue holds, visible or not, at once (from memory).
+    #[must_use]
+    pub fn held(&self, queue: &QueueName) -> usize {
+        self.messages()
+            .ready
+            .get(queue.as_str())
+            .map_or(0, std::collections::BTreeSet::len)
+    }
+
     /// The messages in a queue.
     ///
     /// # Errors

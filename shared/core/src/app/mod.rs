@@ -151,6 +151,9 @@ impl Ports {
     }
 }
 
+/// Whether a submission may be created claimed now ([`App::with_submissions_claimed`]).
+type ClaimsNow = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// Submission, scheduler, supervisor and operator actions over the ports.
 pub struct App {
     store: Arc<dyn StateStore>,
@@ -176,9 +179,9 @@ pub struct App {
     deadline_messages: bool,
     /// Where submissions are buffered, in buffered ingestion ([`App::with_ingestion`]).
     ingest: Option<QueueName>,
-    /// Whether a direct submission's task is created claimed by this process
+    /// Whether a direct submission's task is created claimed by this process, now
     /// ([`App::with_submissions_claimed`]).
-    claims_submissions: bool,
+    claims_submissions: Option<ClaimsNow>,
     /// How notification queues must be named ([`App::with_notification_prefix`]).
     notification_prefix: Option<String>,
     /// The dead-letter queues, where the process can reach them ([`App::with_dead_letters`]).
@@ -220,7 +223,7 @@ impl App {
             gate_locks: flow::GateLocks::default(),
             deadline_messages: false,
             ingest: None,
-            claims_submissions: false,
+            claims_submissions: None,
             notification_prefix: None,
             dead_letters: None,
         }
@@ -246,13 +249,17 @@ impl App {
     }
 
     /// A process that is its own scheduler (the local one) creates a direct
-    /// submission's task claimed by itself
-    /// ([`submit_claimed`](sas_domain::decide::submit_claimed)): its creation
-    /// is its claim and its first step's request, one write, no Run message. Where
-    /// the submission's function is not a scheduler (Lambda), a scheduler claims it.
+    /// submission's task claimed by itself, while `now` says so
+    /// ([`submit_claimed`](sas_domain::decide::submit_claimed)): its creation is its
+    /// claim and its first step's request, one write, no Run message. When `now` says
+    /// not (a backlog, where a lease would run out waiting), and where the
+    /// submission's function is not a scheduler (Lambda), a scheduler claims it.
     #[must_use]
-    pub fn with_submissions_claimed(mut self) -> Self {
-        self.claims_submissions = true;
+    pub fn with_submissions_claimed(
+        mut self,
+        now: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.claims_submissions = Some(Box::new(now));
         self
     }
 

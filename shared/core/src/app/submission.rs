@@ -147,7 +147,7 @@ impl App {
     ) -> Result<Submitted, SubmitError> {
         let definition = self.check(workflow, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
-        if !self.claims_submissions {
+        if !self.claims_submissions.as_ref().is_some_and(|now| now()) {
             return self
                 .create(&definition, submission, Creation::Unclaimed)
                 .await;
