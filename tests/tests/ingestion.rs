@@ -127,14 +127,28 @@ async fn a_direct_submission_behind_a_backlog_is_created_pending() {
 #[tokio::test]
 async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submitted_again() {
     let buffering = Buffering::new();
-    let (clock, memory, names, _) = buffering.parts();
     let local = buffering
         .direct_over(buffering.ports(), "local-1")
         .with_submissions_claimed(|| true);
     let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
-    let submit = || local.submit("drone-delivery", submission.clone());
+    let submit = async || local.submit("drone-delivery", submission.clone()).await;
     assert!(matches!(submit().await, Ok(Submitted::Created(_))));
-    // The crash: the task is written, the messages it meant to send are not.
+    a_repeat_sends_the_lost_first_messages_again(&buffering, "local-1", async || {
+        assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
+    })
+    .await;
+}
+
+/// A task created claimed by `creator` (its request and its lease's deadline message
+/// sent), its creator dead before those sends (they are dropped here), and `repeat`,
+/// its request again: the first repeat sends them again, the same attempt, and
+/// writes nothing; once the task has moved on, a repeat sends nothing.
+async fn a_repeat_sends_the_lost_first_messages_again(
+    buffering: &Buffering,
+    creator: &str,
+    mut repeat: impl AsyncFnMut(),
+) {
+    let (clock, memory, names, _) = buffering.parts();
     let sent = |queue: &QueueName| memory.messages(queue);
     let (request, deadline) = (sent(&names.agent_requests), sent(&names.scheduler));
     assert_eq!((request.len(), deadline.len()), (1, 1));
@@ -142,7 +156,7 @@ async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submit
     memory.drop_message(&names.scheduler, deadline[0].id);
 
     clock.advance(Duration::from_secs(1));
-    assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
+    repeat().await;
     let bodies =
         |queue: &QueueName| -> Vec<String> { sent(queue).into_iter().map(|m| m.body).collect() };
     assert_eq!(
@@ -154,7 +168,7 @@ async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submit
     let task = memory.tasks().pop().expect("the task");
     assert_eq!(
         (task.state, task.version, task.locked_by.as_deref()),
-        (TaskState::Processing, 2, Some("local-1")),
+        (TaskState::Processing, 2, Some(creator)),
         "nothing written again: the creation and its claim, one write"
     );
 
@@ -164,7 +178,7 @@ async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submit
     StateStore::update(memory.as_ref(), &moved)
         .await
         .expect("moved on");
-    assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
+    repeat().await;
     assert!(bodies(&names.agent_requests).is_empty());
 }
 
@@ -408,7 +422,7 @@ async fn the_local_queue_route_takes_no_message_of_the_systems_own_queues() {
 #[tokio::test]
 async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_again() {
     let buffering = Buffering::new();
-    let (clock, memory, names, ingest) = buffering.parts();
+    let (_, memory, _, ingest) = buffering.parts();
     let scheduler = |instance: &str| buffering.app(instance);
     let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
     scheduler("api")
@@ -421,46 +435,15 @@ async fn a_creation_whose_messages_were_lost_sends_them_when_its_message_comes_a
         .await
         .expect("created");
     assert_eq!(first.as_str(), "created");
-    // The crash: the task is written, the messages it meant to send are not.
-    let sent = |queue: &QueueName| memory.messages(queue);
-    let (request, deadline) = (sent(&names.agent_requests), sent(&names.scheduler));
-    assert_eq!((request.len(), deadline.len()), (1, 1));
-    memory.drop_message(&names.agent_requests, request[0].id);
-    memory.drop_message(&names.scheduler, deadline[0].id);
-
-    clock.advance(Duration::from_secs(1));
-    let again = scheduler("scheduler-2")
-        .on_scheduler_message(ingest.as_str(), &message.body)
-        .await
-        .expect("handled again");
-    assert_eq!(again.as_str(), "repeated");
-    let bodies =
-        |queue: &QueueName| -> Vec<String> { sent(queue).into_iter().map(|m| m.body).collect() };
-    assert_eq!(
-        bodies(&names.agent_requests),
-        [request[0].body.clone()],
-        "the first step's request, the same attempt, sent again"
-    );
-    assert_eq!(bodies(&names.scheduler), [deadline[0].body.clone()]);
-    let task = memory.tasks().pop().expect("the task");
-    assert_eq!(
-        (task.version, task.locked_by.as_deref()),
-        (2, Some("scheduler-1")),
-        "nothing written again: the creation and its claim, one write"
-    );
-
-    // Once the task has moved on, a late copy of the message sends nothing.
-    memory.drop_message(&names.agent_requests, sent(&names.agent_requests)[0].id);
-    let mut moved = task.clone();
-    moved.version += 1;
-    StateStore::update(memory.as_ref(), &moved)
-        .await
-        .expect("moved on");
-    scheduler("scheduler-3")
-        .on_scheduler_message(ingest.as_str(), &message.body)
-        .await
-        .expect("handled");
-    assert!(bodies(&names.agent_requests).is_empty());
+    // Delivered again, to another scheduler.
+    a_repeat_sends_the_lost_first_messages_again(&buffering, "scheduler-1", async || {
+        let again = scheduler("scheduler-2")
+            .on_scheduler_message(ingest.as_str(), &message.body)
+            .await
+            .expect("handled again");
+        assert_eq!(again.as_str(), "repeated");
+    })
+    .await;
 }
 
 /// The same crash, and before the message comes again another request for the same
