@@ -44,12 +44,8 @@ fn ingest_queue(harness: &Harness) -> QueueName {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_submission_is_created_claimed_and_run() {
     let harness = Harness::start(5).await;
-    let (status, _, created) = harness
-        .call(
-            "PUT",
-            "/tasks/claimed-1",
-            Some(quick(Some("my-updates")).to_string().as_bytes()),
-        )
+    let (status, created) = harness
+        .put_task("claimed-1", &quick(Some("my-updates")))
         .await;
     assert_eq!(
         (
@@ -98,13 +94,7 @@ async fn a_direct_submission_behind_a_backlog_is_created_pending() {
     )
     .await
     .expect("sent");
-    let (status, _, created) = harness
-        .call(
-            "PUT",
-            "/tasks/behind",
-            Some(quick(None).to_string().as_bytes()),
-        )
-        .await;
+    let (status, created) = harness.put_task("behind", &quick(None)).await;
     assert_eq!(
         (
             status,
