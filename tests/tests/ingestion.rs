@@ -8,6 +8,7 @@
 //! middle of a batch: `functions/local/tests/kill_restart.rs`.)
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sas_api::{self as api, ApiRequest, Caller};
@@ -113,20 +114,29 @@ async fn a_direct_submission_behind_a_backlog_is_created_pending() {
 /// sending its first step's request and its lease's deadline message: the same
 /// request again sends them, the same attempt, rather than leave the task to its
 /// lease's end; nothing is written again. Once the task has moved on, a repeat sends
-/// nothing. Over the in-memory backend, on a manual clock.
+/// nothing. So too when the repeat comes while the agents' queue is backed up, when
+/// a new submission would be created Pending. Over the in-memory backend, on a
+/// manual clock.
 #[tokio::test]
 async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submitted_again() {
-    let buffering = Buffering::new();
-    let local = buffering
-        .direct_over(buffering.ports(), "local-1")
-        .with_submissions_claimed(|| true);
-    let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
-    let submit = async || local.submit("drone-delivery", submission.clone()).await;
-    assert!(matches!(submit().await, Ok(Submitted::Created(_))));
-    a_repeat_sends_the_lost_first_messages_again(&buffering, "local-1", async || {
-        assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
-    })
-    .await;
+    for claims_at_repeat in [true, false] {
+        let buffering = Buffering::new();
+        let claims = Arc::new(AtomicBool::new(true));
+        let local = buffering
+            .direct_over(buffering.ports(), "local-1")
+            .with_submissions_claimed({
+                let claims = Arc::clone(&claims);
+                move || claims.load(Ordering::Relaxed)
+            });
+        let submission = Submission::new(TaskId::parse("resent").expect("id"), delivery_input());
+        let submit = async || local.submit("drone-delivery", submission.clone()).await;
+        assert!(matches!(submit().await, Ok(Submitted::Created(_))));
+        claims.store(claims_at_repeat, Ordering::Relaxed);
+        a_repeat_sends_the_lost_first_messages_again(&buffering, "local-1", async || {
+            assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
+        })
+        .await;
+    }
 }
 
 /// A task created claimed by `creator` (its request and its lease's deadline message

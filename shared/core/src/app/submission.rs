@@ -74,7 +74,8 @@ pub(super) enum Creation {
     /// Pending, for a scheduler to claim. A failed send is left to its pickup lease.
     Unclaimed,
     /// Claimed by this process ([`decide::submit_claimed`]), for a caller waiting on
-    /// the answer. A failed send is left to its lease.
+    /// the answer (an API's caller, a parent's step starting its children). A failed
+    /// send is left to its lease.
     ClaimedForCaller,
     /// Claimed by a scheduler, from a buffered submission's message. A failed send
     /// fails the message, which comes again and sends them sooner.
@@ -147,17 +148,22 @@ impl App {
     ) -> Result<Submitted, SubmitError> {
         let definition = self.check(workflow, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
-        if !self.claims_submissions.as_ref().is_some_and(|now| now()) {
+        let Some(claims_now) = &self.claims_submissions else {
             return self
                 .create(&definition, submission, Creation::Unclaimed)
                 .await;
-        }
+        };
+        let creation = if claims_now() {
+            Creation::ClaimedForCaller
+        } else {
+            Creation::Unclaimed
+        };
         let again = submission.clone();
-        let submitted = self
-            .create(&definition, submission, Creation::ClaimedForCaller)
-            .await?;
+        let submitted = self.create(&definition, submission, creation).await?;
         if let Submitted::Replayed(existing) = &submitted {
-            // As a lease covers them, a failure is the supervisor's to mend.
+            // Whichever way this request would have been created: the first may have
+            // been created claimed. As a lease covers them, a failure is the
+            // supervisor's to mend.
             if let Err(error) = self.claim_again(&definition, again, existing).await {
                 warn!(task_id = %existing.id, error = %Chain(&error), "a task created claimed: its first messages not sent again");
             }
