@@ -1,8 +1,14 @@
 //! Child workflows and maps end to end on the embedded backend, through the HTTP
 //! API: an order whose parcels are each shipped by a child task, joined, listed,
-//! failed and undone by the children's own compensations, and cancelled.
+//! failed and undone by the children's own compensations, and cancelled. And, in
+//! memory, how a map's children are created.
 
-use sas_tests::{Harness, all_children, parcel_order, step, step_states};
+use sas_core::ports::StateStore;
+use sas_domain::ids::TaskId;
+use sas_domain::messages::{AgentResponse, Operation, Outcome, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::TaskState;
+use sas_tests::{Buffering, Harness, all_children, parcel_order, step, step_states};
 use serde_json::{Value, json};
 
 /// Every child of `id`'s step `step`, page by page of `limit`.
@@ -267,5 +273,80 @@ async fn a_page_of_large_children_is_cut_to_fit_and_goes_on_after_its_last_child
         items,
         (0..100).collect::<Vec<u64>>(),
         "each child once, in order"
+    );
+}
+
+/// A map's children are created claimed by the process running their parent, as a
+/// direct submission is by the local one: each creation is its claim and its first
+/// step's request, one write, and no Run message is sent for it. In memory, on a
+/// manual clock.
+#[tokio::test]
+async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() {
+    let buffering = Buffering::new();
+    let (_, memory, names, _) = buffering.parts();
+    let app = buffering.direct_over(buffering.ports(), "scheduler-1");
+    let id = TaskId::parse("order-c").expect("id");
+    let order = parcel_order("order-c", 3);
+    app.submit(
+        "parcel-order",
+        Submission::new(id.clone(), order["input"].clone()),
+    )
+    .await
+    .expect("submitted");
+    let runs = || -> Vec<TaskId> {
+        memory
+            .messages(&names.scheduler)
+            .into_iter()
+            .filter_map(|m| match serde_json::from_str(&m.body) {
+                Ok(SchedulerMessage::Run { task_id }) => Some(task_id),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(runs(), [id.clone()]);
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: id.clone(),
+    })
+    .expect("json");
+    app.on_scheduler_message(names.scheduler.as_str(), &run)
+        .await
+        .expect("claimed");
+    let checked = SchedulerMessage::Response(AgentResponse {
+        task_id: id.clone(),
+        run: 1,
+        step: 0,
+        attempt: 1,
+        operation: Operation::Call,
+        outcome: Outcome::Succeeded { output: json!({}) },
+    });
+    let checked = serde_json::to_string(&checked).expect("json");
+    app.on_scheduler_message(names.agent_responses.as_str(), &checked)
+        .await
+        .expect("the account checked, the parcels started");
+
+    for n in 0..3 {
+        let child = TaskId::parse(&format!("order-c~deliver-each~{n}")).expect("id");
+        let task = StateStore::task(memory.as_ref(), &child)
+            .await
+            .expect("read")
+            .expect("the child created");
+        assert_eq!(
+            (task.state, task.version, task.locked_by.as_deref()),
+            (TaskState::Processing, 2, Some("scheduler-1")),
+            "created claimed, one write: {task:?}"
+        );
+    }
+    assert_eq!(runs(), [id], "no Run message for a child");
+    let asked: Vec<String> = memory
+        .messages(&names.agent_requests)
+        .into_iter()
+        .map(|m| serde_json::from_str::<Value>(&m.body).expect("json"))
+        .filter_map(|request| Some(request["task_id"].as_str()?.to_owned()))
+        .filter(|task| task.starts_with("order-c~"))
+        .collect();
+    assert_eq!(
+        asked.len(),
+        3,
+        "each child's first step asked for: {asked:?}"
     );
 }

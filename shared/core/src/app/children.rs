@@ -45,9 +45,11 @@ impl App {
         .await
     }
 
-    /// Starts the children a step asks for: each created (with a Run message), or
-    /// found: run again when its parent's new run needs it, or, ended, told to its
-    /// parent again. A child whose input does not fit its workflow fails unstarted.
+    /// Starts the children a step asks for: each created claimed by this process, its
+    /// first step asked for in its creation ([`decide::submit_claimed`]; a send lost
+    /// is left to its lease), or found: run again when its parent's new run needs it,
+    /// or, ended, told to its parent again. A child whose input does not fit its
+    /// workflow fails unstarted.
     pub(super) async fn start_children(&self, of: ChildrenOf, children: Vec<(u32, Value)>) {
         let definition = match self.children_workflow(&of).await {
             Ok(definition) => definition,
@@ -75,7 +77,7 @@ impl App {
             };
             let id = submission.id.clone();
             let found = match self
-                .create(&definition, submission.clone(), Creation::Unclaimed)
+                .create(&definition, submission.clone(), Creation::ClaimedForCaller)
                 .await
             {
                 Ok(Submitted::Created(_)) => return,
