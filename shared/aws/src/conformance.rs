@@ -31,7 +31,7 @@ async fn dynamodb_on_moto_conforms() {
 /// whose order is in its item.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
-    use sas_core::ports::StateStore as _;
+    use sas_core::ports::{StateStore as _, StoreError};
     use sas_domain::decide::submit;
     use sas_domain::ids::TaskId;
     use sas_domain::submission::Submission;
@@ -116,9 +116,9 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
         Some((claimed.clone(), order.clone())),
         "an update in place keeps the order data"
     );
-    // Finished late (its second run): its order's expiry would move, in the
-    // transaction that also writes the task; the stale item takes the move, and the
-    // task's item keeps its input.
+    // Finished late (its second run): its order's expiry would move. Kept in the
+    // task's item, it moves with it, in one write: the stale item is not written (a
+    // transaction with it cost four write units more).
     let late = changed(&claimed, &|t| {
         t.run = 2;
         t.state = TaskState::Processed;
@@ -129,6 +129,23 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
     assert_eq!(
         with_order(&task.id).await,
         Some((late.clone(), order.clone()))
+    );
+    assert!(
+        matches!(store.update(&late).await, Err(StoreError::Conflict)),
+        "a write of the version written since loses the race"
+    );
+    let stale = client
+        .get_item()
+        .table_name("orders")
+        .key("pk", AttributeValue::S("TASK#small".into()))
+        .key("sk", AttributeValue::S("ORDER".into()))
+        .send()
+        .await
+        .expect("the stale order");
+    assert_eq!(
+        stale.item().map(|item| item.contains_key("expires_at")),
+        Some(false),
+        "the stale item left as it was"
     );
 
     let edited = Order {
@@ -160,5 +177,37 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
     );
     let claimed = changed(&large, &|t| t.locked_by = Some("s1".into()));
     store.update(&claimed).await.expect("updated");
-    assert_eq!(with_order(&large.id).await, Some((claimed, large_order)));
+    assert_eq!(
+        with_order(&large.id).await,
+        Some((claimed.clone(), large_order.clone()))
+    );
+    // Finished ten days on: its own item's expiry moves, in the task's transaction.
+    let late = changed(&claimed, &|t| {
+        t.state = TaskState::Processed;
+        t.complete_by = None;
+        t.locked_by = None;
+        t.updated_at = Timestamp(1_000 + 10 * 86_400_000);
+    });
+    store.update(&late).await.expect("updated");
+    assert_eq!(
+        with_order(&large.id).await,
+        Some((late.clone(), large_order))
+    );
+    let order_item = client
+        .get_item()
+        .table_name("orders")
+        .key("pk", AttributeValue::S("TASK#large".into()))
+        .key("sk", AttributeValue::S("ORDER".into()))
+        .send()
+        .await
+        .expect("its order");
+    assert_eq!(
+        order_item.item().and_then(|item| item.get("expires_at")),
+        Some(&AttributeValue::N((1 + 12 * 86_400).to_string())),
+        "a retention after the task's own expiry"
+    );
+    assert!(matches!(
+        store.update(&late).await,
+        Err(StoreError::Conflict)
+    ));
 }

@@ -37,7 +37,10 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
 use aws_types::SdkConfig;
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
@@ -86,6 +89,23 @@ const OPTIONAL_ATTRIBUTES: [&str; 7] = [
     "expires_at",
 ];
 
+/// How a conditional rewrite of a task's item ended.
+enum Rewrite {
+    Written,
+    /// A condition failed: the item as it was, when asked for and found.
+    Refused(Option<Item>),
+}
+
+impl Rewrite {
+    /// Written, or the version's race lost.
+    fn written(self) -> Result<(), StoreError> {
+        match self {
+            Self::Written => Ok(()),
+            Self::Refused(_) => Err(StoreError::Conflict),
+        }
+    }
+}
+
 /// A new expiry of a task's order data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OrderExpiry {
@@ -121,20 +141,15 @@ where
 fn conditional<T>(
     result: Result<T, SdkError<PutItemError, HttpResponse>>,
 ) -> Result<(), StoreError> {
-    conditional_write(result, PutItemError::is_conditional_check_failed_exception)
-}
-
-/// A conditional write's outcome, `failed` telling its failed condition.
-fn conditional_write<T, E>(
-    result: Result<T, SdkError<E, HttpResponse>>,
-    failed: fn(&E) -> bool,
-) -> Result<(), StoreError>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
     match result {
         Ok(_) => Ok(()),
-        Err(error) if error.as_service_error().is_some_and(failed) => Err(StoreError::Conflict),
+        Err(error)
+            if error
+                .as_service_error()
+                .is_some_and(PutItemError::is_conditional_check_failed_exception) =>
+        {
+            Err(StoreError::Conflict)
+        }
         Err(error) => Err(unavailable(error)),
     }
 }
@@ -353,7 +368,7 @@ impl DynamoStore {
 
     /// Replaces a task whose order data has an item of its own, on condition of its
     /// version, and moves the order's expiry in the same transaction. `Ok(false)`:
-    /// the order has no item of its own (it is kept in the task's), nothing written.
+    /// the order has no item of its own, nothing written.
     async fn update_with_order_expiry(
         &self,
         task: &Task,
@@ -393,6 +408,45 @@ impl DynamoStore {
                 [_, Some("ConditionalCheckFailed")] => Ok(false),
                 _ => Err(unavailable(error)),
             },
+        }
+    }
+
+    /// Rewrites a task's item in place ([`Self::update_in_place`]), on condition of
+    /// its version and, with `order_inline`, of its order data being in the item.
+    async fn rewrite(&self, task: &Task, order_inline: bool) -> Result<Rewrite, StoreError> {
+        let update = self.update_in_place(task)?;
+        let request = self
+            .client
+            .update_item()
+            .table_name(update.table_name)
+            .set_key(Some(update.key))
+            .update_expression(update.update_expression)
+            .set_expression_attribute_names(update.expression_attribute_names)
+            .set_expression_attribute_values(update.expression_attribute_values);
+        let request = match update.condition_expression {
+            Some(condition) if order_inline => request
+                .condition_expression(format!("{condition} AND attribute_exists(#input)"))
+                .expression_attribute_names("#input", "input")
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                ),
+            condition => request.set_condition_expression(condition),
+        };
+        match request.send().await {
+            Ok(_) => Ok(Rewrite::Written),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                match error.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(failed) => {
+                        Ok(Rewrite::Refused(failed.item))
+                    }
+                    _ => Ok(Rewrite::Refused(None)),
+                }
+            }
+            Err(error) => Err(unavailable(error)),
         }
     }
 
@@ -861,29 +915,23 @@ impl StateStore for DynamoStore {
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
-        // Rare (a task that needs a person, or finishes late): order data in an item
-        // of its own has its expiry moved in the same transaction.
-        if let Some(order_expiry) = self.order_expiry_change(task)
-            && self.update_with_order_expiry(task, order_expiry).await?
-        {
+        let Some(order_expiry) = self.order_expiry_change(task) else {
+            return self.rewrite(task, false).await?.written();
+        };
+        // Rare (a task that needs a person, a child Processed, one finishing late):
+        // its order data must not expire before it. Kept in its item, it does not;
+        // in an item of its own (the failed condition tells), its expiry is moved in
+        // the same transaction as the task.
+        match self.rewrite(task, true).await? {
+            Rewrite::Written => return Ok(()),
+            Rewrite::Refused(Some(old)) if !old.contains_key("input") => {}
+            Rewrite::Refused(_) => return Err(StoreError::Conflict),
+        }
+        if self.update_with_order_expiry(task, order_expiry).await? {
             return Ok(());
         }
-        let update = self.update_in_place(task)?;
-        let result = self
-            .client
-            .update_item()
-            .table_name(update.table_name)
-            .set_key(Some(update.key))
-            .update_expression(update.update_expression)
-            .set_condition_expression(update.condition_expression)
-            .set_expression_attribute_names(update.expression_attribute_names)
-            .set_expression_attribute_values(update.expression_attribute_values)
-            .send()
-            .await;
-        conditional_write(
-            result,
-            UpdateItemError::is_conditional_check_failed_exception,
-        )
+        // Its order data in neither (gone before this version kept it): the task alone.
+        self.rewrite(task, false).await?.written()
     }
 
     /// A resubmission's new order data goes to an item of its own, with the inputs
