@@ -303,7 +303,7 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
             })
             .collect()
     };
-    assert_eq!(runs(), [id.clone()]);
+    assert_eq!(runs(), std::slice::from_ref(&id));
     let run = serde_json::to_string(&SchedulerMessage::Run {
         task_id: id.clone(),
     })
@@ -325,7 +325,7 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
         .expect("the account checked, the parcels started");
 
     for n in 0..3 {
-        let child = TaskId::parse(&format!("order-c~deliver-each~{n}")).expect("id");
+        let child = TaskId::parse(format!("order-c~deliver-each~{n}")).expect("id");
         let task = StateStore::task(memory.as_ref(), &child)
             .await
             .expect("read")
