@@ -184,6 +184,15 @@ async fn a_cancelled_order_cancels_its_running_children_and_undoes_those_done() 
                 .is_some_and(|running| running.len() == 3)
         })
         .await;
+    // Each child created: one stopped before its creation never starts, and is no
+    // running child cancelled.
+    for n in 0..3 {
+        harness
+            .wait_for(&format!("order-4~deliver-each~{n}"), "running", |t| {
+                t["state"] == "Processing"
+            })
+            .await;
+    }
     let (status, _, _) = harness
         .call("POST", "/tasks/order-4/cancel", Some(b"{}"))
         .await;
