@@ -26,6 +26,15 @@ use super::{App, TaskError};
 /// the concurrency the schedulers have.
 const MAX_CONFLICT_RETRIES: usize = 32;
 
+/// A decision written (or one that writes nothing), its effects still to perform.
+struct Written {
+    verdict: Verdict,
+    next: Option<Task>,
+    /// The messages the write has not sent with it.
+    unsent: Vec<Outgoing>,
+    best_effort: Vec<Effect>,
+}
+
 impl App {
     /// Reads a task with its order, decides, and writes the decision; a write that
     /// loses a race reads again and decides again. Returns the verdict and the state
@@ -47,7 +56,17 @@ impl App {
         E: From<TaskError>,
     {
         let mut consistent = false;
+        let lock = self.task_locks.of(id);
         for _ in 0..MAX_CONFLICT_RETRIES {
+            let one_at_a_time = match lock.try_lock() {
+                Ok(guard) => guard,
+                Err(_) => {
+                    // Another transition of this process goes first, most likely of
+                    // this task: what it writes is read after it, consistently.
+                    consistent = true;
+                    lock.lock().await
+                }
+            };
             let read = if consistent {
                 self.store.task_with_order(id).await
             } else {
@@ -82,17 +101,20 @@ impl App {
                 consistent = true;
                 continue;
             }
-            if let Some((verdict, next)) = self.apply(decision).await? {
+            let written = self.write(decision).await?;
+            drop(one_at_a_time);
+            if let Some(written) = written {
                 // Counted as it enters Error, once a task (always by the scheduler, the
                 // dimension the alarm watches), not at each raise of its alert.
-                if let Some(failed) = next
+                if let Some(failed) = written
+                    .next
                     .as_ref()
                     .filter(|n| n.state == TaskState::Error && task.state != TaskState::Error)
                 {
                     self.metrics
                         .count("TasksInError", ("Workflow", &failed.workflow.name), 1);
                 }
-                return Ok(Some((verdict, next)));
+                return Ok(Some(self.carry_out(written).await?));
             }
             consistent = true;
             // Lost a race: the winners go first.
@@ -153,13 +175,9 @@ impl App {
     }
 
     /// Writes the decision's state with the messages it requires (in one transaction
-    /// where the store can), then performs the rest of its effects. Returns the
-    /// verdict and the state written, or `None` when the write lost a race and the
-    /// caller must read again.
-    async fn apply(
-        &self,
-        mut decision: Decision,
-    ) -> Result<Option<(Verdict, Option<Task>)>, TaskError> {
+    /// where the store can). `None` when the write lost a race and the caller must
+    /// read again.
+    async fn write(&self, mut decision: Decision) -> Result<Option<Written>, TaskError> {
         if let Some(next) = &mut decision.next {
             next.write_id = fastrand::u64(..);
         }
@@ -194,11 +212,22 @@ impl App {
             }
             None => required,
         };
+        Ok(Some(Written {
+            verdict: decision.verdict,
+            next: decision.next,
+            unsent,
+            best_effort,
+        }))
+    }
+
+    /// Performs the effects of a decision written: sends the messages its write has
+    /// not, then the rest. Returns the verdict and the state written.
+    async fn carry_out(&self, written: Written) -> Result<(Verdict, Option<Task>), TaskError> {
         self.metrics
-            .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
-        self.send(unsent).await?;
-        self.perform_best_effort(best_effort).await;
-        Ok(Some((decision.verdict, decision.next)))
+            .count("Decisions", ("Verdict", written.verdict.as_str()), 1);
+        self.send(written.unsent).await?;
+        self.perform_best_effort(written.best_effort).await;
+        Ok((written.verdict, written.next))
     }
 
     /// Whether a write that failed its condition had in fact landed: its answer was

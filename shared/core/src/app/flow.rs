@@ -16,6 +16,7 @@ use sas_domain::messages::SchedulerMessage;
 use sas_domain::time::Timestamp;
 
 use super::App;
+use super::locks::{Striped, stable_hash};
 
 /// The most calls one pass of a gate reads and gives slots to (a gate with more slots
 /// free passes again).
@@ -30,29 +31,9 @@ const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Locks that keep this process's changes of one gate one at a time: its own writers
 /// do not race for the gate's record (a process may move one line from many tasks at
-/// once), and its conditional writes lose only to other processes'. Striped: a gate
-/// takes the lock its name hashes to, so that keyed gates need no lock each.
-pub(super) struct GateLocks([tokio::sync::Mutex<()>; 64]);
-
-impl Default for GateLocks {
-    fn default() -> Self {
-        Self(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
-    }
-}
-
-impl GateLocks {
-    fn of(&self, gate: &str) -> &tokio::sync::Mutex<()> {
-        let stripe = hash(&gate) % self.0.len() as u64;
-        &self.0[usize::try_from(stripe).unwrap_or_default()]
-    }
-}
-
-/// A stable hash of `value` (the same in every run: a simulation replays).
-fn hash(value: &impl std::hash::Hash) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    value.hash(&mut hasher);
-    std::hash::Hasher::finish(&hasher)
-}
+/// once), and its conditional writes lose only to other processes'. Striped: keyed
+/// gates need no lock each.
+pub(super) type GateLocks = Striped<64>;
 
 impl App {
     /// Puts a call in the line of its first gate, and moves that line on. A call
@@ -199,7 +180,7 @@ impl App {
                 // Jittered by who tries (processes that lost to each other try again
                 // apart), and the same in every replay of a simulation.
                 let bound = Duration::from_millis(1 << tried.min(9)).min(MAX_BACKOFF);
-                let share = hash(&(&self.instance, gate, tried)) % 1024;
+                let share = stable_hash(&(&self.instance, gate, tried)) % 1024;
                 #[expect(clippy::cast_precision_loss, reason = "below 1024: exact")]
                 let share = share as f64 / 1024.0;
                 self.clock.sleep(bound.mul_f64(share)).await;

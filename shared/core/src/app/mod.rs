@@ -25,6 +25,7 @@ mod children;
 mod effects;
 mod flow;
 mod limits;
+mod locks;
 mod operator;
 mod reading;
 mod scheduler;
@@ -188,6 +189,10 @@ pub struct App {
     dead_letters: Option<Arc<dyn DeadLetters>>,
     /// The gates this process is changing, one at a time each ([`flow::GateLocks`]).
     gate_locks: flow::GateLocks,
+    /// The tasks this process is writing, one transition at a time each: answers for
+    /// one task that come together (a parallel step's, a map's children's ends) take
+    /// turns at its record, where they raced and all but one lost a write.
+    task_locks: locks::Striped<1024>,
 }
 
 impl App {
@@ -221,6 +226,7 @@ impl App {
             stored: Mutex::new(HashSet::new()),
             checked: Mutex::new(HashMap::new()),
             gate_locks: flow::GateLocks::default(),
+            task_locks: locks::Striped::default(),
             deadline_messages: false,
             ingest: None,
             claims_submissions: None,
