@@ -38,8 +38,9 @@ struct Written {
 impl App {
     /// Reads a task with its order, decides, and writes the decision; a write that
     /// loses a race reads again and decides again. This process's transitions of one
-    /// task take turns (`task_locks`), so that only other processes' writes race. Returns the verdict and the state
-    /// written, or `None` when there is no such task.
+    /// task take turns (`task_locks`), so that only other processes' writes race.
+    /// Returns the verdict and the state written, or `None` when there is no such
+    /// task.
     ///
     /// The first read may be stale (an eventually consistent read, half the price on
     /// DynamoDB): a decision from it that writes is safe, its write being conditional
