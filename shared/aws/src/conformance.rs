@@ -87,6 +87,18 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
             .collect()
     };
     let with_order = async |id: &TaskId| store.task_with_order(id).await.expect("read");
+    // The task's order data item, if it has one.
+    let order_item = async |id: &str| {
+        let output = client
+            .get_item()
+            .table_name("orders")
+            .key("pk", AttributeValue::S(format!("TASK#{id}")))
+            .key("sk", AttributeValue::S("ORDER".into()))
+            .send()
+            .await
+            .expect("get");
+        output.item().cloned()
+    };
 
     // An earlier task of the same id left its order data, expired after it.
     client
@@ -134,16 +146,10 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
         matches!(store.update(&late).await, Err(StoreError::Conflict)),
         "a write of the version written since loses the race"
     );
-    let stale = client
-        .get_item()
-        .table_name("orders")
-        .key("pk", AttributeValue::S("TASK#small".into()))
-        .key("sk", AttributeValue::S("ORDER".into()))
-        .send()
-        .await
-        .expect("the stale order");
     assert_eq!(
-        stale.item().map(|item| item.contains_key("expires_at")),
+        order_item("small")
+            .await
+            .map(|item| item.contains_key("expires_at")),
         Some(false),
         "the stale item left as it was"
     );
@@ -193,17 +199,11 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
         with_order(&large.id).await,
         Some((late.clone(), large_order))
     );
-    let order_item = client
-        .get_item()
-        .table_name("orders")
-        .key("pk", AttributeValue::S("TASK#large".into()))
-        .key("sk", AttributeValue::S("ORDER".into()))
-        .send()
-        .await
-        .expect("its order");
     assert_eq!(
-        order_item.item().and_then(|item| item.get("expires_at")),
-        Some(&AttributeValue::N((1 + 12 * 86_400).to_string())),
+        order_item("large")
+            .await
+            .and_then(|item| item.get("expires_at").cloned()),
+        Some(AttributeValue::N((1 + 12 * 86_400).to_string())),
         "a retention after the task's own expiry"
     );
     assert!(matches!(
