@@ -434,19 +434,12 @@ impl DynamoStore {
         };
         match request.send().await {
             Ok(_) => Ok(Rewrite::Written),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
-            {
-                match error.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(failed) => {
-                        Ok(Rewrite::Refused(failed.item))
-                    }
-                    _ => Ok(Rewrite::Refused(None)),
+            Err(error) => match error.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    Ok(Rewrite::Refused(failed.item.clone()))
                 }
-            }
-            Err(error) => Err(unavailable(error)),
+                _ => Err(unavailable(error)),
+            },
         }
     }
 
