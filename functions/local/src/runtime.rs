@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::clock::Clock;
-use sas_core::ports::{Chain, Consumer, Delivery};
+use sas_core::ports::{Chain, Consumer, Delivery, OutgoingMessage, QueueError, Queues};
 use sas_core::step_caller::StepCaller;
 use sas_domain::ids::QueueName;
 use sas_domain::resilience::BreakerSettings;
@@ -169,7 +169,7 @@ impl System {
                 settings.services_fallback.clone(),
                 Arc::new(LocalCredentials),
             )),
-            Arc::clone(&backend) as _,
+            Arc::new(AnswersInPlace(Arc::clone(&app))) as _,
             clock,
             queues.agent_responses.clone(),
             BreakerSettings::default(),
@@ -246,6 +246,32 @@ impl System {
         for worker in self.workers {
             let _ = worker.await;
         }
+    }
+}
+
+/// The agents' answers, handed to this process's scheduler as they are sent, where
+/// the agents of the deployed stack send them to the agent-response queue: the
+/// answer's write is then the agent's, and no message is written, read and deleted
+/// between them. An answer the scheduler cannot apply fails the agent's handler, whose
+/// request comes again after its visibility timeout: the call is made again, with the
+/// same idempotency key, as when an answer is lost on SQS. The agent-response queue's
+/// consumer stays, for the answers a database of an earlier version holds.
+struct AnswersInPlace(Arc<App>);
+
+#[async_trait::async_trait]
+impl Queues for AnswersInPlace {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        for message in messages {
+            self.0
+                .on_scheduler_message(queue.as_str(), &message.body)
+                .await
+                .map_err(|e| QueueError::new(queue, e))?;
+        }
+        Ok(())
     }
 }
 
@@ -353,4 +379,72 @@ fn workflows(dir: Option<&Path>) -> anyhow::Result<Registry> {
         }
     }
     Ok(Registry::with_files(files)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use sas_core::clock::WallClock;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::task::TaskState;
+
+    use super::*;
+
+    /// A remote service answering `{}` to any call; its base URL.
+    async fn remote_service() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let router = axum::Router::new().fallback(|| async { axum::Json(serde_json::json!({})) });
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_agents_answer_is_applied_to_its_task_before_its_handler_returns() {
+        let data = tempfile::tempdir().expect("a directory");
+        let settings = Settings {
+            data_dir: data.path().to_owned(),
+            workflows_dir: None,
+            durability: Durability::Full,
+            supervisor_interval: None,
+            scheduler_concurrency: 4,
+            ingest_concurrency: 1,
+            agent_concurrency: 4,
+            max_receive_count: 5,
+            services: HashMap::new(),
+            services_fallback: Some(remote_service().await),
+            ingestion: Ingestion::Direct,
+        };
+        let system = System::start(settings, Arc::new(WallClock))
+            .await
+            .expect("started");
+        let (app, agent, backend, queues) = (
+            Arc::clone(&system.app),
+            Arc::clone(&system.step_caller),
+            Arc::clone(&system.backend),
+            system.queues.clone(),
+        );
+        // Nobody consumes a queue from here on: what moves the task is this test.
+        system.stop().await;
+        let id = TaskId::parse("in-place-1").expect("an id");
+        let submission = Submission::new(id.clone(), serde_json::json!({ "order_id": "o-1" }));
+        app.submit("order-processing", submission)
+            .await
+            .expect("submitted");
+        let requests = backend
+            .receive(&queues.agent_requests, 10, Duration::ZERO)
+            .await
+            .expect("received");
+        let [request] = requests.as_slice() else {
+            panic!("one request expected: {requests:?}");
+        };
+
+        agent.on_request(&request.body).await.expect("answered");
+
+        let task = app.task(&id).await.expect("read").expect("the task");
+        assert_eq!(task.state, TaskState::Processed);
+        assert_eq!(backend.held(&queues.agent_responses), 0);
+    }
 }
