@@ -169,7 +169,10 @@ impl System {
                 settings.services_fallback.clone(),
                 Arc::new(LocalCredentials),
             )),
-            Arc::new(AnswersInPlace(Arc::clone(&app))) as _,
+            Arc::new(AnswersInPlace {
+                app: Arc::clone(&app),
+                queue: Arc::clone(&backend) as _,
+            }) as _,
             clock,
             queues.agent_responses.clone(),
             BreakerSettings::default(),
@@ -241,9 +244,13 @@ impl System {
 
     /// Stops the consumers and the supervisor, letting in-flight handlers finish
     /// their current message.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
+        self.stop_workers().await;
+    }
+
+    async fn stop_workers(&mut self) {
         let _ = self.stop.send(true);
-        for worker in self.workers {
+        for worker in std::mem::take(&mut self.workers) {
             let _ = worker.await;
         }
     }
@@ -252,11 +259,15 @@ impl System {
 /// The agents' answers, handed to this process's scheduler as they are sent, where
 /// the agents of the deployed stack send them to the agent-response queue: the
 /// answer's write is then the agent's, and no message is written, read and deleted
-/// between them. An answer the scheduler cannot apply fails the agent's handler, whose
-/// request comes again after its visibility timeout: the call is made again, with the
-/// same idempotency key, as when an answer is lost on SQS. The agent-response queue's
-/// consumer stays, for the answers a database of an earlier version holds.
-struct AnswersInPlace(Arc<App>);
+/// between them. An answer the scheduler cannot apply now (its task's write failed,
+/// or it refused it) goes to the agent-response queue after all, as before: it is
+/// applied from there, or ends in the queue's dead-letter queue, and the service is
+/// not called again for it. The queue's consumer stays, for those and for the answers
+/// a database of an earlier version holds.
+struct AnswersInPlace {
+    app: Arc<App>,
+    queue: Arc<dyn Queues>,
+}
 
 #[async_trait::async_trait]
 impl Queues for AnswersInPlace {
@@ -266,10 +277,16 @@ impl Queues for AnswersInPlace {
         messages: &[OutgoingMessage],
     ) -> Result<(), QueueError> {
         for message in messages {
-            self.0
+            if let Err(error) = self
+                .app
                 .on_scheduler_message(queue.as_str(), &message.body)
                 .await
-                .map_err(|e| QueueError::new(queue, e))?;
+            {
+                warn!(%queue, error = %Chain(&error), "an answer not applied at once: it goes through its queue");
+                self.queue
+                    .send(queue, std::slice::from_ref(message))
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -385,6 +402,7 @@ fn workflows(dir: Option<&Path>) -> anyhow::Result<Registry> {
 mod tests {
     use sas_core::clock::WallClock;
     use sas_domain::ids::TaskId;
+    use sas_domain::messages::SchedulerMessage;
     use sas_domain::submission::Submission;
     use sas_domain::task::TaskState;
 
@@ -401,8 +419,9 @@ mod tests {
         url
     }
 
-    #[tokio::test]
-    async fn an_agents_answer_is_applied_to_its_task_before_its_handler_returns() {
+    /// A system over a fresh directory whose consumers are stopped: what moves a
+    /// task is the test. Keep the directory while the system is used.
+    async fn stopped_system() -> (System, tempfile::TempDir) {
         let data = tempfile::tempdir().expect("a directory");
         let settings = Settings {
             data_dir: data.path().to_owned(),
@@ -417,17 +436,17 @@ mod tests {
             services_fallback: Some(remote_service().await),
             ingestion: Ingestion::Direct,
         };
-        let system = System::start(settings, Arc::new(WallClock))
+        let mut system = System::start(settings, Arc::new(WallClock))
             .await
             .expect("started");
-        let (app, agent, backend, queues) = (
-            Arc::clone(&system.app),
-            Arc::clone(&system.step_caller),
-            Arc::clone(&system.backend),
-            system.queues.clone(),
-        );
-        // Nobody consumes a queue from here on: what moves the task is this test.
-        system.stop().await;
+        system.stop_workers().await;
+        (system, data)
+    }
+
+    #[tokio::test]
+    async fn an_agents_answer_is_applied_to_its_task_before_its_handler_returns() {
+        let (system, _data) = stopped_system().await;
+        let (app, backend, queues) = (&system.app, &system.backend, &system.queues);
         let id = TaskId::parse("in-place-1").expect("an id");
         let submission = Submission::new(id.clone(), serde_json::json!({ "order_id": "o-1" }));
         app.submit("order-processing", submission)
@@ -441,10 +460,39 @@ mod tests {
             panic!("one request expected: {requests:?}");
         };
 
-        agent.on_request(&request.body).await.expect("answered");
+        system
+            .step_caller
+            .on_request(&request.body)
+            .await
+            .expect("answered");
 
         let task = app.task(&id).await.expect("read").expect("the task");
         assert_eq!(task.state, TaskState::Processed);
         assert_eq!(backend.held(&queues.agent_responses), 0);
+    }
+
+    #[tokio::test]
+    async fn what_the_scheduler_does_not_apply_at_once_goes_through_the_agent_response_queue() {
+        let (system, _data) = stopped_system().await;
+        let answers = AnswersInPlace {
+            app: Arc::clone(&system.app),
+            queue: Arc::clone(&system.backend) as _,
+        };
+        // A message the scheduler refuses on the agents' queue: it is sent on, to end
+        // in its dead-letter queue there, not dropped and not failed back to the agent.
+        let refused = SchedulerMessage::Run {
+            task_id: TaskId::parse("in-place-2").expect("an id"),
+        };
+        let responses = &system.queues.agent_responses;
+
+        answers
+            .send(
+                responses,
+                &[OutgoingMessage::json(&refused, Duration::ZERO)],
+            )
+            .await
+            .expect("sent on");
+
+        assert_eq!(system.backend.held(responses), 1);
     }
 }
