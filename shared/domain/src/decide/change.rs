@@ -23,6 +23,8 @@ pub(super) struct Change {
     pub(super) waits_changed: bool,
     /// The calls holding gates' slots when the change began ([`crate::flow`]).
     held: Vec<(CallRef, Vec<String>)>,
+    /// The task's lease when the change began.
+    lease_before: Option<Timestamp>,
 }
 
 impl Change {
@@ -32,6 +34,7 @@ impl Change {
         task.updated_at = now;
         Self {
             held: held_slots(&task),
+            lease_before: task.complete_by,
             task,
             effects: Vec::new(),
             now,
@@ -40,7 +43,9 @@ impl Change {
     }
 
     /// The decision, with a deadline message for a lease the change takes: a task
-    /// with notifications not known sent keeps a lease until they are.
+    /// with notifications not known sent keeps a lease until they are. It keeps the
+    /// lease it had while that lasts (its last step's, as it ends): they are sent at
+    /// once, and a lease kept is no index entry moved and no deadline message more.
     pub(super) fn done(mut self, verdict: Verdict) -> Decision {
         if self.waits_changed {
             self.notify();
@@ -48,8 +53,10 @@ impl Change {
         if self.task.complete_by.is_none()
             && let Some(oldest) = self.task.outbox.first()
         {
-            let since = oldest.notification.at;
-            self.hold_for_delivery(since);
+            match self.lease_before.filter(|end| *end > self.now) {
+                Some(end) => self.task.complete_by = Some(end),
+                None => self.hold_for_delivery(oldest.notification.at),
+            }
         }
         let held = std::mem::take(&mut self.held);
         self.release_ended_calls(held);

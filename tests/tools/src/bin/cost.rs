@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! cargo run -p sas-tools --bin cost -- [--tasks 100] [--lease-bucket-seconds 60] [--waves 6] [--ingestion direct|buffered] [--batch 1..25] [--limits '{"drone": {"max_concurrency": 50}}']
-//!     [--workflow drone-delivery] [--input '{...}'] [--workflows DIR]
+//!     [--workflow drone-delivery] [--input '{...}'] [--workflows DIR] [--notify]
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -54,7 +54,14 @@ struct Args {
     /// name is answered by the mock services.
     #[arg(long)]
     workflows: Option<PathBuf>,
+    /// Each task names a notification queue (`notify`), created first: its status
+    /// notifications, and the writes that clear them once sent, are counted too.
+    #[arg(long)]
+    notify: bool,
 }
+
+/// The notification queue of `--notify`.
+const NOTIFICATIONS: &str = "cost-notifications";
 
 /// `--limits`: a JSON object of services' settings.
 fn limits(text: &str) -> Result<Value, String> {
@@ -345,9 +352,20 @@ impl Tally {
 ///
 /// # Errors
 /// The API's answer, when it does not take one.
-async fn submit(stack: &Stack, workflow: &str, input: &Value, ids: &[usize]) -> Result<(), Value> {
-    let body =
-        |i: &usize| json!({ "id": format!("cost-{i}"), "workflow": workflow, "input": input });
+async fn submit(
+    stack: &Stack,
+    workflow: &str,
+    input: &Value,
+    notify: bool,
+    ids: &[usize],
+) -> Result<(), Value> {
+    let body = |i: &usize| {
+        let mut body = json!({ "id": format!("cost-{i}"), "workflow": workflow, "input": input });
+        if notify {
+            body["notify"] = json!(NOTIFICATIONS);
+        }
+        body
+    };
     if let [i] = ids {
         let (status, answer) = stack
             .http("PUT", &format!("/tasks/cost-{i}"), Some(&body(i)))
@@ -382,6 +400,7 @@ async fn main() {
         workflow,
         input,
         workflows,
+        notify,
     } = Args::parse();
     let input = input.unwrap_or_else(delivery_input);
     let agents = match workflows.as_deref().map(agents_in).transpose() {
@@ -406,6 +425,14 @@ async fn main() {
         max_receive_count: 5,
     };
     let stack = Stack::with(moto, &remote.url, policy, &options).await;
+    if notify {
+        aws_sdk_sqs::Client::new(&stack.sdk)
+            .create_queue()
+            .queue_name(NOTIFICATIONS)
+            .send()
+            .await
+            .expect("the notification queue");
+    }
     let http = reqwest::Client::new();
     http.post(format!("{endpoint}/moto-api/recorder/start-recording"))
         .send()
@@ -421,7 +448,7 @@ async fn main() {
         let started = std::time::Instant::now();
         let wave_tasks: Vec<usize> = (wave..tasks).step_by(waves).collect();
         for chunk in wave_tasks.chunks(usize::from(batch)) {
-            if let Err(answer) = submit(&stack, &workflow, &input, chunk).await {
+            if let Err(answer) = submit(&stack, &workflow, &input, notify, chunk).await {
                 drop(stack); // stops moto, which exiting would leave running
                 refuse(&format!("the API refused a task of {workflow}: {answer}"));
             }
