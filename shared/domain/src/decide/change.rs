@@ -10,6 +10,7 @@ use crate::task::{Event, Happened, MAX_HISTORY, Step, StepState, Task, TaskState
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
+use super::delivery::ALERT_REDELIVERY;
 use super::flow::held_slots;
 use super::{Decision, Effect, Verdict};
 
@@ -44,8 +45,9 @@ impl Change {
 
     /// The decision, with a deadline message for a lease the change takes: a task
     /// with notifications not known sent keeps a lease until they are. It keeps the
-    /// lease it had while that lasts (its last step's, as it ends): they are sent at
-    /// once, and a lease kept is no index entry moved and no deadline message more.
+    /// lease it had (its last step's, as it ends) when that ends sooner than a new one
+    /// would: they are sent at once, and a lease kept is no index entry moved and no
+    /// deadline message more.
     pub(super) fn done(mut self, verdict: Verdict) -> Decision {
         if self.waits_changed {
             self.notify();
@@ -53,7 +55,8 @@ impl Change {
         if self.task.complete_by.is_none()
             && let Some(oldest) = self.task.outbox.first()
         {
-            match self.lease_before.filter(|end| *end > self.now) {
+            let held = |end: &Timestamp| *end > self.now && *end <= self.now.plus(ALERT_REDELIVERY);
+            match self.lease_before.filter(held) {
                 Some(end) => self.task.complete_by = Some(end),
                 None => self.hold_for_delivery(oldest.notification.at),
             }

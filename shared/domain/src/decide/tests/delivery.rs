@@ -53,6 +53,32 @@ fn an_alert_not_published_is_raised_again_until_it_is() {
 }
 
 #[test]
+fn a_finished_task_keeps_its_last_lease_for_its_notifications_only_when_it_ends_within_a_minute() {
+    let workflow = drone();
+    let now = Timestamp(0);
+    let (mut task, order, request) = run_to(&workflow, 4, now);
+    let response = respond(&request, ok());
+    for (lease, kept) in [
+        (
+            now.plus(ALERT_REDELIVERY / 2),
+            now.plus(ALERT_REDELIVERY / 2),
+        ),
+        (now.plus(ALERT_REDELIVERY * 2), now.plus(ALERT_REDELIVERY)),
+    ] {
+        task.complete_by = Some(lease);
+        let done = on_response(&task, &workflow, &order, &response, now)
+            .next
+            .expect("processed");
+        assert_eq!(done.state, TaskState::Processed);
+        assert_eq!(
+            done.complete_by,
+            Some(kept),
+            "the last lease ending at {lease:?}"
+        );
+    }
+}
+
+#[test]
 fn a_notification_is_kept_with_its_change_until_sent_and_sent_again_until_then() {
     let workflow = drone();
     let now = Timestamp(0);
