@@ -171,7 +171,7 @@ impl System {
             )),
             Arc::new(AnswersInPlace {
                 app: Arc::clone(&app),
-                queue: Arc::clone(&backend) as _,
+                queues: Arc::clone(&backend) as _,
             }) as _,
             clock,
             queues.agent_responses.clone(),
@@ -266,7 +266,7 @@ impl System {
 /// a database of an earlier version holds.
 struct AnswersInPlace {
     app: Arc<App>,
-    queue: Arc<dyn Queues>,
+    queues: Arc<dyn Queues>,
 }
 
 #[async_trait::async_trait]
@@ -283,7 +283,7 @@ impl Queues for AnswersInPlace {
                 .await
             {
                 warn!(%queue, error = %Chain(&error), "an answer not applied at once: it goes through its queue");
-                self.queue
+                self.queues
                     .send(queue, std::slice::from_ref(message))
                     .await?;
             }
@@ -476,7 +476,7 @@ mod tests {
         let (system, _data) = stopped_system().await;
         let answers = AnswersInPlace {
             app: Arc::clone(&system.app),
-            queue: Arc::clone(&system.backend) as _,
+            queues: Arc::clone(&system.backend) as _,
         };
         // A message the scheduler refuses on the agents' queue: it is sent on, to end
         // in its dead-letter queue there, not dropped and not failed back to the agent.
