@@ -55,8 +55,9 @@ impl Change {
         if self.task.complete_by.is_none()
             && let Some(oldest) = self.task.outbox.first()
         {
-            let held = |end: &Timestamp| *end > self.now && *end <= self.now.plus(ALERT_REDELIVERY);
-            match self.lease_before.filter(held) {
+            let ends_soon =
+                |end: &Timestamp| *end > self.now && *end <= self.now.plus(ALERT_REDELIVERY);
+            match self.lease_before.filter(ends_soon) {
                 Some(end) => self.task.complete_by = Some(end),
                 None => self.hold_for_delivery(oldest.notification.at),
             }
