@@ -4,8 +4,9 @@
 //! created by the scheduler. A repeat is the same task; a different request for the
 //! same id, too late for a 409, is refused on the task and told; a message delivered
 //! twice creates one task; a creation whose messages were lost sends them when its
-//! message comes again. (A kill -9 between acceptance and creation, and in the
-//! middle of a batch: `functions/local/tests/kill_restart.rs`.)
+//! message comes again. Submissions that come together store their workflow's
+//! definition once. (A kill -9 between acceptance and creation, and in the middle of
+//! a batch: `functions/local/tests/kill_restart.rs`.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,6 +137,43 @@ async fn a_direct_creation_whose_messages_were_lost_sends_them_when_it_is_submit
             assert!(matches!(submit().await, Ok(Submitted::Replayed(_))));
         })
         .await;
+    }
+}
+
+/// Submissions that come together to a process that has not yet stored their
+/// workflow's definition (a function's first batch, direct or buffered) store it
+/// once, not once each: it is a write of the whole definition, billed by its size.
+#[tokio::test]
+async fn a_workflow_definition_is_stored_once_for_submissions_that_come_together() {
+    for buffered in [false, true] {
+        let buffering = Buffering::new();
+        let api = if buffered {
+            buffering.app("api")
+        } else {
+            buffering.direct_over(buffering.ports(), "api")
+        };
+        let submissions = (0..10).map(|i| {
+            let submission = Submission::new(
+                TaskId::parse(format!("together-{i}")).expect("id"),
+                delivery_input(),
+            );
+            let api = &api;
+            async move {
+                if buffered {
+                    api.accept("drone-delivery", submission).await.map(|_| ())
+                } else {
+                    api.submit("drone-delivery", submission).await.map(|_| ())
+                }
+            }
+        });
+        for submitted in futures_util::future::join_all(submissions).await {
+            submitted.expect("taken");
+        }
+        assert_eq!(
+            buffering.memory.workflow_writes(),
+            1,
+            "buffered: {buffered}: the definition written once"
+        );
     }
 }
 

@@ -54,6 +54,8 @@ struct State {
     replica: Replica,
     /// Task records the reads of expired leases have returned so far.
     expired_reads: usize,
+    /// Writes of workflow definitions so far.
+    workflow_writes: usize,
     /// The gates, by name.
     gates: HashMap<String, Gate>,
     /// The gates' lines, by gate, in order: (position, call) to the call.
@@ -108,6 +110,12 @@ impl Memory {
     #[must_use]
     pub fn reads(&self) -> [usize; 2] {
         self.state().replica.reads
+    }
+
+    /// Writes of workflow definitions ([`StateStore::save_workflow`]) so far.
+    #[must_use]
+    pub fn workflow_writes(&self) -> usize {
+        self.state().workflow_writes
     }
 
     /// Task records the reads of expired leases ([`StateStore::expired`]) have
@@ -372,7 +380,11 @@ impl StateStore for Memory {
     }
 
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        // A write goes out and comes back, as over a network: whoever else runs
+        // meanwhile sees it not yet made.
+        tokio::task::yield_now().await;
         let mut state = self.state();
+        state.workflow_writes += 1;
         let stored = state
             .workflows
             .entry((workflow.name.clone(), workflow.version))

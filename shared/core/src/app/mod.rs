@@ -174,6 +174,8 @@ pub struct App {
     accepted: Mutex<HashMap<TaskId, Timestamp>>,
     /// The workflow versions this process has stored (or found stored).
     stored: Mutex<HashSet<(String, u32)>>,
+    /// Held while a definition is stored, one at a time ([`App::store_workflow`]).
+    storing: tokio::sync::Mutex<()>,
     /// The definitions tasks run, by name and version, as checked against the store.
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
     /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
@@ -224,6 +226,7 @@ impl App {
             waits: tokio::sync::Semaphore::new(reading::MAX_WAITS),
             accepted: Mutex::new(HashMap::new()),
             stored: Mutex::new(HashSet::new()),
+            storing: tokio::sync::Mutex::new(()),
             checked: Mutex::new(HashMap::new()),
             gate_locks: flow::GateLocks::default(),
             task_locks: locks::Striped::default(),
