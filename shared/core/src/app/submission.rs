@@ -115,19 +115,19 @@ impl App {
     /// always finish on the version it started with, and a start-up stores nothing.
     async fn store_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
         let key = (workflow.name.clone(), workflow.version);
-        let stored = || {
+        let is_stored = || {
             self.stored
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .contains(&key)
         };
-        if stored() {
+        if is_stored() {
             return Ok(());
         }
         // Submissions that come together wait for the first one's write rather than
         // each write the whole definition again.
         let _storing = self.storing.lock().await;
-        if stored() {
+        if is_stored() {
             return Ok(());
         }
         if let Err(error) = self.store.save_workflow(workflow).await {
