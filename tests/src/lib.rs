@@ -131,7 +131,9 @@ pub struct Harness {
     pub clock: Arc<ManualClock>,
     /// The running system.
     pub running: Running,
-    http: reqwest::Client,
+    /// One HTTP client for all its calls: a client's start (its root certificates)
+    /// takes a tenth of a second in a debug build.
+    pub http: reqwest::Client,
     api: String,
     mock: String,
     _data: tempfile::TempDir,

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use sas_tests::{Harness, delivery_input};
@@ -143,6 +144,30 @@ async fn click(browser: &Client, css: &str) {
                 panic!("'{css}' could not be clicked: {error}")
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Types `text` into the field at `css` as a person does: clicks it, selects what it
+/// holds and types over it. The page draws itself again every two seconds unless a
+/// field has the focus, so a field found before its click may be gone: found again.
+async fn type_into(browser: &Client, css: &str, text: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let typed = async {
+            let field = browser.find(Locator::Css(css)).await?;
+            field.click().await?;
+            field
+                .send_keys(&(Key::Control + "a" + &Key::Null + text))
+                .await?;
+            field.prop("value").await
+        };
+        match typed.await {
+            Ok(Some(value)) if value == text => return,
+            outcome if tokio::time::Instant::now() >= deadline => {
+                panic!("'{css}' could not be typed into: {outcome:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
@@ -536,15 +561,12 @@ async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() 
     click(&browser, "#resume").await;
     wait_text(&browser, "#pause", |t| t == "Pause").await;
 
-    let output = browser
-        .find(Locator::Css(&format!("{approve} .output")))
-        .await
-        .expect("the output's editor");
-    output.clear().await.expect("cleared");
-    output
-        .send_keys(r#"{"approved_by": "the console"}"#)
-        .await
-        .expect("typed");
+    type_into(
+        &browser,
+        &format!("{approve} .output"),
+        r#"{"approved_by": "the console"}"#,
+    )
+    .await;
     screenshot(&browser, "waits-2-approving.png").await;
     click(&browser, &format!("{approve} .approve")).await;
     wait_text(&browser, "#task-state", |t| t == "Processed").await;
@@ -557,13 +579,7 @@ async fn an_operator_pauses_resumes_and_approves_a_refund_and_rejects_another() 
 
     task_page(&browser, &console, "refund-rejected", "Processing").await;
     wait_text(&browser, approve, |t| t.contains("waits for its callback")).await;
-    browser
-        .find(Locator::Css(&format!("{approve} .reason")))
-        .await
-        .expect("the reason's field")
-        .send_keys("no receipt")
-        .await
-        .expect("typed");
+    type_into(&browser, &format!("{approve} .reason"), "no receipt").await;
     click(&browser, &format!("{approve} .reject")).await;
     wait_text(&browser, "#task-state", |t| t == "Error").await;
     wait_text(&browser, approve, |t| t.contains("no receipt")).await;
@@ -606,13 +622,7 @@ async fn an_operator_sees_a_limited_services_calls_in_flight_and_waiting() {
     let per_customer = "#services tr[data-limit='step:one-delivery-per-customer/create-delivery']";
     let row = wait_text(&browser, per_customer, |t| t.contains("name a key")).await;
     assert!(row.contains("per input.customer_id"), "{row}");
-    browser
-        .find(Locator::Css("#service-key"))
-        .await
-        .expect("the key's field")
-        .send_keys("c-1")
-        .await
-        .expect("typed");
+    type_into(&browser, "#service-key", "c-1").await;
     click(&browser, "#service-key-show").await;
     wait_text(&browser, &format!("{per_customer} .in-flight"), |t| {
         t == "0 / 1"

@@ -451,7 +451,8 @@ async fn the_openapi_document_lists_exactly_the_routes_the_handler_answers() {
 /// as JSON (a string when it is not JSON, the console's page).
 async fn raw_call(harness: &Harness, method: &str, path: &str) -> (u16, Value) {
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let response = reqwest::Client::new()
+    let response = harness
+        .http
         .request(method, format!("http://{}{path}", harness.running.api))
         .header("content-type", "application/json")
         .body("{}")
