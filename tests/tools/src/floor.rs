@@ -7,20 +7,77 @@ use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The 4 KiB blocks of a file that the disk writes back, the unit a flush pays by.
+pub const BLOCK: u64 = 4096;
+
+/// Where a probe's writes land, each flushed before the next is made. On a disk that
+/// writes back whole blocks, a flush's price is set by the blocks its write touches
+/// and by whether the file's blocks or size must change, more than by its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Over the same bytes each time, at the file's start: one block while the write
+    /// holds in one, the least a write of its size can cost.
+    InPlace,
+    /// One after another through a file written whole before: SQLite's WAL, which is
+    /// written again from its start after a checkpoint.
+    Reused,
+    /// One after another through a file whose length was set but never written, its
+    /// blocks allocated by the writes: a journal made with `set_len`, as fjall's is.
+    Sparse,
+    /// One after another at the end of a file that grows with each.
+    Appended,
+}
+
+impl Placement {
+    pub const ALL: [Self; 4] = [Self::InPlace, Self::Reused, Self::Sparse, Self::Appended];
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::InPlace => "in-place",
+            Self::Reused => "reused",
+            Self::Sparse => "sparse",
+            Self::Appended => "appended",
+        }
+    }
+
+    /// Where the `round`th write of `bytes` is made.
+    fn offset(self, bytes: usize, round: usize) -> u64 {
+        match self {
+            Self::InPlace => 0,
+            Self::Reused | Self::Sparse | Self::Appended => (bytes * round) as u64,
+        }
+    }
+
+    /// The blocks a write of `bytes` touches on average over `rounds` writes.
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)]
+    pub fn blocks_per_write(self, bytes: usize, rounds: usize) -> f64 {
+        let touched: u64 = (0..rounds)
+            .map(|round| {
+                let start = self.offset(bytes, round);
+                let end = start + bytes.max(1) as u64 - 1;
+                end / BLOCK - start / BLOCK + 1
+            })
+            .sum();
+        touched as f64 / rounds.max(1) as f64
+    }
+}
+
 /// The median time of `rounds` flushes (`fdatasync`) of a `bytes`-long write made
-/// over a file's old blocks in `dir`, as SQLite's WAL is written once it has grown.
+/// over a file's old blocks in `dir` ([`Placement::InPlace`]).
 ///
 /// # Errors
 /// When the file cannot be made, written or flushed.
 pub fn flush_time(dir: &Path, bytes: usize, rounds: usize) -> std::io::Result<Duration> {
-    let mut times = flush_times(dir, bytes, rounds, Duration::ZERO)?;
+    let mut times = flush_times(dir, bytes, rounds, Duration::ZERO, Placement::InPlace)?;
     times.sort_unstable();
     Ok(times.get(times.len() / 2).copied().unwrap_or_default())
 }
 
-/// The times of `rounds` flushes as [`flush_time`] makes them, each `pause` after the
-/// one before, in the order they were made: the disk's slow spells show as runs of
-/// slow flushes.
+/// The times of `rounds` flushes (`fdatasync`) of `bytes`-long writes made in a new
+/// file in `dir` where `placement` says, each `pause` after the one before, in the
+/// order they were made: the disk's slow spells show as runs of slow flushes.
 ///
 /// # Errors
 /// When the file cannot be made, written or flushed.
@@ -29,17 +86,23 @@ pub fn flush_times(
     bytes: usize,
     rounds: usize,
     pause: Duration,
+    placement: Placement,
 ) -> std::io::Result<Vec<Duration>> {
-    let path = dir.join(format!("flush-probe-{bytes}"));
+    let path = dir.join(format!("flush-probe-{bytes}-{}", placement.name()));
     let file = File::create(&path)?;
-    let block = vec![0x5a_u8; bytes];
-    file.write_all_at(&block, 0)?;
+    let write = vec![0x5a_u8; bytes];
+    match placement {
+        Placement::InPlace => file.write_all_at(&write, 0)?,
+        Placement::Reused => file.write_all_at(&vec![0; bytes * rounds], 0)?,
+        Placement::Sparse => file.set_len((bytes * rounds) as u64)?,
+        Placement::Appended => {}
+    }
     file.sync_all()?;
     let mut times = Vec::with_capacity(rounds);
-    for _ in 0..rounds {
+    for round in 0..rounds {
         std::thread::sleep(pause);
         let started = Instant::now();
-        file.write_all_at(&block, 0)?;
+        file.write_all_at(&write, placement.offset(bytes, round))?;
         file.sync_data()?;
         times.push(started.elapsed());
     }
@@ -290,10 +353,23 @@ mod tests {
     }
 
     #[test]
-    fn a_flush_probe_measures_a_time_and_leaves_no_file() {
+    fn a_flush_probe_measures_a_time_in_every_placement_and_leaves_no_file() {
         let dir = tempfile::tempdir().expect("dir");
-        let time = flush_time(dir.path(), 4096, 3).expect("probe");
-        assert!(time > Duration::ZERO);
+        assert!(flush_time(dir.path(), 4096, 3).expect("probe") > Duration::ZERO);
+        for placement in Placement::ALL {
+            let times = flush_times(dir.path(), 500, 3, Duration::ZERO, placement).expect("probe");
+            assert_eq!(times.len(), 3, "{placement:?}");
+            assert!(times.iter().all(|t| *t > Duration::ZERO), "{placement:?}");
+        }
         assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+    }
+
+    #[test]
+    fn writes_one_after_another_touch_the_blocks_they_cross() {
+        // 3,000 bytes at 0, 3,000, 6,000 and 9,000: blocks 0; 0-1; 1-2; 2.
+        assert!((Placement::Reused.blocks_per_write(3000, 4) - 1.5).abs() < f64::EPSILON);
+        assert!((Placement::InPlace.blocks_per_write(3000, 4) - 1.0).abs() < f64::EPSILON);
+        assert!((Placement::Appended.blocks_per_write(4096, 3) - 1.0).abs() < f64::EPSILON);
+        assert!((Placement::InPlace.blocks_per_write(8192, 2) - 2.0).abs() < f64::EPSILON);
     }
 }

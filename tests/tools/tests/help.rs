@@ -1,5 +1,6 @@
 //! Each tool prints its usage for `--help` and exits 0; a bad option gets clap's
-//! error and a non-zero exit, not a panic.
+//! error and a non-zero exit, not a panic. And `bench flush`, which needs no server,
+//! run through its output.
 
 use std::process::{Command, Output};
 
@@ -30,6 +31,42 @@ fn assert_help(binary: &str, args: &[&str], options: &[&str]) {
 }
 
 #[test]
+fn bench_flush_prints_each_placements_flushes_and_their_medians() {
+    let output = run(
+        env!("CARGO_BIN_EXE_bench"),
+        &[
+            "flush",
+            "--bytes",
+            "3000",
+            "--flushes",
+            "4",
+            "--rounds",
+            "2",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2 * 4 + 1 + 4, "{stdout}");
+    assert_eq!(lines[8], "# medians of 2 rounds of 4 flushes");
+    // 3,000 bytes at 0, 3,000, 6,000, 9,000 cross blocks 0; 0-1; 1-2; 2.
+    for (line, (placement, blocks)) in lines[9..].iter().zip([
+        ("in-place", "1.00"),
+        ("reused", "1.50"),
+        ("sparse", "1.50"),
+        ("appended", "1.50"),
+    ]) {
+        let start = format!("bytes=3000 placement={placement} blocks_per_write={blocks} p50_us=");
+        assert!(line.starts_with(&start), "{line}");
+        assert!(line.contains(" p99_us="), "{line}");
+    }
+}
+
+#[test]
 fn bench_prints_its_usage() {
     let bench = env!("CARGO_BIN_EXE_bench");
     assert_help(
@@ -39,6 +76,7 @@ fn bench_prints_its_usage() {
             "run",
             "ingest",
             "sweep",
+            "flush",
             "--tasks",
             "--rates",
             "[default: 2000]",

@@ -58,7 +58,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use sas_tools::floor::{STRACE_OPTIONS, WalWrites, flush_time, flush_times, quantile_of_runs};
+use sas_tools::floor::{
+    Placement, STRACE_OPTIONS, WalWrites, flush_time, flush_times, quantile_of_runs,
+};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -204,6 +206,23 @@ enum Benchmark {
         /// The store swept.
         #[arg(long, value_enum, default_value_t = SweptStore::Embedded)]
         store: SweptStore,
+    },
+    /// The disk's flush of a write by its size and by where it lands, every size and
+    /// placement in turn, several rounds, each flush [`TAIL_PAUSE`] after the one
+    /// before (as a commit at concurrency 1 is): what a store's commit pays for how it
+    /// writes. A line a measurement, then the medians of the rounds.
+    Flush {
+        /// The writes' sizes in bytes: by default what a commit of DBOS's Postgres and
+        /// one of ours wrote at concurrency 1 in BENCHMARKS.md's table, 1 KiB (a WAL
+        /// frame of ours), a block and two.
+        #[arg(long, value_delimiter = ',', default_value = "491,1024,2960,4096,8192")]
+        bytes: Vec<usize>,
+        /// Flushes of each size and placement a round.
+        #[arg(long, default_value_t = 1000)]
+        flushes: usize,
+        /// Rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
     },
     /// The remote service `--services apart` starts: on 127.0.0.1, one thread,
     /// answering `{}` at once to any call; prints `remote=<its URL>`.
@@ -977,7 +996,13 @@ impl Probe {
                 bytes as f64,
                 micros(flush_time(dir.path(), bytes.max(1), FLUSHES)?),
             ));
-            let times = flush_times(dir.path(), bytes.max(1), TAIL_FLUSHES, TAIL_PAUSE)?;
+            let times = flush_times(
+                dir.path(),
+                bytes.max(1),
+                TAIL_FLUSHES,
+                TAIL_PAUSE,
+                Placement::InPlace,
+            )?;
             task_flushes_p99_us.push(micros(quantile_of_runs(&times, commits, 0.99)));
         }
         let server = Server::start(Durability::Full)?;
@@ -1727,6 +1752,49 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             expired_percent,
             store,
         } => sweep(tasks, expired_percent, store).await,
+        Benchmark::Flush {
+            bytes,
+            flushes,
+            rounds,
+        } => flush(&bytes, flushes, rounds),
         Benchmark::Remote => remote().await,
     }
+}
+
+/// [`Benchmark::Flush`].
+fn flush(sizes: &[usize], flushes: usize, rounds: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    let cases: Vec<(usize, Placement)> = sizes
+        .iter()
+        .flat_map(|&bytes| Placement::ALL.map(|placement| (bytes.max(1), placement)))
+        .collect();
+    let mut measured: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); cases.len()];
+    for round in 1..=rounds {
+        for (&(bytes, placement), (p50s, p99s)) in cases.iter().zip(&mut measured) {
+            let mut times = flush_times(dir.path(), bytes, flushes, TAIL_PAUSE, placement)?;
+            times.sort_unstable();
+            let (p50, p99) = (
+                micros(times[times.len() / 2]),
+                micros(times[(times.len() * 99 / 100).min(times.len() - 1)]),
+            );
+            println!(
+                "round={round} bytes={bytes} placement={} p50_us={p50:.0} p99_us={p99:.0}",
+                placement.name()
+            );
+            p50s.push(p50);
+            p99s.push(p99);
+        }
+    }
+    println!("# medians of {rounds} rounds of {flushes} flushes");
+    for (&(bytes, placement), (p50s, p99s)) in cases.iter().zip(measured) {
+        println!(
+            "bytes={bytes} placement={} blocks_per_write={:.2} p50_us={:.0} p99_us={:.0}",
+            placement.name(),
+            placement.blocks_per_write(bytes, flushes),
+            median(p50s),
+            median(p99s),
+        );
+    }
+    Ok(())
 }
