@@ -245,6 +245,23 @@ pub(crate) fn query_pairs(query: Option<&str>) -> impl Iterator<Item = (&str, &s
         .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
 }
 
+/// A query parameter's value percent-decoded, as a browser's `URLSearchParams` and
+/// most clients encode it.
+pub(crate) fn decoded<'a>(
+    key: &str,
+    value: &'a str,
+) -> Result<std::borrow::Cow<'a, str>, ApiError> {
+    percent_encoding::percent_decode_str(value)
+        .decode_utf8()
+        .map_err(|_| {
+            ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("{key}: must be UTF-8, percent-encoded"),
+            )
+            .on(key)
+        })
+}
+
 pub(crate) fn unknown_parameter(key: &str) -> ApiError {
     ApiError::new(
         ErrorCode::InvalidQuery,

@@ -10,7 +10,7 @@ use sas_domain::task::{Request, TaskState};
 use sas_domain::time::Timestamp;
 
 use crate::bodies::{BulkBody, RedriveBody, parse_json};
-use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
+use crate::error::{ApiError, ErrorCode, decoded, query_pairs, unknown_parameter};
 use crate::tasks::{LISTED, invalid_cursor, parse_state};
 use crate::view::{
     BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView,
@@ -108,18 +108,7 @@ pub(crate) async fn services(app: &App, query: Option<&str>) -> Result<ApiRespon
     let mut key = None;
     for (name, value) in query_pairs(query) {
         match name {
-            "key" => {
-                let value = percent_encoding::percent_decode_str(value)
-                    .decode_utf8()
-                    .map_err(|_| {
-                        ApiError::new(
-                            ErrorCode::InvalidQuery,
-                            "key: must be UTF-8, percent-encoded",
-                        )
-                        .on("key")
-                    })?;
-                key = Some(value.into_owned());
-            }
+            "key" => key = Some(decoded(name, value)?.into_owned()),
             _ => return Err(unknown_parameter(name)),
         }
     }

@@ -13,7 +13,7 @@ use sas_domain::task::{Task, TaskState};
 use sas_domain::time::Timestamp;
 
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
-use crate::error::{ApiError, ErrorCode, not_found, query_pairs, unknown_parameter};
+use crate::error::{ApiError, ErrorCode, decoded, not_found, query_pairs, unknown_parameter};
 use crate::routes::Scope;
 use crate::view::{AcceptedView, BatchView, ChildrenView, PageView, TaskView, View};
 use crate::{
@@ -377,7 +377,7 @@ pub(crate) async fn list(
                     .on(key));
                 }
             },
-            "after" => after = Some(value),
+            "after" => after = Some(decoded(key, value)?),
             _ => return Err(unknown_parameter(key)),
         }
     }
@@ -389,7 +389,7 @@ pub(crate) async fn list(
         .on("state")
     })?;
     let page = app
-        .list(state, limit, after, scope.owner())
+        .list(state, limit, after.as_deref(), scope.owner())
         .await
         .map_err(invalid_cursor)?;
     let after = |shown: usize| page.after.get(shown - 1).cloned();
