@@ -87,10 +87,13 @@ impl TaskPage {
     /// The creation time and id a cursor of [`TaskPage::cursor_after`] names.
     ///
     /// # Errors
-    /// [`StoreError::InvalidCursor`] when it is not such a cursor.
+    /// [`StoreError::InvalidCursor`] when it is not such a cursor: its id checked as
+    /// a task's, so that no text a store would refuse as a key bound (DynamoDB's, over
+    /// 1 KB) reaches it.
     pub fn parse_cursor(cursor: &str) -> Result<(i64, &str), StoreError> {
         cursor
             .split_once('.')
+            .filter(|(_, id)| TaskId::parse(*id).is_ok())
             .and_then(|(created, id)| Some((created.parse().ok()?, id)))
             .ok_or_else(|| StoreError::InvalidCursor(cursor.to_owned()))
     }

@@ -271,6 +271,14 @@ async fn the_sweep_reads_expired_leases_only(store: &dyn StateStore) {
             "a cursor the store did not give is refused ({state:?})"
         );
     }
+    let too_long = format!("1.{}", "a".repeat(2000));
+    assert!(
+        matches!(
+            store.list(TaskState::Error, 2, Some(&too_long)).await,
+            Err(StoreError::InvalidCursor(_))
+        ),
+        "a cursor whose id no task could have is refused, not sent to the store"
+    );
     assert!(
         store
             .list(TaskState::Error, 10, None)
