@@ -1764,7 +1764,6 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
 /// [`Benchmark::Flush`].
 fn flush(sizes: &[usize], flushes: usize, rounds: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let micros = |d: Duration| d.as_secs_f64() * 1e6;
     let cases: Vec<(usize, Placement)> = sizes
         .iter()
         .flat_map(|&bytes| Placement::ALL.map(|placement| (bytes.max(1), placement)))
@@ -1775,8 +1774,8 @@ fn flush(sizes: &[usize], flushes: usize, rounds: usize) -> anyhow::Result<()> {
             let mut times = flush_times(dir.path(), bytes, flushes, TAIL_PAUSE, placement)?;
             times.sort_unstable();
             let (p50, p99) = (
-                micros(times[times.len() / 2]),
-                micros(times[(times.len() * 99 / 100).min(times.len() - 1)]),
+                quantile(&times, 0.5) * 1000.0,
+                quantile(&times, 0.99) * 1000.0,
             );
             println!(
                 "round={round} bytes={bytes} placement={} p50_us={p50:.0} p99_us={p99:.0}",
