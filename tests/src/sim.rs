@@ -26,8 +26,8 @@ use async_trait::async_trait;
 use sas_core::app::{App, Ports, QueueNames};
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    AlertError, Alerts, Expired, ExpiredCursor, NoMetrics, OutgoingMessage, QueueError, Queues,
-    RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage, Unreadable,
+    AlertError, Alerts, CursorKey, Expired, ExpiredCursor, NoMetrics, OutgoingMessage, QueueError,
+    Queues, RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage, Unreadable,
 };
 use sas_core::step_caller::StepCaller;
 use sas_domain::decide::Resubmit;
@@ -555,6 +555,10 @@ impl StateStore for FaultyStore {
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         self.inner.load_workflow(name, version).await
+    }
+
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
+        self.inner.cursor_key(drawn).await
     }
 
     async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {

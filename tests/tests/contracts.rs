@@ -275,6 +275,18 @@ async fn in_error(
         .expect("created");
 }
 
+/// `GET /tasks?{query}` as `caller`.
+async fn list_as(app: &App, caller: &Caller, query: &str) -> api::ApiResponse {
+    api::handle(
+        app,
+        ApiRequest {
+            caller,
+            ..request("GET", "/tasks", Some(query), b"")
+        },
+    )
+    .await
+}
+
 /// Pages through the tasks in Error as `caller`, a hundred a page at most, asking
 /// for the next page until there is none: the tasks' ids in the order listed, each
 /// answer checked to fit an API Gateway answer, and the most tasks of the store one
@@ -288,14 +300,7 @@ async fn page_through(world: &Buffering, app: &App, caller: &Caller) -> (Vec<Str
             None => "state=Error&limit=100".to_owned(),
         };
         let before = world.memory.listed();
-        let response = api::handle(
-            app,
-            ApiRequest {
-                caller,
-                ..request("GET", "/tasks", Some(&query), b"")
-            },
-        )
-        .await;
+        let response = list_as(app, caller, &query).await;
         most_read = most_read.max(world.memory.listed() - before);
         assert_eq!(response.status, 200, "{}", response.body);
         assert!(
@@ -375,6 +380,78 @@ async fn an_owners_listing_reads_a_bounded_number_of_tasks_a_request() {
     let (found, read) = page_through(&world, &app, &caller).await;
     assert!(read <= 200, "{read} tasks read for one request");
     assert_eq!(found, ["z-mine"], "its own, and only its own, in the end");
+}
+
+/// An owner's listing cursor tells nothing of others' tasks, though it may stand
+/// after one of theirs (its page read only theirs), and it is the owner's own: taken
+/// by another process of the deployment, refused to another owner, for another
+/// state, or changed by a character.
+#[tokio::test]
+async fn an_owners_listing_cursor_tells_nothing_of_others_tasks_and_is_its_own() {
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
+    let (me, other) = (
+        Owner::new("me").expect("owner"),
+        Owner::new("other").expect("owner"),
+    );
+    let mut theirs = Vec::new();
+    for n in 0..300 {
+        let id = TaskId::scoped(&other, &TaskId::parse(format!("t-{n:03}")).expect("id"));
+        theirs.push(id.to_string());
+        in_error(&world, id, Some(&other), None).await;
+    }
+    world.clock.advance(Duration::from_secs(1));
+    let mine = TaskId::scoped(&me, &TaskId::parse("z-mine").expect("id"));
+    in_error(&world, mine, Some(&me), None).await;
+    let (caller, them) = (
+        Caller::Known {
+            owner: me,
+            operator: false,
+        },
+        Caller::Known {
+            owner: other.clone(),
+            operator: false,
+        },
+    );
+    let page = |response: api::ApiResponse| {
+        assert_eq!(response.status, 200, "{}", response.body);
+        serde_json::from_str::<Value>(&response.body).expect("JSON")
+    };
+
+    let first = page(list_as(&app, &caller, "state=Error&limit=100").await);
+    assert_eq!(first["tasks"], json!([]), "its page read only others'");
+    let next = first["next"].as_str().expect("a next page").to_owned();
+    for told in theirs.iter().chain([&other.tag()]) {
+        assert!(!next.contains(told.as_str()), "{next} names {told}");
+    }
+
+    let elsewhere = world.direct_over(world.ports(), "submission-2");
+    let second = page(
+        list_as(
+            &elsewhere,
+            &caller,
+            &format!("state=Error&limit=100&after={next}"),
+        )
+        .await,
+    );
+    assert_eq!(second["tasks"][0]["id"], "z-mine", "{second}");
+
+    let mut changed = next.clone().into_bytes();
+    changed[30] = if changed[30] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).expect("text");
+    for (who, query) in [
+        (&them, format!("state=Error&after={next}")),
+        (&caller, format!("state=Pending&after={next}")),
+        (&caller, format!("state=Error&after={changed}")),
+        (
+            &caller,
+            format!("state=Error&after=000000000000000.{}", theirs[0]),
+        ),
+    ] {
+        let refused = list_as(&app, who, &query).await;
+        assert_eq!(refused.status, 400, "{query}: {}", refused.body);
+        assert!(refused.body.contains("not a cursor"), "{}", refused.body);
+    }
 }
 
 /// An owner's page of large tasks, too large for one answer, is answered shorter and

@@ -165,7 +165,8 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             parameters.push(json!({"name": "limit", "in": "query",
                 "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 50}}));
             parameters.push(json!({"name": "after", "in": "query",
-                "description": "the `next` of the page before", "schema": {"type": "string"}}));
+                "description": "the `next` of the page before, as it was given (a caller's is sealed: good for its own listing of that state only)",
+                "schema": {"type": "string"}}));
         }
         Action::Children => {
             parameters.push(json!({"name": "step", "in": "query",

@@ -5,6 +5,7 @@
 //! | `TASK#<id>`      | `TASK`      | the task's record, its version, the index keys below, and its order data when small |
 //! | `TASK#<id>`      | `ORDER`     | order data too large to keep in the task's item, written with the task in one transaction |
 //! | `WORKFLOW#<name>`| `V#<version>` | a workflow definition, as tasks started with it |
+//! | `SECRET#cursor`  | `SECRET`    | the key that seals owners' listing cursors, drawn by the first process that needed it |
 //!
 //! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
 //! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
@@ -50,8 +51,8 @@ use sas_lambda::sdk::{SdkClient, sdk_client};
 use tracing::error;
 
 use sas_core::ports::{
-    Chain, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError, TaskPage,
-    Unreadable,
+    Chain, CursorKey, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError,
+    TaskPage, Unreadable,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{TaskId, stable_hash};
@@ -1110,6 +1111,50 @@ impl StateStore for DynamoStore {
         taken: &[Waiter],
     ) -> Result<(), StoreError> {
         self.write_gate(name, gate, taken).await
+    }
+
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
+        let item_key = || key("SECRET#cursor".to_owned(), "SECRET".to_owned());
+        let kept = async || -> Result<Option<CursorKey>, StoreError> {
+            let output = self
+                .client
+                .get_item()
+                .table_name(&self.settings.table)
+                .set_key(Some(item_key()))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            let Some(item) = output.item() else {
+                return Ok(None);
+            };
+            item.get("secret")
+                .and_then(|v| v.as_b().ok())
+                .and_then(|secret| CursorKey::try_from(secret.as_ref()).ok())
+                .map(Some)
+                .ok_or_else(|| StoreError::Corrupt("a cursor key that is not 32 bytes".into()))
+        };
+        if let Some(key) = kept().await? {
+            return Ok(key);
+        }
+        let mut item = item_key();
+        item.insert("secret".to_owned(), AttributeValue::B(Blob::new(drawn)));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .send()
+            .await;
+        match conditional(put) {
+            Ok(()) => Ok(drawn),
+            Err(StoreError::Conflict) => kept().await?.ok_or_else(|| {
+                StoreError::Corrupt("the cursor key, there a moment ago, is gone".into())
+            }),
+            Err(error) => Err(error),
+        }
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

@@ -99,6 +99,9 @@ impl TaskPage {
     }
 }
 
+/// The bytes of the key that seals owners' listing cursors ([`StateStore::cursor_key`]).
+pub type CursorKey = [u8; 32];
+
 /// An entry of a store's lease index: where a pass over the expired leases has read
 /// to in one shard of it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -279,6 +282,15 @@ pub trait StateStore: Send + Sync {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError>;
+
+    /// The key that seals owners' listing cursors, one for the whole deployment:
+    /// `drawn` (at random, by the caller) when none is kept yet, kept from then on;
+    /// else the one kept first. Every process of a deployment gets the same, restart
+    /// after restart.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError>;
 
     /// Keeps a workflow definition for the tasks that start with it.
     ///

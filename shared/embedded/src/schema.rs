@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY, queue TEXT NOT NULL, body TEXT NOT NULL,
     visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- The deployment's own secrets, by name: the key that seals owners' listing cursors.
+CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 -- The queues are served from memory: their table is read whole at the start and
 -- written by id, so it has no index to keep at every send and delete (databases
 -- written before had one).

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use sas_core::ports::{
-    Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError, TaskPage,
-    Unreadable,
+    CursorKey, Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError,
+    TaskPage, Unreadable,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::TaskId;
@@ -397,6 +397,29 @@ impl StateStore for Embedded {
         taken: &[Waiter],
     ) -> Result<(), StoreError> {
         self.write_gate(name, gate, taken).await
+    }
+
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
+        self.write(move |c| {
+            execute(
+                c,
+                "INSERT INTO secrets (name, value) VALUES ('cursor_key', ?1)
+                 ON CONFLICT (name) DO NOTHING",
+                [drawn.as_slice()],
+            )
+            .map_err(unavailable)?;
+            let kept: Vec<u8> = query_row(
+                c,
+                "SELECT value FROM secrets WHERE name = 'cursor_key'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(unavailable)?;
+            CursorKey::try_from(kept).map_err(|kept| {
+                StoreError::Corrupt(format!("a cursor key of {} bytes", kept.len()).into())
+            })
+        })
+        .await
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

@@ -348,6 +348,7 @@ async fn committed_state_survives_reopening() {
     {
         let store = open(&dir, Arc::clone(&clock));
         store.create(&task, &order).await.expect("created");
+        store.cursor_key([1; 32]).await.expect("cursor key");
         store
             .send(
                 &queue,
@@ -361,6 +362,7 @@ async fn committed_state_survives_reopening() {
     }
     let store = open(&dir, clock);
     assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
+    assert_eq!(store.cursor_key([2; 32]).await.expect("read"), [1; 32]);
     assert_eq!(
         store
             .receive(&queue, 1, Duration::ZERO)

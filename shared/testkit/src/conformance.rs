@@ -36,7 +36,7 @@ pub struct WorkQueue {
 }
 
 /// The state store's conformance: conditional writes and transactions, the sweep's
-/// reads, listings, workflow versions and gates.
+/// reads, listings, workflow versions, the cursor key and gates.
 ///
 /// # Panics
 /// Where the store does not conform.
@@ -45,6 +45,7 @@ pub async fn state_store(store: &dyn StateStore) {
     the_sweep_reads_expired_leases_only(store).await;
     a_pass_reads_each_expired_lease_once(store).await;
     workflow_versions_are_kept(store).await;
+    the_first_cursor_key_is_kept(store).await;
     gates_are_versioned_and_their_lines_ordered(store).await;
 }
 
@@ -366,6 +367,13 @@ async fn workflow_versions_are_kept(store: &dyn StateStore) {
 }
 
 /// What the work queue hands out at once, without waiting.
+/// The first key drawn for owners' cursors is the one every later caller gets.
+async fn the_first_cursor_key_is_kept(store: &dyn StateStore) {
+    let first = store.cursor_key([1; 32]).await.expect("kept");
+    assert_eq!(store.cursor_key([2; 32]).await.expect("read"), first);
+    assert_eq!(store.cursor_key([3; 32]).await.expect("read"), first);
+}
+
 async fn receive_now(under_test: &WorkQueue) -> Vec<Delivery> {
     under_test
         .consumer

@@ -11,8 +11,9 @@ use async_trait::async_trait;
 
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    AlertError, Alerts, Consumer, Delivery, Expired, ExpiredCursor, LeaseKey, OutgoingMessage,
-    QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage, Unreadable,
+    AlertError, Alerts, Consumer, CursorKey, Delivery, Expired, ExpiredCursor, LeaseKey,
+    OutgoingMessage, QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage,
+    Unreadable,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
@@ -46,6 +47,7 @@ struct State {
     tasks: BTreeMap<String, Task>,
     orders: HashMap<String, Order>,
     workflows: HashMap<(String, u32), String>,
+    cursor_key: Option<CursorKey>,
     queues: BTreeMap<String, Vec<Stored>>,
     visibility: HashMap<String, Duration>,
     redrive: HashMap<String, Redrive>,
@@ -394,6 +396,10 @@ impl StateStore for Memory {
         } else {
             Err(StoreError::Conflict)
         }
+    }
+
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
+        Ok(*self.state().cursor_key.get_or_insert(drawn))
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

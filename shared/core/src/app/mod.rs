@@ -22,6 +22,7 @@ use sas_domain::time::Timestamp;
 use sas_domain::workflow::{Registry, Workflow};
 
 mod children;
+mod cursors;
 mod effects;
 mod flow;
 mod limits;
@@ -195,6 +196,8 @@ pub struct App {
     /// one task that come together (a parallel step's, a map's children's ends) take
     /// turns at its record, where they raced and all but one lost a write.
     task_locks: locks::Striped<1024>,
+    /// Seals owners' listing cursors, once the store's key is read ([`cursors`]).
+    cursor_seal: tokio::sync::OnceCell<cursors::CursorSeal>,
 }
 
 impl App {
@@ -230,6 +233,7 @@ impl App {
             checked: Mutex::new(HashMap::new()),
             gate_locks: flow::GateLocks::default(),
             task_locks: locks::Striped::default(),
+            cursor_seal: tokio::sync::OnceCell::new(),
             deadline_messages: false,
             ingest: None,
             claims_submissions: None,

@@ -4,6 +4,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use super::App;
+use super::cursors::CursorSeal;
 use crate::ports::{StoreError, TaskPage};
 use sas_domain::ids::{Owner, TaskId};
 use sas_domain::task::{Order, Task, TaskState};
@@ -132,10 +133,11 @@ impl App {
     ///
     /// The store lists by state, so an owner's page is gathered from up to
     /// [`OWNED_LISTING_READS`] of its pages and [`OWNED_LISTING_TASKS`] of its tasks:
-    /// it may hold fewer than `limit` tasks and still have a next one.
+    /// it may hold fewer than `limit` tasks and still have a next one. Its cursors are
+    /// sealed ([`cursors`](super::cursors)): the store's may name others' tasks.
     ///
     /// # Errors
-    /// [`StoreError`] when the store fails.
+    /// [`StoreError`] when the store fails, or `after` is not a cursor this listing gave.
     pub async fn list(
         &self,
         state: TaskState,
@@ -146,9 +148,13 @@ impl App {
         let Some(owner) = owner else {
             return self.store.list(state, limit, after).await;
         };
+        let seal = self
+            .cursor_seal
+            .get_or_try_init(|| CursorSeal::of(self.store.as_ref()))
+            .await?;
         let mut owned = TaskPage {
             tasks: Vec::new(),
-            next: after.map(str::to_owned),
+            next: after.map(|c| seal.open(owner, state, c)).transpose()?,
             after: Vec::new(),
         };
         let mut budget = OWNED_LISTING_TASKS;
@@ -172,6 +178,11 @@ impl App {
                 break;
             }
         }
-        Ok(owned)
+        let sealed = |cursor: &String| seal.seal(owner, state, cursor);
+        Ok(TaskPage {
+            next: owned.next.as_ref().map(sealed).transpose()?,
+            after: owned.after.iter().map(sealed).collect::<Result<_, _>>()?,
+            tasks: owned.tasks,
+        })
     }
 }
