@@ -29,14 +29,9 @@ fn quick(notify: Option<&str>) -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input(), "notify": notify })
 }
 
-/// The queue of buffered submissions of a harness started buffered.
+/// The queue of buffered submissions of a harness.
 fn ingest_queue(harness: &Harness) -> QueueName {
-    harness
-        .running
-        .system
-        .ingest
-        .clone()
-        .expect("an ingest queue")
+    harness.running.system.ingest.clone()
 }
 
 /// A direct submission on the local system is answered with its task created

@@ -77,8 +77,8 @@ pub struct System {
     pub backend: Arc<Embedded>,
     /// The pattern's queues.
     pub queues: QueueNames,
-    /// The queue of buffered submissions, in buffered ingestion.
-    pub ingest: Option<QueueName>,
+    /// The queue of buffered submissions (drained in direct ingestion too).
+    pub ingest: QueueName,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -122,17 +122,17 @@ impl System {
             .flat_map(|w| w.steps.iter().filter_map(|s| Some(s.call()?.complete_by)))
             .max()
             .unwrap_or_default();
-        let ingest = (settings.ingestion == Ingestion::Buffered)
-            .then(|| queue("ingest"))
-            .transpose()?;
+        // Drained in either mode: submissions a buffered run accepted are created
+        // after a restart in direct ingestion.
+        let ingest = queue("ingest")?;
         let thirty = Duration::from_secs(30);
-        let mut created = vec![
+        let created = [
             (&queues.scheduler, thirty, false),
             (&queues.agent_responses, thirty, false),
             (&queues.agent_requests, longest_step + thirty, false),
+            // A buffered submission is acknowledged once its message is committed.
+            (&ingest, thirty, true),
         ];
-        // A buffered submission is acknowledged once its message is committed.
-        created.extend(ingest.iter().map(|ingest| (ingest, thirty, true)));
         for (name, visibility, committed_sends) in created {
             let dead_letter = queue(&format!("{name}-dlq"))?;
             let settings = QueueSettings {
@@ -144,7 +144,7 @@ impl System {
             backend.create_queue(name, settings).await?;
         }
         let ports = Ports::of(&backend, Arc::clone(&clock));
-        let mut app = App::new(
+        let app = App::new(
             ports,
             workflows,
             queues.clone(),
@@ -156,10 +156,10 @@ impl System {
             &queues,
             settings.agent_concurrency,
         ));
-        if let Some(ingest) = &ingest {
-            app = app.with_ingestion(ingest.clone());
-        }
-        let app = Arc::new(app);
+        let app = Arc::new(match settings.ingestion {
+            Ingestion::Buffered => app.with_ingestion(ingest.clone()),
+            Ingestion::Direct => app.draining(ingest.clone()),
+        });
         app.register_workflows()
             .await
             .context("a stored workflow version differs from its file; bump its version")?;
@@ -197,8 +197,8 @@ impl System {
             (&self.queues.scheduler, settings.scheduler_concurrency),
             (&self.queues.agent_responses, settings.scheduler_concurrency),
         ];
-        let ingest = self.ingest.iter().map(|q| (q, settings.ingest_concurrency));
-        for (source, concurrency) in sources.into_iter().chain(ingest) {
+        let ingest = (&self.ingest, settings.ingest_concurrency);
+        for (source, concurrency) in sources.into_iter().chain([ingest]) {
             let app = Arc::clone(&self.app);
             let queue = source.to_string();
             self.workers.push(tokio::spawn(consume(
@@ -419,12 +419,10 @@ mod tests {
         url
     }
 
-    /// A system over a fresh directory whose consumers are stopped: what moves a
-    /// task is the test. Keep the directory while the system is used.
-    async fn stopped_system() -> (System, tempfile::TempDir) {
-        let data = tempfile::tempdir().expect("a directory");
-        let settings = Settings {
-            data_dir: data.path().to_owned(),
+    /// The settings of a system over `data`, whose services answer `{}`.
+    async fn settings(data: &Path, ingestion: Ingestion) -> Settings {
+        Settings {
+            data_dir: data.to_owned(),
             workflows_dir: None,
             durability: Durability::Full,
             supervisor_interval: None,
@@ -434,13 +432,66 @@ mod tests {
             max_receive_count: 5,
             services: HashMap::new(),
             services_fallback: Some(remote_service().await),
-            ingestion: Ingestion::Direct,
-        };
-        let mut system = System::start(settings, Arc::new(WallClock))
+            ingestion,
+        }
+    }
+
+    /// A system over `data` whose consumers are stopped: what moves a task is the
+    /// test.
+    async fn stopped_system_over(data: &Path, ingestion: Ingestion) -> System {
+        let mut system = System::start(settings(data, ingestion).await, Arc::new(WallClock))
             .await
             .expect("started");
         system.stop_workers().await;
+        system
+    }
+
+    /// A system over a fresh directory whose consumers are stopped. Keep the
+    /// directory while the system is used.
+    async fn stopped_system() -> (System, tempfile::TempDir) {
+        let data = tempfile::tempdir().expect("a directory");
+        let system = stopped_system_over(data.path(), Ingestion::Direct).await;
         (system, data)
+    }
+
+    #[tokio::test]
+    async fn submissions_a_buffered_run_accepted_are_created_after_a_restart_in_direct_ingestion() {
+        let data = tempfile::tempdir().expect("a directory");
+        let id = TaskId::parse("accepted-1").expect("an id");
+        {
+            let buffered = stopped_system_over(data.path(), Ingestion::Buffered).await;
+            let submission = Submission::new(id.clone(), serde_json::json!({ "order_id": "o-1" }));
+            buffered
+                .app
+                .accept("order-processing", submission)
+                .await
+                .expect("accepted");
+        }
+
+        let direct = System::start(
+            settings(data.path(), Ingestion::Direct).await,
+            Arc::new(WallClock),
+        )
+        .await
+        .expect("started");
+
+        assert!(
+            direct.app.is_own_queue(&direct.ingest),
+            "no route may take the submissions waiting there"
+        );
+        let created = async {
+            loop {
+                if let Some(task) = direct.app.task(&id).await.expect("read") {
+                    return task;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let task = tokio::time::timeout(Duration::from_secs(30), created)
+            .await
+            .expect("the accepted submission's task created");
+        assert_eq!(task.id, id);
+        direct.stop().await;
     }
 
     #[tokio::test]

@@ -181,8 +181,11 @@ pub struct App {
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
     /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
     deadline_messages: bool,
-    /// Where submissions are buffered, in buffered ingestion ([`App::with_ingestion`]).
+    /// The queue of buffered submissions, which this process's scheduler drains
+    /// ([`App::with_ingestion`], [`App::draining`]).
     ingest: Option<QueueName>,
+    /// Whether submissions are buffered in `ingest` ([`App::with_ingestion`]).
+    buffers: bool,
     /// Whether a direct submission's task is created claimed by this process, now
     /// ([`App::with_submissions_claimed`]).
     claims_submissions: Option<ClaimsNow>,
@@ -236,6 +239,7 @@ impl App {
             cursor_seal: tokio::sync::OnceCell::new(),
             deadline_messages: false,
             ingest: None,
+            buffers: false,
             claims_submissions: None,
             notification_prefix: None,
             dead_letters: None,
@@ -257,6 +261,16 @@ impl App {
     /// ([`App::accept`]); a scheduler consuming `ingest` creates the task.
     #[must_use]
     pub fn with_ingestion(mut self, ingest: QueueName) -> Self {
+        self.ingest = Some(ingest);
+        self.buffers = true;
+        self
+    }
+
+    /// A process whose scheduler drains `ingest` though it takes submissions
+    /// directly: those a buffered run accepted (answered 202) before are created, not
+    /// stranded, and the queue stays its own ([`App::is_own_queue`]).
+    #[must_use]
+    pub fn draining(mut self, ingest: QueueName) -> Self {
         self.ingest = Some(ingest);
         self
     }
@@ -298,7 +312,7 @@ impl App {
         self.dead_letters.as_deref()
     }
 
-    /// The pattern's queues, by the names of their roles: in buffered ingestion, the
+    /// The pattern's queues, by the names of their roles: where there is one, the
     /// ingest queue last (its dead letters are accepted submissions whose task was
     /// not created).
     #[must_use]

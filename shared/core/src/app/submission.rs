@@ -193,7 +193,7 @@ impl App {
         workflow: &str,
         mut submission: Submission,
     ) -> Result<Buffered, SubmitError> {
-        let Some(ingest) = &self.ingest else {
+        let Some(ingest) = self.ingest.as_ref().filter(|_| self.buffers) else {
             return Err(SubmitError::Queue(QueueError::new(
                 "ingest",
                 "this process does not buffer submissions",
@@ -220,7 +220,7 @@ impl App {
     /// Whether submissions are buffered ([`App::with_ingestion`]).
     #[must_use]
     pub fn buffers_submissions(&self) -> bool {
-        self.ingest.is_some()
+        self.buffers
     }
 
     /// The workflow a submission names, its input and notification queue checked.
