@@ -5,15 +5,25 @@
 //! Committed writes survive a kill -9; with [`Durability::Full`], a power cut too.
 //!
 //! A task's writes are answered once committed. A plain send is answered, and its
-//! messages are receivable, as soon as they are written in the open transaction,
-//! before its commit: whatever a receiver then writes is committed after them (one
-//! writer, commits in order), so no state can outlive the message it came from, and
-//! a message lost with its commit is one whose receiver's work is lost too, to be
-//! done again from the message before it (whose delete is committed after). It
-//! takes an fsync wait off every step's critical path. Such writes, and deletes,
-//! are not even waited for: the writer writes them before the next write someone
-//! waits for and commits them with it (or after `writer::FLUSH_EVERY`), so they
-//! wake no thread and add no fsync of their own to anyone's path.
+//! messages are receivable, at once: its rows are written by the writer before the
+//! next write someone waits for, and committed with it. It takes an fsync wait off
+//! every step's critical path, and is safe because of what a plain send is:
+//!
+//! - It follows the committed write of the task that requires it, whose lease
+//!   covers its loss (a step's request follows the record naming the attempt and its
+//!   idempotency key: the call is written ahead of the message that asks for it).
+//!   Lost in a crash before its commit, it is sent again when that lease ends (the
+//!   supervisor's sweep), under the same key: an effect is not repeated, the step
+//!   only waits out its lease. A child's end is found by its parent's watch, a gate's
+//!   grant given again when its hold ends.
+//! - Whatever a receiver writes in answer is committed after the send's rows (one
+//!   writer, commits in order), so no state outlives the message it came from.
+//!
+//! A caller's acknowledged request (a buffered submission) is never a plain send: its
+//! queue's sends are answered once committed (`QueueSettings::committed_sends`).
+//! Plain sends, and deletes, are not waited for: they wake no thread and add no fsync
+//! of their own to anyone's path (alone, they are committed after
+//! `writer::FLUSH_EVERY`).
 //!
 //! One process keeps a database at a time (see `connect`): the queues and the
 //! leases are kept in memory from its own commits.
@@ -45,8 +55,8 @@ use crate::recent::Recent;
 use crate::schema::{SCHEMA, millis, unavailable};
 use crate::store::{decode_rows, lease};
 use crate::writer::{
-    DeferredWrites, Job, READERS, STATEMENTS, WRITER_CHECKPOINT_PAGES, checkpoint_loop, commit,
-    execute, in_savepoint, write_loop,
+    DeferredWrites, Job, READERS, STATEMENTS, Transaction, WRITER_CHECKPOINT_PAGES,
+    checkpoint_loop, commit, execute, write_loop,
 };
 
 /// What a commit waits for.
@@ -372,8 +382,11 @@ impl Embedded {
         // is one more waiting, and the commit is then the writer thread's, for both.
         tokio::task::yield_now().await;
         let alone = taken.is_alone();
-        let job: Job = Box::new(move |c: &Connection| {
-            let outcome = in_savepoint(c, work);
+        let job: Job = Box::new(move |transaction: Option<&Transaction<'_>>| {
+            let outcome = match transaction {
+                Some(transaction) => transaction.in_savepoint(work),
+                None => Err(unavailable("no transaction could begin")),
+            };
             Box::new(move |committed: bool| {
                 drop(taken);
                 let answer = if committed {

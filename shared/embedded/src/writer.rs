@@ -2,6 +2,7 @@
 //! checkpointer thread, which copies committed pages into the database off the
 //! commits' path; and the statement cache every connection reads and writes through.
 
+use std::cell::Cell;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -11,9 +12,11 @@ use sas_core::ports::{Chain, StoreError};
 
 use crate::schema::unavailable;
 
-/// A write someone waits for: runs in the writer's transaction, and returns what to
-/// do once the transaction has committed (`true`) or failed.
-pub(crate) type Job = Box<dyn FnOnce(&Connection) -> Box<dyn FnOnce(bool) + Send> + Send>;
+/// A write someone waits for: runs in the writer's transaction (given `None` when
+/// none could begin, it writes nothing), and returns what to do once the transaction
+/// has committed (`true`) or failed.
+pub(crate) type Job =
+    Box<dyn FnOnce(Option<&Transaction<'_>>) -> Box<dyn FnOnce(bool) + Send> + Send>;
 
 /// A write nobody waits for (a send answered before its commit, a delete).
 pub(crate) type Deferred = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
@@ -57,19 +60,62 @@ pub(crate) fn query_row<T>(
     c.prepare_cached(sql)?.query_row(params, read)
 }
 
-/// Runs `work` in a savepoint of its own, so that its failure undoes its writes
-/// only, not the others' in the transaction.
-pub(crate) fn in_savepoint<T>(
-    c: &Connection,
-    work: impl FnOnce(&Connection) -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    execute(c, "SAVEPOINT write", []).map_err(unavailable)?;
-    let result = work(c);
-    if result.is_err() {
-        execute(c, "ROLLBACK TO write", []).map_err(unavailable)?;
+/// The writer's open transaction, whose writes each run in a savepoint of their own.
+pub(crate) struct Transaction<'c> {
+    connection: &'c Connection,
+    /// Whether a savepoint could not be closed (rolled back or released): the
+    /// transaction then holds writes whose writers are told they failed, and must not
+    /// commit.
+    broken: Cell<bool>,
+}
+
+impl<'c> Transaction<'c> {
+    /// Begins the writer's transaction on `connection`; `None` when it cannot.
+    fn begin(connection: &'c Connection) -> Option<Self> {
+        match execute(connection, "BEGIN IMMEDIATE", []) {
+            Ok(_) => Some(Self {
+                connection,
+                broken: Cell::new(false),
+            }),
+            Err(error) => {
+                tracing::error!(%error, "a transaction could not begin: its writes are refused");
+                None
+            }
+        }
     }
-    execute(c, "RELEASE write", []).map_err(unavailable)?;
-    result
+
+    /// Runs `work` in a savepoint of its own, so that its failure undoes its writes
+    /// only, not the others' in the transaction.
+    pub(crate) fn in_savepoint<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let c = self.connection;
+        execute(c, "SAVEPOINT write", []).map_err(unavailable)?;
+        let result = work(c);
+        let closed = match result {
+            Ok(_) => execute(c, "RELEASE write", []),
+            Err(_) => {
+                execute(c, "ROLLBACK TO write", []).and_then(|_| execute(c, "RELEASE write", []))
+            }
+        };
+        if let Err(error) = closed {
+            self.broken.set(true);
+            return Err(unavailable(error));
+        }
+        result
+    }
+
+    /// Commits, unless a savepoint broke; rolls back otherwise (the writes answered
+    /// before their commit are then lost, as in a crash). Whether it committed.
+    fn commit(self) -> bool {
+        let committed = !self.broken.get() && execute(self.connection, "COMMIT", []).is_ok();
+        if !committed {
+            let _ = execute(self.connection, "ROLLBACK", []);
+            tracing::error!("a commit failed: its writes are undone, and their writers told");
+        }
+        committed
+    }
 }
 
 /// The writes nobody waits for, in the order they were made. The writer writes them
@@ -86,10 +132,10 @@ impl DeferredWrites {
             .push(write);
     }
 
-    fn write_all(&self, c: &Connection) {
+    fn write_all(&self, transaction: &Transaction<'_>) {
         let writes = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
         for write in writes {
-            if let Err(error) = in_savepoint(c, write) {
+            if let Err(error) = transaction.in_savepoint(write) {
                 tracing::error!(error = %Chain(&error), "a write answered before its commit failed");
             }
         }
@@ -153,23 +199,139 @@ pub(crate) fn checkpoint_loop(connection: &Connection, stop: &mpsc::Receiver<()>
 }
 
 /// Writes `batch`, each after the deferred writes made before it, in one
-/// transaction; commits it and answers each.
+/// transaction; commits it and answers each. When no transaction can begin, the
+/// batch writes nothing and is refused, and the deferred writes wait for the next.
 pub(crate) fn commit(connection: &Connection, deferred: &DeferredWrites, batch: Vec<Job>) {
-    let began = execute(connection, "BEGIN IMMEDIATE", []).is_ok();
+    let transaction = Transaction::begin(connection);
     let answers: Vec<_> = batch
         .into_iter()
         .map(|job| {
-            deferred.write_all(connection);
-            job(connection)
+            if let Some(transaction) = &transaction {
+                deferred.write_all(transaction);
+            }
+            job(transaction.as_ref())
         })
         .collect();
-    deferred.write_all(connection);
-    let committed = began && execute(connection, "COMMIT", []).is_ok();
-    if !committed {
-        let _ = execute(connection, "ROLLBACK", []);
-        tracing::error!("a commit failed");
-    }
+    let committed = transaction.is_some_and(|transaction| {
+        deferred.write_all(&transaction);
+        transaction.commit()
+    });
     for answer in answers {
         answer(committed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// What each writer was told, by name: committed or not.
+    type Told = Arc<Mutex<Vec<(&'static str, bool)>>>;
+
+    /// A database with a table of names, and its writer's connection, which waits for
+    /// no lock.
+    fn database(dir: &tempfile::TempDir) -> Connection {
+        let c = Connection::open(dir.path().join("db")).expect("open");
+        c.busy_timeout(Duration::ZERO).expect("timeout");
+        c.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE names (name TEXT PRIMARY KEY);")
+            .expect("schema");
+        c
+    }
+
+    /// A job that does `work`, telling `told` under `name` what it is told: committed,
+    /// or not.
+    fn job(
+        name: &'static str,
+        told: &Told,
+        work: impl FnOnce(&Connection) -> Result<(), StoreError> + Send + 'static,
+    ) -> Job {
+        let told = Arc::clone(told);
+        Box::new(move |transaction| {
+            let outcome = transaction.map(|transaction| transaction.in_savepoint(work));
+            Box::new(move |committed| {
+                let written = committed && matches!(outcome, Some(Ok(())));
+                told.lock().expect("told").push((name, written));
+            })
+        })
+    }
+
+    fn insert(c: &Connection, name: &str) -> Result<(), StoreError> {
+        execute(c, "INSERT INTO names (name) VALUES (?1)", [name])
+            .map(drop)
+            .map_err(unavailable)
+    }
+
+    fn stored(c: &Connection) -> Vec<String> {
+        let mut select = c
+            .prepare("SELECT name FROM names ORDER BY name")
+            .expect("select");
+        select
+            .query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("names")
+    }
+
+    /// Every writer told its write committed finds it stored, and none told it failed.
+    fn told_as_stored(c: &Connection, told: &Told) {
+        let committed: Vec<String> = told
+            .lock()
+            .expect("told")
+            .iter()
+            .filter(|(_, committed)| *committed)
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
+        assert_eq!(
+            stored(c),
+            committed,
+            "told: {:?}",
+            told.lock().expect("told")
+        );
+    }
+
+    #[test]
+    fn a_write_whose_savepoint_cannot_be_rolled_back_fails_its_whole_commit() {
+        let dir = tempfile::tempdir().expect("dir");
+        let c = database(&dir);
+        let told = Told::default();
+        // The second write closes its savepoint itself, then fails: its savepoint can
+        // no longer be rolled back, and what it wrote stays in the transaction.
+        let batch = vec![
+            job("first", &told, |c| insert(c, "first")),
+            job("second", &told, |c| {
+                insert(c, "second")?;
+                execute(c, "RELEASE write", []).map_err(unavailable)?;
+                Err(StoreError::Conflict)
+            }),
+        ];
+
+        commit(&c, &DeferredWrites::default(), batch);
+
+        told_as_stored(&c, &told);
+        assert_eq!(told.lock().expect("told").len(), 2, "each writer answered");
+    }
+
+    #[test]
+    fn a_write_whose_transaction_cannot_begin_writes_nothing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let c = database(&dir);
+        let other = Connection::open(dir.path().join("db")).expect("open");
+        other
+            .execute_batch("BEGIN IMMEDIATE")
+            .expect("the lock taken");
+        let told = Told::default();
+        // The write's transaction cannot begin while the other connection holds the
+        // lock; the write lets it go, and could then write on its own.
+        let batch = vec![job("alone", &told, move |c| {
+            other.execute_batch("ROLLBACK").map_err(unavailable)?;
+            insert(c, "alone")
+        })];
+
+        commit(&c, &DeferredWrites::default(), batch);
+
+        told_as_stored(&c, &told);
+        assert_eq!(*told.lock().expect("told"), [("alone", false)]);
     }
 }
