@@ -61,21 +61,29 @@ pub(crate) fn query_row<T>(
 }
 
 /// The writer's open transaction, whose writes each run in a savepoint of their own.
+/// Dropped before its commit (a write panicked), it is rolled back.
 pub(crate) struct Transaction<'c> {
     connection: &'c Connection,
-    /// Whether a savepoint could not be closed (rolled back or released): the
-    /// transaction then holds writes whose writers are told they failed, and must not
-    /// commit.
+    /// Whether it can no longer commit what its writers are told: a savepoint could
+    /// not be closed (rolled back or released), so it holds writes whose writers are
+    /// told they failed; or SQLite rolled it back itself (a full disk, an I/O error).
     broken: Cell<bool>,
+    /// Whether it is still to be committed or rolled back.
+    open: bool,
 }
 
 impl<'c> Transaction<'c> {
     /// Begins the writer's transaction on `connection`; `None` when it cannot.
     fn begin(connection: &'c Connection) -> Option<Self> {
+        if !connection.is_autocommit() {
+            tracing::error!("a transaction was left open: rolled back");
+            let _ = execute(connection, "ROLLBACK", []);
+        }
         match execute(connection, "BEGIN IMMEDIATE", []) {
             Ok(_) => Some(Self {
                 connection,
                 broken: Cell::new(false),
+                open: true,
             }),
             Err(error) => {
                 tracing::error!(%error, "a transaction could not begin: its writes are refused");
@@ -84,13 +92,23 @@ impl<'c> Transaction<'c> {
         }
     }
 
+    fn is_broken(&self) -> bool {
+        self.broken.get()
+    }
+
     /// Runs `work` in a savepoint of its own, so that its failure undoes its writes
-    /// only, not the others' in the transaction.
+    /// only, not the others' in the transaction. Refused once the transaction is
+    /// broken: where SQLite rolled it back, the savepoint would begin a transaction
+    /// of its own, committed at its release.
     pub(crate) fn in_savepoint<T>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let c = self.connection;
+        if self.is_broken() || c.is_autocommit() {
+            self.broken.set(true);
+            return Err(unavailable("the transaction was rolled back"));
+        }
         execute(c, "SAVEPOINT write", []).map_err(unavailable)?;
         let result = work(c);
         let closed = match result {
@@ -106,15 +124,29 @@ impl<'c> Transaction<'c> {
         result
     }
 
-    /// Commits, unless a savepoint broke; rolls back otherwise (the writes answered
-    /// before their commit are then lost, as in a crash). Whether it committed.
-    fn commit(self) -> bool {
-        let committed = !self.broken.get() && execute(self.connection, "COMMIT", []).is_ok();
+    /// Commits, unless it is broken; rolls back otherwise. The writes answered before
+    /// their commit are then lost from the database, as in a crash, though memory
+    /// keeps them until a restart: a lost send is sent again when its task's lease
+    /// ends, a lost delete is one more delivery. Whether it committed.
+    fn commit(mut self) -> bool {
+        self.open = false;
+        let committed = !self.is_broken()
+            && execute(self.connection, "COMMIT", [])
+                .inspect_err(|error| tracing::error!(%error, "a commit failed"))
+                .is_ok();
         if !committed {
             let _ = execute(self.connection, "ROLLBACK", []);
-            tracing::error!("a commit failed: its writes are undone, and their writers told");
+            tracing::error!("a transaction rolled back: its writers are told it failed");
         }
         committed
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = execute(self.connection, "ROLLBACK", []);
+        }
     }
 }
 
@@ -126,26 +158,33 @@ pub(crate) struct DeferredWrites(Mutex<Vec<Deferred>>);
 
 impl DeferredWrites {
     pub(crate) fn push(&self, write: Deferred) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(write);
+        self.writes().push(write);
     }
 
+    /// Writes every deferred write in `transaction`; those it cannot take, once it is
+    /// broken, wait for the next, in their order.
     fn write_all(&self, transaction: &Transaction<'_>) {
-        let writes = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
-        for write in writes {
+        let mut writes = std::mem::take(&mut *self.writes()).into_iter();
+        while !transaction.is_broken() {
+            let Some(write) = writes.next() else {
+                return;
+            };
             if let Err(error) = transaction.in_savepoint(write) {
                 tracing::error!(error = %Chain(&error), "a write answered before its commit failed");
             }
         }
+        let mut waiting = self.writes();
+        let since = std::mem::take(&mut *waiting);
+        waiting.extend(writes);
+        waiting.extend(since);
+    }
+
+    fn writes(&self) -> std::sync::MutexGuard<'_, Vec<Deferred>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn is_empty(&self) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
+        self.writes().is_empty()
     }
 }
 
@@ -263,7 +302,9 @@ mod tests {
             .map_err(unavailable)
     }
 
-    fn stored(c: &Connection) -> Vec<String> {
+    /// The names committed, as another connection reads them.
+    fn stored(dir: &tempfile::TempDir) -> Vec<String> {
+        let c = Connection::open(dir.path().join("db")).expect("open");
         let mut select = c
             .prepare("SELECT name FROM names ORDER BY name")
             .expect("select");
@@ -275,7 +316,7 @@ mod tests {
     }
 
     /// Every writer told its write committed finds it stored, and none told it failed.
-    fn told_as_stored(c: &Connection, told: &Told) {
+    fn told_as_stored(dir: &tempfile::TempDir, told: &Told) {
         let committed: Vec<String> = told
             .lock()
             .expect("told")
@@ -284,11 +325,17 @@ mod tests {
             .map(|(name, _)| (*name).to_owned())
             .collect();
         assert_eq!(
-            stored(c),
+            stored(dir),
             committed,
             "told: {:?}",
             told.lock().expect("told")
         );
+    }
+
+    /// Commits `batch` on `c`, and checks that every writer is told what is stored.
+    fn committed(dir: &tempfile::TempDir, c: &Connection, batch: Vec<Job>, told: &Told) {
+        commit(c, &DeferredWrites::default(), batch);
+        told_as_stored(dir, told);
     }
 
     #[test]
@@ -307,10 +354,35 @@ mod tests {
             }),
         ];
 
-        commit(&c, &DeferredWrites::default(), batch);
+        committed(&dir, &c, batch, &told);
 
-        told_as_stored(&c, &told);
-        assert_eq!(told.lock().expect("told").len(), 2, "each writer answered");
+        assert_eq!(
+            *told.lock().expect("told"),
+            [("first", false), ("second", false)]
+        );
+    }
+
+    #[test]
+    fn after_sqlite_rolls_a_transaction_back_itself_no_write_commits_on_its_own() {
+        let dir = tempfile::tempdir().expect("dir");
+        let c = database(&dir);
+        let told = Told::default();
+        // As SQLite does on a full disk or an I/O error: the transaction is gone, and
+        // a savepoint after it would begin (and commit) one of its own.
+        let batch = vec![
+            job("first", &told, |c| {
+                insert(c, "first")?;
+                execute(c, "ROLLBACK", []).map(drop).map_err(unavailable)
+            }),
+            job("second", &told, |c| insert(c, "second")),
+        ];
+
+        committed(&dir, &c, batch, &told);
+
+        assert_eq!(
+            *told.lock().expect("told"),
+            [("first", false), ("second", false)]
+        );
     }
 
     #[test]
@@ -329,9 +401,54 @@ mod tests {
             insert(c, "alone")
         })];
 
-        commit(&c, &DeferredWrites::default(), batch);
+        committed(&dir, &c, batch, &told);
 
-        told_as_stored(&c, &told);
         assert_eq!(*told.lock().expect("told"), [("alone", false)]);
+    }
+
+    #[test]
+    fn a_write_that_panics_leaves_no_transaction_open_to_refuse_the_next() {
+        let dir = tempfile::tempdir().expect("dir");
+        let c = database(&dir);
+        let told = Told::default();
+        let panicking = vec![job("panicked", &told, |c| {
+            insert(c, "panicked")?;
+            panic!("a write's bug");
+        })];
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            commit(&c, &DeferredWrites::default(), panicking);
+        }));
+        assert!(panicked.is_err());
+
+        committed(
+            &dir,
+            &c,
+            vec![job("next", &told, |c| insert(c, "next"))],
+            &told,
+        );
+
+        assert_eq!(*told.lock().expect("told"), [("next", true)]);
+    }
+
+    #[test]
+    fn deferred_writes_a_broken_transaction_could_not_take_wait_for_the_next() {
+        let dir = tempfile::tempdir().expect("dir");
+        let c = database(&dir);
+        let deferred = DeferredWrites::default();
+        deferred.push(Box::new(|c| insert(c, "deferred")));
+        let broken = Transaction::begin(&c).expect("begun");
+        broken.broken.set(true);
+
+        deferred.write_all(&broken);
+        drop(broken);
+        let told = Told::default();
+        commit(
+            &c,
+            &deferred,
+            vec![job("next", &told, |c| insert(c, "next"))],
+        );
+
+        assert_eq!(stored(&dir), ["deferred", "next"]);
+        assert_eq!(*told.lock().expect("told"), [("next", true)]);
     }
 }

@@ -3,33 +3,42 @@
 //! An owner's page is gathered from the store's pages of every owner's tasks
 //! ([`App::list`](super::App::list)), so the store's cursor after the last task a
 //! page read may name another owner's task: its id, its creation, its owner's tag.
-//! An owner is given its cursors encrypted and signed (AES-256-GCM, a random nonce
-//! each) with the deployment's key ([`StateStore::cursor_key`]), bound to the owner
-//! and the state listed: a caller learns nothing from one, cannot make one, and can
-//! use only its own.
+//! An owner is given its cursors padded to a multiple of [`PADDED`] bytes, encrypted
+//! and signed (XChaCha20-Poly1305, a random 192-bit nonce each) with the deployment's
+//! key ([`StateStore::cursor_key`]), and bound to the owner and the state listed: a
+//! caller learns nothing from one (not even the length of another's id, but for its
+//! bucket), cannot make one, and can use only its own.
 
-use aws_lc_rs::aead::{AES_256_GCM, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::{Aead, Generate, Key, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 use crate::ports::{CursorKey, StateStore, StoreError};
 use sas_domain::ids::Owner;
 use sas_domain::task::TaskState;
 
+/// A sealed cursor's text is padded to a multiple of this many bytes.
+const PADDED: usize = 128;
+
+/// The byte that ends a cursor's text before its padding (zeros).
+const END: u8 = 0x80;
+
 /// The key that seals and opens owners' cursors.
-pub(super) struct CursorSeal(RandomizedNonceKey);
+pub(super) struct CursorSeal(XChaCha20Poly1305);
 
 impl CursorSeal {
     /// The deployment's seal: its key as `store` keeps it, one drawn here if it keeps
     /// none yet.
     pub(super) async fn of(store: &dyn StateStore) -> Result<Self, StoreError> {
-        let mut drawn = CursorKey::default();
-        aws_lc_rs::rand::fill(&mut drawn)
-            .map_err(|_| StoreError::Unavailable("no randomness to draw a key from".into()))?;
-        let key = store.cursor_key(drawn).await?;
-        RandomizedNonceKey::new(&AES_256_GCM, &key)
-            .map(Self)
-            .map_err(|_| StoreError::Corrupt("the cursor key is not an AES-256 key".into()))
+        let drawn = Key::<XChaCha20Poly1305>::try_generate()
+            .map_err(|e| StoreError::Unavailable(format!("no key drawn: {e}").into()))?;
+        let key = store.cursor_key(drawn.into()).await?;
+        Ok(Self::with_key(&key))
+    }
+
+    fn with_key(key: &CursorKey) -> Self {
+        Self(XChaCha20Poly1305::new(&(*key).into()))
     }
 
     /// `cursor`, a store's, sealed for `owner`'s listing of `state`: URL-safe text.
@@ -39,13 +48,24 @@ impl CursorSeal {
         state: TaskState,
         cursor: &str,
     ) -> Result<String, StoreError> {
-        let mut sealed = cursor.as_bytes().to_vec();
-        let nonce = self
+        let mut padded = cursor.as_bytes().to_vec();
+        padded.push(END);
+        padded.resize(padded.len().next_multiple_of(PADDED), 0);
+        let nonce = XNonce::try_generate()
+            .map_err(|e| StoreError::Unavailable(format!("no nonce drawn: {e}").into()))?;
+        let aad = bound_to(owner, state);
+        let sealed = self
             .0
-            .seal_in_place_append_tag(bound_to(owner, state), &mut sealed)
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: &padded,
+                    aad: aad.as_bytes(),
+                },
+            )
             .map_err(|_| StoreError::Unavailable("a cursor could not be sealed".into()))?;
-        let mut text = nonce.as_ref().to_vec();
-        text.append(&mut sealed);
+        let mut text = nonce.to_vec();
+        text.extend(sealed);
         Ok(URL_SAFE_NO_PAD.encode(text))
     }
 
@@ -62,20 +82,33 @@ impl CursorSeal {
     ) -> Result<String, StoreError> {
         let invalid = || StoreError::InvalidCursor(sealed.to_owned());
         let bytes = URL_SAFE_NO_PAD.decode(sealed).map_err(|_| invalid())?;
-        let (nonce, ciphertext) = bytes.split_at_checked(NONCE_LEN).ok_or_else(invalid)?;
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| invalid())?;
-        let mut opened = ciphertext.to_vec();
-        let cursor = self
+        let (nonce, ciphertext) = bytes
+            .split_at_checked(size_of::<XNonce>())
+            .ok_or_else(invalid)?;
+        let nonce = XNonce::try_from(nonce).map_err(|_| invalid())?;
+        let aad = bound_to(owner, state);
+        let mut padded = self
             .0
-            .open_in_place(nonce, bound_to(owner, state), &mut opened)
+            .decrypt(
+                &nonce,
+                Payload {
+                    msg: ciphertext,
+                    aad: aad.as_bytes(),
+                },
+            )
             .map_err(|_| invalid())?;
-        String::from_utf8(cursor.to_vec()).map_err(|_| invalid())
+        let end = padded.iter().rposition(|&b| b != 0).ok_or_else(invalid)?;
+        if padded[end] != END {
+            return Err(invalid());
+        }
+        padded.truncate(end);
+        String::from_utf8(padded).map_err(|_| invalid())
     }
 }
 
 /// What a sealed cursor is bound to: an owner's listing of one state.
-fn bound_to(owner: &Owner, state: TaskState) -> Aad<String> {
-    Aad::from(format!("{}\n{owner}", state.as_str()))
+fn bound_to(owner: &Owner, state: TaskState) -> String {
+    format!("{}\n{owner}", state.as_str())
 }
 
 #[cfg(test)]
@@ -83,7 +116,12 @@ mod tests {
     use super::*;
 
     fn seal() -> CursorSeal {
-        CursorSeal(RandomizedNonceKey::new(&AES_256_GCM, &[7; 32]).expect("key"))
+        CursorSeal::with_key(&[7; 32])
+    }
+
+    /// The bytes a sealed cursor's text decodes to.
+    fn decoded(sealed: &str) -> Vec<u8> {
+        URL_SAFE_NO_PAD.decode(sealed).expect("base64")
     }
 
     fn owner(name: &str) -> Owner {
@@ -97,7 +135,12 @@ mod tests {
         let sealed = seal
             .seal(&owner("me"), TaskState::Error, cursor)
             .expect("sealed");
-        assert!(!sealed.contains("t-001"), "{sealed}");
+        let bytes = decoded(&sealed);
+        assert!(
+            !bytes.windows(cursor.len()).any(|w| w == cursor.as_bytes())
+                && !bytes.windows(5).any(|w| w == b"t-001"),
+            "the cursor is in what it was sealed to: {sealed}"
+        );
         assert!(
             sealed
                 .bytes()
@@ -153,5 +196,24 @@ mod tests {
             .seal(&owner("me"), TaskState::Error, "c")
             .expect("sealed");
         assert_ne!(once, twice);
+    }
+
+    #[test]
+    fn cursors_of_different_lengths_seal_to_the_same_within_a_bucket() {
+        let seal = seal();
+        let sealed = |cursor: &str| {
+            seal.seal(&owner("me"), TaskState::Error, cursor)
+                .expect("sealed")
+        };
+        let (short, long) = ("1".repeat(10), "1".repeat(PADDED - 1));
+        assert_eq!(sealed(&short).len(), sealed(&long).len());
+        assert!(sealed(&"1".repeat(PADDED)).len() > sealed(&long).len());
+        for cursor in [short, long] {
+            assert_eq!(
+                seal.open(&owner("me"), TaskState::Error, &sealed(&cursor))
+                    .expect("opened"),
+                cursor
+            );
+        }
     }
 }

@@ -164,7 +164,19 @@ impl App {
                 break;
             }
             budget -= ask;
-            let page = self.store.list(state, ask, owned.next.as_deref()).await?;
+            // A cursor this listing sealed that the store refuses (a format of an
+            // earlier version) is refused as the caller sent it: its text names
+            // another's task.
+            let page = self
+                .store
+                .list(state, ask, owned.next.as_deref())
+                .await
+                .map_err(|error| match (error, after) {
+                    (StoreError::InvalidCursor(_), Some(sent)) => {
+                        StoreError::InvalidCursor(sent.to_owned())
+                    }
+                    (error, _) => error,
+                })?;
             owned.next = page.next;
             let (tasks, after): (Vec<_>, Vec<_>) = page
                 .tasks
