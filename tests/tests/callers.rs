@@ -307,6 +307,38 @@ async fn each_caller_sees_only_its_own_tasks_by_its_own_ids_and_the_operator_see
         .call_as(Some(&alice), "GET", &format!("/tasks/{full_id}"), None)
         .await;
     assert_eq!((status, code(&body)), (400, "invalid_id"), "{body}");
+
+    // An operator's bulk action is named for operators: its owner sees the request,
+    // not the name.
+    let bulk = json!({ "batch": "incident-7", "state": "Error" }).to_string();
+    let (status, _, report) = harness
+        .call_as(
+            Some(&operator),
+            "POST",
+            "/operator/bulk/resubmit",
+            Some(bulk.as_bytes()),
+        )
+        .await;
+    assert_eq!((status, &report["taken"]), (200, &json!(1)), "{report}");
+    let alices = listed
+        .iter()
+        .find(|t| t["owner"] == "alice")
+        .and_then(|t| t["id"].as_str())
+        .expect("alice's task");
+    let (_, _, seen) = harness
+        .call_as(
+            Some(&operator),
+            "GET",
+            &format!("/operator/tasks/{alices}"),
+            None,
+        )
+        .await;
+    assert_eq!(seen["resubmissions"][0]["batch"], "incident-7", "{seen}");
+    let (_, _, hers) = harness
+        .call_as(Some(&alice), "GET", "/tasks/alices-failed", None)
+        .await;
+    assert_eq!(hers["resubmissions"][0]["by"], "operator", "{hers}");
+    assert!(hers["resubmissions"][0].get("batch").is_none(), "{hers}");
 }
 
 #[tokio::test]

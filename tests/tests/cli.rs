@@ -384,7 +384,9 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
             "cli-refused",
             "approve",
             "--error",
-            "no receipt",
+            // What a caller may send as a step's error: terminal escapes (write the
+            // clipboard, erase the line) and a mark that reverses the text after it.
+            "no receipt\u{1b}]52;c;aGk=\u{7}\u{1b}[2K\u{202e}tpiecer",
         ],
     )
     .await;
@@ -395,8 +397,17 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
         "paused by operator",
         "resumed by operator",
         "approve's callback used by operator",
+        "no receipt\\u{1b}]52;c;aGk=\\u{7}\\u{1b}[2K\\u{202e}tpiecer",
     ] {
         assert!(shown.contains(expected), "'{expected}' in:\n{shown}");
+    }
+    let listed = ok(&harness, &["tasks", "list", "--state", "Error"]).await;
+    for out in [&shown, &listed] {
+        assert!(
+            !out.chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "shown as the terminal would act on it: {out:?}"
+        );
     }
 }
 

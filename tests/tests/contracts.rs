@@ -384,6 +384,36 @@ async fn an_owners_listing_reads_a_bounded_number_of_tasks_a_request() {
     assert_eq!(found, ["z-mine"], "its own, and only its own, in the end");
 }
 
+/// A caller's notification queue must be named for it before anything else is
+/// checked: a name of one of the system's own queues is refused as any queue not the
+/// caller's, so that a guess of one is not confirmed.
+#[tokio::test]
+async fn a_callers_guess_of_a_system_queue_is_refused_as_any_queue_not_its_own() {
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
+    let owner = Owner::new("me").expect("owner");
+    let id = TaskId::scoped(&owner, &TaskId::parse("guess").expect("id"));
+    for notify in ["scheduler", "agent-requests-dlq", "not-mine"] {
+        let submission = Submission {
+            owner: Some(owner.clone()),
+            notify: Some(QueueName::parse(notify).expect("name")),
+            ..Submission::new(id.clone(), delivery_input())
+        };
+        let refused = app
+            .submit("drone-delivery", submission)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "notify: '{notify}' is not one of yours: your queues' names end with '-{}' \
+                 (see GET /me)",
+                owner.tag()
+            )
+        );
+    }
+}
+
 /// An owner's listing cursor tells nothing of others' tasks, though it may stand
 /// after one of theirs (its page read only theirs), and it is the owner's own: taken
 /// by another process of the deployment, refused to another owner, for another

@@ -220,7 +220,10 @@ enum Dlq {
 async fn main() {
     let cli = Cli::parse();
     if let Err(error) = run(cli).await {
-        eprintln!("sas: {error:#}");
+        eprintln!(
+            "sas: {}",
+            render::terminal_safe(&format!("{error:#}"), true)
+        );
         std::process::exit(1);
     }
 }
@@ -243,7 +246,7 @@ fn print(json: bool, answer: &Value, human: impl FnOnce(&Value) -> String) {
     if json {
         println!("{answer:#}");
     } else {
-        println!("{}", human(answer).trim_end());
+        println!("{}", render::terminal_safe(human(answer).trim_end(), true));
     }
 }
 

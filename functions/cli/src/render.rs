@@ -29,14 +29,34 @@ pub fn table<const N: usize>(
     lines.join("\n")
 }
 
-/// A JSON value's text, without quotes for a string; `-` for null.
+/// A JSON value's text, without quotes for a string; `-` for null. Its control
+/// characters are escaped, line ends too: it is a table's cell, or a line's field.
 #[must_use]
 pub fn text(value: &Value) -> String {
     match value {
         Value::Null => "-".into(),
-        Value::String(text) => text.clone(),
+        Value::String(text) => terminal_safe(text, false),
         other => other.to_string(),
     }
+}
+
+/// `text` with its control characters escaped as Rust writes them (`\u{1b}`), and
+/// the marks that reorder text (bidirectional overrides), but for line ends when
+/// `lines`: a caller's text (an error, a step's output) shown to an operator can
+/// neither drive the terminal (move its cursor, write its clipboard, hide a line)
+/// nor show other than it holds.
+#[must_use]
+pub fn terminal_safe(text: &str, lines: bool) -> String {
+    let mut safe = String::with_capacity(text.len());
+    for c in text.chars() {
+        let reorders = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && !(lines && c == '\n')) || reorders {
+            safe.extend(c.escape_unicode());
+        } else {
+            safe.push(c);
+        }
+    }
+    safe
 }
 
 /// A listing of tasks.

@@ -235,17 +235,18 @@ pub struct RequestView<'a> {
     by: Actor,
     /// When.
     at: String,
-    /// The bulk action that took the task, if one did.
+    /// The bulk action that took the task, if one did: an operator's name for it,
+    /// shown to operators only.
     #[serde(skip_serializing_if = "Option::is_none")]
     batch: Option<&'a str>,
 }
 
 impl<'a> RequestView<'a> {
-    fn of(request: &'a Request) -> Self {
+    fn of(request: &'a Request, view: View) -> Self {
         Self {
             by: request.by,
             at: request.at.to_rfc3339(),
-            batch: request.batch.as_deref(),
+            batch: request.batch.as_deref().filter(|_| view == View::Operator),
         }
     }
 }
@@ -283,8 +284,8 @@ impl<'a> TaskView<'a> {
             error: task.error.as_deref(),
             not_undone: &task.not_undone,
             notify: task.notify.as_ref(),
-            cancelled: task.cancelled.as_ref().map(RequestView::of),
-            paused: task.paused.as_ref().map(RequestView::of),
+            cancelled: task.cancelled.as_ref().map(|r| RequestView::of(r, view)),
+            paused: task.paused.as_ref().map(|r| RequestView::of(r, view)),
             start_at: time(task.start_at),
             priority: task.priority,
             resubmissions: task
@@ -292,7 +293,7 @@ impl<'a> TaskView<'a> {
                 .iter()
                 .map(|r| ResubmissionView {
                     run: r.run,
-                    request: RequestView::of(&r.request),
+                    request: RequestView::of(&r.request, view),
                     edited: r.edited,
                 })
                 .collect(),

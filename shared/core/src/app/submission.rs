@@ -240,9 +240,8 @@ impl App {
         submission: &Submission,
     ) -> Result<(), SubmitError> {
         definition.validate_input(&submission.input)?;
-        if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own_queue(q)) {
-            return Err(SubmitError::ReservedQueue(queue.clone()));
-        }
+        // The checks a caller's own queue passes first: a name of the system's own,
+        // refused as such, could otherwise be confirmed by a guess.
         if let (Some(prefix), Some(queue)) = (&self.notification_prefix, &submission.notify)
             && !queue.as_str().starts_with(prefix.as_str())
         {
@@ -259,6 +258,9 @@ impl App {
                     suffix,
                 });
             }
+        }
+        if let Some(queue) = submission.notify.as_ref().filter(|q| self.is_own_queue(q)) {
+            return Err(SubmitError::ReservedQueue(queue.clone()));
         }
         Ok(())
     }
