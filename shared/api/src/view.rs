@@ -598,8 +598,8 @@ pub struct DeadLetterQueuesView {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct DeadLetterQueueView {
     /// The role of the queue whose messages it keeps: scheduler, agent-requests,
-    /// agent-responses, or in buffered ingestion ingest (accepted submissions whose
-    /// task was not created).
+    /// agent-responses, or ingest (accepted submissions whose task was not created;
+    /// on AWS in buffered ingestion, locally always).
     pub queue: &'static str,
     /// That queue's name.
     pub source: String,

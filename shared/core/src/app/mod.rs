@@ -181,11 +181,9 @@ pub struct App {
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
     /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
     deadline_messages: bool,
-    /// The queue of buffered submissions, which this process's scheduler drains
-    /// ([`App::with_ingestion`], [`App::draining`]).
-    ingest: Option<QueueName>,
-    /// Whether submissions are buffered in `ingest` ([`App::with_ingestion`]).
-    buffers: bool,
+    /// The queue of buffered submissions this process's scheduler drains, and whether
+    /// it buffers submissions there.
+    ingest: Ingest,
     /// Whether a direct submission's task is created claimed by this process, now
     /// ([`App::with_submissions_claimed`]).
     claims_submissions: Option<ClaimsNow>,
@@ -201,6 +199,28 @@ pub struct App {
     task_locks: locks::Striped<1024>,
     /// Seals owners' listing cursors, once the store's key is read ([`cursors`]).
     cursor_seal: tokio::sync::OnceCell<cursors::CursorSeal>,
+}
+
+/// The queue of buffered submissions, as a process has it.
+enum Ingest {
+    /// None: submissions are written at once, and never buffered.
+    None,
+    /// Drained by its scheduler, though it writes submissions at once: those a
+    /// buffered run accepted are created ([`App::draining`]).
+    Drained(QueueName),
+    /// Where it buffers submissions, and its scheduler drains them
+    /// ([`App::with_ingestion`]).
+    Buffered(QueueName),
+}
+
+impl Ingest {
+    /// The queue, drained or buffered in.
+    fn queue(&self) -> Option<&QueueName> {
+        match self {
+            Self::None => None,
+            Self::Drained(queue) | Self::Buffered(queue) => Some(queue),
+        }
+    }
 }
 
 impl App {
@@ -238,8 +258,7 @@ impl App {
             task_locks: locks::Striped::default(),
             cursor_seal: tokio::sync::OnceCell::new(),
             deadline_messages: false,
-            ingest: None,
-            buffers: false,
+            ingest: Ingest::None,
             claims_submissions: None,
             notification_prefix: None,
             dead_letters: None,
@@ -261,8 +280,7 @@ impl App {
     /// ([`App::accept`]); a scheduler consuming `ingest` creates the task.
     #[must_use]
     pub fn with_ingestion(mut self, ingest: QueueName) -> Self {
-        self.ingest = Some(ingest);
-        self.buffers = true;
+        self.ingest = Ingest::Buffered(ingest);
         self
     }
 
@@ -271,7 +289,7 @@ impl App {
     /// stranded, and the queue stays its own ([`App::is_own_queue`]).
     #[must_use]
     pub fn draining(mut self, ingest: QueueName) -> Self {
-        self.ingest = Some(ingest);
+        self.ingest = Ingest::Drained(ingest);
         self
     }
 
@@ -322,7 +340,7 @@ impl App {
             ("agent-requests", &self.names.agent_requests),
             ("agent-responses", &self.names.agent_responses),
         ];
-        queues.extend(self.ingest.iter().map(|ingest| ("ingest", ingest)));
+        queues.extend(self.ingest.queue().map(|ingest| ("ingest", ingest)));
         queues
     }
 

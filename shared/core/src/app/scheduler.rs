@@ -105,7 +105,7 @@ impl App {
             Some(Inbox::AgentResponses)
         } else {
             self.ingest
-                .as_ref()
+                .queue()
                 .is_some_and(|ingest| ingest.as_str() == queue)
                 .then_some(Inbox::Ingest)
         }

@@ -14,7 +14,7 @@ use sas_domain::submission::Submission;
 use sas_domain::task::{Task, TaskState, WorkflowRef};
 use sas_domain::workflow::{InputError, Workflow};
 
-use super::{App, HandleError, Handled, TaskError};
+use super::{App, HandleError, Handled, Ingest, TaskError};
 
 /// Why a submission was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -193,7 +193,7 @@ impl App {
         workflow: &str,
         mut submission: Submission,
     ) -> Result<Buffered, SubmitError> {
-        let Some(ingest) = self.ingest.as_ref().filter(|_| self.buffers) else {
+        let Ingest::Buffered(ingest) = &self.ingest else {
             return Err(SubmitError::Queue(QueueError::new(
                 "ingest",
                 "this process does not buffer submissions",
@@ -220,7 +220,7 @@ impl App {
     /// Whether submissions are buffered ([`App::with_ingestion`]).
     #[must_use]
     pub fn buffers_submissions(&self) -> bool {
-        self.buffers
+        matches!(self.ingest, Ingest::Buffered(_))
     }
 
     /// The workflow a submission names, its input and notification queue checked.
@@ -389,7 +389,7 @@ impl App {
             &self.names.agent_responses,
         ]
         .into_iter()
-        .chain(&self.ingest)
+        .chain(self.ingest.queue())
         .any(|own| {
             let name = queue.as_str();
             name == own.as_str() || name.strip_suffix("-dlq") == Some(own.as_str())
