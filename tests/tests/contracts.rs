@@ -384,6 +384,55 @@ async fn an_owners_listing_reads_a_bounded_number_of_tasks_a_request() {
     assert_eq!(found, ["z-mine"], "its own, and only its own, in the end");
 }
 
+/// A forged callback token is refused as no token, whatever its task: one that does
+/// not exist, one that does, and one whose record its workflow no longer fits (which
+/// a scheduler takes for an outage, 503). Its answer tells nothing of the task.
+#[tokio::test]
+async fn a_forged_callback_token_tells_nothing_of_the_task_it_names() {
+    let world = Buffering::new();
+    let app = world.direct_over(world.ports(), "submission");
+    in_error(&world, TaskId::parse("exists").expect("id"), None, None).await;
+    in_error(&world, TaskId::parse("misfit").expect("id"), None, None).await;
+    let mut misfit = world
+        .memory
+        .tasks()
+        .into_iter()
+        .find(|t| t.id.as_str() == "misfit")
+        .expect("the task");
+    misfit.steps.pop();
+    misfit.version += 1;
+    sas_core::ports::StateStore::update(world.memory.as_ref(), &misfit)
+        .await
+        .expect("a step fewer than its workflow's");
+    let forged = |id: &str| {
+        format!(
+            "{}.1.0.1.{}",
+            URL_SAFE_NO_PAD.encode(id),
+            URL_SAFE_NO_PAD.encode([7u8; 16])
+        )
+    };
+
+    let mut answers = Vec::new();
+    for id in ["absent", "exists", "misfit"] {
+        for (path, body) in [
+            (
+                format!("/callbacks/{}", forged(id)),
+                json!({ "output": {} }),
+            ),
+            (format!("/callbacks/{}/heartbeat", forged(id)), json!({})),
+        ] {
+            let body = body.to_string();
+            let answer = api::handle(&app, request("POST", &path, None, body.as_bytes())).await;
+            answers.push((answer.status, answer.body));
+        }
+    }
+
+    assert!(
+        answers.iter().all(|answer| *answer == answers[0]) && answers[0].0 == 404,
+        "{answers:#?}"
+    );
+}
+
 /// A caller's notification queue must be named for it before anything else is
 /// checked: a name of one of the system's own queues is refused as any queue not the
 /// caller's, so that a guess of one is not confirmed.

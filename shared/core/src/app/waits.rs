@@ -21,7 +21,7 @@ impl App {
         token: &str,
         outcome: CallbackOutcome,
     ) -> Result<Task, ActionError> {
-        let token = Token::parse(token).ok_or(Refused::UnknownCallback)?;
+        let token = self.signed_token(token).await?;
         let callback = CallbackUse {
             step: token.step,
             token: Some(token.clone()),
@@ -41,13 +41,25 @@ impl App {
     /// # Errors
     /// As [`Self::use_callback`]; refused for a step that takes no heartbeat.
     pub async fn heartbeat(&self, token: &str) -> Result<Task, ActionError> {
-        let token = Token::parse(token).ok_or(Refused::UnknownCallback)?;
+        let token = self.signed_token(token).await?;
         unknown_if_missing(
             self.act(&token.task, |task, workflow, _, now| {
                 decide::on_heartbeat(task, workflow, &token, now)
             })
             .await,
         )
+    }
+
+    /// The token `text` is, if its task exists and signed it: one consistent read of
+    /// the task whatever the token, before anything that could answer otherwise, so
+    /// that a forged token tells nothing of its task (whether it exists, whether its
+    /// record fits its workflow), not even by the time its answer takes.
+    async fn signed_token(&self, text: &str) -> Result<Token, ActionError> {
+        let token = Token::parse(text).ok_or(Refused::UnknownCallback)?;
+        match self.store.task(&token.task).await? {
+            Some(task) if token.is_signed_for(&task) => Ok(token),
+            _ => Err(Refused::UnknownCallback.into()),
+        }
     }
 
     /// The owner or an operator ends the wait of task `id`'s step named `step`, as
