@@ -249,6 +249,21 @@ fn seconds(at: Timestamp) -> i64 {
 }
 
 impl DynamoStore {
+    /// Puts `item`, on condition that no item has its key: [`StoreError::Conflict`]
+    /// when one has.
+    async fn put_new(&self, item: Item) -> Result<(), StoreError> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .send()
+            .await;
+        conditional(put)
+    }
+
     /// A store on the table of `settings`.
     #[must_use]
     pub fn new(sdk: &SdkConfig, settings: TableSettings) -> Self {
@@ -832,16 +847,7 @@ impl StateStore for DynamoStore {
         if input.len() <= INLINE_ORDER && order.earlier.is_empty() {
             let mut item = self.task_item(task)?;
             item.insert("input".into(), s(input));
-            let result = self
-                .client
-                .put_item()
-                .table_name(&self.settings.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk)")
-                .expression_attribute_names("#pk", "pk")
-                .send()
-                .await;
-            return conditional(result);
+            return self.put_new(item).await;
         }
         let order_item = self.order_item(
             task,
@@ -1139,16 +1145,7 @@ impl StateStore for DynamoStore {
         }
         let mut item = item_key();
         item.insert("secret".to_owned(), AttributeValue::B(Blob::new(drawn)));
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.settings.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", "pk")
-            .send()
-            .await;
-        match conditional(put) {
+        match self.put_new(item).await {
             Ok(()) => Ok(drawn),
             Err(StoreError::Conflict) => kept().await?.ok_or_else(|| {
                 StoreError::Corrupt("the cursor key, there a moment ago, is gone".into())
