@@ -214,6 +214,7 @@ impl Stack {
                 "LEASE_SHARDS" => Some("4".into()),
                 "LEASE_BUCKET_SECONDS" => Some(lease_bucket_seconds.to_string()),
                 "INGEST_QUEUE_URL" => ingest.map(|name| urls[name].clone()),
+                "INGESTION" => buffered.then(|| "BUFFERED".into()),
                 _ => None,
             }
         };

@@ -49,6 +49,36 @@ async fn wait_for_task(
     wait_for_task_as(stack, None, id, what, patience, done).await
 }
 
+/// The URL of the deployed queue whose name holds `name`.
+async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
+    let queues = sqs.list_queues().send().await.expect("the queues");
+    queues
+        .queue_urls()
+        .iter()
+        .find(|url| url.contains(name))
+        .unwrap_or_else(|| panic!("no {name} in {:?}", queues.queue_urls()))
+        .clone()
+}
+
+/// The message buffered ingestion queues for submission `id` accepted with the
+/// workflow and input of `like`, a task.
+fn accepted(id: &str, like: &Value) -> SendMessageBatchRequestEntry {
+    let version = like["workflow"]["version"].as_u64().expect("a version");
+    let message = SchedulerMessage::Submit(Buffered {
+        workflow: WorkflowRef {
+            name: like["workflow"]["name"].as_str().expect("a name").into(),
+            version: u32::try_from(version).expect("a version"),
+        },
+        submission: Submission::new(TaskId::parse(id).expect("an id"), like["input"].clone()),
+        accepted_at: Timestamp(0),
+    });
+    SendMessageBatchRequestEntry::builder()
+        .id(id)
+        .message_body(serde_json::to_string(&message).expect("JSON"))
+        .build()
+        .expect("an entry")
+}
+
 /// Waits for task `id` to be Processed, run once: an effect for each of its five steps.
 async fn processed_once(stack: &Deployment, remote: &Remote, id: &str) {
     wait_for_task(stack, id, "Processed", Duration::from_secs(90), |t| {
@@ -192,6 +222,16 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         "{}",
         conflict.body
     );
+
+    // A submission accepted while the stack ingested buffered, left in the ingest queue
+    // by the update to direct ingestion: the scheduler still creates its task, once.
+    sqs.send_message_batch()
+        .queue_url(queue_url(&sqs, "IngestQueue").await)
+        .entries(accepted("accepted-before", &task))
+        .send()
+        .await
+        .expect("queued");
+    processed_once(&stack, &remote, "accepted-before").await;
 
     // The delivery with its checks in parallel: both sent, joined, every effect once.
     let mut parallel = readme_delivery();
@@ -1708,31 +1748,8 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     // delete) has its messages delivered again: the first request's message once
     // more, in one batch with a new submission's.
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
-    let queues = sqs.list_queues().send().await.expect("the queues");
-    let queue_url = |name: &str| {
-        queues
-            .queue_urls()
-            .iter()
-            .find(|url| url.contains(name))
-            .unwrap_or_else(|| panic!("no {name} in {:?}", queues.queue_urls()))
-    };
-    let ingest = queue_url("IngestQueue");
-    let version = task["workflow"]["version"].as_u64().expect("a version");
-    let submitted = |id: &str| {
-        let message = SchedulerMessage::Submit(Buffered {
-            workflow: WorkflowRef {
-                name: "drone-delivery".into(),
-                version: u32::try_from(version).expect("a version"),
-            },
-            submission: Submission::new(TaskId::parse(id).expect("an id"), task["input"].clone()),
-            accepted_at: Timestamp(0),
-        });
-        SendMessageBatchRequestEntry::builder()
-            .id(id)
-            .message_body(serde_json::to_string(&message).expect("JSON"))
-            .build()
-            .expect("an entry")
-    };
+    let ingest = &queue_url(&sqs, "IngestQueue").await;
+    let submitted = |id: &str| accepted(id, &task);
     sqs.send_message_batch()
         .queue_url(ingest)
         .entries(submitted("buffered-1"))
@@ -1777,7 +1794,7 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     // An accepted submission whose message could not be handled through all its
     // receives (an outage) waits in the ingest dead-letter queue: the operator, with
     // IAM enforced, sees it and sends it back, and its task is created and run.
-    let dead_letters = queue_url("IngestDeadLetterQueue");
+    let dead_letters = queue_url(&sqs, "IngestDeadLetterQueue").await;
     sqs.send_message_batch()
         .queue_url(dead_letters)
         .entries(submitted("buffered-3"))

@@ -31,6 +31,7 @@ fn the_functions_read_exactly_the_declared_variables() {
             | "TASK_RETENTION_DAYS"
             | "SUPERVISOR_BATCH" => "1".to_owned(),
             "AUTH_MODE" => "JWT".to_owned(),
+            "INGESTION" => "BUFFERED".to_owned(),
             _ => "https://sqs.eu-west-1.amazonaws.com/1/value".to_owned(),
         })
     })
@@ -194,15 +195,35 @@ impl Deployed {
         }
     }
 
-    /// The resources of a type that are deployed with each parameter at its default:
-    /// those without a condition, or whose condition holds.
+    /// Whether a resource is deployed with each parameter at its default: it has no
+    /// condition, or its condition holds.
+    fn is_deployed(&self, resource: &Value) -> bool {
+        resource["Condition"]
+            .as_str()
+            .is_none_or(|name| self.holds(&self.conditions[name]))
+    }
+
+    /// The resources of a type that are deployed with each parameter at its default.
     fn of_type<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> {
-        self.resources.iter().filter(move |(_, r)| {
-            r["Type"] == kind
-                && r["Condition"]
-                    .as_str()
-                    .is_none_or(|name| self.holds(&self.conditions[name]))
-        })
+        self.resources
+            .iter()
+            .filter(move |(_, r)| r["Type"] == kind && self.is_deployed(r))
+    }
+
+    /// What is deployed with each parameter at its default: each resource's type and
+    /// name.
+    fn deployed(&self) -> BTreeSet<String> {
+        self.resources
+            .iter()
+            .filter(|(_, r)| self.is_deployed(r))
+            .map(|(id, r)| {
+                format!(
+                    "{} {}",
+                    r["Type"].as_str().unwrap_or("?"),
+                    Self::canonical(id)
+                )
+            })
+            .collect()
     }
 
     /// A name in a `Ref` or `${...}`: a pseudo parameter as written, a parameter as its
@@ -705,10 +726,10 @@ impl Deployed {
     }
 }
 
-/// Both build the same security, alarms and triggers, `alarms` alarms, each notifying
+/// Both build the same security, alarms and triggers, twelve alarms, each notifying
 /// the alert topic, and every queue a function reads watched for the age of its oldest
 /// message (a consumer behind, throttled or failing).
-fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, alarms: usize) {
+fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) {
     let encryption = sam.topic_encryption();
     assert_eq!(
         encryption["rotates"], true,
@@ -750,7 +771,7 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, 
     }
     assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
     let sam_alarms = sam.alarms();
-    assert_eq!(sam_alarms.len(), alarms, "{sam_alarms:#?}");
+    assert_eq!(sam_alarms.len(), 12, "{sam_alarms:#?}");
     assert!(
         sam_alarms
             .iter()
@@ -785,14 +806,55 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed, 
 
 #[test]
 fn the_sam_template_and_the_cdk_construct_build_the_same_security_alarms_and_triggers() {
-    assert_the_same_security_alarms_and_triggers(&Deployed::sam(), &Deployed::cdk("cdk.out"), 10);
+    assert_the_same_security_alarms_and_triggers(&Deployed::sam(), &Deployed::cdk("cdk.out"));
+}
+
+/// An update from buffered to direct ingestion keeps the ingest queue, its dead
+/// letters, their alarms and the scheduler's consumer: the submissions a buffered stack
+/// accepted are created after it, not deleted with their queue. Only the functions'
+/// `INGESTION` changes.
+#[test]
+fn switching_ingestion_keeps_the_ingest_queue_and_its_consumer() {
+    let modes = [
+        (
+            Deployed::sam(),
+            Deployed::sam().with(&[("IngestionMode", "BUFFERED")]),
+        ),
+        (Deployed::cdk("cdk.out"), Deployed::cdk("cdk.out.buffered")),
+    ];
+    for (direct, buffered) in modes {
+        let name = direct.name;
+        let resources = direct.deployed();
+        for queue in ["IngestQueue", "IngestDeadLetterQueue"] {
+            assert!(
+                resources.contains(&format!("AWS::SQS::Queue {queue}")),
+                "{name}: no {queue} in direct ingestion: {resources:#?}"
+            );
+        }
+        assert_eq!(resources, buffered.deployed(), "{name}: the resources");
+        assert!(
+            direct.event_source_queues()["SchedulerFunction"].contains("${IngestQueue.Arn}"),
+            "{name}: the scheduler drains the ingest queue in direct ingestion"
+        );
+        assert_eq!(
+            direct.triggers(),
+            buffered.triggers(),
+            "{name}: the triggers"
+        );
+        assert_eq!(direct.alarms(), buffered.alarms(), "{name}: the alarms");
+        assert_eq!(
+            direct.function_permissions(),
+            buffered.function_permissions(),
+            "{name}: the functions' permissions"
+        );
+    }
 }
 
 #[test]
 fn the_sam_template_and_the_cdk_construct_build_the_same_with_buffered_ingestion() {
     let sam = Deployed::sam().with(&[("IngestionMode", "BUFFERED")]);
     let cdk = Deployed::cdk("cdk.out.buffered");
-    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 12);
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk);
 }
 
 /// The key of the services' secrets `infra/check` synthesizes the CDK app with
@@ -827,7 +889,7 @@ fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_man
         [json!(format!("kms:Decrypt {SECRETS_KEY} if {through}"))]
     );
     let cdk = Deployed::cdk("cdk.out.secrets-key");
-    assert_the_same_security_alarms_and_triggers(&sam, &cdk, 10);
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk);
 }
 
 impl Deployed {

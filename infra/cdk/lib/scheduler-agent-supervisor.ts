@@ -69,10 +69,12 @@ export interface SchedulerAgentSupervisorProps {
    * DIRECT writes a submission's task before the API answers. BUFFERED checks the
    * request and queues it before answering 202; the scheduler creates the tasks,
    * `ingestMaxConcurrency` invocations at once, so that a burst waits in the queue
-   * instead of being throttled by the table. Default: DIRECT.
+   * instead of being throttled by the table. Default: DIRECT. The ingest queue exists,
+   * drained by the scheduler, in both modes: switching to DIRECT creates the tasks
+   * already accepted.
    */
   readonly ingestion?: "DIRECT" | "BUFFERED";
-  /** With BUFFERED ingestion, scheduler invocations creating tasks at once. Default: 2. */
+  /** Scheduler invocations creating tasks from the ingest queue at once. Default: 2. */
   readonly ingestMaxConcurrency?: number;
   /** An address subscribed to the alert topic. Default: none. */
   readonly alertEmail?: string;
@@ -150,9 +152,9 @@ export class SchedulerAgentSupervisor extends Construct {
   readonly alertKey: kms.Key;
   readonly queues: Record<"scheduler" | "agentRequests" | "agentResponses", sqs.Queue>;
   readonly deadLetterQueues: sqs.Queue[] = [];
-  /** With BUFFERED ingestion, the accepted submissions, and their dead-letter queue. */
-  readonly ingestQueue?: sqs.Queue;
-  readonly ingestDeadLetterQueue?: sqs.Queue;
+  /** The accepted submissions of BUFFERED ingestion, and their dead-letter queue. */
+  readonly ingestQueue: sqs.Queue;
+  readonly ingestDeadLetterQueue: sqs.Queue;
   readonly functions: Record<FunctionName, lambda.Function>;
 
   constructor(scope: Construct, id: string, props: SchedulerAgentSupervisorProps) {
@@ -225,22 +227,22 @@ export class SchedulerAgentSupervisor extends Construct {
       agentRequests: queue("AgentRequest", Duration.seconds(900)),
       agentResponses: queue("AgentResponse", Duration.seconds(180)),
     };
-    // Buffered ingestion: accepted submissions, for the scheduler to create.
-    if (props.ingestion === "BUFFERED") {
-      this.ingestDeadLetterQueue = new sqs.Queue(this, "IngestDeadLetterQueue", {
-        encryption: sqs.QueueEncryption.SQS_MANAGED,
-        retentionPeriod: Duration.days(14),
-        enforceSSL: true,
-      });
-      waive(this.ingestDeadLetterQueue, { ES6000: "a dead-letter queue is the end of the line: it has no dead-letter queue of its own" });
-      this.ingestQueue = new sqs.Queue(this, "IngestQueue", {
-        encryption: sqs.QueueEncryption.SQS_MANAGED,
-        visibilityTimeout: Duration.seconds(180),
-        retentionPeriod: Duration.days(14),
-        deadLetterQueue: { queue: this.ingestDeadLetterQueue, maxReceiveCount: 5 },
-        enforceSSL: true,
-      });
-    }
+    // Buffered ingestion: accepted submissions, for the scheduler to create. Kept, and
+    // drained, in both modes: an update from BUFFERED to DIRECT must not delete the
+    // submissions already accepted.
+    this.ingestDeadLetterQueue = new sqs.Queue(this, "IngestDeadLetterQueue", {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+    });
+    waive(this.ingestDeadLetterQueue, { ES6000: "a dead-letter queue is the end of the line: it has no dead-letter queue of its own" });
+    this.ingestQueue = new sqs.Queue(this, "IngestQueue", {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      visibilityTimeout: Duration.seconds(180),
+      retentionPeriod: Duration.days(14),
+      deadLetterQueue: { queue: this.ingestDeadLetterQueue, maxReceiveCount: 5 },
+      enforceSSL: true,
+    });
 
     // The topic is encrypted with a key of the stack's own: CloudWatch alarms cannot
     // publish to a topic under the AWS-managed alias/aws/sns key, whose policy no one
@@ -287,7 +289,8 @@ export class SchedulerAgentSupervisor extends Construct {
       SCHEDULER_QUEUE_URL: this.queues.scheduler.queueUrl,
       AGENT_REQUEST_QUEUE_URL: this.queues.agentRequests.queueUrl,
       AGENT_RESPONSE_QUEUE_URL: this.queues.agentResponses.queueUrl,
-      INGEST_QUEUE_URL: this.ingestQueue?.queueUrl ?? "",
+      INGEST_QUEUE_URL: this.ingestQueue.queueUrl,
+      INGESTION: props.ingestion ?? "DIRECT",
       ALERT_TOPIC_ARN: this.alertTopic.topicArn,
       NOTIFICATION_QUEUE_PREFIX: notificationQueuePrefix,
       SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),
@@ -437,7 +440,8 @@ export class SchedulerAgentSupervisor extends Construct {
       allow(target, ["sqs:SendMessage", "sqs:GetQueueUrl"], [notifications]);
     }
     // The operator's dead letters: found from each queue's redrive policy, looked at,
-    // and sent back to their queue; with buffered ingestion, the ingest queue's too.
+    // and sent back to their queue; the ingest queue's too, to which buffered ingestion
+    // sends the accepted submissions.
     allow(
       submission,
       ["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"],
@@ -446,15 +450,10 @@ export class SchedulerAgentSupervisor extends Construct {
     allow(
       submission,
       ["sqs:GetQueueAttributes", "sqs:SendMessage"],
-      [...Object.values(this.queues), ...(this.ingestQueue ? [this.ingestQueue] : [])].map((q) => q.queueArn),
+      [...Object.values(this.queues), this.ingestQueue].map((q) => q.queueArn),
     );
-    // Buffered ingestion: the API queues the accepted submissions, the scheduler reads
-    // them. Without it, the statements name the scheduler's queue, granted already: an
-    // unconditional statement, as in the SAM template (whose conditional inline
-    // policies MiniStack does not apply).
-    const ingest = (this.ingestQueue ?? this.queues.scheduler).queueArn;
-    allow(submission, ["sqs:SendMessage"], [ingest]);
-    allow(scheduler, ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"], [ingest]);
+    // The scheduler creates the accepted submissions' tasks, in both modes.
+    allow(scheduler, ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"], [this.ingestQueue.queueArn]);
     // The scheduler raises alerts; the supervisor raises again those whose publication failed.
     for (const target of [scheduler, supervisor]) {
       allow(target, ["sns:Publish"], [this.alertTopic.topicArn]);
@@ -462,9 +461,9 @@ export class SchedulerAgentSupervisor extends Construct {
     }
   }
 
-  /** The dead-letter queues of the pattern's queues, and of the ingest queue if any. */
+  /** The dead-letter queues of the pattern's queues, and of the ingest queue. */
   private allDeadLetterQueues(): sqs.Queue[] {
-    return [...this.deadLetterQueues, ...(this.ingestDeadLetterQueue ? [this.ingestDeadLetterQueue] : [])];
+    return [...this.deadLetterQueues, this.ingestDeadLetterQueue];
   }
 
   private connect(agentMaxConcurrency: number, supervisorRate: Duration, batchingWindow: Duration | undefined, ingestMaxConcurrency: number) {
@@ -478,9 +477,7 @@ export class SchedulerAgentSupervisor extends Construct {
     this.functions.scheduler.addEventSource(sqsSource(this.queues.scheduler));
     this.functions.scheduler.addEventSource(sqsSource(this.queues.agentResponses));
     this.functions.agent.addEventSource(sqsSource(this.queues.agentRequests, agentMaxConcurrency));
-    if (this.ingestQueue) {
-      this.functions.scheduler.addEventSource(sqsSource(this.ingestQueue, ingestMaxConcurrency));
-    }
+    this.functions.scheduler.addEventSource(sqsSource(this.ingestQueue, ingestMaxConcurrency));
     for (const f of [this.functions.scheduler, this.functions.agent]) {
       for (const mapping of f.node.findAll().filter((c) => c instanceof lambda.CfnEventSourceMapping)) {
         waive(mapping, { ES1001: "an SQS source's failures go to the queue's dead-letter queue; OnFailure destinations are for streams" });
@@ -630,14 +627,12 @@ export class SchedulerAgentSupervisor extends Construct {
       new cloudwatch.MathExpression({ expression: "MAX([a0, a1, a2])", usingMetrics: { a0: ages[0], a1: ages[1], a2: ages[2] }, period: minute }),
       overFiveMinutes,
     );
-    if (this.ingestQueue) {
-      alarm(
-        "IngestOldestMessageAlarm",
-        "An accepted submission has waited over 5 minutes in the ingest queue; its task is not created yet, the scheduler behind or failing.",
-        age(this.ingestQueue),
-        overFiveMinutes,
-      );
-    }
+    alarm(
+      "IngestOldestMessageAlarm",
+      "An accepted submission has waited over 5 minutes in the ingest queue; its task is not created yet, the scheduler behind or failing.",
+      age(this.ingestQueue),
+      overFiveMinutes,
+    );
     const functions = Object.values(this.functions);
     const fiveMinutes = Duration.minutes(5);
     const sum = (metric: (f: lambda.Function) => cloudwatch.Metric) =>

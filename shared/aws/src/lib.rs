@@ -19,7 +19,7 @@ use aws_types::SdkConfig;
 use sas_core::app::{App, Ports};
 use sas_core::clock::WallClock;
 use sas_lambda::StartError;
-use sas_lambda::config::Config;
+use sas_lambda::config::{Config, Ingestion};
 use sas_lambda::metrics::EmfMetrics;
 
 use crate::alerts::SnsAlerts;
@@ -53,8 +53,12 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     if let Some(prefix) = &config.notification_queue_prefix {
         app = app.with_notification_prefix(prefix.clone());
     }
-    Ok(match &config.ingest_queue_url {
-        Some(url) => app.with_ingestion(sas_lambda::sqs::queue_name(url)?),
-        None => app,
+    let Some(url) = &config.ingest_queue_url else {
+        return Ok(app);
+    };
+    let ingest = sas_lambda::sqs::queue_name(url)?;
+    Ok(match config.ingestion {
+        Ingestion::Buffered => app.with_ingestion(ingest),
+        Ingestion::Direct => app.draining(ingest),
     })
 }

@@ -8,12 +8,13 @@ use sas_domain::services::{self, Service};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 15] = [
+pub const VARIABLES: [&str; 16] = [
     "TABLE_NAME",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
     "AGENT_RESPONSE_QUEUE_URL",
     "INGEST_QUEUE_URL",
+    "INGESTION",
     "ALERT_TOPIC_ARN",
     "NOTIFICATION_QUEUE_PREFIX",
     "SERVICE_URLS",
@@ -71,6 +72,36 @@ impl Authentication {
     }
 }
 
+/// How the API takes a submission (`INGESTION`, from `IngestionMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingestion {
+    /// `DIRECT`: its task is written before the API answers.
+    Direct,
+    /// `BUFFERED`: it is checked and queued on the ingest queue, and the scheduler
+    /// creates its task.
+    Buffered,
+}
+
+impl Ingestion {
+    fn from_lookup(
+        lookup: &impl Fn(&str) -> Option<String>,
+        ingest_queue_url: Option<&String>,
+    ) -> Result<Self, ConfigError> {
+        match (lookup("INGESTION").as_deref(), ingest_queue_url) {
+            (None | Some("DIRECT"), _) => Ok(Self::Direct),
+            (Some("BUFFERED"), Some(_)) => Ok(Self::Buffered),
+            (Some("BUFFERED"), None) => Err(ConfigError::Invalid(
+                "INGESTION",
+                "BUFFERED needs INGEST_QUEUE_URL".into(),
+            )),
+            (Some(other), _) => Err(ConfigError::Invalid(
+                "INGESTION",
+                format!("{other}: expected DIRECT or BUFFERED"),
+            )),
+        }
+    }
+}
+
 /// The table of the task state, as the DynamoDB adapter uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSettings {
@@ -98,9 +129,12 @@ pub struct Config {
     pub agent_request_queue_url: String,
     /// The agents' response queue.
     pub agent_response_queue_url: String,
-    /// The queue of buffered submissions, in buffered ingestion (`IngestionMode`);
-    /// `None` (unset or empty) when a submission's task is written at once.
+    /// The queue of buffered submissions, which the scheduler drains in either mode
+    /// (`IngestQueue`): a stack switched from buffered to direct ingestion still
+    /// creates the tasks it had accepted. `None` (unset or empty): no such queue.
     pub ingest_queue_url: Option<String>,
+    /// Whether the API buffers submissions on the ingest queue (`IngestionMode`).
+    pub ingestion: Ingestion,
     /// The operators' alert topic.
     pub alert_topic_arn: String,
     /// How callers' notification queues must be named for the functions to post to
@@ -142,7 +176,10 @@ impl Config {
             .ok()
             .filter(|n| (1..=1000).contains(n))
             .ok_or_else(|| ConfigError::Invalid("LEASE_SHARDS", "must be 1 to 1000".into()))?;
+        let ingest_queue_url = lookup("INGEST_QUEUE_URL").filter(|url| !url.is_empty());
         Ok(Self {
+            ingestion: Ingestion::from_lookup(&lookup, ingest_queue_url.as_ref())?,
+            ingest_queue_url,
             table: TableSettings {
                 table: required("TABLE_NAME")?,
                 lease_shards,
@@ -152,7 +189,6 @@ impl Config {
             scheduler_queue_url: required("SCHEDULER_QUEUE_URL")?,
             agent_request_queue_url: required("AGENT_REQUEST_QUEUE_URL")?,
             agent_response_queue_url: required("AGENT_RESPONSE_QUEUE_URL")?,
-            ingest_queue_url: lookup("INGEST_QUEUE_URL").filter(|url| !url.is_empty()),
             alert_topic_arn: required("ALERT_TOPIC_ARN")?,
             notification_queue_prefix: lookup("NOTIFICATION_QUEUE_PREFIX")
                 .filter(|prefix| !prefix.is_empty()),
@@ -205,10 +241,38 @@ pub(crate) mod tests {
             (config.table.lease_shards, config.supervisor_batch),
             (8, 100)
         );
-        assert_eq!(config.ingest_queue_url, None, "direct ingestion by default");
+        assert_eq!(
+            (config.ingest_queue_url.as_deref(), config.ingestion),
+            (None, Ingestion::Direct),
+            "direct ingestion by default"
+        );
         let url = "https://sqs.eu-west-1.amazonaws.com/1/sas-ingest";
-        let buffered = Config::from_lookup(lookup(&[("INGEST_QUEUE_URL", url)])).expect("complete");
-        assert_eq!(buffered.ingest_queue_url.as_deref(), Some(url));
+        let drained = Config::from_lookup(lookup(&[("INGEST_QUEUE_URL", url)])).expect("complete");
+        assert_eq!(
+            (drained.ingest_queue_url.as_deref(), drained.ingestion),
+            (Some(url), Ingestion::Direct),
+            "a queue to drain, submissions written at once"
+        );
+        let buffered = Config::from_lookup(lookup(&[
+            ("INGEST_QUEUE_URL", url),
+            ("INGESTION", "BUFFERED"),
+        ]))
+        .expect("complete");
+        assert_eq!(buffered.ingestion, Ingestion::Buffered);
+        for (ingestion, url, reason) in [
+            ("BUFFERED", "", "BUFFERED needs INGEST_QUEUE_URL"),
+            ("buffered", url, "buffered: expected DIRECT or BUFFERED"),
+        ] {
+            let refused = Config::from_lookup(lookup(&[
+                ("INGEST_QUEUE_URL", url),
+                ("INGESTION", ingestion),
+            ]))
+            .expect_err("refused");
+            assert_eq!(
+                refused.to_string(),
+                format!("environment variable INGESTION is invalid: {reason}")
+            );
+        }
         assert_eq!(config.table.retention, Duration::from_secs(30 * 86_400));
         let missing = Config::from_lookup(lookup(&[("ALERT_TOPIC_ARN", "")])).expect_err("missing");
         assert_eq!(
