@@ -301,11 +301,16 @@ pub(crate) async fn children(
         .await?;
     let next = (end < counts.started && end > first).then(|| (end - 1).to_string());
     // A page cut short goes on after the item of its last child.
-    let after = |shown: usize| {
-        let item = tasks.get(shown - 1)?.parent.as_ref()?.item;
-        Some(item.to_string())
+    let cursor = |shown: usize| {
+        if shown == tasks.len() {
+            return Ok(next.clone());
+        }
+        let item = shown
+            .checked_sub(1)
+            .and_then(|last| tasks.get(last)?.parent.as_ref());
+        Ok(item.map(|parent| parent.item.to_string()))
     };
-    Ok(fitted(&tasks, next, after, |tasks, next| {
+    fitted(&tasks, cursor, |tasks, next| {
         ApiResponse::ok(
             200,
             &ChildrenView {
@@ -318,7 +323,7 @@ pub(crate) async fn children(
                 next,
             },
         )
-    }))
+    })
 }
 
 /// The state named in a query or a body, with the states it may be.
@@ -392,49 +397,43 @@ pub(crate) async fn list(
         .list(state, limit, after.as_deref(), scope.owner())
         .await
         .map_err(invalid_cursor)?;
-    let after = |shown: usize| page.after.get(shown - 1).cloned();
-    Ok(fitted(
-        &page.tasks,
-        page.next.clone(),
-        after,
-        |tasks, next| {
-            ApiResponse::ok(
-                200,
-                &PageView {
-                    tasks: tasks
-                        .iter()
-                        .map(|t| TaskView::of(t, scope.view()))
-                        .collect(),
-                    next,
-                },
-            )
-        },
-    ))
+    let cursor = |shown: usize| page.cursor(shown).map_err(ApiError::from);
+    fitted(page.tasks(), cursor, |tasks, next| {
+        ApiResponse::ok(
+            200,
+            &PageView {
+                tasks: tasks
+                    .iter()
+                    .map(|t| TaskView::of(t, scope.view()))
+                    .collect(),
+                next,
+            },
+        )
+    })
 }
 
-/// The answer of a page of `tasks`, whose next page goes on from `next`: a page of
-/// large tasks (their outputs) is answered shorter, cut where its answer fits what API
-/// Gateway may send back, to go on from `after(k)`, the cursor after its `k`-th task
-/// (if there is one), nothing read again. `answer` writes a page and its cursor.
+/// The answer of a page of `tasks`, which goes on from `cursor(k)` when it shows its
+/// first `k` (`cursor(tasks.len())`: the next page's start): a page of large tasks
+/// (their outputs) is answered shorter, cut where its answer fits what API Gateway may
+/// send back, to go on after the last task it shows (if it can), nothing read again.
+/// `answer` writes a page and its cursor.
 fn fitted<'a>(
     tasks: &'a [Task],
-    next: Option<String>,
-    after: impl Fn(usize) -> Option<String>,
+    cursor: impl Fn(usize) -> Result<Option<String>, ApiError>,
     answer: impl Fn(&'a [Task], Option<String>) -> ApiResponse,
-) -> ApiResponse {
+) -> Result<ApiResponse, ApiError> {
     let mut shown = tasks.len();
+    let mut next = cursor(shown)?;
     loop {
-        let cursor = if shown == tasks.len() {
-            next.clone()
-        } else {
-            after(shown)
-        };
-        let page = answer(&tasks[..shown], cursor);
+        let page = answer(&tasks[..shown], next);
         let cut = shown / 2;
-        if page.body.len() <= MAX_ANSWER_BYTES || cut == 0 || after(cut).is_none() {
-            return page;
+        if page.body.len() <= MAX_ANSWER_BYTES || cut == 0 {
+            return Ok(page);
         }
-        shown = cut;
+        match cursor(cut)? {
+            Some(after_cut) => (shown, next) = (cut, Some(after_cut)),
+            None => return Ok(page),
+        }
     }
 }
 

@@ -38,7 +38,7 @@ mod waits;
 
 pub use limits::{GateReport, LINE_COUNTED, LimitReport, ServiceReport};
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
-pub use reading::{OWNED_LISTING_READS, OWNED_LISTING_TASKS};
+pub use reading::{Listing, OWNED_LISTING_READS, OWNED_LISTING_TASKS};
 pub use scheduler::Handled;
 pub use submission::{SubmitError, Submitted};
 pub use supervisor::{Recovery, SweepReport};

@@ -181,7 +181,8 @@ impl App {
         request: &Request,
     ) -> Result<BulkReport, StoreError> {
         let listed = self
-            .list(filter.state, page.limit, page.after.as_deref(), None)
+            .store
+            .list(filter.state, page.limit, page.after.as_deref())
             .await?;
         let mut report = BulkReport {
             examined: listed.tasks.len(),

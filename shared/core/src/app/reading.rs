@@ -138,15 +138,18 @@ impl App {
     ///
     /// # Errors
     /// [`StoreError`] when the store fails, or `after` is not a cursor this listing gave.
-    pub async fn list(
-        &self,
+    pub async fn list<'a>(
+        &'a self,
         state: TaskState,
         limit: usize,
         after: Option<&str>,
-        owner: Option<&Owner>,
-    ) -> Result<TaskPage, StoreError> {
+        owner: Option<&'a Owner>,
+    ) -> Result<Listing<'a>, StoreError> {
         let Some(owner) = owner else {
-            return self.store.list(state, limit, after).await;
+            return Ok(Listing {
+                page: self.store.list(state, limit, after).await?,
+                sealed_for: None,
+            });
         };
         let seal = self
             .cursor_seal
@@ -190,11 +193,45 @@ impl App {
                 break;
             }
         }
-        let sealed = |cursor: &String| seal.seal(owner, state, cursor);
-        Ok(TaskPage {
-            next: owned.next.as_ref().map(sealed).transpose()?,
-            after: owned.after.iter().map(sealed).collect::<Result<_, _>>()?,
-            tasks: owned.tasks,
+        Ok(Listing {
+            page: owned,
+            sealed_for: Some((seal, owner, state)),
         })
+    }
+}
+
+/// A page of a listing ([`App::list`]), whose cursors are given as its caller goes on
+/// from them: an owner's sealed one at a time, where a page holds one for each of its
+/// tasks and an answer shows one.
+pub struct Listing<'a> {
+    page: TaskPage,
+    /// The seal, owner and state of an owner's listing.
+    sealed_for: Option<(&'a CursorSeal, &'a Owner, TaskState)>,
+}
+
+impl Listing<'_> {
+    /// The tasks, in the store's order.
+    #[must_use]
+    pub fn tasks(&self) -> &[Task] {
+        &self.page.tasks
+    }
+
+    /// Where a page of the first `shown` tasks goes on from, if anywhere: the next
+    /// page's start when it shows them all, else the cursor after its last one.
+    ///
+    /// # Errors
+    /// [`StoreError`] when an owner's cursor cannot be sealed.
+    pub fn cursor(&self, shown: usize) -> Result<Option<String>, StoreError> {
+        let cursor = if shown == self.page.tasks.len() {
+            self.page.next.as_ref()
+        } else {
+            shown
+                .checked_sub(1)
+                .and_then(|last| self.page.after.get(last))
+        };
+        match (cursor, self.sealed_for) {
+            (Some(cursor), Some((seal, owner, state))) => seal.seal(owner, state, cursor).map(Some),
+            (cursor, _) => Ok(cursor.cloned()),
+        }
     }
 }
