@@ -211,3 +211,74 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
         Err(StoreError::Conflict)
     ));
 }
+
+/// `LeaseShards` lowered on a running stack: the leases its processes wrote into the
+/// shards above the new count are still swept and listed, none left where no sweep
+/// reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered() {
+    use std::collections::BTreeSet;
+
+    use sas_core::ports::{ExpiredCursor, StateStore as _};
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::task::TaskState;
+    use sas_domain::time::Timestamp;
+    use sas_domain::workflow::Registry;
+    use serde_json::json;
+
+    let moto = Moto::start_serial();
+    let sdk = emulator::sdk(&moto.endpoint);
+    create_table(&aws_sdk_dynamodb::Client::new(&sdk), "shards").await;
+    let store = |lease_shards| {
+        DynamoStore::new(
+            &sdk,
+            TableSettings {
+                table: "shards".into(),
+                lease_shards,
+                lease_bucket: Duration::ZERO,
+                retention: Duration::from_secs(86_400),
+            },
+        )
+    };
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let (wide, narrow) = (store(16), store(2));
+    let mut created = BTreeSet::new();
+    for n in 0..40 {
+        let id = TaskId::parse(format!("t-{n:02}")).expect("id");
+        let (task, order, _) = submit(&drone, Submission::new(id, json!({})), Timestamp(1_000));
+        wide.create(&task, &order).await.expect("created");
+        created.insert(task.id.to_string());
+    }
+
+    let (mut swept, mut from) = (BTreeSet::new(), ExpiredCursor::default());
+    loop {
+        let page = narrow
+            .expired(Timestamp(i64::MAX / 2), 10, &from)
+            .await
+            .expect("a sweep's page");
+        swept.extend(page.tasks.iter().map(|t| t.id.to_string()));
+        match page.next {
+            Some(next) => from = next,
+            None => break,
+        }
+    }
+    assert_eq!(swept, created, "every expired lease swept");
+
+    let (mut listed, mut after) = (BTreeSet::new(), None);
+    loop {
+        let page = narrow
+            .list(TaskState::Pending, 100, after.as_deref())
+            .await
+            .expect("a listing's page");
+        listed.extend(page.tasks.iter().map(|t| t.id.to_string()));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(listed, created, "every task in flight listed");
+}

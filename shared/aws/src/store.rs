@@ -6,6 +6,7 @@
 //! | `TASK#<id>`      | `ORDER`     | order data too large to keep in the task's item, written with the task in one transaction |
 //! | `WORKFLOW#<name>`| `V#<version>` | a workflow definition, as tasks started with it |
 //! | `SECRET#cursor`  | `SECRET`    | the key that seals owners' listing cursors, drawn by the first process that needed it |
+//! | `SETTINGS#lease-shards` | `SETTINGS` | the most expiry shards any process has written leases into (`most`) |
 //!
 //! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
 //! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
@@ -120,6 +121,8 @@ enum OrderExpiry {
 pub struct DynamoStore {
     client: SdkClient<Client>,
     settings: TableSettings,
+    /// The expiry shards that may hold leases, once read ([`DynamoStore::shards`]).
+    shards: tokio::sync::OnceCell<u32>,
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {
@@ -187,6 +190,10 @@ fn task_key(id: &TaskId) -> (String, String) {
 fn key(pk: String, sk: String) -> Item {
     HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
 }
+
+/// The key of the item that keeps the most expiry shards written into
+/// ([`DynamoStore::shards`]).
+const SHARDS: (&str, &str) = ("SETTINGS#lease-shards", "SETTINGS");
 
 /// The expiry index's partition for a task: a stable hash of its id.
 fn lease_shard(id: &TaskId, shards: u32) -> String {
@@ -270,7 +277,67 @@ impl DynamoStore {
         Self {
             client: sdk_client(sdk, Client::new),
             settings,
+            shards: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// An item by its key, read consistently.
+    async fn item(&self, pk: &str, sk: &str) -> Result<Option<Item>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.settings.table)
+            .set_key(Some(key(pk.to_owned(), sk.to_owned())))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        Ok(output.item)
+    }
+
+    /// The expiry shards that may hold leases: the most that any process of this
+    /// deployment has written leases into, kept in the table, raised to this
+    /// process's `LEASE_SHARDS` before it writes a lease. A `LeaseShards` lowered on
+    /// a running stack would otherwise leave the leases in the shards above its new
+    /// count where no sweep reads them: tasks nobody would recover. Read once a
+    /// process.
+    async fn shards(&self) -> Result<u32, StoreError> {
+        let ours = self.settings.lease_shards.max(1);
+        let most = async || -> Result<u32, StoreError> {
+            let Some(item) = self.item(SHARDS.0, SHARDS.1).await? else {
+                return Ok(0);
+            };
+            item.get("most")
+                .and_then(|v| v.as_n().ok())
+                .and_then(|most| most.parse().ok())
+                .ok_or_else(|| StoreError::Corrupt("the expiry shards' count is not one".into()))
+        };
+        let widest = async || -> Result<u32, StoreError> {
+            let kept = most().await?;
+            if kept >= ours {
+                return Ok(kept);
+            }
+            let mut item = key(SHARDS.0.to_owned(), SHARDS.1.to_owned());
+            item.insert("most".to_owned(), n(ours));
+            let raised = self
+                .client
+                .put_item()
+                .table_name(&self.settings.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(#pk) OR #most < :ours")
+                .expression_attribute_names("#pk", "pk")
+                .expression_attribute_names("#most", "most")
+                .expression_attribute_values(":ours", n(ours))
+                .send()
+                .await;
+            match conditional(raised) {
+                Ok(()) => Ok(ours),
+                // Raised meanwhile, by a process with more.
+                Err(StoreError::Conflict) => Ok(most().await?.max(ours)),
+                Err(error) => Err(error),
+            }
+        };
+        self.shards.get_or_try_init(widest).await.copied()
     }
 
     /// The task's item: its record, the pattern's fields as attributes an operator
@@ -557,7 +624,8 @@ impl DynamoStore {
         // tells whether there is a next page.
         let mut found: Vec<(Task, String)> = Vec::new();
         let (mut read, mut last_read) = (0, None);
-        while shard < self.settings.lease_shards.max(1) && found.len() <= limit {
+        let shards = self.shards().await?;
+        while shard < shards && found.len() <= limit {
             if read >= IN_FLIGHT_READS {
                 let (tasks, after) = found.into_iter().unzip();
                 return Ok(TaskPage {
@@ -843,6 +911,8 @@ fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
 #[async_trait]
 impl StateStore for DynamoStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        // Each write that may give a task a lease counts this process's shards first.
+        self.shards().await?;
         let input = encode_json(&order.input)?;
         if input.len() <= INLINE_ORDER && order.earlier.is_empty() {
             let mut item = self.task_item(task)?;
@@ -915,6 +985,7 @@ impl StateStore for DynamoStore {
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        self.shards().await?;
         let Some(order_expiry) = self.order_expiry_change(task) else {
             return self.rewrite(task, false).await?.written();
         };
@@ -937,6 +1008,7 @@ impl StateStore for DynamoStore {
     /// A resubmission's new order data goes to an item of its own, with the inputs
     /// it replaced: the task's item is put without order data in it.
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        self.shards().await?;
         let expiry = self
             .order_expiry_change(task)
             .unwrap_or_else(|| OrderExpiry::At(self.default_order_expiry(task)));
@@ -971,7 +1043,7 @@ impl StateStore for DynamoStore {
         limit: usize,
         from: &ExpiredCursor,
     ) -> Result<Expired, StoreError> {
-        let open: Vec<usize> = (0..self.settings.lease_shards.max(1) as usize)
+        let open: Vec<usize> = (0..self.shards().await? as usize)
             .filter(|shard| *from.progress(*shard) != ShardProgress::Done)
             .collect();
         let mut next = from.clone();
@@ -1120,18 +1192,8 @@ impl StateStore for DynamoStore {
     }
 
     async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
-        let item_key = || key("SECRET#cursor".to_owned(), "SECRET".to_owned());
         let kept = async || -> Result<Option<CursorKey>, StoreError> {
-            let output = self
-                .client
-                .get_item()
-                .table_name(&self.settings.table)
-                .set_key(Some(item_key()))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(unavailable)?;
-            let Some(item) = output.item() else {
+            let Some(item) = self.item("SECRET#cursor", "SECRET").await? else {
                 return Ok(None);
             };
             item.get("secret")
@@ -1143,7 +1205,7 @@ impl StateStore for DynamoStore {
         if let Some(key) = kept().await? {
             return Ok(key);
         }
-        let mut item = item_key();
+        let mut item = key("SECRET#cursor".to_owned(), "SECRET".to_owned());
         item.insert("secret".to_owned(), AttributeValue::B(Blob::new(drawn)));
         match self.put_new(item).await {
             Ok(()) => Ok(drawn),
