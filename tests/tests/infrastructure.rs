@@ -210,6 +210,21 @@ impl Deployed {
             .filter(move |(_, r)| r["Type"] == kind && self.is_deployed(r))
     }
 
+    /// Each function's environment, its values as deployed.
+    fn environments(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.of_type("AWS::Lambda::Function")
+            .map(|(id, function)| {
+                let variables = function["Properties"]["Environment"]["Variables"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, value)| (name.clone(), self.render(value)))
+                    .collect();
+                (Self::canonical(id), variables)
+            })
+            .collect()
+    }
+
     /// What is deployed with each parameter at its default: each resource's type and
     /// name.
     fn deployed(&self) -> BTreeSet<String> {
@@ -847,6 +862,17 @@ fn switching_ingestion_keeps_the_ingest_queue_and_its_consumer() {
             buffered.function_permissions(),
             "{name}: the functions' permissions"
         );
+        let (mut direct, mut buffered) = (direct.environments(), buffered.environments());
+        assert_eq!(direct.len(), 4, "{name}: {direct:#?}");
+        for (function, environment) in &mut direct {
+            let other = buffered.get_mut(function).expect("the same functions");
+            assert_eq!(
+                (environment.remove("INGESTION"), other.remove("INGESTION")),
+                (Some("DIRECT".into()), Some("BUFFERED".into())),
+                "{name}: {function}'s INGESTION"
+            );
+        }
+        assert_eq!(direct, buffered, "{name}: the rest of the environments");
     }
 }
 

@@ -145,6 +145,14 @@ function waive(scope: Construct, reasons: Record<string, string>) {
   resource.addMetadata("cfn-lint-waivers", reasons);
 }
 
+/** The ingestion mode asked for, checked: the functions refuse to start with any other. */
+function ingestion(mode: string | undefined): "DIRECT" | "BUFFERED" {
+  if (mode === undefined || mode === "DIRECT" || mode === "BUFFERED") {
+    return mode ?? "DIRECT";
+  }
+  throw new Error(`ingestion: '${mode}' is not DIRECT or BUFFERED`);
+}
+
 export class SchedulerAgentSupervisor extends Construct {
   readonly table: dynamodb.Table;
   readonly api: apigw.HttpApi;
@@ -152,7 +160,7 @@ export class SchedulerAgentSupervisor extends Construct {
   readonly alertKey: kms.Key;
   readonly queues: Record<"scheduler" | "agentRequests" | "agentResponses", sqs.Queue>;
   readonly deadLetterQueues: sqs.Queue[] = [];
-  /** The accepted submissions of BUFFERED ingestion, and their dead-letter queue. */
+  /** The accepted submissions of BUFFERED ingestion, drained by the scheduler in either mode, and their dead-letter queue. */
   readonly ingestQueue: sqs.Queue;
   readonly ingestDeadLetterQueue: sqs.Queue;
   readonly functions: Record<FunctionName, lambda.Function>;
@@ -290,7 +298,7 @@ export class SchedulerAgentSupervisor extends Construct {
       AGENT_REQUEST_QUEUE_URL: this.queues.agentRequests.queueUrl,
       AGENT_RESPONSE_QUEUE_URL: this.queues.agentResponses.queueUrl,
       INGEST_QUEUE_URL: this.ingestQueue.queueUrl,
-      INGESTION: props.ingestion ?? "DIRECT",
+      INGESTION: ingestion(props.ingestion),
       ALERT_TOPIC_ARN: this.alertTopic.topicArn,
       NOTIFICATION_QUEUE_PREFIX: notificationQueuePrefix,
       SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),

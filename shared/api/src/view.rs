@@ -599,7 +599,7 @@ pub struct DeadLetterQueuesView {
 pub struct DeadLetterQueueView {
     /// The role of the queue whose messages it keeps: scheduler, agent-requests,
     /// agent-responses, or ingest (accepted submissions whose task was not created;
-    /// on AWS in buffered ingestion, locally always).
+    /// drained in either ingestion mode).
     pub queue: &'static str,
     /// That queue's name.
     pub source: String,

@@ -87,9 +87,11 @@ impl Ingestion {
         lookup: &impl Fn(&str) -> Option<String>,
         ingest_queue_url: Option<&String>,
     ) -> Result<Self, ConfigError> {
-        match (lookup("INGESTION").as_deref(), ingest_queue_url) {
+        let ingestion = lookup("INGESTION").filter(|mode| !mode.is_empty());
+        match (ingestion.as_deref(), ingest_queue_url) {
+            // Unset, as a deployment before `INGESTION` sets it: a queue meant buffered.
+            (None, Some(_)) | (Some("BUFFERED"), Some(_)) => Ok(Self::Buffered),
             (None | Some("DIRECT"), _) => Ok(Self::Direct),
-            (Some("BUFFERED"), Some(_)) => Ok(Self::Buffered),
             (Some("BUFFERED"), None) => Err(ConfigError::Invalid(
                 "INGESTION",
                 "BUFFERED needs INGEST_QUEUE_URL".into(),
@@ -247,11 +249,21 @@ pub(crate) mod tests {
             "direct ingestion by default"
         );
         let url = "https://sqs.eu-west-1.amazonaws.com/1/sas-ingest";
-        let drained = Config::from_lookup(lookup(&[("INGEST_QUEUE_URL", url)])).expect("complete");
+        let drained = Config::from_lookup(lookup(&[
+            ("INGEST_QUEUE_URL", url),
+            ("INGESTION", "DIRECT"),
+        ]))
+        .expect("complete");
         assert_eq!(
             (drained.ingest_queue_url.as_deref(), drained.ingestion),
             (Some(url), Ingestion::Direct),
             "a queue to drain, submissions written at once"
+        );
+        let earlier = Config::from_lookup(lookup(&[("INGEST_QUEUE_URL", url)])).expect("complete");
+        assert_eq!(
+            earlier.ingestion,
+            Ingestion::Buffered,
+            "a queue without INGESTION, as set before it was: buffered"
         );
         let buffered = Config::from_lookup(lookup(&[
             ("INGEST_QUEUE_URL", url),
