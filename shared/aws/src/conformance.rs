@@ -214,7 +214,7 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
 
 /// `LeaseShards` lowered on a running stack: the leases its processes wrote into the
 /// shards above the new count are still swept and listed, none left where no sweep
-/// reads it.
+/// reads it, even by a process that swept before they were written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered() {
     use std::collections::BTreeSet;
@@ -246,6 +246,13 @@ async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered(
         .latest("drone-delivery")
         .expect("drone");
     let (wide, narrow) = (store(16), store(2));
+    // The narrow process sweeps before the wide one has written any lease: its next
+    // pass reads the shards the wide one has written into since.
+    let early = narrow
+        .expired(Timestamp(i64::MAX / 2), 10, &ExpiredCursor::default())
+        .await
+        .expect("a sweep");
+    assert!(early.tasks.is_empty(), "nothing to sweep yet");
     let mut created = BTreeSet::new();
     for n in 0..40 {
         let id = TaskId::parse(format!("t-{n:02}")).expect("id");

@@ -29,6 +29,7 @@
 //! version read. Every attribute name goes through ExpressionAttributeNames.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -121,8 +122,9 @@ enum OrderExpiry {
 pub struct DynamoStore {
     client: SdkClient<Client>,
     settings: TableSettings,
-    /// The expiry shards that may hold leases, once read ([`DynamoStore::shards`]).
-    shards: tokio::sync::OnceCell<u32>,
+    /// The expiry shards that may hold leases, as last read; 0 before
+    /// ([`DynamoStore::shards`]).
+    shards: AtomicU32,
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {
@@ -194,6 +196,9 @@ fn key(pk: String, sk: String) -> Item {
 /// The key of the item that keeps the most expiry shards written into
 /// ([`DynamoStore::shards`]).
 const SHARDS: (&str, &str) = ("SETTINGS#lease-shards", "SETTINGS");
+
+/// The most expiry shards a deployment may have (`LeaseShards`' maximum).
+const MAX_SHARDS: u32 = 1000;
 
 /// The expiry index's partition for a task: a stable hash of its id.
 fn lease_shard(id: &TaskId, shards: u32) -> String {
@@ -277,7 +282,7 @@ impl DynamoStore {
         Self {
             client: sdk_client(sdk, Client::new),
             settings,
-            shards: tokio::sync::OnceCell::new(),
+            shards: AtomicU32::new(0),
         }
     }
 
@@ -300,8 +305,18 @@ impl DynamoStore {
     /// process's `LEASE_SHARDS` before it writes a lease. A `LeaseShards` lowered on
     /// a running stack would otherwise leave the leases in the shards above its new
     /// count where no sweep reads them: tasks nobody would recover. Read once a
-    /// process.
+    /// process, as the count only grows; [`DynamoStore::shards_now`] reads it again.
     async fn shards(&self) -> Result<u32, StoreError> {
+        match self.shards.load(Ordering::Relaxed) {
+            0 => self.shards_now().await,
+            known => Ok(known),
+        }
+    }
+
+    /// [`DynamoStore::shards`], read from the table now: a sweep's pass starts from
+    /// it, so that a process that read it before a deployment with more shards
+    /// reads their leases too.
+    async fn shards_now(&self) -> Result<u32, StoreError> {
         let ours = self.settings.lease_shards.max(1);
         let most = async || -> Result<u32, StoreError> {
             let Some(item) = self.item(SHARDS.0, SHARDS.1).await? else {
@@ -310,13 +325,22 @@ impl DynamoStore {
             item.get("most")
                 .and_then(|v| v.as_n().ok())
                 .and_then(|most| most.parse().ok())
-                .ok_or_else(|| StoreError::Corrupt("the expiry shards' count is not one".into()))
+                .filter(|most| (1..=MAX_SHARDS).contains(most))
+                .ok_or_else(|| {
+                    StoreError::Corrupt(
+                        format!(
+                            "{}'s `most` is not a count of expiry shards, 1 to {MAX_SHARDS}: \
+                             set it to the most LeaseShards ever deployed",
+                            SHARDS.0
+                        )
+                        .into(),
+                    )
+                })
         };
-        let widest = async || -> Result<u32, StoreError> {
-            let kept = most().await?;
-            if kept >= ours {
-                return Ok(kept);
-            }
+        let kept = most().await?;
+        let widest = if kept >= ours {
+            kept
+        } else {
             let mut item = key(SHARDS.0.to_owned(), SHARDS.1.to_owned());
             item.insert("most".to_owned(), n(ours));
             let raised = self
@@ -331,13 +355,14 @@ impl DynamoStore {
                 .send()
                 .await;
             match conditional(raised) {
-                Ok(()) => Ok(ours),
+                Ok(()) => ours,
                 // Raised meanwhile, by a process with more.
-                Err(StoreError::Conflict) => Ok(most().await?.max(ours)),
-                Err(error) => Err(error),
+                Err(StoreError::Conflict) => most().await?.max(ours),
+                Err(error) => return Err(error),
             }
         };
-        self.shards.get_or_try_init(widest).await.copied()
+        self.shards.fetch_max(widest, Ordering::Relaxed);
+        Ok(widest)
     }
 
     /// The task's item: its record, the pattern's fields as attributes an operator
@@ -1043,7 +1068,13 @@ impl StateStore for DynamoStore {
         limit: usize,
         from: &ExpiredCursor,
     ) -> Result<Expired, StoreError> {
-        let open: Vec<usize> = (0..self.shards().await? as usize)
+        // A pass starts from the count as the table has it now.
+        let shards = if *from == ExpiredCursor::default() {
+            self.shards_now().await?
+        } else {
+            self.shards().await?
+        };
+        let open: Vec<usize> = (0..shards as usize)
             .filter(|shard| *from.progress(*shard) != ShardProgress::Done)
             .collect();
         let mut next = from.clone();

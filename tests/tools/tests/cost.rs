@@ -59,8 +59,9 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
     for expected in [
         "3 tasks of reserve-and-ship (2.0 steps run each)",
         // A task's item: its creation, its claim, and one write a step (the
-        // workflow's definition is written once, for all of them).
-        "the table's write units per task by item: TASK 4.0,",
+        // workflow's definition and the count of expiry shards are written once,
+        // for all of them).
+        "the table's write units per task by item: SETTINGS 0.3, TASK 4.0, WORKFLOW 0.3",
         "dollars per million tasks of reserve-and-ship",
         "Step Functions Standard, 4.0 transitions per task",
     ] {
