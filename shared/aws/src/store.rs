@@ -48,7 +48,7 @@ use aws_types::SdkConfig;
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
-use sas_lambda::config::TableSettings;
+use sas_lambda::config::{MAX_LEASE_SHARDS, TableSettings};
 use sas_lambda::sdk::{SdkClient, sdk_client};
 use tracing::error;
 
@@ -197,9 +197,6 @@ fn key(pk: String, sk: String) -> Item {
 /// ([`DynamoStore::shards`]).
 const SHARDS: (&str, &str) = ("SETTINGS#lease-shards", "SETTINGS");
 
-/// The most expiry shards a deployment may have (`LeaseShards`' maximum).
-const MAX_SHARDS: u32 = 1000;
-
 /// The expiry index's partition for a task: a stable hash of its id.
 fn lease_shard(id: &TaskId, shards: u32) -> String {
     format!("LEASE#{}", stable_hash(id.as_str()) % shards.max(1))
@@ -264,16 +261,33 @@ impl DynamoStore {
     /// Puts `item`, on condition that no item has its key: [`StoreError::Conflict`]
     /// when one has.
     async fn put_new(&self, item: Item) -> Result<(), StoreError> {
+        self.put_over(item, None).await
+    }
+
+    /// Puts `item` where no item has its key, or where the one there may be replaced:
+    /// its `attribute` compares with `value` by `comparison` (`=`, `<`, ...).
+    /// [`StoreError::Conflict`] otherwise.
+    async fn put_over(
+        &self,
+        item: Item,
+        replaceable: Option<(&str, &str, AttributeValue)>,
+    ) -> Result<(), StoreError> {
         let put = self
             .client
             .put_item()
             .table_name(&self.settings.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", "pk")
-            .send()
-            .await;
-        conditional(put)
+            .expression_attribute_names("#pk", "pk");
+        let put = match replaceable {
+            None => put.condition_expression("attribute_not_exists(#pk)"),
+            Some((attribute, comparison, value)) => put
+                .condition_expression(format!(
+                    "attribute_not_exists(#pk) OR #replaceable {comparison} :replaceable"
+                ))
+                .expression_attribute_names("#replaceable", attribute)
+                .expression_attribute_values(":replaceable", value),
+        };
+        conditional(put.send().await)
     }
 
     /// A store on the table of `settings`.
@@ -325,11 +339,11 @@ impl DynamoStore {
             item.get("most")
                 .and_then(|v| v.as_n().ok())
                 .and_then(|most| most.parse().ok())
-                .filter(|most| (1..=MAX_SHARDS).contains(most))
+                .filter(|most| (1..=MAX_LEASE_SHARDS).contains(most))
                 .ok_or_else(|| {
                     StoreError::Corrupt(
                         format!(
-                            "{}'s `most` is not a count of expiry shards, 1 to {MAX_SHARDS}: \
+                            "{}'s `most` is not a count of expiry shards, 1 to {MAX_LEASE_SHARDS}: \
                              set it to the most LeaseShards ever deployed",
                             SHARDS.0
                         )
@@ -343,18 +357,7 @@ impl DynamoStore {
         } else {
             let mut item = key(SHARDS.0.to_owned(), SHARDS.1.to_owned());
             item.insert("most".to_owned(), n(ours));
-            let raised = self
-                .client
-                .put_item()
-                .table_name(&self.settings.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(#pk) OR #most < :ours")
-                .expression_attribute_names("#pk", "pk")
-                .expression_attribute_names("#most", "most")
-                .expression_attribute_values(":ours", n(ours))
-                .send()
-                .await;
-            match conditional(raised) {
+            match self.put_over(item, Some(("most", "<", n(ours)))).await {
                 Ok(()) => ours,
                 // Raised meanwhile, by a process with more.
                 Err(StoreError::Conflict) => most().await?.max(ours),
@@ -1191,18 +1194,7 @@ impl StateStore for DynamoStore {
             ("digest".to_owned(), s(digest.clone())),
             ("source".to_owned(), s(workflow.source.clone())),
         ]);
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.settings.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#pk) OR #digest = :digest")
-            .expression_attribute_names("#pk", "pk")
-            .expression_attribute_names("#digest", "digest")
-            .expression_attribute_values(":digest", s(digest))
-            .send()
-            .await;
-        conditional(result)
+        self.put_over(item, Some(("digest", "=", s(digest)))).await
     }
 
     async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {

@@ -104,6 +104,9 @@ impl Ingestion {
     }
 }
 
+/// The most partitions the expiry index may have (`LEASE_SHARDS`, `LeaseShards`).
+pub const MAX_LEASE_SHARDS: u32 = 1000;
+
 /// The table of the task state, as the DynamoDB adapter uses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSettings {
@@ -176,8 +179,10 @@ impl Config {
         };
         let lease_shards = u32::try_from(number("LEASE_SHARDS", 8)?)
             .ok()
-            .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| ConfigError::Invalid("LEASE_SHARDS", "must be 1 to 1000".into()))?;
+            .filter(|n| (1..=MAX_LEASE_SHARDS).contains(n))
+            .ok_or_else(|| {
+                ConfigError::Invalid("LEASE_SHARDS", format!("must be 1 to {MAX_LEASE_SHARDS}"))
+            })?;
         let ingest_queue_url = lookup("INGEST_QUEUE_URL").filter(|url| !url.is_empty());
         Ok(Self {
             ingestion: Ingestion::from_lookup(&lookup, ingest_queue_url.as_ref())?,
