@@ -313,6 +313,7 @@ impl Embedded {
                     body,
                     visible_at,
                     receive_count: 0,
+                    recovered: false,
                 },
             );
         }
@@ -489,8 +490,10 @@ impl Embedded {
     }
 
     /// Receives up to `max` visible messages at once, without waiting: from memory;
-    /// only a move to the dead-letter queue is written (and not waited for).
-    fn receive_now(&self, queue: &QueueName, max: usize) -> Vec<Delivery> {
+    /// only a move to the dead-letter queue is written (and not waited for). Gives
+    /// the deliveries, and the receive counts (by id) to commit before they are made:
+    /// those of messages [`Message::recovered`].
+    fn receive_now(&self, queue: &QueueName, max: usize) -> (Vec<Delivery>, Vec<(i64, u32)>) {
         let now = self.clock.now().0;
         let mut messages = self.messages();
         let settings = messages
@@ -505,6 +508,7 @@ impl Embedded {
             .unwrap_or_default();
         let mut received = Vec::with_capacity(due.len());
         let mut dead_lettered = Vec::new();
+        let mut counted = Vec::new();
         for (_, id) in due {
             let Some(mut message) = messages.remove(id) else {
                 continue;
@@ -522,6 +526,9 @@ impl Embedded {
                 continue;
             }
             message.visible_at = now + millis(settings.visibility_timeout);
+            if message.recovered {
+                counted.push((id, message.receive_count));
+            }
             received.push(Delivery {
                 id: id.to_string(),
                 body: message.body.clone(),
@@ -538,7 +545,7 @@ impl Embedded {
             self.defer(move |c| {
                 execute(
                     c,
-                    "UPDATE messages SET queue = ?2, visible_at = ?3 WHERE id = ?1",
+                    "UPDATE messages SET queue = ?2, visible_at = ?3, receive_count = 0 WHERE id = ?1",
                     params![id, queue, now],
                 )
                 .map(drop)
@@ -546,7 +553,7 @@ impl Embedded {
             });
             self.waker(dead_letter.as_str()).notify_one();
         }
-        received
+        (received, counted)
     }
 
     /// How many messages a queue holds, visible or not, at once (from memory).

@@ -117,7 +117,7 @@ pub(crate) fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
         loaded.settings.insert(name, settings);
     }
     let mut select = c
-        .prepare("SELECT id, queue, body, visible_at FROM messages")
+        .prepare("SELECT id, queue, body, visible_at, receive_count FROM messages")
         .map_err(unavailable)?;
     let rows = select
         .query_map([], |row| {
@@ -126,16 +126,18 @@ pub(crate) fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
                 row.get::<_, String>(1)?,
                 row.get::<_, Stored>(2)?,
                 row.get::<_, i64>(3)?,
+                row.get::<_, u32>(4)?,
             ))
         })
         .map_err(unavailable)?;
     for row in rows {
-        let (id, queue, body, visible_at) = row.map_err(unavailable)?;
+        let (id, queue, body, visible_at, receive_count) = row.map_err(unavailable)?;
         let message = Message {
             queue,
             body: body.into_text()?,
             visible_at,
-            receive_count: 0,
+            receive_count,
+            recovered: true,
         };
         loaded.insert(id, message);
     }
@@ -199,6 +201,19 @@ impl Queues for Embedded {
     }
 }
 
+/// Writes the receive counts of messages about to be delivered, by id.
+fn count_receives(c: &Connection, counts: &[(i64, u32)]) -> Result<(), StoreError> {
+    for (id, count) in counts {
+        execute(
+            c,
+            "UPDATE messages SET receive_count = ?2 WHERE id = ?1",
+            params![id, count],
+        )
+        .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
 /// How often a waiting receive looks again, for delayed messages and visibility
 /// timeouts that end without a send to wake it.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -214,7 +229,12 @@ impl Consumer for Embedded {
         let deadline = tokio::time::Instant::now() + wait;
         let waker = self.waker(queue.as_str());
         loop {
-            let received = self.receive_now(queue, max.min(10));
+            let (received, counted) = self.receive_now(queue, max.min(10));
+            if !counted.is_empty() {
+                self.write(move |c| count_receives(c, &counted))
+                    .await
+                    .map_err(|e| QueueError::new(queue, e))?;
+            }
             let now = tokio::time::Instant::now();
             if !received.is_empty() || now >= deadline {
                 return Ok(received);

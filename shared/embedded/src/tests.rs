@@ -568,6 +568,55 @@ async fn a_messages_table_with_autoincrement_is_rebuilt_keeping_its_messages_and
     assert!(committed_count(&dir, "SELECT MAX(id) FROM messages") > 40);
 }
 
+/// A message whose handler takes the process down at every delivery (here the store
+/// is dropped, its delivery not deleted, as a kill leaves it) reaches its dead-letter
+/// queue across restarts: each delivery of a message loaded at the opening is counted
+/// on disk before it is made. The delivery before the first restart is not counted.
+#[tokio::test]
+async fn a_message_that_takes_the_process_down_at_each_delivery_is_dead_lettered_across_restarts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let work = QueueName::parse("work").expect("name");
+    let dead = QueueName::parse("work-dlq").expect("name");
+    let mut store = open(&dir, Arc::clone(&clock));
+    let settings = QueueSettings {
+        visibility_timeout: Duration::from_secs(30),
+        max_receive_count: Some(3),
+        dead_letter: Some(dead),
+        committed_sends: true,
+    };
+    store.create_queue(&work, settings).await.expect("queue");
+    let poison = OutgoingMessage {
+        body: "poison".into(),
+        delay: Duration::ZERO,
+    };
+    store
+        .send(&work, std::slice::from_ref(&poison))
+        .await
+        .expect("sent");
+    let mut counts = Vec::new();
+    for _ in 0..6 {
+        let delivered = receive_now(&store, &work).await;
+        counts.push(
+            delivered
+                .iter()
+                .map(|d| d.receive_count)
+                .collect::<Vec<_>>(),
+        );
+        drop(store);
+        store = open(&dir, Arc::clone(&clock));
+    }
+    assert_eq!(counts, [vec![1], vec![1], vec![2], vec![3], vec![], vec![]]);
+    let dead_letters = store.peek(&work, 10).await.expect("peeked");
+    assert_eq!(
+        dead_letters
+            .iter()
+            .map(|m| m.body.as_str())
+            .collect::<Vec<_>>(),
+        ["poison"]
+    );
+}
+
 /// The committed rows of `sql` (a count), read on a connection of its own, opened as
 /// the store opens its own: another process could not open the database while the
 /// store has it, and a connection through another VFS would give back the lock the
