@@ -17,7 +17,11 @@ pub use sas_aws::table::create_table;
 use sas_core::app::App;
 use sas_core::ports::Consumer;
 use sas_core::step_caller::StepCaller;
-use sas_domain::ids::QueueName;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{Buffered, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::WorkflowRef;
+use sas_domain::time::Timestamp;
 use sas_lambda::config::Config;
 pub use sas_lambda::emulator::{self, QueuePolicy, create_queue, queue_arn};
 use sas_lambda::events::{self, Sends};
@@ -37,8 +41,9 @@ pub struct StackOptions {
     /// Lease ends in the expiry index rounded up to it, in seconds (the functions'
     /// default is 60; zero finds expired leases at once).
     pub lease_bucket_seconds: u64,
-    /// Buffered ingestion (`IngestionMode` BUFFERED: an ingest queue, read by the
-    /// scheduler).
+    /// Buffered ingestion (`IngestionMode` BUFFERED: the API sends a submission to
+    /// the ingest queue, where the scheduler creates its task). The ingest queue is
+    /// there, and drained, in either mode, as in a deployed stack.
     pub buffered: bool,
     /// The services' settings beside their URLs: `{"drone": {"max_concurrency": 50}}`.
     pub limits: Value,
@@ -47,6 +52,25 @@ pub struct StackOptions {
     /// Agents given a URL at the remote services besides those of the built-in
     /// workflows.
     pub agents: Vec<String>,
+}
+
+/// The message buffered ingestion queues for submission `id` accepted with the
+/// workflow and input of `like`, a task's view.
+///
+/// # Panics
+/// When `like` has no workflow's name and version.
+#[must_use]
+pub fn accepted_submission(id: &str, like: &Value) -> String {
+    let version = like["workflow"]["version"].as_u64().expect("a version");
+    let message = SchedulerMessage::Submit(Buffered {
+        workflow: WorkflowRef {
+            name: like["workflow"]["name"].as_str().expect("a name").into(),
+            version: u32::try_from(version).expect("a version"),
+        },
+        submission: Submission::new(TaskId::parse(id).expect("an id"), like["input"].clone()),
+        accepted_at: Timestamp(0),
+    });
+    serde_json::to_string(&message).expect("JSON")
 }
 
 /// The remote services of the built-in workflows' agents, each at `base/<agent>`.
@@ -168,11 +192,12 @@ impl Stack {
         create_table(&dynamodb, "sas-state").await;
         let mut urls = HashMap::new();
         let mut dead_letters = HashMap::new();
-        let ingest = buffered.then_some("sas-ingest");
-        for name in ["sas-scheduler", "sas-agent-requests", "sas-agent-responses"]
-            .into_iter()
-            .chain(ingest)
-        {
+        for name in [
+            "sas-scheduler",
+            "sas-agent-requests",
+            "sas-agent-responses",
+            "sas-ingest",
+        ] {
             let (url, dead_letter_url) = create_queue(&sqs_client, name, policy).await;
             dead_letters.insert(name.to_owned(), queue_name(&dead_letter_url).expect("name"));
             urls.insert(name, url);
@@ -213,8 +238,8 @@ impl Stack {
                 "SERVICE_URLS" => Some(service_urls.to_string()),
                 "LEASE_SHARDS" => Some("4".into()),
                 "LEASE_BUCKET_SECONDS" => Some(lease_bucket_seconds.to_string()),
-                "INGEST_QUEUE_URL" => ingest.map(|name| urls[name].clone()),
-                "INGESTION" => buffered.then(|| "BUFFERED".into()),
+                "INGEST_QUEUE_URL" => Some(urls["sas-ingest"].clone()),
+                "INGESTION" => Some(if *buffered { "BUFFERED" } else { "DIRECT" }.into()),
                 _ => None,
             }
         };

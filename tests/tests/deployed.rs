@@ -11,11 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use sas_domain::ids::{Owner, TaskId};
-use sas_domain::messages::{Buffered, SchedulerMessage};
-use sas_domain::submission::Submission;
-use sas_domain::task::WorkflowRef;
-use sas_domain::time::Timestamp;
-use sas_tests::aws::{Remote, fixture, free_port, queue_arn, repository};
+use sas_tests::aws::{Remote, accepted_submission, fixture, free_port, queue_arn, repository};
 use sas_tests::ministack::{
     AccessKey, Answer, Client, Deployment, MiniStack, REGION, emulator_template,
     lay_out_as_cargo_lambda, sam_cli,
@@ -60,21 +56,11 @@ async fn queue_url(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
         .clone()
 }
 
-/// The message buffered ingestion queues for submission `id` accepted with the
-/// workflow and input of `like`, a task.
+/// [`accepted_submission`] as an entry of a batch, by `id`.
 fn accepted(id: &str, like: &Value) -> SendMessageBatchRequestEntry {
-    let version = like["workflow"]["version"].as_u64().expect("a version");
-    let message = SchedulerMessage::Submit(Buffered {
-        workflow: WorkflowRef {
-            name: like["workflow"]["name"].as_str().expect("a name").into(),
-            version: u32::try_from(version).expect("a version"),
-        },
-        submission: Submission::new(TaskId::parse(id).expect("an id"), like["input"].clone()),
-        accepted_at: Timestamp(0),
-    });
     SendMessageBatchRequestEntry::builder()
         .id(id)
-        .message_body(serde_json::to_string(&message).expect("JSON"))
+        .message_body(accepted_submission(id, like))
         .build()
         .expect("an entry")
 }

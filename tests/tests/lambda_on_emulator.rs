@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sas_core::ports::{Chain, Consumer, OutgoingMessage, Queues};
-use sas_tests::aws::{QueuePolicy, Remote, Stack};
+use sas_tests::aws::{QueuePolicy, Remote, Stack, accepted_submission};
 use sas_tests::{UNDONE_BEFORE_THE_DELIVERY, delivery_input, notified_states, step_states};
 use serde_json::{Value, json};
 
@@ -19,6 +19,44 @@ const POLICY: QueuePolicy = QueuePolicy {
     visibility_seconds: 1,
     max_receive_count: 3,
 };
+
+/// A stack in direct ingestion still drains its ingest queue, as after an update from
+/// buffered ingestion that left accepted submissions in it: the scheduler creates
+/// each one's task and runs it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_stack_creates_and_runs_a_submission_left_in_its_ingest_queue() {
+    let remote = Remote::start(true).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let (status, task) = stack.http("PUT", "/tasks/direct-1", Some(&quick())).await;
+    assert_eq!(status, 202, "{task}");
+    let ingest = stack
+        .config
+        .ingest_queue_url
+        .clone()
+        .expect("an ingest queue in direct ingestion");
+    aws_sdk_sqs::Client::new(&stack.sdk)
+        .send_message()
+        .queue_url(ingest)
+        .message_body(accepted_submission(
+            "accepted-before",
+            &json!({ "workflow": task["workflow"], "input": delivery_input() }),
+        ))
+        .send()
+        .await
+        .expect("queued");
+    let task = stack
+        .run_until("accepted-before", PATIENCE, false, |t| {
+            t["state"] == "Processed"
+        })
+        .await;
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+    let effects = remote.effects("accepted-before");
+    assert_eq!(effects.len(), 5, "one effect per step: {effects:?}");
+    assert!(
+        effects.iter().all(|(_, _, calls)| *calls == 1),
+        "{effects:?}"
+    );
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_functions_run_a_drone_delivery_once_even_when_every_message_arrives_twice() {
