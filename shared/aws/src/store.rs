@@ -125,6 +125,10 @@ pub struct DynamoStore {
     /// The expiry shards that may hold leases, as last read; 0 before
     /// ([`DynamoStore::shards`]).
     shards: AtomicU32,
+    /// Taken by the first reads of `shards`: the writes that come together at a
+    /// process's start (a batch of ten) wait for the first one's read, and its raise
+    /// of the count, rather than each read it and put it, a write unit each.
+    first_shards_read: tokio::sync::Mutex<()>,
 }
 
 fn s(value: impl Into<String>) -> AttributeValue {
@@ -297,6 +301,7 @@ impl DynamoStore {
             client: sdk_client(sdk, Client::new),
             settings,
             shards: AtomicU32::new(0),
+            first_shards_read: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -321,9 +326,17 @@ impl DynamoStore {
     /// count where no sweep reads them: tasks nobody would recover. Read once a
     /// process, as the count only grows; [`DynamoStore::shards_now`] reads it again.
     async fn shards(&self) -> Result<u32, StoreError> {
-        match self.shards.load(Ordering::Relaxed) {
-            0 => self.shards_now().await,
-            known => Ok(known),
+        let known = || match self.shards.load(Ordering::Relaxed) {
+            0 => None,
+            known => Some(known),
+        };
+        if let Some(known) = known() {
+            return Ok(known);
+        }
+        let _first = self.first_shards_read.lock().await;
+        match known() {
+            Some(known) => Ok(known),
+            None => self.shards_now().await,
         }
     }
 

@@ -24,17 +24,18 @@ const RESERVE_AND_SHIP: &str = r#"{
   ]
 }"#;
 
-#[test]
-fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
+/// The report of `cost` on `tasks` tasks of `reserve-and-ship` with `args` beside:
+/// its lines but the metrics' JSON, once it has succeeded.
+fn reserve_and_ship_report(tasks: &str, args: &[&str]) -> String {
     let workflows = tempfile::tempdir().expect("a directory");
     std::fs::write(
         workflows.path().join("reserve-and-ship.json"),
         RESERVE_AND_SHIP,
     )
     .expect("the definition");
-    let output = cost(&[
+    let mut all = vec![
         "--tasks",
-        "3",
+        tasks,
         "--waves",
         "1",
         "--workflow",
@@ -43,7 +44,9 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
         r#"{"sku": "a-1"}"#,
         "--workflows",
         workflows.path().to_str().expect("a UTF-8 path"),
-    ]);
+    ];
+    all.extend_from_slice(args);
+    let output = cost(&all);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report: Vec<&str> = stdout
         .lines()
@@ -56,6 +59,12 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+    report
+}
+
+#[test]
+fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
+    let report = reserve_and_ship_report("3", &[]);
     for expected in [
         "3 tasks of reserve-and-ship (2.0 steps run each)",
         // A task's item: its creation, its claim, and one write a step (the
@@ -74,6 +83,17 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
         .and_then(|dollars| dollars.parse().ok())
         .unwrap_or_else(|| panic!("a total in:\n{report}"));
     assert!(total > 0.0, "{report}");
+}
+
+/// Ten submissions in one request, created together from one batch of the ingest
+/// queue by a scheduler that has written nothing yet, on a new table: the
+/// workflow's definition and the count of expiry shards are each written once, not
+/// once for each creation that came before the first write ended.
+#[test]
+fn cost_counts_one_write_of_the_shards_and_the_definition_for_a_batch_that_comes_together() {
+    let report = reserve_and_ship_report("10", &["--ingestion", "buffered", "--batch", "10"]);
+    let expected = "the table's write units per task by item: SETTINGS 0.1, TASK 3.0, WORKFLOW 0.1";
+    assert!(report.contains(expected), "{expected:?} in:\n{report}");
 }
 
 #[test]
