@@ -246,7 +246,7 @@ impl Embedded {
                 Ok(Mutex::new(reader))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let queues = Mutex::new(load_messages(&connection)?);
+        let queues = Mutex::new(load_messages(&connection, clock.now().0)?);
         let last_message_id = AtomicI64::new(last_message_id(&connection)?);
         let leases = Arc::new(Leases::load(&connection)?);
         let (writer, jobs) = mpsc::channel();
@@ -554,6 +554,25 @@ impl Embedded {
             self.waker(dead_letter.as_str()).notify_one();
         }
         (received, counted)
+    }
+
+    /// Makes deliveries taken from memory and not handed out visible again, their
+    /// receives uncounted: each (id, receive count) that is still as it was taken.
+    fn give_back(&self, queue: &QueueName, taken: &[(i64, u32)]) {
+        let now = self.clock.now().0;
+        let mut messages = self.messages();
+        for &(id, count) in taken {
+            let Some(mut message) = messages.remove(id) else {
+                continue;
+            };
+            if message.receive_count == count && message.queue == queue.as_str() {
+                message.visible_at = now;
+                message.receive_count -= 1;
+            }
+            messages.insert(id, message);
+        }
+        drop(messages);
+        self.waker(queue.as_str()).notify_one();
     }
 
     /// How many messages a queue holds, visible or not, at once (from memory).

@@ -6,9 +6,9 @@ use crate::QueueSettings;
 
 /// The queues' messages in memory, beside their rows: a receive, which only
 /// changes a message's visibility and receive count, is served from memory without
-/// a write. Messages are written when sent and deleted (or dead-lettered) on disk
-/// too; after a restart they are all visible at once, and each delivery of a message
-/// loaded then is counted on disk before it is made (see [`Message::recovered`]).
+/// a write, but for a message loaded at a restart (see [`Message::recovered`]).
+/// Messages are written when sent and deleted (or dead-lettered) on disk too; after a
+/// restart they are all visible at once.
 #[derive(Default)]
 pub(crate) struct Messages {
     pub(crate) settings: HashMap<String, QueueSettings>,
@@ -22,8 +22,9 @@ pub(crate) struct Message {
     pub(crate) body: String,
     pub(crate) visible_at: i64,
     pub(crate) receive_count: u32,
-    /// Loaded at the store's opening: it may have been in flight when the process
-    /// stopped, perhaps because its handler brought the process down. Its receive
+    /// Loaded at the store's opening, visible by then: it may have been in flight
+    /// when the process stopped, perhaps because its handler brought the process
+    /// down. Its receive
     /// count is written, and committed, before each of its deliveries, so that a
     /// message that aborts the process at every delivery still reaches its
     /// dead-letter queue across restarts. Other messages' counts stay in memory (a

@@ -103,8 +103,9 @@ pub(crate) fn drop_autoincrement(c: &Connection) -> Result<(), StoreError> {
     .map_err(unavailable)
 }
 
-/// The queues' settings and messages, as stored.
-pub(crate) fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
+/// The queues' settings and messages, as stored, at `now`: a message visible by then
+/// may have been in flight when the process stopped ([`Message::recovered`]).
+pub(crate) fn load_messages(c: &Connection, now: i64) -> Result<Messages, StoreError> {
     let mut loaded = Messages::default();
     let mut select = c.prepare("SELECT name FROM queues").map_err(unavailable)?;
     let names: Vec<String> = select
@@ -137,7 +138,7 @@ pub(crate) fn load_messages(c: &Connection) -> Result<Messages, StoreError> {
             body: body.into_text()?,
             visible_at,
             receive_count,
-            recovered: true,
+            recovered: visible_at <= now,
         };
         loaded.insert(id, message);
     }
@@ -201,6 +202,25 @@ impl Queues for Embedded {
     }
 }
 
+/// Deliveries taken from memory while their receive counts are written: given back
+/// ([`Embedded::give_back`]) unless the write is committed, so that a failed write, or
+/// a receive whose caller stopped waiting, neither hides them for a visibility
+/// timeout nor spends one of their receives.
+struct Taken<'a> {
+    store: &'a Embedded,
+    queue: &'a QueueName,
+    /// (id, receive count) of each delivery not yet handed out.
+    deliveries: Vec<(i64, u32)>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if !self.deliveries.is_empty() {
+            self.store.give_back(self.queue, &self.deliveries);
+        }
+    }
+}
+
 /// Writes the receive counts of messages about to be delivered, by id.
 fn count_receives(c: &Connection, counts: &[(i64, u32)]) -> Result<(), StoreError> {
     for (id, count) in counts {
@@ -229,11 +249,20 @@ impl Consumer for Embedded {
         let deadline = tokio::time::Instant::now() + wait;
         let waker = self.waker(queue.as_str());
         loop {
-            let (received, counted) = self.receive_now(queue, max.min(10));
-            if !counted.is_empty() {
-                self.write(move |c| count_receives(c, &counted))
+            let (received, to_count) = self.receive_now(queue, max.min(10));
+            if !to_count.is_empty() {
+                let mut taken = Taken {
+                    store: self,
+                    queue,
+                    deliveries: received
+                        .iter()
+                        .filter_map(|d| Some((d.id.parse().ok()?, d.receive_count)))
+                        .collect(),
+                };
+                self.write(move |c| count_receives(c, &to_count))
                     .await
                     .map_err(|e| QueueError::new(queue, e))?;
+                taken.deliveries.clear();
             }
             let now = tokio::time::Instant::now();
             if !received.is_empty() || now >= deadline {

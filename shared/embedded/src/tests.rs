@@ -594,8 +594,14 @@ async fn a_message_that_takes_the_process_down_at_each_delivery_is_dead_lettered
         .send(&work, std::slice::from_ref(&poison))
         .await
         .expect("sent");
-    let mut counts = Vec::new();
-    for _ in 0..6 {
+    let committed = || {
+        committed_count(
+            &dir,
+            "SELECT receive_count FROM messages WHERE queue = 'work'",
+        )
+    };
+    let (mut counts, mut on_disk) = (Vec::new(), Vec::new());
+    for _ in 0..4 {
         let delivered = receive_now(&store, &work).await;
         counts.push(
             delivered
@@ -603,10 +609,28 @@ async fn a_message_that_takes_the_process_down_at_each_delivery_is_dead_lettered
                 .map(|d| d.receive_count)
                 .collect::<Vec<_>>(),
         );
+        // Committed before the delivery was handed out, not at the store's close.
+        on_disk.push(committed());
         drop(store);
         store = open(&dir, Arc::clone(&clock));
     }
-    assert_eq!(counts, [vec![1], vec![1], vec![2], vec![3], vec![], vec![]]);
+    assert_eq!(counts, [vec![1], vec![1], vec![2], vec![3]]);
+    assert_eq!(on_disk, [0, 1, 2, 3]);
+    assert!(
+        receive_now(&store, &work).await.is_empty(),
+        "dead-lettered, not delivered a fifth time"
+    );
+    drop(store);
+    store = open(&dir, Arc::clone(&clock));
+    assert!(receive_now(&store, &work).await.is_empty());
+    assert_eq!(
+        committed_count(
+            &dir,
+            "SELECT COUNT(*) FROM messages WHERE queue = 'work-dlq' AND receive_count = 0"
+        ),
+        1,
+        "moved on disk, its count cleared"
+    );
     let dead_letters = store.peek(&work, 10).await.expect("peeked");
     assert_eq!(
         dead_letters
