@@ -17,11 +17,7 @@ pub use sas_aws::table::create_table;
 use sas_core::app::App;
 use sas_core::ports::Consumer;
 use sas_core::step_caller::StepCaller;
-use sas_domain::ids::{QueueName, TaskId};
-use sas_domain::messages::{Buffered, SchedulerMessage};
-use sas_domain::submission::Submission;
-use sas_domain::task::WorkflowRef;
-use sas_domain::time::Timestamp;
+use sas_domain::ids::QueueName;
 use sas_lambda::config::Config;
 pub use sas_lambda::emulator::{self, QueuePolicy, create_queue, queue_arn};
 use sas_lambda::events::{self, Sends};
@@ -52,25 +48,6 @@ pub struct StackOptions {
     /// Agents given a URL at the remote services besides those of the built-in
     /// workflows.
     pub agents: Vec<String>,
-}
-
-/// The message buffered ingestion queues for submission `id` accepted with the
-/// workflow and input of `like`, a task's view.
-///
-/// # Panics
-/// When `like` has no workflow's name and version.
-#[must_use]
-pub fn accepted_submission(id: &str, like: &Value) -> String {
-    let version = like["workflow"]["version"].as_u64().expect("a version");
-    let message = SchedulerMessage::Submit(Buffered {
-        workflow: WorkflowRef {
-            name: like["workflow"]["name"].as_str().expect("a name").into(),
-            version: u32::try_from(version).expect("a version"),
-        },
-        submission: Submission::new(TaskId::parse(id).expect("an id"), like["input"].clone()),
-        accepted_at: Timestamp(0),
-    });
-    serde_json::to_string(&message).expect("JSON")
 }
 
 /// The remote services of the built-in workflows' agents, each at `base/<agent>`.
@@ -139,7 +116,7 @@ pub struct Invocations {
 }
 
 impl Stack {
-    /// Starts moto and creates a table, the three queues with their dead-letter
+    /// Starts moto and creates a table, the four queues with their dead-letter
     /// queues, and the alert topic with a queue subscribed to it; remote services
     /// are at `services/<agent>`.
     ///

@@ -17,7 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, Ports, QueueNames, SweepReport};
-use sas_domain::ids::QueueName;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{Buffered, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Registry;
 use sas_embedded::{Depth, Durability};
@@ -601,6 +604,25 @@ pub fn step<'a>(task: &'a Value, name: &str) -> &'a Value {
         .as_array()
         .and_then(|steps| steps.iter().find(|s| s["name"] == name))
         .unwrap_or_else(|| panic!("no step {name} in {task}"))
+}
+
+/// The message buffered ingestion queues for submission `id` accepted with the
+/// workflow and input of `like`, a task's view.
+///
+/// # Panics
+/// When `like` has no workflow's name and version, or `id` is not a task's id.
+#[must_use]
+pub fn accepted_submission(id: &str, like: &Value) -> String {
+    let version = like["workflow"]["version"].as_u64().expect("a version");
+    let message = SchedulerMessage::Submit(Buffered {
+        workflow: WorkflowRef {
+            name: like["workflow"]["name"].as_str().expect("a name").into(),
+            version: u32::try_from(version).expect("a version"),
+        },
+        submission: Submission::new(TaskId::parse(id).expect("an id"), like["input"].clone()),
+        accepted_at: Timestamp(0),
+    });
+    serde_json::to_string(&message).expect("JSON")
 }
 
 /// A `parcel-order` of `parcels` parcels, each shipped by a `ship-parcel` child.

@@ -11,15 +11,15 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use sas_domain::ids::{Owner, TaskId};
-use sas_tests::aws::{Remote, accepted_submission, fixture, free_port, queue_arn, repository};
+use sas_tests::aws::{Remote, fixture, free_port, queue_arn, repository};
 use sas_tests::ministack::{
     AccessKey, Answer, Client, Deployment, MiniStack, REGION, emulator_template,
     lay_out_as_cargo_lambda, sam_cli,
 };
 use sas_tests::tokens::{AUDIENCE, Issuer};
 use sas_tests::{
-    UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, all_children, notified_states,
-    parcel_order, step_states,
+    UNDONE_AFTER_THE_DELIVERY_FAILED, UNDONE_BEFORE_THE_DELIVERY, accepted_submission,
+    all_children, notified_states, parcel_order, step_states,
 };
 use serde_json::{Value, json};
 

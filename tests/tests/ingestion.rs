@@ -16,13 +16,13 @@ use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::{Ports, Submitted};
 use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore, Unit};
 use sas_domain::ids::{QueueName, TaskId};
-use sas_domain::messages::{Buffered, SchedulerMessage};
 use sas_domain::submission::Submission;
-use sas_domain::task::{TaskState, WorkflowRef};
-use sas_domain::time::Timestamp;
+use sas_domain::task::TaskState;
 use sas_domain::workflow::{Registry, Workflow};
 use sas_testkit::memory::Memory;
-use sas_tests::{Buffering, Harness, delivery_input, notified_states, step_states};
+use sas_tests::{
+    Buffering, Harness, accepted_submission, delivery_input, notified_states, step_states,
+};
 use serde_json::{Value, json};
 
 fn quick(notify: Option<&str>) -> Value {
@@ -327,20 +327,12 @@ async fn a_repeat_is_the_same_task_and_a_different_request_is_refused_on_it_and_
 
 /// The message that accepting a quick delivery as task `id` queues.
 fn accepted_message(id: &str) -> OutgoingMessage {
-    let submission = serde_json::from_value(json!({
-        "id": id, "input": delivery_input(), "notify": null
-    }))
-    .expect("a submission");
-    let message = SchedulerMessage::Submit(Buffered {
-        workflow: WorkflowRef {
-            name: "drone-delivery-quick".into(),
-            version: 1,
-        },
-        submission,
-        accepted_at: Timestamp(1_800_000_000_000),
+    let like = json!({
+        "workflow": { "name": "drone-delivery-quick", "version": 1 },
+        "input": delivery_input(),
     });
     OutgoingMessage {
-        body: serde_json::to_string(&message).expect("JSON"),
+        body: accepted_submission(id, &like),
         delay: Duration::ZERO,
     }
 }

@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use sas_core::ports::{Chain, Consumer, OutgoingMessage, Queues};
-use sas_tests::aws::{QueuePolicy, Remote, Stack, accepted_submission};
-use sas_tests::{UNDONE_BEFORE_THE_DELIVERY, delivery_input, notified_states, step_states};
+use sas_tests::aws::{QueuePolicy, Remote, Stack};
+use sas_tests::{
+    UNDONE_BEFORE_THE_DELIVERY, accepted_submission, delivery_input, notified_states, step_states,
+};
 use serde_json::{Value, json};
 
 const PATIENCE: Duration = Duration::from_secs(30);
