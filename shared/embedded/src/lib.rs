@@ -200,6 +200,17 @@ fn take_the_lock(connection: &Connection, path: &Path) -> Result<(), StoreError>
     }
 }
 
+/// What a receive took from memory.
+#[derive(Default)]
+struct Received {
+    deliveries: Vec<Delivery>,
+    /// (id, receive count) of each delivery, as taken.
+    taken: Vec<(i64, u32)>,
+    /// Those of `taken` whose counts are committed before the deliveries are handed
+    /// out: of messages [`Message::recovered`].
+    to_count: Vec<(i64, u32)>,
+}
+
 impl Embedded {
     /// Opens (creating if needed) the database at `path`.
     ///
@@ -490,10 +501,8 @@ impl Embedded {
     }
 
     /// Receives up to `max` visible messages at once, without waiting: from memory;
-    /// only a move to the dead-letter queue is written (and not waited for). Gives
-    /// the deliveries, and the receive counts (by id) to commit before they are made:
-    /// those of messages [`Message::recovered`].
-    fn receive_now(&self, queue: &QueueName, max: usize) -> (Vec<Delivery>, Vec<(i64, u32)>) {
+    /// only a move to the dead-letter queue is written (and not waited for).
+    fn receive_now(&self, queue: &QueueName, max: usize) -> Received {
         let now = self.clock.now().0;
         let mut messages = self.messages();
         let settings = messages
@@ -506,9 +515,8 @@ impl Embedded {
             .get(queue.as_str())
             .map(|ready| ready.range(..=(now, i64::MAX)).take(max).copied().collect())
             .unwrap_or_default();
-        let mut received = Vec::with_capacity(due.len());
+        let mut received = Received::default();
         let mut dead_lettered = Vec::new();
-        let mut counted = Vec::new();
         for (_, id) in due {
             let Some(mut message) = messages.remove(id) else {
                 continue;
@@ -526,10 +534,11 @@ impl Embedded {
                 continue;
             }
             message.visible_at = now + millis(settings.visibility_timeout);
+            received.taken.push((id, message.receive_count));
             if message.recovered {
-                counted.push((id, message.receive_count));
+                received.to_count.push((id, message.receive_count));
             }
-            received.push(Delivery {
+            received.deliveries.push(Delivery {
                 id: id.to_string(),
                 body: message.body.clone(),
                 receive_count: message.receive_count,
@@ -553,7 +562,7 @@ impl Embedded {
             });
             self.waker(dead_letter.as_str()).notify_one();
         }
-        (received, counted)
+        received
     }
 
     /// Makes deliveries taken from memory and not handed out visible again, their

@@ -15,7 +15,7 @@ use sas_domain::messages::Alert;
 use crate::messages::{Message, Messages};
 use crate::schema::{Compressed, SCHEMA, Stored, encode, unavailable};
 use crate::writer::{execute, query_row};
-use crate::{Embedded, QueueSettings};
+use crate::{Embedded, QueueSettings, Received};
 
 /// A message as a row: its queue, its body, when it becomes visible.
 pub(crate) type Row = (String, String, i64);
@@ -249,15 +249,16 @@ impl Consumer for Embedded {
         let deadline = tokio::time::Instant::now() + wait;
         let waker = self.waker(queue.as_str());
         loop {
-            let (received, to_count) = self.receive_now(queue, max.min(10));
+            let Received {
+                deliveries,
+                taken,
+                to_count,
+            } = self.receive_now(queue, max.min(10));
             if !to_count.is_empty() {
                 let mut taken = Taken {
                     store: self,
                     queue,
-                    deliveries: received
-                        .iter()
-                        .filter_map(|d| Some((d.id.parse().ok()?, d.receive_count)))
-                        .collect(),
+                    deliveries: taken,
                 };
                 self.write(move |c| count_receives(c, &to_count))
                     .await
@@ -265,8 +266,8 @@ impl Consumer for Embedded {
                 taken.deliveries.clear();
             }
             let now = tokio::time::Instant::now();
-            if !received.is_empty() || now >= deadline {
-                return Ok(received);
+            if !deliveries.is_empty() || now >= deadline {
+                return Ok(deliveries);
             }
             let _ = tokio::time::timeout((deadline - now).min(RECHECK), waker.notified()).await;
         }
