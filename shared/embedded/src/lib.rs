@@ -62,7 +62,8 @@ use crate::writer::{
 /// What a commit waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// fsync on every commit: a commit survives a power cut (SQLite `synchronous=FULL`).
+    /// The WAL flushed at every commit: a commit survives a power cut (SQLite
+    /// `synchronous=FULL`; the flush an `fdatasync`, as SQLite is built here).
     Full,
     /// fsync at WAL checkpoints only: a commit survives a crash or kill -9 of the
     /// process, not a power cut (SQLite `synchronous=NORMAL`).
@@ -74,7 +75,7 @@ impl Durability {
     #[must_use]
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Full => "sqlite WAL, synchronous=FULL: fsync of the WAL at every commit",
+            Self::Full => "sqlite WAL, synchronous=FULL: fdatasync of the WAL at every commit",
             Self::Process => {
                 "sqlite WAL, synchronous=NORMAL: fsync at checkpoints only (survives kill -9, not power loss)"
             }

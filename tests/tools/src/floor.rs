@@ -137,6 +137,9 @@ pub struct WalWrites {
     pub commits: u64,
     /// Flushes of the WAL: one a commit, and one before each checkpoint.
     pub flushes: u64,
+    /// Of the flushes, those made with `fsync`, which flushes the file's timestamps
+    /// too, where `fdatasync` does not (SQLite as built here, `.cargo/config.toml`).
+    pub fsyncs: u64,
     pub frames: Frames,
 }
 
@@ -215,7 +218,10 @@ impl WalWrites {
                         counted.frames.count(page, call.data.first().copied());
                     }
                 }
-                _ => counted.flushes += 1,
+                name => {
+                    counted.flushes += 1;
+                    counted.fsyncs += u64::from(name == "fsync");
+                }
             }
         }
         counted
@@ -333,10 +339,11 @@ mod tests {
             (
                 counted.commits,
                 counted.flushes,
+                counted.fsyncs,
                 counted.writes,
                 counted.bytes
             ),
-            (2, 3, 10, 5 * (24 + 1024))
+            (2, 3, 1, 10, 5 * (24 + 1024))
         );
         assert!((counted.bytes_per_commit() - 2620.0).abs() < f64::EPSILON);
     }

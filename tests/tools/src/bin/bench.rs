@@ -691,9 +691,11 @@ async fn measure(
     let rate = totals.len() as f64 / wall;
     let durable = match durability {
         Durability::Full => {
-            "sqlite WAL fsync at every commit; a task's write answered after its commit, a message receivable once written, committed before anything that follows from it"
+            "sqlite WAL fdatasync at every commit; a task's write answered after its commit, a message receivable once written, committed before anything that follows from it"
         }
-        Durability::Process => "sqlite WAL fsync at checkpoints (survives kill -9, not power loss)",
+        Durability::Process => {
+            "sqlite WAL fdatasync at checkpoints (survives kill -9, not power loss)"
+        }
     };
     let line = format!(
         "engine=sas-local workflow={workflow} service_latency_ms={service_latency_ms} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
@@ -787,10 +789,11 @@ async fn compare(
     for ingestion in OURS {
         let wal = wal_writes(ingestion, services).await?;
         println!(
-            "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
+            "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} fsyncs_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
             ingestion.name(),
             wal.commits_per_task(),
             wal.per_task(wal.writes.flushes),
+            wal.per_task(wal.writes.fsyncs),
             wal.writes.bytes_per_commit(),
             wal.per_task(wal.writes.bytes) / 1024.0,
             wal.per_commit(wal.writes.writes),
