@@ -58,6 +58,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use sas_tools::Ingestion;
 use sas_tools::floor::{
     Placement, STRACE_OPTIONS, WalWrites, flush_time, flush_times, quantile_of_runs,
 };
@@ -318,24 +319,6 @@ enum SweptStore {
     /// DynamoDB on moto: the requests of one pass (moto's recorder), the task records
     /// read consistently among them.
     Dynamodb,
-}
-
-/// How the server takes a submission (`SAS_INGESTION`).
-#[derive(Clone, Copy, ValueEnum)]
-enum Ingestion {
-    /// The task written before the answer.
-    Direct,
-    /// The request queued (committed) before the answer; the task created after.
-    Buffered,
-}
-
-impl Ingestion {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Direct => "direct",
-            Self::Buffered => "buffered",
-        }
-    }
 }
 
 /// When the server's store fsyncs (`SAS_DURABILITY`).

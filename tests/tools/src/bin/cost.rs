@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 use sas_tests::aws::{Moto, QueuePolicy, Remote, Stack, StackOptions};
 use sas_tests::delivery_input;
+use sas_tools::Ingestion;
 use sas_tools::recording::{self, Recorded};
 use serde_json::{Value, json};
 
@@ -109,12 +110,6 @@ fn agents_in(dir: &Path) -> Result<Vec<String>, String> {
         }
     }
     Ok(agents.into_iter().collect())
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Ingestion {
-    Direct,
-    Buffered,
 }
 
 /// us-east-1 list prices, November 2026.
@@ -511,11 +506,7 @@ async fn main() {
     let per_task = |n: u64| n as f64 / tasks as f64;
     println!(
         "{tasks} tasks of {workflow} ({steps_per_task:.1} steps run each) through the four functions on moto 5.2.5, {} ingestion, {batch} a request\n",
-        if ingestion == Ingestion::Buffered {
-            "buffered"
-        } else {
-            "direct"
-        }
+        ingestion.name()
     );
     if let Some(limits) = &limits {
         println!("services limited: {limits}\n");
