@@ -576,24 +576,8 @@ async fn a_messages_table_with_autoincrement_is_rebuilt_keeping_its_messages_and
 async fn a_message_that_takes_the_process_down_at_each_delivery_is_dead_lettered_across_restarts() {
     let dir = tempfile::tempdir().expect("dir");
     let clock = Arc::new(ManualClock::new(Timestamp(0)));
-    let work = QueueName::parse("work").expect("name");
-    let dead = QueueName::parse("work-dlq").expect("name");
     let mut store = open(&dir, Arc::clone(&clock));
-    let settings = QueueSettings {
-        visibility_timeout: Duration::from_secs(30),
-        max_receive_count: Some(3),
-        dead_letter: Some(dead),
-        committed_sends: true,
-    };
-    store.create_queue(&work, settings).await.expect("queue");
-    let poison = OutgoingMessage {
-        body: "poison".into(),
-        delay: Duration::ZERO,
-    };
-    store
-        .send(&work, std::slice::from_ref(&poison))
-        .await
-        .expect("sent");
+    let work = send_poison(&store).await;
     let committed = || {
         committed_count(
             &dir,
@@ -638,6 +622,61 @@ async fn a_message_that_takes_the_process_down_at_each_delivery_is_dead_lettered
             .map(|m| m.body.as_str())
             .collect::<Vec<_>>(),
         ["poison"]
+    );
+}
+
+/// A queue `work` (30 s of visibility, three receives, then `work-dlq`) holding one
+/// message, "poison", committed.
+async fn send_poison(store: &Embedded) -> QueueName {
+    let work = QueueName::parse("work").expect("name");
+    let settings = QueueSettings {
+        visibility_timeout: Duration::from_secs(30),
+        max_receive_count: Some(3),
+        dead_letter: Some(QueueName::parse("work-dlq").expect("name")),
+        committed_sends: true,
+    };
+    store.create_queue(&work, settings).await.expect("queue");
+    let poison = OutgoingMessage {
+        body: "poison".into(),
+        delay: Duration::ZERO,
+    };
+    store
+        .send(&work, std::slice::from_ref(&poison))
+        .await
+        .expect("sent");
+    work
+}
+
+#[tokio::test]
+async fn a_delivery_whose_receive_count_cannot_be_written_is_given_back_uncounted() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let store = open(&dir, Arc::clone(&clock));
+    let work = send_poison(&store).await;
+    drop(store);
+    // Loaded at a restart, so its receive count is written before it is handed out.
+    let store = open(&dir, Arc::clone(&clock));
+    let side = crate::connect(&dir.path().join("sas.db")).expect("a connection of its own");
+    side.execute_batch(
+        "CREATE TRIGGER refuse_counts BEFORE UPDATE OF receive_count ON messages
+         BEGIN SELECT RAISE(ABORT, 'the disk refuses'); END;",
+    )
+    .expect("trigger");
+    assert!(
+        store.receive(&work, 10, Duration::ZERO).await.is_err(),
+        "the count's write failed, and so did the receive"
+    );
+    side.execute_batch("DROP TRIGGER refuse_counts")
+        .expect("dropped");
+    // Visible again at once, not hidden for the visibility timeout, and the failed
+    // receive not counted.
+    let delivered = receive_now(&store, &work).await;
+    assert_eq!(
+        delivered
+            .iter()
+            .map(|d| (d.body.as_str(), d.receive_count))
+            .collect::<Vec<_>>(),
+        [("poison", 1)]
     );
 }
 
