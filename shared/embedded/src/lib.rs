@@ -63,9 +63,10 @@ use crate::writer::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// The WAL flushed at every commit: a commit survives a power cut (SQLite
-    /// `synchronous=FULL`; the flush an `fdatasync`, as SQLite is built here).
+    /// `synchronous=FULL`; the flush an `fdatasync` as this workspace builds SQLite,
+    /// `.cargo/config.toml`, else an `fsync`).
     Full,
-    /// fsync at WAL checkpoints only: a commit survives a crash or kill -9 of the
+    /// The WAL flushed at checkpoints only: a commit survives a crash or kill -9 of the
     /// process, not a power cut (SQLite `synchronous=NORMAL`).
     Process,
 }
@@ -75,9 +76,9 @@ impl Durability {
     #[must_use]
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Full => "sqlite WAL, synchronous=FULL: fdatasync of the WAL at every commit",
+            Self::Full => "sqlite WAL, synchronous=FULL: the WAL flushed at every commit",
             Self::Process => {
-                "sqlite WAL, synchronous=NORMAL: fsync at checkpoints only (survives kill -9, not power loss)"
+                "sqlite WAL, synchronous=NORMAL: flushed at checkpoints only (survives kill -9, not power loss)"
             }
         }
     }

@@ -662,10 +662,12 @@ async fn a_delivery_whose_receive_count_cannot_be_written_is_given_back_uncounte
          BEGIN SELECT RAISE(ABORT, 'the disk refuses'); END;",
     )
     .expect("trigger");
-    assert!(
-        store.receive(&work, 10, Duration::ZERO).await.is_err(),
-        "the count's write failed, and so did the receive"
-    );
+    let refused = store
+        .receive(&work, 10, Duration::ZERO)
+        .await
+        .expect_err("the count's write failed, and so did the receive");
+    let why = sas_core::ports::Chain(&refused).to_string();
+    assert!(why.contains("the disk refuses"), "{why}");
     side.execute_batch("DROP TRIGGER refuse_counts")
         .expect("dropped");
     // Visible again at once, not hidden for the visibility timeout, and the failed

@@ -2,6 +2,7 @@
 //! machine now, and what a run's commits write to SQLite's WAL, counted from the
 //! system calls the server makes.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
@@ -140,6 +141,8 @@ pub struct WalWrites {
     /// Of the flushes, those made with `fsync`, which flushes the file's timestamps
     /// too, where `fdatasync` does not (SQLite as built here, `.cargo/config.toml`).
     pub fsyncs: u64,
+    /// Commits whose thread wrote the WAL again, or stopped, before flushing it.
+    pub unflushed_commits: u64,
     pub frames: Frames,
 }
 
@@ -194,12 +197,24 @@ impl WalWrites {
     /// file descriptor's path, so the WAL's are those ending in `-wal`).
     #[must_use]
     pub fn from_strace(trace: &str) -> Self {
+        /// What one thread has written and not yet followed up.
+        #[derive(Default)]
+        struct Thread {
+            /// The page whose frame header was its last write.
+            frame_of_page: Option<u32>,
+            /// A commit's frame written, and the WAL not flushed since.
+            unflushed: bool,
+        }
         let mut counted = Self::default();
-        let mut frame_of_page = None;
-        for call in trace.lines().filter_map(Call::parse) {
+        let mut threads: HashMap<String, Thread> = HashMap::new();
+        for (thread, call) in whole_calls(trace) {
+            let Some(call) = Call::parse(&call) else {
+                continue;
+            };
             if !call.path.ends_with(b"-wal") {
                 continue;
             }
+            let thread = threads.entry(thread).or_default();
             match call.name {
                 "pwrite64" => {
                     let Some(written) = call.result else { continue };
@@ -212,18 +227,25 @@ impl WalWrites {
                                 .and_then(|word| word.try_into().ok())
                                 .map(u32::from_be_bytes)
                         };
-                        frame_of_page = word(0);
-                        counted.commits += u64::from(word(4).is_some_and(|size| size > 0));
-                    } else if let Some(page) = frame_of_page.take() {
+                        counted.unflushed_commits += u64::from(thread.unflushed);
+                        thread.frame_of_page = word(0);
+                        thread.unflushed = word(4).is_some_and(|size| size > 0);
+                        counted.commits += u64::from(thread.unflushed);
+                    } else if let Some(page) = thread.frame_of_page.take() {
                         counted.frames.count(page, call.data.first().copied());
                     }
                 }
                 name => {
                     counted.flushes += 1;
                     counted.fsyncs += u64::from(name == "fsync");
+                    thread.unflushed = false;
                 }
             }
         }
+        counted.unflushed_commits += threads
+            .values()
+            .map(|t| u64::from(t.unflushed))
+            .sum::<u64>();
         counted
     }
 
@@ -233,6 +255,30 @@ impl WalWrites {
     pub fn bytes_per_commit(&self) -> f64 {
         self.bytes as f64 / self.commits.max(1) as f64
     }
+}
+
+/// strace's lines with `-f`, each as (its thread, its call whole): a call another
+/// thread's interrupted is one line `NAME(ARGS <unfinished ...>`, and later another
+/// `<... NAME resumed>) = RESULT`, joined here.
+fn whole_calls(trace: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    let mut unfinished: HashMap<String, String> = HashMap::new();
+    trace.lines().filter_map(move |line| {
+        let (thread, call) = match line.split_once(' ') {
+            Some((pid, call)) if pid.bytes().all(|b| b.is_ascii_digit()) => (pid, call),
+            _ => ("", line),
+        };
+        if let Some(start) = call.strip_suffix(" <unfinished ...>") {
+            unfinished.insert(thread.to_owned(), start.to_owned());
+            return None;
+        }
+        let whole = match call.split_once(" resumed>") {
+            Some((_, rest)) if call.starts_with("<... ") => {
+                format!("{}{rest}", unfinished.remove(thread)?)
+            }
+            _ => call.to_owned(),
+        };
+        Some((thread.to_owned(), whole))
+    })
 }
 
 /// One system call in strace's output: its name, the path of its file descriptor, the
@@ -255,9 +301,11 @@ impl Call {
             .split_once('"')
             .and_then(|(_, rest)| rest.split_once('"'))
             .map_or(&[][..], |(data, _)| data.as_bytes());
+        // After the call's closing parenthesis, `= RESULT`, aligned with spaces or not.
         let result = line
-            .rsplit_once(") = ")
-            .and_then(|(_, result)| result.trim().parse().ok());
+            .rsplit_once(')')
+            .and_then(|(_, after)| after.trim_start().strip_prefix('='))
+            .and_then(|result| result.split_whitespace().next()?.parse().ok());
         Some(Self {
             name,
             path: unescape(path.as_bytes()),
@@ -346,6 +394,43 @@ mod tests {
             (2, 3, 1, 10, 5 * (24 + 1024))
         );
         assert!((counted.bytes_per_commit() - 2620.0).abs() < f64::EPSILON);
+        assert_eq!(counted.unflushed_commits, 0);
+    }
+
+    #[test]
+    fn interrupted_calls_are_joined_and_a_commit_its_thread_left_unflushed_is_counted() {
+        let wal = r"\x2f\x64\x62\x2d\x77\x61\x6c"; // "/db-wal"
+        let header =
+            |page: u8| format!(r#"7<{wal}>, "\x00\x00\x00\x{page:02x}\x00\x00\x00\x09"..., 24, 0"#);
+        let page =
+            |first: u8| format!(r#"1 pwrite64(7<{wal}>, "\x{first:02x}\x00"..., 1024, 24) = 1024"#);
+        let trace = [
+            format!("1 pwrite64({} <unfinished ...>", header(2)),
+            // Another thread's flush (the checkpointer's) is not this commit's.
+            format!("2 fdatasync(7<{wal}>) = 0"),
+            "1 <... pwrite64 resumed>) = 24".to_owned(),
+            page(0x0d),
+            // The next commit, the one before not flushed by its thread.
+            format!("1 pwrite64({}) = 24", header(3)),
+            page(0x0a),
+            format!("1 fdatasync(7<{wal}>)                      = 0"),
+        ]
+        .join("\n");
+        let counted = WalWrites::from_strace(&trace);
+        assert_eq!(
+            (
+                counted.commits,
+                counted.unflushed_commits,
+                counted.flushes,
+                counted.writes,
+                counted.bytes
+            ),
+            (2, 1, 2, 4, 2 * (24 + 1024))
+        );
+        assert_eq!(
+            (counted.frames.table_leaf, counted.frames.index_leaf),
+            (1, 1)
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ enum Benchmark {
         /// Tasks run before the measurement.
         #[arg(long, default_value_t = 200)]
         warmup: usize,
-        /// When the server's store fsyncs.
+        /// When the server's store flushes.
         #[arg(long, value_enum, default_value_t = Durability::Full)]
         durability: Durability,
         /// How the server takes a submission (`SAS_INGESTION`).
@@ -122,7 +122,7 @@ enum Benchmark {
         /// Seconds at each rate.
         #[arg(long, default_value_t = 5)]
         seconds: u64,
-        /// When the server's store fsyncs.
+        /// When the server's store flushes.
         #[arg(long, value_enum, default_value_t = Durability::Full)]
         durability: Durability,
     },
@@ -191,7 +191,7 @@ enum Benchmark {
         /// 64 KiB, some 1,270 parcel objects.
         #[arg(long)]
         by_id: bool,
-        /// When the server's store fsyncs.
+        /// When the server's store flushes.
         #[arg(long, value_enum, default_value_t = Durability::Full)]
         durability: Durability,
     },
@@ -213,9 +213,9 @@ enum Benchmark {
     /// before (as a commit at concurrency 1 is): what a store's commit pays for how it
     /// writes. A line a measurement, then the medians of the rounds.
     Flush {
-        /// The writes' sizes in bytes: by default what a commit of DBOS's Postgres and
-        /// one of ours wrote at concurrency 1 in BENCHMARKS.md's table, 1 KiB (a WAL
-        /// frame of ours), a block and two.
+        /// The writes' sizes in bytes: by default about what a commit of DBOS's
+        /// Postgres and one of ours write at concurrency 1 (BENCHMARKS.md's table), 1 KiB
+        /// (a WAL frame of ours), a block and two.
         #[arg(long, value_delimiter = ',', default_value = "491,1024,2960,4096,8192")]
         bytes: Vec<usize>,
         /// Flushes of each size and placement a round.
@@ -321,7 +321,7 @@ enum SweptStore {
     Dynamodb,
 }
 
-/// When the server's store fsyncs (`SAS_DURABILITY`).
+/// When the server's store flushes (`SAS_DURABILITY`).
 #[derive(Clone, Copy, ValueEnum)]
 enum Durability {
     /// At every commit: a commit survives a power cut.
@@ -674,10 +674,10 @@ async fn measure(
     let rate = totals.len() as f64 / wall;
     let durable = match durability {
         Durability::Full => {
-            "sqlite WAL fdatasync at every commit; a task's write answered after its commit, a message receivable once written, committed before anything that follows from it"
+            "sqlite WAL flushed at every commit; a task's write answered after its commit, a message receivable once written, committed before anything that follows from it"
         }
         Durability::Process => {
-            "sqlite WAL fdatasync at checkpoints (survives kill -9, not power loss)"
+            "sqlite WAL flushed at checkpoints (survives kill -9, not power loss)"
         }
     };
     let line = format!(
