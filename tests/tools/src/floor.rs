@@ -264,7 +264,9 @@ fn whole_calls(trace: &str) -> impl Iterator<Item = (String, String)> + '_ {
     let mut unfinished: HashMap<String, String> = HashMap::new();
     trace.lines().filter_map(move |line| {
         let (thread, call) = match line.split_once(' ') {
-            Some((pid, call)) if pid.bytes().all(|b| b.is_ascii_digit()) => (pid, call),
+            Some((pid, call)) if pid.bytes().all(|b| b.is_ascii_digit()) => {
+                (pid, call.trim_start())
+            }
             _ => ("", line),
         };
         if let Some(start) = call.strip_suffix(" <unfinished ...>") {
@@ -408,7 +410,8 @@ mod tests {
             format!("1 pwrite64({} <unfinished ...>", header(2)),
             // Another thread's flush (the checkpointer's) is not this commit's.
             format!("2 fdatasync(7<{wal}>) = 0"),
-            "1 <... pwrite64 resumed>) = 24".to_owned(),
+            // strace aligns the pid's column: two spaces here.
+            "1  <... pwrite64 resumed>) = 24".to_owned(),
             page(0x0d),
             // The next commit, the one before not flushed by its thread.
             format!("1 pwrite64({}) = 24", header(3)),
