@@ -257,9 +257,9 @@ impl WalWrites {
     }
 }
 
-/// strace's lines with `-f`, each as (its thread, its call whole): a call another
-/// thread's interrupted is one line `NAME(ARGS <unfinished ...>`, and later another
-/// `<... NAME resumed>) = RESULT`, joined here.
+/// strace's lines with `-f`, each as (its thread, its call whole): a call that
+/// another thread's call interrupted is one line `NAME(ARGS <unfinished ...>` and,
+/// later, another `<... NAME resumed>) = RESULT`, joined here.
 fn whole_calls(trace: &str) -> impl Iterator<Item = (String, String)> + '_ {
     let mut unfinished: HashMap<String, String> = HashMap::new();
     trace.lines().filter_map(move |line| {
