@@ -222,6 +222,15 @@ async fn only_expired_leases_are_swept_and_lists_page() {
     assert_eq!((page.tasks[0].id.as_str(), page.next), ("b", None));
 }
 
+/// Sends one message of `body`, visible at once.
+async fn send_now(store: &Embedded, queue: &QueueName, body: &str) {
+    let message = OutgoingMessage {
+        body: body.into(),
+        delay: Duration::ZERO,
+    };
+    store.send(queue, &[message]).await.expect("sent");
+}
+
 async fn receive_now(store: &Embedded, queue: &QueueName) -> Vec<Delivery> {
     store
         .receive(queue, 10, Duration::ZERO)
@@ -382,15 +391,8 @@ async fn records_and_bodies_are_stored_compressed_and_text_stored_before_reads_t
     let queue = QueueName::parse("q").expect("name");
     let body = format!("a body that says it twice: {json} {json}");
     let store = open(&dir, Arc::clone(&clock));
-    let sent = OutgoingMessage {
-        body: body.clone(),
-        delay: Duration::ZERO,
-    };
     // A send is committed with the next write waited for: the creation.
-    store
-        .send(&queue, std::slice::from_ref(&sent))
-        .await
-        .expect("sent");
+    send_now(&store, &queue, &body).await;
     store.create(&task, &order).await.expect("created");
     let stored = |store: &Embedded, sql: &str| -> (String, usize) {
         let connection = store.connection.lock().expect("connection");
@@ -432,7 +434,7 @@ async fn records_and_bodies_are_stored_compressed_and_text_stored_before_reads_t
         .await
         .expect("receive");
     assert_eq!(received[0].body, "older");
-    store.send(&queue, &[sent]).await.expect("sent");
+    send_now(&store, &queue, &body).await;
     drop(store);
     let store = open(&dir, clock);
     let bodies: Vec<_> = store
@@ -513,10 +515,7 @@ async fn a_message_id_is_never_given_again_not_even_once_its_message_is_deleted(
     assert_eq!(committed_count(&dir, "SELECT COUNT(*) FROM messages"), 0);
 
     let store = open(&dir, clock);
-    store
-        .send(&queue, std::slice::from_ref(&message))
-        .await
-        .expect("sent");
+    send_now(&store, &queue, "m").await;
     drop(store);
     let next = committed_count(&dir, "SELECT MAX(id) FROM messages");
     assert!(next > highest, "{next} after {highest}");
@@ -549,14 +548,7 @@ async fn a_messages_table_with_autoincrement_is_rebuilt_keeping_its_messages_and
         .map(|delivery| delivery.body)
         .collect();
     assert_eq!(bodies, ["kept"]);
-    let sent = OutgoingMessage {
-        body: "new".into(),
-        delay: Duration::ZERO,
-    };
-    store
-        .send(&queue, std::slice::from_ref(&sent))
-        .await
-        .expect("sent");
+    send_now(&store, &queue, "new").await;
     drop(store);
     assert_eq!(
         committed_count(
@@ -636,14 +628,7 @@ async fn send_poison(store: &Embedded) -> QueueName {
         committed_sends: true,
     };
     store.create_queue(&work, settings).await.expect("queue");
-    let poison = OutgoingMessage {
-        body: "poison".into(),
-        delay: Duration::ZERO,
-    };
-    store
-        .send(&work, std::slice::from_ref(&poison))
-        .await
-        .expect("sent");
+    send_now(store, &work, "poison").await;
     work
 }
 
@@ -749,11 +734,7 @@ async fn written_on_the_writer_thread(store: &Embedded) -> bool {
 async fn a_write_alone_is_committed_by_its_caller_and_writes_together_by_the_writer() {
     let (dir, store) = fresh();
     let queue = QueueName::parse("q").expect("name");
-    let sent = OutgoingMessage {
-        body: "before".into(),
-        delay: Duration::ZERO,
-    };
-    store.send(&queue, &[sent]).await.expect("sent");
+    send_now(&store, &queue, "before").await;
     assert!(
         !written_on_the_writer_thread(&store).await,
         "nobody else waits for a commit: no hand-off to the writer thread and back"
