@@ -694,3 +694,63 @@ async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
         );
     }
 }
+
+/// A submission with `?wait=` is answered with its task once it has ended, as
+/// `GET /tasks/{id}?wait=` shows it, in both ingestions; so is the same request again.
+/// A task that has not ended within the wait is answered as without it. A wait the
+/// API cannot take, or another parameter, is refused before anything is submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_that_waits_is_answered_with_its_end() {
+    for harness in [Harness::start(5).await, Harness::start_buffered(5).await] {
+        let body = quick(None).to_string();
+        for _ in 0..2 {
+            let (status, _, task) = harness
+                .call("PUT", "/tasks/waited?wait=10s", Some(body.as_bytes()))
+                .await;
+            assert_eq!(
+                (status, task["id"].as_str(), task["state"].as_str()),
+                (200, Some("waited"), Some("Processed")),
+                "{task:#}"
+            );
+            assert_eq!(step_states(&task), ["Processed"; 5]);
+            assert!(task["history"].is_array(), "{task:#}");
+        }
+        let (status, _, task) = harness
+            .call("POST", "/tasks?wait=10s", Some(body.as_bytes()))
+            .await;
+        assert_eq!((status, task["state"].as_str()), (200, Some("Processed")));
+
+        // The harness's clock stands in January 2027.
+        let starts_later = json!({ "workflow": "drone-delivery-quick",
+                                   "input": delivery_input(), "start_at": "2030-01-01T00:00:00Z" });
+        let (status, location, answer) = harness
+            .call(
+                "PUT",
+                "/tasks/later?wait=1s",
+                Some(starts_later.to_string().as_bytes()),
+            )
+            .await;
+        assert_eq!(
+            (status, location.as_deref()),
+            (202, Some("/tasks/later")),
+            "{answer:#}"
+        );
+        assert_ne!(answer["state"], "Processed", "{answer:#}");
+
+        for (query, field) in [
+            ("wait=21s", "wait"),
+            ("wait=soon", "wait"),
+            ("and=1", "and"),
+        ] {
+            let path = format!("/tasks/refused?{query}");
+            let (status, _, refused) = harness.call("PUT", &path, Some(body.as_bytes())).await;
+            assert_eq!(
+                (status, refused["error"]["field"].as_str()),
+                (400, Some(field)),
+                "{query}: {refused:#}"
+            );
+        }
+        let (status, _, _) = harness.call("GET", "/tasks/refused", None).await;
+        assert_eq!(status, 404, "a refused submission submits nothing");
+    }
+}

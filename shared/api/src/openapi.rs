@@ -184,6 +184,9 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         Action::Get => parameters.push(json!({"name": "wait", "in": "query",
             "description": "wait up to this long (at most 20s) for the task to be final, e.g. 10s",
             "schema": {"type": "string"}})),
+        Action::Submit => parameters.push(json!({"name": "wait", "in": "query",
+            "description": "then wait up to this long (at most 20s) for the task to be final, e.g. 10s: 200 with the task if it is, else the answer without the wait",
+            "schema": {"type": "string"}})),
         _ => {}
     }
     let mut operation = json!({
@@ -205,6 +208,12 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             },
         },
     });
+    if route.action == Action::Submit {
+        operation["responses"]["200"] = json!({
+            "description": "with `wait`: the task, final within the wait, as `GET /tasks/{id}` shows it",
+            "content": {"application/json": {"schema": generator.subschema_for::<TaskView>()}},
+        });
+    }
     if !parameters.is_empty() {
         operation["parameters"] = json!(parameters);
     }

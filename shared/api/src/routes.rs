@@ -105,9 +105,9 @@ impl Route {
 /// Every route the handler answers; `GET /openapi.json` documents exactly these.
 #[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
-    Route::new("POST", "/tasks", Action::Submit, "Submit a task under a generated id"),
+    Route::new("POST", "/tasks", Action::Submit, "Submit a task under a generated id, or submit it and wait for its end"),
     Route::new("POST", "/tasks/batch", Action::SubmitBatch, "Submit up to 25 tasks in one request, each answered as its own submission would be"),
-    Route::new("PUT", "/tasks/{id}", Action::Submit, "Submit a task under the caller's id: the same request again is the same task"),
+    Route::new("PUT", "/tasks/{id}", Action::Submit, "Submit a task under the caller's id: the same request again is the same task; or submit it and wait for its end"),
     Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
     Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
     Route::new("GET", "/tasks/{id}/children", Action::Children, "List the child tasks a step of a task started, by item"),
@@ -239,7 +239,10 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         batch: None,
     };
     match route.action {
-        Action::Submit => submit(app, scope, captured.first().copied(), request.body).await,
+        Action::Submit => {
+            let id = captured.first().copied();
+            submit(app, scope, id, request.query, request.body).await
+        }
         Action::SubmitBatch => submit_batch(app, scope, request.body).await,
         Action::List => list(app, scope, request.query).await,
         Action::Get => get(app, scope, named, parse_wait(request.query)?).await,

@@ -20,14 +20,31 @@ use crate::{
     ApiResponse, MAX_ANSWER_BYTES, MAX_BATCH, MAX_BODY_BYTES, MAX_PAGE, MAX_REQUEST_BYTES,
 };
 
+/// `PUT /tasks/{id}` and `POST /tasks`; with `?wait=`, the task is waited for as by
+/// `GET /tasks/{id}?wait=`: `200` with the task as that shows it if it ended in time,
+/// else the submission's answer as without the wait.
 pub(crate) async fn submit(
     app: &App,
     scope: Scope<'_>,
     path_id: Option<&str>,
+    query: Option<&str>,
     body: &[u8],
 ) -> Result<ApiResponse, ApiError> {
+    let wait = parse_wait(query)?;
     let (workflow, submission) = submission(scope, path_id, parse_json(body, false)?)?;
-    answer(app, scope, &workflow, submission).await
+    let id = submission.id.clone();
+    let submitted = answer(app, scope, &workflow, submission).await?;
+    if wait.is_zero() {
+        return Ok(submitted);
+    }
+    let ended = app
+        .wait_final(&id, wait)
+        .await?
+        .is_some_and(|task| task.state.is_final());
+    if !ended {
+        return Ok(submitted);
+    }
+    Ok(shown(app, scope, &id).await?.unwrap_or(submitted))
 }
 
 /// A checked submission's answer: its task created (or found), or in buffered
@@ -173,10 +190,11 @@ pub(crate) async fn submit_batch(
     Ok(ApiResponse::ok(200, &BatchView::of(answers)))
 }
 
-/// The longest a `GET /tasks/{id}?wait=` may wait (API Gateway answers within 30 s).
+/// The longest a `?wait=` may wait (API Gateway answers within 30 s).
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
 
-/// `wait=<duration>`: how long to wait for the task to be final.
+/// `wait=<duration>`: how long to wait for the task to be final; the only parameter
+/// a task's read or submission takes.
 pub(crate) fn parse_wait(query: Option<&str>) -> Result<Duration, ApiError> {
     let mut wait = Duration::ZERO;
     for pair in query_pairs(query) {
@@ -209,16 +227,21 @@ pub(crate) async fn get(
     if !wait.is_zero() {
         app.wait_final(&id, wait).await?;
     }
-    let (task, order) = app
-        .task_with_order(&id)
-        .await?
-        .ok_or_else(|| not_found(text))?;
+    shown(app, scope, &id).await?.ok_or_else(|| not_found(text))
+}
+
+/// `200` with task `id` as its caller reads it, with its order data and workflow;
+/// `None` when there is no such task.
+async fn shown(app: &App, scope: Scope<'_>, id: &TaskId) -> Result<Option<ApiResponse>, ApiError> {
+    let Some((task, order)) = app.task_with_order(id).await? else {
+        return Ok(None);
+    };
     // Without its definition (a store failure), the task is shown all the same.
     let workflow = app.workflow(&task.workflow).await.ok();
-    Ok(ApiResponse::ok(
+    Ok(Some(ApiResponse::ok(
         200,
         &TaskView::with_order(&task, &order, workflow.as_deref(), scope.view()),
-    ))
+    )))
 }
 
 /// `GET /tasks/{id}/children?step=&after=&limit=`: the child tasks a step started,

@@ -9,9 +9,10 @@
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
 //!     [--parallel] [--service-latency-ms 0] [--services builtin|apart]
-//!     [--ingestion direct|buffered] [--under COMMAND]
+//!     [--ingestion direct|buffered] [--mode attach|call] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
-//!     to be Processed (GET /tasks/{id}?wait=20s), and takes the next
+//!     to be Processed (GET /tasks/{id}?wait=20s; with --mode call, in the submission
+//!     itself, PUT /tasks/{id}?wait=20s), and takes the next
 //! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
 //!     open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms
 //! burst [--tasks 50000] [--senders 512] [--ingestion direct|buffered]
@@ -24,15 +25,17 @@
 //!     drone's peak concurrency, the account's calls a second, and p50/p99 from
 //!     submission to Processed of the priority-1 tasks against the priority-3 ones
 //! compare [--peers ../shared/peers] [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
-//!     [--services apart|builtin]
+//!     [--services apart|builtin] [--mode attach|call]
 //!     sas-local (buffered, then direct ingestion), Restate and DBOS in turn (each
-//!     peer's `bench.sh`, after its `setup.sh`), at concurrency 64 and at 1, ROUNDS
+//!     peer's `bench.sh`, after its `setup.sh`, in the same mode: a submission and a
+//!     wait, or one call), at concurrency 64 and at 1, ROUNDS
 //!     times; every line as it comes, then the medians and our ratios to each peer.
 //!     Our steps call a remote service apart, as the peers' do, unless told otherwise.
 //!     Beside them, the floor at 1: first the WAL a task's commits write (a run of 200
 //!     under strace), then in each round the disk's flush of 4 KiB and of a commit's
 //!     size and a loopback round trip; a task's floor is its commits' flushes and its
-//!     seven round trips, and Postgres's WAL is read from DBOS's line. What the disk
+//!     six round trips (the submission and the answer with its end, five calls), and
+//!     Postgres's WAL is read from DBOS's line. What the disk
 //!     alone makes of its p99: the p99 of as many flushes one after another, out of
 //!     3,000 a round (the disk's slow spells come and go), and the same round trips
 //! sweep [--tasks 100000] [--expired-percent 1] [--store embedded|dynamodb]
@@ -108,6 +111,9 @@ enum Benchmark {
         /// The remote services the steps call.
         #[arg(long, value_enum, default_value_t = Services::Builtin)]
         services: Services,
+        /// How a client asks for a task and its end.
+        #[arg(long, value_enum, default_value_t = Mode::Attach)]
+        mode: Mode,
         /// A command the server runs under, its words split at spaces, such as
         /// `valgrind --tool=callgrind`: the server is then stopped with SIGTERM, and
         /// waited for, so that the command can write its report.
@@ -179,6 +185,10 @@ enum Benchmark {
         /// The remote services our steps call.
         #[arg(long, value_enum, default_value_t = Services::Apart)]
         services: Services,
+        /// How every engine's clients ask for a task and its end (the peers' third
+        /// argument).
+        #[arg(long, value_enum, default_value_t = Mode::Attach)]
+        mode: Mode,
     },
     /// One parcel order whose map ships each parcel by a child task: its time from
     /// submission to Processed, children a second, the server's peak memory.
@@ -482,31 +492,63 @@ fn quantile(sorted: &[Duration], q: f64) -> f64 {
     sorted[rank - 1].as_secs_f64() * 1000.0
 }
 
-/// One task: submit, then wait for it to finish. Returns (ack, end to end), or None.
+/// How a client asks for a task and its end: the peers' `bench.sh` modes of the same
+/// names.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Two requests: the submission, answered once the task is written, then
+    /// `GET /tasks/{id}?wait=20s`.
+    Attach,
+    /// One request: `PUT /tasks/{id}?wait=20s`, answered with the task's end.
+    Call,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Attach => "attach",
+            Self::Call => "call",
+        }
+    }
+}
+
+/// One task: submit, then wait for it to finish, in one request or two. Returns
+/// (the submission's answer, end to end), or None.
 async fn one_task(
     http: &reqwest::Client,
     api: &str,
-    workflow: &str,
+    load: Load,
     id: &str,
     i: usize,
 ) -> Option<(Duration, Duration)> {
+    // Only its state is read: the rest of the task is skipped, not built as a tree,
+    // so that the client's CPU, on the same two cores, stays small.
+    #[derive(serde::Deserialize)]
+    struct Waited {
+        state: String,
+    }
     let start = Instant::now();
-    let accepted = http
-        .put(format!("{api}/tasks/{id}"))
-        .json(&delivery(workflow, i))
+    let wait = match load.mode {
+        Mode::Attach => "",
+        Mode::Call => "?wait=20s",
+    };
+    let answer = http
+        .put(format!("{api}/tasks/{id}{wait}"))
+        .json(&delivery(load.workflow, i))
         .send()
         .await
         .ok()?;
-    if accepted.status() != 202 {
-        return None;
-    }
     let ack = start.elapsed();
+    let mut ended = match answer.status().as_u16() {
+        200 => Some(answer.json::<Waited>().await.ok()?.state),
+        202 => None,
+        _ => return None,
+    };
     loop {
-        // Only its state is read: the rest of the task is skipped, not built as a
-        // tree, so that the client's CPU, on the same two cores, stays small.
-        #[derive(serde::Deserialize)]
-        struct Waited {
-            state: String,
+        match ended.as_deref() {
+            Some("Processed") => return Some((ack, start.elapsed())),
+            Some("Error") => return None,
+            _ => {}
         }
         let task: Waited = http
             .get(format!("{api}/tasks/{id}?wait=20s"))
@@ -516,22 +558,18 @@ async fn one_task(
             .json()
             .await
             .ok()?;
-        match task.state.as_str() {
-            "Processed" => return Some((ack, start.elapsed())),
-            "Error" => return None,
-            _ => {}
-        }
+        ended = Some(task.state);
     }
 }
 
-/// Runs `tasks` tasks through `concurrency` closed-loop clients.
+/// Runs `tasks` tasks through `load`'s clients.
 async fn closed_loop(
     api: &str,
-    workflow: &'static str,
+    load: Load,
     prefix: &str,
     tasks: usize,
-    concurrency: usize,
 ) -> (Vec<Duration>, Vec<Duration>, usize) {
+    let concurrency = load.concurrency;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(concurrency * 2)
         .build()
@@ -557,8 +595,7 @@ async fn closed_loop(
                     if i >= tasks {
                         return;
                     }
-                    let outcome =
-                        one_task(&http, &api, workflow, &format!("{prefix}-{i}"), i).await;
+                    let outcome = one_task(&http, &api, load, &format!("{prefix}-{i}"), i).await;
                     let mut samples = samples.lock().await;
                     match outcome {
                         Some((ack, total)) => {
@@ -627,6 +664,8 @@ struct Load {
     service_latency_ms: u64,
     /// The remote services the steps call.
     services: Services,
+    /// How a client asks for a task and its end.
+    mode: Mode,
 }
 
 async fn measure(
@@ -642,6 +681,7 @@ async fn measure(
         workflow,
         service_latency_ms,
         services,
+        mode,
     } = load;
     anyhow::ensure!(
         service_latency_ms == 0 || services == Services::Builtin,
@@ -663,11 +703,10 @@ async fn measure(
                 .error_for_status()?;
         }
     }
-    closed_loop(&server.api, workflow, "warmup", warmup, concurrency).await;
+    closed_loop(&server.api, load, "warmup", warmup).await;
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
-    let (acks, totals, errors) =
-        closed_loop(&server.api, workflow, "task", tasks, concurrency).await;
+    let (acks, totals, errors) = closed_loop(&server.api, load, "task", tasks).await;
     let wall = started.elapsed().as_secs_f64();
     let cpu = server.cpu_seconds() - cpu_before;
     #[allow(clippy::cast_precision_loss)]
@@ -683,7 +722,7 @@ async fn measure(
     let line = format!(
         "engine=sas-local workflow={workflow} service_latency_ms={service_latency_ms} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
          p50_ms={:.2} p99_ms={:.2} max_ms={:.2} submit_ack_p50_ms={:.2} submit_ack_p99_ms={:.2} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
-         server_peak_rss_mb={:.1} ingestion={} services={} durability={} fsync=\"{durable}\"",
+         server_peak_rss_mb={:.1} ingestion={} services={} mode={} durability={} fsync=\"{durable}\"",
         totals.len(),
         rate * STEPS as f64,
         quantile(&totals, 0.5),
@@ -695,6 +734,7 @@ async fn measure(
         server.peak_rss_mb(),
         ingestion.name(),
         services.name(),
+        mode.name(),
         durability.name(),
     );
     Ok(Measured {
@@ -705,12 +745,14 @@ async fn measure(
     })
 }
 
-/// Runs a peer's `bench.sh TASKS CONCURRENCY` (warm-up as ours) and reads its line.
+/// Runs a peer's `bench.sh TASKS CONCURRENCY MODE` (warm-up as ours) and reads its
+/// line.
 fn peer(script: &std::path::Path, load: Load) -> anyhow::Result<Measured> {
     let output = Command::new("bash")
         .arg(script)
         .arg(load.tasks.to_string())
         .arg(load.concurrency.to_string())
+        .arg(load.mode.name())
         .env("WARMUP", load.warmup.to_string())
         .stderr(Stdio::inherit())
         .output()
@@ -742,6 +784,7 @@ async fn compare(
     tasks: usize,
     tasks_at_one: usize,
     services: Services,
+    mode: Mode,
 ) -> anyhow::Result<()> {
     /// Ours in each ingestion mode, then the peers (each a directory of `peers`).
     const ENGINES: [&str; 4] = ["sas-local-buffered", "sas-local-direct", "restate", "dbos"];
@@ -754,6 +797,7 @@ async fn compare(
             workflow: DRONE,
             service_latency_ms: 0,
             services,
+            mode,
         },
         Load {
             tasks: tasks_at_one,
@@ -762,6 +806,7 @@ async fn compare(
             workflow: DRONE,
             service_latency_ms: 0,
             services,
+            mode,
         },
     ];
     let mut results: Vec<Vec<Vec<Measured>>> = loads
@@ -770,7 +815,7 @@ async fn compare(
         .collect();
     let mut walls = Vec::new();
     for ingestion in OURS {
-        let wal = wal_writes(ingestion, services).await?;
+        let wal = wal_writes(ingestion, services, mode).await?;
         println!(
             "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} fsyncs_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
             ingestion.name(),
@@ -916,7 +961,11 @@ impl TaskWal {
 
 /// Runs 200 tasks at concurrency 1 on a server under `strace`, and counts what its
 /// commits wrote to the WAL.
-async fn wal_writes(ingestion: Ingestion, services: Services) -> anyhow::Result<TaskWal> {
+async fn wal_writes(
+    ingestion: Ingestion,
+    services: Services,
+    mode: Mode,
+) -> anyhow::Result<TaskWal> {
     const TASKS: usize = 200;
     let trace = tempfile::NamedTempFile::new()?;
     let under: Vec<String> = std::iter::once("strace")
@@ -932,6 +981,7 @@ async fn wal_writes(ingestion: Ingestion, services: Services) -> anyhow::Result<
         workflow: DRONE,
         service_latency_ms: 0,
         services,
+        mode,
     };
     measure(load, Durability::Full, ingestion, &under)
         .await
@@ -961,8 +1011,11 @@ const TAIL_FLUSHES: usize = 3_000;
 const TAIL_PAUSE: Duration = Duration::from_micros(150);
 
 /// Round trips over loopback on a task's path at concurrency 1: the client's
-/// submission and its wait, and the five steps' calls to the mock services.
-const ROUND_TRIPS_PER_TASK: f64 = 2.0 + STEPS as f64;
+/// submission and the answer that ends its wait, and the five steps' calls to the
+/// mock services. A wait asked for apart from the submission (`--mode attach`) is
+/// sent while the task runs: its request is on no task's path, and the mode does not
+/// change the floor.
+const ROUND_TRIPS_PER_TASK: f64 = 1.0 + STEPS as f64;
 
 impl Probe {
     async fn measure(walls: &[TaskWal]) -> anyhow::Result<Self> {
@@ -1016,7 +1069,7 @@ impl Probe {
     /// trips.
     fn floor_ms(&self, engine: usize, wal: &TaskWal) -> f64 {
         let flush = self.flush_commit_us[engine].1;
-        (wal.commits_per_task() * flush + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
+        (wal.commits_per_task() * flush + self.round_trips_us()) / 1000.0
     }
 
     /// What the disk alone makes of the p99 of a task of our mode at `engine`: the p99
@@ -1024,7 +1077,12 @@ impl Probe {
     /// floor: the disk's slow spells come and go, and a run may meet fewer than the
     /// probe did.
     fn disk_p99_ms(&self, engine: usize) -> f64 {
-        (self.task_flushes_p99_us[engine] + ROUND_TRIPS_PER_TASK * self.loopback_rtt_us) / 1000.0
+        (self.task_flushes_p99_us[engine] + self.round_trips_us()) / 1000.0
+    }
+
+    /// A task's loopback round trips, at the probe's median, in microseconds.
+    fn round_trips_us(&self) -> f64 {
+        ROUND_TRIPS_PER_TASK * self.loopback_rtt_us
     }
 
     /// The medians of several probes, as one probe's line.
@@ -1675,6 +1733,7 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             parallel,
             service_latency_ms,
             services,
+            mode,
             under,
         } => {
             let load = Load {
@@ -1688,6 +1747,7 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
                 },
                 service_latency_ms,
                 services,
+                mode,
             };
             println!(
                 "{}",
@@ -1727,7 +1787,8 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             tasks,
             tasks_at_one,
             services,
-        } => compare(&peers, rounds, tasks, tasks_at_one, services).await,
+            mode,
+        } => compare(&peers, rounds, tasks, tasks_at_one, services, mode).await,
         Benchmark::Map {
             parcels,
             by_id,
