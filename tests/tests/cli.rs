@@ -104,6 +104,77 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
     assert!(err.contains("409 not_in_error"), "{err}");
 }
 
+/// A caller submits a task and waits for its end in one command, and sees it as
+/// `tasks show` shows it; without a wait, the task as it was answered; a bad
+/// submission is refused with the field named and nothing submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_submits_a_task_and_waits_for_its_end_from_the_command_line() {
+    let harness = Harness::start(5).await;
+    let input = tempfile::NamedTempFile::new().expect("a file");
+    std::fs::write(input.path(), delivery_input().to_string()).expect("written");
+    let path = input.path().to_str().expect("a path");
+    let submit = |extra: &'static [&'static str]| {
+        let mut arguments = vec!["tasks", "submit", "drone-delivery-quick", "--input", path];
+        arguments.extend(extra);
+        arguments
+    };
+
+    let ended = ok(&harness, &submit(&["--id", "cli-run", "--wait", "10s"])).await;
+    assert!(
+        ended.starts_with("cli-run  Processed  drone-delivery-quick v1  run 1"),
+        "{ended}"
+    );
+    for step in ["check-account", "create-delivery"] {
+        let row = ended
+            .lines()
+            .find(|l| l.trim_start().starts_with(step))
+            .unwrap_or_else(|| panic!("{step}'s row in:\n{ended}"));
+        assert!(row.contains("Processed"), "{row}");
+    }
+    assert!(ended.contains("entered Processed"), "{ended}");
+
+    let answered: Value = serde_json::from_str(
+        &ok(
+            &harness,
+            &[&["--json"][..], &submit(&["--priority", "1"])].concat(),
+        )
+        .await,
+    )
+    .expect("--json prints JSON");
+    let id = answered["id"].as_str().expect("a generated id");
+    assert_eq!(answered["priority"], 1, "{answered:#}");
+    assert_eq!(
+        harness.task(id).await["workflow"]["name"],
+        "drone-delivery-quick"
+    );
+
+    let (success, out, err) = sas(
+        &harness,
+        &[
+            "tasks",
+            "submit",
+            "drone-delivery-quick",
+            "--id",
+            "cli-empty",
+        ],
+    )
+    .await;
+    assert!(!success && out.is_empty(), "{out}");
+    assert!(
+        err.starts_with("sas: 400 invalid_field") && err.contains("input.customer_id"),
+        "{err}"
+    );
+    let (success, _, err) = sas(&harness, &submit(&["--id", "cli-long", "--wait", "1m"])).await;
+    assert!(
+        !success && err.contains("wait: must be a duration up to 20s"),
+        "{err}"
+    );
+    for refused in ["cli-empty", "cli-long"] {
+        let (success, _, err) = sas(&harness, &["tasks", "show", refused]).await;
+        assert!(!success && err.contains("404"), "{refused}: {err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_letters_show() {
     let harness = Harness::start(5).await;

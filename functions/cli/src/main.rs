@@ -1,5 +1,6 @@
 //! `sas`: the operator's command line over the API, the local server's or a
-//! deployment's. A readable table by default, `--json` for scripts.
+//! deployment's, and a caller's to submit tasks. A readable table by default,
+//! `--json` for scripts.
 
 mod client;
 mod render;
@@ -51,7 +52,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: list, show, watch, children, resubmit, cancel, pause, resume, complete.
+    /// Tasks: submit, list, show, watch, children, resubmit, cancel, pause, resume,
+    /// complete.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -93,6 +95,25 @@ enum Command {
 
 #[derive(Subcommand)]
 enum Tasks {
+    /// Submits a task, as its caller (`PUT /tasks/{id}`, or `POST /tasks` without an
+    /// id); with --wait, waits for its end and shows it.
+    Submit {
+        /// The workflow it runs.
+        workflow: String,
+        /// Its input: a JSON object, from this file ('-' for standard input); `{}`
+        /// without it.
+        #[arg(long)]
+        input: Option<String>,
+        /// Its id: the same submission again is the same task. Generated without it.
+        #[arg(long)]
+        id: Option<String>,
+        /// 1 (first) to 5; 3 without it.
+        #[arg(long)]
+        priority: Option<u8>,
+        /// Wait up to this long (20s at most) for its end, and show it then.
+        #[arg(long)]
+        wait: Option<String>,
+    },
     /// Tasks in a state.
     List {
         /// Pending, Processing, Compensating or Error.
@@ -263,6 +284,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         "/operator/tasks"
     };
     match cli.command {
+        Command::Tasks(Tasks::Submit {
+            workflow,
+            input,
+            id: task,
+            priority,
+            wait,
+        }) => {
+            let input = input.map_or_else(|| Ok(json!({})), |path| read_json(&path))?;
+            let mut body = json!({ "workflow": workflow, "input": input });
+            if let Some(priority) = priority {
+                body["priority"] = json!(priority);
+            }
+            let (method, path) = match task {
+                Some(task) => ("PUT", format!("/tasks/{}", id(&task))),
+                None => ("POST", "/tasks".to_owned()),
+            };
+            let query = wait.map_or_else(String::new, |wait| format!("?wait={}", id(&wait)));
+            let answer = api
+                .call(method, &format!("{path}{query}"), Some(&body))
+                .await?;
+            print(cli.json, &answer, |a| match a["status"].as_str() {
+                // Buffered ingestion: only queued, the task created later.
+                Some(status) => format!("{} {status}", render::text(&a["id"])),
+                None => render::task(a),
+            });
+        }
         Command::Tasks(Tasks::List { state, limit }) => {
             let answer = api
                 .call("GET", &format!("{tasks}?state={state}&limit={limit}"), None)
