@@ -341,6 +341,35 @@ async fn each_caller_sees_only_its_own_tasks_by_its_own_ids_and_the_operator_see
     assert!(hers["resubmissions"][0].get("batch").is_none(), "{hers}");
 }
 
+/// A submission that waits for its end is answered with its caller's own task: two
+/// callers' waits on the same id each end with their own input, and neither is shown
+/// an owner.
+#[tokio::test]
+async fn a_submission_that_waits_shows_its_caller_its_own_task_only() {
+    let issuer = Issuer::start().await;
+    let (harness, _dir) = harness(&issuer).await;
+    for caller in ["alice", "bob"] {
+        let mut input = sas_tests::delivery_input();
+        input["customer_id"] = json!(caller);
+        let body = json!({ "workflow": "drone-delivery-quick", "input": input }).to_string();
+        let (status, _, task) = harness
+            .call_as(
+                Some(&issuer.client(caller)),
+                "PUT",
+                "/tasks/waited?wait=10s",
+                Some(body.as_bytes()),
+            )
+            .await;
+        assert_eq!(
+            (status, task["id"].as_str(), task["state"].as_str()),
+            (200, Some("waited"), Some("Processed")),
+            "{task}"
+        );
+        assert_eq!(task["input"]["customer_id"], caller, "{task}");
+        assert!(task.get("owner").is_none(), "{task}");
+    }
+}
+
 #[tokio::test]
 async fn a_development_key_signs_local_tokens_and_is_refused_when_short() {
     let key = "a-development-key-of-forty-bytes-or-so!!";

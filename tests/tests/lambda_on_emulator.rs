@@ -22,6 +22,25 @@ const POLICY: QueuePolicy = QueuePolicy {
     max_receive_count: 3,
 };
 
+/// On the Lambda path a submission that waits is answered with its task's end: the
+/// submission function reads the table until then, while the other functions run the
+/// task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_that_waits_is_answered_with_its_end_on_the_lambda_path() {
+    let remote = Remote::start(true).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let body = quick();
+    let waited = stack.http("PUT", "/tasks/called?wait=20s", Some(&body));
+    let ran = stack.run_until("called", PATIENCE, false, |t| t["state"] == "Processed");
+    let ((status, task), _) = tokio::join!(waited, ran);
+    assert_eq!(
+        (status, task["state"].as_str()),
+        (200, Some("Processed")),
+        "{task:#}"
+    );
+    assert_eq!(step_states(&task), ["Processed"; 5]);
+}
+
 /// A stack in direct ingestion still drains its ingest queue, as after an update from
 /// buffered ingestion that left accepted submissions in it: the scheduler creates
 /// each one's task and runs it, once.
