@@ -22,7 +22,9 @@ use crate::{
 
 /// `PUT /tasks/{id}` and `POST /tasks`; with `?wait=`, the task is waited for as by
 /// `GET /tasks/{id}?wait=`: `200` with the task as that shows it if it ended in time,
-/// else the submission's answer as without the wait.
+/// else the submission's answer as without the wait. A read that fails in the wait
+/// gives that answer too, not an error: the task is submitted, and a caller told to
+/// send a `POST` again would make a second one.
 pub(crate) async fn submit(
     app: &App,
     scope: Scope<'_>,
@@ -39,12 +41,16 @@ pub(crate) async fn submit(
     }
     let ended = app
         .wait_final(&id, wait)
-        .await?
-        .is_some_and(|task| task.state.is_final());
+        .await
+        .is_ok_and(|task| task.is_some_and(|task| task.state.is_final()));
     if !ended {
         return Ok(submitted);
     }
-    Ok(shown(app, scope, &id).await?.unwrap_or(submitted))
+    Ok(shown(app, scope, &id)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(submitted))
 }
 
 /// A checked submission's answer: its task created (or found), or in buffered
