@@ -13,17 +13,13 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::{App, HandleError, Ports};
 use sas_core::clock::Clock;
-use sas_core::ports::{
-    CursorKey, Expired, ExpiredCursor, Outgoing, OutgoingMessage, QueueError, Queues, StateStore,
-    StoreError, TaskPage, Unreadable,
-};
-use sas_domain::flow::{Gate, Waiter};
+use sas_core::ports::{OutgoingMessage, QueueError, Queues};
 use sas_domain::ids::{Owner, QueueName, TaskId};
 use sas_domain::messages::{AgentResponse, Buffered, Operation, Outcome, SchedulerMessage};
 use sas_domain::submission::Submission;
-use sas_domain::task::{Order, Task, TaskState, WorkflowRef};
+use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
-use sas_domain::workflow::{Registry, Workflow};
+use sas_domain::workflow::Registry;
 use sas_testkit::memory::Memory;
 use sas_tests::{Buffering, delivery_input};
 use serde_json::{Value, json};
@@ -49,117 +45,20 @@ impl Queues for SchedulerQueueDown {
     }
 }
 
-/// The in-memory store, whose reads of a task fail once a task is created.
-struct ReadsDownAfterCreation {
-    memory: Arc<Memory>,
-    down: AtomicBool,
-}
-
-impl ReadsDownAfterCreation {
-    fn readable(&self) -> Result<(), StoreError> {
-        if self.down.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("reads are down".into()));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait::async_trait]
-impl StateStore for ReadsDownAfterCreation {
-    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        self.memory.create(task, order).await?;
-        self.down.store(true, Ordering::SeqCst);
-        Ok(())
-    }
-    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.readable()?;
-        self.memory.task(id).await
-    }
-    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
-        self.readable()?;
-        self.memory.task_with_order(id).await
-    }
-    async fn update(&self, task: &Task) -> Result<(), StoreError> {
-        self.memory.update(task).await
-    }
-    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        self.memory.update_with_order(task, order).await
-    }
-    async fn update_and_send(
-        &self,
-        task: &Task,
-        outbox: Vec<Outgoing>,
-    ) -> Result<Vec<Outgoing>, StoreError> {
-        self.memory.update_and_send(task, outbox).await
-    }
-    async fn expired(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        from: &ExpiredCursor,
-    ) -> Result<Expired, StoreError> {
-        self.memory.expired(now, limit, from).await
-    }
-    async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
-        self.memory.quarantine(record).await
-    }
-    async fn list(
-        &self,
-        state: TaskState,
-        limit: usize,
-        after: Option<&str>,
-    ) -> Result<TaskPage, StoreError> {
-        self.memory.list(state, limit, after).await
-    }
-    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
-        self.memory.cursor_key(drawn).await
-    }
-    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
-        self.memory.save_workflow(workflow).await
-    }
-    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
-        self.memory.load_workflow(name, version).await
-    }
-    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
-        self.memory.gate(gate, first).await
-    }
-    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
-        self.memory.enqueue(waiter).await
-    }
-    async fn update_gate(
-        &self,
-        name: &str,
-        gate: &Gate,
-        taken: &[Waiter],
-    ) -> Result<(), StoreError> {
-        self.memory.update_gate(name, gate, taken).await
-    }
-}
-
-/// A `POST /tasks?wait=` without an id whose task is written but cannot be read in
-/// the wait is answered 202, as without the wait, not 503: a caller told to send it
-/// again would make a second task.
+/// A `POST /tasks?wait=` without an id, queued, whose task cannot be read in the
+/// wait is answered 202, as without the wait, not 503: a caller told to send it again
+/// would make a second task.
 #[tokio::test]
 async fn a_submission_whose_wait_cannot_read_its_task_is_accepted() {
     let world = Buffering::new();
-    let store = Arc::new(ReadsDownAfterCreation {
-        memory: Arc::clone(&world.memory),
-        down: AtomicBool::new(false),
-    });
-    let app = world.direct_over(
-        Ports {
-            store: Arc::clone(&store) as _,
-            ..world.ports()
-        },
-        "submission",
-    );
+    let app = world.app("submission");
+    world.memory.refuse_reads(true);
     let body = json!({"workflow": "drone-delivery", "input": delivery_input()}).to_string();
     let post = request("POST", "/tasks", Some("wait=1s"), body.as_bytes());
     let response = api::handle(&app, post).await;
-    assert!(store.down.load(Ordering::SeqCst), "its reads failed");
     assert_eq!(response.status, 202, "{}", response.body);
     assert!(response.location.is_some(), "its Location");
-    assert_eq!(world.memory.tasks().len(), 1, "one task");
+    assert_eq!(world.memory.messages(&world.ingest).len(), 1, "queued once");
 }
 
 /// One request to the API, as anyone.

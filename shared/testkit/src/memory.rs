@@ -74,6 +74,8 @@ struct Replica {
     reads: [usize; 2],
     /// Tasks listings have read so far.
     listed: usize,
+    /// Reads of a task fail, as a store's reads do when it is down.
+    refusing: bool,
 }
 
 /// The in-memory backend.
@@ -96,10 +98,23 @@ impl Memory {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Fails when a test has reads refused ([`Memory::refuse_reads`]).
+    fn readable(state: &State) -> Result<(), StoreError> {
+        if state.replica.refusing {
+            return Err(StoreError::Unavailable("reads are refused".into()));
+        }
+        Ok(())
+    }
+
     /// The next eventually consistent read of a task returns `copy` (`None`: not
     /// there yet), as a replica a write or more behind would; later ones the store.
     pub fn lag(&self, copy: Option<(Task, Order)>) {
         self.state().replica.lagging = Some(copy);
+    }
+
+    /// Reads of a task fail from now on, or work again.
+    pub fn refuse_reads(&self, refusing: bool) {
+        self.state().replica.refusing = refusing;
     }
 
     /// Tasks listings have read so far.
@@ -268,11 +283,14 @@ impl StateStore for Memory {
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        Ok(self.state().tasks.get(id.as_str()).cloned())
+        let state = self.state();
+        Self::readable(&state)?;
+        Ok(state.tasks.get(id.as_str()).cloned())
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
         let mut state = self.state();
+        Self::readable(&state)?;
         state.replica.reads[0] += 1;
         Ok(Self::with_order(&state, id))
     }
