@@ -24,3 +24,39 @@ impl Ingestion {
         }
     }
 }
+
+/// A report's first line: when it was measured, from which checkout, on how many
+/// CPUs and with what guest halt polling (a VM's idle vCPUs polling before they
+/// halt: at one client every engine's speed moves by a third with it,
+/// `bench/halt-polling-2026-11-29.log`), and the command, so that a log kept in
+/// `bench/` says where it came from.
+#[must_use]
+pub fn provenance() -> String {
+    let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    let checkout = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=7"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |output| String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+        );
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let halt_polling =
+        std::fs::read_to_string("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+            .map(|ns| format!(" guest_halt_poll_ns={}", ns.trim()))
+            .unwrap_or_default();
+    let mut arguments = std::env::args();
+    let program = arguments.next().map_or_else(String::new, |path| {
+        std::path::Path::new(&path)
+            .file_name()
+            .map_or(path.clone(), |name| name.to_string_lossy().into_owned())
+    });
+    let command: Vec<String> = std::iter::once(program).chain(arguments).collect();
+    format!(
+        "# {when} checkout={checkout} cpus={cpus}{halt_polling} command: {}",
+        command.join(" ")
+    )
+}

@@ -65,6 +65,13 @@ fn reserve_and_ship_report(tasks: &str, args: &[&str]) -> String {
 #[test]
 fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
     let report = reserve_and_ship_report("3", &[]);
+    let first = report.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("# ")
+            && first.contains(" checkout=")
+            && first.contains(" command: cost --tasks 3 "),
+        "the report says where it came from: {first}"
+    );
     for expected in [
         "3 tasks of reserve-and-ship (2.0 steps run each)",
         // A task's item: its creation, its claim, and one write a step (the

@@ -30,6 +30,29 @@ fn assert_help(binary: &str, args: &[&str], options: &[&str]) {
     }
 }
 
+/// The report's first line: a UTC time, this checkout's commit, the CPUs and the
+/// command as it was given.
+fn assert_provenance(line: &str, command: &str) {
+    let head = git(&["rev-parse", "--short=7", "HEAD"]);
+    let fields: Vec<&str> = line.split(' ').collect();
+    assert_eq!(fields[0], "#", "{line}");
+    assert!(
+        humantime::parse_rfc3339(fields[1]).is_ok(),
+        "a UTC time in {line}"
+    );
+    let checkout = fields[2].strip_prefix("checkout=").unwrap_or_default();
+    assert!(checkout.starts_with(&head), "checkout={head} in {line}");
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    assert_eq!(fields[3], format!("cpus={cpus}"), "{line}");
+    assert!(line.ends_with(&format!(" command: {command}")), "{line}");
+}
+
+fn git(args: &[&str]) -> String {
+    let output = run("git", args);
+    assert!(output.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 #[test]
 fn bench_flush_prints_each_placements_flushes_and_their_medians() {
     let output = run(
@@ -51,10 +74,11 @@ fn bench_flush_prints_each_placements_flushes_and_their_medians() {
         String::from_utf8_lossy(&output.stderr)
     );
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 2 * 4 + 1 + 4, "{stdout}");
-    assert_eq!(lines[8], "# medians of 2 rounds of 4 flushes");
+    assert_eq!(lines.len(), 1 + 2 * 4 + 1 + 4, "{stdout}");
+    assert_provenance(lines[0], "bench flush --bytes 3000 --flushes 4 --rounds 2");
+    assert_eq!(lines[9], "# medians of 2 rounds of 4 flushes");
     // 3,000 bytes at 0, 3,000, 6,000, 9,000 cross blocks 0; 0-1; 1-2; 2.
-    for (line, (placement, blocks)) in lines[9..].iter().zip([
+    for (line, (placement, blocks)) in lines[10..].iter().zip([
         ("in-place", "1.00"),
         ("reused", "1.50"),
         ("sparse", "1.50"),

@@ -809,6 +809,7 @@ async fn compare(
             mode,
         },
     ];
+    println!("{}", sas_tools::provenance());
     let mut results: Vec<Vec<Vec<Measured>>> = loads
         .iter()
         .map(|_| ENGINES.iter().map(|_| Vec::new()).collect())
@@ -1810,6 +1811,7 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
 
 /// [`Benchmark::Flush`].
 fn flush(sizes: &[usize], flushes: usize, rounds: usize) -> anyhow::Result<()> {
+    println!("{}", sas_tools::provenance());
     let dir = tempfile::tempdir()?;
     let cases: Vec<(usize, Placement)> = sizes
         .iter()

@@ -397,6 +397,7 @@ async fn main() {
         workflows,
         notify,
     } = Args::parse();
+    println!("{}", sas_tools::provenance());
     let input = input.unwrap_or_else(delivery_input);
     let agents = match workflows.as_deref().map(agents_in).transpose() {
         Ok(agents) => agents.unwrap_or_default(),
