@@ -754,3 +754,60 @@ async fn a_submission_that_waits_is_answered_with_its_end() {
         assert_eq!(status, 404, "a refused submission submits nothing");
     }
 }
+
+/// A query parameter on a route that takes none is refused, naming it, and nothing is
+/// done: a batch asked to wait is not submitted without waiting, a cancel with a
+/// parameter it does not know cancels nothing. A wait's value is percent-decoded, as
+/// the other parameters' are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parameter_on_a_route_that_takes_none_is_refused_naming_it() {
+    let harness = Harness::start(5).await;
+    let mut named = quick(None);
+    named["id"] = json!("batched-waiting");
+    let batch = json!({ "tasks": [named] }).to_string();
+    let (status, _, refused) = harness
+        .call("POST", "/tasks/batch?wait=10s", Some(batch.as_bytes()))
+        .await;
+    assert_eq!(
+        (status, refused["error"]["field"].as_str()),
+        (400, Some("wait")),
+        "{refused:#}"
+    );
+    let (status, _, _) = harness.call("GET", "/tasks/batched-waiting", None).await;
+    assert_eq!(status, 404, "the refused batch submitted nothing");
+
+    // The harness's clock stands in January 2027: this task waits Pending.
+    let later = json!({ "workflow": "drone-delivery-quick",
+                        "input": delivery_input(), "start_at": "2030-01-01T00:00:00Z" });
+    let (status, _, _) = harness
+        .call("PUT", "/tasks/kept", Some(later.to_string().as_bytes()))
+        .await;
+    assert_eq!(status, 202);
+    let (status, _, refused) = harness
+        .call("POST", "/tasks/kept/cancel?now=1", Some(b"{}"))
+        .await;
+    assert_eq!(
+        (status, refused["error"]["field"].as_str()),
+        (400, Some("now")),
+        "{refused:#}"
+    );
+    let (_, _, kept) = harness.call("GET", "/tasks/kept", None).await;
+    assert_eq!(
+        (kept["state"].as_str(), kept.get("cancelled")),
+        (Some("Pending"), None),
+        "nothing cancelled: {kept:#}"
+    );
+
+    let (status, _, task) = harness
+        .call(
+            "PUT",
+            "/tasks/spaced?wait=9s%20500ms",
+            Some(quick(None).to_string().as_bytes()),
+        )
+        .await;
+    assert_eq!(
+        (status, task["state"].as_str()),
+        (200, Some("Processed")),
+        "{task:#}"
+    );
+}

@@ -9,7 +9,7 @@ use sas_domain::ids::{Owner, TaskId};
 use sas_domain::task::{Actor, Caller as WaitEndedBy, Request};
 
 use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
 use crate::view::{CallbackView, MeView, View, WorkflowView, WorkflowsView};
@@ -82,6 +82,16 @@ impl Route {
         matches!(
             self.action,
             Action::OpenApi | Action::Console | Action::Callback | Action::Heartbeat
+        )
+    }
+
+    /// Whether it takes query parameters. Any on another route is refused, naming
+    /// it, as these refuse one they do not know: `POST /tasks/batch?wait=10s` would
+    /// otherwise be answered as if it had not asked to wait.
+    fn takes_query(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Submit | Action::List | Action::Get | Action::Children | Action::Services
         )
     }
 
@@ -232,6 +242,11 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
     } else {
         own
     };
+    if !route.takes_query()
+        && let Some((key, _)) = query_pairs(request.query).next()
+    {
+        return Err(unknown_parameter(key));
+    }
     let named = captured.first().copied().unwrap_or_default();
     let now = || Request {
         by: scope.actor(),

@@ -206,7 +206,7 @@ pub(crate) fn parse_wait(query: Option<&str>) -> Result<Duration, ApiError> {
     for pair in query_pairs(query) {
         match pair {
             ("wait", value) => {
-                wait = humantime::parse_duration(value)
+                wait = humantime::parse_duration(&decoded("wait", value)?)
                     .ok()
                     .filter(|w| *w <= MAX_WAIT)
                     .ok_or_else(|| {
