@@ -254,6 +254,18 @@ impl Stack {
 
     /// Plays API Gateway: the fixture request with this method, path and body.
     pub async fn http(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        self.http_to(&self.app, method, path, body).await
+    }
+
+    /// [`Stack::http`], answered by `app`: a submission function in a process of
+    /// its own, which shares nothing with the others but the table and the queues.
+    pub async fn http_to(
+        &self,
+        app: &App,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
         let mut event = fixture("apigw-v2-request.json");
         event["rawPath"] = path.split('?').next().unwrap_or(path).into();
         event["rawQueryString"] = path.split_once('?').map_or("", |(_, q)| q).into();
@@ -263,7 +275,7 @@ impl Stack {
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");
-        let response = events::http(&self.app, &self.config.authentication, request).await;
+        let response = events::http(app, &self.config.authentication, request).await;
         self.count("submission", 1, started.elapsed());
         let body = match response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => {

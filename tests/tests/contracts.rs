@@ -57,8 +57,14 @@ async fn a_submission_whose_wait_cannot_read_its_task_is_accepted() {
     let post = request("POST", "/tasks", Some("wait=1s"), body.as_bytes());
     let response = api::handle(&app, post).await;
     assert_eq!(response.status, 202, "{}", response.body);
-    assert!(response.location.is_some(), "its Location");
+    let location = response.location.expect("its Location");
     assert_eq!(world.memory.messages(&world.ingest).len(), 1, "queued once");
+    let read = api::handle(&app, request("GET", &location, None, b"")).await;
+    assert_eq!(
+        read.status, 503,
+        "the wait could not read it: {}",
+        read.body
+    );
 }
 
 /// One request to the API, as anyone.

@@ -697,11 +697,16 @@ async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
 
 /// A submission with `?wait=` is answered with its task once it has ended, as
 /// `GET /tasks/{id}?wait=` shows it, in both ingestions; so is the same request again.
-/// A task that has not ended within the wait is answered as without it. A wait the
-/// API cannot take, or another parameter, is refused before anything is submitted.
+/// A task that has not ended within the wait is answered as without it, and so is a
+/// different request under an ended task's id (a conflict, direct; buffered, queued to
+/// be refused), never with that task. A wait the API cannot take, or another
+/// parameter, is refused before anything is submitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submission_that_waits_is_answered_with_its_end() {
-    for harness in [Harness::start(5).await, Harness::start_buffered(5).await] {
+    for (harness, conflicting) in [
+        (Harness::start(5).await, 409),
+        (Harness::start_buffered(5).await, 202),
+    ] {
         let body = quick(None).to_string();
         for _ in 0..2 {
             let (status, _, task) = harness
@@ -719,6 +724,17 @@ async fn a_submission_that_waits_is_answered_with_its_end() {
             .call("POST", "/tasks?wait=10s", Some(body.as_bytes()))
             .await;
         assert_eq!((status, task["state"].as_str()), (200, Some("Processed")));
+
+        let mut other = quick(None);
+        other["input"]["customer_id"] = json!("someone-else");
+        let (status, _, answer) = harness
+            .call(
+                "PUT",
+                "/tasks/waited?wait=1s",
+                Some(other.to_string().as_bytes()),
+            )
+            .await;
+        assert_eq!(status, conflicting, "not the ended task: {answer:#}");
 
         // The harness's clock stands in January 2027.
         let starts_later = json!({ "workflow": "drone-delivery-quick",
@@ -750,6 +766,16 @@ async fn a_submission_that_waits_is_answered_with_its_end() {
                 "{query}: {refused:#}"
             );
         }
+        // Taken after the refusals: once it has ended, a refused one queued (buffered)
+        // would have been created.
+        let (status, _, _) = harness
+            .call(
+                "PUT",
+                "/tasks/after-refusals?wait=10s",
+                Some(body.as_bytes()),
+            )
+            .await;
+        assert_eq!(status, 200);
         let (status, _, _) = harness.call("GET", "/tasks/refused", None).await;
         assert_eq!(status, 404, "a refused submission submits nothing");
     }

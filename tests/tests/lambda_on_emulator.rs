@@ -23,14 +23,15 @@ const POLICY: QueuePolicy = QueuePolicy {
 };
 
 /// On the Lambda path a submission that waits is answered with its task's end: the
-/// submission function reads the table until then, while the other functions run the
-/// task.
+/// submission function, a process of its own that no other function wakes, reads the
+/// table until then, while the other functions run the task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submission_that_waits_is_answered_with_its_end_on_the_lambda_path() {
     let remote = Remote::start(true).await;
     let stack = Stack::start(&remote.url, POLICY).await;
+    let submission = sas_aws::app(&stack.config, &stack.sdk, "submission").expect("the app");
     let body = quick();
-    let waited = stack.http("PUT", "/tasks/called?wait=20s", Some(&body));
+    let waited = stack.http_to(&submission, "PUT", "/tasks/called?wait=20s", Some(&body));
     let ran = stack.run_until("called", PATIENCE, false, |t| t["state"] == "Processed");
     let ((status, task), _) = tokio::join!(waited, ran);
     assert_eq!(

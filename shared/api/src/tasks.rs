@@ -24,7 +24,9 @@ use crate::{
 /// `GET /tasks/{id}?wait=`: `200` with the task as that shows it if it ended in time,
 /// else the submission's answer as without the wait. A read that fails in the wait
 /// gives that answer too, not an error: the task is submitted, and a caller told to
-/// send a `POST` again would make a second one.
+/// send a `POST` again would make a second one. Only the task of this request is
+/// shown: in buffered ingestion a task another request made under the id (whose
+/// creation will refuse this one) is not answered as this one's.
 pub(crate) async fn submit(
     app: &App,
     scope: Scope<'_>,
@@ -34,15 +36,14 @@ pub(crate) async fn submit(
 ) -> Result<ApiResponse, ApiError> {
     let wait = parse_wait(query)?;
     let (workflow, submission) = submission(scope, path_id, parse_json(body, false)?)?;
-    let id = submission.id.clone();
+    let (id, fingerprint) = (submission.id.clone(), submission.fingerprint(&workflow));
     let submitted = answer(app, scope, &workflow, submission).await?;
     if wait.is_zero() {
         return Ok(submitted);
     }
-    let ended = app
-        .wait_final(&id, wait)
-        .await
-        .is_ok_and(|task| task.is_some_and(|task| task.state.is_final()));
+    let ended = app.wait_final(&id, wait).await.is_ok_and(|task| {
+        task.is_some_and(|task| task.state.is_final() && task.fingerprint == fingerprint)
+    });
     if !ended {
         return Ok(submitted);
     }

@@ -74,7 +74,7 @@ struct Replica {
     reads: [usize; 2],
     /// Tasks listings have read so far.
     listed: usize,
-    /// Reads of a task fail, as a store's reads do when it is down.
+    /// A task's consistent reads fail, as a store's reads do when it is down.
     refusing: bool,
 }
 
@@ -112,7 +112,8 @@ impl Memory {
         self.state().replica.lagging = Some(copy);
     }
 
-    /// Reads of a task fail from now on, or work again.
+    /// A task's consistent reads (`task`, `task_with_order`) fail from now on, or work
+    /// again; eventually consistent reads and listings are not touched.
     pub fn refuse_reads(&self, refusing: bool) {
         self.state().replica.refusing = refusing;
     }
