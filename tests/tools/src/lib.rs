@@ -25,16 +25,24 @@ impl Ingestion {
     }
 }
 
-/// A report's first line: when it was measured, from which checkout, on how many
-/// CPUs and with what guest halt polling (a VM's idle vCPUs polling before they
-/// halt: at one client every engine's speed moves by a third with it,
-/// `bench/halt-polling-2026-11-29.log`), and the command, so that a log kept in
-/// `bench/` says where it came from.
+/// A report's first line: when it was measured, from which checkout (its commit as
+/// the tool runs, with `-dirty` for changes not committed: what `bench` builds the
+/// server from; a tool built before a change does not know it), on how many CPUs and
+/// with what guest halt polling (a VM's idle vCPUs polling before they halt: at one
+/// client every engine's speed moves by a third with it,
+/// `bench/halt-polling-2026-11-29.log`), and the command, its words quoted as a shell
+/// would need them, so that a log kept in `bench/` says where it came from.
 #[must_use]
 pub fn provenance() -> String {
     let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let checkout = std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=7"])
+        .args([
+            "describe",
+            "--always",
+            "--dirty",
+            "--abbrev=7",
+            "--exclude=*",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .ok()
@@ -54,9 +62,9 @@ pub fn provenance() -> String {
             .file_name()
             .map_or(path.clone(), |name| name.to_string_lossy().into_owned())
     });
-    let command: Vec<String> = std::iter::once(program).chain(arguments).collect();
-    format!(
-        "# {when} checkout={checkout} cpus={cpus}{halt_polling} command: {}",
-        command.join(" ")
-    )
+    let words: Vec<String> = std::iter::once(program).chain(arguments).collect();
+    // Only a NUL, which no argument holds, cannot be quoted.
+    let command =
+        shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "));
+    format!("# {when} checkout={checkout} cpus={cpus}{halt_polling} command: {command}")
 }

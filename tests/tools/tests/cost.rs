@@ -69,7 +69,8 @@ fn cost_counts_a_workflow_of_ones_own_with_its_steps_and_prices() {
     assert!(
         first.starts_with("# ")
             && first.contains(" checkout=")
-            && first.contains(" command: cost --tasks 3 "),
+            && first.contains(" command: cost --tasks 3 ")
+            && first.contains(r#" --input '{"sku": "a-1"}' "#),
         "the report says where it came from: {first}"
     );
     for expected in [

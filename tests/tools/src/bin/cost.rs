@@ -397,12 +397,12 @@ async fn main() {
         workflows,
         notify,
     } = Args::parse();
-    println!("{}", sas_tools::provenance());
     let input = input.unwrap_or_else(delivery_input);
     let agents = match workflows.as_deref().map(agents_in).transpose() {
         Ok(agents) => agents.unwrap_or_default(),
         Err(error) => refuse(&format!("--workflows: {error}")),
     };
+    println!("{}", sas_tools::provenance());
     let waves = waves.clamp(1, tasks.max(1));
     let recording = tempfile::NamedTempFile::new().expect("recording file");
     let path = recording.path().to_str().expect("path").to_owned();
