@@ -148,6 +148,27 @@ async fn a_caller_submits_a_task_and_waits_for_its_end_from_the_command_line() {
         "drone-delivery-quick"
     );
 
+    // Unanswered (nothing listens there): the error names the id the CLI gave the
+    // task, and that id sends it again as the same task.
+    let (success, _, err) = sas(
+        &harness,
+        &[&["--api", "http://127.0.0.1:9"][..], &submit(&[])].concat(),
+    )
+    .await;
+    assert!(!success && err.contains("cannot reach the API"), "{err}");
+    let unanswered = err
+        .split("--id ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the id in: {err}"));
+    let mut again = submit(&["--wait", "10s"]);
+    again.extend(["--id", unanswered]);
+    let ended = ok(&harness, &again).await;
+    assert!(
+        ended.starts_with(&format!("{unanswered}  Processed")),
+        "{ended}"
+    );
+
     let (success, out, err) = sas(
         &harness,
         &[

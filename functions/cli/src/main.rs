@@ -15,6 +15,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use client::{Api, Auth};
+use sas_domain::ids::TaskId;
 
 /// See and act on the tasks of a Scheduler Agent Supervisor deployment.
 #[derive(Parser)]
@@ -95,8 +96,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum Tasks {
-    /// Submits a task, as its caller (`PUT /tasks/{id}`, or `POST /tasks` without an
-    /// id); with --wait, waits for its end and shows it.
+    /// Submits a task, as its caller (`PUT /tasks/{id}`); with --wait, waits for its
+    /// end and shows it.
     Submit {
         /// The workflow it runs.
         workflow: String,
@@ -104,7 +105,9 @@ enum Tasks {
         /// without it.
         #[arg(long)]
         input: Option<String>,
-        /// Its id: the same submission again is the same task. Generated without it.
+        /// Its id: the same submission again is the same task. Generated without it,
+        /// and named in an error, so that a submission whose answer was lost can be
+        /// sent again with it as the same task.
         #[arg(long)]
         id: Option<String>,
         /// 1 (first) to 5; 3 without it.
@@ -296,14 +299,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(priority) = priority {
                 body["priority"] = json!(priority);
             }
-            let (method, path) = match task {
-                Some(task) => ("PUT", format!("/tasks/{}", id(&task))),
-                None => ("POST", "/tasks".to_owned()),
-            };
+            let generated = task.is_none();
+            let task = task.unwrap_or_else(|| TaskId::generate().to_string());
             let query = wait.map_or_else(String::new, |wait| format!("?wait={}", id(&wait)));
-            let answer = api
-                .call(method, &format!("{path}{query}"), Some(&body))
-                .await?;
+            let path = format!("/tasks/{}{query}", id(&task));
+            let answer = api.call("PUT", &path, Some(&body)).await;
+            let answer = if generated {
+                answer.with_context(|| {
+                    format!("task {task} (--id {task} sends it again as the same task)")
+                })?
+            } else {
+                answer?
+            };
             print(cli.json, &answer, |a| match a["status"].as_str() {
                 // Buffered ingestion: only queued, the task created later.
                 Some(status) => format!("{} {status}", render::text(&a["id"])),
