@@ -36,11 +36,13 @@ pub(crate) async fn submit(
 ) -> Result<ApiResponse, ApiError> {
     let wait = parse_wait(query)?;
     let (workflow, submission) = submission(scope, path_id, parse_json(body, false)?)?;
-    let (id, fingerprint) = (submission.id.clone(), submission.fingerprint(&workflow));
+    let id = submission.id.clone();
+    // Only a submission that waits compares its task's request with its own.
+    let fingerprint = (!wait.is_zero()).then(|| submission.fingerprint(&workflow));
     let submitted = answer(app, scope, &workflow, submission).await?;
-    if wait.is_zero() {
+    let Some(fingerprint) = fingerprint else {
         return Ok(submitted);
-    }
+    };
     let ended = app.wait_final(&id, wait).await.is_ok_and(|task| {
         task.is_some_and(|task| task.state.is_final() && task.fingerprint == fingerprint)
     });
