@@ -81,6 +81,19 @@ pub fn fixture(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
 }
 
+/// API Gateway's event (HTTP API, payload 2.0) for a request with this method, path
+/// (and query) and body, from no one in particular.
+#[must_use]
+pub fn api_event(method: &str, path: &str, body: Option<&Value>) -> Value {
+    let mut event = fixture("apigw-v2-request.json");
+    event["rawPath"] = path.split('?').next().unwrap_or(path).into();
+    event["rawQueryString"] = path.split_once('?').map_or("", |(_, q)| q).into();
+    event["requestContext"]["http"]["method"] = method.into();
+    event["requestContext"]["http"]["path"] = event["rawPath"].clone();
+    event["body"] = body.map_or(Value::Null, |b| b.to_string().into());
+    event
+}
+
 /// The whole stack in the emulator, and the functions built on it as Lambda would.
 pub struct Stack {
     /// The emulator (stopped with the stack).
@@ -266,12 +279,7 @@ impl Stack {
         path: &str,
         body: Option<&Value>,
     ) -> (u16, Value) {
-        let mut event = fixture("apigw-v2-request.json");
-        event["rawPath"] = path.split('?').next().unwrap_or(path).into();
-        event["rawQueryString"] = path.split_once('?').map_or("", |(_, q)| q).into();
-        event["requestContext"]["http"]["method"] = method.into();
-        event["requestContext"]["http"]["path"] = event["rawPath"].clone();
-        event["body"] = body.map_or(Value::Null, |b| b.to_string().into());
+        let event = api_event(method, path, body);
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");

@@ -1,5 +1,5 @@
 //! The real stack on [MiniStack](https://pypi.org/project/ministack/): `infra/template.yaml`
-//! deployed with `sam deploy`, the four functions' debug binaries laid out as `sam build`
+//! deployed with `sam deploy`, the functions' debug binaries laid out as `sam build`
 //! lays them out, run by the emulator as Lambda functions through their real triggers
 //! (the HTTP API, the SQS event-source mappings, the EventBridge schedule), each under
 //! its execution role with IAM enforced (`AUTH=true`).
@@ -17,7 +17,7 @@
 //!   `!Ref` as the parameter's number: MiniStack stores it as a string, which stops
 //!   every SQS poller.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -40,9 +40,11 @@ pub const REGION: &str = "us-east-1";
 /// The credentials of the emulator's account root, which deploys and drives the stack.
 const ACCESS_KEY: &str = "test";
 
-/// The four functions: their logical id in the template and their binary.
-pub const FUNCTIONS: [(&str, &str); 4] = [
+/// The functions deployed: their logical id in the template and their binary (the
+/// submission's twice, its reads a function of their own).
+pub const FUNCTIONS: [(&str, &str); 5] = [
     ("SubmissionFunction", "sas-submission"),
+    ("ReadFunction", "sas-submission"),
     ("SchedulerFunction", "sas-scheduler"),
     ("AgentFunction", "sas-agent"),
     ("SupervisorFunction", "sas-supervisor"),
@@ -500,7 +502,7 @@ pub fn sam_cli() -> PathBuf {
     sam
 }
 
-/// Lays the four functions' binaries out under `root` as `cargo lambda build` does
+/// Lays the functions' binaries out under `root` as `cargo lambda build` does
 /// (`sas-<name>/bootstrap`, what `infra/localstack/deploy.sh`'s `LAMBDA_DIR` and the CDK
 /// app's `SAS_LAMBDA_DIR` take), the tests' workflows beside each.
 ///
@@ -510,12 +512,19 @@ pub fn lay_out_as_cargo_lambda(root: &Path) {
     lay_out(root, |_, binary| binary);
 }
 
-/// Lays the four functions' binaries out under `root`, each in the directory `name`
+/// Lays the functions' binaries out under `root`, each in the directory `name`
 /// gives it from its logical id and its binary, as `bootstrap`, with the tests'
 /// workflows beside it in `workflows/`, packaged as a deployment's own are.
 fn lay_out(root: &Path, name: impl Fn(&'static str, &'static str) -> &'static str) {
+    let mut laid_out = HashSet::new();
     for ((logical_id, binary), built) in FUNCTIONS.iter().zip(built_binaries()) {
         let dir = root.join(name(logical_id, binary));
+        // Two functions of one binary share its directory where it is named by the
+        // binary: laid out once, as a copy onto its own hard link would empty the
+        // binary.
+        if !laid_out.insert(dir.clone()) {
+            continue;
+        }
         std::fs::create_dir_all(&dir).expect("a function's build directory");
         let bootstrap = dir.join("bootstrap");
         if std::fs::hard_link(&built, &bootstrap).is_err() {
@@ -859,7 +868,11 @@ impl Deployment {
                 }
             }
         }
-        assert_eq!(functions.len(), 4, "the four functions deployed: {listed}");
+        assert_eq!(
+            functions.len(),
+            FUNCTIONS.len(),
+            "every function deployed: {listed}"
+        );
 
         // The API id is the first label of the ApiUrl output's host.
         let api_id = outputs["ApiUrl"]
@@ -1075,7 +1088,7 @@ impl Deployment {
     }
 }
 
-/// The four functions' binaries, built by cargo for this machine into the test's
+/// The functions' binaries, built by cargo for this machine into the test's
 /// own target directory (cargo decides whether they are up to date: a check of file
 /// times found them stale when only the lock file had changed).
 fn built_binaries() -> Vec<PathBuf> {

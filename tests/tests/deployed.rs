@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use sas_domain::ids::{Owner, TaskId};
-use sas_tests::aws::{Remote, fixture, free_port, queue_arn, repository};
+use sas_tests::aws::{Remote, api_event, fixture, free_port, queue_arn, repository};
 use sas_tests::ministack::{
     AccessKey, Answer, Client, Deployment, MiniStack, REGION, emulator_template,
     lay_out_as_cargo_lambda, sam_cli,
@@ -207,6 +207,14 @@ async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_
         (409, Some("conflict".into())),
         "{}",
         conflict.body
+    );
+
+    // The reads are a function's of their own (under a role that only reads: the
+    // buffered test sends it a submission): the task was read through it.
+    let read_function = stack.logs("ReadFunction").await;
+    assert!(
+        read_function.iter().any(|line| line.starts_with("START")),
+        "the reads invoke the read function: {read_function:?}"
     );
 
     // A submission accepted while the stack ingested buffered, left in the ingest queue
@@ -1701,6 +1709,21 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
         "created once: one effect per step"
     );
 
+    // The read function's role only reads: a submission sent to it straight is
+    // refused (its queueing denied), without a word of why.
+    let refused = stack
+        .invoke(
+            "ReadFunction",
+            &api_event("PUT", "/tasks/through-reads", Some(&readme_delivery())),
+        )
+        .await;
+    assert_eq!(refused["statusCode"], 503, "{refused}");
+    let body = refused["body"].as_str().unwrap_or_default();
+    assert!(
+        !body.contains("arn:") && !body.contains("AccessDenied"),
+        "{body}"
+    );
+
     // A batch through the gateway: accepted together, each task created and run once,
     // the bad submission refused on its own.
     let named =
@@ -1729,6 +1752,8 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     for id in ["batched-1", "batched-2"] {
         processed_once(&stack, &remote, id).await;
     }
+    let absent = stack.call("GET", "/tasks/through-reads", None, false).await;
+    assert_eq!(absent.status, 404, "never queued: {}", absent.body);
 
     // A scheduler that crashed mid-batch (after creating a task, before the batch's
     // delete) has its messages delivered again: the first request's message once

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use sas_lambda::config::{Config, VARIABLES};
+use sas_tests::ministack::FUNCTIONS;
 use serde_json::{Value, json};
 
 fn infra(path: &str) -> PathBuf {
@@ -56,7 +57,7 @@ fn the_sam_template_sets_exactly_those_variables() {
         .iter()
         .filter(|(_, r)| r["Type"].as_str() == Some("AWS::Serverless::Function"))
         .collect();
-    assert_eq!(functions.len(), 4);
+    assert_eq!(functions.len(), FUNCTIONS.len());
     for (name, function) in functions {
         assert!(
             function["Properties"].get("Environment").is_none(),
@@ -81,7 +82,7 @@ fn the_cdk_construct_sets_exactly_those_variables() {
         .values()
         .filter(|r| r["Type"] == "AWS::Lambda::Function")
         .collect();
-    assert_eq!(functions.len(), 4);
+    assert_eq!(functions.len(), FUNCTIONS.len());
     for function in functions {
         let variables = function["Properties"]["Environment"]["Variables"]
             .as_object()
@@ -772,6 +773,7 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) 
         sam_functions.keys().collect::<Vec<_>>(),
         [
             "AgentFunction",
+            "ReadFunction",
             "SchedulerFunction",
             "SubmissionFunction",
             "SupervisorFunction"
@@ -863,7 +865,7 @@ fn switching_ingestion_keeps_the_ingest_queue_and_its_consumer() {
             "{name}: the functions' permissions"
         );
         let (mut direct, mut buffered) = (direct.environments(), buffered.environments());
-        assert_eq!(direct.len(), 4, "{name}: {direct:#?}");
+        assert_eq!(direct.len(), FUNCTIONS.len(), "{name}: {direct:#?}");
         for (function, environment) in &mut direct {
             let other = buffered.get_mut(function).expect("the same functions");
             assert_eq!(
@@ -919,8 +921,27 @@ fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_man
 }
 
 impl Deployed {
-    /// The API's routes, each with who may call it, and the stage's throttling, with
-    /// each parameter at its default.
+    /// The function a route's target integration invokes, by its name.
+    fn invoked(&self, target: &Value) -> String {
+        let target = self.render(target);
+        let integration = target
+            .strip_prefix("integrations/${")
+            .and_then(|t| t.strip_suffix('}'))
+            .unwrap_or_else(|| panic!("{}: a route's target {target}", self.name));
+        let (_, integration) = self
+            .resources
+            .iter()
+            .find(|(id, _)| Self::canonical(id) == integration)
+            .unwrap_or_else(|| panic!("{}: no integration {integration}", self.name));
+        let uri = self.render(&integration["Properties"]["IntegrationUri"]);
+        uri.strip_prefix("${")
+            .and_then(|u| u.strip_suffix(".Arn}"))
+            .unwrap_or_else(|| panic!("{}: an integration of {uri}", self.name))
+            .to_owned()
+    }
+
+    /// The API's routes, each with who may call it and the function it invokes, and
+    /// the stage's throttling, with each parameter at its default.
     fn api(&self) -> Value {
         let mut routes: Vec<Value> = self
             .of_type("AWS::ApiGatewayV2::Route")
@@ -928,6 +949,7 @@ impl Deployed {
                 let p = &route["Properties"];
                 json!({
                     "route": self.render(&p["RouteKey"]),
+                    "function": self.invoked(&p["Target"]),
                     "authorization": self.chosen(&p["AuthorizationType"]).map(|t| self.render(t)),
                     // CDK writes no scopes as an empty list, SAM leaves them out.
                     "scopes": self
@@ -989,13 +1011,35 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
         "the gateway routes exactly what the handler answers"
     );
     for route in routes {
-        let public = sas_api::ROUTES
+        let handled = sas_api::ROUTES
             .iter()
-            .any(|r| r.is_public() && route["route"] == format!("{} {}", r.method, r.path));
-        let expected = if public { "NONE" } else { "AWS_IAM" };
+            .find(|r| route["route"] == format!("{} {}", r.method, r.path))
+            .expect("a route the handler answers");
+        let expected = if handled.is_public() {
+            "NONE"
+        } else {
+            "AWS_IAM"
+        };
         assert_eq!(
             route["authorization"], expected,
             "by default every route but the public ones needs IAM: {route}"
+        );
+        // Waits for a task's end hold an invocation each: on a function of their own,
+        // they cannot take the concurrency reserved for submissions.
+        let function = if handled.only_reads() {
+            "ReadFunction"
+        } else {
+            "SubmissionFunction"
+        };
+        assert_eq!(route["function"], function, "{route}");
+    }
+    let reserved = api["reserved_concurrency"]
+        .as_array()
+        .expect("reservations");
+    for function in ["SubmissionFunction=100", "ReadFunction=100"] {
+        assert!(
+            reserved.iter().any(|r| r == function),
+            "{function} reserved: {reserved:?}"
         );
     }
     assert_eq!(api, cdk.api(), "the API, SAM then CDK");

@@ -55,8 +55,14 @@ export type ServiceSettings =
       readonly sigv4?: { readonly service: string; readonly region: string };
     };
 
-/** The four functions, by the name of their binary without the `sas-` prefix. */
+/** The four functions' binaries, by their name without the `sas-` prefix. */
 export type FunctionName = "submission" | "scheduler" | "agent" | "supervisor";
+
+/**
+ * The functions deployed: each binary, the submission's twice, once as `read` for the
+ * routes that only read, with a role that only reads and a concurrency of its own.
+ */
+export type DeployedFunction = FunctionName | "read";
 
 export interface SchedulerAgentSupervisorProps {
   /** The code of each function: a directory with its `bootstrap` (cargo lambda build's output). */
@@ -124,11 +130,18 @@ export interface SchedulerAgentSupervisorProps {
   /** Who may call the API. Default: IAM. */
   readonly authentication?: Authentication;
   /**
-   * Submission invocations at once, reserved and capped, so that callers (whose reads
-   * may wait up to 20 s) cannot take the other functions' concurrency. 0 reserves
-   * none. Default: 100.
+   * Submission invocations at once, reserved and capped, so that callers (whose
+   * submissions may wait up to 20 s for their task's end) cannot take the other
+   * functions' concurrency. 0 reserves none. Default: 100.
    */
   readonly submissionReservedConcurrency?: number;
+  /**
+   * Invocations of the read function (the routes that only read: a task, whose read
+   * may wait up to 20 s for its end, and the listings) at once, reserved and capped
+   * apart from the submission function's, so that waiting readers take neither the
+   * concurrency submissions need nor the other functions'. 0 reserves none. Default: 100.
+   */
+  readonly readReservedConcurrency?: number;
   /**
    * The stage's throttling: requests per second and at once, and per second to each
    * reading route (a task, which may wait, and listings). Default: 10000, 5000 and 25.
@@ -163,7 +176,7 @@ export class SchedulerAgentSupervisor extends Construct {
   /** The accepted submissions of BUFFERED ingestion, drained by the scheduler in either mode, and their dead-letter queue. */
   readonly ingestQueue: sqs.Queue;
   readonly ingestDeadLetterQueue: sqs.Queue;
-  readonly functions: Record<FunctionName, lambda.Function>;
+  readonly functions: Record<DeployedFunction, lambda.Function>;
 
   constructor(scope: Construct, id: string, props: SchedulerAgentSupervisorProps) {
     super(scope, id);
@@ -174,7 +187,7 @@ export class SchedulerAgentSupervisor extends Construct {
     const authentication = props.authentication ?? { mode: "IAM" };
     const operatorScope = (authentication.mode === "JWT" && authentication.operatorScope) || "sas/operator";
     const notificationQueuePrefix = props.notificationQueuePrefix ?? "sas-notify-";
-    const submissionConcurrency = props.submissionReservedConcurrency ?? 100;
+    const reserved = (concurrency = 100) => (concurrency === 0 ? undefined : concurrency);
 
     this.table = new dynamodb.Table(this, "StateTable", {
       partitionKey: { name: "pk", type: dynamodb.AttributeType.STRING },
@@ -310,12 +323,12 @@ export class SchedulerAgentSupervisor extends Construct {
       AUTH_MODE: authentication.mode,
       OPERATOR_SCOPE: operatorScope,
     };
-    const fn = (name: FunctionName, description: string, extra: Partial<lambda.FunctionProps> = {}) =>
+    const fn = (name: DeployedFunction, description: string, extra: Partial<lambda.FunctionProps> = {}) =>
       new lambda.Function(this, `${name[0].toUpperCase()}${name.slice(1)}Function`, {
         runtime: lambda.Runtime.PROVIDED_AL2023,
         architecture: lambda.Architecture.ARM_64,
         handler: "bootstrap",
-        code: props.code(name),
+        code: props.code(name === "read" ? "submission" : name),
         description,
         memorySize: 256,
         timeout: Duration.seconds(30),
@@ -325,12 +338,17 @@ export class SchedulerAgentSupervisor extends Construct {
         environment,
         ...extra,
       });
+    // Only the API reads workflow files: the other functions run each task by the
+    // definition stored when it was submitted.
+    const layers = props.workflowsLayer ? [props.workflowsLayer] : undefined;
     this.functions = {
-      submission: fn("submission", "The API - submits, reads, lists, resubmits, cancels, pauses and resumes tasks, takes callbacks, and shows and redrives the dead letters.", {
-        // Only the submission reads workflow files: the other functions run each task by
-        // the definition stored when it was submitted.
-        layers: props.workflowsLayer ? [props.workflowsLayer] : undefined,
-        reservedConcurrentExecutions: submissionConcurrency === 0 ? undefined : submissionConcurrency,
+      submission: fn("submission", "The API's writes - submits, resubmits, cancels, pauses and resumes tasks, takes callbacks, and shows and redrives the dead letters.", {
+        layers,
+        reservedConcurrentExecutions: reserved(props.submissionReservedConcurrency),
+      }),
+      read: fn("read", "The API's reads - a task or a wait for its end, the listings, the workflows, the services' limits and the console's page. The submission function's code, with a role that only reads.", {
+        layers,
+        reservedConcurrentExecutions: reserved(props.readReservedConcurrency),
       }),
       scheduler: fn("scheduler", "Claims tasks, records step results, dispatches steps and compensations."),
       agent: fn("agent", "Calls the remote services, with retries and a circuit breaker, before complete-by.", {
@@ -401,7 +419,7 @@ export class SchedulerAgentSupervisor extends Construct {
 
   /** Least privilege: each function may do only what it does, on what it does it to. */
   private grant(notificationQueuePrefix: string) {
-    const { submission, scheduler, agent, supervisor } = this.functions;
+    const { submission, read, scheduler, agent, supervisor } = this.functions;
     const table = this.table.tableArn;
     const allow = (target: lambda.Function, actions: string[], resources: string[]) =>
       target.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
@@ -415,8 +433,20 @@ export class SchedulerAgentSupervisor extends Construct {
       ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"],
       [table],
     );
+    allow(read, ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"], [table]);
     // Listings: the tasks in Error from the listing index, those in flight from the expiry index.
-    allow(submission, ["dynamodb:Query"], [`${table}/index/listing`, `${table}/index/expiry`]);
+    for (const target of [submission, read]) {
+      allow(target, ["dynamodb:Query"], [`${table}/index/listing`, `${table}/index/expiry`]);
+    }
+    // The key that seals owners' listing cursors, drawn by the first process that
+    // lists; the read function writes nothing else.
+    read.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ["dynamodb:PutItem"],
+        resources: [table],
+        conditions: { "ForAllValues:StringLike": { "dynamodb:LeadingKeys": ["SECRET#*"] } },
+      }),
+    );
     // UpdateItem: a task's item rewritten in place at each step, and order data of its
     // own, whose expiry moves with the task when it finishes late or needs a person;
     // and, for the supervisor, a task that cannot be read taken off the expiry index.
@@ -503,8 +533,13 @@ export class SchedulerAgentSupervisor extends Construct {
     operatorScope: string,
     throttling = { rate: 10000, burst: 5000, readRate: 25 },
   ): apigw.HttpApi {
+    const { GET, POST, PUT } = apigw.HttpMethod;
     const api = new apigw.HttpApi(this, "Api", { createDefaultStage: true });
-    const integration = new HttpLambdaIntegration("Submission", this.functions.submission);
+    const writes = new HttpLambdaIntegration("Submission", this.functions.submission);
+    // The routes that only read, waits for a task's end among them, go to a function of
+    // their own, so that waiting readers cannot take the concurrency submissions need:
+    // every GET but the dead letters', whose look receives the messages.
+    const reads = new HttpLambdaIntegration("Read", this.functions.read);
     const jwt =
       authentication.mode === "JWT"
         ? new HttpJwtAuthorizer("Jwt", authentication.issuer, { jwtAudience: authentication.audience })
@@ -517,8 +552,10 @@ export class SchedulerAgentSupervisor extends Construct {
       path: string,
       authorizer: apigw.IHttpRouteAuthorizer,
       authorizationScopes?: string[],
-    ) => api.addRoutes({ path, methods: [method], integration, authorizer, authorizationScopes });
-    const { GET, POST, PUT } = apigw.HttpMethod;
+    ) => {
+      const onlyReads = method === GET && !path.startsWith("/operator/dead-letters");
+      api.addRoutes({ path, methods: [method], integration: onlyReads ? reads : writes, authorizer, authorizationScopes });
+    };
     route(POST, "/tasks", caller, callerScopes);
     route(POST, "/tasks/batch", caller, callerScopes);
     route(PUT, "/tasks/{id}", caller, callerScopes);
@@ -645,7 +682,7 @@ export class SchedulerAgentSupervisor extends Construct {
     const fiveMinutes = Duration.minutes(5);
     const sum = (metric: (f: lambda.Function) => cloudwatch.Metric) =>
       new cloudwatch.MathExpression({
-        expression: "SUM([f0, f1, f2, f3])",
+        expression: `SUM([${functions.map((_, i) => `f${i}`).join(", ")}])`,
         usingMetrics: Object.fromEntries(functions.map((f, i) => [`f${i}`, metric(f)])),
         period: fiveMinutes,
       });

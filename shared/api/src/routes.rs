@@ -85,6 +85,26 @@ impl Route {
         )
     }
 
+    /// Whether it only reads: the store (and the key of the listings' cursors, drawn
+    /// once) and nothing else. On AWS these go to a function of their own, whose role
+    /// only reads, so that waits for a task's end, each holding an invocation, cannot
+    /// take the concurrency reserved for submissions. The dead letters' look is not
+    /// one: it receives the messages.
+    #[must_use]
+    pub fn only_reads(&self) -> bool {
+        matches!(
+            self.action,
+            Action::List
+                | Action::Get
+                | Action::Children
+                | Action::Workflows
+                | Action::Me
+                | Action::Services
+                | Action::OpenApi
+                | Action::Console
+        )
+    }
+
     /// Whether it takes query parameters. Any on another route is refused, naming
     /// it, as these refuse one they do not know: `POST /tasks/batch?wait=10s` would
     /// otherwise be answered as if it had not asked to wait.
