@@ -207,7 +207,7 @@ impl From<ActionError> for ApiError {
                 let message = refused.to_string();
                 match refused {
                     Refused::NotInError(_) => Self::new(ErrorCode::NotInError, message),
-                    Refused::Ended(_) => Self::new(ErrorCode::Ended, message),
+                    Refused::Ended(..) => Self::new(ErrorCode::Ended, message),
                     Refused::TakenByBatch(_) | Refused::RunByItsParent(_) => {
                         Self::new(ErrorCode::Conflict, message)
                     }

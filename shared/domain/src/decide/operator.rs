@@ -20,9 +20,10 @@ pub enum Refused {
     /// A resubmission of a task not in Error.
     #[error("only a task in Error can be resubmitted; this one is {0:?}")]
     NotInError(TaskState),
-    /// A cancellation of a task that has ended.
-    #[error("the task is {0:?} already: only a task still running can be cancelled")]
-    Ended(TaskState),
+    /// A cancellation, pause or resumption (what was asked, as a past participle) of
+    /// a task that has ended.
+    #[error("the task is {0:?} already: only a task still running can be {1}")]
+    Ended(TaskState, &'static str),
     /// A callback token that is not one: malformed, for no task, or not signed by
     /// the task it names (nothing tells them apart).
     #[error("no such callback")]
@@ -212,7 +213,7 @@ pub fn cancel(
         return Ok(Decision::ignore(Verdict::CancelledAlready));
     }
     if task.state.is_final() {
-        return Err(Refused::Ended(task.state));
+        return Err(Refused::Ended(task.state, "cancelled"));
     }
     let mut change = Change::of(task, now);
     change.fail(format!("cancelled by {}", request.by.as_str()));

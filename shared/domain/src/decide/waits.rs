@@ -382,7 +382,7 @@ pub fn pause(
         return Ok(Decision::ignore(Verdict::PausedAlready));
     }
     if task.state.is_final() {
-        return Err(Refused::Ended(task.state));
+        return Err(Refused::Ended(task.state, "paused"));
     }
     if task.state == TaskState::Compensating {
         return Err(Refused::Undoing);
@@ -409,7 +409,7 @@ pub fn resume(
         return Ok(Decision::ignore(Verdict::NotPaused));
     }
     if task.state.is_final() {
-        return Err(Refused::Ended(task.state));
+        return Err(Refused::Ended(task.state, "resumed"));
     }
     let mut change = Change::of(task, now);
     change.task.paused = None;

@@ -217,7 +217,7 @@ fn a_task_not_started_is_cancelled_at_once_and_an_ended_one_not_at_all() {
     processed.state = TaskState::Processed;
     assert_eq!(
         cancel(&processed, &workflow, operator(None), now),
-        Err(Refused::Ended(TaskState::Processed))
+        Err(Refused::Ended(TaskState::Processed, "cancelled"))
     );
 }
 

@@ -69,9 +69,19 @@ fn a_paused_task_is_cancelled_and_a_task_being_undone_is_not_paused() {
     let task = cancelled.next.expect("written");
     assert_eq!(task.state, TaskState::Compensating);
     assert!(task.paused.is_none());
-    assert_eq!(pause(&task, &workflow, by, now), Err(Refused::Undoing));
+    assert_eq!(
+        pause(&task, &workflow, by.clone(), now),
+        Err(Refused::Undoing)
+    );
     let undo = on_run(&task, &workflow, &order, "s1", now);
-    assert_eq!(undo.next.expect("written").state, TaskState::Error);
+    let task = undo.next.expect("written");
+    assert_eq!(task.state, TaskState::Error);
+    // The refusal names what was asked, not another action.
+    let refused = pause(&task, &workflow, by, now).expect_err("ended");
+    assert_eq!(
+        refused.to_string(),
+        "the task is Error already: only a task still running can be paused"
+    );
 }
 
 #[test]
