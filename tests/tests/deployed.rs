@@ -1710,7 +1710,8 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     );
 
     // The read function's role only reads: a submission sent to it straight is
-    // refused (its queueing denied), without a word of why.
+    // refused (on AWS its first write; here its queueing, as MiniStack does not
+    // evaluate the role's condition on the keys it may write), without a word of why.
     let refused = stack
         .invoke(
             "ReadFunction",

@@ -1,6 +1,7 @@
-//! The submission function, behind API Gateway (HTTP API, payload 2.0): submits,
-//! reads, lists and resubmits tasks, with the same routes and answers as the
-//! local server.
+//! The API, behind API Gateway (HTTP API, payload 2.0): submits, reads, lists and
+//! resubmits tasks, with the same routes and answers as the local server. Deployed
+//! twice: as the submission function, and as the read function, which the gateway
+//! sends only the routes that only read, under a role that only reads.
 
 use std::sync::Arc;
 

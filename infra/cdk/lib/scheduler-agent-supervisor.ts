@@ -444,7 +444,7 @@ export class SchedulerAgentSupervisor extends Construct {
       new iam.PolicyStatement({
         actions: ["dynamodb:PutItem"],
         resources: [table],
-        conditions: { "ForAllValues:StringLike": { "dynamodb:LeadingKeys": ["SECRET#*"] } },
+        conditions: { "ForAllValues:StringEquals": { "dynamodb:LeadingKeys": ["SECRET#cursor"] } },
       }),
     );
     // UpdateItem: a task's item rewritten in place at each step, and order data of its

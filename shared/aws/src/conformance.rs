@@ -289,3 +289,84 @@ async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered(
     }
     assert_eq!(listed, created, "every task in flight listed");
 }
+
+/// A listing of tasks in flight writes nothing, not even the count of expiry shards
+/// the table keeps (the API's read function may only read): a process whose
+/// `LeaseShards` is above that count lists the shards it would write into, and only a
+/// process writing a lease raises the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_of_tasks_in_flight_writes_nothing() {
+    use sas_core::ports::StateStore as _;
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::task::TaskState;
+    use sas_domain::time::Timestamp;
+    use sas_domain::workflow::Registry;
+    use serde_json::json;
+
+    let moto = Moto::start_serial();
+    let sdk = emulator::sdk(&moto.endpoint);
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    create_table(&client, "listing").await;
+    let store = |lease_shards| {
+        DynamoStore::new(
+            &sdk,
+            TableSettings {
+                table: "listing".into(),
+                lease_shards,
+                lease_bucket: Duration::ZERO,
+                retention: Duration::from_secs(86_400),
+            },
+        )
+    };
+    let kept_count = async || {
+        let item = client
+            .get_item()
+            .table_name("listing")
+            .key("pk", AttributeValue::S("SETTINGS#lease-shards".into()))
+            .key("sk", AttributeValue::S("SETTINGS".into()))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("read")
+            .item;
+        item.map(|item| item["most"].as_n().expect("a number").clone())
+    };
+    let list = async |store: &DynamoStore| {
+        let page = store
+            .list(TaskState::Pending, 100, None)
+            .await
+            .expect("a listing");
+        assert!(page.next.is_none(), "one page");
+        page.tasks.len()
+    };
+
+    let (reader, writer) = (store(8), store(2));
+    assert_eq!(list(&reader).await, 0);
+    assert_eq!(
+        kept_count().await,
+        None,
+        "the listing wrote the shard count"
+    );
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    for n in 0..6 {
+        let id = TaskId::parse(format!("t-{n}")).expect("id");
+        let (task, order, _) = submit(&drone, Submission::new(id, json!({})), Timestamp(1_000));
+        writer.create(&task, &order).await.expect("created");
+    }
+    assert_eq!(
+        kept_count().await.as_deref(),
+        Some("2"),
+        "raised by the writer"
+    );
+    assert_eq!(list(&reader).await, 6, "every task in flight listed");
+    assert_eq!(list(&store(1)).await, 6, "from the shards the table keeps");
+    assert_eq!(
+        kept_count().await.as_deref(),
+        Some("2"),
+        "not raised by a listing"
+    );
+}

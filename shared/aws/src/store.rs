@@ -345,26 +345,7 @@ impl DynamoStore {
     /// reads their leases too.
     async fn shards_now(&self) -> Result<u32, StoreError> {
         let ours = self.settings.lease_shards.max(1);
-        let most = async || -> Result<u32, StoreError> {
-            let Some(item) = self.item(SHARDS.0, SHARDS.1).await? else {
-                return Ok(0);
-            };
-            item.get("most")
-                .and_then(|v| v.as_n().ok())
-                .and_then(|most| most.parse().ok())
-                .filter(|most| (1..=MAX_LEASE_SHARDS).contains(most))
-                .ok_or_else(|| {
-                    StoreError::Corrupt(
-                        format!(
-                            "{}'s `most` is not a count of expiry shards, 1 to {MAX_LEASE_SHARDS}: \
-                             set it to the most LeaseShards ever deployed",
-                            SHARDS.0
-                        )
-                        .into(),
-                    )
-                })
-        };
-        let kept = most().await?;
+        let kept = self.kept_shards().await?;
         let widest = if kept >= ours {
             kept
         } else {
@@ -373,12 +354,49 @@ impl DynamoStore {
             match self.put_over(item, Some(("most", "<", n(ours)))).await {
                 Ok(()) => ours,
                 // Raised meanwhile, by a process with more.
-                Err(StoreError::Conflict) => most().await?.max(ours),
+                Err(StoreError::Conflict) => self.kept_shards().await?.max(ours),
                 Err(error) => return Err(error),
             }
         };
         self.shards.fetch_max(widest, Ordering::Relaxed);
         Ok(widest)
+    }
+
+    /// The expiry shards a listing reads: [`DynamoStore::shards`]'s, without raising
+    /// the table's count to this process's. Only a process that writes a lease
+    /// needs to, and a listing writes nothing (the API's read function may not):
+    /// shards above the count the table keeps hold no lease yet.
+    async fn shards_to_list(&self) -> Result<u32, StoreError> {
+        if let known @ 1.. = self.shards.load(Ordering::Relaxed) {
+            return Ok(known);
+        }
+        let kept = self.kept_shards().await?;
+        // Known now only if it covers this process's: a write's raise is still due.
+        if kept >= self.settings.lease_shards.max(1) {
+            self.shards.fetch_max(kept, Ordering::Relaxed);
+        }
+        Ok(kept.max(self.settings.lease_shards.max(1)))
+    }
+
+    /// The most expiry shards the table keeps as written into (0 before any lease).
+    async fn kept_shards(&self) -> Result<u32, StoreError> {
+        let Some(item) = self.item(SHARDS.0, SHARDS.1).await? else {
+            return Ok(0);
+        };
+        item.get("most")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|most| most.parse().ok())
+            .filter(|most| (1..=MAX_LEASE_SHARDS).contains(most))
+            .ok_or_else(|| {
+                StoreError::Corrupt(
+                    format!(
+                        "{}'s `most` is not a count of expiry shards, 1 to {MAX_LEASE_SHARDS}: \
+                         set it to the most LeaseShards ever deployed",
+                        SHARDS.0
+                    )
+                    .into(),
+                )
+            })
     }
 
     /// The task's item: its record, the pattern's fields as attributes an operator
@@ -665,7 +683,7 @@ impl DynamoStore {
         // tells whether there is a next page.
         let mut found: Vec<(Task, String)> = Vec::new();
         let (mut read, mut last_read) = (0, None);
-        let shards = self.shards().await?;
+        let shards = self.shards_to_list().await?;
         while shard < shards && found.len() <= limit {
             if read >= IN_FLIGHT_READS {
                 let (tasks, after) = found.into_iter().unzip();

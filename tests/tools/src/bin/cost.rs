@@ -476,7 +476,7 @@ async fn main() {
         .send()
         .await
         .expect("recording");
-    // Before the reads that check the tasks, which the submission function serves.
+    // Before the reads that check the tasks, which the API's read function serves.
     let after = stack.invocations();
     let mut steps_run = 0;
     for i in 0..tasks {
