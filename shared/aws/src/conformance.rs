@@ -16,13 +16,21 @@ async fn dynamodb_on_moto_conforms() {
     let moto = Moto::start_serial();
     let sdk = emulator::sdk(&moto.endpoint);
     create_table(&aws_sdk_dynamodb::Client::new(&sdk), "conformance").await;
-    let settings = TableSettings {
-        table: "conformance".into(),
-        lease_shards: 4,
-        lease_bucket: Duration::ZERO,
-        retention: Duration::from_secs(86_400),
-    };
-    conformance::state_store(&DynamoStore::new(&sdk, settings)).await;
+    conformance::state_store(&store_of(&sdk, "conformance", 4)).await;
+}
+
+/// A store over `table`: `lease_shards` expiry shards, no lease buckets, a day's
+/// retention.
+fn store_of(sdk: &aws_types::SdkConfig, table: &str, lease_shards: u32) -> DynamoStore {
+    DynamoStore::new(
+        sdk,
+        TableSettings {
+            table: table.into(),
+            lease_shards,
+            lease_bucket: Duration::ZERO,
+            retention: Duration::from_secs(86_400),
+        },
+    )
 }
 
 /// Order data small enough is kept in the task's item, a larger one and a
@@ -44,15 +52,7 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
     let sdk = emulator::sdk(&moto.endpoint);
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     create_table(&client, "orders").await;
-    let store = DynamoStore::new(
-        &sdk,
-        TableSettings {
-            table: "orders".into(),
-            lease_shards: 4,
-            lease_bucket: Duration::ZERO,
-            retention: Duration::from_secs(86_400),
-        },
-    );
+    let store = store_of(&sdk, "orders", 4);
     let drone = Registry::built_in()
         .latest("drone-delivery")
         .expect("drone");
@@ -231,17 +231,7 @@ async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered(
     let moto = Moto::start_serial();
     let sdk = emulator::sdk(&moto.endpoint);
     create_table(&aws_sdk_dynamodb::Client::new(&sdk), "shards").await;
-    let store = |lease_shards| {
-        DynamoStore::new(
-            &sdk,
-            TableSettings {
-                table: "shards".into(),
-                lease_shards,
-                lease_bucket: Duration::ZERO,
-                retention: Duration::from_secs(86_400),
-            },
-        )
-    };
+    let store = |lease_shards| store_of(&sdk, "shards", lease_shards);
     let drone = Registry::built_in()
         .latest("drone-delivery")
         .expect("drone");
@@ -309,17 +299,7 @@ async fn a_listing_of_tasks_in_flight_writes_nothing() {
     let sdk = emulator::sdk(&moto.endpoint);
     let client = aws_sdk_dynamodb::Client::new(&sdk);
     create_table(&client, "listing").await;
-    let store = |lease_shards| {
-        DynamoStore::new(
-            &sdk,
-            TableSettings {
-                table: "listing".into(),
-                lease_shards,
-                lease_bucket: Duration::ZERO,
-                retention: Duration::from_secs(86_400),
-            },
-        )
-    };
+    let store = |lease_shards| store_of(&sdk, "listing", lease_shards);
     let kept_count = async || {
         let item = client
             .get_item()
