@@ -73,6 +73,8 @@ def main():
                     "operation": request["operation"],
                     "outcome": {"status": "succeeded", "output": serve(request, done)},
                 }
+                if "sealed_task" in request:
+                    response["sealed_task"] = request["sealed_task"]
                 jsonschema.validate(response, responses)
                 sqs.send_message(QueueUrl=arguments.responses, MessageBody=json.dumps(response))
                 answered += 1

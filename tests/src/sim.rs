@@ -1113,7 +1113,9 @@ impl Sim {
             self.names.clone(),
             instance,
         )
-        .with_deadline_messages(true);
+        .with_deadline_messages(true)
+        // As on Lambda: requests carry their tasks sealed, responses give them back.
+        .with_sealed_tasks(true);
         Arc::new(match &self.ingest {
             Some((ingest, _)) => app.with_ingestion(ingest.clone()),
             None => app,

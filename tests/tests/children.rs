@@ -327,6 +327,7 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
         attempt: 1,
         operation: Operation::Call,
         outcome: Outcome::Succeeded { output: json!({}) },
+        sealed_task: None,
     });
     let checked = serde_json::to_string(&checked).expect("json");
     app.on_scheduler_message(names.agent_responses.as_str(), &checked)

@@ -170,6 +170,7 @@ async fn each_queue_takes_only_the_messages_meant_for_it() {
         attempt: 1,
         operation: Operation::Call,
         outcome: Outcome::Succeeded { output: json!({}) },
+        sealed_task: None,
     }))
     .expect("json");
     let on_scheduler = app

@@ -8,7 +8,9 @@ use sas_core::app::{App, Handled, Ports, Recovery};
 use sas_core::ports::{OutgoingMessage, Queues, StateStore};
 use sas_domain::decide::{Resubmit, Verdict};
 use sas_domain::ids::TaskId;
-use sas_domain::messages::{AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage};
+use sas_domain::messages::{
+    AgentRequest, AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage,
+};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Actor, Order, Request, StepState, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -747,6 +749,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
             attempt: 1,
             operation: Operation::Call,
             outcome: MessageOutcome::Succeeded { output: json!({}) },
+            sealed_task: None,
         })
     };
 
@@ -828,6 +831,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         attempt: compensating.steps[1].attempt,
         operation: Operation::Compensate,
         outcome: MessageOutcome::Succeeded { output: json!({}) },
+        sealed_task: None,
     });
     handle(undone).await;
     let (ended, _) = stored(store, &id).await;
@@ -843,6 +847,115 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
     };
     let resubmitted = app.resubmit(&id, resubmit).await.expect("not refused");
     assert_eq!(resubmitted.run, ended.run + 1);
+}
+
+/// Where reads are billed, an agent's request carries its task as written, sealed,
+/// and its response gives it back: the scheduler records the answer without reading
+/// the task. The same answer again, its sealed task now behind the store, loses its
+/// write and is dropped on a consistent read; a sealed task that does not open is
+/// ignored, and the task read.
+#[tokio::test]
+async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_task() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = sas_tests::in_memory(&clock, None);
+    let store = &memory;
+    let app = App::new(
+        Ports::of(&memory, Arc::clone(&clock) as _),
+        Arc::new(Registry::built_in()),
+        names.clone(),
+        "scheduler-1".into(),
+    )
+    .with_sealed_tasks(true);
+    let id = TaskId::parse("sealed").expect("id");
+    app.submit(
+        "drone-delivery",
+        Submission::new(id.clone(), delivery_input()),
+    )
+    .await
+    .expect("submitted");
+    let handle = |message: SchedulerMessage| {
+        let app = &app;
+        async move {
+            let body = serde_json::to_string(&message).expect("json");
+            let queue = match message {
+                SchedulerMessage::Response(_) => "agent-responses",
+                _ => "scheduler",
+            };
+            app.on_scheduler_message(queue, &body)
+                .await
+                .expect("handled")
+        }
+    };
+    let last_request = || -> AgentRequest {
+        let sent = store.messages(&names.agent_requests);
+        serde_json::from_str(&sent.last().expect("a request").body).expect("a request")
+    };
+    let answer = |request: &AgentRequest, sealed_task: Option<String>| {
+        SchedulerMessage::Response(AgentResponse {
+            task_id: request.task_id.clone(),
+            run: request.run,
+            step: request.step,
+            attempt: request.attempt,
+            operation: request.operation,
+            outcome: MessageOutcome::Succeeded { output: json!({}) },
+            sealed_task,
+        })
+    };
+    handle(SchedulerMessage::Run {
+        task_id: id.clone(),
+    })
+    .await;
+    let first = last_request();
+    let sealed = first
+        .sealed_task
+        .clone()
+        .expect("the task sealed in its request");
+    assert!(!sealed.contains("Sydney"), "opaque to the agent: {sealed}");
+
+    let before = store.reads();
+    assert_eq!(
+        handle(answer(&first, Some(sealed.clone()))).await,
+        Handled::Decided(Verdict::Recorded)
+    );
+    assert_eq!(store.reads(), before, "recorded without a read");
+    let second = last_request();
+    assert_eq!(second.step, 1, "the next step requested");
+
+    // The same answer again: its task is a write behind.
+    let requests = store.messages(&names.agent_requests).len();
+    assert_eq!(
+        handle(answer(&first, Some(sealed))).await,
+        Handled::Decided(Verdict::StaleResponse)
+    );
+    assert_eq!(store.reads()[0], before[0] + 1, "read again, consistently");
+    assert_eq!(
+        store.messages(&names.agent_requests).len(),
+        requests,
+        "nothing requested again"
+    );
+
+    // A sealed task that does not open: the task is read.
+    let mut forged = second.sealed_task.clone().expect("sealed").into_bytes();
+    forged[20] = if forged[20] == b'A' { b'B' } else { b'A' };
+    let before = store.reads();
+    assert_eq!(
+        handle(answer(
+            &second,
+            Some(String::from_utf8(forged).expect("text"))
+        ))
+        .await,
+        Handled::Decided(Verdict::Recorded)
+    );
+    assert_eq!(
+        store.reads(),
+        [before[0], before[1] + 1],
+        "read as without one"
+    );
+    let (task, _) = stored(store, &id).await;
+    assert_eq!(
+        step_states(&serde_json::to_value(&task).expect("json"))[..3],
+        ["Processed", "Processed", "Processing"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,7 @@ async fn run(
             call_timeout: None,
         },
         payload: Payload::of(&json!({})).expect("JSON"),
+        sealed_task: Some("opaque to the agent".into()),
     };
     let verdict = caller
         .on_request(&serde_json::to_string(&request).expect("json"))
@@ -93,7 +94,14 @@ async fn run(
         .expect("receive");
     let outcome = sent.first().map(|delivery| {
         match serde_json::from_str(&delivery.body).expect("a scheduler message") {
-            SchedulerMessage::Response(response) => response.outcome,
+            SchedulerMessage::Response(response) => {
+                assert_eq!(
+                    response.sealed_task.as_deref(),
+                    Some("opaque to the agent"),
+                    "the request's sealed task given back"
+                );
+                response.outcome
+            }
             other => panic!("not a response: {other:?}"),
         }
     });

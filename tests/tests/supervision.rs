@@ -203,6 +203,7 @@ async fn tasks_run_the_definition_they_started_with_when_its_file_changes_withou
             attempt: request.attempt,
             operation: request.operation,
             outcome: Outcome::Succeeded { output: json!({}) },
+            sealed_task: None,
         });
         for stored in world.memory.messages(&world.names.agent_requests) {
             world

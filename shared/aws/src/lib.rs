@@ -49,6 +49,7 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     let instance = format!("{function}-{:016x}", fastrand::u64(..));
     let mut app = App::new(ports, Arc::new(workflows), queues, instance)
         .with_deadline_messages(true)
+        .with_sealed_tasks(true)
         .with_dead_letters(dead_letters);
     if let Some(prefix) = &config.notification_queue_prefix {
         app = app.with_notification_prefix(prefix.clone());

@@ -100,6 +100,7 @@ impl StepCaller {
             attempt: request.attempt,
             operation: request.operation,
             outcome,
+            sealed_task: request.sealed_task,
         });
         let message = OutgoingMessage::json(&response, Duration::ZERO);
         self.queues.send(&self.responses, &[message]).await?;

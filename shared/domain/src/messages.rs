@@ -189,6 +189,12 @@ pub struct AgentRequest {
     /// The body sent to the remote service.
     #[schemars(with = "Value")]
     pub payload: Payload,
+    /// The task as the write that sent this request left it, sealed: opaque to the
+    /// agent, which gives it back with its response, from which the scheduler
+    /// decides without reading the task again (where reads are billed). Absent
+    /// elsewhere; an agent that drops it costs a read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_task: Option<String>,
 }
 
 /// A request's body, kept as the JSON text it was written as: carried to the
@@ -264,6 +270,9 @@ pub struct AgentResponse {
     pub operation: Operation,
     /// The result.
     pub outcome: Outcome,
+    /// The request's `sealed_task`, given back as it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_task: Option<String>,
 }
 
 /// What an agent sends on the agent-response queue: its [`AgentResponse`], tagged

@@ -57,6 +57,7 @@ fn a_response_is_read_as_the_scheduler_reads_it() {
         outcome: Outcome::Succeeded {
             output: json!({"ok": true}),
         },
+        sealed_task: None,
     });
     let text = json!(response);
     assert_eq!(text["type"], "response");

@@ -24,10 +24,11 @@ const PADDED: usize = 128;
 /// The byte that ends a cursor's text before its padding (zeros).
 const END: u8 = 0x80;
 
-/// The key that seals and opens owners' cursors.
-pub(super) struct CursorSeal(XChaCha20Poly1305);
+/// The deployment's key, which seals and opens owners' cursors, and the tasks
+/// carried in agents' requests ([`sealed`](super::sealed)).
+pub(super) struct Seal(pub(super) XChaCha20Poly1305);
 
-impl CursorSeal {
+impl Seal {
     /// The deployment's seal: its key as `store` keeps it, one drawn here if it keeps
     /// none yet.
     pub(super) async fn of(store: &dyn StateStore) -> Result<Self, StoreError> {
@@ -37,7 +38,7 @@ impl CursorSeal {
         Ok(Self::with_key(&key))
     }
 
-    fn with_key(key: &CursorKey) -> Self {
+    pub(super) fn with_key(key: &CursorKey) -> Self {
         Self(XChaCha20Poly1305::new(&(*key).into()))
     }
 
@@ -115,8 +116,8 @@ fn bound_to(owner: &Owner, state: TaskState) -> String {
 mod tests {
     use super::*;
 
-    fn seal() -> CursorSeal {
-        CursorSeal::with_key(&[7; 32])
+    fn seal() -> Seal {
+        Seal::with_key(&[7; 32])
     }
 
     /// The bytes a sealed cursor's text decodes to.
@@ -187,7 +188,7 @@ mod tests {
     }
 
     #[test]
-    fn the_same_cursor_sealed_twice_reads_differently() {
+    fn the_same_sealed_twice_reads_differently() {
         let seal = seal();
         let once = seal
             .seal(&owner("me"), TaskState::Error, "c")

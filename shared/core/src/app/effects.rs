@@ -57,6 +57,23 @@ impl App {
     where
         E: From<TaskError>,
     {
+        self.transition_from(id, None, decide).await
+    }
+
+    /// [`App::transition`], deciding first from `carried` (a task and its order as
+    /// a write left them, given back sealed with an agent's response: [`sealed`]),
+    /// when given, rather than from a read: as stale as a read may be, and no more.
+    ///
+    /// [`sealed`]: super::sealed
+    pub(super) async fn transition_from<E>(
+        &self,
+        id: &TaskId,
+        mut carried: Option<(Task, Order)>,
+        decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
+    ) -> Result<Option<(Verdict, Option<Task>)>, E>
+    where
+        E: From<TaskError>,
+    {
         let mut consistent = false;
         let lock = self.task_locks.of(id);
         for _ in 0..MAX_CONFLICT_RETRIES {
@@ -69,10 +86,10 @@ impl App {
                     lock.lock().await
                 }
             };
-            let read = if consistent {
-                self.store.task_with_order(id).await
-            } else {
-                self.store.task_with_order_eventually_consistent(id).await
+            let read = match carried.take() {
+                Some(carried) if !consistent => Ok(Some(carried)),
+                _ if consistent => self.store.task_with_order(id).await,
+                _ => self.store.task_with_order_eventually_consistent(id).await,
             };
             let Some((task, order)) = read.map_err(TaskError::from)? else {
                 if consistent {
@@ -103,7 +120,7 @@ impl App {
                 consistent = true;
                 continue;
             }
-            let written = self.write(decision).await?;
+            let written = self.write(decision, &order).await?;
             drop(one_at_a_time);
             if let Some(written) = written {
                 // Counted as it enters Error, once a task (always by the scheduler, the
@@ -177,13 +194,32 @@ impl App {
     }
 
     /// Writes the decision's state with the messages it requires (in one transaction
-    /// where the store can). `None` when the write lost a race and the caller must
-    /// read again.
-    async fn write(&self, mut decision: Decision) -> Result<Option<Written>, TaskError> {
+    /// where the store can), `order` the task's order data as read. `None` when the
+    /// write lost a race and the caller must read again.
+    async fn write(
+        &self,
+        mut decision: Decision,
+        order: &Order,
+    ) -> Result<Option<Written>, TaskError> {
         if let Some(next) = &mut decision.next {
             next.write_id = fastrand::u64(..);
         }
-        let (required, best_effort) = self.split(decision.effects);
+        // The task as written travels with its request, when there is one: with
+        // several, all but the first response would decide from a task moved on, and
+        // lose a write, which costs more than the read it saves.
+        let requests = decision
+            .effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Dispatch(_)))
+            .count();
+        let sealed = match &decision.next {
+            Some(next) if requests == 1 => {
+                self.sealed_task(next, decision.order.as_ref().unwrap_or(order))
+                    .await
+            }
+            _ => None,
+        };
+        let (required, best_effort) = self.split(decision.effects, sealed);
         let unsent = match &decision.next {
             Some(next) => {
                 let written = match &decision.order {
@@ -261,7 +297,7 @@ impl App {
                 Ok(()) => {
                     self.metrics
                         .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
-                    let (required, _) = self.split(decision.effects);
+                    let (required, _) = self.split(decision.effects, None);
                     if let Err(error) = self.send(required).await {
                         warn!(task_id = %task_id, error = %Chain(&error), "a deadline message not sent: the supervisor's sweep finds the lease");
                     }
@@ -337,23 +373,31 @@ impl App {
     }
 
     pub(super) async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {
-        let (required, best_effort) = self.split(effects);
+        let (required, best_effort) = self.split(effects, None);
         self.send(required).await?;
         self.perform_best_effort(best_effort).await;
         Ok(())
     }
 
     /// The messages the effects require (a lease covers their loss), and the
-    /// effects performed at best (notifications, alerts).
-    fn split(&self, effects: Vec<Effect>) -> (Vec<Outgoing>, Vec<Effect>) {
+    /// effects performed at best (notifications, alerts). The first request carries
+    /// `sealed`, its task as written.
+    fn split(
+        &self,
+        effects: Vec<Effect>,
+        mut sealed: Option<String>,
+    ) -> (Vec<Outgoing>, Vec<Effect>) {
         let mut required = Vec::new();
         let mut best_effort = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Dispatch(request) => required.push(Outgoing {
-                    queue: self.names.agent_requests.clone(),
-                    message: agent_message(&request),
-                }),
+                Effect::Dispatch(mut request) => {
+                    request.sealed_task = sealed.take();
+                    required.push(Outgoing {
+                        queue: self.names.agent_requests.clone(),
+                        message: agent_message(&request),
+                    });
+                }
                 Effect::Schedule { task_id, delay } => required.push(Outgoing {
                     queue: self.names.scheduler.clone(),
                     message: run_message(&task_id, delay),

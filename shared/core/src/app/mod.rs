@@ -30,6 +30,7 @@ mod locks;
 mod operator;
 mod reading;
 mod scheduler;
+mod sealed;
 mod submission;
 mod supervisor;
 #[cfg(test)]
@@ -197,8 +198,11 @@ pub struct App {
     /// one task that come together (a parallel step's, a map's children's ends) take
     /// turns at its record, where they raced and all but one lost a write.
     task_locks: locks::Striped<1024>,
-    /// Seals owners' listing cursors, once the store's key is read ([`cursors`]).
-    cursor_seal: tokio::sync::OnceCell<cursors::CursorSeal>,
+    /// Seals owners' listing cursors ([`cursors`]) and the tasks carried in agents'
+    /// requests ([`sealed`]), once the store's key is read.
+    seal: tokio::sync::OnceCell<cursors::Seal>,
+    /// Whether an agent's request carries its task sealed ([`sealed`]).
+    carries_tasks: bool,
 }
 
 /// The queue of buffered submissions, as a process has it.
@@ -256,7 +260,8 @@ impl App {
             checked: Mutex::new(HashMap::new()),
             gate_locks: flow::GateLocks::default(),
             task_locks: locks::Striped::default(),
-            cursor_seal: tokio::sync::OnceCell::new(),
+            seal: tokio::sync::OnceCell::new(),
+            carries_tasks: false,
             deadline_messages: false,
             ingest: Ingest::None,
             claims_submissions: None,
@@ -273,6 +278,16 @@ impl App {
     #[must_use]
     pub fn with_deadline_messages(mut self, on: bool) -> Self {
         self.deadline_messages = on;
+        self
+    }
+
+    /// An agent's request carries its task as written, sealed, and its response
+    /// gives it back: a scheduler decides from it without reading the task, as from
+    /// a stale read ([`sealed`]). For a store whose reads are billed (DynamoDB); the
+    /// default is off, where reads are free and messages are written with the task.
+    #[must_use]
+    pub fn with_sealed_tasks(mut self, on: bool) -> Self {
+        self.carries_tasks = on;
         self
     }
 

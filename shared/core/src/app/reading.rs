@@ -4,7 +4,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use super::App;
-use super::cursors::CursorSeal;
+use super::cursors::Seal;
 use crate::ports::{StoreError, TaskPage};
 use sas_domain::ids::{Owner, TaskId};
 use sas_domain::task::{Order, Task, TaskState};
@@ -152,8 +152,8 @@ impl App {
             });
         };
         let seal = self
-            .cursor_seal
-            .get_or_try_init(|| CursorSeal::of(self.store.as_ref()))
+            .seal
+            .get_or_try_init(|| Seal::of(self.store.as_ref()))
             .await?;
         let mut owned = TaskPage {
             tasks: Vec::new(),
@@ -206,7 +206,7 @@ impl App {
 pub struct Listing<'a> {
     page: TaskPage,
     /// The seal, owner and state of an owner's listing.
-    sealed_for: Option<(&'a CursorSeal, &'a Owner, TaskState)>,
+    sealed_for: Option<(&'a Seal, &'a Owner, TaskState)>,
 }
 
 impl Listing<'_> {

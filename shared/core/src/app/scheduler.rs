@@ -4,7 +4,7 @@
 use tracing::warn;
 
 use sas_domain::decide::{self, Decision, Verdict};
-use sas_domain::messages::SchedulerMessage;
+use sas_domain::messages::{AgentResponse, SchedulerMessage};
 
 use super::{App, HandleError, TaskError};
 use crate::ports::StoreError;
@@ -158,8 +158,16 @@ impl App {
             self.send(vec![self.deadline(task_id, at)]).await?;
             return Ok(Handled::DeadlineChained);
         }
+        // A response may give back its task as its request's write left it.
+        let carried = match &message {
+            SchedulerMessage::Response(AgentResponse {
+                sealed_task: Some(sealed),
+                ..
+            }) => self.opened_task(task_id, sealed).await,
+            _ => None,
+        };
         let written = self
-            .transition(task_id, |task, workflow, order, now| {
+            .transition_from(task_id, carried, |task, workflow, order, now| {
                 Ok::<_, TaskError>(match &message {
                     SchedulerMessage::Run { .. } => {
                         decide::on_run(task, workflow, order, &self.instance, now)

@@ -324,6 +324,7 @@ impl Change {
             idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, step.name),
             retry: call.retry.clone(),
             payload,
+            sealed_task: None,
         }));
         self.log(Happened::Sent {
             step: index,

@@ -74,6 +74,7 @@ fn respond(request: &AgentRequest, outcome: Outcome) -> AgentResponse {
         attempt: request.attempt,
         operation: request.operation,
         outcome,
+        sealed_task: None,
     }
 }
 
