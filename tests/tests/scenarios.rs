@@ -701,6 +701,18 @@ async fn a_steps_paths_are_built_from_results_for_its_call_and_its_compensation(
     );
 }
 
+/// `message` handled by `app`'s scheduler, from the queue it comes by.
+async fn handled_by(app: &App, message: SchedulerMessage) -> Handled {
+    let body = serde_json::to_string(&message).expect("json");
+    let queue = match message {
+        SchedulerMessage::Response(_) => "agent-responses",
+        _ => "scheduler",
+    };
+    app.on_scheduler_message(queue, &body)
+        .await
+        .expect("handled")
+}
+
 /// The task as stored, with its order, for a test's own checks.
 async fn stored(memory: &Memory, id: &TaskId) -> (Task, Order) {
     memory
@@ -728,19 +740,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         .await
         .expect("submitted");
     let created = stored(store, &id).await;
-    let handle = |message: SchedulerMessage| {
-        let app = &app;
-        async move {
-            let body = serde_json::to_string(&message).expect("json");
-            let queue = match message {
-                SchedulerMessage::Response(_) => "agent-responses",
-                _ => "scheduler",
-            };
-            app.on_scheduler_message(queue, &body)
-                .await
-                .expect("handled")
-        }
-    };
+    let handle = |message| handled_by(&app, message);
     let response = |task: &Task| {
         SchedulerMessage::Response(AgentResponse {
             task_id: id.clone(),
@@ -873,19 +873,7 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
     )
     .await
     .expect("submitted");
-    let handle = |message: SchedulerMessage| {
-        let app = &app;
-        async move {
-            let body = serde_json::to_string(&message).expect("json");
-            let queue = match message {
-                SchedulerMessage::Response(_) => "agent-responses",
-                _ => "scheduler",
-            };
-            app.on_scheduler_message(queue, &body)
-                .await
-                .expect("handled")
-        }
-    };
+    let handle = |message| handled_by(&app, message);
     let last_request = || -> AgentRequest {
         let sent = store.messages(&names.agent_requests);
         serde_json::from_str(&sent.last().expect("a request").body).expect("a request")
