@@ -196,6 +196,14 @@ impl Deployed {
         }
     }
 
+    /// The resource named `name` as the SAM template names it, with its logical id.
+    fn named(&self, name: &str) -> (&String, &Value) {
+        self.resources
+            .iter()
+            .find(|(id, _)| Self::canonical(id) == name)
+            .unwrap_or_else(|| panic!("{}: no resource {name}", self.name))
+    }
+
     /// Whether a resource is deployed with each parameter at its default: it has no
     /// condition, or its condition holds.
     fn is_deployed(&self, resource: &Value) -> bool {
@@ -456,11 +464,7 @@ impl Deployed {
                     self.name
                 )
             });
-        let (_, resource) = self
-            .resources
-            .iter()
-            .find(|(id, _)| Self::canonical(id) == key_id)
-            .expect("the key");
+        let (_, resource) = self.named(key_id);
         let properties = &resource["Properties"];
         json!({
             "key": key,
@@ -522,11 +526,7 @@ impl Deployed {
                 .strip_prefix("${")
                 .and_then(|r| r.strip_suffix(".Arn}"))
                 .expect("a role of the stack");
-            let (role_logical, role) = self
-                .resources
-                .iter()
-                .find(|(id, _)| Self::canonical(id) == role_id)
-                .expect("the role");
+            let (role_logical, role) = self.named(role_id);
             let mut documents: Vec<&Value> = role["Properties"]["Policies"]
                 .as_array()
                 .into_iter()
@@ -928,11 +928,7 @@ impl Deployed {
             .strip_prefix("integrations/${")
             .and_then(|t| t.strip_suffix('}'))
             .unwrap_or_else(|| panic!("{}: a route's target {target}", self.name));
-        let (_, integration) = self
-            .resources
-            .iter()
-            .find(|(id, _)| Self::canonical(id) == integration)
-            .unwrap_or_else(|| panic!("{}: no integration {integration}", self.name));
+        let (_, integration) = self.named(integration);
         let uri = self.render(&integration["Properties"]["IntegrationUri"]);
         uri.strip_prefix("${")
             .and_then(|u| u.strip_suffix(".Arn}"))

@@ -370,12 +370,12 @@ impl DynamoStore {
         if let known @ 1.. = self.shards.load(Ordering::Relaxed) {
             return Ok(known);
         }
-        let kept = self.kept_shards().await?;
+        let (kept, ours) = (self.kept_shards().await?, self.settings.lease_shards.max(1));
         // Known now only if it covers this process's: a write's raise is still due.
-        if kept >= self.settings.lease_shards.max(1) {
+        if kept >= ours {
             self.shards.fetch_max(kept, Ordering::Relaxed);
         }
-        Ok(kept.max(self.settings.lease_shards.max(1)))
+        Ok(kept.max(ours))
     }
 
     /// The most expiry shards the table keeps as written into (0 before any lease).

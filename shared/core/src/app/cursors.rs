@@ -26,7 +26,7 @@ const END: u8 = 0x80;
 
 /// The deployment's key, which seals and opens owners' cursors, and the tasks
 /// carried in agents' requests ([`sealed`](super::sealed)).
-pub(super) struct Seal(pub(super) XChaCha20Poly1305);
+pub(super) struct Seal(XChaCha20Poly1305);
 
 impl Seal {
     /// The deployment's seal: its key as `store` keeps it, one drawn here if it keeps
@@ -52,22 +52,7 @@ impl Seal {
         let mut padded = cursor.as_bytes().to_vec();
         padded.push(END);
         padded.resize(padded.len().next_multiple_of(PADDED), 0);
-        let nonce = XNonce::try_generate()
-            .map_err(|e| StoreError::Unavailable(format!("no nonce drawn: {e}").into()))?;
-        let aad = bound_to(owner, state);
-        let sealed = self
-            .0
-            .encrypt(
-                &nonce,
-                Payload {
-                    msg: &padded,
-                    aad: aad.as_bytes(),
-                },
-            )
-            .map_err(|_| StoreError::Unavailable("a cursor could not be sealed".into()))?;
-        let mut text = nonce.to_vec();
-        text.extend(sealed);
-        Ok(URL_SAFE_NO_PAD.encode(text))
+        self.seal_bytes(&padded, &bound_to(owner, state))
     }
 
     /// The store's cursor `sealed` holds, if this deployment sealed it for `owner`'s
@@ -82,14 +67,54 @@ impl Seal {
         sealed: &str,
     ) -> Result<String, StoreError> {
         let invalid = || StoreError::InvalidCursor(sealed.to_owned());
-        let bytes = URL_SAFE_NO_PAD.decode(sealed).map_err(|_| invalid())?;
-        let (nonce, ciphertext) = bytes
-            .split_at_checked(size_of::<XNonce>())
-            .ok_or_else(invalid)?;
-        let nonce = XNonce::try_from(nonce).map_err(|_| invalid())?;
-        let aad = bound_to(owner, state);
         let mut padded = self
+            .open_bytes(sealed, &bound_to(owner, state))
+            .ok_or_else(invalid)?;
+        let end = padded.iter().rposition(|&b| b != 0).ok_or_else(invalid)?;
+        if padded[end] != END {
+            return Err(invalid());
+        }
+        padded.truncate(end);
+        String::from_utf8(padded).map_err(|_| invalid())
+    }
+}
+
+impl super::App {
+    /// The deployment's seal, read (or drawn) once a process.
+    pub(super) async fn deployment_seal(&self) -> Result<&Seal, StoreError> {
+        self.seal
+            .get_or_try_init(|| Seal::of(self.store.as_ref()))
+            .await
+    }
+}
+
+impl Seal {
+    /// `plain` encrypted and signed, bound to `aad`, under a random nonce: URL-safe
+    /// text of the nonce and the ciphertext.
+    pub(super) fn seal_bytes(&self, plain: &[u8], aad: &str) -> Result<String, StoreError> {
+        let nonce = XNonce::try_generate()
+            .map_err(|e| StoreError::Unavailable(format!("no nonce drawn: {e}").into()))?;
+        let sealed = self
             .0
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plain,
+                    aad: aad.as_bytes(),
+                },
+            )
+            .map_err(|_| StoreError::Unavailable("nothing could be sealed".into()))?;
+        let mut text = nonce.to_vec();
+        text.extend(sealed);
+        Ok(URL_SAFE_NO_PAD.encode(text))
+    }
+
+    /// The bytes `sealed` holds, if this key sealed them bound to `aad`.
+    pub(super) fn open_bytes(&self, sealed: &str, aad: &str) -> Option<Vec<u8>> {
+        let bytes = URL_SAFE_NO_PAD.decode(sealed).ok()?;
+        let (nonce, ciphertext) = bytes.split_at_checked(size_of::<XNonce>())?;
+        let nonce = XNonce::try_from(nonce).ok()?;
+        self.0
             .decrypt(
                 &nonce,
                 Payload {
@@ -97,13 +122,7 @@ impl Seal {
                     aad: aad.as_bytes(),
                 },
             )
-            .map_err(|_| invalid())?;
-        let end = padded.iter().rposition(|&b| b != 0).ok_or_else(invalid)?;
-        if padded[end] != END {
-            return Err(invalid());
-        }
-        padded.truncate(end);
-        String::from_utf8(padded).map_err(|_| invalid())
+            .ok()
     }
 }
 
@@ -188,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn the_same_sealed_twice_reads_differently() {
+    fn the_same_cursor_sealed_twice_reads_differently() {
         let seal = seal();
         let once = seal
             .seal(&owner("me"), TaskState::Error, "c")

@@ -151,10 +151,7 @@ impl App {
                 sealed_for: None,
             });
         };
-        let seal = self
-            .seal
-            .get_or_try_init(|| Seal::of(self.store.as_ref()))
-            .await?;
+        let seal = self.deployment_seal().await?;
         let mut owned = TaskPage {
             tasks: Vec::new(),
             next: after.map(|c| seal.open(owner, state, c)).transpose()?,

@@ -12,10 +12,6 @@
 
 use std::io::{Read as _, Write as _};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use chacha20poly1305::XNonce;
-use chacha20poly1305::aead::{Aead, Generate, Payload};
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
@@ -38,41 +34,14 @@ impl Seal {
         let mut deflater = DeflateEncoder::new(Vec::new(), Compression::fast());
         deflater.write_all(&json).ok()?;
         let deflated = deflater.finish().ok()?;
-        let nonce = XNonce::try_generate().ok()?;
-        let aad = bound_to(&task.id);
-        let sealed = self
-            .0
-            .encrypt(
-                &nonce,
-                Payload {
-                    msg: &deflated,
-                    aad: aad.as_bytes(),
-                },
-            )
-            .ok()?;
-        let mut bytes = nonce.to_vec();
-        bytes.extend(sealed);
-        let text = URL_SAFE_NO_PAD.encode(bytes);
+        let text = self.seal_bytes(&deflated, &bound_to(&task.id)).ok()?;
         (text.len() <= MAX_SEALED).then_some(text)
     }
 
     /// The task and order data `sealed` holds, if this deployment sealed them for
     /// the task `id`.
     fn open_task(&self, id: &TaskId, sealed: &str) -> Option<(Task, Order)> {
-        let bytes = URL_SAFE_NO_PAD.decode(sealed).ok()?;
-        let (nonce, ciphertext) = bytes.split_at_checked(size_of::<XNonce>())?;
-        let nonce = XNonce::try_from(nonce).ok()?;
-        let aad = bound_to(id);
-        let deflated = self
-            .0
-            .decrypt(
-                &nonce,
-                Payload {
-                    msg: ciphertext,
-                    aad: aad.as_bytes(),
-                },
-            )
-            .ok()?;
+        let deflated = self.open_bytes(sealed, &bound_to(id))?;
         let mut json = Vec::new();
         DeflateDecoder::new(deflated.as_slice())
             .take(u64::try_from(MAX_SEALED * 64).unwrap_or(u64::MAX))
@@ -114,8 +83,7 @@ impl App {
     }
 
     async fn the_seal(&self) -> Option<&Seal> {
-        self.seal
-            .get_or_try_init(|| Seal::of(self.store.as_ref()))
+        self.deployment_seal()
             .await
             .inspect_err(
                 |error| debug!(error = %error, "the deployment's key unread: tasks are read"),
