@@ -4,15 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::app::{App, Handled, Ports, Recovery};
+use sas_core::app::{App, Handled, Ports, QueueNames, Recovery};
 use sas_core::ports::{OutgoingMessage, Queues, StateStore};
 use sas_domain::decide::{Resubmit, Verdict};
-use sas_domain::ids::TaskId;
+use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{
-    AgentRequest, AgentResponse, Operation, Outcome as MessageOutcome, SchedulerMessage,
+    AgentRequest, AgentResponse, Buffered, Operation, Outcome as MessageOutcome, SchedulerMessage,
 };
 use sas_domain::submission::Submission;
-use sas_domain::task::{Actor, Order, Request, StepState, Task, TaskState};
+use sas_domain::task::{Actor, Order, Request, StepState, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
@@ -849,6 +849,85 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
     assert_eq!(resubmitted.run, ended.run + 1);
 }
 
+/// A store, its queues, and a scheduler whose agents' requests carry their tasks
+/// sealed, as on DynamoDB.
+fn carrying_tasks() -> (Arc<Memory>, QueueNames, App) {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = sas_tests::in_memory(&clock, None);
+    let app = App::new(
+        Ports::of(&memory, clock as _),
+        Arc::new(Registry::built_in()),
+        names.clone(),
+        "scheduler-1".into(),
+    )
+    .with_sealed_tasks(true);
+    (memory, names, app)
+}
+
+/// The last agent's request sent.
+fn last_request(store: &Memory, names: &QueueNames) -> AgentRequest {
+    let sent = store.messages(&names.agent_requests);
+    serde_json::from_str(&sent.last().expect("a request").body).expect("a request")
+}
+
+/// A success answering `request`, giving back `sealed_task`.
+fn answer(request: &AgentRequest, sealed_task: Option<String>) -> SchedulerMessage {
+    SchedulerMessage::Response(AgentResponse {
+        task_id: request.task_id.clone(),
+        run: request.run,
+        step: request.step,
+        attempt: request.attempt,
+        operation: request.operation,
+        outcome: MessageOutcome::Succeeded { output: json!({}) },
+        sealed_task,
+    })
+}
+
+/// A task created claimed from a buffered submission carries itself in its first
+/// request, as a step's write does: the first answer is recorded without a read.
+#[tokio::test]
+async fn a_task_created_claimed_carries_itself_in_its_first_request() {
+    let (store, names, app) = carrying_tasks();
+    let app = app.with_ingestion(QueueName::parse("ingest").expect("a queue"));
+    app.register_workflows().await.expect("registered");
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone-delivery");
+    let submit = SchedulerMessage::Submit(Buffered {
+        workflow: WorkflowRef {
+            name: drone.name.clone(),
+            version: drone.version,
+        },
+        submission: Submission::new(TaskId::parse("buffered").expect("id"), delivery_input()),
+        accepted_at: Timestamp(0),
+    });
+    let body = serde_json::to_string(&submit).expect("json");
+    assert_eq!(
+        app.on_scheduler_message("ingest", &body)
+            .await
+            .expect("handled"),
+        Handled::Created
+    );
+    let first = last_request(&store, &names);
+    assert_eq!(first.step, 0);
+    let sealed = first
+        .sealed_task
+        .clone()
+        .expect("the task sealed in its creation's request");
+
+    let before = store.reads();
+    assert_eq!(
+        handled_by(&app, answer(&first, Some(sealed))).await,
+        Handled::Decided(Verdict::Recorded)
+    );
+    assert_eq!(store.reads(), before, "recorded without a read");
+    assert_eq!(
+        last_request(&store, &names).step,
+        1,
+        "the next step requested"
+    );
+}
+
 /// Where reads are billed, an agent's request carries its task as written, sealed,
 /// and its response gives it back: the scheduler records the answer without reading
 /// the task. The same answer again, its sealed task now behind the store, loses its
@@ -856,16 +935,8 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
 /// ignored, and the task read.
 #[tokio::test]
 async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_task() {
-    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
-    let (memory, names) = sas_tests::in_memory(&clock, None);
-    let store = &memory;
-    let app = App::new(
-        Ports::of(&memory, Arc::clone(&clock) as _),
-        Arc::new(Registry::built_in()),
-        names.clone(),
-        "scheduler-1".into(),
-    )
-    .with_sealed_tasks(true);
+    let (store, names, app) = carrying_tasks();
+    let store = &store;
     let id = TaskId::parse("sealed").expect("id");
     app.submit(
         "drone-delivery",
@@ -874,21 +945,7 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
     .await
     .expect("submitted");
     let handle = |message| handled_by(&app, message);
-    let last_request = || -> AgentRequest {
-        let sent = store.messages(&names.agent_requests);
-        serde_json::from_str(&sent.last().expect("a request").body).expect("a request")
-    };
-    let answer = |request: &AgentRequest, sealed_task: Option<String>| {
-        SchedulerMessage::Response(AgentResponse {
-            task_id: request.task_id.clone(),
-            run: request.run,
-            step: request.step,
-            attempt: request.attempt,
-            operation: request.operation,
-            outcome: MessageOutcome::Succeeded { output: json!({}) },
-            sealed_task,
-        })
-    };
+    let last_request = || last_request(store, &names);
     handle(SchedulerMessage::Run {
         task_id: id.clone(),
     })

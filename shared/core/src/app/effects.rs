@@ -204,20 +204,12 @@ impl App {
         if let Some(next) = &mut decision.next {
             next.write_id = fastrand::u64(..);
         }
-        // The task as written travels with its request, when there is one: with
-        // several, all but the first response would decide from a task moved on, and
-        // lose a write, which costs more than the read it saves.
-        let requests = decision
-            .effects
-            .iter()
-            .filter(|e| matches!(e, Effect::Dispatch(_)))
-            .count();
         let sealed = match &decision.next {
-            Some(next) if requests == 1 => {
-                self.sealed_task(next, decision.order.as_ref().unwrap_or(order))
-                    .await
+            Some(next) => {
+                let order = decision.order.as_ref().unwrap_or(order);
+                self.sealed_for(&decision.effects, next, order).await
             }
-            _ => None,
+            None => None,
         };
         let (required, best_effort) = self.split(decision.effects, sealed);
         let unsent = match &decision.next {
@@ -340,7 +332,7 @@ impl App {
                 at,
             });
         }
-        self.perform(effects).await
+        self.perform(effects, None).await
     }
 
     /// A task created claimed, if it has not moved since (it is the creation, rebuilt
@@ -369,11 +361,17 @@ impl App {
             .into_iter()
             .filter(|effect| !matches!(effect, Effect::Notify { .. }))
             .collect();
-        self.perform(unsent).await
+        self.perform(unsent, None).await
     }
 
-    pub(super) async fn perform(&self, effects: Vec<Effect>) -> Result<(), QueueError> {
-        let (required, best_effort) = self.split(effects, None);
+    /// Sends the messages `effects` require, the first request carrying `sealed`,
+    /// then performs the rest.
+    pub(super) async fn perform(
+        &self,
+        effects: Vec<Effect>,
+        sealed: Option<String>,
+    ) -> Result<(), QueueError> {
+        let (required, best_effort) = self.split(effects, sealed);
         self.send(required).await?;
         self.perform_best_effort(best_effort).await;
         Ok(())

@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::App;
 use super::cursors::Seal;
+use sas_domain::decide::Effect;
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Order, Task};
 
@@ -58,11 +59,22 @@ fn bound_to(id: &TaskId) -> String {
 }
 
 impl App {
-    /// `task` and `order` sealed for an agent's request, when this process carries
-    /// tasks and the deployment's key can be read; `None` otherwise (the response
-    /// then costs a read).
-    pub(super) async fn sealed_task(&self, task: &Task, order: &Order) -> Option<String> {
-        if !self.carries_tasks {
+    /// `task` and `order`, as written, sealed for the request `effects` send, when
+    /// they send exactly one, this process carries tasks and the deployment's key
+    /// can be read; `None` otherwise (the response then costs a read). With several
+    /// requests, all but the first response would decide from a task moved on, and
+    /// lose a write, which costs more than the read it saves.
+    pub(super) async fn sealed_for(
+        &self,
+        effects: &[Effect],
+        task: &Task,
+        order: &Order,
+    ) -> Option<String> {
+        let requests = effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Dispatch(_)))
+            .count();
+        if !self.carries_tasks || requests != 1 {
             return None;
         }
         let seal = self.the_seal().await?;

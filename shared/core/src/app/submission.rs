@@ -294,7 +294,10 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", workflow), 1);
                 }
-                Self::sent_once_written(&id, creation, self.perform(effects).await)?;
+                // Created claimed, its first request carries it, as a step's does.
+                let sealed = self.sealed_for(&effects, &task, &order).await;
+                let sent = self.perform(effects, sealed).await;
+                Self::sent_once_written(&id, creation, sent)?;
                 Ok(Submitted::Created(task))
             }
             Err(StoreError::Conflict) => {
