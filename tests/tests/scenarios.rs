@@ -851,17 +851,17 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
 
 /// A store, its queues, and a scheduler whose agents' requests carry their tasks
 /// sealed, as on DynamoDB.
-fn carrying_tasks() -> (Arc<Memory>, QueueNames, App) {
+fn carrying_tasks() -> (Arc<Memory>, QueueNames, App, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
     let (memory, names) = sas_tests::in_memory(&clock, None);
     let app = App::new(
-        Ports::of(&memory, clock as _),
+        Ports::of(&memory, Arc::clone(&clock) as _),
         Arc::new(Registry::built_in()),
         names.clone(),
         "scheduler-1".into(),
     )
     .with_sealed_tasks(true);
-    (memory, names, app)
+    (memory, names, app, clock)
 }
 
 /// The last agent's request sent.
@@ -887,7 +887,7 @@ fn answer(request: &AgentRequest, sealed_task: Option<String>) -> SchedulerMessa
 /// request, as a step's write does: the first answer is recorded without a read.
 #[tokio::test]
 async fn a_task_created_claimed_carries_itself_in_its_first_request() {
-    let (store, names, app) = carrying_tasks();
+    let (store, names, app, _) = carrying_tasks();
     let app = app.with_ingestion(QueueName::parse("ingest").expect("a queue"));
     app.register_workflows().await.expect("registered");
     let drone = Registry::built_in()
@@ -935,7 +935,7 @@ async fn a_task_created_claimed_carries_itself_in_its_first_request() {
 /// ignored, and the task read.
 #[tokio::test]
 async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_task() {
-    let (store, names, app) = carrying_tasks();
+    let (store, names, app, _) = carrying_tasks();
     let store = &store;
     let id = TaskId::parse("sealed").expect("id");
     app.submit(
@@ -972,7 +972,11 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
         handle(answer(&first, Some(sealed))).await,
         Handled::Decided(Verdict::StaleResponse)
     );
-    assert_eq!(store.reads()[0], before[0] + 1, "read again, consistently");
+    assert_eq!(
+        store.reads()[0],
+        before[0] + 2,
+        "read consistently: whether its write had landed, then to decide again"
+    );
     assert_eq!(
         store.messages(&names.agent_requests).len(),
         requests,
@@ -1000,6 +1004,102 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
     assert_eq!(
         step_states(&serde_json::to_value(&task).expect("json"))[..3],
         ["Processed", "Processed", "Processing"]
+    );
+}
+
+/// An id used again once its task was removed (a DynamoDB TTL) names another task,
+/// whose versions repeat the first's: a response giving back the first task, sealed,
+/// must not write it over the second (its owner, its creation, its history).
+#[tokio::test]
+async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_it_now() {
+    let (store, names, app, clock) = carrying_tasks();
+    let id = TaskId::parse("reused").expect("id");
+    let start = |input: Value| {
+        let app = &app;
+        let id = id.clone();
+        async move {
+            app.submit("drone-delivery", Submission::new(id.clone(), input))
+                .await
+                .expect("submitted");
+            handled_by(app, SchedulerMessage::Run { task_id: id }).await;
+        }
+    };
+    start(delivery_input()).await;
+    let old = last_request(&store, &names);
+    let old_sealed = old.sealed_task.clone().expect("sealed");
+    let first_created = stored(&store, &id).await.0.created_at;
+
+    store.remove_task(&id);
+    clock.advance(Duration::from_secs(86_400));
+    start(delivery_input()).await;
+    let now_created = stored(&store, &id).await.0.created_at;
+    assert_ne!(now_created, first_created);
+
+    handled_by(&app, answer(&old, Some(old_sealed))).await;
+    let (task, _) = stored(&store, &id).await;
+    assert_eq!(
+        task.created_at, now_created,
+        "the task using the id now is kept, not the one before"
+    );
+}
+
+/// A read that is not consistent may find an edited resubmission's task and the
+/// order before it (two items): the step is then sent with the input the
+/// resubmission replaced, unless the order is read again.
+#[tokio::test]
+async fn a_task_read_with_the_order_its_resubmission_replaced_is_read_again() {
+    let (store, names, app, _) = carrying_tasks();
+    let id = TaskId::parse("edited").expect("id");
+    app.submit(
+        "drone-delivery",
+        Submission::new(id.clone(), delivery_input()),
+    )
+    .await
+    .expect("submitted");
+    handled_by(
+        &app,
+        SchedulerMessage::Run {
+            task_id: id.clone(),
+        },
+    )
+    .await;
+    let first = last_request(&store, &names);
+    let failed = SchedulerMessage::Response(AgentResponse {
+        outcome: MessageOutcome::Failed {
+            error: "no such account".into(),
+        },
+        ..match answer(&first, None) {
+            SchedulerMessage::Response(response) => response,
+            _ => unreachable!("an answer is a response"),
+        }
+    });
+    handled_by(&app, failed).await;
+    let (_, old_order) = stored(&store, &id).await;
+    let mut edited = delivery_input();
+    edited["customer_id"] = json!("c-edited");
+    let resubmit = Resubmit {
+        request: Request {
+            by: Actor::Operator,
+            at: Timestamp(1_800_000_001_000),
+            batch: None,
+        },
+        input: Some(edited),
+    };
+    app.resubmit(&id, resubmit).await.expect("resubmitted");
+    let (task, order) = stored(&store, &id).await;
+    assert!(
+        old_order.predates(&task) && !order.predates(&task),
+        "the order before is behind the task, the order now is not"
+    );
+
+    store.lag(Some((task, old_order)));
+    handled_by(&app, SchedulerMessage::Run { task_id: id }).await;
+    let sent = last_request(&store, &names);
+    assert_eq!(sent.run, 2);
+    let payload = serde_json::to_string(&sent.payload).expect("json");
+    assert!(
+        payload.contains("c-edited"),
+        "sent with the input of its run: {payload}"
     );
 }
 

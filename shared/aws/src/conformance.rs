@@ -350,3 +350,54 @@ async fn a_listing_of_tasks_in_flight_writes_nothing() {
         "not raised by a listing"
     );
 }
+
+/// An update is of the task it was decided from: once a task's item is gone (its
+/// TTL) and its id names another task, whose versions repeat the first's, a write
+/// decided from the first (a response giving back its task, sealed) is refused, in
+/// place and in a transaction with the order data alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_decided_from_a_task_whose_id_names_another_now_is_refused() {
+    use sas_core::ports::{StateStore as _, StoreError};
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::time::Timestamp;
+    use sas_domain::workflow::Registry;
+    use serde_json::json;
+
+    let moto = Moto::start_serial();
+    let sdk = emulator::sdk(&moto.endpoint);
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    create_table(&client, "reused").await;
+    let store = store_of(&sdk, "reused", 1);
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let created_at = |at| {
+        let submission = Submission::new(TaskId::parse("reused").expect("id"), json!({"n": at}));
+        submit(&drone, submission, Timestamp(at))
+    };
+    let (before, _, _) = created_at(1_000);
+    let (now, order, _) = created_at(2_000);
+    store.create(&now, &order).await.expect("created");
+    let next = |task: &sas_domain::task::Task| {
+        let mut next = task.clone();
+        next.version += 1;
+        next
+    };
+
+    assert!(matches!(
+        store.update(&next(&before)).await,
+        Err(StoreError::Conflict)
+    ));
+    assert!(matches!(
+        store.update_with_order(&next(&before), &order).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        store.task(&now.id).await.expect("read"),
+        Some(now.clone()),
+        "the task using the id now, as it was"
+    );
+    store.update(&next(&now)).await.expect("its own update");
+}

@@ -65,6 +65,14 @@ use sas_domain::workflow::Workflow;
 
 mod gates;
 
+/// The condition of a task's rewrite: the version it was decided from, of the same
+/// task. An id used again once its task expired names another task, whose versions
+/// repeat the first's: a decision from the first (a response giving back its task
+/// sealed) must not write over the second. Items written before `created_at` was
+/// kept have none.
+const SAME_TASK_AT_VERSION: &str =
+    "#version = :expected AND (attribute_not_exists(#created_at) OR #created_at = :created_at)";
+
 /// The name of the expiry index.
 pub const EXPIRY_INDEX: &str = "expiry";
 /// The name of the listing index.
@@ -451,9 +459,11 @@ impl DynamoStore {
         let mut update = Update::builder()
             .table_name(&self.settings.table)
             .set_key(Some(key(pk, sk)))
-            .condition_expression("#version = :expected")
+            .condition_expression(SAME_TASK_AT_VERSION)
             .expression_attribute_names("#version", "version")
-            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)));
+            .expression_attribute_names("#created_at", "created_at")
+            .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+            .expression_attribute_values(":created_at", n(task.created_at.0));
         let mut removed = Vec::new();
         for (i, name) in OPTIONAL_ATTRIBUTES.iter().enumerate() {
             if !item.contains_key(*name) {
@@ -590,9 +600,11 @@ impl DynamoStore {
         let put = Put::builder()
             .table_name(&self.settings.table)
             .set_item(Some(item))
-            .condition_expression("#version = :expected")
+            .condition_expression(SAME_TASK_AT_VERSION)
             .expression_attribute_names("#version", "version")
+            .expression_attribute_names("#created_at", "created_at")
             .expression_attribute_values(":expected", n(task.version.saturating_sub(1)))
+            .expression_attribute_values(":created_at", n(task.created_at.0))
             .build()
             .map_err(|e| StoreError::Unavailable(e.into()))?;
         Ok(TransactWriteItem::builder().put(put).build())

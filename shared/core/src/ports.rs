@@ -214,7 +214,10 @@ pub trait StateStore: Send + Sync {
         self.task_with_order(id).await
     }
 
-    /// Replaces a task, on condition that the stored version is `task.version - 1`.
+    /// Replaces a task, on condition that the stored version is `task.version - 1`;
+    /// where a decision may come from a task carried in a message rather than read
+    /// (DynamoDB's), also that the id still names the same task (`created_at`): an id
+    /// used again after its task expired starts its versions again.
     ///
     /// # Errors
     /// [`StoreError::Conflict`] when the stored version is another.

@@ -660,6 +660,25 @@ pub struct Order {
     pub earlier: Vec<EarlierInput>,
 }
 
+impl Order {
+    /// Whether it is older than `task`: the input of the task's last edited
+    /// resubmission is not yet in it. A read of a task's two items that is not
+    /// consistent may find the task's after that write and the order's before.
+    #[must_use]
+    pub fn predates(&self, task: &Task) -> bool {
+        task.resubmissions
+            .iter()
+            .rev()
+            .find(|resubmission| resubmission.edited)
+            .is_some_and(|edited| {
+                !self
+                    .earlier
+                    .iter()
+                    .any(|earlier| earlier.until_run + 1 == edited.run)
+            })
+    }
+}
+
 /// An input a resubmission replaced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EarlierInput {

@@ -70,7 +70,8 @@ struct State {
 struct Replica {
     /// The copy the next eventually consistent read returns, once.
     lagging: Option<Option<(Task, Order)>>,
-    /// Reads of a task with its order so far: consistent, eventually consistent.
+    /// Reads of a task (with its order or not) so far: consistent, eventually
+    /// consistent.
     reads: [usize; 2],
     /// Tasks listings have read so far.
     listed: usize,
@@ -112,6 +113,14 @@ impl Memory {
         self.state().replica.lagging = Some(copy);
     }
 
+    /// Removes a task and its order, as DynamoDB's TTL does once a finished task's
+    /// retention has passed: its id may then be used again.
+    pub fn remove_task(&self, id: &TaskId) {
+        let mut state = self.state();
+        state.tasks.remove(id.as_str());
+        state.orders.remove(id.as_str());
+    }
+
     /// A task's consistent reads (`task`, `task_with_order`) fail from now on, or work
     /// again; eventually consistent reads and listings are not touched.
     pub fn refuse_reads(&self, refusing: bool) {
@@ -124,7 +133,8 @@ impl Memory {
         self.state().replica.listed
     }
 
-    /// Reads of a task with its order so far: consistent, then eventually consistent.
+    /// Reads of a task (with its order or not) so far: consistent, then eventually
+    /// consistent.
     #[must_use]
     pub fn reads(&self) -> [usize; 2] {
         self.state().replica.reads
@@ -284,8 +294,9 @@ impl StateStore for Memory {
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        let state = self.state();
+        let mut state = self.state();
         Self::readable(&state)?;
+        state.replica.reads[0] += 1;
         Ok(state.tasks.get(id.as_str()).cloned())
     }
 
@@ -311,7 +322,11 @@ impl StateStore for Memory {
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
         let mut state = self.state();
         match state.tasks.get_mut(task.id.as_str()) {
-            Some(stored) if stored.version + 1 == task.version => {
+            // Of the same task: an id used again after its task was removed names
+            // another, whose versions repeat the first's.
+            Some(stored)
+                if stored.version + 1 == task.version && stored.created_at == task.created_at =>
+            {
                 *stored = task.clone();
                 Ok(())
             }

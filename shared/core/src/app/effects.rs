@@ -98,6 +98,10 @@ impl App {
                 consistent = true;
                 continue;
             };
+            if !consistent && order.predates(&task) {
+                consistent = true;
+                continue;
+            }
             let workflow = self.workflow(&task.workflow).await?;
             if task.steps.len() != workflow.steps.len() {
                 return Err(TaskError::StepsMismatch {

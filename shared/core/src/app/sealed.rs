@@ -21,7 +21,7 @@ use super::App;
 use super::cursors::Seal;
 use sas_domain::decide::Effect;
 use sas_domain::ids::TaskId;
-use sas_domain::task::{Order, Task};
+use sas_domain::task::{Order, StepState, Task};
 
 /// The most bytes a sealed task may take in a request: ten requests of a batch,
 /// with their tasks, stay within one 64 KiB chunk of SQS's billing.
@@ -60,10 +60,11 @@ fn bound_to(id: &TaskId) -> String {
 
 impl App {
     /// `task` and `order`, as written, sealed for the request `effects` send, when
-    /// they send exactly one, this process carries tasks and the deployment's key
-    /// can be read; `None` otherwise (the response then costs a read). With several
-    /// requests, all but the first response would decide from a task moved on, and
-    /// lose a write, which costs more than the read it saves.
+    /// it is the task's only call out, this process carries tasks and the
+    /// deployment's key can be read; `None` otherwise (the response then costs a
+    /// read). With several calls out (parallel branches, sent together or not), all
+    /// but the first response would decide from a task moved on, and lose a write,
+    /// which costs more than the read it saves.
     pub(super) async fn sealed_for(
         &self,
         effects: &[Effect],
@@ -74,7 +75,12 @@ impl App {
             .iter()
             .filter(|e| matches!(e, Effect::Dispatch(_)))
             .count();
-        if !self.carries_tasks || requests != 1 {
+        let out = task
+            .steps
+            .iter()
+            .filter(|step| matches!(step.state, StepState::Processing | StepState::Compensating))
+            .count();
+        if !self.carries_tasks || requests != 1 || out != 1 {
             return None;
         }
         let seal = self.the_seal().await?;
@@ -85,8 +91,12 @@ impl App {
         sealed
     }
 
-    /// The task and order a response gave back, if they open.
+    /// The task and order a response gave back, if this process carries tasks and
+    /// they open.
     pub(super) async fn opened_task(&self, id: &TaskId, sealed: &str) -> Option<(Task, Order)> {
+        if !self.carries_tasks || sealed.len() > MAX_SEALED {
+            return None;
+        }
         let opened = self.the_seal().await?.open_task(id, sealed);
         if opened.is_none() {
             debug!(task_id = %id, "a sealed task that does not open: the task is read");
