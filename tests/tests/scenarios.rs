@@ -864,10 +864,18 @@ fn carrying_tasks() -> (Arc<Memory>, QueueNames, App, Arc<ManualClock>) {
     (memory, names, app, clock)
 }
 
+/// The agents' requests sent, in order.
+fn requests(store: &Memory, names: &QueueNames) -> Vec<AgentRequest> {
+    store
+        .messages(&names.agent_requests)
+        .iter()
+        .map(|sent| serde_json::from_str(&sent.body).expect("a request"))
+        .collect()
+}
+
 /// The last agent's request sent.
 fn last_request(store: &Memory, names: &QueueNames) -> AgentRequest {
-    let sent = store.messages(&names.agent_requests);
-    serde_json::from_str(&sent.last().expect("a request").body).expect("a request")
+    requests(store, names).pop().expect("a request")
 }
 
 /// A success answering `request`, giving back `sealed_task`.
@@ -1005,6 +1013,65 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
         step_states(&serde_json::to_value(&task).expect("json"))[..3],
         ["Processed", "Processed", "Processing"]
     );
+}
+
+/// A request carries its task only when it is the task's only call out, and the
+/// task fits: parallel branches' requests carry none (all but the first response
+/// would decide from a task moved on), nor does a task too large to seal; and a
+/// process that does not carry tasks (the embedded store's) opens none it is given.
+#[tokio::test]
+async fn a_task_is_carried_only_by_its_only_call_out_when_it_fits_and_where_tasks_are_carried() {
+    let (store, names, app, clock) = carrying_tasks();
+    let start = async |id: &str, workflow: &str, input: Value| {
+        let id = TaskId::parse(id).expect("id");
+        let sent = requests(&store, &names).len();
+        app.submit(workflow, Submission::new(id.clone(), input))
+            .await
+            .expect("submitted");
+        handled_by(&app, SchedulerMessage::Run { task_id: id }).await;
+        requests(&store, &names).split_off(sent)
+    };
+    let carried = |requests: &[AgentRequest]| -> Vec<bool> {
+        requests.iter().map(|r| r.sealed_task.is_some()).collect()
+    };
+
+    assert_eq!(
+        carried(&start("alone", "drone-delivery", delivery_input()).await),
+        [true]
+    );
+    let mut large = delivery_input();
+    large["note"] = json!(
+        (0..6_000)
+            .map(|_| fastrand::alphanumeric())
+            .collect::<String>()
+    );
+    assert_eq!(
+        carried(&start("large", "drone-delivery", large).await),
+        [false]
+    );
+    // The parallel delivery's first step is two checks, sent together.
+    let branches = start("branches", "drone-delivery-parallel", delivery_input()).await;
+    assert_eq!(carried(&branches), [false, false]);
+
+    let alone = last_request_of(&store, &names, "alone");
+    let not_carrying = App::new(
+        Ports::of(&store, clock as _),
+        Arc::new(Registry::built_in()),
+        names.clone(),
+        "scheduler-2".into(),
+    );
+    let before = store.reads();
+    handled_by(&not_carrying, answer(&alone, alone.sealed_task.clone())).await;
+    assert_eq!(store.reads()[1], before[1] + 1, "read, not opened");
+}
+
+/// The last request sent for task `id`.
+fn last_request_of(store: &Memory, names: &QueueNames, id: &str) -> AgentRequest {
+    requests(store, names)
+        .into_iter()
+        .rev()
+        .find(|request| request.task_id.as_str() == id)
+        .expect("a request of the task")
 }
 
 /// An id used again once its task was removed (a DynamoDB TTL) names another task,
