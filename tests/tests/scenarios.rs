@@ -1076,7 +1076,8 @@ fn last_request_of(store: &Memory, names: &QueueNames, id: &str) -> AgentRequest
 
 /// An id used again once its task was removed (a DynamoDB TTL) names another task,
 /// whose versions repeat the first's: a response giving back the first task, sealed,
-/// must not write it over the second (its owner, its creation, its history).
+/// must not write it over the second (its owner, its creation, its history), nor
+/// answer the second's request of the same run, step and attempt.
 #[tokio::test]
 async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_it_now() {
     let (store, names, app, clock) = carrying_tasks();
@@ -1102,11 +1103,20 @@ async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_i
     let now_created = stored(&store, &id).await.0.created_at;
     assert_ne!(now_created, first_created);
 
-    handled_by(&app, answer(&old, Some(old_sealed))).await;
+    assert_eq!(
+        handled_by(&app, answer(&old, Some(old_sealed))).await,
+        Handled::Decided(Verdict::StaleResponse),
+        "the answer of a request of the task before"
+    );
     let (task, _) = stored(&store, &id).await;
     assert_eq!(
         task.created_at, now_created,
         "the task using the id now is kept, not the one before"
+    );
+    assert_eq!(
+        task.steps[0].state,
+        StepState::Processing,
+        "its own request still awaited"
     );
 }
 
