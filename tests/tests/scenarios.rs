@@ -1074,6 +1074,41 @@ fn last_request_of(store: &Memory, names: &QueueNames, id: &str) -> AgentRequest
         .expect("a request of the task")
 }
 
+/// A task cancelled while its call is out: the answer gives back the task as it was
+/// before the cancel, whose write is then refused; the answer is decided from the
+/// task as it is, cancelled, and the cancel holds.
+#[tokio::test]
+async fn an_answer_giving_back_its_task_from_before_a_cancel_does_not_undo_the_cancel() {
+    let (store, names, app, _) = carrying_tasks();
+    let id = TaskId::parse("cancelled").expect("id");
+    app.submit(
+        "drone-delivery",
+        Submission::new(id.clone(), delivery_input()),
+    )
+    .await
+    .expect("submitted");
+    handled_by(
+        &app,
+        SchedulerMessage::Run {
+            task_id: id.clone(),
+        },
+    )
+    .await;
+    let out = last_request(&store, &names);
+    let request = Request {
+        by: Actor::Owner,
+        at: Timestamp(1_800_000_000_500),
+        batch: None,
+    };
+    app.cancel(&id, request).await.expect("cancelled");
+
+    handled_by(&app, answer(&out, out.sealed_task.clone())).await;
+    let (task, _) = stored(&store, &id).await;
+    assert!(task.cancelled.is_some(), "the cancel holds: {task:?}");
+    assert_eq!(task.state, TaskState::Error, "nothing done is left to undo");
+    assert_eq!(task.steps[0].state, StepState::Processed);
+}
+
 /// An id used again once its task was removed (a DynamoDB TTL) names another task,
 /// whose versions repeat the first's: a response giving back the first task, sealed,
 /// must not write it over the second (its owner, its creation, its history), nor
