@@ -873,6 +873,22 @@ fn requests(store: &Memory, names: &QueueNames) -> Vec<AgentRequest> {
         .collect()
 }
 
+/// Submits task `id` of `workflow` to `app` and runs it: the requests that sent.
+async fn started(
+    (app, store, names): (&App, &Memory, &QueueNames),
+    id: &str,
+    workflow: &str,
+    input: Value,
+) -> Vec<AgentRequest> {
+    let id = TaskId::parse(id).expect("id");
+    let sent = requests(store, names).len();
+    app.submit(workflow, Submission::new(id.clone(), input))
+        .await
+        .expect("submitted");
+    handled_by(app, SchedulerMessage::Run { task_id: id }).await;
+    requests(store, names).split_off(sent)
+}
+
 /// The last agent's request sent.
 fn last_request(store: &Memory, names: &QueueNames) -> AgentRequest {
     requests(store, names).pop().expect("a request")
@@ -946,17 +962,14 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
     let (store, names, app, _) = carrying_tasks();
     let store = &store;
     let id = TaskId::parse("sealed").expect("id");
-    app.submit(
-        "drone-delivery",
-        Submission::new(id.clone(), delivery_input()),
-    )
-    .await
-    .expect("submitted");
     let handle = |message| handled_by(&app, message);
     let last_request = || last_request(store, &names);
-    handle(SchedulerMessage::Run {
-        task_id: id.clone(),
-    })
+    started(
+        (&app, store, &names),
+        "sealed",
+        "drone-delivery",
+        delivery_input(),
+    )
     .await;
     let first = last_request();
     let sealed = first
@@ -1022,15 +1035,7 @@ async fn a_response_giving_back_its_sealed_task_is_recorded_without_reading_the_
 #[tokio::test]
 async fn a_task_is_carried_only_by_its_only_call_out_when_it_fits_and_where_tasks_are_carried() {
     let (store, names, app, clock) = carrying_tasks();
-    let start = async |id: &str, workflow: &str, input: Value| {
-        let id = TaskId::parse(id).expect("id");
-        let sent = requests(&store, &names).len();
-        app.submit(workflow, Submission::new(id.clone(), input))
-            .await
-            .expect("submitted");
-        handled_by(&app, SchedulerMessage::Run { task_id: id }).await;
-        requests(&store, &names).split_off(sent)
-    };
+    let start = |id, workflow, input| started((&app, &store, &names), id, workflow, input);
     let carried = |requests: &[AgentRequest]| -> Vec<bool> {
         requests.iter().map(|r| r.sealed_task.is_some()).collect()
     };
@@ -1081,20 +1086,15 @@ fn last_request_of(store: &Memory, names: &QueueNames, id: &str) -> AgentRequest
 async fn an_answer_giving_back_its_task_from_before_a_cancel_does_not_undo_the_cancel() {
     let (store, names, app, _) = carrying_tasks();
     let id = TaskId::parse("cancelled").expect("id");
-    app.submit(
+    let out = started(
+        (&app, &store, &names),
+        "cancelled",
         "drone-delivery",
-        Submission::new(id.clone(), delivery_input()),
+        delivery_input(),
     )
     .await
-    .expect("submitted");
-    handled_by(
-        &app,
-        SchedulerMessage::Run {
-            task_id: id.clone(),
-        },
-    )
-    .await;
-    let out = last_request(&store, &names);
+    .pop()
+    .expect("a request");
     let request = Request {
         by: Actor::Owner,
         at: Timestamp(1_800_000_000_500),
@@ -1117,24 +1117,22 @@ async fn an_answer_giving_back_its_task_from_before_a_cancel_does_not_undo_the_c
 async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_it_now() {
     let (store, names, app, clock) = carrying_tasks();
     let id = TaskId::parse("reused").expect("id");
-    let start = |input: Value| {
-        let app = &app;
-        let id = id.clone();
-        async move {
-            app.submit("drone-delivery", Submission::new(id.clone(), input))
-                .await
-                .expect("submitted");
-            handled_by(app, SchedulerMessage::Run { task_id: id }).await;
-        }
+    let start = || {
+        started(
+            (&app, &store, &names),
+            "reused",
+            "drone-delivery",
+            delivery_input(),
+        )
     };
-    start(delivery_input()).await;
+    start().await;
     let old = last_request(&store, &names);
     let old_sealed = old.sealed_task.clone().expect("sealed");
     let first_created = stored(&store, &id).await.0.created_at;
 
     store.remove_task(&id);
     clock.advance(Duration::from_secs(86_400));
-    start(delivery_input()).await;
+    start().await;
     let now_created = stored(&store, &id).await.0.created_at;
     assert_ne!(now_created, first_created);
 
@@ -1162,20 +1160,15 @@ async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_i
 async fn a_task_read_with_the_order_its_resubmission_replaced_is_read_again() {
     let (store, names, app, _) = carrying_tasks();
     let id = TaskId::parse("edited").expect("id");
-    app.submit(
+    let first = started(
+        (&app, &store, &names),
+        "edited",
         "drone-delivery",
-        Submission::new(id.clone(), delivery_input()),
+        delivery_input(),
     )
     .await
-    .expect("submitted");
-    handled_by(
-        &app,
-        SchedulerMessage::Run {
-            task_id: id.clone(),
-        },
-    )
-    .await;
-    let first = last_request(&store, &names);
+    .pop()
+    .expect("a request");
     let failed = SchedulerMessage::Response(AgentResponse {
         outcome: MessageOutcome::Failed {
             error: "no such account".into(),
