@@ -373,12 +373,12 @@ async fn an_update_decided_from_a_task_whose_id_names_another_now_is_refused() {
     let drone = Registry::built_in()
         .latest("drone-delivery")
         .expect("drone");
-    let created_at = |at| {
+    let submitted_at = |at| {
         let submission = Submission::new(TaskId::parse("reused").expect("id"), json!({"n": at}));
         submit(&drone, submission, Timestamp(at))
     };
-    let (before, _, _) = created_at(1_000);
-    let (now, order, _) = created_at(2_000);
+    let (before, _, _) = submitted_at(1_000);
+    let (now, order, _) = submitted_at(2_000);
     store.create(&now, &order).await.expect("created");
     let next = |task: &sas_domain::task::Task| {
         let mut next = task.clone();
@@ -400,4 +400,63 @@ async fn an_update_decided_from_a_task_whose_id_names_another_now_is_refused() {
         "the task using the id now, as it was"
     );
     store.update(&next(&now)).await.expect("its own update");
+}
+
+/// Order data kept apart names the task it was written for: an item another task of
+/// the same id left (the task expired before its order), read beside the new task's
+/// item while the creation that replaces it lands, is never taken for the new task's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_data_another_task_of_the_id_left_is_not_read_as_the_tasks() {
+    use sas_core::ports::{StateStore as _, StoreError};
+    use sas_domain::decide::submit;
+    use sas_domain::ids::TaskId;
+    use sas_domain::submission::Submission;
+    use sas_domain::time::Timestamp;
+    use sas_domain::workflow::Registry;
+    use serde_json::json;
+
+    let moto = Moto::start_serial();
+    let sdk = emulator::sdk(&moto.endpoint);
+    let client = aws_sdk_dynamodb::Client::new(&sdk);
+    create_table(&client, "left").await;
+    let store = store_of(&sdk, "left", 1);
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let large = json!({"customer_id": "c-1", "note": "x".repeat(2_000)});
+    let submission = Submission::new(TaskId::parse("left").expect("id"), large);
+    let (task, order, _) = submit(&drone, submission, Timestamp(2_000));
+    store.create(&task, &order).await.expect("created");
+    assert_eq!(
+        store
+            .task_with_order_eventually_consistent(&task.id)
+            .await
+            .expect("read"),
+        Some((task.clone(), order.clone())),
+        "its own order data, apart"
+    );
+
+    // As the item the task before left, until the creation's transaction lands.
+    client
+        .update_item()
+        .table_name("left")
+        .key("pk", AttributeValue::S("TASK#left".into()))
+        .key("sk", AttributeValue::S("ORDER".into()))
+        .update_expression("SET created_at = :before")
+        .expression_attribute_values(":before", AttributeValue::N("1000".into()))
+        .send()
+        .await
+        .expect("the item before");
+    assert_eq!(
+        store
+            .task_with_order_eventually_consistent(&task.id)
+            .await
+            .expect("read"),
+        None,
+        "not yet there: read again, consistently"
+    );
+    assert!(matches!(
+        store.task_with_order(&task.id).await,
+        Err(StoreError::Unavailable(_))
+    ));
 }

@@ -619,6 +619,7 @@ impl DynamoStore {
     ) -> Result<Item, StoreError> {
         let (pk, _) = task_key(&task.id);
         let mut item = key(pk, "ORDER".into());
+        item.insert("created_at".into(), n(task.created_at.0));
         item.insert("input".into(), s(encode_json(&order.input)?));
         if !order.earlier.is_empty() {
             item.insert("earlier".into(), s(encode_json(&order.earlier)?));
@@ -851,7 +852,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(unavailable)?;
-        let (mut task, mut inline, mut apart) = (None, None, None);
+        let (mut task, mut inline, mut apart, mut apart_created_at) = (None, None, None, None);
         let order_of = |item: &Item| -> Result<Order, StoreError> {
             let earlier = match item.get("earlier") {
                 Some(_) => decode_json(attribute(item, "earlier")?)?,
@@ -871,12 +872,28 @@ impl DynamoStore {
                         inline = Some(order_of(item)?);
                     }
                 }
-                "ORDER" => apart = Some(order_of(item)?),
+                "ORDER" => {
+                    apart = Some(order_of(item)?);
+                    apart_created_at = item.get("created_at").and_then(|v| v.as_n().ok());
+                }
                 _ => {}
             }
         }
         // Order data in the task's item is the task's own: an item of its own beside
         // it is one a task of the same id left, expired before its order.
+        if let (Some(task), None, Some(created_at)) = (&task, &inline, apart_created_at)
+            && *created_at != task.created_at.0.to_string()
+        {
+            // Written for a task of the same id that expired before its order: the
+            // task's creation replaced it, in a transaction a read that is not
+            // consistent (or one that raced it) may see half of.
+            return match consistent {
+                false => Ok(None),
+                true => Err(StoreError::Unavailable(
+                    format!("{id}'s order data is another task's: read while replaced").into(),
+                )),
+            };
+        }
         Ok(task.zip(inline.or(apart)))
     }
 }

@@ -220,14 +220,15 @@ pub trait StateStore: Send + Sync {
     /// used again after its task expired starts its versions again.
     ///
     /// # Errors
-    /// [`StoreError::Conflict`] when the stored version is another.
+    /// [`StoreError::Conflict`] when the stored version is another, or the id names
+    /// another task.
     async fn update(&self, task: &Task) -> Result<(), StoreError>;
 
     /// Replaces a task as [`StateStore::update`] does, and its order data, in one
     /// transaction (an edited resubmission).
     ///
     /// # Errors
-    /// [`StoreError::Conflict`] when the stored version is another.
+    /// [`StoreError::Conflict`] as [`StateStore::update`].
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError>;
 
     /// Replaces a task as [`StateStore::update`] does and sends the messages its
@@ -237,7 +238,7 @@ pub trait StateStore: Send + Sync {
     /// is covered by the task's lease).
     ///
     /// # Errors
-    /// [`StoreError::Conflict`] when the stored version is another; then nothing is sent.
+    /// [`StoreError::Conflict`] as [`StateStore::update`]; then nothing is sent.
     async fn update_and_send(
         &self,
         task: &Task,

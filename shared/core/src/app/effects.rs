@@ -45,10 +45,11 @@ impl App {
     /// The first read may be stale (an eventually consistent read, half the price on
     /// DynamoDB): a decision from it that writes is safe, its write being conditional
     /// on the version read. Anything else it leads to (no such task, a decision that
-    /// leaves the task as it is, such as a response taken for a stale one, or an
-    /// error) is decided again on a consistent read, unless the task read had ended
-    /// Processed, which no later write changes (but a child's: its parent may have it
-    /// undone).
+    /// leaves the task as it is, such as a response taken for a stale one, an error,
+    /// or order data older than the task's last edited resubmission: a read of its
+    /// two items that tore) is decided again on a consistent read, unless the task
+    /// read had ended Processed, which no later write changes (but a child's: its
+    /// parent may have it undone).
     pub(super) async fn transition<E>(
         &self,
         id: &TaskId,
@@ -361,6 +362,8 @@ impl App {
             return Ok(());
         }
         info!(task_id = %existing.id, "a task created claimed, not moved since: its first messages are sent again");
+        // Its request goes without the task sealed (its order is not read here): its
+        // answer costs a read.
         let unsent = effects
             .into_iter()
             .filter(|effect| !matches!(effect, Effect::Notify { .. }))

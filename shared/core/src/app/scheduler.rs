@@ -169,7 +169,7 @@ impl App {
         // The task it gave back was created then: a task created at another instant
         // uses its id again (the first expired), and repeats its runs, steps and
         // attempts, which cannot tell the two apart.
-        let requested_of = carried.as_ref().map(|(task, _)| task.created_at);
+        let carried_created_at = carried.as_ref().map(|(task, _)| task.created_at);
         let written = self
             .transition_from(task_id, carried, |task, workflow, order, now| {
                 Ok::<_, TaskError>(match &message {
@@ -177,7 +177,7 @@ impl App {
                         decide::on_run(task, workflow, order, &self.instance, now)
                     }
                     SchedulerMessage::Response(_)
-                        if requested_of.is_some_and(|created| created != task.created_at) =>
+                        if carried_created_at.is_some_and(|created| created != task.created_at) =>
                     {
                         Decision::ignore(Verdict::StaleResponse)
                     }

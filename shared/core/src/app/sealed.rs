@@ -53,6 +53,21 @@ impl Seal {
     }
 }
 
+/// Whether a write of `task` that performs `effects` carries the task in the
+/// request it sends: when it sends one, and that is the task's only call out.
+fn carries_itself(effects: &[Effect], task: &Task) -> bool {
+    let requests = effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Dispatch(_)))
+        .count();
+    let calls_out = task
+        .steps
+        .iter()
+        .filter(|step| matches!(step.state, StepState::Processing | StepState::Compensating))
+        .count();
+    requests == 1 && calls_out == 1
+}
+
 /// What a sealed task is bound to: its id (no listing's cursor is bound so).
 fn bound_to(id: &TaskId) -> String {
     format!("task\n{id}")
@@ -71,16 +86,7 @@ impl App {
         task: &Task,
         order: &Order,
     ) -> Option<String> {
-        let requests = effects
-            .iter()
-            .filter(|e| matches!(e, Effect::Dispatch(_)))
-            .count();
-        let out = task
-            .steps
-            .iter()
-            .filter(|step| matches!(step.state, StepState::Processing | StepState::Compensating))
-            .count();
-        if !self.carries_tasks || requests != 1 || out != 1 {
+        if !self.carries_tasks || !carries_itself(effects, task) {
             return None;
         }
         let seal = self.the_seal().await?;
@@ -117,7 +123,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sas_domain::decide::submit;
+    use sas_domain::decide::{submit, submit_claimed};
     use sas_domain::submission::Submission;
     use sas_domain::time::Timestamp;
     use sas_domain::workflow::Registry;
@@ -156,5 +162,30 @@ mod tests {
             "the deployment's"
         );
         assert_eq!(seal.open_task(&task.id, "not sealed"), None);
+    }
+
+    #[test]
+    fn a_write_carries_its_task_in_its_one_request_only_when_it_is_the_only_call_out() {
+        let drone = Registry::built_in()
+            .latest("drone-delivery")
+            .expect("drone");
+        let submission = Submission::new(TaskId::parse("t-2").expect("id"), json!({"a": 1}));
+        let (task, _, effects) = submit_claimed(&drone, submission, "s-1", Timestamp(0));
+        let dispatch = effects
+            .iter()
+            .find(|e| matches!(e, Effect::Dispatch(_)))
+            .cloned()
+            .expect("its first request");
+        assert!(carries_itself(&effects, &task), "one request, one call out");
+
+        let mut two_out = task.clone();
+        two_out.steps[1].state = StepState::Processing;
+        assert!(!carries_itself(&effects, &two_out), "another call out");
+        let mut undoing = task.clone();
+        undoing.steps[1].state = StepState::Compensating;
+        assert!(!carries_itself(&effects, &undoing), "a compensation out");
+        let two_requests = [effects.clone(), vec![dispatch]].concat();
+        assert!(!carries_itself(&two_requests, &task), "two requests");
+        assert!(!carries_itself(&[], &task), "no request");
     }
 }
