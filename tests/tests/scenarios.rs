@@ -854,14 +854,23 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
 fn carrying_tasks() -> (Arc<Memory>, QueueNames, App, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
     let (memory, names) = sas_tests::in_memory(&clock, None);
-    let app = App::new(
-        Ports::of(&memory, Arc::clone(&clock) as _),
+    let app = scheduler(&memory, &names, &clock, "scheduler-1").with_sealed_tasks(true);
+    (memory, names, app, clock)
+}
+
+/// A scheduler `instance` over `store`, its queues `names`, reading `clock`.
+fn scheduler(
+    store: &Arc<Memory>,
+    names: &QueueNames,
+    clock: &Arc<ManualClock>,
+    instance: &str,
+) -> App {
+    App::new(
+        Ports::of(store, Arc::clone(clock) as _),
         Arc::new(Registry::built_in()),
         names.clone(),
-        "scheduler-1".into(),
+        instance.into(),
     )
-    .with_sealed_tasks(true);
-    (memory, names, app, clock)
 }
 
 /// The agents' requests sent, in order.
@@ -896,13 +905,26 @@ fn last_request(store: &Memory, names: &QueueNames) -> AgentRequest {
 
 /// A success answering `request`, giving back `sealed_task`.
 fn answer(request: &AgentRequest, sealed_task: Option<String>) -> SchedulerMessage {
+    answer_with(
+        request,
+        MessageOutcome::Succeeded { output: json!({}) },
+        sealed_task,
+    )
+}
+
+/// `outcome` answering `request`, giving back `sealed_task`.
+fn answer_with(
+    request: &AgentRequest,
+    outcome: MessageOutcome,
+    sealed_task: Option<String>,
+) -> SchedulerMessage {
     SchedulerMessage::Response(AgentResponse {
         task_id: request.task_id.clone(),
         run: request.run,
         step: request.step,
         attempt: request.attempt,
         operation: request.operation,
-        outcome: MessageOutcome::Succeeded { output: json!({}) },
+        outcome,
         sealed_task,
     })
 }
@@ -1059,12 +1081,7 @@ async fn a_task_is_carried_only_by_its_only_call_out_when_it_fits_and_where_task
     assert_eq!(carried(&branches), [false, false]);
 
     let alone = last_request_of(&store, &names, "alone");
-    let not_carrying = App::new(
-        Ports::of(&store, clock as _),
-        Arc::new(Registry::built_in()),
-        names.clone(),
-        "scheduler-2".into(),
-    );
+    let not_carrying = scheduler(&store, &names, &clock, "scheduler-2");
     let before = store.reads();
     handled_by(&not_carrying, answer(&alone, alone.sealed_task.clone())).await;
     assert_eq!(store.reads()[1], before[1] + 1, "read, not opened");
@@ -1169,16 +1186,10 @@ async fn a_task_read_with_the_order_its_resubmission_replaced_is_read_again() {
     .await
     .pop()
     .expect("a request");
-    let failed = SchedulerMessage::Response(AgentResponse {
-        outcome: MessageOutcome::Failed {
-            error: "no such account".into(),
-        },
-        ..match answer(&first, None) {
-            SchedulerMessage::Response(response) => response,
-            _ => unreachable!("an answer is a response"),
-        }
-    });
-    handled_by(&app, failed).await;
+    let failed = MessageOutcome::Failed {
+        error: "no such account".into(),
+    };
+    handled_by(&app, answer_with(&first, failed, None)).await;
     let (_, old_order) = stored(&store, &id).await;
     let mut edited = delivery_input();
     edited["customer_id"] = json!("c-edited");
