@@ -919,13 +919,8 @@ fn answer_with(
     sealed_task: Option<String>,
 ) -> SchedulerMessage {
     SchedulerMessage::Response(AgentResponse {
-        task_id: request.task_id.clone(),
-        run: request.run,
-        step: request.step,
-        attempt: request.attempt,
-        operation: request.operation,
-        outcome,
         sealed_task,
+        ..AgentResponse::answering(request.clone(), outcome)
     })
 }
 

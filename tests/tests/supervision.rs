@@ -196,15 +196,10 @@ async fn tasks_run_the_definition_they_started_with_when_its_file_changes_withou
     // Through every step: the task has five, as its definition.
     let mut answered = 0;
     while let Some(request) = world.agent_requests().pop() {
-        let response = SchedulerMessage::Response(AgentResponse {
-            task_id: request.task_id.clone(),
-            run: request.run,
-            step: request.step,
-            attempt: request.attempt,
-            operation: request.operation,
-            outcome: Outcome::Succeeded { output: json!({}) },
-            sealed_task: None,
-        });
+        let response = SchedulerMessage::Response(AgentResponse::answering(
+            request.clone(),
+            Outcome::Succeeded { output: json!({}) },
+        ));
         for stored in world.memory.messages(&world.names.agent_requests) {
             world
                 .memory

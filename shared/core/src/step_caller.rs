@@ -93,15 +93,7 @@ impl StepCaller {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: answer came after complete-by");
             return Ok(CallVerdict::Silent);
         }
-        let response = AgentMessage::Response(AgentResponse {
-            task_id: request.task_id,
-            run: request.run,
-            step: request.step,
-            attempt: request.attempt,
-            operation: request.operation,
-            outcome,
-            sealed_task: request.sealed_task,
-        });
+        let response = AgentMessage::Response(AgentResponse::answering(request, outcome));
         let message = OutgoingMessage::json(&response, Duration::ZERO);
         self.queues.send(&self.responses, &[message]).await?;
         Ok(CallVerdict::Answered)

@@ -275,6 +275,23 @@ pub struct AgentResponse {
     pub sealed_task: Option<String>,
 }
 
+impl AgentResponse {
+    /// `outcome`, answering `request`: its task, run, step, attempt and operation,
+    /// and its sealed task given back.
+    #[must_use]
+    pub fn answering(request: AgentRequest, outcome: Outcome) -> Self {
+        Self {
+            task_id: request.task_id,
+            run: request.run,
+            step: request.step,
+            attempt: request.attempt,
+            operation: request.operation,
+            outcome,
+            sealed_task: request.sealed_task,
+        }
+    }
+}
+
 /// What an agent sends on the agent-response queue: its [`AgentResponse`], tagged
 /// `"type": "response"`, as the scheduler reads it among its [`SchedulerMessage`]s.
 /// With [`AgentRequest`], the contract an agent in any language implements.

@@ -67,15 +67,7 @@ fn dispatched(decision: &Decision) -> Vec<&AgentRequest> {
 }
 
 fn respond(request: &AgentRequest, outcome: Outcome) -> AgentResponse {
-    AgentResponse {
-        task_id: request.task_id.clone(),
-        run: request.run,
-        step: request.step,
-        attempt: request.attempt,
-        operation: request.operation,
-        outcome,
-        sealed_task: None,
-    }
+    AgentResponse::answering(request.clone(), outcome)
 }
 
 fn ok() -> Outcome {
