@@ -879,8 +879,6 @@ impl DynamoStore {
                 _ => {}
             }
         }
-        // Order data in the task's item is the task's own: an item of its own beside
-        // it is one a task of the same id left, expired before its order.
         if let (Some(task), None, Some(created_at)) = (&task, &inline, apart_created_at)
             && *created_at != task.created_at.0.to_string()
         {
@@ -894,6 +892,8 @@ impl DynamoStore {
                 )),
             };
         }
+        // Order data in the task's item is the task's own: an item of its own beside
+        // it is one a task of the same id left, expired before its order.
         Ok(task.zip(inline.or(apart)))
     }
 }
