@@ -73,8 +73,9 @@ def main():
                     "operation": request["operation"],
                     "outcome": {"status": "succeeded", "output": serve(request, done)},
                 }
-                if "sealed_task" in request:
-                    response["sealed_task"] = request["sealed_task"]
+                for given_back in ("sealed_task", "task_created_at"):
+                    if given_back in request:
+                        response[given_back] = request[given_back]
                 jsonschema.validate(response, responses)
                 sqs.send_message(QueueUrl=arguments.responses, MessageBody=json.dumps(response))
                 answered += 1

@@ -328,6 +328,7 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
         operation: Operation::Call,
         outcome: Outcome::Succeeded { output: json!({}) },
         sealed_task: None,
+        task_created_at: None,
     });
     let checked = serde_json::to_string(&checked).expect("json");
     app.on_scheduler_message(names.agent_responses.as_str(), &checked)

@@ -171,6 +171,7 @@ async fn each_queue_takes_only_the_messages_meant_for_it() {
         operation: Operation::Call,
         outcome: Outcome::Succeeded { output: json!({}) },
         sealed_task: None,
+        task_created_at: None,
     }))
     .expect("json");
     let on_scheduler = app

@@ -750,6 +750,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
             operation: Operation::Call,
             outcome: MessageOutcome::Succeeded { output: json!({}) },
             sealed_task: None,
+            task_created_at: None,
         })
     };
 
@@ -832,6 +833,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         operation: Operation::Compensate,
         outcome: MessageOutcome::Succeeded { output: json!({}) },
         sealed_task: None,
+        task_created_at: None,
     });
     handle(undone).await;
     let (ended, _) = stored(store, &id).await;
@@ -1124,7 +1126,7 @@ async fn an_answer_giving_back_its_task_from_before_a_cancel_does_not_undo_the_c
 /// An id used again once its task was removed (a DynamoDB TTL) names another task,
 /// whose versions repeat the first's: a response giving back the first task, sealed,
 /// must not write it over the second (its owner, its creation, its history), nor
-/// answer the second's request of the same run, step and attempt.
+/// answer the second's request of the same run, step and attempt, sealed or not.
 #[tokio::test]
 async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_it_now() {
     let (store, names, app, clock) = carrying_tasks();
@@ -1152,6 +1154,11 @@ async fn a_sealed_task_of_an_id_used_before_does_not_write_over_the_task_using_i
         handled_by(&app, answer(&old, Some(old_sealed))).await,
         Handled::Decided(Verdict::StaleResponse),
         "the answer of a request of the task before"
+    );
+    assert_eq!(
+        handled_by(&app, answer(&old, None)).await,
+        Handled::Decided(Verdict::StaleResponse),
+        "told apart by its task's creation, without the task sealed too"
     );
     let (task, _) = stored(&store, &id).await;
     assert_eq!(

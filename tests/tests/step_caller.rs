@@ -83,6 +83,7 @@ async fn run(
         },
         payload: Payload::of(&json!({})).expect("JSON"),
         sealed_task: Some("opaque to the agent".into()),
+        task_created_at: Some(START),
     };
     let verdict = caller
         .on_request(&serde_json::to_string(&request).expect("json"))
@@ -96,9 +97,9 @@ async fn run(
         match serde_json::from_str(&delivery.body).expect("a scheduler message") {
             SchedulerMessage::Response(response) => {
                 assert_eq!(
-                    response.sealed_task.as_deref(),
-                    Some("opaque to the agent"),
-                    "the request's sealed task given back"
+                    (response.sealed_task.as_deref(), response.task_created_at),
+                    (Some("opaque to the agent"), Some(START)),
+                    "the request's sealed task and its task's creation given back"
                 );
                 response.outcome
             }

@@ -195,6 +195,11 @@ pub struct AgentRequest {
     /// elsewhere; an agent that drops it costs a read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed_task: Option<String>,
+    /// When the task was created, to give back with the response: a task whose id is
+    /// used again once the first expired repeats its runs, steps and attempts, and
+    /// only this tells their answers apart. Absent from requests of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_created_at: Option<Timestamp>,
 }
 
 /// A request's body, kept as the JSON text it was written as: carried to the
@@ -273,11 +278,14 @@ pub struct AgentResponse {
     /// The request's `sealed_task`, given back as it came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sealed_task: Option<String>,
+    /// The request's `task_created_at`, given back as it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_created_at: Option<Timestamp>,
 }
 
 impl AgentResponse {
     /// `outcome`, answering `request`: its task, run, step, attempt and operation,
-    /// and its sealed task given back.
+    /// and its sealed task and its task's creation given back.
     #[must_use]
     pub fn answering(request: AgentRequest, outcome: Outcome) -> Self {
         Self {
@@ -288,6 +296,7 @@ impl AgentResponse {
             operation: request.operation,
             outcome,
             sealed_task: request.sealed_task,
+            task_created_at: request.task_created_at,
         }
     }
 }

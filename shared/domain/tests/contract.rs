@@ -58,6 +58,7 @@ fn a_response_is_read_as_the_scheduler_reads_it() {
             output: json!({"ok": true}),
         },
         sealed_task: None,
+        task_created_at: None,
     });
     let text = json!(response);
     assert_eq!(text["type"], "response");

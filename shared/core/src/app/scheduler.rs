@@ -166,20 +166,11 @@ impl App {
             }) => self.opened_task(task_id, sealed).await,
             _ => None,
         };
-        // The task it gave back was created then: a task created at another instant
-        // uses its id again (the first expired), and repeats its runs, steps and
-        // attempts, which cannot tell the two apart.
-        let carried_created_at = carried.as_ref().map(|(task, _)| task.created_at);
         let written = self
             .transition_from(task_id, carried, |task, workflow, order, now| {
                 Ok::<_, TaskError>(match &message {
                     SchedulerMessage::Run { .. } => {
                         decide::on_run(task, workflow, order, &self.instance, now)
-                    }
-                    SchedulerMessage::Response(_)
-                        if carried_created_at.is_some_and(|created| created != task.created_at) =>
-                    {
-                        Decision::ignore(Verdict::StaleResponse)
                     }
                     SchedulerMessage::Response(response) => {
                         decide::on_response(task, workflow, order, response, now)

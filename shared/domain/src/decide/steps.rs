@@ -325,6 +325,7 @@ impl Change {
             retry: call.retry.clone(),
             payload,
             sealed_task: None,
+            task_created_at: Some(task.created_at),
         }));
         self.log(Happened::Sent {
             step: index,
@@ -392,9 +393,15 @@ pub fn on_response(
         Operation::Call => StepState::Processing,
         Operation::Compensate => StepState::Compensating,
     };
-    let current = task.steps.get(response.step).is_some_and(|step| {
-        step.state == expected && step.attempt == response.attempt && task.run == response.run
-    });
+    // An answer to a task created at another instant is to the task that had the
+    // id before (it expired, and its runs, steps and attempts repeat).
+    let of_this_task = response
+        .task_created_at
+        .is_none_or(|created_at| created_at == task.created_at);
+    let current = of_this_task
+        && task.steps.get(response.step).is_some_and(|step| {
+            step.state == expected && step.attempt == response.attempt && task.run == response.run
+        });
     if !current || task.locked_by.is_none() {
         return Decision::ignore(Verdict::StaleResponse);
     }
