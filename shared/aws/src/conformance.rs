@@ -2,26 +2,55 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
+use aws_types::SdkConfig;
+use sas_core::ports::{StateStore as _, StoreError};
+use sas_domain::decide::submit;
+use sas_domain::ids::TaskId;
+use sas_domain::submission::Submission;
+use sas_domain::task::{Order, Task, TaskState};
+use sas_domain::time::Timestamp;
+use sas_domain::workflow::Registry;
 use sas_lambda::config::TableSettings;
 use sas_lambda::emulator;
 use sas_testkit::conformance;
 use sas_testkit::moto::Moto;
+use serde_json::{Value, json};
 
 use crate::store::DynamoStore;
 use crate::table::create_table;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_on_moto_conforms() {
+    let (_moto, sdk, _) = moto_with_table("conformance").await;
+    conformance::state_store(&store_of(&sdk, "conformance", 4)).await;
+}
+
+/// Moto, the configuration of an SDK that calls it, and a DynamoDB client, with the
+/// stack's table `table` created.
+async fn moto_with_table(table: &str) -> (Moto, SdkConfig, Client) {
     let moto = Moto::start_serial();
     let sdk = emulator::sdk(&moto.endpoint);
-    create_table(&aws_sdk_dynamodb::Client::new(&sdk), "conformance").await;
-    conformance::state_store(&store_of(&sdk, "conformance", 4)).await;
+    let client = Client::new(&sdk);
+    create_table(&client, table).await;
+    (moto, sdk, client)
+}
+
+/// A drone delivery `id` of `input` submitted at `at` (milliseconds): its task and
+/// order data.
+fn drone_delivery(id: &str, input: Value, at: i64) -> (Task, Order) {
+    let drone = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let submission = Submission::new(TaskId::parse(id).expect("id"), input);
+    let (task, order, _) = submit(&drone, submission, Timestamp(at));
+    (task, order)
 }
 
 /// A store over `table`: `lease_shards` expiry shards, no lease buckets, a day's
 /// retention.
-fn store_of(sdk: &aws_types::SdkConfig, table: &str, lease_shards: u32) -> DynamoStore {
+fn store_of(sdk: &SdkConfig, table: &str, lease_shards: u32) -> DynamoStore {
     DynamoStore::new(
         sdk,
         TableSettings {
@@ -39,28 +68,11 @@ fn store_of(sdk: &aws_types::SdkConfig, table: &str, lease_shards: u32) -> Dynam
 /// whose order is in its item.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
-    use sas_core::ports::{StateStore as _, StoreError};
-    use sas_domain::decide::submit;
-    use sas_domain::ids::TaskId;
-    use sas_domain::submission::Submission;
-    use sas_domain::task::{EarlierInput, Order, Task, TaskState};
-    use sas_domain::time::Timestamp;
-    use sas_domain::workflow::Registry;
-    use serde_json::{Value, json};
+    use sas_domain::task::EarlierInput;
 
-    let moto = Moto::start_serial();
-    let sdk = emulator::sdk(&moto.endpoint);
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    create_table(&client, "orders").await;
+    let (_moto, sdk, client) = moto_with_table("orders").await;
     let store = store_of(&sdk, "orders", 4);
-    let drone = Registry::built_in()
-        .latest("drone-delivery")
-        .expect("drone");
-    let new_task = |id: &str, input: Value| {
-        let submission = Submission::new(TaskId::parse(id).expect("id"), input);
-        let (task, order, _) = submit(&drone, submission, Timestamp(1_000));
-        (task, order)
-    };
+    let new_task = |id: &str, input: Value| drone_delivery(id, input, 1_000);
     let changed = |task: &Task, change: &dyn Fn(&mut Task)| {
         let mut next = task.clone();
         next.version += 1;
@@ -219,22 +231,10 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
 async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered() {
     use std::collections::BTreeSet;
 
-    use sas_core::ports::{ExpiredCursor, StateStore as _};
-    use sas_domain::decide::submit;
-    use sas_domain::ids::TaskId;
-    use sas_domain::submission::Submission;
-    use sas_domain::task::TaskState;
-    use sas_domain::time::Timestamp;
-    use sas_domain::workflow::Registry;
-    use serde_json::json;
+    use sas_core::ports::ExpiredCursor;
 
-    let moto = Moto::start_serial();
-    let sdk = emulator::sdk(&moto.endpoint);
-    create_table(&aws_sdk_dynamodb::Client::new(&sdk), "shards").await;
+    let (_moto, sdk, _) = moto_with_table("shards").await;
     let store = |lease_shards| store_of(&sdk, "shards", lease_shards);
-    let drone = Registry::built_in()
-        .latest("drone-delivery")
-        .expect("drone");
     let (wide, narrow) = (store(16), store(2));
     // The narrow process sweeps before the wide one has written any lease: its next
     // pass reads the shards the wide one has written into since.
@@ -245,8 +245,7 @@ async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered(
     assert!(early.tasks.is_empty(), "nothing to sweep yet");
     let mut created = BTreeSet::new();
     for n in 0..40 {
-        let id = TaskId::parse(format!("t-{n:02}")).expect("id");
-        let (task, order, _) = submit(&drone, Submission::new(id, json!({})), Timestamp(1_000));
+        let (task, order) = drone_delivery(&format!("t-{n:02}"), json!({}), 1_000);
         wide.create(&task, &order).await.expect("created");
         created.insert(task.id.to_string());
     }
@@ -286,19 +285,7 @@ async fn leases_written_into_more_shards_are_swept_after_the_shards_are_lowered(
 /// process writing a lease raises the count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_of_tasks_in_flight_writes_nothing() {
-    use sas_core::ports::StateStore as _;
-    use sas_domain::decide::submit;
-    use sas_domain::ids::TaskId;
-    use sas_domain::submission::Submission;
-    use sas_domain::task::TaskState;
-    use sas_domain::time::Timestamp;
-    use sas_domain::workflow::Registry;
-    use serde_json::json;
-
-    let moto = Moto::start_serial();
-    let sdk = emulator::sdk(&moto.endpoint);
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    create_table(&client, "listing").await;
+    let (_moto, sdk, client) = moto_with_table("listing").await;
     let store = |lease_shards| store_of(&sdk, "listing", lease_shards);
     let kept_count = async || {
         let item = client
@@ -329,12 +316,8 @@ async fn a_listing_of_tasks_in_flight_writes_nothing() {
         None,
         "the listing wrote the shard count"
     );
-    let drone = Registry::built_in()
-        .latest("drone-delivery")
-        .expect("drone");
     for n in 0..6 {
-        let id = TaskId::parse(format!("t-{n}")).expect("id");
-        let (task, order, _) = submit(&drone, Submission::new(id, json!({})), Timestamp(1_000));
+        let (task, order) = drone_delivery(&format!("t-{n}"), json!({}), 1_000);
         writer.create(&task, &order).await.expect("created");
     }
     assert_eq!(
@@ -357,30 +340,12 @@ async fn a_listing_of_tasks_in_flight_writes_nothing() {
 /// place and in a transaction with the order data alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_decided_from_a_task_whose_id_names_another_now_is_refused() {
-    use sas_core::ports::{StateStore as _, StoreError};
-    use sas_domain::decide::submit;
-    use sas_domain::ids::TaskId;
-    use sas_domain::submission::Submission;
-    use sas_domain::time::Timestamp;
-    use sas_domain::workflow::Registry;
-    use serde_json::json;
-
-    let moto = Moto::start_serial();
-    let sdk = emulator::sdk(&moto.endpoint);
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    create_table(&client, "reused").await;
+    let (_moto, sdk, _) = moto_with_table("reused").await;
     let store = store_of(&sdk, "reused", 1);
-    let drone = Registry::built_in()
-        .latest("drone-delivery")
-        .expect("drone");
-    let submitted_at = |at| {
-        let submission = Submission::new(TaskId::parse("reused").expect("id"), json!({"n": at}));
-        submit(&drone, submission, Timestamp(at))
-    };
-    let (before, _, _) = submitted_at(1_000);
-    let (now, order, _) = submitted_at(2_000);
+    let (before, _) = drone_delivery("reused", json!({"n": 1}), 1_000);
+    let (now, order) = drone_delivery("reused", json!({"n": 2}), 2_000);
     store.create(&now, &order).await.expect("created");
-    let next = |task: &sas_domain::task::Task| {
+    let next = |task: &Task| {
         let mut next = task.clone();
         next.version += 1;
         next
@@ -407,25 +372,10 @@ async fn an_update_decided_from_a_task_whose_id_names_another_now_is_refused() {
 /// item while the creation that replaces it lands, is never taken for the new task's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_data_another_task_of_the_id_left_is_not_read_as_the_tasks() {
-    use sas_core::ports::{StateStore as _, StoreError};
-    use sas_domain::decide::submit;
-    use sas_domain::ids::TaskId;
-    use sas_domain::submission::Submission;
-    use sas_domain::time::Timestamp;
-    use sas_domain::workflow::Registry;
-    use serde_json::json;
-
-    let moto = Moto::start_serial();
-    let sdk = emulator::sdk(&moto.endpoint);
-    let client = aws_sdk_dynamodb::Client::new(&sdk);
-    create_table(&client, "left").await;
+    let (_moto, sdk, client) = moto_with_table("left").await;
     let store = store_of(&sdk, "left", 1);
-    let drone = Registry::built_in()
-        .latest("drone-delivery")
-        .expect("drone");
     let large = json!({"customer_id": "c-1", "note": "x".repeat(2_000)});
-    let submission = Submission::new(TaskId::parse("left").expect("id"), large);
-    let (task, order, _) = submit(&drone, submission, Timestamp(2_000));
+    let (task, order) = drone_delivery("left", large, 2_000);
     store.create(&task, &order).await.expect("created");
     assert_eq!(
         store
