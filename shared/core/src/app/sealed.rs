@@ -1,14 +1,15 @@
 //! A task carried sealed in an agent's request and given back with its response.
 //!
 //! Each response would otherwise cost its scheduler a read of the task (on DynamoDB,
-//! five of a five-step task's six reads). A write that sends one request seals the
-//! task and its order data as written (deflated JSON, encrypted and signed with the
-//! deployment's key, bound to the task's id) into the request; the agent, which
+//! five of a five-step task's six reads). A write that sends the task's only call
+//! out (a step's, or a creation claimed) seals the task and its order data as
+//! written (deflated JSON, encrypted and signed with the deployment's key, bound to
+//! the task's id) into the request; the agent, which
 //! cannot open it, gives it back. The scheduler decides from it as from an
 //! eventually consistent read ([`App::transition`]): its write is conditional on the
-//! version it holds, so a task that has moved on since (a cancel, a retry, another
-//! response) loses that write and is read again. Anything that does not open is
-//! ignored, and the task read.
+//! version and creation it holds, so a task that has moved on since (a cancel, a
+//! retry, another response), or whose id now names another task, loses that write
+//! and is read again. Anything that does not open is ignored, and the task read.
 
 use std::io::{Read as _, Write as _};
 
