@@ -15,7 +15,7 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_types::SdkConfig;
 pub use sas_aws::table::create_table;
 use sas_core::app::App;
-use sas_core::ports::Consumer;
+use sas_core::ports::{Consumer, NoMetrics};
 use sas_core::step_caller::StepCaller;
 use sas_domain::ids::QueueName;
 use sas_lambda::config::Config;
@@ -416,9 +416,9 @@ impl Stack {
         event.records = records;
         let started = std::time::Instant::now();
         if twice {
-            events::sqs_batch(event.clone(), sends, handler).await;
+            events::sqs_batch(event.clone(), sends, &NoMetrics, handler).await;
         }
-        let response = events::sqs_batch(event, sends, handler).await;
+        let response = events::sqs_batch(event, sends, &NoMetrics, handler).await;
         self.count(function, received.len(), started.elapsed());
         let failed: Vec<&str> = response
             .batch_item_failures

@@ -742,7 +742,7 @@ impl Deployed {
     }
 }
 
-/// Both build the same security, alarms and triggers, twelve alarms, each notifying
+/// Both build the same security, alarms and triggers, thirteen alarms, each notifying
 /// the alert topic, and every queue a function reads watched for the age of its oldest
 /// message (a consumer behind, throttled or failing).
 fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) {
@@ -788,7 +788,7 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) 
     }
     assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
     let sam_alarms = sam.alarms();
-    assert_eq!(sam_alarms.len(), 12, "{sam_alarms:#?}");
+    assert_eq!(sam_alarms.len(), 13, "{sam_alarms:#?}");
     assert!(
         sam_alarms
             .iter()
@@ -808,6 +808,16 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) 
                 .as_str()
                 .is_some_and(|w| w.starts_with(counted))),
             "no alarm on {counted}: {sam_alarms:#?}"
+        );
+    }
+    // A panic caught, in any function that handles outside input.
+    for function in ["submission", "scheduler", "agent"] {
+        let panics = format!("SchedulerAgentSupervisor/Panics {{Function={function}}}");
+        assert!(
+            sam_alarms
+                .iter()
+                .any(|a| a["watches"].as_str().is_some_and(|w| w.contains(&panics))),
+            "no alarm on {panics}: {sam_alarms:#?}"
         );
     }
     for deployed in [sam, cdk] {
@@ -1028,6 +1038,18 @@ fn the_sam_template_and_the_cdk_construct_build_the_same_api() {
             "SubmissionFunction"
         };
         assert_eq!(route["function"], function, "{route}");
+        // A route anyone may call costs an invocation a request: bounded on its own,
+        // below the stage's, so that no anonymous caller can take the function's
+        // reserved concurrency or run up its cost.
+        if handled.is_public() {
+            let throttled =
+                &api["stages"][0]["routes"][route["route"].as_str().unwrap_or_default()];
+            let default = &api["stages"][0]["default"];
+            assert!(
+                throttled.is_array() && throttled != default,
+                "{route} has a throttle of its own: {throttled}"
+            );
+        }
     }
     let reserved = api["reserved_concurrency"]
         .as_array()

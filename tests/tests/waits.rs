@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use sas_core::app::{Recovery, SweepReport};
+use sas_core::clock::Clock as _;
 use sas_domain::decide::Verdict;
 use sas_tests::{Harness, delivery_input, step, step_states};
 use serde_json::{Value, json};
@@ -289,10 +290,30 @@ async fn a_task_to_start_later_is_pending_until_then_and_bulk_pause_and_resume_t
     let (status, task) = harness.put_task("later", &later).await;
     assert_eq!(status, 202);
     assert_eq!(task["start_at"], "2027-01-15T09:00:00.000Z");
-    let (status, body) = harness
-        .put_task("bad-start", &json!({ "workflow": "drone-delivery", "input": delivery_input(), "start_at": "tomorrow" }))
+    // A character of several bytes where an offset would be, and an offset that moves
+    // the instant past the year 9999, are refused as the word is (they took the server
+    // down).
+    for (id, start_at) in [
+        ("bad-start", "tomorrow"),
+        ("bad-1", "a€12345"),
+        ("bad-2", "9999-12-31T23:00:00-05:00"),
+    ] {
+        let submission = json!({ "workflow": "drone-delivery", "input": delivery_input(), "start_at": start_at });
+        let (status, body) = harness.put_task(id, &submission).await;
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!("start_at")),
+            "{start_at}"
+        );
+    }
+    let (status, _, listed) = harness
+        .call("GET", "/operator/tasks?state=Pending", None)
         .await;
-    assert_eq!((status, &body["error"]["field"]), (400, &json!("start_at")));
+    assert_eq!(
+        (status, listed["tasks"][0]["id"].as_str()),
+        (200, Some("later")),
+        "{listed}"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(harness.calls("account").await, 0, "not before its start");
 
@@ -331,4 +352,34 @@ async fn a_task_to_start_later_is_pending_until_then_and_bulk_pause_and_resume_t
         .filter(|e| ["paused", "resumed"].contains(e))
         .collect();
     assert_eq!(events, ["paused", "resumed"]);
+}
+
+/// A wait for a task's end holds its caller's request, and on Lambda a whole
+/// invocation: a task that will not move before the wait ends (to start later) is
+/// answered at once, and one that starts within the wait is waited for. The clock is
+/// tokio's, paused: time passes only while something waits.
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_a_task_that_will_not_move_before_it_ends_is_answered_at_once() {
+    let world = sas_tests::Buffering::new();
+    let app = world.direct_over(world.ports(), "api");
+    let wait = Duration::from_secs(20);
+    for (id, starts_in, waits) in [
+        ("a-day-ahead", Duration::from_secs(86_400), false),
+        ("in-ten-seconds", Duration::from_secs(10), true),
+    ] {
+        let id = sas_domain::ids::TaskId::parse(id).expect("id");
+        let mut submission = sas_domain::submission::Submission::new(id.clone(), delivery_input());
+        submission.start_at = Some(world.clock.now().plus(starts_in));
+        app.submit("drone-delivery", submission)
+            .await
+            .expect("submitted");
+        let started = tokio::time::Instant::now();
+        let task = app
+            .wait_final(&id, wait)
+            .await
+            .expect("read")
+            .expect("the task");
+        assert_eq!(task.state, sas_domain::task::TaskState::Pending);
+        assert_eq!(started.elapsed() >= starts_in, waits, "{id}");
+    }
 }

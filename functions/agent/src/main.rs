@@ -7,18 +7,28 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use sas_agent::step_caller;
 use sas_lambda::events::{self, Sends};
+use sas_lambda::metrics::EmfMetrics;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let agent = Arc::new(sas_lambda::init(step_caller).await);
+    let agent = Arc::new(
+        sas_lambda::init(|config, sdk| {
+            let metrics = EmfMetrics::new(config.metrics_namespace.clone(), "agent".into());
+            Ok((step_caller(config, sdk)?, metrics))
+        })
+        .await,
+    );
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let agent = Arc::clone(&agent);
         async move {
-            let agent = &agent;
+            let (agent, metrics) = &*agent;
             Ok::<_, Error>(
-                events::sqs_batch(event.payload, Sends::AsReady, |_, body| async move {
-                    agent.on_request(&body).await.map(drop)
-                })
+                events::sqs_batch(
+                    event.payload,
+                    Sends::AsReady,
+                    metrics,
+                    |_, body| async move { agent.on_request(&body).await.map(drop) },
+                )
                 .await,
             )
         }

@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::clock::Clock;
-use sas_core::ports::{Chain, Consumer, Delivery, OutgoingMessage, QueueError, Queues};
+use sas_core::contain::{self, Panicked};
+use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics, OutgoingMessage, QueueError, Queues};
 use sas_core::step_caller::StepCaller;
 use sas_domain::ids::QueueName;
 use sas_domain::resilience::BreakerSettings;
@@ -362,16 +363,20 @@ where
     F: Future<Output = Result<(), E>>,
     E: MessageError,
 {
-    match handler(message.body).await {
-        Ok(()) => {
+    let handled = contain::caught(&NoMetrics, "record", || handler(message.body)).await;
+    match handled {
+        // Logged where it was caught; the message comes again, and in the end goes to
+        // the dead-letter queue, as a failed one does.
+        Err(Panicked { .. }) => {}
+        Ok(Ok(())) => {
             if let Err(e) = consumer.delete(queue, &message.receipt).await {
                 warn!(%queue, error = %Chain(&e), "delete failed; the message will be delivered again");
             }
         }
-        Err(e) if e.is_poison() => {
+        Ok(Err(e)) if e.is_poison() => {
             error!(%queue, receive_count = message.receive_count, error = %Chain(&e), "poison message; it will go to the dead-letter queue");
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             warn!(%queue, receive_count = message.receive_count, error = %Chain(&e), "handler failed; the message will be delivered again")
         }
     }

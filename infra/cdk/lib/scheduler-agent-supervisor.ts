@@ -143,10 +143,12 @@ export interface SchedulerAgentSupervisorProps {
    */
   readonly readReservedConcurrency?: number;
   /**
-   * The stage's throttling: requests per second and at once, and per second to each
-   * reading route (a task, which may wait, and listings). Default: 10000, 5000 and 25.
+   * The stage's throttling: requests per second and at once, per second to each
+   * reading route (a task, which may wait, and listings) and to the console's page and
+   * the API's description, and per second to each callback route, which anyone may
+   * call. Default: 10000, 5000, 25 and 100.
    */
-  readonly apiThrottling?: { readonly rate: number; readonly burst: number; readonly readRate: number };
+  readonly apiThrottling?: { readonly rate: number; readonly burst: number; readonly readRate: number; readonly callbackRate: number };
 }
 
 const NAMESPACE = "SchedulerAgentSupervisor";
@@ -531,7 +533,7 @@ export class SchedulerAgentSupervisor extends Construct {
   private routes(
     authentication: Authentication,
     operatorScope: string,
-    throttling = { rate: 10000, burst: 5000, readRate: 25 },
+    throttling = { rate: 10000, burst: 5000, readRate: 25, callbackRate: 100 },
   ): apigw.HttpApi {
     const { GET, POST, PUT } = apigw.HttpMethod;
     const api = new apigw.HttpApi(this, "Api", { createDefaultStage: true });
@@ -599,16 +601,21 @@ export class SchedulerAgentSupervisor extends Construct {
     stage.defaultRouteSettings = { throttlingBurstLimit: throttling.burst, throttlingRateLimit: throttling.rate };
     // RouteSettings is JSON to CDK, written into the template as it is: CloudFormation's names.
     const read = { ThrottlingBurstLimit: throttling.readRate, ThrottlingRateLimit: throttling.readRate };
-    stage.routeSettings = Object.fromEntries(
-      [
+    const callback = { ThrottlingBurstLimit: throttling.callbackRate, ThrottlingRateLimit: throttling.callbackRate };
+    stage.routeSettings = Object.fromEntries([
+      ...[
         "GET /tasks/{id}",
         "GET /tasks",
         "GET /operator/tasks/{id}",
         "GET /operator/tasks",
         "GET /tasks/{id}/children",
         "GET /operator/tasks/{id}/children",
+        // The routes anyone may call, each an invocation: bounded apart from the rest.
+        "GET /",
+        "GET /openapi.json",
       ].map((key) => [key, read]),
-    );
+      ...["POST /callbacks/{token}", "POST /callbacks/{token}/heartbeat"].map((key) => [key, callback]),
+    ]);
     const accessLogs = new logs.LogGroup(this, "ApiAccessLogs", { retention: logs.RetentionDays.ONE_MONTH });
     stage.accessLogSettings = {
       destinationArn: accessLogs.logGroupArn,
@@ -643,6 +650,12 @@ export class SchedulerAgentSupervisor extends Construct {
     const counted = (metricName: string, functionName: FunctionName) =>
       new cloudwatch.Metric({ namespace: NAMESPACE, metricName, dimensionsMap: { Function: functionName }, statistic: "Sum", period: minute });
     alarm("TasksInErrorAlarm", "A task ended in Error after compensation; its alert names it.", counted("TasksInError", "scheduler"));
+    const panics = (["submission", "scheduler", "agent"] as const).map((f) => counted("Panics", f));
+    alarm(
+      "PanicsAlarm",
+      "A function caught a panic while handling one request (answered 500) or one SQS record (delivered again, then dead-lettered): a defect met by some input, which the logs name.",
+      new cloudwatch.MathExpression({ expression: "SUM([p0, p1, p2])", usingMetrics: { p0: panics[0], p1: panics[1], p2: panics[2] }, period: minute }),
+    );
     alarm(
       "QuarantinedTasksAlarm",
       "The supervisor found task records it cannot read (garbled, or of a newer version's shape after a rollback) and took them off the expiry index; they wait, marked quarantined, for a person.",

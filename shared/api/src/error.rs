@@ -56,6 +56,9 @@ pub enum ErrorCode {
     MisdirectedRequest,
     /// The backend failed: the client may retry.
     Unavailable,
+    /// The request failed inside the service (a defect, logged and counted; never the
+    /// client's mistake).
+    Internal,
 }
 
 impl ErrorCode {
@@ -82,6 +85,7 @@ impl ErrorCode {
             Self::BodyTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::MisdirectedRequest => 421,
+            Self::Internal => 500,
             Self::Unavailable => 503,
         }
     }

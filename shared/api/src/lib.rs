@@ -19,6 +19,7 @@ mod tasks;
 mod view;
 
 use sas_core::app::App;
+use sas_core::contain;
 use sas_domain::ids::{Owner, TaskId};
 use sas_domain::task::Task;
 
@@ -132,7 +133,14 @@ impl ApiResponse {
     }
 }
 
-/// Serves one request.
+/// Serves one request. A panic while serving it (a defect: none is expected) is
+/// caught and counted ([`contain`]), and answered as a 500 with a JSON body.
 pub async fn handle(app: &App, request: ApiRequest<'_>) -> ApiResponse {
-    route(app, request).await.unwrap_or_else(ApiResponse::from)
+    let served = contain::caught(app.metrics(), "request", || route(app, request)).await;
+    served
+        .unwrap_or_else(|_| {
+            let message = "the request failed inside the service; it is logged";
+            Err(ApiError::new(ErrorCode::Internal, message))
+        })
+        .unwrap_or_else(ApiResponse::from)
 }

@@ -7,7 +7,9 @@
 //! - [`app::App`]: submission, scheduler, supervisor and operator actions, each in a
 //!   room of its own under [`app`];
 //! - [`step_caller::StepCaller`]: the agent's work, one remote call with retries and a
-//!   circuit breaker.
+//!   circuit breaker;
+//! - [`contain`]: a panic while handling one request or message caught, counted and
+//!   made that one's failure.
 //!
 //! No dependency here does I/O (no SQLite, HTTP client, AWS SDK or network): the
 //! adapters implement the ports in their own crates (`sas-embedded`, `sas-aws`,
@@ -18,5 +20,6 @@
 
 pub mod app;
 pub mod clock;
+pub mod contain;
 pub mod ports;
 pub mod step_caller;

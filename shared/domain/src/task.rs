@@ -406,6 +406,20 @@ pub struct Task {
 }
 
 impl Task {
+    /// When the task may next move by itself, if that is later than anything it is
+    /// doing now could end it: its start, while it is Pending until `start_at`; never
+    /// ([`Timestamp::LATEST`]), while it is paused. `None` when it is at work, or has
+    /// ended. A wait for its end answers at once when this is past the wait's end.
+    #[must_use]
+    pub fn idle_until(&self) -> Option<Timestamp> {
+        match self.state {
+            TaskState::Processed | TaskState::Error => None,
+            _ if self.paused.is_some() => Some(Timestamp::LATEST),
+            TaskState::Pending => self.start_at,
+            TaskState::Processing | TaskState::Compensating => None,
+        }
+    }
+
     /// When the supervisor must look at the task: at its lease's end, or, for a
     /// lease no deadline message watches (one ending further off than a message can
     /// be delayed), as soon as a message can reach that end. So a task waiting a year

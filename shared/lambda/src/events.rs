@@ -10,7 +10,8 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use base64::Engine as _;
 use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
 use sas_core::app::App;
-use sas_core::ports::{Chain, StoreError};
+use sas_core::contain::{self, Panicked};
+use sas_core::ports::{Chain, Metrics, StoreError};
 use sas_domain::ids::Owner;
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span};
@@ -157,8 +158,15 @@ pub fn source_queue(record: &SqsMessage) -> &str {
 /// The scheduler and agent functions: handles every record of an SQS batch, each
 /// in its own span, at once, and names only the failed ones, so that only they are
 /// delivered again (and in the end dead-lettered). The handler is given the name of
-/// the record's queue ([`source_queue`]) and its body. Needs ReportBatchItemFailures.
-pub async fn sqs_batch<H, F, E>(event: SqsEvent, sends: Sends, handler: H) -> SqsBatchResponse
+/// the record's queue ([`source_queue`]) and its body. A panic while handling a record
+/// fails that record only, counted in `metrics` ([`contain`]). Needs
+/// ReportBatchItemFailures.
+pub async fn sqs_batch<H, F, E>(
+    event: SqsEvent,
+    sends: Sends,
+    metrics: &dyn Metrics,
+    handler: H,
+) -> SqsBatchResponse
 where
     H: Fn(String, String) -> F,
     F: Future<Output = Result<(), E>>,
@@ -174,7 +182,9 @@ where
             .cloned()
             .unwrap_or_default();
         let span = info_span!("message", message_id = %id, receive_count = %receive_count);
-        let outcome = handler(queue, record.body.unwrap_or_default());
+        let body = record.body.unwrap_or_default();
+        let handler = &handler;
+        let outcome = contain::caught(metrics, "record", move || handler(queue, body));
         let gate = gate.clone();
         async move {
             let outcome = match gate {
@@ -182,11 +192,12 @@ where
                 None => outcome.await,
             };
             match outcome {
-                Ok(()) => None,
-                Err(e) => {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => {
                     error!(error = %Chain(&e), "message failed; it will be delivered again");
                     Some(id)
                 }
+                Err(Panicked { .. }) => Some(id),
             }
         }
         .instrument(span)
@@ -303,5 +314,44 @@ mod tests {
             caller(&Authentication::None, None, "GET /operator/tasks"),
             Caller::Anyone
         );
+    }
+
+    /// A batch of three records, named by their bodies.
+    fn batch(bodies: [&str; 3]) -> SqsEvent {
+        let records = bodies
+            .iter()
+            .map(|body| json!({ "messageId": body, "body": body, "attributes": {},
+                                "messageAttributes": {}, "eventSourceARN": "arn:aws:sqs:eu-west-1:1:q" }))
+            .collect::<Vec<_>>();
+        serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
+    }
+
+    #[tokio::test]
+    async fn a_record_whose_handling_panics_fails_alone_and_the_batch_goes_on() {
+        for sends in [Sends::AsReady, Sends::Together] {
+            let handled = std::sync::Mutex::new(Vec::new());
+            let response = sqs_batch(
+                batch(["first", "poison", "last"]),
+                sends,
+                &sas_core::ports::NoMetrics,
+                |_, body| {
+                    let handled = &handled;
+                    async move {
+                        tokio::task::yield_now().await;
+                        assert_ne!(body, "poison", "a defect met by one record");
+                        handled.lock().expect("not poisoned").push(body);
+                        Ok::<_, std::io::Error>(())
+                    }
+                },
+            )
+            .await;
+            let failed: Vec<_> = response
+                .batch_item_failures
+                .iter()
+                .map(|f| f.item_identifier.as_str())
+                .collect();
+            assert_eq!(failed, ["poison"], "{sends:?}");
+            assert_eq!(*handled.lock().expect("not poisoned"), ["first", "last"]);
+        }
     }
 }

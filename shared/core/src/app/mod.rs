@@ -370,4 +370,10 @@ impl App {
     pub fn workflows(&self) -> &Registry {
         &self.workflows
     }
+
+    /// Where the app counts (a caught panic, say: [`crate::contain`]).
+    #[must_use]
+    pub fn metrics(&self) -> &dyn Metrics {
+        self.metrics.as_ref()
+    }
 }

@@ -65,8 +65,9 @@ impl App {
     /// A task's state once it is final, or when `wait` has passed, whichever is first.
     /// It reads the task again after [`WAIT_POLL`], then twice as long each time, up
     /// to [`MAX_WAIT_POLL`]; an unknown id is answered at once (but for a buffered
-    /// submission this process accepted lately, which may be on its way), and so is
-    /// every request beyond the [`MAX_WAITS`] this process holds.
+    /// submission this process accepted lately, which may be on its way), and so are a
+    /// task that will not move before `wait` ends ([`Task::idle_until`]) and every
+    /// request beyond the [`MAX_WAITS`] this process holds.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails.
@@ -90,9 +91,17 @@ impl App {
             notified.as_mut().enable();
             let task = self.store.task(id).await?;
             let now = tokio::time::Instant::now();
-            // In buffered ingestion a task this process accepted may be on its way.
+            // In buffered ingestion a task this process accepted may be on its way. A
+            // task that will not move before the wait ends (to start later, paused) is
+            // answered at once, not held for: on Lambda the wait holds an invocation.
             let waiting = match &task {
-                Some(task) => !task.state.is_final(),
+                Some(task) => {
+                    let ends_by = self
+                        .clock
+                        .now()
+                        .plus(deadline.saturating_duration_since(now));
+                    !task.state.is_final() && task.idle_until().is_none_or(|at| at <= ends_by)
+                }
                 None => self.accepted_here(id),
             };
             if !waiting || now >= deadline {

@@ -17,6 +17,19 @@ use crate::workflow::Results;
 /// The variables a condition may name.
 const VARIABLES: [&str; 2] = ["input", "results"];
 
+/// How deep a condition's brackets (`()`, `[]`, `{}`) may nest in its text, and its
+/// operations in what it compiles to. The parser recurses through a dozen rules a
+/// bracket, and the evaluator once an operation, on the stack of the thread that
+/// loads or decides: deeper, a condition could overflow it (measured in a debug
+/// build on a 2 MiB thread: 13 brackets, or 60 additions in a row), which no error
+/// reports and which ends the process.
+const MAX_BRACKETS: usize = 8;
+const MAX_DEPTH: usize = 24;
+
+/// The longest a condition may be, in bytes: the parser turns a long run of one
+/// operator into a tree by recursion too (30,000 additions overflow it).
+const MAX_BYTES: usize = 1024;
+
 /// A condition, compiled.
 #[derive(Clone)]
 pub struct Condition {
@@ -32,10 +45,29 @@ impl Condition {
     /// The parser's message for text that is not CEL, or the variable it names that
     /// is neither `input` nor `results`.
     pub fn parse(text: &str) -> Result<Self, String> {
+        if text.len() > MAX_BYTES {
+            return Err(format!(
+                "a condition of {} bytes: a condition may be {MAX_BYTES} bytes long",
+                text.len()
+            ));
+        }
+        let brackets = bracket_depth(text);
+        if brackets > MAX_BRACKETS {
+            return Err(format!(
+                "'{text}' nests brackets {brackets} deep: a condition may nest them {MAX_BRACKETS} deep"
+            ));
+        }
         let program = cel::Program::compile(text)
             .map_err(|errors| format!("'{text}' is not a CEL expression: {errors}"))?;
         let mut names = Names::default();
-        names.collect(program.expression(), &mut Vec::new());
+        names
+            .collect(program.expression(), &mut Vec::new(), 0)
+            .map_err(|TooDeep| {
+                format!(
+                    "'{text}' nests its operations over {MAX_DEPTH} deep (a long run of \
+                     additions, say): split it into steps' results, or shorten it"
+                )
+            })?;
         if let Some(unknown) = names
             .variables
             .iter()
@@ -98,8 +130,18 @@ struct Names {
 }
 
 impl Names {
-    /// Gathers the names of `expression`, where the variables `bound` are a macro's.
-    fn collect<'e>(&mut self, expression: &'e IdedExpr, bound: &mut Vec<&'e str>) {
+    /// Gathers the names of `expression`, `depth` operations deep, where the variables
+    /// `bound` are a macro's; refused past [`MAX_DEPTH`].
+    fn collect<'e>(
+        &mut self,
+        expression: &'e IdedExpr,
+        bound: &mut Vec<&'e str>,
+        depth: usize,
+    ) -> Result<(), TooDeep> {
+        if depth > MAX_DEPTH {
+            return Err(TooDeep);
+        }
+        let depth = depth + 1;
         let is_results = |e: &IdedExpr, bound: &[&str]| matches!(&e.expr, Expr::Ident(name) if name == "results" && !bound.contains(&"results"));
         match &expression.expr {
             Expr::Ident(name) => {
@@ -115,49 +157,71 @@ impl Names {
                     self.results.insert(name.inner().to_owned());
                 }
                 for part in call.target.as_deref().into_iter().chain(&call.args) {
-                    self.collect(part, bound);
+                    self.collect(part, bound, depth)?;
                 }
             }
             Expr::Select(select) => {
                 if is_results(&select.operand, bound) {
                     self.results.insert(select.field.clone());
                 }
-                self.collect(&select.operand, bound);
+                self.collect(&select.operand, bound, depth)?;
             }
             Expr::Comprehension(loop_) => {
-                self.collect(&loop_.iter_range, bound);
-                self.collect(&loop_.accu_init, bound);
+                self.collect(&loop_.iter_range, bound, depth)?;
+                self.collect(&loop_.accu_init, bound, depth)?;
                 let outside = bound.len();
                 bound.extend([loop_.iter_var.as_str(), loop_.accu_var.as_str()]);
                 bound.extend(loop_.iter_var2.as_deref());
                 for part in [&loop_.loop_cond, &loop_.loop_step, &loop_.result] {
-                    self.collect(part, bound);
+                    self.collect(part, bound, depth)?;
                 }
                 bound.truncate(outside);
             }
             Expr::List(list) => {
                 for element in &list.elements {
-                    self.collect(element, bound);
+                    self.collect(element, bound, depth)?;
                 }
             }
             Expr::Map(map) => {
                 for entry in &map.entries {
                     if let EntryExpr::MapEntry(entry) = &entry.expr {
-                        self.collect(&entry.key, bound);
-                        self.collect(&entry.value, bound);
+                        self.collect(&entry.key, bound, depth)?;
+                        self.collect(&entry.value, bound, depth)?;
                     }
                 }
             }
             Expr::Struct(fields) => {
                 for entry in &fields.entries {
                     if let EntryExpr::StructField(field) = &entry.expr {
-                        self.collect(&field.value, bound);
+                        self.collect(&field.value, bound, depth)?;
                     }
                 }
             }
             Expr::Unspecified | Expr::Literal(_) => {}
         }
+        Ok(())
     }
+}
+
+/// A condition nested deeper than [`MAX_DEPTH`].
+struct TooDeep;
+
+/// How deep the brackets of `text` nest (those in its string literals too: a
+/// condition has no need of so many there).
+fn bracket_depth(text: &str) -> usize {
+    let mut depth = 0_usize;
+    let mut deepest = 0;
+    for c in text.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 impl fmt::Debug for Condition {
@@ -238,5 +302,31 @@ mod tests {
         );
         let number = holds("input.amount", &input, &[]).expect_err("not a boolean");
         assert!(number.ends_with("not a boolean"), "{number}");
+    }
+
+    #[test]
+    fn a_condition_nested_deeper_than_a_stack_holds_is_refused_at_load() {
+        let brackets = |depth: usize| format!("{}1{} == 1", "(".repeat(depth), ")".repeat(depth));
+        let additions = |terms: usize| format!("1{} > 0", " + 1".repeat(terms));
+        for deep in [brackets(9), brackets(400), additions(30), additions(30_000)] {
+            let refused = Condition::parse(&deep).expect_err("too deep");
+            assert!(
+                refused.contains("deep") || refused.contains("bytes"),
+                "{refused}"
+            );
+        }
+        // The deepest allowed load and hold on a thread of 2 MiB, a worker's.
+        let loaded = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                [brackets(MAX_BRACKETS), additions(MAX_DEPTH - 3)]
+                    .iter()
+                    .map(|text| Condition::parse(text)?.holds(&json!({}), &Results::new()))
+                    .collect::<Result<Vec<bool>, String>>()
+            })
+            .expect("a thread")
+            .join()
+            .expect("no overflow");
+        assert_eq!(loaded, Ok(vec![true, true]));
     }
 }
