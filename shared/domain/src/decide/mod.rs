@@ -41,7 +41,7 @@ pub use delivery::{
 pub use flow::{SLOT_RECHECK, on_granted};
 pub use operator::{Refused, Resubmit, cancel, resubmit};
 pub use steps::{on_response, on_run};
-pub use submit::{MAX_REFUSED, refuse_submission, submit, submit_claimed, unmoved_since_created};
+pub use submit::{MAX_REFUSED, creation_again, refuse_submission, submit, submit_claimed};
 pub use supervise::{on_deadline, on_expired};
 pub use waits::{CallbackOutcome, CallbackUse, on_callback, on_heartbeat, pause, resume};
 
