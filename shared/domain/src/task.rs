@@ -372,7 +372,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Request>,
     /// The request to pause it, while it is paused ([`crate::decide::pause`]): it
-    /// starts no new step until it is resumed.
+    /// starts no new step until it is resumed, or ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Request>,
     /// When it may start, if its submission said: it is Pending until then.
