@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ids::{Owner, QueueName, TaskId};
-use super::messages::{Alert, Notification, Operation};
+use super::messages::{Alert, Notification, Operation, Outcome};
 use crate::limits::MAX_DELAY;
 use crate::time::Timestamp;
 
@@ -160,6 +160,11 @@ pub struct Step {
     /// How long its last call waited for its gates' slots, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
+    /// Of a call that waits for its callback: how the callback that came while the
+    /// call was still out ends the step, once the call is settled (answered, or its
+    /// lease ended). Until then the call holds its slots and nothing is undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_back: Option<Outcome>,
 }
 
 /// What a running step waits for, holding nothing: its lease (complete-by) is when
@@ -243,6 +248,7 @@ impl Step {
             waiting: None,
             slots: Vec::new(),
             waited_ms: None,
+            called_back: None,
         }
     }
 

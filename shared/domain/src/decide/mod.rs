@@ -203,6 +203,9 @@ pub enum Verdict {
     RefusedAlready,
     /// A step's callback was used: its result recorded, or its error.
     CallbackUsed,
+    /// A step's callback was used while its call was still out: kept until the call
+    /// is settled.
+    CallbackKept,
     /// A heartbeat pushed a callback's lease on.
     HeartbeatRecorded,
     /// A heartbeat while the call was out, before the wait for the callback began:
@@ -258,6 +261,7 @@ impl Verdict {
             Self::SubmissionRefused => "submission refused",
             Self::RefusedAlready => "refused already",
             Self::CallbackUsed => "callback used",
+            Self::CallbackKept => "callback kept",
             Self::HeartbeatRecorded => "heartbeat recorded",
             Self::HeartbeatEarly => "heartbeat early",
             Self::PauseRequested => "pause requested",

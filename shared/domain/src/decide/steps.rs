@@ -424,6 +424,10 @@ pub fn on_response(
             error: limits::bounded_error(error.clone()),
         },
     };
+    if change.settle_callback(response.step) {
+        change.advance(workflow, order);
+        return change.done(Verdict::Recorded);
+    }
     let callback = workflow.steps[response.step].callback();
     match (callback, &outcome, response.operation) {
         // Its service took the call: the step waits for its callback, unless the task

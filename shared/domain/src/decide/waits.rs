@@ -184,6 +184,17 @@ impl Change {
         });
     }
 
+    /// Step `index`'s call, whose callback came while it was out, is settled (its
+    /// agent answered, or its lease ended and it answers no more): the step ends as
+    /// the callback said. Whether it did is returned.
+    pub(super) fn settle_callback(&mut self, index: usize) -> bool {
+        let Some(outcome) = self.task.steps[index].called_back.take() else {
+            return false;
+        };
+        self.record(index, Operation::Call, outcome);
+        true
+    }
+
     /// The task moves on from a decision that sends nothing to an agent (the API's,
     /// the supervisor's): it ends if every step has; a step due is left to a
     /// scheduler, which a Run message brings (the task released to one when nothing
@@ -261,8 +272,8 @@ fn next_heartbeat(callback: &CallbackSettings, now: Timestamp, until: Timestamp)
 
 /// Whether step `index` of `task` waits for the callback `token` was made for (or
 /// any, without one), or may yet (its call is out, and its service may call back
-/// before the scheduler records its answer), now: a wait past its time (its timeout,
-/// a heartbeat missed) is over before the supervisor finds it.
+/// before the scheduler records its answer; once only), now: a wait past its time
+/// (its timeout, a heartbeat missed) is over before the supervisor finds it.
 ///
 /// # Errors
 /// [`Refused::UnknownCallback`] for a token `task` did not sign;
@@ -283,6 +294,7 @@ fn check_wait(
     let waits = !task.state.is_final()
         && workflow.steps[index].callback().is_some()
         && step.state == StepState::Processing
+        && step.called_back.is_none()
         && step.complete_by.is_none_or(|at| now < at)
         && token.is_none_or(|token| token.run == task.run && token.attempt == step.attempt);
     if waits {
@@ -294,7 +306,11 @@ fn check_wait(
 
 /// The callback of a step is used: by its token, or on the owner's or operator's
 /// route. The step ends with the output given (Processed) or the error (as a step
-/// that failed, the task undone); a scheduler takes the task on.
+/// that failed, the task undone); a scheduler takes the task on. A callback that
+/// comes while its step's call is still out (its agent's answer not yet recorded)
+/// is kept: the call, which may still be retried by its agent, keeps its slots and
+/// is undone only once it is settled, by its answer or its lease's end
+/// ([`Change::settle_callback`]).
 ///
 /// # Errors
 /// [`Refused::UnknownCallback`] for a token the task did not sign;
@@ -327,11 +343,17 @@ pub fn on_callback(
             }
         }
     };
-    change.record(index, Operation::Call, outcome);
     change.log(Happened::Woke {
         step: index,
         by: Some(callback.by),
     });
+    let step = &mut change.task.steps[index];
+    if step.waiting.is_none() {
+        step.called_back = Some(outcome);
+        change.hold(workflow);
+        return Ok(change.done(Verdict::CallbackKept));
+    }
+    change.record(index, Operation::Call, outcome);
     change.waits_changed = true;
     change.move_on(workflow);
     Ok(change.done(Verdict::CallbackUsed))

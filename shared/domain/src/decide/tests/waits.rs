@@ -484,14 +484,24 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
     );
     assert!(dispatched(&answered).is_empty());
 
-    // The service calls back before its answer is recorded: the answer is stale then.
-    let early = on_callback(&task, &workflow, &order, use_token(&token, approved()), now)
-        .expect("used")
-        .next
-        .expect("written");
-    assert_eq!(early.steps[1].state, StepState::Processed);
+    // The service calls back before its answer is recorded: the callback is kept,
+    // and ends the step once the answer comes.
+    let early =
+        on_callback(&task, &workflow, &order, use_token(&token, approved()), now).expect("used");
+    assert_eq!(early.verdict, Verdict::CallbackKept);
+    let early = early.next.expect("written");
+    assert_eq!(
+        early.steps[1].state,
+        StepState::Processing,
+        "its call is out"
+    );
     let late = on_response(&early, &workflow, &order, &respond(&request, ok()), now);
-    assert_eq!(late.verdict, Verdict::StaleResponse);
+    let late = late.next.expect("recorded");
+    assert_eq!(late.steps[1].state, StepState::Processed);
+    assert_eq!(
+        late.steps[1].output.as_deref(),
+        Some(&json!({"approved_by": "ana"}))
+    );
 
     // A refusal after the call took effect: the call is undone, with the steps before.
     let refusal = CallbackOutcome::Error("the courier never came".into());
