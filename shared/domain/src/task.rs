@@ -179,6 +179,10 @@ pub enum Waiting {
     Callback {
         /// Its timeout: no heartbeat pushes its complete-by past this.
         until: Timestamp,
+        /// After its call, taken by its service: its token is the call's
+        /// ([`crate::callback::Token::issue`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        after_call: bool,
     },
     /// A slot of each of its service's gates ([`crate::flow`]), before its call is
     /// sent: its complete-by is when the supervisor asks again, never a failure; its
@@ -250,6 +254,13 @@ impl Step {
             waited_ms: None,
             called_back: None,
         }
+    }
+
+    /// The run whose idempotency keys its calls carry when sent in run `run`: the
+    /// one it keeps ([`Self::key_run`]), or `run`'s.
+    #[must_use]
+    pub fn key_run_in(&self, run: u32) -> u32 {
+        if self.key_run == 0 { run } else { self.key_run }
     }
 
     /// Whether the step was sent under its current key, and may have taken effect,

@@ -119,7 +119,11 @@ impl Change {
     pub(super) fn start_wait(&mut self, index: usize, callback: &CallbackSettings) {
         let until = self.now.plus(callback.timeout);
         let complete_by = next_heartbeat(callback, self.now, until);
-        self.begin_wait(index, complete_by, Waiting::Callback { until });
+        let waiting = Waiting::Callback {
+            until,
+            after_call: false,
+        };
+        self.begin_wait(index, complete_by, waiting);
     }
 
     /// Step `index`, whose call its service took, waits for its callback from now:
@@ -127,7 +131,10 @@ impl Change {
     pub(super) fn wait_for_callback(&mut self, index: usize, callback: &CallbackSettings) {
         let until = self.now.plus(callback.timeout);
         let step = &mut self.task.steps[index];
-        step.waiting = Some(Waiting::Callback { until });
+        step.waiting = Some(Waiting::Callback {
+            until,
+            after_call: true,
+        });
         step.complete_by = Some(next_heartbeat(callback, self.now, until));
         self.log_wait(index);
     }
@@ -147,7 +154,7 @@ impl Change {
     fn log_wait(&mut self, index: usize) {
         let step = &self.task.steps[index];
         let (attempt, until) = match step.waiting {
-            Some(Waiting::Callback { until }) => {
+            Some(Waiting::Callback { until, .. }) => {
                 self.waits_changed = true;
                 (step.attempt, until)
             }
@@ -291,12 +298,13 @@ fn check_wait(
     let Some(step) = task.steps.get(index) else {
         return Err(Refused::UnknownCallback);
     };
+    let after_call = workflow.steps[index].call().is_some();
     let waits = !task.state.is_final()
         && workflow.steps[index].callback().is_some()
         && step.state == StepState::Processing
         && step.called_back.is_none()
         && step.complete_by.is_none_or(|at| now < at)
-        && token.is_none_or(|token| token.run == task.run && token.attempt == step.attempt);
+        && token.is_none_or(|token| token.is_current(task, after_call));
     if waits {
         Ok(())
     } else {
@@ -377,7 +385,7 @@ pub fn on_heartbeat(
         return Err(Refused::NoHeartbeat(task.steps[step].name.clone()));
     };
     // A heartbeat while the call is still out says nothing the call's own lease does not.
-    let Some(Waiting::Callback { until }) = task.steps[step].waiting else {
+    let Some(Waiting::Callback { until, .. }) = task.steps[step].waiting else {
         return Ok(Decision::ignore(Verdict::HeartbeatEarly));
     };
     let mut change = Change::of(task, now);
