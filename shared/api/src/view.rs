@@ -175,11 +175,11 @@ impl WaitingView {
                 since: None,
                 token: None,
             }),
-            Waiting::Callback { until } => Some(Self {
+            Waiting::Callback { until, after_call } => Some(Self {
                 waits_for: "callback",
                 until: Some(until.to_rfc3339()),
                 since: None,
-                token: Token::issue(task, index, step.attempt),
+                token: Token::issue(task, index, after_call),
             }),
             Waiting::Slot { since } => Some(Self {
                 waits_for: "slot",

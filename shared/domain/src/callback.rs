@@ -3,8 +3,9 @@
 //! A token names its task, run, step and attempt, signed (HMAC-SHA-256) with the
 //! task's own secret ([`Task::callback_key`]), drawn at random when the task was
 //! created and never shown: it cannot be guessed or forged, and it is bound to the
-//! wait it was made for. Nothing is stored per token: a retry's new attempt makes a
-//! new token, and the old one, still well signed, finds its wait over.
+//! wait it was made for. Nothing is stored per token: a retry's new attempt of a wait
+//! makes a new token, and the old one, still well signed, finds its wait over. A
+//! call that waits for its callback is the exception ([`Token::issue`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -26,23 +27,39 @@ pub struct Token {
     pub run: u32,
     /// The step, by index.
     pub step: usize,
-    /// The step's attempt that waits.
+    /// The step's attempt that waits; 0 for every attempt of a call under one
+    /// idempotency key.
     pub attempt: u32,
     signature: Vec<u8>,
 }
 
 impl Token {
-    /// The token for attempt `attempt` of `task`'s step `step`, in its current run;
-    /// `None` for a task created before tasks had a secret.
+    /// The token of the wait of `task`'s step `step` for its callback, now; `None`
+    /// for a task created before tasks had a secret.
+    ///
+    /// A step that calls its service first (`after_call`) has one token for every
+    /// attempt of its call under one idempotency key: a service deduplicates calls by
+    /// their key, and keeps the token of the first it took, so a retry must carry
+    /// that one. A new token per attempt would be one the service never keeps, and a
+    /// new key per attempt would have the service act twice. A wait that calls
+    /// nothing has a token per attempt, told to whoever acts on it: a retry waits
+    /// under a new one.
     #[must_use]
-    pub fn issue(task: &Task, step: usize, attempt: u32) -> Option<String> {
-        let mac = signer(task, step, task.run, attempt)?;
+    pub fn issue(task: &Task, step: usize, after_call: bool) -> Option<String> {
+        let (run, attempt) = wait_of(task, step, after_call)?;
+        let mac = signer(task, step, run, attempt)?;
         Some(format!(
-            "{}.{}.{step}.{attempt}.{}",
+            "{}.{run}.{step}.{attempt}.{}",
             URL_SAFE_NO_PAD.encode(task.id.as_str()),
-            task.run,
             URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..SIGNATURE_BYTES]),
         ))
+    }
+
+    /// Whether it is the token of the current wait of its step of `task`
+    /// ([`Self::issue`]), whether it is signed aside.
+    #[must_use]
+    pub fn is_current(&self, task: &Task, after_call: bool) -> bool {
+        wait_of(task, self.step, after_call) == Some((self.run, self.attempt))
     }
 
     /// The token `text` is, if it has a token's shape; whether it is genuine is for
@@ -75,6 +92,17 @@ impl Token {
             && signer(task, self.step, self.run, self.attempt)
                 .is_some_and(|mac| mac.verify_truncated_left(&self.signature).is_ok())
     }
+}
+
+/// The run and the attempt that name the wait of `task`'s step `step` for its
+/// callback ([`Token::issue`]): a call's, its key's run and no attempt.
+fn wait_of(task: &Task, step: usize, after_call: bool) -> Option<(u32, u32)> {
+    let record = task.steps.get(step)?;
+    Some(if after_call {
+        (record.key_run_in(task.run), 0)
+    } else {
+        (task.run, record.attempt)
+    })
 }
 
 /// The MAC of a wait, keyed with the task's secret; `None` without one.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ids::{Owner, QueueName, TaskId};
-use super::messages::{Alert, Notification, Operation};
+use super::messages::{Alert, Notification, Operation, Outcome};
 use crate::limits::MAX_DELAY;
 use crate::time::Timestamp;
 
@@ -160,6 +160,11 @@ pub struct Step {
     /// How long its last call waited for its gates' slots, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waited_ms: Option<u64>,
+    /// Of a call that waits for its callback: how the callback that came while the
+    /// call was still out ends the step, once the call is settled (answered, or its
+    /// lease ended). Until then the call holds its slots and nothing is undone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called_back: Option<Outcome>,
 }
 
 /// What a running step waits for, holding nothing: its lease (complete-by) is when
@@ -174,6 +179,10 @@ pub enum Waiting {
     Callback {
         /// Its timeout: no heartbeat pushes its complete-by past this.
         until: Timestamp,
+        /// After its call, taken by its service: its token is the call's
+        /// ([`crate::callback::Token::issue`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        after_call: bool,
     },
     /// A slot of each of its service's gates ([`crate::flow`]), before its call is
     /// sent: its complete-by is when the supervisor asks again, never a failure; its
@@ -243,7 +252,15 @@ impl Step {
             waiting: None,
             slots: Vec::new(),
             waited_ms: None,
+            called_back: None,
         }
+    }
+
+    /// The run whose idempotency keys its calls carry when sent in run `run`: the
+    /// one it keeps ([`Self::key_run`]), or `run`'s.
+    #[must_use]
+    pub fn key_run_in(&self, run: u32) -> u32 {
+        if self.key_run == 0 { run } else { self.key_run }
     }
 
     /// Whether the step was sent under its current key, and may have taken effect,
@@ -372,7 +389,7 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Request>,
     /// The request to pause it, while it is paused ([`crate::decide::pause`]): it
-    /// starts no new step until it is resumed.
+    /// starts no new step until it is resumed, or ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Request>,
     /// When it may start, if its submission said: it is Pending until then.

@@ -22,9 +22,16 @@ impl Sim {
     fn refresh_tokens(&mut self) -> Vec<String> {
         for task in self.memory.tasks() {
             for (index, step) in task.steps.iter().enumerate() {
-                let shown = matches!(step.waiting, Some(Waiting::Callback { .. }))
-                    && step.state == StepState::Processing;
-                if let Some(token) = Token::issue(&task, index, step.attempt).filter(|_| shown)
+                let shown = match step.waiting {
+                    Some(Waiting::Callback { after_call, .. })
+                        if step.state == StepState::Processing =>
+                    {
+                        Some(after_call)
+                    }
+                    _ => None,
+                };
+                if let Some(token) =
+                    shown.and_then(|after_call| Token::issue(&task, index, after_call))
                     && !self.tokens.contains(&token)
                 {
                     self.tokens.push(token);
@@ -58,14 +65,20 @@ impl Sim {
                     && self.waits_for_callback(&task, token.step)
                     && step.state == StepState::Processing
                     && step.complete_by.is_none_or(|at| now < at)
-                    && token.run == task.run
-                    && token.attempt == step.attempt
+                    && step.called_back.is_none()
+                    && token.is_current(&task, self.calls_first(&task, token.step))
             })
     }
 
     fn waits_for_callback(&self, task: &Task, step: usize) -> bool {
         self.workflow_of(task)
             .is_some_and(|w| w.steps[step].callback().is_some())
+    }
+
+    /// Whether `task`'s step `step` calls its service before it waits.
+    fn calls_first(&self, task: &Task, step: usize) -> bool {
+        self.workflow_of(task)
+            .is_some_and(|w| w.steps[step].call().is_some())
     }
 
     fn workflow_of(&self, task: &Task) -> Option<std::sync::Arc<Workflow>> {

@@ -340,34 +340,23 @@ impl App {
         self.perform(effects, None).await
     }
 
-    /// A task created claimed, if it has not moved since (it is the creation, rebuilt
-    /// from the stored instant and instance, but for submissions refused on it
-    /// since: [`decide::unmoved_since_created`]): the messages of its creation may
-    /// never have been sent (the scheduler died after the write, or the write's
-    /// answer was lost and the SDK's retry failed its condition). They are sent again
-    /// rather than left to the lease's end; the step's request may come twice, which
-    /// its idempotency key and attempt absorb. The caller is not told again.
+    /// A task created claimed, if it has not moved since ([`decide::creation_again`]):
+    /// the messages of its creation may never have been sent (the scheduler died after
+    /// the write, or the write's answer was lost and the SDK's retry failed its
+    /// condition). They are sent again rather than left to the lease's end; the step's
+    /// request may come twice, which its idempotency key and attempt absorb.
     pub(super) async fn claim_again(
         &self,
         definition: &Workflow,
         submission: Submission,
         existing: &Task,
     ) -> Result<(), QueueError> {
-        let Some(instance) = &existing.locked_by else {
+        let Some(unsent) = decide::creation_again(definition, submission, existing) else {
             return Ok(());
         };
-        let (again, _, effects) =
-            decide::submit_claimed(definition, submission, instance, existing.created_at);
-        if !decide::unmoved_since_created(&again, existing) {
-            return Ok(());
-        }
         info!(task_id = %existing.id, "a task created claimed, not moved since: its first messages are sent again");
         // Its request goes without the task sealed (its order is not read here): its
         // answer costs a read.
-        let unsent = effects
-            .into_iter()
-            .filter(|effect| !matches!(effect, Effect::Notify { .. }))
-            .collect();
         self.perform(unsent, None).await
     }
 

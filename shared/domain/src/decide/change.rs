@@ -184,9 +184,12 @@ impl Change {
         });
     }
 
+    /// Ends the task in `state`. A pause ends with it: a pause holds up a running
+    /// task, and one resubmitted (or rerun for its parent) runs.
     pub(super) fn finish(&mut self, workflow: &Workflow, state: TaskState) {
         self.task.locked_by = None;
         self.task.complete_by = None;
+        self.task.paused = None;
         if state == TaskState::Error {
             self.task.not_undone = not_undone(&self.task, workflow);
         }

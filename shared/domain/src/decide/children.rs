@@ -58,9 +58,7 @@ impl Change {
         step.attempt = 0;
         step.started_at = Some(self.now);
         step.retry_at = None;
-        if step.key_run == 0 {
-            step.key_run = run;
-        }
+        step.key_run = step.key_run_in(run);
         step.children = Some(Children {
             total,
             ..Children::default()

@@ -136,9 +136,9 @@ pub fn callback_waits(task: &Task) -> Vec<CallbackWait> {
         .iter()
         .enumerate()
         .filter_map(|(index, step)| match step.waiting {
-            Some(Waiting::Callback { until }) => Some(CallbackWait {
+            Some(Waiting::Callback { until, after_call }) => Some(CallbackWait {
                 step: step.name.clone(),
-                token: Token::issue(task, index, step.attempt)?,
+                token: Token::issue(task, index, after_call)?,
                 until,
             }),
             _ => None,

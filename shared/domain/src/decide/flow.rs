@@ -212,7 +212,7 @@ pub fn on_granted(
     waiting.waiting = None;
     waiting.slots = held;
     waiting.waited_ms = Some(u64::try_from(since.until(now).as_millis()).unwrap_or(u64::MAX));
-    match change.request(call, index, order, granted.operation, granted.attempt) {
+    match change.request(call, index, order, granted.operation) {
         Ok((path, payload)) => {
             change.send(call, index, granted.operation, path, payload, within);
         }

@@ -41,7 +41,7 @@ pub use delivery::{
 pub use flow::{SLOT_RECHECK, on_granted};
 pub use operator::{Refused, Resubmit, cancel, resubmit};
 pub use steps::{on_response, on_run};
-pub use submit::{MAX_REFUSED, refuse_submission, submit, submit_claimed, unmoved_since_created};
+pub use submit::{MAX_REFUSED, creation_again, refuse_submission, submit, submit_claimed};
 pub use supervise::{on_deadline, on_expired};
 pub use waits::{CallbackOutcome, CallbackUse, on_callback, on_heartbeat, pause, resume};
 
@@ -203,6 +203,9 @@ pub enum Verdict {
     RefusedAlready,
     /// A step's callback was used: its result recorded, or its error.
     CallbackUsed,
+    /// A step's callback was used while its call was still out: kept until the call
+    /// is settled.
+    CallbackKept,
     /// A heartbeat pushed a callback's lease on.
     HeartbeatRecorded,
     /// A heartbeat while the call was out, before the wait for the callback began:
@@ -258,6 +261,7 @@ impl Verdict {
             Self::SubmissionRefused => "submission refused",
             Self::RefusedAlready => "refused already",
             Self::CallbackUsed => "callback used",
+            Self::CallbackKept => "callback kept",
             Self::HeartbeatRecorded => "heartbeat recorded",
             Self::HeartbeatEarly => "heartbeat early",
             Self::PauseRequested => "pause requested",

@@ -177,9 +177,7 @@ pub fn resubmit(
         let keeps_key = plain && left_in_place(step, definition);
         // A step sent before keys were kept per step took the task's run's.
         let key_run = match keeps_key {
-            true => Some(step.key_run)
-                .filter(|&run| run > 0)
-                .unwrap_or(task.run),
+            true => step.key_run_in(task.run),
             false => 0,
         };
         *step = Step::new(&step.name);

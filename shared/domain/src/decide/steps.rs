@@ -198,8 +198,7 @@ impl Change {
             // Neither has anything to undo ([`StepDefinition::can_be_undone`]).
             (StepKind::Sleep(_) | StepKind::Wait(_), Operation::Compensate) => return,
         };
-        let attempt = self.task.steps[index].attempt + 1;
-        let (path, payload) = match self.request(call, index, order, operation, attempt) {
+        let (path, payload) = match self.request(call, index, order, operation) {
             Ok(request) => request,
             // The operation cannot be called as the workflow builds it: it fails, for
             // good, without a call.
@@ -218,8 +217,8 @@ impl Change {
         }
     }
 
-    /// The path and the payload of step `index`'s operation in attempt `attempt`
-    /// (whose callback token a call that waits for one carries).
+    /// The path and the payload of step `index`'s operation (whose callback token a
+    /// call that waits for one carries).
     ///
     /// # Errors
     /// The operation cannot be called as the workflow builds it.
@@ -229,7 +228,6 @@ impl Change {
         index: usize,
         order: &Order,
         operation: Operation,
-        attempt: u32,
     ) -> Result<(String, Payload), String> {
         let name = &self.task.steps[index].name;
         let results = results(&self.task);
@@ -237,7 +235,7 @@ impl Change {
             .callback
             .as_ref()
             .filter(|_| operation == Operation::Call)
-            .and_then(|_| Token::issue(&self.task, index, attempt));
+            .and_then(|_| Token::issue(&self.task, index, true));
         let payload = match &call.fields {
             Some(fields) => Payload::of(&MappedPayload {
                 callback_token: callback_token.as_deref(),
@@ -280,9 +278,7 @@ impl Change {
         };
         step.attempt += 1;
         step.started_at = Some(self.now);
-        if step.key_run == 0 {
-            step.key_run = run;
-        }
+        step.key_run = step.key_run_in(run);
         step.retry_at = None;
     }
 
@@ -424,6 +420,10 @@ pub fn on_response(
             error: limits::bounded_error(error.clone()),
         },
     };
+    if change.settle_callback(response.step) {
+        change.advance(workflow, order);
+        return change.done(Verdict::Recorded);
+    }
     let callback = workflow.steps[response.step].callback();
     match (callback, &outcome, response.operation) {
         // Its service took the call: the step waits for its callback, unless the task

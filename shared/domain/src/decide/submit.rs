@@ -16,6 +16,16 @@ pub fn submit(
     submission: Submission,
     now: Timestamp,
 ) -> (Task, Order, Vec<Effect>) {
+    create(workflow, submission, now, crate::callback::new_key())
+}
+
+/// [`submit`], the task's secret `callback_key`.
+fn create(
+    workflow: &Workflow,
+    submission: Submission,
+    now: Timestamp,
+    callback_key: String,
+) -> (Task, Order, Vec<Effect>) {
     let task = Task {
         id: submission.id.clone(),
         version: 0,
@@ -44,7 +54,7 @@ pub fn submit(
         paused: None,
         start_at: submission.start_at,
         priority: submission.priority,
-        callback_key: crate::callback::new_key(),
+        callback_key,
         resubmissions: Vec::new(),
         refused: Vec::new(),
         history: Vec::new(),
@@ -77,11 +87,28 @@ pub fn submit_claimed(
     instance: &str,
     now: Timestamp,
 ) -> (Task, Order, Vec<Effect>) {
-    if submission.start_at.is_some_and(|at| at > now) {
+    create_claimed(
+        workflow,
+        submission,
+        instance,
+        now,
+        crate::callback::new_key(),
+    )
+}
+
+/// [`submit_claimed`], the task's secret `callback_key`.
+fn create_claimed(
+    workflow: &Workflow,
+    submission: Submission,
+    instance: &str,
+    now: Timestamp,
+    callback_key: String,
+) -> (Task, Order, Vec<Effect>) {
+    let (mut pending, order, submitted) = create(workflow, submission, now, callback_key);
+    if pending.start_at.is_some_and(|at| at > now) {
         // It is not to be claimed yet.
-        return submit(workflow, submission, now);
+        return (pending, order, submitted);
     }
-    let (mut pending, order, submitted) = submit(workflow, submission, now);
     // The pickup lease's deadline message is not sent: the claim watches its own lease.
     pending.deadline = None;
     let claim = on_run(&pending, workflow, &order, instance, now);
@@ -92,14 +119,36 @@ pub fn submit_claimed(
     (claim.next.unwrap_or(pending), order, effects)
 }
 
+/// The messages of the creation of `stored`, a task [`submit_claimed`] created for
+/// `submission`, if it has not moved since: the scheduler may have died after the
+/// write, before it sent them. It is rebuilt from the instant, the instance and the
+/// secret it was created with: its first request is the one it sent, its callback
+/// token one the task signs. The caller is not told again.
+#[must_use]
+pub fn creation_again(
+    workflow: &Workflow,
+    submission: Submission,
+    stored: &Task,
+) -> Option<Vec<Effect>> {
+    let instance = stored.locked_by.as_deref()?;
+    let (again, _, effects) = create_claimed(
+        workflow,
+        submission,
+        instance,
+        stored.created_at,
+        stored.callback_key.clone(),
+    );
+    let unsent = effects
+        .into_iter()
+        .filter(|effect| !matches!(effect, Effect::Notify { .. }));
+    unmoved_since_created(&again, stored).then(|| unsent.collect())
+}
+
 /// Whether `stored` is the task `created` (as [`submit_claimed`] wrote it) has been
 /// since, but for submissions refused on it ([`refuse_submission`]): a refusal moves
 /// a task's version, not its work, so the messages of its creation are still due.
-#[must_use]
-pub fn unmoved_since_created(created: &Task, stored: &Task) -> bool {
+fn unmoved_since_created(created: &Task, stored: &Task) -> bool {
     let mut work = stored.clone();
-    // Its secret is drawn at random: the one the task was created with is its own.
-    work.callback_key.clone_from(&created.callback_key);
     work.history
         .retain(|event| !matches!(event.what, Happened::Refused));
     let refusals = stored.history.len() - work.history.len();

@@ -51,10 +51,13 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
         .filter(|&index| task.steps[index].complete_by.is_none_or(|at| at <= now))
         .filter(|_| task.locked_by.is_some())
         .partition(|&index| workflow.steps[index].children().is_some());
-    // A timer's end is its success; a wait for slots is asked for again.
-    let (timers, expired): (Vec<usize>, Vec<usize>) = expired
-        .into_iter()
-        .partition(|&index| task.steps[index].waiting == Some(Waiting::Timer));
+    // A timer's end is its success; a call whose callback came while it was out is
+    // settled (its agent answers no more), and its step ends as the callback said; a
+    // wait for slots is asked for again.
+    let (ended, expired): (Vec<usize>, Vec<usize>) = expired.into_iter().partition(|&index| {
+        let step = &task.steps[index];
+        step.waiting == Some(Waiting::Timer) || step.called_back.is_some()
+    });
     let (queued, expired): (Vec<usize>, Vec<usize>) = expired
         .into_iter()
         .partition(|&index| matches!(task.steps[index].waiting, Some(Waiting::Slot { .. })));
@@ -64,14 +67,16 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
     for &index in &queued {
         change.admit_again(workflow, order, index);
     }
-    if expired.is_empty() && timers.is_empty() && !queued.is_empty() {
+    if expired.is_empty() && ended.is_empty() && !queued.is_empty() {
         change.hold(workflow);
         return change.done(Verdict::SlotsAskedAgain);
     }
-    for &index in &timers {
-        change.wake(index);
+    for &index in &ended {
+        if !change.settle_callback(index) {
+            change.wake(index);
+        }
     }
-    if expired.is_empty() && !timers.is_empty() {
+    if expired.is_empty() && !ended.is_empty() {
         change.move_on(workflow);
         return change.done(Verdict::Woke);
     }
@@ -99,7 +104,7 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
     }
     // A task being undone (asked to stop, or a step given up before or in this very
     // pass) tries no call again: each expired call is undone as one that timed out.
-    let stopping = task.state == TaskState::Compensating
+    let stopping = change.task.state == TaskState::Compensating
         || expired.iter().any(|&index| gives_up(task, workflow, index));
     let mut retried = false;
     for index in expired {

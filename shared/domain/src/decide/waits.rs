@@ -119,7 +119,11 @@ impl Change {
     pub(super) fn start_wait(&mut self, index: usize, callback: &CallbackSettings) {
         let until = self.now.plus(callback.timeout);
         let complete_by = next_heartbeat(callback, self.now, until);
-        self.begin_wait(index, complete_by, Waiting::Callback { until });
+        let waiting = Waiting::Callback {
+            until,
+            after_call: false,
+        };
+        self.begin_wait(index, complete_by, waiting);
     }
 
     /// Step `index`, whose call its service took, waits for its callback from now:
@@ -127,7 +131,10 @@ impl Change {
     pub(super) fn wait_for_callback(&mut self, index: usize, callback: &CallbackSettings) {
         let until = self.now.plus(callback.timeout);
         let step = &mut self.task.steps[index];
-        step.waiting = Some(Waiting::Callback { until });
+        step.waiting = Some(Waiting::Callback {
+            until,
+            after_call: true,
+        });
         step.complete_by = Some(next_heartbeat(callback, self.now, until));
         self.log_wait(index);
     }
@@ -147,7 +154,7 @@ impl Change {
     fn log_wait(&mut self, index: usize) {
         let step = &self.task.steps[index];
         let (attempt, until) = match step.waiting {
-            Some(Waiting::Callback { until }) => {
+            Some(Waiting::Callback { until, .. }) => {
                 self.waits_changed = true;
                 (step.attempt, until)
             }
@@ -182,6 +189,17 @@ impl Change {
             step: index,
             by: None,
         });
+    }
+
+    /// Step `index`'s call, whose callback came while it was out, is settled (its
+    /// agent answered, or its lease ended and it answers no more): the step ends as
+    /// the callback said. Whether it did is returned.
+    pub(super) fn settle_callback(&mut self, index: usize) -> bool {
+        let Some(outcome) = self.task.steps[index].called_back.take() else {
+            return false;
+        };
+        self.record(index, Operation::Call, outcome);
+        true
     }
 
     /// The task moves on from a decision that sends nothing to an agent (the API's,
@@ -261,8 +279,8 @@ fn next_heartbeat(callback: &CallbackSettings, now: Timestamp, until: Timestamp)
 
 /// Whether step `index` of `task` waits for the callback `token` was made for (or
 /// any, without one), or may yet (its call is out, and its service may call back
-/// before the scheduler records its answer), now: a wait past its time (its timeout,
-/// a heartbeat missed) is over before the supervisor finds it.
+/// before the scheduler records its answer; once only), now: a wait past its time
+/// (its timeout, a heartbeat missed) is over before the supervisor finds it.
 ///
 /// # Errors
 /// [`Refused::UnknownCallback`] for a token `task` did not sign;
@@ -280,11 +298,13 @@ fn check_wait(
     let Some(step) = task.steps.get(index) else {
         return Err(Refused::UnknownCallback);
     };
+    let after_call = workflow.steps[index].call().is_some();
     let waits = !task.state.is_final()
         && workflow.steps[index].callback().is_some()
         && step.state == StepState::Processing
+        && step.called_back.is_none()
         && step.complete_by.is_none_or(|at| now < at)
-        && token.is_none_or(|token| token.run == task.run && token.attempt == step.attempt);
+        && token.is_none_or(|token| token.is_current(task, after_call));
     if waits {
         Ok(())
     } else {
@@ -294,7 +314,11 @@ fn check_wait(
 
 /// The callback of a step is used: by its token, or on the owner's or operator's
 /// route. The step ends with the output given (Processed) or the error (as a step
-/// that failed, the task undone); a scheduler takes the task on.
+/// that failed, the task undone); a scheduler takes the task on. A callback that
+/// comes while its step's call is still out (its agent's answer not yet recorded)
+/// is kept: the call, which may still be retried by its agent, keeps its slots and
+/// is undone only once it is settled, by its answer or its lease's end
+/// ([`Change::settle_callback`]).
 ///
 /// # Errors
 /// [`Refused::UnknownCallback`] for a token the task did not sign;
@@ -327,11 +351,17 @@ pub fn on_callback(
             }
         }
     };
-    change.record(index, Operation::Call, outcome);
     change.log(Happened::Woke {
         step: index,
         by: Some(callback.by),
     });
+    let step = &mut change.task.steps[index];
+    if step.waiting.is_none() {
+        step.called_back = Some(outcome);
+        change.hold(workflow);
+        return Ok(change.done(Verdict::CallbackKept));
+    }
+    change.record(index, Operation::Call, outcome);
     change.waits_changed = true;
     change.move_on(workflow);
     Ok(change.done(Verdict::CallbackUsed))
@@ -355,7 +385,7 @@ pub fn on_heartbeat(
         return Err(Refused::NoHeartbeat(task.steps[step].name.clone()));
     };
     // A heartbeat while the call is still out says nothing the call's own lease does not.
-    let Some(Waiting::Callback { until }) = task.steps[step].waiting else {
+    let Some(Waiting::Callback { until, .. }) = task.steps[step].waiting else {
         return Ok(Decision::ignore(Verdict::HeartbeatEarly));
     };
     let mut change = Change::of(task, now);

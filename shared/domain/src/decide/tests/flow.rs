@@ -218,3 +218,121 @@ fn a_grant_that_comes_late_bounds_its_call_by_its_slots_or_is_asked_for_again() 
         now.plus(Duration::from_secs(60))
     );
 }
+
+/// [`limited`], its first call then waiting for its callback.
+fn limited_with_a_callback() -> Workflow {
+    let text = r#"{"name": "limited", "version": 1, "input": {"customer_id": "string"},
+        "defaults": {"complete_by": "10s"},
+        "steps": [
+            {"name": "a", "agent": "s", "call": "/a", "compensation": "/a/undo",
+             "limit": {"max_concurrency": 1, "key": "input.customer_id"},
+             "callback": {"timeout": "30m"}},
+            {"name": "b", "agent": "s", "call": "/b"}
+        ]}"#;
+    Workflow::parse("limited.json", text).expect("valid")
+}
+
+/// A task of [`limited_with_a_callback`] whose first call is out, holding its slot:
+/// the task, its order, the call's request and the use of its token with `outcome`.
+fn called_out(
+    outcome: CallbackOutcome,
+    now: Timestamp,
+) -> (Workflow, Task, Order, AgentRequest, CallbackUse) {
+    let workflow = limited_with_a_callback();
+    let (claim, order) = claimed(&workflow, 1, now);
+    let call = admitted(&claim)[0].call.clone();
+    let task = claim.next.expect("claimed");
+    let granted = on_granted(&task, &workflow, &order, &grant(&call, now), now);
+    let request = dispatched(&granted)[0].clone();
+    let token = request.payload.value()["callback_token"]
+        .as_str()
+        .and_then(crate::callback::Token::parse)
+        .expect("a token");
+    let callback = CallbackUse {
+        step: 0,
+        token: Some(token),
+        by: crate::task::Caller::Token,
+        outcome,
+    };
+    (
+        workflow,
+        granted.next.expect("sent"),
+        order,
+        request,
+        callback,
+    )
+}
+
+#[test]
+fn a_callback_while_its_call_is_out_keeps_the_slot_and_undoes_nothing_until_the_call_is_answered() {
+    let now = Timestamp(1_000_000);
+    let refusal = CallbackOutcome::Error("the courier never came".into());
+    let (workflow, task, order, request, callback) = called_out(refusal, now);
+    let early = on_callback(&task, &workflow, &order, callback.clone(), now).expect("used");
+    assert!(
+        released(&early).is_empty(),
+        "the call still out holds its slot"
+    );
+    assert!(dispatched_none(&early.effects), "nothing undone yet");
+    let task = early.next.expect("written");
+    assert_eq!(
+        (task.state, task.steps[0].state),
+        (TaskState::Processing, StepState::Processing),
+        "its call is still out"
+    );
+    assert_eq!(task.steps[0].slots, ["step:limited/a/c-1"]);
+    assert_eq!(
+        on_callback(&task, &workflow, &order, callback, now),
+        Err(Refused::NotWaiting("a".into())),
+        "used once"
+    );
+
+    let answered = on_response(&task, &workflow, &order, &respond(&request, ok()), now);
+    assert_eq!(
+        answered.verdict,
+        Verdict::Recorded,
+        "the answer settles the call"
+    );
+    assert_eq!(released(&answered).len(), 1, "its slot given back");
+    let task = answered.next.clone().expect("written");
+    assert_eq!(task.state, TaskState::Compensating);
+    assert_eq!(
+        (task.steps[0].state, task.steps[0].undoing),
+        (StepState::Compensating, Some(StepState::Unusable)),
+        "refused, as its callback said, and undone"
+    );
+    assert_eq!(
+        admitted(&answered)[0].call.operation,
+        Operation::Compensate,
+        "undone once the call is settled"
+    );
+}
+
+#[test]
+fn a_callback_while_its_call_is_out_ends_the_step_when_the_calls_lease_ends() {
+    let now = Timestamp(1_000_000);
+    let output = CallbackOutcome::Output(json!({"picked_up": true}));
+    let (workflow, task, order, request, callback) = called_out(output, now);
+    let task = on_callback(&task, &workflow, &order, callback, now)
+        .expect("used")
+        .next
+        .expect("written");
+    assert_eq!(
+        task.complete_by,
+        Some(request.complete_by),
+        "the call's lease"
+    );
+
+    // Its agent answers no more: the call is settled by its lease's end, not retried.
+    let ended = on_expired(&task, &workflow, &order, request.complete_by);
+    assert_eq!(released(&ended).len(), 1, "its slot given back");
+    let task = ended.next.expect("written");
+    assert_eq!(task.steps[0].state, StepState::Processed);
+    assert_eq!(task.steps[0].failure_count, 0);
+    assert_eq!(
+        task.steps[0].output.as_deref(),
+        Some(&json!({"picked_up": true}))
+    );
+    let run = on_run(&task, &workflow, &order, "s2", request.complete_by);
+    assert_eq!(dispatched(&run)[0].step_name, "b");
+}

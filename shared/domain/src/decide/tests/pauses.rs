@@ -151,3 +151,38 @@ fn a_task_to_start_later_is_pending_until_then_with_no_message_before() {
     assert_eq!(run.verdict, Verdict::Claimed);
     assert_eq!(dispatched(&run)[0].step_name, "a");
 }
+
+#[test]
+fn a_pause_ends_with_its_task_and_the_task_resubmitted_runs() {
+    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
+    let order = order_at("x");
+    let now = Timestamp(1_000_000);
+    let submission = Submission {
+        input: order.input.clone(),
+        ..submission(false)
+    };
+    let (task, _, _) = submit(&workflow, submission, now);
+    let claim = on_run(&task, &workflow, &order, "s1", now);
+    let request = dispatched(&claim)[0].clone();
+    let task = pause(
+        &claim.next.expect("claimed"),
+        &workflow,
+        asked_by(Actor::Owner, now),
+        now,
+    )
+    .expect("paused")
+    .next
+    .expect("written");
+    let refused = Outcome::Failed {
+        error: "no such customer".into(),
+    };
+    let failed = on_response(&task, &workflow, &order, &respond(&request, refused), now);
+    let task = failed.next.expect("recorded");
+    assert_eq!(task.state, TaskState::Error);
+    assert!(task.paused.is_none(), "the pause ended with the task");
+
+    let again = resubmit(&task, &workflow, &order, again(), now).expect("resubmitted");
+    let run = on_run(&again.next.expect("written"), &workflow, &order, "s2", now);
+    assert_eq!(run.verdict, Verdict::Claimed);
+    assert_eq!(dispatched(&run)[0].step_name, "a", "it runs, not held up");
+}

@@ -44,6 +44,34 @@ fn a_task_created_claimed_is_submitted_and_claimed_in_one_write() {
 }
 
 #[test]
+fn a_task_created_claimed_sends_its_first_request_again_with_a_token_it_signs() {
+    let text = r#"{"name": "called-back", "version": 1, "input": {},
+        "steps": [{"name": "pickup", "agent": "drone", "call": "/pickups",
+                   "callback": {"timeout": "30m"}}]}"#;
+    let workflow = Workflow::parse("called-back.json", text).expect("valid");
+    let (task, _, effects) = submit_claimed(&workflow, submission(true), "s1", Timestamp(0));
+    let first = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Dispatch(request) => Some(request),
+            _ => None,
+        })
+        .expect("the first request");
+
+    let again = creation_again(&workflow, submission(true), &task).expect("unmoved");
+    assert_eq!(told(&again), [], "the caller is not told again");
+    let [Effect::Dispatch(resent), Effect::Deadline { .. }] = again.as_slice() else {
+        panic!("the request and its deadline message: {again:?}");
+    };
+    assert_eq!(resent, first, "the very request it sent");
+    let token = resent.payload.value()["callback_token"]
+        .as_str()
+        .and_then(crate::callback::Token::parse)
+        .expect("a token");
+    assert!(token.is_signed_for(&task), "a token the task accepts");
+}
+
+#[test]
 fn a_step_with_a_field_mapping_sends_only_those_fields_and_its_undo_its_own_result() {
     let text = r#"{"name":"mapped","version":1,
         "input":{"customer_id":"string","pickup":"string","dropoff":"string","weight_kg":"number"},

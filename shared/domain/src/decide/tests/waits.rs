@@ -209,7 +209,8 @@ fn a_callback_step_waits_its_token_told_and_ends_it_once() {
     assert_eq!(
         task.steps[1].waiting,
         Some(Waiting::Callback {
-            until: now.plus(24 * HOUR)
+            until: now.plus(24 * HOUR),
+            after_call: false,
         })
     );
     assert_eq!(task.complete_by, Some(now.plus(24 * HOUR)));
@@ -474,7 +475,8 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
     assert_eq!(
         waiting.steps[1].waiting,
         Some(Waiting::Callback {
-            until: now.plus(30 * MINUTE)
+            until: now.plus(30 * MINUTE),
+            after_call: true,
         })
     );
     assert_eq!(
@@ -484,14 +486,24 @@ fn a_call_with_a_callback_carries_its_token_and_waits_after_its_service_answers(
     );
     assert!(dispatched(&answered).is_empty());
 
-    // The service calls back before its answer is recorded: the answer is stale then.
-    let early = on_callback(&task, &workflow, &order, use_token(&token, approved()), now)
-        .expect("used")
-        .next
-        .expect("written");
-    assert_eq!(early.steps[1].state, StepState::Processed);
+    // The service calls back before its answer is recorded: the callback is kept,
+    // and ends the step once the answer comes.
+    let early =
+        on_callback(&task, &workflow, &order, use_token(&token, approved()), now).expect("used");
+    assert_eq!(early.verdict, Verdict::CallbackKept);
+    let early = early.next.expect("written");
+    assert_eq!(
+        early.steps[1].state,
+        StepState::Processing,
+        "its call is out"
+    );
     let late = on_response(&early, &workflow, &order, &respond(&request, ok()), now);
-    assert_eq!(late.verdict, Verdict::StaleResponse);
+    let late = late.next.expect("recorded");
+    assert_eq!(late.steps[1].state, StepState::Processed);
+    assert_eq!(
+        late.steps[1].output.as_deref(),
+        Some(&json!({"approved_by": "ana"}))
+    );
 
     // A refusal after the call took effect: the call is undone, with the steps before.
     let refusal = CallbackOutcome::Error("the courier never came".into());
@@ -528,4 +540,55 @@ fn cancelling_a_waiting_task_stops_its_wait_and_undoes_the_call_that_waited() {
     assert_eq!(task.locked_by, None, "a scheduler comes to undo");
     let undo = on_run(&task, &workflow, &order, "s2", now);
     assert_eq!(dispatched(&undo)[0].path, "/pickups/undo");
+}
+
+/// The callback token a call's request carries.
+fn token_of(request: &AgentRequest) -> String {
+    request.payload.value()["callback_token"]
+        .as_str()
+        .expect("a token")
+        .to_owned()
+}
+
+#[test]
+fn a_retried_call_with_a_callback_carries_the_token_its_service_kept_under_its_key() {
+    let (workflow, order, now) = pickup();
+    let decision = past_a(&workflow, &order, now);
+    let task = decision.next.clone().expect("recorded");
+    let first = dispatched(&decision)[0].clone();
+    let waiting = on_response(&task, &workflow, &order, &respond(&first, ok()), now)
+        .next
+        .expect("recorded");
+    assert_eq!(callback_waits(&waiting)[0].token, token_of(&first));
+
+    // No callback within its timeout: the call is retried, under the same key.
+    let expired = on_expired(&waiting, &workflow, &order, now.plus(30 * MINUTE));
+    assert_eq!(expired.verdict, Verdict::Retry);
+    let task = expired.next.expect("written");
+    let due = task.steps[1].retry_at.expect("a retry");
+    let retry = on_run(&task, &workflow, &order, "s2", due);
+    let second = dispatched(&retry)[0].clone();
+    assert_eq!(second.idempotency_key, first.idempotency_key);
+    assert_eq!(
+        token_of(&second),
+        token_of(&first),
+        "the token a service that deduplicates by key kept"
+    );
+    let task = retry.next.expect("sent");
+    let waiting = on_response(&task, &workflow, &order, &respond(&second, ok()), due)
+        .next
+        .expect("recorded");
+    assert_eq!(callback_waits(&waiting)[0].token, token_of(&first));
+    let used = on_callback(
+        &waiting,
+        &workflow,
+        &order,
+        use_token(&token_of(&first), approved()),
+        due,
+    )
+    .expect("the first token ends the retried call's wait");
+    assert_eq!(
+        used.next.expect("written").steps[1].state,
+        StepState::Processed
+    );
 }
