@@ -121,8 +121,9 @@ struct World {
     /// Each status change written of a task that asks for notifications, as (task,
     /// version, state): each must reach the callers' queue at least once.
     owed: BTreeSet<(String, u64, String)>,
-    /// Callbacks taken, by token: a token is used at most once.
-    token_uses: HashMap<String, u32>,
+    /// Callbacks taken, by token and its task's run: a token ends at most one wait
+    /// a run.
+    token_uses: HashMap<(String, u32), u32>,
 }
 
 #[derive(Clone)]

@@ -588,7 +588,7 @@ fn issued() -> (Subject, String, String) {
     let listed: Value = serde_json::from_str(&listed.body).expect("a page");
     let cursor = listed["next"].as_str().expect("a cursor").to_owned();
     let task = subject.memory.tasks().pop().expect("a task");
-    let token = sas_domain::callback::Token::issue(&task, 1, 1).expect("a token");
+    let token = sas_domain::callback::Token::issue(&task, 1, false).expect("a token");
     (subject, token, cursor)
 }
 

@@ -70,6 +70,19 @@ impl Sim {
             })
     }
 
+    /// The run its task is in now (0 for a token not of a token's shape, or of a task
+    /// gone).
+    fn run_of(&self, token: &str) -> u32 {
+        let Some(token) = Token::parse(token) else {
+            return 0;
+        };
+        let tasks = self.memory.tasks();
+        tasks
+            .iter()
+            .find(|t| t.id == token.task)
+            .map_or(0, |t| t.run)
+    }
+
     fn waits_for_callback(&self, task: &Task, step: usize) -> bool {
         self.workflow_of(task)
             .is_some_and(|w| w.steps[step].callback().is_some())
@@ -148,9 +161,13 @@ impl Sim {
                 self.world
                     .violation(format!("dead token {token} ended its step's wait"));
             }
+            // A call's token stays its step's for every run that keeps the call's
+            // idempotency key (the service keeps the first token it took under it): a
+            // wait is the token's in one run of its task.
+            let run = self.run_of(&token);
             let uses = {
                 let mut world = self.world.world();
-                let uses = world.token_uses.entry(token.clone()).or_default();
+                let uses = world.token_uses.entry((token.clone(), run)).or_default();
                 *uses += 1;
                 *uses
             };
