@@ -172,6 +172,13 @@ impl Serialize for Limit {
     }
 }
 
+/// The longest value of a key a gate's name holds as it is; a longer one is named by
+/// its hash ([`Limit::gate`]).
+pub const MAX_READABLE_KEY: usize = 128;
+
+/// What a gate's name holds in place of a key's value it names by its hash.
+const HASHED_KEY: &str = "sha256:";
+
 impl Limit {
     /// The gate of a call under this limit named `name` (a service's, or a step's),
     /// for a task with `input`: one for all, or one per value of the key.
@@ -181,13 +188,25 @@ impl Limit {
             None => name.to_owned(),
             Some(field) => {
                 let value = match input.get(field) {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(other) => other.to_string(),
+                    Some(Value::String(text)) => key_in_gate(text),
+                    Some(other) => key_in_gate(&other.to_string()),
                     None => String::new(),
                 };
                 format!("{name}/{value}")
             }
         }
+    }
+}
+
+/// A key's value as its gate's name holds it: as it is, up to [`MAX_READABLE_KEY`]
+/// bytes; past that, `sha256:` and its hash, so that the name fits a DynamoDB key
+/// (2,048 bytes) whatever the input holds. A short value that begins `sha256:` is
+/// hashed too: no value can name another's gate.
+fn key_in_gate(value: &str) -> String {
+    if value.len() <= MAX_READABLE_KEY && !value.starts_with(HASHED_KEY) {
+        value.to_owned()
+    } else {
+        format!("{HASHED_KEY}{}", crate::workflow::sha256_hex(value))
     }
 }
 
@@ -246,7 +265,8 @@ pub struct Grant {
 /// A gate a call passes: its name (with its key's value) and its limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateRef {
-    /// `service:<name>` or `step:<workflow>/<step>`, then `/<key's value>` if keyed.
+    /// `service:<name>` or `step:<workflow>/<step>`, then `/<key's value>` if keyed
+    /// (`/sha256:<its hash>` past [`MAX_READABLE_KEY`] bytes).
     pub name: String,
     /// Its limit.
     pub limit: Limit,
@@ -446,6 +466,37 @@ mod tests {
         assert_eq!(by_number.gate("service:drone", &input), "service:drone/7");
         let all = limit(json!({"max_concurrency": 1})).expect("valid");
         assert_eq!(all.gate("service:drone", &input), "service:drone");
+    }
+
+    #[test]
+    fn a_keyed_gates_name_stays_short_whatever_the_value_of_its_key() {
+        let per_customer =
+            limit(json!({"max_concurrency": 1, "key": "input.customer_id"})).expect("valid");
+        let gate =
+            |customer: &str| per_customer.gate("service:drone", &json!({"customer_id": customer}));
+        let long = "c".repeat(3_000);
+        let named = gate(&long);
+        assert!(
+            named.starts_with("service:drone/sha256:") && named.len() == 14 + 7 + 64,
+            "named by its hash: {} bytes",
+            named.len()
+        );
+        assert_eq!(gate(&long), named, "the same value, the same gate");
+        assert_ne!(
+            gate(&format!("{long}d")),
+            named,
+            "another value, another gate"
+        );
+        let readable = "c".repeat(MAX_READABLE_KEY);
+        assert_eq!(gate(&readable), format!("service:drone/{readable}"));
+        let posing = named.trim_start_matches("service:drone/");
+        assert_ne!(
+            gate(posing),
+            named,
+            "a value written as a hash is hashed too"
+        );
+        let number = json!({"customer_id": [long]});
+        assert!(per_customer.gate("service:drone", &number).len() < 100);
     }
 
     #[test]
