@@ -44,10 +44,16 @@ pub const fn is_default_priority(priority: &u8) -> bool {
 /// below 1: a priority-3 call is placed as though it came a minute later.
 pub const PRIORITY_STEP: Duration = Duration::from_secs(30);
 
+/// The most calls a limit may let in flight at once. A gate keeps the calls holding
+/// its slots in one item of the state table, under DynamoDB's 400 KB: this many of
+/// the longest a call's name can be (a child's child's task id, 511 bytes) take about
+/// 300 KB, which leaves room for the rest of the item.
+pub const MAX_CONCURRENCY: u32 = 500;
+
 /// A limit on the calls through one gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
-    /// Calls in flight at once; `None` for no bound.
+    /// Calls in flight at once, at most [`MAX_CONCURRENCY`]; `None` for no bound.
     pub max_concurrency: Option<u32>,
     /// Calls started a second; `None` for no bound.
     pub rate: Option<Rate>,
@@ -92,8 +98,18 @@ impl LimitFile {
     /// The limit, checked; the error names the field.
     pub(crate) fn check(self) -> Result<Limit, (String, String)> {
         let refused = |field: &str, message: String| (field.to_owned(), message);
-        if self.max_concurrency == Some(0) {
-            return Err(refused("max_concurrency", "must be at least 1".into()));
+        match self.max_concurrency {
+            Some(0) => return Err(refused("max_concurrency", "must be at least 1".into())),
+            Some(max) if max > MAX_CONCURRENCY => {
+                return Err(refused(
+                    "max_concurrency",
+                    format!(
+                        "{max}: at most {MAX_CONCURRENCY}, what one gate's record holds \
+                         (a rate alone bounds calls started a second, with no such bound)"
+                    ),
+                ));
+            }
+            _ => {}
         }
         let rate = match self.rate {
             None => None,
@@ -352,12 +368,17 @@ impl Gate {
         slots.min(tokens).min(wanted)
     }
 
-    /// Gives `call` a slot until `until`, spending a token of the rate's.
+    /// Gives `call` a slot until `until`, spending a token of the rate's. Only a limit
+    /// on calls at once keeps the call among its holders, which it counts: a rate
+    /// counts starts, and its holders would grow with it (a call a second held a
+    /// minute, 60) past what the gate's record holds.
     pub fn take(&mut self, limit: &Limit, call: String, until: Timestamp) {
         if limit.rate.is_some() {
             self.tokens -= 1.0;
         }
-        self.holders.insert(call, until);
+        if limit.max_concurrency.is_some() {
+            self.holders.insert(call, until);
+        }
     }
 
     /// When the next token comes, if the rate is what holds calls back.
@@ -536,6 +557,84 @@ mod tests {
             "the bucket holds two at most"
         );
         assert_eq!(gate.holders.len(), 1);
+    }
+
+    #[test]
+    fn a_limit_on_more_calls_at_once_than_a_gate_holds_is_refused_naming_the_field() {
+        let most = json!({"max_concurrency": MAX_CONCURRENCY});
+        assert_eq!(
+            limit(most).expect("valid").max_concurrency,
+            Some(MAX_CONCURRENCY)
+        );
+        let error = limit(json!({"max_concurrency": 10_000})).expect_err("refused");
+        assert!(
+            error.starts_with("max_concurrency: 10000: at most 500"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_gate_full_of_the_longest_calls_fits_one_item() {
+        // The longest task id: an owner's tag, and a client's id with generations of
+        // children after it, 480 bytes.
+        let generation = format!("~{}~{}", "g".repeat(64), u32::MAX);
+        let local = format!("{}{}", "c".repeat(24), generation.repeat(6));
+        let task_id = TaskId::parse(format!("{}.{local}", "f".repeat(30))).expect("an id");
+        assert_eq!(task_id.as_str().len(), 511);
+        let limit = Limit {
+            max_concurrency: Some(MAX_CONCURRENCY),
+            rate: None,
+            key: None,
+        };
+        let mut gate = Gate::default();
+        for holder in 0..MAX_CONCURRENCY {
+            let call = CallRef {
+                task_id: task_id.clone(),
+                run: u32::MAX,
+                step: usize::MAX,
+                attempt: u32::MAX - holder,
+                operation: Operation::Compensate,
+            };
+            gate.take(&limit, call.id(), Timestamp(i64::MAX));
+        }
+        assert_eq!(gate.holders.len(), MAX_CONCURRENCY as usize);
+        // What else the item holds: its keys (a gate's name, bounded whatever the key's
+        // value), its version and its bucket.
+        let room = 8 * 1024;
+        let state = crate::to_json(&gate).len();
+        assert!(
+            state + room <= crate::limits::MAX_ITEM,
+            "{state} bytes of state"
+        );
+    }
+
+    #[test]
+    fn a_rate_alone_keeps_no_holders_and_lets_its_tokens_start() {
+        let limit = Limit {
+            max_concurrency: None,
+            rate: Some(Rate {
+                per_second: 1000.0,
+                burst: 1000,
+            }),
+            key: None,
+        };
+        let now = Timestamp(10_000);
+        let mut gate = Gate::default();
+        assert_eq!(gate.open(&limit, now, 5_000), 1000);
+        for call in 0..1000 {
+            gate.take(
+                &limit,
+                format!("call-{call}"),
+                now.plus(Duration::from_secs(60)),
+            );
+        }
+        assert!(gate.holders.is_empty(), "{} holders", gate.holders.len());
+        gate.version = 1;
+        assert_eq!(
+            gate.open(&limit, now, 5_000),
+            0,
+            "its tokens spent, once written"
+        );
     }
 
     #[test]
