@@ -50,7 +50,8 @@ mod waits;
 /// The queue of the callers that ask for notifications.
 const CALLERS: &str = "callers";
 
-/// How long the system has to settle once the chaos stops.
+/// How long the system has to settle once the chaos stops, beyond the longest its
+/// generated workflow sleeps ([`Sim::settle_bound`]).
 const SETTLE_BOUND: Duration = Duration::from_secs(3600);
 /// Actions of the chaos phase.
 const CHAOS_STEPS: usize = 400;
@@ -842,8 +843,9 @@ impl RemoteCall for SimRemote {
 /// two steps. The steps are undone by a compensation, read-only, or neither, at
 /// random; some calls wait for a callback after their service answers, with
 /// heartbeats or not; some steps have a condition on the input. Every service is the
-/// simulated remote.
-fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
+/// simulated remote. With them, the longest a task of `generated` sleeps
+/// ([`sleeps_in_line`]): up to sixteen timers of 20 minutes one after another.
+fn generated_workflows(random: &mut fastrand::Rng) -> ([Workflow; 2], Duration) {
     fn step(random: &mut fastrand::Rng, names: &mut usize) -> Value {
         *names += 1;
         let name = format!("s{names}");
@@ -937,12 +939,14 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
     });
     let mut names = 0;
     let len = random.usize(2..5);
+    let steps = sequence(random, &mut names, len, 0);
+    let sleeps = sleeps_in_line(&steps);
     let parent = json!({
         "name": "generated",
         "version": 1,
         "input": {"order_id": "string", "items": "array<object>"},
         "defaults": defaults,
-        "steps": sequence(random, &mut names, len, 0),
+        "steps": steps,
     });
     let len = random.usize(1..3);
     let kid = json!({
@@ -952,9 +956,29 @@ fn generated_workflows(random: &mut fastrand::Rng) -> [Workflow; 2] {
         "defaults": defaults,
         "steps": (0..len).map(|_| step(random, &mut names)).collect::<Vec<_>>(),
     });
-    [parent, kid].map(|text| {
+    let workflows = [parent, kid].map(|text| {
         Workflow::parse("generated.json", &text.to_string()).expect("a generated workflow is valid")
-    })
+    });
+    (workflows, sleeps)
+}
+
+/// The longest that a line of steps as written sleeps, one timer after another: a
+/// parallel step's longest branch, whether or not its condition holds.
+fn sleeps_in_line(steps: &[Value]) -> Duration {
+    steps
+        .iter()
+        .map(|step| match (&step["parallel"], &step["sleep"]) {
+            (Value::Array(branches), _) => branches
+                .iter()
+                .map(|branch| sleeps_in_line(branch.as_array().map_or(&[], Vec::as_slice)))
+                .max()
+                .unwrap_or_default(),
+            (_, Value::String(sleep)) => {
+                humantime::parse_duration(sleep).expect("a generated sleep is valid")
+            }
+            _ => Duration::ZERO,
+        })
+        .sum()
 }
 
 /// Some of the simulated services (and the drone's) limited to one to three calls at
@@ -990,6 +1014,10 @@ struct Sim {
     resubmitted: BTreeSet<String>,
     /// Every callback token seen: sent to a service, or shown in a task's view.
     tokens: Vec<String>,
+    /// How long the system has to settle once the chaos stops: [`SETTLE_BOUND`] and
+    /// the longest its generated workflow sleeps, which a task started just before
+    /// may still have ahead of it.
+    settle_bound: Duration,
 }
 
 impl Sim {
@@ -1024,7 +1052,7 @@ impl Sim {
             (ingest, dead_letter)
         });
         let workflows = Arc::new(Registry::built_in());
-        let generated = generated_workflows(&mut world.world().random);
+        let (generated, sleeps) = generated_workflows(&mut world.world().random);
         for generated in generated {
             world.note(format!("generated workflow: {}", generated.source));
             workflows.add(generated).expect("a new workflow");
@@ -1095,6 +1123,7 @@ impl Sim {
             accepted: BTreeSet::new(),
             resubmitted: BTreeSet::new(),
             tokens: Vec::new(),
+            settle_bound: SETTLE_BOUND + sleeps,
         };
         for _ in 0..2 {
             let scheduler = sim.app();
@@ -1543,7 +1572,7 @@ impl Sim {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
-        let deadline = self.clock.now().plus(SETTLE_BOUND);
+        let deadline = self.clock.now().plus(self.settle_bound);
         loop {
             self.redrive_ingest().await;
             let visible = self.visible();
@@ -1595,11 +1624,12 @@ impl Sim {
         if !settled {
             let open: Vec<_> = tasks
                 .iter()
-                .filter(|t| !t.state.is_final())
-                .map(|t| format!("{} {:?}", t.id, t.state))
+                .filter(|t| !t.state.is_final() || t.complete_by.is_some())
+                .map(|t| format!("{} {:?} until {:?}", t.id, t.state, t.complete_by))
                 .collect();
+            let bound = self.settle_bound;
             self.world
-                .violation(format!("not settled within {SETTLE_BOUND:?}: {open:?}"));
+                .violation(format!("not settled within {bound:?}: {open:?}"));
         }
         let applied = self.remote.applied().clone();
         for task in &tasks {
@@ -1727,13 +1757,20 @@ impl Sim {
                 ));
             }
         }
-        if self
+        let left: Vec<String> = self
             .queues()
             .iter()
-            .any(|q| !self.memory.messages(q).is_empty())
-        {
-            self.world
-                .violation("messages left in the queues after settling".into());
+            .flat_map(|queue| {
+                self.memory
+                    .messages(queue)
+                    .into_iter()
+                    .map(move |message| format!("{queue}: {}", message.body))
+            })
+            .collect();
+        if !left.is_empty() {
+            self.world.violation(format!(
+                "messages left in the queues after settling: {left:?}"
+            ));
         }
     }
 }

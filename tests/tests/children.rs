@@ -3,11 +3,17 @@
 //! failed and undone by the children's own compensations, and cancelled. And, in
 //! memory, how a map's children are created.
 
-use sas_core::ports::StateStore;
-use sas_domain::ids::TaskId;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_core::app::{App, Ports, QueueNames};
+use sas_core::clock::Clock;
+use sas_core::ports::{OutgoingMessage, QueueError, Queues, StateStore};
+use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{AgentResponse, Operation, Outcome, SchedulerMessage};
 use sas_domain::submission::Submission;
 use sas_domain::task::TaskState;
+use sas_testkit::memory::Memory;
 use sas_tests::{Buffering, Harness, all_children, parcel_order, step, step_states};
 use serde_json::{Value, json};
 
@@ -285,34 +291,16 @@ async fn a_page_of_large_children_is_cut_to_fit_and_goes_on_after_its_last_child
     );
 }
 
-/// A map's children are created claimed by the process running their parent, as a
-/// direct submission is by the local one: each creation is its claim and its first
-/// step's request, one write, and no Run message is sent for it. In memory, on a
-/// manual clock.
-#[tokio::test]
-async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() {
-    let buffering = Buffering::new();
-    let (_, memory, names, _) = buffering.parts();
-    let app = buffering.direct_over(buffering.ports(), "scheduler-1");
-    let id = TaskId::parse("order-c").expect("id");
-    let order = parcel_order("order-c", 3);
+/// Submits a parcel order `id` of `parcels` parcels, claimed and its account checked
+/// by `app`, a scheduler in memory: its map's children are started.
+async fn parcels_started(app: &App, names: &QueueNames, id: &TaskId, parcels: usize) {
+    let order = parcel_order(id.as_str(), parcels);
     app.submit(
         "parcel-order",
         Submission::new(id.clone(), order["input"].clone()),
     )
     .await
     .expect("submitted");
-    let runs = || -> Vec<TaskId> {
-        memory
-            .messages(&names.scheduler)
-            .into_iter()
-            .filter_map(|m| match serde_json::from_str(&m.body) {
-                Ok(SchedulerMessage::Run { task_id }) => Some(task_id),
-                _ => None,
-            })
-            .collect()
-    };
-    assert_eq!(runs(), std::slice::from_ref(&id));
     let run = serde_json::to_string(&SchedulerMessage::Run {
         task_id: id.clone(),
     })
@@ -334,6 +322,41 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
     app.on_scheduler_message(names.agent_responses.as_str(), &checked)
         .await
         .expect("the account checked, the parcels started");
+}
+
+/// The tasks the Run messages on `queue` name, in order.
+fn runs(memory: &Memory, queue: &QueueName) -> Vec<TaskId> {
+    memory
+        .messages(queue)
+        .into_iter()
+        .filter_map(|m| match serde_json::from_str(&m.body) {
+            Ok(SchedulerMessage::Run { task_id }) => Some(task_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tasks the agent requests on `queue` are for, in order.
+fn asked(memory: &Memory, queue: &QueueName) -> Vec<String> {
+    memory
+        .messages(queue)
+        .into_iter()
+        .map(|m| serde_json::from_str::<Value>(&m.body).expect("json"))
+        .filter_map(|request| Some(request["task_id"].as_str()?.to_owned()))
+        .collect()
+}
+
+/// A map's children are created claimed by the process running their parent, as a
+/// direct submission is by the local one: each creation is its claim and its first
+/// step's request, one write, and no Run message is sent for it. In memory, on a
+/// manual clock.
+#[tokio::test]
+async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() {
+    let buffering = Buffering::new();
+    let (_, memory, names, _) = buffering.parts();
+    let app = buffering.direct_over(buffering.ports(), "scheduler-1");
+    let id = TaskId::parse("order-c").expect("id");
+    parcels_started(&app, names, &id, 3).await;
 
     for n in 0..3 {
         let child = TaskId::parse(format!("order-c~deliver-each~{n}")).expect("id");
@@ -347,17 +370,99 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
             "created claimed, one write: {task:?}"
         );
     }
-    assert_eq!(runs(), [id], "no Run message for a child");
-    let asked: Vec<String> = memory
-        .messages(&names.agent_requests)
+    assert_eq!(
+        runs(memory, &names.scheduler),
+        [id],
+        "no Run message for a child"
+    );
+    let asked: Vec<String> = asked(memory, &names.agent_requests)
         .into_iter()
-        .map(|m| serde_json::from_str::<Value>(&m.body).expect("json"))
-        .filter_map(|request| Some(request["task_id"].as_str()?.to_owned()))
         .filter(|task| task.starts_with("order-c~"))
         .collect();
     assert_eq!(
         asked.len(),
         3,
         "each child's first step asked for: {asked:?}"
+    );
+}
+
+/// Queues as the supervisor's IAM role has them: every queue of the pattern's but
+/// the agents' requests, which it may not send to.
+struct SupervisorsQueues {
+    memory: Arc<Memory>,
+    agent_requests: QueueName,
+}
+
+#[async_trait::async_trait]
+impl Queues for SupervisorsQueues {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        if *queue == self.agent_requests {
+            return Err(QueueError::new(queue, "AccessDenied: not the supervisor's"));
+        }
+        self.memory.send(queue, messages).await
+    }
+}
+
+/// A map's child whose start was lost is created again when its parent's watch
+/// passes, by the supervisor, which may not send agent requests: Pending, with a Run
+/// message, for a scheduler to claim and ask for its first step. In memory, on a
+/// manual clock.
+#[tokio::test]
+async fn a_child_lost_at_its_start_is_created_again_by_the_supervisor_for_a_scheduler() {
+    let buffering = Buffering::new();
+    let (clock, memory, names, _) = buffering.parts();
+    let scheduler = buffering.direct_over(buffering.ports(), "scheduler-1");
+    let supervisor = buffering.direct_over(
+        Ports {
+            queues: Arc::new(SupervisorsQueues {
+                memory: Arc::clone(memory),
+                agent_requests: names.agent_requests.clone(),
+            }),
+            ..buffering.ports()
+        },
+        "supervisor-1",
+    );
+    let id = TaskId::parse("order-l").expect("id");
+    parcels_started(&scheduler, names, &id, 2).await;
+    let lost = TaskId::parse("order-l~deliver-each~1").expect("id");
+    memory.remove_task(&lost);
+    let parent = StateStore::task(memory.as_ref(), &id)
+        .await
+        .expect("read")
+        .expect("the parent");
+    let watch = parent.steps[1].complete_by.expect("the map watched");
+    clock.advance(clock.now().until(watch) + Duration::from_millis(1));
+
+    supervisor.sweep(10).await.expect("swept");
+    let child = StateStore::task(memory.as_ref(), &lost)
+        .await
+        .expect("read")
+        .expect("created again");
+    assert_eq!(
+        (child.state, child.locked_by.as_deref()),
+        (TaskState::Pending, None),
+        "created for a scheduler to claim"
+    );
+    assert!(
+        runs(memory, &names.scheduler).contains(&lost),
+        "its Run message sent"
+    );
+
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: lost.clone(),
+    })
+    .expect("json");
+    scheduler
+        .on_scheduler_message(names.scheduler.as_str(), &run)
+        .await
+        .expect("claimed");
+    let asked = asked(memory, &names.agent_requests);
+    assert!(
+        asked.contains(&lost.to_string()),
+        "its first step asked for by the scheduler: {asked:?}"
     );
 }

@@ -44,10 +44,16 @@ pub const fn is_default_priority(priority: &u8) -> bool {
 /// below 1: a priority-3 call is placed as though it came a minute later.
 pub const PRIORITY_STEP: Duration = Duration::from_secs(30);
 
+/// The most calls a limit may let in flight at once. A gate keeps the calls holding
+/// its slots in one item of the state table, under DynamoDB's 400 KB: this many of
+/// the longest a call's name can be (a child's child's task id, 511 bytes) take about
+/// 300 KB, which leaves room for the rest of the item.
+pub const MAX_CONCURRENCY: u32 = 500;
+
 /// A limit on the calls through one gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
-    /// Calls in flight at once; `None` for no bound.
+    /// Calls in flight at once, at most [`MAX_CONCURRENCY`]; `None` for no bound.
     pub max_concurrency: Option<u32>,
     /// Calls started a second; `None` for no bound.
     pub rate: Option<Rate>,
@@ -92,8 +98,18 @@ impl LimitFile {
     /// The limit, checked; the error names the field.
     pub(crate) fn check(self) -> Result<Limit, (String, String)> {
         let refused = |field: &str, message: String| (field.to_owned(), message);
-        if self.max_concurrency == Some(0) {
-            return Err(refused("max_concurrency", "must be at least 1".into()));
+        match self.max_concurrency {
+            Some(0) => return Err(refused("max_concurrency", "must be at least 1".into())),
+            Some(max) if max > MAX_CONCURRENCY => {
+                return Err(refused(
+                    "max_concurrency",
+                    format!(
+                        "{max}: at most {MAX_CONCURRENCY}, what one gate's record holds \
+                         (a rate alone bounds calls started a second, with no such bound)"
+                    ),
+                ));
+            }
+            _ => {}
         }
         let rate = match self.rate {
             None => None,
@@ -172,6 +188,13 @@ impl Serialize for Limit {
     }
 }
 
+/// The longest value of a key a gate's name holds as it is; a longer one is named by
+/// its hash ([`Limit::gate`]).
+pub const MAX_READABLE_KEY: usize = 128;
+
+/// What a gate's name holds in place of a key's value it names by its hash.
+const HASHED_KEY: &str = "sha256:";
+
 impl Limit {
     /// The gate of a call under this limit named `name` (a service's, or a step's),
     /// for a task with `input`: one for all, or one per value of the key.
@@ -181,13 +204,25 @@ impl Limit {
             None => name.to_owned(),
             Some(field) => {
                 let value = match input.get(field) {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(other) => other.to_string(),
+                    Some(Value::String(text)) => key_in_gate(text),
+                    Some(other) => key_in_gate(&other.to_string()),
                     None => String::new(),
                 };
                 format!("{name}/{value}")
             }
         }
+    }
+}
+
+/// A key's value as its gate's name holds it: as it is, up to [`MAX_READABLE_KEY`]
+/// bytes; past that, `sha256:` and its hash, so that the name fits a DynamoDB key
+/// (2,048 bytes) whatever the input holds. A short value that begins `sha256:` is
+/// hashed too: no value can name another's gate.
+fn key_in_gate(value: &str) -> String {
+    if value.len() <= MAX_READABLE_KEY && !value.starts_with(HASHED_KEY) {
+        value.to_owned()
+    } else {
+        format!("{HASHED_KEY}{}", crate::workflow::sha256_hex(value))
     }
 }
 
@@ -246,7 +281,8 @@ pub struct Grant {
 /// A gate a call passes: its name (with its key's value) and its limit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateRef {
-    /// `service:<name>` or `step:<workflow>/<step>`, then `/<key's value>` if keyed.
+    /// `service:<name>` or `step:<workflow>/<step>`, then `/<key's value>` if keyed
+    /// (`/sha256:<its hash>` past [`MAX_READABLE_KEY`] bytes).
     pub name: String,
     /// Its limit.
     pub limit: Limit,
@@ -332,12 +368,17 @@ impl Gate {
         slots.min(tokens).min(wanted)
     }
 
-    /// Gives `call` a slot until `until`, spending a token of the rate's.
+    /// Gives `call` a slot until `until`, spending a token of the rate's. Only a limit
+    /// on calls at once keeps the call among its holders, which it counts: a rate
+    /// counts starts, and its holders would grow with it (a call a second held a
+    /// minute, 60) past what the gate's record holds.
     pub fn take(&mut self, limit: &Limit, call: String, until: Timestamp) {
         if limit.rate.is_some() {
             self.tokens -= 1.0;
         }
-        self.holders.insert(call, until);
+        if limit.max_concurrency.is_some() {
+            self.holders.insert(call, until);
+        }
     }
 
     /// When the next token comes, if the rate is what holds calls back.
@@ -449,6 +490,37 @@ mod tests {
     }
 
     #[test]
+    fn a_keyed_gates_name_stays_short_whatever_the_value_of_its_key() {
+        let per_customer =
+            limit(json!({"max_concurrency": 1, "key": "input.customer_id"})).expect("valid");
+        let gate =
+            |customer: &str| per_customer.gate("service:drone", &json!({"customer_id": customer}));
+        let long = "c".repeat(3_000);
+        let named = gate(&long);
+        assert!(
+            named.starts_with("service:drone/sha256:") && named.len() == 14 + 7 + 64,
+            "named by its hash: {} bytes",
+            named.len()
+        );
+        assert_eq!(gate(&long), named, "the same value, the same gate");
+        assert_ne!(
+            gate(&format!("{long}d")),
+            named,
+            "another value, another gate"
+        );
+        let readable = "c".repeat(MAX_READABLE_KEY);
+        assert_eq!(gate(&readable), format!("service:drone/{readable}"));
+        let posing = named.trim_start_matches("service:drone/");
+        assert_ne!(
+            gate(posing),
+            named,
+            "a value written as a hash is hashed too"
+        );
+        let number = json!({"customer_id": [long]});
+        assert!(per_customer.gate("service:drone", &number).len() < 100);
+    }
+
+    #[test]
     fn a_gate_opens_to_its_free_slots_and_its_tokens() {
         let limit = Limit {
             max_concurrency: Some(3),
@@ -485,6 +557,84 @@ mod tests {
             "the bucket holds two at most"
         );
         assert_eq!(gate.holders.len(), 1);
+    }
+
+    #[test]
+    fn a_limit_on_more_calls_at_once_than_a_gate_holds_is_refused_naming_the_field() {
+        let most = json!({"max_concurrency": MAX_CONCURRENCY});
+        assert_eq!(
+            limit(most).expect("valid").max_concurrency,
+            Some(MAX_CONCURRENCY)
+        );
+        let error = limit(json!({"max_concurrency": 10_000})).expect_err("refused");
+        assert!(
+            error.starts_with("max_concurrency: 10000: at most 500"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_gate_full_of_the_longest_calls_fits_one_item() {
+        // The longest task id: an owner's tag, and a client's id with generations of
+        // children after it, 480 bytes.
+        let generation = format!("~{}~{}", "g".repeat(64), u32::MAX);
+        let local = format!("{}{}", "c".repeat(24), generation.repeat(6));
+        let task_id = TaskId::parse(format!("{}.{local}", "f".repeat(30))).expect("an id");
+        assert_eq!(task_id.as_str().len(), 511);
+        let limit = Limit {
+            max_concurrency: Some(MAX_CONCURRENCY),
+            rate: None,
+            key: None,
+        };
+        let mut gate = Gate::default();
+        for holder in 0..MAX_CONCURRENCY {
+            let call = CallRef {
+                task_id: task_id.clone(),
+                run: u32::MAX,
+                step: usize::MAX,
+                attempt: u32::MAX - holder,
+                operation: Operation::Compensate,
+            };
+            gate.take(&limit, call.id(), Timestamp(i64::MAX));
+        }
+        assert_eq!(gate.holders.len(), MAX_CONCURRENCY as usize);
+        // What else the item holds: its keys (a gate's name, bounded whatever the key's
+        // value), its version and its bucket.
+        let room = 8 * 1024;
+        let state = crate::to_json(&gate).len();
+        assert!(
+            state + room <= crate::limits::MAX_ITEM,
+            "{state} bytes of state"
+        );
+    }
+
+    #[test]
+    fn a_rate_alone_keeps_no_holders_and_lets_its_tokens_start() {
+        let limit = Limit {
+            max_concurrency: None,
+            rate: Some(Rate {
+                per_second: 1000.0,
+                burst: 1000,
+            }),
+            key: None,
+        };
+        let now = Timestamp(10_000);
+        let mut gate = Gate::default();
+        assert_eq!(gate.open(&limit, now, 5_000), 1000);
+        for call in 0..1000 {
+            gate.take(
+                &limit,
+                format!("call-{call}"),
+                now.plus(Duration::from_secs(60)),
+            );
+        }
+        assert!(gate.holders.is_empty(), "{} holders", gate.holders.len());
+        gate.version = 1;
+        assert_eq!(
+            gate.open(&limit, now, 5_000),
+            0,
+            "its tokens spent, once written"
+        );
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub async fn state_store(store: &dyn StateStore) {
     workflow_versions_are_kept(store).await;
     the_first_cursor_key_is_kept(store).await;
     gates_are_versioned_and_their_lines_ordered(store).await;
+    a_gate_keyed_by_a_long_value_is_kept(store).await;
 }
 
 /// Both suites, on a backend that is its own store, sender and consumer.
@@ -511,27 +512,7 @@ async fn gates_are_versioned_and_their_lines_ordered(store: &dyn StateStore) {
     assert!(line.is_empty());
     let limit: Limit =
         serde_json::from_value(serde_json::json!({"max_concurrency": 2})).expect("a limit");
-    let waiter = |task: &str, position: i64| Waiter {
-        admission: Admission {
-            call: CallRef {
-                task_id: TaskId::parse(task).expect("id"),
-                run: 1,
-                step: 3,
-                attempt: 1,
-                operation: Operation::Call,
-            },
-            gates: vec![GateRef {
-                name: gate.to_owned(),
-                limit: limit.clone(),
-            }],
-            service: "conformance".to_owned(),
-            since: Timestamp(position),
-            position: Timestamp(position),
-            hold: Duration::from_secs(15),
-        },
-        at: 0,
-        held_until: None,
-    };
+    let waiter = |task: &str, position: i64| waiter_at(gate, &limit, task, position);
     let (late, early, tied) = (
         waiter("late", 3_000),
         waiter("early", 1_000),
@@ -580,4 +561,58 @@ async fn gates_are_versioned_and_their_lines_ordered(store: &dyn StateStore) {
         .expect("a write from the version read");
     let (last, line) = store.gate(gate, 10).await.expect("read");
     assert_eq!((last.version, last.holders.len(), line.len()), (2, 0, 0));
+}
+
+/// The gate of a keyed limit whose key's value is longer than a DynamoDB key takes
+/// (2,048 bytes) is kept all the same: its line, and its state written on condition.
+async fn a_gate_keyed_by_a_long_value_is_kept(store: &dyn StateStore) {
+    let limit: Limit = serde_json::from_value(
+        serde_json::json!({"max_concurrency": 1, "key": "input.customer_id"}),
+    )
+    .expect("a limit");
+    let input = serde_json::json!({"customer_id": "c".repeat(3_000)});
+    let gate = limit.gate("service:conformance", &input);
+    let waiter = waiter_at(&gate, &limit, "long-key", 1_000);
+    store.enqueue(&waiter).await.expect("in line");
+    let (_, line) = store.gate(&gate, 10).await.expect("read");
+    assert_eq!(line, std::slice::from_ref(&waiter));
+    let mut state = Gate::default();
+    state
+        .holders
+        .insert(waiter.admission.call.id(), Timestamp(16_000));
+    store
+        .update_gate(&gate, &state, std::slice::from_ref(&waiter))
+        .await
+        .expect("written");
+    let (written, line) = store.gate(&gate, 10).await.expect("read");
+    assert_eq!(
+        (written.version, written.holders, line),
+        (1, state.holders, vec![])
+    );
+}
+
+/// A call of task `task` waiting at `position` in the line of `gate`, its only
+/// gate, under `limit`.
+fn waiter_at(gate: &str, limit: &Limit, task: &str, position: i64) -> Waiter {
+    Waiter {
+        admission: Admission {
+            call: CallRef {
+                task_id: TaskId::parse(task).expect("id"),
+                run: 1,
+                step: 3,
+                attempt: 1,
+                operation: Operation::Call,
+            },
+            gates: vec![GateRef {
+                name: gate.to_owned(),
+                limit: limit.clone(),
+            }],
+            service: "conformance".to_owned(),
+            since: Timestamp(position),
+            position: Timestamp(position),
+            hold: Duration::from_secs(15),
+        },
+        at: 0,
+        held_until: None,
+    }
 }

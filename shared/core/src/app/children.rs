@@ -45,12 +45,22 @@ impl App {
         .await
     }
 
-    /// Starts the children a step asks for: each created claimed by this process, its
-    /// first step asked for in its creation ([`decide::submit_claimed`]; a send lost
-    /// is left to its lease), or found: run again when its parent's new run needs it,
-    /// or, ended, told to its parent again. A child whose input does not fit its
-    /// workflow fails unstarted.
-    pub(super) async fn start_children(&self, of: ChildrenOf, children: Vec<(u32, Value)>) {
+    /// Starts the children a step asks for: each created claimed by this process when
+    /// `claimed`, its first step asked for in its creation ([`decide::submit_claimed`];
+    /// a send lost is left to its lease), otherwise Pending for a scheduler to claim;
+    /// or found: run again when its parent's new run needs it, or, ended, told to its
+    /// parent again. A child whose input does not fit its workflow fails unstarted.
+    pub(super) async fn start_children(
+        &self,
+        of: ChildrenOf,
+        children: Vec<(u32, Value)>,
+        claimed: bool,
+    ) {
+        let creation = if claimed {
+            Creation::ClaimedForCaller
+        } else {
+            Creation::Unclaimed
+        };
         let definition = match self.children_workflow(&of).await {
             Ok(definition) => definition,
             Err(error) => {
@@ -76,10 +86,7 @@ impl App {
                 priority: of.priority,
             };
             let id = submission.id.clone();
-            let found = match self
-                .create(&definition, submission.clone(), Creation::ClaimedForCaller)
-                .await
-            {
+            let found = match self.create(&definition, submission.clone(), creation).await {
                 Ok(Submitted::Created(_)) => return,
                 Ok(Submitted::Replayed(child)) => Ok(child),
                 Err(SubmitError::Conflict(_)) => self

@@ -453,8 +453,12 @@ impl App {
                     }
                 }
                 // Boxed: starting a child performs the effects of its creation.
-                Effect::StartChildren { of, children } => {
-                    Box::pin(self.start_children(of, children)).await;
+                Effect::StartChildren {
+                    of,
+                    children,
+                    claimed,
+                } => {
+                    Box::pin(self.start_children(of, children, claimed)).await;
                 }
                 Effect::StopChildren { of, items, undo } => {
                     Box::pin(self.stop_children(of, items, undo)).await;

@@ -122,6 +122,7 @@ impl Change {
             self.effects.push(Effect::StartChildren {
                 of: self.children_of(spec, index),
                 children: starts,
+                claimed: true,
             });
         }
         self.watch(workflow, index);
@@ -320,9 +321,9 @@ impl Change {
     }
 
     /// Step `index`'s watch has passed with children running: they are started again
-    /// (a start lost is made; a child found ended is told to the parent again), or,
-    /// while it is undone, told again to undo. Not a failure: a child's own
-    /// supervisor fails it.
+    /// (a start lost is made, for a scheduler to claim; a child found ended is told
+    /// to the parent again), or, while it is undone, told again to undo. Not a
+    /// failure: a child's own supervisor fails it.
     pub(super) fn watch_again(&mut self, workflow: &Workflow, order: &Order, index: usize) {
         let Some(spec) = workflow.steps[index].children() else {
             return;
@@ -349,7 +350,11 @@ impl Change {
                 .into_iter()
                 .filter_map(|item| Some((item, input_of(item)?)))
                 .collect();
-            self.effects.push(Effect::StartChildren { of, children });
+            self.effects.push(Effect::StartChildren {
+                of,
+                children,
+                claimed: false,
+            });
         }
         self.watch(workflow, index);
     }

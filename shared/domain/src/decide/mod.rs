@@ -74,6 +74,11 @@ pub enum Effect {
         of: ChildrenOf,
         /// Each child's item and input.
         children: Vec<(u32, Value)>,
+        /// Whether each is created claimed, its first request sent by the process
+        /// that starts it (a scheduler, at the first start); otherwise Pending, with a
+        /// Run message for a scheduler (a start again from the step's watch, which
+        /// may be the supervisor's: its role sends no agent request).
+        claimed: bool,
     },
     /// Have child tasks cancelled if running (or, not yet created, kept from
     /// starting) and, with `undo`, undone if Processed; their parent told when they

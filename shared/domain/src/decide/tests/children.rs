@@ -214,6 +214,13 @@ fn a_watch_that_passes_starts_the_running_children_again_without_a_failure() {
     let expired = on_expired(&task, &workflow, &order, watch);
     assert_eq!(expired.verdict, Verdict::ChildrenWatched);
     assert_eq!(started(&expired), first);
+    assert!(
+        expired
+            .effects
+            .iter()
+            .any(|effect| matches!(effect, Effect::StartChildren { claimed: false, .. })),
+        "started again for a scheduler to claim: the watch may be the supervisor's"
+    );
     let task = expired.next.expect("watched again");
     assert_eq!(task.failure_count, 0);
     let next = task.steps[1].complete_by.expect("watched");
