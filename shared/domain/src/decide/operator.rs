@@ -33,7 +33,7 @@ pub enum Refused {
     NoSuchStep(String),
     /// A callback for a step that does not wait for it (any more).
     #[error(
-        "step '{0}' does not wait for this callback: it was used, it timed out (a retry waits under a new token), or the task ended"
+        "step '{0}' does not wait for this callback: it was used, it timed out (a retry of a wait that calls nothing waits under a new token), or the task ended"
     )]
     NotWaiting(String),
     /// A heartbeat for a step that takes none.

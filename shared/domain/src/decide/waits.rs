@@ -323,7 +323,8 @@ fn check_wait(
 /// # Errors
 /// [`Refused::UnknownCallback`] for a token the task did not sign;
 /// [`Refused::NotWaiting`] when the step does not wait for this callback: it was
-/// used, it timed out (and a retry waits under a new token), or the task ended.
+/// used, it timed out (and a retry of a wait that calls nothing waits under a new
+/// token), or the task ended.
 pub fn on_callback(
     task: &Task,
     workflow: &Workflow,

@@ -4,19 +4,25 @@ use super::waits::{HOUR, MINUTE, around, order_at, past_a, scheduled};
 use super::*;
 use crate::task::Actor;
 
-#[test]
-fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
+/// A task of a call between two steps (`a`, the call `c`, `b`), submitted and claimed at
+/// `now`, with the first request it sent.
+fn claimed_at_a_call(now: Timestamp) -> (Workflow, Order, Task, AgentRequest) {
     let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
     let order = order_at("x");
-    let now = Timestamp(1_000_000);
     let submission = Submission {
         input: order.input.clone(),
         ..submission(false)
     };
     let (task, _, _) = submit(&workflow, submission, now);
     let claim = on_run(&task, &workflow, &order, "s1", now);
-    let task = claim.next.clone().expect("claimed");
     let request = dispatched(&claim)[0].clone();
+    (workflow, order, claim.next.expect("claimed"), request)
+}
+
+#[test]
+fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
+    let now = Timestamp(1_000_000);
+    let (workflow, order, task, request) = claimed_at_a_call(now);
     let by = |actor| asked_by(actor, now);
     let paused = pause(&task, &workflow, by(Actor::Owner), now).expect("paused");
     let task = paused.next.expect("written");
@@ -154,25 +160,12 @@ fn a_task_to_start_later_is_pending_until_then_with_no_message_before() {
 
 #[test]
 fn a_pause_ends_with_its_task_and_the_task_resubmitted_runs() {
-    let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
-    let order = order_at("x");
     let now = Timestamp(1_000_000);
-    let submission = Submission {
-        input: order.input.clone(),
-        ..submission(false)
-    };
-    let (task, _, _) = submit(&workflow, submission, now);
-    let claim = on_run(&task, &workflow, &order, "s1", now);
-    let request = dispatched(&claim)[0].clone();
-    let task = pause(
-        &claim.next.expect("claimed"),
-        &workflow,
-        asked_by(Actor::Owner, now),
-        now,
-    )
-    .expect("paused")
-    .next
-    .expect("written");
+    let (workflow, order, task, request) = claimed_at_a_call(now);
+    let task = pause(&task, &workflow, asked_by(Actor::Owner, now), now)
+        .expect("paused")
+        .next
+        .expect("written");
     let refused = Outcome::Failed {
         error: "no such customer".into(),
     };
