@@ -328,26 +328,91 @@ fn every_undecodable_message_is_poison() {
 }
 
 /// The message bodies a run of every built-in workflow sent, by queue: a run
-/// message, requests and answers, deadlines, children's submissions and ends.
+/// message, requests and answers, deadlines, children's submissions and ends, a
+/// limit's grants; and a buffered submission and a rate's tick.
 static MESSAGES: LazyLock<Vec<(String, Value)>> = LazyLock::new(|| {
-    let world = World::new(Registry::built_in());
+    let world = World::new(Registry::with_files(test_workflows()).expect("the test workflows"));
     let succeeded = [Outcome::Succeeded {
         output: json!({ "region": "au", "tier": "gold", "ok": true }),
     }];
     runtime().block_on(async {
         for (workflow, input) in inputs() {
-            world
-                .run(&workflow, input, &succeeded)
-                .await
-                .expect("a run");
+            world.submit(&workflow, input).await;
         }
+        // Three at once for a limit of one per customer: two wait their turn.
+        for _ in 0..3 {
+            world
+                .submit("one-delivery-per-customer", json!({ "customer_id": "c-1" }))
+                .await;
+        }
+        world.drive(&succeeded).await.expect("a run");
     });
-    let seen = world.seen();
-    assert!(seen.len() > 30, "a corpus of the messages sent: {seen:?}");
+    let mut seen = world.seen();
+    let buffered = sas_domain::messages::Buffered {
+        workflow: sas_domain::task::WorkflowRef {
+            name: "drone-delivery".into(),
+            version: 1,
+        },
+        submission: sas_domain::submission::Submission::new(
+            sas_domain::ids::TaskId::parse("buffered").expect("an id"),
+            sas_testkit::delivery_input(),
+        ),
+        accepted_at: Timestamp(1_800_000_000_000),
+    };
+    seen.push((
+        "scheduler".into(),
+        sas_domain::to_json(&buffered.as_message()),
+    ));
+    // A rate's tick (no test workflow's limit has a rate).
+    let tick = SchedulerMessage::Gate {
+        gate: "step:one-delivery-per-customer/create-delivery/c-1".into(),
+    };
+    seen.push(("scheduler".into(), sas_domain::to_json(&tick)));
+    let kinds: std::collections::BTreeSet<String> = seen
+        .iter()
+        .filter_map(|(_, body)| {
+            Some(
+                serde_json::from_str::<Value>(body).ok()?["type"]
+                    .as_str()?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        [
+            "child_ended",
+            "deadline",
+            "gate",
+            "granted",
+            "response",
+            "run",
+            "submit"
+        ],
+        "a corpus of every kind of message sent"
+    );
     seen.into_iter()
         .filter_map(|(queue, body)| Some((queue, serde_json::from_str(&body).ok()?)))
         .collect()
 });
+
+/// The workflow files of `dir` (under this crate's), by name, and their text.
+fn workflow_files(dir: &str) -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    std::fs::read_dir(dir)
+        .expect("a workflows directory")
+        .map(|entry| {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("a file");
+            (path.display().to_string(), text)
+        })
+        .collect()
+}
+
+/// The workflow files the tests run, beside the built-in ones.
+fn test_workflows() -> Vec<(String, String)> {
+    workflow_files("workflows")
+}
 
 /// A valid input of each built-in workflow.
 fn inputs() -> Vec<(String, Value)> {
@@ -447,20 +512,14 @@ fn a_task_runs_to_its_end_and_is_shown_whatever_its_input_and_answers() {
 /// The workflow files the project ships and tests with, each under a name of its
 /// own, so that one changed is a new workflow beside the built-in ones.
 static WORKFLOW_FILES: LazyLock<Vec<Value>> = LazyLock::new(|| {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in [
-        root.join("../shared/domain/workflows"),
-        root.join("workflows"),
-    ] {
-        for entry in std::fs::read_dir(&dir).expect("a workflows directory") {
-            let text = std::fs::read_to_string(entry.expect("an entry").path()).expect("a file");
+    let shipped = workflow_files("../shared/domain/workflows");
+    (shipped.into_iter().chain(test_workflows()))
+        .map(|(_, text)| {
             let mut file: Value = serde_json::from_str(&text).expect("JSON");
             file["name"] = json!("fuzzed");
-            files.push(file);
-        }
-    }
-    files
+            file
+        })
+        .collect()
 });
 
 /// Text near a CEL condition over `input` and `results`, and text of any kind.

@@ -9,6 +9,7 @@ use sas_core::app::BulkReport;
 use sas_core::ports::DeadLetter;
 use sas_domain::callback::Token;
 use sas_domain::ids::{Owner, QueueName};
+use sas_domain::messages::Outcome;
 use sas_domain::task::{
     Actor, Children, EarlierInput, Order, Request, Step, StepState, Task, TaskState, Waiting,
     WorkflowRef,
@@ -143,6 +144,10 @@ pub struct StepView<'a> {
     /// slots, and until when (or since when).
     #[serde(skip_serializing_if = "Option::is_none")]
     waiting: Option<WaitingView>,
+    /// Of a step whose callback came while its call was still out: what the callback
+    /// said. The step ends so once the call is settled (answered, or its lease over).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    called_back: Option<&'a Outcome>,
     /// How long its last call waited for its service's slots, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     waited_ms: Option<u64>,
@@ -322,6 +327,7 @@ impl<'a> TaskView<'a> {
                     within: &[],
                     children: s.children.as_ref(),
                     waiting: WaitingView::of(task, index, s),
+                    called_back: s.called_back.as_ref(),
                     waited_ms: s.waited_ms,
                 })
                 .collect(),

@@ -64,27 +64,38 @@ impl World {
     }
 
     /// Submits a task of `workflow` with `input` and runs it (and its children) with
-    /// `answers`, in turn, as the services' answers, until every task has ended or
-    /// [`ROUNDS`] have passed. A submission refused is a run too: it ends there.
+    /// `answers`, in turn, as the services' answers ([`World::drive`]). A submission
+    /// refused is a run too: it ends there.
     ///
     /// # Errors
-    /// What broke: a request the agents cannot read, or a task the API cannot show.
+    /// As [`World::drive`].
     pub async fn run(
         &self,
         workflow: &str,
         input: Value,
         answers: &[Outcome],
     ) -> Result<(), String> {
+        if self.submit(workflow, input).await {
+            self.drive(answers).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Submits a task of `workflow` with `input`; whether it was taken.
+    pub async fn submit(&self, workflow: &str, input: Value) -> bool {
         let id = format!("t{}", self.submitted.fetch_add(1, Ordering::Relaxed));
         let id = TaskId::parse(id).expect("an id");
-        if self
-            .app
-            .submit(workflow, Submission::new(id, input))
-            .await
-            .is_err()
-        {
-            return Ok(());
-        }
+        let submitted = self.app.submit(workflow, Submission::new(id, input)).await;
+        submitted.is_ok()
+    }
+
+    /// Runs the tasks submitted with `answers`, in turn, as the services' answers,
+    /// until every task has ended or [`ROUNDS`] have passed.
+    ///
+    /// # Errors
+    /// What broke: a request the agents cannot read, or a task the API cannot show.
+    pub async fn drive(&self, answers: &[Outcome]) -> Result<(), String> {
         let mut answered = 0;
         for _ in 0..ROUNDS {
             let mut delivered = 0;
