@@ -423,15 +423,18 @@ pub struct Task {
 }
 
 impl Task {
-    /// When the task may next move by itself, if that is later than anything it is
-    /// doing now could end it: its start, while it is Pending until `start_at`; never
-    /// ([`Timestamp::LATEST`]), while it is paused. `None` when it is at work, or has
-    /// ended. A wait for its end answers at once when this is past the wait's end.
+    /// When the task may next move by itself: its start, while it is Pending until
+    /// `start_at`; never ([`Timestamp::LATEST`]), while it is paused with no step
+    /// running (a running one finishes, and may end the task). `None` when it is at
+    /// work, or has ended. A wait for its end answers at once when this is past the
+    /// wait's end.
     #[must_use]
     pub fn idle_until(&self) -> Option<Timestamp> {
         match self.state {
             TaskState::Processed | TaskState::Error => None,
-            _ if self.paused.is_some() => Some(Timestamp::LATEST),
+            _ if self.paused.is_some() && self.running_steps().next().is_none() => {
+                Some(Timestamp::LATEST)
+            }
             TaskState::Pending => self.start_at,
             TaskState::Processing | TaskState::Compensating => None,
         }

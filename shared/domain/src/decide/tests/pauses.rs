@@ -27,6 +27,7 @@ fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
     let paused = pause(&task, &workflow, by(Actor::Owner), now).expect("paused");
     let task = paused.next.expect("written");
     assert!(task.paused.is_some());
+    assert_eq!(task.idle_until(), None, "its call out may still end it");
     assert_eq!(
         pause(&task, &workflow, by(Actor::Operator), now)
             .expect("again")
@@ -45,6 +46,11 @@ fn a_paused_task_finishes_its_step_starts_nothing_and_goes_on_when_resumed() {
     assert_eq!(task.state, TaskState::Pending);
     assert_eq!(task.locked_by, None);
     assert_eq!(task.complete_by, None, "it holds no lease while paused");
+    assert_eq!(
+        task.idle_until(),
+        Some(Timestamp::LATEST),
+        "nothing moves it now but its resumption"
+    );
     let run = on_run(&task, &workflow, &order, "s2", now);
     assert_eq!(run.verdict, Verdict::NotWaitingForScheduler);
 
