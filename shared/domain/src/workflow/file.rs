@@ -163,16 +163,22 @@ impl StepFile {
     }
 }
 
+/// The longest a workflow's or a step's name may be, in bytes: both are parts of the
+/// keys of the state table (a limit's gate, an idempotency key, a child's id), which
+/// DynamoDB bounds.
+const MAX_NAME: usize = 64;
+
 impl WorkflowFile {
     pub(super) fn resolve(self, source: String, file: &str) -> Result<Workflow, Fault> {
         let top = |field: &str, message: &str| (None, field.to_owned(), message.to_owned());
         if self.name.is_empty()
+            || self.name.len() > MAX_NAME
             || !self
                 .name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         {
-            return Err(top("name", "must be non-empty letters, digits and '-'"));
+            return Err(top("name", "must be 1 to 64 letters, digits and '-'"));
         }
         if self.version == 0 {
             return Err(top("version", "must be at least 1"));
@@ -235,8 +241,8 @@ impl Resolver<'_> {
                     message.to_owned(),
                 )
             };
-            if step.name.is_empty() {
-                return Err(at("name", "must not be empty"));
+            if step.name.is_empty() || step.name.len() > MAX_NAME {
+                return Err(at("name", "must be 1 to 64 bytes long"));
             }
             if !self.names.insert(step.name.clone()) {
                 return Err(at("name", "is used by another step"));

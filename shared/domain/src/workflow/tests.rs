@@ -49,6 +49,20 @@ fn parse_error(text: &str) -> String {
         .to_string()
 }
 
+#[test]
+fn a_workflows_or_a_steps_name_over_64_bytes_is_refused_naming_it() {
+    let long = "n".repeat(65);
+    let workflow = |name: &str, step: &str| {
+        format!(
+            r#"{{"name":"{name}","version":1,"steps":[{{"name":"{step}","agent":"x","call":"/a"}}]}}"#
+        )
+    };
+    assert!(Workflow::parse("wf.json", &workflow(&long[..64], &long[..64])).is_ok());
+    assert!(parse_error(&workflow(&long, "a")).contains("name: must be 1 to 64"));
+    let step = parse_error(&workflow("w", &long));
+    assert!(step.contains("must be 1 to 64 bytes long"), "{step}");
+}
+
 /// A workflow with input `order_id` and steps `a`, then `b` with `fields`.
 fn mapped(fields: &str) -> String {
     format!(
