@@ -1129,6 +1129,7 @@ mod tests {
                 "QueuesTlsOnly",
                 "IngestQueuesTlsOnly",
                 "OldestMessageAlarm",
+                "PanicsAlarm",
                 "FunctionErrorsAlarm",
                 "FunctionThrottlesAlarm"
             ]
