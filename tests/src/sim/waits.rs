@@ -47,40 +47,37 @@ impl Sim {
         self.tokens.clone()
     }
 
+    /// The token `text` is, and the task it names, if it is one and its task is there.
+    fn task_of(&self, text: &str) -> Option<(Token, Task)> {
+        let token = Token::parse(text)?;
+        let task = self
+            .memory
+            .tasks()
+            .into_iter()
+            .find(|t| t.id == token.task)?;
+        Some((token, task))
+    }
+
     /// Whether `token`'s wait is on now: its task signed it, and its step waits for
     /// it (or may: its call is out), in time.
     fn is_live(&self, token: &str) -> bool {
-        let Some(token) = Token::parse(token) else {
-            return false;
-        };
         let now = self.clock.now();
-        self.memory
-            .tasks()
-            .into_iter()
-            .find(|t| t.id == token.task)
-            .is_some_and(|task| {
-                let step = &task.steps[token.step];
-                token.is_signed_for(&task)
-                    && !task.state.is_final()
-                    && self.waits_for_callback(&task, token.step)
-                    && step.state == StepState::Processing
-                    && step.complete_by.is_none_or(|at| now < at)
-                    && step.called_back.is_none()
-                    && token.is_current(&task, self.calls_first(&task, token.step))
-            })
+        self.task_of(token).is_some_and(|(token, task)| {
+            let step = &task.steps[token.step];
+            token.is_signed_for(&task)
+                && !task.state.is_final()
+                && self.waits_for_callback(&task, token.step)
+                && step.state == StepState::Processing
+                && step.complete_by.is_none_or(|at| now < at)
+                && step.called_back.is_none()
+                && token.is_current(&task, self.calls_first(&task, token.step))
+        })
     }
 
     /// The run its task is in now (0 for a token not of a token's shape, or of a task
     /// gone).
     fn run_of(&self, token: &str) -> u32 {
-        let Some(token) = Token::parse(token) else {
-            return 0;
-        };
-        let tasks = self.memory.tasks();
-        tasks
-            .iter()
-            .find(|t| t.id == token.task)
-            .map_or(0, |t| t.run)
+        self.task_of(token).map_or(0, |(_, task)| task.run)
     }
 
     fn waits_for_callback(&self, task: &Task, step: usize) -> bool {
