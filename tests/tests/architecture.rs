@@ -1,11 +1,13 @@
 //! The crates' boundaries, checked over `cargo tree`: the core does no I/O, each
 //! adapter crate brings only its own service's client, and each Lambda function
 //! links only what it runs. A dependency added across a boundary fails here with
-//! the path by which it came in.
+//! the path by which it came in. The sources' own shape is checked in `sources`.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "architecture/sources.rs"]
+mod sources;
 
 /// The crates `package` depends on in a build of it alone (normal dependencies,
 /// its own features), by name.
@@ -242,74 +244,6 @@ fn project_crates(package: &str) -> Vec<String> {
         .into_iter()
         .filter(|name| name.starts_with("sas-"))
         .collect()
-}
-
-/// The Rust sources of the domain, the actors and the API, with their text.
-fn sources_of_the_domain_actors_and_api() -> Vec<(PathBuf, String)> {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    let mut paths: Vec<_> = ["domain", "core", "api"]
-        .iter()
-        .map(|package| shared.join(package).join("src"))
-        .collect();
-    let mut sources = Vec::new();
-    while let Some(path) = paths.pop() {
-        if path.is_dir() {
-            let entries = std::fs::read_dir(&path).expect("a directory");
-            paths.extend(entries.map(|entry| entry.expect("an entry").path()));
-        } else if path.extension().is_some_and(|extension| extension == "rs") {
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            sources.push((path, text));
-        }
-    }
-    assert!(
-        sources.len() > 30,
-        "the walk found {} source files",
-        sources.len()
-    );
-    sources
-}
-
-#[test]
-fn the_domain_actors_and_apis_sources_use_no_io_of_the_standard_library_or_tokio() {
-    let mut found = Vec::new();
-    for (path, text) in sources_of_the_domain_actors_and_api() {
-        for io in [
-            "std::fs",
-            "std::net",
-            "std::process",
-            "tokio::fs",
-            "tokio::net",
-        ] {
-            if text.contains(io) {
-                found.push(format!("{}: {io}", path.display()));
-            }
-        }
-    }
-    assert!(found.is_empty(), "I/O in the core: {found:?}");
-}
-
-/// The most lines of code (neither blank nor comments) a source file of the domain,
-/// the actors or the API holds: a file that grows past it has taken on a second job,
-/// which wants a room of its own.
-const MAX_LINES_OF_CODE: usize = 600;
-
-#[test]
-fn each_source_file_of_the_domain_actors_and_api_holds_one_job() {
-    let mut too_long = Vec::new();
-    for (path, text) in sources_of_the_domain_actors_and_api() {
-        let code = text
-            .lines()
-            .map(str::trim)
-            .filter(|line| !line.is_empty() && !line.starts_with("//"))
-            .count();
-        if code > MAX_LINES_OF_CODE {
-            too_long.push(format!("{}: {code} lines of code", path.display()));
-        }
-    }
-    assert!(
-        too_long.is_empty(),
-        "over {MAX_LINES_OF_CODE} lines of code, split by job: {too_long:?}"
-    );
 }
 
 #[test]
