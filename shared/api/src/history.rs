@@ -5,8 +5,12 @@ use serde::Serialize;
 
 use sas_domain::messages::Operation;
 use sas_domain::task::{Actor, Answer, Caller, Event, Happened, TaskState};
+use sas_domain::time::Timestamp;
 
-use crate::view::time;
+/// An instant as a caller reads it: RFC 3339.
+pub(crate) fn time(at: Option<Timestamp>) -> Option<String> {
+    at.map(Timestamp::to_rfc3339)
+}
 
 /// Something that happened to a task, and when.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -15,6 +15,7 @@ mod history;
 mod openapi;
 mod operator;
 mod routes;
+mod scope;
 mod tasks;
 mod view;
 

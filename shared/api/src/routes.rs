@@ -5,14 +5,14 @@ use serde_json::Value;
 
 use sas_core::app::{App, BulkAction};
 use sas_domain::decide::{CallbackOutcome, Resubmit};
-use sas_domain::ids::{Owner, TaskId};
-use sas_domain::task::{Actor, Caller as WaitEndedBy, Request};
+use sas_domain::task::{Caller as WaitEndedBy, Request};
 
 use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
+use crate::scope::Scope;
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
-use crate::view::{CallbackView, MeView, View, WorkflowView, WorkflowsView};
+use crate::view::{CallbackView, MeView, WorkflowView, WorkflowsView};
 use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
 
 /// What a route does.
@@ -169,54 +169,6 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/openapi.json", Action::OpenApi, "This API's OpenAPI 3.1 document"),
     Route::new("GET", "/", Action::Console, "The operator console, a web page over the operator's routes"),
 ];
-
-/// Whose tasks a request may touch, and how it names them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Scope<'a> {
-    /// A caller's own: its ids are scoped to `owner` (`None` when no one is
-    /// authenticated, and ids are what the caller wrote).
-    Own(Option<&'a Owner>),
-    /// Every caller's, by their full ids: the operator's.
-    All,
-}
-
-impl<'a> Scope<'a> {
-    /// The stored id of the task the caller names `text`.
-    pub(crate) fn id(self, text: &str) -> Result<TaskId, ApiError> {
-        let invalid = |e: &dyn std::fmt::Display| {
-            ApiError::new(ErrorCode::InvalidId, format!("task id '{text}' {e}")).on("id")
-        };
-        let id = TaskId::parse(text).map_err(|e| invalid(&e))?;
-        match self {
-            Self::All => Ok(id),
-            Self::Own(_) if id.is_scoped() => Err(invalid(&"must not contain '.'")),
-            Self::Own(None) => Ok(id),
-            Self::Own(Some(owner)) => Ok(TaskId::scoped(owner, &id)),
-        }
-    }
-
-    pub(crate) fn owner(self) -> Option<&'a Owner> {
-        match self {
-            Self::Own(owner) => owner,
-            Self::All => None,
-        }
-    }
-
-    pub(crate) fn view(self) -> View {
-        match self {
-            Self::Own(_) => View::Owner,
-            Self::All => View::Operator,
-        }
-    }
-
-    /// Who acts, in this scope.
-    fn actor(self) -> Actor {
-        match self {
-            Self::Own(_) => Actor::Owner,
-            Self::All => Actor::Operator,
-        }
-    }
-}
 
 pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
     let matching: Vec<(&Route, Vec<&str>)> = ROUTES

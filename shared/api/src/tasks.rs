@@ -14,7 +14,7 @@ use sas_domain::time::Timestamp;
 
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
 use crate::error::{ApiError, ErrorCode, decoded, not_found, query_pairs, unknown_parameter};
-use crate::routes::Scope;
+use crate::scope::Scope;
 use crate::view::{AcceptedView, BatchView, ChildrenView, PageView, TaskView, View};
 use crate::{
     ApiResponse, MAX_ANSWER_BYTES, MAX_BATCH, MAX_BODY_BYTES, MAX_PAGE, MAX_REQUEST_BYTES,

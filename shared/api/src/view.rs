@@ -14,19 +14,12 @@ use sas_domain::task::{
     Actor, Children, EarlierInput, Order, Request, Step, StepState, Task, TaskState, Waiting,
     WorkflowRef,
 };
-use sas_domain::time::Timestamp;
-use std::collections::BTreeMap;
 
-use sas_domain::workflow::{
-    Branch, FieldSource, SleepStep, StepDefinition, StepKind, Tolerance, Workflow,
-};
+use sas_domain::kinds::KindView;
+use sas_domain::workflow::{Branch, StepDefinition, Workflow};
 
 use crate::ApiResponse;
-use crate::history::EventView;
-
-pub(crate) fn time(at: Option<Timestamp>) -> Option<String> {
-    at.map(Timestamp::to_rfc3339)
-}
+use crate::history::{EventView, time};
 
 /// Who a [`TaskView`] is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,42 +410,15 @@ pub struct WorkflowView {
     steps: Vec<WorkflowStepView>,
 }
 
-/// A step of a workflow definition: one that calls a service (`agent`, `call` and
-/// their settings), a child workflow (`workflow`, `input`), or a map (`map`).
-#[derive(Debug, Default, Serialize, JsonSchema)]
+/// A step of a workflow definition: where it sits, and what its kind has it do (a
+/// call's service and settings, a child workflow's, a map's, a timer's or a wait's).
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct WorkflowStepView {
     /// Its name.
     name: String,
-    /// The remote service its agent calls.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    agent: Option<String>,
-    /// Its call: method and path.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    call: Option<String>,
-    /// Its compensation: method and path, if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    compensation: Option<String>,
-    /// How long an attempt may take.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    complete_by: Option<String>,
-    /// The agent's retries within an attempt.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry: Option<Value>,
-    /// The supervisor's retries across attempts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    supervisor: Option<Value>,
-    /// What its request carries, if not the whole input and results.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fields: Option<serde_json::Map<String, Value>>,
-    /// Of a child workflow: the workflow its child runs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    workflow: Option<String>,
-    /// Of a child workflow: its child's input, by field, if mapped.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<serde_json::Map<String, Value>>,
-    /// Of a map: its items, workflow, concurrency, tolerated failures and input.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    map: Option<Value>,
+    /// Its kind's settings, as written.
+    #[serde(flatten)]
+    settings: KindView,
     /// The steps that must be Processed before it is sent, by position from 0.
     after: Vec<usize>,
     /// The branches of parallel steps it is in, outermost first.
@@ -462,15 +428,6 @@ pub struct WorkflowStepView {
     /// around it, then its own `when`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     when: Vec<String>,
-    /// Of a timer: how long it sleeps.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sleep: Option<String>,
-    /// Of a timer: what names the instant it sleeps until.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sleep_until: Option<String>,
-    /// Of a step that waits for its callback: its timeout, and its heartbeat.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    callback: Option<Value>,
 }
 
 impl WorkflowView {
@@ -487,18 +444,11 @@ impl WorkflowView {
     }
 }
 
-/// The sources of fields (of a request, or of a child's input), as written.
-fn sources(fields: &BTreeMap<String, FieldSource>) -> serde_json::Map<String, Value> {
-    fields
-        .iter()
-        .map(|(name, source)| (name.clone(), Value::String(source.to_string())))
-        .collect()
-}
-
 impl WorkflowStepView {
     fn of(s: &StepDefinition) -> Self {
-        let view = Self {
+        Self {
             name: s.name.clone(),
+            settings: s.kind.view(),
             after: s.after.clone(),
             within: s.within.clone(),
             when: s
@@ -506,57 +456,6 @@ impl WorkflowStepView {
                 .iter()
                 .map(|guard| guard.condition.source().to_owned())
                 .collect(),
-            callback: s.callback().map(|callback| {
-                serde_json::json!({
-                    "timeout": humantime::format_duration(callback.timeout).to_string(),
-                    "heartbeat": callback.heartbeat.map(|h| humantime::format_duration(h).to_string()),
-                })
-            }),
-            ..Self::default()
-        };
-        match &s.kind {
-            StepKind::Call(call) => Self {
-                agent: Some(call.agent.clone()),
-                call: Some(call.call.to_string()),
-                compensation: call.compensation.as_ref().map(ToString::to_string),
-                complete_by: Some(humantime::format_duration(call.complete_by).to_string()),
-                retry: Some(serde_json::json!(call.retry)),
-                supervisor: Some(serde_json::json!(call.supervision)),
-                fields: call.fields.as_ref().map(sources),
-                ..view
-            },
-            StepKind::Children(children) => match &children.items {
-                None => Self {
-                    workflow: Some(children.workflow.clone()),
-                    input: children.input.as_ref().map(sources),
-                    ..view
-                },
-                Some(items) => Self {
-                    map: Some(serde_json::json!({
-                        "items": items.to_string(),
-                        "workflow": children.workflow,
-                        "max_concurrency": children.max_concurrency,
-                        "tolerated_failures": match children.tolerated_failures {
-                            Tolerance::Count(count) => serde_json::json!(count),
-                            basis @ Tolerance::Basis(_) => serde_json::json!(basis.to_string()),
-                        },
-                        "input": children.input.as_ref().map(sources),
-                    })),
-                    ..view
-                },
-            },
-            StepKind::Sleep(SleepStep::For(duration)) => Self {
-                sleep: Some(humantime::format_duration(*duration).to_string()),
-                ..view
-            },
-            StepKind::Sleep(SleepStep::Until(source)) => Self {
-                sleep_until: Some(source.to_string()),
-                ..view
-            },
-            StepKind::Wait(wait) => Self {
-                supervisor: Some(serde_json::json!(wait.supervision)),
-                ..view
-            },
         }
     }
 }

@@ -222,7 +222,7 @@ fn key_in_gate(value: &str) -> String {
     if value.len() <= MAX_READABLE_KEY && !value.starts_with(HASHED_KEY) {
         value.to_owned()
     } else {
-        format!("{HASHED_KEY}{}", crate::workflow::sha256_hex(value))
+        format!("{HASHED_KEY}{}", crate::sha256_hex(value))
     }
 }
 

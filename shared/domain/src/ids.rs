@@ -224,7 +224,7 @@ impl Owner {
     /// ids and its notification queues' names: 120 bits of SHA-256, as hex.
     #[must_use]
     pub fn tag(&self) -> String {
-        let mut tag = super::workflow::sha256_hex(&self.0);
+        let mut tag = crate::sha256_hex(&self.0);
         tag.truncate(OWNER_TAG_LEN);
         tag
     }

@@ -2,8 +2,9 @@
 //! what a task is and what happens to it.
 //!
 //! - the state: [`task`] (a task and its steps), [`ids`], [`time`];
-//! - the workflow language: [`workflow`] (definitions as data, validated when loaded)
-//!   and [`services`] (the remote services' settings);
+//! - the workflow language: [`workflow`] (definitions as data, validated when loaded),
+//!   [`kinds`] (each kind of step: its definition, checks, decisions and view) and
+//!   [`services`] (the remote services' settings);
 //! - what travels: [`messages`] (between the functions, and the agents' published
 //!   contract) and [`submission`] (a caller's request, validated);
 //! - the decisions: [`decide`], pure functions from a task and an event to the next
@@ -17,6 +18,7 @@ pub mod callback;
 pub mod decide;
 pub mod flow;
 pub mod ids;
+pub mod kinds;
 pub mod limits;
 pub mod messages;
 pub mod resilience;
@@ -35,4 +37,17 @@ pub mod workflow;
 /// Never for the types given here: plain data, with string keys only.
 pub fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("plain data serializes")
+}
+
+/// The SHA-256 of `text`, in hex.
+pub(crate) fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    use std::fmt::Write as _;
+
+    let mut hex = String::with_capacity(64);
+    for byte in sha2::Sha256::digest(text.as_bytes()) {
+        // Writing to a String does not fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
 }

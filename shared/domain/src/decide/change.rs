@@ -11,17 +11,17 @@ use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
 use super::delivery::ALERT_REDELIVERY;
-use super::flow::held_slots;
 use super::{Decision, Effect, Verdict};
+use crate::kinds::call::gates::held_slots;
 
 /// A task being changed: the copy to write and the effects it gathers.
-pub(super) struct Change {
-    pub(super) task: Task,
-    pub(super) effects: Vec<Effect>,
-    pub(super) now: Timestamp,
+pub(crate) struct Change {
+    pub(crate) task: Task,
+    pub(crate) effects: Vec<Effect>,
+    pub(crate) now: Timestamp,
     /// A step began or stopped waiting for its callback: the caller is told the
     /// tokens of this version.
-    pub(super) waits_changed: bool,
+    pub(crate) waits_changed: bool,
     /// The calls holding gates' slots when the change began ([`crate::flow`]).
     held: Vec<(CallRef, Vec<String>)>,
     /// The task's lease when the change began.
@@ -29,7 +29,7 @@ pub(super) struct Change {
 }
 
 impl Change {
-    pub(super) fn of(task: &Task, now: Timestamp) -> Self {
+    pub(crate) fn of(task: &Task, now: Timestamp) -> Self {
         let mut task = task.clone();
         task.version += 1;
         task.updated_at = now;
@@ -48,7 +48,7 @@ impl Change {
     /// lease it had (its last step's, as it ends) when that ends sooner than a new one
     /// would: they are sent at once, and a lease kept is no index entry moved and no
     /// deadline message more.
-    pub(super) fn done(mut self, verdict: Verdict) -> Decision {
+    pub(crate) fn done(mut self, verdict: Verdict) -> Decision {
         if self.waits_changed {
             self.notify();
         }
@@ -81,7 +81,7 @@ impl Change {
     /// off than a message can be delayed gets none yet: the supervisor asks for it
     /// once the end is within reach ([`Task::sweep_at`]), so that a long wait sends
     /// no message on and on.
-    pub(super) fn watch_lease(&mut self) {
+    pub(crate) fn watch_lease(&mut self) {
         let Some(at) = self.task.complete_by else {
             return;
         };
@@ -104,7 +104,7 @@ impl Change {
     }
 
     /// Moves the task to `state`, telling the caller.
-    pub(super) fn set_state(&mut self, state: TaskState) {
+    pub(crate) fn set_state(&mut self, state: TaskState) {
         if self.task.state == state {
             return;
         }
@@ -114,7 +114,7 @@ impl Change {
     }
 
     /// Adds `what` to the task's history, as of now.
-    pub(super) fn log(&mut self, what: Happened) {
+    pub(crate) fn log(&mut self, what: Happened) {
         let history = &mut self.task.history;
         if history.len() >= MAX_HISTORY {
             history.remove(0);
@@ -127,7 +127,7 @@ impl Change {
     /// A step waiting to be sent again (for a retry, or under the key it kept through
     /// a resubmission) may have its effect in place: it is undone as one that timed
     /// out.
-    pub(super) fn fail(&mut self, reason: String) {
+    pub(crate) fn fail(&mut self, reason: String) {
         self.task.error.get_or_insert(reason);
         self.set_state(TaskState::Compensating);
         self.stop_waiting();
@@ -137,7 +137,7 @@ impl Change {
     /// Marks the steps waiting to be sent again (for a retry, or under the key they
     /// kept through a resubmission) timed out: their effect may be in place, and a
     /// task being undone sends them no more, so they are undone.
-    pub(super) fn stop_waiting(&mut self) {
+    pub(crate) fn stop_waiting(&mut self) {
         let waiting: Vec<usize> = (0..self.task.steps.len())
             .filter(|&index| {
                 let step = &self.task.steps[index];
@@ -151,7 +151,7 @@ impl Change {
 
     /// Step `index`, which a task being undone takes no further, is timed out for
     /// `why`: its effect may be in place, so it is undone.
-    pub(super) fn stop(&mut self, index: usize, why: &str) {
+    pub(crate) fn stop(&mut self, index: usize, why: &str) {
         let step = &mut self.task.steps[index];
         step.state = StepState::TimedOut;
         step.error = Some(why.into());
@@ -164,7 +164,7 @@ impl Change {
 
     /// Records that step `index`'s effect came to be in place, after those before it:
     /// a failed task undoes its steps in the reverse of this order.
-    pub(super) fn mark_done(&mut self, index: usize) {
+    pub(crate) fn mark_done(&mut self, index: usize) {
         let last = self.task.steps.iter().map(|s| s.done_order).max();
         self.task.steps[index].done_order = last.unwrap_or(0) + 1;
     }
@@ -172,7 +172,7 @@ impl Change {
     /// Releases the task to wait for a scheduler after `delay`, with a lease that
     /// lets the supervisor send it again if nobody picks it up. A running task is
     /// Pending again: one a scheduler may claim.
-    pub(super) fn release(&mut self, workflow: &Workflow, delay: Duration) {
+    pub(crate) fn release(&mut self, workflow: &Workflow, delay: Duration) {
         if self.task.state == TaskState::Processing {
             self.set_state(TaskState::Pending);
         }
@@ -186,7 +186,7 @@ impl Change {
 
     /// Ends the task in `state`. A pause ends with it: a pause holds up a running
     /// task, and one resubmitted (or rerun for its parent) runs.
-    pub(super) fn finish(&mut self, workflow: &Workflow, state: TaskState) {
+    pub(crate) fn finish(&mut self, workflow: &Workflow, state: TaskState) {
         self.task.locked_by = None;
         self.task.complete_by = None;
         self.task.paused = None;
@@ -222,7 +222,7 @@ impl Change {
     /// Alerts an operator, and keeps the alert in the task with a lease until it is
     /// published ([`alert_published`]); the supervisor raises it again
     /// ([`on_expired`]) if the lease expires first.
-    pub(super) fn raise(&mut self, alert: Alert) {
+    pub(crate) fn raise(&mut self, alert: Alert) {
         self.hold_for_delivery(alert.at);
         self.task.pending_alert = Some(alert.clone());
         self.effects.push(Effect::Alert(alert));
@@ -232,13 +232,13 @@ impl Change {
 /// Whether `step`'s effect may be in place with nothing to undo it: it has no
 /// compensation (and is not read-only). A step whose compensation failed is left to
 /// a person to undo by hand (the alert names it); this one, to decide on.
-pub(super) fn left_in_place(step: &Step, definition: &crate::workflow::StepDefinition) -> bool {
+pub(crate) fn left_in_place(step: &Step, definition: &crate::workflow::StepDefinition) -> bool {
     step.effect_may_be_in_place() && !definition.is_undone_on_failure()
 }
 
 /// The steps of `task` whose effect may be in place with nothing to undo it, by name
 /// ([`Task::not_undone`]).
-pub(super) fn not_undone(task: &Task, workflow: &Workflow) -> Vec<String> {
+pub(crate) fn not_undone(task: &Task, workflow: &Workflow) -> Vec<String> {
     task.steps
         .iter()
         .zip(&workflow.steps)

@@ -27,7 +27,7 @@ pub const MAX_OUTBOX: usize = 32;
 
 impl Change {
     /// Tells the caller the task's state, as this change writes it.
-    pub(super) fn notify(&mut self) {
+    pub(crate) fn notify(&mut self) {
         if let Some(queue) = self.task.notify.clone() {
             let error = self.task.error.clone();
             self.tell(queue, error);
@@ -39,7 +39,7 @@ impl Change {
     /// it is written. A change tells a queue once, of the state it writes: one that
     /// passes through a state (Compensating on its way to Error, with nothing to undo)
     /// tells only where it ends, so that a version names one notification.
-    pub(super) fn tell(&mut self, queue: QueueName, error: Option<String>) {
+    pub(crate) fn tell(&mut self, queue: QueueName, error: Option<String>) {
         let outbound = Outbound {
             queue,
             notification: Notification {
@@ -71,7 +71,7 @@ impl Change {
 
     /// Sends again the notifications not known sent, but for those that could not be
     /// for [`MAX_NOTIFICATION_AGE`] (their queue gone, say), which are dropped.
-    pub(super) fn notify_again(&mut self) {
+    pub(crate) fn notify_again(&mut self) {
         let now = self.now;
         self.task
             .outbox
@@ -87,7 +87,7 @@ impl Change {
     /// Keeps a lease on a task with something to deliver since `since` (an alert, a
     /// notification), for the supervisor to deliver it again when the lease expires:
     /// after a minute, then after as long as it has waited, up to an hour.
-    pub(super) fn hold_for_delivery(&mut self, since: Timestamp) {
+    pub(crate) fn hold_for_delivery(&mut self, since: Timestamp) {
         let wait = since
             .until(self.now)
             .clamp(ALERT_REDELIVERY, MAX_ALERT_REDELIVERY);

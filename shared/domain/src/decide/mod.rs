@@ -4,10 +4,12 @@
 //! a new task's secret ([`crate::callback::new_key`]).
 //!
 //! One room a job: `submit` creates tasks, `steps` runs their steps
-//! in order and undoes them in reverse, `supervise` acts on expired leases,
-//! `delivery` keeps what a task owes others (notifications, alerts) until known
-//! delivered, and `operator` resubmits and cancels; `change` holds the moves
-//! they share.
+//! in order and undoes them in reverse (each as its kind does, [`crate::kinds`]),
+//! `supervise` acts on expired leases, `waits` holds what waiting steps share and
+//! the pause, `delivery` keeps what a task owes others (notifications, alerts)
+//! until known delivered, and `operator` resubmits and cancels; `change` holds the
+//! moves they share. The decisions of one kind's own events live in its module
+//! (a call's answer, a callback's use, a child's end), re-exported here.
 
 use std::time::Duration;
 
@@ -21,29 +23,28 @@ use crate::messages::{AgentRequest, Alert, ChildEnded};
 use crate::task::{Order, Outbound, Task};
 use crate::time::Timestamp;
 
-mod change;
-mod children;
+pub(crate) mod change;
 mod delivery;
-mod flow;
 mod operator;
-mod steps;
+pub(crate) mod steps;
 mod submit;
 mod supervise;
 #[cfg(test)]
 mod tests;
 mod waits;
 
-pub use children::{never_started, on_child_ended, rerun_child, stop_as_child};
+pub use crate::kinds::call::{SLOT_RECHECK, on_granted, on_response};
+pub use crate::kinds::callback::{CallbackOutcome, CallbackUse, on_callback, on_heartbeat};
+pub use crate::kinds::children::{never_started, on_child_ended, rerun_child, stop_as_child};
 pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
     callback_waits, notifications_sent,
 };
-pub use flow::{SLOT_RECHECK, on_granted};
 pub use operator::{Refused, Resubmit, cancel, resubmit};
-pub use steps::{on_response, on_run};
+pub use steps::on_run;
 pub use submit::{MAX_REFUSED, creation_again, refuse_submission, submit, submit_claimed};
 pub use supervise::{on_deadline, on_expired};
-pub use waits::{CallbackOutcome, CallbackUse, on_callback, on_heartbeat, pause, resume};
+pub use waits::{pause, resume};
 
 /// Something to do once the new state is written.
 #[derive(Debug, Clone, PartialEq)]

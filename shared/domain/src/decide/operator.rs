@@ -218,7 +218,9 @@ pub fn cancel(
     change.log(Happened::Cancelled { by: request.by });
     change.task.cancelled = Some(request);
     change.task.paused = None;
-    change.cancel_children(workflow);
+    for (index, definition) in workflow.steps.iter().enumerate() {
+        definition.kind.kind().cancel(&mut change, index);
+    }
     // The calls out finish or time out first: the lease follows them alone (a retry
     // the task waited for is stopped, and so are its waits); with none, a scheduler
     // comes now to compensate.

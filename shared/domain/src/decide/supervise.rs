@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use crate::kinds::LeaseEnd;
 use crate::messages::Operation;
-use crate::task::{Happened, Order, StepState, Task, TaskState, Waiting};
+use crate::task::{Happened, Order, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
-use crate::workflow::Workflow;
+use crate::workflow::{Supervision, Workflow};
 
 use super::change::Change;
 use super::{Decision, Effect, Verdict};
@@ -46,21 +47,29 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
     }
     let mut change = Change::of(task, now);
     change.notify_again();
-    let (watched, expired): (Vec<usize>, Vec<usize>) = task
+    // What each running step whose complete-by has passed does, as its kind says: a
+    // failure, retried or given up; a timer's end (its success), or a call whose
+    // callback came while it was out settled (its agent answers no more: the step
+    // ends as the callback said); a wait for slots asked for again; children looked
+    // for again.
+    let (mut watched, mut ended, mut queued, mut expired) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for index in task
         .running_steps()
         .filter(|&index| task.steps[index].complete_by.is_none_or(|at| at <= now))
         .filter(|_| task.locked_by.is_some())
-        .partition(|&index| workflow.steps[index].children().is_some());
-    // A timer's end is its success; a call whose callback came while it was out is
-    // settled (its agent answers no more), and its step ends as the callback said; a
-    // wait for slots is asked for again.
-    let (ended, expired): (Vec<usize>, Vec<usize>) = expired.into_iter().partition(|&index| {
-        let step = &task.steps[index];
-        step.waiting == Some(Waiting::Timer) || step.called_back.is_some()
-    });
-    let (queued, expired): (Vec<usize>, Vec<usize>) = expired
-        .into_iter()
-        .partition(|&index| matches!(task.steps[index].waiting, Some(Waiting::Slot { .. })));
+    {
+        match workflow.steps[index]
+            .kind
+            .kind()
+            .lease_ended(&task.steps[index])
+        {
+            LeaseEnd::ChildrenWatched => watched.push(index),
+            LeaseEnd::Ended => ended.push(index),
+            LeaseEnd::SlotsAskedAgain => queued.push(index),
+            LeaseEnd::Expired(supervision) => expired.push((index, supervision)),
+        }
+    }
     for &index in &watched {
         change.watch_again(workflow, order, index);
     }
@@ -105,10 +114,12 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
     // A task being undone (asked to stop, or a step given up before or in this very
     // pass) tries no call again: each expired call is undone as one that timed out.
     let stopping = change.task.state == TaskState::Compensating
-        || expired.iter().any(|&index| gives_up(task, workflow, index));
+        || expired
+            .iter()
+            .any(|&(index, supervision)| gives_up(&task.steps[index], supervision));
     let mut retried = false;
-    for index in expired {
-        let Some(delay) = change.expire(workflow, index, stopping) else {
+    for (index, supervision) in expired {
+        let Some(delay) = change.expire(supervision, index, stopping) else {
             continue;
         };
         retried = true;
@@ -149,22 +160,22 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
     change.done(verdict)
 }
 
-/// Whether running call `index` of `task` is given up when its complete-by passes now:
-/// its failures would pass its threshold.
-fn gives_up(task: &Task, workflow: &Workflow, index: usize) -> bool {
-    let step = &task.steps[index];
-    step.state == StepState::Processing
-        && workflow.steps[index]
-            .supervision()
-            .is_some_and(|supervision| step.failure_count + 1 > supervision.failure_threshold)
+/// Whether running `step` is given up when its complete-by passes now: its failures
+/// would pass its `supervision`'s threshold.
+fn gives_up(step: &Step, supervision: &Supervision) -> bool {
+    step.state == StepState::Processing && step.failure_count + 1 > supervision.failure_threshold
 }
 
 impl Change {
-    /// Counts a failure of step `index`, whose complete-by has passed: its delay before
-    /// a retry, or none when it is given up (past its threshold, or a call of a task
+    /// Counts a failure of step `index`, whose complete-by has passed, under its
+    /// `supervision`: its delay before a retry, or none when it is given up (past its threshold, or a call of a task
     /// `stopping`: being undone), and the task with it.
-    fn expire(&mut self, workflow: &Workflow, index: usize, stopping: bool) -> Option<Duration> {
-        let supervision = workflow.steps[index].supervision()?;
+    fn expire(
+        &mut self,
+        supervision: &Supervision,
+        index: usize,
+        stopping: bool,
+    ) -> Option<Duration> {
         let now = self.now;
         self.task.failure_count += 1;
         let step = &mut self.task.steps[index];

@@ -7,13 +7,11 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::flow::LimitFile;
-use crate::workflow::children::{self, Children, MapFile};
-use crate::workflow::parallel::{self, Branch};
-use crate::workflow::step::{
-    CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision,
-};
-use crate::workflow::values::{Endpoint, FieldSource, PathPart, Scope};
-use crate::workflow::waits::{self, CallbackSettings, Guard};
+use crate::kinds::children::MapFile;
+use crate::kinds::parallel::{self, Branch};
+use crate::kinds::{self, CallbackSettings};
+use crate::workflow::guard::{self, Guard};
+use crate::workflow::step::{FieldType, RetryPolicy, StepDefinition, Supervision};
 use crate::workflow::{MAX_RETRY_WAIT, Workflow};
 use serde_json::Value;
 
@@ -64,7 +62,7 @@ pub(super) fn locate(value: &Value, path: &serde_path_to_error::Path) -> (Option
 }
 
 /// A definition's fault: the step (by name), the field and what is wrong.
-pub(super) type Fault = (Option<String>, String, String);
+pub(crate) type Fault = (Option<String>, String, String);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,11 +82,11 @@ pub(super) struct WorkflowFile {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct StepSettings {
+pub(crate) struct StepSettings {
     #[serde(default, with = "optional_duration_text")]
-    complete_by: Option<Duration>,
-    retry: Option<RetryPolicy>,
-    supervisor: Option<Supervision>,
+    pub(crate) complete_by: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) supervisor: Option<Supervision>,
 }
 
 /// A step as written: one that calls a service (`agent`, `call` and their settings,
@@ -97,56 +95,34 @@ struct StepSettings {
 /// for its callback alone (`callback`); any of them with a condition (`when`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct StepFile {
-    pub(super) name: String,
-    agent: Option<String>,
-    call: Option<String>,
-    compensation: Option<String>,
-    read_only: Option<bool>,
+pub(crate) struct StepFile {
+    pub(crate) name: String,
+    pub(crate) agent: Option<String>,
+    pub(crate) call: Option<String>,
+    pub(crate) compensation: Option<String>,
+    pub(crate) read_only: Option<bool>,
     #[serde(default, with = "optional_duration_text")]
-    complete_by: Option<Duration>,
-    retry: Option<RetryPolicy>,
-    supervisor: Option<Supervision>,
-    fields: Option<BTreeMap<String, String>>,
-    parallel: Option<Vec<Vec<StepFile>>>,
-    workflow: Option<String>,
-    pub(super) input: Option<BTreeMap<String, String>>,
-    map: Option<MapFile>,
-    pub(super) when: Option<String>,
+    pub(crate) complete_by: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) supervisor: Option<Supervision>,
+    pub(crate) fields: Option<BTreeMap<String, String>>,
+    pub(crate) parallel: Option<Vec<Vec<StepFile>>>,
+    pub(crate) workflow: Option<String>,
+    pub(crate) input: Option<BTreeMap<String, String>>,
+    pub(crate) map: Option<MapFile>,
+    pub(crate) when: Option<String>,
     #[serde(default, with = "optional_duration_text")]
-    pub(super) sleep: Option<Duration>,
-    pub(super) sleep_until: Option<String>,
-    pub(super) callback: Option<CallbackSettings>,
-    limit: Option<LimitFile>,
+    pub(crate) sleep: Option<Duration>,
+    pub(crate) sleep_until: Option<String>,
+    pub(crate) callback: Option<CallbackSettings>,
+    pub(crate) limit: Option<LimitFile>,
 }
 
 impl StepFile {
-    /// The settings of a step that starts children that this step names.
-    pub(super) fn children_settings(&self) -> Vec<&'static str> {
-        [
-            ("workflow", self.workflow.is_some()),
-            ("map", self.map.is_some()),
-            ("input", self.input.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(field, named)| named.then_some(field))
-        .collect()
-    }
-
-    /// The settings of a timer or a callback that this step names.
-    pub(super) fn wait_settings(&self) -> Vec<&'static str> {
-        [
-            ("sleep", self.sleep.is_some()),
-            ("sleep_until", self.sleep_until.is_some()),
-            ("callback", self.callback.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(field, named)| named.then_some(field))
-        .collect()
-    }
-
-    /// The settings of a call that this step names.
-    pub(super) fn call_settings(&self) -> Vec<&'static str> {
+    /// The settings of one kind or another that this step names, in the order a
+    /// step's faults are told: a call's, a child workflow's or a map's, a timer's or
+    /// a callback's.
+    pub(crate) fn settings_named(&self) -> impl Iterator<Item = &'static str> {
         [
             ("agent", self.agent.is_some()),
             ("call", self.call.is_some()),
@@ -156,10 +132,15 @@ impl StepFile {
             ("retry", self.retry.is_some()),
             ("supervisor", self.supervisor.is_some()),
             ("fields", self.fields.is_some()),
+            ("workflow", self.workflow.is_some()),
+            ("map", self.map.is_some()),
+            ("input", self.input.is_some()),
+            ("sleep", self.sleep.is_some()),
+            ("sleep_until", self.sleep_until.is_some()),
+            ("callback", self.callback.is_some()),
         ]
         .into_iter()
         .filter_map(|(field, named)| named.then_some(field))
-        .collect()
     }
 }
 
@@ -211,9 +192,9 @@ impl WorkflowFile {
 }
 
 /// Resolves a workflow's steps, flat, each with the steps it waits for.
-pub(super) struct Resolver<'a> {
-    input: &'a BTreeMap<String, FieldType>,
-    defaults: &'a StepSettings,
+pub(crate) struct Resolver<'a> {
+    pub(crate) input: &'a BTreeMap<String, FieldType>,
+    pub(crate) defaults: &'a StepSettings,
     /// Every step's name so far, parallel steps' included: names are unique across the
     /// whole workflow.
     names: HashSet<String>,
@@ -225,7 +206,7 @@ impl Resolver<'_> {
     /// named `known` done by then, inside the branches `within` under the conditions
     /// `guards` (of the parallel steps around it): the steps a step after it waits
     /// for, and the steps known done once it has ended.
-    pub(super) fn sequence(
+    pub(crate) fn sequence(
         &mut self,
         sequence: Vec<StepFile>,
         mut after: Vec<usize>,
@@ -248,44 +229,13 @@ impl Resolver<'_> {
                 return Err(at("name", "is used by another step"));
             }
             let mut when = guards.to_vec();
-            when.extend(waits::guard(&step, &known)?);
+            when.extend(guard::guard(&step, &known)?);
             if let Some(branches) = step.parallel.take() {
                 (after, known) =
                     parallel::resolve(self, &step, branches, &after, &known, within, &when)?;
                 continue;
             }
-            let children = match (step.workflow.take(), step.map.take()) {
-                (Some(_), Some(_)) => {
-                    return Err((
-                        Some(step.name),
-                        "workflow".into(),
-                        "a step is a child workflow or a map, not both".into(),
-                    ));
-                }
-                (Some(workflow), None) => Some(Children::Workflow(workflow)),
-                (None, Some(map)) => Some(Children::Map(map)),
-                (None, None) => None,
-            };
-            let calls = step.parallel.is_none()
-                && children.is_none()
-                && step.sleep.is_none()
-                && step.sleep_until.is_none()
-                && step.agent.is_some();
-            if step.limit.is_some() && !calls {
-                return Err(at("limit", "only a step that calls a service has a limit"));
-            }
-            let kind = match children {
-                Some(children) => children::resolve(&step, children, self.input, &known)?,
-                None => match waits::resolve_sleep(&step, self.input, &known)? {
-                    Some(sleep) => sleep,
-                    None => match (&step.agent, step.callback.clone()) {
-                        (None, Some(callback)) => {
-                            waits::resolve_wait(&step, callback, self.supervision(&step)?)?
-                        }
-                        _ => StepKind::Call(Box::new(self.call(&step, &known)?)),
-                    },
-                },
-            };
+            let kind = kinds::load(&mut step, self, &known)?;
             known.insert(step.name.clone());
             self.steps.push(StepDefinition {
                 name: step.name,
@@ -299,128 +249,9 @@ impl Resolver<'_> {
         Ok((after, known))
     }
 
-    /// Resolves a step that calls a service, once the steps named `known` are done
-    /// (their results there to name).
-    fn call(&self, step: &StepFile, known: &HashSet<String>) -> Result<CallStep, Fault> {
-        let at = |field: &str, message: &str| {
-            (
-                Some(step.name.clone()),
-                field.to_owned(),
-                message.to_owned(),
-            )
-        };
-        let (Some(agent), Some(call)) = (&step.agent, &step.call) else {
-            let missing = if step.agent.is_none() {
-                "agent"
-            } else {
-                "call"
-            };
-            return Err(at(
-                missing,
-                "a step names the service it calls (agent, call), or is parallel branches, a child workflow or a map",
-            ));
-        };
-        let scope = Scope {
-            step: &step.name,
-            input: self.input,
-            earlier: known,
-            item: false,
-        };
-        let fields = match &step.fields {
-            None => None,
-            Some(fields) => Some(
-                fields
-                    .iter()
-                    .map(|(field, source)| {
-                        FieldSource::parse(source, &scope)
-                            .map(|source| (field.clone(), source))
-                            .map_err(|message| at(&format!("fields.{field}"), &message))
-                    })
-                    .collect::<Result<BTreeMap<_, _>, _>>()?,
-            ),
-        };
-        if agent.is_empty() {
-            return Err(at("agent", "must not be empty"));
-        }
-        let call = Endpoint::parse(call, &scope).map_err(|message| at("call", &message))?;
-        if let Some(own) = call.template.iter().find_map(|part| match part {
-            PathPart::Value(source @ FieldSource::Result { step: of, .. }) if *of == step.name => {
-                Some(source)
-            }
-            _ => None,
-        }) {
-            return Err(at(
-                "call",
-                &format!("{{{own}}}: a call has no result of its own yet (its compensation has)"),
-            ));
-        }
-        let compensation = step
-            .compensation
-            .as_deref()
-            .map(|text| Endpoint::parse(text, &scope))
-            .transpose()
-            .map_err(|message| at("compensation", &message))?;
-        let read_only = step.read_only.unwrap_or(false);
-        if read_only && compensation.is_some() {
-            return Err(at(
-                "compensation",
-                "a read-only step changes nothing, so has nothing to undo",
-            ));
-        }
-        if step.input.is_some() {
-            return Err(at(
-                "input",
-                "only a child workflow has an input; a call sends its fields",
-            ));
-        }
-        let complete_by = step
-            .complete_by
-            .or(self.defaults.complete_by)
-            .unwrap_or(Duration::from_secs(30));
-        if complete_by.is_zero() {
-            return Err(at("complete_by", "must be more than zero"));
-        }
-        let retry = step
-            .retry
-            .clone()
-            .or_else(|| self.defaults.retry.clone())
-            .unwrap_or_else(default_retry);
-        if retry.attempts == 0 {
-            return Err(at("retry.attempts", "must be at least 1"));
-        }
-        if retry.max_backoff < retry.initial_backoff {
-            return Err(at(
-                "retry.max_backoff",
-                "must not be less than initial_backoff",
-            ));
-        }
-        let supervision = self.supervision(step)?;
-        if let Some(callback) = &step.callback {
-            waits::check_callback(step, callback)?;
-        }
-        Ok(CallStep {
-            agent: agent.clone(),
-            call,
-            compensation,
-            read_only,
-            complete_by,
-            retry,
-            supervision,
-            fields,
-            callback: step.callback.clone(),
-            limit: step
-                .limit
-                .clone()
-                .map(LimitFile::check)
-                .transpose()
-                .map_err(|(field, message)| at(&format!("limit.{field}"), &message))?,
-            service_limit: None,
-        })
-    }
-
     /// What the supervisor does with `step` when it times out: its own setting, or
     /// the workflow's default.
-    fn supervision(&self, step: &StepFile) -> Result<Supervision, Fault> {
+    pub(crate) fn supervision(&self, step: &StepFile) -> Result<Supervision, Fault> {
         let supervision = step
             .supervisor
             .clone()
@@ -442,28 +273,28 @@ impl Resolver<'_> {
     }
 }
 
-pub(super) fn default_attempts() -> u32 {
+pub(crate) fn default_attempts() -> u32 {
     3
 }
-pub(super) fn default_initial_backoff() -> Duration {
+pub(crate) fn default_initial_backoff() -> Duration {
     Duration::from_millis(100)
 }
-pub(super) fn default_max_backoff() -> Duration {
+pub(crate) fn default_max_backoff() -> Duration {
     Duration::from_secs(2)
 }
-pub(super) fn default_true() -> bool {
+pub(crate) fn default_true() -> bool {
     true
 }
-pub(super) fn default_threshold() -> u32 {
+pub(crate) fn default_threshold() -> u32 {
     3
 }
-pub(super) fn default_extended_wait() -> Duration {
+pub(crate) fn default_extended_wait() -> Duration {
     Duration::from_secs(30)
 }
 fn default_pickup_timeout() -> Duration {
     Duration::from_secs(30)
 }
-fn default_retry() -> RetryPolicy {
+pub(crate) fn default_retry() -> RetryPolicy {
     RetryPolicy {
         attempts: default_attempts(),
         initial_backoff: default_initial_backoff(),
@@ -481,7 +312,7 @@ fn default_supervision() -> Supervision {
 }
 
 /// Durations written as text: "250ms", "30s", "2m".
-pub(super) mod duration_text {
+pub(crate) mod duration_text {
     use super::{Deserialize, Deserializer, Duration};
     use serde::Serializer;
 
@@ -499,7 +330,7 @@ pub(super) mod duration_text {
     }
 }
 
-pub(super) mod optional_duration_text {
+pub(crate) mod optional_duration_text {
     use super::{Deserialize, Deserializer, Duration};
     use serde::Serializer;
 

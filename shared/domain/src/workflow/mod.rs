@@ -1,31 +1,28 @@
 //! Workflow definitions: data files, validated when loaded, kept by version.
 
-mod children;
 mod condition;
-mod file;
-mod parallel;
+pub(crate) mod file;
+pub(crate) mod guard;
 mod registry;
 mod step;
 #[cfg(test)]
 mod tests;
-mod values;
-mod waits;
+pub(crate) mod values;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-pub use children::{ChildrenStep, DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
+pub use crate::kinds::children::{DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
+pub use crate::kinds::parallel::Branch;
+pub use crate::kinds::{CallStep, CallbackSettings, ChildrenStep, SleepStep, StepKind, WaitStep};
 pub use condition::Condition;
-pub use parallel::Branch;
+pub use guard::Guard;
 pub use registry::{Registry, RegistryError};
-pub use step::{CallStep, FieldType, RetryPolicy, StepDefinition, StepKind, Supervision};
+pub use step::{FieldType, RetryPolicy, StepDefinition, Supervision};
 pub use values::{Endpoint, FieldSource, Results};
-pub use waits::{CallbackSettings, Guard, SleepStep, WaitStep};
 
 /// The workflows that ship with the product, as (file name, text).
 pub const BUILT_IN: [(&str, &str); 7] = [
@@ -157,7 +154,7 @@ impl Workflow {
     /// without a version bump. Computed when asked: most start-ups never store one.
     #[must_use]
     pub fn digest(&self) -> String {
-        sha256_hex(&self.source)
+        crate::sha256_hex(&self.source)
     }
 
     /// Parses and validates a definition; `file` names it in errors.
@@ -181,14 +178,4 @@ impl Workflow {
             .resolve(value.to_string(), file)
             .map_err(|(step, field, message)| error(step, &field, message))
     }
-}
-
-/// The SHA-256 of `text`, in hex.
-pub(crate) fn sha256_hex(text: &str) -> String {
-    let mut hex = String::with_capacity(64);
-    for byte in Sha256::digest(text.as_bytes()) {
-        // Writing to a String does not fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
 }

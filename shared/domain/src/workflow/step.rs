@@ -1,20 +1,18 @@
-//! A step's definition, every setting resolved: the service it calls, its
-//! operations, its budget, the agent's retries and the supervisor's.
+//! A step's definition, every setting resolved: its kind ([`crate::kinds`]), the
+//! steps it waits for, the branches it is in, its conditions; and the settings more
+//! than one kind shares: the agent's retries and the supervisor's.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::flow::Limit;
-use crate::workflow::children::ChildrenStep;
+use crate::kinds::parallel::Branch;
+use crate::kinds::{CallStep, CallbackSettings, ChildrenStep, StepKind, UndoOnFailure};
 use crate::workflow::file::{
     default_attempts, default_extended_wait, default_initial_backoff, default_max_backoff,
     default_threshold, default_true, duration_text, optional_duration_text,
 };
-use crate::workflow::parallel::Branch;
-use crate::workflow::values::{Endpoint, FieldSource};
-use crate::workflow::waits::{CallbackSettings, Guard, SleepStep, WaitStep};
+use crate::workflow::guard::Guard;
 use serde_json::Value;
 
 /// The JSON type an input field must have.
@@ -46,7 +44,7 @@ pub enum FieldType {
 
 impl FieldType {
     /// Whether its values are arrays.
-    pub(super) fn is_array(self) -> bool {
+    pub(crate) fn is_array(self) -> bool {
         matches!(
             self,
             Self::Array | Self::StringArray | Self::NumberArray | Self::ObjectArray
@@ -133,70 +131,6 @@ pub struct StepDefinition {
     pub when: Vec<Guard>,
 }
 
-/// What a step does: each kind has its definition here, its decisions in
-/// [`crate::decide`] and its view in the API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StepKind {
-    /// It calls a service, through the service's agent.
-    Call(Box<CallStep>),
-    /// It starts child tasks: one (a child workflow) or one per item (a map).
-    Children(ChildrenStep),
-    /// It sleeps, for a while or until an instant.
-    Sleep(SleepStep),
-    /// It calls nothing and waits for its callback (a person's approval).
-    Wait(WaitStep),
-}
-
-/// A step that calls a service.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallStep {
-    /// The agent (remote service) that performs the step.
-    pub agent: String,
-    /// The service's operation the step calls.
-    pub call: Endpoint,
-    /// The operation that undoes the step, if it must be undone on failure.
-    pub compensation: Option<Endpoint>,
-    /// The step changes nothing at its service (a check, a read): it is run again
-    /// freely, under a new idempotency key, by any resubmission, and never undone. A
-    /// step that is not read-only and has no compensation has an effect that cannot
-    /// be undone.
-    pub read_only: bool,
-    /// The time the step has to complete, from its dispatch.
-    pub complete_by: Duration,
-    /// The agent's retries.
-    pub retry: RetryPolicy,
-    /// The supervisor's recovery.
-    pub supervision: Supervision,
-    /// What the step sends its service, by field name, when the definition says: then
-    /// the service sees only these, not the whole input and every earlier result.
-    pub fields: Option<BTreeMap<String, FieldSource>>,
-    /// With it, the call carries a callback token and the step ends when the token is
-    /// used, not when the service answers.
-    pub callback: Option<CallbackSettings>,
-    /// The step's own limit, narrower than its service's ([`crate::flow`]).
-    pub limit: Option<Limit>,
-    /// Its service's limit, as the deployment's settings give it
-    /// ([`crate::workflow::Registry::limit_services`]).
-    pub service_limit: Option<Limit>,
-}
-
-impl CallStep {
-    /// The gates a call of step `step` of workflow `workflow` passes, in order (its
-    /// own, then its service's), for a task with `input`: each gate's name and limit.
-    #[must_use]
-    pub fn gates(&self, workflow: &str, step: &str, input: &Value) -> Vec<(String, &Limit)> {
-        let own = self
-            .limit
-            .as_ref()
-            .map(|limit| (limit.gate(&format!("step:{workflow}/{step}"), input), limit));
-        let service = self
-            .service_limit
-            .as_ref()
-            .map(|limit| (limit.gate(&format!("service:{}", self.agent), input), limit));
-        own.into_iter().chain(service).collect()
-    }
-}
-
 impl StepDefinition {
     /// The call it makes, when it is a step that calls a service.
     #[must_use]
@@ -219,44 +153,20 @@ impl StepDefinition {
     /// The callback it waits for, with a call or alone.
     #[must_use]
     pub fn callback(&self) -> Option<&CallbackSettings> {
-        match &self.kind {
-            StepKind::Call(call) => call.callback.as_ref(),
-            StepKind::Wait(wait) => Some(&wait.callback),
-            StepKind::Children(_) | StepKind::Sleep(_) => None,
-        }
-    }
-
-    /// What the supervisor does when its complete-by passes, for a step that is
-    /// retried then: a call, or a wait for a callback. (A timer's end is its success,
-    /// and children are watched.)
-    #[must_use]
-    pub fn supervision(&self) -> Option<&Supervision> {
-        match &self.kind {
-            StepKind::Call(call) => Some(&call.supervision),
-            StepKind::Wait(wait) => Some(&wait.supervision),
-            StepKind::Children(_) | StepKind::Sleep(_) => None,
-        }
+        self.kind.kind().callback()
     }
 
     /// Whether it has something that undoes it: a compensation, or children undone
     /// by their own compensations.
     #[must_use]
     pub fn can_be_undone(&self) -> bool {
-        match &self.kind {
-            StepKind::Call(call) => call.compensation.is_some(),
-            StepKind::Children(_) => true,
-            StepKind::Sleep(_) | StepKind::Wait(_) => false,
-        }
+        self.kind.kind().undo_on_failure() == UndoOnFailure::Undone
     }
 
-    /// Whether a failed task leaves nothing of the step in place: it has a
-    /// compensation, or, read-only, no effect; children are undone by their own; a
-    /// timer or a wait has no effect.
+    /// Whether a failed task leaves nothing of the step in place: it is undone, or
+    /// has no effect (a read-only call, a timer, a wait).
     #[must_use]
     pub fn is_undone_on_failure(&self) -> bool {
-        match &self.kind {
-            StepKind::Call(call) => call.read_only || call.compensation.is_some(),
-            StepKind::Children(_) | StepKind::Sleep(_) | StepKind::Wait(_) => true,
-        }
+        self.kind.kind().undo_on_failure() != UndoOnFailure::LeftInPlace
     }
 }

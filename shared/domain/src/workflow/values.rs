@@ -17,12 +17,12 @@ pub struct Endpoint {
     /// The path, from '/', as written.
     pub path: String,
     /// The path's text and the values it names, in order.
-    pub(super) template: Vec<PathPart>,
+    pub(crate) template: Vec<PathPart>,
 }
 
 /// A piece of a path template.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum PathPart {
+pub(crate) enum PathPart {
     Text(String),
     Value(FieldSource),
 }
@@ -68,7 +68,7 @@ impl Endpoint {
     }
 
     /// The operation `text` names, for the step of `scope`.
-    pub(super) fn parse(text: &str, scope: &Scope<'_>) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str, scope: &Scope<'_>) -> Result<Self, String> {
         let (method, path) = match text.split_once(' ') {
             Some(("POST", path)) => (Method::Post, path),
             Some(("PUT", path)) => (Method::Put, path),
@@ -144,16 +144,16 @@ pub type Results<'a> = std::collections::BTreeMap<&'a str, &'a Value>;
 
 /// What a step's values may name: the workflow's input fields, the results of the
 /// step itself and of the steps before it, and, in a map's child input, the item.
-pub(super) struct Scope<'a> {
-    pub(super) step: &'a str,
-    pub(super) input: &'a BTreeMap<String, FieldType>,
-    pub(super) earlier: &'a HashSet<String>,
-    pub(super) item: bool,
+pub(crate) struct Scope<'a> {
+    pub(crate) step: &'a str,
+    pub(crate) input: &'a BTreeMap<String, FieldType>,
+    pub(crate) earlier: &'a HashSet<String>,
+    pub(crate) item: bool,
 }
 
 impl FieldSource {
     /// The source `text` names, for the step of `scope`.
-    pub(super) fn parse(text: &str, scope: &Scope<'_>) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str, scope: &Scope<'_>) -> Result<Self, String> {
         let Scope {
             step,
             input,

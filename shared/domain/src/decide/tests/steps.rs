@@ -433,7 +433,7 @@ fn the_fingerprint_tells_a_repeat_from_a_different_request() {
     let stored = json!({"workflow": "w", "input": a.input, "notify": a.notify});
     assert_eq!(
         a.fingerprint("w"),
-        crate::workflow::sha256_hex(&stored.to_string()),
+        crate::sha256_hex(&stored.to_string()),
         "the digest of the JSON map it was first written from: stored tasks' still match"
     );
     b.input["weight_kg"] = json!(3);

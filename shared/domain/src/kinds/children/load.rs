@@ -1,80 +1,19 @@
-//! Steps that start child tasks: a child workflow,
-//! `{"name": "ship", "workflow": "ship-parcel", "input": {"parcel": "input.parcel_id"}}`,
-//! and a map, one child per item of an array,
-//! `{"name": "deliver-each", "map": {"items": "input.parcels", "workflow": "ship-parcel",
-//! "max_concurrency": 20, "tolerated_failures": "5%"}}`.
-//!
-//! A child is a task of its own, with an id derived from its parent's
-//! ([`TaskId::child`](crate::ids::TaskId::child)); the step keeps counts of its
-//! children, never a record of each, so that a map over many thousands of items fits
-//! a task's record.
+//! A child workflow's or a map's step as written, checked and resolved.
 
 use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
 
+use super::{ChildrenStep, DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
+use crate::kinds::{StepKind, foreign_setting};
 use crate::workflow::file::{Fault, StepFile};
-use crate::workflow::step::{FieldType, StepKind};
-use crate::workflow::values::{FieldSource, Scope};
-
-/// A map's children at once when its definition does not say.
-pub const DEFAULT_MAX_CONCURRENCY: u32 = 10;
-
-/// The most children a map runs at once: the items running are kept in its record.
-pub const MAX_CONCURRENCY: u32 = 1000;
-
-/// A step that starts child tasks: one (a child workflow) or one per item (a map).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildrenStep {
-    /// The workflow each child runs (its version pinned when the task was submitted).
-    pub workflow: String,
-    /// Of a map: where its items are, an array in the input or an earlier result.
-    /// `None` for a child workflow, which starts one child.
-    pub items: Option<FieldSource>,
-    /// The child's input, by field. Without it, a map's child takes its item (an
-    /// object) and a child workflow's takes its parent's input.
-    pub input: Option<BTreeMap<String, FieldSource>>,
-    /// The most children running at once.
-    pub max_concurrency: u32,
-    /// The children that may fail without failing the step.
-    pub tolerated_failures: Tolerance,
-}
-
-/// The children of a map that may fail without failing it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tolerance {
-    /// A count.
-    Count(u32),
-    /// A share of the items, in hundredths of a percent (`"2.5%"` is 250).
-    Basis(u32),
-}
-
-impl Tolerance {
-    /// The failures allowed among `total` children.
-    #[must_use]
-    pub fn allowed(self, total: u32) -> u32 {
-        match self {
-            Self::Count(count) => count,
-            Self::Basis(basis) => {
-                u32::try_from(u64::from(total) * u64::from(basis) / 10_000).unwrap_or(u32::MAX)
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Tolerance {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Count(count) => write!(f, "{count}"),
-            Self::Basis(basis) => write!(f, "{}%", f64::from(*basis) / 100.0),
-        }
-    }
-}
+use crate::workflow::values::Scope;
+use crate::workflow::{FieldSource, FieldType};
 
 /// A map as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct MapFile {
+pub(crate) struct MapFile {
     items: String,
     workflow: String,
     max_concurrency: Option<u32>,
@@ -83,7 +22,7 @@ pub(super) struct MapFile {
 }
 
 /// What a step that starts children names: a child workflow, or a map.
-pub(super) enum Children {
+pub(crate) enum Named {
     Workflow(String),
     Map(MapFile),
 }
@@ -91,7 +30,7 @@ pub(super) enum Children {
 /// A tolerance as written: a count, or a percentage such as `"5%"`.
 #[derive(Deserialize)]
 #[serde(untagged)]
-pub(super) enum ToleranceFile {
+pub(crate) enum ToleranceFile {
     Count(u32),
     Text(String),
 }
@@ -99,19 +38,14 @@ pub(super) enum ToleranceFile {
 /// Resolves a child workflow's or a map's `step`, once the steps named `known` are
 /// done: what it does. Whether the workflows it names exist, and start no cycle, is
 /// for the registry to say once every definition is loaded.
-pub(super) fn resolve(
+pub(crate) fn resolve(
     step: &StepFile,
-    children: Children,
+    named: Named,
     input: &BTreeMap<String, FieldType>,
     known: &HashSet<String>,
 ) -> Result<StepKind, Fault> {
     let at = |field: &str, message: String| (Some(step.name.clone()), field.to_owned(), message);
-    if let Some(field) = step
-        .call_settings()
-        .into_iter()
-        .chain(step.wait_settings())
-        .next()
-    {
+    if let Some(field) = foreign_setting(step, &["workflow", "map", "input"]) {
         return Err(at(
             field,
             "a step that starts child tasks calls nothing and waits for nothing itself: their steps do".into(),
@@ -149,8 +83,8 @@ pub(super) fn resolve(
             })
             .transpose()
     };
-    let map = match children {
-        Children::Workflow(workflow) => {
+    let map = match named {
+        Named::Workflow(workflow) => {
             return Ok(StepKind::Children(ChildrenStep {
                 workflow,
                 items: None,
@@ -159,7 +93,7 @@ pub(super) fn resolve(
                 tolerated_failures: Tolerance::Count(0),
             }));
         }
-        Children::Map(map) => map,
+        Named::Map(map) => map,
     };
     if step.input.is_some() {
         return Err(at(

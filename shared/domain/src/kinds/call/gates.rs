@@ -10,8 +10,8 @@ use crate::task::{Happened, Order, StepState, Task, Waiting};
 use crate::time::Timestamp;
 use crate::workflow::{CallStep, Workflow};
 
-use super::change::Change;
-use super::{Decision, Effect, Verdict};
+use crate::decide::change::Change;
+use crate::decide::{Decision, Effect, Verdict};
 
 /// How long a call waits for its slots before the supervisor asks for them again (its
 /// place in the lines kept): a grant lost costs no more. Never a failure.
@@ -24,7 +24,7 @@ const HOLD_MARGIN: Duration = Duration::from_secs(5);
 impl Change {
     /// Puts step `index`'s begun operation in the lines of `gates`: it is sent once
     /// given a slot of each ([`on_granted`]).
-    pub(super) fn queue(
+    pub(crate) fn queue(
         &mut self,
         call: &CallStep,
         index: usize,
@@ -71,7 +71,7 @@ impl Change {
 
     /// The supervisor, on step `index` whose wait for its slots has lasted a recheck:
     /// it asks for them again, in the place it had (a grant lost, or a line's entry).
-    pub(super) fn admit_again(&mut self, workflow: &Workflow, order: &Order, index: usize) {
+    pub(crate) fn admit_again(&mut self, workflow: &Workflow, order: &Order, index: usize) {
         let step = &self.task.steps[index];
         let (Some(Waiting::Slot { since }), Some(call)) =
             (step.waiting, workflow.steps[index].call())
@@ -87,7 +87,7 @@ impl Change {
 
     /// Gives back the slots of the calls `held` when the change began that have
     /// ended in it (answered, timed out, stopped, or another attempt begun).
-    pub(super) fn release_ended_calls(&mut self, held: Vec<(CallRef, Vec<String>)>) {
+    pub(crate) fn release_ended_calls(&mut self, held: Vec<(CallRef, Vec<String>)>) {
         for (call, gates) in held {
             let step = &mut self.task.steps[call.step];
             let same_call = step.attempt == call.attempt
@@ -105,7 +105,7 @@ impl Change {
 }
 
 /// The calls of `task` holding slots: each with its gates.
-pub(super) fn held_slots(task: &Task) -> Vec<(CallRef, Vec<String>)> {
+pub(crate) fn held_slots(task: &Task) -> Vec<(CallRef, Vec<String>)> {
     task.steps
         .iter()
         .enumerate()

@@ -13,8 +13,9 @@ use std::collections::HashSet;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::kinds::foreign_setting;
+use crate::workflow::Guard;
 use crate::workflow::file::{Fault, Resolver, StepFile};
-use crate::workflow::waits::Guard;
 
 /// A branch of a parallel step that a step is in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -30,7 +31,7 @@ pub struct Branch {
 /// the conditions `guards` (its own `when` among them, which every step of its
 /// branches checks): the steps a step after it waits for (the last of each branch)
 /// and the steps known done once it has ended (those of every branch, beside `known`).
-pub(super) fn resolve(
+pub(crate) fn resolve(
     resolver: &mut Resolver<'_>,
     step: &StepFile,
     branches: Vec<Vec<StepFile>>,
@@ -46,13 +47,7 @@ pub(super) fn resolve(
             message.to_owned(),
         )
     };
-    if let Some(field) = step
-        .call_settings()
-        .into_iter()
-        .chain(step.children_settings())
-        .chain(step.wait_settings())
-        .next()
-    {
+    if let Some(field) = foreign_setting(step, &[]) {
         return Err(at(
             field,
             "a parallel step calls nothing and starts nothing itself: its branches' steps do",

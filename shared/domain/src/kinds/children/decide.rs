@@ -21,15 +21,16 @@ use crate::task::{Actor, Answer, Children, Happened, Order, Request, StepState, 
 use crate::time::Timestamp;
 use crate::workflow::{ChildrenStep, MAX_RETRY_WAIT, Results, Workflow};
 
-use super::change::Change;
-use super::operator::{Refused, Resubmit, cancel, resubmit};
-use super::steps::results;
-use super::{ChildrenOf, Decision, Effect, Verdict};
+use crate::decide::change::Change;
+use crate::decide::steps::results;
+use crate::decide::{
+    ChildrenOf, Decision, Effect, Refused, Resubmit, Verdict, cancel, resubmit, submit,
+};
 
 impl Change {
     /// Starts step `index`, which starts child tasks: its items counted (a map whose
     /// items are not an array fails at once), its first children started.
-    pub(super) fn start_children(&mut self, workflow: &Workflow, order: &Order, index: usize) {
+    pub(crate) fn start_children(&mut self, workflow: &Workflow, order: &Order, index: usize) {
         let definition = &workflow.steps[index];
         let Some(spec) = definition.children() else {
             return;
@@ -200,7 +201,7 @@ impl Change {
 
     /// Undoes step `index`: every child it started is told to undo (at most its
     /// concurrency at a time), each by its own compensations.
-    pub(super) fn undo_children(&mut self, workflow: &Workflow, index: usize) {
+    pub(crate) fn undo_children(&mut self, workflow: &Workflow, index: usize) {
         let Some(spec) = workflow.steps[index].children() else {
             return;
         };
@@ -283,29 +284,8 @@ impl Change {
         step.complete_by = Some(self.now.plus(wait));
     }
 
-    /// Cancels the children running of the task's steps (its owner or an operator
-    /// cancelled it): their ends, in Error, end their steps; those Processed are left
-    /// for their steps' undo, at its cap.
-    pub(super) fn cancel_children(&mut self, workflow: &Workflow) {
-        for (index, definition) in workflow.steps.iter().enumerate() {
-            let step = &self.task.steps[index];
-            if let (Some(spec), Some(children), StepState::Processing) =
-                (definition.children(), &step.children, step.state)
-                && !children.running.is_empty()
-            {
-                let items = children.running.clone();
-                let of = self.children_of(spec, index);
-                self.effects.push(Effect::StopChildren {
-                    of,
-                    items,
-                    undo: false,
-                });
-            }
-        }
-    }
-
     /// Whose children step `index`'s are, and what they run.
-    pub(super) fn children_of(&self, spec: &ChildrenStep, index: usize) -> ChildrenOf {
+    pub(crate) fn children_of(&self, spec: &ChildrenStep, index: usize) -> ChildrenOf {
         ChildrenOf {
             parent: self.task.id.clone(),
             step: index,
@@ -324,7 +304,7 @@ impl Change {
     /// (a start lost is made, for a scheduler to claim; a child found ended is told
     /// to the parent again), or, while it is undone, told again to undo. Not a
     /// failure: a child's own supervisor fails it.
-    pub(super) fn watch_again(&mut self, workflow: &Workflow, order: &Order, index: usize) {
+    pub(crate) fn watch_again(&mut self, workflow: &Workflow, order: &Order, index: usize) {
         let Some(spec) = workflow.steps[index].children() else {
             return;
         };
@@ -511,7 +491,7 @@ pub fn never_started(
         start_at: None,
         priority: of.priority,
     };
-    let (task, order, _) = super::submit(workflow, submission, now);
+    let (task, order, _) = submit(workflow, submission, now);
     let mut change = Change::of(&task, now);
     change.task.error = Some("stopped by its parent before it started".into());
     change.task.fingerprint = String::new();
