@@ -11,10 +11,10 @@ use sas_domain::ids::{CHILD_SEPARATOR, QueueName, TaskId};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Actor, Request, StepState, Task, TaskState};
 use sas_domain::time::Timestamp;
+use serde_json::{Value, json};
 
 use super::remote::Applied;
 use super::{CALLERS, Sim};
-use serde_json::{Value, json};
 
 impl Sim {
     pub(super) async fn submit(&mut self) {

@@ -9,10 +9,10 @@ use std::time::Duration;
 use sas_core::clock::Clock;
 use sas_domain::ids::QueueName;
 use sas_domain::task::{Step, StepState, Task, TaskState};
+use serde_json::Value;
 
 use super::remote::Applied;
 use super::{CALLERS, Sim};
-use serde_json::Value;
 
 impl Sim {
     /// Runs without faults until every task is final and the queues are empty.

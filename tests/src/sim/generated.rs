@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sas_domain::workflow::Workflow;
-
 use serde_json::{Value, json};
 
 /// The workflows of the seed's own: `generated`, a line of two to four items, each a

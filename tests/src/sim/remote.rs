@@ -11,9 +11,9 @@ use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
 use sas_domain::ids::CHILD_SEPARATOR;
 use sas_domain::time::Timestamp;
 use sas_testkit::ManualClock;
+use serde_json::{Value, json};
 
 use super::world::Shared;
-use serde_json::{Value, json};
 
 /// A remote effect, as the simulated services applied it.
 #[derive(Debug, Clone)]

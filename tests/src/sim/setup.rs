@@ -13,6 +13,7 @@ use sas_domain::resilience::BreakerSettings;
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
+use serde_json::json;
 
 use super::generated::{generated_workflows, service_limits};
 use super::queues::{FaultyAlerts, FaultyQueues};
@@ -21,7 +22,6 @@ use super::store::FaultyStore;
 use super::world::{Shared, World};
 use super::{CALLERS, SETTLE_BOUND, Sim};
 use crate::in_memory;
-use serde_json::json;
 
 impl Sim {
     pub(super) fn new(seed: u64) -> Self {

@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Deployed;
 use serde_json::{Value, json};
+
+use super::Deployed;
 
 impl Deployed {
     /// The queues (their ARNs) each function (its name) polls.

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::Deployed;
 use serde_json::{Value, json};
+
+use super::Deployed;
 
 impl Deployed {
     /// The function a route's target integration invokes, by its name.

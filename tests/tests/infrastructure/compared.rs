@@ -4,9 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use super::Deployed;
 use sas_tests::ministack::FUNCTIONS;
 use serde_json::{Value, json};
+
+use super::Deployed;
 
 /// Both build the same security, alarms and triggers, thirteen alarms, each notifying
 /// the alert topic, and every queue a function reads watched for the age of its oldest

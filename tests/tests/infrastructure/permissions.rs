@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Deployed, MANAGED_POLICIES, POLLING, Platform};
 use serde_json::{Value, json};
+
+use super::{Deployed, MANAGED_POLICIES, POLLING, Platform};
 
 impl Deployed {
     /// A policy statement as comparable JSON: its Sid (a label) left out, `*` as a

@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use super::{Deployed, infra};
 use serde_json::{Value, json};
+
+use super::{Deployed, infra};
 
 impl Deployed {
     fn load(path: &PathBuf, name: &'static str) -> Self {

@@ -4,10 +4,11 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-use super::{declared, infra};
 use sas_lambda::config::Config;
 use sas_tests::ministack::FUNCTIONS;
 use serde_json::Value;
+
+use super::{declared, infra};
 
 #[test]
 fn the_functions_read_exactly_the_declared_variables() {
