@@ -1,0 +1,187 @@
+//! Sizes and lifetimes: an answer over a step's limit undone and one within it kept,
+//! what SQS or DynamoDB would refuse refused before it is sent, and order data that
+//! neither outlives nor predeceases its task.
+
+use std::time::Duration;
+
+use sas_core::ports::{Chain, OutgoingMessage, Queues};
+use sas_tests::aws::{Remote, Stack};
+use sas_tests::{UNDONE_BEFORE_THE_DELIVERY, step_states};
+use serde_json::json;
+
+use super::{PATIENCE, POLICY, quick};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
+    use sas_domain::limits::MAX_STEP_OUTPUT;
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let answer = |bytes: usize| {
+        serde_json::from_value(json!({"answer_bytes": bytes, "times": 1})).expect("faults")
+    };
+
+    remote.mocks.set_faults("drone", answer(MAX_STEP_OUTPUT));
+    stack.http("PUT", "/tasks/at-limit", Some(&quick())).await;
+    let kept = stack
+        .run_until("at-limit", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    let output = kept["steps"][3]["output"].to_string();
+    assert_eq!(output.len(), MAX_STEP_OUTPUT, "kept whole");
+
+    remote
+        .mocks
+        .set_faults("drone", answer(MAX_STEP_OUTPUT + 1));
+    stack.http("PUT", "/tasks/over", Some(&quick())).await;
+    let refused = stack
+        .run_until("over", PATIENCE, false, |t| t["state"] == "Error")
+        .await;
+    assert_eq!(
+        step_states(&refused),
+        UNDONE_BEFORE_THE_DELIVERY,
+        "{refused:#}"
+    );
+    assert!(
+        refused["steps"][3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("over the {MAX_STEP_OUTPUT} bytes"))),
+        "{refused:#}"
+    );
+    let undone: Vec<_> = remote
+        .effects("over")
+        .into_iter()
+        .filter(|e| e.1.ends_with("/cancel"))
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        undone,
+        ["drone", "package"],
+        "the drone and the package undone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
+    use sas_aws::store::DynamoStore;
+    use sas_core::ports::{StateStore, StoreError};
+    use sas_domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let queue = Stack::queue(&stack.config.scheduler_queue_url);
+    let message = |bytes: usize| OutgoingMessage {
+        body: "x".repeat(bytes),
+        delay: Duration::ZERO,
+    };
+    stack
+        .sqs
+        .send(&queue, &[message(MAX_MESSAGE_BODY)])
+        .await
+        .expect("at the limit");
+    let error = stack
+        .sqs
+        .send(&queue, &[message(MAX_MESSAGE_BODY + 1)])
+        .await
+        .expect_err("over it");
+    let error = Chain(&error).to_string();
+    assert!(error.contains("261121 bytes"), "{error}");
+
+    stack.http("PUT", "/tasks/large", Some(&quick())).await;
+    let store = DynamoStore::new(&stack.sdk, stack.config.table.clone());
+    let id = sas_domain::ids::TaskId::parse("large").expect("id");
+    let mut task = store.task(&id).await.expect("read").expect("stored");
+    // Noise that deflate shrinks to no less than three quarters.
+    let noise: String = (0..2 * MAX_ITEM)
+        .map(|_| fastrand::alphanumeric())
+        .collect();
+    task.steps[0].output = Some(json!(noise).into());
+    task.version += 1;
+    assert!(
+        matches!(store.update(&task).await, Err(StoreError::TooLarge(e)) if e.contains("over the 409600")),
+        "refused before it is sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_data_never_outlives_nor_predeceases_its_task() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use sas_aws::store::INLINE_ORDER;
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    let table = stack.config.table.table.clone();
+    let item = |id: &str, sk: &str| {
+        let (dynamodb, table) = (dynamodb.clone(), table.clone());
+        let pk = format!("TASK#{id}");
+        let sk = sk.to_owned();
+        async move {
+            dynamodb
+                .get_item()
+                .table_name(table)
+                .key("pk", AttributeValue::S(pk))
+                .key("sk", AttributeValue::S(sk))
+                .send()
+                .await
+                .expect("read")
+                .item
+        }
+    };
+    let expiry = |item: &Option<std::collections::HashMap<String, AttributeValue>>| {
+        item.as_ref()
+            .and_then(|i| i.get("expires_at"))
+            .and_then(|v| v.as_n().ok())
+            .map(|n| n.parse::<i64>().expect("seconds"))
+    };
+
+    // Small order data lives in the task's item and goes with it.
+    stack.http("PUT", "/tasks/reused", Some(&quick())).await;
+    stack
+        .run_until("reused", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    let task_item = item("reused", "TASK").await.expect("stored");
+    assert!(task_item.contains_key("input"), "{task_item:?}");
+    assert_eq!(item("reused", "ORDER").await, None);
+    dynamodb
+        .delete_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S("TASK#reused".into()))
+        .key("sk", AttributeValue::S("TASK".into()))
+        .send()
+        .await
+        .expect("deleted as the TTL would");
+    let (status, body) = stack.http("PUT", "/tasks/reused", Some(&quick())).await;
+    assert_eq!(status, 202, "{body}");
+    stack
+        .run_until("reused", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+
+    // Order data too large for the task's item has one of its own, and a
+    // resubmitted task's is kept a retention past the task.
+    remote.mocks.set_faults(
+        "delivery",
+        serde_json::from_value(json!({"permanent_error_rate": 1.0, "times": 1})).expect("faults"),
+    );
+    let mut large = quick();
+    large["input"]["dropoff"] = json!("Bondi ".repeat(INLINE_ORDER / 4));
+    stack.http("PUT", "/tasks/again", Some(&large)).await;
+    stack
+        .run_until("again", PATIENCE, false, |t| t["state"] == "Error")
+        .await;
+    stack
+        .run_until("again", PATIENCE, false, |t| t["complete_by"].is_null())
+        .await;
+    let (status, body) = stack.http("POST", "/tasks/again/resubmit", None).await;
+    assert_eq!(status, 202, "{body}");
+    stack
+        .run_until("again", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    let task_item = item("again", "TASK").await;
+    assert!(
+        task_item.as_ref().is_some_and(|i| !i.contains_key("input")),
+        "{task_item:?}"
+    );
+    let task_expiry = expiry(&task_item).expect("the task expires");
+    let retention = i64::try_from(stack.config.table.retention.as_secs()).expect("seconds");
+    assert_eq!(
+        expiry(&item("again", "ORDER").await),
+        Some(task_expiry + retention)
+    );
+}
