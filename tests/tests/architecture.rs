@@ -6,6 +6,8 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
+#[path = "architecture/circles.rs"]
+mod circles;
 #[path = "architecture/sources.rs"]
 mod sources;
 
