@@ -412,6 +412,15 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
         map.contains("map: ship-parcel over input.parcels") && map.contains("the children's own"),
         "{map}"
     );
+    // A wait for a callback starts no children: it has nothing to undo.
+    let approve = workflows
+        .lines()
+        .find(|l| l.contains("approve"))
+        .unwrap_or_else(|| panic!("the refund's approval: {workflows}"));
+    assert!(
+        approve.contains("wait for its callback") && approve.contains("nothing to undo"),
+        "{approve}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

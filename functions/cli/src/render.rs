@@ -443,7 +443,7 @@ pub fn workflows(workflows: &[Value]) -> String {
             text(&w["description"])
         );
         out += &table(
-            ["#", "STEP", "AGENT", "CALL", "BUDGET", "UNDO"],
+            ["#", "STEP", "AGENT", "DOES", "BUDGET", "UNDO"],
             w["steps"]
                 .as_array()
                 .into_iter()
@@ -454,41 +454,15 @@ pub fn workflows(workflows: &[Value]) -> String {
                         (i + 1).to_string(),
                         step_label(s),
                         text(&s["agent"]),
-                        call(s),
+                        text(&s["does"]),
                         text(&s["complete_by"]),
-                        undo(s),
+                        text(&s["undo"]),
                     ]
                 }),
         );
         out += "\n\n";
     }
     out
-}
-
-/// What a step of a workflow does: its call, or the children it starts (`map:
-/// ship-parcel over input.parcels`, `workflow: ship-parcel`).
-fn call(step: &Value) -> String {
-    let map = &step["map"];
-    if !map.is_null() {
-        format!(
-            "map: {} over {}",
-            text(&map["workflow"]),
-            text(&map["items"])
-        )
-    } else if !step["workflow"].is_null() {
-        format!("workflow: {}", text(&step["workflow"]))
-    } else {
-        text(&step["call"])
-    }
-}
-
-/// How a step of a workflow is undone: its compensation, or its children's own.
-fn undo(step: &Value) -> String {
-    if step["call"].is_null() {
-        "the children's own".into()
-    } else {
-        text(&step["compensation"])
-    }
 }
 
 /// The services, each limit on a row: what it holds, its calls in flight and

@@ -15,7 +15,7 @@ use sas_domain::task::{
     WorkflowRef,
 };
 
-use sas_domain::kinds::KindView;
+use sas_domain::kinds::{KindView, Summary};
 use sas_domain::workflow::{Branch, StepDefinition, Workflow};
 
 use crate::ApiResponse;
@@ -416,6 +416,9 @@ pub struct WorkflowView {
 pub struct WorkflowStepView {
     /// Its name.
     name: String,
+    /// Its kind, what it does and what undoes it, in a few words.
+    #[serde(flatten)]
+    summary: Summary,
     /// Its kind's settings, as written.
     #[serde(flatten)]
     settings: KindView,
@@ -448,6 +451,7 @@ impl WorkflowStepView {
     fn of(s: &StepDefinition) -> Self {
         Self {
             name: s.name.clone(),
+            summary: s.kind.summary(),
             settings: s.kind.view(),
             after: s.after.clone(),
             within: s.within.clone(),

@@ -14,7 +14,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Kind, KindView, LeaseEnd, StepKind, UndoOnFailure, foreign_setting};
+use super::{
+    Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, StepKind, Summary, UndoOnFailure, foreign_setting,
+};
 use crate::callback::Token;
 use crate::decide::change::Change;
 use crate::decide::steps::task_data_size;
@@ -122,6 +124,17 @@ impl Kind for WaitStep {
             callback: CallbackView::of(&self.callback),
             supervisor: serde_json::json!(self.supervision),
         })
+    }
+
+    fn summary(&self) -> Summary {
+        Summary {
+            kind: "wait",
+            does: format!(
+                "wait for its callback, {} at most",
+                humantime::format_duration(self.callback.timeout)
+            ),
+            undo: Some(NOTHING_TO_UNDO.to_owned()),
+        }
     }
 }
 

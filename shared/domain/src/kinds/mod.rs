@@ -66,6 +66,26 @@ impl StepKind {
     pub fn view(&self) -> KindView {
         self.kind().view()
     }
+
+    /// What it is, what it does and what undoes it, in a few words, for a person.
+    #[must_use]
+    pub fn summary(&self) -> Summary {
+        self.kind().summary()
+    }
+}
+
+/// A step's kind, what it does and what undoes it, in a few words: what a console or
+/// a command line shows of any kind without knowing it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Summary {
+    /// Its kind: `call`, `child_workflow`, `map`, `sleep` or `wait`.
+    pub kind: &'static str,
+    /// What it does: its call (`/bookings`, `DELETE /bookings/{id}`), `map: ship-parcel
+    /// over input.parcels`, `sleep 10m`.
+    pub does: String,
+    /// What undoes it: its compensation, its children's own, or nothing to undo;
+    /// none when its effect stays.
+    pub undo: Option<String>,
 }
 
 /// What each kind of step answers to the events the core hands every step. Nothing
@@ -95,7 +115,13 @@ pub(crate) trait Kind {
 
     /// What a caller sees of its settings.
     fn view(&self) -> KindView;
+
+    /// It, in a few words.
+    fn summary(&self) -> Summary;
 }
+
+/// What undoes a step with nothing to undo, as a person reads it.
+const NOTHING_TO_UNDO: &str = "nothing to undo";
 
 /// What the supervisor does with a running step whose complete-by has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,4 +221,70 @@ fn sources(fields: &BTreeMap<String, FieldSource>) -> serde_json::Map<String, Va
 /// every kind's (the condition and the name, which every step has, aside).
 pub(crate) fn foreign_setting(step: &StepFile, own: &[&str]) -> Option<&'static str> {
     step.settings_named().find(|field| !own.contains(field))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::workflow::Workflow;
+
+    #[test]
+    fn each_kind_says_what_it_does_and_what_undoes_it() {
+        let workflow = Workflow::parse(
+            "w.json",
+            r#"{"name": "w", "version": 1, "input": {"parcels": "array<object>", "at": "string"},
+                "steps": [
+                  {"name": "book", "agent": "drone", "call": "POST /bookings",
+                   "compensation": "DELETE /bookings/{results.book.id}"},
+                  {"name": "check", "agent": "drone", "call": "POST /checks", "read_only": true},
+                  {"name": "charge", "agent": "pay", "call": "POST /charges"},
+                  {"name": "each", "map": {"items": "input.parcels", "workflow": "ship"}},
+                  {"name": "one", "workflow": "ship"},
+                  {"name": "cool-off", "sleep": "10m"},
+                  {"name": "at-window", "sleep_until": "input.at"},
+                  {"name": "approve", "callback": {"timeout": "24h"}}]}"#,
+        )
+        .expect("a valid workflow");
+        let summaries: Vec<_> = workflow
+            .steps
+            .iter()
+            .map(|step| {
+                let summary = step.kind.summary();
+                (summary.kind, summary.does, summary.undo)
+            })
+            .collect();
+        let own = |text: &str| Some(text.to_owned());
+        assert_eq!(
+            summaries,
+            [
+                (
+                    "call",
+                    "/bookings".into(),
+                    own("DELETE /bookings/{results.book.id}")
+                ),
+                ("call", "/checks".into(), own("nothing to undo")),
+                ("call", "/charges".into(), None),
+                (
+                    "map",
+                    "map: ship over input.parcels".into(),
+                    own("the children's own")
+                ),
+                (
+                    "child_workflow",
+                    "workflow: ship".into(),
+                    own("the children's own")
+                ),
+                ("sleep", "sleep 10m".into(), own("nothing to undo")),
+                (
+                    "sleep",
+                    "sleep until input.at".into(),
+                    own("nothing to undo")
+                ),
+                (
+                    "wait",
+                    "wait for its callback, 1day at most".into(),
+                    own("nothing to undo")
+                ),
+            ]
+        );
+    }
 }

@@ -11,7 +11,10 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CallbackSettings, Kind, KindView, LeaseEnd, StepKind, UndoOnFailure, foreign_setting};
+use super::{
+    CallbackSettings, Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, StepKind, Summary, UndoOnFailure,
+    foreign_setting,
+};
 use crate::decide::change::Change;
 use crate::decide::steps::results;
 use crate::messages::{Operation, Outcome};
@@ -116,6 +119,17 @@ impl Kind for SleepStep {
                 sleep_until: Some(source.to_string()),
             },
         })
+    }
+
+    fn summary(&self) -> Summary {
+        Summary {
+            kind: "sleep",
+            does: match self {
+                Self::For(duration) => format!("sleep {}", humantime::format_duration(*duration)),
+                Self::Until(source) => format!("sleep until {source}"),
+            },
+            undo: Some(NOTHING_TO_UNDO.to_owned()),
+        }
     }
 }
 

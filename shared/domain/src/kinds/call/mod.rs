@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::callback::CallbackView;
-use super::{CallbackSettings, Kind, KindView, LeaseEnd, UndoOnFailure};
+use super::{CallbackSettings, Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, Summary, UndoOnFailure};
 use crate::decide::change::Change;
 use crate::flow::Limit;
 use crate::messages::Operation;
@@ -123,6 +123,18 @@ impl Kind for CallStep {
             fields: self.fields.as_ref().map(super::sources),
             callback: self.callback.as_ref().map(CallbackView::of),
         })
+    }
+
+    fn summary(&self) -> Summary {
+        Summary {
+            kind: "call",
+            does: self.call.to_string(),
+            undo: match (&self.compensation, self.read_only) {
+                (Some(compensation), _) => Some(compensation.to_string()),
+                (None, true) => Some(NOTHING_TO_UNDO.to_owned()),
+                (None, false) => None,
+            },
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CallbackSettings, Kind, KindView, LeaseEnd, UndoOnFailure};
+use super::{CallbackSettings, Kind, KindView, LeaseEnd, Summary, UndoOnFailure};
 use crate::decide::Effect;
 use crate::decide::change::Change;
 use crate::task::{Order, Step, StepState};
@@ -138,6 +138,18 @@ impl Kind for ChildrenStep {
                     "input": input,
                 }),
             }),
+        }
+    }
+
+    fn summary(&self) -> Summary {
+        let (kind, does) = match &self.items {
+            None => ("child_workflow", format!("workflow: {}", self.workflow)),
+            Some(items) => ("map", format!("map: {} over {items}", self.workflow)),
+        };
+        Summary {
+            kind,
+            does,
+            undo: Some("the children's own".to_owned()),
         }
     }
 }
