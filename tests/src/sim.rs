@@ -26,8 +26,9 @@ use async_trait::async_trait;
 use sas_core::app::{App, Ports, QueueNames};
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    AlertError, Alerts, CursorKey, Expired, ExpiredCursor, NoMetrics, OutgoingMessage, QueueError,
-    Queues, RemoteCall, RemoteError, RemoteRequest, StateStore, StoreError, TaskPage, Unreadable,
+    AlertError, Alerts, CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex,
+    NoMetrics, OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest,
+    StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_core::step_caller::StepCaller;
 use sas_domain::decide::Resubmit;
@@ -462,7 +463,7 @@ impl FaultyStore {
 }
 
 #[async_trait]
-impl StateStore for FaultyStore {
+impl TaskStore for FaultyStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         self.write("a creation", async || {
             self.inner.create(task, order).await?;
@@ -527,7 +528,10 @@ impl StateStore for FaultyStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl LeaseIndex for FaultyStore {
     async fn expired(
         &self,
         now: Timestamp,
@@ -541,7 +545,10 @@ impl StateStore for FaultyStore {
     async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
         self.inner.quarantine(record).await
     }
+}
 
+#[async_trait]
+impl TaskListing for FaultyStore {
     async fn list(
         &self,
         state: TaskState,
@@ -550,7 +557,10 @@ impl StateStore for FaultyStore {
     ) -> Result<TaskPage, StoreError> {
         self.inner.list(state, limit, after).await
     }
+}
 
+#[async_trait]
+impl WorkflowStore for FaultyStore {
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
         self.inner.save_workflow(workflow).await
     }
@@ -558,11 +568,17 @@ impl StateStore for FaultyStore {
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         self.inner.load_workflow(name, version).await
     }
+}
 
+#[async_trait]
+impl CursorKeyStore for FaultyStore {
     async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
         self.inner.cursor_key(drawn).await
     }
+}
 
+#[async_trait]
+impl GateStore for FaultyStore {
     async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
         self.world.interleave().await;
         self.inner.gate(gate, first).await

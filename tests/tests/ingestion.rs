@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sas_api::{self as api, ApiRequest, Caller};
 use sas_core::app::{Ports, Submitted};
-use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, StateStore, Unit};
+use sas_core::ports::{Metrics, OutgoingMessage, QueueError, Queues, TaskStore, Unit};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::submission::Submission;
 use sas_domain::task::TaskState;
@@ -208,7 +208,7 @@ async fn a_repeat_sends_the_lost_first_messages_again(
     memory.drop_message(&names.agent_requests, sent(&names.agent_requests)[0].id);
     let mut moved = task.clone();
     moved.version += 1;
-    StateStore::update(memory.as_ref(), &moved)
+    TaskStore::update(memory.as_ref(), &moved)
         .await
         .expect("moved on");
     repeat().await;

@@ -378,7 +378,7 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
 async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recovered() {
     use aws_sdk_dynamodb::types::AttributeValue;
     use sas_core::clock::{Clock, WallClock};
-    use sas_core::ports::StateStore;
+    use sas_core::ports::TaskStore;
     use sas_domain::decide::submit;
     use sas_domain::ids::TaskId;
     use sas_domain::submission::Submission;
@@ -511,7 +511,7 @@ async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     use sas_aws::store::DynamoStore;
-    use sas_core::ports::{StateStore, StoreError};
+    use sas_core::ports::{StoreError, TaskStore};
     use sas_domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, Handled, Ports, QueueNames, Recovery};
-use sas_core::ports::{OutgoingMessage, Queues, StateStore};
+use sas_core::ports::{OutgoingMessage, Queues, TaskStore};
 use sas_domain::decide::{Resubmit, Verdict};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{
@@ -381,7 +381,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         submission,
         sas_core::clock::Clock::now(harness.clock.as_ref()),
     );
-    sas_core::ports::StateStore::create(backend.as_ref(), &task, &order)
+    sas_core::ports::TaskStore::create(backend.as_ref(), &task, &order)
         .await
         .expect("created");
     let run = serde_json::to_string(&SchedulerMessage::Run {

@@ -53,8 +53,8 @@ use sas_lambda::sdk::{SdkClient, sdk_client};
 use tracing::error;
 
 use sas_core::ports::{
-    Chain, CursorKey, Expired, ExpiredCursor, LeaseKey, ShardProgress, StateStore, StoreError,
-    TaskPage, Unreadable,
+    Chain, CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex, LeaseKey,
+    ShardProgress, StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{TaskId, stable_hash};
@@ -997,7 +997,7 @@ fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {
 }
 
 #[async_trait]
-impl StateStore for DynamoStore {
+impl TaskStore for DynamoStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         // Each write that may give a task a lease counts this process's shards first.
         self.shards().await?;
@@ -1124,7 +1124,28 @@ impl StateStore for DynamoStore {
             },
         }
     }
+}
 
+#[async_trait]
+impl TaskListing for DynamoStore {
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        match state {
+            TaskState::Error => self.list_in_error(limit, after).await,
+            TaskState::Processed => Ok(TaskPage::by_creation(Vec::new(), None)),
+            TaskState::Pending | TaskState::Processing | TaskState::Compensating => {
+                self.list_in_flight(state, limit, after).await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseIndex for DynamoStore {
     async fn expired(
         &self,
         now: Timestamp,
@@ -1230,33 +1251,10 @@ impl StateStore for DynamoStore {
             Err(error) => Err(unavailable(error)),
         }
     }
+}
 
-    async fn list(
-        &self,
-        state: TaskState,
-        limit: usize,
-        after: Option<&str>,
-    ) -> Result<TaskPage, StoreError> {
-        match state {
-            TaskState::Error => self.list_in_error(limit, after).await,
-            TaskState::Processed => Ok(TaskPage::by_creation(Vec::new(), None)),
-            TaskState::Pending | TaskState::Processing | TaskState::Compensating => {
-                self.list_in_flight(state, limit, after).await
-            }
-        }
-    }
-
-    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
-        let digest = workflow.digest();
-        let item = HashMap::from([
-            ("pk".to_owned(), s(format!("WORKFLOW#{}", workflow.name))),
-            ("sk".to_owned(), s(format!("V#{:010}", workflow.version))),
-            ("digest".to_owned(), s(digest.clone())),
-            ("source".to_owned(), s(workflow.source.clone())),
-        ]);
-        self.put_over(item, Some(("digest", "=", s(digest)))).await
-    }
-
+#[async_trait]
+impl GateStore for DynamoStore {
     async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
         self.read_gate(gate, first).await
     }
@@ -1273,7 +1271,10 @@ impl StateStore for DynamoStore {
     ) -> Result<(), StoreError> {
         self.write_gate(name, gate, taken).await
     }
+}
 
+#[async_trait]
+impl CursorKeyStore for DynamoStore {
     async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
         let kept = async || -> Result<Option<CursorKey>, StoreError> {
             let Some(item) = self.item("SECRET#cursor", "SECRET").await? else {
@@ -1297,6 +1298,20 @@ impl StateStore for DynamoStore {
             }),
             Err(error) => Err(error),
         }
+    }
+}
+
+#[async_trait]
+impl WorkflowStore for DynamoStore {
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        let digest = workflow.digest();
+        let item = HashMap::from([
+            ("pk".to_owned(), s(format!("WORKFLOW#{}", workflow.name))),
+            ("sk".to_owned(), s(format!("V#{:010}", workflow.version))),
+            ("digest".to_owned(), s(digest.clone())),
+            ("source".to_owned(), s(workflow.source.clone())),
+        ]);
+        self.put_over(item, Some(("digest", "=", s(digest)))).await
     }
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {

@@ -11,7 +11,7 @@ use crate::schema::{decode, encode, unavailable};
 use crate::writer::{execute, query_row};
 
 impl Embedded {
-    /// [`sas_core::ports::StateStore::gate`].
+    /// [`sas_core::ports::GateStore::gate`].
     pub(crate) async fn read_gate(
         &self,
         gate: &str,
@@ -51,7 +51,7 @@ impl Embedded {
         .await
     }
 
-    /// [`sas_core::ports::StateStore::enqueue`].
+    /// [`sas_core::ports::GateStore::enqueue`].
     pub(crate) async fn put_in_line(&self, waiter: &Waiter) -> Result<(), StoreError> {
         let Some(gate) = waiter.gate().map(|g| g.name.clone()) else {
             return Ok(());
@@ -74,7 +74,7 @@ impl Embedded {
         .await
     }
 
-    /// [`sas_core::ports::StateStore::update_gate`].
+    /// [`sas_core::ports::GateStore::update_gate`].
     pub(crate) async fn write_gate(
         &self,
         name: &str,

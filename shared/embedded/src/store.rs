@@ -1,4 +1,4 @@
-//! The state store port.
+//! The state store's ports.
 
 use std::sync::Arc;
 
@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use sas_core::ports::{
-    CursorKey, Expired, ExpiredCursor, LeaseKey, Outgoing, ShardProgress, StateStore, StoreError,
-    TaskPage, Unreadable,
+    CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex, LeaseKey, Outgoing,
+    ShardProgress, StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::TaskId;
@@ -123,7 +123,7 @@ impl Replacement {
 }
 
 #[async_trait]
-impl StateStore for Embedded {
+impl TaskStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let record = Compressed::json(task)?;
         let input = encode(&order.input)?;
@@ -239,7 +239,43 @@ impl StateStore for Embedded {
         self.publish(inserted);
         Ok(Vec::new())
     }
+}
 
+#[async_trait]
+impl TaskListing for Embedded {
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let (after_created, after_id) = match after {
+            Some(cursor) => {
+                let (created, id) = TaskPage::parse_cursor(cursor)?;
+                (created, id.to_owned())
+            }
+            None => (i64::MIN, String::new()),
+        };
+        self.read(move |c| {
+            let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+            let mut tasks: Vec<Task> = decode_rows(
+                c,
+                "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
+                 ORDER BY created_at, id LIMIT ?4",
+                params![state.as_str(), after_created, after_id, fetch],
+            )?;
+            let next = (tasks.len() > limit).then(|| {
+                tasks.truncate(limit);
+                tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
+            });
+            Ok(TaskPage::by_creation(tasks, next))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl LeaseIndex for Embedded {
     async fn expired(
         &self,
         now: Timestamp,
@@ -320,37 +356,56 @@ impl StateStore for Embedded {
         .await
         .map(drop)
     }
+}
 
-    async fn list(
+#[async_trait]
+impl GateStore for Embedded {
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
+        self.read_gate(gate, first).await
+    }
+
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
+        self.put_in_line(waiter).await
+    }
+
+    async fn update_gate(
         &self,
-        state: TaskState,
-        limit: usize,
-        after: Option<&str>,
-    ) -> Result<TaskPage, StoreError> {
-        let (after_created, after_id) = match after {
-            Some(cursor) => {
-                let (created, id) = TaskPage::parse_cursor(cursor)?;
-                (created, id.to_owned())
-            }
-            None => (i64::MIN, String::new()),
-        };
-        self.read(move |c| {
-            let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
-            let mut tasks: Vec<Task> = decode_rows(
+        name: &str,
+        gate: &Gate,
+        taken: &[Waiter],
+    ) -> Result<(), StoreError> {
+        self.write_gate(name, gate, taken).await
+    }
+}
+
+#[async_trait]
+impl CursorKeyStore for Embedded {
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
+        self.write(move |c| {
+            execute(
                 c,
-                "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
-                 ORDER BY created_at, id LIMIT ?4",
-                params![state.as_str(), after_created, after_id, fetch],
-            )?;
-            let next = (tasks.len() > limit).then(|| {
-                tasks.truncate(limit);
-                tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
-            });
-            Ok(TaskPage::by_creation(tasks, next))
+                "INSERT INTO secrets (name, value) VALUES ('cursor_key', ?1)
+                 ON CONFLICT (name) DO NOTHING",
+                [drawn.as_slice()],
+            )
+            .map_err(unavailable)?;
+            let kept: Vec<u8> = query_row(
+                c,
+                "SELECT value FROM secrets WHERE name = 'cursor_key'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(unavailable)?;
+            CursorKey::try_from(kept).map_err(|kept| {
+                StoreError::Corrupt(format!("a cursor key of {} bytes", kept.len()).into())
+            })
         })
         .await
     }
+}
 
+#[async_trait]
+impl WorkflowStore for Embedded {
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
         let (name, version, digest, source) = (
             workflow.name.clone(),
@@ -378,46 +433,6 @@ impl StateStore for Embedded {
             } else {
                 Err(StoreError::Conflict)
             }
-        })
-        .await
-    }
-
-    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
-        self.read_gate(gate, first).await
-    }
-
-    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
-        self.put_in_line(waiter).await
-    }
-
-    async fn update_gate(
-        &self,
-        name: &str,
-        gate: &Gate,
-        taken: &[Waiter],
-    ) -> Result<(), StoreError> {
-        self.write_gate(name, gate, taken).await
-    }
-
-    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
-        self.write(move |c| {
-            execute(
-                c,
-                "INSERT INTO secrets (name, value) VALUES ('cursor_key', ?1)
-                 ON CONFLICT (name) DO NOTHING",
-                [drawn.as_slice()],
-            )
-            .map_err(unavailable)?;
-            let kept: Vec<u8> = query_row(
-                c,
-                "SELECT value FROM secrets WHERE name = 'cursor_key'",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(unavailable)?;
-            CursorKey::try_from(kept).map_err(|kept| {
-                StoreError::Corrupt(format!("a cursor key of {} bytes", kept.len()).into())
-            })
         })
         .await
     }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use rusqlite::params;
 use rusqlite::types::Value;
 use sas_core::ports::{
-    Consumer, DeadLetters, Delivery, ExpiredCursor, OutgoingMessage, Queues, StateStore,
-    StoreError, Unreadable,
+    Consumer, CursorKeyStore, DeadLetters, Delivery, ExpiredCursor, LeaseIndex, OutgoingMessage,
+    Queues, StoreError, TaskListing, TaskStore, Unreadable,
 };
 use sas_domain::decide::submit;
 use sas_domain::ids::{QueueName, TaskId};

@@ -49,7 +49,7 @@ fn gate_state(item: &HashMap<String, AttributeValue>) -> Result<Gate, StoreError
 }
 
 impl DynamoStore {
-    /// [`sas_core::ports::StateStore::gate`]: one consistent read, the state alone or
+    /// [`sas_core::ports::GateStore::gate`]: one consistent read, the state alone or
     /// with the line's first (a query of the gate's items: its state's sort key,
     /// `GATE`, comes before its line's, `W#...`).
     pub(super) async fn read_gate(
@@ -100,7 +100,7 @@ impl DynamoStore {
         Ok((state, line))
     }
 
-    /// [`sas_core::ports::StateStore::enqueue`]: the same item again for the same call.
+    /// [`sas_core::ports::GateStore::enqueue`]: the same item again for the same call.
     pub(super) async fn put_in_line(&self, waiter: &Waiter) -> Result<(), StoreError> {
         let Some(gate) = waiter.gate() else {
             return Ok(());
@@ -117,7 +117,7 @@ impl DynamoStore {
         Ok(())
     }
 
-    /// [`sas_core::ports::StateStore::update_gate`]: one transaction, the state's put
+    /// [`sas_core::ports::GateStore::update_gate`]: one transaction, the state's put
     /// on condition of the version read, and the line's calls taken deleted.
     pub(super) async fn write_gate(
         &self,

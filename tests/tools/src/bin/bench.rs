@@ -1577,7 +1577,7 @@ async fn load_leases(
 async fn sweep(tasks: usize, expired_percent: usize, store: SweptStore) -> anyhow::Result<()> {
     use sas_core::app::{App, Ports};
     use sas_core::clock::{Clock, WallClock};
-    use sas_core::ports::{ExpiredCursor, StateStore};
+    use sas_core::ports::{ExpiredCursor, LeaseIndex};
     use sas_domain::workflow::Registry;
     use sas_embedded::Embedded;
 
