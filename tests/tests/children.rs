@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sas_core::app::{App, Ports, QueueNames};
 use sas_core::clock::Clock;
-use sas_core::ports::{OutgoingMessage, QueueError, Queues, StateStore};
+use sas_core::ports::{OutgoingMessage, QueueError, Queues, TaskStore};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{AgentResponse, Operation, Outcome, SchedulerMessage};
 use sas_domain::submission::Submission;
@@ -360,7 +360,7 @@ async fn a_maps_children_are_created_claimed_with_their_first_steps_asked_for() 
 
     for n in 0..3 {
         let child = TaskId::parse(format!("order-c~deliver-each~{n}")).expect("id");
-        let task = StateStore::task(memory.as_ref(), &child)
+        let task = TaskStore::task(memory.as_ref(), &child)
             .await
             .expect("read")
             .expect("the child created");
@@ -430,7 +430,7 @@ async fn a_child_lost_at_its_start_is_created_again_by_the_supervisor_for_a_sche
     parcels_started(&scheduler, names, &id, 2).await;
     let lost = TaskId::parse("order-l~deliver-each~1").expect("id");
     memory.remove_task(&lost);
-    let parent = StateStore::task(memory.as_ref(), &id)
+    let parent = TaskStore::task(memory.as_ref(), &id)
         .await
         .expect("read")
         .expect("the parent");
@@ -438,7 +438,7 @@ async fn a_child_lost_at_its_start_is_created_again_by_the_supervisor_for_a_sche
     clock.advance(clock.now().until(watch) + Duration::from_millis(1));
 
     supervisor.sweep(10).await.expect("swept");
-    let child = StateStore::task(memory.as_ref(), &lost)
+    let child = TaskStore::task(memory.as_ref(), &lost)
         .await
         .expect("read")
         .expect("created again");

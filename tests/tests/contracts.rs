@@ -297,7 +297,7 @@ async fn in_error(
     for step in &mut task.steps {
         step.output = output.cloned();
     }
-    sas_core::ports::StateStore::create(world.memory.as_ref(), &task, &order)
+    sas_core::ports::TaskStore::create(world.memory.as_ref(), &task, &order)
         .await
         .expect("created");
 }
@@ -426,7 +426,7 @@ async fn a_forged_callback_token_tells_nothing_of_the_task_it_names() {
         .expect("the task");
     misfit.steps.pop();
     misfit.version += 1;
-    sas_core::ports::StateStore::update(world.memory.as_ref(), &misfit)
+    sas_core::ports::TaskStore::update(world.memory.as_ref(), &misfit)
         .await
         .expect("a step fewer than its workflow's");
     let forged = |id: &str| {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sas_core::app::{App, Ports, QueueNames, Recovery};
 use sas_core::clock::Clock;
-use sas_core::ports::StateStore;
+use sas_core::ports::TaskStore;
 use sas_domain::decide::{self, Verdict};
 use sas_domain::ids::TaskId;
 use sas_domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};

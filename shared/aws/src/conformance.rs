@@ -5,7 +5,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_types::SdkConfig;
-use sas_core::ports::{StateStore as _, StoreError};
+use sas_core::ports::{LeaseIndex as _, StoreError, TaskListing as _, TaskStore as _};
 use sas_domain::decide::submit;
 use sas_domain::ids::TaskId;
 use sas_domain::submission::Submission;

@@ -1,22 +1,19 @@
 //! The gates of flow control ([`sas_domain::flow`]): each gate's state a row,
 //! versioned, and its line a row per call, in the order of their positions.
 
+use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use sas_core::ports::StoreError;
+use sas_core::ports::{GateStore, StoreError};
 use sas_domain::flow::{Gate, Waiter};
 
 use crate::Embedded;
 use crate::schema::{decode, encode, unavailable};
 use crate::writer::{execute, query_row};
 
-impl Embedded {
-    /// [`sas_core::ports::StateStore::gate`].
-    pub(crate) async fn read_gate(
-        &self,
-        gate: &str,
-        first: usize,
-    ) -> Result<(Gate, Vec<Waiter>), StoreError> {
+#[async_trait]
+impl GateStore for Embedded {
+    async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
         let gate = gate.to_owned();
         let fetch = i64::try_from(first).unwrap_or(i64::MAX);
         self.read(move |c| {
@@ -51,8 +48,7 @@ impl Embedded {
         .await
     }
 
-    /// [`sas_core::ports::StateStore::enqueue`].
-    pub(crate) async fn put_in_line(&self, waiter: &Waiter) -> Result<(), StoreError> {
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
         let Some(gate) = waiter.gate().map(|g| g.name.clone()) else {
             return Ok(());
         };
@@ -74,8 +70,7 @@ impl Embedded {
         .await
     }
 
-    /// [`sas_core::ports::StateStore::update_gate`].
-    pub(crate) async fn write_gate(
+    async fn update_gate(
         &self,
         name: &str,
         gate: &Gate,

@@ -1,4 +1,5 @@
-//! The leases the supervisor sweeps, in memory, in the order it sweeps them.
+//! The leases the supervisor sweeps ([`LeaseIndex`]), in memory, in the order it
+//! sweeps them.
 //!
 //! A task's lease moves at every step. Kept in an index of the table, each step's
 //! commit rewrote two of its pages (the old entry's and the new one's): a commit
@@ -10,14 +11,20 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound::{Excluded, Unbounded};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use rusqlite::Connection;
-use sas_core::ports::StoreError;
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use sas_core::ports::{
+    Expired, ExpiredCursor, LeaseIndex, LeaseKey, ShardProgress, StoreError, Unreadable,
+};
+use sas_domain::ids::TaskId;
 use sas_domain::task::TaskState;
+use sas_domain::time::Timestamp;
 
-use crate::schema::unavailable;
-use crate::writer::query_row;
+use crate::Embedded;
+use crate::schema::{Stored, unavailable};
+use crate::writer::{execute, query_row};
 
 /// The tasks that have a lease, in the order of its end, and each one's.
 #[derive(Default)]
@@ -107,7 +114,7 @@ pub(crate) fn flag_leases(c: &Connection) -> Result<(), StoreError> {
     )
     .map_err(unavailable)?;
     if !flagged {
-        // The ended states, as `store::leased` tells them: `TaskState::is_final`.
+        // The ended states, as `tasks::leased` tells them: `TaskState::is_final`.
         let ended = TaskState::ALL
             .into_iter()
             .filter(|s| s.is_final())
@@ -128,4 +135,88 @@ pub(crate) fn flag_leases(c: &Connection) -> Result<(), StoreError> {
          CREATE INDEX IF NOT EXISTS tasks_leased ON tasks(id) WHERE leased IS NOT NULL;",
     )
     .map_err(unavailable)
+}
+
+#[async_trait]
+impl LeaseIndex for Embedded {
+    async fn expired(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        from: &ExpiredCursor,
+    ) -> Result<Expired, StoreError> {
+        let (after_expires, after_id) = match from.progress(0) {
+            ShardProgress::Unread => (i64::MIN, String::new()),
+            ShardProgress::After(key) => (key.expires, key.task.to_string()),
+            ShardProgress::Done => return Ok(Expired::default()),
+        };
+        let ended = self.leases.ended(now.0, &(after_expires, after_id), limit);
+        let page_is_full = ended.len() == limit;
+        self.read(move |c| {
+            let mut expired = Expired::default();
+            let mut last = None;
+            for (end, id) in ended {
+                let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
+                last = Some(LeaseKey {
+                    expires: end,
+                    task: id.clone(),
+                });
+                // Read as committed now: a lease moved since, or given up, is not
+                // expired any more.
+                let row: Option<(Option<i64>, Stored, i64)> = query_row(
+                    c,
+                    "SELECT lease_expires, record, version FROM tasks WHERE id = ?1",
+                    [id.as_str()],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+                let Some((Some(lease), record, version)) = row else {
+                    continue;
+                };
+                if lease > now.0 {
+                    continue;
+                }
+                match record.decode() {
+                    Ok(task) => expired.tasks.push(task),
+                    // Garbled, or of a shape this version does not know.
+                    Err(error) => {
+                        tracing::error!(task_id = %id, %error, "a task record this version cannot read");
+                        expired.unreadable.push(Unreadable {
+                            id,
+                            version: u64::try_from(version).ok(),
+                        });
+                    }
+                }
+            }
+            // A page short of the limit is the last.
+            expired.next = last.filter(|_| page_is_full).map(ExpiredCursor::after);
+            Ok(expired)
+        })
+        .await
+    }
+
+    async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
+        let id = record.id.to_string();
+        let version = record.version.and_then(|v| i64::try_from(v).ok());
+        let (leases, quarantined) = (Arc::clone(&self.leases), id.clone());
+        let work = move |c: &Connection| {
+            execute(
+                c,
+                "UPDATE tasks SET lease_expires = NULL, leased = NULL
+                     WHERE id = ?1 AND version IS ?2",
+                params![id, version],
+            )
+            .map_err(unavailable)
+        };
+        // Off the sweep once committed; unless written since it was read, when its
+        // lease is its writer's.
+        self.write_then(work, move |updated| {
+            if *updated == 1 {
+                leases.set(&quarantined, None);
+            }
+        })
+        .await
+        .map(drop)
+    }
 }

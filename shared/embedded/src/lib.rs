@@ -30,7 +30,8 @@
 //!
 //! Here: [`Embedded`] and its set-up; `writer` (the writer and checkpointer threads
 //! and the statement cache), `schema` (the tables), `messages` (the message index in
-//! memory), and the ports over them: `store` (the state store), `queues` (queues,
+//! memory), and the ports over them: the state store's, a file each (`tasks`,
+//! `listing`, `leases`, `gates`, `cursor_key`, `workflows`), and `queues` (queues,
 //! consumer, alerts). Depends on `sas-core` and SQLite only.
 
 use std::collections::{BTreeSet, HashMap};
@@ -52,8 +53,8 @@ use crate::leases::{Leases, flag_leases};
 use crate::messages::{Message, Messages};
 use crate::queues::{Row, drop_autoincrement, last_message_id, load_messages};
 use crate::recent::Recent;
-use crate::schema::{SCHEMA, millis, unavailable};
-use crate::store::{decode_rows, lease};
+use crate::schema::{SCHEMA, decode_rows, millis, unavailable};
+use crate::tasks::lease;
 use crate::writer::{
     DeferredWrites, Job, READERS, STATEMENTS, Transaction, WRITER_CHECKPOINT_PAGES,
     checkpoint_loop, commit, execute, write_loop,
@@ -157,15 +158,18 @@ pub struct Embedded {
     deferred: Arc<DeferredWrites>,
 }
 
+mod cursor_key;
 mod gates;
 mod leases;
+mod listing;
 mod messages;
 mod queues;
 mod recent;
 mod schema;
-mod store;
+mod tasks;
 #[cfg(test)]
 mod tests;
+mod workflows;
 mod writer;
 
 /// The page size of a database this store creates, in bytes.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use lz4_flex::block::{CompressTable, compress_into_with_table, get_maximum_output_size};
 
+use rusqlite::Connection;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use sas_core::ports::{Cause, StoreError};
 
@@ -161,4 +162,17 @@ impl FromSql for Stored {
             _ => Err(FromSqlError::InvalidType),
         }
     }
+}
+
+/// The rows of a query of one JSON column, decoded.
+pub(crate) fn decode_rows<T: serde::de::DeserializeOwned>(
+    c: &Connection,
+    sql: &str,
+    parameters: impl rusqlite::Params,
+) -> Result<Vec<T>, StoreError> {
+    let mut select = c.prepare_cached(sql).map_err(unavailable)?;
+    let rows = select
+        .query_map(parameters, |row| row.get::<_, Stored>(0))
+        .map_err(unavailable)?;
+    rows.map(|row| row.map_err(unavailable)?.decode()).collect()
 }

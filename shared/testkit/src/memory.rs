@@ -11,9 +11,9 @@ use async_trait::async_trait;
 
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    AlertError, Alerts, Consumer, CursorKey, Delivery, Expired, ExpiredCursor, LeaseKey,
-    OutgoingMessage, QueueError, Queues, ShardProgress, StateStore, StoreError, TaskPage,
-    Unreadable,
+    AlertError, Alerts, Consumer, CursorKey, CursorKeyStore, Delivery, Expired, ExpiredCursor,
+    GateStore, LeaseIndex, LeaseKey, OutgoingMessage, QueueError, Queues, ShardProgress,
+    StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
@@ -140,13 +140,13 @@ impl Memory {
         self.state().replica.reads
     }
 
-    /// Writes of workflow definitions ([`StateStore::save_workflow`]) so far.
+    /// Writes of workflow definitions ([`WorkflowStore::save_workflow`]) so far.
     #[must_use]
     pub fn workflow_writes(&self) -> usize {
         self.state().workflow_writes
     }
 
-    /// Task records the reads of expired leases ([`StateStore::expired`]) have
+    /// Task records the reads of expired leases ([`LeaseIndex::expired`]) have
     /// returned so far: what a sweep read.
     #[must_use]
     pub fn expired_reads(&self) -> usize {
@@ -282,7 +282,7 @@ impl Memory {
 }
 
 #[async_trait]
-impl StateStore for Memory {
+impl TaskStore for Memory {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let mut state = self.state();
         if state.tasks.contains_key(task.id.as_str()) {
@@ -341,7 +341,39 @@ impl StateStore for Memory {
             .insert(task.id.to_string(), order.clone());
         Ok(())
     }
+}
 
+#[async_trait]
+impl TaskListing for Memory {
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let key = TaskPage::cursor_after;
+        if let Some(cursor) = after {
+            TaskPage::parse_cursor(cursor)?;
+        }
+        let mut tasks: Vec<Task> = self
+            .state()
+            .tasks
+            .values()
+            .filter(|t| t.state == state && after.is_none_or(|a| key(t).as_str() > a))
+            .cloned()
+            .collect();
+        tasks.sort_by_key(key);
+        let next = (tasks.len() > limit).then(|| {
+            tasks.truncate(limit);
+            tasks.last().map(key).unwrap_or_default()
+        });
+        self.state().replica.listed += tasks.len();
+        Ok(TaskPage::by_creation(tasks, next))
+    }
+}
+
+#[async_trait]
+impl LeaseIndex for Memory {
     async fn expired(
         &self,
         now: Timestamp,
@@ -388,62 +420,10 @@ impl StateStore for Memory {
     async fn quarantine(&self, _: &Unreadable) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
-    async fn list(
-        &self,
-        state: TaskState,
-        limit: usize,
-        after: Option<&str>,
-    ) -> Result<TaskPage, StoreError> {
-        let key = TaskPage::cursor_after;
-        if let Some(cursor) = after {
-            TaskPage::parse_cursor(cursor)?;
-        }
-        let mut tasks: Vec<Task> = self
-            .state()
-            .tasks
-            .values()
-            .filter(|t| t.state == state && after.is_none_or(|a| key(t).as_str() > a))
-            .cloned()
-            .collect();
-        tasks.sort_by_key(key);
-        let next = (tasks.len() > limit).then(|| {
-            tasks.truncate(limit);
-            tasks.last().map(key).unwrap_or_default()
-        });
-        self.state().replica.listed += tasks.len();
-        Ok(TaskPage::by_creation(tasks, next))
-    }
-
-    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
-        // A write goes out and comes back, as over a network: whoever else runs
-        // meanwhile sees it not yet made.
-        tokio::task::yield_now().await;
-        let mut state = self.state();
-        state.workflow_writes += 1;
-        let stored = state
-            .workflows
-            .entry((workflow.name.clone(), workflow.version))
-            .or_insert_with(|| workflow.source.clone());
-        if *stored == workflow.source {
-            Ok(())
-        } else {
-            Err(StoreError::Conflict)
-        }
-    }
-
-    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
-        Ok(*self.state().cursor_key.get_or_insert(drawn))
-    }
-
-    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .state()
-            .workflows
-            .get(&(name.to_owned(), version))
-            .cloned())
-    }
-
+#[async_trait]
+impl GateStore for Memory {
     async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
         let state = self.state();
         let line = state
@@ -488,6 +468,41 @@ impl StateStore for Memory {
             }
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl CursorKeyStore for Memory {
+    async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
+        Ok(*self.state().cursor_key.get_or_insert(drawn))
+    }
+}
+
+#[async_trait]
+impl WorkflowStore for Memory {
+    async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
+        // A write goes out and comes back, as over a network: whoever else runs
+        // meanwhile sees it not yet made.
+        tokio::task::yield_now().await;
+        let mut state = self.state();
+        state.workflow_writes += 1;
+        let stored = state
+            .workflows
+            .entry((workflow.name.clone(), workflow.version))
+            .or_insert_with(|| workflow.source.clone());
+        if *stored == workflow.source {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict)
+        }
+    }
+
+    async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .state()
+            .workflows
+            .get(&(name.to_owned(), version))
+            .cloned())
     }
 }
 

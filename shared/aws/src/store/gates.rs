@@ -8,14 +8,15 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 
-use sas_core::ports::StoreError;
+use sas_core::ports::{GateStore, StoreError};
 use sas_domain::flow::{Gate, Waiter};
 
-use super::{
-    DynamoStore, attribute, cancellation_reasons, conditional, decode_json, encode_json, key, n, s,
-    unavailable,
+use super::DynamoStore;
+use super::requests::{
+    attribute, cancellation_reasons, conditional, decode_json, encode_json, key, n, s, unavailable,
 };
 
 fn invalid(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
@@ -48,15 +49,11 @@ fn gate_state(item: &HashMap<String, AttributeValue>) -> Result<Gate, StoreError
     })
 }
 
-impl DynamoStore {
-    /// [`sas_core::ports::StateStore::gate`]: one consistent read, the state alone or
-    /// with the line's first (a query of the gate's items: its state's sort key,
-    /// `GATE`, comes before its line's, `W#...`).
-    pub(super) async fn read_gate(
-        &self,
-        name: &str,
-        first: usize,
-    ) -> Result<(Gate, Vec<Waiter>), StoreError> {
+#[async_trait]
+impl GateStore for DynamoStore {
+    /// One consistent read, the state alone or with the line's first (a query of the
+    /// gate's items: its state's sort key, `GATE`, comes before its line's, `W#...`).
+    async fn gate(&self, name: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
         let table = &self.settings.table;
         if first == 0 {
             let state = self
@@ -100,8 +97,8 @@ impl DynamoStore {
         Ok((state, line))
     }
 
-    /// [`sas_core::ports::StateStore::enqueue`]: the same item again for the same call.
-    pub(super) async fn put_in_line(&self, waiter: &Waiter) -> Result<(), StoreError> {
+    /// The same item again for the same call.
+    async fn enqueue(&self, waiter: &Waiter) -> Result<(), StoreError> {
         let Some(gate) = waiter.gate() else {
             return Ok(());
         };
@@ -117,9 +114,9 @@ impl DynamoStore {
         Ok(())
     }
 
-    /// [`sas_core::ports::StateStore::update_gate`]: one transaction, the state's put
-    /// on condition of the version read, and the line's calls taken deleted.
-    pub(super) async fn write_gate(
+    /// One transaction, the state's put on condition of the version read, and the
+    /// line's calls taken deleted.
+    async fn update_gate(
         &self,
         name: &str,
         gate: &Gate,

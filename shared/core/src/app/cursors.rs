@@ -5,9 +5,10 @@
 //! page read may name another owner's task: its id, its creation, its owner's tag.
 //! An owner is given its cursors padded to a multiple of [`PADDED`] bytes, encrypted
 //! and signed (XChaCha20-Poly1305, a random 192-bit nonce each) with the deployment's
-//! key ([`StateStore::cursor_key`]), and bound to the owner and the state listed: a
-//! caller learns nothing from one (not even the length of another's id, but for its
-//! bucket), cannot make one, and can use only its own.
+//! key ([`CursorKeyStore::cursor_key`](crate::ports::CursorKeyStore::cursor_key)),
+//! and bound to the owner and the state listed: a caller learns nothing from one (not
+//! even the length of another's id, but for its bucket), cannot make one, and can use
+//! only its own.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

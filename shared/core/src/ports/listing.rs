@@ -1,0 +1,70 @@
+//! The state store's listings of tasks by state, page by page.
+
+use async_trait::async_trait;
+
+use sas_domain::ids::TaskId;
+use sas_domain::task::{Task, TaskState};
+
+use super::StoreError;
+
+/// A page of tasks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    /// The tasks: oldest first, but for the tasks in flight on DynamoDB (in the
+    /// order of their leases, shard after shard).
+    pub tasks: Vec<Task>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<String>,
+    /// The cursor after each task, in their order: a page cut after its `k`-th task
+    /// (to fit an answer) goes on from `after[k - 1]`, with nothing read again.
+    pub after: Vec<String>,
+}
+
+impl TaskPage {
+    /// A page of tasks listed by creation time, then id, each with the cursor after
+    /// it ([`TaskPage::cursor_after`]).
+    #[must_use]
+    pub fn by_creation(tasks: Vec<Task>, next: Option<String>) -> Self {
+        let after = tasks.iter().map(Self::cursor_after).collect();
+        Self { tasks, next, after }
+    }
+
+    /// The cursor after `task` in a listing ordered by creation time, then id:
+    /// `<created at, 15 digits>.<id>`, which sorts as they do, and which a client can
+    /// put in a URL as it is (digits, `.` and an id's characters need no escaping).
+    #[must_use]
+    pub fn cursor_after(task: &Task) -> String {
+        format!("{:015}.{}", task.created_at.0, task.id)
+    }
+
+    /// The creation time and id a cursor of [`TaskPage::cursor_after`] names.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidCursor`] when it is not such a cursor: its id checked as
+    /// a task's, so that no text a store would refuse as a key bound (DynamoDB's, over
+    /// 1 KB) reaches it.
+    pub fn parse_cursor(cursor: &str) -> Result<(i64, &str), StoreError> {
+        cursor
+            .split_once('.')
+            .filter(|(_, id)| TaskId::parse(*id).is_ok())
+            .and_then(|(created, id)| Some((created.parse().ok()?, id)))
+            .ok_or_else(|| StoreError::InvalidCursor(cursor.to_owned()))
+    }
+}
+
+/// The tasks in a state, for operators and owners.
+#[async_trait]
+pub trait TaskListing: Send + Sync {
+    /// Tasks in `state` (see [`TaskPage`] for the order), from the cursor `after` of an
+    /// earlier page.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidCursor`], [`StoreError::Unavailable`] or
+    /// [`StoreError::Corrupt`].
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError>;
+}

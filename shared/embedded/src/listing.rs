@@ -1,0 +1,43 @@
+//! The listings of tasks by state ([`TaskListing`]), through the state index.
+
+use async_trait::async_trait;
+use rusqlite::params;
+
+use sas_core::ports::{StoreError, TaskListing, TaskPage};
+use sas_domain::task::{Task, TaskState};
+
+use crate::Embedded;
+use crate::schema::decode_rows;
+
+#[async_trait]
+impl TaskListing for Embedded {
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let (after_created, after_id) = match after {
+            Some(cursor) => {
+                let (created, id) = TaskPage::parse_cursor(cursor)?;
+                (created, id.to_owned())
+            }
+            None => (i64::MIN, String::new()),
+        };
+        self.read(move |c| {
+            let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+            let mut tasks: Vec<Task> = decode_rows(
+                c,
+                "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
+                 ORDER BY created_at, id LIMIT ?4",
+                params![state.as_str(), after_created, after_id, fetch],
+            )?;
+            let next = (tasks.len() > limit).then(|| {
+                tasks.truncate(limit);
+                tasks.last().map(TaskPage::cursor_after).unwrap_or_default()
+            });
+            Ok(TaskPage::by_creation(tasks, next))
+        })
+        .await
+    }
+}

@@ -1,0 +1,149 @@
+//! The database file: its pages and journal, its values compressed, and what
+//! survives reopening it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_core::ports::{Consumer, CursorKeyStore, OutgoingMessage, Queues, TaskStore};
+use sas_domain::ids::QueueName;
+use sas_domain::time::Timestamp;
+use sas_testkit::ManualClock;
+
+use crate::Embedded;
+use crate::schema::{Compressed, Stored, encode, unavailable};
+use crate::writer::execute;
+
+use super::{fresh, new_task, open, send_now};
+
+#[test]
+fn a_new_database_has_small_pages_and_writes_ahead() {
+    let (_dir, store) = fresh();
+    let connection = store.connection.lock().expect("connection");
+    let pragma = |name: &str| -> String {
+        connection
+            .query_row(&format!("PRAGMA {name}"), [], |row| {
+                row.get::<_, rusqlite::types::Value>(0)
+            })
+            .map(|value| match value {
+                rusqlite::types::Value::Integer(n) => n.to_string(),
+                rusqlite::types::Value::Text(text) => text,
+                other => format!("{other:?}"),
+            })
+            .expect("pragma")
+    };
+    assert_eq!(
+        (pragma("page_size"), pragma("journal_mode")),
+        (crate::PAGE_SIZE.to_string(), "wal".into())
+    );
+}
+
+#[tokio::test]
+async fn committed_state_survives_reopening() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let (task, order) = new_task("kept", Timestamp(0));
+    let queue = QueueName::parse("q").expect("name");
+    {
+        let store = open(&dir, Arc::clone(&clock));
+        store.create(&task, &order).await.expect("created");
+        store.cursor_key([1; 32]).await.expect("cursor key");
+        store
+            .send(
+                &queue,
+                &[OutgoingMessage {
+                    body: "m".into(),
+                    delay: Duration::ZERO,
+                }],
+            )
+            .await
+            .expect("sent");
+    }
+    let store = open(&dir, clock);
+    assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
+    assert_eq!(store.cursor_key([2; 32]).await.expect("read"), [1; 32]);
+    assert_eq!(
+        store
+            .receive(&queue, 1, Duration::ZERO)
+            .await
+            .expect("receive")[0]
+            .body,
+        "m"
+    );
+}
+
+#[tokio::test]
+async fn records_and_bodies_are_stored_compressed_and_text_stored_before_reads_the_same() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let (task, order) = new_task("packed", Timestamp(0));
+    let json = encode(&task).expect("encoded");
+    let queue = QueueName::parse("q").expect("name");
+    let body = format!("a body that says it twice: {json} {json}");
+    let store = open(&dir, Arc::clone(&clock));
+    // A send is committed with the next write waited for: the creation.
+    send_now(&store, &queue, &body).await;
+    store.create(&task, &order).await.expect("created");
+    let stored = |store: &Embedded, sql: &str| -> (String, usize) {
+        let connection = store.connection.lock().expect("connection");
+        let (kind, bytes): (String, i64) = connection
+            .query_row(sql, [], |row| Ok((row.get(0)?, row.get(1)?)))
+            .expect("row");
+        (kind, usize::try_from(bytes).expect("a length"))
+    };
+    let record = "SELECT typeof(record), length(record) FROM tasks WHERE id = 'packed'";
+    let (kind, bytes) = stored(&store, record);
+    assert!(
+        kind == "blob" && bytes < json.len(),
+        "{kind}: {bytes} bytes for {json}"
+    );
+    let message = "SELECT typeof(body), length(body) FROM messages";
+    let (kind, bytes) = stored(&store, message);
+    assert!(
+        kind == "blob" && bytes < json.len(),
+        "{kind}: {bytes} bytes for {body}"
+    );
+
+    // As a version before compression wrote them; read after a restart, from the file.
+    store
+        .write(move |c| {
+            execute(c, "UPDATE tasks SET record = ?1", [json]).map_err(unavailable)?;
+            execute(c, "UPDATE messages SET body = 'older'", []).map_err(unavailable)
+        })
+        .await
+        .expect("rewritten");
+    assert_eq!(
+        (stored(&store, record).0, stored(&store, message).0),
+        ("text".into(), "text".into())
+    );
+    drop(store);
+    let store = open(&dir, Arc::clone(&clock));
+    assert_eq!(store.task(&task.id).await.expect("read"), Some(task));
+    let received = store
+        .receive(&queue, 1, Duration::ZERO)
+        .await
+        .expect("receive");
+    assert_eq!(received[0].body, "older");
+    send_now(&store, &queue, &body).await;
+    drop(store);
+    let store = open(&dir, clock);
+    let bodies: Vec<_> = store
+        .receive(&queue, 2, Duration::ZERO)
+        .await
+        .expect("receive")
+        .into_iter()
+        .map(|delivery| delivery.body)
+        .collect();
+    assert!(bodies.contains(&body), "{bodies:?}");
+}
+
+#[test]
+fn values_compressed_one_after_another_on_a_thread_read_back_whole() {
+    // The compression's table is the thread's, reused: a value's bytes must not
+    // depend on the one before it, small or over 64 KiB (where the table grows).
+    let small = r#"{"event":"sent","step":1}"#.repeat(4);
+    let large = format!("[{}0]", "1234567,".repeat(12_000));
+    for text in [&small, &large, &small, &large] {
+        let stored = Stored::Compressed(Compressed::text(text).expect("compressed").0);
+        assert_eq!(&stored.into_text().expect("decompressed"), text);
+    }
+}

@@ -1,0 +1,325 @@
+//! The state store on SQLite: conditional writes, the sweep of the leases kept in
+//! memory, and the listings.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::params;
+use rusqlite::types::Value;
+use sas_core::ports::{ExpiredCursor, LeaseIndex, StoreError, TaskListing, TaskStore, Unreadable};
+use sas_domain::ids::TaskId;
+use sas_domain::task::{Order, TaskState};
+use sas_domain::time::Timestamp;
+use sas_testkit::ManualClock;
+
+use crate::Embedded;
+use crate::schema::{encode, unavailable};
+use crate::writer::execute;
+
+use super::{committed_count, create_tasks, fresh, new_task, open};
+
+#[tokio::test]
+async fn writes_are_conditional_and_creation_is_one_transaction() {
+    let (_dir, store) = fresh();
+    let (task, order) = new_task("a", Timestamp(0));
+    store.create(&task, &order).await.expect("created");
+    let other_order = Order {
+        task_id: task.id.clone(),
+        input: serde_json::json!({"order_id": "other"}),
+        earlier: Vec::new(),
+    };
+    assert!(matches!(
+        store.create(&task, &other_order).await,
+        Err(StoreError::Conflict)
+    ));
+    let (_, stored_order) = store
+        .task_with_order(&task.id)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(stored_order, order, "the failed creation wrote nothing");
+
+    let mut first = task.clone();
+    first.version += 1;
+    first.locked_by = Some("s1".into());
+    let mut second = task.clone();
+    second.version += 1;
+    second.locked_by = Some("s2".into());
+    let (a, b) = tokio::join!(store.update(&first), store.update(&second));
+    assert!(
+        a.is_ok() != b.is_ok(),
+        "exactly one of two racing writes wins: {a:?} {b:?}"
+    );
+    assert!(matches!(a.err().or(b.err()), Some(StoreError::Conflict)));
+}
+
+#[tokio::test]
+async fn only_expired_leases_are_swept_and_lists_page() {
+    let (_dir, store) = fresh();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        let (mut task, order) = new_task(id, Timestamp(i64::try_from(i).expect("small")));
+        if *id == "c" {
+            task.state = TaskState::Processed;
+            task.complete_by = None;
+        }
+        store.create(&task, &order).await.expect("created");
+    }
+    let lease = Duration::from_secs(30);
+    assert!(
+        store
+            .expired(Timestamp(0).plus(lease), 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep")
+            .tasks
+            .len()
+            == 1
+    );
+    let late = Timestamp(10).plus(lease);
+    let expired = store
+        .expired(late, 10, &ExpiredCursor::default())
+        .await
+        .expect("sweep");
+    let ids: Vec<_> = expired.tasks.iter().map(|t| t.id.to_string()).collect();
+    assert_eq!(ids, ["a", "b"], "soonest first, never the finished task");
+
+    let b = TaskId::parse("b").expect("id");
+    let stored = store.task(&b).await.expect("read").expect("b");
+    let (original, lease_end) = (
+        encode(&stored).expect("encoded"),
+        stored.complete_by.map(|at| at.0),
+    );
+    // The record replaced by hand, the lease kept (or given back after a quarantine).
+    let rewrite = |record: Value| {
+        let store = &store;
+        async move {
+            let written = store
+                .write(move |c| {
+                    execute(
+                        c,
+                        "UPDATE tasks SET record = ?1, lease_expires = ?2, leased = 1 WHERE id = 'b'",
+                        params![record, lease_end],
+                    )
+                    .map_err(unavailable)
+                })
+                .await;
+            store.leases.set("b", lease_end);
+            written
+        }
+    };
+    // Garbled (as text, or compressed: its length past what LZ4 can give, or its
+    // bytes), and of a shape this version does not know (a newer version's, left by
+    // a rollback): none can be recovered here, nor hides the leases behind it.
+    for unreadable in [
+        Value::Text("garbage".into()),
+        Value::Blob(vec![0xff, 0xff, 0xff, 0x7f, 0x10, b'{']),
+        Value::Blob(vec![0x08, 0, 0, 0, 0xff, 0xff]),
+        Value::Text(r#"{"id": "b", "state": "Teleported"}"#.into()),
+    ] {
+        rewrite(unreadable.clone()).await.expect("written");
+        let expired = store
+            .expired(late, 10, &ExpiredCursor::default())
+            .await
+            .expect("a sweep despite it");
+        let read = Unreadable {
+            id: b.clone(),
+            version: Some(stored.version),
+        };
+        assert_eq!(
+            (expired.unreadable.as_slice(), expired.tasks.len()),
+            (std::slice::from_ref(&read), 1),
+            "{unreadable:?}"
+        );
+        // Read at another version than it has now (written since, by a process that
+        // can read it): it keeps its lease.
+        let stale = Unreadable {
+            version: Some(stored.version + 1),
+            ..read.clone()
+        };
+        store.quarantine(&stale).await.expect("not quarantined");
+        let expired = store
+            .expired(late, 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep");
+        assert_eq!(
+            expired.unreadable,
+            std::slice::from_ref(&read),
+            "{unreadable:?}: still leased"
+        );
+        store.quarantine(&read).await.expect("quarantined");
+        let expired = store
+            .expired(late, 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep");
+        assert_eq!((expired.tasks.len(), expired.unreadable.len()), (1, 0));
+    }
+    rewrite(Value::Text(original))
+        .await
+        .expect("mended as JSON text, as versions before compression wrote it");
+
+    let page = store.list(TaskState::Pending, 1, None).await.expect("page");
+    assert_eq!(page.tasks[0].id.as_str(), "a");
+    let page = store
+        .list(TaskState::Pending, 1, page.next.as_deref())
+        .await
+        .expect("page 2");
+    assert_eq!((page.tasks[0].id.as_str(), page.next), ("b", None));
+}
+
+#[tokio::test]
+async fn a_write_that_loses_a_race_then_reads_the_winners_task() {
+    let (_dir, store) = fresh();
+    let (mut current, order) = new_task("raced", Timestamp(0));
+    store.create(&current, &order).await.expect("created");
+    for round in 0..1000 {
+        let mut winner = current.clone();
+        winner.version += 1;
+        winner.write_id = 1;
+        let mut loser = winner.clone();
+        loser.write_id = 2;
+        // The winner's write goes to the writer first; the loser's right after, most
+        // often into the same commit; the loser is answered and reads first.
+        let mut won = std::pin::pin!(store.update(&winner));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(won.as_mut().poll(cx))).await;
+        let lost = async {
+            let refused = store.update(&loser).await;
+            (refused, store.task(&current.id).await)
+        };
+        let ((refused, read), won) = match first {
+            std::task::Poll::Ready(won) => (lost.await, won),
+            std::task::Poll::Pending => tokio::join!(lost, won),
+        };
+        won.expect("the first write wins");
+        assert!(
+            matches!(refused, Err(StoreError::Conflict)),
+            "round {round}"
+        );
+        assert_eq!(
+            read.expect("read").map(|t| (t.version, t.write_id)),
+            Some((winner.version, 1)),
+            "round {round}: the loser reads the winner's write, not the version it lost on"
+        );
+        current = winner.clone();
+    }
+}
+
+/// Frames in the WAL: written since it was last truncated.
+fn wal_frames(dir: &tempfile::TempDir) -> u64 {
+    const HEADER: u64 = 32;
+    const FRAME: u64 = 24 + crate::PAGE_SIZE as u64;
+    let wal = std::fs::metadata(dir.path().join("sas.db-wal")).map_or(0, |m| m.len());
+    wal.saturating_sub(HEADER) / FRAME
+}
+
+/// Checkpoints the whole WAL and truncates it. The checkpointer thread may be
+/// checkpointing at that moment, in which case SQLite answers busy (the first column)
+/// and leaves the WAL as it is: tried again until it is not.
+async fn empty_the_wal(store: &Embedded) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let busy: i64 = store
+            .connection
+            .lock()
+            .expect("connection")
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+            .expect("a checkpoint");
+        if busy == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the WAL emptied");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_steps_write_rewrites_its_row_alone_and_the_sweep_follows_its_lease() {
+    let (dir, store) = fresh();
+    create_tasks(&store, "other-", 100).await;
+    let (mut task, order) = new_task("moved", Timestamp(0));
+    store.create(&task, &order).await.expect("created");
+    let first = task.sweep_at().expect("a lease");
+    let swept = |at: Timestamp| {
+        let store = &store;
+        async move {
+            let expired = store
+                .expired(at, 1000, &ExpiredCursor::default())
+                .await
+                .expect("sweep");
+            expired.tasks.iter().any(|t| t.id.as_str() == "moved")
+        }
+    };
+    assert!(swept(first).await);
+
+    empty_the_wal(&store).await;
+    task.version += 1;
+    task.complete_by = task.complete_by.map(|at| at.plus(Duration::from_secs(60)));
+    store.update(&task).await.expect("a step's write");
+    assert_eq!(
+        wal_frames(&dir),
+        1,
+        "a step that moves the lease and keeps the state writes its row's page alone"
+    );
+    let moved = task.sweep_at().expect("a lease");
+    assert!(!swept(first).await, "its old lease is not swept");
+    assert!(swept(moved).await, "its new one is");
+
+    task.version += 1;
+    task.state = TaskState::Processed;
+    task.complete_by = None;
+    store.update(&task).await.expect("ended");
+    assert!(!swept(moved).await, "an ended task has no lease to sweep");
+}
+
+#[tokio::test]
+async fn leases_are_read_back_on_opening_and_an_earlier_versions_lease_index_is_dropped() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = Arc::new(ManualClock::new(Timestamp(0)));
+    let (leased, order) = new_task("leased", Timestamp(0));
+    let (mut ended, ended_order) = new_task("ended", Timestamp(0));
+    ended.state = TaskState::Processed;
+    ended.complete_by = None;
+    // Ended, its alert not known delivered: it keeps a lease, to raise it again.
+    let (mut alerting, alerting_order) = new_task("alerting", Timestamp(0));
+    alerting.state = TaskState::Error;
+    {
+        let store = open(&dir, Arc::clone(&clock));
+        store.create(&leased, &order).await.expect("created");
+        store.create(&ended, &ended_order).await.expect("created");
+        store
+            .create(&alerting, &alerting_order)
+            .await
+            .expect("created");
+    }
+    let later = leased.sweep_at().expect("a lease");
+    let swept = |store: Embedded| async move {
+        let expired = store
+            .expired(later, 10, &ExpiredCursor::default())
+            .await
+            .expect("sweep");
+        expired
+            .tasks
+            .iter()
+            .map(|t| t.id.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        swept(open(&dir, Arc::clone(&clock))).await,
+        ["alerting", "leased"]
+    );
+
+    // The table as versions before wrote it: no flag, an index on the lease's end.
+    rusqlite::Connection::open(dir.path().join("sas.db"))
+        .expect("connection")
+        .execute_batch(
+            "DROP INDEX tasks_leased; ALTER TABLE tasks DROP COLUMN leased;
+             CREATE INDEX tasks_lease ON tasks(lease_expires) WHERE lease_expires IS NOT NULL;",
+        )
+        .expect("an earlier version's table");
+    assert_eq!(swept(open(&dir, clock)).await, ["alerting", "leased"]);
+    let index = |name: &str| {
+        committed_count(
+            &dir,
+            &format!("SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = '{name}'"),
+        )
+    };
+    assert_eq!((index("tasks_lease"), index("tasks_leased")), (0, 1));
+}
