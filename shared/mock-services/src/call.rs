@@ -12,8 +12,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
-use crate::Shared;
-use crate::routes::error;
+use crate::{Shared, error};
 
 pub(crate) async fn call(
     State(mock): State<Shared>,

@@ -85,3 +85,9 @@ impl MockServices {
         }))
     }
 }
+
+/// A service's error answer: `status`, with `{"error": message}`.
+fn error(status: axum::http::StatusCode, message: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}

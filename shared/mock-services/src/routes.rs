@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::call::call;
-use crate::{Faults, Shared, Verdict};
+use crate::{Faults, Shared, Verdict, error};
 
 /// The mock services' routes.
 pub fn router(mock: Shared) -> axum::Router {
@@ -28,10 +28,6 @@ pub fn router(mock: Shared) -> axum::Router {
             post(call).put(call).patch(call).delete(call),
         )
         .with_state(mock)
-}
-
-pub(crate) fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(json!({ "error": message }))).into_response()
 }
 
 #[derive(Deserialize)]

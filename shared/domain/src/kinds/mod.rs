@@ -85,6 +85,7 @@ pub struct Summary {
     pub does: String,
     /// What undoes it: its compensation, its children's own, or nothing to undo;
     /// none when its effect stays.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub undo: Option<String>,
 }
 
