@@ -22,7 +22,7 @@ mod waits;
 
 use std::time::Duration;
 
-use sas_core::ports::StateStore;
+use sas_core::ports::TaskStore;
 use sas_domain::ids::QueueName;
 use sas_domain::task::TaskState;
 use sas_tests::{Buffering, Harness, delivery_input};
@@ -73,7 +73,7 @@ async fn a_repeat_sends_the_lost_first_messages_again(
     memory.drop_message(&names.agent_requests, sent(&names.agent_requests)[0].id);
     let mut moved = task.clone();
     moved.version += 1;
-    StateStore::update(memory.as_ref(), &moved)
+    TaskStore::update(memory.as_ref(), &moved)
         .await
         .expect("moved on");
     repeat().await;

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    CursorKey, Expired, ExpiredCursor, StateStore, StoreError, TaskPage, Unreadable,
+    CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex, StoreError,
+    TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::TaskId;
@@ -75,7 +76,7 @@ impl FaultyStore {
 }
 
 #[async_trait]
-impl StateStore for FaultyStore {
+impl TaskStore for FaultyStore {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         self.write("a creation", async || {
             self.inner.create(task, order).await?;
@@ -140,7 +141,10 @@ impl StateStore for FaultyStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl LeaseIndex for FaultyStore {
     async fn expired(
         &self,
         now: Timestamp,
@@ -154,7 +158,10 @@ impl StateStore for FaultyStore {
     async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
         self.inner.quarantine(record).await
     }
+}
 
+#[async_trait]
+impl TaskListing for FaultyStore {
     async fn list(
         &self,
         state: TaskState,
@@ -163,7 +170,10 @@ impl StateStore for FaultyStore {
     ) -> Result<TaskPage, StoreError> {
         self.inner.list(state, limit, after).await
     }
+}
 
+#[async_trait]
+impl WorkflowStore for FaultyStore {
     async fn save_workflow(&self, workflow: &Workflow) -> Result<(), StoreError> {
         self.inner.save_workflow(workflow).await
     }
@@ -171,11 +181,17 @@ impl StateStore for FaultyStore {
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         self.inner.load_workflow(name, version).await
     }
+}
 
+#[async_trait]
+impl CursorKeyStore for FaultyStore {
     async fn cursor_key(&self, drawn: CursorKey) -> Result<CursorKey, StoreError> {
         self.inner.cursor_key(drawn).await
     }
+}
 
+#[async_trait]
+impl GateStore for FaultyStore {
     async fn gate(&self, gate: &str, first: usize) -> Result<(Gate, Vec<Waiter>), StoreError> {
         self.world.interleave().await;
         self.inner.gate(gate, first).await

@@ -62,7 +62,7 @@ async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     use sas_aws::store::DynamoStore;
-    use sas_core::ports::{StateStore, StoreError};
+    use sas_core::ports::{StoreError, TaskStore};
     use sas_domain::limits::{MAX_ITEM, MAX_MESSAGE_BODY};
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;

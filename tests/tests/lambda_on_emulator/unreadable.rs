@@ -132,7 +132,7 @@ async fn an_undecodable_task_record_is_quarantined_and_the_sweep_goes_on() {
 async fn records_of_a_newer_shape_are_quarantined_and_the_task_behind_them_recovered() {
     use aws_sdk_dynamodb::types::AttributeValue;
     use sas_core::clock::{Clock, WallClock};
-    use sas_core::ports::StateStore;
+    use sas_core::ports::TaskStore;
     use sas_domain::decide::submit;
     use sas_domain::ids::TaskId;
     use sas_domain::submission::Submission;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, Handled, Ports, QueueNames};
-use sas_core::ports::StateStore;
+use sas_core::ports::TaskStore;
 use sas_domain::decide::{Resubmit, Verdict};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{

@@ -333,7 +333,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
         submission,
         sas_core::clock::Clock::now(harness.clock.as_ref()),
     );
-    sas_core::ports::StateStore::create(backend.as_ref(), &task, &order)
+    sas_core::ports::TaskStore::create(backend.as_ref(), &task, &order)
         .await
         .expect("created");
     let run = serde_json::to_string(&SchedulerMessage::Run {

@@ -87,7 +87,7 @@ pub(super) async fn sweep(
 ) -> anyhow::Result<()> {
     use sas_core::app::{App, Ports};
     use sas_core::clock::{Clock, WallClock};
-    use sas_core::ports::{ExpiredCursor, StateStore};
+    use sas_core::ports::{ExpiredCursor, LeaseIndex};
     use sas_domain::workflow::Registry;
     use sas_embedded::Embedded;
 
