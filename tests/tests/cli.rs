@@ -415,10 +415,10 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
     // A wait for a callback starts no children: it has nothing to undo.
     let approve = workflows
         .lines()
-        .find(|l| l.contains("approve"))
+        .find(|l| l.contains("wait for its callback"))
         .unwrap_or_else(|| panic!("the refund's approval: {workflows}"));
     assert!(
-        approve.contains("wait for its callback") && approve.contains("nothing to undo"),
+        approve.contains("approve") && approve.contains("nothing to undo"),
         "{approve}"
     );
 }
