@@ -26,8 +26,12 @@ fn dependencies(package: &str) -> BTreeSet<String> {
 }
 
 fn cargo_tree(arguments: &[&str]) -> String {
+    cargo(&[&["tree"], arguments].concat())
+}
+
+/// What `cargo` prints with `arguments`, in the workspace, offline and locked.
+fn cargo(arguments: &[&str]) -> String {
     let output = Command::new(env!("CARGO"))
-        .arg("tree")
         .args(arguments)
         .args(["--locked", "--offline"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -35,10 +39,16 @@ fn cargo_tree(arguments: &[&str]) -> String {
         .expect("cargo runs");
     assert!(
         output.status.success(),
-        "cargo tree {arguments:?} failed: {}",
+        "cargo {arguments:?} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// The workspace's own packages as `cargo metadata` describes them.
+fn workspace_metadata() -> serde_json::Value {
+    let text = cargo(&["metadata", "--format-version", "1", "--no-deps"]);
+    serde_json::from_str(&text).expect("cargo metadata's JSON")
 }
 
 /// Asserts that `package` depends on none of `forbidden` (a name, or a prefix

@@ -4,27 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The workspace's root, and the directory of each library's and binary's root file
 /// (`lib.rs`, `main.rs`): the directories whose entries are a crate's top-level
 /// modules.
 fn crate_roots() -> (PathBuf, BTreeSet<PathBuf>) {
-    let output = Command::new(env!("CARGO"))
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--locked",
-            "--offline",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo runs");
-    assert!(output.status.success(), "cargo metadata failed");
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+    let metadata = super::workspace_metadata();
     let root = PathBuf::from(metadata["workspace_root"].as_str().expect("a root"));
     let roots = metadata["packages"]
         .as_array()

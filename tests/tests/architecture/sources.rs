@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The Rust sources of the domain, the actors and the API, with their text.
 fn sources_of_the_domain_actors_and_api() -> Vec<(PathBuf, String)> {
@@ -102,19 +101,7 @@ struct Workspace {
 
 impl Workspace {
     fn read() -> Self {
-        let output = Command::new(env!("CARGO"))
-            .args(["metadata", "--format-version", "1", "--no-deps"])
-            .args(["--locked", "--offline"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("cargo runs");
-        assert!(
-            output.status.success(),
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let metadata: serde_json::Value =
-            serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+        let metadata = super::workspace_metadata();
         let root = PathBuf::from(
             metadata["workspace_root"]
                 .as_str()
