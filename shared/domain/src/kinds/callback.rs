@@ -55,13 +55,7 @@ pub struct WaitStep {
 /// Checks the settings of a step that waits (`callback`), beside its call if it has
 /// one.
 pub(crate) fn check(step: &StepFile, callback: &CallbackSettings) -> Result<(), Fault> {
-    let at = |field: &str, message: &str| {
-        (
-            Some(step.name.clone()),
-            field.to_owned(),
-            message.to_owned(),
-        )
-    };
+    let at = |field: &str, message: &str| step.fault(field, message);
     if callback.timeout.is_zero() {
         return Err(at("callback.timeout", "must be more than zero"));
     }
@@ -85,10 +79,9 @@ pub(crate) fn resolve(
 ) -> Result<StepKind, Fault> {
     check(step, &callback)?;
     if let Some(field) = foreign_setting(step, &["callback", "supervisor"]) {
-        return Err((
-            Some(step.name.clone()),
-            field.to_owned(),
-            "a callback step without an agent calls nothing: name the agent, or leave the call's settings out".to_owned(),
+        return Err(step.fault(
+            field,
+            "a callback step without an agent calls nothing: name the agent, or leave the call's settings out",
         ));
     }
     Ok(StepKind::Wait(WaitStep {

@@ -176,19 +176,9 @@ pub(crate) fn load(
     resolver: &Resolver<'_>,
     known: &HashSet<String>,
 ) -> Result<StepKind, Fault> {
-    let at = |field: &str, message: &str| {
-        (
-            Some(step.name.clone()),
-            field.to_owned(),
-            message.to_owned(),
-        )
-    };
     let starts_children = match (step.workflow.take(), step.map.take()) {
         (Some(_), Some(_)) => {
-            return Err(at(
-                "workflow",
-                "a step is a child workflow or a map, not both",
-            ));
+            return Err(step.fault("workflow", "a step is a child workflow or a map, not both"));
         }
         (Some(workflow), None) => Some(children::Named::Workflow(workflow)),
         (None, Some(map)) => Some(children::Named::Map(map)),
@@ -196,7 +186,7 @@ pub(crate) fn load(
     };
     let sleeps = step.sleep.is_some() || step.sleep_until.is_some();
     if step.limit.is_some() && (starts_children.is_some() || sleeps || step.agent.is_none()) {
-        return Err(at("limit", "only a step that calls a service has a limit"));
+        return Err(step.fault("limit", "only a step that calls a service has a limit"));
     }
     if let Some(named) = starts_children {
         return children::resolve(step, named, resolver.input, known);

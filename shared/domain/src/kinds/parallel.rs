@@ -40,13 +40,7 @@ pub(crate) fn resolve(
     within: &[Branch],
     guards: &[Guard],
 ) -> Result<(Vec<usize>, HashSet<String>), Fault> {
-    let at = |field: &str, message: &str| {
-        (
-            Some(step.name.clone()),
-            field.to_owned(),
-            message.to_owned(),
-        )
-    };
+    let at = |field: &str, message: &str| step.fault(field, message);
     if let Some(field) = foreign_setting(step, &[]) {
         return Err(at(
             field,

@@ -41,13 +41,7 @@ pub(crate) fn resolve(
     input: &BTreeMap<String, FieldType>,
     known: &HashSet<String>,
 ) -> Result<Option<StepKind>, Fault> {
-    let at = |field: &str, message: &str| {
-        (
-            Some(step.name.clone()),
-            field.to_owned(),
-            message.to_owned(),
-        )
-    };
+    let at = |field: &str, message: &str| step.fault(field, message);
     let sleep = match (step.sleep, &step.sleep_until) {
         (None, None) => return Ok(None),
         (Some(_), Some(_)) => {

@@ -119,6 +119,11 @@ pub(crate) struct StepFile {
 }
 
 impl StepFile {
+    /// A fault of this step: at `field`, what is wrong.
+    pub(crate) fn fault(&self, field: &str, message: impl Into<String>) -> Fault {
+        (Some(self.name.clone()), field.to_owned(), message.into())
+    }
+
     /// The settings of one kind or another that this step names, in the order a
     /// step's faults are told: a call's, a child workflow's or a map's, a timer's or
     /// a callback's.
@@ -215,13 +220,7 @@ impl Resolver<'_> {
         guards: &[Guard],
     ) -> Result<(Vec<usize>, HashSet<String>), Fault> {
         for mut step in sequence {
-            let at = |field: &str, message: &str| {
-                (
-                    Some(step.name.clone()),
-                    field.to_owned(),
-                    message.to_owned(),
-                )
-            };
+            let at = |field: &str, message: &str| step.fault(field, message);
             if step.name.is_empty() || step.name.len() > MAX_NAME {
                 return Err(at("name", "must be 1 to 64 bytes long"));
             }
@@ -262,11 +261,7 @@ impl Resolver<'_> {
             ("supervisor.extended_wait", supervision.extended_wait),
         ] {
             if wait > MAX_RETRY_WAIT {
-                return Err((
-                    Some(step.name.clone()),
-                    field.to_owned(),
-                    "must be at most 15m (the longest SQS delay)".to_owned(),
-                ));
+                return Err(step.fault(field, "must be at most 15m (the longest SQS delay)"));
             }
         }
         Ok(supervision)

@@ -40,7 +40,7 @@ pub(super) fn guard(step: &StepFile, known: &HashSet<String>) -> Result<Option<G
     let Some(text) = &step.when else {
         return Ok(None);
     };
-    let refused = |message| (Some(step.name.clone()), "when".to_owned(), message);
+    let refused = |message: String| step.fault("when", message);
     let condition = Condition::parse(text).map_err(refused)?;
     if let Some(unknown) = condition
         .results_named()

@@ -18,13 +18,7 @@ pub(crate) fn resolve(
     resolver: &Resolver<'_>,
     known: &HashSet<String>,
 ) -> Result<CallStep, Fault> {
-    let at = |field: &str, message: &str| {
-        (
-            Some(step.name.clone()),
-            field.to_owned(),
-            message.to_owned(),
-        )
-    };
+    let at = |field: &str, message: &str| step.fault(field, message);
     let (Some(agent), Some(call)) = (&step.agent, &step.call) else {
         let missing = if step.agent.is_none() {
             "agent"

@@ -44,7 +44,7 @@ pub(crate) fn resolve(
     input: &BTreeMap<String, FieldType>,
     known: &HashSet<String>,
 ) -> Result<StepKind, Fault> {
-    let at = |field: &str, message: String| (Some(step.name.clone()), field.to_owned(), message);
+    let at = |field: &str, message: String| step.fault(field, message);
     if let Some(field) = foreign_setting(step, &["workflow", "map", "input"]) {
         return Err(at(
             field,
