@@ -168,8 +168,8 @@ fn gives_up(step: &Step, supervision: &Supervision) -> bool {
 
 impl Change {
     /// Counts a failure of step `index`, whose complete-by has passed, under its
-    /// `supervision`: its delay before a retry, or none when it is given up (past its threshold, or a call of a task
-    /// `stopping`: being undone), and the task with it.
+    /// `supervision`: its delay before a retry, or none when it is given up (past its
+    /// threshold, or a call of a task `stopping`: being undone), and the task with it.
     fn expire(
         &mut self,
         supervision: &Supervision,
