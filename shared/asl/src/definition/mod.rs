@@ -1,0 +1,225 @@
+//! A state machine's definition, read once and checked as Step Functions checks it when a
+//! state machine is created: what is refused is refused here, naming the state and the
+//! field, so that running it never meets a definition it cannot follow.
+
+mod check;
+mod fields;
+mod kinds;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::choice::ChoiceRule;
+use crate::errors::{Catcher, Retrier};
+
+pub use crate::Refusal;
+pub use crate::path::Selection;
+
+/// How a state's fields are read: JSONPath (`InputPath`, `Parameters`, `.$` keys,
+/// intrinsics) or JSONata (`{% %}` expressions, `Arguments`, `Output`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryLanguage {
+    JsonPath,
+    Jsonata,
+}
+
+/// A state machine, or a Parallel branch, or a Map's item processor: they have the same
+/// shape and the same rules.
+#[derive(Clone, Debug)]
+pub struct StateMachine {
+    pub start_at: String,
+    pub states: BTreeMap<String, State>,
+    pub query_language: QueryLanguage,
+    /// The execution's whole time (`TimeoutSeconds` at the top level).
+    pub timeout_seconds: Option<u64>,
+}
+
+impl StateMachine {
+    /// Reads and checks a definition: its JSON text, as `CreateStateMachine` takes it.
+    pub fn parse(text: &str) -> Result<Self, Refusal> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|error| Refusal::new("", format!("the definition is not JSON: {error}")))?;
+        Self::from_value(&value)
+    }
+
+    /// Reads and checks a definition already parsed as JSON.
+    pub fn from_value(value: &Value) -> Result<Self, Refusal> {
+        check::machine(value, "", None)
+    }
+
+    pub fn state(&self, name: &str) -> Option<&State> {
+        self.states.get(name)
+    }
+}
+
+/// A state: its kind, where it goes, and how its input becomes its output.
+#[derive(Clone, Debug)]
+pub struct State {
+    pub name: String,
+    pub language: QueryLanguage,
+    pub kind: StateKind,
+    /// `Next`, or `None` where the state ends its machine (`End`, Succeed, Fail).
+    pub next: Option<String>,
+    pub io: Io,
+    /// `Assign`: variables set when the state ends well.
+    pub assign: Option<Value>,
+    pub retry: Vec<Retrier>,
+    pub catch: Vec<Catcher>,
+}
+
+/// The data-flow fields, by language. Absent fields are `None`; a path field set to
+/// `null` in the definition is `Some(Selection::Nothing)`.
+#[derive(Clone, Debug, Default)]
+pub struct Io {
+    pub input_path: Option<Selection>,
+    pub parameters: Option<Value>,
+    pub result_selector: Option<Value>,
+    pub result_path: Option<Selection>,
+    pub output_path: Option<Selection>,
+    /// JSONata's `Arguments` (Task, Parallel, Map's `ItemSelector` is apart).
+    pub arguments: Option<Value>,
+    /// JSONata's `Output`.
+    pub output: Option<Value>,
+}
+
+#[derive(Clone, Debug)]
+pub enum StateKind {
+    Pass {
+        result: Option<Value>,
+    },
+    Task(Task),
+    Choice {
+        choices: Vec<ChoiceRule>,
+        default: Option<String>,
+    },
+    Wait(WaitFor),
+    Succeed,
+    Fail {
+        error: Option<Text>,
+        cause: Option<Text>,
+    },
+    Parallel {
+        branches: Vec<StateMachine>,
+    },
+    Map(Box<MapState>),
+}
+
+impl StateKind {
+    /// The state's `Type`, as the definition names it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            StateKind::Pass { .. } => "Pass",
+            StateKind::Task(_) => "Task",
+            StateKind::Choice { .. } => "Choice",
+            StateKind::Wait(_) => "Wait",
+            StateKind::Succeed => "Succeed",
+            StateKind::Fail { .. } => "Fail",
+            StateKind::Parallel { .. } => "Parallel",
+            StateKind::Map(_) => "Map",
+        }
+    }
+}
+
+/// A Task: what it calls and how long it may take.
+#[derive(Clone, Debug)]
+pub struct Task {
+    pub resource: Resource,
+    pub timeout: Option<Amount>,
+    pub heartbeat: Option<Amount>,
+}
+
+/// What a Task's `Resource` names, and how its caller waits for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub arn: String,
+    pub target: Target,
+    pub pattern: Pattern,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `arn:aws:lambda:REGION:ACCOUNT:function:NAME`: the input is the event.
+    LambdaFunction { function: String },
+    /// `arn:aws:states:::lambda:invoke`: `FunctionName` and `Payload` in the arguments,
+    /// the result wrapped as Lambda's `Invoke` answer.
+    LambdaInvoke,
+    /// `arn:aws:states:::http:invoke`.
+    HttpInvoke,
+    /// `arn:aws:states:REGION:ACCOUNT:activity:NAME`.
+    Activity { name: String },
+    /// `arn:aws:states:::states:startExecution`.
+    StartExecution,
+    /// `arn:aws:states:::SERVICE:ACTION` for the AWS services this engine calls
+    /// (`sqs:sendMessage`, `sns:publish`, `dynamodb:getItem`, ...).
+    Service { service: String, action: String },
+}
+
+/// How a Task waits: for the call's answer, for a task token, or for a job to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    RequestResponse,
+    WaitForTaskToken,
+    Sync,
+    Sync2,
+}
+
+/// A number of seconds given literally, by a JSONPath (`...Path`) or by JSONata.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Amount {
+    Fixed(u64),
+    Path(String),
+    Jsonata(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum WaitFor {
+    Seconds(Amount),
+    /// A timestamp, already checked as RFC 3339.
+    Timestamp(String),
+    TimestampPath(String),
+    TimestampJsonata(String),
+}
+
+/// A Fail state's `Error` or `Cause`: literal, by path, or by JSONata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Text {
+    Literal(String),
+    Path(String),
+    Jsonata(String),
+}
+
+/// A Map state: where its items come from and how each is run.
+#[derive(Clone, Debug)]
+pub struct MapState {
+    pub processor: StateMachine,
+    pub distributed: bool,
+    pub items: Items,
+    pub item_selector: Option<Value>,
+    pub max_concurrency: Option<Amount>,
+    pub tolerated_failure_percentage: Option<Bound>,
+    pub tolerated_failure_count: Option<Bound>,
+    /// `ItemReader`, `ItemBatcher`, `ResultWriter` and `Label` of a distributed map, kept
+    /// as written.
+    pub item_reader: Option<Value>,
+    pub item_batcher: Option<Value>,
+    pub result_writer: Option<Value>,
+}
+
+/// Where a Map's items are: `ItemsPath` (JSONPath, default `$`) or `Items` (JSONata, or
+/// a literal array).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Items {
+    Path(String),
+    Value(Value),
+}
+
+/// A tolerated failure threshold: literal, by path, or by JSONata.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    Fixed(f64),
+    Path(String),
+    Jsonata(String),
+}

@@ -1,0 +1,86 @@
+use serde_json::json;
+
+use super::{QueryLanguage, StateKind, StateMachine, Target};
+
+fn refusal(definition: serde_json::Value) -> String {
+    match StateMachine::from_value(&definition) {
+        Ok(_) => panic!("accepted {definition}"),
+        Err(refusal) => refusal.to_string(),
+    }
+}
+
+#[test]
+fn reads_a_machine_and_its_languages() {
+    let machine = StateMachine::from_value(&json!({
+        "QueryLanguage": "JSONata",
+        "StartAt": "Call",
+        "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Arguments": {"FunctionName": "f", "Payload": "{% $states.input %}"}, "Next": "Done"},
+            "Done": {"Type": "Succeed"}
+        }
+    }))
+    .expect("a valid machine");
+    let call = machine.state("Call").expect("the state");
+    assert_eq!(call.language, QueryLanguage::Jsonata);
+    assert!(
+        matches!(&call.kind, StateKind::Task(task) if task.resource.target == Target::LambdaInvoke)
+    );
+    assert_eq!(call.next.as_deref(), Some("Done"));
+}
+
+#[test]
+fn refuses_a_missing_target_naming_it() {
+    let refused = refusal(json!({"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "B"}}}));
+    assert!(refused.contains("Missing 'Next' target: B"), "{refused}");
+    assert!(refused.contains("/States/A"), "{refused}");
+}
+
+#[test]
+fn refuses_a_field_the_type_does_not_take() {
+    let refused =
+        refusal(json!({"StartAt": "A", "States": {"A": {"Type": "Succeed", "Result": 1}}}));
+    assert!(
+        refused.contains("'Result'") && refused.contains("/States/A/Result"),
+        "{refused}"
+    );
+    let refused = refusal(
+        json!({"QueryLanguage": "JSONata", "StartAt": "A", "States": {"A": {"Type": "Pass", "InputPath": "$", "End": true}}}),
+    );
+    assert!(refused.contains("'InputPath'"), "{refused}");
+}
+
+#[test]
+fn refuses_a_timestamp_that_is_not_rfc3339() {
+    let refused = refusal(
+        json!({"StartAt": "W", "States": {"W": {"Type": "Wait", "Timestamp": "2016-13-05T21:29:29Z", "End": true}}}),
+    );
+    assert!(
+        refused.contains("RFC3339") && refused.contains("/States/W/Timestamp"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn refuses_an_unknown_resource_and_states_all_not_last() {
+    let refused = refusal(
+        json!({"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": "arn:aws:states:::glue:startJobRun", "End": true}}}),
+    );
+    assert!(refused.contains("glue:startJobRun"), "{refused}");
+    let refused = refusal(json!({"StartAt": "T", "States": {"T": {
+        "Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f", "End": true,
+        "Retry": [{"ErrorEquals": ["States.ALL"]}, {"ErrorEquals": ["X"]}]
+    }}}));
+    assert!(refused.contains("States.ALL"), "{refused}");
+}
+
+#[test]
+fn refuses_an_unreachable_state_and_a_bad_path() {
+    let refused = refusal(
+        json!({"StartAt": "A", "States": {"A": {"Type": "Succeed"}, "B": {"Type": "Succeed"}}}),
+    );
+    assert!(refused.contains("'B' is not reachable"), "{refused}");
+    let refused = refusal(
+        json!({"StartAt": "A", "States": {"A": {"Type": "Pass", "Parameters": {"x.$": "States.Nope()"}, "End": true}}}),
+    );
+    assert!(refused.contains("'x.$'"), "{refused}");
+}
