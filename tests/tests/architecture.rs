@@ -94,8 +94,18 @@ const IO: [&str; 7] = [
 fn the_domain_is_pure() {
     assert_free_of(
         "sas-domain",
-        &[&IO[..], &["tokio", "async-trait", "futures-*", "sas-*"]].concat(),
+        &[&IO[..], &["tokio", "async-trait", "futures-*"]].concat(),
         "it holds the state, the workflow language and the decisions: functions of a task and an event, with no I/O, no runtime and no clock",
+    );
+    assert_eq!(
+        project_crates("sas-domain"),
+        ["sas-asl"],
+        "sas-domain: the project's crates it links (the state language, pure as it is)"
+    );
+    assert_free_of(
+        "sas-asl",
+        &[&IO[..], &["tokio", "async-trait", "futures-*", "sas-*"]].concat(),
+        "it is the Amazon States Language: a definition and a state's input in, what happens next out, with no I/O, no runtime and no clock",
     );
 }
 
@@ -108,7 +118,7 @@ fn the_actors_and_the_api_do_no_io() {
     );
     assert_eq!(
         project_crates("sas-core"),
-        ["sas-domain"],
+        ["sas-asl", "sas-domain"],
         "sas-core: the project's crates it links"
     );
     assert_free_of(
@@ -118,7 +128,7 @@ fn the_actors_and_the_api_do_no_io() {
     );
     assert_eq!(
         project_crates("sas-api"),
-        ["sas-core", "sas-domain"],
+        ["sas-asl", "sas-core", "sas-domain"],
         "sas-api: the project's crates it links"
     );
 }
@@ -174,8 +184,24 @@ fn each_adapter_crate_brings_only_its_own_service() {
 }
 
 #[test]
-fn the_local_process_and_the_mock_services_link_nothing_of_aws() {
-    assert_free_of("sas-local", &NOT_AWS, "it runs on the embedded backend");
+fn the_local_process_links_of_aws_only_lambdas_client_and_the_mock_services_nothing() {
+    // Of AWS, only Lambda's client: a state machine's Task calls its functions at
+    // AWS_ENDPOINT_URL_LAMBDA, as Step Functions calls them.
+    assert_free_of(
+        "sas-local",
+        &[
+            "aws-sdk-dynamodb",
+            "aws-sdk-sqs",
+            "aws-sdk-sns",
+            "aws-sdk-ssm",
+            "aws-sdk-secretsmanager",
+            "aws_lambda_events",
+            "lambda_runtime",
+            "sas-lambda",
+            "sas-aws",
+        ],
+        "it runs on the embedded backend",
+    );
     assert_free_of(
         "sas-mock-services",
         &[&NOT_AWS[..], &["sas-lambda", "sas-aws", "sas-embedded"]].concat(),
@@ -213,7 +239,14 @@ fn each_lambda_function_links_only_what_it_runs() {
         );
         assert_eq!(
             project_crates(function),
-            ["sas-api", "sas-aws", "sas-core", "sas-domain", "sas-lambda"],
+            [
+                "sas-api",
+                "sas-asl",
+                "sas-aws",
+                "sas-core",
+                "sas-domain",
+                "sas-lambda"
+            ],
             "{function}: the project's crates it links"
         );
     }
@@ -226,11 +259,13 @@ fn each_lambda_function_links_only_what_it_runs() {
         project_crates("sas-agent"),
         [
             "sas-api",
+            "sas-asl",
             "sas-core",
             "sas-credentials",
             "sas-domain",
             "sas-http-remote",
             "sas-lambda",
+            "sas-lambda-invoke",
         ],
         "sas-agent: the project's crates it links"
     );

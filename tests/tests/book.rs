@@ -9,7 +9,8 @@
 //!   and `127.0.0.1:8081` for its mock services;
 //! - a `text expect` block follows an `sh run` block (prose may come between), and each
 //!   of its non-empty lines is in that block's standard output;
-//! - every `json workflow` block is a valid workflow definition, and each page of
+//! - every `json workflow` block is a valid workflow definition (and every `json
+//!   state-machine` block a state machine this engine runs), and each page of
 //!   `docs/src/workflows/` but its index has one;
 //! - the HTTP API's page has one `` ### `METHOD /path` `` heading per route of the
 //!   OpenAPI document, and no other.
@@ -436,12 +437,12 @@ fn every_workflow_example_is_valid_and_every_workflow_page_has_one() {
         };
         let examples: Vec<&Block> = blocks
             .iter()
-            .filter(|b| b.info == "json workflow")
+            .filter(|b| b.info == "json workflow" || b.info == "json state-machine")
             .collect();
         for block in &examples {
-            if let Err(error) =
-                Workflow::parse(&format!("{}:{}", page.path, block.line), &block.body)
-            {
+            // A state machine is told by its content (`StartAt`, `States`).
+            let label = format!("{}:{}", page.path, block.line);
+            if let Err(error) = Workflow::parse_stored("example", &label, &block.body) {
                 errors.push(error.to_string());
             }
         }
@@ -449,7 +450,7 @@ fn every_workflow_example_is_valid_and_every_workflow_page_has_one() {
             workflow_pages += 1;
             if examples.is_empty() {
                 errors.push(format!(
-                    "{}: a page of the workflow language shows a `json workflow` block",
+                    "{}: a page of the workflow language shows a `json workflow` (or `json state-machine`) block",
                     page.path
                 ));
             }

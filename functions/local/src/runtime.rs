@@ -21,6 +21,7 @@ use sas_domain::services::Service;
 use sas_domain::workflow::Registry;
 use sas_embedded::{Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
+use sas_lambda_invoke::WithLambda;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
@@ -164,11 +165,17 @@ impl System {
         app.register_workflows()
             .await
             .context("a stored workflow version differs from its file; bump its version")?;
+        let services = Arc::new(HttpRemote::new(
+            settings.services.clone(),
+            settings.services_fallback.clone(),
+            Arc::new(LocalCredentials),
+        ));
+        let environment = |name: &str| std::env::var(name).ok();
         let step_caller = Arc::new(StepCaller::new(
-            Arc::new(HttpRemote::new(
-                settings.services.clone(),
-                settings.services_fallback.clone(),
-                Arc::new(LocalCredentials),
+            Arc::new(WithLambda::new(
+                &sas_lambda_invoke::local_sdk(environment),
+                sas_lambda_invoke::endpoint(environment),
+                services,
             )),
             Arc::new(AnswersInPlace {
                 app: Arc::clone(&app),

@@ -9,6 +9,7 @@ use sas_core::app::BulkReport;
 use sas_core::ports::DeadLetter;
 use sas_domain::callback::Token;
 use sas_domain::ids::{Owner, QueueName};
+use sas_domain::machine::Status;
 use sas_domain::messages::Outcome;
 use sas_domain::task::{
     Actor, Children, EarlierInput, Order, Request, Step, StepState, Task, TaskState, Waiting,
@@ -52,8 +53,20 @@ pub struct TaskView<'a> {
     failure_count: u32,
     /// 1, and one more at each resubmission.
     run: u32,
-    /// Why it failed, or that it was cancelled.
+    /// Why it failed, or that it was cancelled. Of a state machine's execution, its
+    /// error as Step Functions names it (`States.TaskFailed`, a Fail state's `Error`).
     error: Option<&'a str>,
+    /// Of a state machine's execution: where it is, in Step Functions' words
+    /// (`RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT`, `ABORTED`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    /// Of a state machine's execution that succeeded: its output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a Value>,
+    /// Of a state machine's execution that failed: its cause, as Step Functions gives
+    /// it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cause: Option<&'a str>,
     /// In Error: steps whose effect may be in place and that nothing undoes (no
     /// compensation). A person decides what became of them; a resubmission without
     /// an edit calls them again under the same idempotency keys.
@@ -280,6 +293,9 @@ impl<'a> TaskView<'a> {
             failure_count: task.failure_count,
             run: task.run,
             error: task.error.as_deref(),
+            status: task.machine.as_ref().map(|run| run.status),
+            output: task.machine.as_ref().and_then(|run| run.output.as_deref()),
+            cause: task.machine.as_ref().and_then(|run| run.cause.as_deref()),
             not_undone: &task.not_undone,
             notify: task.notify.as_ref(),
             cancelled: task.cancelled.as_ref().map(|r| RequestView::of(r, view)),

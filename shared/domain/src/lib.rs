@@ -20,6 +20,7 @@ pub mod flow;
 pub mod ids;
 pub mod kinds;
 pub mod limits;
+pub mod machine;
 pub mod messages;
 pub mod resilience;
 pub mod services;

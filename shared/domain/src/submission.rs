@@ -74,8 +74,12 @@ impl Submission {
             start_at: Option<Timestamp>,
             workflow: &'a str,
         }
+        // Its objects' keys in their names' order, whatever order they came in (the
+        // workspace's JSON maps keep their keys' order, which JSONata needs).
+        let mut input = self.input.clone();
+        input.sort_all_objects();
         let canonical = Canonical {
-            input: &self.input,
+            input: &input,
             notify: &self.notify,
             priority: self.priority,
             start_at: self.start_at,

@@ -29,7 +29,9 @@ fn schemas() -> PathBuf {
 
 #[test]
 fn the_published_schemas_are_the_types_schemas() {
-    for (file, schema) in contracts() {
+    for (file, mut schema) in contracts() {
+        // Written with its keys in their names' order, whatever order the types give.
+        schema.sort_all_objects();
         let path = schemas().join(file);
         let text = serde_json::to_string_pretty(&schema).expect("json") + "\n";
         if std::env::var_os("SAS_WRITE_SCHEMAS").is_some() {

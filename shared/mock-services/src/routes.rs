@@ -55,6 +55,9 @@ async fn calls(State(mock): State<Shared>, Query(query): Query<CallsQuery>) -> J
         calls.retain(|counted, _| counted == of);
         concurrency.retain(|counted, _| counted == of);
     }
+    // In their names' order: a person reads them.
+    let calls: BTreeMap<_, _> = calls.into_iter().collect();
+    let concurrency: BTreeMap<_, _> = concurrency.into_iter().collect();
     Json(json!({ "calls": calls, "concurrency": concurrency }))
 }
 

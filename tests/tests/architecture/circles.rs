@@ -34,6 +34,7 @@ const CIRCLES_THAT_STAY: [(&str, &[&str], &str); 1] = [(
         "decide",
         "flow",
         "kinds",
+        "machine",
         "messages",
         "services",
         "submission",
@@ -43,7 +44,8 @@ const CIRCLES_THAT_STAY: [(&str, &[&str], &str); 1] = [(
     "one home per kind of step: a kind's module holds its definition, which a workflow \
      holds, and its decisions, which read and write a task through the core's moves \
      (`decide`); the task, the messages it keeps (its notifications, its alert) and the \
-     workflow language meet in it. The crate is the unit whose dependencies point one \
+     workflow language meet in it; a state machine's task keeps where it stands in the
+     task's record, and moves through the same core (`machine`). The crate is the unit whose dependencies point one \
      way (the_domain_is_pure)",
 )];
 

@@ -66,7 +66,7 @@ impl Deployed {
                 })
             })
             .collect();
-        let reserved: Vec<String> = self
+        let mut reserved: Vec<String> = self
             .of_type("AWS::Lambda::Function")
             .filter_map(|(id, function)| {
                 let reserved =
@@ -74,6 +74,8 @@ impl Deployed {
                 Some(format!("{}={}", Self::canonical(id), self.render(reserved)))
             })
             .collect();
+        // The templates' resources in their names' order, whichever order each writes.
+        reserved.sort();
         json!({ "routes": routes, "stages": stages, "reserved_concurrency": reserved })
     }
 }

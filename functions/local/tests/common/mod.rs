@@ -5,18 +5,18 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// `sas-local` on `data` and free ports, with `variables` set beside those it always
-/// has, ready to be spawned.
+/// has (or instead of them), ready to be spawned.
 pub fn command(data: &Path, variables: &[(&str, &str)]) -> Command {
     let workflows = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/workflows");
     let mut command = Command::new(env!("CARGO_BIN_EXE_sas-local"));
     command
-        .envs(variables.iter().copied())
         .env("SAS_DATA_DIR", data)
         .env("SAS_WORKFLOWS_DIR", workflows)
         .env("SAS_API_ADDR", "127.0.0.1:0")
         .env("SAS_MOCK_ADDR", "127.0.0.1:0")
         .env("SAS_SUPERVISOR_INTERVAL", "200ms")
-        .env("RUST_LOG", "error");
+        .env("RUST_LOG", "error")
+        .envs(variables.iter().copied());
     command
 }
 

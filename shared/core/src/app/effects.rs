@@ -171,7 +171,8 @@ impl App {
             .await?;
         let workflow = match stored {
             Some(source) => {
-                let stored = Workflow::parse(
+                let stored = Workflow::parse_stored(
+                    &reference.name,
                     &format!("stored {}@{}", reference.name, reference.version),
                     &source,
                 )

@@ -122,6 +122,15 @@ impl Change {
         history.push(Event { at: self.now, what });
     }
 
+    /// A step failed for good (its call, or its lease's end past its supervisor's
+    /// threshold): the task fails, or a state machine's `Retry` and `Catch` say what
+    /// becomes of it when the task moves on.
+    pub(crate) fn fail_step(&mut self, reason: String) {
+        if self.task.machine.is_none() {
+            self.fail(reason);
+        }
+    }
+
     /// Stops the run and undoes what it did, for `reason`, unless the task was
     /// stopped already (asked to cancel, say): the first reason is the task's error.
     /// A step waiting to be sent again (for a retry, or under the key it kept through
@@ -190,7 +199,8 @@ impl Change {
         self.task.locked_by = None;
         self.task.complete_by = None;
         self.task.paused = None;
-        if state == TaskState::Error {
+        // A state machine undoes nothing: what its calls did stays, as in Step Functions.
+        if state == TaskState::Error && workflow.machine.is_none() {
             self.task.not_undone = not_undone(&self.task, workflow);
         }
         self.set_state(state);

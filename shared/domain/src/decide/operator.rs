@@ -183,6 +183,11 @@ pub fn resubmit(
         *step = Step::new(&step.name);
         step.key_run = key_run;
     }
+    if workflow.machine.is_some() {
+        // A state machine runs again from its start, each visit under the new run's
+        // keys (a visit makes its step's record new as it begins).
+        change.task.machine = None;
+    }
     change.set_state(TaskState::Pending);
     change.release(workflow, Duration::ZERO);
     let mut decision = change.done(Verdict::Resubmitted);

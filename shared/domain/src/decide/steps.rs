@@ -17,7 +17,7 @@ use super::{Decision, Verdict};
 
 /// How early a retry's Run message may come and still send its step: SQS delays a
 /// message by whole seconds.
-const RETRY_EARLY: Duration = Duration::from_secs(1);
+pub(crate) const RETRY_EARLY: Duration = Duration::from_secs(1);
 
 impl Change {
     /// Runs the task on from where it is: every step whose turn has come (the
@@ -25,6 +25,9 @@ impl Change {
     /// end. A failing task sends no new step, and undoes nothing while calls of its
     /// other branches are out: they finish or time out first.
     pub(crate) fn advance(&mut self, workflow: &Workflow, order: &Order) {
+        if let Some(machine) = &workflow.machine {
+            return self.advance_machine(workflow, &machine.0, order);
+        }
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 self.set_state(TaskState::Processing);
@@ -91,6 +94,9 @@ impl Change {
     /// so a step may be Processed while one before it is not), and a retry's time (if
     /// they wait for one) come.
     pub(crate) fn due(&self, workflow: &Workflow) -> Vec<usize> {
+        if workflow.machine.is_some() {
+            return self.due_visit(workflow).into_iter().collect();
+        }
         // Steps come after the steps they wait for, so one pass settles each.
         let mut settled = Vec::with_capacity(self.task.steps.len());
         for (step, definition) in self.task.steps.iter().zip(&workflow.steps) {
@@ -151,7 +157,13 @@ impl Change {
 
     /// Starts step `index` (`operation` a call) or undoes it (a compensation), as its
     /// kind does.
-    fn dispatch(&mut self, workflow: &Workflow, order: &Order, index: usize, operation: Operation) {
+    pub(crate) fn dispatch(
+        &mut self,
+        workflow: &Workflow,
+        order: &Order,
+        index: usize,
+        operation: Operation,
+    ) {
         let kind = workflow.steps[index].kind.kind();
         match operation {
             Operation::Call => kind.start(self, workflow, order, index),
@@ -249,7 +261,7 @@ impl Change {
                 let reason = format!("step '{}': {error}", step.name);
                 step.error = Some(error);
                 self.mark_done(index);
-                self.fail(reason);
+                self.fail_step(reason);
             }
             (Outcome::Succeeded { .. } | Outcome::Unusable { .. }, Operation::Compensate) => {
                 step.state = StepState::Compensated;
@@ -258,7 +270,7 @@ impl Change {
                 step.state = StepState::Error;
                 let reason = format!("step '{}' failed: {error}", step.name);
                 step.error = Some(error);
-                self.fail(reason);
+                self.fail_step(reason);
             }
             (Outcome::Failed { error }, Operation::Compensate) => {
                 step.state = StepState::CompensationFailed;

@@ -46,6 +46,7 @@ fn create(
         failure_count: 0,
         run: 1,
         steps: workflow.steps.iter().map(|s| Step::new(&s.name)).collect(),
+        machine: None,
         error: None,
         pending_alert: None,
         outbox: Vec::new(),

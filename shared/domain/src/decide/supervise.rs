@@ -147,6 +147,10 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
             // Given up: a scheduler comes to undo what is done.
             change.release(workflow, Duration::ZERO);
         }
+    } else if workflow.machine.is_some() && !retried && change.task.running_steps().next().is_none()
+    {
+        // A machine's call given up: a scheduler takes it through its Retry and Catch.
+        change.release(workflow, Duration::ZERO);
     } else {
         // The lease follows the calls out and the retries' pickups; with no call out,
         // the task is released until its first retry is due.
@@ -228,7 +232,7 @@ impl Change {
             let task_reason = format!("step '{}' {reason}", step.name);
             step.error = Some(reason);
             self.mark_done(index);
-            self.fail(task_reason);
+            self.fail_step(task_reason);
         }
         None
     }

@@ -118,6 +118,11 @@ impl Change {
     /// scheduler, which a Run message brings (the task released to one when nothing
     /// else is out); a task being undone with nothing out is released to one.
     pub(crate) fn move_on(&mut self, workflow: &Workflow) {
+        if workflow.machine.is_some() && self.task.running_steps().next().is_none() {
+            // A machine's state says where it goes: a scheduler takes it on.
+            self.release(workflow, Duration::ZERO);
+            return;
+        }
         match self.task.state {
             TaskState::Processing | TaskState::Pending => {
                 if self.task.steps.iter().all(crate::task::Step::is_settled) {

@@ -156,7 +156,7 @@ pub(crate) enum UndoOnFailure {
 #[serde(untagged)]
 pub enum KindView {
     /// A call's.
-    Call(call::CallView),
+    Call(Box<call::CallView>),
     /// A child workflow's.
     ChildWorkflow(children::ChildWorkflowView),
     /// A map's.

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::decide::change::Change;
 use crate::decide::steps::results;
+use crate::machine::VisitWork;
 use crate::messages::{Operation, Outcome};
 use crate::task::{Order, Step, Waiting};
 use crate::time::Timestamp;
@@ -32,6 +33,9 @@ pub enum SleepStep {
     For(Duration),
     /// Until the RFC 3339 instant this names.
     Until(FieldSource),
+    /// A state machine's Wait state: until the instant its visit worked out when it
+    /// was entered ([`crate::machine::VisitWork::Timer`]).
+    Visit,
 }
 
 /// Resolves a step that sleeps (`sleep` or `sleep_until`), the steps named `known`
@@ -80,6 +84,9 @@ pub(crate) fn resolve(
     Ok(Some(StepKind::Sleep(sleep)))
 }
 
+/// What a Wait state's step shows it sleeps until: its state says, at each visit.
+const VISIT_UNTIL: &str = "the instant its Wait state gives";
+
 impl Kind for SleepStep {
     fn start(&self, change: &mut Change, _: &Workflow, order: &Order, index: usize) {
         change.start_sleep(order, index, self);
@@ -112,6 +119,10 @@ impl Kind for SleepStep {
                 sleep: None,
                 sleep_until: Some(source.to_string()),
             },
+            Self::Visit => SleepView {
+                sleep: None,
+                sleep_until: Some(VISIT_UNTIL.to_owned()),
+            },
         })
     }
 
@@ -121,6 +132,7 @@ impl Kind for SleepStep {
             does: match self {
                 Self::For(duration) => format!("sleep {}", humantime::format_duration(*duration)),
                 Self::Until(source) => format!("sleep until {source}"),
+                Self::Visit => format!("sleep until {VISIT_UNTIL}"),
             },
             undo: Some(NOTHING_TO_UNDO.to_owned()),
         }
@@ -150,6 +162,12 @@ impl Change {
                     .and_then(Value::as_str)
                     .and_then(Timestamp::parse_rfc3339)
                     .ok_or_else(|| format!("sleep_until: {source} is not an RFC 3339 instant"))
+            }
+            SleepStep::Visit => {
+                match self.task.machine.as_ref().and_then(|run| run.work.as_ref()) {
+                    Some(VisitWork::Timer { until, .. }) => Ok(*until),
+                    _ => Err("a Wait state's visit without its instant".to_owned()),
+                }
             }
         };
         let until = match until {

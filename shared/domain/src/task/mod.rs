@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{Owner, QueueName, TaskId};
 use crate::limits::MAX_DELAY;
+use crate::machine::MachineRun;
 use crate::messages::{Alert, Notification};
 use crate::time::Timestamp;
 
@@ -148,6 +149,10 @@ pub struct Task {
     pub run: u32,
     /// The steps, in workflow order.
     pub steps: Vec<Step>,
+    /// Of a task that runs a state machine: the state it is in, its variables, and
+    /// how its execution ended ([`crate::machine`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Box<MachineRun>>,
     /// Why the task failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

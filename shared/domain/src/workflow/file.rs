@@ -157,14 +157,8 @@ const MAX_NAME: usize = 64;
 impl WorkflowFile {
     pub(super) fn resolve(self, source: String, file: &str) -> Result<Workflow, Fault> {
         let top = |field: &str, message: &str| (None, field.to_owned(), message.to_owned());
-        if self.name.is_empty()
-            || self.name.len() > MAX_NAME
-            || !self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        {
-            return Err(top("name", "must be 1 to 64 letters, digits and '-'"));
+        if !is_workflow_name(&self.name) {
+            return Err(top("name", NAME_RULE));
         }
         if self.version == 0 {
             return Err(top("version", "must be at least 1"));
@@ -192,6 +186,7 @@ impl WorkflowFile {
             steps,
             source,
             file: file.to_owned(),
+            machine: None,
         })
     }
 }
@@ -268,6 +263,16 @@ impl Resolver<'_> {
     }
 }
 
+/// What a workflow's name may be.
+pub(crate) const NAME_RULE: &str = "must be 1 to 64 letters, digits and '-'";
+
+/// Whether `name` may name a workflow: 1 to 64 letters, digits and '-'.
+pub(crate) fn is_workflow_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 pub(crate) fn default_attempts() -> u32 {
     3
 }
@@ -298,7 +303,7 @@ pub(crate) fn default_retry() -> RetryPolicy {
         call_timeout: None,
     }
 }
-fn default_supervision() -> Supervision {
+pub(crate) fn default_supervision() -> Supervision {
     Supervision {
         failure_threshold: default_threshold(),
         retry_delay: Duration::ZERO,

@@ -12,6 +12,7 @@ pub(crate) mod values;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::machine::{self, Machine};
 use crate::workflow::file::{WorkflowFile, locate};
 use serde_json::Value;
 
@@ -91,6 +92,9 @@ pub struct Workflow {
     pub source: String,
     /// The file it was read from, in errors.
     pub file: String,
+    /// Of a Step Functions state machine: its definition, which says where a task
+    /// goes from each state ([`crate::machine`]); its steps are its states that wait.
+    pub machine: Option<Machine>,
 }
 
 /// Why a task's input does not fit its workflow.
@@ -157,11 +161,28 @@ impl Workflow {
         crate::sha256_hex(&self.source)
     }
 
-    /// Parses and validates a definition; `file` names it in errors.
+    /// Parses a definition stored under `name` (a workflow's or a state machine's,
+    /// told apart by its content); `label` names it in errors.
+    ///
+    /// # Errors
+    /// A [`DefinitionError`] naming the label, step and field at fault.
+    pub fn parse_stored(name: &str, label: &str, text: &str) -> Result<Self, DefinitionError> {
+        if machine::is_machine_text(text) {
+            machine::named(name, label, text)
+        } else {
+            Self::parse(label, text)
+        }
+    }
+
+    /// Parses and validates a definition; `file` names it in errors. A file named
+    /// `NAME.asl.json` holds a Step Functions state machine.
     ///
     /// # Errors
     /// A [`DefinitionError`] naming the file, step and field at fault.
     pub fn parse(file: &str, text: &str) -> Result<Self, DefinitionError> {
+        if machine::is_machine_file(file) {
+            return machine::workflow(file, text);
+        }
         let error = |step: Option<String>, field: &str, message: String| DefinitionError {
             file: file.to_owned(),
             step,
@@ -174,8 +195,12 @@ impl Workflow {
             let (step, field) = locate(&value, e.path());
             error(step, &field, e.inner().to_string())
         })?;
+        // Stored with its keys in their names' order, so that its digest does not
+        // change with the order a file writes them in.
+        let mut canonical = value.clone();
+        canonical.sort_all_objects();
         document
-            .resolve(value.to_string(), file)
+            .resolve(canonical.to_string(), file)
             .map_err(|(step, field, message)| error(step, &field, message))
     }
 }

@@ -28,6 +28,15 @@ pub(crate) enum PathPart {
 }
 
 impl Endpoint {
+    /// A path with nothing to fill in.
+    pub(crate) fn literal(method: Method, path: &str) -> Self {
+        Self {
+            method,
+            path: path.to_owned(),
+            template: vec![PathPart::Text(path.to_owned())],
+        }
+    }
+
     /// The path with the values it names, each a string or a number, percent-encoded
     /// as a path segment.
     ///

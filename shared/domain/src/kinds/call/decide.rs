@@ -81,6 +81,10 @@ impl Change {
         order: &Order,
         operation: Operation,
     ) -> Result<(String, Payload), String> {
+        if let Some(invoke) = crate::machine::invoke_request(&self.task) {
+            let payload = Payload::of(&invoke).map_err(|e| format!("payload: {e}"))?;
+            return Ok((String::new(), payload));
+        }
         let name = &self.task.steps[index].name;
         let results = results(&self.task);
         let callback_token = call
@@ -129,6 +133,7 @@ impl Change {
         within: Timestamp,
     ) {
         let complete_by = self.now.plus(call.complete_by).min(within);
+        let key_name = crate::machine::key_name(&self.task, &self.task.steps[index].name);
         let task = &mut self.task;
         let step = &mut task.steps[index];
         step.complete_by = Some(complete_by);
@@ -151,7 +156,7 @@ impl Change {
                 .unwrap_or_default(),
             path,
             complete_by,
-            idempotency_key: format!("{}/{key_run}/{}{key_suffix}", task.id, step.name),
+            idempotency_key: format!("{}/{key_run}/{key_name}{key_suffix}", task.id),
             retry: call.retry.clone(),
             payload,
             sealed_task: None,

@@ -113,7 +113,7 @@ impl Kind for CallStep {
     }
 
     fn view(&self) -> KindView {
-        KindView::Call(CallView {
+        KindView::Call(Box::new(CallView {
             agent: self.agent.clone(),
             call: self.call.to_string(),
             compensation: self.compensation.as_ref().map(ToString::to_string),
@@ -122,7 +122,7 @@ impl Kind for CallStep {
             supervisor: serde_json::json!(self.supervision),
             fields: self.fields.as_ref().map(super::sources),
             callback: self.callback.as_ref().map(CallbackView::of),
-        })
+        }))
     }
 
     fn summary(&self) -> Summary {

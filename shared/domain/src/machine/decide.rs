@@ -1,0 +1,505 @@
+//! A machine's task moved on: the state it is in entered, its step's visit sent, its
+//! answer taken through the state's exit (or its `Retry` and `Catch`), and the states
+//! that only choose or shape data passed through in the same write.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use sas_asl::definition::{State, StateKind, StateMachine};
+use sas_asl::run::context::{self, Execution, Position};
+use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
+use sas_asl::{Failure, errors, lambda};
+
+use super::{InvokeAnswer, MachineRun, Status, VisitWork};
+use crate::decide::Effect;
+use crate::decide::change::Change;
+use crate::decide::steps::RETRY_EARLY;
+use crate::messages::Operation;
+use crate::task::{Order, Step, StepState, TaskState};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+/// The states one decision passes through at most before it writes what it has: a
+/// loop of states that never wait moves on, a write at a time, and never holds a
+/// scheduler.
+const TRANSITIONS_A_WRITE: u32 = 1_000;
+
+/// Where Step Functions' ARNs put this engine (the next issue makes them settings).
+const REGION_ACCOUNT: &str = "us-east-1:000000000000";
+
+impl Change {
+    /// Runs a machine's task on from where it is, as [`Change::advance`] does a
+    /// workflow's.
+    pub(crate) fn advance_machine(
+        &mut self,
+        workflow: &Workflow,
+        machine: &StateMachine,
+        order: &Order,
+    ) {
+        match self.task.state {
+            TaskState::Processed | TaskState::Error => return,
+            // Asked to stop (cancelled, or its parent failed): nothing of a machine is
+            // undone; the execution is aborted.
+            TaskState::Compensating => {
+                if self.task.running_steps().next().is_some() {
+                    self.hold(workflow);
+                } else {
+                    let reason = self.task.error.clone();
+                    self.end(Status::Aborted, None, None, reason);
+                    self.finish(workflow, TaskState::Error);
+                }
+                return;
+            }
+            TaskState::Pending | TaskState::Processing => {}
+        }
+        self.set_state(TaskState::Processing);
+        if self.task.machine.is_none() {
+            self.start_machine(machine, order);
+        }
+        loop {
+            // Handed over to another scheduler's write (too many states passed).
+            if self.task.state != TaskState::Processing {
+                return;
+            }
+            let Some(run) = self.task.machine.as_deref() else {
+                return;
+            };
+            if run.status == Status::Running && run.deadline.is_some_and(|at| at <= self.now) {
+                self.end(
+                    Status::TimedOut,
+                    None,
+                    Some(errors::TIMEOUT.to_owned()),
+                    None,
+                );
+                self.task
+                    .error
+                    .get_or_insert_with(|| errors::TIMEOUT.to_owned());
+                continue;
+            }
+            match run.status {
+                Status::Running => {}
+                Status::Succeeded => return self.finish(workflow, TaskState::Processed),
+                _ => return self.finish(workflow, TaskState::Error),
+            }
+            let (Some(name), input) = (run.state.clone(), Arc::clone(&run.input)) else {
+                return;
+            };
+            let Some(state) = machine.state(&name) else {
+                return self.fail_execution(Failure::runtime(format!("no state named '{name}'")));
+            };
+            let index = workflow.steps.iter().position(|step| step.name == name);
+            let (Some(index), false) = (index, run.to_enter) else {
+                // The state the last write stopped before.
+                self.enter(workflow, machine, order, state, (*input).clone());
+                continue;
+            };
+            let step = &self.task.steps[index];
+            match step.state {
+                StepState::Pending => {
+                    let not_yet = step
+                        .retry_at
+                        .is_some_and(|at| at > self.now.plus(RETRY_EARLY));
+                    if self.is_paused() || not_yet {
+                        return self.hold(workflow);
+                    }
+                    self.dispatch(workflow, order, index, Operation::Call);
+                    if self.task.steps[index].state != StepState::Processed {
+                        return self.hold(workflow);
+                    }
+                }
+                StepState::Processing | StepState::Compensating => return self.hold(workflow),
+                StepState::Processed => {
+                    let result = self.visit_result(index, state);
+                    self.leave(workflow, machine, order, state, &input, result);
+                }
+                StepState::Error | StepState::Unusable => {
+                    let failure = step_failure(&self.task.steps[index]);
+                    self.leave(workflow, machine, order, state, &input, Err(failure));
+                }
+                StepState::TimedOut => {
+                    let failure = Failure::new(errors::TIMEOUT, "");
+                    self.leave(workflow, machine, order, state, &input, Err(failure));
+                }
+                StepState::Compensated | StepState::CompensationFailed | StepState::Skipped => {
+                    return self.fail_execution(Failure::runtime(format!(
+                        "the state '{name}' is in no state a machine's step can be in"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The step of the state the machine is in, when it waits to be sent (a retry's
+    /// time come).
+    pub(crate) fn due_visit(&self, workflow: &Workflow) -> Option<usize> {
+        let name = self.task.machine.as_ref()?.state.as_deref()?;
+        let index = workflow.steps.iter().position(|step| step.name == name)?;
+        let step = &self.task.steps[index];
+        let due = step
+            .retry_at
+            .is_none_or(|at| at <= self.now.plus(RETRY_EARLY));
+        (step.state == StepState::Pending && due).then_some(index)
+    }
+
+    /// The execution begins at `StartAt`, with the task's input.
+    fn start_machine(&mut self, machine: &StateMachine, order: &Order) {
+        let deadline = machine
+            .timeout_seconds
+            .map(|seconds| self.task.created_at.plus(Duration::from_secs(seconds)));
+        self.task.machine = Some(Box::new(MachineRun {
+            state: Some(machine.start_at.clone()),
+            to_enter: true,
+            input: Arc::new(order.input.clone()),
+            events: 1,
+            deadline,
+            ..MachineRun::default()
+        }));
+    }
+
+    fn run_mut(&mut self) -> &mut MachineRun {
+        self.task.machine.get_or_insert_with(Box::default)
+    }
+
+    /// The context object of the visit of `state`.
+    fn context(&self, order: &Order, state: &State, item: Option<(usize, &Value)>) -> Value {
+        let workflow = &self.task.workflow.name;
+        let run = self.task.machine.as_deref();
+        let execution = Execution {
+            id: format!(
+                "arn:aws:states:{REGION_ACCOUNT}:execution:{workflow}:{}",
+                self.task.id
+            ),
+            name: self.task.id.to_string(),
+            input: order.input.clone(),
+            role_arn: format!("arn:aws:iam::000000000000:role/{workflow}"),
+            start_time: self.task.created_at.to_rfc3339(),
+            redrive_count: u64::from(self.task.run.saturating_sub(1)),
+            machine_id: format!("arn:aws:states:{REGION_ACCOUNT}:stateMachine:{workflow}"),
+            machine_name: workflow.clone(),
+        };
+        let retry_count = run.map(|run| run.retries.iter().sum()).unwrap_or(0);
+        let entered = self.now.to_rfc3339();
+        let position = Position {
+            state: &state.name,
+            entered_time: &entered,
+            retry_count: (!state.retry.is_empty()).then_some(retry_count),
+            item,
+            task_token: None,
+        };
+        context::context(&execution, &position)
+    }
+
+    /// Enters `name`'s state with `input`, and every state after it that waits for
+    /// nothing, until one waits (its visit's step made ready) or the execution ends.
+    fn enter(
+        &mut self,
+        workflow: &Workflow,
+        machine: &StateMachine,
+        order: &Order,
+        state: &State,
+        input: Value,
+    ) {
+        let mut state = state;
+        let mut input = input;
+        for _ in 0..TRANSITIONS_A_WRITE {
+            let entered = {
+                let run = self.run_mut();
+                run.events += 1;
+                run.entered_event = run.events;
+                run.state = Some(state.name.clone());
+                run.to_enter = false;
+                run.input = Arc::new(input.clone());
+                run.retries = vec![0; state.retry.len()];
+                run.work = None;
+                run.entered_event
+            };
+            let context = self.context(order, state, None);
+            let variables = self.run_mut().variables.clone();
+            let visit = Visit {
+                state,
+                input: &input,
+                context: &context,
+                variables: &variables,
+            };
+            let work = match run::enter(&visit) {
+                Ok(work) => work,
+                Err(failure) => {
+                    return self.fail_execution(run::locate(failure, &state.name, entered));
+                }
+            };
+            let left = match work {
+                Work::Done(left) => left,
+                Work::Fail(failure) => return self.fail_execution(failure),
+                Work::Call { arguments, .. } => {
+                    let StateKind::Task(task) = &state.kind else {
+                        return self.fail_execution(Failure::runtime(
+                            "a call from a state that is no Task",
+                        ));
+                    };
+                    let request = match lambda::request(&task.resource.target, &arguments) {
+                        Ok(request) => request,
+                        Err(failure) => {
+                            return self.fail_execution(run::locate(failure, &state.name, entered));
+                        }
+                    };
+                    let work = VisitWork::Invoke {
+                        function: request.function,
+                        payload: String::from_utf8_lossy(&request.payload).into_owned(),
+                        log_tail: request.log_tail,
+                    };
+                    return self.begin_visit(workflow, state, work);
+                }
+                Work::Wait { until, result } => {
+                    let until = match until {
+                        Until::Seconds(seconds) => self.now.plus(Duration::from_secs(seconds)),
+                        Until::At(at) => Timestamp(at.timestamp_millis()),
+                    };
+                    // A wait past the execution's end wakes it at its end, to time out.
+                    let deadline = self.task.machine.as_ref().and_then(|run| run.deadline);
+                    let until = deadline.map_or(until, |deadline| until.min(deadline));
+                    return self.begin_visit(workflow, state, VisitWork::Timer { until, result });
+                }
+                Work::Branches { .. } | Work::Items { .. } => {
+                    return self.fail_execution(Failure::runtime(format!(
+                        "the state '{}' is not run by this engine yet",
+                        state.name
+                    )));
+                }
+            };
+            match self.go(left) {
+                Some((next, output)) => match machine.state(&next) {
+                    Some(next) => {
+                        state = next;
+                        input = output;
+                    }
+                    None => {
+                        return self
+                            .fail_execution(Failure::runtime(format!("no state named '{next}'")));
+                    }
+                },
+                None => return,
+            }
+        }
+        // The next state is entered by the next write.
+        let run = self.run_mut();
+        run.state = Some(state.name.clone());
+        run.to_enter = true;
+        run.input = Arc::new(input);
+        self.hand_over(workflow);
+    }
+
+    /// The visited state's step made ready for a new visit: its record as new but for
+    /// its attempts (a late answer to an earlier visit names an attempt no longer
+    /// current), its key's run drawn again (a new visit is a new call).
+    fn begin_visit(&mut self, workflow: &Workflow, state: &State, work: VisitWork) {
+        let Some(index) = workflow
+            .steps
+            .iter()
+            .position(|step| step.name == state.name)
+        else {
+            return self.fail_execution(Failure::runtime(format!(
+                "the state '{}' has no step",
+                state.name
+            )));
+        };
+        let run = self.run_mut();
+        *run.visits.entry(state.name.clone()).or_insert(0) += 1;
+        run.work = Some(work);
+        let step = &mut self.task.steps[index];
+        let attempt = step.attempt;
+        *step = Step::new(&state.name);
+        step.attempt = attempt;
+    }
+
+    /// What the visit of `state` (its step `index`) gave: a Lambda function's answer
+    /// as the Task's result or error, or a timer's result.
+    fn visit_result(&self, index: usize, state: &State) -> Result<Value, Failure> {
+        let run = self.task.machine.as_deref();
+        match (run.and_then(|run| run.work.as_ref()), &state.kind) {
+            (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
+            (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
+                let output = self.task.steps[index]
+                    .output
+                    .as_deref()
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let answer: InvokeAnswer = serde_json::from_value(output).map_err(|error| {
+                    Failure::new(
+                        errors::TASK_FAILED,
+                        format!("the Lambda agent's answer does not read: {error}"),
+                    )
+                })?;
+                lambda::task_result(
+                    &task.resource.target,
+                    &task.resource.arn,
+                    lambda::Answer {
+                        payload: answer.payload.as_bytes(),
+                        function_error: answer.function_error.as_deref(),
+                        log_result: answer.log_result.as_deref(),
+                    },
+                )
+            }
+            _ => Err(Failure::runtime("a visit without its work")),
+        }
+    }
+
+    /// The visit of `state` ended with `result`: its exit, or its retry or catch.
+    fn leave(
+        &mut self,
+        workflow: &Workflow,
+        machine: &StateMachine,
+        order: &Order,
+        state: &State,
+        input: &Value,
+        result: Result<Value, Failure>,
+    ) {
+        let context = self.context(order, state, None);
+        let (variables, retries, entered) = {
+            let run = self.run_mut();
+            (
+                run.variables.clone(),
+                run.retries.clone(),
+                run.entered_event,
+            )
+        };
+        let visit = Visit {
+            state,
+            input,
+            context: &context,
+            variables: &variables,
+        };
+        let left = match result {
+            Ok(result) => match run::leave(&visit, result) {
+                Ok(left) => left,
+                Err(failure) => {
+                    return self.fail_execution(run::locate(failure, &state.name, entered));
+                }
+            },
+            Err(failure) => match run::recover(&visit, failure, &retries) {
+                Recovery::Retry {
+                    retrier,
+                    delay_seconds,
+                    full_jitter,
+                } => {
+                    let delay = if full_jitter {
+                        delay_seconds * fastrand::f64()
+                    } else {
+                        delay_seconds
+                    };
+                    return self.retry_visit(
+                        workflow,
+                        state,
+                        retrier,
+                        Duration::from_secs_f64(delay.max(0.0)),
+                    );
+                }
+                Recovery::Caught(left) => left,
+                Recovery::Raise(failure) => return self.fail_execution(failure),
+            },
+        };
+        if let Some((next, output)) = self.go(left) {
+            match machine.state(&next) {
+                Some(next) => self.enter(workflow, machine, order, next, output),
+                None => self.fail_execution(Failure::runtime(format!("no state named '{next}'"))),
+            }
+        }
+    }
+
+    /// Sends the visit of `state` again after `delay`, its retrier's count up.
+    fn retry_visit(&mut self, workflow: &Workflow, state: &State, retrier: usize, delay: Duration) {
+        let Some(index) = workflow
+            .steps
+            .iter()
+            .position(|step| step.name == state.name)
+        else {
+            return;
+        };
+        if let Some(count) = self.run_mut().retries.get_mut(retrier) {
+            *count += 1;
+        }
+        let retry_at = self.now.plus(delay);
+        let step = &mut self.task.steps[index];
+        step.state = StepState::Pending;
+        step.retry_at = Some(retry_at);
+        step.output = None;
+        step.error = None;
+        self.effects.push(Effect::Schedule {
+            task_id: self.task.id.clone(),
+            delay,
+        });
+    }
+
+    /// The state is left: its variables set, and where it goes (`None` where the
+    /// execution ended with its output).
+    fn go(&mut self, left: Left) -> Option<(String, Value)> {
+        let run = self.run_mut();
+        run.variables.extend(left.assigned);
+        run.events += 1;
+        match left.next {
+            Some(next) => Some((next, left.output)),
+            None => {
+                self.end(Status::Succeeded, Some(left.output), None, None);
+                None
+            }
+        }
+    }
+
+    /// The execution failed with `failure`.
+    fn fail_execution(&mut self, failure: Failure) {
+        let error = (!failure.error.is_empty()).then_some(failure.error);
+        let cause = (!failure.cause.is_empty()).then_some(failure.cause);
+        // The task's error is the execution's, as Step Functions names it (none where
+        // a Fail state names none).
+        if let Some(error) = &error {
+            self.task.error.get_or_insert_with(|| error.clone());
+        }
+        self.end(Status::Failed, None, error, cause);
+    }
+
+    fn end(
+        &mut self,
+        status: Status,
+        output: Option<Value>,
+        error: Option<String>,
+        cause: Option<String>,
+    ) {
+        let run = self.run_mut();
+        run.status = status;
+        run.state = None;
+        run.work = None;
+        run.output = output.map(Arc::new);
+        run.error = error;
+        run.cause = cause;
+    }
+
+    /// Too many states passed in one write: what is done is written, and a Run
+    /// message brings a scheduler back to go on.
+    fn hand_over(&mut self, workflow: &Workflow) {
+        self.release(workflow, Duration::ZERO);
+    }
+}
+
+/// The error of a step whose call failed for good: the agent's `{"Error", "Cause"}`
+/// where it gave one (a Lambda API error), else the call's failure as Step Functions
+/// names it.
+fn step_failure(step: &Step) -> Failure {
+    let text = step.error.clone().unwrap_or_default();
+    if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&text) {
+        let field = |name: &str| {
+            fields
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        if fields.contains_key("Error") {
+            return Failure::new(field("Error"), field("Cause"));
+        }
+    }
+    match step.state {
+        StepState::Unusable => Failure::new(errors::DATA_LIMIT_EXCEEDED, text),
+        _ => Failure::new(errors::TASK_FAILED, text),
+    }
+}

@@ -1,0 +1,147 @@
+//! A state machine's definition loaded as a workflow: its states that wait, one step
+//! each; what this engine does not run yet refused, naming the state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
+
+use super::{LAMBDA_AGENT, Machine};
+use crate::kinds::{CallStep, SleepStep, StepKind};
+use crate::messages::Method;
+use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
+use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Workflow};
+
+/// A state machine's file: `NAME.asl.json`.
+const SUFFIX: &str = ".asl.json";
+
+/// How long a Task's call may take when its state says no `TimeoutSeconds`: the
+/// supervisor sends it again after this, as it does a workflow's call.
+const DEFAULT_CALL_TIME: Duration = Duration::from_secs(300);
+
+/// How long a new task waits for a scheduler before the supervisor sends it again.
+const PICKUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(crate) fn is_machine_file(file: &str) -> bool {
+    file.ends_with(SUFFIX)
+}
+
+/// The workflow of the state machine in `file` (named for it), from its `text`.
+pub(crate) fn workflow(file: &str, text: &str) -> Result<Workflow, DefinitionError> {
+    let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    named(base.strip_suffix(SUFFIX).unwrap_or(base), file, text)
+}
+
+/// Whether a stored definition's `text` is a state machine's (its `StartAt` and
+/// `States`), not a workflow's.
+pub(crate) fn is_machine_text(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|value| value.get("StartAt").is_some() && value.get("States").is_some())
+}
+
+/// The workflow `name` of the state machine in `text`; `file` names it in errors.
+pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, DefinitionError> {
+    let name = name.to_owned();
+    let error = |step: Option<String>, field: String, message: String| DefinitionError {
+        file: file.to_owned(),
+        step,
+        field,
+        message,
+    };
+    if !is_workflow_name(&name) {
+        return Err(error(
+            None,
+            "name".to_owned(),
+            format!("'{name}' (the file's name) {NAME_RULE}"),
+        ));
+    }
+    let machine = StateMachine::parse(text).map_err(|refusal| {
+        let state = state_of(&refusal.at);
+        error(state, refusal.at.clone(), refusal.message)
+    })?;
+    let mut steps = Vec::new();
+    for (state_name, state) in &machine.states {
+        let refuse = |field: &str, what: &str| {
+            error(
+                Some(state_name.clone()),
+                format!("/States/{state_name}/{field}"),
+                format!("{what} is not run by this engine yet"),
+            )
+        };
+        let kind = match &state.kind {
+            StateKind::Task(task) => {
+                let lambda = matches!(
+                    task.resource.target,
+                    Target::LambdaFunction { .. } | Target::LambdaInvoke
+                );
+                if !lambda || task.resource.pattern != Pattern::RequestResponse {
+                    return Err(refuse(
+                        "Resource",
+                        &format!("the resource '{}'", task.resource.arn),
+                    ));
+                }
+                let timeout = match task.timeout {
+                    Some(Amount::Fixed(seconds)) => Some(Duration::from_secs(seconds.max(1))),
+                    _ => None,
+                };
+                StepKind::Call(Box::new(call(timeout)))
+            }
+            StateKind::Wait(_) => StepKind::Sleep(SleepStep::Visit),
+            StateKind::Parallel { .. } => return Err(refuse("Type", "a Parallel state")),
+            StateKind::Map(_) => return Err(refuse("Type", "a Map state")),
+            StateKind::Pass { .. }
+            | StateKind::Choice { .. }
+            | StateKind::Succeed
+            | StateKind::Fail { .. } => continue,
+        };
+        steps.push(StepDefinition {
+            name: state_name.clone(),
+            kind,
+            after: Vec::new(),
+            within: Vec::new(),
+            when: Vec::new(),
+        });
+    }
+    Ok(Workflow {
+        name,
+        version: 1,
+        description: String::new(),
+        input: BTreeMap::new(),
+        pickup_timeout: PICKUP_TIMEOUT,
+        steps,
+        source: text.to_owned(),
+        file: file.to_owned(),
+        machine: Some(Machine(Arc::new(machine))),
+    })
+}
+
+/// The state a refusal's place names (`/States/NAME/...`), if it names one.
+fn state_of(at: &str) -> Option<String> {
+    let rest = at.strip_prefix("/States/")?;
+    Some(rest.split('/').next().unwrap_or(rest).to_owned())
+}
+
+/// A Task's call: to the Lambda agent, with the function and payload its visit
+/// gives ([`super::VisitWork::Invoke`]). Without a `TimeoutSeconds` it is sent again by
+/// the supervisor as any call is; with one, its lease is the timeout, and its end is
+/// the state's `States.Timeout`.
+fn call(timeout: Option<Duration>) -> CallStep {
+    let mut supervision = default_supervision();
+    if timeout.is_some() {
+        supervision.failure_threshold = 0;
+    }
+    CallStep {
+        agent: LAMBDA_AGENT.to_owned(),
+        call: Endpoint::literal(Method::Post, "Invoke"),
+        compensation: None,
+        read_only: false,
+        complete_by: timeout.unwrap_or(DEFAULT_CALL_TIME),
+        retry: default_retry(),
+        supervision,
+        fields: None,
+        callback: None,
+        limit: None,
+        service_limit: None,
+    }
+}

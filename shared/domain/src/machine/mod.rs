@@ -1,0 +1,193 @@
+//! Step Functions state machines (Amazon States Language) run as tasks of this engine.
+//!
+//! A definition `NAME.asl.json` loads as a workflow whose steps are its states that
+//! wait for something (a Task's call, a Wait's timer), one record each ([`load`]); the
+//! states that only choose or shape data (Pass, Choice, Succeed, Fail) are folded into
+//! the write of the transition that reaches them. What a plain workflow decides from
+//! its steps' order, a machine decides from the state it is in, kept in the task's
+//! record as a [`MachineRun`] ([`decide`]): each state's entry and exit are `sas-asl`'s
+//! pure transitions. A state entered again (a Choice's loop) is a new visit of its
+//! step's record, whose idempotency key names the visit.
+
+mod decide;
+mod load;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use sas_asl::definition::StateMachine;
+
+use crate::time::Timestamp;
+
+pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
+
+/// The agent that calls Lambda functions for a machine's Task states.
+pub const LAMBDA_AGENT: &str = "lambda";
+
+/// A loaded state machine, shared by the tasks that run it. Two are equal when their
+/// definitions are (the workflow's source says it already).
+#[derive(Debug, Clone)]
+pub struct Machine(pub Arc<StateMachine>);
+
+impl PartialEq for Machine {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || format!("{:?}", self.0) == format!("{:?}", other.0)
+    }
+}
+
+impl Eq for Machine {}
+
+/// An execution's status, in Step Functions' words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// It runs, or waits.
+    #[default]
+    Running,
+    /// It reached a Succeed state, or a state with `End`.
+    Succeeded,
+    /// A Fail state, or an error nothing caught.
+    Failed,
+    /// It ran past its `TimeoutSeconds`.
+    TimedOut,
+    /// It was stopped (cancelled).
+    Aborted,
+}
+
+/// Where a task that runs a state machine stands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineRun {
+    /// The state being visited: one that waits (its step's record is its visit), or
+    /// the one to enter next. `None` once the execution has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The state is yet to be entered: the execution's start, or a write that
+    /// stopped after many states ([`decide`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub to_enter: bool,
+    /// The visited state's raw input (the input to enter it with, while `to_enter`).
+    pub input: Arc<Value>,
+    /// The variables in scope (`Assign`).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map<String, Value>,
+    /// What the visit asked for when it was entered, kept so that a retry sends
+    /// the very same (an intrinsic may draw a random value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<VisitWork>,
+    /// The retries each of the state's retriers has made in this visit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<u64>,
+    /// How many times each state that waits has been entered: its visit's number.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub visits: BTreeMap<String, u32>,
+    /// History events so far, as Step Functions counts them: a state's own errors
+    /// name the event that entered it.
+    pub events: u64,
+    /// The event that entered the visited state.
+    #[serde(default)]
+    pub entered_event: u64,
+    /// When the execution must end (`TimeoutSeconds`), if ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Timestamp>,
+    /// Where the execution is.
+    pub status: Status,
+    /// The execution's result, once it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Arc<Value>>,
+    /// Its error and cause, once it failed (either may be absent, as in Step
+    /// Functions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its cause, once it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+}
+
+/// What a visit waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum VisitWork {
+    /// A Lambda function's `Invoke`: the function and the payload's text.
+    Invoke {
+        /// The function's name or ARN.
+        function: String,
+        /// The payload's text.
+        payload: String,
+        /// `LogType: Tail`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        log_tail: bool,
+    },
+    /// A timer.
+    Timer {
+        /// When it ends.
+        until: Timestamp,
+        /// What the state leaves with then.
+        result: Value,
+    },
+}
+
+/// What the scheduler asks the Lambda agent: one `Invoke`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvokeRequest {
+    /// The function's name or ARN.
+    pub function: String,
+    /// The payload's text (none: an empty payload).
+    pub payload: String,
+    /// `LogType: Tail`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_tail: bool,
+}
+
+/// What the Lambda agent answers: what `Invoke` did, a function's error included (the
+/// scheduler shapes it as Step Functions does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvokeAnswer {
+    /// The payload's text.
+    pub payload: String,
+    /// `X-Amz-Function-Error`, when the function failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_error: Option<String>,
+    /// `X-Amz-Log-Result`, with `log_tail`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_result: Option<String>,
+}
+
+/// The name a step's idempotency key carries: a state machine's step names its
+/// visit (`State#2`), so that each visit of a state in a loop is its own call.
+#[must_use]
+pub fn key_name(task: &crate::task::Task, step: &str) -> String {
+    match &task.machine {
+        Some(run) => format!("{step}#{}", run.visit(step)),
+        None => step.to_owned(),
+    }
+}
+
+/// The `Invoke` the visit of `task`'s state asks for, if it asks for one.
+pub(crate) fn invoke_request(task: &crate::task::Task) -> Option<InvokeRequest> {
+    match task.machine.as_ref()?.work.as_ref()? {
+        VisitWork::Invoke {
+            function,
+            payload,
+            log_tail,
+        } => Some(InvokeRequest {
+            function: function.clone(),
+            payload: payload.clone(),
+            log_tail: *log_tail,
+        }),
+        VisitWork::Timer { .. } => None,
+    }
+}
+
+impl MachineRun {
+    /// The visit's number of `state` (1 for its first).
+    #[must_use]
+    pub fn visit(&self, state: &str) -> u32 {
+        self.visits.get(state).copied().unwrap_or(0)
+    }
+}

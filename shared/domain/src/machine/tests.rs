@@ -1,0 +1,303 @@
+//! State machines run by the decisions: loops whose visits are calls of their own,
+//! Retry and Catch, Fail, Wait, and what the engine refuses to load.
+
+use serde_json::{Value, json};
+
+use super::{InvokeAnswer, InvokeRequest, Status};
+use crate::decide::{
+    Decision, Effect, Resubmit, on_expired, on_response, on_run, resubmit, submit,
+};
+use crate::ids::TaskId;
+use crate::messages::{AgentRequest, AgentResponse, Outcome};
+use crate::submission::Submission;
+use crate::task::{Order, Task, TaskState};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+fn machine(definition: Value) -> Workflow {
+    Workflow::parse("machines/m.asl.json", &definition.to_string())
+        .expect("a machine the engine runs")
+}
+
+fn started(workflow: &Workflow, input: Value) -> (Task, Order, Decision) {
+    let submission = Submission::new(TaskId::parse("t1").expect("id"), input);
+    let (task, order, _) = submit(workflow, submission, Timestamp(0));
+    let claim = on_run(&task, workflow, &order, "s1", Timestamp(0));
+    (task, order, claim)
+}
+
+fn dispatched(decision: &Decision) -> Vec<AgentRequest> {
+    decision
+        .effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Dispatch(request) => Some(request.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn scheduled(decision: &Decision) -> Option<std::time::Duration> {
+    decision.effects.iter().find_map(|effect| match effect {
+        Effect::Schedule { delay, .. } => Some(*delay),
+        _ => None,
+    })
+}
+
+/// The Lambda agent's answer to `request`: the function's payload, or its error.
+fn answered(request: &AgentRequest, payload: &str, function_error: Option<&str>) -> AgentResponse {
+    let answer = InvokeAnswer {
+        payload: payload.to_owned(),
+        function_error: function_error.map(str::to_owned),
+        log_result: None,
+    };
+    let output = serde_json::to_value(answer).expect("an answer");
+    AgentResponse::answering(request.clone(), Outcome::Succeeded { output })
+}
+
+fn invoked(request: &AgentRequest) -> InvokeRequest {
+    serde_json::from_str(request.payload.as_str())
+        .unwrap_or_else(|e| panic!("{e}: {}", request.payload.as_str()))
+}
+
+fn run(task: &Task) -> &super::MachineRun {
+    task.machine.as_deref().expect("a machine's run")
+}
+
+#[test]
+fn each_visit_of_a_loop_is_a_call_of_its_own() {
+    let workflow = machine(json!({
+        "StartAt": "Count",
+        "States": {
+            "Count": {"Type": "Pass", "Result": 0, "ResultPath": "$.count", "Next": "More?"},
+            "More?": {"Type": "Choice", "Choices": [
+                {"Variable": "$.count", "NumericLessThan": 3, "Next": "Call"}
+            ], "Default": "Done"},
+            "Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:echo",
+                     "ResultPath": "$.echoed", "Next": "Add"},
+            "Add": {"Type": "Pass", "Parameters": {"count.$": "States.MathAdd($.count, 1)"}, "Next": "More?"},
+            "Done": {"Type": "Succeed"}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let mut task = claim.next.clone().expect("claimed");
+    let mut keys = Vec::new();
+    let mut decision = claim;
+    while task.state != TaskState::Processed {
+        let requests = dispatched(&decision);
+        assert_eq!(
+            requests.len(),
+            1,
+            "one call out at a time: {:?}",
+            decision.effects
+        );
+        let request = &requests[0];
+        assert_eq!(request.agent, super::LAMBDA_AGENT);
+        keys.push(request.idempotency_key.clone());
+        let sent = invoked(request);
+        assert_eq!(sent.function, "echo");
+        let response = answered(request, &sent.payload, None);
+        decision = on_response(&task, &workflow, &order, &response, Timestamp(10));
+        task = decision.next.clone().expect("recorded");
+    }
+    assert_eq!(keys, ["t1/1/Call#1", "t1/1/Call#2", "t1/1/Call#3"]);
+    let run = run(&task);
+    assert_eq!(run.status, Status::Succeeded);
+    assert_eq!(run.output.as_deref(), Some(&json!({"count": 3})));
+    assert!(task.not_undone.is_empty());
+}
+
+#[test]
+fn a_retry_sends_the_same_visit_again_and_a_catcher_takes_the_last_error() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                     "Parameters": {"FunctionName": "f", "Payload.$": "$"},
+                     "Retry": [{"ErrorEquals": ["Boom"], "MaxAttempts": 1, "IntervalSeconds": 2}],
+                     "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Handled"}],
+                     "End": true},
+            "Handled": {"Type": "Pass", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"a": 1}));
+    let task = claim.next.clone().expect("claimed");
+    let first = dispatched(&claim).remove(0);
+    assert_eq!(invoked(&first).payload, r#"{"a":1}"#);
+    let boom = r#"{"errorMessage":"no","errorType":"Boom"}"#;
+    let failed = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&first, boom, Some("Unhandled")),
+        Timestamp(5),
+    );
+    let task = failed.next.clone().expect("recorded");
+    assert_eq!(scheduled(&failed), Some(std::time::Duration::from_secs(2)));
+    assert!(
+        dispatched(&failed).is_empty(),
+        "the retry waits its interval"
+    );
+    assert_eq!(task.state, TaskState::Pending);
+    // Its Run message comes after the interval: the same visit, the same key.
+    let again = on_run(&task, &workflow, &order, "s2", Timestamp(2_005));
+    let task = again.next.clone().expect("claimed again");
+    let second = dispatched(&again).remove(0);
+    assert_eq!(second.idempotency_key, first.idempotency_key);
+    let failed = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&second, boom, Some("Unhandled")),
+        Timestamp(2_010),
+    );
+    let task = failed.next.clone().expect("recorded");
+    assert_eq!(task.state, TaskState::Processed);
+    let output = run(&task).output.as_deref().cloned().expect("an output");
+    assert_eq!(output["Error"], "Boom");
+    assert_eq!(output["Cause"], boom);
+}
+
+#[test]
+fn a_fail_state_fails_the_execution_and_the_task() {
+    let workflow = machine(json!({
+        "StartAt": "Stop",
+        "States": {"Stop": {"Type": "Fail", "Error": "Nope", "CausePath": "$.why"}}
+    }));
+    let (_, _, claim) = started(&workflow, json!({"why": "because"}));
+    let task = claim.next.clone().expect("decided");
+    assert_eq!(task.state, TaskState::Error);
+    let run = run(&task);
+    assert_eq!(run.status, Status::Failed);
+    assert_eq!(
+        (run.error.as_deref(), run.cause.as_deref()),
+        (Some("Nope"), Some("because"))
+    );
+    assert_eq!(task.error.as_deref(), Some("Nope"));
+}
+
+#[test]
+fn a_wait_state_is_a_timer_and_the_machine_goes_on_at_its_end() {
+    let workflow = machine(json!({
+        "StartAt": "Wait",
+        "States": {
+            "Wait": {"Type": "Wait", "Seconds": 10, "Next": "Done"},
+            "Done": {"Type": "Pass", "Result": "woke", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    assert_eq!(
+        task.complete_by,
+        Some(Timestamp(10_000)),
+        "the lease is the timer's end"
+    );
+    let woke = on_expired(&task, &workflow, &order, Timestamp(10_000));
+    let task = woke.next.clone().expect("woke");
+    assert_eq!(task.state, TaskState::Pending, "released to a scheduler");
+    let done = on_run(&task, &workflow, &order, "s1", Timestamp(10_001));
+    let task = done.next.clone().expect("ended");
+    assert_eq!(task.state, TaskState::Processed);
+    assert_eq!(run(&task).output.as_deref(), Some(&json!("woke")));
+}
+
+#[test]
+fn a_loop_that_never_waits_is_written_a_thousand_states_at_a_time() {
+    let workflow = machine(json!({
+        "StartAt": "Again",
+        "States": {"Again": {"Type": "Pass", "Next": "Again"}}
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("written");
+    assert_eq!(task.state, TaskState::Pending, "handed to the next write");
+    assert_eq!(scheduled(&claim), Some(std::time::Duration::ZERO));
+    let events = run(&task).events;
+    let next = on_run(&task, &workflow, &order, "s1", Timestamp(1));
+    let task = next.next.clone().expect("written again");
+    assert!(run(&task).events > events, "it moved on");
+}
+
+#[test]
+fn what_the_engine_does_not_run_yet_is_refused_naming_the_state() {
+    let map = Workflow::parse(
+        "m.asl.json",
+        &json!({"StartAt": "M", "States": {"M": {"Type": "Map", "ItemProcessor": {
+            "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}, "End": true}}})
+        .to_string(),
+    )
+    .expect_err("a Map is not run yet");
+    assert_eq!(map.step.as_deref(), Some("M"));
+    assert!(map.message.contains("not run by this engine yet"), "{map}");
+    let refused = Workflow::parse(
+        "m.asl.json",
+        &json!({"StartAt": "A", "States": {"A": {"Type": "Pass", "Next": "B"}}}).to_string(),
+    )
+    .expect_err("a missing target");
+    assert!(
+        refused.to_string().contains("Missing 'Next' target: B"),
+        "{refused}"
+    );
+    assert_eq!(refused.file, "m.asl.json");
+}
+
+#[test]
+fn an_execution_past_its_timeout_times_out() {
+    let workflow = machine(json!({
+        "TimeoutSeconds": 5,
+        "StartAt": "Wait",
+        "States": {"Wait": {"Type": "Wait", "Seconds": 60, "End": true}}
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    assert_eq!(
+        task.complete_by,
+        Some(Timestamp(5_000)),
+        "woken at the execution's end"
+    );
+    let woke = on_expired(&task, &workflow, &order, Timestamp(5_000));
+    let task = woke.next.clone().expect("woke");
+    let ended = on_run(&task, &workflow, &order, "s1", Timestamp(5_001));
+    let task = ended.next.clone().expect("ended");
+    assert_eq!(task.state, TaskState::Error);
+    assert_eq!(run(&task).status, Status::TimedOut);
+    assert_eq!(run(&task).error.as_deref(), Some("States.Timeout"));
+}
+
+#[test]
+fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {"Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f", "End": true}}
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    let first = dispatched(&claim).remove(0);
+    let failed = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&first, r#"{"errorType":"Boom"}"#, Some("Unhandled")),
+        Timestamp(5),
+    );
+    let task = failed.next.clone().expect("failed");
+    assert_eq!(
+        (task.state, run(&task).status),
+        (TaskState::Error, Status::Failed)
+    );
+    assert_eq!(task.error.as_deref(), Some("Boom"));
+    let request = Resubmit {
+        request: crate::task::Request {
+            by: crate::task::Actor::Operator,
+            at: Timestamp(10),
+            batch: None,
+        },
+        input: None,
+    };
+    let again = resubmit(&task, &workflow, &order, request, Timestamp(10)).expect("resubmitted");
+    let task = again.next.clone().expect("resubmitted");
+    assert!(task.machine.is_none(), "it starts again");
+    let claim = on_run(&task, &workflow, &order, "s1", Timestamp(11));
+    let second = dispatched(&claim).remove(0);
+    assert_eq!(first.idempotency_key, "t1/1/Call#1");
+    assert_eq!(second.idempotency_key, "t1/2/Call#1");
+}
