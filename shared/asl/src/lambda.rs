@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::definition::Target;
+use crate::definition::{Pattern, Resource, Target};
 use crate::{Failure, errors};
 
 /// The largest result a state may return (Step Functions' 256 KiB).
@@ -82,16 +82,11 @@ pub fn task_result(target: &Target, resource: &str, answer: Answer) -> Result<Va
         return Err(Failure::new(error, cause));
     }
     if answer.payload.len() > RESULT_LIMIT_BYTES {
-        let label = match target {
-            Target::LambdaInvoke => "lambda",
-            _ => resource,
-        };
-        return Err(Failure::new(
-            errors::DATA_LIMIT_EXCEEDED,
-            format!(
-                "The state/task '{label}' returned a result with a size exceeding the maximum number of bytes service limit."
-            ),
-        ));
+        return Err(too_large(&Resource {
+            arn: resource.to_owned(),
+            target: target.clone(),
+            pattern: Pattern::RequestResponse,
+        }));
     }
     let payload = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.into_owned()));
     if *target != Target::LambdaInvoke {
@@ -102,6 +97,20 @@ pub fn task_result(target: &Target, resource: &str, answer: Answer) -> Result<Va
         result["LogResult"] = json!(log_result);
     }
     Ok(result)
+}
+
+/// The error of a Task whose result is past the limit, as Step Functions words it.
+pub fn too_large(resource: &Resource) -> Failure {
+    let label = match resource.target {
+        Target::LambdaInvoke => "lambda",
+        _ => resource.arn.as_str(),
+    };
+    Failure::new(
+        errors::DATA_LIMIT_EXCEEDED,
+        format!(
+            "The state/task '{label}' returned a result with a size exceeding the maximum number of bytes service limit."
+        ),
+    )
 }
 
 /// The error of a Task whose function does not exist, as Step Functions quotes

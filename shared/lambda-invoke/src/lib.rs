@@ -88,10 +88,21 @@ fn refused<E: ProvideErrorMetadata + std::fmt::Debug>(
     if status == 429 || status >= 500 {
         return RemoteError::Transient(format!("Lambda answered {status} ({code})"));
     }
-    let failure = json!({
-        "Error": format!("Lambda.{code}"),
-        "Cause": error.message().unwrap_or(code),
-    });
+    let request_id = match error {
+        SdkError::ServiceError(service) => service
+            .raw()
+            .headers()
+            .get("x-amzn-RequestId")
+            .unwrap_or_default()
+            .to_owned(),
+        _ => String::new(),
+    };
+    // As Step Functions quotes an error of Lambda's API (in its SDK's words).
+    let cause = format!(
+        "{} (Service: AWSLambda; Status Code: {status}; Error Code: {code}; Request ID: {request_id}; Proxy: null)",
+        error.message().unwrap_or(code)
+    );
+    let failure = json!({"Error": format!("Lambda.{code}"), "Cause": cause});
     RemoteError::Permanent(failure.to_string())
 }
 

@@ -11,18 +11,12 @@ use sas_asl::run::context::{self, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors, lambda};
 
+use super::cases::{self, Outcome};
+
 const REGION_ACCOUNT: &str = "us-east-1:111111111111";
 const MACHINE: &str = "conformance";
 const EXECUTION: &str = "run-1";
 const STARTED: &str = "2026-12-02T10:00:00.000Z";
-
-/// How an execution ended.
-#[derive(Debug)]
-pub enum Outcome {
-    Succeeded(Value),
-    Failed(Failure),
-    TimedOut,
-}
 
 pub struct Execution<'a> {
     lambdas: &'a Map<String, Value>,
@@ -55,7 +49,10 @@ impl<'a> Execution<'a> {
         match execution.machine(machine, input, Map::new(), None) {
             Ok(output) => Outcome::Succeeded(output),
             Err(failure) if failure.error == TIMED_OUT => Outcome::TimedOut,
-            Err(failure) => Outcome::Failed(failure),
+            Err(failure) => Outcome::Failed {
+                error: failure.error,
+                cause: failure.cause,
+            },
         }
     }
 
@@ -207,7 +204,7 @@ impl<'a> Execution<'a> {
             }
             self.advance(sleep)?;
         }
-        let (payload, function_error) = played(behaviour, &request.payload);
+        let (payload, function_error) = cases::played(behaviour, &request.payload);
         let answer = lambda::Answer {
             payload: payload.as_bytes(),
             function_error,
@@ -291,56 +288,3 @@ impl<'a> Execution<'a> {
 
 /// A failure that ends the execution as `TIMED_OUT` (its own `TimeoutSeconds`).
 const TIMED_OUT: &str = "conformance.ExecutionTimedOut";
-
-/// What a played function answers: its payload text and `X-Amz-Function-Error`.
-fn played(behaviour: &Value, event: &[u8]) -> (String, Option<&'static str>) {
-    if let Some(fails) = behaviour.get("fails") {
-        let mut error = fails.clone();
-        error["requestId"] = json!("00000000-0000-4000-8000-000000000000");
-        let ordered = json!({
-            "errorMessage": error.get("errorMessage"),
-            "errorType": error.get("errorType"),
-            "requestId": error.get("requestId"),
-            "stackTrace": error.get("stackTrace"),
-        });
-        return (python_json(&ordered), Some("Unhandled"));
-    }
-    if let Some(text) = behaviour.get("returns_text") {
-        return match text {
-            Value::String(text) => (text.clone(), None),
-            repeat => {
-                let piece = repeat.get("repeat").and_then(Value::as_str).unwrap_or("a");
-                let times = repeat.get("times").and_then(Value::as_u64).unwrap_or(0);
-                (format!("\"{}\"", piece.repeat(times as usize)), None)
-            }
-        };
-    }
-    if let Some(value) = behaviour.get("returns_json") {
-        return (value.to_string(), None);
-    }
-    match event {
-        [] => ("{}".to_owned(), None),
-        event => (String::from_utf8_lossy(event).into_owned(), None),
-    }
-}
-
-/// JSON as Python's `json.dumps` writes it (`", "` and `": "` between items): the played
-/// functions stand for Python functions, whose error payloads AWS quotes as they are.
-fn python_json(value: &Value) -> String {
-    match value {
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(python_json).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Object(fields) => {
-            let fields: Vec<String> = fields
-                .iter()
-                .map(|(key, value)| {
-                    format!("{}: {}", Value::String(key.clone()), python_json(value))
-                })
-                .collect();
-            format!("{{{}}}", fields.join(", "))
-        }
-        other => other.to_string(),
-    }
-}

@@ -111,14 +111,17 @@ impl Change {
                 }
                 StepState::Processing | StepState::Compensating => return self.hold(workflow),
                 StepState::Processed => {
+                    self.count_call_events(state);
                     let result = self.visit_result(index, state);
                     self.leave(workflow, machine, order, state, &input, result);
                 }
                 StepState::Error | StepState::Unusable => {
-                    let failure = step_failure(&self.task.steps[index]);
+                    self.count_call_events(state);
+                    let failure = step_failure(&self.task.steps[index], state);
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::TimedOut => {
+                    self.count_call_events(state);
                     let failure = Failure::new(errors::TIMEOUT, "");
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
@@ -141,6 +144,14 @@ impl Change {
             .retry_at
             .is_none_or(|at| at <= self.now.plus(RETRY_EARLY));
         (step.state == StepState::Pending && due).then_some(index)
+    }
+
+    /// A Task's attempt ended: Step Functions writes three events of it (scheduled,
+    /// started, and how it ended), which the ids in later causes count.
+    fn count_call_events(&mut self, state: &State) {
+        if matches!(state.kind, StateKind::Task(_)) {
+            self.run_mut().events += 3;
+        }
     }
 
     /// The execution begins at `StartAt`, with the task's input.
@@ -232,7 +243,11 @@ impl Change {
             let left = match work {
                 Work::Done(left) => left,
                 Work::Fail(failure) => return self.fail_execution(failure),
-                Work::Call { arguments, .. } => {
+                Work::Call {
+                    arguments,
+                    timeout_seconds,
+                    ..
+                } => {
                     let StateKind::Task(task) = &state.kind else {
                         return self.fail_execution(Failure::runtime(
                             "a call from a state that is no Task",
@@ -248,6 +263,7 @@ impl Change {
                         function: request.function,
                         payload: String::from_utf8_lossy(&request.payload).into_owned(),
                         log_tail: request.log_tail,
+                        timeout_seconds,
                     };
                     return self.begin_visit(workflow, state, work);
                 }
@@ -484,7 +500,7 @@ impl Change {
 /// The error of a step whose call failed for good: the agent's `{"Error", "Cause"}`
 /// where it gave one (a Lambda API error), else the call's failure as Step Functions
 /// names it.
-fn step_failure(step: &Step) -> Failure {
+fn step_failure(step: &Step, state: &State) -> Failure {
     let text = step.error.clone().unwrap_or_default();
     if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&text) {
         let field = |name: &str| {
@@ -498,8 +514,9 @@ fn step_failure(step: &Step) -> Failure {
             return Failure::new(field("Error"), field("Cause"));
         }
     }
-    match step.state {
-        StepState::Unusable => Failure::new(errors::DATA_LIMIT_EXCEEDED, text),
+    match (step.state, &state.kind) {
+        // An answer too large to keep: as Step Functions reports one past its limit.
+        (StepState::Unusable, StateKind::Task(task)) => lambda::too_large(&task.resource),
         _ => Failure::new(errors::TASK_FAILED, text),
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
+use sas_asl::definition::{Pattern, StateKind, StateMachine, Target};
 
 use super::{LAMBDA_AGENT, Machine};
 use crate::kinds::{CallStep, SleepStep, StepKind};
@@ -81,11 +81,7 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                         &format!("the resource '{}'", task.resource.arn),
                     ));
                 }
-                let timeout = match task.timeout {
-                    Some(Amount::Fixed(seconds)) => Some(Duration::from_secs(seconds.max(1))),
-                    _ => None,
-                };
-                StepKind::Call(Box::new(call(timeout)))
+                StepKind::Call(Box::new(call(task.timeout.is_some())))
             }
             StateKind::Wait(_) => StepKind::Sleep(SleepStep::Visit),
             StateKind::Parallel { .. } => return Err(refuse("Type", "a Parallel state")),
@@ -124,11 +120,11 @@ fn state_of(at: &str) -> Option<String> {
 
 /// A Task's call: to the Lambda agent, with the function and payload its visit
 /// gives ([`super::VisitWork::Invoke`]). Without a `TimeoutSeconds` it is sent again by
-/// the supervisor as any call is; with one, its lease is the timeout, and its end is
-/// the state's `States.Timeout`.
-fn call(timeout: Option<Duration>) -> CallStep {
+/// the supervisor as any call is; with one (`timed`), its lease is the timeout its
+/// visit works out ([`super::call_time`]), and its end is the state's `States.Timeout`.
+fn call(timed: bool) -> CallStep {
     let mut supervision = default_supervision();
-    if timeout.is_some() {
+    if timed {
         supervision.failure_threshold = 0;
     }
     CallStep {
@@ -136,7 +132,7 @@ fn call(timeout: Option<Duration>) -> CallStep {
         call: Endpoint::literal(Method::Post, "Invoke"),
         compensation: None,
         read_only: false,
-        complete_by: timeout.unwrap_or(DEFAULT_CALL_TIME),
+        complete_by: DEFAULT_CALL_TIME,
         retry: default_retry(),
         supervision,
         fields: None,

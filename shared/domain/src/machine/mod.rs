@@ -122,6 +122,10 @@ pub enum VisitWork {
         /// `LogType: Tail`.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         log_tail: bool,
+        /// The state's `TimeoutSeconds` (or its `Path` or JSONata form), worked out
+        /// when the state was entered: the call's lease.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_seconds: Option<u64>,
     },
     /// A timer.
     Timer {
@@ -175,11 +179,23 @@ pub(crate) fn invoke_request(task: &crate::task::Task) -> Option<InvokeRequest> 
             function,
             payload,
             log_tail,
+            ..
         } => Some(InvokeRequest {
             function: function.clone(),
             payload: payload.clone(),
             log_tail: *log_tail,
         }),
+        VisitWork::Timer { .. } => None,
+    }
+}
+
+/// How long the call of the visit of `task`'s state may take, when its state says
+/// (`TimeoutSeconds` and its forms): the call's lease, whose end is `States.Timeout`.
+pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration> {
+    match task.machine.as_ref()?.work.as_ref()? {
+        VisitWork::Invoke {
+            timeout_seconds, ..
+        } => timeout_seconds.map(|seconds| std::time::Duration::from_secs(seconds.max(1))),
         VisitWork::Timer { .. } => None,
     }
 }

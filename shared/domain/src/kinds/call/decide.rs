@@ -132,7 +132,8 @@ impl Change {
         payload: Payload,
         within: Timestamp,
     ) {
-        let complete_by = self.now.plus(call.complete_by).min(within);
+        let call_time = crate::machine::call_time(&self.task).unwrap_or(call.complete_by);
+        let complete_by = self.now.plus(call_time).min(within);
         let key_name = crate::machine::key_name(&self.task, &self.task.steps[index].name);
         let task = &mut self.task;
         let step = &mut task.steps[index];
