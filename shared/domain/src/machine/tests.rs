@@ -301,3 +301,65 @@ fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
     assert_eq!(first.idempotency_key, "t1/1/Call#1");
     assert_eq!(second.idempotency_key, "t1/2/Call#1");
 }
+
+/// No history cap, and no record that grows: a loop of visits of a Task (each its own
+/// call) ends, the task's record as small at the end as once its history is full (Step
+/// Functions stops an execution at 25,000 events). 10,000 visits here, in a debug
+/// build's seconds; `SAS_LOOP_ITERATIONS=100000` for more.
+#[test]
+fn a_loop_of_many_thousand_calls_ends_and_its_record_stays_small() {
+    let iterations: u64 = std::env::var("SAS_LOOP_ITERATIONS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(10_000);
+    let workflow = machine(json!({
+        "StartAt": "More?",
+        "States": {
+            "More?": {"Type": "Choice", "Choices": [
+                {"Variable": "$.n", "NumericLessThan": iterations, "Next": "Call"}
+            ], "Default": "Done"},
+            "Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f",
+                     "ResultSelector": {"n.$": "States.MathAdd($.n, 1)"}, "Next": "More?"},
+            "Done": {"Type": "Succeed"}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"n": 0}));
+    let mut task = claim.next.clone().expect("claimed");
+    let mut request = dispatched(&claim).remove(0);
+    let mut largest = 0;
+    let mut settled = None;
+    for call in 1..=iterations {
+        let sent = invoked(&request);
+        let decision = on_response(
+            &task,
+            &workflow,
+            &order,
+            &answered(&request, &sent.payload, None),
+            Timestamp(0),
+        );
+        task = decision.next.clone().expect("recorded");
+        let size = serde_json::to_vec(&task).expect("a record").len();
+        largest = largest.max(size);
+        // Its history is full (it keeps its last events) after a few hundred calls.
+        if call == 1_000.min(iterations) {
+            settled = Some(size);
+        }
+        if call < iterations {
+            request = dispatched(&decision).remove(0);
+        }
+    }
+    assert_eq!(request.idempotency_key, format!("t1/1/Call#{iterations}"));
+    assert_eq!(task.state, TaskState::Processed);
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!({"n": iterations}))
+    );
+    let settled = settled.expect("a size");
+    // The counters' digits grow (the visit's, the attempt's, the events', in the
+    // record and in the history it keeps): bytes a tenfold, never a record a visit.
+    assert!(
+        largest < settled + 256,
+        "the record grew from {settled} to {largest} bytes"
+    );
+    println!("{iterations} visits: the largest record {largest} bytes");
+}
