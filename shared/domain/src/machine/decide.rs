@@ -87,7 +87,9 @@ impl Change {
                 return;
             };
             let Some(state) = machine.state(&name) else {
-                return self.fail_execution(Failure::runtime(format!("no state named '{name}'")));
+                // Ended at the top of the loop, as every failure is.
+                self.fail_execution(Failure::runtime(format!("no state named '{name}'")));
+                continue;
             };
             let index = workflow.steps.iter().position(|step| step.name == name);
             let (Some(index), false) = (index, run.to_enter) else {
@@ -126,7 +128,7 @@ impl Change {
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::Compensated | StepState::CompensationFailed | StepState::Skipped => {
-                    return self.fail_execution(Failure::runtime(format!(
+                    self.fail_execution(Failure::runtime(format!(
                         "the state '{name}' is in no state a machine's step can be in"
                     )));
                 }
@@ -174,7 +176,7 @@ impl Change {
     }
 
     /// The context object of the visit of `state`.
-    fn context(&self, order: &Order, state: &State, item: Option<(usize, &Value)>) -> Value {
+    fn context(&self, order: &Order, state: &State) -> Value {
         let workflow = &self.task.workflow.name;
         let run = self.task.machine.as_deref();
         let execution = Execution {
@@ -196,7 +198,7 @@ impl Change {
             state: &state.name,
             entered_time: &entered,
             retry_count: (!state.retry.is_empty()).then_some(retry_count),
-            item,
+            item: None,
             task_token: None,
         };
         context::context(&execution, &position)
@@ -226,7 +228,7 @@ impl Change {
                 run.work = None;
                 run.entered_event
             };
-            let context = self.context(order, state, None);
+            let context = self.context(order, state);
             let variables = self.run_mut().variables.clone();
             let visit = Visit {
                 state,
@@ -371,7 +373,7 @@ impl Change {
         input: &Value,
         result: Result<Value, Failure>,
     ) {
-        let context = self.context(order, state, None);
+        let context = self.context(order, state);
         let (variables, retries, entered) = {
             let run = self.run_mut();
             (
