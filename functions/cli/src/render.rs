@@ -170,8 +170,18 @@ pub fn task(task: &Value) -> String {
             parent["item"]
         );
     }
+    // A state machine's execution, in Step Functions' words.
+    if !task["status"].is_null() {
+        out += &format!("execution: {}\n", text(&task["status"]));
+    }
+    if !task["output"].is_null() {
+        out += &format!("output: {}\n", task["output"]);
+    }
     if !task["error"].is_null() {
         out += &format!("error: {}\n", text(&task["error"]));
+    }
+    if !task["cause"].is_null() {
+        out += &format!("cause: {}\n", text(&task["cause"]));
     }
     let not_undone: Vec<String> = task["not_undone"]
         .as_array()

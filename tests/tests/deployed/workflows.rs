@@ -294,6 +294,26 @@ async fn a_parcel_order_ships_each_parcel_as_a_child_task_a_child_workflow_ships
     assert_eq!(step_states(&child), ["Processed"; 2], "{child:#}");
     assert_eq!(child["parent"]["task_id"], "one-1", "{child:#}");
 
+    // A Step Functions state machine packaged with the deployment
+    // (tests/workflows/greet.asl.json): run by the deployed functions, read back in
+    // Step Functions' words.
+    let greet = json!({"workflow": "greet", "input": {"name": "Ada"}});
+    put_task(&stack, "greet-1", &greet).await;
+    let task = wait_for_task(
+        &stack,
+        "greet-1",
+        "Processed",
+        Duration::from_secs(60),
+        |t| t["state"] == "Processed",
+    )
+    .await;
+    assert_eq!(task["status"], "SUCCEEDED", "{task:#}");
+    assert_eq!(
+        task["output"],
+        json!({"greeting": "HELLO, ADA!"}),
+        "{task:#}"
+    );
+
     // The confirmation refused for good: every parcel's child undone by its own
     // compensations, each effect applied once and undone once.
     remote.mocks.set_faults(
