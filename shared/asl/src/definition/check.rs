@@ -12,6 +12,21 @@ use crate::{Refusal, intrinsics, jsonata, path};
 
 /// Reads a machine (or a branch, or an item processor) at `at`, inheriting the query
 /// language of the machine around it.
+/// Step Functions keeps a state's name unique in the whole machine, its branches and
+/// item processors included.
+pub(super) fn unique_names(machine: &StateMachine) -> Result<(), Refusal> {
+    let mut seen = std::collections::HashSet::new();
+    for (at, state) in machine.all_states() {
+        if !seen.insert(state.name.as_str()) {
+            return Err(Refusal::new(
+                &at,
+                format!("DUPLICATE_STATE_NAME: Duplicate State name: {}", state.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn machine(
     value: &Value,
     at: &str,

@@ -47,11 +47,57 @@ impl StateMachine {
 
     /// Reads and checks a definition already parsed as JSON.
     pub fn from_value(value: &Value) -> Result<Self, Refusal> {
-        check::machine(value, "", None)
+        let machine = check::machine(value, "", None)?;
+        check::unique_names(&machine)?;
+        Ok(machine)
     }
 
+    /// The state `name` of this machine's own states.
     pub fn state(&self, name: &str) -> Option<&State> {
         self.states.get(name)
+    }
+
+    /// Every state, its branches' and item processors' included, each with where it
+    /// is (`/States/Par/Branches/0/States/A`).
+    pub fn all_states(&self) -> Vec<(String, &State)> {
+        let mut all = Vec::new();
+        self.collect_states("", &mut all);
+        all
+    }
+
+    fn collect_states<'a>(&'a self, at: &str, all: &mut Vec<(String, &'a State)>) {
+        for (name, state) in &self.states {
+            let here = format!("{at}/States/{name}");
+            match &state.kind {
+                StateKind::Parallel { branches } => {
+                    for (index, branch) in branches.iter().enumerate() {
+                        branch.collect_states(&format!("{here}/Branches/{index}"), all);
+                    }
+                }
+                StateKind::Map(map) => map
+                    .processor
+                    .collect_states(&format!("{here}/ItemProcessor"), all),
+                _ => {}
+            }
+            all.push((here, state));
+        }
+    }
+
+    /// The state `name` wherever it is: names are unique in the whole machine.
+    pub fn find(&self, name: &str) -> Option<&State> {
+        self.all_states()
+            .into_iter()
+            .find_map(|(_, state)| (state.name == name).then_some(state))
+    }
+
+    /// What a Parallel's branch `index`, or a Map's item processor, runs: the
+    /// machine of state `name`'s children.
+    pub fn branch(&self, name: &str, index: usize) -> Option<&StateMachine> {
+        match &self.find(name)?.kind {
+            StateKind::Parallel { branches } => branches.get(index),
+            StateKind::Map(map) => Some(&map.processor),
+            _ => None,
+        }
     }
 }
 

@@ -84,3 +84,40 @@ fn refuses_an_unreachable_state_and_a_bad_path() {
     );
     assert!(refused.contains("'x.$'"), "{refused}");
 }
+
+#[test]
+fn refuses_a_name_used_twice_in_the_whole_machine() {
+    let refused = refusal(json!({"StartAt": "Par", "States": {
+        "Par": {"Type": "Parallel", "Next": "A", "Branches": [
+            {"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}]},
+        "A": {"Type": "Pass", "End": true}}}));
+    assert!(refused.contains("DUPLICATE_STATE_NAME"), "{refused}");
+    assert!(refused.contains("Duplicate State name: A"), "{refused}");
+}
+
+#[test]
+fn finds_a_state_and_its_branch_anywhere() {
+    let machine = StateMachine::from_value(&json!({"StartAt": "Par", "States": {
+        "Par": {"Type": "Parallel", "End": true, "Branches": [
+            {"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}},
+            {"StartAt": "Each", "States": {"Each": {"Type": "Map", "End": true,
+                "ItemProcessor": {"StartAt": "B", "States": {"B": {"Type": "Pass", "End": true}}}}}}]}}}))
+    .expect("a valid machine");
+    assert_eq!(
+        machine.find("B").map(|state| state.name.as_str()),
+        Some("B")
+    );
+    assert_eq!(
+        machine.branch("Par", 1).map(|b| b.start_at.as_str()),
+        Some("Each")
+    );
+    assert_eq!(
+        machine.branch("Each", 7).map(|b| b.start_at.as_str()),
+        Some("B")
+    );
+    assert!(machine.branch("A", 0).is_none());
+    let places: Vec<String> = machine.all_states().into_iter().map(|(at, _)| at).collect();
+    assert!(
+        places.contains(&"/States/Par/Branches/1/States/Each/ItemProcessor/States/B".to_owned())
+    );
+}

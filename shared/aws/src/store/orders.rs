@@ -210,6 +210,7 @@ mod tests {
             step: 1,
             item: 0,
             run: 1,
+            scope: None,
         };
         let child_done = finished(created.plus(day), &|t| t.parent = Some(link.clone()));
         assert_eq!(

@@ -237,6 +237,7 @@ fn link(of: &ChildrenOf, item: u32) -> ParentLink {
         step: of.step,
         item,
         run: of.run,
+        scope: of.scope.clone(),
     }
 }
 
@@ -249,5 +250,6 @@ fn unstarted(link: &ParentLink) -> ChildEnded {
         run: link.run,
         state: TaskState::Error,
         needs_a_person: false,
+        branch: None,
     }
 }

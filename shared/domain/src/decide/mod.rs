@@ -141,6 +141,9 @@ pub struct ChildrenOf {
     pub pinned: BTreeMap<String, u32>,
     /// The parent's priority, which the children keep.
     pub priority: u8,
+    /// Of the branches of a state machine's Parallel or Map: what each starts with
+    /// beyond its input.
+    pub scope: Option<Box<crate::machine::BranchScope>>,
 }
 
 /// What a decision decided: logged, and counted in the `Decisions` metric under

@@ -6,7 +6,9 @@
 //! - [`sleep`]: a timer, for a while or until an instant;
 //! - [`children`]: a child workflow, or a map of one child per item;
 //! - [`parallel`]: branches of steps at once. It arranges the others and has no
-//!   record or decision of its own: it is no [`StepKind`].
+//!   record or decision of its own: it is no [`StepKind`];
+//! - a state machine's Parallel or Map, a child task per branch or item, is
+//!   [`crate::machine::BranchesStep`], beside the machine it belongs to.
 //!
 //! The core reaches a kind through the [`Kind`] trait alone: a step's kind is worked
 //! out once, when its file loads ([`load`]), and every event the core hands a step
@@ -46,6 +48,8 @@ pub enum StepKind {
     Children(ChildrenStep),
     /// It sleeps, for a while or until an instant.
     Sleep(SleepStep),
+    /// A state machine's Parallel or Map: a child task per branch or item.
+    Branches(crate::machine::BranchesStep),
     /// It calls nothing and waits for its callback (a person's approval).
     Wait(WaitStep),
 }
@@ -57,6 +61,7 @@ impl StepKind {
             Self::Call(call) => call.as_ref(),
             Self::Children(children) => children,
             Self::Sleep(sleep) => sleep,
+            Self::Branches(branches) => branches,
             Self::Wait(wait) => wait,
         }
     }
@@ -165,6 +170,8 @@ pub enum KindView {
     Sleep(sleep::SleepView),
     /// A wait's for its callback alone.
     Wait(callback::WaitView),
+    /// A state machine's Parallel's or Map's.
+    Branches(crate::machine::BranchesView),
 }
 
 /// Works out what step `step` does from its settings, the one place that does, and

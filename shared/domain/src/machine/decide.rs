@@ -12,10 +12,11 @@ use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors, lambda};
 
-use super::{InvokeAnswer, MachineRun, Status, VisitWork};
+use super::{Branches, InvokeAnswer, MachineRun, Status, VisitWork};
 use crate::decide::Effect;
 use crate::decide::change::Change;
 use crate::decide::steps::RETRY_EARLY;
+use crate::ids::CHILD_SEPARATOR;
 use crate::messages::Operation;
 use crate::task::{Order, Step, StepState, TaskState};
 use crate::time::Timestamp;
@@ -55,6 +56,24 @@ impl Change {
             TaskState::Pending | TaskState::Processing => {}
         }
         self.set_state(TaskState::Processing);
+        // A branch of a Parallel or a Map runs its branch's machine.
+        let branch_of = (self.task.parent.as_ref())
+            .filter(|link| link.scope.is_some())
+            .map(|link| (link.step, link.item as usize));
+        let machine = match branch_of {
+            None => machine,
+            Some((step, item)) => {
+                let state = workflow.steps.get(step).map(|step| step.name.as_str());
+                match state.and_then(|state| machine.branch(state, item)) {
+                    Some(branch) => branch,
+                    None => {
+                        self.start_machine(machine, order);
+                        self.fail_execution(Failure::runtime("the branch is not in its machine"));
+                        return self.finish(workflow, TaskState::Error);
+                    }
+                }
+            }
+        };
         if self.task.machine.is_none() {
             self.start_machine(machine, order);
         }
@@ -67,6 +86,14 @@ impl Change {
                 return;
             };
             if run.status == Status::Running && run.deadline.is_some_and(|at| at <= self.now) {
+                let state = run.state.clone();
+                if let Some(index) = workflow
+                    .steps
+                    .iter()
+                    .position(|s| Some(&s.name) == state.as_ref())
+                {
+                    self.stop_branches(index);
+                }
                 self.end(
                     Status::TimedOut,
                     None,
@@ -113,17 +140,17 @@ impl Change {
                 }
                 StepState::Processing | StepState::Compensating => return self.hold(workflow),
                 StepState::Processed => {
-                    self.count_call_events(state);
+                    self.count_work_events(state);
                     let result = self.visit_result(index, state);
                     self.leave(workflow, machine, order, state, &input, result);
                 }
                 StepState::Error | StepState::Unusable => {
-                    self.count_call_events(state);
+                    self.count_work_events(state);
                     let failure = step_failure(&self.task.steps[index], state);
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::TimedOut => {
-                    self.count_call_events(state);
+                    self.count_work_events(state);
                     let failure = Failure::new(errors::TIMEOUT, "");
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
@@ -148,24 +175,43 @@ impl Change {
         (step.state == StepState::Pending && due).then_some(index)
     }
 
-    /// A Task's attempt ended: Step Functions writes three events of it (scheduled,
-    /// started, and how it ended), which the ids in later causes count.
-    fn count_call_events(&mut self, state: &State) {
-        if matches!(state.kind, StateKind::Task(_)) {
-            self.run_mut().events += 3;
-        }
+    /// A visit's work ended: the history events Step Functions writes of it, which
+    /// the ids in later causes count: a Task's attempt three (scheduled, started,
+    /// and how it ended); a Parallel's or a Map's two, its branches' own, and two an
+    /// item of a Map.
+    fn count_work_events(&mut self, state: &State) {
+        let run = self.run_mut();
+        let branches = match run.work.as_ref() {
+            Some(VisitWork::Branches(branches)) => Some((branches.events, branches.inputs.len())),
+            _ => None,
+        };
+        run.events += match (&state.kind, branches) {
+            (StateKind::Task(_), _) => 3,
+            (StateKind::Parallel { .. }, Some((events, _))) => 2 + events,
+            (StateKind::Map(_), Some((events, items))) => 2 + events + 2 * items as u64,
+            _ => 0,
+        };
     }
 
-    /// The execution begins at `StartAt`, with the task's input.
+    /// The execution begins at `StartAt`, with the task's input; a branch, with the
+    /// variables in scope where its Parallel or Map was entered.
     fn start_machine(&mut self, machine: &StateMachine, order: &Order) {
         let deadline = machine
             .timeout_seconds
             .map(|seconds| self.task.created_at.plus(Duration::from_secs(seconds)));
+        let scope = self
+            .task
+            .parent
+            .as_ref()
+            .and_then(|link| link.scope.as_deref());
         self.task.machine = Some(Box::new(MachineRun {
             state: Some(machine.start_at.clone()),
             to_enter: true,
             input: Arc::new(order.input.clone()),
-            events: 1,
+            variables: scope
+                .map(|scope| scope.variables.clone())
+                .unwrap_or_default(),
+            events: u64::from(scope.is_none()),
             deadline,
             ..MachineRun::default()
         }));
@@ -179,12 +225,12 @@ impl Change {
     fn context(&self, order: &Order, state: &State) -> Value {
         let workflow = &self.task.workflow.name;
         let run = self.task.machine.as_deref();
+        // A branch is of its root task's execution.
+        let id = self.task.id.to_string();
+        let name = id.split(CHILD_SEPARATOR).next().unwrap_or(&id);
         let execution = Execution {
-            id: format!(
-                "arn:aws:states:{REGION_ACCOUNT}:execution:{workflow}:{}",
-                self.task.id
-            ),
-            name: self.task.id.to_string(),
+            id: format!("arn:aws:states:{REGION_ACCOUNT}:execution:{workflow}:{name}"),
+            name: name.to_owned(),
             input: order.input.clone(),
             role_arn: format!("arn:aws:iam::000000000000:role/{workflow}"),
             start_time: self.task.created_at.to_rfc3339(),
@@ -279,11 +325,47 @@ impl Change {
                     let until = deadline.map_or(until, |deadline| until.min(deadline));
                     return self.begin_visit(workflow, state, VisitWork::Timer { until, result });
                 }
-                Work::Branches { .. } | Work::Items { .. } => {
-                    return self.fail_execution(Failure::runtime(format!(
-                        "the state '{}' is not run by this engine yet",
-                        state.name
-                    )));
+                Work::Branches { input } => {
+                    let StateKind::Parallel { branches } = &state.kind else {
+                        return self.fail_execution(Failure::runtime(
+                            "branches from a state that is no Parallel",
+                        ));
+                    };
+                    let work = Branches {
+                        inputs: vec![input; branches.len()],
+                        ..Branches::default()
+                    };
+                    return self.begin_visit(workflow, state, VisitWork::Branches(Box::new(work)));
+                }
+                Work::Items {
+                    items,
+                    max_concurrency,
+                    tolerated_count,
+                    tolerated_percentage,
+                } => {
+                    let StateKind::Map(map) = &state.kind else {
+                        return self
+                            .fail_execution(Failure::runtime("items from a state that is no Map"));
+                    };
+                    let inputs = items
+                        .iter()
+                        .enumerate()
+                        .map(|(index, item)| run::item_input(&visit, map, index, item))
+                        .collect::<Result<Vec<_>, _>>();
+                    let inputs = match inputs {
+                        Ok(inputs) => inputs,
+                        Err(failure) => {
+                            return self.fail_execution(run::locate(failure, &state.name, entered));
+                        }
+                    };
+                    let work = Branches {
+                        inputs,
+                        max_concurrency: u32::try_from(max_concurrency).unwrap_or(u32::MAX),
+                        tolerated_count,
+                        tolerated_percentage,
+                        ..Branches::default()
+                    };
+                    return self.begin_visit(workflow, state, VisitWork::Branches(Box::new(work)));
                 }
             };
             match self.go(left) {
@@ -337,6 +419,7 @@ impl Change {
         let run = self.task.machine.as_deref();
         match (run.and_then(|run| run.work.as_ref()), &state.kind) {
             (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
+            (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
             (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
                 let output = self.task.steps[index]
                     .output

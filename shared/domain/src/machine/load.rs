@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sas_asl::definition::{Pattern, StateKind, StateMachine, Target};
 
-use super::{LAMBDA_AGENT, Machine};
+use super::{BranchesStep, LAMBDA_AGENT, Machine};
 use crate::kinds::{CallStep, SleepStep, StepKind};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
@@ -61,11 +61,12 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
         error(state, refusal.at.clone(), refusal.message)
     })?;
     let mut steps = Vec::new();
-    for (state_name, state) in &machine.states {
+    for (at, state) in machine.all_states() {
+        let state_name = &state.name;
         let refuse = |field: &str, what: &str| {
             error(
                 Some(state_name.clone()),
-                format!("/States/{state_name}/{field}"),
+                format!("{at}/{field}"),
                 format!("{what} is not run by this engine yet"),
             )
         };
@@ -84,8 +85,20 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                 StepKind::Call(Box::new(call(task.timeout.is_some())))
             }
             StateKind::Wait(_) => StepKind::Sleep(SleepStep::Visit),
-            StateKind::Parallel { .. } => return Err(refuse("Type", "a Parallel state")),
-            StateKind::Map(_) => return Err(refuse("Type", "a Map state")),
+            StateKind::Parallel { .. } => StepKind::Branches(BranchesStep {
+                state_type: "Parallel",
+            }),
+            StateKind::Map(map) => {
+                let unread = [
+                    ("ItemReader", &map.item_reader),
+                    ("ItemBatcher", &map.item_batcher),
+                    ("ResultWriter", &map.result_writer),
+                ];
+                if let Some((field, _)) = unread.iter().find(|(_, value)| value.is_some()) {
+                    return Err(refuse(field, &format!("a Map's {field}")));
+                }
+                StepKind::Branches(BranchesStep { state_type: "Map" })
+            }
             StateKind::Pass { .. }
             | StateKind::Choice { .. }
             | StateKind::Succeed
@@ -112,9 +125,10 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
     })
 }
 
-/// The state a refusal's place names (`/States/NAME/...`), if it names one.
+/// The state a refusal's place names (`.../States/NAME/...`, its innermost), if it
+/// names one.
 fn state_of(at: &str) -> Option<String> {
-    let rest = at.strip_prefix("/States/")?;
+    let (_, rest) = at.rsplit_once("/States/")?;
     Some(rest.split('/').next().unwrap_or(rest).to_owned())
 }
 

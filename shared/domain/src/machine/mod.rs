@@ -8,7 +8,13 @@
 //! record as a [`MachineRun`] ([`decide`]): each state's entry and exit are `sas-asl`'s
 //! pure transitions. A state entered again (a Choice's loop) is a new visit of its
 //! step's record, whose idempotency key names the visit.
+//!
+//! A Parallel's branches and a Map's items run as child tasks of the same machine,
+//! each from its branch's (or the item processor's) start ([`branches`]), as a
+//! workflow's map runs its children: names are unique in a whole machine, so every
+//! state of every branch is a step of the one workflow.
 
+mod branches;
 mod decide;
 mod load;
 #[cfg(test)]
@@ -25,6 +31,7 @@ use sas_asl::definition::StateMachine;
 
 use crate::time::Timestamp;
 
+pub use branches::{BranchesStep, BranchesView};
 pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
 
 /// The agent that calls Lambda functions for a machine's Task states.
@@ -134,6 +141,93 @@ pub enum VisitWork {
         /// What the state leaves with then.
         result: Value,
     },
+    /// A Parallel's branches, or a Map's items: one child task each.
+    Branches(Box<Branches>),
+}
+
+/// A Parallel's or a Map's children, and what they gave so far.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Branches {
+    /// Each child's input, in order.
+    pub inputs: Vec<Value>,
+    /// Each child's output once it ended (a failed item's `{"Error", "Cause"}`).
+    #[serde(default)]
+    pub outputs: Vec<Value>,
+    /// The most children running at once.
+    pub max_concurrency: u32,
+    /// A Map's `ToleratedFailureCount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerated_count: Option<u64>,
+    /// A Map's `ToleratedFailurePercentage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerated_percentage: Option<f64>,
+    /// The first child's failure: the state's error, where more fail than it tolerates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<BranchFailure>,
+    /// History events the children wrote, which later causes count.
+    #[serde(default)]
+    pub events: u64,
+    /// Which start of the state's children this is (the execution's event count
+    /// then): in the children's ids, and in their ends, so that a retry's or a later
+    /// visit's children are new tasks and an earlier start's late end is told apart.
+    #[serde(default)]
+    pub round: u64,
+}
+
+/// A child's error and cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchFailure {
+    /// Its error.
+    pub error: String,
+    /// Its cause.
+    pub cause: String,
+}
+
+/// What a branch of a state machine starts with beyond its input: the variables in
+/// scope where its Parallel or Map was entered (it reads them; what it assigns stays
+/// its own).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchScope {
+    /// Its start's round ([`Branches::round`]).
+    #[serde(default)]
+    pub round: u64,
+    /// The variables.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map<String, Value>,
+}
+
+/// How a branch of a state machine ended, told to its parent with its end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchEnd {
+    /// Its start's round ([`Branches::round`]).
+    #[serde(default)]
+    pub round: u64,
+    /// Its output, once it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Its error, once it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its cause, once it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// The history events it wrote.
+    #[serde(default)]
+    pub events: u64,
+}
+
+impl BranchEnd {
+    /// The end of the branch started in `scope`, whose run is `run`.
+    #[must_use]
+    pub fn of(scope: &BranchScope, run: &MachineRun) -> Self {
+        Self {
+            round: scope.round,
+            output: run.output.as_deref().cloned(),
+            error: run.error.clone(),
+            cause: run.cause.clone(),
+            events: run.events,
+        }
+    }
 }
 
 /// What the scheduler asks the Lambda agent: one `Invoke`.
@@ -185,7 +279,7 @@ pub(crate) fn invoke_request(task: &crate::task::Task) -> Option<InvokeRequest> 
             payload: payload.clone(),
             log_tail: *log_tail,
         }),
-        VisitWork::Timer { .. } => None,
+        VisitWork::Timer { .. } | VisitWork::Branches(_) => None,
     }
 }
 
@@ -196,7 +290,7 @@ pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration>
         VisitWork::Invoke {
             timeout_seconds, ..
         } => timeout_seconds.map(|seconds| std::time::Duration::from_secs(seconds.max(1))),
-        VisitWork::Timer { .. } => None,
+        VisitWork::Timer { .. } | VisitWork::Branches(_) => None,
     }
 }
 

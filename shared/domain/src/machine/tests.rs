@@ -5,9 +5,10 @@ use serde_json::{Value, json};
 
 use super::{InvokeAnswer, InvokeRequest, Status};
 use crate::decide::{
-    Decision, Effect, Resubmit, on_expired, on_response, on_run, resubmit, submit,
+    Decision, Effect, Resubmit, on_child_ended, on_expired, on_response, on_run, resubmit, submit,
 };
 use crate::ids::TaskId;
+use crate::messages::ChildEnded;
 use crate::messages::{AgentRequest, AgentResponse, Outcome};
 use crate::submission::Submission;
 use crate::task::{Order, Task, TaskState};
@@ -222,11 +223,15 @@ fn what_the_engine_does_not_run_yet_is_refused_naming_the_state() {
     let map = Workflow::parse(
         "m.asl.json",
         &json!({"StartAt": "M", "States": {"M": {"Type": "Map", "ItemProcessor": {
-            "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}, "End": true}}})
+            "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+            "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}, "End": true,
+            "ItemReader": {"Resource": "arn:aws:states:::s3:getObject",
+                           "Parameters": {"Bucket": "b", "Key": "k"}}}}})
         .to_string(),
     )
-    .expect_err("a Map is not run yet");
+    .expect_err("an ItemReader is not run yet");
     assert_eq!(map.step.as_deref(), Some("M"));
+    assert_eq!(map.field, "/States/M/ItemReader");
     assert!(map.message.contains("not run by this engine yet"), "{map}");
     let refused = Workflow::parse(
         "m.asl.json",
@@ -362,4 +367,112 @@ fn a_loop_of_many_thousand_calls_ends_and_its_record_stays_small() {
         "the record grew from {settled} to {largest} bytes"
     );
     println!("{iterations} visits: the largest record {largest} bytes");
+}
+
+/// Runs the children `decision` starts (machines that call nothing) and tells their
+/// parent of each end, in turn, until it starts no more: the parent as it then is,
+/// and every child's id.
+fn run_children(workflow: &Workflow, order: &Order, decision: Decision) -> (Task, Vec<String>) {
+    let mut parent = decision.next.clone().expect("the parent");
+    let mut effects = decision.effects;
+    let mut ids = Vec::new();
+    while let Some((of, children)) = effects.iter().find_map(|effect| match effect {
+        Effect::StartChildren { of, children, .. } => Some((of.clone(), children.clone())),
+        _ => None,
+    }) {
+        effects.clear();
+        for (item, input) in children {
+            let mut submission = Submission::new(of.parent.child(&of.step_name, item), input);
+            submission.parent = Some(crate::task::ParentLink {
+                task: of.parent.clone(),
+                step: of.step,
+                item,
+                run: of.run,
+                scope: of.scope.clone(),
+            });
+            ids.push(submission.id.to_string());
+            let (child, child_order, _) = submit(workflow, submission, Timestamp(5));
+            let ran = on_run(&child, workflow, &child_order, "s2", Timestamp(5));
+            let child = ran.next.expect("the child ran");
+            let ended = ChildEnded::of(&child).expect("the child ended");
+            let told = on_child_ended(&parent, workflow, order, &ended, Timestamp(6));
+            if let Some(next) = told.next {
+                parent = next;
+                effects.extend(told.effects);
+            }
+        }
+    }
+    (parent, ids)
+}
+
+#[test]
+fn a_parallel_and_a_map_run_a_child_task_each_and_gather_their_outputs_in_order() {
+    let workflow = machine(json!({
+        "StartAt": "Both",
+        "States": {
+            "Both": {"Type": "Parallel", "Next": "Each", "ResultPath": "$.both",
+                     "Assign": {"seen": "yes"},
+                     "Branches": [
+                {"StartAt": "One", "States": {"One": {"Type": "Pass", "Result": 1, "End": true}}},
+                {"StartAt": "Two", "States": {"Two": {"Type": "Pass", "Result": 2, "End": true}}}]},
+            "Each": {"Type": "Map", "ItemsPath": "$.items", "MaxConcurrency": 1, "End": true,
+                     "ItemSelector": {"at.$": "$$.Map.Item.Index", "value.$": "$$.Map.Item.Value"},
+                     "ItemProcessor": {"StartAt": "Say", "States": {"Say": {"Type": "Pass",
+                        "Parameters": {"said.$": "States.Format('{} {}', $seen, $.value)"},
+                        "End": true}}}}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"items": ["a", "b", "c"]}));
+    let (task, ids) = run_children(&workflow, &order, claim);
+    assert_eq!(task.state, TaskState::Processed, "{:?}", run(&task));
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!([{"said": "yes a"}, {"said": "yes b"}, {"said": "yes c"}]))
+    );
+    assert_eq!(ids.len(), 5);
+    assert!(
+        ids[0].starts_with("t1~Both-") && ids[0].ends_with("~0"),
+        "{ids:?}"
+    );
+    assert!(ids[2].starts_with("t1~Each-"), "{ids:?}");
+}
+
+#[test]
+fn a_map_past_its_tolerated_failures_fails_and_its_catcher_takes_it() {
+    let workflow = machine(json!({
+        "StartAt": "Each",
+        "States": {
+            "Each": {"Type": "Map", "ToleratedFailureCount": 1, "MaxConcurrency": 1,
+                     "Next": "Done",
+                     "Catch": [{"ErrorEquals": ["States.ALL"], "Next": "Caught"}],
+                     "ItemProcessor": {"StartAt": "Odd?", "States": {
+                        "Odd?": {"Type": "Choice", "Choices": [
+                            {"Variable": "$", "NumericEquals": 1, "Next": "No"}],
+                            "Default": "Yes"},
+                        "No": {"Type": "Fail", "Error": "Odd", "Cause": "one"},
+                        "Yes": {"Type": "Pass", "End": true}}}},
+            "Done": {"Type": "Succeed"},
+            "Caught": {"Type": "Pass", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!([0, 1, 2]));
+    let (task, _) = run_children(&workflow, &order, claim);
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!([0, {"Error": "Odd", "Cause": "one"}, 2])),
+        "one failure is tolerated"
+    );
+    let (_, order, claim) = started(&workflow, json!([1, 1, 0]));
+    let (task, ids) = run_children(&workflow, &order, claim);
+    assert_eq!(task.state, TaskState::Processed);
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!({"Error": "States.ExceedToleratedFailureThreshold",
+                     "Cause": "The specified tolerated failure threshold was exceeded"}))
+    );
+    assert_eq!(
+        ids.len(),
+        2,
+        "no child started once the state failed: {ids:?}"
+    );
 }

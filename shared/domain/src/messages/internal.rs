@@ -60,6 +60,10 @@ pub struct ChildEnded {
     /// Whether the child, in Error, left an effect that a person must undo.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub needs_a_person: bool,
+    /// Of a branch of a state machine (a Parallel's, a Map's item): how it ended, for
+    /// the state's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<Box<crate::machine::BranchEnd>>,
 }
 
 impl ChildEnded {
@@ -74,6 +78,11 @@ impl ChildEnded {
             run: parent.run,
             state: child.state,
             needs_a_person: child.needs_a_person(),
+            branch: parent
+                .scope
+                .as_deref()
+                .zip(child.machine.as_deref())
+                .map(|(scope, run)| Box::new(crate::machine::BranchEnd::of(scope, run))),
         })
     }
 }

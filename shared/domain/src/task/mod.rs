@@ -96,6 +96,11 @@ pub struct ParentLink {
     /// The parent's run that started (or last reran) the child: an end told to the
     /// parent counts only in that run.
     pub run: u32,
+    /// Of a branch of a state machine's Parallel or Map: what it starts with beyond
+    /// its input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub scope: Option<Box<crate::machine::BranchScope>>,
 }
 
 /// A task's state record: the pattern's fields, and its steps.

@@ -150,6 +150,15 @@ impl StepDefinition {
         }
     }
 
+    /// Of a state machine's Parallel or Map: its step.
+    #[must_use]
+    pub fn branches(&self) -> Option<&crate::machine::BranchesStep> {
+        match &self.kind {
+            StepKind::Branches(branches) => Some(branches),
+            _ => None,
+        }
+    }
+
     /// The callback it waits for, with a call or alone.
     #[must_use]
     pub fn callback(&self) -> Option<&CallbackSettings> {

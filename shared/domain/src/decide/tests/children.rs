@@ -87,6 +87,7 @@ fn ended(task: &Task, item: u32, state: TaskState) -> ChildEnded {
         run: task.run,
         state,
         needs_a_person: false,
+        branch: None,
     }
 }
 
@@ -261,6 +262,7 @@ fn a_child_tells_its_parent_of_its_end_and_alerts_no_operator() {
         step: 4,
         item: 7,
         run: 2,
+        scope: None,
     });
     let (decision, _) = {
         let (task, order, _) = submit(&workflow, submission, now);
@@ -294,6 +296,7 @@ fn a_child_tells_its_parent_of_its_end_and_alerts_no_operator() {
             run: 2,
             state: TaskState::Error,
             needs_a_person: false,
+            branch: None,
         }]
     );
     assert!(

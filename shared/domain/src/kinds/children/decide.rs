@@ -274,7 +274,7 @@ impl Change {
     /// are found again ([`Change::watch_again`]). From the workflow's pickup timeout
     /// after the last child's end, the waits double while nothing moves, up to the
     /// longest retry wait, so that a long child costs a few looks.
-    fn watch(&mut self, workflow: &Workflow, index: usize) {
+    pub(crate) fn watch(&mut self, workflow: &Workflow, index: usize) {
         let step = &mut self.task.steps[index];
         let wait = workflow
             .pickup_timeout
@@ -297,6 +297,7 @@ impl Change {
             owner: self.task.owner.clone(),
             pinned: self.task.pinned.clone(),
             priority: self.task.priority,
+            scope: None,
         }
     }
 
@@ -305,6 +306,9 @@ impl Change {
     /// to the parent again), or, while it is undone, told again to undo. Not a
     /// failure: a child's own supervisor fails it.
     pub(crate) fn watch_again(&mut self, workflow: &Workflow, order: &Order, index: usize) {
+        if workflow.steps[index].branches().is_some() {
+            return self.watch_branches_again(workflow, index);
+        }
         let Some(spec) = workflow.steps[index].children() else {
             return;
         };
@@ -422,6 +426,18 @@ pub fn on_child_ended(
         return Decision::ignore(Verdict::StaleResponse);
     }
     let mut change = Change::of(task, now);
+    if workflow
+        .steps
+        .get(ended.step)
+        .and_then(|step| step.branches())
+        .is_some()
+    {
+        if !change.branch_ended(workflow, ended) {
+            return Decision::ignore(Verdict::StaleResponse);
+        }
+        change.advance(workflow, order);
+        return change.done(Verdict::ChildCounted);
+    }
     let step = &mut change.task.steps[ended.step];
     let undoing = step.state == StepState::Compensating;
     if let Some(children) = &mut step.children {
@@ -486,6 +502,7 @@ pub fn never_started(
             step: of.step,
             item,
             run: of.run,
+            scope: of.scope.clone(),
         }),
         pinned: of.pinned.clone(),
         start_at: None,

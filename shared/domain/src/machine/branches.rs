@@ -1,0 +1,360 @@
+//! A Parallel's branches and a Map's items, one child task each: the step of the
+//! state starts them (at most its `MaxConcurrency` at once), keeps each one's output
+//! as it ends ([`Change::branch_ended`]), and ends when every one has, or fails as soon
+//! as more fail than the state tolerates (those still running stopped). Each child
+//! runs the same machine, from its branch's start, with the variables in scope where
+//! the state was entered ([`BranchScope`]).
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{BranchFailure, BranchScope, Branches, VisitWork};
+use crate::decide::change::Change;
+use crate::decide::{ChildrenOf, Effect};
+use crate::kinds::children::MAX_CONCURRENCY;
+use crate::kinds::{CallbackSettings, Kind, KindView, LeaseEnd, Summary, UndoOnFailure};
+use crate::messages::{ChildEnded, Operation};
+use crate::task::{Answer, Children, Happened, Order, StepState, TaskState};
+use crate::workflow::Workflow;
+
+/// The step of a Parallel or a Map state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchesStep {
+    /// Its state's `Type`: `Parallel` or `Map`.
+    pub state_type: &'static str,
+}
+
+/// What a caller sees of a Parallel's or a Map's step.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BranchesView {
+    /// Its state's `Type`: `Parallel` or `Map`.
+    pub state_type: &'static str,
+}
+
+impl Kind for BranchesStep {
+    fn start(&self, change: &mut Change, workflow: &Workflow, _: &Order, index: usize) {
+        change.start_branches(workflow, index);
+    }
+
+    /// Never called: a state machine undoes nothing ([`Kind::undo_on_failure`]).
+    fn undo(&self, _: &mut Change, _: &Workflow, _: &Order, _: usize) {}
+
+    fn cancel(&self, change: &mut Change, index: usize) {
+        change.stop_branches(index);
+    }
+
+    fn lease_ended(&self, _: &crate::task::Step) -> LeaseEnd<'_> {
+        LeaseEnd::ChildrenWatched
+    }
+
+    fn undo_on_failure(&self) -> UndoOnFailure {
+        UndoOnFailure::NothingToUndo
+    }
+
+    fn callback(&self) -> Option<&CallbackSettings> {
+        None
+    }
+
+    fn view(&self) -> KindView {
+        KindView::Branches(BranchesView {
+            state_type: self.state_type,
+        })
+    }
+
+    fn summary(&self) -> Summary {
+        let does = if self.state_type == "Map" {
+            "Map: its item processor, a child task per item"
+        } else {
+            "Parallel: a child task per branch"
+        };
+        Summary {
+            kind: if self.state_type == "Map" {
+                "map"
+            } else {
+                "parallel"
+            },
+            does: does.to_owned(),
+            undo: None,
+        }
+    }
+}
+
+impl Change {
+    /// Starts step `index`, whose visit's children are in its work: none yet ended.
+    pub(crate) fn start_branches(&mut self, workflow: &Workflow, index: usize) {
+        let round = self.task.machine.as_ref().map_or(0, |run| run.events);
+        let Some(branches) = self.branches_mut() else {
+            return;
+        };
+        branches.round = round;
+        branches.outputs = vec![Value::Null; branches.inputs.len()];
+        branches.failure = None;
+        let total = u32::try_from(branches.inputs.len()).unwrap_or(u32::MAX);
+        self.begin(index, Operation::Call);
+        self.task.steps[index].children = Some(Children {
+            total,
+            ..Children::default()
+        });
+        self.fill_branches(workflow, index);
+    }
+
+    /// A child of step `ended.step` ended: its output (or its failure) kept, more started,
+    /// the step ended when its children have. False when the end is of an earlier
+    /// start's child: stale.
+    pub(crate) fn branch_ended(&mut self, workflow: &Workflow, ended: &ChildEnded) -> bool {
+        let index = ended.step;
+        let round = self.branches_mut().map(|branches| branches.round);
+        let end = ended.branch.as_deref().cloned().unwrap_or_default();
+        // A child never started says no round; one of an earlier start is stale.
+        if ended.branch.is_some() && Some(end.round) != round {
+            return false;
+        }
+        let step = &mut self.task.steps[index];
+        let Some(children) = &mut step.children else {
+            return false;
+        };
+        children.running.retain(|&item| item != ended.item);
+        let succeeded = ended.state == TaskState::Processed;
+        if succeeded {
+            children.succeeded += 1;
+        } else {
+            children.failed += 1;
+        }
+        let Some(branches) = self.branches_mut() else {
+            return false;
+        };
+        branches.events += end.events;
+        let slot = branches.outputs.get_mut(ended.item as usize);
+        if succeeded {
+            if let Some(slot) = slot {
+                *slot = end.output.unwrap_or(Value::Null);
+            }
+        } else {
+            // A child that never ran, or was stopped, names no error of its own.
+            let failure = match end.error {
+                Some(error) => BranchFailure {
+                    error,
+                    cause: end.cause.unwrap_or_default(),
+                },
+                None => BranchFailure {
+                    error: sas_asl::errors::RUNTIME.to_owned(),
+                    cause: "the branch ended without a result".to_owned(),
+                },
+            };
+            if let Some(slot) = slot {
+                *slot = json!({"Error": failure.error, "Cause": failure.cause});
+            }
+            branches.failure.get_or_insert(failure);
+        }
+        self.fill_branches(workflow, index);
+        true
+    }
+
+    /// Starts step `index`'s next children up to its concurrency; ends the step once
+    /// every child has ended, or at once when more have failed than it tolerates.
+    fn fill_branches(&mut self, workflow: &Workflow, index: usize) {
+        let Some(branches) = self.branches_mut().map(|branches| (*branches).clone()) else {
+            return;
+        };
+        let mut children = self.task.steps[index].children.clone().unwrap_or_default();
+        if let Some(failure) = too_many_failed(&branches, &children) {
+            self.stop_branches(index);
+            return self.end_branches(index, Err(failure));
+        }
+        let stopped = self.task.state != TaskState::Processing;
+        if stopped && children.running.is_empty() {
+            let failure = BranchFailure {
+                error: sas_asl::errors::RUNTIME.to_owned(),
+                cause: "stopped before its children ended".to_owned(),
+            };
+            return self.end_branches(index, Err(failure));
+        }
+        let limit = match branches.max_concurrency {
+            0 => MAX_CONCURRENCY,
+            limit => limit.min(MAX_CONCURRENCY),
+        } as usize;
+        let mut starts = Vec::new();
+        while !stopped && children.started < children.total && children.running.len() < limit {
+            let item = children.started;
+            children.started += 1;
+            children.running.push(item);
+            let input = branches.inputs.get(item as usize).cloned();
+            starts.push((item, input.unwrap_or(Value::Null)));
+        }
+        let done = children.running.is_empty() && children.started == children.total;
+        let step = &mut self.task.steps[index];
+        step.children = Some(children);
+        // A child's end is progress: the watch waits its first wait again.
+        step.attempt = 0;
+        if !starts.is_empty() {
+            let of = self.branches_of(index);
+            self.effects.push(Effect::StartChildren {
+                of,
+                children: starts,
+                claimed: true,
+            });
+        }
+        if done {
+            self.end_branches(index, Ok(()));
+        } else {
+            self.watch(workflow, index);
+        }
+    }
+
+    /// Step `index`'s children have ended (`Ok`), or it fails with `failure`.
+    fn end_branches(&mut self, index: usize, outcome: Result<(), BranchFailure>) {
+        let attempt = self.task.steps[index].attempt;
+        self.log(Happened::Answered {
+            step: index,
+            operation: Operation::Call,
+            attempt,
+            outcome: if outcome.is_ok() {
+                Answer::Succeeded
+            } else {
+                Answer::Failed
+            },
+        });
+        let now = self.now;
+        let step = &mut self.task.steps[index];
+        step.finished_at = Some(now);
+        step.complete_by = None;
+        // The ends of children still running, if any, are no longer waited for.
+        if let Some(children) = &mut step.children {
+            children.running.clear();
+        }
+        match outcome {
+            Ok(()) => step.state = StepState::Processed,
+            Err(failure) => {
+                step.state = StepState::Error;
+                // Read back as the state's error ([`super::decide`]).
+                step.error =
+                    Some(json!({"Error": failure.error, "Cause": failure.cause}).to_string());
+            }
+        }
+    }
+
+    /// Stops step `index`'s children still running: the task is stopped, or the
+    /// state failed.
+    pub(crate) fn stop_branches(&mut self, index: usize) {
+        let step = &self.task.steps[index];
+        let Some(children) = &step.children else {
+            return;
+        };
+        if step.state != StepState::Processing || children.running.is_empty() {
+            return;
+        }
+        let items = children.running.clone();
+        let of = self.branches_of(index);
+        self.effects.push(Effect::StopChildren {
+            of,
+            items,
+            undo: false,
+        });
+    }
+
+    /// Step `index`'s watch has passed with children running: they are started again
+    /// (a start lost is made; a child found ended is told to the parent again).
+    pub(crate) fn watch_branches_again(&mut self, workflow: &Workflow, index: usize) {
+        let running = self.task.steps[index]
+            .children
+            .as_ref()
+            .map(|children| children.running.clone())
+            .unwrap_or_default();
+        let inputs = self
+            .branches_mut()
+            .map(|branches| branches.inputs.clone())
+            .unwrap_or_default();
+        let of = self.branches_of(index);
+        if self.task.state == TaskState::Processing {
+            let children = running
+                .into_iter()
+                .map(|item| {
+                    let input = inputs.get(item as usize).cloned();
+                    (item, input.unwrap_or(Value::Null))
+                })
+                .collect();
+            self.effects.push(Effect::StartChildren {
+                of,
+                children,
+                claimed: false,
+            });
+        } else {
+            self.effects.push(Effect::StopChildren {
+                of,
+                items: running,
+                undo: false,
+            });
+        }
+        self.watch(workflow, index);
+    }
+
+    /// The children of the visit being made.
+    fn branches_mut(&mut self) -> Option<&mut Branches> {
+        match self.task.machine.as_mut()?.work.as_mut()? {
+            VisitWork::Branches(branches) => Some(branches),
+            _ => None,
+        }
+    }
+
+    /// Whose children step `index`'s are: branches of this task's machine, with the
+    /// variables in scope.
+    fn branches_of(&self, index: usize) -> ChildrenOf {
+        let task = &self.task;
+        let run = task.machine.as_deref();
+        let variables = run.map(|run| run.variables.clone()).unwrap_or_default();
+        let round = match run.and_then(|run| run.work.as_ref()) {
+            Some(VisitWork::Branches(branches)) => branches.round,
+            _ => 0,
+        };
+        ChildrenOf {
+            parent: task.id.clone(),
+            step: index,
+            step_name: format!("{}-{round}", child_name(&task.steps[index].name, index)),
+            run: task.run,
+            workflow: task.workflow.name.clone(),
+            version: Some(task.workflow.version),
+            notify: task.notify.clone(),
+            owner: task.owner.clone(),
+            pinned: task.pinned.clone(),
+            priority: task.priority,
+            scope: Some(Box::new(BranchScope { round, variables })),
+        }
+    }
+}
+
+/// The failure that ends a Parallel or a Map before its children have: any child's
+/// without tolerance; past a Map's tolerance, `States.ExceedToleratedFailureThreshold`.
+fn too_many_failed(branches: &Branches, children: &Children) -> Option<BranchFailure> {
+    let failure = branches.failure.clone()?;
+    let (failed, total) = (u64::from(children.failed), u64::from(children.total));
+    let tolerated = branches
+        .tolerated_count
+        .is_some_and(|count| failed <= count)
+        || branches
+            .tolerated_percentage
+            .is_some_and(|percentage| failed as f64 * 100.0 <= percentage * total as f64);
+    match (branches.tolerated_count, branches.tolerated_percentage) {
+        _ if tolerated => None,
+        (None, None) => Some(failure),
+        _ => Some(BranchFailure {
+            error: sas_asl::errors::EXCEED_TOLERATED_FAILURE_THRESHOLD.to_owned(),
+            cause: "The specified tolerated failure threshold was exceeded".to_owned(),
+        }),
+    }
+}
+
+/// The name a state's children carry in their ids: the state's own where it fits
+/// an id, else its step's place.
+fn child_name(state: &str, index: usize) -> String {
+    let plain = !state.is_empty()
+        && state.len() <= 64
+        && state
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plain {
+        state.to_owned()
+    } else {
+        format!("state-{index}")
+    }
+}
