@@ -411,5 +411,30 @@ fn state(name: &str, value: &Value, at: &str, outer: QueryLanguage) -> Result<St
         assign: read.template("Assign")?,
         retry: kinds::retriers(&read)?,
         catch: kinds::catchers(&read)?,
+        reads_context: reads_context(value),
     })
+}
+
+/// Whether any text in `value` (a key or a string) may read the context object:
+/// JSONPath's `$$`, JSONata's `$states.context`, or `$states` taken whole.
+fn reads_context(value: &Value) -> bool {
+    let text_reads = |text: &str| {
+        text.contains("$$")
+            || text.match_indices("$states").any(|(at, _)| {
+                let after = &text[at + "$states".len()..];
+                !["input", "result", "errorOutput"].iter().any(|field| {
+                    after
+                        .strip_prefix('.')
+                        .is_some_and(|rest| rest.starts_with(field))
+                })
+            })
+    };
+    match value {
+        Value::String(text) => text_reads(text),
+        Value::Array(items) => items.iter().any(reads_context),
+        Value::Object(fields) => fields
+            .iter()
+            .any(|(key, value)| text_reads(key) || reads_context(value)),
+        _ => false,
+    }
 }

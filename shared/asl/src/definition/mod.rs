@@ -114,6 +114,10 @@ pub struct State {
     pub assign: Option<Value>,
     pub retry: Vec<Retrier>,
     pub catch: Vec<Catcher>,
+    /// Whether any of its fields may read the context object (`$$`, or
+    /// `$states.context` and `$states` whole): a visit of a state that does not is
+    /// spared building it.
+    pub reads_context: bool,
 }
 
 /// The data-flow fields, by language. Absent fields are `None`; a path field set to

@@ -121,3 +121,19 @@ fn finds_a_state_and_its_branch_anywhere() {
         places.contains(&"/States/Par/Branches/1/States/Each/ItemProcessor/States/B".to_owned())
     );
 }
+
+#[test]
+fn a_state_that_may_read_the_context_object_is_told_apart() {
+    let machine = StateMachine::from_value(&json!({"StartAt": "A", "States": {
+        "A": {"Type": "Pass", "Parameters": {"id.$": "$$.Execution.Id"}, "Next": "B"},
+        "B": {"Type": "Pass", "QueryLanguage": "JSONata", "Output": "{% $states.input.x %}", "Next": "C"},
+        "C": {"Type": "Pass", "QueryLanguage": "JSONata", "Output": "{% $states.context.State.Name %}", "Next": "D"},
+        "D": {"Type": "Pass", "QueryLanguage": "JSONata", "Output": "{% $states %}", "Next": "E"},
+        "E": {"Type": "Pass", "End": true}}}))
+    .expect("a valid machine");
+    let reads = |name: &str| machine.state(name).expect("the state").reads_context;
+    assert_eq!(
+        ["A", "B", "C", "D", "E"].map(reads),
+        [true, false, true, true, false]
+    );
+}

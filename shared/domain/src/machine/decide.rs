@@ -221,8 +221,12 @@ impl Change {
         self.task.machine.get_or_insert_with(Box::default)
     }
 
-    /// The context object of the visit of `state`.
+    /// The context object of the visit of `state`: none where the state does not
+    /// read it.
     fn context(&self, order: &Order, state: &State) -> Value {
+        if !state.reads_context {
+            return Value::Null;
+        }
         let workflow = &self.task.workflow.name;
         let run = self.task.machine.as_deref();
         // A branch is of its root task's execution.

@@ -175,7 +175,7 @@ pub(super) async fn burst(
     senders: usize,
     ingestion: Ingestion,
 ) -> anyhow::Result<()> {
-    let server = Server::start_with(Durability::Full, ingestion, &[], None, None)?;
+    let server = Server::start_with(Durability::Full, ingestion, &[], None, None, None)?;
     let http = burst_client(senders)?;
     let cpu_before = server.cpu_seconds();
     let began = now_millis();

@@ -39,6 +39,13 @@ fn peer(script: &std::path::Path, load: Load) -> anyhow::Result<Measured> {
     Measured::parse(line).with_context(|| format!("no measurement in {stdout:?}"))
 }
 
+/// Waits for a settled machine before a run: the disk flushed, the last run's
+/// processes gone.
+pub(super) async fn settle() {
+    let _ = Command::new("sync").status();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
 pub(super) async fn compare(
     peers: &std::path::Path,
     rounds: usize,
@@ -100,10 +107,7 @@ pub(super) async fn compare(
                 probes.push(probe);
             }
             for (engine, name) in ENGINES.iter().enumerate() {
-                // Each run on a settled machine: the disk flushed, the last run's
-                // processes gone.
-                let _ = Command::new("sync").status();
-                tokio::time::sleep(Duration::from_secs(3)).await;
+                settle().await;
                 let measured = match OURS.get(engine) {
                     Some(&ingestion) => measure(shape, Durability::Full, ingestion, &[]).await?,
                     None => peer(&peers.join(name).join("bench.sh"), shape)?,

@@ -41,6 +41,7 @@ pub(super) async fn limits(
         &[],
         None,
         services.as_deref(),
+        None,
     )?;
     let http = burst_client(senders)?;
     http.put(format!("{}/faults/drone", server.mock))

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
-//!     [--parallel] [--service-latency-ms 0] [--services builtin|apart]
+//!     [--parallel | --asl] [--service-latency-ms 0] [--services builtin|apart]
 //!     [--ingestion direct|buffered] [--mode attach|call] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s; with --mode call, in the submission
@@ -43,6 +43,12 @@
 //!     the rows it reads, the time it takes and the time to open the store again (in
 //!     process, on the embedded backend), or on DynamoDB on moto the requests of one
 //!     pass and the records it reads
+//! asl [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
+//!     the drone delivery in the project's language and in the Amazon States Language
+//!     (`tests/tools/workflows/drone-delivery-asl.asl.json`, five Lambda Tasks that the
+//!     remote service apart plays), in turn, at concurrency 64 and at 1, ROUNDS times:
+//!     every line, then the medians (tasks and states a second, p50/p99, the server's
+//!     CPU a task) and the state machine's ratios to the workflow
 //! map [--parcels 1000] [--by-id] [--durability full|process]
 //!     one parcel order, each parcel shipped by a child task (twenty at a time): the
 //!     time from its submission to Processed, children a second, the server's peak
@@ -54,9 +60,10 @@
 //! ```
 //!
 //! This file holds the command line and runs each benchmark; each is a module of its
-//! own ([`run`], [`compare`], [`burst`], [`limits`], [`map`], [`sweep`], and [`floor`]'s
+//! own ([`run`], [`compare`], [`asl`], [`burst`], [`limits`], [`map`], [`sweep`], and [`floor`]'s
 //! `flush`), beside [`server`], the system they measure, and [`stats`], their figures.
 
+mod asl;
 mod burst;
 mod compare;
 mod floor;
@@ -70,13 +77,14 @@ mod sweep;
 use clap::{Parser, Subcommand};
 use sas_tools::Ingestion;
 
+use asl::asl;
 use burst::{burst, ingest};
 use compare::compare;
 use floor::flush;
 use limits::limits;
 use map::map;
 use run::{Load, Mode, measure};
-use server::{DRONE, Durability, Services, remote};
+use server::{DRONE, DRONE_ASL, Durability, Services, remote};
 use sweep::{SweptStore, sweep};
 
 /// Benchmarks the local system (`sas-local`, built by cargo if need be) through its
@@ -112,6 +120,10 @@ enum Benchmark {
         /// (`drone-delivery-parallel`) instead of the straight one.
         #[arg(long)]
         parallel: bool,
+        /// Runs the drone delivery written in the Amazon States Language
+        /// (`drone-delivery-asl`, with `--services apart`).
+        #[arg(long, conflicts_with = "parallel")]
+        asl: bool,
         /// Milliseconds added to every call of every mock service (a remote service's
         /// own time, which parallel steps overlap).
         #[arg(long, default_value_t = 0)]
@@ -198,6 +210,21 @@ enum Benchmark {
         #[arg(long, value_enum, default_value_t = Mode::Attach)]
         mode: Mode,
     },
+    /// The drone delivery in the project's language and in the Amazon States
+    /// Language, in turn, at concurrency 64 and at 1, several rounds, both calling the
+    /// remote service apart: each line, then the medians and the state machine's
+    /// ratios to the workflow.
+    Asl {
+        /// Rounds: each language once per round and concurrency, in turn.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Tasks measured at concurrency 64.
+        #[arg(long, default_value_t = 3000)]
+        tasks: usize,
+        /// Tasks measured at concurrency 1.
+        #[arg(long, default_value_t = 500)]
+        tasks_at_one: usize,
+    },
     /// One parcel order whose map ships each parcel by a child task: its time from
     /// submission to Processed, children a second, the server's peak memory.
     Map {
@@ -270,6 +297,7 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             durability,
             ingestion,
             parallel,
+            asl,
             service_latency_ms,
             services,
             mode,
@@ -279,10 +307,10 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
                 tasks,
                 concurrency,
                 warmup,
-                workflow: if parallel {
-                    "drone-delivery-parallel"
-                } else {
-                    DRONE
+                workflow: match (parallel, asl) {
+                    (true, _) => "drone-delivery-parallel",
+                    (_, true) => DRONE_ASL,
+                    _ => DRONE,
                 },
                 service_latency_ms,
                 services,
@@ -328,6 +356,11 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             services,
             mode,
         } => compare(&peers, rounds, tasks, tasks_at_one, services, mode).await,
+        Benchmark::Asl {
+            rounds,
+            tasks,
+            tasks_at_one,
+        } => asl(rounds, tasks, tasks_at_one).await,
         Benchmark::Map {
             parcels,
             by_id,

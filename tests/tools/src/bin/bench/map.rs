@@ -7,7 +7,7 @@ use sas_tools::Ingestion;
 use serde_json::{Value, json};
 
 use super::burst::epoch_millis;
-use super::server::{Durability, Server};
+use super::server::{Durability, Server, tool_workflows};
 use super::stats::quantile;
 
 /// `n` in base 36: 10,000 ids in at most three characters each.
@@ -36,8 +36,14 @@ fn parcel_order(parcels: usize, by_id: bool) -> Value {
 
 /// One parcel order of `parcels` parcels, submitted and waited for until Processed.
 pub(super) async fn map(parcels: usize, by_id: bool, durability: Durability) -> anyhow::Result<()> {
-    let workflows = sas_tests::aws::repository().join("tests/tools/workflows");
-    let server = Server::start_with(durability, Ingestion::Direct, &[], Some(&workflows), None)?;
+    let server = Server::start_with(
+        durability,
+        Ingestion::Direct,
+        &[],
+        Some(&tool_workflows()),
+        None,
+        None,
+    )?;
     let order = parcel_order(parcels, by_id);
     let body = order.to_string();
     let body_bytes = body.len();

@@ -10,7 +10,9 @@ use sas_tools::Ingestion;
 use serde_json::json;
 use tokio::sync::Mutex;
 
-use super::server::{AGENTS, Durability, RemoteService, STEPS, Server, Services, delivery};
+use super::server::{
+    AGENTS, DRONE_ASL, Durability, RemoteService, STEPS, Server, Services, delivery, tool_workflows,
+};
 use super::stats::{number_in, quantile};
 
 /// How a client asks for a task and its end: the peers' `bench.sh` modes of the same
@@ -200,12 +202,23 @@ pub(super) async fn measure(
         service_latency_ms == 0 || services == Services::Builtin,
         "--service-latency-ms is the mock services' (--services builtin)"
     );
+    anyhow::ensure!(
+        workflow != DRONE_ASL || services == Services::Apart,
+        "the state machine's Lambda functions are played by the service apart (--services apart)"
+    );
     let remote = match services {
         Services::Apart => Some(RemoteService::start()?),
         Services::Builtin => None,
     };
     let settings = remote.as_ref().map(RemoteService::settings);
-    let server = Server::start_with(durability, ingestion, under, None, settings.as_deref())?;
+    let server = Server::start_with(
+        durability,
+        ingestion,
+        under,
+        Some(&tool_workflows()),
+        settings.as_deref(),
+        remote.as_ref().map(|remote| remote.url.as_str()),
+    )?;
     if service_latency_ms > 0 {
         let http = reqwest::Client::new();
         for service in AGENTS {

@@ -43,7 +43,9 @@ pub(super) const AGENTS: [&str; 5] = ["account", "package", "transport", "drone"
 /// The remote service of `--services apart`, stopped when dropped.
 pub(super) struct RemoteService {
     child: Child,
-    url: String,
+    /// Its base URL: every agent's service, and Lambda's `Invoke` API (it answers
+    /// `{}`, a function's payload).
+    pub(super) url: String,
 }
 
 impl RemoteService {
@@ -124,17 +126,19 @@ pub(super) struct Server {
 
 impl Server {
     pub(super) fn start(durability: Durability) -> anyhow::Result<Self> {
-        Self::start_with(durability, Ingestion::Direct, &[], None, None)
+        Self::start_with(durability, Ingestion::Direct, &[], None, None, None)
     }
 
     /// The server, with the workflows of `workflows` (`SAS_WORKFLOWS_DIR`) beside the
-    /// built-in ones, and the services' settings `services` (`SAS_SERVICES`).
+    /// built-in ones, the services' settings `services` (`SAS_SERVICES`), and Lambda's
+    /// API at `lambda` (`AWS_ENDPOINT_URL_LAMBDA`) for state machines' Tasks.
     pub(super) fn start_with(
         durability: Durability,
         ingestion: Ingestion,
         under: &[String],
         workflows: Option<&std::path::Path>,
         services: Option<&str>,
+        lambda: Option<&str>,
     ) -> anyhow::Result<Self> {
         let binary = sas_tests::function_binary("sas-local");
         let data = tempfile::tempdir()?;
@@ -151,6 +155,9 @@ impl Server {
         }
         if let Some(services) = services {
             command.env("SAS_SERVICES", services);
+        }
+        if let Some(lambda) = lambda {
+            command.env("AWS_ENDPOINT_URL_LAMBDA", lambda);
         }
         let mut child = command
             .env("SAS_INGESTION", ingestion.name())
@@ -233,6 +240,16 @@ impl Drop for Server {
 
 /// The drone delivery, straight: what every benchmark runs unless told otherwise.
 pub(super) const DRONE: &str = "drone-delivery";
+
+/// The drone delivery written in the Amazon States Language
+/// (`tests/tools/workflows/drone-delivery-asl.asl.json`): its five calls Lambda
+/// functions, which the remote service apart plays.
+pub(super) const DRONE_ASL: &str = "drone-delivery-asl";
+
+/// The benchmarks' own workflows, beside the built-in ones.
+pub(super) fn tool_workflows() -> std::path::PathBuf {
+    sas_tests::aws::repository().join("tests/tools/workflows")
+}
 
 pub(super) fn delivery(workflow: &str, i: usize) -> Value {
     json!({

@@ -1,0 +1,77 @@
+//! `bench asl`: the drone delivery written in the project's language and in the Amazon
+//! States Language, in turn, round after round, at 64 clients and at 1, both calling
+//! the remote service apart (the workflow its HTTP API, the state machine Lambda's
+//! `Invoke` API, which it plays): every line, then the medians and the state
+//! machine's ratios to the workflow.
+
+use sas_tools::Ingestion;
+
+use super::compare::settle;
+use super::run::{Load, Measured, Mode, measure};
+use super::server::{DRONE, DRONE_ASL, Durability, STEPS, Services};
+use super::stats::{median, number_in};
+
+pub(super) async fn asl(rounds: usize, tasks: usize, tasks_at_one: usize) -> anyhow::Result<()> {
+    const WORKFLOWS: [&str; 2] = [DRONE, DRONE_ASL];
+    let load = |tasks, concurrency, warmup| Load {
+        tasks,
+        concurrency,
+        warmup,
+        workflow: DRONE,
+        service_latency_ms: 0,
+        services: Services::Apart,
+        mode: Mode::Attach,
+    };
+    let loads = [load(tasks, 64, 200), load(tasks_at_one, 1, 50)];
+    println!("{}", sas_tools::provenance());
+    let mut results: Vec<[Vec<Measured>; 2]> = loads.iter().map(|_| Default::default()).collect();
+    for round in 1..=rounds {
+        for (shape, &load) in loads.iter().enumerate() {
+            for (index, workflow) in WORKFLOWS.into_iter().enumerate() {
+                settle().await;
+                let load = Load { workflow, ..load };
+                let measured = measure(load, Durability::Full, Ingestion::Direct, &[]).await?;
+                println!("round={round} {}", measured.line);
+                results[shape][index].push(measured);
+            }
+        }
+    }
+    println!("medians of {rounds}:");
+    for (shape, load) in loads.iter().enumerate() {
+        let figures: Vec<[f64; 4]> = results[shape]
+            .iter()
+            .map(|runs| {
+                let of = |f: &dyn Fn(&Measured) -> f64| median(runs.iter().map(f).collect());
+                // The server's CPU a task, from the line's CPU over the run.
+                #[allow(clippy::cast_precision_loss)]
+                let cpu_ms = |m: &Measured| {
+                    number_in(&m.line, "server_cpu_s").unwrap_or(f64::NAN) * 1000.0
+                        / load.tasks as f64
+                };
+                [
+                    of(&|m| m.tasks_per_s),
+                    of(&|m| m.p50_ms),
+                    of(&|m| m.p99_ms),
+                    of(&cpu_ms),
+                ]
+            })
+            .collect();
+        for (workflow, [rate, p50, p99, cpu]) in WORKFLOWS.iter().zip(&figures) {
+            #[allow(clippy::cast_precision_loss)]
+            let states = rate * STEPS as f64;
+            println!(
+                "concurrency={} workflow={workflow} tasks_per_s={rate:.1} states_per_s={states:.0} p50_ms={p50:.2} p99_ms={p99:.2} server_cpu_ms_per_task={cpu:.3}",
+                load.concurrency
+            );
+        }
+        let [native, machine] = [figures[0], figures[1]];
+        println!(
+            "concurrency={} asl_over_native: tasks_per_s={:.3} p50={:.3} cpu_per_task={:.3}",
+            load.concurrency,
+            machine[0] / native[0],
+            machine[1] / native[1],
+            machine[3] / native[3],
+        );
+    }
+    Ok(())
+}
