@@ -47,10 +47,23 @@ const REFUSED: &str = r#"{
   "States": {"No": {"Type": "Fail", "Error": "Refused", "Cause": "{% 'too heavy: ' & $states.input.kg %}"}}
 }"#;
 
+/// A person's approval: `ask` is given the task token, and the state waits for its
+/// use (`POST /callbacks/{token}`), whose output or error is the state's.
+const APPROVAL: &str = r#"{
+  "StartAt": "Ask",
+  "States": {
+    "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+            "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token", "kg.$": "$.kg"}},
+            "TimeoutSeconds": 600, "ResultPath": "$.approval", "End": true}
+  }
+}"#;
+
 #[derive(Default)]
 struct Calls {
     by_function: std::sync::Mutex<Vec<String>>,
     fails: AtomicUsize,
+    /// The task tokens `ask` was given, by the `kg` asked about.
+    tokens: std::sync::Mutex<Vec<(i64, String)>>,
 }
 
 /// Lambda's `Invoke`, played: `count-up` adds one to `count`, `identity` answers its
@@ -67,6 +80,11 @@ async fn invoke(
         .push(function.clone());
     let mut headers = HeaderMap::new();
     let event: Value = serde_json::from_slice(&event).unwrap_or(json!({}));
+    if function == "ask" {
+        let token = event["token"].as_str().unwrap_or_default().to_owned();
+        let kg = event["kg"].as_i64().unwrap_or_default();
+        calls.tokens.lock().expect("tokens").push((kg, token));
+    }
     let body = match function.as_str() {
         "count-up" => json!({"count": event["count"].as_i64().unwrap_or(0) + 1}),
         "fails" => {
@@ -120,6 +138,7 @@ async fn a_state_machine_runs_its_loop_through_lambda_and_reports_as_step_functi
     let workflows = tempfile::tempdir().expect("a workflows directory");
     std::fs::write(workflows.path().join("count.asl.json"), LOOP).expect("written");
     std::fs::write(workflows.path().join("refused.asl.json"), REFUSED).expect("written");
+    std::fs::write(workflows.path().join("approval.asl.json"), APPROVAL).expect("written");
     let data = tempfile::tempdir().expect("a data directory");
     let workflows_dir = workflows.path().to_str().expect("a path");
     let (mut child, api, _) = common::spawn_with(
@@ -145,6 +164,41 @@ async fn a_state_machine_runs_its_loop_through_lambda_and_reports_as_step_functi
         .await
         .expect("submitted");
     assert!(refused.status().is_success());
+    for (id, kg) in [("light-1", 2), ("heavy-2", 40)] {
+        let asked = put(id, "approval", json!({"kg": kg}))
+            .await
+            .expect("submitted");
+        assert!(asked.status().is_success());
+    }
+    // Each waits with its token given to `ask`; a person answers one and refuses the
+    // other through the project's callbacks.
+    let tokens = loop {
+        let tokens = calls.tokens.lock().expect("tokens").clone();
+        if tokens.len() == 2 {
+            break tokens;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for (kg, token) in tokens {
+        let answer = if kg < 10 {
+            json!({"output": {"approved_by": "ana"}})
+        } else {
+            json!({"error": "TooHeavy"})
+        };
+        let used = http
+            .post(format!("{api}/callbacks/{token}"))
+            .json(&answer)
+            .send()
+            .await
+            .expect("used");
+        assert!(
+            used.status().is_success(),
+            "{}",
+            used.text().await.unwrap_or_default()
+        );
+    }
+    let light = ended(&http, &api, "light-1").await;
+    let heavier = ended(&http, &api, "heavy-2").await;
 
     let task = ended(&http, &api, "loop-1").await;
     let heavy = ended(&http, &api, "heavy-1").await;
@@ -158,7 +212,10 @@ async fn a_state_machine_runs_its_loop_through_lambda_and_reports_as_step_functi
         serde_json::from_str(task["output"]["caught"]["Cause"].as_str().expect("a cause"))
             .expect("the function's error, as JSON");
     assert_eq!(cause["errorMessage"], "it broke");
-    let functions = calls.by_function.lock().expect("calls").clone();
+    let functions: Vec<String> = (calls.by_function.lock().expect("calls").iter())
+        .filter(|function| *function != "ask")
+        .cloned()
+        .collect();
     assert_eq!(
         functions,
         [
@@ -172,4 +229,12 @@ async fn a_state_machine_runs_its_loop_through_lambda_and_reports_as_step_functi
     assert_eq!(heavy["status"], "FAILED");
     assert_eq!(heavy["error"], "Refused");
     assert_eq!(heavy["cause"], "too heavy: 30");
+
+    assert_eq!(light["status"], "SUCCEEDED", "{light:#}");
+    assert_eq!(
+        light["output"],
+        json!({"kg": 2, "approval": {"approved_by": "ana"}})
+    );
+    assert_eq!(heavier["status"], "FAILED", "{heavier:#}");
+    assert_eq!(heavier["error"], "TooHeavy");
 }

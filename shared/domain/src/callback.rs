@@ -95,11 +95,16 @@ impl Token {
 }
 
 /// The run and the attempt that name the wait of `task`'s step `step` for its
-/// callback ([`Token::issue`]): a call's, its key's run and no attempt.
+/// callback ([`Token::issue`]): a call's, its key's run and no attempt; a state
+/// machine's call, its key's run and its state's visit (each a call of its own).
 fn wait_of(task: &Task, step: usize, after_call: bool) -> Option<(u32, u32)> {
     let record = task.steps.get(step)?;
     Some(if after_call {
-        (record.key_run_in(task.run), 0)
+        let visit = task
+            .machine
+            .as_ref()
+            .map_or(0, |run| run.visit(&record.name));
+        (record.key_run_in(task.run), visit)
     } else {
         (task.run, record.attempt)
     })

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use sas_asl::definition::{State, StateKind, StateMachine};
+use sas_asl::definition::{Pattern, State, StateKind, StateMachine};
 use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors, lambda};
 
 use super::{Branches, InvokeAnswer, MachineRun, Status, VisitWork};
+use crate::callback::Token;
 use crate::decide::Effect;
 use crate::decide::change::Change;
 use crate::decide::steps::RETRY_EARLY;
@@ -244,12 +245,21 @@ impl Change {
         };
         let retry_count = run.map(|run| run.retries.iter().sum()).unwrap_or(0);
         let entered = self.now.to_rfc3339();
+        let token = waits_for_token(state)
+            .then(|| {
+                self.task
+                    .steps
+                    .iter()
+                    .position(|step| step.name == state.name)
+            })
+            .flatten()
+            .and_then(|index| Token::issue(&self.task, index, true));
         let position = Position {
             state: &state.name,
             entered_time: &entered,
             retry_count: (!state.retry.is_empty()).then_some(retry_count),
             item: None,
-            task_token: None,
+            task_token: token.as_deref(),
         };
         context::context(&execution, &position)
     }
@@ -267,8 +277,14 @@ impl Change {
         let mut state = state;
         let mut input = input;
         for _ in 0..TRANSITIONS_A_WRITE {
+            // A state that waits is visited once more: its call's key and its task
+            // token name the visit.
+            let waits = workflow.steps.iter().any(|step| step.name == state.name);
             let entered = {
                 let run = self.run_mut();
+                if waits {
+                    *run.visits.entry(state.name.clone()).or_insert(0) += 1;
+                }
                 run.events += 1;
                 run.entered_event = run.events;
                 run.state = Some(state.name.clone());
@@ -408,9 +424,7 @@ impl Change {
                 state.name
             )));
         };
-        let run = self.run_mut();
-        *run.visits.entry(state.name.clone()).or_insert(0) += 1;
-        run.work = Some(work);
+        self.run_mut().work = Some(work);
         let step = &mut self.task.steps[index];
         let attempt = step.attempt;
         *step = Step::new(&state.name);
@@ -424,6 +438,13 @@ impl Change {
         match (run.and_then(|run| run.work.as_ref()), &state.kind) {
             (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
             (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
+            // The token's use gave the result.
+            (Some(VisitWork::Invoke { .. }), _) if waits_for_token(state) => Ok(self.task.steps
+                [index]
+                .output
+                .as_deref()
+                .cloned()
+                .unwrap_or(Value::Null)),
             (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
                 let output = self.task.steps[index]
                     .output
@@ -604,8 +625,15 @@ fn step_failure(step: &Step, state: &State) -> Failure {
         }
     }
     match (step.state, &state.kind) {
+        // A task token used with an error: the error it names, as `SendTaskFailure`'s.
+        _ if waits_for_token(state) => Failure::new(text, ""),
         // An answer too large to keep: as Step Functions reports one past its limit.
         (StepState::Unusable, StateKind::Task(task)) => lambda::too_large(&task.resource),
         _ => Failure::new(errors::TASK_FAILED, text),
     }
+}
+
+/// Whether `state` is a Task that waits for its task token's use.
+fn waits_for_token(state: &State) -> bool {
+    matches!(&state.kind, StateKind::Task(task) if task.resource.pattern == Pattern::WaitForTaskToken)
 }

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_asl::definition::{Pattern, StateKind, StateMachine, Target};
+use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
 use super::{BranchesStep, LAMBDA_AGENT, Machine};
-use crate::kinds::{CallStep, SleepStep, StepKind};
+use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
 use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Workflow};
@@ -19,6 +19,10 @@ const SUFFIX: &str = ".asl.json";
 /// How long a Task's call may take when its state says no `TimeoutSeconds`: the
 /// supervisor sends it again after this, as it does a workflow's call.
 const DEFAULT_CALL_TIME: Duration = Duration::from_secs(300);
+
+/// How long a `.waitForTaskToken` Task waits without a `TimeoutSeconds`: a year, as
+/// long as a Step Functions execution may run.
+const LONGEST_WAIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// How long a new task waits for a scheduler before the supervisor sends it again.
 const PICKUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -76,13 +80,26 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                     task.resource.target,
                     Target::LambdaFunction { .. } | Target::LambdaInvoke
                 );
-                if !lambda || task.resource.pattern != Pattern::RequestResponse {
+                // What a Lambda Task waits for beyond its call: nothing, or its task
+                // token's use. `None`: a pattern this engine does not run.
+                let waits = match task.resource.pattern {
+                    _ if !lambda => None,
+                    Pattern::RequestResponse => Some(None),
+                    Pattern::WaitForTaskToken => Some(Some(callback(task).ok_or_else(|| {
+                        refuse(
+                            "TimeoutSecondsPath",
+                            "a .waitForTaskToken's timeout or heartbeat chosen at run time",
+                        )
+                    })?)),
+                    Pattern::Sync | Pattern::Sync2 => None,
+                };
+                let Some(callback) = waits else {
                     return Err(refuse(
                         "Resource",
                         &format!("the resource '{}'", task.resource.arn),
                     ));
-                }
-                StepKind::Call(Box::new(call(task.timeout.is_some())))
+                };
+                StepKind::Call(Box::new(call(task.timeout.is_some(), callback)))
             }
             StateKind::Wait(_) => StepKind::Sleep(SleepStep::Visit),
             StateKind::Parallel { .. } => StepKind::Branches(BranchesStep {
@@ -132,13 +149,29 @@ fn state_of(at: &str) -> Option<String> {
     Some(rest.split('/').next().unwrap_or(rest).to_owned())
 }
 
+/// How long a `.waitForTaskToken` Task waits for its token's use: its
+/// `TimeoutSeconds`, or as long as an execution may run; and its `HeartbeatSeconds`.
+/// `None` where either is chosen at run time.
+fn callback(task: &sas_asl::definition::Task) -> Option<CallbackSettings> {
+    let fixed = |amount: &Option<Amount>| match amount {
+        None => Some(None),
+        Some(Amount::Fixed(seconds)) => Some(Some(Duration::from_secs(*seconds))),
+        Some(_) => None,
+    };
+    Some(CallbackSettings {
+        timeout: fixed(&task.timeout)?.unwrap_or(LONGEST_WAIT),
+        heartbeat: fixed(&task.heartbeat)?,
+    })
+}
+
 /// A Task's call: to the Lambda agent, with the function and payload its visit
 /// gives ([`super::VisitWork::Invoke`]). Without a `TimeoutSeconds` it is sent again by
 /// the supervisor as any call is; with one (`timed`), its lease is the timeout its
 /// visit works out ([`super::call_time`]), and its end is the state's `States.Timeout`.
-fn call(timed: bool) -> CallStep {
+/// A `.waitForTaskToken` Task then waits for its `callback`, whose end is the same.
+fn call(timed: bool, callback: Option<CallbackSettings>) -> CallStep {
     let mut supervision = default_supervision();
-    if timed {
+    if timed || callback.is_some() {
         supervision.failure_threshold = 0;
     }
     CallStep {
@@ -150,7 +183,7 @@ fn call(timed: bool) -> CallStep {
         retry: default_retry(),
         supervision,
         fields: None,
-        callback: None,
+        callback,
         limit: None,
         service_limit: None,
     }

@@ -1,17 +1,19 @@
 //! State machines run by the decisions: loops whose visits are calls of their own,
-//! Retry and Catch, Fail, Wait, and what the engine refuses to load.
+//! Retry and Catch, Fail, Wait, Parallel and Map, task tokens, and what the engine
+//! refuses to load.
 
 use serde_json::{Value, json};
 
 use super::{InvokeAnswer, InvokeRequest, Status};
+use crate::callback::Token;
 use crate::decide::{
-    Decision, Effect, Resubmit, on_child_ended, on_expired, on_response, on_run, resubmit, submit,
+    CallbackOutcome, CallbackUse, Decision, Effect, Resubmit, on_callback, on_child_ended,
+    on_expired, on_response, on_run, resubmit, submit,
 };
 use crate::ids::TaskId;
-use crate::messages::ChildEnded;
-use crate::messages::{AgentRequest, AgentResponse, Outcome};
+use crate::messages::{AgentRequest, AgentResponse, ChildEnded, Outcome};
 use crate::submission::Submission;
-use crate::task::{Order, Task, TaskState};
+use crate::task::{Caller, Order, Task, TaskState};
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
@@ -474,5 +476,68 @@ fn a_map_past_its_tolerated_failures_fails_and_its_catcher_takes_it() {
         ids.len(),
         2,
         "no child started once the state failed: {ids:?}"
+    );
+}
+
+#[test]
+fn a_wait_for_task_token_ends_with_its_tokens_use_and_each_visit_has_its_own_token() {
+    let workflow = machine(json!({
+        "StartAt": "Ask",
+        "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                    "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token"}},
+                    "ResultPath": "$.answer", "Next": "Again?"},
+            "Again?": {"Type": "Choice", "Choices": [
+                {"Variable": "$.answer.again", "BooleanEquals": true, "Next": "Ask"}],
+                "Default": "Done"},
+            "Done": {"Type": "Succeed"}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let mut task = claim.next.clone().expect("claimed");
+    let mut decision = claim;
+    let mut tokens = Vec::new();
+    for again in [true, false] {
+        let request = dispatched(&decision).pop().expect("the function invoked");
+        let sent: Value = serde_json::from_str(&invoked(&request).payload).expect("a payload");
+        let token = sent["token"].as_str().expect("the token").to_owned();
+        tokens.push(token.clone());
+        // The function answers at once; the state waits for its token's use.
+        let answered = on_response(
+            &task,
+            &workflow,
+            &order,
+            &answered(&request, "null", None),
+            Timestamp(10),
+        );
+        task = answered.next.expect("recorded");
+        assert_eq!(task.state, TaskState::Processing);
+        let callback = CallbackUse {
+            step: 0,
+            token: Token::parse(&token),
+            by: Caller::Token,
+            outcome: CallbackOutcome::Output(json!({"again": again})),
+        };
+        let used = on_callback(&task, &workflow, &order, callback, Timestamp(20)).expect("used");
+        task = used.next.expect("recorded");
+        // Released: a scheduler takes the machine on from the state's exit.
+        decision = on_run(&task, &workflow, &order, "s1", Timestamp(21));
+        task = decision.next.clone().expect("moved on");
+    }
+    assert_ne!(
+        tokens[0], tokens[1],
+        "each visit waits under a token of its own"
+    );
+    let stale = CallbackUse {
+        step: 0,
+        token: Token::parse(&tokens[0]),
+        by: Caller::Token,
+        outcome: CallbackOutcome::Output(json!({})),
+    };
+    assert!(on_callback(&task, &workflow, &order, stale, Timestamp(30)).is_err());
+    assert_eq!(run(&task).status, Status::Succeeded);
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!({"answer": {"again": false}}))
     );
 }
