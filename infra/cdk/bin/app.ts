@@ -25,4 +25,6 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   ingestion: app.node.tryGetContext("ingestion"),
   // -c secretsKmsKeyArn=<key ARN> when the services' secrets are under a key of your own.
   secretsKmsKeyArn: app.node.tryGetContext("secretsKmsKeyArn"),
+  // -c lambdaFunctionArns='["arn:aws:lambda:..."]' for the functions your state machines invoke.
+  lambdaFunctionArns: JSON.parse(app.node.tryGetContext("lambdaFunctionArns") ?? "[]"),
 });

@@ -123,6 +123,11 @@ export interface SchedulerAgentSupervisorProps {
   /** The API Gateway APIs the agents may call signed with SigV4, as execute-api ARNs. Default: none. */
   readonly serviceApiArns?: string[];
   /**
+   * The Lambda functions the Task states of your state machines may invoke, by ARN:
+   * the agents' `lambda:InvokeFunction`, on these alone. Default: none.
+   */
+  readonly lambdaFunctionArns?: string[];
+  /**
    * A layer holding your workflow definitions in `workflows/`, run beside the built-in
    * ones. Default: the built-in ones alone.
    */
@@ -395,6 +400,11 @@ export class SchedulerAgentSupervisor extends Construct {
     if (props.serviceApiArns?.length) {
       this.functions.agent.addToRolePolicy(
         new iam.PolicyStatement({ actions: ["execute-api:Invoke"], resources: props.serviceApiArns }),
+      );
+    }
+    if (props.lambdaFunctionArns?.length) {
+      this.functions.agent.addToRolePolicy(
+        new iam.PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: props.lambdaFunctionArns }),
       );
     }
     this.connect(

@@ -34,7 +34,11 @@ impl WithLambda {
     #[must_use]
     pub fn new(sdk: &SdkConfig, endpoint: Option<String>, others: Arc<dyn RemoteCall>) -> Self {
         let mut config = aws_sdk_lambda::config::Builder::from(sdk);
-        config.set_endpoint_url(endpoint);
+        // Without an endpoint of its own, Lambda's is the SDK configuration's
+        // (`AWS_ENDPOINT_URL`): setting none would clear it.
+        if endpoint.is_some() {
+            config.set_endpoint_url(endpoint);
+        }
         Self {
             lambda: aws_sdk_lambda::Client::from_conf(config.build()),
             others,

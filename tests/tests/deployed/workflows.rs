@@ -521,3 +521,103 @@ async fn a_workflow_of_the_deployment_calls_paths_from_results_with_a_key_from_s
         logs.join("\n")
     );
 }
+
+/// A function's code for Lambda's `provided.al2023` runtime: a shell script that takes
+/// each event from the Runtime API and answers `{"echoed": <event>}`, zipped.
+fn echo_function_zip() -> Vec<u8> {
+    const BOOTSTRAP: &str = r#"#!/bin/sh
+set -eu
+api="http://${AWS_LAMBDA_RUNTIME_API}/2018-06-01/runtime/invocation"
+while true; do
+  headers=$(mktemp)
+  event=$(curl -sS -D "$headers" "$api/next")
+  id=$(grep -i '^lambda-runtime-aws-request-id:' "$headers" | tr -d '\r' | cut -d' ' -f2)
+  rm -f "$headers"
+  curl -sS -X POST "$api/$id/response" -d "{\"echoed\": $event}" > /dev/null
+done
+"#;
+    let directory = tempfile::tempdir().expect("a directory");
+    let zip = directory.path().join("function.zip");
+    let written = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile\n\
+             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+             \x20   info = zipfile.ZipInfo('bootstrap')\n\
+             \x20   info.external_attr = 0o755 << 16\n\
+             \x20   z.writestr(info, sys.argv[2])",
+        ])
+        .arg(&zip)
+        .arg(BOOTSTRAP)
+        .status()
+        .expect("python3, to zip the function");
+    assert!(written.success(), "the function not zipped");
+    std::fs::read(zip).expect("the zip")
+}
+
+/// A Step Functions state machine of the deployment (tests/workflows/invoke.asl.json)
+/// invokes a real function deployed on the emulator, which the stack lets its agents
+/// invoke (`LambdaFunctionArns`), and is refused another it does not name, IAM
+/// enforced: the refusal is the Task's error, which its Catch takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machine_invokes_the_lambda_function_its_deployment_names_and_no_other() {
+    let remote = Remote::start(true).await;
+    let stack = Deployment::with_services_and(
+        &remote,
+        &[
+            ("AuthMode", "NONE"),
+            (
+                "LambdaFunctionArns",
+                "arn:aws:lambda:us-east-1:*:function:sas-greeter",
+            ),
+        ],
+    )
+    .await;
+    let lambda = aws_sdk_lambda::Client::new(&stack.sdk);
+    let code = echo_function_zip();
+    // A role that exists: one of the stack's functions' (the echo calls nothing).
+    let listed = lambda.list_functions().send().await.expect("the functions");
+    let role = listed
+        .functions()
+        .iter()
+        .find_map(|function| function.role())
+        .expect("a function of the stack, with its role")
+        .to_owned();
+    for name in ["sas-greeter", "sas-other"] {
+        lambda
+            .create_function()
+            .function_name(name)
+            .runtime(aws_sdk_lambda::types::Runtime::Providedal2023)
+            .handler("bootstrap")
+            .role(&role)
+            .code(
+                aws_sdk_lambda::types::FunctionCode::builder()
+                    .zip_file(aws_sdk_lambda::primitives::Blob::new(code.clone()))
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|error| panic!("{name} not created: {error:?}"));
+    }
+    let invoke = json!({"workflow": "invoke", "input": {"name": "Ada"}});
+    put_task(&stack, "invoke-1", &invoke).await;
+    let task = wait_for_task(
+        &stack,
+        "invoke-1",
+        "Processed",
+        Duration::from_secs(90),
+        |t| t["state"] == "Processed" || t["state"] == "Error",
+    )
+    .await;
+    assert_eq!(task["status"], "SUCCEEDED", "{task:#}");
+    assert_eq!(
+        task["output"]["greeter"],
+        json!({"said": {"echoed": {"name": "Ada"}}}),
+        "{task:#}"
+    );
+    assert_eq!(
+        task["output"]["refused"]["Error"], "Lambda.AccessDeniedException",
+        "the function the deployment does not name is refused: {task:#}"
+    );
+    assert!(task["output"].get("other").is_none(), "{task:#}");
+}
