@@ -6,23 +6,16 @@
 
 use sas_tools::Ingestion;
 
+use super::Rounds;
 use super::compare::settle;
 use super::run::{Load, Measured, Mode, measure};
 use super::server::{DRONE, DRONE_ASL, Durability, STEPS, Services};
 use super::stats::{median, number_in};
 
-pub(super) async fn asl(rounds: usize, tasks: usize, tasks_at_one: usize) -> anyhow::Result<()> {
+pub(super) async fn asl(rounds: Rounds) -> anyhow::Result<()> {
     const WORKFLOWS: [&str; 2] = [DRONE, DRONE_ASL];
-    let load = |tasks, concurrency, warmup| Load {
-        tasks,
-        concurrency,
-        warmup,
-        workflow: DRONE,
-        service_latency_ms: 0,
-        services: Services::Apart,
-        mode: Mode::Attach,
-    };
-    let loads = [load(tasks, 64, 200), load(tasks_at_one, 1, 50)];
+    let loads = rounds.loads(Services::Apart, Mode::Attach);
+    let Rounds { rounds, .. } = rounds;
     println!("{}", sas_tools::provenance());
     let mut results: Vec<[Vec<Measured>; 2]> = loads.iter().map(|_| Default::default()).collect();
     for round in 1..=rounds {

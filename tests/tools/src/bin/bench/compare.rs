@@ -7,9 +7,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use sas_tools::Ingestion;
 
+use super::Rounds;
 use super::floor::{Probe, wal_writes};
 use super::run::{Load, Measured, Mode, measure};
-use super::server::{DRONE, Durability, STEPS, Services};
+use super::server::{Durability, STEPS, Services};
 use super::stats::median;
 
 /// Runs a peer's `bench.sh TASKS CONCURRENCY MODE` (warm-up as ours) and reads its
@@ -48,35 +49,15 @@ pub(super) async fn settle() {
 
 pub(super) async fn compare(
     peers: &std::path::Path,
-    rounds: usize,
-    tasks: usize,
-    tasks_at_one: usize,
+    rounds: Rounds,
     services: Services,
     mode: Mode,
 ) -> anyhow::Result<()> {
     /// Ours in each ingestion mode, then the peers (each a directory of `peers`).
     const ENGINES: [&str; 4] = ["sas-local-buffered", "sas-local-direct", "restate", "dbos"];
     const OURS: [Ingestion; 2] = [Ingestion::Buffered, Ingestion::Direct];
-    let loads = [
-        Load {
-            tasks,
-            concurrency: 64,
-            warmup: 200,
-            workflow: DRONE,
-            service_latency_ms: 0,
-            services,
-            mode,
-        },
-        Load {
-            tasks: tasks_at_one,
-            concurrency: 1,
-            warmup: 50,
-            workflow: DRONE,
-            service_latency_ms: 0,
-            services,
-            mode,
-        },
-    ];
+    let loads = rounds.loads(services, mode);
+    let Rounds { rounds, .. } = rounds;
     println!("{}", sas_tools::provenance());
     let mut results: Vec<Vec<Vec<Measured>>> = loads
         .iter()

@@ -193,15 +193,8 @@ enum Benchmark {
         /// set up by its `setup.sh`).
         #[arg(long, default_value = "../shared/peers")]
         peers: std::path::PathBuf,
-        /// Rounds: each engine once per round and concurrency, in turn.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Tasks measured at concurrency 64.
-        #[arg(long, default_value_t = 3000)]
-        tasks: usize,
-        /// Tasks measured at concurrency 1.
-        #[arg(long, default_value_t = 500)]
-        tasks_at_one: usize,
+        #[command(flatten)]
+        rounds: Rounds,
         /// The remote services our steps call.
         #[arg(long, value_enum, default_value_t = Services::Apart)]
         services: Services,
@@ -215,15 +208,8 @@ enum Benchmark {
     /// remote service apart: each line, then the medians and the state machine's
     /// ratios to the workflow.
     Asl {
-        /// Rounds: each language once per round and concurrency, in turn.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Tasks measured at concurrency 64.
-        #[arg(long, default_value_t = 3000)]
-        tasks: usize,
-        /// Tasks measured at concurrency 1.
-        #[arg(long, default_value_t = 500)]
-        tasks_at_one: usize,
+        #[command(flatten)]
+        rounds: Rounds,
     },
     /// One parcel order whose map ships each parcel by a child task: its time from
     /// submission to Processed, children a second, the server's peak memory.
@@ -273,6 +259,37 @@ enum Benchmark {
     /// The remote service `--services apart` starts: on 127.0.0.1, one thread,
     /// answering `{}` at once to any call; prints `remote=<its URL>`.
     Remote,
+}
+
+/// The rounds of a comparison, and the tasks each measures.
+#[derive(clap::Args, Clone, Copy)]
+struct Rounds {
+    /// Rounds: each contender once per round and concurrency, in turn.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Tasks measured at concurrency 64.
+    #[arg(long, default_value_t = 3000)]
+    tasks: usize,
+    /// Tasks measured at concurrency 1.
+    #[arg(long, default_value_t = 500)]
+    tasks_at_one: usize,
+}
+
+impl Rounds {
+    /// The drone delivery's loads of a round: at 64 clients, then at 1, each after its
+    /// warm-up.
+    fn loads(self, services: Services, mode: Mode) -> [Load; 2] {
+        let load = |tasks, concurrency, warmup| Load {
+            tasks,
+            concurrency,
+            warmup,
+            workflow: DRONE,
+            service_latency_ms: 0,
+            services,
+            mode,
+        };
+        [load(self.tasks, 64, 200), load(self.tasks_at_one, 1, 50)]
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -351,16 +368,10 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
         Benchmark::Compare {
             peers,
             rounds,
-            tasks,
-            tasks_at_one,
             services,
             mode,
-        } => compare(&peers, rounds, tasks, tasks_at_one, services, mode).await,
-        Benchmark::Asl {
-            rounds,
-            tasks,
-            tasks_at_one,
-        } => asl(rounds, tasks, tasks_at_one).await,
+        } => compare(&peers, rounds, services, mode).await,
+        Benchmark::Asl { rounds } => asl(rounds).await,
         Benchmark::Map {
             parcels,
             by_id,
