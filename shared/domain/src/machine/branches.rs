@@ -104,7 +104,7 @@ impl Change {
     /// start's child: stale.
     pub(crate) fn branch_ended(&mut self, workflow: &Workflow, ended: &ChildEnded) -> bool {
         let index = ended.step;
-        let round = self.branches_mut().map(|branches| branches.round);
+        let round = current(&self.task).map(|branches| branches.round);
         let end = ended.branch.as_deref().cloned().unwrap_or_default();
         // A child never started says no round; one of an earlier start is stale.
         if ended.branch.is_some() && Some(end.round) != round {
@@ -152,22 +152,23 @@ impl Change {
     }
 
     /// Starts step `index`'s next children up to its concurrency; ends the step once
-    /// every child has ended, or at once when more have failed than it tolerates.
+    /// every child has ended, or at once when more have failed than it tolerates. It
+    /// reads the visit's children in place: a map's inputs and outputs are not copied
+    /// at each child's end.
     fn fill_branches(&mut self, workflow: &Workflow, index: usize) {
-        let Some(branches) = self.branches_mut().map(|branches| (*branches).clone()) else {
+        let Some(branches) = current(&self.task) else {
             return;
         };
         let mut children = self.task.steps[index].children.clone().unwrap_or_default();
-        if let Some(failure) = too_many_failed(&branches, &children) {
-            self.stop_branches(index);
-            return self.end_branches(index, Err(failure));
-        }
         let stopped = self.task.state != TaskState::Processing;
-        if stopped && children.running.is_empty() {
-            let failure = BranchFailure {
+        let failure = too_many_failed(branches, &children).or_else(|| {
+            (stopped && children.running.is_empty()).then(|| BranchFailure {
                 error: sas_asl::errors::RUNTIME.to_owned(),
                 cause: "stopped before its children ended".to_owned(),
-            };
+            })
+        });
+        if let Some(failure) = failure {
+            self.stop_branches(index);
             return self.end_branches(index, Err(failure));
         }
         let limit = match branches.max_concurrency {
@@ -179,8 +180,7 @@ impl Change {
             let item = children.started;
             children.started += 1;
             children.running.push(item);
-            let input = branches.inputs.get(item as usize).cloned();
-            starts.push((item, input.unwrap_or(Value::Null)));
+            starts.push((item, input_of(branches, item)));
         }
         let done = children.running.is_empty() && children.started == children.total;
         let step = &mut self.task.steps[index];
@@ -261,18 +261,12 @@ impl Change {
             .as_ref()
             .map(|children| children.running.clone())
             .unwrap_or_default();
-        let inputs = self
-            .branches_mut()
-            .map(|branches| branches.inputs.clone())
-            .unwrap_or_default();
         let of = self.branches_of(index);
         if self.task.state == TaskState::Processing {
+            let branches = current(&self.task);
             let children = running
                 .into_iter()
-                .map(|item| {
-                    let input = inputs.get(item as usize).cloned();
-                    (item, input.unwrap_or(Value::Null))
-                })
+                .map(|item| (item, branches.map_or(Value::Null, |b| input_of(b, item))))
                 .collect();
             self.effects.push(Effect::StartChildren {
                 of,
@@ -303,10 +297,7 @@ impl Change {
         let task = &self.task;
         let run = task.machine.as_deref();
         let variables = run.map(|run| run.variables.clone()).unwrap_or_default();
-        let round = match run.and_then(|run| run.work.as_ref()) {
-            Some(VisitWork::Branches(branches)) => branches.round,
-            _ => 0,
-        };
+        let round = current(task).map_or(0, |branches| branches.round);
         ChildrenOf {
             parent: task.id.clone(),
             step: index,
@@ -321,6 +312,23 @@ impl Change {
             scope: Some(Box::new(BranchScope { round, variables })),
         }
     }
+}
+
+/// The children of the visit `task`'s machine is making, if it makes one.
+fn current(task: &crate::task::Task) -> Option<&Branches> {
+    match task.machine.as_ref()?.work.as_ref()? {
+        VisitWork::Branches(branches) => Some(branches),
+        _ => None,
+    }
+}
+
+/// The input of child `item`.
+fn input_of(branches: &Branches, item: u32) -> Value {
+    branches
+        .inputs
+        .get(item as usize)
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 /// The failure that ends a Parallel or a Map before its children have: any child's
