@@ -141,21 +141,14 @@ impl<'a> Parser<'a> {
     /// A path argument: up to a `,`, `)` or blank outside brackets and quotes.
     fn path(&mut self) -> Result<Arg, String> {
         let rest = self.rest();
-        let (mut depth, mut quote, mut escaped) = (0usize, None, false);
+        let (mut depth, mut quoting) = (0usize, path::Quoting::default());
         let mut end = rest.len();
         for (at, c) in rest.char_indices() {
-            if let Some(open) = quote {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' {
-                    escaped = true;
-                } else if c == open {
-                    quote = None;
-                }
+            if quoting.takes(c) {
                 continue;
             }
             match c {
-                '\'' | '"' if depth > 0 => quote = Some(c),
+                '\'' | '"' if depth > 0 => quoting.open(c),
                 '[' | '(' => depth += 1,
                 ']' | ')' if depth > 0 => depth -= 1,
                 ',' | ')' => {

@@ -120,7 +120,7 @@ fn not_an_object(property: &str, trail: &str, found: &Value) -> String {
 }
 
 /// A JSON value's kind, for messages that should not quote the value.
-pub(super) fn kind(value: &Value) -> &'static str {
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

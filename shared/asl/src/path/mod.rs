@@ -17,6 +17,8 @@ mod tests;
 
 use serde_json::{Map, Value};
 
+pub(crate) use eval::kind;
+pub(crate) use parse::Quoting;
 pub use parse::Root;
 use parse::{Segment, Step};
 

@@ -131,20 +131,13 @@ fn bracket(text: &str) -> Result<(Step, &str), String> {
 /// parentheses nest in it, and the rest. Quotes hide brackets; a backslash in quotes
 /// hides the next character.
 fn split_bracket(text: &str) -> Result<(&str, usize, &str), String> {
-    let (mut depth, mut nesting, mut quote, mut escaped) = (0usize, 0usize, None, false);
+    let (mut depth, mut nesting, mut quoting) = (0usize, 0usize, Quoting::default());
     for (at, c) in text.char_indices().skip(1) {
-        if let Some(open) = quote {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == open {
-                quote = None;
-            }
+        if quoting.takes(c) {
             continue;
         }
         match c {
-            '\'' | '"' => quote = Some(c),
+            '\'' | '"' => quoting.open(c),
             '[' | '(' => {
                 depth += 1;
                 nesting = nesting.max(depth);
@@ -156,6 +149,37 @@ fn split_bracket(text: &str) -> Result<(&str, usize, &str), String> {
         }
     }
     Err("a '[' is not closed".to_owned())
+}
+
+/// Where a scan of text stands with its quotes: a quote opens a string and the same
+/// quote closes it; a backslash in it hides the next character.
+#[derive(Default)]
+pub(crate) struct Quoting {
+    open: Option<char>,
+    escaped: bool,
+}
+
+impl Quoting {
+    /// Takes `c`, the next character: whether it is inside a string (its closing
+    /// quote included), which a scan then passes over.
+    pub(crate) fn takes(&mut self, c: char) -> bool {
+        let Some(open) = self.open else {
+            return false;
+        };
+        if self.escaped {
+            self.escaped = false;
+        } else if c == '\\' {
+            self.escaped = true;
+        } else if c == open {
+            self.open = None;
+        }
+        true
+    }
+
+    /// A string opens with the quote `c`.
+    pub(crate) fn open(&mut self, c: char) {
+        self.open = Some(c);
+    }
 }
 
 /// `'a'` or `'a', "b"`. A backslash keeps the next character inside the name but

@@ -237,7 +237,7 @@ fn items(visit: &Visit, effective: &Value, map: &MapState, jsonata: bool) -> Res
                     errors::QUERY_EVALUATION_ERROR,
                     format!(
                         "The JSONata expression '{expression}' specified for the field 'Items' returned an unexpected result type. Expected 'array', but was '{}' for value: {items}",
-                        type_name(&items)
+                        crate::path::kind(&items)
                     ),
                 ));
             }
@@ -328,17 +328,6 @@ fn bounded(
             as_text(value),
             if float { "float" } else { "integer" }
         ))),
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
