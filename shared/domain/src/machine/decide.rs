@@ -87,12 +87,7 @@ impl Change {
                 return;
             };
             if run.status == Status::Running && run.deadline.is_some_and(|at| at <= self.now) {
-                let state = run.state.clone();
-                if let Some(index) = workflow
-                    .steps
-                    .iter()
-                    .position(|s| Some(&s.name) == state.as_ref())
-                {
+                if let Some(index) = run.state.as_deref().and_then(|s| workflow.step_index(s)) {
                     self.stop_branches(index);
                 }
                 self.end(
@@ -119,7 +114,7 @@ impl Change {
                 self.fail_execution(Failure::runtime(format!("no state named '{name}'")));
                 continue;
             };
-            let index = workflow.steps.iter().position(|step| step.name == name);
+            let index = workflow.step_index(&name);
             let (Some(index), false) = (index, run.to_enter) else {
                 // The state the last write stopped before.
                 self.enter(workflow, machine, order, state, (*input).clone());
@@ -168,7 +163,7 @@ impl Change {
     /// time come).
     pub(crate) fn due_visit(&self, workflow: &Workflow) -> Option<usize> {
         let name = self.task.machine.as_ref()?.state.as_deref()?;
-        let index = workflow.steps.iter().position(|step| step.name == name)?;
+        let index = workflow.step_index(name)?;
         let step = &self.task.steps[index];
         let due = step
             .retry_at
@@ -279,7 +274,7 @@ impl Change {
         for _ in 0..TRANSITIONS_A_WRITE {
             // A state that waits is visited once more: its call's key and its task
             // token name the visit.
-            let waits = workflow.steps.iter().any(|step| step.name == state.name);
+            let waits = workflow.step_index(&state.name).is_some();
             let entered = {
                 let run = self.run_mut();
                 if waits {
@@ -414,11 +409,7 @@ impl Change {
     /// its attempts (a late answer to an earlier visit names an attempt no longer
     /// current), its key's run drawn again (a new visit is a new call).
     fn begin_visit(&mut self, workflow: &Workflow, state: &State, work: VisitWork) {
-        let Some(index) = workflow
-            .steps
-            .iter()
-            .position(|step| step.name == state.name)
-        else {
+        let Some(index) = workflow.step_index(&state.name) else {
             return self.fail_execution(Failure::runtime(format!(
                 "the state '{}' has no step",
                 state.name
@@ -535,11 +526,7 @@ impl Change {
 
     /// Sends the visit of `state` again after `delay`, its retrier's count up.
     fn retry_visit(&mut self, workflow: &Workflow, state: &State, retrier: usize, delay: Duration) {
-        let Some(index) = workflow
-            .steps
-            .iter()
-            .position(|step| step.name == state.name)
-        else {
+        let Some(index) = workflow.step_index(&state.name) else {
             return;
         };
         if let Some(count) = self.run_mut().retries.get_mut(retrier) {

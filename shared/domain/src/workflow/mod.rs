@@ -108,6 +108,12 @@ pub struct InputError {
 }
 
 impl Workflow {
+    /// The index of the step named `name` (a state machine's state that waits).
+    #[must_use]
+    pub fn step_index(&self, name: &str) -> Option<usize> {
+        self.steps.iter().position(|step| step.name == name)
+    }
+
     /// Checks that `input` is an object with every declared field, of its type (a
     /// state machine's, that it is JSON).
     ///
