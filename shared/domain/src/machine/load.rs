@@ -85,10 +85,10 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                 let waits = match task.resource.pattern {
                     _ if !lambda => None,
                     Pattern::RequestResponse => Some(None),
-                    Pattern::WaitForTaskToken => Some(Some(callback(task).ok_or_else(|| {
+                    Pattern::WaitForTaskToken => Some(Some(callback(task).map_err(|field| {
                         refuse(
-                            "TimeoutSecondsPath",
-                            "a .waitForTaskToken's timeout or heartbeat chosen at run time",
+                            field,
+                            &format!("a .waitForTaskToken's {field} chosen at run time"),
                         )
                     })?)),
                     Pattern::Sync | Pattern::Sync2 => None,
@@ -151,16 +151,21 @@ fn state_of(at: &str) -> Option<String> {
 
 /// How long a `.waitForTaskToken` Task waits for its token's use: its
 /// `TimeoutSeconds`, or as long as an execution may run; and its `HeartbeatSeconds`.
-/// `None` where either is chosen at run time.
-fn callback(task: &sas_asl::definition::Task) -> Option<CallbackSettings> {
-    let fixed = |amount: &Option<Amount>| match amount {
-        None => Some(None),
-        Some(Amount::Fixed(seconds)) => Some(Some(Duration::from_secs(*seconds))),
-        Some(_) => None,
+/// The field that chooses either at run time, where one does.
+fn callback(task: &sas_asl::definition::Task) -> Result<CallbackSettings, &'static str> {
+    let fixed = |amount: &Option<Amount>, field: &'static str| match amount {
+        None => Ok(None),
+        Some(Amount::Fixed(seconds)) => Ok(Some(Duration::from_secs(*seconds))),
+        Some(Amount::Path(_)) => Err(if field == "TimeoutSeconds" {
+            "TimeoutSecondsPath"
+        } else {
+            "HeartbeatSecondsPath"
+        }),
+        Some(Amount::Jsonata(_)) => Err(field),
     };
-    Some(CallbackSettings {
-        timeout: fixed(&task.timeout)?.unwrap_or(LONGEST_WAIT),
-        heartbeat: fixed(&task.heartbeat)?,
+    Ok(CallbackSettings {
+        timeout: fixed(&task.timeout, "TimeoutSeconds")?.unwrap_or(LONGEST_WAIT),
+        heartbeat: fixed(&task.heartbeat, "HeartbeatSeconds")?,
     })
 }
 
