@@ -184,17 +184,15 @@ fn each_adapter_crate_brings_only_its_own_service() {
 }
 
 #[test]
-fn the_local_process_links_of_aws_only_lambdas_client_and_the_mock_services_nothing() {
-    // Of AWS, only Lambda's client: a state machine's Task calls its functions at
-    // AWS_ENDPOINT_URL_LAMBDA, as Step Functions calls them.
+fn the_local_process_links_of_aws_only_what_a_task_calls_and_the_mock_services_nothing() {
+    // Of AWS, only what a state machine's Task calls (Lambda's and SNS's clients, and
+    // the signer of the JSON APIs' requests), at AWS_ENDPOINT_URL_<SERVICE> as Step
+    // Functions calls them: the state is the embedded backend's.
     assert_free_of(
         "sas-local",
         &[
             "aws-sdk-dynamodb",
             "aws-sdk-sqs",
-            "aws-sdk-sns",
-            "aws-sdk-ssm",
-            "aws-sdk-secretsmanager",
             "aws_lambda_events",
             "lambda_runtime",
             "sas-lambda",
@@ -252,20 +250,20 @@ fn each_lambda_function_links_only_what_it_runs() {
     }
     assert_free_of(
         "sas-agent",
-        &[&SQLITE[..], &["aws-sdk-dynamodb", "aws-sdk-sns", "axum"]].concat(),
-        "the agent keeps no state and raises no alerts",
+        &[&SQLITE[..], &["aws-sdk-dynamodb", "axum"]].concat(),
+        "the agent keeps no state (a Task's DynamoDB call is a signed request of its own)",
     );
     assert_eq!(
         project_crates("sas-agent"),
         [
             "sas-api",
             "sas-asl",
+            "sas-aws-tasks",
             "sas-core",
             "sas-credentials",
             "sas-domain",
             "sas-http-remote",
             "sas-lambda",
-            "sas-lambda-invoke",
         ],
         "sas-agent: the project's crates it links"
     );

@@ -10,18 +10,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use sas_aws_tasks::AwsTasks;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::clock::Clock;
 use sas_core::contain::{self, Panicked};
 use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics, OutgoingMessage, QueueError, Queues};
 use sas_core::step_caller::StepCaller;
+use sas_credentials::AwsCredentials;
 use sas_domain::ids::QueueName;
 use sas_domain::resilience::BreakerSettings;
 use sas_domain::services::Service;
 use sas_domain::workflow::Registry;
 use sas_embedded::{Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
-use sas_lambda_invoke::WithLambda;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
@@ -171,10 +172,14 @@ impl System {
             Arc::new(LocalCredentials),
         ));
         let environment = |name: &str| std::env::var(name).ok();
+        // The AWS services a state machine's Tasks name, with the environment's
+        // credentials (any, for an emulator).
+        let aws_sdk = sas_aws_tasks::local_sdk(environment);
         let step_caller = Arc::new(StepCaller::new(
-            Arc::new(WithLambda::new(
-                &sas_lambda_invoke::local_sdk(environment),
-                sas_lambda_invoke::endpoint(environment),
+            Arc::new(AwsTasks::new(
+                &aws_sdk,
+                environment,
+                Arc::new(AwsCredentials::new(&aws_sdk)),
                 services,
             )),
             Arc::new(AnswersInPlace {

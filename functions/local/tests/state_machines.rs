@@ -238,3 +238,246 @@ async fn a_state_machine_runs_its_loop_through_lambda_and_reports_as_step_functi
     assert_eq!(heavier["status"], "FAILED", "{heavier:#}");
     assert_eq!(heavier["error"], "TooHeavy");
 }
+
+/// An order through DynamoDB, SQS, SNS and EventBridge: written (a second write
+/// refused by its condition, and caught), read, updated, an approval asked over SQS
+/// and awaited by its task token, announced on SNS and EventBridge, deleted; a send to
+/// a queue that is not there caught by its error's name.
+const ORDER: &str = r#"{
+  "StartAt": "Put",
+  "States": {
+    "Put": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:putItem",
+            "Parameters": {"TableName": "orders", "Item": {"id": {"S.$": "$.id"}, "kg": {"N.$": "States.Format('{}', $.kg)"}}},
+            "ResultPath": null, "Next": "PutAgain"},
+    "PutAgain": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:putItem",
+                 "Parameters": {"TableName": "orders", "Item": {"id": {"S.$": "$.id"}},
+                                "ConditionExpression": "attribute_not_exists(id)"},
+                 "Catch": [{"ErrorEquals": ["DynamoDB.ConditionalCheckFailedException"],
+                            "ResultPath": "$.again", "Next": "Get"}],
+                 "Next": "Get"},
+    "Get": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:getItem",
+            "Parameters": {"TableName": "orders", "Key": {"id": {"S.$": "$.id"}}},
+            "ResultSelector": {"kg.$": "$.Item.kg.N", "status.$": "$.SdkHttpMetadata.HttpStatusCode"},
+            "ResultPath": "$.got", "Next": "Update"},
+    "Update": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:updateItem",
+               "Parameters": {"TableName": "orders", "Key": {"id": {"S.$": "$.id"}},
+                              "UpdateExpression": "SET stage = :s",
+                              "ExpressionAttributeValues": {":s": {"S": "approved"}},
+                              "ReturnValues": "ALL_NEW"},
+               "ResultSelector": {"stage.$": "$.Attributes.stage.S"},
+               "ResultPath": "$.updated", "Next": "Ask"},
+    "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+            "Parameters": {"QueueUrl.$": "$.asks", "MessageBody": {"token.$": "$$.Task.Token", "id.$": "$.id"}},
+            "TimeoutSeconds": 60, "ResultPath": "$.approval", "Next": "Tell"},
+    "Tell": {"Type": "Task", "Resource": "arn:aws:states:::sns:publish",
+             "Parameters": {"TopicArn.$": "$.topic", "Message": {"approved.$": "$.id"},
+                            "MessageAttributes": {"kind": {"DataType": "String", "StringValue": "approval"}}},
+             "ResultSelector": {"id.$": "$.MessageId"}, "ResultPath": "$.told", "Next": "Announce"},
+    "Announce": {"Type": "Task", "Resource": "arn:aws:states:::events:putEvents",
+                 "Parameters": {"Entries": [{"Source": "orders", "DetailType": "approved", "Detail": {"id.$": "$.id"}}]},
+                 "ResultSelector": {"failed.$": "$.FailedEntryCount"}, "ResultPath": "$.announced", "Next": "Delete"},
+    "Delete": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:deleteItem",
+               "Parameters": {"TableName": "orders", "Key": {"id": {"S.$": "$.id"}}},
+               "ResultPath": null, "Next": "Lost"},
+    "Lost": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage",
+             "Parameters": {"QueueUrl.$": "States.Format('{}-gone', $.asks)", "MessageBody": "x"},
+             "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.lost", "Next": "Done"}],
+             "End": true},
+    "Done": {"Type": "Succeed"}
+  }
+}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machine_calls_dynamodb_sqs_sns_and_eventbridge_as_step_functions_does() {
+    let moto = sas_testkit::moto::Moto::start();
+    let environment = [
+        ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ];
+    let sdk = sas_aws_tasks::local_sdk(|name| {
+        environment
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| (*value).to_owned())
+    });
+    let dynamodb = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .endpoint_url(&moto.endpoint)
+            .build(),
+    );
+    let sqs = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(&sdk)
+            .endpoint_url(&moto.endpoint)
+            .build(),
+    );
+    let sns = aws_sdk_sns::Client::from_conf(
+        aws_sdk_sns::config::Builder::from(&sdk)
+            .endpoint_url(&moto.endpoint)
+            .build(),
+    );
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    dynamodb
+        .create_table()
+        .table_name("orders")
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("an attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("a key"),
+        )
+        .send()
+        .await
+        .expect("a table");
+    let queue = |name: &'static str| {
+        let sqs = sqs.clone();
+        async move {
+            sqs.create_queue()
+                .queue_name(name)
+                .send()
+                .await
+                .expect("a queue")
+                .queue_url
+                .expect("its URL")
+        }
+    };
+    let asks = queue("asks").await;
+    let told = queue("told").await;
+    let topic = sns
+        .create_topic()
+        .name("approvals")
+        .send()
+        .await
+        .expect("a topic")
+        .topic_arn
+        .expect("its ARN");
+    sns.subscribe()
+        .topic_arn(&topic)
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:123456789012:told")
+        .attributes("RawMessageDelivery", "true")
+        .return_subscription_arn(true)
+        .send()
+        .await
+        .expect("subscribed");
+
+    let workflows = tempfile::tempdir().expect("a workflows directory");
+    std::fs::write(workflows.path().join("order.asl.json"), ORDER).expect("written");
+    let data = tempfile::tempdir().expect("a data directory");
+    let workflows_dir = workflows.path().to_str().expect("a path");
+    let mut variables = vec![("SAS_WORKFLOWS_DIR", workflows_dir)];
+    variables.extend(environment);
+    let (mut child, api, _) = common::spawn_with(data.path(), &variables);
+    let http = reqwest::Client::new();
+    let input = json!({"id": "o-1", "kg": 3, "asks": asks, "topic": topic});
+    let created = http
+        .put(format!("{api}/tasks/order-1"))
+        .json(&json!({"workflow": "order", "input": input}))
+        .send()
+        .await
+        .expect("submitted");
+    assert!(
+        created.status().is_success(),
+        "{}",
+        created.text().await.unwrap_or_default()
+    );
+    // The approval is asked over SQS with the state's task token: answered through
+    // the project's callbacks.
+    let asked = loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(&asks)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("received");
+        if let Some(message) = received.messages.unwrap_or_default().pop() {
+            break message;
+        }
+    };
+    let asked: Value =
+        serde_json::from_str(asked.body.as_deref().expect("a body")).expect("the body as JSON");
+    assert_eq!(asked["id"], "o-1");
+    let token = asked["token"].as_str().expect("the task token");
+    let used = http
+        .post(format!("{api}/callbacks/{token}"))
+        .json(&json!({"output": {"approved_by": "ana"}}))
+        .send()
+        .await
+        .expect("used");
+    assert!(used.status().is_success());
+
+    let task = ended(&http, &api, "order-1").await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(task["status"], "SUCCEEDED", "{task:#}");
+    let output = &task["output"];
+    assert_eq!(
+        output["again"]["Error"], "DynamoDB.ConditionalCheckFailedException",
+        "{output:#}"
+    );
+    assert!(
+        output["again"]["Cause"]
+            .as_str()
+            .is_some_and(|cause| cause.contains("Service: AmazonDynamoDBv2; Status Code: 400")),
+        "{output:#}"
+    );
+    assert_eq!(output["got"], json!({"kg": "3", "status": 200}));
+    assert_eq!(output["updated"], json!({"stage": "approved"}));
+    assert_eq!(output["approval"], json!({"approved_by": "ana"}));
+    assert!(
+        output["told"]["id"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    );
+    assert_eq!(output["announced"], json!({"failed": 0}));
+    assert_eq!(
+        output["lost"]["Error"], "SQS.QueueDoesNotExistException",
+        "{output:#}"
+    );
+    assert!(
+        output["lost"]["Cause"].as_str().is_some_and(
+            |cause| cause.contains("Error Code: AWS.SimpleQueueService.NonExistentQueue")
+        ),
+        "{output:#}"
+    );
+
+    let published = sqs
+        .receive_message()
+        .queue_url(&told)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("received")
+        .messages
+        .unwrap_or_default();
+    let bodies: Vec<_> = published.iter().filter_map(|m| m.body.as_deref()).collect();
+    assert_eq!(
+        bodies,
+        [r#"{"approved":"o-1"}"#],
+        "the message sent as its JSON text"
+    );
+    let gone = dynamodb
+        .get_item()
+        .table_name("orders")
+        .key(
+            "id",
+            aws_sdk_dynamodb::types::AttributeValue::S("o-1".to_owned()),
+        )
+        .send()
+        .await
+        .expect("read");
+    assert!(gone.item.is_none(), "deleted: {gone:?}");
+}

@@ -10,6 +10,7 @@ pub mod jsonata;
 pub mod lambda;
 pub mod path;
 pub mod run;
+pub mod services;
 
 /// An error raised while a state runs, as Step Functions names it (`States.Runtime`,
 /// `States.QueryEvaluationError`, a Lambda's `errorType`, ...) with its cause.

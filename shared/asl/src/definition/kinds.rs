@@ -151,20 +151,15 @@ pub fn resource(arn: &str) -> Option<Resource> {
                 "lambda:invoke" => Target::LambdaInvoke,
                 "http:invoke" => Target::HttpInvoke,
                 "states:startExecution" => Target::StartExecution,
-                "sqs:sendMessage"
-                | "sns:publish"
-                | "dynamodb:getItem"
-                | "dynamodb:putItem"
-                | "dynamodb:updateItem"
-                | "dynamodb:deleteItem"
-                | "events:putEvents" => {
-                    let (service, action) = action.split_once(':')?;
-                    Target::Service {
-                        service: service.to_owned(),
-                        action: action.to_owned(),
+                action => {
+                    let action = super::action(action)?;
+                    if (pattern == Pattern::WaitForTaskToken && !action.waits_for_token)
+                        || matches!(pattern, Pattern::Sync | Pattern::Sync2)
+                    {
+                        return None;
                     }
+                    Target::Service(action)
                 }
-                _ => return None,
             };
             resource(target, pattern)
         }

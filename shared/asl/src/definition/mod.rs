@@ -2,6 +2,7 @@
 //! state machine is created: what is refused is refused here, naming the state and the
 //! field, so that running it never meets a definition it cannot follow.
 
+mod actions;
 mod check;
 mod fields;
 mod kinds;
@@ -17,6 +18,7 @@ use crate::errors::{Catcher, Retrier};
 
 pub use crate::Refusal;
 pub use crate::path::Selection;
+pub use actions::{ACTIONS, Action, action};
 
 /// How a state's fields are read: JSONPath (`InputPath`, `Parameters`, `.$` keys,
 /// intrinsics) or JSONata (`{% %}` expressions, `Arguments`, `Output`).
@@ -204,7 +206,7 @@ pub enum Target {
     StartExecution,
     /// `arn:aws:states:::SERVICE:ACTION` for the AWS services this engine calls
     /// (`sqs:sendMessage`, `sns:publish`, `dynamodb:getItem`, ...).
-    Service { service: String, action: String },
+    Service(&'static Action),
 }
 
 /// How a Task waits: for the call's answer, for a task token, or for a job to end.

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use sas_asl::definition::{Pattern, State, StateKind, StateMachine};
+use sas_asl::definition::{Pattern, State, StateKind, StateMachine, Target};
 use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
-use sas_asl::{Failure, errors, lambda};
+use sas_asl::{Failure, errors, lambda, services};
 
-use super::{Branches, InvokeAnswer, MachineRun, Status, VisitWork};
+use super::{Branches, InvokeAnswer, MachineRun, ServiceAnswer, Status, VisitWork};
 use crate::callback::Token;
 use crate::decide::Effect;
 use crate::decide::change::Change;
@@ -316,17 +316,11 @@ impl Change {
                             "a call from a state that is no Task",
                         ));
                     };
-                    let request = match lambda::request(&task.resource.target, &arguments) {
-                        Ok(request) => request,
+                    let work = match call_work(&task.resource.target, &arguments, timeout_seconds) {
+                        Ok(work) => work,
                         Err(failure) => {
                             return self.fail_execution(run::locate(failure, &state.name, entered));
                         }
-                    };
-                    let work = VisitWork::Invoke {
-                        function: request.function,
-                        payload: String::from_utf8_lossy(&request.payload).into_owned(),
-                        log_tail: request.log_tail,
-                        timeout_seconds,
                     };
                     return self.begin_visit(workflow, state, work);
                 }
@@ -430,24 +424,17 @@ impl Change {
             (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
             (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
             // The token's use gave the result.
-            (Some(VisitWork::Invoke { .. }), _) if waits_for_token(state) => Ok(self.task.steps
-                [index]
-                .output
-                .as_deref()
-                .cloned()
-                .unwrap_or(Value::Null)),
-            (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
-                let output = self.task.steps[index]
+            (Some(VisitWork::Invoke { .. } | VisitWork::Service { .. }), _)
+                if waits_for_token(state) =>
+            {
+                Ok(self.task.steps[index]
                     .output
                     .as_deref()
                     .cloned()
-                    .unwrap_or(Value::Null);
-                let answer: InvokeAnswer = serde_json::from_value(output).map_err(|error| {
-                    Failure::new(
-                        errors::TASK_FAILED,
-                        format!("the Lambda agent's answer does not read: {error}"),
-                    )
-                })?;
+                    .unwrap_or(Value::Null))
+            }
+            (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
+                let answer: InvokeAnswer = self.agents_answer(index)?;
                 lambda::task_result(
                     &task.resource.target,
                     &task.resource.arn,
@@ -458,8 +445,34 @@ impl Change {
                     },
                 )
             }
+            (Some(VisitWork::Service { .. }), StateKind::Task(task)) => {
+                let answer: ServiceAnswer = self.agents_answer(index)?;
+                services::task_result(
+                    &task.resource,
+                    services::Answer {
+                        body: &answer.body,
+                        status: answer.status,
+                        headers: &answer.headers,
+                    },
+                )
+            }
             _ => Err(Failure::runtime("a visit without its work")),
         }
+    }
+
+    /// What the agent answered step `index`'s call, read as `T`.
+    fn agents_answer<T: serde::de::DeserializeOwned>(&self, index: usize) -> Result<T, Failure> {
+        let output = self.task.steps[index]
+            .output
+            .as_deref()
+            .cloned()
+            .unwrap_or(Value::Null);
+        serde_json::from_value(output).map_err(|error| {
+            Failure::new(
+                errors::TASK_FAILED,
+                format!("the agent's answer does not read: {error}"),
+            )
+        })
     }
 
     /// The visit of `state` ended with `result`: its exit, or its retry or catch.
@@ -618,6 +631,29 @@ fn step_failure(step: &Step, state: &State) -> Failure {
         (StepState::Unusable, StateKind::Task(task)) => lambda::too_large(&task.resource),
         _ => Failure::new(errors::TASK_FAILED, text),
     }
+}
+
+/// What a Task's call to `target` with `arguments` asks its agent for, its lease
+/// `timeout_seconds` where its state gives one.
+fn call_work(
+    target: &Target,
+    arguments: &Value,
+    timeout_seconds: Option<u64>,
+) -> Result<VisitWork, Failure> {
+    if let Target::Service(action) = target {
+        return Ok(VisitWork::Service {
+            operation: action.operation.to_owned(),
+            request: services::request(action, arguments)?,
+            timeout_seconds,
+        });
+    }
+    let request = lambda::request(target, arguments)?;
+    Ok(VisitWork::Invoke {
+        function: request.function,
+        payload: String::from_utf8_lossy(&request.payload).into_owned(),
+        log_tail: request.log_tail,
+        timeout_seconds,
+    })
 }
 
 /// Whether `state` is a Task that waits for its task token's use.

@@ -76,30 +76,33 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
         };
         let kind = match &state.kind {
             StateKind::Task(task) => {
-                let lambda = matches!(
-                    task.resource.target,
-                    Target::LambdaFunction { .. } | Target::LambdaInvoke
-                );
-                // What a Lambda Task waits for beyond its call: nothing, or its task
-                // token's use. `None`: a pattern this engine does not run.
-                let waits = match task.resource.pattern {
-                    _ if !lambda => None,
-                    Pattern::RequestResponse => Some(None),
-                    Pattern::WaitForTaskToken => Some(Some(callback(task).map_err(|field| {
+                let unsupported =
+                    || refuse("Resource", &format!("the resource '{}'", task.resource.arn));
+                // The agent that makes the call, and the operation it is asked for.
+                let (agent, operation) = match task.resource.target {
+                    Target::LambdaFunction { .. } | Target::LambdaInvoke => {
+                        (LAMBDA_AGENT, "Invoke")
+                    }
+                    Target::Service(action) => (action.service, action.operation),
+                    _ => return Err(unsupported()),
+                };
+                // What the Task waits for beyond its call: nothing, or its task token's use.
+                let callback = match task.resource.pattern {
+                    Pattern::RequestResponse => None,
+                    Pattern::WaitForTaskToken => Some(callback(task).map_err(|field| {
                         refuse(
                             field,
                             &format!("a .waitForTaskToken's {field} chosen at run time"),
                         )
-                    })?)),
-                    Pattern::Sync | Pattern::Sync2 => None,
+                    })?),
+                    Pattern::Sync | Pattern::Sync2 => return Err(unsupported()),
                 };
-                let Some(callback) = waits else {
-                    return Err(refuse(
-                        "Resource",
-                        &format!("the resource '{}'", task.resource.arn),
-                    ));
-                };
-                StepKind::Call(Box::new(call(task.timeout.is_some(), callback)))
+                StepKind::Call(Box::new(call(
+                    agent,
+                    operation,
+                    task.timeout.is_some(),
+                    callback,
+                )))
             }
             StateKind::Wait(_) => StepKind::Sleep(SleepStep::Visit),
             StateKind::Parallel { .. } => StepKind::Branches(BranchesStep {
@@ -169,19 +172,19 @@ fn callback(task: &sas_asl::definition::Task) -> Result<CallbackSettings, &'stat
     })
 }
 
-/// A Task's call: to the Lambda agent, with the function and payload its visit
-/// gives ([`super::VisitWork::Invoke`]). Without a `TimeoutSeconds` it is sent again by
+/// A Task's call of `operation` by `agent` (Lambda's, or an AWS service's), with
+/// what its visit gives ([`super::VisitWork`]). Without a `TimeoutSeconds` it is sent again by
 /// the supervisor as any call is; with one (`timed`), its lease is the timeout its
 /// visit works out ([`super::call_time`]), and its end is the state's `States.Timeout`.
 /// A `.waitForTaskToken` Task then waits for its `callback`, whose end is the same.
-fn call(timed: bool, callback: Option<CallbackSettings>) -> CallStep {
+fn call(agent: &str, operation: &str, timed: bool, callback: Option<CallbackSettings>) -> CallStep {
     let mut supervision = default_supervision();
     if timed || callback.is_some() {
         supervision.failure_threshold = 0;
     }
     CallStep {
-        agent: LAMBDA_AGENT.to_owned(),
-        call: Endpoint::literal(Method::Post, "Invoke"),
+        agent: agent.to_owned(),
+        call: Endpoint::literal(Method::Post, operation),
         compensation: None,
         read_only: false,
         complete_by: DEFAULT_CALL_TIME,

@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 
 use sas_asl::definition::StateMachine;
 
+use crate::messages::Payload;
 use crate::time::Timestamp;
 
 pub use branches::{BranchesStep, BranchesView};
@@ -131,6 +132,17 @@ pub enum VisitWork {
         log_tail: bool,
         /// The state's `TimeoutSeconds` (or its `Path` or JSONata form), worked out
         /// when the state was entered: the call's lease.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_seconds: Option<u64>,
+    },
+    /// An AWS service's API action (`sqs:sendMessage`, `dynamodb:getItem`, ...),
+    /// made by the agent named for its service.
+    Service {
+        /// The API's operation: `SendMessage`.
+        operation: String,
+        /// The API's request.
+        request: Value,
+        /// As an `Invoke`'s.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_seconds: Option<u64>,
     },
@@ -256,6 +268,20 @@ pub struct InvokeAnswer {
     pub log_result: Option<String>,
 }
 
+/// What a service's agent answers: the API's answer, its error included only where
+/// the call may be made again (the agent fails it for good otherwise, with the error
+/// as Step Functions names it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceAnswer {
+    /// The answer's body.
+    pub body: Value,
+    /// The HTTP answer's status.
+    pub status: u16,
+    /// The HTTP answer's headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
 /// The name a step's idempotency key carries: a state machine's step names its
 /// visit (`State#2`), so that each visit of a state in a loop is its own call.
 #[must_use]
@@ -266,19 +292,31 @@ pub fn key_name(task: &crate::task::Task, step: &str) -> String {
     }
 }
 
-/// The `Invoke` the visit of `task`'s state asks for, if it asks for one.
-pub(crate) fn invoke_request(task: &crate::task::Task) -> Option<InvokeRequest> {
+/// The path and the payload of the call the visit of `task`'s state asks for, if it
+/// asks for one: an `Invoke` (its path unused), or an API action's request.
+///
+/// # Errors
+/// The request cannot be written as JSON.
+pub(crate) fn visit_request(
+    task: &crate::task::Task,
+) -> Option<Result<(String, Payload), serde_json::Error>> {
     match task.machine.as_ref()?.work.as_ref()? {
         VisitWork::Invoke {
             function,
             payload,
             log_tail,
             ..
-        } => Some(InvokeRequest {
-            function: function.clone(),
-            payload: payload.clone(),
-            log_tail: *log_tail,
-        }),
+        } => Some(
+            Payload::of(&InvokeRequest {
+                function: function.clone(),
+                payload: payload.clone(),
+                log_tail: *log_tail,
+            })
+            .map(|payload| (String::new(), payload)),
+        ),
+        VisitWork::Service {
+            operation, request, ..
+        } => Some(Payload::of(request).map(|payload| (operation.clone(), payload))),
         VisitWork::Timer { .. } | VisitWork::Branches(_) => None,
     }
 }
@@ -288,6 +326,9 @@ pub(crate) fn invoke_request(task: &crate::task::Task) -> Option<InvokeRequest> 
 pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration> {
     match task.machine.as_ref()?.work.as_ref()? {
         VisitWork::Invoke {
+            timeout_seconds, ..
+        }
+        | VisitWork::Service {
             timeout_seconds, ..
         } => timeout_seconds.map(|seconds| std::time::Duration::from_secs(seconds.max(1))),
         VisitWork::Timer { .. } | VisitWork::Branches(_) => None,

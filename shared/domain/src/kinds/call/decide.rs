@@ -81,9 +81,8 @@ impl Change {
         order: &Order,
         operation: Operation,
     ) -> Result<(String, Payload), String> {
-        if let Some(invoke) = crate::machine::invoke_request(&self.task) {
-            let payload = Payload::of(&invoke).map_err(|e| format!("payload: {e}"))?;
-            return Ok((String::new(), payload));
+        if let Some(request) = crate::machine::visit_request(&self.task) {
+            return request.map_err(|e| format!("payload: {e}"));
         }
         let name = &self.task.steps[index].name;
         let results = results(&self.task);

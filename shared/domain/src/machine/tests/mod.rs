@@ -2,6 +2,8 @@
 //! Retry and Catch, Fail, Wait, Parallel and Map, task tokens, and what the engine
 //! refuses to load.
 
+mod services;
+
 use serde_json::{Value, json};
 
 use super::{InvokeAnswer, InvokeRequest, Status};

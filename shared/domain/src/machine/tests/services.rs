@@ -1,0 +1,129 @@
+//! A state machine's Tasks that call AWS API actions: asked of their services'
+//! agents, their answers shaped as Step Functions shapes them, and what is refused.
+
+use serde_json::{Value, json};
+
+use super::{dispatched, machine, run, started};
+use crate::callback::Token;
+use crate::decide::{CallbackOutcome, CallbackUse, on_callback, on_response, on_run};
+use crate::machine::{ServiceAnswer, Status};
+use crate::messages::{AgentRequest, AgentResponse, Outcome};
+use crate::task::{Caller, TaskState};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+/// What a service's agent answers: `body`, with a request id.
+fn service_answered(request: &AgentRequest, body: Value) -> AgentResponse {
+    let answer = ServiceAnswer {
+        body,
+        status: 200,
+        headers: [("x-amzn-RequestId".to_owned(), "r-1".to_owned())].into(),
+    };
+    let output = serde_json::to_value(answer).expect("an answer");
+    AgentResponse::answering(request.clone(), Outcome::Succeeded { output })
+}
+
+#[test]
+fn an_aws_api_action_is_asked_of_its_services_agent_and_answers_with_its_metadata() {
+    let workflow = machine(json!({
+        "StartAt": "Get",
+        "States": {
+            "Get": {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:getItem",
+                    "Parameters": {"TableName": "orders", "Key": {"id": {"S.$": "$.id"}}},
+                    "ResultSelector": {"item.$": "$.Item", "status.$": "$.SdkHttpMetadata.HttpStatusCode"},
+                    "ResultPath": "$.got", "Next": "Tell"},
+            "Tell": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                     "Parameters": {"QueueUrl": "q", "MessageBody": {"token.$": "$$.Task.Token", "id.$": "$.id"}},
+                     "ResultPath": "$.told", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"id": "o-1"}));
+    let task = claim.next.clone().expect("claimed");
+    let get = dispatched(&claim).remove(0);
+    assert_eq!(
+        (get.agent.as_str(), get.path.as_str()),
+        ("dynamodb", "GetItem")
+    );
+    assert_eq!(
+        get.payload.value(),
+        json!({"TableName": "orders", "Key": {"id": {"S": "o-1"}}})
+    );
+    let item = json!({"Item": {"id": {"S": "o-1"}}});
+    let got = on_response(
+        &task,
+        &workflow,
+        &order,
+        &service_answered(&get, item),
+        Timestamp(5),
+    );
+    let task = got.next.clone().expect("recorded");
+    let tell = dispatched(&got).remove(0);
+    assert_eq!(
+        (tell.agent.as_str(), tell.path.as_str()),
+        ("sqs", "SendMessage")
+    );
+    let body = tell.payload.value()["MessageBody"].clone();
+    let body: Value = serde_json::from_str(body.as_str().expect("the body as text")).expect("JSON");
+    assert_eq!(body["id"], "o-1");
+    let sent = json!({"MessageId": "m-1"});
+    let task = on_response(
+        &task,
+        &workflow,
+        &order,
+        &service_answered(&tell, sent),
+        Timestamp(6),
+    )
+    .next
+    .expect("recorded");
+    assert_eq!(
+        task.state,
+        TaskState::Processing,
+        "waits for the token's use"
+    );
+    let callback = CallbackUse {
+        step: 1,
+        token: Token::parse(body["token"].as_str().expect("a token")),
+        by: Caller::Token,
+        outcome: CallbackOutcome::Output(json!({"ok": true})),
+    };
+    let used = on_callback(&task, &workflow, &order, callback, Timestamp(7)).expect("used");
+    let task = used.next.expect("recorded");
+    let task = on_run(&task, &workflow, &order, "s1", Timestamp(8))
+        .next
+        .expect("ended");
+    assert_eq!(run(&task).status, Status::Succeeded);
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(
+            &json!({"id": "o-1", "got": {"item": {"id": {"S": "o-1"}}, "status": 200},
+                     "told": {"ok": true}})
+        )
+    );
+}
+
+#[test]
+fn an_action_that_cannot_wait_for_a_token_or_an_unknown_field_is_refused() {
+    let refused = Workflow::parse(
+        "m.asl.json",
+        &json!({"StartAt": "G", "States": {"G": {"Type": "Task", "End": true,
+            "Resource": "arn:aws:states:::dynamodb:getItem.waitForTaskToken",
+            "Parameters": {"TableName": "t"}}}})
+        .to_string(),
+    )
+    .expect_err("getItem sends no token");
+    assert_eq!(refused.field, "/States/G/Resource", "{refused}");
+    let workflow = machine(json!({"StartAt": "P", "States": {"P": {"Type": "Task",
+        "Resource": "arn:aws:states:::sns:publish", "Parameters": {"Topic": "t"}, "End": true}}}));
+    let (_, _, claim) = started(&workflow, json!({}));
+    let task = claim.next.expect("ended");
+    assert_eq!(run(&task).error.as_deref(), Some("States.Runtime"));
+    assert!(
+        run(&task)
+            .cause
+            .as_deref()
+            .unwrap_or_default()
+            .contains("'Topic'"),
+        "{:?}",
+        run(&task).cause
+    );
+}
