@@ -27,4 +27,10 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   secretsKmsKeyArn: app.node.tryGetContext("secretsKmsKeyArn"),
   // -c lambdaFunctionArns='["arn:aws:lambda:..."]' for the functions your state machines invoke.
   lambdaFunctionArns: JSON.parse(app.node.tryGetContext("lambdaFunctionArns") ?? "[]"),
+  // -c stateMachineQueueArns='["arn:aws:sqs:..."]', and the same for topics, tables and
+  // event buses, for what your state machines' Task states send, publish, read and put.
+  stateMachineQueueArns: JSON.parse(app.node.tryGetContext("stateMachineQueueArns") ?? "[]"),
+  stateMachineTopicArns: JSON.parse(app.node.tryGetContext("stateMachineTopicArns") ?? "[]"),
+  stateMachineTableArns: JSON.parse(app.node.tryGetContext("stateMachineTableArns") ?? "[]"),
+  stateMachineEventBusArns: JSON.parse(app.node.tryGetContext("stateMachineEventBusArns") ?? "[]"),
 });

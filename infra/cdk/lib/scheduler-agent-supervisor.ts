@@ -127,6 +127,17 @@ export interface SchedulerAgentSupervisorProps {
    * the agents' `lambda:InvokeFunction`, on these alone. Default: none.
    */
   readonly lambdaFunctionArns?: string[];
+  /** The SQS queues your state machines' Task states may send to, by ARN. Default: none. */
+  readonly stateMachineQueueArns?: string[];
+  /** The SNS topics your state machines' Task states may publish to, by ARN. Default: none. */
+  readonly stateMachineTopicArns?: string[];
+  /**
+   * The DynamoDB tables your state machines' Task states may read and write items of,
+   * by ARN. Default: none.
+   */
+  readonly stateMachineTableArns?: string[];
+  /** The EventBridge buses your state machines' Task states may put events on, by ARN. Default: none. */
+  readonly stateMachineEventBusArns?: string[];
   /**
    * A layer holding your workflow definitions in `workflows/`, run beside the built-in
    * ones. Default: the built-in ones alone.
@@ -402,10 +413,18 @@ export class SchedulerAgentSupervisor extends Construct {
         new iam.PolicyStatement({ actions: ["execute-api:Invoke"], resources: props.serviceApiArns }),
       );
     }
-    if (props.lambdaFunctionArns?.length) {
-      this.functions.agent.addToRolePolicy(
-        new iam.PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: props.lambdaFunctionArns }),
-      );
+    // What your state machines' Task states call: each action on the resources named alone.
+    const taskCalls: [string[] | undefined, string[]][] = [
+      [props.lambdaFunctionArns, ["lambda:InvokeFunction"]],
+      [props.stateMachineQueueArns, ["sqs:SendMessage"]],
+      [props.stateMachineTopicArns, ["sns:Publish"]],
+      [props.stateMachineTableArns, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]],
+      [props.stateMachineEventBusArns, ["events:PutEvents"]],
+    ];
+    for (const [resources, actions] of taskCalls) {
+      if (resources?.length) {
+        this.functions.agent.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
+      }
     }
     this.connect(
       props.agentMaxConcurrency ?? 10,

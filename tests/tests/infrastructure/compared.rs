@@ -196,3 +196,71 @@ fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_man
     let cdk = Deployed::cdk("cdk.out.secrets-key");
     assert_the_same_security_alarms_and_triggers(&sam, &cdk);
 }
+
+/// What state machines' Task states call, as `infra/check` names them to the CDK app
+/// (`cdk.out.task-calls`): the template's parameter, the grant each gives the agents.
+const TASK_CALLS: [(&str, &str, &[&str]); 5] = [
+    (
+        "LambdaFunctionArns",
+        "arn:aws:lambda:us-east-1:111122223333:function:quote",
+        &["lambda:InvokeFunction"],
+    ),
+    (
+        "StateMachineQueueArns",
+        "arn:aws:sqs:us-east-1:111122223333:asks",
+        &["sqs:SendMessage"],
+    ),
+    (
+        "StateMachineTopicArns",
+        "arn:aws:sns:us-east-1:111122223333:approvals",
+        &["sns:Publish"],
+    ),
+    (
+        "StateMachineTableArns",
+        "arn:aws:dynamodb:us-east-1:111122223333:table/orders",
+        &[
+            "dynamodb:DeleteItem",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        ],
+    ),
+    (
+        "StateMachineEventBusArns",
+        "arn:aws:events:us-east-1:111122223333:event-bus/default",
+        &["events:PutEvents"],
+    ),
+];
+
+#[test]
+fn the_agent_may_call_exactly_what_the_state_machines_task_states_name() {
+    let task_grants = |deployed: &Deployed| -> BTreeSet<String> {
+        let agent = &deployed.function_permissions()["AgentFunction"];
+        let resources: Vec<&str> = TASK_CALLS.iter().map(|(_, arn, _)| *arn).collect();
+        agent["grants"]
+            .as_array()
+            .expect("grants")
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|grant| resources.iter().any(|arn| grant.ends_with(arn)))
+            .map(str::to_owned)
+            .collect()
+    };
+    let expected: BTreeSet<String> = TASK_CALLS
+        .iter()
+        .flat_map(|(_, arn, actions)| actions.iter().map(move |action| format!("{action} {arn}")))
+        .collect();
+    let parameters: Vec<(&str, &str)> = TASK_CALLS
+        .iter()
+        .map(|(name, arn, _)| (*name, *arn))
+        .collect();
+    let sam = Deployed::sam().with(&parameters);
+    assert_eq!(task_grants(&sam), expected, "SAM");
+    assert!(
+        task_grants(&Deployed::sam()).is_empty(),
+        "nothing named, nothing granted"
+    );
+    let cdk = Deployed::cdk("cdk.out.task-calls");
+    assert_eq!(task_grants(&cdk), expected, "CDK");
+    assert_the_same_security_alarms_and_triggers(&sam, &cdk);
+}
