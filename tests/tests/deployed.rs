@@ -101,6 +101,34 @@ async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> String {
         .to_owned()
 }
 
+/// Creates a table keyed by the text attribute `key`, paid per request.
+async fn create_table(dynamodb: &aws_sdk_dynamodb::Client, name: &str, key: &str) {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    };
+    dynamodb
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(key)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .expect("an attribute"),
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(key)
+                .key_type(KeyType::Hash)
+                .build()
+                .expect("a key"),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("table {name} not created: {error:?}"));
+}
+
 /// Receives what a queue holds, deleting it; the bodies.
 async fn drain(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<String> {
     let received = sqs

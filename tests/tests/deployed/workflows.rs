@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use sas_tests::aws::Remote;
 use sas_tests::ministack::Deployment;
 use sas_tests::{UNDONE_AFTER_THE_DELIVERY_FAILED, all_children, parcel_order, step_states};
 use serde_json::{Value, json};
 
 use super::{
-    deploy, operator, put_task, readme_delivery, status_and_code, verdicts, wait_for_task,
+    create_queue, create_table, deploy, operator, put_task, readme_delivery, status_and_code,
+    verdicts, wait_for_task,
 };
 
 /// Waits on the deployed stack: a refund's approval used through the deployed API by
@@ -555,12 +557,14 @@ done
     std::fs::read(zip).expect("the zip")
 }
 
-/// A Step Functions state machine of the deployment (tests/workflows/invoke.asl.json)
-/// invokes a real function deployed on the emulator, which the stack lets its agents
-/// invoke (`LambdaFunctionArns`), and is refused another it does not name, IAM
-/// enforced: the refusal is the Task's error, which its Catch takes.
+/// A Step Functions state machine of the deployment (tests/workflows/task-calls.asl.json)
+/// invokes a real function deployed on the emulator, sends its task token to a queue
+/// and waits for its use through the deployed API, and writes to a table: each what
+/// the stack lets its agents call (`LambdaFunctionArns`, `StateMachineQueueArns`,
+/// `StateMachineTableArns`). A function and a table it does not name are refused, IAM
+/// enforced: each refusal is the Task's error, which its Catch takes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_machine_invokes_the_lambda_function_its_deployment_names_and_no_other() {
+async fn a_state_machine_calls_what_its_deployment_names_and_nothing_else() {
     let remote = Remote::start(true).await;
     let stack = Deployment::with_services_and(
         &remote,
@@ -569,6 +573,11 @@ async fn a_state_machine_invokes_the_lambda_function_its_deployment_names_and_no
             (
                 "LambdaFunctionArns",
                 "arn:aws:lambda:us-east-1:*:function:sas-greeter",
+            ),
+            ("StateMachineQueueArns", "arn:aws:sqs:us-east-1:*:sas-asks"),
+            (
+                "StateMachineTableArns",
+                "arn:aws:dynamodb:us-east-1:*:table/sas-approvals",
             ),
         ],
     )
@@ -599,25 +608,76 @@ async fn a_state_machine_invokes_the_lambda_function_its_deployment_names_and_no
             .await
             .unwrap_or_else(|error| panic!("{name} not created: {error:?}"));
     }
-    let invoke = json!({"workflow": "invoke", "input": {"name": "Ada"}});
-    put_task(&stack, "invoke-1", &invoke).await;
+    let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    let asks = create_queue(&sqs, "sas-asks").await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    for table in ["sas-approvals", "sas-elsewhere"] {
+        create_table(&dynamodb, table, "name").await;
+    }
+    let calls = json!({"workflow": "task-calls", "input": {"name": "Ada", "asks": asks}});
+    put_task(&stack, "calls-1", &calls).await;
+    // The approval is asked over SQS with the state's task token, and given through the
+    // deployed API.
+    let asked = loop {
+        let received = sqs
+            .receive_message()
+            .queue_url(&asks)
+            .wait_time_seconds(5)
+            .send()
+            .await
+            .expect("received");
+        if let Some(message) = received.messages.unwrap_or_default().pop() {
+            break message;
+        }
+    };
+    let asked: Value =
+        serde_json::from_str(asked.body().expect("a body")).expect("the body as JSON");
+    assert_eq!(asked["name"], "Ada");
+    let token = asked["token"].as_str().expect("the task token");
+    let approval = json!({"output": {"by": "ana"}});
+    let used = stack
+        .call(
+            "POST",
+            &format!("/callbacks/{token}"),
+            Some(&approval),
+            false,
+        )
+        .await;
+    assert_eq!(used.status, 200, "{}", used.body);
     let task = wait_for_task(
         &stack,
-        "invoke-1",
+        "calls-1",
         "Processed",
         Duration::from_secs(90),
         |t| t["state"] == "Processed" || t["state"] == "Error",
     )
     .await;
+    let output = &task["output"];
     assert_eq!(task["status"], "SUCCEEDED", "{task:#}");
     assert_eq!(
-        task["output"]["greeter"],
+        output["greeter"],
         json!({"said": {"echoed": {"name": "Ada"}}}),
         "{task:#}"
     );
     assert_eq!(
-        task["output"]["refused"]["Error"], "Lambda.AccessDeniedException",
+        output["refused"]["Error"], "Lambda.AccessDeniedException",
         "the function the deployment does not name is refused: {task:#}"
     );
-    assert!(task["output"].get("other").is_none(), "{task:#}");
+    assert_eq!(output["approval"], json!({"by": "ana"}), "{task:#}");
+    assert_eq!(output["recorded"], json!({"status": 200}), "{task:#}");
+    let stored = dynamodb
+        .get_item()
+        .table_name("sas-approvals")
+        .key("name", AttributeValue::S("Ada".to_owned()))
+        .send()
+        .await
+        .expect("read");
+    assert_eq!(
+        stored.item().and_then(|item| item.get("by")),
+        Some(&AttributeValue::S("ana".to_owned()))
+    );
+    assert_eq!(
+        output["kept_out"]["Error"], "DynamoDB.AccessDeniedException",
+        "the table the deployment does not name is refused: {task:#}"
+    );
 }
