@@ -335,6 +335,35 @@ pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration>
     }
 }
 
+/// The error of the call the visit of `task`'s state made to give its task token,
+/// when what it answered is a failure of its own (a Lambda function's error): the
+/// state fails with it at once, as in Step Functions, rather than wait for a token no
+/// one will use. `output` is the agent's answer.
+pub(crate) fn token_call_failure(
+    task: &crate::task::Task,
+    workflow: &crate::workflow::Workflow,
+    output: &Value,
+) -> Option<String> {
+    let run = task.machine.as_deref()?;
+    if !matches!(run.work, Some(VisitWork::Invoke { .. })) {
+        return None;
+    }
+    let answer: InvokeAnswer = serde_json::from_value(output.clone()).ok()?;
+    answer.function_error.as_ref()?;
+    let state = workflow.machine.as_ref()?.0.find(run.state.as_deref()?)?;
+    let sas_asl::definition::StateKind::Task(state_task) = &state.kind else {
+        return None;
+    };
+    let answer = sas_asl::lambda::Answer {
+        payload: answer.payload.as_bytes(),
+        function_error: answer.function_error.as_deref(),
+        log_result: answer.log_result.as_deref(),
+    };
+    let resource = &state_task.resource;
+    let failure = sas_asl::lambda::task_result(&resource.target, &resource.arn, answer).err()?;
+    Some(serde_json::json!({"Error": failure.error, "Cause": failure.cause}).to_string())
+}
+
 impl MachineRun {
     /// The visit's number of `state` (1 for its first).
     #[must_use]

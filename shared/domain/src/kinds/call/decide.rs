@@ -224,10 +224,15 @@ pub fn on_response(
     match (callback, &outcome, response.operation) {
         // Its service took the call: the step waits for its callback, unless the task
         // is being undone (then the effect is in place, to undo).
-        (Some(callback), Outcome::Succeeded { .. }, Operation::Call)
+        (Some(callback), Outcome::Succeeded { output }, Operation::Call)
             if task.state == TaskState::Processing =>
         {
-            change.wait_for_callback(response.step, callback);
+            match crate::machine::token_call_failure(task, workflow, output) {
+                Some(error) => {
+                    change.record(response.step, response.operation, Outcome::Failed { error });
+                }
+                None => change.wait_for_callback(response.step, callback),
+            }
         }
         _ => change.record(response.step, response.operation, outcome),
     }

@@ -127,3 +127,33 @@ fn an_action_that_cannot_wait_for_a_token_or_an_unknown_field_is_refused() {
         run(&task).cause
     );
 }
+
+#[test]
+fn a_function_that_fails_while_given_its_token_fails_the_state_at_once() {
+    let workflow = machine(json!({
+        "StartAt": "Ask",
+        "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                    "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token"}},
+                    "TimeoutSeconds": 3600,
+                    "Catch": [{"ErrorEquals": ["Boom"], "ResultPath": "$.caught", "Next": "Handled"}],
+                    "End": true},
+            "Handled": {"Type": "Pass", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    let ask = dispatched(&claim).remove(0);
+    let boom = super::answered(
+        &ask,
+        r#"{"errorMessage":"no","errorType":"Boom"}"#,
+        Some("Unhandled"),
+    );
+    let failed = on_response(&task, &workflow, &order, &boom, Timestamp(5));
+    let task = failed.next.expect("recorded");
+    assert_eq!(run(&task).status, Status::Succeeded, "{:?}", run(&task));
+    assert_eq!(
+        run(&task).output.as_deref().map(|o| &o["caught"]["Error"]),
+        Some(&json!("Boom"))
+    );
+}
