@@ -43,6 +43,7 @@ pub use delivery::{
 pub use operator::{Refused, Resubmit, cancel, resubmit};
 pub use steps::on_run;
 pub use submit::{MAX_REFUSED, creation_again, refuse_submission, submit, submit_claimed};
+pub(crate) use supervise::HEARTBEAT_MISSED;
 pub use supervise::{on_deadline, on_expired};
 pub use waits::{pause, resume};
 

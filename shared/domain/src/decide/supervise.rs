@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::kinds::LeaseEnd;
 use crate::messages::Operation;
-use crate::task::{Happened, Order, Step, StepState, Task, TaskState};
+use crate::task::{Happened, Order, Step, StepState, Task, TaskState, Waiting};
 use crate::time::Timestamp;
 use crate::workflow::{Supervision, Workflow};
 
@@ -164,6 +164,9 @@ pub fn on_expired(task: &Task, workflow: &Workflow, order: &Order, now: Timestam
     change.done(verdict)
 }
 
+/// Why a step whose callback's holder sent no heartbeat in time failed.
+pub(crate) const HEARTBEAT_MISSED: &str = "its heartbeat was missed";
+
 /// Whether running `step` is given up when its complete-by passes now: its failures
 /// would pass its `supervision`'s threshold.
 fn gives_up(step: &Step, supervision: &Supervision) -> bool {
@@ -184,9 +187,12 @@ impl Change {
         self.task.failure_count += 1;
         let step = &mut self.task.steps[index];
         step.complete_by = None;
-        if step.waiting.take().is_some() {
+        // A wait whose lease ended before its timeout: its heartbeat was missed.
+        let mut heartbeat_missed = false;
+        if let Some(waiting) = step.waiting.take() {
             // Its token is dead: a retry waits under a new one.
             self.waits_changed = true;
+            heartbeat_missed = matches!(waiting, Waiting::Callback { until, .. } if now < until);
         }
         let step = &mut self.task.steps[index];
         let compensating = step.state == StepState::Compensating;
@@ -221,7 +227,11 @@ impl Change {
         if !gave_up {
             return Some(delay);
         }
-        let reason = format!("timed out {failures} times");
+        let reason = if heartbeat_missed {
+            HEARTBEAT_MISSED.to_owned()
+        } else {
+            format!("timed out {failures} times")
+        };
         let step = &mut self.task.steps[index];
         step.finished_at = Some(now);
         if compensating {

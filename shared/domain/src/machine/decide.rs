@@ -15,6 +15,7 @@ use sas_asl::{Failure, errors, lambda, services};
 use super::{Branches, InvokeAnswer, MachineRun, ServiceAnswer, Status, VisitWork};
 use crate::callback::Token;
 use crate::decide::Effect;
+use crate::decide::HEARTBEAT_MISSED;
 use crate::decide::change::Change;
 use crate::decide::steps::RETRY_EARLY;
 use crate::ids::CHILD_SEPARATOR;
@@ -146,8 +147,14 @@ impl Change {
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::TimedOut => {
+                    let missed = step.error.as_deref() == Some(HEARTBEAT_MISSED);
                     self.count_work_events(state);
-                    let failure = Failure::new(errors::TIMEOUT, "");
+                    let error = if missed {
+                        errors::HEARTBEAT_TIMEOUT
+                    } else {
+                        errors::TIMEOUT
+                    };
+                    let failure = Failure::new(error, "");
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::Compensated | StepState::CompensationFailed | StepState::Skipped => {

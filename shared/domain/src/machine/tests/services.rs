@@ -157,3 +157,50 @@ fn a_function_that_fails_while_given_its_token_fails_the_state_at_once() {
         Some(&json!("Boom"))
     );
 }
+
+#[test]
+fn a_missed_heartbeat_is_a_heartbeat_timeout_and_the_wait_s_end_a_timeout() {
+    let workflow = machine(json!({
+        "StartAt": "Ask",
+        "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {"QueueUrl": "q", "MessageBody": {"token.$": "$$.Task.Token"}},
+                    "TimeoutSeconds": 60, "HeartbeatSeconds": 10,
+                    "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.caught", "Next": "Handled"}],
+                    "End": true},
+            "Handled": {"Type": "Pass", "End": true}
+        }
+    }));
+    let caught = |beats: &[i64], expires_at: i64| {
+        let (_, order, claim) = started(&workflow, json!({}));
+        let task = claim.next.clone().expect("claimed");
+        let ask = dispatched(&claim).remove(0);
+        let sent = service_answered(&ask, json!({"MessageId": "m-1"}));
+        let mut task = on_response(&task, &workflow, &order, &sent, Timestamp(0))
+            .next
+            .expect("waits");
+        let token = serde_json::from_str::<Value>(
+            ask.payload.value()["MessageBody"].as_str().expect("text"),
+        )
+        .expect("JSON")["token"]
+            .as_str()
+            .expect("a token")
+            .to_owned();
+        let token = Token::parse(&token).expect("a token of the task's");
+        for &at in beats {
+            task = crate::decide::on_heartbeat(&task, &workflow, &token, Timestamp(at))
+                .expect("a heartbeat")
+                .next
+                .expect("recorded");
+        }
+        let expired = crate::decide::on_expired(&task, &workflow, &order, Timestamp(expires_at));
+        let task = expired.next.expect("expired");
+        let task = on_run(&task, &workflow, &order, "s1", Timestamp(expires_at + 1))
+            .next
+            .unwrap_or(task);
+        run(&task).output.as_deref().expect("caught")["caught"]["Error"].clone()
+    };
+    assert_eq!(caught(&[], 10_000), json!("States.HeartbeatTimeout"));
+    let beats: Vec<i64> = (1..=6).map(|n| n * 9_000).collect();
+    assert_eq!(caught(&beats, 60_000), json!("States.Timeout"));
+}
