@@ -8,7 +8,7 @@
 //! users do: with `infra/localstack/deploy.sh`, and the CDK app with `cdk deploy`.
 //!
 //! The tests, by theme, each a module of `deployed/`: [`delivery`], [`recovery`],
-//! [`callers`], [`workflows`] and [`deployments`]; this file holds the helpers they share.
+//! [`callers`], [`workflows`], [`state_machines`] and [`deployments`]; this file holds the helpers they share.
 
 #[path = "deployed/callers.rs"]
 mod callers;
@@ -18,6 +18,8 @@ mod delivery;
 mod deployments;
 #[path = "deployed/recovery.rs"]
 mod recovery;
+#[path = "deployed/state_machines.rs"]
+mod state_machines;
 #[path = "deployed/workflows.rs"]
 mod workflows;
 
