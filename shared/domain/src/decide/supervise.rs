@@ -186,13 +186,14 @@ impl Change {
         let now = self.now;
         self.task.failure_count += 1;
         let step = &mut self.task.steps[index];
-        step.complete_by = None;
+        let lease_end = step.complete_by.take();
         // A wait whose lease ended before its timeout: its heartbeat was missed.
         let mut heartbeat_missed = false;
         if let Some(waiting) = step.waiting.take() {
             // Its token is dead: a retry waits under a new one.
             self.waits_changed = true;
-            heartbeat_missed = matches!(waiting, Waiting::Callback { until, .. } if now < until);
+            heartbeat_missed = matches!(waiting, Waiting::Callback { until, .. }
+                if lease_end.is_some_and(|end| end < until));
         }
         let step = &mut self.task.steps[index];
         let compensating = step.state == StepState::Compensating;
