@@ -442,15 +442,7 @@ impl Change {
             }
             (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
                 let answer: InvokeAnswer = self.agents_answer(index)?;
-                lambda::task_result(
-                    &task.resource.target,
-                    &task.resource.arn,
-                    lambda::Answer {
-                        payload: answer.payload.as_bytes(),
-                        function_error: answer.function_error.as_deref(),
-                        log_result: answer.log_result.as_deref(),
-                    },
-                )
+                answer.task_result(&task.resource)
             }
             (Some(VisitWork::Service { .. }), StateKind::Task(task)) => {
                 let answer: ServiceAnswer = self.agents_answer(index)?;

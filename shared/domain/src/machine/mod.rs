@@ -268,9 +268,9 @@ pub struct InvokeAnswer {
     pub log_result: Option<String>,
 }
 
-/// What a service's agent answers: the API's answer, its error included only where
-/// the call may be made again (the agent fails it for good otherwise, with the error
-/// as Step Functions names it).
+/// What a service's agent answers when the API took the call: its body, status and
+/// headers (a refusal fails the call instead, with the error as Step Functions names
+/// it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceAnswer {
     /// The answer's body.
@@ -280,6 +280,25 @@ pub struct ServiceAnswer {
     /// The HTTP answer's headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+}
+
+impl InvokeAnswer {
+    /// The result of the Task on `resource` that this answered, or its error, as Step
+    /// Functions shapes them.
+    ///
+    /// # Errors
+    /// The function's error, or a result past the limit.
+    pub fn task_result(
+        &self,
+        resource: &sas_asl::definition::Resource,
+    ) -> Result<Value, sas_asl::Failure> {
+        let answer = sas_asl::lambda::Answer {
+            payload: self.payload.as_bytes(),
+            function_error: self.function_error.as_deref(),
+            log_result: self.log_result.as_deref(),
+        };
+        sas_asl::lambda::task_result(&resource.target, &resource.arn, answer)
+    }
 }
 
 /// The name a step's idempotency key carries: a state machine's step names its
@@ -354,13 +373,7 @@ pub(crate) fn token_call_failure(
     let sas_asl::definition::StateKind::Task(state_task) = &state.kind else {
         return None;
     };
-    let answer = sas_asl::lambda::Answer {
-        payload: answer.payload.as_bytes(),
-        function_error: answer.function_error.as_deref(),
-        log_result: answer.log_result.as_deref(),
-    };
-    let resource = &state_task.resource;
-    let failure = sas_asl::lambda::task_result(&resource.target, &resource.arn, answer).err()?;
+    let failure = answer.task_result(&state_task.resource).err()?;
     Some(serde_json::json!({"Error": failure.error, "Cause": failure.cause}).to_string())
 }
 
