@@ -481,3 +481,79 @@ async fn a_state_machine_calls_dynamodb_sqs_sns_and_eventbridge_as_step_function
         .expect("read");
     assert!(gone.item.is_none(), "deleted: {gone:?}");
 }
+
+/// A machine that starts `child` three ways: waited for with its output as JSON,
+/// only started (the child still waiting), and a machine that is not there, caught.
+const PARENT: &str = r#"{
+  "StartAt": "Double",
+  "States": {
+    "Double": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+               "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:child",
+                              "Input": {"n.$": "$.n"}},
+               "ResultSelector": {"n.$": "$.Output.n", "status.$": "$.Status"},
+               "ResultPath": "$.doubled", "Next": "Later"},
+    "Later": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution",
+              "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:child",
+                             "Input": {"wait": 3600}},
+              "ResultPath": "$.later", "Next": "Missing"},
+    "Missing": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync",
+                "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:nowhere"},
+                "Catch": [{"ErrorEquals": ["StepFunctions.StateMachineDoesNotExistException"],
+                           "ResultPath": "$.missing", "Next": "Done"}],
+                "End": true},
+    "Done": {"Type": "Succeed"}
+  }
+}"#;
+
+const CHILD: &str = r#"{
+  "StartAt": "Wait?",
+  "States": {
+    "Wait?": {"Type": "Choice", "Default": "Double",
+              "Choices": [{"Variable": "$.wait", "IsPresent": true, "Next": "Later"}]},
+    "Later": {"Type": "Wait", "SecondsPath": "$.wait", "End": true},
+    "Double": {"Type": "Pass", "Parameters": {"n.$": "States.MathAdd($.n, $.n)"}, "End": true}
+  }
+}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machine_starts_executions_of_another_and_waits_for_one() {
+    let workflows = tempfile::tempdir().expect("a workflows directory");
+    std::fs::write(workflows.path().join("parent.asl.json"), PARENT).expect("written");
+    std::fs::write(workflows.path().join("child.asl.json"), CHILD).expect("written");
+    let data = tempfile::tempdir().expect("a data directory");
+    let workflows_dir = workflows.path().to_str().expect("a path");
+    let (mut server, api, _) =
+        common::spawn_with(data.path(), &[("SAS_WORKFLOWS_DIR", workflows_dir)]);
+    let http = reqwest::Client::new();
+    let created = http
+        .put(format!("{api}/tasks/p-1"))
+        .json(&json!({"workflow": "parent", "input": {"n": 21}}))
+        .send()
+        .await
+        .expect("submitted");
+    assert!(created.status().is_success());
+    let task = ended(&http, &api, "p-1").await;
+    assert_eq!(task["status"], "SUCCEEDED", "{task:#}");
+    let output = &task["output"];
+    assert_eq!(output["doubled"], json!({"n": 42, "status": "SUCCEEDED"}));
+    assert_eq!(
+        output["missing"]["Error"],
+        "StepFunctions.StateMachineDoesNotExistException"
+    );
+    // The execution only started still waits, and is read as any task.
+    let arn = output["later"]["ExecutionArn"].as_str().expect("an ARN");
+    let id = arn.rsplit(':').next().expect("its name");
+    assert!(arn.contains(":execution:child:p-1~Later-"), "{arn}");
+    let later: Value = http
+        .get(format!("{api}/tasks/{id}"))
+        .send()
+        .await
+        .expect("read")
+        .json()
+        .await
+        .expect("json");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(later["workflow"]["name"], "child", "{later:#}");
+    assert_eq!(later["status"], "RUNNING", "{later:#}");
+}

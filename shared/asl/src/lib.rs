@@ -5,6 +5,7 @@
 pub mod choice;
 pub mod definition;
 pub mod errors;
+pub mod executions;
 pub mod intrinsics;
 pub mod jsonata;
 pub mod lambda;

@@ -13,6 +13,7 @@ use tracing::warn;
 use crate::ports::{Chain, Outgoing, OutgoingMessage, StoreError};
 use sas_domain::decide::{self, ChildrenOf, Decision, Verdict};
 use sas_domain::ids::TaskId;
+use sas_domain::machine::BranchEnd;
 use sas_domain::messages::{ChildEnded, SchedulerMessage};
 use sas_domain::submission::Submission;
 use sas_domain::task::{ParentLink, Task, TaskState, WorkflowRef};
@@ -63,6 +64,17 @@ impl App {
         };
         let definition = match self.children_workflow(&of).await {
             Ok(definition) => definition,
+            // A machine a Task names that is not there: its Task fails, as Step
+            // Functions' does.
+            Err(TaskError::UnknownWorkflow(name, _)) if of.version.is_none() => {
+                let cause = format!("State Machine Does Not Exist: '{name}'");
+                for (item, _) in children {
+                    let failure = ("StepFunctions.StateMachineDoesNotExistException", &*cause);
+                    self.tell_parent(unstarted(&link(&of, item), Some(failure)))
+                        .await;
+                }
+                return;
+            }
             Err(error) => {
                 warn!(task_id = %of.parent, error = %Chain(&error), "children not started: the step's watch starts them again");
                 return;
@@ -72,7 +84,7 @@ impl App {
             let link = link(&of, item);
             if let Err(error) = definition.validate_input(&input) {
                 warn!(task_id = %of.parent, item, error = %error, "a child's input does not fit its workflow: it fails unstarted");
-                self.tell_parent(unstarted(&link)).await;
+                self.tell_parent(unstarted(&link, None)).await;
                 return;
             }
             let submission = Submission {
@@ -87,7 +99,13 @@ impl App {
             };
             let id = submission.id.clone();
             let found = match self.create(&definition, submission.clone(), creation).await {
-                Ok(Submitted::Created(_)) => return,
+                // An execution whose start is all its Task waits for has started.
+                Ok(Submitted::Created(child)) => {
+                    if let Some(started) = ChildEnded::started(&child) {
+                        self.tell_parent(started).await;
+                    }
+                    return;
+                }
                 Ok(Submitted::Replayed(child)) => Ok(child),
                 Err(SubmitError::Conflict(_)) => self
                     .store
@@ -138,7 +156,7 @@ impl App {
                 Ok(_) => {
                     // It cannot run again (its new input cannot be run while effects
                     // of its own are in place): it fails in its parent's new run.
-                    self.tell_parent(unstarted(&link)).await;
+                    self.tell_parent(unstarted(&link, None)).await;
                 }
                 Err(error) => {
                     warn!(task_id = %child.id, error = %Chain(&error), "a child not run again: its parent's watch tries again");
@@ -179,7 +197,7 @@ impl App {
                 let (task, order) = decide::never_started(&definition, of, item, self.clock.now());
                 match self.store.create(&task, &order).await {
                     Ok(()) => {
-                        self.tell_parent(unstarted(&link(of, item))).await;
+                        self.tell_parent(unstarted(&link(of, item), None)).await;
                         return Ok(());
                     }
                     // Created meanwhile, by its start: stopped as any other.
@@ -204,9 +222,10 @@ impl App {
     }
 
     /// Tells the parent of `child`, which has ended, of its end again, for the
-    /// parent's run `run`.
+    /// parent's run `run` (of an execution whose start is all its Task waits for,
+    /// that it started).
     async fn tell_parent_again(&self, child: &Task, run: u32) {
-        if let Some(mut ended) = ChildEnded::of(child) {
+        if let Some(mut ended) = ChildEnded::of(child).or_else(|| ChildEnded::started(child)) {
             ended.run = run;
             self.tell_parent(ended).await;
         }
@@ -241,8 +260,10 @@ fn link(of: &ChildrenOf, item: u32) -> ParentLink {
     }
 }
 
-/// The end of a child that was never started (its input did not fit its workflow).
-fn unstarted(link: &ParentLink) -> ChildEnded {
+/// The end of a child that was never started (its input did not fit its workflow,
+/// or its machine is not there: `failure`, for a state machine's branch or
+/// execution).
+fn unstarted(link: &ParentLink, failure: Option<(&str, &str)>) -> ChildEnded {
     ChildEnded {
         task_id: link.task.clone(),
         step: link.step,
@@ -250,6 +271,6 @@ fn unstarted(link: &ParentLink) -> ChildEnded {
         run: link.run,
         state: TaskState::Error,
         needs_a_person: false,
-        branch: None,
+        branch: (link.scope.as_deref()).map(|scope| Box::new(BranchEnd::unstarted(scope, failure))),
     }
 }

@@ -9,7 +9,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{BranchFailure, BranchScope, Branches, VisitWork};
+use sas_asl::executions;
+
+use super::{Awaited, BranchFailure, BranchScope, Branches, VisitWork};
 use crate::decide::change::Change;
 use crate::decide::{ChildrenOf, Effect};
 use crate::kinds::children::MAX_CONCURRENCY;
@@ -18,10 +20,10 @@ use crate::messages::{ChildEnded, Operation};
 use crate::task::{Answer, Children, Happened, Order, StepState, TaskState};
 use crate::workflow::Workflow;
 
-/// The step of a Parallel or a Map state.
+/// The step of a Parallel or a Map state, or of a Task that starts an execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BranchesStep {
-    /// Its state's `Type`: `Parallel` or `Map`.
+    /// Its state's `Type`: `Parallel`, `Map` or `Task`.
     pub state_type: &'static str,
 }
 
@@ -63,17 +65,16 @@ impl Kind for BranchesStep {
     }
 
     fn summary(&self) -> Summary {
-        let does = if self.state_type == "Map" {
-            "Map: its item processor, a child task per item"
-        } else {
-            "Parallel: a child task per branch"
+        let (kind, does) = match self.state_type {
+            "Map" => ("map", "Map: its item processor, a child task per item"),
+            "Parallel" => ("parallel", "Parallel: a child task per branch"),
+            _ => (
+                "child",
+                "Task: an execution of a state machine, a child task",
+            ),
         };
         Summary {
-            kind: if self.state_type == "Map" {
-                "map"
-            } else {
-                "parallel"
-            },
+            kind,
             does: does.to_owned(),
             undo: None,
         }
@@ -110,12 +111,15 @@ impl Change {
         if ended.branch.is_some() && Some(end.round) != round {
             return false;
         }
+        // An execution a Task started counts as ended: whether the Task succeeded is
+        // read from what it told ([`Change::execution_result`]).
+        let execution = current(&self.task).is_some_and(|b| b.execution.is_some());
         let step = &mut self.task.steps[index];
         let Some(children) = &mut step.children else {
             return false;
         };
         children.running.retain(|&item| item != ended.item);
-        let succeeded = ended.state == TaskState::Processed;
+        let succeeded = execution || ended.state == TaskState::Processed;
         if succeeded {
             children.succeeded += 1;
         } else {
@@ -125,6 +129,11 @@ impl Change {
             return false;
         };
         branches.events += end.events;
+        if let Some(started) = &mut branches.execution {
+            started.told = Some(end);
+            self.fill_branches(workflow, index);
+            return true;
+        }
         let slot = branches.outputs.get_mut(ended.item as usize);
         if succeeded {
             if let Some(slot) = slot {
@@ -292,24 +301,88 @@ impl Change {
     }
 
     /// Whose children step `index`'s are: branches of this task's machine, with the
-    /// variables in scope.
+    /// variables in scope; or the execution of another machine its Task started.
     fn branches_of(&self, index: usize) -> ChildrenOf {
         let task = &self.task;
         let run = task.machine.as_deref();
-        let variables = run.map(|run| run.variables.clone()).unwrap_or_default();
-        let round = current(task).map_or(0, |branches| branches.round);
+        let branches = current(task);
+        let round = branches.map_or(0, |branches| branches.round);
+        let started = branches.and_then(|branches| branches.execution.as_deref());
+        let (workflow, version, scope) = match started {
+            Some(started) => (
+                started.machine.clone(),
+                None,
+                BranchScope {
+                    round,
+                    execution: Some(started.awaits),
+                    ..BranchScope::default()
+                },
+            ),
+            None => (
+                task.workflow.name.clone(),
+                Some(task.workflow.version),
+                BranchScope {
+                    round,
+                    variables: run.map(|run| run.variables.clone()).unwrap_or_default(),
+                    execution: None,
+                },
+            ),
+        };
         ChildrenOf {
             parent: task.id.clone(),
             step: index,
             step_name: format!("{}-{round}", child_name(&task.steps[index].name, index)),
             run: task.run,
-            workflow: task.workflow.name.clone(),
-            version: Some(task.workflow.version),
+            workflow,
+            version,
             notify: task.notify.clone(),
             owner: task.owner.clone(),
             pinned: task.pinned.clone(),
             priority: task.priority,
-            scope: Some(Box::new(BranchScope { round, variables })),
+            scope: Some(Box::new(scope)),
+        }
+    }
+
+    /// The result of the Task of step `index` on `resource`, which started an
+    /// execution, from what the execution told of itself: `StartExecution`'s answer,
+    /// or, waited for (`.sync`, `.sync:2`), its description, a failure where it did
+    /// not succeed.
+    pub(super) fn execution_result(
+        &self,
+        index: usize,
+        resource: &sas_asl::definition::Resource,
+    ) -> Result<Value, sas_asl::Failure> {
+        let branches = current(&self.task);
+        let Some((started, input)) = branches.and_then(|branches| {
+            let started = branches.execution.as_deref()?;
+            Some((started, branches.inputs.first()?))
+        }) else {
+            return Err(sas_asl::Failure::runtime("a Task's execution not recorded"));
+        };
+        let told = started.told.clone().unwrap_or_default();
+        // Never started (its machine is not there): `StartExecution`'s own error.
+        if let (None, Some(error)) = (told.started_at, &told.error) {
+            let cause = told.cause.clone().unwrap_or_default();
+            return Err(sas_asl::Failure::new(error.clone(), cause));
+        }
+        let of = self.branches_of(index);
+        let name = of.parent.child(&of.step_name, 0).local().to_owned();
+        let machine = &started.machine;
+        let described = executions::Described {
+            execution_arn: &super::arn(&format!("execution:{machine}:{name}")),
+            machine_arn: &super::arn(&format!("stateMachine:{machine}")),
+            name: &name,
+            input,
+            status: told.status.as_str(),
+            output: told.output.as_ref(),
+            error: told.error.as_deref(),
+            cause: told.cause.as_deref(),
+            start_date: told.started_at.unwrap_or(self.now).0,
+            stop_date: self.task.steps[index].finished_at.map(|at| at.0),
+        };
+        match started.awaits {
+            Awaited::Start => Ok(executions::started(&described)),
+            Awaited::End => executions::ended(resource.pattern, &described),
         }
     }
 }

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use sas_asl::definition::{Pattern, State, StateKind, StateMachine, Target};
+use sas_asl::definition::{Pattern, Resource, State, StateKind, StateMachine, Target};
 use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
-use sas_asl::{Failure, errors, lambda, services};
+use sas_asl::{Failure, errors, executions, lambda, services};
 
-use super::{Branches, InvokeAnswer, MachineRun, ServiceAnswer, Status, VisitWork};
+use super::{
+    Awaited, Branches, InvokeAnswer, MachineRun, ServiceAnswer, StartedExecution, Status, VisitWork,
+};
 use crate::callback::Token;
 use crate::decide::Effect;
 use crate::decide::HEARTBEAT_MISSED;
@@ -28,9 +30,6 @@ use crate::workflow::Workflow;
 /// loop of states that never wait moves on, a write at a time, and never holds a
 /// scheduler.
 const TRANSITIONS_A_WRITE: u32 = 1_000;
-
-/// Where Step Functions' ARNs put this engine (the next issue makes them settings).
-const REGION_ACCOUNT: &str = "us-east-1:000000000000";
 
 impl Change {
     /// Runs a machine's task on from where it is, as [`Change::advance`] does a
@@ -60,7 +59,7 @@ impl Change {
         self.set_state(TaskState::Processing);
         // A branch of a Parallel or a Map runs its branch's machine.
         let branch_of = (self.task.parent.as_ref())
-            .filter(|link| link.scope.is_some())
+            .filter(|link| link.scope.as_ref().is_some_and(|s| s.execution.is_none()))
             .map(|link| (link.step, link.item as usize));
         let machine = match branch_of {
             None => machine,
@@ -214,7 +213,7 @@ impl Change {
             variables: scope
                 .map(|scope| scope.variables.clone())
                 .unwrap_or_default(),
-            events: u64::from(scope.is_none()),
+            events: u64::from(scope.is_none_or(|scope| scope.execution.is_some())),
             deadline,
             ..MachineRun::default()
         }));
@@ -232,17 +231,26 @@ impl Change {
         }
         let workflow = &self.task.workflow.name;
         let run = self.task.machine.as_deref();
-        // A branch is of its root task's execution.
+        // A branch is of its root task's execution; an execution a Task started is
+        // its own.
         let id = self.task.id.to_string();
-        let name = id.split(CHILD_SEPARATOR).next().unwrap_or(&id);
+        let name = match self
+            .task
+            .parent
+            .as_ref()
+            .and_then(|link| link.scope.as_deref())
+        {
+            Some(scope) if scope.execution.is_some() => &id,
+            _ => id.split(CHILD_SEPARATOR).next().unwrap_or(&id),
+        };
         let execution = Execution {
-            id: format!("arn:aws:states:{REGION_ACCOUNT}:execution:{workflow}:{name}"),
+            id: super::arn(&format!("execution:{workflow}:{name}")),
             name: name.to_owned(),
             input: order.input.clone(),
             role_arn: format!("arn:aws:iam::000000000000:role/{workflow}"),
             start_time: self.task.created_at.to_rfc3339(),
             redrive_count: u64::from(self.task.run.saturating_sub(1)),
-            machine_id: format!("arn:aws:states:{REGION_ACCOUNT}:stateMachine:{workflow}"),
+            machine_id: super::arn(&format!("stateMachine:{workflow}")),
             machine_name: workflow.clone(),
         };
         let retry_count = run.map(|run| run.retries.iter().sum()).unwrap_or(0);
@@ -323,7 +331,7 @@ impl Change {
                             "a call from a state that is no Task",
                         ));
                     };
-                    let work = match call_work(&task.resource.target, &arguments, timeout_seconds) {
+                    let work = match call_work(&task.resource, &arguments, timeout_seconds) {
                         Ok(work) => work,
                         Err(failure) => {
                             return self.fail_execution(run::locate(failure, &state.name, entered));
@@ -429,6 +437,11 @@ impl Change {
         let run = self.task.machine.as_deref();
         match (run.and_then(|run| run.work.as_ref()), &state.kind) {
             (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
+            (Some(VisitWork::Branches(branches)), StateKind::Task(task))
+                if branches.execution.is_some() =>
+            {
+                self.execution_result(index, &task.resource)
+            }
             (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
             // The token's use gave the result.
             (Some(VisitWork::Invoke { .. } | VisitWork::Service { .. }), _)
@@ -635,18 +648,39 @@ fn step_failure(step: &Step, state: &State) -> Failure {
 /// What a Task's call to `target` with `arguments` asks its agent for, its lease
 /// `timeout_seconds` where its state gives one.
 fn call_work(
-    target: &Target,
+    resource: &Resource,
     arguments: &Value,
     timeout_seconds: Option<u64>,
 ) -> Result<VisitWork, Failure> {
-    if let Target::Service(action) = target {
-        return Ok(VisitWork::Service {
-            operation: action.operation.to_owned(),
-            request: services::request(action, arguments)?,
-            timeout_seconds,
-        });
+    match &resource.target {
+        Target::Service(action) => {
+            return Ok(VisitWork::Service {
+                operation: action.operation.to_owned(),
+                request: services::request(action, arguments)?,
+                timeout_seconds,
+            });
+        }
+        // One child task, which runs the machine named.
+        Target::StartExecution => {
+            let start = executions::request(arguments)?;
+            let awaits = match resource.pattern {
+                Pattern::Sync | Pattern::Sync2 => Awaited::End,
+                Pattern::RequestResponse | Pattern::WaitForTaskToken => Awaited::Start,
+            };
+            return Ok(VisitWork::Branches(Box::new(Branches {
+                inputs: vec![start.input],
+                max_concurrency: 1,
+                execution: Some(Box::new(StartedExecution {
+                    machine: start.machine,
+                    awaits,
+                    told: None,
+                })),
+                ..Branches::default()
+            })));
+        }
+        _ => {}
     }
-    let request = lambda::request(target, arguments)?;
+    let request = lambda::request(&resource.target, arguments)?;
     Ok(VisitWork::Invoke {
         function: request.function,
         payload: String::from_utf8_lossy(&request.payload).into_owned(),

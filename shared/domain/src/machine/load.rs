@@ -75,6 +75,16 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             )
         };
         let kind = match &state.kind {
+            // An execution of a machine, a child task: waited for, or only started.
+            StateKind::Task(task) if task.resource.target == Target::StartExecution => {
+                if task.resource.pattern == Pattern::WaitForTaskToken {
+                    return Err(refuse(
+                        "Resource",
+                        &format!("the resource '{}'", task.resource.arn),
+                    ));
+                }
+                StepKind::Branches(BranchesStep { state_type: "Task" })
+            }
             StateKind::Task(task) => {
                 let unsupported =
                     || refuse("Resource", &format!("the resource '{}'", task.resource.arn));

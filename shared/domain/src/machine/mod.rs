@@ -68,6 +68,28 @@ pub enum Status {
     Aborted,
 }
 
+impl Status {
+    /// As Step Functions writes it: `SUCCEEDED`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "RUNNING",
+            Self::Succeeded => "SUCCEEDED",
+            Self::Failed => "FAILED",
+            Self::TimedOut => "TIMED_OUT",
+            Self::Aborted => "ABORTED",
+        }
+    }
+}
+
+/// Where Step Functions' ARNs put this engine (the next issue makes them settings).
+const REGION_ACCOUNT: &str = "us-east-1:000000000000";
+
+/// The ARN of this engine's `resource` (`stateMachine:NAME`, `execution:NAME:ID`).
+fn arn(resource: &str) -> String {
+    format!("arn:aws:states:{REGION_ACCOUNT}:{resource}")
+}
+
 /// Where a task that runs a state machine stands.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineRun {
@@ -184,6 +206,33 @@ pub struct Branches {
     /// visit's children are new tasks and an earlier start's late end is told apart.
     #[serde(default)]
     pub round: u64,
+    /// Of a Task that started an execution (`states:startExecution`): which, and what
+    /// its parent was told of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Box<StartedExecution>>,
+}
+
+/// An execution of a state machine a Task started: one child task, which runs that
+/// machine from its start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedExecution {
+    /// The machine it runs: a workflow's name.
+    pub machine: String,
+    /// What the Task waits for: the execution's end (`.sync`), or only its start.
+    pub awaits: Awaited,
+    /// What the child told of itself: its start, or its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told: Option<BranchEnd>,
+}
+
+/// What a Task that starts an execution waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Awaited {
+    /// Its start (`StartExecution`'s answer).
+    Start,
+    /// Its end (`.sync`, `.sync:2`).
+    End,
 }
 
 /// A child's error and cause.
@@ -206,6 +255,10 @@ pub struct BranchScope {
     /// The variables.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub variables: Map<String, Value>,
+    /// Of an execution a Task started, not a branch: what the Task waits for. It runs
+    /// its own machine from its start, with no variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Awaited>,
 }
 
 /// How a branch of a state machine ended, told to its parent with its end.
@@ -226,19 +279,59 @@ pub struct BranchEnd {
     /// The history events it wrote.
     #[serde(default)]
     pub events: u64,
+    /// Its status then.
+    #[serde(default)]
+    pub status: Status,
+    /// When it was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
 }
 
 impl BranchEnd {
-    /// The end of the branch started in `scope`, whose run is `run`.
+    /// Of a branch (or execution) started in `scope` that never started: failed with
+    /// `failure`'s error and cause, or `States.Runtime`.
     #[must_use]
-    pub fn of(scope: &BranchScope, run: &MachineRun) -> Self {
+    pub fn unstarted(scope: &BranchScope, failure: Option<(&str, &str)>) -> Self {
+        let (error, cause) =
+            failure.unwrap_or((sas_asl::errors::RUNTIME, "the branch was never started"));
         Self {
+            round: scope.round,
+            error: Some(error.to_owned()),
+            cause: Some(cause.to_owned()),
+            status: Status::Failed,
+            ..Self::default()
+        }
+    }
+
+    /// Where the branch (or execution) `child`, started in `scope`, stands.
+    #[must_use]
+    pub fn of(scope: &BranchScope, child: &crate::task::Task) -> Option<Self> {
+        use crate::task::TaskState;
+        let Some(run) = child.machine.as_deref() else {
+            // A workflow of the project's language, started as an execution.
+            scope.execution?;
+            let status = match child.state {
+                TaskState::Processed => Status::Succeeded,
+                TaskState::Error => Status::Failed,
+                _ => Status::Running,
+            };
+            return Some(Self {
+                round: scope.round,
+                error: child.error.clone(),
+                status,
+                started_at: Some(child.created_at),
+                ..Self::default()
+            });
+        };
+        Some(Self {
             round: scope.round,
             output: run.output.as_deref().cloned(),
             error: run.error.clone(),
             cause: run.cause.clone(),
             events: run.events,
-        }
+            status: run.status,
+            started_at: Some(child.created_at),
+        })
     }
 }
 

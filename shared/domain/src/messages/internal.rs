@@ -81,8 +81,35 @@ impl ChildEnded {
             branch: parent
                 .scope
                 .as_deref()
-                .zip(child.machine.as_deref())
-                .map(|(scope, run)| Box::new(crate::machine::BranchEnd::of(scope, run))),
+                .and_then(|scope| crate::machine::BranchEnd::of(scope, child))
+                .map(Box::new),
+        })
+    }
+
+    /// That `child`, an execution a Task started and waits for no more of, has
+    /// started: for its parent, which ends its Task with it.
+    #[must_use]
+    pub fn started(child: &Task) -> Option<Self> {
+        let parent = child.parent.as_ref()?;
+        let scope = parent.scope.as_deref()?;
+        if scope.execution != Some(crate::machine::Awaited::Start) {
+            return None;
+        }
+        let end = crate::machine::BranchEnd::of(scope, child).unwrap_or_else(|| {
+            crate::machine::BranchEnd {
+                round: scope.round,
+                started_at: Some(child.created_at),
+                ..crate::machine::BranchEnd::default()
+            }
+        });
+        Some(Self {
+            task_id: parent.task.clone(),
+            step: parent.step,
+            item: parent.item,
+            run: parent.run,
+            state: child.state,
+            needs_a_person: false,
+            branch: Some(Box::new(end)),
         })
     }
 }

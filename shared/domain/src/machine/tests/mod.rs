@@ -2,6 +2,7 @@
 //! Retry and Catch, Fail, Wait, Parallel and Map, task tokens, and what the engine
 //! refuses to load.
 
+mod executions;
 mod services;
 
 use serde_json::{Value, json};
@@ -386,6 +387,22 @@ fn a_loop_of_many_thousand_calls_ends_and_its_record_stays_small() {
 /// parent of each end, in turn, until it starts no more: the parent as it then is,
 /// and every child's id.
 fn run_children(workflow: &Workflow, order: &Order, decision: Decision) -> (Task, Vec<String>) {
+    let (parent, children) = run_children_of(&[workflow], order, decision);
+    (
+        parent,
+        children.iter().map(|child| child.id.to_string()).collect(),
+    )
+}
+
+/// As [`run_children`], each child running the one of `workflows` it names (the
+/// parent's is the first), and telling its parent of its start where that is all
+/// its parent waits for: the parent, and each child as it then is.
+fn run_children_of(
+    workflows: &[&Workflow],
+    order: &Order,
+    decision: Decision,
+) -> (Task, Vec<Task>) {
+    let workflow = workflows[0];
     let mut parent = decision.next.clone().expect("the parent");
     let mut effects = decision.effects;
     let mut ids = Vec::new();
@@ -403,11 +420,17 @@ fn run_children(workflow: &Workflow, order: &Order, decision: Decision) -> (Task
                 run: of.run,
                 scope: of.scope.clone(),
             });
-            ids.push(submission.id.to_string());
-            let (child, child_order, _) = submit(workflow, submission, Timestamp(5));
-            let ran = on_run(&child, workflow, &child_order, "s2", Timestamp(5));
+            let child_workflow = workflows
+                .iter()
+                .find(|workflow| workflow.name == of.workflow)
+                .expect("the child's workflow");
+            let (child, child_order, _) = submit(child_workflow, submission, Timestamp(5));
+            let ran = on_run(&child, child_workflow, &child_order, "s2", Timestamp(5));
             let child = ran.next.expect("the child ran");
-            let ended = ChildEnded::of(&child).expect("the child ended");
+            let ended = ChildEnded::of(&child)
+                .or_else(|| ChildEnded::started(&child))
+                .expect("the child ended, or started for a parent that waits for no more");
+            ids.push(child);
             let told = on_child_ended(&parent, workflow, order, &ended, Timestamp(6));
             if let Some(next) = told.next {
                 parent = next;
