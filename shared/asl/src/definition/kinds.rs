@@ -4,8 +4,8 @@ use serde_json::Value;
 
 use super::check::{Reader, check_expression, check_template, machine};
 use super::{
-    Amount, Items, MapState, Pattern, QueryLanguage, Resource, Selection, StateKind, Target, Task,
-    WaitFor,
+    Amount, Batcher, Items, MapState, Pattern, QueryLanguage, Resource, Selection, StateKind,
+    Target, Task, WaitFor,
 };
 use crate::errors::{self, Catcher, Retrier};
 use crate::{Refusal, choice, jsonata, path};
@@ -203,9 +203,53 @@ fn map(read: &Reader) -> Result<MapState, Refusal> {
         tolerated_failure_percentage: read.bound("ToleratedFailurePercentage")?,
         tolerated_failure_count: read.bound("ToleratedFailureCount")?,
         item_reader: read.fields.get("ItemReader").cloned(),
-        item_batcher: read.fields.get("ItemBatcher").cloned(),
+        item_batcher: batcher(read, distributed)?,
         result_writer: read.fields.get("ResultWriter").cloned(),
     })
+}
+
+/// A Map's `ItemBatcher`: a distributed Map's only, with a batch's size bounded.
+fn batcher(read: &Reader, distributed: bool) -> Result<Option<Batcher>, Refusal> {
+    let Some(batcher) = read.fields.get("ItemBatcher") else {
+        return Ok(None);
+    };
+    let Value::Object(fields) = batcher else {
+        return Err(read.refuse("ItemBatcher", "ItemBatcher must be an object"));
+    };
+    if !distributed {
+        return Err(read.refuse(
+            "ItemBatcher",
+            "ItemBatcher is only supported in a DISTRIBUTED Map",
+        ));
+    }
+    let at = read.at("ItemBatcher");
+    let batch = Reader {
+        fields,
+        at: &at,
+        language: read.language,
+    };
+    let known = [
+        "MaxItemsPerBatch",
+        "MaxItemsPerBatchPath",
+        "MaxInputBytesPerBatch",
+        "MaxInputBytesPerBatchPath",
+        "BatchInput",
+    ];
+    if let Some(field) = fields.keys().find(|f| !known.contains(&f.as_str())) {
+        return Err(batch.refuse(field, format!("Field '{field}' is not supported")));
+    }
+    let batcher = Batcher {
+        max_items: batch.amount("MaxItemsPerBatch", Some("MaxItemsPerBatchPath"))?,
+        max_bytes: batch.amount("MaxInputBytesPerBatch", Some("MaxInputBytesPerBatchPath"))?,
+        batch_input: batch.template("BatchInput")?,
+    };
+    if batcher.max_items.is_none() && batcher.max_bytes.is_none() {
+        return Err(Refusal::new(
+            &at,
+            "ItemBatcher must have MaxItemsPerBatch or MaxInputBytesPerBatch",
+        ));
+    }
+    Ok(Some(batcher))
 }
 
 fn list<'a>(read: &'a Reader, field: &str) -> Result<&'a [Value], Refusal> {

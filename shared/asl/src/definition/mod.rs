@@ -253,11 +253,20 @@ pub struct MapState {
     pub max_concurrency: Option<Amount>,
     pub tolerated_failure_percentage: Option<Bound>,
     pub tolerated_failure_count: Option<Bound>,
-    /// `ItemReader`, `ItemBatcher`, `ResultWriter` and `Label` of a distributed map, kept
-    /// as written.
+    /// `ItemReader` and `ResultWriter` of a distributed map, kept as written.
     pub item_reader: Option<Value>,
-    pub item_batcher: Option<Value>,
+    pub item_batcher: Option<Batcher>,
     pub result_writer: Option<Value>,
+}
+
+/// A distributed Map's `ItemBatcher`: its items given to each child in batches,
+/// `{"BatchInput", "Items"}`, of at most so many items and so many bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batcher {
+    pub max_items: Option<Amount>,
+    pub max_bytes: Option<Amount>,
+    /// A template, evaluated on the state's input.
+    pub batch_input: Option<Value>,
 }
 
 /// Where a Map's items are: `ItemsPath` (JSONPath, default `$`) or `Items` (JSONata, or

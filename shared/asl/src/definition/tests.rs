@@ -137,3 +137,38 @@ fn a_state_that_may_read_the_context_object_is_told_apart() {
         [true, false, true, true, false]
     );
 }
+
+#[test]
+fn an_item_batcher_is_a_distributed_maps_with_a_limit() {
+    let map = |mode: &str, batcher: serde_json::Value| {
+        json!({"StartAt": "M", "States": {"M": {"Type": "Map", "End": true,
+            "ItemBatcher": batcher,
+            "ItemProcessor": {"ProcessorConfig": {"Mode": mode},
+                "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}}}})
+    };
+    let accepted = StateMachine::from_value(&map(
+        "DISTRIBUTED",
+        json!({"MaxItemsPerBatchPath": "$.size", "BatchInput": {"at.$": "$.at"}}),
+    ))
+    .expect("a batcher");
+    let Some(StateKind::Map(state)) = accepted.state("M").map(|state| &state.kind) else {
+        panic!("a Map");
+    };
+    assert!(state.item_batcher.is_some());
+    let inline = refusal(map("INLINE", json!({"MaxItemsPerBatch": 2})));
+    assert!(
+        inline.contains("only supported in a DISTRIBUTED Map"),
+        "{inline}"
+    );
+    assert!(inline.contains("/States/M/ItemBatcher"), "{inline}");
+    let unbounded = refusal(map("DISTRIBUTED", json!({"BatchInput": {}})));
+    assert!(
+        unbounded.contains("MaxItemsPerBatch or MaxInputBytesPerBatch"),
+        "{unbounded}"
+    );
+    let unknown = refusal(map("DISTRIBUTED", json!({"MaxItems": 2})));
+    assert!(
+        unknown.contains("/States/M/ItemBatcher/MaxItems"),
+        "{unknown}"
+    );
+}

@@ -291,7 +291,7 @@ fn items(visit: &Visit, effective: &Value, map: &MapState, jsonata: bool) -> Res
     })
 }
 
-fn bound_of(amount: &Amount) -> Bound {
+pub(super) fn bound_of(amount: &Amount) -> Bound {
     match amount {
         Amount::Fixed(value) => Bound::Fixed(*value as f64),
         Amount::Path(query) => Bound::Path(query.clone()),
@@ -300,7 +300,7 @@ fn bound_of(amount: &Amount) -> Bound {
 }
 
 /// A Map's numeric setting from a literal, a path (`...Path`) or an expression.
-fn bounded(
+pub(super) fn bounded(
     scope: &super::Scope,
     bound: &Bound,
     field: &str,

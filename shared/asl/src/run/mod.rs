@@ -5,6 +5,7 @@
 //! the state's failure). Each is a pure function: whoever runs the machine keeps the
 //! durable record between them.
 
+mod batch;
 pub mod context;
 mod enter;
 mod rules;
@@ -16,6 +17,7 @@ use crate::definition::{QueryLanguage, Selection, State, StateKind};
 use crate::errors::{self, Catcher};
 use crate::{Failure, path};
 
+pub use batch::batches;
 pub use enter::{Until, Work, enter, item_input};
 pub use scope::Scope;
 

@@ -375,7 +375,11 @@ impl Change {
                         .iter()
                         .enumerate()
                         .map(|(index, item)| run::item_input(&visit, map, index, item))
-                        .collect::<Result<Vec<_>, _>>();
+                        .collect::<Result<Vec<_>, _>>()
+                        .and_then(|inputs| match &map.item_batcher {
+                            Some(batcher) => run::batches(&visit, batcher, inputs),
+                            None => Ok(inputs),
+                        });
                     let inputs = match inputs {
                         Ok(inputs) => inputs,
                         Err(failure) => {

@@ -121,7 +121,6 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             StateKind::Map(map) => {
                 let unread = [
                     ("ItemReader", &map.item_reader),
-                    ("ItemBatcher", &map.item_batcher),
                     ("ResultWriter", &map.result_writer),
                 ];
                 if let Some((field, _)) = unread.iter().find(|(_, value)| value.is_some()) {
