@@ -4,17 +4,15 @@
 //! with the HTTP status and headers Step Functions adds to it ([`ServiceAnswer`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use aws_types::SdkConfig;
 use serde_json::Value;
-use tracing::warn;
 
-use sas_core::ports::{Credentials, RemoteError, RemoteRequest, Unsigned};
-use sas_domain::limits::MAX_STEP_OUTPUT;
+use sas_core::ports::{Credentials, RemoteError, RemoteRequest};
 use sas_domain::machine::ServiceAnswer;
-use sas_domain::services::SigV4;
 
+use crate::signed::{Client, Signed};
 use crate::{Named, Refused, endpoint, refusal};
 
 /// An AWS API that speaks JSON, and how it is reached.
@@ -73,8 +71,7 @@ pub(crate) struct JsonApis {
     urls: Vec<String>,
     region: String,
     signer: Arc<dyn Credentials>,
-    /// Built at the first call: a function that makes none loads no certificates.
-    client: OnceLock<reqwest::Client>,
+    client: Client,
 }
 
 impl JsonApis {
@@ -97,7 +94,7 @@ impl JsonApis {
             urls,
             region,
             signer,
-            client: OnceLock::new(),
+            client: Client::default(),
         }
     }
 
@@ -121,57 +118,14 @@ impl JsonApis {
             ("x-amz-target", target.as_str()),
         ];
         let body = request.payload.as_str().as_bytes();
-        let signing = SigV4 {
-            service: api.signing.to_owned(),
-            region: self.region.clone(),
+        let signed = Signed {
+            service: api.signing,
+            region: &self.region,
+            named: api.named,
         };
-        let unsigned = Unsigned {
-            method: "POST",
-            url,
-            headers: &headers,
-            body,
-        };
-        let signature = self
-            .signer
-            .sign(&signing, unsigned)
-            .await
-            .map_err(|error| {
-                warn!(service = api.agent, %error, "a call could not be signed");
-                RemoteError::Transient(format!("{}: the call could not be signed", api.agent))
-            })?;
-        let client = self.client.get_or_init(reqwest::Client::new);
-        let mut sending = client.post(url).body(body.to_vec());
-        for (name, value) in headers.into_iter().chain(
-            signature
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_str())),
-        ) {
-            sending = sending.header(name, value);
-        }
-        let not_reached = |error: reqwest::Error| {
-            warn!(service = api.agent, error = %error.without_url(), "not reached");
-            RemoteError::Transient(format!("{} was not reached", api.named.error_prefix))
-        };
-        let response = sending.send().await.map_err(not_reached)?;
-        let status = response.status().as_u16();
-        let headers: BTreeMap<String, String> = response
-            .headers()
-            .iter()
-            .map(|(name, value)| {
-                (
-                    name.as_str().to_owned(),
-                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        let bytes = response.bytes().await.map_err(not_reached)?;
-        if bytes.len() > MAX_STEP_OUTPUT {
-            return Err(RemoteError::Unusable(format!(
-                "{} answered with {} bytes",
-                api.named.error_prefix,
-                bytes.len()
-            )));
-        }
+        let (status, headers, bytes) = signed
+            .send(&self.signer, &self.client, "POST", url, &headers, body)
+            .await?;
         let body = serde_json::from_slice::<Value>(&bytes);
         if !(200..300).contains(&status) {
             let body = body.unwrap_or(Value::Null);
@@ -201,7 +155,7 @@ impl JsonApis {
 /// (`com.amazonaws.dynamodb.v20120810#ResourceNotFoundException`), its code from the
 /// query-compatible header SQS sends (`AWS.SimpleQueueService.NonExistentQueue`, as
 /// its query protocol names it) or the same, its message from the body.
-fn refused(
+pub(crate) fn refused(
     api: Named,
     status: u16,
     headers: &BTreeMap<String, String>,

@@ -1,8 +1,8 @@
 //! The agents' calls of the AWS services a state machine's Task states name, each
 //! asked of the agent named for its service: Lambda's `Invoke` ([`lambda`], through
 //! the AWS SDK), the JSON APIs of DynamoDB, SQS and EventBridge ([`json_api`], signed
-//! with SigV4 and sent as the API's own request), and SNS's `Publish` ([`sns`], through
-//! the AWS SDK). Each service is reached on AWS, or at any endpoint that speaks its API
+//! with SigV4 and sent as the API's own request), SNS's `Publish` ([`sns`], through
+//! the AWS SDK), and S3's `GetObject` for a distributed Map's reader ([`s3`]). Each service is reached on AWS, or at any endpoint that speaks its API
 //! (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`, as the AWS SDKs read them).
 //! A service's refusal fails the call for good with the error as Step Functions names
 //! it (`DynamoDB.ConditionalCheckFailedException`), a throttle or a fault of its own
@@ -10,6 +10,8 @@
 
 mod json_api;
 mod lambda;
+mod s3;
+mod signed;
 mod sns;
 
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use sas_domain::machine::LAMBDA_AGENT;
 pub struct AwsTasks {
     lambda: lambda::Lambda,
     apis: json_api::JsonApis,
+    s3: s3::S3,
     sns: sns::Sns,
     others: Arc<dyn RemoteCall>,
 }
@@ -48,7 +51,8 @@ impl AwsTasks {
     ) -> Self {
         Self {
             lambda: lambda::Lambda::new(sdk, endpoint(&lookup, "LAMBDA")),
-            apis: json_api::JsonApis::new(sdk, &lookup, signer),
+            apis: json_api::JsonApis::new(sdk, &lookup, Arc::clone(&signer)),
+            s3: s3::S3::new(sdk, &lookup, signer),
             sns: sns::Sns::new(sdk, endpoint(&lookup, "SNS")),
             others,
         }
@@ -62,6 +66,7 @@ impl RemoteCall for AwsTasks {
             match request.service.as_str() {
                 LAMBDA_AGENT => self.lambda.invoke(request).await,
                 sns::AGENT => self.sns.publish(request).await,
+                s3::AGENT => self.s3.get_object(request).await,
                 service => match self.apis.api(service) {
                     Some(api) => self.apis.call(api, request).await,
                     None => self.others.call(request).await,

@@ -1,11 +1,11 @@
 //! Reading each kind of state's own fields, and a Task's resource.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::check::{Reader, check_expression, check_template, machine};
 use super::{
-    Amount, Batcher, Items, MapState, Pattern, QueryLanguage, Resource, Selection, StateKind,
-    Target, Task, WaitFor,
+    Amount, Batcher, InputType, ItemReader, Items, MapState, Pattern, QueryLanguage, Resource,
+    Selection, StateKind, Target, Task, WaitFor,
 };
 use crate::errors::{self, Catcher, Retrier};
 use crate::{Refusal, choice, jsonata, path};
@@ -202,10 +202,110 @@ fn map(read: &Reader) -> Result<MapState, Refusal> {
         max_concurrency: read.amount("MaxConcurrency", Some("MaxConcurrencyPath"))?,
         tolerated_failure_percentage: read.bound("ToleratedFailurePercentage")?,
         tolerated_failure_count: read.bound("ToleratedFailureCount")?,
-        item_reader: read.fields.get("ItemReader").cloned(),
+        item_reader: item_reader(read, distributed)?,
         item_batcher: batcher(read, distributed)?,
         result_writer: read.fields.get("ResultWriter").cloned(),
     })
+}
+
+/// A distributed Map's `ItemReader`: its resource, request and `ReaderConfig`.
+fn item_reader(read: &Reader, distributed: bool) -> Result<Option<ItemReader>, Refusal> {
+    let Some(reader) = read.fields.get("ItemReader") else {
+        return Ok(None);
+    };
+    let Value::Object(fields) = reader else {
+        return Err(read.refuse("ItemReader", "ItemReader must be an object"));
+    };
+    if !distributed {
+        return Err(read.refuse(
+            "ItemReader",
+            "ItemReader is only supported in a DISTRIBUTED Map",
+        ));
+    }
+    let at = read.at("ItemReader");
+    let reader = Reader {
+        fields,
+        at: &at,
+        language: read.language,
+    };
+    let known = ["Resource", "Parameters", "Arguments", "ReaderConfig"];
+    if let Some(field) = fields.keys().find(|f| !known.contains(&f.as_str())) {
+        return Err(reader.refuse(field, format!("Field '{field}' is not supported")));
+    }
+    let Some(resource) = reader.string("Resource")? else {
+        return Err(Refusal::new(&at, "ItemReader must have a Resource"));
+    };
+    let request_field = match read.language {
+        QueryLanguage::JsonPath => "Parameters",
+        QueryLanguage::Jsonata => "Arguments",
+    };
+    let request = reader.template(request_field)?.unwrap_or_else(|| json!({}));
+    let config_at = reader.at("ReaderConfig");
+    let empty = serde_json::Map::new();
+    let config = match fields.get("ReaderConfig") {
+        None => &empty,
+        Some(Value::Object(config)) => config,
+        Some(_) => return Err(Refusal::new(&config_at, "ReaderConfig must be an object")),
+    };
+    let config = Reader {
+        fields: config,
+        at: &config_at,
+        language: read.language,
+    };
+    let input_type = match config.string("InputType")?.as_deref() {
+        None | Some("JSON") => InputType::Json,
+        Some("JSONL") => InputType::JsonLines,
+        Some("CSV") => {
+            let headers = match config.string("CSVHeaderLocation")?.as_deref() {
+                None | Some("FIRST_ROW") => None,
+                Some("GIVEN") => match config.fields.get("CSVHeaders") {
+                    Some(Value::Array(names)) => Some(
+                        names
+                            .iter()
+                            .map(|name| name.as_str().map(str::to_owned))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or_else(|| {
+                                config.refuse("CSVHeaders", "CSVHeaders must be a list of strings")
+                            })?,
+                    ),
+                    _ => {
+                        return Err(config.refuse(
+                            "CSVHeaders",
+                            "CSVHeaders must be given with CSVHeaderLocation GIVEN",
+                        ));
+                    }
+                },
+                Some(other) => {
+                    return Err(config.refuse(
+                        "CSVHeaderLocation",
+                        format!("'{other}' is not a CSVHeaderLocation"),
+                    ));
+                }
+            };
+            let delimiter = match config.string("CSVDelimiter")?.as_deref() {
+                None | Some("COMMA") => b',',
+                Some("PIPE") => b'|',
+                Some("SEMICOLON") => b';',
+                Some("SPACE") => b' ',
+                Some("TAB") => b'\t',
+                Some(other) => {
+                    return Err(
+                        config.refuse("CSVDelimiter", format!("'{other}' is not a CSVDelimiter"))
+                    );
+                }
+            };
+            InputType::Csv { headers, delimiter }
+        }
+        Some(other) => {
+            return Err(config.refuse("InputType", format!("'{other}' is not an InputType")));
+        }
+    };
+    Ok(Some(ItemReader {
+        resource,
+        request,
+        input_type,
+        max_items: config.amount("MaxItems", Some("MaxItemsPath"))?,
+    }))
 }
 
 /// A Map's `ItemBatcher`: a distributed Map's only, with a batch's size bounded.

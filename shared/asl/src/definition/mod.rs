@@ -253,10 +253,39 @@ pub struct MapState {
     pub max_concurrency: Option<Amount>,
     pub tolerated_failure_percentage: Option<Bound>,
     pub tolerated_failure_count: Option<Bound>,
-    /// `ItemReader` and `ResultWriter` of a distributed map, kept as written.
-    pub item_reader: Option<Value>,
+    pub item_reader: Option<ItemReader>,
     pub item_batcher: Option<Batcher>,
+    /// `ResultWriter`, kept as written.
     pub result_writer: Option<Value>,
+}
+
+/// A distributed Map's `ItemReader`: its items read from an object in S3.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemReader {
+    /// `arn:aws:states:::s3:getObject`, or another reader (`s3:listObjectsV2`).
+    pub resource: String,
+    /// The request (`Bucket`, `Key`, ...): a template (`Parameters`) or JSONata
+    /// (`Arguments`).
+    pub request: Value,
+    /// How the object's items are written.
+    pub input_type: InputType,
+    /// The most items read (`MaxItems`, its `Path` form, or JSONata).
+    pub max_items: Option<Amount>,
+}
+
+/// How an object's items are written (`ReaderConfig.InputType`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputType {
+    /// A JSON array.
+    Json,
+    /// A JSON value a line.
+    JsonLines,
+    /// CSV: each row an object of its columns' text, named by the first row
+    /// (`headers` none) or by `CSVHeaders`.
+    Csv {
+        headers: Option<Vec<String>>,
+        delimiter: u8,
+    },
 }
 
 /// A distributed Map's `ItemBatcher`: its items given to each child in batches,

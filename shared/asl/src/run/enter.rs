@@ -25,6 +25,9 @@ pub enum Work {
     Wait { until: Until, result: Value },
     /// A Parallel: run every branch on `input`; `leave` takes their outputs in order.
     Branches { input: Value },
+    /// A distributed Map's `ItemReader`: read the object `request` names (an S3
+    /// `GetObject`); [`super::items_read`] then gives the Map's items.
+    Read { request: Value },
     /// A Map: run the item processor on each item ([`item_input`] gives its input);
     /// `leave` takes their outputs in order.
     Items {
@@ -99,7 +102,12 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
         StateKind::Parallel { .. } => Ok(Work::Branches {
             input: arguments()?,
         }),
-        StateKind::Map(map) => items(visit, &effective, map, jsonata),
+        StateKind::Map(map) => match &map.item_reader {
+            Some(reader) => Ok(Work::Read {
+                request: super::reader::request(visit, &effective, reader)?,
+            }),
+            None => items(visit, &effective, map, jsonata),
+        },
     }
 }
 
@@ -251,6 +259,19 @@ fn items(visit: &Visit, effective: &Value, map: &MapState, jsonata: bool) -> Res
             format!("Map state input must be an array but was: {items}"),
         ));
     };
+    map_work(visit, effective, map, items)
+}
+
+/// A Map's work on `items`: its concurrency and tolerance worked out on its
+/// `effective` input.
+pub(super) fn map_work(
+    visit: &Visit,
+    effective: &Value,
+    map: &MapState,
+    items: Vec<Value>,
+) -> Result<Work, Failure> {
+    let scope = visit.scope();
+    let at_effective = scope.with_input(effective);
     let max_concurrency = match &map.max_concurrency {
         None => 0,
         Some(Amount::Fixed(limit)) => *limit,

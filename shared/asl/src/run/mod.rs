@@ -8,6 +8,7 @@
 mod batch;
 pub mod context;
 mod enter;
+mod reader;
 mod rules;
 mod scope;
 
@@ -19,6 +20,7 @@ use crate::{Failure, path};
 
 pub use batch::batches;
 pub use enter::{Until, Work, enter, item_input};
+pub use reader::items_read;
 pub use scope::Scope;
 
 /// A state being visited: the state, its raw input, the context object and the

@@ -139,6 +139,8 @@ impl<'a> Execution<'a> {
                     ..
                 } => self.call(state, &arguments, timeout_seconds),
                 Work::Branches { input } => self.branches(state, input, variables),
+                // No recorded case reads its items from S3.
+                Work::Read { .. } => Err(Failure::runtime("no S3 object to read here")),
                 Work::Items {
                     items,
                     max_concurrency: _,

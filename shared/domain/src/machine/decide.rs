@@ -13,7 +13,8 @@ use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors, executions, lambda, services};
 
 use super::{
-    Awaited, Branches, InvokeAnswer, MachineRun, ServiceAnswer, StartedExecution, Status, VisitWork,
+    Awaited, Branches, InvokeAnswer, MachineRun, ServiceAnswer, StartedExecution, Status,
+    VisitWork, visit_step,
 };
 use crate::callback::Token;
 use crate::decide::Effect;
@@ -114,7 +115,12 @@ impl Change {
                 self.fail_execution(Failure::runtime(format!("no state named '{name}'")));
                 continue;
             };
-            let index = workflow.step_index(&name);
+            let index = visit_step(workflow, &name, run.work.as_ref());
+            // A distributed Map that reads its items first, at its reader's step.
+            let reading = matches!(
+                (&state.kind, &run.work),
+                (StateKind::Map(_), Some(VisitWork::Service { .. }))
+            );
             let (Some(index), false) = (index, run.to_enter) else {
                 // The state the last write stopped before.
                 self.enter(workflow, machine, order, state, (*input).clone());
@@ -135,6 +141,17 @@ impl Change {
                     }
                 }
                 StepState::Processing | StepState::Compensating => return self.hold(workflow),
+                StepState::Processed if reading => {
+                    self.items_read(workflow, machine, order, state, &input, index);
+                }
+                StepState::Error | StepState::Unusable if reading => {
+                    let failure = step_failure(&self.task.steps[index], state);
+                    let failure = Failure::new(
+                        errors::ITEM_READER_FAILED,
+                        format!("{}: {}", failure.error, failure.cause),
+                    );
+                    self.leave(workflow, machine, order, state, &input, Err(failure));
+                }
                 StepState::Processed => {
                     self.count_work_events(state);
                     let result = self.visit_result(index, state);
@@ -168,8 +185,8 @@ impl Change {
     /// The step of the state the machine is in, when it waits to be sent (a retry's
     /// time come).
     pub(crate) fn due_visit(&self, workflow: &Workflow) -> Option<usize> {
-        let name = self.task.machine.as_ref()?.state.as_deref()?;
-        let index = workflow.step_index(name)?;
+        let run = self.task.machine.as_ref()?;
+        let index = visit_step(workflow, run.state.as_deref()?, run.work.as_ref())?;
         let step = &self.task.steps[index];
         let due = step
             .retry_at
@@ -361,39 +378,19 @@ impl Change {
                     };
                     return self.begin_visit(workflow, state, VisitWork::Branches(Box::new(work)));
                 }
-                Work::Items {
-                    items,
-                    max_concurrency,
-                    tolerated_count,
-                    tolerated_percentage,
-                } => {
-                    let StateKind::Map(map) = &state.kind else {
-                        return self
-                            .fail_execution(Failure::runtime("items from a state that is no Map"));
+                Work::Read { request } => {
+                    let work = VisitWork::Service {
+                        operation: "GetObject".to_owned(),
+                        request,
+                        timeout_seconds: None,
                     };
-                    let inputs = items
-                        .iter()
-                        .enumerate()
-                        .map(|(index, item)| run::item_input(&visit, map, index, item))
-                        .collect::<Result<Vec<_>, _>>()
-                        .and_then(|inputs| match &map.item_batcher {
-                            Some(batcher) => run::batches(&visit, batcher, inputs),
-                            None => Ok(inputs),
-                        });
-                    let inputs = match inputs {
-                        Ok(inputs) => inputs,
-                        Err(failure) => {
-                            return self.fail_execution(run::locate(failure, &state.name, entered));
-                        }
-                    };
-                    let work = Branches {
-                        inputs,
-                        max_concurrency: u32::try_from(max_concurrency).unwrap_or(u32::MAX),
-                        tolerated_count,
-                        tolerated_percentage,
-                        ..Branches::default()
-                    };
-                    return self.begin_visit(workflow, state, VisitWork::Branches(Box::new(work)));
+                    return self.begin_visit(workflow, state, work);
+                }
+                work @ Work::Items { .. } => {
+                    if let Err(failure) = self.begin_items(workflow, &visit, work) {
+                        self.fail_execution(run::locate(failure, &state.name, entered));
+                    }
+                    return;
                 }
             };
             match self.go(left) {
@@ -422,7 +419,7 @@ impl Change {
     /// its attempts (a late answer to an earlier visit names an attempt no longer
     /// current), its key's run drawn again (a new visit is a new call).
     fn begin_visit(&mut self, workflow: &Workflow, state: &State, work: VisitWork) {
-        let Some(index) = workflow.step_index(&state.name) else {
+        let Some(index) = visit_step(workflow, &state.name, Some(&work)) else {
             return self.fail_execution(Failure::runtime(format!(
                 "the state '{}' has no step",
                 state.name
@@ -431,8 +428,82 @@ impl Change {
         self.run_mut().work = Some(work);
         let step = &mut self.task.steps[index];
         let attempt = step.attempt;
-        *step = Step::new(&state.name);
+        *step = Step::new(&step.name);
         step.attempt = attempt;
+    }
+
+    /// The Map `visit` asks for `work` on its items: a child task each (in batches
+    /// where it has a batcher).
+    fn begin_items(
+        &mut self,
+        workflow: &Workflow,
+        visit: &Visit,
+        work: Work,
+    ) -> Result<(), Failure> {
+        let (
+            StateKind::Map(map),
+            Work::Items {
+                items,
+                max_concurrency,
+                tolerated_count,
+                tolerated_percentage,
+            },
+        ) = (&visit.state.kind, work)
+        else {
+            return Err(Failure::runtime("items from a state that is no Map"));
+        };
+        let inputs = items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| run::item_input(visit, map, index, item))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inputs = match &map.item_batcher {
+            Some(batcher) => run::batches(visit, batcher, inputs)?,
+            None => inputs,
+        };
+        let work = Branches {
+            inputs,
+            max_concurrency: u32::try_from(max_concurrency).unwrap_or(u32::MAX),
+            tolerated_count,
+            tolerated_percentage,
+            ..Branches::default()
+        };
+        self.begin_visit(workflow, visit.state, VisitWork::Branches(Box::new(work)));
+        Ok(())
+    }
+
+    /// The reader of the Map `state` (at step `index`) read its object: a child task
+    /// for each of its items, or the Map's failure, through its `Retry` and `Catch`.
+    fn items_read(
+        &mut self,
+        workflow: &Workflow,
+        machine: &StateMachine,
+        order: &Order,
+        state: &State,
+        input: &Value,
+        index: usize,
+    ) {
+        let context = self.context(order, state);
+        let variables = self.run_mut().variables.clone();
+        let visit = Visit {
+            state,
+            input,
+            context: &context,
+            variables: &variables,
+        };
+        let begun = self
+            .agents_answer::<ServiceAnswer>(index)
+            .and_then(|answer| match &answer.body {
+                Value::String(text) => run::items_read(&visit, text),
+                _ => Err(Failure::new(
+                    errors::ITEM_READER_FAILED,
+                    "the object read is not text",
+                )),
+            })
+            .and_then(|work| self.begin_items(workflow, &visit, work));
+        if let Err(failure) = begun {
+            self.leave(workflow, machine, order, state, input, Err(failure));
+        }
     }
 
     /// What the visit of `state` (its step `index`) gave: a Lambda function's answer
@@ -555,7 +626,8 @@ impl Change {
 
     /// Sends the visit of `state` again after `delay`, its retrier's count up.
     fn retry_visit(&mut self, workflow: &Workflow, state: &State, retrier: usize, delay: Duration) {
-        let Some(index) = workflow.step_index(&state.name) else {
+        let work = self.task.machine.as_ref().and_then(|run| run.work.as_ref());
+        let Some(index) = visit_step(workflow, &state.name, work) else {
             return;
         };
         if let Some(count) = self.run_mut().retries.get_mut(retrier) {

@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
-use super::{BranchesStep, LAMBDA_AGENT, Machine};
+use super::{BranchesStep, LAMBDA_AGENT, Machine, S3_AGENT};
 use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
 use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Workflow};
+
+/// The one resource a distributed Map's `ItemReader` may name here.
+const GET_OBJECT: &str = "arn:aws:states:::s3:getObject";
 
 /// A state machine's file: `NAME.asl.json`.
 const SUFFIX: &str = ".asl.json";
@@ -119,12 +122,29 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                 state_type: "Parallel",
             }),
             StateKind::Map(map) => {
-                let unread = [
-                    ("ItemReader", &map.item_reader),
-                    ("ResultWriter", &map.result_writer),
-                ];
-                if let Some((field, _)) = unread.iter().find(|(_, value)| value.is_some()) {
-                    return Err(refuse(field, &format!("a Map's {field}")));
+                if map.result_writer.is_some() {
+                    return Err(refuse("ResultWriter", "a Map's ResultWriter"));
+                }
+                // Its items read from S3 by a step of its own, before its children.
+                if let Some(reader) = &map.item_reader {
+                    if reader.resource != GET_OBJECT {
+                        let what = format!("the reader '{}'", reader.resource);
+                        return Err(refuse("ItemReader/Resource", &what));
+                    }
+                    let name = super::reader_step(state_name);
+                    if machine
+                        .all_states()
+                        .iter()
+                        .any(|(_, state)| state.name == name)
+                    {
+                        return Err(error(
+                            Some(state_name.clone()),
+                            format!("{at}/ItemReader"),
+                            format!("a state is named '{name}', the name of this Map's reader"),
+                        ));
+                    }
+                    let read = call(S3_AGENT, "GetObject", false, None);
+                    steps.push(step(name, StepKind::Call(Box::new(read))));
                 }
                 StepKind::Branches(BranchesStep { state_type: "Map" })
             }
@@ -133,13 +153,7 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             | StateKind::Succeed
             | StateKind::Fail { .. } => continue,
         };
-        steps.push(StepDefinition {
-            name: state_name.clone(),
-            kind,
-            after: Vec::new(),
-            within: Vec::new(),
-            when: Vec::new(),
-        });
+        steps.push(step(state_name.clone(), kind));
     }
     Ok(Workflow {
         name,
@@ -152,6 +166,18 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
         file: file.to_owned(),
         machine: Some(Machine(Arc::new(machine))),
     })
+}
+
+/// The step `name` of a machine's workflow: no order or condition of a workflow's
+/// own, the machine's states choosing which runs.
+fn step(name: String, kind: StepKind) -> StepDefinition {
+    StepDefinition {
+        name,
+        kind,
+        after: Vec::new(),
+        within: Vec::new(),
+        when: Vec::new(),
+    }
 }
 
 /// The state a refusal's place names (`.../States/NAME/...`, its innermost), if it

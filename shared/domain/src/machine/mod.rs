@@ -38,6 +38,37 @@ pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
 /// The agent that calls Lambda functions for a machine's Task states.
 pub const LAMBDA_AGENT: &str = "lambda";
 
+/// The agent that reads a distributed Map's items from S3 (`ItemReader`).
+pub const S3_AGENT: &str = "s3";
+
+/// After a distributed Map's name, the name of the step that reads its items.
+const READER_STEP: &str = " (ItemReader)";
+
+/// The step that reads the items of the distributed Map `state`.
+pub(crate) fn reader_step(state: &str) -> String {
+    format!("{state}{READER_STEP}")
+}
+
+/// The state whose visit step `step` is (a reader step's Map).
+fn state_of_step(step: &str) -> &str {
+    step.strip_suffix(READER_STEP).unwrap_or(step)
+}
+
+/// The step the visit of `state` is at, doing `work`: a distributed Map's reader while
+/// it reads (an API call), else the state's own.
+fn visit_step(
+    workflow: &crate::workflow::Workflow,
+    state: &str,
+    work: Option<&VisitWork>,
+) -> Option<usize> {
+    match work {
+        Some(VisitWork::Service { .. }) => workflow
+            .step_index(&reader_step(state))
+            .or_else(|| workflow.step_index(state)),
+        _ => workflow.step_index(state),
+    }
+}
+
 /// A loaded state machine, shared by the tasks that run it. Two are equal when their
 /// definitions are (the workflow's source says it already).
 #[derive(Debug, Clone)]
@@ -399,7 +430,7 @@ impl InvokeAnswer {
 #[must_use]
 pub fn key_name(task: &crate::task::Task, step: &str) -> String {
     match &task.machine {
-        Some(run) => format!("{step}#{}", run.visit(step)),
+        Some(run) => format!("{step}#{}", run.visit(state_of_step(step))),
         None => step.to_owned(),
     }
 }

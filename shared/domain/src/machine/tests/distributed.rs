@@ -4,7 +4,10 @@
 use serde_json::json;
 
 use super::{machine, run, run_children};
+use crate::machine::ServiceAnswer;
+use crate::messages::{AgentResponse, Outcome};
 use crate::task::TaskState;
+use crate::time::Timestamp;
 
 #[test]
 fn a_batcher_gives_each_child_as_many_items_as_fit_its_limits() {
@@ -60,4 +63,93 @@ fn an_item_larger_than_a_batch_fails_the_map() {
         "{:?}",
         run(&task).cause
     );
+}
+
+/// A distributed Map whose items are the rows of a CSV object in S3, caught when the
+/// object cannot be read.
+fn reading() -> crate::workflow::Workflow {
+    machine(json!({
+        "StartAt": "Each",
+        "States": {
+            "Each": {"Type": "Map", "End": true,
+                     "ItemReader": {"Resource": "arn:aws:states:::s3:getObject",
+                                    "ReaderConfig": {"InputType": "CSV", "MaxItems": 2},
+                                    "Parameters": {"Bucket": "orders", "Key.$": "$.key"}},
+                     "ItemSelector": {"id.$": "$$.Map.Item.Value.id"},
+                     "Catch": [{"ErrorEquals": ["States.ItemReaderFailed"], "Next": "Unread"}],
+                     "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                        "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}},
+            "Unread": {"Type": "Pass", "End": true}
+        }
+    }))
+}
+
+#[test]
+fn a_reader_reads_the_maps_items_from_s3_before_its_children_start() {
+    let workflow = reading();
+    let (_, order, claim) = super::started(&workflow, json!({"key": "today.csv"}));
+    let task = claim.next.clone().expect("claimed");
+    let read = super::dispatched(&claim).remove(0);
+    assert_eq!(
+        (read.agent.as_str(), read.path.as_str()),
+        ("s3", "GetObject")
+    );
+    assert_eq!(read.step_name, "Each (ItemReader)");
+    assert!(
+        read.idempotency_key.ends_with("Each (ItemReader)#1"),
+        "{}",
+        read.idempotency_key
+    );
+    assert_eq!(
+        read.payload.value(),
+        json!({"Bucket": "orders", "Key": "today.csv"})
+    );
+    let object = json!("id,kg\no-1,2\no-2,3\no-3,4\n");
+    let answer = super::services::service_answered(&read, object);
+    let decision = crate::decide::on_response(&task, &workflow, &order, &answer, Timestamp(5));
+    let (task, ids) = run_children(&workflow, &order, decision);
+    assert_eq!(task.state, TaskState::Processed, "{:?}", run(&task));
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!([{"id": "o-1"}, {"id": "o-2"}])),
+        "the first two rows (MaxItems)"
+    );
+    assert_eq!(ids.len(), 2);
+}
+
+#[test]
+fn an_object_that_is_not_there_or_does_not_read_fails_the_map_as_its_reader_failed() {
+    let workflow = reading();
+    let refusal =
+        json!({"Error": "S3.NoSuchKeyException", "Cause": "The specified key does not exist."});
+    let refused = Outcome::Failed {
+        error: refusal.to_string(),
+    };
+    let not_text = Outcome::Succeeded {
+        output: serde_json::to_value(ServiceAnswer {
+            body: json!({"not": "text"}),
+            status: 200,
+            headers: Default::default(),
+        })
+        .expect("an answer"),
+    };
+    for (outcome, cause) in [(refused, "S3.NoSuchKeyException"), (not_text, "not text")] {
+        let (_, order, claim) = super::started(&workflow, json!({"key": "k"}));
+        let task = claim.next.clone().expect("claimed");
+        let read = super::dispatched(&claim).remove(0);
+        let answer = AgentResponse::answering(read, outcome);
+        let decision = crate::decide::on_response(&task, &workflow, &order, &answer, Timestamp(5));
+        let task = decision.next.expect("recorded");
+        assert_eq!(task.state, TaskState::Processed, "caught: {:?}", run(&task));
+        let output = run(&task).output.as_deref().cloned().unwrap_or_default();
+        assert_eq!(
+            output["Error"],
+            json!("States.ItemReaderFailed"),
+            "{output}"
+        );
+        assert!(
+            output["Cause"].as_str().is_some_and(|c| c.contains(cause)),
+            "{output}"
+        );
+    }
 }

@@ -231,13 +231,13 @@ fn what_the_engine_does_not_run_yet_is_refused_naming_the_state() {
         &json!({"StartAt": "M", "States": {"M": {"Type": "Map", "ItemProcessor": {
             "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
             "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}, "End": true,
-            "ItemReader": {"Resource": "arn:aws:states:::s3:getObject",
-                           "Parameters": {"Bucket": "b", "Key": "k"}}}}})
+            "ItemReader": {"Resource": "arn:aws:states:::s3:listObjectsV2",
+                           "Parameters": {"Bucket": "b"}}}}})
         .to_string(),
     )
-    .expect_err("an ItemReader is not run yet");
+    .expect_err("a reader of a bucket's list is not run yet");
     assert_eq!(map.step.as_deref(), Some("M"));
-    assert_eq!(map.field, "/States/M/ItemReader");
+    assert_eq!(map.field, "/States/M/ItemReader/Resource");
     let waits = Workflow::parse(
         "m.asl.json",
         &json!({"StartAt": "Ask", "States": {"Ask": {"Type": "Task", "End": true,

@@ -13,7 +13,7 @@ use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
 /// What a service's agent answers: `body`, with a request id.
-fn service_answered(request: &AgentRequest, body: Value) -> AgentResponse {
+pub(super) fn service_answered(request: &AgentRequest, body: Value) -> AgentResponse {
     let answer = ServiceAnswer {
         body,
         status: 200,
