@@ -33,4 +33,5 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   stateMachineTopicArns: JSON.parse(app.node.tryGetContext("stateMachineTopicArns") ?? "[]"),
   stateMachineTableArns: JSON.parse(app.node.tryGetContext("stateMachineTableArns") ?? "[]"),
   stateMachineEventBusArns: JSON.parse(app.node.tryGetContext("stateMachineEventBusArns") ?? "[]"),
+  stateMachineObjectArns: JSON.parse(app.node.tryGetContext("stateMachineObjectArns") ?? "[]"),
 });

@@ -139,6 +139,11 @@ export interface SchedulerAgentSupervisorProps {
   /** The EventBridge buses your state machines' Task states may put events on, by ARN. Default: none. */
   readonly stateMachineEventBusArns?: string[];
   /**
+   * The S3 objects your state machines' distributed Maps may read their items from, by
+   * ARN, wildcards allowed (`arn:aws:s3:::BUCKET/PREFIX*`). Default: none.
+   */
+  readonly stateMachineObjectArns?: string[];
+  /**
    * A layer holding your workflow definitions in `workflows/`, run beside the built-in
    * ones. Default: the built-in ones alone.
    */
@@ -420,6 +425,7 @@ export class SchedulerAgentSupervisor extends Construct {
       [props.stateMachineTopicArns, ["sns:Publish"]],
       [props.stateMachineTableArns, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]],
       [props.stateMachineEventBusArns, ["events:PutEvents"]],
+      [props.stateMachineObjectArns, ["s3:GetObject"]],
     ];
     for (const [resources, actions] of taskCalls) {
       if (resources?.length) {

@@ -84,6 +84,35 @@ impl Deployment {
         }
     }
 
+    /// Puts `body` in the emulator's S3 as `bucket`'s object `key`, the bucket made if
+    /// it is not there, as the account's root.
+    ///
+    /// # Panics
+    /// When S3 refuses.
+    pub async fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
+        let endpoint = &self.ministack.endpoint;
+        for (url, body) in [
+            (format!("{endpoint}/{bucket}"), &[][..]),
+            (format!("{endpoint}/{bucket}/{key}"), body),
+        ] {
+            let answer = (self.client)
+                .send(
+                    "PUT",
+                    &url,
+                    Some("s3"),
+                    &[("x-amz-content-sha256", "UNSIGNED-PAYLOAD")],
+                    body,
+                )
+                .await;
+            assert!(
+                answer.status == 200 || answer.body.contains("BucketAlreadyOwnedByYou"),
+                "PUT {url}: {} {}",
+                answer.status,
+                answer.body
+            );
+        }
+    }
+
     /// A request to the API with `token` as its bearer token.
     pub async fn call_as(
         &self,

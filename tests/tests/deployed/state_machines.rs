@@ -1,5 +1,6 @@
 //! Step Functions state machines on the deployed stack: what a machine's Tasks call
-//! (a function, a queue, a table), each allowed by what the deployment names alone.
+//! (a function, a queue, a table) and where a distributed Map reads its items (an S3
+//! object), each allowed by what the deployment names alone.
 
 use std::time::Duration;
 
@@ -65,9 +66,12 @@ async fn a_state_machine_calls_what_its_deployment_names_and_nothing_else() {
                 "StateMachineTableArns",
                 "arn:aws:dynamodb:us-east-1:*:table/sas-approvals",
             ),
+            ("StateMachineObjectArns", "arn:aws:s3:::sas-parcels/in/*"),
         ],
     )
     .await;
+    // Started first: its 300 children run while the rest goes on.
+    parcels_started(&stack).await;
     let lambda = aws_sdk_lambda::Client::new(&stack.sdk);
     let code = echo_function_zip();
     // A role that exists: one of the stack's functions' (the echo calls nothing).
@@ -165,5 +169,69 @@ async fn a_state_machine_calls_what_its_deployment_names_and_nothing_else() {
     assert_eq!(
         output["kept_out"]["Error"], "DynamoDB.AccessDeniedException",
         "the table the deployment does not name is refused: {task:#}"
+    );
+    parcels_read(&stack).await;
+}
+
+/// A distributed Map (tests/workflows/parcels.asl.json) is to read 300 parcels from
+/// an object in the emulator's S3, and another object: both put, both tasks started.
+async fn parcels_started(stack: &Deployment) {
+    let lines: Vec<String> = (0..300)
+        .map(|at| json!({"id": format!("p-{at}")}).to_string())
+        .collect();
+    let day = lines.join("\n");
+    stack
+        .put_object("sas-parcels", "in/today.jsonl", day.as_bytes())
+        .await;
+    stack
+        .put_object("sas-parcels", "out/today.jsonl", day.as_bytes())
+        .await;
+    for (id, key) in [
+        ("parcels-1", "in/today.jsonl"),
+        ("parcels-2", "out/today.jsonl"),
+    ] {
+        put_task(
+            stack,
+            id,
+            &json!({"workflow": "parcels", "input": {"key": key}}),
+        )
+        .await;
+    }
+}
+
+/// The Map read its 300 parcels, a child task each, under `StateMachineObjectArns`
+/// (`sas-parcels/in/*`); the object outside it was refused, IAM enforced, and caught
+/// as the Map's reader's failure.
+async fn parcels_read(stack: &Deployment) {
+    let ended = |t: &Value| t["state"] == "Processed" || t["state"] == "Error";
+    let read = wait_for_task(
+        stack,
+        "parcels-1",
+        "Processed",
+        Duration::from_secs(300),
+        ended,
+    )
+    .await;
+    assert_eq!(read["status"], "SUCCEEDED", "{read:#}");
+    assert_eq!(
+        read["output"],
+        json!({"count": 300, "last": [{"id": "p-299", "kg": 300}]}),
+        "{read:#}"
+    );
+    let kept_out = wait_for_task(
+        stack,
+        "parcels-2",
+        "Processed",
+        Duration::from_secs(90),
+        ended,
+    )
+    .await;
+    let unread = &kept_out["output"]["unread"];
+    assert_eq!(unread["Error"], "States.ItemReaderFailed", "{kept_out:#}");
+    assert!(
+        unread["Cause"]
+            .as_str()
+            .is_some_and(|cause| cause.contains("S3.AccessDenied")),
+        "the object the deployment does not name is refused: {kept_out:#}"
     );
 }

@@ -199,7 +199,7 @@ fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_man
 
 /// What state machines' Task states call, as `infra/check` names them to the CDK app
 /// (`cdk.out.task-calls`): the template's parameter, the grant each gives the agents.
-const TASK_CALLS: [(&str, &str, &[&str]); 5] = [
+const TASK_CALLS: [(&str, &str, &[&str]); 6] = [
     (
         "LambdaFunctionArns",
         "arn:aws:lambda:us-east-1:111122223333:function:quote",
@@ -229,6 +229,11 @@ const TASK_CALLS: [(&str, &str, &[&str]); 5] = [
         "StateMachineEventBusArns",
         "arn:aws:events:us-east-1:111122223333:event-bus/default",
         &["events:PutEvents"],
+    ),
+    (
+        "StateMachineObjectArns",
+        "arn:aws:s3:::orders/in/*",
+        &["s3:GetObject"],
     ),
 ];
 
