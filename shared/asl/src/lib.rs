@@ -6,6 +6,7 @@ pub mod choice;
 pub mod definition;
 pub mod errors;
 pub mod executions;
+pub mod http;
 pub mod intrinsics;
 pub mod jsonata;
 pub mod lambda;

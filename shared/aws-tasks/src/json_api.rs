@@ -146,6 +146,7 @@ impl JsonApis {
             body,
             status,
             headers,
+            status_text: None,
         };
         serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
     }

@@ -99,6 +99,7 @@ impl S3 {
             body: Value::String(text),
             status,
             headers,
+            status_text: None,
         };
         serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
     }

@@ -79,6 +79,7 @@ impl Sns {
                 "x-amzn-RequestId".to_owned(),
                 output.request_id().unwrap_or_default().to_owned(),
             )]),
+            status_text: None,
         };
         serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
     }

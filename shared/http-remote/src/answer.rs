@@ -14,7 +14,7 @@ use sas_domain::limits::MAX_STEP_OUTPUT;
 const LOGGED_BODY: usize = 512;
 
 /// Why a body could not be read whole.
-enum BodyError {
+pub(crate) enum BodyError {
     /// Longer than the limit.
     TooLarge,
     /// The connection failed while reading it.
@@ -78,7 +78,10 @@ pub(crate) async fn read_answer(
 }
 
 /// Reads a body, up to `limit` bytes.
-async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+pub(crate) async fn read_body(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
     let declared = response.content_length().unwrap_or(0);
     if usize::try_from(declared).map_or(true, |n| n > limit) {
         return Err(BodyError::TooLarge);

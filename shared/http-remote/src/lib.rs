@@ -18,7 +18,8 @@
 //!
 //! Here: [`HttpRemote`] and the services it calls; `request` (a call's request,
 //! its credential and signature, sent), `secrets` (a credential's secret, kept for
-//! a while), `answer` (what a service's answer makes of the call) and
+//! a while), `answer` (what a service's answer makes of the call), `invoke` (a state
+//! machine's `http:invoke` Task, at the service its endpoint is of) and
 //! `local_credentials` (the local process's [`Credentials`]).
 
 use std::borrow::Cow;
@@ -34,6 +35,7 @@ use sas_core::ports::{Credentials, RemoteCall, RemoteError, RemoteRequest};
 use sas_domain::services::{SecretRef, Service};
 
 mod answer;
+mod invoke;
 mod local_credentials;
 mod request;
 mod secrets;
@@ -45,6 +47,8 @@ pub use request::IDEMPOTENCY_KEY;
 pub use secrets::SECRET_TTL;
 
 use answer::read_answer;
+use request::Outgoing;
+use sas_domain::machine::HTTP_AGENT;
 
 /// URLs kept parsed at most: a workflow's steps call a few, but a path made from a
 /// task's input would be a new one at every call.
@@ -142,17 +146,23 @@ impl RemoteCall for HttpRemote {
 
 impl HttpRemote {
     async fn call_within(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
-        let service = request.service.as_str();
-        let settings = self.service(service).ok_or_else(|| {
-            RemoteError::Permanent(format!("no URL configured for service '{service}'"))
-        })?;
-        let url = self.url(service, &settings.url, &request.path)?;
+        let invoked = request.service == HTTP_AGENT;
+        let (service, settings, url, outgoing) = if invoked {
+            self.http_invoke(request)?
+        } else {
+            let service = request.service.as_str();
+            let settings = self.service(service).ok_or_else(|| {
+                RemoteError::Permanent(format!("no URL configured for service '{service}'"))
+            })?;
+            let url = self.url(service, &settings.url, &request.path)?;
+            (service, settings, url, Outgoing::of(request))
+        };
         let secret = match &settings.credential {
             Some(credential) => Some(self.secret(service, credential, false).await?),
             None => None,
         };
         let mut response = self
-            .send(request, &settings, &url, secret.as_deref())
+            .send(request, &outgoing, &settings, &url, secret.as_deref())
             .await?;
         if let (reqwest::StatusCode::UNAUTHORIZED, Some(credential), Some(used)) =
             (response.status(), &settings.credential, &secret)
@@ -163,8 +173,11 @@ impl HttpRemote {
                     service,
                     "the credential was refused and has changed: calling with the new one"
                 );
-                response = self.send(request, &settings, &url, Some(&current)).await?;
+                response = (self.send(request, &outgoing, &settings, &url, Some(&current))).await?;
             }
+        }
+        if invoked {
+            return invoke::read_answer(request, response).await;
         }
         read_answer(request, response).await
     }

@@ -14,31 +14,55 @@ use crate::HttpRemote;
 /// The payload's media type.
 const JSON: &str = "application/json";
 
+/// The header that names it.
+const CONTENT_TYPE: &str = "content-type";
+
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
+/// What a call sends: its method, headers beside the service's, and body.
+pub(crate) struct Outgoing {
+    pub method: reqwest::Method,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Outgoing {
+    /// A step's call: its payload, as JSON.
+    pub(crate) fn of(request: &RemoteRequest) -> Self {
+        Self {
+            method: http_method(request.method),
+            headers: vec![(CONTENT_TYPE.to_owned(), JSON.to_owned())],
+            body: request.payload.as_str().as_bytes().to_vec(),
+        }
+    }
+}
+
 impl HttpRemote {
-    /// Sends the request, with the service's headers, `secret` in its credential's
-    /// header, and signed when the service asks for SigV4.
+    /// Sends `outgoing` for `request`, with the service's headers, `secret` in its
+    /// credential's header, and signed when the service asks for SigV4.
     pub(crate) async fn send(
         &self,
         request: &RemoteRequest,
+        outgoing: &Outgoing,
         service: &Service,
         url: &reqwest::Url,
         secret: Option<&str>,
     ) -> Result<reqwest::Response, RemoteError> {
         let name = request.service.as_str();
-        let method = http_method(request.method);
-        let body = request.payload.as_str().as_bytes().to_vec();
+        let method = outgoing.method.clone();
+        let body = outgoing.body.clone();
         let timeout = service
             .timeout
             .map_or(request.timeout, |t| t.min(request.timeout));
         let mut builder = self
             .client()?
             .request(method.clone(), url.clone())
-            .header(reqwest::header::CONTENT_TYPE, JSON)
             .header(IDEMPOTENCY_KEY, &request.idempotency_key)
             .timeout(timeout);
+        for (header, value) in &outgoing.headers {
+            builder = builder.header(header, value);
+        }
         for (header, value) in &service.headers {
             builder = builder.header(header, value);
         }
@@ -46,10 +70,13 @@ impl HttpRemote {
             builder = builder.header(&credential.header, credential.header_value(secret));
         }
         if let Some(signing) = &service.sigv4 {
+            let signed: Vec<(&str, &str)> = (outgoing.headers.iter())
+                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .collect();
             let unsigned = Unsigned {
                 method: method.as_str(),
                 url: url.as_str(),
-                headers: &[("content-type", JSON)],
+                headers: &signed,
                 body: &body,
             };
             let signature = self

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sas_asl::definition::{Pattern, Resource, State, StateKind, StateMachine, Target};
 use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
-use sas_asl::{Failure, errors, executions, lambda, services};
+use sas_asl::{Failure, errors, executions, http, lambda, services};
 
 use super::{
     Awaited, Branches, InvokeAnswer, MachineRun, ServiceAnswer, StartedExecution, Status,
@@ -532,6 +532,17 @@ impl Change {
                 let answer: InvokeAnswer = self.agents_answer(index)?;
                 answer.task_result(&task.resource)
             }
+            (Some(VisitWork::Service { .. }), StateKind::Task(task))
+                if task.resource.target == Target::HttpInvoke =>
+            {
+                let answer: ServiceAnswer = self.agents_answer(index)?;
+                http::task_result(http::Answer {
+                    status: answer.status,
+                    status_text: answer.status_text.as_deref().unwrap_or_default(),
+                    headers: &answer.headers,
+                    body: answer.body.as_str().unwrap_or_default(),
+                })
+            }
             (Some(VisitWork::Service { .. }), StateKind::Task(task)) => {
                 let answer: ServiceAnswer = self.agents_answer(index)?;
                 services::task_result(
@@ -733,6 +744,15 @@ fn call_work(
             return Ok(VisitWork::Service {
                 operation: action.operation.to_owned(),
                 request: services::request(action, arguments)?,
+                timeout_seconds,
+            });
+        }
+        Target::HttpInvoke => {
+            let request = serde_json::to_value(http::request(arguments)?)
+                .map_err(|error| Failure::runtime(error.to_string()))?;
+            return Ok(VisitWork::Service {
+                operation: "Invoke".to_owned(),
+                request,
                 timeout_seconds,
             });
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
-use super::{BranchesStep, LAMBDA_AGENT, Machine, S3_AGENT};
+use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, S3_AGENT};
 use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
@@ -97,6 +97,9 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                         (LAMBDA_AGENT, "Invoke")
                     }
                     Target::Service(action) => (action.service, action.operation),
+                    Target::HttpInvoke if task.resource.pattern == Pattern::RequestResponse => {
+                        (HTTP_AGENT, "Invoke")
+                    }
                     _ => return Err(unsupported()),
                 };
                 // What the Task waits for beyond its call: nothing, or its task token's use.

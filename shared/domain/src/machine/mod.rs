@@ -34,9 +34,13 @@ use crate::time::Timestamp;
 
 pub use branches::{BranchesStep, BranchesView};
 pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
+pub use sas_asl::http::Request as HttpRequest;
 
 /// The agent that calls Lambda functions for a machine's Task states.
 pub const LAMBDA_AGENT: &str = "lambda";
+
+/// The agent that calls the project's services for `arn:aws:states:::http:invoke`.
+pub const HTTP_AGENT: &str = "http";
 
 /// The agent that reads a distributed Map's items from S3 (`ItemReader`).
 pub const S3_AGENT: &str = "s3";
@@ -404,6 +408,9 @@ pub struct ServiceAnswer {
     /// The HTTP answer's headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// The status's reason phrase (`Not Found`), where the agent gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_text: Option<String>,
 }
 
 impl InvokeAnswer {

@@ -18,6 +18,7 @@ use crate::{HttpRemote, LocalCredentials};
 
 mod answers;
 mod credentials;
+mod invoke;
 mod privacy;
 mod requests;
 

@@ -130,6 +130,7 @@ fn an_object_that_is_not_there_or_does_not_read_fails_the_map_as_its_reader_fail
             body: json!({"not": "text"}),
             status: 200,
             headers: Default::default(),
+            status_text: None,
         })
         .expect("an answer"),
     };

@@ -18,6 +18,7 @@ pub(super) fn service_answered(request: &AgentRequest, body: Value) -> AgentResp
         body,
         status: 200,
         headers: [("x-amzn-RequestId".to_owned(), "r-1".to_owned())].into(),
+        status_text: None,
     };
     let output = serde_json::to_value(answer).expect("an answer");
     AgentResponse::answering(request.clone(), Outcome::Succeeded { output })
@@ -203,4 +204,58 @@ fn a_missed_heartbeat_is_a_heartbeat_timeout_and_the_wait_s_end_a_timeout() {
     assert_eq!(caught(&[], 10_000), json!("States.HeartbeatTimeout"));
     let beats: Vec<i64> = (1..=6).map(|n| n * 9_000).collect();
     assert_eq!(caught(&beats, 60_000), json!("States.Timeout"));
+}
+
+#[test]
+fn an_http_invoke_is_asked_of_the_http_agent_and_a_status_outside_2xx_is_its_error() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::http:invoke",
+                     "Parameters": {"ApiEndpoint.$": "States.Format('https://orders.example.com/{}', $.id)",
+                                    "Method": "GET",
+                                    "Authentication": {"ConnectionArn": "arn:aws:events:us-east-1:1:connection/c/1"}},
+                     "ResultSelector": {"body.$": "$.ResponseBody", "status.$": "$.StatusCode"},
+                     "Catch": [{"ErrorEquals": ["States.Http.StatusCode.503"], "Next": "Busy"}],
+                     "End": true},
+            "Busy": {"Type": "Pass", "End": true}
+        }
+    }));
+    for (status, body, expected) in [
+        (
+            200,
+            "{\"id\": \"o-1\"}",
+            json!({"body": {"id": "o-1"}, "status": "200"}),
+        ),
+        (503, "later", json!("States.Http.StatusCode.503")),
+    ] {
+        let (_, order, claim) = started(&workflow, json!({"id": "o-1"}));
+        let task = claim.next.clone().expect("claimed");
+        let call = dispatched(&claim).remove(0);
+        assert_eq!(
+            (call.agent.as_str(), call.path.as_str()),
+            ("http", "Invoke")
+        );
+        assert_eq!(
+            call.payload.value()["endpoint"],
+            "https://orders.example.com/o-1"
+        );
+        let answer = ServiceAnswer {
+            body: json!(body),
+            status,
+            headers: Default::default(),
+            status_text: None,
+        };
+        let output = serde_json::to_value(answer).expect("an answer");
+        let response = AgentResponse::answering(call, Outcome::Succeeded { output });
+        let decision = on_response(&task, &workflow, &order, &response, Timestamp(5));
+        let task = decision.next.expect("recorded");
+        assert_eq!(task.state, TaskState::Processed, "{:?}", run(&task));
+        let output = run(&task).output.as_deref().cloned().unwrap_or_default();
+        if status == 200 {
+            assert_eq!(output, expected);
+        } else {
+            assert_eq!(output["Error"], expected, "caught: {output}");
+        }
+    }
 }
