@@ -334,7 +334,8 @@ pub fn on_heartbeat(
 ) -> Result<Decision, Refused> {
     let step = token.step;
     check_wait(task, workflow, step, Some(token), now)?;
-    let callback = workflow.steps[step].callback();
+    let callback = (workflow.steps[step].callback())
+        .map(|callback| crate::machine::visit_callback(task, callback));
     let Some(callback) = callback.filter(|c| c.heartbeat.is_some()) else {
         return Err(Refused::NoHeartbeat(task.steps[step].name.clone()));
     };
@@ -343,7 +344,7 @@ pub fn on_heartbeat(
         return Ok(Decision::ignore(Verdict::HeartbeatEarly));
     };
     let mut change = Change::of(task, now);
-    change.task.steps[step].complete_by = Some(next_heartbeat(callback, now, until));
+    change.task.steps[step].complete_by = Some(next_heartbeat(&callback, now, until));
     change.hold(workflow);
     Ok(change.done(Verdict::HeartbeatRecorded))
 }

@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use sas_asl::definition::{Pattern, Resource, State, StateKind, StateMachine, Target};
+use sas_asl::definition::{State, StateKind, StateMachine};
 use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
-use sas_asl::{Failure, errors, executions, http, lambda, services};
+use sas_asl::{Failure, errors};
 
-use super::{
-    Awaited, Branches, InvokeAnswer, MachineRun, ServiceAnswer, StartedExecution, Status,
-    VisitWork, visit_step,
-};
+use super::work::{call_work, step_failure, waits_for_token};
+use super::{Branches, MachineRun, Status, VisitWork, visit_step};
 use crate::callback::Token;
 use crate::decide::Effect;
 use crate::decide::HEARTBEAT_MISSED;
@@ -236,13 +234,13 @@ impl Change {
         }));
     }
 
-    fn run_mut(&mut self) -> &mut MachineRun {
+    pub(super) fn run_mut(&mut self) -> &mut MachineRun {
         self.task.machine.get_or_insert_with(Box::default)
     }
 
     /// The context object of the visit of `state`: none where the state does not
     /// read it.
-    fn context(&self, order: &Order, state: &State) -> Value {
+    pub(super) fn context(&self, order: &Order, state: &State) -> Value {
         if !state.reads_context {
             return Value::Null;
         }
@@ -341,14 +339,15 @@ impl Change {
                 Work::Call {
                     arguments,
                     timeout_seconds,
-                    ..
+                    heartbeat_seconds,
                 } => {
                     let StateKind::Task(task) = &state.kind else {
                         return self.fail_execution(Failure::runtime(
                             "a call from a state that is no Task",
                         ));
                     };
-                    let work = match call_work(&task.resource, &arguments, timeout_seconds) {
+                    let lease = (timeout_seconds, heartbeat_seconds);
+                    let work = match call_work(&task.resource, &arguments, lease) {
                         Ok(work) => work,
                         Err(failure) => {
                             return self.fail_execution(run::locate(failure, &state.name, entered));
@@ -383,6 +382,7 @@ impl Change {
                         operation: "GetObject".to_owned(),
                         request,
                         timeout_seconds: None,
+                        heartbeat_seconds: None,
                     };
                     return self.begin_visit(workflow, state, work);
                 }
@@ -418,7 +418,7 @@ impl Change {
     /// The visited state's step made ready for a new visit: its record as new but for
     /// its attempts (a late answer to an earlier visit names an attempt no longer
     /// current), its key's run drawn again (a new visit is a new call).
-    fn begin_visit(&mut self, workflow: &Workflow, state: &State, work: VisitWork) {
+    pub(super) fn begin_visit(&mut self, workflow: &Workflow, state: &State, work: VisitWork) {
         let Some(index) = visit_step(workflow, &state.name, Some(&work)) else {
             return self.fail_execution(Failure::runtime(format!(
                 "the state '{}' has no step",
@@ -432,149 +432,8 @@ impl Change {
         step.attempt = attempt;
     }
 
-    /// The Map `visit` asks for `work` on its items: a child task each (in batches
-    /// where it has a batcher).
-    fn begin_items(
-        &mut self,
-        workflow: &Workflow,
-        visit: &Visit,
-        work: Work,
-    ) -> Result<(), Failure> {
-        let (
-            StateKind::Map(map),
-            Work::Items {
-                items,
-                max_concurrency,
-                tolerated_count,
-                tolerated_percentage,
-            },
-        ) = (&visit.state.kind, work)
-        else {
-            return Err(Failure::runtime("items from a state that is no Map"));
-        };
-        let inputs = items
-            .iter()
-            .enumerate()
-            .map(|(index, item)| run::item_input(visit, map, index, item))
-            .collect::<Result<Vec<_>, _>>()?;
-        let inputs = match &map.item_batcher {
-            Some(batcher) => run::batches(visit, batcher, inputs)?,
-            None => inputs,
-        };
-        let work = Branches {
-            inputs,
-            max_concurrency: u32::try_from(max_concurrency).unwrap_or(u32::MAX),
-            tolerated_count,
-            tolerated_percentage,
-            ..Branches::default()
-        };
-        self.begin_visit(workflow, visit.state, VisitWork::Branches(Box::new(work)));
-        Ok(())
-    }
-
-    /// The reader of the Map `state` (at step `index`) read its object: a child task
-    /// for each of its items, or the Map's failure, through its `Retry` and `Catch`.
-    fn items_read(
-        &mut self,
-        workflow: &Workflow,
-        machine: &StateMachine,
-        order: &Order,
-        state: &State,
-        input: &Value,
-        index: usize,
-    ) {
-        let context = self.context(order, state);
-        let variables = self.run_mut().variables.clone();
-        let visit = Visit {
-            state,
-            input,
-            context: &context,
-            variables: &variables,
-        };
-        let begun = self
-            .agents_answer::<ServiceAnswer>(index)
-            .and_then(|answer| match &answer.body {
-                Value::String(text) => run::items_read(&visit, text),
-                _ => Err(Failure::new(
-                    errors::ITEM_READER_FAILED,
-                    "the object read is not text",
-                )),
-            })
-            .and_then(|work| self.begin_items(workflow, &visit, work));
-        if let Err(failure) = begun {
-            self.leave(workflow, machine, order, state, input, Err(failure));
-        }
-    }
-
-    /// What the visit of `state` (its step `index`) gave: a Lambda function's answer
-    /// as the Task's result or error, or a timer's result.
-    fn visit_result(&self, index: usize, state: &State) -> Result<Value, Failure> {
-        let run = self.task.machine.as_deref();
-        match (run.and_then(|run| run.work.as_ref()), &state.kind) {
-            (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
-            (Some(VisitWork::Branches(branches)), StateKind::Task(task))
-                if branches.execution.is_some() =>
-            {
-                self.execution_result(index, &task.resource)
-            }
-            (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
-            // The token's use gave the result.
-            (Some(VisitWork::Invoke { .. } | VisitWork::Service { .. }), _)
-                if waits_for_token(state) =>
-            {
-                Ok(self.task.steps[index]
-                    .output
-                    .as_deref()
-                    .cloned()
-                    .unwrap_or(Value::Null))
-            }
-            (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
-                let answer: InvokeAnswer = self.agents_answer(index)?;
-                answer.task_result(&task.resource)
-            }
-            (Some(VisitWork::Service { .. }), StateKind::Task(task))
-                if task.resource.target == Target::HttpInvoke =>
-            {
-                let answer: ServiceAnswer = self.agents_answer(index)?;
-                http::task_result(http::Answer {
-                    status: answer.status,
-                    status_text: answer.status_text.as_deref().unwrap_or_default(),
-                    headers: &answer.headers,
-                    body: answer.body.as_str().unwrap_or_default(),
-                })
-            }
-            (Some(VisitWork::Service { .. }), StateKind::Task(task)) => {
-                let answer: ServiceAnswer = self.agents_answer(index)?;
-                services::task_result(
-                    &task.resource,
-                    services::Answer {
-                        body: &answer.body,
-                        status: answer.status,
-                        headers: &answer.headers,
-                    },
-                )
-            }
-            _ => Err(Failure::runtime("a visit without its work")),
-        }
-    }
-
-    /// What the agent answered step `index`'s call, read as `T`.
-    fn agents_answer<T: serde::de::DeserializeOwned>(&self, index: usize) -> Result<T, Failure> {
-        let output = self.task.steps[index]
-            .output
-            .as_deref()
-            .cloned()
-            .unwrap_or(Value::Null);
-        serde_json::from_value(output).map_err(|error| {
-            Failure::new(
-                errors::TASK_FAILED,
-                format!("the agent's answer does not read: {error}"),
-            )
-        })
-    }
-
     /// The visit of `state` ended with `result`: its exit, or its retry or catch.
-    fn leave(
+    pub(super) fn leave(
         &mut self,
         workflow: &Workflow,
         machine: &StateMachine,
@@ -704,88 +563,4 @@ impl Change {
     fn hand_over(&mut self, workflow: &Workflow) {
         self.release(workflow, Duration::ZERO);
     }
-}
-
-/// The error of a step whose call failed for good: the agent's `{"Error", "Cause"}`
-/// where it gave one (a Lambda API error), else the call's failure as Step Functions
-/// names it.
-fn step_failure(step: &Step, state: &State) -> Failure {
-    let text = step.error.clone().unwrap_or_default();
-    if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&text) {
-        let field = |name: &str| {
-            fields
-                .get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        if fields.contains_key("Error") {
-            return Failure::new(field("Error"), field("Cause"));
-        }
-    }
-    match (step.state, &state.kind) {
-        // A task token used with an error: the error it names, as `SendTaskFailure`'s.
-        _ if waits_for_token(state) => Failure::new(text, ""),
-        // An answer too large to keep: as Step Functions reports one past its limit.
-        (StepState::Unusable, StateKind::Task(task)) => lambda::too_large(&task.resource),
-        _ => Failure::new(errors::TASK_FAILED, text),
-    }
-}
-
-/// What a Task's call to `target` with `arguments` asks its agent for, its lease
-/// `timeout_seconds` where its state gives one.
-fn call_work(
-    resource: &Resource,
-    arguments: &Value,
-    timeout_seconds: Option<u64>,
-) -> Result<VisitWork, Failure> {
-    match &resource.target {
-        Target::Service(action) => {
-            return Ok(VisitWork::Service {
-                operation: action.operation.to_owned(),
-                request: services::request(action, arguments)?,
-                timeout_seconds,
-            });
-        }
-        Target::HttpInvoke => {
-            let request = serde_json::to_value(http::request(arguments)?)
-                .map_err(|error| Failure::runtime(error.to_string()))?;
-            return Ok(VisitWork::Service {
-                operation: "Invoke".to_owned(),
-                request,
-                timeout_seconds,
-            });
-        }
-        // One child task, which runs the machine named.
-        Target::StartExecution => {
-            let start = executions::request(arguments)?;
-            let awaits = match resource.pattern {
-                Pattern::Sync | Pattern::Sync2 => Awaited::End,
-                Pattern::RequestResponse | Pattern::WaitForTaskToken => Awaited::Start,
-            };
-            return Ok(VisitWork::Branches(Box::new(Branches {
-                inputs: vec![start.input],
-                max_concurrency: 1,
-                execution: Some(Box::new(StartedExecution {
-                    machine: start.machine,
-                    awaits,
-                    told: None,
-                })),
-                ..Branches::default()
-            })));
-        }
-        _ => {}
-    }
-    let request = lambda::request(&resource.target, arguments)?;
-    Ok(VisitWork::Invoke {
-        function: request.function,
-        payload: String::from_utf8_lossy(&request.payload).into_owned(),
-        log_tail: request.log_tail,
-        timeout_seconds,
-    })
-}
-
-/// Whether `state` is a Task that waits for its task token's use.
-fn waits_for_token(state: &State) -> bool {
-    matches!(&state.kind, StateKind::Task(task) if task.resource.pattern == Pattern::WaitForTaskToken)
 }

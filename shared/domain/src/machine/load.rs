@@ -105,12 +105,7 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                 // What the Task waits for beyond its call: nothing, or its task token's use.
                 let callback = match task.resource.pattern {
                     Pattern::RequestResponse => None,
-                    Pattern::WaitForTaskToken => Some(callback(task).map_err(|field| {
-                        refuse(
-                            field,
-                            &format!("a .waitForTaskToken's {field} chosen at run time"),
-                        )
-                    })?),
+                    Pattern::WaitForTaskToken => Some(callback(task)),
                     Pattern::Sync | Pattern::Sync2 => return Err(unsupported()),
                 };
                 StepKind::Call(Box::new(call(
@@ -192,22 +187,18 @@ fn state_of(at: &str) -> Option<String> {
 
 /// How long a `.waitForTaskToken` Task waits for its token's use: its
 /// `TimeoutSeconds`, or as long as an execution may run; and its `HeartbeatSeconds`.
-/// The field that chooses either at run time, where one does.
-fn callback(task: &sas_asl::definition::Task) -> Result<CallbackSettings, &'static str> {
-    let fixed = |amount: &Option<Amount>, field: &'static str| match amount {
-        None => Ok(None),
-        Some(Amount::Fixed(seconds)) => Ok(Some(Duration::from_secs(*seconds))),
-        Some(Amount::Path(_)) => Err(if field == "TimeoutSeconds" {
-            "TimeoutSecondsPath"
-        } else {
-            "HeartbeatSecondsPath"
-        }),
-        Some(Amount::Jsonata(_)) => Err(field),
+/// Where its state works either out at run time (a `Path` form, JSONata), the visit's
+/// value takes the place of this one ([`super::visit_callback`]).
+fn callback(task: &sas_asl::definition::Task) -> CallbackSettings {
+    let fixed = |amount: &Option<Amount>| match amount {
+        None => None,
+        Some(Amount::Fixed(seconds)) => Some(Duration::from_secs(*seconds)),
+        Some(Amount::Path(_) | Amount::Jsonata(_)) => Some(LONGEST_WAIT),
     };
-    Ok(CallbackSettings {
-        timeout: fixed(&task.timeout, "TimeoutSeconds")?.unwrap_or(LONGEST_WAIT),
-        heartbeat: fixed(&task.heartbeat, "HeartbeatSeconds")?,
-    })
+    CallbackSettings {
+        timeout: fixed(&task.timeout).unwrap_or(LONGEST_WAIT),
+        heartbeat: fixed(&task.heartbeat),
+    }
 }
 
 /// A Task's call of `operation` by `agent` (Lambda's, or an AWS service's), with

@@ -19,6 +19,7 @@ mod decide;
 mod load;
 #[cfg(test)]
 mod tests;
+mod work;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -191,6 +192,10 @@ pub enum VisitWork {
         /// when the state was entered: the call's lease.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_seconds: Option<u64>,
+        /// Its `HeartbeatSeconds` (or its forms), worked out the same: how often a
+        /// `.waitForTaskToken`'s holder must say it is alive.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        heartbeat_seconds: Option<u64>,
     },
     /// An AWS service's API action (`sqs:sendMessage`, `dynamodb:getItem`, ...),
     /// made by the agent named for its service.
@@ -202,6 +207,9 @@ pub enum VisitWork {
         /// As an `Invoke`'s.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_seconds: Option<u64>,
+        /// As an `Invoke`'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        heartbeat_seconds: Option<u64>,
     },
     /// A timer.
     Timer {
@@ -483,6 +491,39 @@ pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration>
         } => timeout_seconds.map(|seconds| std::time::Duration::from_secs(seconds.max(1))),
         VisitWork::Timer { .. } | VisitWork::Branches(_) => None,
     }
+}
+
+/// How the visit of `task`'s state waits for its task token's use: `settings` (its
+/// state's, as loaded), with the timeout and heartbeat the visit worked out where its
+/// state gives them (`TimeoutSeconds`, `HeartbeatSeconds`, their `Path` forms, JSONata).
+pub(crate) fn visit_callback(
+    task: &crate::task::Task,
+    settings: &crate::kinds::CallbackSettings,
+) -> crate::kinds::CallbackSettings {
+    let mut settings = settings.clone();
+    let work = task.machine.as_ref().and_then(|run| run.work.as_ref());
+    if let Some(
+        VisitWork::Invoke {
+            timeout_seconds,
+            heartbeat_seconds,
+            ..
+        }
+        | VisitWork::Service {
+            timeout_seconds,
+            heartbeat_seconds,
+            ..
+        },
+    ) = work
+    {
+        let seconds = |seconds: u64| std::time::Duration::from_secs(seconds.max(1));
+        if let Some(timeout) = *timeout_seconds {
+            settings.timeout = seconds(timeout);
+        }
+        if let Some(heartbeat) = *heartbeat_seconds {
+            settings.heartbeat = Some(seconds(heartbeat));
+        }
+    }
+    settings
 }
 
 /// The error of the call the visit of `task`'s state made to give its task token,

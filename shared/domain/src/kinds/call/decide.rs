@@ -231,7 +231,10 @@ pub fn on_response(
                 Some(error) => {
                     change.record(response.step, response.operation, Outcome::Failed { error });
                 }
-                None => change.wait_for_callback(response.step, callback),
+                None => {
+                    let callback = crate::machine::visit_callback(task, callback);
+                    change.wait_for_callback(response.step, &callback);
+                }
             }
         }
         _ => change.record(response.step, response.operation, outcome),

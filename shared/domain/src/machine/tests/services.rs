@@ -259,3 +259,55 @@ fn an_http_invoke_is_asked_of_the_http_agent_and_a_status_outside_2xx_is_its_err
         }
     }
 }
+
+#[test]
+fn a_token_waits_as_long_and_beats_as_often_as_its_visit_works_out() {
+    let workflow = machine(json!({
+        "StartAt": "Ask",
+        "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                    "Parameters": {"QueueUrl": "q", "MessageBody": {"token.$": "$$.Task.Token"}},
+                    "TimeoutSecondsPath": "$.wait", "HeartbeatSecondsPath": "$.beat",
+                    "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"wait": 600, "beat": 60}));
+    let task = claim.next.clone().expect("claimed");
+    let ask = dispatched(&claim).remove(0);
+    let token: Value = serde_json::from_str(
+        ask.payload.value()["MessageBody"]
+            .as_str()
+            .expect("the body's text"),
+    )
+    .expect("JSON");
+    let token = Token::parse(token["token"].as_str().expect("the token"));
+    let sent = json!({"MessageId": "m-1"});
+    let answered = on_response(
+        &task,
+        &workflow,
+        &order,
+        &service_answered(&ask, sent),
+        Timestamp(1_000),
+    );
+    let task = answered.next.expect("waiting");
+    let step = &task.steps[0];
+    assert_eq!(
+        step.complete_by,
+        Some(Timestamp(61_000)),
+        "its first heartbeat, from $.beat"
+    );
+    assert!(
+        matches!(step.waiting, Some(crate::task::Waiting::Callback { until, .. }) if until == Timestamp(601_000)),
+        "its timeout, from $.wait: {:?}",
+        step.waiting
+    );
+    let beat = crate::decide::on_heartbeat(
+        &task,
+        &workflow,
+        &token.expect("a token"),
+        Timestamp(30_000),
+    )
+    .expect("a heartbeat taken");
+    let task = beat.next.expect("recorded");
+    assert_eq!(task.steps[0].complete_by, Some(Timestamp(90_000)));
+}
