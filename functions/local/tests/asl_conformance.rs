@@ -10,7 +10,10 @@
 #[path = "../../../shared/asl/tests/conformance/cases.rs"]
 mod cases;
 mod common;
+#[path = "common/ended.rs"]
+mod ended;
 
+use ended::ended;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,23 +137,6 @@ fn outcome(prepared: &Prepared, task: &Value) -> cases::Outcome {
             cause: field("cause"),
         },
     }
-}
-
-async fn ended(http: &reqwest::Client, api: &str, id: &str) -> Value {
-    for _ in 0..120 {
-        let task: Value = http
-            .get(format!("{api}/tasks/{id}?wait=5s"))
-            .send()
-            .await
-            .expect("read")
-            .json()
-            .await
-            .expect("json");
-        if matches!(task["state"].as_str(), Some("Processed" | "Error")) {
-            return task;
-        }
-    }
-    panic!("task {id} did not end");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,8 +2,10 @@
 //! children in batches, and a reader that finds no object caught by its error.
 
 mod common;
+#[path = "common/ended.rs"]
+mod ended;
 
-use std::time::Duration;
+use ended::ended;
 
 use serde_json::{Value, json};
 
@@ -26,21 +28,6 @@ const EACH: &str = r#"{
     "Unread": {"Type": "Pass", "End": true}
   }
 }"#;
-
-async fn ended(http: &reqwest::Client, api: &str, id: &str) -> Value {
-    for _ in 0..300 {
-        let task: Value = (http.get(format!("{api}/tasks/{id}")).send().await)
-            .expect("read")
-            .json()
-            .await
-            .expect("json");
-        if matches!(task["state"].as_str(), Some("Processed" | "Error")) {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("task {id} did not end");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {

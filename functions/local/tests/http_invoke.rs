@@ -4,8 +4,8 @@
 //! refused.
 
 mod common;
-
-use std::time::Duration;
+#[path = "common/ended.rs"]
+mod ended;
 
 use axum::Router;
 use axum::extract::Path;
@@ -77,18 +77,7 @@ async fn a_state_machine_calls_its_services_with_http_invoke() {
         .await
         .expect("submitted");
     assert!(created.status().is_success());
-    let mut task = Value::Null;
-    for _ in 0..300 {
-        task = (http.get(format!("{api}/tasks/c-1")).send().await)
-            .expect("read")
-            .json()
-            .await
-            .expect("json");
-        if matches!(task["state"].as_str(), Some("Processed" | "Error")) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let task = ended::ended(&http, &api, "c-1").await;
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(task["status"], "SUCCEEDED", "{task:#}");

@@ -4,7 +4,10 @@
 //! read back with its execution's status, output, error and cause.
 
 mod common;
+#[path = "common/ended.rs"]
+mod ended;
 
+use ended::ended;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -111,25 +114,6 @@ async fn lambda_stand_in() -> (String, Arc<Calls>) {
     let address = listener.local_addr().expect("an address");
     tokio::spawn(async move { axum::serve(listener, app).await });
     (format!("http://{address}"), calls)
-}
-
-async fn ended(http: &reqwest::Client, api: &str, id: &str) -> Value {
-    let mut task = Value::Null;
-    for _ in 0..300 {
-        task = http
-            .get(format!("{api}/tasks/{id}"))
-            .send()
-            .await
-            .expect("read")
-            .json()
-            .await
-            .expect("json");
-        if matches!(task["state"].as_str(), Some("Processed" | "Error")) {
-            return task;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("task {id} did not end: {task:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,16 +27,7 @@ pub struct Start {
 /// when they name a field `StartExecution` has not, an ARN that is no state
 /// machine's, or an input that is no JSON.
 pub fn request(arguments: &Value) -> Result<Start, Failure> {
-    let Value::Object(fields) = arguments else {
-        return Err(Failure::runtime(
-            "The arguments of states:startExecution must be a JSON object",
-        ));
-    };
-    if let Some(field) = fields.keys().find(|f| !FIELDS.contains(&f.as_str())) {
-        return Err(Failure::runtime(format!(
-            "The field '{field}' is not supported by Step Functions for states:startExecution"
-        )));
-    }
+    let fields = crate::request_fields(arguments, "states:startExecution", &FIELDS)?;
     let arn = fields.get("StateMachineArn").and_then(Value::as_str);
     let machine = arn.and_then(machine_name).ok_or_else(|| {
         Failure::new(

@@ -44,16 +44,7 @@ pub struct Request {
 /// for a field it does not take, an endpoint that is no URL, or a method it does not
 /// know.
 pub fn request(arguments: &Value) -> Result<Request, Failure> {
-    let Value::Object(fields) = arguments else {
-        return Err(Failure::runtime(
-            "The arguments of http:invoke must be a JSON object",
-        ));
-    };
-    if let Some(field) = fields.keys().find(|f| !FIELDS.contains(&f.as_str())) {
-        return Err(Failure::runtime(format!(
-            "The field '{field}' is not supported by Step Functions for http:invoke"
-        )));
-    }
+    let fields = crate::request_fields(arguments, "http:invoke", &FIELDS)?;
     let text = |field: &str| fields.get(field).and_then(Value::as_str);
     let endpoint = text("ApiEndpoint")
         .filter(|url| url.starts_with("https://") || url.starts_with("http://"))

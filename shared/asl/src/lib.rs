@@ -37,6 +37,26 @@ impl Failure {
     }
 }
 
+/// A Task's `arguments` as the request of `resource` (`sqs:sendMessage`) reads them:
+/// an object of the fields `known` alone, else refused as Step Functions refuses them.
+pub(crate) fn request_fields<'a>(
+    arguments: &'a serde_json::Value,
+    resource: &str,
+    known: &[&str],
+) -> Result<&'a serde_json::Map<String, serde_json::Value>, Failure> {
+    let serde_json::Value::Object(fields) = arguments else {
+        return Err(Failure::runtime(format!(
+            "The arguments of {resource} must be a JSON object"
+        )));
+    };
+    if let Some(field) = fields.keys().find(|f| !known.contains(&f.as_str())) {
+        return Err(Failure::runtime(format!(
+            "The field '{field}' is not supported by Step Functions for {resource}"
+        )));
+    }
+    Ok(fields)
+}
+
 /// Why a definition is refused: where (a JSON pointer into the definition, such as
 /// `/States/Wait/Timestamp`) and what.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

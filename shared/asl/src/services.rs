@@ -16,18 +16,7 @@ use crate::lambda::RESULT_LIMIT_BYTES;
 /// Functions refuses one, when they are not an object or name a field the API has
 /// not.
 pub fn request(action: &Action, arguments: &Value) -> Result<Value, Failure> {
-    let Value::Object(fields) = arguments else {
-        return Err(Failure::runtime(format!(
-            "The arguments of {} must be a JSON object",
-            action.resource
-        )));
-    };
-    if let Some(field) = fields.keys().find(|f| !action.fields.contains(&f.as_str())) {
-        return Err(Failure::runtime(format!(
-            "The field '{field}' is not supported by Step Functions for {}",
-            action.resource
-        )));
-    }
+    crate::request_fields(arguments, action.resource, action.fields)?;
     let mut request = arguments.clone();
     for path in action.as_text {
         as_text(&mut request, &path.split('/').collect::<Vec<_>>());

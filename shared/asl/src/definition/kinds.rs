@@ -208,30 +208,50 @@ fn map(read: &Reader) -> Result<MapState, Refusal> {
     })
 }
 
-/// A distributed Map's `ItemReader`: its resource, request and `ReaderConfig`.
-fn item_reader(read: &Reader, distributed: bool) -> Result<Option<ItemReader>, Refusal> {
-    let Some(reader) = read.fields.get("ItemReader") else {
+/// An object within a state's definition: its fields, and where it is.
+type Part<'a> = (&'a serde_json::Map<String, Value>, String);
+
+/// A distributed Map's `field` (`ItemReader`, `ItemBatcher`), where it has one: an
+/// object of the fields `known` alone, and where it is in the definition.
+fn distributed_part<'a>(
+    read: &Reader<'a>,
+    field: &str,
+    distributed: bool,
+    known: &[&str],
+) -> Result<Option<Part<'a>>, Refusal> {
+    let Some(part) = read.fields.get(field) else {
         return Ok(None);
     };
-    let Value::Object(fields) = reader else {
-        return Err(read.refuse("ItemReader", "ItemReader must be an object"));
+    let Value::Object(fields) = part else {
+        return Err(read.refuse(field, format!("{field} must be an object")));
     };
     if !distributed {
         return Err(read.refuse(
-            "ItemReader",
-            "ItemReader is only supported in a DISTRIBUTED Map",
+            field,
+            format!("{field} is only supported in a DISTRIBUTED Map"),
         ));
     }
-    let at = read.at("ItemReader");
+    let at = read.at(field);
+    if let Some(name) = fields.keys().find(|f| !known.contains(&f.as_str())) {
+        return Err(Refusal::new(
+            &format!("{at}/{name}"),
+            format!("Field '{name}' is not supported"),
+        ));
+    }
+    Ok(Some((fields, at)))
+}
+
+/// A distributed Map's `ItemReader`: its resource, request and `ReaderConfig`.
+fn item_reader(read: &Reader, distributed: bool) -> Result<Option<ItemReader>, Refusal> {
+    let known = ["Resource", "Parameters", "Arguments", "ReaderConfig"];
+    let Some((fields, at)) = distributed_part(read, "ItemReader", distributed, &known)? else {
+        return Ok(None);
+    };
     let reader = Reader {
         fields,
         at: &at,
         language: read.language,
     };
-    let known = ["Resource", "Parameters", "Arguments", "ReaderConfig"];
-    if let Some(field) = fields.keys().find(|f| !known.contains(&f.as_str())) {
-        return Err(reader.refuse(field, format!("Field '{field}' is not supported")));
-    }
     let Some(resource) = reader.string("Resource")? else {
         return Err(Refusal::new(&at, "ItemReader must have a Resource"));
     };
@@ -310,24 +330,6 @@ fn item_reader(read: &Reader, distributed: bool) -> Result<Option<ItemReader>, R
 
 /// A Map's `ItemBatcher`: a distributed Map's only, with a batch's size bounded.
 fn batcher(read: &Reader, distributed: bool) -> Result<Option<Batcher>, Refusal> {
-    let Some(batcher) = read.fields.get("ItemBatcher") else {
-        return Ok(None);
-    };
-    let Value::Object(fields) = batcher else {
-        return Err(read.refuse("ItemBatcher", "ItemBatcher must be an object"));
-    };
-    if !distributed {
-        return Err(read.refuse(
-            "ItemBatcher",
-            "ItemBatcher is only supported in a DISTRIBUTED Map",
-        ));
-    }
-    let at = read.at("ItemBatcher");
-    let batch = Reader {
-        fields,
-        at: &at,
-        language: read.language,
-    };
     let known = [
         "MaxItemsPerBatch",
         "MaxItemsPerBatchPath",
@@ -335,9 +337,14 @@ fn batcher(read: &Reader, distributed: bool) -> Result<Option<Batcher>, Refusal>
         "MaxInputBytesPerBatchPath",
         "BatchInput",
     ];
-    if let Some(field) = fields.keys().find(|f| !known.contains(&f.as_str())) {
-        return Err(batch.refuse(field, format!("Field '{field}' is not supported")));
-    }
+    let Some((fields, at)) = distributed_part(read, "ItemBatcher", distributed, &known)? else {
+        return Ok(None);
+    };
+    let batch = Reader {
+        fields,
+        at: &at,
+        language: read.language,
+    };
     let batcher = Batcher {
         max_items: batch.amount("MaxItemsPerBatch", Some("MaxItemsPerBatchPath"))?,
         max_bytes: batch.amount("MaxInputBytesPerBatch", Some("MaxInputBytesPerBatchPath"))?,
