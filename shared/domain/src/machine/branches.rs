@@ -325,6 +325,7 @@ impl Change {
                     round,
                     variables: run.map(|run| run.variables.clone()).unwrap_or_default(),
                     execution: None,
+                    execution_input: branches.and_then(|b| b.execution_input.clone()),
                 },
             ),
         };

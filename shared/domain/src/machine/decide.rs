@@ -261,7 +261,7 @@ impl Change {
         let execution = Execution {
             id: super::arn(&format!("execution:{workflow}:{name}")),
             name: name.to_owned(),
-            input: order.input.clone(),
+            input: self.execution_input(order),
             role_arn: format!("arn:aws:iam::000000000000:role/{workflow}"),
             start_time: self.task.created_at.to_rfc3339(),
             redrive_count: u64::from(self.task.run.saturating_sub(1)),
@@ -287,6 +287,34 @@ impl Change {
             task_token: token.as_deref(),
         };
         context::context(&execution, &position)
+    }
+
+    /// The input of the execution this task is of: its own, or, for a branch, the one
+    /// its parent kept for it.
+    fn execution_input(&self, order: &Order) -> Value {
+        let scope = self
+            .task
+            .parent
+            .as_ref()
+            .and_then(|link| link.scope.as_deref());
+        match scope.filter(|scope| scope.execution.is_none()) {
+            Some(scope) => scope.execution_input.clone().unwrap_or(Value::Null),
+            None => order.input.clone(),
+        }
+    }
+
+    /// The execution's input for the children of `state` (a Parallel's branches, a
+    /// Map's item processor), where one of their states reads the context object.
+    pub(super) fn children_execution_input(&self, order: &Order, state: &State) -> Option<Value> {
+        let read = |machine: &StateMachine| {
+            (machine.all_states().iter()).any(|(_, state)| state.reads_context)
+        };
+        let reads = match &state.kind {
+            StateKind::Parallel { branches } => branches.iter().any(read),
+            StateKind::Map(map) => read(&map.processor),
+            _ => false,
+        };
+        reads.then(|| self.execution_input(order))
     }
 
     /// Enters `name`'s state with `input`, and every state after it that waits for
@@ -373,6 +401,7 @@ impl Change {
                     };
                     let work = Branches {
                         inputs: vec![input; branches.len()],
+                        execution_input: self.children_execution_input(order, state),
                         ..Branches::default()
                     };
                     return self.begin_visit(workflow, state, VisitWork::Branches(Box::new(work)));
@@ -387,7 +416,7 @@ impl Change {
                     return self.begin_visit(workflow, state, work);
                 }
                 work @ Work::Items { .. } => {
-                    if let Err(failure) = self.begin_items(workflow, &visit, work) {
+                    if let Err(failure) = self.begin_items(workflow, order, &visit, work) {
                         self.fail_execution(run::locate(failure, &state.name, entered));
                     }
                     return;

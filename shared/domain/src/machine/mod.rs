@@ -253,6 +253,10 @@ pub struct Branches {
     /// its parent was told of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<Box<StartedExecution>>,
+    /// The execution's input, kept once for children that read the context object
+    /// (`$$.Execution.Input`); none where they do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_input: Option<Value>,
 }
 
 /// An execution of a state machine a Task started: one child task, which runs that
@@ -302,6 +306,9 @@ pub struct BranchScope {
     /// its own machine from its start, with no variables.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<Awaited>,
+    /// The input of the execution the branch is of, where it reads the context object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_input: Option<Value>,
 }
 
 /// How a branch of a state machine ended, told to its parent with its end.

@@ -21,6 +21,7 @@ impl Change {
     pub(super) fn begin_items(
         &mut self,
         workflow: &Workflow,
+        order: &Order,
         visit: &Visit,
         work: Work,
     ) -> Result<(), Failure> {
@@ -50,6 +51,7 @@ impl Change {
             max_concurrency: u32::try_from(max_concurrency).unwrap_or(u32::MAX),
             tolerated_count,
             tolerated_percentage,
+            execution_input: self.children_execution_input(order, visit.state),
             ..Branches::default()
         };
         self.begin_visit(workflow, visit.state, VisitWork::Branches(Box::new(work)));
@@ -84,7 +86,7 @@ impl Change {
                     "the object read is not text",
                 )),
             })
-            .and_then(|work| self.begin_items(workflow, &visit, work));
+            .and_then(|work| self.begin_items(workflow, order, &visit, work));
         if let Err(failure) = begun {
             self.leave(workflow, machine, order, state, input, Err(failure));
         }
