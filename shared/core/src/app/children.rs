@@ -65,8 +65,13 @@ impl App {
         let definition = match self.children_workflow(&of).await {
             Ok(definition) => definition,
             // A machine a Task names that is not there: its Task fails, as Step
-            // Functions' does.
-            Err(TaskError::UnknownWorkflow(name, _)) if of.version.is_none() => {
+            // Functions' does (a workflow's own children are checked when it loads).
+            Err(TaskError::UnknownWorkflow(name, _))
+                if of
+                    .scope
+                    .as_ref()
+                    .is_some_and(|scope| scope.execution.is_some()) =>
+            {
                 let cause = format!("State Machine Does Not Exist: '{name}'");
                 for (item, _) in children {
                     let failure = ("StepFunctions.StateMachineDoesNotExistException", &*cause);

@@ -13,7 +13,7 @@ use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors};
 
 use super::work::{call_work, step_failure, waits_for_token};
-use super::{Branches, MachineRun, Status, VisitWork, visit_step};
+use super::{Branches, MachineRun, Status, VisitWork, branch_scope, visit_step};
 use crate::callback::Token;
 use crate::decide::Effect;
 use crate::decide::HEARTBEAT_MISSED;
@@ -58,7 +58,7 @@ impl Change {
         self.set_state(TaskState::Processing);
         // A branch of a Parallel or a Map runs its branch's machine.
         let branch_of = (self.task.parent.as_ref())
-            .filter(|link| link.scope.as_ref().is_some_and(|s| s.execution.is_none()))
+            .filter(|_| branch_scope(&self.task).is_some())
             .map(|link| (link.step, link.item as usize));
         let machine = match branch_of {
             None => machine,
@@ -216,11 +216,7 @@ impl Change {
         let deadline = machine
             .timeout_seconds
             .map(|seconds| self.task.created_at.plus(Duration::from_secs(seconds)));
-        let scope = self
-            .task
-            .parent
-            .as_ref()
-            .and_then(|link| link.scope.as_deref());
+        let scope = branch_scope(&self.task);
         self.task.machine = Some(Box::new(MachineRun {
             state: Some(machine.start_at.clone()),
             to_enter: true,
@@ -228,7 +224,7 @@ impl Change {
             variables: scope
                 .map(|scope| scope.variables.clone())
                 .unwrap_or_default(),
-            events: u64::from(scope.is_none_or(|scope| scope.execution.is_some())),
+            events: u64::from(scope.is_none()),
             deadline,
             ..MachineRun::default()
         }));
@@ -249,14 +245,9 @@ impl Change {
         // A branch is of its root task's execution; an execution a Task started is
         // its own.
         let id = self.task.id.to_string();
-        let name = match self
-            .task
-            .parent
-            .as_ref()
-            .and_then(|link| link.scope.as_deref())
-        {
-            Some(scope) if scope.execution.is_some() => &id,
-            _ => id.split(CHILD_SEPARATOR).next().unwrap_or(&id),
+        let name = match branch_scope(&self.task) {
+            Some(_) => id.split(CHILD_SEPARATOR).next().unwrap_or(&id),
+            None => &id,
         };
         let execution = Execution {
             id: super::arn(&format!("execution:{workflow}:{name}")),
@@ -292,12 +283,7 @@ impl Change {
     /// The input of the execution this task is of: its own, or, for a branch, the one
     /// its parent kept for it.
     fn execution_input(&self, order: &Order) -> Value {
-        let scope = self
-            .task
-            .parent
-            .as_ref()
-            .and_then(|link| link.scope.as_deref());
-        match scope.filter(|scope| scope.execution.is_none()) {
+        match branch_scope(&self.task) {
             Some(scope) => scope.execution_input.clone().unwrap_or(Value::Null),
             None => order.input.clone(),
         }

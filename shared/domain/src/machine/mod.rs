@@ -59,6 +59,13 @@ fn state_of_step(step: &str) -> &str {
     step.strip_suffix(READER_STEP).unwrap_or(step)
 }
 
+/// What `task` starts with as a branch of a Parallel or a Map (not an execution a
+/// Task started, which runs its own machine from its start), if it is one.
+fn branch_scope(task: &crate::task::Task) -> Option<&BranchScope> {
+    let scope = task.parent.as_ref()?.scope.as_deref()?;
+    scope.execution.is_none().then_some(scope)
+}
+
 /// The step the visit of `state` is at, doing `work`: a distributed Map's reader while
 /// it reads (an API call), else the state's own.
 fn visit_step(
