@@ -20,10 +20,10 @@
 //! This module holds the run of one seed and what it found; its parts, each a module
 //! of its own: [`world`], the randomness and the record of a run; [`store`],
 //! [`queues`] and [`remote`], the ports with their faults; [`transitions`], the
-//! invariants of every write; [`generated`], the seed's own workflows; [`setup`], the
-//! system assembled; [`delivery`], messages handed to the functions; [`chaos`], the
-//! actions of the chaos phase; [`waits`], callbacks, heartbeats and pauses; [`end`],
-//! the settling and the invariants at the end.
+//! invariants of every write; [`generated`] and [`machine`], the seed's own workflows
+//! and state machine; [`setup`], the system assembled; [`delivery`], messages handed
+//! to the functions; [`chaos`], the actions of the chaos phase; [`waits`], callbacks,
+//! heartbeats and pauses; [`end`], the settling and the invariants at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -42,6 +42,7 @@ mod chaos;
 mod delivery;
 mod end;
 mod generated;
+mod machine;
 mod queues;
 mod remote;
 mod setup;
@@ -130,6 +131,8 @@ struct Sim {
     resubmitted: BTreeSet<String>,
     /// Every callback token seen: sent to a service, or shown in a task's view.
     tokens: Vec<String>,
+    /// What an execution of the seed's state machine that succeeds comes to.
+    machine: machine::Expected,
     /// How long the system has to settle once the chaos stops: [`SETTLE_BOUND`] and
     /// the longest its generated workflow sleeps, which a task started just before
     /// may still have ahead of it.

@@ -96,15 +96,13 @@ impl Token {
 
 /// The run and the attempt that name the wait of `task`'s step `step` for its
 /// callback ([`Token::issue`]): a call's, its key's run and no attempt; a state
-/// machine's call, its key's run and its state's visit (each a call of its own).
+/// machine's call, its key's run and the execution's attempt (a visit's, or a retry
+/// of it: each a call of its own, with its own token, as in Step Functions).
 fn wait_of(task: &Task, step: usize, after_call: bool) -> Option<(u32, u32)> {
     let record = task.steps.get(step)?;
     Some(if after_call {
-        let visit = task
-            .machine
-            .as_ref()
-            .map_or(0, |run| run.visit(&record.name));
-        (record.key_run_in(task.run), visit)
+        let attempt = task.machine.as_ref().map_or(0, |run| run.attempts);
+        (record.key_run_in(task.run), attempt)
     } else {
         (task.run, record.attempt)
     })

@@ -13,6 +13,7 @@ use sas_domain::task::{Actor, Request, StepState, Task, TaskState};
 use sas_domain::time::Timestamp;
 use serde_json::{Value, json};
 
+use super::machine::MACHINE;
 use super::remote::Applied;
 use super::{CALLERS, Sim};
 
@@ -25,13 +26,12 @@ impl Sim {
         let items: Vec<Value> = (0..self.world.below(5))
             .map(|i| json!({"key": format!("o{n}-{i}")}))
             .collect();
-        let (workflow, input) = match self.world.below(10) {
+        let generated = json!({"order_id": format!("o{n}"), "items": items});
+        let (workflow, input) = match self.world.below(12) {
             0..=2 => ("drone-delivery", drone),
             3..=4 => ("drone-delivery-parallel", drone),
-            5..=7 => (
-                "generated",
-                json!({"order_id": format!("o{n}"), "items": items}),
-            ),
+            5..=7 => ("generated", generated),
+            8..=9 => (MACHINE, generated),
             _ => ("order-processing", order),
         };
         if self.world.chance(0.15) {

@@ -92,6 +92,10 @@ impl Sim {
                 self.world
                     .violation(format!("task {} final with a lease or a lock", task.id));
             }
+            if workflow.machine.is_some() {
+                self.check_machine_at_end(task, &applied);
+                continue;
+            }
             // A step kept Processed through a resubmission keeps the effect of its run.
             let applied_in =
                 |service: &str, runs: std::ops::RangeInclusive<u32>, step: &str, suffix: &str| {
@@ -288,7 +292,8 @@ impl Sim {
     /// No step of a task has its effect applied under two idempotency keys, the
     /// first not undone: across resubmissions too, a step whose effect may be in
     /// place is called again under its key, never under a new one. (Read-only steps
-    /// have no effect.)
+    /// have no effect; a state machine runs again from its start, its visits under
+    /// the new run's keys: [`Sim::check_machine_at_end`].)
     fn check_one_effect_per_step(
         &self,
         tasks: &[Task],
@@ -305,19 +310,17 @@ impl Sim {
             }
         }
         for ((task, step), keys) in not_undone {
-            let read_only = tasks
+            let exempt = tasks
                 .iter()
                 .find(|t| t.id.as_str() == task)
                 .and_then(|t| self.workflows.version(&t.workflow.name, t.workflow.version))
-                .and_then(|w| {
-                    w.steps
-                        .iter()
-                        .find(|s| s.name == step)
-                        .and_then(|s| s.call())
-                        .map(|c| c.read_only)
-                })
-                .unwrap_or(false);
-            if keys.len() > 1 && !read_only {
+                .is_some_and(|w| {
+                    w.machine.is_some()
+                        || (w.steps.iter().find(|s| s.name == step))
+                            .and_then(|s| s.call())
+                            .is_some_and(|c| c.read_only)
+                });
+            if keys.len() > 1 && !exempt {
                 self.world.violation(format!(
                     "task {task} step {step} has its effect in place under {} keys: {keys:?}",
                     keys.len()

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sas_core::clock::Clock;
 use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
 use sas_domain::ids::CHILD_SEPARATOR;
+use sas_domain::machine::LAMBDA_AGENT;
 use sas_domain::time::Timestamp;
 use sas_testkit::ManualClock;
 use serde_json::{Value, json};
@@ -116,8 +117,12 @@ impl RemoteCall for SimRemote {
         let _in_flight = self.enter(&request.service, &request.idempotency_key);
         self.world.interleave().await;
         let payload = request.payload.value();
-        let task = payload["task_id"].as_str().unwrap_or_default().to_owned();
-        let step = payload["step"].as_str().unwrap_or_default().to_owned();
+        let Called {
+            task,
+            state,
+            step,
+            invoked,
+        } = Called::of(request, &payload);
         let compensation = request.idempotency_key.ends_with("/compensate");
         let now = self.clock.now();
         if self
@@ -144,7 +149,7 @@ impl RemoteCall for SimRemote {
             .doomed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(&(task.clone(), step.clone()));
+            .contains(&(task.clone(), state));
         let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
         let answered = (request.service.clone(), request.idempotency_key.clone());
         if refused.contains(&answered) || (doomed && !compensation) {
@@ -161,6 +166,15 @@ impl RemoteCall for SimRemote {
             return Err(RemoteError::Permanent("refused".into()));
         }
         drop(refused);
+        if invoked
+            && !self.applied().contains_key(&answered)
+            && self.world.fault("a function's error", 0.05)
+        {
+            // The function failed before it did anything: the state's Retry or Catch
+            // takes it.
+            let error = json!({"errorType": "Flaky", "errorMessage": "a function's error"});
+            return Ok(json!({"payload": error.to_string(), "function_error": "Unhandled"}));
+        }
         if compensation
             && self
                 .world
@@ -175,7 +189,16 @@ impl RemoteCall for SimRemote {
                 step,
                 compensation,
             });
-        if let Some(token) = payload["callback_token"].as_str() {
+        // A function's payload is text: its token is read from it.
+        let invoked_with = match invoked {
+            true => serde_json::from_str(payload["payload"].as_str().unwrap_or_default())
+                .unwrap_or_default(),
+            false => Value::Null,
+        };
+        let token = [&payload, &invoked_with]
+            .into_iter()
+            .find_map(|sent| sent["callback_token"].as_str());
+        if let Some(token) = token {
             // The service may call back from now on.
             self.tokens
                 .lock()
@@ -188,6 +211,47 @@ impl RemoteCall for SimRemote {
                 .advance(request.timeout + Duration::from_millis(1));
             return Err(RemoteError::Transient("timed out".into()));
         }
-        Ok(json!({ "id": request.idempotency_key }))
+        let answer = json!({ "id": request.idempotency_key });
+        Ok(match invoked {
+            true => json!({ "payload": answer.to_string() }),
+            false => answer,
+        })
+    }
+}
+
+/// What a call is of: its task, its step (a state machine's: its state and visit),
+/// and whether it invokes a function (a state machine's Task).
+struct Called {
+    task: String,
+    /// The step's name (a state machine's state).
+    state: String,
+    /// The step the effect is counted for: a state machine's visit of its state
+    /// (`STATE#VISIT`), whose key is its own.
+    step: String,
+    invoked: bool,
+}
+
+impl Called {
+    fn of(request: &RemoteRequest, payload: &Value) -> Self {
+        if request.service != LAMBDA_AGENT {
+            let field = |name: &str| payload[name].as_str().unwrap_or_default().to_owned();
+            return Self {
+                task: field("task_id"),
+                state: field("step"),
+                step: field("step"),
+                invoked: false,
+            };
+        }
+        // A function's payload names no task: the key does (`TASK/RUN/STATE#VISIT`).
+        let mut parts = request.idempotency_key.splitn(3, '/');
+        let task = parts.next().unwrap_or_default().to_owned();
+        let step = parts.nth(1).unwrap_or_default().to_owned();
+        let state = step.split('#').next().unwrap_or_default().to_owned();
+        Self {
+            task,
+            state,
+            step,
+            invoked: true,
+        }
     }
 }

@@ -16,6 +16,7 @@ use sas_testkit::ManualClock;
 use serde_json::json;
 
 use super::generated::{generated_workflows, service_limits};
+use super::machine::generated_machine;
 use super::queues::{FaultyAlerts, FaultyQueues};
 use super::remote::SimRemote;
 use super::store::FaultyStore;
@@ -60,6 +61,12 @@ impl Sim {
             world.note(format!("generated workflow: {}", generated.source));
             workflows.add(generated).expect("a new workflow");
         }
+        let machine = generated_machine(&mut world.world().random);
+        world.note(format!(
+            "generated state machine: {}",
+            machine.workflow.source
+        ));
+        workflows.add(machine.workflow).expect("a new workflow");
         let limits = service_limits(&mut world.world().random);
         world.note(format!("services limited to calls at once: {limits:?}"));
         let settings: HashMap<String, sas_domain::services::Service> = limits
@@ -126,7 +133,8 @@ impl Sim {
             accepted: BTreeSet::new(),
             resubmitted: BTreeSet::new(),
             tokens: Vec::new(),
-            settle_bound: SETTLE_BOUND + sleeps,
+            machine: machine.expected,
+            settle_bound: SETTLE_BOUND + sleeps + machine.sleeps,
         };
         for _ in 0..2 {
             let scheduler = sim.app();

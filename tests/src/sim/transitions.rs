@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use sas_core::clock::Clock;
+use sas_domain::machine::key_name;
 use sas_domain::task::{Step, StepState, Task, TaskState};
 use sas_domain::workflow::Workflow;
 
@@ -69,7 +70,13 @@ impl FaultyStore {
                 self.world.violation(broken);
             }
         }
-        if new.state == TaskState::Processed && !new.steps.iter().all(Step::is_settled) {
+        // A state machine's steps are its states' last visits: one that failed and was
+        // caught, or never visited, is neither; none may still be at work.
+        let unsettled = match workflow.machine {
+            Some(_) => new.steps.iter().any(|s| s.state == StepState::Processing),
+            None => !new.steps.iter().all(Step::is_settled),
+        };
+        if new.state == TaskState::Processed && unsettled {
             self.world.violation(format!(
                 "task {} Processed with a step neither Processed nor Skipped",
                 new.id
@@ -92,13 +99,13 @@ impl FaultyStore {
             }
             // A completion is a step that was running becoming Processed (a step whose
             // compensation timed out goes back to the state it had, Processed for
-            // most, to be undone again).
+            // most, to be undone again); a state machine's, once a visit of its state.
             let was_running = old.is_some_and(|o| o.steps[index].state == StepState::Processing);
             if step.state == StepState::Processed && was_running {
                 let mut world = self.world.world();
                 let count = world
                     .completions
-                    .entry((new.id.to_string(), new.run, index))
+                    .entry((new.id.to_string(), new.run, key_name(new, &step.name)))
                     .or_default();
                 *count += 1;
                 if *count > 1 {

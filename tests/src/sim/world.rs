@@ -17,8 +17,9 @@ pub(super) struct World {
     pub(super) faults: BTreeMap<&'static str, u64>,
     pub(super) trace: Vec<String>,
     pub(super) violations: Vec<String>,
-    /// Times each (task, run, step) became Processed.
-    pub(super) completions: HashMap<(String, u32, usize), u32>,
+    /// Times each (task, run, step) became Processed (a state machine's step, each
+    /// visit of its state: `STATE#VISIT`).
+    pub(super) completions: HashMap<(String, u32, String), u32>,
     /// Each (task, run) that reached Error: each must have its alert published,
     pub(super) reached_error: BTreeSet<(String, u32)>,
     /// unless an operator resubmitted it first (the operator saw it without one).

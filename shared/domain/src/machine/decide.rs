@@ -12,7 +12,7 @@ use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors};
 
-use super::work::{call_work, step_failure, waits_for_token};
+use super::work::{step_failure, task_call, waits_for_token};
 use super::{Branches, MachineRun, Status, VisitWork, branch_scope, visit_step};
 use crate::callback::Token;
 use crate::decide::Effect;
@@ -323,6 +323,7 @@ impl Change {
                 let run = self.run_mut();
                 if waits {
                     *run.visits.entry(state.name.clone()).or_insert(0) += 1;
+                    run.attempts += 1;
                 }
                 run.events += 1;
                 run.entered_event = run.events;
@@ -355,13 +356,8 @@ impl Change {
                     timeout_seconds,
                     heartbeat_seconds,
                 } => {
-                    let StateKind::Task(task) = &state.kind else {
-                        return self.fail_execution(Failure::runtime(
-                            "a call from a state that is no Task",
-                        ));
-                    };
                     let lease = (timeout_seconds, heartbeat_seconds);
-                    let work = match call_work(&task.resource, &arguments, lease) {
+                    let work = match task_call(state, &arguments, lease) {
                         Ok(work) => work,
                         Err(failure) => {
                             return self.fail_execution(run::locate(failure, &state.name, entered));
@@ -490,12 +486,8 @@ impl Change {
                     } else {
                         delay_seconds
                     };
-                    return self.retry_visit(
-                        workflow,
-                        state,
-                        retrier,
-                        Duration::from_secs_f64(delay.max(0.0)),
-                    );
+                    let delay = Duration::from_secs_f64(delay.max(0.0));
+                    return self.retry_visit(workflow, order, state, retrier, delay);
                 }
                 Recovery::Caught(left) => left,
                 Recovery::Raise(failure) => return self.fail_execution(failure),
@@ -509,25 +501,69 @@ impl Change {
         }
     }
 
-    /// Sends the visit of `state` again after `delay`, its retrier's count up.
-    fn retry_visit(&mut self, workflow: &Workflow, state: &State, retrier: usize, delay: Duration) {
+    /// Sends the visit of `state` again after `delay`, its retrier's count up: the
+    /// same call, but for a Task that gives its task token, which gives a new one.
+    fn retry_visit(
+        &mut self,
+        workflow: &Workflow,
+        order: &Order,
+        state: &State,
+        retrier: usize,
+        delay: Duration,
+    ) {
         let work = self.task.machine.as_ref().and_then(|run| run.work.as_ref());
         let Some(index) = visit_step(workflow, &state.name, work) else {
             return;
         };
-        if let Some(count) = self.run_mut().retries.get_mut(retrier) {
+        let run = self.run_mut();
+        if let Some(count) = run.retries.get_mut(retrier) {
             *count += 1;
+        }
+        run.attempts += 1;
+        if waits_for_token(state)
+            && let Err(failure) = self.retried_call(order, state)
+        {
+            let entered = self.run_mut().entered_event;
+            return self.fail_execution(run::locate(failure, &state.name, entered));
         }
         let retry_at = self.now.plus(delay);
         let step = &mut self.task.steps[index];
         step.state = StepState::Pending;
         step.retry_at = Some(retry_at);
+        // The retrier's attempt is a call of its own: the supervisor counts its
+        // leases lapsed afresh, against the step's threshold.
+        step.failure_count = 0;
         step.output = None;
         step.error = None;
         self.effects.push(Effect::Schedule {
             task_id: self.task.id.clone(),
             delay,
         });
+    }
+
+    /// The call of a retry of the visit of the Task `state`, its arguments worked out
+    /// again with the retry's context object (its `RetryCount`, its task token).
+    fn retried_call(&mut self, order: &Order, state: &State) -> Result<(), Failure> {
+        let context = self.context(order, state);
+        let run = self.run_mut();
+        let (input, variables) = (Arc::clone(&run.input), run.variables.clone());
+        let visit = Visit {
+            state,
+            input: &input,
+            context: &context,
+            variables: &variables,
+        };
+        let Work::Call {
+            arguments,
+            timeout_seconds,
+            heartbeat_seconds,
+        } = run::enter(&visit)?
+        else {
+            return Err(Failure::runtime("a Task that asks for no call"));
+        };
+        let work = task_call(state, &arguments, (timeout_seconds, heartbeat_seconds))?;
+        self.run_mut().work = Some(work);
+        Ok(())
     }
 
     /// The state is left: its variables set, and where it goes (`None` where the

@@ -150,7 +150,8 @@ pub struct MachineRun {
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub variables: Map<String, Value>,
     /// What the visit asked for when it was entered, kept so that a retry sends
-    /// the very same (an intrinsic may draw a random value).
+    /// the very same (an intrinsic may draw a random value); but for a Task that
+    /// gives its task token, whose retry is given a new one, as in Step Functions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<VisitWork>,
     /// The retries each of the state's retriers has made in this visit.
@@ -159,6 +160,10 @@ pub struct MachineRun {
     /// How many times each state that waits has been entered: its visit's number.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub visits: BTreeMap<String, u32>,
+    /// The attempts the execution's visits have begun: a visit's first, and each
+    /// retry. A task token names the attempt it was given to.
+    #[serde(default)]
+    pub attempts: u32,
     /// History events so far, as Step Functions counts them: a state's own errors
     /// name the event that entered it.
     pub events: u64,

@@ -186,9 +186,22 @@ pub(super) fn step_failure(step: &Step, state: &State) -> Failure {
     }
 }
 
+/// What the call of the Task `state` with `arguments` asks its agent for
+/// ([`call_work`]).
+pub(super) fn task_call(
+    state: &State,
+    arguments: &Value,
+    lease: (Option<u64>, Option<u64>),
+) -> Result<VisitWork, Failure> {
+    match &state.kind {
+        StateKind::Task(task) => call_work(&task.resource, arguments, lease),
+        _ => Err(Failure::runtime("a call from a state that is no Task")),
+    }
+}
+
 /// What a Task's call to `target` with `arguments` asks its agent for, its lease
 /// `timeout_seconds` where its state gives one.
-pub(super) fn call_work(
+fn call_work(
     resource: &Resource,
     arguments: &Value,
     (timeout_seconds, heartbeat_seconds): (Option<u64>, Option<u64>),

@@ -5,6 +5,7 @@
 mod context;
 mod distributed;
 mod executions;
+mod retries;
 mod services;
 
 use serde_json::{Value, json};
