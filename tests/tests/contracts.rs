@@ -80,6 +80,7 @@ fn request<'a>(
         path,
         query,
         body,
+        target: None,
     }
 }
 

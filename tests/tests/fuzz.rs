@@ -2,7 +2,7 @@
 //! toolchain (each target a strategy and a property, run by [`run::fuzz`]: a bounded
 //! number of cases in the suite, a timed campaign with `SAS_FUZZ_SECONDS`): HTTP
 //! requests (bodies, query strings, path segments, timestamps and durations in them),
-//! raw bytes to the local server, every SQS message body each actor decodes, the
+//! Step Functions' protocol's operations and bodies, raw bytes to the local server, every SQS message body each actor decodes, the
 //! services' answers, workflow files and the CEL conditions in them, callback tokens
 //! and listing cursors. The properties: nothing panics; every refusal is a 4xx with a
 //! JSON body naming the problem; every undecodable message is poison, for its queue's
@@ -10,8 +10,8 @@
 //! the server answers after any request.
 //!
 //! This file holds the subject every target drives and the rules its answers keep; the
-//! targets, each a module: [`http`], [`messages`], [`workflows`] and [`tokens`]; how a
-//! target runs: [`run`]; a task run to its end in memory: [`drive`].
+//! targets, each a module: [`http`], [`stepfunctions`], [`messages`], [`workflows`] and
+//! [`tokens`]; how a target runs: [`run`]; a task run to its end in memory: [`drive`].
 
 #[path = "fuzz/drive.rs"]
 mod drive;
@@ -21,6 +21,8 @@ mod http;
 mod messages;
 #[path = "fuzz/run.rs"]
 mod run;
+#[path = "fuzz/stepfunctions.rs"]
+mod stepfunctions;
 #[path = "fuzz/tokens.rs"]
 mod tokens;
 #[path = "fuzz/workflows.rs"]
@@ -110,6 +112,7 @@ impl Subject {
             path,
             query,
             body,
+            target: None,
         };
         self.runtime.block_on(api::handle(&self.app, request))
     }

@@ -24,7 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_REQUEST_BYTES};
+use sas_api::{AMZ_JSON, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_REQUEST_BYTES};
 use sas_core::app::App;
 use sas_core::ports::Consumer;
 use sas_domain::ids::QueueName;
@@ -136,11 +136,13 @@ impl OwnNames {
 /// The header in which a browser says which site a request comes from.
 const SEC_FETCH_SITE: header::HeaderName = header::HeaderName::from_static("sec-fetch-site");
 
+/// Whether a body is declared JSON: `application/json`, or Step Functions'
+/// protocol's (which a page cannot send without asking the server first either).
 fn is_json(content_type: &str) -> bool {
-    content_type
-        .split(';')
-        .next()
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+    content_type.split(';').next().is_some_and(|media| {
+        let media = media.trim();
+        media.eq_ignore_ascii_case("application/json") || media.eq_ignore_ascii_case(AMZ_JSON)
+    })
 }
 
 /// Answers a request only if another site's page cannot have sent it.
@@ -171,6 +173,10 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
             path: parts.uri.path(),
             query: parts.uri.query(),
             body: &bytes,
+            target: parts
+                .headers
+                .get("x-amz-target")
+                .and_then(|v| v.to_str().ok()),
         },
     )
     .await;
@@ -182,12 +188,10 @@ fn to_http(response: ApiResponse) -> Response {
     if let Some(page) = response.page {
         return (status, axum::response::Html(page)).into_response();
     }
+    let content_type = response.content_type.unwrap_or("application/json");
     let mut http = (
         status,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
         response.body,
     )
         .into_response();

@@ -16,6 +16,7 @@ mod openapi;
 mod operator;
 mod routes;
 mod scope;
+mod stepfunctions;
 mod tasks;
 mod view;
 
@@ -32,6 +33,7 @@ pub use bodies::{
 pub use error::{ApiError, ErrorCode, ErrorView};
 pub use openapi::document;
 pub use routes::{ROUTES, Route};
+pub use stepfunctions::AMZ_JSON;
 pub use tasks::MAX_WAIT;
 pub use view::{
     AcceptedView, BatchResultView, BatchView, BulkView, CallbackView, DeadLetterQueueView,
@@ -86,6 +88,8 @@ pub struct ApiRequest<'a> {
     pub query: Option<&'a str>,
     /// The body.
     pub body: &'a [u8],
+    /// `X-Amz-Target`, naming a Step Functions operation on `POST /`.
+    pub target: Option<&'a str>,
 }
 
 /// A response: status, an optional Location, a JSON body (or a page).
@@ -99,6 +103,9 @@ pub struct ApiResponse {
     pub body: String,
     /// An HTML page to send instead of the JSON body: the console.
     pub page: Option<&'static str>,
+    /// The JSON body's media type where it is not `application/json`: Step
+    /// Functions' protocol's ([`AMZ_JSON`]).
+    pub content_type: Option<&'static str>,
 }
 
 /// The operator console: one page, its script and style inline, over this API.
@@ -111,6 +118,7 @@ impl ApiResponse {
             location: None,
             body: sas_domain::to_json(body),
             page: None,
+            content_type: None,
         }
     }
 
@@ -130,6 +138,7 @@ impl ApiResponse {
             location: Some(location),
             body: sas_domain::to_json(body),
             page: None,
+            content_type: None,
         }
     }
 }

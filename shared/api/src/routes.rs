@@ -11,6 +11,7 @@ use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
 use crate::scope::Scope;
+use crate::stepfunctions::{self, TARGET_PREFIX};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
 use crate::view::{CallbackView, MeView, WorkflowView, WorkflowsView};
 use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
@@ -171,6 +172,13 @@ pub const ROUTES: &[Route] = &[
 ];
 
 pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
+    // Step Functions' protocol: its operation in a header, on the root.
+    if let Some(target) = request
+        .target
+        .filter(|t| request.method == "POST" && request.path == "/" && t.starts_with(TARGET_PREFIX))
+    {
+        return Ok(stepfunctions::serve(app, request.caller, target, request.body).await);
+    }
     let matching: Vec<(&Route, Vec<&str>)> = ROUTES
         .iter()
         .filter_map(|route| Some((route, route.capture(request.path)?)))

@@ -54,6 +54,10 @@ pub async fn http(
                     .as_deref()
                     .filter(|q| !q.is_empty()),
                 body: &body,
+                target: request
+                    .headers
+                    .get("x-amz-target")
+                    .and_then(|v| v.to_str().ok()),
             },
         )
         .await,
@@ -120,7 +124,10 @@ fn respond(answer: ApiResponse) -> ApiGatewayV2httpResponse {
     response.status_code = i64::from(answer.status);
     let (content_type, body) = match answer.page {
         Some(page) => ("text/html; charset=utf-8", page.to_owned()),
-        None => ("application/json", answer.body),
+        None => (
+            answer.content_type.unwrap_or("application/json"),
+            answer.body,
+        ),
     };
     response
         .headers

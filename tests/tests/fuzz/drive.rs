@@ -181,6 +181,7 @@ impl World {
                 path,
                 query,
                 body: b"",
+                target: None,
             };
             let answer = sas_api::handle(&self.app, request).await;
             if answer.status != 200 {

@@ -115,6 +115,7 @@ async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
             path: "/tasks/batch",
             query: None,
             body: batch.to_string().as_bytes(),
+            target: None,
         },
     )
     .await;

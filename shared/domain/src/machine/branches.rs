@@ -370,8 +370,8 @@ impl Change {
         let name = of.parent.child(&of.step_name, 0).local().to_owned();
         let machine = &started.machine;
         let described = executions::Described {
-            execution_arn: &super::arn(&format!("execution:{machine}:{name}")),
-            machine_arn: &super::arn(&format!("stateMachine:{machine}")),
+            execution_arn: &super::execution_arn(machine, &name),
+            machine_arn: &super::machine_arn(machine),
             name: &name,
             input,
             status: told.status.as_str(),

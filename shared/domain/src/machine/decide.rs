@@ -250,13 +250,13 @@ impl Change {
             None => &id,
         };
         let execution = Execution {
-            id: super::arn(&format!("execution:{workflow}:{name}")),
+            id: super::execution_arn(workflow, name),
             name: name.to_owned(),
             input: self.execution_input(order),
             role_arn: format!("arn:aws:iam::000000000000:role/{workflow}"),
             start_time: self.task.created_at.to_rfc3339(),
             redrive_count: u64::from(self.task.run.saturating_sub(1)),
-            machine_id: super::arn(&format!("stateMachine:{workflow}")),
+            machine_id: super::machine_arn(workflow),
             machine_name: workflow.clone(),
         };
         let retry_count = run.map(|run| run.retries.iter().sum()).unwrap_or(0);

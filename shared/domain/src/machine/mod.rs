@@ -126,11 +126,18 @@ impl Status {
 }
 
 /// Where Step Functions' ARNs put this engine (the next issue makes them settings).
-const REGION_ACCOUNT: &str = "us-east-1:000000000000";
+pub const REGION_ACCOUNT: &str = "us-east-1:000000000000";
 
-/// The ARN of this engine's `resource` (`stateMachine:NAME`, `execution:NAME:ID`).
-fn arn(resource: &str) -> String {
-    format!("arn:aws:states:{REGION_ACCOUNT}:{resource}")
+/// The ARN of this engine's state machine `name` (a workflow's).
+#[must_use]
+pub fn machine_arn(name: &str) -> String {
+    format!("arn:aws:states:{REGION_ACCOUNT}:stateMachine:{name}")
+}
+
+/// The ARN of the execution `name` (a task's id) of the state machine `machine`.
+#[must_use]
+pub fn execution_arn(machine: &str, name: &str) -> String {
+    format!("arn:aws:states:{REGION_ACCOUNT}:execution:{machine}:{name}")
 }
 
 /// Where a task that runs a state machine stands.

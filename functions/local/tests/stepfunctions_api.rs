@@ -1,0 +1,153 @@
+//! Step Functions' own API on `sas-local`'s address, used by the tools a team already
+//! has: boto3's `stepfunctions` client (`tests/clients/stepfunctions.py`) and the AWS
+//! CLI, pointed at the engine by their endpoint alone. The machines' Lambda function
+//! `ask` is a stand-in that keeps the task tokens it is given, for the client to use.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+/// A person's approval: `ask` is given the task token, and the state waits for its use.
+const APPROVAL: &str = r#"{
+  "StartAt": "Ask",
+  "States": {
+    "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+            "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token", "kg.$": "$.kg"}},
+            "TimeoutSeconds": 600, "ResultPath": "$.approval", "End": true}
+  }
+}"#;
+
+/// The tokens `ask` was given, by the `kg` asked about.
+type Tokens = Arc<Mutex<Vec<(String, String)>>>;
+
+/// Lambda's `Invoke` of `ask`, played: the token kept, an empty answer.
+async fn ask(State(tokens): State<Tokens>, event: Bytes) -> &'static str {
+    let event: Value = serde_json::from_slice(&event).unwrap_or_default();
+    let kg = event["kg"].to_string();
+    let token = event["token"].as_str().unwrap_or_default().to_owned();
+    tokens.lock().expect("tokens").push((kg, token));
+    "null"
+}
+
+async fn tokens(State(tokens): State<Tokens>) -> axum::Json<Value> {
+    axum::Json(json!(*tokens.lock().expect("tokens")))
+}
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A tool of the repository's `.venv` (`./tests/run` installs them from
+/// `tests/requirements.txt`), or `$SAS_PYTHON`'s beside it.
+fn tool(name: &str) -> PathBuf {
+    let bin = std::env::var("SAS_PYTHON").map_or_else(
+        |_| repository().join(".venv/bin"),
+        |python| Path::new(&python).with_file_name(""),
+    );
+    let tool = bin.join(name);
+    assert!(
+        tool.exists(),
+        "no {} : run ./tests/run, which installs boto3 and the AWS CLI into .venv, or \
+         `.venv/bin/pip install -r tests/requirements.txt`, or set SAS_PYTHON",
+        tool.display()
+    );
+    tool
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed() {
+    let kept = Tokens::default();
+    let lambda = Router::new()
+        .route("/2015-03-31/functions/ask/invocations", post(ask))
+        .route("/tokens", get(tokens))
+        .with_state(Arc::clone(&kept));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let lambda_url = format!("http://{}", listener.local_addr().expect("an address"));
+    tokio::spawn(async move { axum::serve(listener, lambda).await });
+
+    let workflows = tempfile::tempdir().expect("a workflows directory");
+    std::fs::write(workflows.path().join("approval.asl.json"), APPROVAL).expect("written");
+    std::fs::copy(
+        repository().join("tests/workflows/greet.asl.json"),
+        workflows.path().join("greet.asl.json"),
+    )
+    .expect("copied");
+    let data = tempfile::tempdir().expect("a data directory");
+    let (mut child, api, _) = common::spawn_with(
+        data.path(),
+        &[
+            (
+                "SAS_WORKFLOWS_DIR",
+                workflows.path().to_str().expect("a path"),
+            ),
+            ("AWS_ENDPOINT_URL_LAMBDA", &lambda_url),
+        ],
+    );
+
+    let client = Command::new(tool("python"))
+        .arg(repository().join("tests/clients/stepfunctions.py"))
+        .args([
+            "--endpoint",
+            &api,
+            "--tokens",
+            &format!("{lambda_url}/tokens"),
+        ])
+        .output()
+        .expect("the client runs");
+    let said = String::from_utf8_lossy(&client.stdout);
+    let checks: Vec<Value> = said
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+
+    // The AWS CLI, as a person types it: its output is the execution's description.
+    let cli = Command::new(tool("aws"))
+        .args([
+            "stepfunctions",
+            "--endpoint-url",
+            &api,
+            "describe-execution",
+        ])
+        .args([
+            "--execution-arn",
+            "arn:aws:states:us-east-1:000000000000:execution:greet:greet-1",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "any")
+        .env("AWS_SECRET_ACCESS_KEY", "any")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .output()
+        .expect("the AWS CLI runs");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert!(
+        client.status.success(),
+        "the boto3 client failed:\n{said}\n{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let passed: Vec<&str> = checks
+        .iter()
+        .filter(|check| check["ok"] == true)
+        .filter_map(|check| check["check"].as_str())
+        .collect();
+    assert_eq!(passed.len(), 15, "every check of the client passed: {said}");
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let described: Value = serde_json::from_slice(&cli.stdout).expect("the CLI prints JSON");
+    assert_eq!(described["status"], "SUCCEEDED", "{described:#}");
+    assert_eq!(described["name"], "greet-1");
+    assert_eq!(described["output"], r#"{"greeting":"HELLO, ANA!"}"#);
+}

@@ -1,0 +1,194 @@
+//! Executions: tasks started, described and stopped in Step Functions' shapes. An
+//! execution's name is its task's id, so a name sent again with the same input is
+//! the same execution, and with another input `ExecutionAlreadyExists`, as in Step
+//! Functions.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use sas_core::app::{ActionError, App, SubmitError, Submitted};
+use sas_domain::decide::Refused;
+use sas_domain::ids::TaskId;
+use sas_domain::machine::{REGION_ACCOUNT, Status, execution_arn, machine_arn};
+use sas_domain::submission::Submission;
+use sas_domain::task::{Order, Request, Task, TaskState};
+
+use super::{SfnError, body, machines, seconds};
+use crate::error::ApiError;
+use crate::scope::Scope;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StartRequest {
+    state_machine_arn: Option<String>,
+    name: Option<String>,
+    input: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecutionRequest {
+    execution_arn: Option<String>,
+}
+
+/// `field`'s value, which the operation requires.
+fn required(value: Option<String>, field: &str) -> Result<String, SfnError> {
+    value.ok_or_else(|| SfnError::invalid(field, "Member must not be null"))
+}
+
+/// The project's `error` of an execution named by `arn`.
+fn of_execution(error: ApiError) -> SfnError {
+    SfnError::from_api(error, "ExecutionDoesNotExist")
+}
+
+/// `StartExecution`: a task of the machine, its id the execution's name (a new id
+/// without one), its input the execution's.
+pub(super) async fn start(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
+    let request: StartRequest = body(bytes)?;
+    let arn = required(request.state_machine_arn, "stateMachineArn")?;
+    let workflow = machines::named(app, &arn)?;
+    let name = request
+        .name
+        .unwrap_or_else(|| TaskId::generate().as_str().to_owned());
+    let text = request.input.as_deref().unwrap_or("{}");
+    let input: Value = serde_json::from_str(text).map_err(|e| {
+        SfnError::new(
+            "InvalidExecutionInput",
+            format!("Invalid execution input: {e}"),
+        )
+    })?;
+    let id = scope
+        .id(&name)
+        .ok()
+        .filter(|id| !id.is_child())
+        .ok_or_else(|| SfnError::new("InvalidName", format!("Invalid Name: '{name}'")))?;
+    let submission = Submission {
+        owner: scope.owner().cloned(),
+        ..Submission::new(id, input)
+    };
+    let execution = execution_arn(&workflow.name, &name);
+    let refused = |error: SubmitError| match error {
+        SubmitError::Conflict(_) => SfnError::new(
+            "ExecutionAlreadyExists",
+            format!("Execution Already Exists: '{execution}'"),
+        ),
+        error => SfnError::from_api(error.into(), "StateMachineDoesNotExist"),
+    };
+    let started_at = if app.buffers_submissions() {
+        app.accept(&workflow.name, submission)
+            .await
+            .map_err(refused)?;
+        app.now()
+    } else {
+        let submitted = app.submit(&workflow.name, submission).await;
+        let (Submitted::Created(task) | Submitted::Replayed(task)) = submitted.map_err(refused)?;
+        task.created_at
+    };
+    Ok(json!({ "executionArn": execution, "startDate": seconds(started_at) }))
+}
+
+/// The task an execution's ARN names (`arn:aws:states:REGION:ACCOUNT:execution:
+/// MACHINE:NAME`), with its order, and its name.
+async fn named(app: &App, scope: Scope<'_>, arn: &str) -> Result<(Task, Order, String), SfnError> {
+    let invalid = || SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"));
+    let rest = arn.strip_prefix("arn:aws:states:").ok_or_else(invalid)?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    let [region, account, "execution", machine, name] = parts.as_slice() else {
+        return Err(invalid());
+    };
+    let missing = || {
+        SfnError::new(
+            "ExecutionDoesNotExist",
+            format!("Execution Does Not Exist: '{arn}'"),
+        )
+    };
+    if format!("{region}:{account}") != REGION_ACCOUNT {
+        return Err(missing());
+    }
+    let id = scope.id(name).map_err(|_| missing())?;
+    let found = app
+        .task_with_order(&id)
+        .await
+        .map_err(|e| of_execution(e.into()))?;
+    match found {
+        Some((task, order)) if task.workflow.name == *machine => {
+            Ok((task, order, (*name).to_owned()))
+        }
+        _ => Err(missing()),
+    }
+}
+
+/// An execution's status: its machine's, or of a workflow's task, its state's.
+fn status(task: &Task) -> Status {
+    if let Some(run) = &task.machine {
+        return run.status;
+    }
+    match task.state {
+        TaskState::Processed => Status::Succeeded,
+        TaskState::Error if task.cancelled.is_some() => Status::Aborted,
+        TaskState::Error => Status::Failed,
+        _ => Status::Running,
+    }
+}
+
+/// `DescribeExecution`'s answer for `task`.
+fn described(task: &Task, order: &Order, name: &str) -> Value {
+    let machine = &task.workflow.name;
+    let status = status(task);
+    let mut described = json!({
+        "executionArn": execution_arn(machine, name),
+        "stateMachineArn": machine_arn(machine),
+        "name": name,
+        "status": status.as_str(),
+        "startDate": seconds(task.created_at),
+        "input": order.input.to_string(),
+        "inputDetails": {"included": true},
+        "redriveCount": task.run.saturating_sub(1),
+    });
+    if status != Status::Running {
+        described["stopDate"] = seconds(task.updated_at);
+    }
+    let run = task.machine.as_deref();
+    if let Some(output) = run.and_then(|run| run.output.as_deref()) {
+        described["output"] = json!(output.to_string());
+        described["outputDetails"] = json!({"included": true});
+    }
+    let error = run
+        .and_then(|run| run.error.as_ref())
+        .or(task.error.as_ref());
+    if let Some(error) = error.filter(|_| status != Status::Succeeded) {
+        described["error"] = json!(error);
+    }
+    if let Some(cause) = run.and_then(|run| run.cause.as_ref()) {
+        described["cause"] = json!(cause);
+    }
+    described
+}
+
+/// `DescribeExecution`.
+pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
+    let request: ExecutionRequest = body(bytes)?;
+    let arn = required(request.execution_arn, "executionArn")?;
+    let (task, order, name) = named(app, scope, &arn).await?;
+    Ok(described(&task, &order, &name))
+}
+
+/// `StopExecution`: the task cancelled (a state machine's aborted); one that has
+/// already ended answers when it did.
+pub(super) async fn stop(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
+    let request: ExecutionRequest = body(bytes)?;
+    let arn = required(request.execution_arn, "executionArn")?;
+    let (task, _, _) = named(app, scope, &arn).await?;
+    let by = Request {
+        by: scope.actor(),
+        at: app.now(),
+        batch: None,
+    };
+    match app.cancel(&task.id, by).await {
+        Ok(_) => Ok(json!({ "stopDate": seconds(app.now()) })),
+        Err(ActionError::Refused(Refused::Ended(..))) => {
+            Ok(json!({ "stopDate": seconds(task.updated_at) }))
+        }
+        Err(error) => Err(of_execution(error.into())),
+    }
+}

@@ -1,0 +1,165 @@
+//! Step Functions' own API over the project's tasks, so that the AWS CLI, boto3 and
+//! the other SDKs work with nothing changed but the endpoint: the AWS JSON 1.0
+//! protocol (`POST /` with `X-Amz-Target: AWSStepFunctions.<Operation>`), requests and
+//! answers in Step Functions' shapes (its field names, its timestamps as epoch
+//! seconds, its ARNs), errors by its names in `__type`, answered `400` as it answers
+//! them.
+//!
+//! A state machine is a workflow the deployment has (a `NAME.asl.json`, or one of the
+//! project's language); an execution is a task, its name the task's id (under the
+//! caller's scope, as on the project's routes); a task token is a callback's token.
+
+mod executions;
+mod machines;
+mod tokens;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use sas_core::app::App;
+use sas_domain::time::Timestamp;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::scope::Scope;
+use crate::{ApiResponse, Caller};
+
+/// What `X-Amz-Target` starts with for Step Functions' operations.
+pub(crate) const TARGET_PREFIX: &str = "AWSStepFunctions.";
+
+/// The media type of the protocol's requests and answers.
+pub const AMZ_JSON: &str = "application/x-amz-json-1.0";
+
+/// An error as Step Functions names it in `__type`, with its message and status.
+#[derive(Debug)]
+pub(crate) struct SfnError {
+    kind: &'static str,
+    message: String,
+    status: u16,
+}
+
+impl SfnError {
+    /// A client's error (`400`), of Step Functions' `kind`.
+    pub(crate) fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            status: 400,
+        }
+    }
+
+    /// `ValidationException` naming `field` and what it must be.
+    fn invalid(field: &str, constraint: &str) -> Self {
+        Self::new(
+            "ValidationException",
+            format!(
+                "1 validation error detected: Value at '{field}' failed to satisfy constraint: {constraint}"
+            ),
+        )
+    }
+
+    /// The project's `error` as Step Functions names it, `missing` naming what was
+    /// not found (a state machine, an execution, a task).
+    pub(crate) fn from_api(error: ApiError, missing: &'static str) -> Self {
+        let kind = match error.code {
+            ErrorCode::NotFound => missing,
+            ErrorCode::UnknownWorkflow => "StateMachineDoesNotExist",
+            ErrorCode::Conflict => "ExecutionAlreadyExists",
+            ErrorCode::InvalidId => "InvalidName",
+            ErrorCode::NotWaiting | ErrorCode::NoHeartbeat => "TaskTimedOut",
+            ErrorCode::InvalidField | ErrorCode::InvalidBody | ErrorCode::InvalidJson => {
+                "InvalidExecutionInput"
+            }
+            ErrorCode::Unauthenticated => "UnrecognizedClientException",
+            ErrorCode::Forbidden => "AccessDeniedException",
+            ErrorCode::Unavailable => "ServiceUnavailable",
+            ErrorCode::Internal => "InternalFailure",
+            _ => "ValidationException",
+        };
+        let status = match error.code {
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+            ErrorCode::Forbidden => 403,
+            _ => 400,
+        };
+        Self {
+            kind,
+            message: error.message,
+            status,
+        }
+    }
+}
+
+impl From<SfnError> for ApiResponse {
+    fn from(error: SfnError) -> Self {
+        answer(
+            error.status,
+            &json!({"__type": error.kind, "message": error.message}),
+        )
+    }
+}
+
+/// An answer of the protocol: `body` as `application/x-amz-json-1.0`.
+fn answer(status: u16, body: &Value) -> ApiResponse {
+    ApiResponse {
+        content_type: Some(AMZ_JSON),
+        ..ApiResponse::ok(status, body)
+    }
+}
+
+/// A request's body read as `T`; an empty one as `{}`.
+pub(crate) fn body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SfnError> {
+    let bytes = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        bytes
+    };
+    serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_data() {
+            SfnError::new("ValidationException", e.to_string())
+        } else {
+            SfnError::new(
+                "SerializationException",
+                format!("the body is not JSON: {e}"),
+            )
+        }
+    })
+}
+
+/// A time as the protocol writes it: seconds since the epoch.
+pub(crate) fn seconds(at: Timestamp) -> Value {
+    json!(at.0 as f64 / 1000.0)
+}
+
+/// Serves `target`'s operation for `caller`.
+pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]) -> ApiResponse {
+    let scope = match caller {
+        Caller::Anyone => Scope::Own(None),
+        Caller::Known { owner, .. } => Scope::Own(Some(owner)),
+        Caller::Unauthenticated => {
+            let refused = SfnError::new(
+                "UnrecognizedClientException",
+                "a valid token is required: send 'Authorization: Bearer <token>'",
+            );
+            return refused.into();
+        }
+    };
+    let operation = target.strip_prefix(TARGET_PREFIX).unwrap_or(target);
+    let served = match operation {
+        "ListStateMachines" => machines::list(app, bytes),
+        "DescribeStateMachine" => machines::describe(app, bytes),
+        "StartExecution" => executions::start(app, scope, bytes).await,
+        "DescribeExecution" => executions::describe(app, scope, bytes).await,
+        "StopExecution" => executions::stop(app, scope, bytes).await,
+        "SendTaskSuccess" | "SendTaskFailure" | "SendTaskHeartbeat" => {
+            tokens::send(app, operation, bytes).await
+        }
+        _ => Err(SfnError::new(
+            "UnknownOperationException",
+            format!("'{target}' is not an operation this endpoint serves"),
+        )),
+    };
+    match served {
+        Ok(body) => answer(200, &body),
+        Err(error) => error.into(),
+    }
+}

@@ -1,0 +1,100 @@
+"""A Step Functions client as a team runs one: boto3's `stepfunctions` client,
+pointed at this engine by its endpoint alone, with any credentials.
+
+Run by functions/local/tests/stepfunctions_api.rs against a sas-local whose
+workflows hold `greet.asl.json` and `approval.asl.json` (whose Lambda function
+`ask` is given the task token; the test's stand-in lists the tokens it was given
+at --tokens). Prints one JSON line per check; exits non-zero on the first that
+fails.
+"""
+
+import argparse
+import json
+import time
+import urllib.request
+
+import boto3
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--endpoint", required=True)
+parser.add_argument("--tokens", required=True)
+args = parser.parse_args()
+
+sfn = boto3.client(
+    "stepfunctions",
+    endpoint_url=args.endpoint,
+    region_name="us-east-1",
+    aws_access_key_id="any",
+    aws_secret_access_key="any",
+)
+
+
+def check(name, ok, seen):
+    print(json.dumps({"check": name, "ok": bool(ok), "seen": seen}, default=str))
+    if not ok:
+        raise SystemExit(f"{name}: {seen}")
+
+
+def refused(name, error, call):
+    try:
+        call()
+    except sfn.exceptions.ClientError as failure:
+        code = failure.response["Error"]["Code"]
+        check(name, code == error, code)
+        return
+    check(name, False, "no error")
+
+
+def ended(arn):
+    for _ in range(200):
+        described = sfn.describe_execution(executionArn=arn)
+        if described["status"] != "RUNNING":
+            return described
+        time.sleep(0.05)
+    raise SystemExit(f"{arn} did not end")
+
+
+machines = {m["name"]: m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+check("listed", {"greet", "approval"} <= machines.keys(), sorted(machines))
+greet = machines["greet"]
+described = sfn.describe_state_machine(stateMachineArn=greet)
+check("described", json.loads(described["definition"])["StartAt"] == "Named?", described["name"])
+
+started = sfn.start_execution(stateMachineArn=greet, name="greet-1", input='{"name": "ana"}')
+again = sfn.start_execution(stateMachineArn=greet, name="greet-1", input='{"name": "ana"}')
+check("a name again is the same execution", again["executionArn"] == started["executionArn"], again)
+refused("a name again with another input", "ExecutionAlreadyExists",
+        lambda: sfn.start_execution(stateMachineArn=greet, name="greet-1", input='{"name": "bo"}'))
+done = ended(started["executionArn"])
+check("succeeded", done["status"] == "SUCCEEDED" and json.loads(done["output"]) == {"greeting": "HELLO, ANA!"}, done)
+failed = ended(sfn.start_execution(stateMachineArn=greet, input="{}")["executionArn"])
+check("failed", (failed["status"], failed["error"], failed["cause"]) == ("FAILED", "NoName", "the input names nobody"), failed)
+
+missing = greet.replace(":greet", ":nobody")
+refused("no such machine", "StateMachineDoesNotExist", lambda: sfn.start_execution(stateMachineArn=missing))
+refused("not an ARN", "InvalidArn", lambda: sfn.describe_state_machine(stateMachineArn="greet"))
+refused("no such execution", "ExecutionDoesNotExist",
+        lambda: sfn.describe_execution(executionArn=started["executionArn"].replace("greet-1", "greet-9")))
+refused("input not JSON", "InvalidExecutionInput", lambda: sfn.start_execution(stateMachineArn=greet, input="{"))
+refused("a forged token", "InvalidToken", lambda: sfn.send_task_success(taskToken="forged", output="{}"))
+
+approval = machines["approval"]
+asked = {kg: sfn.start_execution(stateMachineArn=approval, name=f"ask-{kg}", input=json.dumps({"kg": kg}))
+         for kg in (2, 40, 7)}
+for _ in range(200):
+    tokens = dict(json.load(urllib.request.urlopen(args.tokens)))
+    if len(tokens) == 3:
+        break
+    time.sleep(0.05)
+tokens = {int(kg): token for kg, token in tokens.items()}
+sfn.send_task_heartbeat(taskToken=tokens[2])
+sfn.send_task_success(taskToken=tokens[2], output='{"approved_by": "ana"}')
+sfn.send_task_failure(taskToken=tokens[40], error="TooHeavy", cause="40 kg is over 25")
+refused("a token used", "TaskTimedOut", lambda: sfn.send_task_success(taskToken=tokens[2], output="{}"))
+light = ended(asked[2]["executionArn"])
+check("approved", json.loads(light["output"]) == {"kg": 2, "approval": {"approved_by": "ana"}}, light)
+heavy = ended(asked[40]["executionArn"])
+check("refused", (heavy["status"], heavy["error"], heavy["cause"]) == ("FAILED", "TooHeavy", "40 kg is over 25"), heavy)
+stopped = sfn.stop_execution(executionArn=asked[7]["executionArn"])
+aborted = ended(asked[7]["executionArn"])
+check("stopped", aborted["status"] == "ABORTED" and "stopDate" in stopped, aborted)
