@@ -14,6 +14,7 @@ import time
 import urllib.request
 
 import boto3
+from botocore.config import Config
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--endpoint", required=True)
@@ -69,6 +70,27 @@ done = ended(started["executionArn"])
 check("succeeded", done["status"] == "SUCCEEDED" and json.loads(done["output"]) == {"greeting": "HELLO, ANA!"}, done)
 failed = ended(sfn.start_execution(stateMachineArn=greet, input="{}")["executionArn"])
 check("failed", (failed["status"], failed["error"], failed["cause"]) == ("FAILED", "NoName", "the input names nobody"), failed)
+
+# StartSyncExecution's endpoint is `sync-` and the host: at an address, a client
+# must be told not to prefix it, as with Step Functions Local.
+unprefixed = boto3.client(
+    "stepfunctions",
+    endpoint_url=args.endpoint,
+    region_name="us-east-1",
+    aws_access_key_id="any",
+    aws_secret_access_key="any",
+    config=Config(inject_host_prefix=False),
+)
+synced = unprefixed.start_sync_execution(stateMachineArn=greet, input='{"name": "bo"}')
+check("a sync execution answers its end", (synced["status"], synced["output"]) == ("SUCCEEDED", '{"greeting":"HELLO, BO!"}'), synced)
+ran = sfn.describe_state_machine_for_execution(executionArn=started["executionArn"])
+check("the machine an execution runs", ran["definition"] == described["definition"], ran["stateMachineArn"])
+valid = sfn.validate_state_machine_definition(definition=described["definition"])
+broken = sfn.validate_state_machine_definition(
+    definition='{"StartAt": "A", "States": {"A": {"Type": "Task", "Resource": "arn:aws:states:::nothing", "End": true}}}')
+diagnostic = (broken["diagnostics"] or [{}])[0]
+check("a definition validated", (valid["result"], broken["result"]) == ("OK", "FAIL")
+      and diagnostic.get("location", "").startswith("/States/A"), broken)
 
 missing = greet.replace(":greet", ":nobody")
 refused("no such machine", "StateMachineDoesNotExist", lambda: sfn.start_execution(stateMachineArn=missing))

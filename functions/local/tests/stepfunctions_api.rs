@@ -140,7 +140,7 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
         .filter(|check| check["ok"] == true)
         .filter_map(|check| check["check"].as_str())
         .collect();
-    assert_eq!(passed.len(), 15, "every check of the client passed: {said}");
+    assert_eq!(passed.len(), 18, "every check of the client passed: {said}");
     assert!(
         cli.status.success(),
         "{}",

@@ -10,14 +10,17 @@ use serde_json::{Value, json};
 use super::run::{any_json, fuzz};
 use super::subject;
 
-/// An operation's name: one served, or any.
+/// An operation's name: one served, or any. (`StartSyncExecution` reads the request
+/// `StartExecution` reads, then waits for a task that no scheduler runs here.)
 fn operation() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(
             &[
                 "ListStateMachines",
                 "DescribeStateMachine",
+                "ValidateStateMachineDefinition",
                 "StartExecution",
+                "DescribeStateMachineForExecution",
                 "DescribeExecution",
                 "StopExecution",
                 "SendTaskSuccess",
@@ -42,6 +45,7 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
         "output": "{}",
         "error": "Boom",
         "cause": "it broke",
+        "definition": r#"{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}"#,
     });
     (
         any_json(),

@@ -14,6 +14,7 @@ use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
 
 use super::{SfnError, body, machines, seconds};
+use crate::MAX_WAIT;
 use crate::error::ApiError;
 use crate::scope::Scope;
 
@@ -44,7 +45,38 @@ fn of_execution(error: ApiError) -> SfnError {
 /// `StartExecution`: a task of the machine, its id the execution's name (a new id
 /// without one), its input the execution's.
 pub(super) async fn start(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
-    let request: StartRequest = body(bytes)?;
+    let (started, _) = started(app, scope, body(bytes)?).await?;
+    Ok(started)
+}
+
+/// `StartSyncExecution`: started as `StartExecution` starts it, then waited for, as
+/// long as a request may wait ([`MAX_WAIT`]); one still running then is answered
+/// `TIMED_OUT`, and goes on as a standard execution (`DescribeExecution` follows it).
+pub(super) async fn start_sync(
+    app: &App,
+    scope: Scope<'_>,
+    bytes: &[u8],
+) -> Result<Value, SfnError> {
+    let (started, id) = started(app, scope, body(bytes)?).await?;
+    let ended = app.wait_final(&id, MAX_WAIT).await;
+    let found = match ended.map_err(|e| of_execution(e.into()))? {
+        Some(task) if task.state.is_final() => app.task_with_order(&id).await,
+        _ => Ok(None),
+    };
+    let Some((task, order)) = found.map_err(|e| of_execution(e.into()))? else {
+        let mut timed_out = started;
+        timed_out["status"] = json!(Status::TimedOut.as_str());
+        return Ok(timed_out);
+    };
+    Ok(described(&task, &order, id.local()))
+}
+
+/// An execution started: `StartExecution`'s answer, and its task's id.
+async fn started(
+    app: &App,
+    scope: Scope<'_>,
+    request: StartRequest,
+) -> Result<(Value, TaskId), SfnError> {
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
     let workflow = machines::named(app, &arn)?;
     let name = request
@@ -64,7 +96,7 @@ pub(super) async fn start(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<V
         .ok_or_else(|| SfnError::new("InvalidName", format!("Invalid Name: '{name}'")))?;
     let submission = Submission {
         owner: scope.owner().cloned(),
-        ..Submission::new(id, input)
+        ..Submission::new(id.clone(), input)
     };
     let execution = execution_arn(&workflow.name, &name);
     let refused = |error: SubmitError| match error {
@@ -84,7 +116,8 @@ pub(super) async fn start(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<V
         let (Submitted::Created(task) | Submitted::Replayed(task)) = submitted.map_err(refused)?;
         task.created_at
     };
-    Ok(json!({ "executionArn": execution, "startDate": seconds(started_at) }))
+    let started = json!({ "executionArn": execution, "startDate": seconds(started_at) });
+    Ok((started, id))
 }
 
 /// The task an execution's ARN names (`arn:aws:states:REGION:ACCOUNT:execution:
@@ -171,6 +204,25 @@ pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Resul
     let arn = required(request.execution_arn, "executionArn")?;
     let (task, order, name) = named(app, scope, &arn).await?;
     Ok(described(&task, &order, &name))
+}
+
+/// `DescribeStateMachineForExecution`: the definition the execution runs, the
+/// version it started on.
+pub(super) async fn machine_of(
+    app: &App,
+    scope: Scope<'_>,
+    bytes: &[u8],
+) -> Result<Value, SfnError> {
+    let request: ExecutionRequest = body(bytes)?;
+    let arn = required(request.execution_arn, "executionArn")?;
+    let (task, _, _) = named(app, scope, &arn).await?;
+    let workflow = app
+        .workflow(&task.workflow)
+        .await
+        .map_err(|e| SfnError::new("StateMachineDoesNotExist", e.to_string()))?;
+    let mut described = machines::described(&workflow);
+    described["updateDate"] = seconds(task.created_at);
+    Ok(described)
 }
 
 /// `StopExecution`: the task cancelled (a state machine's aborted); one that has

@@ -62,12 +62,6 @@ pub(super) fn named(app: &App, arn: &str) -> Result<Arc<Workflow>, SfnError> {
     .ok_or_else(missing)
 }
 
-/// Whether `workflow` is a Step Functions state machine (else one of the project's
-/// language, whose definition is its JSON).
-fn is_machine(workflow: &Workflow) -> bool {
-    workflow.machine.is_some()
-}
-
 /// A state machine as `ListStateMachines` lists it.
 fn listed(workflow: &Workflow) -> Value {
     json!({
@@ -94,20 +88,52 @@ pub(super) fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     Ok(json!({ "stateMachines": machines }))
 }
 
-/// `DescribeStateMachine`: its definition (a state machine's as written, a workflow's
-/// as the project keeps it), its role, its type.
+/// `DescribeStateMachine`.
 pub(super) fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DescribeRequest = body(bytes)?;
     let arn = request
         .state_machine_arn
         .ok_or_else(|| SfnError::invalid("stateMachineArn", "Member must not be null"))?;
-    let workflow = named(app, &arn)?;
-    let mut described = listed(&workflow);
+    Ok(described(&*named(app, &arn)?))
+}
+
+/// A state machine as `DescribeStateMachine` describes it: its definition (a state
+/// machine's as written, a workflow's as the project keeps it), its role, its type.
+pub(super) fn described(workflow: &Workflow) -> Value {
+    let mut described = listed(workflow);
     described["status"] = json!("ACTIVE");
     described["definition"] = json!(workflow.source);
     described["roleArn"] = json!(role_arn(&workflow.name));
-    if !is_machine(&workflow) {
+    if workflow.machine.is_none() {
         described["description"] = json!(workflow.description);
     }
-    Ok(described)
+    described
+}
+
+#[derive(Deserialize)]
+struct ValidateRequest {
+    definition: Option<String>,
+}
+
+/// `ValidateStateMachineDefinition`: the definition checked as a state machine's file
+/// is when it is loaded, its refusal a diagnostic naming where.
+pub(super) fn validate(bytes: &[u8]) -> Result<Value, SfnError> {
+    let request: ValidateRequest = body(bytes)?;
+    let definition = request
+        .definition
+        .ok_or_else(|| SfnError::invalid("definition", "Member must not be null"))?;
+    let code = match serde_json::from_str::<Value>(&definition) {
+        Err(_) => "INVALID_JSON_DESCRIPTION",
+        Ok(_) => "SCHEMA_VALIDATION_FAILED",
+    };
+    let diagnostics: Vec<Value> = Workflow::parse_stored("definition", "definition", &definition)
+        .err()
+        .into_iter()
+        .map(|refused| {
+            json!({"severity": "ERROR", "code": code, "message": refused.message,
+                   "location": refused.field})
+        })
+        .collect();
+    let result = if diagnostics.is_empty() { "OK" } else { "FAIL" };
+    Ok(json!({"result": result, "diagnostics": diagnostics, "truncated": false}))
 }

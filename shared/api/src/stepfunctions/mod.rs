@@ -147,7 +147,10 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
     let served = match operation {
         "ListStateMachines" => machines::list(app, bytes),
         "DescribeStateMachine" => machines::describe(app, bytes),
+        "ValidateStateMachineDefinition" => machines::validate(bytes),
         "StartExecution" => executions::start(app, scope, bytes).await,
+        "StartSyncExecution" => executions::start_sync(app, scope, bytes).await,
+        "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
         "StopExecution" => executions::stop(app, scope, bytes).await,
         "SendTaskSuccess" | "SendTaskFailure" | "SendTaskHeartbeat" => {
