@@ -120,3 +120,34 @@ check("refused", (heavy["status"], heavy["error"], heavy["cause"]) == ("FAILED",
 stopped = sfn.stop_execution(executionArn=asked[7]["executionArn"])
 aborted = ended(asked[7]["executionArn"])
 check("stopped", aborted["status"] == "ABORTED" and "stopDate" in stopped, aborted)
+
+# Definitions at run time: created, started, updated (a running execution keeps its
+# version), deleted; and one kept for the test to find after a restart.
+counted = {"QueryLanguage": "JSONata", "StartAt": "Count",
+           "States": {"Count": {"Type": "Pass", "Output": "{% $states.input.n + 1 %}", "End": True}}}
+doubled = {"QueryLanguage": "JSONata", "StartAt": "Double",
+           "States": {"Double": {"Type": "Pass", "Output": "{% $states.input.n * 2 %}", "End": True}}}
+created = sfn.create_state_machine(name="counter", definition=json.dumps(counted), roleArn="arn:aws:iam::000000000000:role/any")
+same = sfn.create_state_machine(name="counter", definition=json.dumps(counted), roleArn="arn:aws:iam::000000000000:role/any")
+check("created, and the same again", same["stateMachineArn"] == created["stateMachineArn"], created)
+refused("a name taken by another definition", "StateMachineAlreadyExists",
+        lambda: sfn.create_state_machine(name="counter", definition=json.dumps(doubled), roleArn="r"))
+refused("a name shipped with the deployment", "StateMachineAlreadyExists",
+        lambda: sfn.create_state_machine(name="greet", definition=json.dumps(doubled), roleArn="r"))
+refused("a definition this engine does not run", "InvalidDefinition",
+        lambda: sfn.create_state_machine(name="broken", definition='{"StartAt": "Nowhere", "States": {}}', roleArn="r"))
+first = ended(sfn.start_execution(stateMachineArn=created["stateMachineArn"], input='{"n": 20}')["executionArn"])
+check("a created machine runs", first["output"] == "21", first)
+sfn.update_state_machine(stateMachineArn=created["stateMachineArn"], definition=json.dumps(doubled))
+second = ended(sfn.start_execution(stateMachineArn=created["stateMachineArn"], input='{"n": 20}')["executionArn"])
+check("an updated machine runs its new version", second["output"] == "40", second)
+kept = sfn.describe_state_machine_for_execution(executionArn=first["executionArn"])
+check("an execution keeps the version it started on", json.loads(kept["definition"]) == counted, kept["definition"])
+listed = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
+check("a created machine is listed", "counter" in listed, listed)
+sfn.delete_state_machine(stateMachineArn=created["stateMachineArn"])
+refused("a deleted machine starts nothing", "StateMachineDoesNotExist",
+        lambda: sfn.start_execution(stateMachineArn=created["stateMachineArn"], input="{}"))
+listed = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
+check("a deleted machine is not listed", "counter" not in listed, listed)
+sfn.create_state_machine(name="kept", definition=json.dumps(doubled), roleArn="r")

@@ -83,71 +83,84 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
     )
     .expect("copied");
     let data = tempfile::tempdir().expect("a data directory");
-    let (mut child, api, _) = common::spawn_with(
-        data.path(),
-        &[
-            (
-                "SAS_WORKFLOWS_DIR",
-                workflows.path().to_str().expect("a path"),
-            ),
-            ("AWS_ENDPOINT_URL_LAMBDA", &lambda_url),
-        ],
-    );
-
+    let variables = [
+        (
+            "SAS_WORKFLOWS_DIR",
+            workflows.path().to_str().expect("a path"),
+        ),
+        ("AWS_ENDPOINT_URL_LAMBDA", lambda_url.as_str()),
+    ];
+    let (mut child, api, _) = common::spawn_with(data.path(), &variables);
     let client = Command::new(tool("python"))
         .arg(repository().join("tests/clients/stepfunctions.py"))
-        .args([
-            "--endpoint",
-            &api,
-            "--tokens",
-            &format!("{lambda_url}/tokens"),
-        ])
+        .args(["--endpoint", &api])
+        .args(["--tokens", &format!("{lambda_url}/tokens")])
         .output()
         .expect("the client runs");
-    let said = String::from_utf8_lossy(&client.stdout);
-    let checks: Vec<Value> = said
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("a JSON line"))
-        .collect();
-
     // The AWS CLI, as a person types it: its output is the execution's description.
-    let cli = Command::new(tool("aws"))
-        .args([
-            "stepfunctions",
-            "--endpoint-url",
-            &api,
-            "describe-execution",
-        ])
-        .args([
-            "--execution-arn",
-            "arn:aws:states:us-east-1:000000000000:execution:greet:greet-1",
-        ])
-        .env("AWS_ACCESS_KEY_ID", "any")
-        .env("AWS_SECRET_ACCESS_KEY", "any")
-        .env("AWS_DEFAULT_REGION", "us-east-1")
-        .output()
-        .expect("the AWS CLI runs");
+    let described = aws(&api, &["describe-execution", "--execution-arn", GREETED]);
+    // A machine created at run time outlives its process: the same data, started again.
+    let _ = child.kill();
+    let _ = child.wait();
+    let (mut child, api, _) = common::spawn_with(data.path(), &variables);
+    let input = r#"{"n": 4}"#;
+    let start = [
+        "start-execution",
+        "--state-machine-arn",
+        KEPT,
+        "--name",
+        "after",
+    ];
+    aws(&api, &[&start[..], &["--input", input]].concat());
+    let after = loop {
+        let after = aws(&api, &["describe-execution", "--execution-arn", KEPT_AFTER]);
+        if after["status"] != "RUNNING" {
+            break after;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let _ = child.kill();
     let _ = child.wait();
 
+    let said = String::from_utf8_lossy(&client.stdout);
     assert!(
         client.status.success(),
         "the boto3 client failed:\n{said}\n{}",
         String::from_utf8_lossy(&client.stderr)
     );
-    let passed: Vec<&str> = checks
-        .iter()
+    let passed = (said.lines())
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .filter(|check| check["ok"] == true)
-        .filter_map(|check| check["check"].as_str())
-        .collect();
-    assert_eq!(passed.len(), 18, "every check of the client passed: {said}");
-    assert!(
-        cli.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cli.stderr)
-    );
-    let described: Value = serde_json::from_slice(&cli.stdout).expect("the CLI prints JSON");
+        .count();
+    assert_eq!(passed, 28, "every check of the client passed: {said}");
     assert_eq!(described["status"], "SUCCEEDED", "{described:#}");
     assert_eq!(described["name"], "greet-1");
     assert_eq!(described["output"], r#"{"greeting":"HELLO, ANA!"}"#);
+    assert_eq!(after["status"], "SUCCEEDED", "{after:#}");
+    assert_eq!(after["output"], "8");
+}
+
+/// The execution the client started first.
+const GREETED: &str = "arn:aws:states:us-east-1:000000000000:execution:greet:greet-1";
+/// The machine the client created and left, and its execution after the restart.
+const KEPT: &str = "arn:aws:states:us-east-1:000000000000:stateMachine:kept";
+const KEPT_AFTER: &str = "arn:aws:states:us-east-1:000000000000:execution:kept:after";
+
+/// `aws stepfunctions` with `arguments` against `api`, as a person runs it: what it
+/// prints, read as JSON.
+fn aws(api: &str, arguments: &[&str]) -> Value {
+    let ran = Command::new(tool("aws"))
+        .args(["stepfunctions", "--endpoint-url", api])
+        .args(arguments)
+        .env("AWS_ACCESS_KEY_ID", "any")
+        .env("AWS_SECRET_ACCESS_KEY", "any")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
+        .output()
+        .expect("the AWS CLI runs");
+    assert!(
+        ran.status.success(),
+        "aws stepfunctions {arguments:?}: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    serde_json::from_slice(&ran.stdout).expect("the CLI prints JSON")
 }

@@ -23,6 +23,11 @@ CREATE TABLE IF NOT EXISTS earlier_inputs (task_id TEXT PRIMARY KEY, inputs TEXT
 CREATE TABLE IF NOT EXISTS workflows (
     name TEXT NOT NULL, version INTEGER NOT NULL, digest TEXT NOT NULL, source TEXT NOT NULL,
     PRIMARY KEY (name, version));
+-- The names of the definitions registered at run time (state machines created
+-- through the API), each at the version its new tasks start on.
+CREATE TABLE IF NOT EXISTS registrations (
+    name TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL, deleted INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS queues (
     name TEXT PRIMARY KEY, visibility_timeout_ms INTEGER NOT NULL,
     max_receive_count INTEGER, dead_letter TEXT);

@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use sas_core::ports::{StoreError, WorkflowStore};
+use sas_core::ports::{Registration, StoreError, WorkflowStore};
+use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
 use crate::Embedded;
@@ -57,4 +58,76 @@ impl WorkflowStore for Embedded {
         })
         .await
     }
+
+    async fn put_registration(
+        &self,
+        registration: &Registration,
+        expected: Option<u32>,
+    ) -> Result<(), StoreError> {
+        let r = registration.clone();
+        self.write(move |c| {
+            let now: Option<u32> = query_row(
+                c,
+                "SELECT version FROM registrations WHERE name = ?1",
+                params![r.name],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(unavailable)?;
+            if now != expected {
+                return Err(StoreError::Conflict);
+            }
+            execute(
+                c,
+                "INSERT INTO registrations (name, version, created_at, updated_at, deleted)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (name) DO UPDATE SET version = ?2, created_at = ?3,
+                     updated_at = ?4, deleted = ?5",
+                params![r.name, r.version, r.created_at.0, r.updated_at.0, r.deleted],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn registration(&self, name: &str) -> Result<Option<Registration>, StoreError> {
+        let name = name.to_owned();
+        self.read(move |c| {
+            query_row(
+                c,
+                &format!("{REGISTRATION} WHERE name = ?1"),
+                params![name],
+                registration,
+            )
+            .optional()
+            .map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn registrations(&self) -> Result<Vec<Registration>, StoreError> {
+        self.read(|c| {
+            let mut statement = c
+                .prepare_cached(&format!("{REGISTRATION} ORDER BY name"))
+                .map_err(unavailable)?;
+            let rows = statement.query_map([], registration).map_err(unavailable)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+        })
+        .await
+    }
+}
+
+/// The columns [`registration`] reads.
+const REGISTRATION: &str =
+    "SELECT name, version, created_at, updated_at, deleted FROM registrations";
+
+fn registration(row: &rusqlite::Row<'_>) -> rusqlite::Result<Registration> {
+    Ok(Registration {
+        name: row.get(0)?,
+        version: row.get(1)?,
+        created_at: Timestamp(row.get(2)?),
+        updated_at: Timestamp(row.get(3)?),
+        deleted: row.get(4)?,
+    })
 }

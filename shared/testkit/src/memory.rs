@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use sas_core::clock::Clock;
 use sas_core::ports::{
     AlertError, Alerts, Consumer, CursorKey, CursorKeyStore, Delivery, Expired, ExpiredCursor,
-    GateStore, LeaseIndex, LeaseKey, OutgoingMessage, QueueError, Queues, ShardProgress,
-    StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
+    GateStore, LeaseIndex, LeaseKey, OutgoingMessage, QueueError, Queues, Registration,
+    ShardProgress, StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
@@ -47,6 +47,7 @@ struct State {
     tasks: BTreeMap<String, Task>,
     orders: HashMap<String, Order>,
     workflows: HashMap<(String, u32), String>,
+    registrations: BTreeMap<String, Registration>,
     cursor_key: Option<CursorKey>,
     queues: BTreeMap<String, Vec<Stored>>,
     visibility: HashMap<String, Duration>,
@@ -503,6 +504,33 @@ impl WorkflowStore for Memory {
             .workflows
             .get(&(name.to_owned(), version))
             .cloned())
+    }
+
+    async fn put_registration(
+        &self,
+        registration: &Registration,
+        expected: Option<u32>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.state();
+        let now = state
+            .registrations
+            .get(&registration.name)
+            .map(|r| r.version);
+        if now != expected {
+            return Err(StoreError::Conflict);
+        }
+        state
+            .registrations
+            .insert(registration.name.clone(), registration.clone());
+        Ok(())
+    }
+
+    async fn registration(&self, name: &str) -> Result<Option<Registration>, StoreError> {
+        Ok(self.state().registrations.get(name).cloned())
+    }
+
+    async fn registrations(&self) -> Result<Vec<Registration>, StoreError> {
+        Ok(self.state().registrations.values().cloned().collect())
     }
 }
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex, StoreError,
-    TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
+    CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex, Registration,
+    StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::TaskId;
@@ -180,6 +180,22 @@ impl WorkflowStore for FaultyStore {
 
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError> {
         self.inner.load_workflow(name, version).await
+    }
+
+    async fn put_registration(
+        &self,
+        registration: &Registration,
+        expected: Option<u32>,
+    ) -> Result<(), StoreError> {
+        self.inner.put_registration(registration, expected).await
+    }
+
+    async fn registration(&self, name: &str) -> Result<Option<Registration>, StoreError> {
+        self.inner.registration(name).await
+    }
+
+    async fn registrations(&self) -> Result<Vec<Registration>, StoreError> {
+        self.inner.registrations().await
     }
 }
 

@@ -78,7 +78,7 @@ async fn started(
     request: StartRequest,
 ) -> Result<(Value, TaskId), SfnError> {
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
-    let workflow = machines::named(app, &arn)?;
+    let workflow = machines::named(app, &arn).await?;
     let name = request
         .name
         .unwrap_or_else(|| TaskId::generate().as_str().to_owned());
@@ -220,7 +220,7 @@ pub(super) async fn machine_of(
         .workflow(&task.workflow)
         .await
         .map_err(|e| SfnError::new("StateMachineDoesNotExist", e.to_string()))?;
-    let mut described = machines::described(&workflow);
+    let mut described = machines::described(&workflow, None);
     described["updateDate"] = seconds(task.created_at);
     Ok(described)
 }

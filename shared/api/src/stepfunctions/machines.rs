@@ -6,11 +6,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sas_core::app::App;
+use sas_core::app::{App, TaskError};
 use sas_domain::machine::{REGION_ACCOUNT, machine_arn};
+use sas_domain::task::WorkflowRef;
+use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
-use super::{SfnError, body};
+use super::{SfnError, body, seconds};
 
 /// A machine's role, as Step Functions describes one: this engine runs every machine
 /// with the functions' own roles, so it names none of the caller's.
@@ -19,56 +21,70 @@ fn role_arn(name: &str) -> String {
     format!("arn:aws:iam::{account}:role/{name}")
 }
 
-/// When a machine was created, as Step Functions dates one: a definition shipped as a
-/// file has no date of its own, so the epoch.
-const CREATION_DATE: f64 = 0.0;
+/// When a machine shipped as a file was created, as Step Functions dates one: it has
+/// no date of its own, so the epoch.
+const SHIPPED_CREATION_DATE: f64 = 0.0;
 
 /// The state machine an ARN names: `arn:aws:states:REGION:ACCOUNT:stateMachine:NAME`,
 /// with a `:VERSION` at its end for one of its versions.
-pub(super) fn named(app: &App, arn: &str) -> Result<Arc<Workflow>, SfnError> {
-    let invalid = || SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"));
-    let rest = arn.strip_prefix("arn:aws:states:").ok_or_else(invalid)?;
-    let mut parts = rest.split(':');
-    let (region, account) = (
-        parts.next().ok_or_else(invalid)?,
-        parts.next().ok_or_else(invalid)?,
-    );
-    if parts.next() != Some("stateMachine") {
-        return Err(invalid());
-    }
-    let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(invalid)?;
-    let version = parts
-        .next()
-        .map(str::parse::<u32>)
-        .transpose()
-        .map_err(|_| invalid())?;
-    if parts.next().is_some() {
-        return Err(invalid());
-    }
+pub(super) async fn named(app: &App, arn: &str) -> Result<Arc<Workflow>, SfnError> {
+    let (name, version) = name_in(arn)?;
     let missing = || {
         SfnError::new(
             "StateMachineDoesNotExist",
             format!("State Machine Does Not Exist: '{arn}'"),
         )
     };
-    if format!("{region}:{account}") != REGION_ACCOUNT {
-        return Err(missing());
-    }
-    let workflows = app.workflows();
-    match version {
-        Some(version) => workflows.version(name, version),
-        None => workflows.latest(name),
-    }
-    .ok_or_else(missing)
+    let found = match version {
+        Some(version) => {
+            let reference = WorkflowRef {
+                name: name.to_owned(),
+                version,
+            };
+            match app.workflow(&reference).await {
+                Ok(workflow) => Some(workflow),
+                Err(TaskError::UnknownWorkflow(..)) => None,
+                Err(error) => return Err(SfnError::unavailable(&error)),
+            }
+        }
+        None => (app.definition(name).await).map_err(|e| SfnError::unavailable(&e))?,
+    };
+    found.ok_or_else(missing)
 }
 
-/// A state machine as `ListStateMachines` lists it.
-fn listed(workflow: &Workflow) -> Value {
+/// The name (and version) in a state machine's ARN of this engine's region and
+/// account: `InvalidArn` for another kind of text, `StateMachineDoesNotExist`
+/// for another place's.
+pub(super) fn name_in(arn: &str) -> Result<(&str, Option<u32>), SfnError> {
+    let invalid = || SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"));
+    let rest = arn.strip_prefix("arn:aws:states:").ok_or_else(invalid)?;
+    let parts: Vec<&str> = rest.split(':').collect();
+    let (region, account, name, version) = match parts.as_slice() {
+        [region, account, "stateMachine", name] => (region, account, name, None),
+        [region, account, "stateMachine", name, version] => (region, account, name, Some(version)),
+        _ => return Err(invalid()),
+    };
+    let version = version
+        .map(|v| v.parse::<u32>())
+        .transpose()
+        .map_err(|_| invalid())?;
+    if name.is_empty() {
+        return Err(invalid());
+    }
+    if format!("{region}:{account}") != REGION_ACCOUNT {
+        let missing = format!("State Machine Does Not Exist: '{arn}'");
+        return Err(SfnError::new("StateMachineDoesNotExist", missing));
+    }
+    Ok((name, version))
+}
+
+/// A state machine as `ListStateMachines` lists it, `created` at run time or shipped.
+fn listed(workflow: &Workflow, created: Option<Timestamp>) -> Value {
     json!({
         "stateMachineArn": machine_arn(&workflow.name),
         "name": workflow.name,
         "type": "STANDARD",
-        "creationDate": CREATION_DATE,
+        "creationDate": created.map_or(json!(SHIPPED_CREATION_DATE), seconds),
     })
 }
 
@@ -78,29 +94,43 @@ struct DescribeRequest {
     state_machine_arn: Option<String>,
 }
 
-/// `ListStateMachines`: every state machine and workflow, its latest version, by name.
-pub(super) fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
+/// `ListStateMachines`: every state machine and workflow, shipped or registered at
+/// run time, at its latest version, by name.
+pub(super) async fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let _: Value = body(bytes)?;
-    let mut names: Vec<Arc<Workflow>> = app.workflows().all();
-    names.sort_by(|a, b| (&a.name, b.version).cmp(&(&b.name, a.version)));
-    names.dedup_by(|later, first| later.name == first.name);
-    let machines: Vec<Value> = names.iter().map(|w| listed(w)).collect();
+    let registrations = app.registered_definitions().await;
+    let registered = registrations.map_err(|e| SfnError::unavailable(&e))?;
+    let mut shipped: Vec<Arc<Workflow>> = app.workflows().all();
+    shipped.retain(|w| !app.is_registered(&w.name));
+    shipped.sort_by(|a, b| (&a.name, b.version).cmp(&(&b.name, a.version)));
+    shipped.dedup_by(|later, first| later.name == first.name);
+    let mut machines: Vec<(String, Value)> = shipped
+        .iter()
+        .map(|w| (w.name.clone(), listed(w, None)))
+        .collect();
+    machines
+        .extend((registered.iter()).map(|(r, w)| (w.name.clone(), listed(w, Some(r.created_at)))));
+    machines.sort_by(|a, b| a.0.cmp(&b.0));
+    let machines: Vec<Value> = machines.into_iter().map(|(_, m)| m).collect();
     Ok(json!({ "stateMachines": machines }))
 }
 
 /// `DescribeStateMachine`.
-pub(super) fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
+pub(super) async fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DescribeRequest = body(bytes)?;
     let arn = request
         .state_machine_arn
         .ok_or_else(|| SfnError::invalid("stateMachineArn", "Member must not be null"))?;
-    Ok(described(&*named(app, &arn)?))
+    let workflow = named(app, &arn).await?;
+    let registration =
+        (app.registration(&workflow.name).await).map_err(|e| SfnError::unavailable(&e))?;
+    Ok(described(&workflow, registration.map(|r| r.created_at)))
 }
 
 /// A state machine as `DescribeStateMachine` describes it: its definition (a state
 /// machine's as written, a workflow's as the project keeps it), its role, its type.
-pub(super) fn described(workflow: &Workflow) -> Value {
-    let mut described = listed(workflow);
+pub(super) fn described(workflow: &Workflow, created: Option<Timestamp>) -> Value {
+    let mut described = listed(workflow, created);
     described["status"] = json!("ACTIVE");
     described["definition"] = json!(workflow.source);
     described["roleArn"] = json!(role_arn(&workflow.name));

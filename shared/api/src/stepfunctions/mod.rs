@@ -9,6 +9,7 @@
 //! project's language); an execution is a task, its name the task's id (under the
 //! caller's scope, as on the project's routes); a task token is a callback's token.
 
+mod definitions;
 mod executions;
 mod machines;
 mod tokens;
@@ -47,8 +48,18 @@ impl SfnError {
         }
     }
 
+    /// The store's failure: `ServiceUnavailable` (`503`), which a client retries.
+    pub(crate) fn unavailable(error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %error, "a Step Functions request failed in the store");
+        Self {
+            kind: "ServiceUnavailable",
+            message: "the service is unavailable; try again".to_owned(),
+            status: 503,
+        }
+    }
+
     /// `ValidationException` naming `field` and what it must be.
-    fn invalid(field: &str, constraint: &str) -> Self {
+    pub(crate) fn invalid(field: &str, constraint: &str) -> Self {
         Self::new(
             "ValidationException",
             format!(
@@ -145,8 +156,11 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
     };
     let operation = target.strip_prefix(TARGET_PREFIX).unwrap_or(target);
     let served = match operation {
-        "ListStateMachines" => machines::list(app, bytes),
-        "DescribeStateMachine" => machines::describe(app, bytes),
+        "ListStateMachines" => machines::list(app, bytes).await,
+        "DescribeStateMachine" => machines::describe(app, bytes).await,
+        "CreateStateMachine" => definitions::create(app, bytes).await,
+        "UpdateStateMachine" => definitions::update(app, bytes).await,
+        "DeleteStateMachine" => definitions::delete(app, bytes).await,
         "ValidateStateMachineDefinition" => machines::validate(bytes),
         "StartExecution" => executions::start(app, scope, bytes).await,
         "StartSyncExecution" => executions::start_sync(app, scope, bytes).await,

@@ -1,14 +1,20 @@
-//! The workflow definitions ([`WorkflowStore`]), an item per name and version.
+//! The workflow definitions ([`WorkflowStore`]), an item per name and version; the
+//! names registered at run time, an item each in one partition (`REGISTRATIONS`).
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 
-use sas_core::ports::{StoreError, WorkflowStore};
+use aws_sdk_dynamodb::types::AttributeValue;
+use sas_core::ports::{Registration, StoreError, WorkflowStore};
+use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
 use super::DynamoStore;
-use super::requests::{attribute, key, s, unavailable};
+use super::requests::{Item, attribute, conditional, key, n, s, unavailable};
+
+/// The partition of the registrations.
+const REGISTRATIONS: &str = "REGISTRATIONS";
 
 #[async_trait]
 impl WorkflowStore for DynamoStore {
@@ -40,4 +46,91 @@ impl WorkflowStore for DynamoStore {
             .map(|item| attribute(item, "source").map(str::to_owned))
             .transpose()
     }
+
+    async fn put_registration(
+        &self,
+        registration: &Registration,
+        expected: Option<u32>,
+    ) -> Result<(), StoreError> {
+        let mut item = key(REGISTRATIONS.to_owned(), registration.name.clone());
+        item.extend([
+            ("version".to_owned(), n(registration.version)),
+            ("created_at".to_owned(), n(registration.created_at.0)),
+            ("updated_at".to_owned(), n(registration.updated_at.0)),
+            (
+                "deleted".to_owned(),
+                AttributeValue::Bool(registration.deleted),
+            ),
+        ]);
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.settings.table)
+            .set_item(Some(item));
+        let put = match expected {
+            None => put
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", "pk"),
+            Some(version) => put
+                .condition_expression("#version = :version")
+                .expression_attribute_names("#version", "version")
+                .expression_attribute_values(":version", n(version)),
+        };
+        conditional(put.send().await)
+    }
+
+    async fn registration(&self, name: &str) -> Result<Option<Registration>, StoreError> {
+        self.item(REGISTRATIONS, name)
+            .await?
+            .as_ref()
+            .map(registration)
+            .transpose()
+    }
+
+    async fn registrations(&self) -> Result<Vec<Registration>, StoreError> {
+        let mut found = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.settings.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", "pk")
+                .expression_attribute_values(":pk", s(REGISTRATIONS))
+                .set_exclusive_start_key(after)
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(unavailable)?;
+            for item in page.items() {
+                found.push(registration(item)?);
+            }
+            after = page.last_evaluated_key().cloned();
+            if after.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+}
+
+/// A registration's item read back.
+fn registration(item: &Item) -> Result<Registration, StoreError> {
+    let number = |name: &str| {
+        item.get(name)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse::<i64>().ok())
+            .ok_or_else(|| StoreError::Corrupt(format!("registration without '{name}'").into()))
+    };
+    Ok(Registration {
+        name: attribute(item, "sk")?.to_owned(),
+        version: u32::try_from(number("version")?).map_err(|e| StoreError::Corrupt(e.into()))?,
+        created_at: Timestamp(number("created_at")?),
+        updated_at: Timestamp(number("updated_at")?),
+        deleted: item
+            .get("deleted")
+            .and_then(|v| v.as_bool().ok())
+            .copied()
+            .unwrap_or(false),
+    })
 }

@@ -33,8 +33,7 @@ impl App {
         let version = match of.version {
             Some(version) => version,
             None => {
-                self.workflows
-                    .latest(&of.workflow)
+                (self.definition(&of.workflow).await?)
                     .ok_or_else(|| TaskError::UnknownWorkflow(of.workflow.clone(), 0))?
                     .version
             }

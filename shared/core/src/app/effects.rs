@@ -171,12 +171,14 @@ impl App {
             .await?;
         let workflow = match stored {
             Some(source) => {
-                let stored = Workflow::parse_stored(
+                let mut stored = Workflow::parse_stored(
                     &reference.name,
                     &format!("stored {}@{}", reference.name, reference.version),
                     &source,
                 )
                 .map_err(|e| StoreError::Corrupt(e.into()))?;
+                // A state machine's text names no version: the one it is stored under.
+                stored.version = reference.version;
                 match file {
                     Some(file) if file.source == stored.source => file,
                     Some(_) => {

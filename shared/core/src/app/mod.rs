@@ -5,8 +5,8 @@
 //! One room a job: `submission` creates tasks, `scheduler` takes each message of
 //! the scheduler's queues to its task's decision, `supervisor` sweeps expired
 //! leases, `operator` resubmits and cancels (one task or in bulk), `reading`
-//! reads and lists tasks, and `effects` writes each decision and carries out its
-//! effects, for all of them.
+//! reads and lists tasks, `definitions` registers definitions at run time, and
+//! `effects` writes each decision and carries out its effects, for all of them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,7 @@ use sas_domain::workflow::{Registry, Workflow};
 
 mod children;
 mod cursors;
+mod definitions;
 mod effects;
 mod flow;
 mod limits;
@@ -37,6 +38,7 @@ mod supervisor;
 mod tests;
 mod waits;
 
+pub use definitions::DefineError;
 pub use limits::{GateReport, LINE_COUNTED, LimitReport, ServiceReport};
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
 pub use reading::{Listing, OWNED_LISTING_READS, OWNED_LISTING_TASKS};
@@ -180,6 +182,9 @@ pub struct App {
     storing: tokio::sync::Mutex<()>,
     /// The definitions tasks run, by name and version, as checked against the store.
     checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
+    /// The names this process has found registered at run time ([`definitions`]):
+    /// their current version is read from the store, another process's to change.
+    registered: Mutex<HashSet<String>>,
     /// Whether a lease taken sends a deadline message ([`App::with_deadline_messages`]).
     deadline_messages: bool,
     /// The queue of buffered submissions this process's scheduler drains, and whether
@@ -258,6 +263,7 @@ impl App {
             stored: Mutex::new(HashSet::new()),
             storing: tokio::sync::Mutex::new(()),
             checked: Mutex::new(HashMap::new()),
+            registered: Mutex::new(HashSet::new()),
             gate_locks: flow::GateLocks::default(),
             task_locks: locks::Striped::default(),
             seal: tokio::sync::OnceCell::new(),

@@ -153,7 +153,7 @@ impl App {
         workflow: &str,
         mut submission: Submission,
     ) -> Result<Submitted, SubmitError> {
-        let definition = self.check(workflow, &submission)?;
+        let definition = self.checked(workflow, &submission).await?;
         submission.pinned = self.store_pinned(&definition).await?;
         let Some(claims_now) = &self.claims_submissions else {
             return self
@@ -199,7 +199,7 @@ impl App {
                 "this process does not buffer submissions",
             )));
         };
-        let definition = self.check(workflow, &submission)?;
+        let definition = self.checked(workflow, &submission).await?;
         submission.pinned = self.store_pinned(&definition).await?;
         let buffered = Buffered {
             workflow: WorkflowRef {
@@ -224,10 +224,12 @@ impl App {
     }
 
     /// The workflow a submission names, its input and notification queue checked.
-    fn check(&self, workflow: &str, submission: &Submission) -> Result<Arc<Workflow>, SubmitError> {
-        let definition = self
-            .workflows
-            .latest(workflow)
+    async fn checked(
+        &self,
+        workflow: &str,
+        submission: &Submission,
+    ) -> Result<Arc<Workflow>, SubmitError> {
+        let definition = (self.definition(workflow).await?)
             .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
         self.check_against(&definition, submission)?;
         Ok(definition)

@@ -33,7 +33,7 @@ pub use queues::{Outgoing, OutgoingMessage, QueueError, Queues};
 pub use remote::{RemoteCall, RemoteError, RemoteRequest};
 pub use store::{StateStore, StoreError};
 pub use tasks::TaskStore;
-pub use workflows::WorkflowStore;
+pub use workflows::{Registration, WorkflowStore};
 
 /// An adapter's own error (an SDK's, SQLite's, or a message where there is none),
 /// kept whole as the source of the port's error.

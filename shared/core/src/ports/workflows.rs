@@ -1,10 +1,29 @@
-//! The state store's workflow definitions, as the tasks started with them.
+//! The state store's workflow definitions, as the tasks started with them, and the
+//! names of those registered at run time (a state machine created through the API).
 
 use async_trait::async_trait;
 
+use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
 use super::StoreError;
+
+/// A definition registered at run time under its name: the version its new tasks
+/// start on (each update a new one, kept with [`WorkflowStore::save_workflow`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// The name.
+    pub name: String,
+    /// The version new tasks start on.
+    pub version: u32,
+    /// When the name was first registered.
+    pub created_at: Timestamp,
+    /// When its current version was.
+    pub updated_at: Timestamp,
+    /// Deleted: no task starts on it; those running finish on their version, and the
+    /// name may be registered again, its versions going on from this one.
+    pub deleted: bool,
+}
 
 /// The workflow definitions tasks started with, by name and version.
 #[async_trait]
@@ -20,4 +39,27 @@ pub trait WorkflowStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Unavailable`].
     async fn load_workflow(&self, name: &str, version: u32) -> Result<Option<String>, StoreError>;
+
+    /// Writes `registration`, if the name's record is as `expected` says: at that
+    /// version, or (`None`) not there.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when it is not.
+    async fn put_registration(
+        &self,
+        registration: &Registration,
+        expected: Option<u32>,
+    ) -> Result<(), StoreError>;
+
+    /// The registration of `name`, if it has one (deleted or not).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn registration(&self, name: &str) -> Result<Option<Registration>, StoreError>;
+
+    /// Every registration, deleted ones included, by name.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn registrations(&self) -> Result<Vec<Registration>, StoreError>;
 }

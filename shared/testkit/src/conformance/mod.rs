@@ -40,6 +40,7 @@ pub async fn state_store(store: &dyn StateStore) {
     listing::the_pages_cover_a_state_each_task_once(store).await;
     leases::a_pass_reads_each_expired_lease_once(store).await;
     workflows::workflow_versions_are_kept(store).await;
+    workflows::registrations_are_written_on_condition(store).await;
     cursor_key::the_first_cursor_key_is_kept(store).await;
     gates::gates_are_versioned_and_their_lines_ordered(store).await;
     gates::a_gate_keyed_by_a_long_value_is_kept(store).await;
