@@ -4,7 +4,10 @@
 //!   `sh not-run` (not `bash`, `console`, `shell`, nor a bare `sh`);
 //! - the `sh run` blocks of a page run, in order, each with `bash -euo pipefail -c`,
 //!   against a `sas-local` of the page's own (fresh data, free ports), in a temporary
-//!   directory of the page's own, with `sas` first on `PATH` and `SAS_API` set;
+//!   directory of the page's own, with `sas` first on `PATH` and `SAS_API` set, then
+//!   the AWS CLI of the repository's `.venv` (which `./tests/run` installs), with
+//!   any credentials and the region the Step Functions API page has a reader export; a
+//!   `json state-machine FILE` block is written to `FILE` there as it comes;
 //!   `localhost:8080` and `127.0.0.1:8080` in them stand for its API, `localhost:8081`
 //!   and `127.0.0.1:8081` for its mock services;
 //! - a `text expect` block follows an `sh run` block (prose may come between), and each
@@ -42,6 +45,8 @@ const BLOCK_LIMIT: Duration = Duration::from_secs(120);
 /// The info strings a shell block may have.
 const RUN: &str = "sh run";
 const NOT_RUN: &str = "sh not-run";
+/// A state machine's definition, its file's name after it when the page's blocks use it.
+const STATE_MACHINE: &str = "json state-machine";
 const EXPECT: &str = "text expect";
 
 /// Languages whose blocks are shell: each must say whether it runs.
@@ -284,11 +289,13 @@ fn run(script: &str, directory: &Path, binaries: &Path, local: &Local) -> Result
     let stdout = tempfile::NamedTempFile::new().expect("a file for stdout");
     let stderr = tempfile::NamedTempFile::new().expect("a file for stderr");
     let path = std::env::join_paths(
-        std::iter::once(binaries.to_owned()).chain(
-            std::env::var_os("PATH")
-                .iter()
-                .flat_map(std::env::split_paths),
-        ),
+        [binaries.to_owned(), root().join(".venv/bin")]
+            .into_iter()
+            .chain(
+                std::env::var_os("PATH")
+                    .iter()
+                    .flat_map(std::env::split_paths),
+            ),
     )
     .expect("a PATH");
     // A group of its own, so that a block past its time is killed with its children.
@@ -297,6 +304,9 @@ fn run(script: &str, directory: &Path, binaries: &Path, local: &Local) -> Result
         .current_dir(directory)
         .env("PATH", path)
         .env("SAS_API", format!("http://{}", local.api))
+        .env("AWS_ACCESS_KEY_ID", "any")
+        .env("AWS_SECRET_ACCESS_KEY", "any")
+        .env("AWS_DEFAULT_REGION", "us-east-1")
         .env_remove("SAS_TOKEN")
         .env_remove("SAS_SIGV4_REGION")
         .stdin(Stdio::null())
@@ -354,7 +364,11 @@ fn run_page(page: &Page, binaries: &Path) -> Result<(), String> {
     let mut last: Option<(usize, Output)> = None;
     for block in &blocks {
         let text = localize(&block.body, &local.api, &local.mock);
-        if block.info == RUN {
+        if let Some(file) = block.info.strip_prefix(STATE_MACHINE).map(str::trim)
+            && !file.is_empty()
+        {
+            std::fs::write(directory.path().join(file), &block.body).expect("written");
+        } else if block.info == RUN {
             let output = run(&text, directory.path(), binaries, &local).map_err(|e| {
                 format!(
                     "{}:{}: this `{RUN}` block failed: {e}",
@@ -437,7 +451,7 @@ fn every_workflow_example_is_valid_and_every_workflow_page_has_one() {
         };
         let examples: Vec<&Block> = blocks
             .iter()
-            .filter(|b| b.info == "json workflow" || b.info == "json state-machine")
+            .filter(|b| b.info == "json workflow" || b.info.starts_with(STATE_MACHINE))
             .collect();
         for block in &examples {
             // A state machine is told by its content (`StartAt`, `States`).

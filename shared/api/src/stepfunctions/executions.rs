@@ -216,10 +216,17 @@ pub(super) async fn machine_of(
     let request: ExecutionRequest = body(bytes)?;
     let arn = required(request.execution_arn, "executionArn")?;
     let (task, _, _) = named(app, scope, &arn).await?;
-    let workflow = app
-        .workflow(&task.workflow)
-        .await
-        .map_err(|e| SfnError::new("StateMachineDoesNotExist", e.to_string()))?;
+    let workflow = machines::version_of(app, &task.workflow)
+        .await?
+        .ok_or_else(|| {
+            SfnError::new(
+                "StateMachineDoesNotExist",
+                format!(
+                    "State Machine Does Not Exist: '{}'",
+                    machine_arn(&task.workflow.name)
+                ),
+            )
+        })?;
     let mut described = machines::described(&workflow, None);
     described["updateDate"] = seconds(task.created_at);
     Ok(described)

@@ -41,15 +41,23 @@ pub(super) async fn named(app: &App, arn: &str) -> Result<Arc<Workflow>, SfnErro
                 name: name.to_owned(),
                 version,
             };
-            match app.workflow(&reference).await {
-                Ok(workflow) => Some(workflow),
-                Err(TaskError::UnknownWorkflow(..)) => None,
-                Err(error) => return Err(SfnError::unavailable(&error)),
-            }
+            version_of(app, &reference).await?
         }
         None => (app.definition(name).await).map_err(|e| SfnError::unavailable(&e))?,
     };
     found.ok_or_else(missing)
+}
+
+/// The definition of `reference`'s version, shipped or stored, if there is one.
+pub(super) async fn version_of(
+    app: &App,
+    reference: &WorkflowRef,
+) -> Result<Option<Arc<Workflow>>, SfnError> {
+    match app.workflow(reference).await {
+        Ok(workflow) => Ok(Some(workflow)),
+        Err(TaskError::UnknownWorkflow(..)) => Ok(None),
+        Err(error) => Err(SfnError::unavailable(&error)),
+    }
 }
 
 /// The name (and version) in a state machine's ARN of this engine's region and

@@ -276,8 +276,21 @@ impl Reader<'_> {
         }
     }
 
+    /// A Fail state's `Error` or `Cause`: literal, JSONata, or its `Path` form, which
+    /// takes a path or an intrinsic function (`States.Format(...)`), as in Step
+    /// Functions.
     pub(super) fn text(&self, field: &str) -> Result<Option<Text>, Refusal> {
-        if let Some(query) = self.path(&format!("{field}Path"))? {
+        let dynamic = format!("{field}Path");
+        if let Some(query) = self.string(&dynamic)? {
+            let fits = if intrinsics::is_intrinsic(&query) {
+                intrinsics::parse(&query).is_ok()
+            } else {
+                path::is_valid(&query)
+            };
+            if !fits {
+                let message = format!("{dynamic} must be a valid JSONPath or intrinsic function");
+                return Err(self.refuse(&dynamic, message));
+            }
             return Ok(Some(Text::Path(query)));
         }
         Ok(self

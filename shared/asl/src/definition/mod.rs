@@ -235,7 +235,8 @@ pub enum WaitFor {
     TimestampJsonata(String),
 }
 
-/// A Fail state's `Error` or `Cause`: literal, by path, or by JSONata.
+/// A Fail state's `Error` or `Cause`: literal, by path (or intrinsic function), or by
+/// JSONata.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Text {
     Literal(String),

@@ -79,7 +79,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
                 Ok(match text {
                     None => String::new(),
                     Some(Text::Literal(text)) => text.clone(),
-                    Some(Text::Path(query)) => as_text(scope.select(query, field)?),
+                    Some(Text::Path(query)) => as_text(scope.dynamic(query, field)?),
                     Some(Text::Jsonata(expression)) => {
                         as_text(scope.expression(expression, field)?)
                     }

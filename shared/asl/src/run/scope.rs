@@ -105,8 +105,9 @@ impl<'a> Scope<'a> {
         }
     }
 
-    /// A `.$` field's value: an intrinsic function's or a path's.
-    fn dynamic(&self, text: &str, field: &str) -> Result<Value, Failure> {
+    /// A `.$` field's value (or a Fail state's `ErrorPath`, `CausePath`): an intrinsic
+    /// function's or a path's.
+    pub(crate) fn dynamic(&self, text: &str, field: &str) -> Result<Value, Failure> {
         if intrinsics::is_intrinsic(text) {
             let call = intrinsics::parse(text).map_err(Failure::runtime)?;
             intrinsics::evaluate(&call, self.input, self.context, &self.variable())

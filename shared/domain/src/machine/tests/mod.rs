@@ -176,13 +176,23 @@ fn a_fail_state_fails_the_execution_and_the_task() {
     let (_, _, claim) = started(&workflow, json!({"why": "because"}));
     let task = claim.next.clone().expect("decided");
     assert_eq!(task.state, TaskState::Error);
-    let run = run(&task);
-    assert_eq!(run.status, Status::Failed);
+    let ended = run(&task);
+    assert_eq!(ended.status, Status::Failed);
     assert_eq!(
-        (run.error.as_deref(), run.cause.as_deref()),
+        (ended.error.as_deref(), ended.cause.as_deref()),
         (Some("Nope"), Some("because"))
     );
     assert_eq!(task.error.as_deref(), Some("Nope"));
+    // The Path forms take an intrinsic function too, as in Step Functions.
+    let workflow = machine(json!({
+        "StartAt": "Stop",
+        "States": {"Stop": {"Type": "Fail", "ErrorPath": "$.code",
+                            "CausePath": "States.Format('{} kg is over 25', $.kg)"}}
+    }));
+    let (_, _, claim) = started(&workflow, json!({"code": "TooHeavy", "kg": 40}));
+    let task = claim.next.expect("decided");
+    let failed = (run(&task).error.as_deref(), run(&task).cause.as_deref());
+    assert_eq!(failed, (Some("TooHeavy"), Some("40 kg is over 25")));
 }
 
 #[test]
