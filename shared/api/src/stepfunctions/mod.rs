@@ -141,11 +141,26 @@ pub(crate) fn seconds(at: Timestamp) -> Value {
     json!(at.0 as f64 / 1000.0)
 }
 
-/// Serves `target`'s operation for `caller`.
+/// The operations that change the deployment's definitions: an operator's, as the
+/// operator's routes are.
+const OPERATORS: [&str; 3] = [
+    "CreateStateMachine",
+    "UpdateStateMachine",
+    "DeleteStateMachine",
+];
+
+/// The operations a task token is the capability for, answered without
+/// authentication as `POST /callbacks/{token}` is.
+const TOKENS: [&str; 3] = ["SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat"];
+
+/// Serves `target`'s operation for `caller`: a caller's executions under its own
+/// scope, the definitions' changes an operator's only.
 pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]) -> ApiResponse {
-    let scope = match caller {
-        Caller::Anyone => Scope::Own(None),
-        Caller::Known { owner, .. } => Scope::Own(Some(owner)),
+    let operation = target.strip_prefix(TARGET_PREFIX).unwrap_or(target);
+    let (scope, operator) = match caller {
+        _ if TOKENS.contains(&operation) => (Scope::Own(None), false),
+        Caller::Anyone => (Scope::Own(None), true),
+        Caller::Known { owner, operator } => (Scope::Own(Some(owner)), *operator),
         Caller::Unauthenticated => {
             let refused = SfnError::new(
                 "UnrecognizedClientException",
@@ -154,7 +169,14 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
             return refused.into();
         }
     };
-    let operation = target.strip_prefix(TARGET_PREFIX).unwrap_or(target);
+    if OPERATORS.contains(&operation) && !operator {
+        let refused = SfnError {
+            kind: "AccessDeniedException",
+            message: format!("{operation} is an operator's"),
+            status: 400,
+        };
+        return refused.into();
+    }
     let served = match operation {
         "ListStateMachines" => machines::list(app, bytes).await,
         "DescribeStateMachine" => machines::describe(app, bytes).await,
@@ -167,9 +189,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
         "StopExecution" => executions::stop(app, scope, bytes).await,
-        "SendTaskSuccess" | "SendTaskFailure" | "SendTaskHeartbeat" => {
-            tokens::send(app, operation, bytes).await
-        }
+        _ if TOKENS.contains(&operation) => tokens::send(app, operation, bytes).await,
         _ => Err(SfnError::new(
             "UnknownOperationException",
             format!("'{target}' is not an operation this endpoint serves"),
