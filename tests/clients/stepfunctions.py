@@ -21,13 +21,20 @@ parser.add_argument("--endpoint", required=True)
 parser.add_argument("--tokens", required=True)
 args = parser.parse_args()
 
-sfn = boto3.client(
-    "stepfunctions",
-    endpoint_url=args.endpoint,
-    region_name="us-east-1",
-    aws_access_key_id="any",
-    aws_secret_access_key="any",
-)
+
+
+def client(**config):
+    return boto3.client(
+        "stepfunctions",
+        endpoint_url=args.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="any",
+        aws_secret_access_key="any",
+        config=Config(**config),
+    )
+
+
+sfn = client()
 
 
 def check(name, ok, seen):
@@ -73,14 +80,7 @@ check("failed", (failed["status"], failed["error"], failed["cause"]) == ("FAILED
 
 # StartSyncExecution's endpoint is `sync-` and the host: at an address, a client
 # must be told not to prefix it, as with Step Functions Local.
-unprefixed = boto3.client(
-    "stepfunctions",
-    endpoint_url=args.endpoint,
-    region_name="us-east-1",
-    aws_access_key_id="any",
-    aws_secret_access_key="any",
-    config=Config(inject_host_prefix=False),
-)
+unprefixed = client(inject_host_prefix=False)
 synced = unprefixed.start_sync_execution(stateMachineArn=greet, input='{"name": "bo"}')
 check("a sync execution answers its end", (synced["status"], synced["output"]) == ("SUCCEEDED", '{"greeting":"HELLO, BO!"}'), synced)
 ran = sfn.describe_state_machine_for_execution(executionArn=started["executionArn"])

@@ -3,10 +3,13 @@
 //! stand-in speaking Lambda's `Invoke` API), a task started with `PUT /tasks/{id}` and
 //! read back with its execution's status, output, error and cause.
 
+#[path = "common/approval.rs"]
+mod approval;
 mod common;
 #[path = "common/ended.rs"]
 mod ended;
 
+use approval::APPROVAL;
 use ended::ended;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,17 +51,6 @@ const REFUSED: &str = r#"{
   "QueryLanguage": "JSONata",
   "StartAt": "No",
   "States": {"No": {"Type": "Fail", "Error": "Refused", "Cause": "{% 'too heavy: ' & $states.input.kg %}"}}
-}"#;
-
-/// A person's approval: `ask` is given the task token, and the state waits for its
-/// use (`POST /callbacks/{token}`), whose output or error is the state's.
-const APPROVAL: &str = r#"{
-  "StartAt": "Ask",
-  "States": {
-    "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
-            "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token", "kg.$": "$.kg"}},
-            "TimeoutSeconds": 600, "ResultPath": "$.approval", "End": true}
-  }
 }"#;
 
 #[derive(Default)]

@@ -3,8 +3,11 @@
 //! CLI, pointed at the engine by their endpoint alone. The machines' Lambda function
 //! `ask` is a stand-in that keeps the task tokens it is given, for the client to use.
 
+#[path = "common/approval.rs"]
+mod approval;
 mod common;
 
+use approval::APPROVAL;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -14,16 +17,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
-
-/// A person's approval: `ask` is given the task token, and the state waits for its use.
-const APPROVAL: &str = r#"{
-  "StartAt": "Ask",
-  "States": {
-    "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
-            "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token", "kg.$": "$.kg"}},
-            "TimeoutSeconds": 600, "ResultPath": "$.approval", "End": true}
-  }
-}"#;
 
 /// The tokens `ask` was given, by the `kg` asked about.
 type Tokens = Arc<Mutex<Vec<(String, String)>>>;
