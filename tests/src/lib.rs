@@ -200,6 +200,7 @@ impl Harness {
             mock_addr: Some(([127, 0, 0, 1], 0).into()),
             mock_durable: true,
             authentication: Arc::new(authentication),
+            place: Default::default(),
             settings: Settings {
                 data_dir: data.path().to_path_buf(),
                 workflows_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("workflows")),

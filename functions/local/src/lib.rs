@@ -35,6 +35,9 @@ pub struct Config {
     pub settings: Settings,
     /// Who may call the API.
     pub authentication: Arc<auth::Authentication>,
+    /// The region and account Step Functions' ARNs name (`AWS_REGION`,
+    /// `SAS_ACCOUNT_ID`).
+    pub place: (String, String),
 }
 
 fn var(name: &str) -> Option<String> {
@@ -109,7 +112,19 @@ impl Config {
             Some("off") => false,
             Some(other) => anyhow::bail!("SAS_MOCK_DURABILITY={other}: expected 'full' or 'off'"),
         };
+        let region = var("AWS_REGION").unwrap_or_else(|| "us-east-1".to_owned());
+        if !region
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            anyhow::bail!("AWS_REGION={region}: expected a region's name, such as eu-west-1");
+        }
+        let account = var("SAS_ACCOUNT_ID").unwrap_or_else(|| "000000000000".to_owned());
+        if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) {
+            anyhow::bail!("SAS_ACCOUNT_ID={account}: expected an account id of 12 digits");
+        }
         Ok(Self {
+            place: (region, account),
             authentication: Arc::new(auth::Authentication::from_vars(var)?),
             mock_durable,
             api_addr: parsed("SAS_API_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,

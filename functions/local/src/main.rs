@@ -28,6 +28,8 @@ Settings (every one in the book, docs/src/deploying/settings.md):
   SAS_SERVICES               services with their settings, as JSON
   SAS_AUTH_JWKS, SAS_AUTH_DEV_KEY, SAS_AUTH_ISSUER, SAS_AUTH_AUDIENCE
                              callers' tokens checked; without a key the API is open
+  AWS_REGION, SAS_ACCOUNT_ID the region and account in Step Functions' ARNs
+                             [us-east-1, 000000000000]
   RUST_LOG                   the log filter [info]
 
 The first line on stdout gives the addresses: sas-local ready: api=... mock=... data=...";
@@ -63,6 +65,7 @@ async fn run() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let config = sas_local::Config::from_env()?;
+    sas_domain::machine::set_place(&config.place.0, &config.place.1);
     let data_dir = config.settings.data_dir.clone();
     let durability = config.settings.durability;
     tracing::info!("the API is {}", config.authentication.describe());

@@ -157,3 +157,48 @@ fn aws(api: &str, arguments: &[&str]) -> Value {
     );
     serde_json::from_slice(&ran.stdout).expect("the CLI prints JSON")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_arns_name_the_region_and_account_the_process_is_given() {
+    let data = tempfile::tempdir().expect("a data directory");
+    let place = [
+        ("AWS_REGION", "eu-west-1"),
+        ("SAS_ACCOUNT_ID", "123456789012"),
+    ];
+    let (mut child, api, _) = common::spawn_with(data.path(), &place);
+    let machine = "arn:aws:states:eu-west-1:123456789012:stateMachine:drone-delivery";
+    let described = aws(
+        &api,
+        &["describe-state-machine", "--state-machine-arn", machine],
+    );
+    let input = r#"{"customer_id": "c-1", "pickup": "a", "dropoff": "b", "weight_kg": 1}"#;
+    let start = [
+        "start-execution",
+        "--state-machine-arn",
+        machine,
+        "--name",
+        "e-1",
+    ];
+    let started = aws(&api, &[&start[..], &["--input", input]].concat());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(described["stateMachineArn"], machine);
+    assert_eq!(
+        described["roleArn"],
+        "arn:aws:iam::123456789012:role/drone-delivery"
+    );
+    assert_eq!(
+        started["executionArn"],
+        "arn:aws:states:eu-west-1:123456789012:execution:drone-delivery:e-1"
+    );
+    // An account that is not one is refused at the start, naming the setting.
+    let refused = common::command(data.path(), &[("SAS_ACCOUNT_ID", "me")])
+        .output()
+        .expect("sas-local runs");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("SAS_ACCOUNT_ID=me"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

@@ -63,6 +63,11 @@ pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartE
         .map_err(StartError::from)
         .map(|mut config| {
             config.workflows_dir = packaged_workflows(lookup("LAMBDA_TASK_ROOT"));
+            // Step Functions' ARNs name the stack's region (Lambda's own variable) and
+            // account (its alert topic's).
+            let region = lookup("AWS_REGION").unwrap_or_else(|| "us-east-1".to_owned());
+            let account = config.alert_topic_arn.split(':').nth(4).unwrap_or_default();
+            sas_domain::machine::set_place(&region, account);
             config
         })
         .and_then(|config| Ok((config, sdk_config(lookup)?)))

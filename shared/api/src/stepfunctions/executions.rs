@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sas_core::app::{ActionError, App, SubmitError, Submitted};
 use sas_domain::decide::Refused;
 use sas_domain::ids::TaskId;
-use sas_domain::machine::{REGION_ACCOUNT, Status, execution_arn, machine_arn};
+use sas_domain::machine::{Status, execution_arn, machine_arn, place};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
 
@@ -135,7 +135,7 @@ async fn named(app: &App, scope: Scope<'_>, arn: &str) -> Result<(Task, Order, S
             format!("Execution Does Not Exist: '{arn}'"),
         )
     };
-    if format!("{region}:{account}") != REGION_ACCOUNT {
+    if format!("{region}:{account}") != place() {
         return Err(missing());
     }
     let id = scope.id(name).map_err(|_| missing())?;

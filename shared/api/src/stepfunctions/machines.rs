@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use sas_core::app::{App, TaskError};
-use sas_domain::machine::{REGION_ACCOUNT, machine_arn};
+use sas_domain::machine::{account, machine_arn, place};
 use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
@@ -17,8 +17,7 @@ use super::{SfnError, body, seconds};
 /// A machine's role, as Step Functions describes one: this engine runs every machine
 /// with the functions' own roles, so it names none of the caller's.
 fn role_arn(name: &str) -> String {
-    let account = REGION_ACCOUNT.rsplit(':').next().unwrap_or_default();
-    format!("arn:aws:iam::{account}:role/{name}")
+    format!("arn:aws:iam::{}:role/{name}", account())
 }
 
 /// When a machine shipped as a file was created, as Step Functions dates one: it has
@@ -79,7 +78,7 @@ pub(super) fn name_in(arn: &str) -> Result<(&str, Option<u32>), SfnError> {
     if name.is_empty() {
         return Err(invalid());
     }
-    if format!("{region}:{account}") != REGION_ACCOUNT {
+    if format!("{region}:{account}") != place() {
         let missing = format!("State Machine Does Not Exist: '{arn}'");
         return Err(SfnError::new("StateMachineDoesNotExist", missing));
     }

@@ -253,7 +253,7 @@ impl Change {
             id: super::execution_arn(workflow, name),
             name: name.to_owned(),
             input: self.execution_input(order),
-            role_arn: format!("arn:aws:iam::000000000000:role/{workflow}"),
+            role_arn: format!("arn:aws:iam::{}:role/{workflow}", super::account()),
             start_time: self.task.created_at.to_rfc3339(),
             redrive_count: u64::from(self.task.run.saturating_sub(1)),
             machine_id: super::machine_arn(workflow),

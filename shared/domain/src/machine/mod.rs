@@ -22,7 +22,7 @@ mod tests;
 mod work;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -125,19 +125,41 @@ impl Status {
     }
 }
 
-/// Where Step Functions' ARNs put this engine (the next issue makes them settings).
-pub const REGION_ACCOUNT: &str = "us-east-1:000000000000";
+/// Where Step Functions' ARNs put this engine, `REGION:ACCOUNT`: set once by the
+/// process as it starts ([`set_place`]), [`DEFAULT_PLACE`] until then.
+static PLACE: OnceLock<String> = OnceLock::new();
+
+/// The region and account of the ARNs where a process sets none.
+pub const DEFAULT_PLACE: &str = "us-east-1:000000000000";
+
+/// Sets the region and account the ARNs name, as the process starts; a later call
+/// changes nothing (every ARN a process gives names one place).
+pub fn set_place(region: &str, account: &str) {
+    let _ = PLACE.set(format!("{region}:{account}"));
+}
+
+/// `REGION:ACCOUNT`, as this engine's ARNs name them.
+#[must_use]
+pub fn place() -> &'static str {
+    PLACE.get().map_or(DEFAULT_PLACE, String::as_str)
+}
+
+/// The account of this engine's ARNs.
+#[must_use]
+pub fn account() -> &'static str {
+    place().rsplit(':').next().unwrap_or_default()
+}
 
 /// The ARN of this engine's state machine `name` (a workflow's).
 #[must_use]
 pub fn machine_arn(name: &str) -> String {
-    format!("arn:aws:states:{REGION_ACCOUNT}:stateMachine:{name}")
+    format!("arn:aws:states:{}:stateMachine:{name}", place())
 }
 
 /// The ARN of the execution `name` (a task's id) of the state machine `machine`.
 #[must_use]
 pub fn execution_arn(machine: &str, name: &str) -> String {
-    format!("arn:aws:states:{REGION_ACCOUNT}:execution:{machine}:{name}")
+    format!("arn:aws:states:{}:execution:{machine}:{name}", place())
 }
 
 /// Where a task that runs a state machine stands.
