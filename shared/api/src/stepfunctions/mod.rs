@@ -5,9 +5,10 @@
 //! seconds, its ARNs), errors by its names in `__type`, answered `400` as it answers
 //! them.
 //!
-//! A state machine is a workflow the deployment has (a `NAME.asl.json`, or one of the
-//! project's language); an execution is a task, its name the task's id (under the
-//! caller's scope, as on the project's routes); a task token is a callback's token.
+//! A state machine is a workflow: one the deployment ships (a `NAME.asl.json`, or one
+//! of the project's language), or one created through this API; an execution is a
+//! task, its name the task's id (under the caller's scope, as on the project's
+//! routes); a task token is a callback's token.
 
 mod definitions;
 mod executions;
