@@ -117,9 +117,10 @@ light = ended(asked[2]["executionArn"])
 check("approved", json.loads(light["output"]) == {"kg": 2, "approval": {"approved_by": "ana"}}, light)
 heavy = ended(asked[40]["executionArn"])
 check("refused", (heavy["status"], heavy["error"], heavy["cause"]) == ("FAILED", "TooHeavy", "40 kg is over 25"), heavy)
-stopped = sfn.stop_execution(executionArn=asked[7]["executionArn"])
+stopped = sfn.stop_execution(executionArn=asked[7]["executionArn"], error="Withdrawn", cause="the order was cancelled")
 aborted = ended(asked[7]["executionArn"])
-check("stopped", aborted["status"] == "ABORTED" and "stopDate" in stopped, aborted)
+check("stopped, with an error and a cause", "stopDate" in stopped
+      and (aborted["status"], aborted["error"], aborted["cause"]) == ("ABORTED", "Withdrawn", "the order was cancelled"), aborted)
 
 # Definitions at run time: created, started, updated (a running execution keeps its
 # version), deleted; and one kept for the test to find after a restart.

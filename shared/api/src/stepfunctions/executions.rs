@@ -30,6 +30,10 @@ struct StartRequest {
 #[serde(rename_all = "camelCase")]
 struct ExecutionRequest {
     execution_arn: Option<String>,
+    /// `StopExecution`'s.
+    error: Option<String>,
+    /// `StopExecution`'s.
+    cause: Option<String>,
 }
 
 /// `field`'s value, which the operation requires.
@@ -232,8 +236,8 @@ pub(super) async fn machine_of(
     Ok(described)
 }
 
-/// `StopExecution`: the task cancelled (a state machine's aborted); one that has
-/// already ended answers when it did.
+/// `StopExecution`: the task cancelled (a state machine's aborted, with the `error`
+/// and `cause` given); one that has already ended answers when it did.
 pub(super) async fn stop(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: ExecutionRequest = body(bytes)?;
     let arn = required(request.execution_arn, "executionArn")?;
@@ -243,7 +247,8 @@ pub(super) async fn stop(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Va
         at: app.now(),
         batch: None,
     };
-    match app.cancel(&task.id, by).await {
+    let reason = (request.error, request.cause);
+    match app.stop_execution(&task.id, by, reason).await {
         Ok(_) => Ok(json!({ "stopDate": seconds(app.now()) })),
         Err(ActionError::Refused(Refused::Ended(..))) => {
             Ok(json!({ "stopDate": seconds(task.updated_at) }))

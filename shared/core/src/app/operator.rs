@@ -146,6 +146,24 @@ impl App {
         .await
     }
 
+    /// Step Functions' `StopExecution`: [`App::cancel`], a state machine's execution
+    /// aborted with `error` and `cause` where either is given
+    /// ([`decide::stop_execution`]).
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task is missing or has ended.
+    pub async fn stop_execution(
+        &self,
+        id: &TaskId,
+        request: Request,
+        reason: (Option<String>, Option<String>),
+    ) -> Result<Task, ActionError> {
+        self.act(id, |task, workflow, _, now| {
+            decide::stop_execution(task, workflow, request.clone(), now, reason.clone())
+        })
+        .await
+    }
+
     /// An action on a task: the task as the action left it.
     pub(super) async fn act(
         &self,

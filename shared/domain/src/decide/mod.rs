@@ -40,7 +40,7 @@ pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
     callback_waits, notifications_sent,
 };
-pub use operator::{Refused, Resubmit, cancel, resubmit};
+pub use operator::{Refused, Resubmit, cancel, resubmit, stop_execution};
 pub use steps::on_run;
 pub use submit::{MAX_REFUSED, creation_again, refuse_submission, submit, submit_claimed};
 pub(crate) use supervise::HEARTBEAT_MISSED;

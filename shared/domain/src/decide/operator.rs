@@ -232,3 +232,24 @@ pub fn cancel(
     change.move_on(workflow);
     Ok(change.done(Verdict::CancelRequested))
 }
+
+/// Step Functions' `StopExecution`: [`cancel`], the state machine's execution then
+/// aborted with `error` and `cause` where either is given.
+///
+/// # Errors
+/// [`cancel`]'s.
+pub fn stop_execution(
+    task: &Task,
+    workflow: &Workflow,
+    request: Request,
+    now: Timestamp,
+    (error, cause): (Option<String>, Option<String>),
+) -> Result<Decision, Refused> {
+    let mut decision = cancel(task, workflow, request, now)?;
+    let run = (decision.next.as_mut()).and_then(|next| next.machine.as_deref_mut());
+    if let Some(run) = run.filter(|_| error.is_some() || cause.is_some()) {
+        run.error = error;
+        run.cause = cause;
+    }
+    Ok(decision)
+}

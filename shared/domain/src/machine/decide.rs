@@ -47,8 +47,15 @@ impl Change {
                 if self.task.running_steps().next().is_some() {
                     self.hold(workflow);
                 } else {
-                    let reason = self.task.error.clone();
-                    self.end(Status::Aborted, None, None, reason);
+                    // The error and cause `StopExecution` gave, if it gave any
+                    // ([`crate::decide::stop_execution`]); else why it stopped.
+                    let run = self.task.machine.as_deref();
+                    let (error, cause) =
+                        match run.filter(|r| r.error.is_some() || r.cause.is_some()) {
+                            Some(run) => (run.error.clone(), run.cause.clone()),
+                            None => (None, self.task.error.clone()),
+                        };
+                    self.end(Status::Aborted, None, error, cause);
                     self.finish(workflow, TaskState::Error);
                 }
                 return;
