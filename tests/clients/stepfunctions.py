@@ -10,6 +10,7 @@ fails.
 
 import argparse
 import json
+import threading
 import time
 import urllib.request
 
@@ -152,3 +153,64 @@ refused("a deleted machine starts nothing", "StateMachineDoesNotExist",
 listed = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
 check("a deleted machine is not listed", "counter" not in listed, listed)
 sfn.create_state_machine(name="kept", definition=json.dumps(doubled), roleArn="r")
+
+# Activities: workers poll as Step Functions' own examples do, three at once, and end
+# each task with its token; every task is given to one worker only.
+activity = sfn.create_activity(name="review")
+check("an activity created, and the same again",
+      sfn.create_activity(name="review")["activityArn"] == activity["activityArn"]
+      and activity["activityArn"].endswith(":activity:review"), activity)
+check("an activity described", sfn.describe_activity(activityArn=activity["activityArn"])["name"] == "review", activity)
+listed = [a["name"] for a in sfn.list_activities()["activities"]]
+check("an activity listed, and no machine", "review" in listed and "greet" not in listed, listed)
+refused("an activity not created", "ActivityDoesNotExist",
+        lambda: sfn.get_activity_task(activityArn=activity["activityArn"].replace(":review", ":nobody")))
+reviewed = {"StartAt": "Review", "States": {
+    "Review": {"Type": "Task", "Resource": activity["activityArn"], "HeartbeatSeconds": 30,
+               "Parameters": {"order.$": "$.order"}, "ResultPath": "$.review",
+               "Catch": [{"ErrorEquals": ["Rejected"], "ResultPath": "$.rejected", "Next": "Rejected"}],
+               "End": True},
+    "Rejected": {"Type": "Pass", "End": True}}}
+review = sfn.create_state_machine(name="reviewed", definition=json.dumps(reviewed), roleArn="r")
+orders = [f"o-{n}" for n in range(6)]
+runs = {order: sfn.start_execution(stateMachineArn=review["stateMachineArn"], input=json.dumps({"order": order}))
+        for order in orders}
+taken = []
+
+
+def worker(name):
+    while True:
+        task = sfn.get_activity_task(activityArn=activity["activityArn"], workerName=name)
+        if "taskToken" not in task:
+            continue
+        order = json.loads(task["input"])["order"]
+        sfn.send_task_heartbeat(taskToken=task["taskToken"])
+        if order == "stop":
+            sfn.send_task_success(taskToken=task["taskToken"], output="{}")
+            return
+        taken.append((order, name))
+        if order.endswith(("1", "3")):
+            sfn.send_task_failure(taskToken=task["taskToken"], error="Rejected", cause=f"{order} by {name}")
+        else:
+            sfn.send_task_success(taskToken=task["taskToken"], output=json.dumps({"by": name}))
+
+
+workers = [threading.Thread(target=worker, args=(f"w-{n}",)) for n in range(3)]
+for thread in workers:
+    thread.start()
+results = {order: ended(run["executionArn"]) for order, run in runs.items()}
+# Once every order is reviewed, a task each tells the workers to stop.
+for n in range(len(workers)):
+    sfn.start_execution(stateMachineArn=review["stateMachineArn"], input=json.dumps({"order": "stop"}))
+for thread in workers:
+    thread.join(timeout=30)
+check("every task given to one worker only", sorted(order for order, _ in taken) == orders, taken)
+by = dict(taken)
+outputs = {order: json.loads(result["output"]) for order, result in results.items()}
+check("a worker's success is the Task's result",
+      all(outputs[o]["review"] == {"by": by[o]} for o in ("o-0", "o-2", "o-4", "o-5")), outputs)
+check("a worker's failure is the Task's error",
+      outputs["o-1"]["rejected"] == {"Error": "Rejected", "Cause": f"o-1 by {by['o-1']}"}, outputs["o-1"])
+check("the workers stopped", not any(thread.is_alive() for thread in workers), [t.name for t in workers])
+sfn.delete_activity(activityArn=activity["activityArn"])
+refused("a deleted activity", "ActivityDoesNotExist", lambda: sfn.describe_activity(activityArn=activity["activityArn"]))

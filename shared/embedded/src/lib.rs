@@ -158,6 +158,7 @@ pub struct Embedded {
     deferred: Arc<DeferredWrites>,
 }
 
+mod activities;
 mod cursor_key;
 mod gates;
 mod leases;

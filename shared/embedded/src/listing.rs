@@ -4,9 +4,11 @@ use async_trait::async_trait;
 use rusqlite::params;
 
 use sas_core::ports::{StoreError, TaskListing, TaskPage};
+use sas_domain::ids::TaskId;
 use sas_domain::task::{Task, TaskState};
 
 use crate::Embedded;
+use crate::activities;
 use crate::schema::decode_rows;
 
 #[async_trait]
@@ -39,5 +41,15 @@ impl TaskListing for Embedded {
             Ok(TaskPage::by_creation(tasks, next))
         })
         .await
+    }
+
+    async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        let activity = activity.to_owned();
+        let ids = self
+            .read(move |c| activities::offered(c, &activity, limit))
+            .await?;
+        ids.iter()
+            .map(|id| TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into())))
+            .collect()
     }
 }

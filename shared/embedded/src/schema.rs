@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS gates (
 CREATE TABLE IF NOT EXISTS gate_lines (
     gate TEXT NOT NULL, position INTEGER NOT NULL, call TEXT NOT NULL, waiter TEXT NOT NULL,
     PRIMARY KEY (gate, position, call));
+-- The visits of Tasks on activities that no worker has taken (`activities`).
+CREATE TABLE IF NOT EXISTS activity_offers (
+    task_id TEXT PRIMARY KEY, activity TEXT NOT NULL, since INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS activity_offers_by_age ON activity_offers(activity, since, task_id);
 CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
 ";

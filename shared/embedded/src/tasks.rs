@@ -9,6 +9,7 @@ use sas_domain::ids::TaskId;
 use sas_domain::task::{Order, Task};
 
 use crate::Embedded;
+use crate::activities::OfferRow;
 use crate::queues::insert_messages;
 use crate::schema::{Compressed, Stored, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
@@ -50,6 +51,7 @@ struct Replacement {
     lease: Option<i64>,
     leased: Option<i64>,
     record: Compressed,
+    offer: OfferRow,
 }
 
 impl Replacement {
@@ -61,6 +63,7 @@ impl Replacement {
             lease: lease(task),
             leased: leased(task),
             record: Compressed::json(task)?,
+            offer: OfferRow::of(task),
         })
     }
 
@@ -95,7 +98,7 @@ impl Replacement {
             .map_err(unavailable)?;
         }
         if updated == 1 {
-            Ok(())
+            self.offer.write(c, &self.id)
         } else {
             Err(StoreError::Conflict)
         }
@@ -115,6 +118,7 @@ impl TaskStore for Embedded {
             task.created_at.0,
             leased(task),
         );
+        let offer = OfferRow::of(task);
         let work = move |c: &Connection| {
             let inserted = execute(
                 c,
@@ -132,7 +136,7 @@ impl TaskStore for Embedded {
                 params![id, input],
             )
             .map_err(unavailable)?;
-            Ok(())
+            offer.write(c, &id)
         };
         self.write_keeping(work, task, Some(order)).await
     }

@@ -17,6 +17,7 @@ use sas_core::ports::{
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::machine::activities;
 use sas_domain::messages::Alert;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -370,6 +371,22 @@ impl TaskListing for Memory {
         });
         self.state().replica.listed += tasks.len();
         Ok(TaskPage::by_creation(tasks, next))
+    }
+
+    async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        let state = self.state();
+        let mut offers: Vec<(Timestamp, &TaskId)> = (state.tasks.values())
+            .filter_map(|task| {
+                let offer = activities::offer(task).filter(|o| o.activity == activity)?;
+                Some((offer.since, &task.id))
+            })
+            .collect();
+        offers.sort();
+        Ok(offers
+            .into_iter()
+            .take(limit)
+            .map(|(_, id)| id.clone())
+            .collect())
     }
 }
 

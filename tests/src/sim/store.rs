@@ -170,6 +170,10 @@ impl TaskListing for FaultyStore {
     ) -> Result<TaskPage, StoreError> {
         self.inner.list(state, limit, after).await
     }
+
+    async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        self.inner.offered(activity, limit).await
+    }
 }
 
 #[async_trait]

@@ -11,7 +11,9 @@ use super::run::{any_json, fuzz};
 use super::subject;
 
 /// An operation's name: one served, or any. (`StartSyncExecution` reads the request
-/// `StartExecution` reads, then waits for a task that no scheduler runs here.)
+/// `StartExecution` reads, then waits for a task that no scheduler runs here;
+/// `GetActivityTask` waits only on an activity created, which a case's subject has
+/// not.)
 fn operation() -> impl Strategy<Value = String> {
     prop_oneof![
         prop::sample::select(
@@ -29,6 +31,11 @@ fn operation() -> impl Strategy<Value = String> {
                 "SendTaskSuccess",
                 "SendTaskFailure",
                 "SendTaskHeartbeat",
+                "CreateActivity",
+                "DescribeActivity",
+                "ListActivities",
+                "DeleteActivity",
+                "GetActivityTask",
             ][..]
         )
         .prop_map(str::to_owned),
@@ -49,6 +56,8 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
         "error": "Boom",
         "cause": "it broke",
         "definition": r#"{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}"#,
+        "activityArn": "arn:aws:states:us-east-1:000000000000:activity:e-1",
+        "workerName": "w-1",
     });
     (
         any_json(),
@@ -62,6 +71,8 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
                 "output",
                 "error",
                 "cause",
+                "activityArn",
+                "workerName",
             ][..],
         ),
         any::<u8>(),

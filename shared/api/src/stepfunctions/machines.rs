@@ -63,26 +63,57 @@ pub(super) async fn version_of(
 /// account: `InvalidArn` for another kind of text, `StateMachineDoesNotExist`
 /// for another place's.
 pub(super) fn name_in(arn: &str) -> Result<(&str, Option<u32>), SfnError> {
-    let invalid = || SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"));
-    let rest = arn.strip_prefix("arn:aws:states:").ok_or_else(invalid)?;
-    let parts: Vec<&str> = rest.split(':').collect();
-    let (region, account, name, version) = match parts.as_slice() {
-        [region, account, "stateMachine", name] => (region, account, name, None),
-        [region, account, "stateMachine", name, version] => (region, account, name, Some(version)),
-        _ => return Err(invalid()),
-    };
+    let (name, version) = ArnKind::StateMachine.name_in(arn)?;
     let version = version
-        .map(|v| v.parse::<u32>())
+        .map(str::parse::<u32>)
         .transpose()
-        .map_err(|_| invalid())?;
-    if name.is_empty() {
-        return Err(invalid());
-    }
-    if format!("{region}:{account}") != place() {
-        let missing = format!("State Machine Does Not Exist: '{arn}'");
-        return Err(SfnError::new("StateMachineDoesNotExist", missing));
-    }
+        .map_err(|_| invalid_arn(arn))?;
     Ok((name, version))
+}
+
+/// `InvalidArn`, for `arn`.
+pub(super) fn invalid_arn(arn: &str) -> SfnError {
+    SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"))
+}
+
+/// What an ARN of Step Functions names.
+#[derive(Clone, Copy)]
+pub(super) enum ArnKind {
+    StateMachine,
+    Activity,
+}
+
+impl ArnKind {
+    /// The name (and the qualifier after it) in an ARN of this kind in this engine's
+    /// region and account: `arn:aws:states:REGION:ACCOUNT:KIND:NAME[:QUALIFIER]`.
+    /// `InvalidArn` for another kind of text; `StateMachineDoesNotExist` (or
+    /// `ActivityDoesNotExist`) for another place's.
+    pub(super) fn name_in(self, arn: &str) -> Result<(&str, Option<&str>), SfnError> {
+        let (kind, missing, what) = match self {
+            Self::StateMachine => ("stateMachine", "StateMachineDoesNotExist", "State Machine"),
+            Self::Activity => ("activity", "ActivityDoesNotExist", "Activity"),
+        };
+        let rest = arn
+            .strip_prefix("arn:aws:states:")
+            .ok_or_else(|| invalid_arn(arn))?;
+        let (region, account, name, qualifier) = match rest.split(':').collect::<Vec<_>>()[..] {
+            [region, account, found, name] if found == kind => (region, account, name, None),
+            [region, account, found, name, qualifier] if found == kind => {
+                (region, account, name, Some(qualifier))
+            }
+            _ => return Err(invalid_arn(arn)),
+        };
+        if name.is_empty() {
+            return Err(invalid_arn(arn));
+        }
+        if format!("{region}:{account}") != place() {
+            return Err(SfnError::new(
+                missing,
+                format!("{what} Does Not Exist: '{arn}'"),
+            ));
+        }
+        Ok((name, qualifier))
+    }
 }
 
 /// A state machine as `ListStateMachines` lists it, `created` at run time or shipped.

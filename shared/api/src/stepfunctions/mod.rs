@@ -8,8 +8,10 @@
 //! A state machine is a workflow: one the deployment ships (a `NAME.asl.json`, or one
 //! of the project's language), or one created through this API; an execution is a
 //! task, its name the task's id (under the caller's scope, as on the project's
-//! routes); a task token is a callback's token.
+//! routes); a task token is a callback's token; an activity's task is a visit of a
+//! Task on it, which its worker ends with that token.
 
+mod activities;
 mod definitions;
 mod executions;
 mod machines;
@@ -142,12 +144,16 @@ pub(crate) fn seconds(at: Timestamp) -> Value {
     json!(at.0 as f64 / 1000.0)
 }
 
-/// The operations that change the deployment's definitions: an operator's, as the
-/// operator's routes are.
-const OPERATORS: [&str; 3] = [
+/// An operator's operations, as the operator's routes are: those that change the
+/// deployment's definitions and activities, and a worker's poll, which takes any
+/// caller's task.
+const OPERATORS: [&str; 6] = [
     "CreateStateMachine",
     "UpdateStateMachine",
     "DeleteStateMachine",
+    "CreateActivity",
+    "DeleteActivity",
+    "GetActivityTask",
 ];
 
 /// The operations a task token is the capability for, answered without
@@ -190,6 +196,11 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
         "StopExecution" => executions::stop(app, scope, bytes).await,
+        "CreateActivity" => activities::create(app, bytes).await,
+        "DescribeActivity" => activities::describe(app, bytes).await,
+        "ListActivities" => activities::list(app, bytes).await,
+        "DeleteActivity" => activities::delete(app, bytes).await,
+        "GetActivityTask" => activities::get_task(app, bytes).await,
         _ if TOKENS.contains(&operation) => tokens::send(app, operation, bytes).await,
         _ => Err(SfnError::new(
             "UnknownOperationException",

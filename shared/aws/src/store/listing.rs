@@ -11,7 +11,7 @@ use sas_domain::task::{Task, TaskState};
 
 use super::leases::expiry_entry;
 use super::requests::{Item, attribute, s, unavailable};
-use super::task_item::task_id_of;
+use super::task_item::{offered_key, task_id_of};
 use super::{DynamoStore, EXPIRY_INDEX, LISTING_INDEX};
 
 /// Index entries a listing of tasks in flight reads at most per page.
@@ -175,5 +175,21 @@ impl TaskListing for DynamoStore {
                 self.list_in_flight(state, limit, after).await
             }
         }
+    }
+
+    async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.settings.table)
+            .index_name(LISTING_INDEX)
+            .key_condition_expression("#state = :state")
+            .expression_attribute_names("#state", "listed_state")
+            .expression_attribute_values(":state", s(offered_key(activity)))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(unavailable)?;
+        output.items().iter().map(task_id_of).collect()
     }
 }

@@ -12,7 +12,8 @@
 //! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
 //! partition is hot, for the supervisor's sweep, and for listing the tasks in
 //! flight (Pending, Processing, Compensating); `listing` (`listed_state`,
-//! `listed_key`) holds the tasks in Error, for operators. A task in flight is
+//! `listed_key`) holds the tasks in Error, for operators, and the tasks whose visit of
+//! a Task on an activity no worker has taken (`ACTIVITY#<name>`), for the workers. A task in flight is
 //! written to an index only when it enters or leaves it, or its lease moves to
 //! another bucket: no index is rewritten at every step, and no index partition
 //! takes every task's writes. A finished task gets an `expires_at` for DynamoDB's

@@ -12,6 +12,7 @@ use flate2::write::DeflateEncoder;
 use sas_core::ports::{StoreError, TaskPage};
 use sas_domain::ids::{TaskId, stable_hash};
 use sas_domain::limits::MAX_ITEM;
+use sas_domain::machine::activities;
 use sas_domain::task::{Task, TaskState};
 use sas_domain::time::Timestamp;
 
@@ -30,6 +31,12 @@ pub(super) const OPTIONAL_ATTRIBUTES: [&str; 7] = [
     "listed_key",
     "expires_at",
 ];
+
+/// The listing index's key of the tasks offering a visit on `activity`, longest
+/// offered first ([`activities::offer`]).
+pub(super) fn offered_key(activity: &str) -> String {
+    format!("ACTIVITY#{activity}")
+}
 
 pub(super) fn task_key(id: &TaskId) -> (String, String) {
     (format!("TASK#{id}"), "TASK".to_owned())
@@ -108,6 +115,12 @@ impl DynamoStore {
         if task.state == TaskState::Error {
             item.insert("listed_state".into(), s(task.state.as_str()));
             item.insert("listed_key".into(), s(TaskPage::cursor_after(task)));
+        } else if let Some(offer) = activities::offer(task) {
+            item.insert("listed_state".into(), s(offered_key(offer.activity)));
+            item.insert(
+                "listed_key".into(),
+                s(format!("{:015}.{}", offer.since.0, task.id)),
+            );
         }
         if let Some(expiry) = self.task_expiry(task) {
             item.insert("expires_at".into(), n(seconds(expiry)));

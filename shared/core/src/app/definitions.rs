@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError};
 
 use sas_domain::workflow::{DefinitionError, Workflow};
 
-use super::App;
+use super::{App, activities};
 use crate::ports::{Registration, StoreError};
 
 /// How many versions past the last registered one a change tries, where an earlier
@@ -73,7 +73,7 @@ impl App {
     ) -> Result<Vec<(Registration, Arc<Workflow>)>, StoreError> {
         let mut found = Vec::new();
         for registration in self.store.registrations().await? {
-            if !registration.deleted {
+            if !registration.deleted && activities::is_definition(&registration) {
                 let workflow = self.registered_version(&registration).await?;
                 found.push((registration, workflow));
             }

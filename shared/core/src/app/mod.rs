@@ -21,6 +21,7 @@ use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::{Registry, Workflow};
 
+mod activities;
 mod children;
 mod cursors;
 mod definitions;

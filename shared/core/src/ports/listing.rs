@@ -67,4 +67,13 @@ pub trait TaskListing: Send + Sync {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError>;
+
+    /// Up to `limit` tasks whose visit of a Task on `activity` no worker has taken,
+    /// longest offered first ([`sas_domain::machine::activities::offer`]): an index
+    /// written with each task's record, which may lag it on DynamoDB (a worker's take
+    /// is a conditional write of the record, which settles it).
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
+    async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError>;
 }

@@ -9,7 +9,9 @@ use sas_domain::workflow::Workflow;
 use super::StoreError;
 
 /// A definition registered at run time under its name: the version its new tasks
-/// start on (each update a new one, kept with [`WorkflowStore::save_workflow`]).
+/// start on (each update a new one, kept with [`WorkflowStore::save_workflow`]). An
+/// activity's name is registered the same way, as `activity:NAME`, with no
+/// definition behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registration {
     /// The name.

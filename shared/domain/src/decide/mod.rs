@@ -233,6 +233,8 @@ pub enum Verdict {
     PausedIdle,
     /// A timer ended: its step is Processed.
     Woke,
+    /// A worker took an activity's visit ([`crate::machine::activities`]).
+    ActivityTaken,
 }
 
 impl Verdict {
@@ -280,6 +282,7 @@ impl Verdict {
             Self::NotPaused => "not paused",
             Self::PausedIdle => "paused idle",
             Self::Woke => "woke",
+            Self::ActivityTaken => "activity taken",
         }
     }
 }

@@ -91,8 +91,10 @@ pub(crate) fn resolve(
 }
 
 impl Kind for WaitStep {
+    /// A state machine's visit waits as long as its state works out for it.
     fn start(&self, change: &mut Change, _: &Workflow, _: &Order, index: usize) {
-        change.start_wait(index, &self.callback);
+        let callback = crate::machine::visit_callback(&change.task, &self.callback);
+        change.start_wait(index, &callback);
     }
 
     /// Never asked: a wait has nothing to undo.

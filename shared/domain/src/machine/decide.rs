@@ -527,6 +527,10 @@ impl Change {
             *count += 1;
         }
         run.attempts += 1;
+        // An activity's retry is offered to the workers again.
+        if let Some(VisitWork::Activity { taken, .. }) = run.work.as_mut() {
+            *taken = None;
+        }
         if waits_for_token(state)
             && let Err(failure) = self.retried_call(order, state)
         {

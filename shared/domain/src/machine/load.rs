@@ -8,7 +8,7 @@ use std::time::Duration;
 use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
 use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, S3_AGENT};
-use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind};
+use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind, WaitStep};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
 use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Workflow};
@@ -87,6 +87,15 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                     ));
                 }
                 StepKind::Branches(BranchesStep { state_type: "Task" })
+            }
+            // A wait for a worker to take the visit and end it with its token.
+            StateKind::Task(task) if matches!(task.resource.target, Target::Activity { .. }) => {
+                let mut supervision = default_supervision();
+                supervision.failure_threshold = 0;
+                StepKind::Wait(WaitStep {
+                    callback: callback(task),
+                    supervision,
+                })
             }
             StateKind::Task(task) => {
                 let unsupported =

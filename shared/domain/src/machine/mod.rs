@@ -14,6 +14,7 @@
 //! workflow's map runs its children: names are unique in a whole machine, so every
 //! state of every branch is a step of the one workflow.
 
+pub mod activities;
 mod branches;
 mod decide;
 mod load;
@@ -261,6 +262,23 @@ pub enum VisitWork {
     },
     /// A Parallel's branches, or a Map's items: one child task each.
     Branches(Box<Branches>),
+    /// A Task on an activity: its input, offered to the activity's workers until one
+    /// takes it ([`activities`]).
+    Activity {
+        /// The activity's name.
+        activity: String,
+        /// The Task's input, as its state worked it out.
+        input: Value,
+        /// As an `Invoke`'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_seconds: Option<u64>,
+        /// As an `Invoke`'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        heartbeat_seconds: Option<u64>,
+        /// The worker that took it, once one has.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        taken: Option<activities::Taken>,
+    },
 }
 
 /// A Parallel's or a Map's children, and what they gave so far.
@@ -523,7 +541,7 @@ pub(crate) fn visit_request(
         VisitWork::Service {
             operation, request, ..
         } => Some(Payload::of(request).map(|payload| (operation.clone(), payload))),
-        VisitWork::Timer { .. } | VisitWork::Branches(_) => None,
+        VisitWork::Timer { .. } | VisitWork::Branches(_) | VisitWork::Activity { .. } => None,
     }
 }
 
@@ -537,7 +555,7 @@ pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration>
         | VisitWork::Service {
             timeout_seconds, ..
         } => timeout_seconds.map(|seconds| std::time::Duration::from_secs(seconds.max(1))),
-        VisitWork::Timer { .. } | VisitWork::Branches(_) => None,
+        VisitWork::Timer { .. } | VisitWork::Branches(_) | VisitWork::Activity { .. } => None,
     }
 }
 
@@ -557,6 +575,11 @@ pub(crate) fn visit_callback(
             ..
         }
         | VisitWork::Service {
+            timeout_seconds,
+            heartbeat_seconds,
+            ..
+        }
+        | VisitWork::Activity {
             timeout_seconds,
             heartbeat_seconds,
             ..

@@ -10,7 +10,9 @@ use sas_asl::definition::{Pattern, Resource, State, StateKind, StateMachine, Tar
 use sas_asl::run::{self, Visit, Work};
 use sas_asl::{Failure, errors, executions, http, lambda, services};
 
-use super::{Awaited, Branches, InvokeAnswer, ServiceAnswer, StartedExecution, VisitWork};
+use super::{
+    Awaited, Branches, InvokeAnswer, ServiceAnswer, StartedExecution, VisitWork, activities,
+};
 use crate::decide::change::Change;
 use crate::task::{Order, Step, StepState};
 use crate::workflow::Workflow;
@@ -105,15 +107,18 @@ impl Change {
             }
             (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
             // The token's use gave the result.
-            (Some(VisitWork::Invoke { .. } | VisitWork::Service { .. }), _)
-                if waits_for_token(state) =>
-            {
-                Ok(self.task.steps[index]
-                    .output
-                    .as_deref()
-                    .cloned()
-                    .unwrap_or(Value::Null))
-            }
+            (
+                Some(
+                    VisitWork::Invoke { .. }
+                    | VisitWork::Service { .. }
+                    | VisitWork::Activity { .. },
+                ),
+                _,
+            ) if ends_by_token(state) => Ok(self.task.steps[index]
+                .output
+                .as_deref()
+                .cloned()
+                .unwrap_or(Value::Null)),
             (Some(VisitWork::Invoke { .. }), StateKind::Task(task)) => {
                 let answer: InvokeAnswer = self.agents_answer(index)?;
                 answer.task_result(&task.resource)
@@ -179,7 +184,7 @@ pub(super) fn step_failure(step: &Step, state: &State) -> Failure {
     }
     match (step.state, &state.kind) {
         // A task token used with an error: the error it names, as `SendTaskFailure`'s.
-        _ if waits_for_token(state) => Failure::new(text, ""),
+        _ if ends_by_token(state) => Failure::new(text, ""),
         // An answer too large to keep: as Step Functions reports one past its limit.
         (StepState::Unusable, StateKind::Task(task)) => lambda::too_large(&task.resource),
         _ => Failure::new(errors::TASK_FAILED, text),
@@ -204,8 +209,9 @@ pub(super) fn task_call(
 fn call_work(
     resource: &Resource,
     arguments: &Value,
-    (timeout_seconds, heartbeat_seconds): (Option<u64>, Option<u64>),
+    lease: (Option<u64>, Option<u64>),
 ) -> Result<VisitWork, Failure> {
+    let (timeout_seconds, heartbeat_seconds) = lease;
     match &resource.target {
         Target::Service(action) => {
             return Ok(VisitWork::Service {
@@ -243,6 +249,9 @@ fn call_work(
                 ..Branches::default()
             })));
         }
+        Target::Activity { name } => {
+            return Ok(activities::work(name, arguments.clone(), lease));
+        }
         _ => {}
     }
     let request = lambda::request(&resource.target, arguments)?;
@@ -255,7 +264,15 @@ fn call_work(
     })
 }
 
-/// Whether `state` is a Task that waits for its task token's use.
+/// Whether `state` is a Task whose visit its task token's use ends: one that gives
+/// the token to its call, or one on an activity, which a worker takes with it.
+fn ends_by_token(state: &State) -> bool {
+    waits_for_token(state)
+        || matches!(&state.kind, StateKind::Task(task) if matches!(task.resource.target, Target::Activity { .. }))
+}
+
+/// Whether `state` is a Task that gives its task token to its call, and waits for its
+/// use.
 pub(super) fn waits_for_token(state: &State) -> bool {
     matches!(&state.kind, StateKind::Task(task) if task.resource.pattern == Pattern::WaitForTaskToken)
 }

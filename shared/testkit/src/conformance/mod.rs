@@ -3,8 +3,9 @@
 //! itself: [`state_store`] on a store, [`queues()`] on a queue and its dead-letter
 //! queue.
 //!
-//! A file for each port: `tasks`, `listing`, `leases`, `workflows`, `cursor_key`,
-//! `gates` for the state store's, `queues` for the queues and the consumer.
+//! A file for each port: `tasks`, `listing` (and `activities`, the index of the
+//! visits offered to workers), `leases`, `workflows`, `cursor_key`, `gates` for the
+//! state store's, `queues` for the queues and the consumer.
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use sas_domain::workflow::{Registry, Workflow};
 
 use crate::delivery_input;
 
+mod activities;
 mod cursor_key;
 mod gates;
 mod leases;
@@ -44,6 +46,7 @@ pub async fn state_store(store: &dyn StateStore) {
     cursor_key::the_first_cursor_key_is_kept(store).await;
     gates::gates_are_versioned_and_their_lines_ordered(store).await;
     gates::a_gate_keyed_by_a_long_value_is_kept(store).await;
+    activities::offered_visits_are_listed_until_taken(store).await;
 }
 
 /// Both suites, on a backend that is its own store, sender and consumer.

@@ -2,6 +2,7 @@
 //! Retry and Catch, Fail, Wait, Parallel and Map, task tokens, and what the engine
 //! refuses to load.
 
+mod activities;
 mod context;
 mod distributed;
 mod executions;
