@@ -76,6 +76,19 @@ refused("a name again with another input", "ExecutionAlreadyExists",
         lambda: sfn.start_execution(stateMachineArn=greet, name="greet-1", input='{"name": "bo"}'))
 done = ended(started["executionArn"])
 check("succeeded", done["status"] == "SUCCEEDED" and json.loads(done["output"]) == {"greeting": "HELLO, ANA!"}, done)
+history = sfn.get_execution_history(executionArn=started["executionArn"])["events"]
+check("an execution's history, as Step Functions writes it",
+      [e["type"] for e in history] == ["ExecutionStarted", "ChoiceStateEntered", "ChoiceStateExited",
+                                       "PassStateEntered", "PassStateExited", "PassStateEntered",
+                                       "PassStateExited", "ExecutionSucceeded"]
+      and [e["id"] for e in history] == list(range(1, 9))
+      and history[3]["stateEnteredEventDetails"]["name"] == "Greet"
+      and json.loads(history[7]["executionSucceededEventDetails"]["output"]) == {"greeting": "HELLO, ANA!"},
+      history)
+pages = sfn.get_paginator("get_execution_history").paginate(
+    executionArn=started["executionArn"], reverseOrder=True, PaginationConfig={"PageSize": 3})
+paged = [(e["id"], e["previousEventId"]) for page in pages for e in page["events"]]
+check("its history in pages, the latest first", paged == [(n, n - 1) for n in range(8, 0, -1)], paged)
 failed = ended(sfn.start_execution(stateMachineArn=greet, input="{}")["executionArn"])
 check("failed", (failed["status"], failed["error"], failed["cause"]) == ("FAILED", "NoName", "the input names nobody"), failed)
 
@@ -212,5 +225,11 @@ check("a worker's success is the Task's result",
 check("a worker's failure is the Task's error",
       outputs["o-1"]["rejected"] == {"Error": "Rejected", "Cause": f"o-1 by {by['o-1']}"}, outputs["o-1"])
 check("the workers stopped", not any(thread.is_alive() for thread in workers), [t.name for t in workers])
+events = sfn.get_execution_history(executionArn=runs["o-0"]["executionArn"], includeExecutionData=False)["events"]
+activity_events = [e for e in events if e["type"].startswith("Activity")]
+check("an activity's task in the history, with its worker",
+      [e["type"] for e in activity_events] == ["ActivityScheduled", "ActivityStarted", "ActivitySucceeded"]
+      and activity_events[1]["activityStartedEventDetails"]["workerName"] == by["o-0"]
+      and "output" not in activity_events[2]["activitySucceededEventDetails"], events)
 sfn.delete_activity(activityArn=activity["activityArn"])
 refused("a deleted activity", "ActivityDoesNotExist", lambda: sfn.describe_activity(activityArn=activity["activityArn"]))

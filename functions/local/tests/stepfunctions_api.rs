@@ -125,7 +125,7 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .filter(|check| check["ok"] == true)
         .count();
-    assert_eq!(passed, 37, "every check of the client passed: {said}");
+    assert_eq!(passed, 40, "every check of the client passed: {said}");
     assert_eq!(described["status"], "SUCCEEDED", "{described:#}");
     assert_eq!(described["name"], "greet-1");
     assert_eq!(described["output"], r#"{"greeting":"HELLO, ANA!"}"#);

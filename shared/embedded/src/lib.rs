@@ -161,6 +161,7 @@ pub struct Embedded {
 mod activities;
 mod cursor_key;
 mod gates;
+mod history;
 mod leases;
 mod listing;
 mod messages;

@@ -10,6 +10,7 @@ use sas_domain::task::{Order, Task};
 
 use crate::Embedded;
 use crate::activities::OfferRow;
+use crate::history::EventRows;
 use crate::queues::insert_messages;
 use crate::schema::{Compressed, Stored, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
@@ -52,6 +53,7 @@ struct Replacement {
     leased: Option<i64>,
     record: Compressed,
     offer: OfferRow,
+    events: EventRows,
 }
 
 impl Replacement {
@@ -64,6 +66,7 @@ impl Replacement {
             leased: leased(task),
             record: Compressed::json(task)?,
             offer: OfferRow::of(task),
+            events: EventRows::of(task)?,
         })
     }
 
@@ -98,7 +101,8 @@ impl Replacement {
             .map_err(unavailable)?;
         }
         if updated == 1 {
-            self.offer.write(c, &self.id)
+            self.offer.write(c, &self.id)?;
+            self.events.write(c, &self.id)
         } else {
             Err(StoreError::Conflict)
         }
@@ -118,7 +122,7 @@ impl TaskStore for Embedded {
             task.created_at.0,
             leased(task),
         );
-        let offer = OfferRow::of(task);
+        let (offer, events) = (OfferRow::of(task), EventRows::of(task)?);
         let work = move |c: &Connection| {
             let inserted = execute(
                 c,
@@ -136,7 +140,8 @@ impl TaskStore for Embedded {
                 params![id, input],
             )
             .map_err(unavailable)?;
-            offer.write(c, &id)
+            offer.write(c, &id)?;
+            events.write(c, &id)
         };
         self.write_keeping(work, task, Some(order)).await
     }

@@ -11,13 +11,15 @@ use async_trait::async_trait;
 
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    AlertError, Alerts, Consumer, CursorKey, CursorKeyStore, Delivery, Expired, ExpiredCursor,
-    GateStore, LeaseIndex, LeaseKey, OutgoingMessage, QueueError, Queues, Registration,
-    ShardProgress, StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
+    AlertError, Alerts, Consumer, CursorKey, CursorKeyStore, Delivery, ExecutionHistory, Expired,
+    ExpiredCursor, GateStore, HistoryPage, LeaseIndex, LeaseKey, OutgoingMessage, QueueError,
+    Queues, Registration, ShardProgress, StoreError, TaskListing, TaskPage, TaskStore, Unreadable,
+    WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::machine::activities;
+use sas_domain::machine::history::HistoryEvent;
 use sas_domain::messages::Alert;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -64,6 +66,19 @@ struct State {
     gates: HashMap<String, Gate>,
     /// The gates' lines, by gate, in order: (position, call) to the call.
     lines: HashMap<String, BTreeMap<(Timestamp, String), Waiter>>,
+    /// The executions' histories, by task, each event by its id.
+    histories: HashMap<String, BTreeMap<u64, HistoryEvent>>,
+}
+
+impl State {
+    /// Keeps the history events `task`'s write made, with it.
+    fn keep_history(&mut self, task: &Task) {
+        let Some(run) = task.machine.as_deref() else {
+            return;
+        };
+        let history = self.histories.entry(task.id.to_string()).or_default();
+        history.extend(run.new_events.iter().map(|event| (event.id, event.clone())));
+    }
 }
 
 /// What eventually consistent reads see: the store, or a replica behind when a test
@@ -292,6 +307,7 @@ impl TaskStore for Memory {
         }
         state.tasks.insert(task.id.to_string(), task.clone());
         state.orders.insert(task.id.to_string(), order.clone());
+        state.keep_history(task);
         Ok(())
     }
 
@@ -330,6 +346,7 @@ impl TaskStore for Memory {
                 if stored.version + 1 == task.version && stored.created_at == task.created_at =>
             {
                 *stored = task.clone();
+                state.keep_history(task);
                 Ok(())
             }
             _ => Err(StoreError::Conflict),
@@ -387,6 +404,26 @@ impl TaskListing for Memory {
             .take(limit)
             .map(|(_, id)| id.clone())
             .collect())
+    }
+}
+
+#[async_trait]
+impl ExecutionHistory for Memory {
+    async fn history(
+        &self,
+        task: &TaskId,
+        page: HistoryPage,
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
+        let state = self.state();
+        let Some(history) = state.histories.get(task.as_str()) else {
+            return Ok(Vec::new());
+        };
+        let events: Box<dyn Iterator<Item = &HistoryEvent>> = match (page.reverse, page.after) {
+            (false, after) => Box::new(history.range(after.map_or(0, |a| a + 1)..).map(|e| e.1)),
+            (true, None) => Box::new(history.values().rev()),
+            (true, Some(after)) => Box::new(history.range(..after).rev().map(|e| e.1)),
+        };
+        Ok(events.take(page.limit).cloned().collect())
     }
 }
 

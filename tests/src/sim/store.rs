@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use sas_core::clock::Clock;
 use sas_core::ports::{
-    CursorKey, CursorKeyStore, Expired, ExpiredCursor, GateStore, LeaseIndex, Registration,
-    StoreError, TaskListing, TaskPage, TaskStore, Unreadable, WorkflowStore,
+    CursorKey, CursorKeyStore, ExecutionHistory, Expired, ExpiredCursor, GateStore, HistoryPage,
+    LeaseIndex, Registration, StoreError, TaskListing, TaskPage, TaskStore, Unreadable,
+    WorkflowStore,
 };
 use sas_domain::flow::{Gate, Waiter};
 use sas_domain::ids::TaskId;
+use sas_domain::machine::history::HistoryEvent;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::{Registry, Workflow};
@@ -173,6 +175,17 @@ impl TaskListing for FaultyStore {
 
     async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {
         self.inner.offered(activity, limit).await
+    }
+}
+
+#[async_trait]
+impl ExecutionHistory for FaultyStore {
+    async fn history(
+        &self,
+        task: &TaskId,
+        page: HistoryPage,
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
+        self.inner.history(task, page).await
     }
 }
 

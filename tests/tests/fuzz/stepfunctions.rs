@@ -28,6 +28,7 @@ fn operation() -> impl Strategy<Value = String> {
                 "DescribeStateMachineForExecution",
                 "DescribeExecution",
                 "StopExecution",
+                "GetExecutionHistory",
                 "SendTaskSuccess",
                 "SendTaskFailure",
                 "SendTaskHeartbeat",
@@ -58,6 +59,9 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
         "definition": r#"{"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}}"#,
         "activityArn": "arn:aws:states:us-east-1:000000000000:activity:e-1",
         "workerName": "w-1",
+        "maxResults": 2,
+        "nextToken": "3",
+        "reverseOrder": true,
     });
     (
         any_json(),
@@ -73,6 +77,9 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
                 "cause",
                 "activityArn",
                 "workerName",
+                "maxResults",
+                "nextToken",
+                "reverseOrder",
             ][..],
         ),
         any::<u8>(),

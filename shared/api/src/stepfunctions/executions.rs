@@ -126,7 +126,11 @@ async fn started(
 
 /// The task an execution's ARN names (`arn:aws:states:REGION:ACCOUNT:execution:
 /// MACHINE:NAME`), with its order, and its name.
-async fn named(app: &App, scope: Scope<'_>, arn: &str) -> Result<(Task, Order, String), SfnError> {
+pub(super) async fn named(
+    app: &App,
+    scope: Scope<'_>,
+    arn: &str,
+) -> Result<(Task, Order, String), SfnError> {
     let invalid = || SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"));
     let rest = arn.strip_prefix("arn:aws:states:").ok_or_else(invalid)?;
     let parts: Vec<&str> = rest.split(':').collect();

@@ -14,6 +14,7 @@
 mod activities;
 mod definitions;
 mod executions;
+mod history;
 mod machines;
 mod tokens;
 
@@ -196,6 +197,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
         "StopExecution" => executions::stop(app, scope, bytes).await,
+        "GetExecutionHistory" => history::get(app, scope, bytes).await,
         "CreateActivity" => activities::create(app, bytes).await,
         "DescribeActivity" => activities::describe(app, bytes).await,
         "ListActivities" => activities::list(app, bytes).await,

@@ -7,6 +7,7 @@
 //! | `WORKFLOW#<name>`| `V#<version>` | a workflow definition, as tasks started with it |
 //! | `SECRET#cursor`  | `SECRET`    | the key that seals owners' listing cursors, drawn by the first process that needed it |
 //! | `SETTINGS#lease-shards` | `SETTINGS` | the most expiry shards any process has written leases into (`most`) |
+//! | `HISTORY#<id>`   | `E#<first event id>` | a state machine's execution's history events of one write (`history`) |
 //!
 //! Two sparse global secondary indexes, keys only: `expiry` (`lease_shard`,
 //! `lease_expires`) holds the tasks with a live lease, spread over shards so that no
@@ -33,7 +34,7 @@
 //! requests share), `task_item` (a task as its item keeps it), `orders` (order
 //! data, in the task's item or apart, and its expiry), `shards` (how many expiry
 //! shards hold leases), and a file for each port of the state store: `tasks`,
-//! `listing`, `leases`, `gates`, `cursor_key`, `workflows`.
+//! `listing`, `leases`, `gates`, `cursor_key`, `workflows`, `history`.
 
 use std::sync::atomic::AtomicU32;
 
@@ -44,6 +45,7 @@ use sas_lambda::sdk::{SdkClient, sdk_client};
 
 mod cursor_key;
 mod gates;
+mod history;
 mod leases;
 mod listing;
 mod orders;

@@ -92,15 +92,17 @@ impl DynamoStore {
         let update = update
             .build()
             .map_err(|e| StoreError::Unavailable(e.into()))?;
+        let mut items = vec![
+            TransactWriteItem::builder()
+                .update(self.update_in_place(task)?)
+                .build(),
+            TransactWriteItem::builder().update(update).build(),
+        ];
+        items.extend(self.event_pages(task)?);
         let result = self
             .client
             .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .update(self.update_in_place(task)?)
-                    .build(),
-            )
-            .transact_items(TransactWriteItem::builder().update(update).build())
+            .set_transact_items(Some(items))
             .send()
             .await;
         match result {

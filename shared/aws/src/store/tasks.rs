@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
@@ -96,6 +97,10 @@ impl DynamoStore {
     /// Rewrites a task's item in place ([`Self::update_in_place`]), on condition of
     /// its version and, with `order_inline`, of its order data being in the item.
     async fn rewrite(&self, task: &Task, order_inline: bool) -> Result<Rewrite, StoreError> {
+        let pages = self.event_pages(task)?;
+        if !pages.is_empty() {
+            return self.rewrite_with_events(task, order_inline, pages).await;
+        }
         let update = self.update_in_place(task)?;
         let request = self
             .client
@@ -122,6 +127,48 @@ impl DynamoStore {
                 }
                 _ => Err(unavailable(error)),
             },
+        }
+    }
+
+    /// [`Self::rewrite`] of a write that made history events: the task's update and
+    /// their items in one transaction.
+    async fn rewrite_with_events(
+        &self,
+        task: &Task,
+        order_inline: bool,
+        pages: Vec<TransactWriteItem>,
+    ) -> Result<Rewrite, StoreError> {
+        let mut update = self.update_in_place(task)?;
+        if order_inline {
+            update.condition_expression = (update.condition_expression)
+                .map(|condition| format!("{condition} AND attribute_exists(#input)"));
+            (update.expression_attribute_names.get_or_insert_default())
+                .insert("#input".to_owned(), "input".to_owned());
+            update.return_values_on_condition_check_failure =
+                Some(ReturnValuesOnConditionCheckFailure::AllOld);
+        }
+        let mut items = vec![TransactWriteItem::builder().update(update).build()];
+        items.extend(pages);
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        let Err(error) = result else {
+            return Ok(Rewrite::Written);
+        };
+        let refused = match error.as_service_error() {
+            Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) => {
+                cancelled.cancellation_reasons().first().cloned()
+            }
+            _ => None,
+        };
+        match refused {
+            Some(reason) if lost_the_race(reason.code()) => {
+                Ok(Rewrite::Refused(reason.item().cloned()))
+            }
+            _ => Err(unavailable(error)),
         }
     }
 
@@ -287,16 +334,15 @@ impl TaskStore for DynamoStore {
         // Each write that may give a task a lease counts this process's shards first.
         self.shards().await?;
         let input = encode_json(&order.input)?;
-        if input.len() <= INLINE_ORDER && order.earlier.is_empty() {
-            let mut item = self.task_item(task)?;
+        let pages = self.event_pages(task)?;
+        let inline = input.len() <= INLINE_ORDER && order.earlier.is_empty();
+        let mut item = self.task_item(task)?;
+        if inline {
             item.insert("input".into(), s(input));
-            return self.put_new(item).await;
+            if pages.is_empty() {
+                return self.put_new(item).await;
+            }
         }
-        let order_item = self.order_item(
-            task,
-            order,
-            OrderExpiry::At(self.default_order_expiry(task)),
-        )?;
         let put = |item: Item, absent: bool| {
             let put = Put::builder()
                 .table_name(&self.settings.table)
@@ -313,11 +359,16 @@ impl TaskStore for DynamoStore {
         };
         // The task's absence decides; order data left by a task that expired first
         // is replaced (with the condition on it, that id answered 503 until it went).
+        let mut items = vec![put(item, true)?];
+        if !inline {
+            let expiry = OrderExpiry::At(self.default_order_expiry(task));
+            items.push(put(self.order_item(task, order, expiry)?, false)?);
+        }
+        items.extend(pages);
         let result = self
             .client
             .transact_write_items()
-            .transact_items(put(self.task_item(task)?, true)?)
-            .transact_items(put(order_item, false)?)
+            .set_transact_items(Some(items))
             .send()
             .await;
         match result {
@@ -394,11 +445,12 @@ impl TaskStore for DynamoStore {
                     .map_err(|e| StoreError::Unavailable(e.into()))?,
             )
             .build();
+        let mut items = vec![self.versioned_put(task, self.task_item(task)?)?, order_item];
+        items.extend(self.event_pages(task)?);
         let result = self
             .client
             .transact_write_items()
-            .transact_items(self.versioned_put(task, self.task_item(task)?)?)
-            .transact_items(order_item)
+            .set_transact_items(Some(items))
             .send()
             .await;
         match result {

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use super::App;
 use super::cursors::Seal;
-use crate::ports::{StoreError, TaskPage};
+use crate::ports::{HistoryPage, StoreError, TaskPage};
 use sas_domain::ids::{Owner, TaskId};
+use sas_domain::machine::history::HistoryEvent;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
 
@@ -60,6 +61,18 @@ impl App {
     /// [`StoreError`] when the store fails.
     pub async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
         self.store.task_with_order(id).await
+    }
+
+    /// A page of the history of the execution that is task `id` (a state machine's).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn execution_history(
+        &self,
+        id: &TaskId,
+        page: HistoryPage,
+    ) -> Result<Vec<HistoryEvent>, StoreError> {
+        self.store.history(id, page).await
     }
 
     /// A task's state once it is final, or when `wait` has passed, whichever is first.

@@ -3,7 +3,8 @@
 //!
 //! One file a port. The state store is a port for each kind of item it keeps
 //! ([`TaskStore`], [`TaskListing`], [`LeaseIndex`], [`GateStore`], [`CursorKeyStore`],
-//! [`WorkflowStore`]), and [`StateStore`] is all of them: what the actors hold.
+//! [`WorkflowStore`], [`ExecutionHistory`]), and [`StateStore`] is all of them: what
+//! the actors hold.
 
 mod alerts;
 mod consumer;
@@ -11,6 +12,7 @@ mod credentials;
 mod cursor_key;
 mod dead_letters;
 mod gates;
+mod history;
 mod leases;
 mod listing;
 mod metrics;
@@ -26,6 +28,7 @@ pub use credentials::{CredentialError, Credentials, Unsigned};
 pub use cursor_key::{CursorKey, CursorKeyStore};
 pub use dead_letters::{DeadLetter, DeadLetters};
 pub use gates::GateStore;
+pub use history::{ExecutionHistory, HistoryPage};
 pub use leases::{Expired, ExpiredCursor, LeaseIndex, LeaseKey, ShardProgress, Unreadable};
 pub use listing::{TaskListing, TaskPage};
 pub use metrics::{Metrics, NoMetrics, Unit};

@@ -1,7 +1,10 @@
 //! The state store as a whole: its error, and [`StateStore`], every port of the
 //! items it keeps in one.
 
-use super::{Cause, CursorKeyStore, GateStore, LeaseIndex, TaskListing, TaskStore, WorkflowStore};
+use super::{
+    Cause, CursorKeyStore, ExecutionHistory, GateStore, LeaseIndex, TaskListing, TaskStore,
+    WorkflowStore,
+};
 
 /// Why the state store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -27,11 +30,18 @@ pub enum StoreError {
 /// gates, the cursor key and workflow definitions. Implemented by every type that
 /// implements the port of each.
 pub trait StateStore:
-    TaskStore + TaskListing + LeaseIndex + GateStore + CursorKeyStore + WorkflowStore
+    TaskStore + TaskListing + LeaseIndex + GateStore + CursorKeyStore + WorkflowStore + ExecutionHistory
 {
 }
 
 impl<T> StateStore for T where
-    T: TaskStore + TaskListing + LeaseIndex + GateStore + CursorKeyStore + WorkflowStore + ?Sized
+    T: TaskStore
+        + TaskListing
+        + LeaseIndex
+        + GateStore
+        + CursorKeyStore
+        + WorkflowStore
+        + ExecutionHistory
+        + ?Sized
 {
 }

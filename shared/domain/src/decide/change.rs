@@ -33,6 +33,10 @@ impl Change {
         let mut task = task.clone();
         task.version += 1;
         task.updated_at = now;
+        // The history events of this decision only: those before are written.
+        if let Some(run) = task.machine.as_mut() {
+            run.new_events.clear();
+        }
         Self {
             held: held_slots(&task),
             lease_before: task.complete_by,

@@ -12,6 +12,7 @@ use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors};
 
+use super::history::{self, HistoryEvent};
 use super::work::{step_failure, task_call, waits_for_token};
 use super::{Branches, MachineRun, Status, VisitWork, branch_scope, visit_step};
 use crate::callback::Token;
@@ -158,25 +159,25 @@ impl Change {
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::Processed => {
-                    self.count_work_events(state);
                     let result = self.visit_result(index, state);
+                    self.work_ended(state, &result, false);
                     self.leave(workflow, machine, order, state, &input, result);
                 }
                 StepState::Error | StepState::Unusable => {
-                    self.count_work_events(state);
-                    let failure = step_failure(&self.task.steps[index], state);
-                    self.leave(workflow, machine, order, state, &input, Err(failure));
+                    let failure = Err(step_failure(&self.task.steps[index], state));
+                    self.work_ended(state, &failure, false);
+                    self.leave(workflow, machine, order, state, &input, failure);
                 }
                 StepState::TimedOut => {
                     let missed = step.error.as_deref() == Some(HEARTBEAT_MISSED);
-                    self.count_work_events(state);
                     let error = if missed {
                         errors::HEARTBEAT_TIMEOUT
                     } else {
                         errors::TIMEOUT
                     };
-                    let failure = Failure::new(error, "");
-                    self.leave(workflow, machine, order, state, &input, Err(failure));
+                    let failure = Err(Failure::new(error, ""));
+                    self.work_ended(state, &failure, true);
+                    self.leave(workflow, machine, order, state, &input, failure);
                 }
                 StepState::Compensated | StepState::CompensationFailed | StepState::Skipped => {
                     self.fail_execution(Failure::runtime(format!(
@@ -197,6 +198,44 @@ impl Change {
             .retry_at
             .is_none_or(|at| at <= self.now.plus(RETRY_EARLY));
         (step.state == StepState::Pending && due).then_some(index)
+    }
+
+    /// A visit's work ended with `result`: its history events written
+    /// ([`history::work_events`]), the first as the next event, the last after those
+    /// its children counted.
+    fn work_ended(&mut self, state: &State, result: &Result<Value, Failure>, timed_out: bool) {
+        let first = self.run_mut().events;
+        self.count_work_events(state);
+        let run = self.run_mut();
+        let last = run.events;
+        let events = history::work_events(state, run.work.as_ref(), result, timed_out);
+        let count = events.len();
+        for (index, event) in events.into_iter().enumerate() {
+            let id = if index + 1 == count {
+                last
+            } else {
+                first + 1 + index as u64
+            };
+            self.write_event(id, event);
+        }
+    }
+
+    /// Writes `event` in the execution's history as its event `id`, now.
+    fn write_event(&mut self, id: u64, event: Value) {
+        let at = self.now;
+        (self.run_mut().new_events).push(HistoryEvent { id, at, event });
+    }
+
+    /// Whether this write keeps as many history events as a write may: the states
+    /// after are entered by the next one.
+    fn history_is_full(&self) -> bool {
+        let events = self
+            .task
+            .machine
+            .as_ref()
+            .map_or(&[][..], |run| &run.new_events);
+        events.len() >= history::EVENTS_A_WRITE
+            || events.iter().map(HistoryEvent::size).sum::<usize>() >= history::EVENT_BYTES_A_WRITE
     }
 
     /// A visit's work ended: the history events Step Functions writes of it, which
@@ -224,17 +263,23 @@ impl Change {
             .timeout_seconds
             .map(|seconds| self.task.created_at.plus(Duration::from_secs(seconds)));
         let scope = branch_scope(&self.task);
+        let is_branch = scope.is_some();
+        let variables = scope
+            .map(|scope| scope.variables.clone())
+            .unwrap_or_default();
         self.task.machine = Some(Box::new(MachineRun {
             state: Some(machine.start_at.clone()),
             to_enter: true,
             input: Arc::new(order.input.clone()),
-            variables: scope
-                .map(|scope| scope.variables.clone())
-                .unwrap_or_default(),
-            events: u64::from(scope.is_none()),
+            variables,
+            events: u64::from(!is_branch),
             deadline,
             ..MachineRun::default()
         }));
+        if !is_branch {
+            let role = role_arn(&self.task.workflow.name);
+            self.write_event(1, history::execution_started(&order.input, &role));
+        }
     }
 
     pub(super) fn run_mut(&mut self) -> &mut MachineRun {
@@ -260,7 +305,7 @@ impl Change {
             id: super::execution_arn(workflow, name),
             name: name.to_owned(),
             input: self.execution_input(order),
-            role_arn: format!("arn:aws:iam::{}:role/{workflow}", super::account()),
+            role_arn: role_arn(workflow),
             start_time: self.task.created_at.to_rfc3339(),
             redrive_count: u64::from(self.task.run.saturating_sub(1)),
             machine_id: super::machine_arn(workflow),
@@ -322,7 +367,10 @@ impl Change {
     ) {
         let mut state = state;
         let mut input = input;
-        for _ in 0..TRANSITIONS_A_WRITE {
+        for passed in 0..TRANSITIONS_A_WRITE {
+            if passed > 0 && self.history_is_full() {
+                break;
+            }
             // A state that waits is visited once more: its call's key and its task
             // token name the visit.
             let waits = workflow.step_index(&state.name).is_some();
@@ -341,6 +389,7 @@ impl Change {
                 run.work = None;
                 run.entered_event
             };
+            self.write_event(entered, history::state_entered(state, &input));
             let context = self.context(order, state);
             let variables = self.run_mut().variables.clone();
             let visit = Visit {
@@ -411,7 +460,7 @@ impl Change {
                     return;
                 }
             };
-            match self.go(left) {
+            match self.go(state, left) {
                 Some((next, output)) => match machine.state(&next) {
                     Some(next) => {
                         state = next;
@@ -500,7 +549,7 @@ impl Change {
                 Recovery::Raise(failure) => return self.fail_execution(failure),
             },
         };
-        if let Some((next, output)) = self.go(left) {
+        if let Some((next, output)) = self.go(state, left) {
             match machine.state(&next) {
                 Some(next) => self.enter(workflow, machine, order, next, output),
                 None => self.fail_execution(Failure::runtime(format!("no state named '{next}'"))),
@@ -579,10 +628,12 @@ impl Change {
 
     /// The state is left: its variables set, and where it goes (`None` where the
     /// execution ended with its output).
-    fn go(&mut self, left: Left) -> Option<(String, Value)> {
+    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value)> {
         let run = self.run_mut();
         run.variables.extend(left.assigned);
         run.events += 1;
+        let exited = run.events;
+        self.write_event(exited, history::state_exited(state, &left.output));
         match left.next {
             Some(next) => Some((next, left.output)),
             None => {
@@ -618,6 +669,12 @@ impl Change {
         run.output = output.map(Arc::new);
         run.error = error;
         run.cause = cause;
+        // An execution's end, the last of its history; a branch's is its parent's.
+        if branch_scope(&self.task).is_none() {
+            let run = self.run_mut();
+            let (id, ended) = (run.events + 1, history::execution_ended(run));
+            self.write_event(id, ended);
+        }
     }
 
     /// Too many states passed in one write: what is done is written, and a Run
@@ -625,4 +682,10 @@ impl Change {
     fn hand_over(&mut self, workflow: &Workflow) {
         self.release(workflow, Duration::ZERO);
     }
+}
+
+/// The role an execution of the machine `workflow` names: this engine runs every
+/// machine with the functions' own roles, so it names none of the caller's.
+fn role_arn(workflow: &str) -> String {
+    format!("arn:aws:iam::{}:role/{workflow}", super::account())
 }

@@ -17,6 +17,7 @@
 pub mod activities;
 mod branches;
 mod decide;
+pub mod history;
 mod load;
 #[cfg(test)]
 mod tests;
@@ -215,6 +216,10 @@ pub struct MachineRun {
     /// Its cause, once it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// The history events the decision being written made: the store writes them
+    /// beside the task, in the same write; never part of the record.
+    #[serde(skip)]
+    pub new_events: Vec<history::HistoryEvent>,
 }
 
 /// What a visit waits for.

@@ -4,8 +4,8 @@
 //! queue.
 //!
 //! A file for each port: `tasks`, `listing` (and `activities`, the index of the
-//! visits offered to workers), `leases`, `workflows`, `cursor_key`, `gates` for the
-//! state store's, `queues` for the queues and the consumer.
+//! visits offered to workers), `leases`, `workflows`, `cursor_key`, `gates`, `history`
+//! for the state store's, `queues` for the queues and the consumer.
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ use crate::delivery_input;
 mod activities;
 mod cursor_key;
 mod gates;
+mod history;
 mod leases;
 mod listing;
 mod queues;
@@ -47,6 +48,7 @@ pub async fn state_store(store: &dyn StateStore) {
     gates::gates_are_versioned_and_their_lines_ordered(store).await;
     gates::a_gate_keyed_by_a_long_value_is_kept(store).await;
     activities::offered_visits_are_listed_until_taken(store).await;
+    history::histories_are_kept_with_their_writes_and_paged(store).await;
 }
 
 /// Both suites, on a backend that is its own store, sender and consumer.

@@ -6,6 +6,7 @@ mod activities;
 mod context;
 mod distributed;
 mod executions;
+mod history;
 mod retries;
 mod services;
 

@@ -1,0 +1,169 @@
+//! An execution's history: the events each write makes, in Step Functions' words and
+//! numbering.
+
+use serde_json::{Value, json};
+
+use super::{answered, dispatched, invoked, machine, started};
+use crate::decide::{Decision, on_response};
+use crate::machine::history::HistoryEvent;
+use crate::task::TaskState;
+use crate::time::Timestamp;
+
+/// The events a decision wrote.
+fn written(decision: &Decision) -> Vec<HistoryEvent> {
+    let task = decision.next.as_ref().expect("written");
+    task.machine.as_ref().expect("a run").new_events.clone()
+}
+
+fn kinds(events: &[HistoryEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| event.event["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn each_write_adds_its_events_numbered_as_step_functions_numbers_them() {
+    let workflow = machine(json!({
+        "StartAt": "Start",
+        "States": {
+            "Start": {"Type": "Pass", "Result": {"n": 1}, "Next": "Call"},
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                     "Parameters": {"FunctionName": "f", "Payload.$": "$"},
+                     "OutputPath": "$.Payload", "Next": "Big?"},
+            "Big?": {"Type": "Choice", "Choices": [{"Variable": "$.n", "NumericGreaterThan": 5, "Next": "Done"}],
+                     "Default": "Done"},
+            "Done": {"Type": "Succeed"}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let mut events = written(&claim);
+    assert_eq!(
+        kinds(&events),
+        [
+            "ExecutionStarted",
+            "PassStateEntered",
+            "PassStateExited",
+            "TaskStateEntered"
+        ],
+        "the claim's write: up to the Task that waits"
+    );
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim).remove(0);
+    let payload = invoked(&request).payload;
+    let answered = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&request, &payload, None),
+        Timestamp(10),
+    );
+    assert_eq!(
+        answered.next.as_ref().map(|t| t.state),
+        Some(TaskState::Processed)
+    );
+    events.extend(written(&answered));
+    assert_eq!(
+        kinds(&events),
+        [
+            "ExecutionStarted",
+            "PassStateEntered",
+            "PassStateExited",
+            "TaskStateEntered",
+            "TaskScheduled",
+            "TaskStarted",
+            "TaskSucceeded",
+            "TaskStateExited",
+            "ChoiceStateEntered",
+            "ChoiceStateExited",
+            "SucceedStateEntered",
+            "SucceedStateExited",
+            "ExecutionSucceeded",
+        ]
+    );
+    let ids: Vec<u64> = events.iter().map(|event| event.id).collect();
+    assert_eq!(ids, (1..=13).collect::<Vec<_>>(), "one id each, in order");
+    let details = |index: usize, field: &str| events[index].event[field].clone();
+    assert_eq!(
+        details(1, "stateEnteredEventDetails")["input"],
+        json!("{}"),
+        "a state's input, as JSON text"
+    );
+    let scheduled = details(4, "taskScheduledEventDetails");
+    assert_eq!(
+        (&scheduled["resourceType"], &scheduled["resource"]),
+        (&json!("lambda"), &json!("invoke"))
+    );
+    let parameters: Value =
+        serde_json::from_str(scheduled["parameters"].as_str().unwrap_or_default()).expect("JSON");
+    assert_eq!(
+        parameters,
+        json!({"FunctionName": "f", "Payload": {"n": 1}})
+    );
+    assert_eq!(
+        details(12, "executionSucceededEventDetails")["output"],
+        json!("{\"n\":1}")
+    );
+}
+
+#[test]
+fn a_failure_ends_the_history_with_its_error_and_cause() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim).remove(0);
+    let error = r#"{"errorMessage":"no","errorType":"Boom"}"#;
+    let failed = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&request, error, Some("Unhandled")),
+        Timestamp(10),
+    );
+    let events = written(&failed);
+    assert_eq!(
+        kinds(&events),
+        [
+            "LambdaFunctionScheduled",
+            "LambdaFunctionStarted",
+            "LambdaFunctionFailed",
+            "ExecutionFailed"
+        ]
+    );
+    let ended = &events[3].event["executionFailedEventDetails"];
+    assert_eq!(
+        (&ended["error"], &ended["cause"]),
+        (&json!("Boom"), &json!(error))
+    );
+    assert_eq!(events[3].id, 6, "after the state's entry and its three");
+}
+
+#[test]
+fn a_loop_of_many_states_is_written_a_bounded_history_at_a_time() {
+    let workflow = machine(json!({
+        "StartAt": "Loop",
+        "States": {
+            "Loop": {"Type": "Pass", "Parameters": {"n.$": "States.MathAdd($.n, 1)"}, "Next": "Again?"},
+            "Again?": {"Type": "Choice", "Choices": [{"Variable": "$.n", "NumericLessThan": 500, "Next": "Loop"}],
+                       "Default": "Done"},
+            "Done": {"Type": "Succeed"}
+        }
+    }));
+    let (_, _, claim) = started(&workflow, json!({"n": 0}));
+    let events = written(&claim);
+    assert!(
+        events.len() <= crate::machine::history::EVENTS_A_WRITE + 2,
+        "{} events in one write",
+        events.len()
+    );
+    assert_eq!(
+        claim.next.as_ref().map(|t| t.state),
+        Some(TaskState::Pending),
+        "handed over to the next write"
+    );
+}
