@@ -4,6 +4,9 @@
 use sas_tests::{Harness, delivery_input, function_binary};
 use serde_json::{Value, json};
 
+#[path = "cli/machines.rs"]
+mod machines;
+
 /// Runs `sas` against the harness's API; its exit status, standard output and error.
 async fn sas(harness: &Harness, arguments: &[&str]) -> (bool, String, String) {
     let output = tokio::process::Command::new(function_binary("sas"))
@@ -591,34 +594,4 @@ async fn an_operator_sees_each_services_limits_and_calls_from_the_command_line()
             .settle_in(&format!("cli-limited-{i}"), "Processed")
             .await;
     }
-}
-
-/// A Step Functions state machine's execution (`tests/workflows/greet.asl.json`), as
-/// `sas tasks show` prints it: its status, its output, and a failed one's error and
-/// cause in Step Functions' words.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_sees_a_state_machines_execution_from_the_command_line() {
-    let harness = Harness::start(5).await;
-    for (id, input) in [
-        ("greet-ada", json!({"name": "Ada"})),
-        ("greet-nobody", json!({})),
-    ] {
-        let body = json!({"workflow": "greet", "input": input}).to_string();
-        let (status, _, answer) = harness
-            .call("PUT", &format!("/tasks/{id}"), Some(body.as_bytes()))
-            .await;
-        assert!(status < 300, "{status}: {answer}");
-    }
-    harness.settle_in("greet-ada", "Processed").await;
-    harness.settle_in("greet-nobody", "Error").await;
-    let shown = ok(&harness, &["tasks", "show", "greet-ada"]).await;
-    assert!(shown.contains("execution: SUCCEEDED"), "{shown}");
-    assert!(
-        shown.contains(r#"output: {"greeting":"HELLO, ADA!"}"#),
-        "{shown}"
-    );
-    let shown = ok(&harness, &["tasks", "show", "greet-nobody"]).await;
-    assert!(shown.contains("execution: FAILED"), "{shown}");
-    assert!(shown.contains("error: NoName"), "{shown}");
-    assert!(shown.contains("cause: the input names nobody"), "{shown}");
 }

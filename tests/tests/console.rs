@@ -13,6 +13,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use sas_tests::{Harness, delivery_input};
 use serde_json::{Value, json};
 
+#[path = "console/machines.rs"]
+mod machines;
+
 /// How long the page may take to show what is awaited.
 const PATIENCE: Duration = Duration::from_secs(30);
 

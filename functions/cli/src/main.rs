@@ -3,6 +3,7 @@
 //! `--json` for scripts.
 
 mod client;
+mod execution;
 mod render;
 
 use std::io::Read as _;
@@ -53,8 +54,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: submit, list, show, watch, children, resubmit, cancel, pause, resume,
-    /// complete.
+    /// Tasks: submit, list, show, execution, watch, children, resubmit, cancel, pause,
+    /// resume, complete.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -135,6 +136,9 @@ enum Tasks {
         #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
+    /// A state machine's task as its state graph: each state's visits and how its
+    /// last went, the path taken, each state's last input and output.
+    Execution { id: String },
     /// The child tasks a step started (a map's, a child workflow's), by item.
     Children {
         id: String,
@@ -336,6 +340,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .call("GET", &format!("{tasks}/{}", id(&task)), None)
                 .await?;
             print(cli.json, &answer, render::task);
+        }
+        Command::Tasks(Tasks::Execution { id: task }) => {
+            let answer = api
+                .call("GET", &format!("{tasks}/{}/execution", id(&task)), None)
+                .await?;
+            print(cli.json, &answer, execution::execution);
         }
         Command::Tasks(Tasks::Watch { id: task, timeout }) => {
             watch(&api, &format!("{tasks}/{}", id(&task)), timeout, cli.json).await?;

@@ -598,6 +598,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(PUT, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks/{id}/children", caller, callerScopes);
+    route(GET, "/tasks/{id}/execution", caller, callerScopes);
     route(GET, "/tasks", caller, callerScopes);
     route(POST, "/tasks/{id}/resubmit", caller, callerScopes);
     route(POST, "/tasks/{id}/cancel", caller, callerScopes);
@@ -611,6 +612,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/tasks", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}/children", operator, operatorScopes);
+    route(GET, "/operator/tasks/{id}/execution", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/cancel", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/pause", operator, operatorScopes);
@@ -645,6 +647,8 @@ export class SchedulerAgentSupervisor extends Construct {
         "GET /operator/tasks",
         "GET /tasks/{id}/children",
         "GET /operator/tasks/{id}/children",
+        "GET /tasks/{id}/execution",
+        "GET /operator/tasks/{id}/execution",
         // The routes anyone may call, each an invocation: bounded apart from the rest.
         "GET /",
         "GET /openapi.json",

@@ -11,6 +11,7 @@
 
 mod bodies;
 mod error;
+mod execution;
 mod history;
 mod openapi;
 mod operator;

@@ -6,6 +6,7 @@ use schemars::Schema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
+use super::execution::ExecutionView;
 use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
@@ -83,6 +84,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         Action::List => (200, generator.subschema_for::<PageView>(), None),
         Action::Get => (200, generator.subschema_for::<TaskView>(), None),
         Action::Children => (200, generator.subschema_for::<ChildrenView>(), None),
+        Action::Execution => (200, generator.subschema_for::<ExecutionView>(), None),
         Action::Resubmit => (
             202,
             generator.subschema_for::<TaskView>(),

@@ -9,6 +9,7 @@ use sas_domain::task::{Caller as WaitEndedBy, Request};
 
 use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
+use crate::execution::execution;
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
 use crate::scope::Scope;
 use crate::stepfunctions::{self, TARGET_PREFIX};
@@ -24,6 +25,7 @@ pub(crate) enum Action {
     List,
     Get,
     Children,
+    Execution,
     Resubmit,
     Cancel,
     Pause,
@@ -98,6 +100,7 @@ impl Route {
             Action::List
                 | Action::Get
                 | Action::Children
+                | Action::Execution
                 | Action::Workflows
                 | Action::Me
                 | Action::Services
@@ -142,6 +145,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
     Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
     Route::new("GET", "/tasks/{id}/children", Action::Children, "List the child tasks a step of a task started, by item"),
+    Route::new("GET", "/tasks/{id}/execution", Action::Execution, "A state machine's task as its state graph: each state's visits, last input and output, and the path taken"),
     Route::new("POST", "/tasks/{id}/resubmit", Action::Resubmit, "Run a task in Error again, with a new input if given"),
     Route::new("POST", "/tasks/{id}/cancel", Action::Cancel, "Stop a task after its running step and undo its done steps"),
     Route::new("POST", "/tasks/{id}/pause", Action::Pause, "Start no new step of a task until it is resumed; its running step finishes"),
@@ -154,6 +158,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
     Route::new("GET", "/operator/tasks/{id}", Action::Get, "Read any task, by its full id"),
     Route::new("GET", "/operator/tasks/{id}/children", Action::Children, "List the child tasks a step of any task started, by item"),
+    Route::new("GET", "/operator/tasks/{id}/execution", Action::Execution, "Any state machine's task as its state graph"),
     Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
     Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
     Route::new("POST", "/operator/tasks/{id}/pause", Action::Pause, "Start no new step of any task until it is resumed"),
@@ -242,6 +247,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::List => list(app, scope, request.query).await,
         Action::Get => get(app, scope, named, parse_wait(request.query)?).await,
         Action::Children => children(app, scope, named, request.query).await,
+        Action::Execution => execution(app, scope, named).await,
         Action::Resubmit => {
             let body: ResubmitBody = parse_json(request.body, true)?;
             let resubmit = Resubmit {

@@ -122,6 +122,22 @@ pub struct State {
     pub reads_context: bool,
 }
 
+impl State {
+    /// The states it may go to, each once, in the order its definition names them:
+    /// `Next`, a Choice's rules' and its `Default`, its catchers'.
+    pub fn transitions(&self) -> Vec<&str> {
+        let mut next: Vec<&str> = self.next.as_deref().into_iter().collect();
+        if let StateKind::Choice { choices, default } = &self.kind {
+            next.extend(choices.iter().filter_map(|rule| rule.next.as_deref()));
+            next.extend(default.as_deref());
+        }
+        next.extend(self.catch.iter().map(|catcher| catcher.next.as_str()));
+        let mut seen = std::collections::BTreeSet::new();
+        next.retain(|name| seen.insert(*name));
+        next
+    }
+}
+
 /// The data-flow fields, by language. Absent fields are `None`; a path field set to
 /// `null` in the definition is `Some(Selection::Nothing)`.
 #[derive(Clone, Debug, Default)]

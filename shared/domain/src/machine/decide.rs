@@ -65,22 +65,10 @@ impl Change {
         }
         self.set_state(TaskState::Processing);
         // A branch of a Parallel or a Map runs its branch's machine.
-        let branch_of = (self.task.parent.as_ref())
-            .filter(|_| branch_scope(&self.task).is_some())
-            .map(|link| (link.step, link.item as usize));
-        let machine = match branch_of {
-            None => machine,
-            Some((step, item)) => {
-                let state = workflow.steps.get(step).map(|step| step.name.as_str());
-                match state.and_then(|state| machine.branch(state, item)) {
-                    Some(branch) => branch,
-                    None => {
-                        self.start_machine(machine, order);
-                        self.fail_execution(Failure::runtime("the branch is not in its machine"));
-                        return self.finish(workflow, TaskState::Error);
-                    }
-                }
-            }
+        let Some(machine) = super::machine_of(&self.task, workflow) else {
+            self.start_machine(machine, order);
+            self.fail_execution(Failure::runtime("the branch is not in its machine"));
+            return self.finish(workflow, TaskState::Error);
         };
         if self.task.machine.is_none() {
             self.start_machine(machine, order);

@@ -17,6 +17,7 @@
 pub mod activities;
 mod branches;
 mod decide;
+pub mod graph;
 pub mod history;
 mod load;
 #[cfg(test)]
@@ -66,6 +67,27 @@ fn state_of_step(step: &str) -> &str {
 fn branch_scope(task: &crate::task::Task) -> Option<&BranchScope> {
     let scope = task.parent.as_ref()?.scope.as_deref()?;
     scope.execution.is_none().then_some(scope)
+}
+
+/// The machine `task` runs: its workflow's, or, for a branch of a Parallel or a
+/// Map, that branch's; `None` where the branch is not in its machine.
+#[must_use]
+pub fn machine_of<'a>(
+    task: &crate::task::Task,
+    workflow: &'a crate::workflow::Workflow,
+) -> Option<&'a StateMachine> {
+    let machine = &workflow.machine.as_ref()?.0;
+    match task
+        .parent
+        .as_ref()
+        .filter(|_| branch_scope(task).is_some())
+    {
+        None => Some(machine),
+        Some(link) => {
+            let state = &workflow.steps.get(link.step)?.name;
+            machine.branch(state, link.item as usize)
+        }
+    }
 }
 
 /// The step the visit of `state` is at, doing `work`: a distributed Map's reader while

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{answered, dispatched, invoked, machine, started};
 use crate::decide::{Decision, on_response};
+use crate::machine::graph::Visited;
 use crate::machine::history::HistoryEvent;
 use crate::task::TaskState;
 use crate::time::Timestamp;
@@ -166,4 +167,56 @@ fn a_loop_of_many_states_is_written_a_bounded_history_at_a_time() {
         Some(TaskState::Pending),
         "handed over to the next write"
     );
+}
+
+#[test]
+fn the_graph_shows_each_state_its_visits_its_last_input_and_output_and_the_path() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f",
+                     "Catch": [{"ErrorEquals": ["Boom"], "ResultPath": "$.error", "Next": "Handled"}],
+                     "Next": "Done"},
+            "Handled": {"Type": "Fail", "Error": "Handled", "Cause": "it boomed"},
+            "Done": {"Type": "Succeed"}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"a": 1}));
+    let mut events = written(&claim);
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim).remove(0);
+    let error = r#"{"errorMessage":"no","errorType":"Boom"}"#;
+    let failed = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&request, error, Some("Unhandled")),
+        Timestamp(10),
+    );
+    events.extend(written(&failed));
+    let machine = &workflow.machine.as_ref().expect("a machine").0;
+    let graph = crate::machine::graph::graph(machine, &events);
+    let shown: Vec<(&str, usize, u32, Visited)> = (graph.states.iter())
+        .map(|node| (node.name.as_str(), node.layer, node.visits, node.visited))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("Call", 0, 1, Visited::Caught),
+            ("Done", 1, 0, Visited::NotVisited),
+            ("Handled", 1, 1, Visited::Failed),
+        ]
+    );
+    assert_eq!(graph.states[0].next, ["Done", "Handled"]);
+    assert_eq!(graph.states[0].input, Some(json!({"a": 1})));
+    assert_eq!(graph.states[0].error.as_deref(), Some("Boom"));
+    assert_eq!(
+        (
+            graph.states[2].error.as_deref(),
+            graph.states[2].cause.as_deref()
+        ),
+        (Some("Handled"), Some("it boomed"))
+    );
+    assert_eq!(graph.path, ["Call", "Handled"]);
+    assert!(graph.whole);
 }
