@@ -277,7 +277,8 @@ impl Sim {
             85..89 => self.resubmit_one().await,
             92..95 => self.cancel_one().await,
             95..97 => self.redrive_ingest().await,
-            30..33 => self.use_a_token(true).await,
+            30..32 => self.use_a_token(true).await,
+            32..33 => self.poll_an_activity().await,
             33..34 => self.complete_a_step().await,
             34..35 => self.pause_or_resume_one().await,
             89..92 => {

@@ -3,7 +3,8 @@
 //!
 //! The machine is a line of two to five blocks, each counted on entry (a JSONata
 //! `Pass` adding one to the variable `count`): a Task (a Lambda function's `Invoke`,
-//! with `Retry`, `Catch`, `TimeoutSeconds` or a task token at random), a Wait, a
+//! with `Retry`, `Catch`, `TimeoutSeconds` or a task token at random, or an
+//! activity's task), a Wait, a
 //! Choice loop over a Task (its iterations counted too), a Parallel of two or three
 //! branches, or an inline Map over `$.items`. A `Catch` goes where the Task would
 //! have gone, so an execution that succeeds has made every block's count whatever
@@ -23,6 +24,9 @@ use super::remote::Applied;
 
 /// The generated machine's name (its file `generated-asl.asl.json`).
 pub(super) const MACHINE: &str = "generated-asl";
+
+/// The activity its Tasks on an activity name, which the simulation's worker polls.
+pub(super) const ACTIVITY: &str = "sim-work";
 
 /// The seed's state machine, what an execution of it that succeeds comes to, and
 /// the longest its Waits sleep, one after another.
@@ -82,7 +86,19 @@ impl Writer<'_> {
             "Resource": "arn:aws:states:::lambda:invoke",
             "ResultPath": "$.last",
         });
-        if random.usize(0..5) == 0 {
+        if random.usize(0..8) == 0 {
+            // An activity's task: taken by the simulation's worker, its token used by
+            // the holder, or left to time out.
+            task["Resource"] = json!(format!(
+                "arn:aws:states:us-east-1:000000000000:activity:{ACTIVITY}"
+            ));
+            let timeout = random.u64(5..60);
+            task["TimeoutSeconds"] = json!(timeout);
+            if random.bool() {
+                task["HeartbeatSeconds"] = json!(random.u64(2..timeout));
+            }
+            task["Parameters"] = payload.clone();
+        } else if random.usize(0..5) == 0 {
             // A task token, used by the simulation's holder or left to time out.
             task["Resource"] = json!("arn:aws:states:::lambda:invoke.waitForTaskToken");
             payload["callback_token.$"] = json!("$$.Task.Token");
@@ -94,8 +110,10 @@ impl Writer<'_> {
         } else if random.usize(0..4) == 0 {
             task["TimeoutSeconds"] = json!(random.u64(5..60));
         }
-        task["Parameters"] =
-            json!({"FunctionName": format!("svc{}", random.usize(1..4)), "Payload": payload});
+        if task.get("Parameters").is_none() {
+            task["Parameters"] =
+                json!({"FunctionName": format!("svc{}", random.usize(1..4)), "Payload": payload});
+        }
         if random.usize(0..3) > 0 {
             task["Retry"] = json!([{"ErrorEquals": ["States.ALL"], "IntervalSeconds": random.u64(1..4),
                                     "MaxAttempts": random.u64(1..4), "BackoffRate": 2.0}]);

@@ -41,6 +41,7 @@ impl Sim {
             acted_on: BTreeSet::new(),
             owed: BTreeSet::new(),
             token_uses: HashMap::new(),
+            activity_given: HashMap::new(),
         })));
         let (memory, names) = in_memory(&clock, Some(5));
         let callers = QueueName::parse(CALLERS).expect("name");

@@ -175,6 +175,58 @@ impl Sim {
         }
     }
 
+    /// A worker polls the generated machine's activity, as `GetActivityTask` does:
+    /// an activity task is given to one poll only, while its visit waits, and its
+    /// worker holds its token from then on (to use it, or to let it time out).
+    pub(super) async fn poll_an_activity(&mut self) {
+        let scheduler = self.schedulers[self.world.below(self.schedulers.len())].clone();
+        *self
+            .world
+            .world()
+            .faults
+            .entry("activity poll")
+            .or_default() += 1;
+        let polled = scheduler
+            .poll_activity(super::machine::ACTIVITY, "sim-worker", Duration::ZERO)
+            .await;
+        let given = match polled {
+            Ok(Some(given)) => given,
+            answer => {
+                let said = answer.map_or_else(|e| e.to_string(), |_| "none".into());
+                return self
+                    .world
+                    .note(format!("poll {} -> {said}", super::machine::ACTIVITY));
+            }
+        };
+        let live = self.is_live(&given.token);
+        self.world.note(format!(
+            "poll {} -> {} (live: {live})",
+            super::machine::ACTIVITY,
+            short(&given.token)
+        ));
+        if !live {
+            self.world.violation(format!(
+                "activity task {} given while its visit waits not",
+                given.token
+            ));
+        }
+        let given_times = {
+            let mut world = self.world.world();
+            let times = world.activity_given.entry(given.token.clone()).or_default();
+            *times += 1;
+            *times
+        };
+        if given_times > 1 {
+            self.world.violation(format!(
+                "activity task {} given {given_times} times",
+                given.token
+            ));
+        }
+        if !self.tokens.contains(&given.token) {
+            self.tokens.push(given.token);
+        }
+    }
+
     /// The owner or an operator ends a waiting step without its token (as the console
     /// offers it: once the step waits, its call, if any, taken).
     pub(super) async fn complete_a_step(&mut self) {
@@ -256,6 +308,9 @@ impl Sim {
                 task.id,
                 answer.map_or_else(|e| e.to_string(), |t| format!("{:?}", t.state))
             ));
+        }
+        if self.world.chance(0.3) {
+            self.poll_an_activity().await;
         }
         if self.world.chance(0.3) {
             self.use_a_token(false).await;

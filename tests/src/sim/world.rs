@@ -30,6 +30,8 @@ pub(super) struct World {
     /// Callbacks taken, by token and its task's run: a token ends at most one wait
     /// a run.
     pub(super) token_uses: HashMap<(String, u32), u32>,
+    /// How many times each activity task (by its token) was given to a worker.
+    pub(super) activity_given: HashMap<String, u32>,
 }
 
 #[derive(Clone)]

@@ -144,10 +144,11 @@ impl App {
         activity: &str,
         worker: &str,
     ) -> Result<Option<ActivityTask>, StoreError> {
+        let poll = activities::new_poll();
         for id in self.store.offered(activity, OFFERS_READ).await? {
             let taken = self
                 .act(&id, |task, workflow, _, now| {
-                    activities::take(task, workflow, activity, worker, now)
+                    activities::take(task, workflow, activity, (worker, &poll), now)
                 })
                 .await;
             match taken {
@@ -158,7 +159,15 @@ impl App {
                 }
                 // Taken by another worker, or ended: the next one.
                 Err(ActionError::Refused(_) | ActionError::NotFound(_)) => {}
-                Err(ActionError::Task(TaskError::Store(error))) => return Err(error),
+                // The take may have landed, its answer lost: it is this poll's if so.
+                Err(ActionError::Task(TaskError::Store(error))) => {
+                    return match self.store.task(&id).await {
+                        Ok(Some(task)) if activities::is_taken_by(&task, &poll) => {
+                            Ok(activities::given(&task))
+                        }
+                        _ => Err(error),
+                    };
+                }
                 // A task that cannot be moved on is the supervisor's: the next one.
                 Err(ActionError::Task(error)) => {
                     tracing::warn!(task = %id, error = %error, "an offered visit was not taken");

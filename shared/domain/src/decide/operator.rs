@@ -185,8 +185,9 @@ pub fn resubmit(
     }
     if workflow.machine.is_some() {
         // A state machine runs again from its start, each visit under the new run's
-        // keys (a visit makes its step's record new as it begins).
-        change.task.machine = None;
+        // keys (a visit makes its step's record new as it begins); its history goes on.
+        change.task.machine = (change.task.machine.as_deref())
+            .map(|before| Box::new(crate::machine::MachineRun::after(before)));
     }
     change.set_state(TaskState::Pending);
     change.release(workflow, Duration::ZERO);

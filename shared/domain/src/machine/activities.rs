@@ -34,6 +34,25 @@ pub struct Taken {
     pub worker: String,
     /// When.
     pub at: Timestamp,
+    /// The poll that took it ([`new_poll`]): a take whose write landed while its
+    /// answer was lost is found again by it, and given to that poll's worker.
+    #[serde(default)]
+    pub poll: String,
+}
+
+/// A new poll's id: random, so that no other poll takes a visit as its own.
+#[must_use]
+pub fn new_poll() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Whether `task`'s visit was taken by the poll `poll`.
+#[must_use]
+pub fn is_taken_by(task: &Task, poll: &str) -> bool {
+    matches!(
+        task.machine.as_deref().and_then(|run| run.work.as_ref()),
+        Some(VisitWork::Activity { taken: Some(taken), .. }) if taken.poll == poll
+    )
 }
 
 /// A visit of a Task on an activity that no worker has taken yet.
@@ -85,9 +104,10 @@ fn waiting_step<'a>(task: &'a Task, state: &str) -> Option<&'a Step> {
     })
 }
 
-/// A worker (`worker`, its name) takes the visit `task` offers on `activity`: the
-/// visit is offered no more, and the task as written gives the worker its token and
-/// input ([`given`]).
+/// A worker (`worker`, its name) takes, by its poll `poll`, the visit `task` offers
+/// on `activity`: the visit is offered no more, and the task as written gives the
+/// worker its token and input ([`given`]). The same poll again changes nothing: its
+/// take is written already.
 ///
 /// # Errors
 /// [`Refused::NotWaiting`] when `task` offers no visit on `activity` (another worker
@@ -96,10 +116,24 @@ pub fn take(
     task: &Task,
     workflow: &Workflow,
     activity: &str,
-    worker: &str,
+    (worker, poll): (&str, &str),
     now: Timestamp,
 ) -> Result<Decision, Refused> {
-    if task.state.is_final() || offer(task).is_none_or(|offer| offer.activity != activity) {
+    if is_taken_by(task, poll) {
+        return Ok(Decision::ignore(Verdict::ActivityTaken));
+    }
+    // A visit whose lease has ended (its heartbeat or its timeout missed) waits no
+    // more, though the supervisor has yet to see it: its token would end nothing.
+    let lapsed = || {
+        let state = task.machine.as_deref().and_then(|run| run.state.as_deref());
+        state
+            .and_then(|state| waiting_step(task, state))
+            .is_none_or(|step| step.complete_by.is_some_and(|at| at <= now))
+    };
+    if task.state.is_final()
+        || offer(task).is_none_or(|offer| offer.activity != activity)
+        || lapsed()
+    {
         return Err(Refused::NotWaiting(activity.to_owned()));
     }
     let mut change = Change::of(task, now);
@@ -107,6 +141,7 @@ pub fn take(
         *taken = Some(Taken {
             worker: worker.to_owned(),
             at: now,
+            poll: poll.to_owned(),
         });
     }
     change.hold(workflow);

@@ -70,7 +70,12 @@ impl Change {
             self.fail_execution(Failure::runtime("the branch is not in its machine"));
             return self.finish(workflow, TaskState::Error);
         };
-        if self.task.machine.is_none() {
+        if self
+            .task
+            .machine
+            .as_deref()
+            .is_none_or(MachineRun::is_unstarted)
+        {
             self.start_machine(machine, order);
         }
         loop {
@@ -252,6 +257,7 @@ impl Change {
             .map(|seconds| self.task.created_at.plus(Duration::from_secs(seconds)));
         let scope = branch_scope(&self.task);
         let is_branch = scope.is_some();
+        let base = self.task.machine.as_ref().map_or(0, |run| run.history_base);
         let variables = scope
             .map(|scope| scope.variables.clone())
             .unwrap_or_default();
@@ -260,13 +266,21 @@ impl Change {
             to_enter: true,
             input: Arc::new(order.input.clone()),
             variables,
-            events: u64::from(!is_branch),
+            events: base + u64::from(!is_branch),
+            history_base: base,
             deadline,
             ..MachineRun::default()
         }));
-        if !is_branch {
-            let role = role_arn(&self.task.workflow.name);
-            self.write_event(1, history::execution_started(&order.input, &role));
+        match (is_branch, base) {
+            (true, _) => {}
+            (false, 0) => {
+                let role = role_arn(&self.task.workflow.name);
+                self.write_event(1, history::execution_started(&order.input, &role));
+            }
+            (false, base) => {
+                let redriven = u64::from(self.task.run.saturating_sub(1));
+                self.write_event(base + 1, history::execution_redriven(redriven));
+            }
         }
     }
 

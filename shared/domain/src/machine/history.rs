@@ -83,6 +83,16 @@ pub(crate) fn execution_started(input: &Value, role_arn: &str) -> Value {
     )
 }
 
+/// `ExecutionRedriven`: a run again of an execution that ended (a resubmission), from
+/// its start here, its history going on.
+pub(crate) fn execution_redriven(redrive_count: u64) -> Value {
+    event(
+        "ExecutionRedriven",
+        "executionRedrivenEventDetails",
+        json!({"redriveCount": redrive_count}),
+    )
+}
+
 /// `{Type}StateEntered`, with the state's input.
 pub(crate) fn state_entered(state: &State, input: &Value) -> Value {
     let details = Map::from_iter([("name".to_owned(), json!(state.name))]);

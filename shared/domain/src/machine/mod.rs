@@ -40,6 +40,10 @@ pub use branches::{BranchesStep, BranchesView};
 pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
 pub use sas_asl::http::Request as HttpRequest;
 
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
 /// The agent that calls Lambda functions for a machine's Task states.
 pub const LAMBDA_AGENT: &str = "lambda";
 
@@ -220,6 +224,11 @@ pub struct MachineRun {
     /// History events so far, as Step Functions counts them: a state's own errors
     /// name the event that entered it.
     pub events: u64,
+    /// The events of the task's runs before this one (a resubmission's, a redrive's),
+    /// which this run's ids follow: an execution's history goes on, as a redriven
+    /// one's does in Step Functions, and no event of an earlier run is written over.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_base: u64,
     /// The event that entered the visited state.
     #[serde(default)]
     pub entered_event: u64,
@@ -464,7 +473,7 @@ impl BranchEnd {
             output: run.output.as_deref().cloned(),
             error: run.error.clone(),
             cause: run.cause.clone(),
-            events: run.events,
+            events: run.events - run.history_base,
             status: run.status,
             started_at: Some(child.created_at),
         })
@@ -648,6 +657,23 @@ pub(crate) fn token_call_failure(
 }
 
 impl MachineRun {
+    /// A run of a task whose earlier run ended with `before`: not started, its
+    /// history to go on after the earlier one's.
+    #[must_use]
+    pub fn after(before: &Self) -> Self {
+        Self {
+            // The earlier run's end is an event of its own, uncounted.
+            history_base: before.events + 1,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the execution has yet to begin: no state to visit, and no end.
+    #[must_use]
+    pub fn is_unstarted(&self) -> bool {
+        self.state.is_none() && self.status == Status::Running
+    }
+
     /// The visit's number of `state` (1 for its first).
     #[must_use]
     pub fn visit(&self, state: &str) -> u32 {

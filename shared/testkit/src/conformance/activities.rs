@@ -42,7 +42,7 @@ pub(super) async fn offered_visits_are_listed_until_taken(store: &dyn StateStore
     );
     assert!(store.offered("other", 10).await.expect("none").is_empty());
 
-    let taken = take(&sooner, &workflow, "review", "w", Timestamp(3_000)).expect("taken");
+    let taken = take(&sooner, &workflow, "review", ("w", "p"), Timestamp(3_000)).expect("taken");
     store
         .update(&taken.next.expect("written"))
         .await

@@ -62,19 +62,25 @@ fn a_visit_is_offered_until_one_worker_takes_it_and_its_token_ends_it() {
     let offered = offer(&task).expect("offered");
     assert_eq!(offered.activity, "review");
 
-    let refused = take(&task, &workflow, "other", "w", Timestamp(5));
+    let refused = take(&task, &workflow, "other", ("w", "p-0"), Timestamp(5));
     assert!(
         refused.is_err(),
         "a worker of another activity takes nothing"
     );
     assert_eq!(given(&task), None, "nothing given before a worker takes it");
-    let decision = take(&task, &workflow, "review", "w-1", Timestamp(5)).expect("taken");
+    let decision = take(&task, &workflow, "review", ("w-1", "p-1"), Timestamp(5)).expect("taken");
     let task = decision.next.expect("written");
+    let again =
+        take(&task, &workflow, "review", ("w-1", "p-1"), Timestamp(6)).expect("the same poll");
+    assert!(
+        again.next.is_none(),
+        "the same poll again writes nothing: its take is written"
+    );
     let given = given(&task).expect("given");
     assert_eq!(given.input, r#"{"order":"o-1"}"#);
     assert_eq!(offer(&task), None, "taken: offered no more");
     assert!(
-        take(&task, &workflow, "review", "w-2", Timestamp(6)).is_err(),
+        take(&task, &workflow, "review", ("w-2", "p-2"), Timestamp(6)).is_err(),
         "a visit is given to one worker"
     );
 
@@ -105,7 +111,9 @@ fn a_workers_failure_is_the_states_error_and_its_retry_is_offered_under_a_new_to
     let mut tokens = Vec::new();
     for attempt in 0..2_i64 {
         let now = 10_000 * attempt;
-        let decision = take(&task, &workflow, "review", "w", Timestamp(now)).expect("offered");
+        let poll = format!("p-{attempt}");
+        let decision =
+            take(&task, &workflow, "review", ("w", &poll), Timestamp(now)).expect("offered");
         task = decision.next.expect("taken");
         let given = given(&task).expect("given");
         tokens.push(given.token.clone());
@@ -160,7 +168,12 @@ fn a_worker_that_stops_beating_times_the_state_out() {
         Timestamp(0).plus(Duration::from_secs(5)),
         "the first heartbeat is due at the state's HeartbeatSeconds"
     );
-    let decision = take(&task, &workflow, "review", "w", Timestamp(1)).expect("offered");
+    let late = take(&task, &workflow, "review", ("w", "p-late"), lease);
+    assert!(
+        late.is_err(),
+        "a visit whose heartbeat lapsed is given to no worker"
+    );
+    let decision = take(&task, &workflow, "review", ("w", "p"), Timestamp(1)).expect("offered");
     let task = decision.next.expect("taken");
     let expired = on_expired(&task, &workflow, &order, lease)
         .next

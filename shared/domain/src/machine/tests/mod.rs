@@ -320,11 +320,28 @@ fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
     };
     let again = resubmit(&task, &workflow, &order, request, Timestamp(10)).expect("resubmitted");
     let task = again.next.clone().expect("resubmitted");
-    assert!(task.machine.is_none(), "it starts again");
+    assert!(run(&task).is_unstarted(), "it starts again");
     let claim = on_run(&task, &workflow, &order, "s1", Timestamp(11));
     let second = dispatched(&claim).remove(0);
     assert_eq!(first.idempotency_key, "t1/1/Call#1");
     assert_eq!(second.idempotency_key, "t1/2/Call#1");
+    // Its history goes on after the first run's end (event 6), none written over.
+    let events = &claim
+        .next
+        .as_ref()
+        .expect("claimed")
+        .machine
+        .as_ref()
+        .expect("a run")
+        .new_events;
+    let shown: Vec<(u64, &str)> = (events.iter())
+        .map(|event| (event.id, event.event["type"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(shown, [(7, "ExecutionRedriven"), (8, "TaskStateEntered")]);
+    assert_eq!(
+        events[0].event["executionRedrivenEventDetails"]["redriveCount"],
+        1
+    );
 }
 
 /// No history cap, and no record that grows: a loop of visits of a Task (each its own
