@@ -131,6 +131,28 @@ light = ended(asked[2]["executionArn"])
 check("approved", json.loads(light["output"]) == {"kg": 2, "approval": {"approved_by": "ana"}}, light)
 heavy = ended(asked[40]["executionArn"])
 check("refused", (heavy["status"], heavy["error"], heavy["cause"]) == ("FAILED", "TooHeavy", "40 kg is over 25"), heavy)
+# The refused one redriven: it runs again from the state where it stopped, whose
+# function is given a new token.
+heavy_arn = asked[40]["executionArn"]
+check("a failed execution is redrivable", heavy["redriveStatus"] == "REDRIVABLE", heavy)
+redriven_at = sfn.redrive_execution(executionArn=heavy_arn)
+for _ in range(200):
+    again = [token for kg, token in json.load(urllib.request.urlopen(args.tokens)) if int(kg) == 40]
+    if len(again) == 2:
+        break
+    time.sleep(0.05)
+sfn.send_task_success(taskToken=again[-1], output='{"approved_by": "bo"}')
+redriven = ended(heavy_arn)
+check("a redriven execution runs again from where it stopped",
+      (redriven["status"], redriven["redriveCount"], json.loads(redriven["output"]))
+      == ("SUCCEEDED", 1, {"kg": 40, "approval": {"approved_by": "bo"}})
+      and redriven["redriveDate"] == redriven_at["redriveDate"], redriven)
+types = [e["type"] for e in sfn.get_execution_history(executionArn=heavy_arn)["events"]]
+check("its history goes on after its failure",
+      types.index("ExecutionFailed") < types.index("ExecutionRedriven") and types[-1] == "ExecutionSucceeded"
+      and types.count("ExecutionStarted") == 1, types)
+refused("a succeeded execution is not redrivable", "ExecutionNotRedrivable",
+        lambda: sfn.redrive_execution(executionArn=heavy_arn))
 stopped = sfn.stop_execution(executionArn=asked[7]["executionArn"], error="Withdrawn", cause="the order was cancelled")
 aborted = ended(asked[7]["executionArn"])
 check("stopped, with an error and a cause", "stopDate" in stopped

@@ -90,6 +90,17 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
         .args(["--tokens", &format!("{lambda_url}/tokens")])
         .output()
         .expect("the client runs");
+    let said = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success(),
+        "the boto3 client failed:\n{said}\n{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let passed = (said.lines())
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+        .filter(|check| check["ok"] == true)
+        .count();
+    assert_eq!(passed, 44, "every check of the client passed: {said}");
     // The AWS CLI, as a person types it: its output is the execution's description.
     let described = aws(&api, &["describe-execution", "--execution-arn", GREETED]);
     // A machine created at run time outlives its process: the same data, started again.
@@ -115,17 +126,6 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
     let _ = child.kill();
     let _ = child.wait();
 
-    let said = String::from_utf8_lossy(&client.stdout);
-    assert!(
-        client.status.success(),
-        "the boto3 client failed:\n{said}\n{}",
-        String::from_utf8_lossy(&client.stderr)
-    );
-    let passed = (said.lines())
-        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
-        .filter(|check| check["ok"] == true)
-        .count();
-    assert_eq!(passed, 40, "every check of the client passed: {said}");
     assert_eq!(described["status"], "SUCCEEDED", "{described:#}");
     assert_eq!(described["name"], "greet-1");
     assert_eq!(described["output"], r#"{"greeting":"HELLO, ANA!"}"#);

@@ -210,7 +210,9 @@ impl From<ActionError> for ApiError {
             ActionError::Refused(refused) => {
                 let message = refused.to_string();
                 match refused {
-                    Refused::NotInError(_) => Self::new(ErrorCode::NotInError, message),
+                    Refused::NotInError(_) | Refused::NotRedrivable => {
+                        Self::new(ErrorCode::NotInError, message)
+                    }
                     Refused::Ended(..) => Self::new(ErrorCode::Ended, message),
                     Refused::TakenByBatch(_) | Refused::RunByItsParent(_) => {
                         Self::new(ErrorCode::Conflict, message)

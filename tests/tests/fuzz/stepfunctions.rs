@@ -29,6 +29,7 @@ fn operation() -> impl Strategy<Value = String> {
                 "DescribeExecution",
                 "StopExecution",
                 "GetExecutionHistory",
+                "RedriveExecution",
                 "SendTaskSuccess",
                 "SendTaskFailure",
                 "SendTaskHeartbeat",

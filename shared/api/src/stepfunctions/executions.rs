@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sas_core::app::{ActionError, App, SubmitError, Submitted};
 use sas_domain::decide::Refused;
 use sas_domain::ids::TaskId;
-use sas_domain::machine::{Status, execution_arn, machine_arn, place};
+use sas_domain::machine::{Status, execution_arn, is_redrivable, machine_arn, place};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
 
@@ -189,6 +189,14 @@ fn described(task: &Task, order: &Order, name: &str) -> Value {
     if status != Status::Running {
         described["stopDate"] = seconds(task.updated_at);
     }
+    described["redriveStatus"] = json!(if is_redrivable(task) {
+        "REDRIVABLE"
+    } else {
+        "NOT_REDRIVABLE"
+    });
+    if let Some(last) = task.resubmissions.last() {
+        described["redriveDate"] = seconds(last.request.at);
+    }
     let run = task.machine.as_deref();
     if let Some(output) = run.and_then(|run| run.output.as_deref()) {
         described["output"] = json!(output.to_string());
@@ -257,6 +265,31 @@ pub(super) async fn stop(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Va
         Err(ActionError::Refused(Refused::Ended(..))) => {
             Ok(json!({ "stopDate": seconds(task.updated_at) }))
         }
+        Err(error) => Err(of_execution(error.into())),
+    }
+}
+
+/// `RedriveExecution`: the execution runs again from the state where it stopped; one
+/// that is running, succeeded, or is a branch of another is `ExecutionNotRedrivable`.
+pub(super) async fn redrive(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
+    let request: ExecutionRequest = body(bytes)?;
+    let arn = required(request.execution_arn, "executionArn")?;
+    let (task, _, _) = named(app, scope, &arn).await?;
+    let now = app.now();
+    let redrive = Request {
+        by: scope.actor(),
+        at: now,
+        batch: None,
+    };
+    match app.redrive_execution(&task.id, redrive).await {
+        Ok(_) => Ok(json!({ "redriveDate": seconds(now) })),
+        Err(ActionError::Refused(
+            refused
+            @ (Refused::NotRedrivable | Refused::NotInError(_) | Refused::RunByItsParent(_)),
+        )) => Err(SfnError::new(
+            "ExecutionNotRedrivable",
+            format!("Execution is not redrivable: {refused}"),
+        )),
         Err(error) => Err(of_execution(error.into())),
     }
 }

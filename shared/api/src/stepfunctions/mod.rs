@@ -198,6 +198,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
         "StopExecution" => executions::stop(app, scope, bytes).await,
         "GetExecutionHistory" => history::get(app, scope, bytes).await,
+        "RedriveExecution" => executions::redrive(app, scope, bytes).await,
         "CreateActivity" => activities::create(app, bytes).await,
         "DescribeActivity" => activities::describe(app, bytes).await,
         "ListActivities" => activities::list(app, bytes).await,

@@ -164,6 +164,22 @@ impl App {
         .await
     }
 
+    /// Step Functions' `RedriveExecution`: the execution that is task `id` runs again
+    /// from the state where it stopped ([`sas_domain::machine::redrive`]).
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task is missing or its execution may not be redriven.
+    pub async fn redrive_execution(
+        &self,
+        id: &TaskId,
+        request: Request,
+    ) -> Result<Task, ActionError> {
+        self.act(id, |task, workflow, order, now| {
+            sas_domain::machine::redrive(task, workflow, order, request.clone(), now)
+        })
+        .await
+    }
+
     /// An action on a task: the task as the action left it.
     pub(super) async fn act(
         &self,

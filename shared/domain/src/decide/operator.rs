@@ -28,6 +28,10 @@ pub enum Refused {
     /// the task it names (nothing tells them apart).
     #[error("no such callback")]
     UnknownCallback,
+    /// A redrive of an execution that is running, succeeded, or stopped in no state
+    /// ([`crate::machine::redrive`]).
+    #[error("only an execution that failed, timed out or was aborted in a state can be redriven")]
+    NotRedrivable,
     /// A step the task's workflow does not have.
     #[error("the task's workflow has no step '{0}'")]
     NoSuchStep(String),
@@ -174,7 +178,8 @@ pub fn resubmit(
         if plain && step.state == StepState::Processed {
             continue;
         }
-        let keeps_key = plain && left_in_place(step, definition);
+        // A state machine's visits are calls of the new run, each under its keys.
+        let keeps_key = plain && workflow.machine.is_none() && left_in_place(step, definition);
         // A step sent before keys were kept per step took the task's run's.
         let key_run = match keeps_key {
             true => step.key_run_in(task.run),

@@ -665,6 +665,15 @@ impl Change {
         cause: Option<String>,
     ) {
         let run = self.run_mut();
+        if status != Status::Succeeded
+            && let Some(state) = run.state.take()
+        {
+            run.stopped_at = Some(Box::new(super::StoppedAt {
+                state,
+                input: Arc::clone(&run.input),
+                variables: run.variables.clone(),
+            }));
+        }
         run.status = status;
         run.state = None;
         run.work = None;

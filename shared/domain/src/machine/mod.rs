@@ -20,6 +20,7 @@ mod decide;
 pub mod graph;
 pub mod history;
 mod load;
+mod redrive;
 #[cfg(test)]
 mod tests;
 mod work;
@@ -38,6 +39,7 @@ use crate::time::Timestamp;
 
 pub use branches::{BranchesStep, BranchesView};
 pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
+pub use redrive::{StoppedAt, is_redrivable, redrive};
 pub use sas_asl::http::Request as HttpRequest;
 
 fn is_zero(value: &u64) -> bool {
@@ -247,6 +249,10 @@ pub struct MachineRun {
     /// Its cause, once it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// Where the execution stopped, once it failed, timed out or was aborted in a
+    /// state: where a redrive goes on from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<Box<StoppedAt>>,
     /// The history events the decision being written made: the store writes them
     /// beside the task, in the same write; never part of the record.
     #[serde(skip)]

@@ -1,0 +1,91 @@
+//! Step Functions' `RedriveExecution`: an execution that failed, timed out or was
+//! aborted runs again from the state where it stopped, with that state's input and
+//! the variables then in scope, as a new run of its task (under new idempotency
+//! keys, as a resubmission's); the states it passed before are not run again, and its
+//! history goes on. A Parallel or a Map it stopped in runs its branches again, whole.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::history::{self, HistoryEvent};
+use super::{MachineRun, Status};
+use crate::decide::{Decision, Refused, Resubmit, resubmit};
+use crate::task::{Order, Request, Task};
+use crate::time::Timestamp;
+use crate::workflow::Workflow;
+
+/// Where an execution stopped, for its redrive: the state it was in, its input, and
+/// the variables in scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoppedAt {
+    /// The state.
+    pub state: String,
+    /// Its input.
+    pub input: Arc<Value>,
+    /// The variables.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map<String, Value>,
+}
+
+/// Whether `task`'s execution may be redriven: it ended, not well, in a state.
+#[must_use]
+pub fn is_redrivable(task: &Task) -> bool {
+    task.machine.as_deref().is_some_and(|run| {
+        !matches!(run.status, Status::Running | Status::Succeeded) && run.stopped_at.is_some()
+    })
+}
+
+/// `task`'s execution runs again from where it stopped ([`StoppedAt`]), as a
+/// resubmission of its task.
+///
+/// # Errors
+/// [`Refused::NotRedrivable`] for an execution that is running, succeeded, or stopped
+/// before any state; as [`resubmit`] otherwise (a branch's, say).
+pub fn redrive(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    request: Request,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    let stopped = match task.machine.as_deref() {
+        Some(run) if is_redrivable(task) => run.stopped_at.clone(),
+        _ => None,
+    };
+    let Some(stopped) = stopped else {
+        return Err(Refused::NotRedrivable);
+    };
+    let redrive = Resubmit {
+        request,
+        input: None,
+    };
+    let mut decision = resubmit(task, workflow, order, redrive, now)?;
+    let timeout = workflow
+        .machine
+        .as_ref()
+        .and_then(|machine| machine.0.timeout_seconds);
+    if let Some(next) = decision.next.as_mut() {
+        let redriven = u64::from(next.run.saturating_sub(1));
+        let run = next.machine.get_or_insert_with(Box::default);
+        let id = run.history_base + 1;
+        **run = MachineRun {
+            state: Some(stopped.state),
+            to_enter: true,
+            input: stopped.input,
+            variables: stopped.variables,
+            events: id,
+            history_base: run.history_base,
+            deadline: timeout.map(|seconds| now.plus(Duration::from_secs(seconds))),
+            ..MachineRun::default()
+        };
+        run.new_events.push(HistoryEvent {
+            id,
+            at: now,
+            event: history::execution_redriven(redriven),
+        });
+    }
+    Ok(decision)
+}

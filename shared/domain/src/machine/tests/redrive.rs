@@ -1,0 +1,159 @@
+//! `RedriveExecution`: an execution runs again from the state where it stopped, with
+//! its input and variables, the states before it not run again, its history going on.
+
+use serde_json::{Value, json};
+
+use super::{answered, dispatched, invoked, machine, run, started};
+use crate::callback::Token;
+use crate::decide::{CallbackOutcome, CallbackUse, Refused, on_callback, on_response, on_run};
+use crate::machine::{Status, is_redrivable, redrive};
+use crate::task::{Actor, Caller, Request, TaskState};
+use crate::time::Timestamp;
+
+fn operator(at: i64) -> Request {
+    Request {
+        by: Actor::Operator,
+        at: Timestamp(at),
+        batch: None,
+    }
+}
+
+#[test]
+fn a_failed_execution_is_redriven_from_the_state_where_it_stopped() {
+    let workflow = machine(json!({
+        "StartAt": "Start",
+        "States": {
+            "Start": {"Type": "Pass", "Assign": {"seen": "yes"}, "Next": "Call"},
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+                     "Parameters": {"FunctionName": "f", "Payload": {"seen.$": "$seen", "n.$": "$.n"}},
+                     "OutputPath": "$.Payload", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"n": 1}));
+    let task = claim.next.clone().expect("claimed");
+    let first = dispatched(&claim).remove(0);
+    let failed = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&first, r#"{"errorType":"Boom"}"#, Some("Unhandled")),
+        Timestamp(5),
+    );
+    let task = failed.next.clone().expect("failed");
+    assert_eq!(
+        (task.state, run(&task).status),
+        (TaskState::Error, Status::Failed)
+    );
+    assert!(is_redrivable(&task));
+
+    let redriven =
+        redrive(&task, &workflow, &order, operator(10), Timestamp(10)).expect("redriven");
+    let task = redriven.next.clone().expect("written");
+    let claim = on_run(&task, &workflow, &order, "s1", Timestamp(11));
+    let again = dispatched(&claim).remove(0);
+    assert_eq!(again.idempotency_key, "t1/2/Call#1", "a new run's call");
+    let payload: Value = serde_json::from_str(&invoked(&again).payload).expect("JSON");
+    assert_eq!(
+        payload,
+        json!({"seen": "yes", "n": 1}),
+        "its input and variables kept"
+    );
+    let events: Vec<String> = [&redriven, &claim]
+        .iter()
+        .flat_map(|decision| {
+            let run = decision.next.as_ref().and_then(|t| t.machine.as_deref());
+            run.map(|run| run.new_events.clone()).unwrap_or_default()
+        })
+        .map(|event| {
+            format!(
+                "{} {}",
+                event.id,
+                event.event["type"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        ["9 ExecutionRedriven", "10 TaskStateEntered"],
+        "the Pass before it not run again; the history after the first run's end (event 8)"
+    );
+    let task = claim.next.clone().expect("claimed");
+    let done = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&again, r#"{"ok":1}"#, None),
+        Timestamp(12),
+    );
+    let task = done.next.expect("done");
+    assert_eq!(run(&task).status, Status::Succeeded);
+    assert_eq!(run(&task).output.as_deref(), Some(&json!({"ok": 1})));
+    assert!(!is_redrivable(&task));
+    let refused = redrive(&task, &workflow, &order, operator(20), Timestamp(20));
+    assert!(
+        matches!(refused, Err(Refused::NotRedrivable)),
+        "{refused:?}"
+    );
+}
+
+/// A task token wait whose call's effect may be in place (its function took the
+/// token) is redriven as a new call of the new run: the token it gives then is the
+/// one its wait takes.
+#[test]
+fn a_redriven_task_token_wait_takes_the_token_its_new_call_gave() {
+    let workflow = machine(json!({
+        "StartAt": "Ask",
+        "States": {
+            "Ask": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+                    "Parameters": {"FunctionName": "ask", "Payload": {"token.$": "$$.Task.Token"}},
+                    "End": true}
+        }
+    }));
+    let (_, order, mut decision) = started(&workflow, json!({}));
+    let mut task = decision.next.clone().expect("claimed");
+    for (run, outcome) in [
+        (
+            1,
+            CallbackOutcome::Error(json!({"Error": "No", "Cause": "not now"}).to_string()),
+        ),
+        (2, CallbackOutcome::Output(json!("yes"))),
+    ] {
+        let request = dispatched(&decision).remove(0);
+        let sent: Value = serde_json::from_str(&invoked(&request).payload).expect("JSON");
+        let called = on_response(
+            &task,
+            &workflow,
+            &order,
+            &answered(&request, "null", None),
+            Timestamp(run * 100),
+        );
+        task = called.next.expect("called");
+        let callback = CallbackUse {
+            step: 0,
+            token: Token::parse(sent["token"].as_str().expect("a token")),
+            by: Caller::Token,
+            outcome,
+        };
+        let used = on_callback(&task, &workflow, &order, callback, Timestamp(run * 100 + 1));
+        task = used
+            .unwrap_or_else(|e| panic!("run {run}: {e}"))
+            .next
+            .expect("used");
+        task = on_run(&task, &workflow, &order, "s1", Timestamp(run * 100 + 2))
+            .next
+            .expect("moved on");
+        if run == 1 {
+            assert_eq!(run_status(&task), Status::Failed);
+            decision =
+                redrive(&task, &workflow, &order, operator(150), Timestamp(150)).expect("redriven");
+            task = decision.next.clone().expect("written");
+            decision = on_run(&task, &workflow, &order, "s1", Timestamp(151));
+            task = decision.next.clone().expect("claimed");
+        }
+    }
+    assert_eq!(run_status(&task), Status::Succeeded);
+}
+
+fn run_status(task: &crate::task::Task) -> Status {
+    run(task).status
+}
