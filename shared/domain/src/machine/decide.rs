@@ -12,7 +12,7 @@ use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors};
 
-use super::history::{self, HistoryEvent};
+use super::history;
 use super::work::{step_failure, task_call, waits_for_token};
 use super::{Branches, MachineRun, Status, VisitWork, branch_scope, visit_step};
 use crate::callback::Token;
@@ -191,62 +191,6 @@ impl Change {
             .retry_at
             .is_none_or(|at| at <= self.now.plus(RETRY_EARLY));
         (step.state == StepState::Pending && due).then_some(index)
-    }
-
-    /// A visit's work ended with `result`: its history events written
-    /// ([`history::work_events`]), the first as the next event, the last after those
-    /// its children counted.
-    fn work_ended(&mut self, state: &State, result: &Result<Value, Failure>, timed_out: bool) {
-        let first = self.run_mut().events;
-        self.count_work_events(state);
-        let run = self.run_mut();
-        let last = run.events;
-        let events = history::work_events(state, run.work.as_ref(), result, timed_out);
-        let count = events.len();
-        for (index, event) in events.into_iter().enumerate() {
-            let id = if index + 1 == count {
-                last
-            } else {
-                first + 1 + index as u64
-            };
-            self.write_event(id, event);
-        }
-    }
-
-    /// Writes `event` in the execution's history as its event `id`, now.
-    fn write_event(&mut self, id: u64, event: Value) {
-        let at = self.now;
-        (self.run_mut().new_events).push(HistoryEvent { id, at, event });
-    }
-
-    /// Whether this write keeps as many history events as a write may: the states
-    /// after are entered by the next one.
-    fn history_is_full(&self) -> bool {
-        let events = self
-            .task
-            .machine
-            .as_ref()
-            .map_or(&[][..], |run| &run.new_events);
-        events.len() >= history::EVENTS_A_WRITE
-            || events.iter().map(HistoryEvent::size).sum::<usize>() >= history::EVENT_BYTES_A_WRITE
-    }
-
-    /// A visit's work ended: the history events Step Functions writes of it, which
-    /// the ids in later causes count: a Task's attempt three (scheduled, started,
-    /// and how it ended); a Parallel's or a Map's two, its branches' own, and two an
-    /// item of a Map.
-    fn count_work_events(&mut self, state: &State) {
-        let run = self.run_mut();
-        let branches = match run.work.as_ref() {
-            Some(VisitWork::Branches(branches)) => Some((branches.events, branches.inputs.len())),
-            _ => None,
-        };
-        run.events += match (&state.kind, branches) {
-            (StateKind::Task(_), _) => 3,
-            (StateKind::Parallel { .. }, Some((events, _))) => 2 + events,
-            (StateKind::Map(_), Some((events, items))) => 2 + events + 2 * items as u64,
-            _ => 0,
-        };
     }
 
     /// The execution begins at `StartAt`, with the task's input; a branch, with the

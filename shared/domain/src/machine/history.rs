@@ -15,6 +15,7 @@ use sas_asl::Failure;
 use sas_asl::definition::{Resource, State, StateKind, Target};
 
 use super::{MachineRun, VisitWork};
+use crate::decide::change::Change;
 use crate::time::Timestamp;
 
 /// The most bytes of a value an event keeps: Step Functions' own limit of a payload;
@@ -286,5 +287,68 @@ fn parameters(work: Option<&VisitWork>) -> Value {
             json!({"Input": branches.inputs.first().cloned().unwrap_or(Value::Null)})
         }
         Some(VisitWork::Timer { .. }) | None => Value::Null,
+    }
+}
+
+impl Change {
+    /// A visit's work ended with `result`: its history events written
+    /// ([`work_events`]), the first as the next event, the last after those
+    /// its children counted.
+    pub(super) fn work_ended(
+        &mut self,
+        state: &State,
+        result: &Result<Value, Failure>,
+        timed_out: bool,
+    ) {
+        let first = self.run_mut().events;
+        self.count_work_events(state);
+        let run = self.run_mut();
+        let last = run.events;
+        let events = work_events(state, run.work.as_ref(), result, timed_out);
+        let count = events.len();
+        for (index, event) in events.into_iter().enumerate() {
+            let id = if index + 1 == count {
+                last
+            } else {
+                first + 1 + index as u64
+            };
+            self.write_event(id, event);
+        }
+    }
+
+    /// Writes `event` in the execution's history as its event `id`, now.
+    pub(super) fn write_event(&mut self, id: u64, event: Value) {
+        let at = self.now;
+        (self.run_mut().new_events).push(HistoryEvent { id, at, event });
+    }
+
+    /// Whether this write keeps as many history events as a write may: the states
+    /// after are entered by the next one.
+    pub(super) fn history_is_full(&self) -> bool {
+        let events = self
+            .task
+            .machine
+            .as_ref()
+            .map_or(&[][..], |run| &run.new_events);
+        events.len() >= EVENTS_A_WRITE
+            || events.iter().map(HistoryEvent::size).sum::<usize>() >= EVENT_BYTES_A_WRITE
+    }
+
+    /// A visit's work ended: the history events Step Functions writes of it, which
+    /// the ids in later causes count: a Task's attempt three (scheduled, started,
+    /// and how it ended); a Parallel's or a Map's two, its branches' own, and two an
+    /// item of a Map.
+    fn count_work_events(&mut self, state: &State) {
+        let run = self.run_mut();
+        let branches = match run.work.as_ref() {
+            Some(VisitWork::Branches(branches)) => Some((branches.events, branches.inputs.len())),
+            _ => None,
+        };
+        run.events += match (&state.kind, branches) {
+            (StateKind::Task(_), _) => 3,
+            (StateKind::Parallel { .. }, Some((events, _))) => 2 + events,
+            (StateKind::Map(_), Some((events, items))) => 2 + events + 2 * items as u64,
+            _ => 0,
+        };
     }
 }
