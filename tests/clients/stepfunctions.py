@@ -187,7 +187,76 @@ refused("a deleted machine starts nothing", "StateMachineDoesNotExist",
         lambda: sfn.start_execution(stateMachineArn=created["stateMachineArn"], input="{}"))
 listed = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
 check("a deleted machine is not listed", "counter" not in listed, listed)
-sfn.create_state_machine(name="kept", definition=json.dumps(doubled), roleArn="r")
+kept = sfn.create_state_machine(name="kept", definition=json.dumps(doubled), roleArn="r", publish=True)
+sfn.create_state_machine_alias(name="live", routingConfiguration=[
+    {"stateMachineVersionArn": kept["stateMachineVersionArn"], "weight": 100}])
+
+# Versions and aliases, as a team shifts its executions to a new version: published on
+# create and on update, an alias at version 1, then 80/20 between 1 and 2; and tags.
+def said(text):
+    return {"StartAt": "Say", "States": {"Say": {"Type": "Pass", "Result": text, "End": True}}}
+
+
+made = sfn.create_state_machine(name="shifted", definition=json.dumps(said("v1")), roleArn="r", publish=True,
+                                versionDescription="first", tags=[{"key": "team", "value": "drones"}])
+shifted, v1 = made["stateMachineArn"], made["stateMachineVersionArn"]
+check("a create that publishes answers its version", v1 == shifted + ":1", made)
+again = sfn.publish_state_machine_version(stateMachineArn=shifted)
+check("a publish of the same revision is the same version", again["stateMachineVersionArn"] == v1, again)
+updated = sfn.update_state_machine(stateMachineArn=shifted, definition=json.dumps(said("v2")), publish=True)
+v2 = updated["stateMachineVersionArn"]
+check("an update that publishes answers the next version", v2 == shifted + ":2", updated)
+refused("a publish of a revision no longer current", "ConflictException",
+        lambda: sfn.publish_state_machine_version(stateMachineArn=shifted, revisionId="1"))
+versions = [v["stateMachineVersionArn"] for v in sfn.list_state_machine_versions(stateMachineArn=shifted)["stateMachineVersions"]]
+check("versions listed, newest first", versions == [v2, v1], versions)
+first = sfn.describe_state_machine(stateMachineArn=v1)
+check("a version described as it was published",
+      (json.loads(first["definition"]), first["description"], first["stateMachineArn"]) == (said("v1"), "first", v1), first)
+live = sfn.create_state_machine_alias(name="live", description="what clients start",
+                                      routingConfiguration=[{"stateMachineVersionArn": v1, "weight": 100}])["stateMachineAliasArn"]
+check("an alias", live == shifted + ":live", live)
+on_v1 = ended(sfn.start_execution(stateMachineArn=live, input="{}")["executionArn"])
+check("an alias's execution runs its version", (on_v1["output"], on_v1["stateMachineVersionArn"]) == ('"v1"', v1), on_v1)
+on_v2 = ended(sfn.start_execution(stateMachineArn=v2, input="{}")["executionArn"])
+check("a version's execution runs it", on_v2["output"] == '"v2"', on_v2)
+refused("a version an alias routes to is not deleted", "ConflictException",
+        lambda: sfn.delete_state_machine_version(stateMachineVersionArn=v1))
+sfn.update_state_machine_alias(stateMachineAliasArn=live, routingConfiguration=[
+    {"stateMachineVersionArn": v1, "weight": 80}, {"stateMachineVersionArn": v2, "weight": 20}])
+routed = [ended(sfn.start_execution(stateMachineArn=live, name=f"shift-{n}", input="{}")["executionArn"])["output"]
+          for n in range(40)]
+check("an alias's weights shift some executions", 0 < routed.count('"v2"') < 20 and set(routed) == {'"v1"', '"v2"'}, routed)
+alias = sfn.describe_state_machine_alias(stateMachineAliasArn=live)
+check("an alias described with its routes",
+      [(r["stateMachineVersionArn"], r["weight"]) for r in alias["routingConfiguration"]] == [(v1, 80), (v2, 20)]
+      and alias["description"] == "what clients start", alias)
+aliases = [a["stateMachineAliasArn"] for a in sfn.list_state_machine_aliases(stateMachineArn=shifted)["stateMachineAliases"]]
+check("aliases listed", aliases == [live], aliases)
+refused("an alias to a version not published", "ResourceNotFound",
+        lambda: sfn.create_state_machine_alias(name="next", routingConfiguration=[
+            {"stateMachineVersionArn": shifted + ":9", "weight": 100}]))
+refused("an alias whose weights are not 100", "ValidationException",
+        lambda: sfn.update_state_machine_alias(stateMachineAliasArn=live, routingConfiguration=[
+            {"stateMachineVersionArn": v1, "weight": 50}]))
+sfn.delete_state_machine_alias(stateMachineAliasArn=live)
+refused("a deleted alias", "ResourceNotFound", lambda: sfn.describe_state_machine_alias(stateMachineAliasArn=live))
+sfn.delete_state_machine_version(stateMachineVersionArn=v1)
+refused("a deleted version starts nothing", "StateMachineDoesNotExist",
+        lambda: sfn.start_execution(stateMachineArn=v1, input="{}"))
+tags = sfn.list_tags_for_resource(resourceArn=shifted)["tags"]
+check("tags given at creation", tags == [{"key": "team", "value": "drones"}], tags)
+sfn.tag_resource(resourceArn=shifted, tags=[{"key": "tier", "value": "gold"}])
+sfn.untag_resource(resourceArn=shifted, tagKeys=["team"])
+tags = sfn.list_tags_for_resource(resourceArn=shifted)["tags"]
+check("tags added and removed", tags == [{"key": "tier", "value": "gold"}], tags)
+refused("tags of a machine not there", "ResourceNotFound",
+        lambda: sfn.list_tags_for_resource(resourceArn=shifted + "-not-there"))
+sfn.delete_state_machine(stateMachineArn=shifted)
+sfn.create_state_machine(name="shifted", definition=json.dumps(said("anew")), roleArn="r")
+anew = (sfn.list_state_machine_versions(stateMachineArn=shifted)["stateMachineVersions"],
+        sfn.list_tags_for_resource(resourceArn=shifted)["tags"])
+check("a machine created again has none of its namesake's versions or tags", anew == ([], []), anew)
 
 # Activities: workers poll as Step Functions' own examples do, three at once, and end
 # each task with its token; every task is given to one worker only.
@@ -196,6 +265,9 @@ check("an activity created, and the same again",
       sfn.create_activity(name="review")["activityArn"] == activity["activityArn"]
       and activity["activityArn"].endswith(":activity:review"), activity)
 check("an activity described", sfn.describe_activity(activityArn=activity["activityArn"])["name"] == "review", activity)
+sfn.tag_resource(resourceArn=activity["activityArn"], tags=[{"key": "queue", "value": "reviews"}])
+tags = sfn.list_tags_for_resource(resourceArn=activity["activityArn"])["tags"]
+check("an activity's tags", tags == [{"key": "queue", "value": "reviews"}], tags)
 listed = [a["name"] for a in sfn.list_activities()["activities"]]
 check("an activity listed, and no machine", "review" in listed and "greet" not in listed, listed)
 refused("an activity not created", "ActivityDoesNotExist",

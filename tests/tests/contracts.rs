@@ -626,6 +626,32 @@ async fn step_functions_callers_see_their_own_executions_and_only_operators_chan
     );
     let (status, made) = step_functions(&app, &operator, "CreateStateMachine", create).await;
     assert_eq!(status, 200, "{made}");
+    // Versions, aliases and tags change the deployment too: an operator's; reading
+    // them is anyone's.
+    let made_arn = made["stateMachineArn"].clone();
+    let publish = json!({"stateMachineArn": made_arn});
+    let tag = json!({"resourceArn": made_arn, "tags": [{"key": "k", "value": "v"}]});
+    for (operation, body) in [
+        ("PublishStateMachineVersion", &publish),
+        ("TagResource", &tag),
+    ] {
+        let (status, refused) = step_functions(&app, &ana, operation, body.clone()).await;
+        assert_eq!(
+            (status, refused["__type"].as_str()),
+            (400, Some("AccessDeniedException")),
+            "{operation}"
+        );
+        let (status, done) = step_functions(&app, &operator, operation, body.clone()).await;
+        assert_eq!(status, 200, "{operation}: {done}");
+    }
+    let (status, versions) = step_functions(&app, &ana, "ListStateMachineVersions", publish).await;
+    assert_eq!(
+        (
+            status,
+            versions["stateMachineVersions"].as_array().map(Vec::len)
+        ),
+        (200, Some(1))
+    );
     let arn = "arn:aws:states:us-east-1:000000000000:stateMachine:drone-delivery";
     let start =
         json!({"stateMachineArn": arn, "name": "mine", "input": delivery_input().to_string()});

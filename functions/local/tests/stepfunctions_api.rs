@@ -100,10 +100,11 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .filter(|check| check["ok"] == true)
         .count();
-    assert_eq!(passed, 44, "every check of the client passed: {said}");
+    assert_eq!(passed, 66, "every check of the client passed: {said}");
     // The AWS CLI, as a person types it: its output is the execution's description.
     let described = aws(&api, &["describe-execution", "--execution-arn", GREETED]);
-    // A machine created at run time outlives its process: the same data, started again.
+    // A machine created at run time, its versions and aliases, outlive their process:
+    // the same data, started again.
     let _ = child.kill();
     let _ = child.wait();
     let (mut child, api, _) = common::spawn_with(data.path(), &variables);
@@ -131,12 +132,17 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
     assert_eq!(described["output"], r#"{"greeting":"HELLO, ANA!"}"#);
     assert_eq!(after["status"], "SUCCEEDED", "{after:#}");
     assert_eq!(after["output"], "8");
+    assert_eq!(
+        after["stateMachineVersionArn"],
+        "arn:aws:states:us-east-1:000000000000:stateMachine:kept:1"
+    );
 }
 
 /// The execution the client started first.
 const GREETED: &str = "arn:aws:states:us-east-1:000000000000:execution:greet:greet-1";
-/// The machine the client created and left, and its execution after the restart.
-const KEPT: &str = "arn:aws:states:us-east-1:000000000000:stateMachine:kept";
+/// The machine the client created and left, through the alias it gave its first
+/// version, and its execution after the restart.
+const KEPT: &str = "arn:aws:states:us-east-1:000000000000:stateMachine:kept:live";
 const KEPT_AFTER: &str = "arn:aws:states:us-east-1:000000000000:execution:kept:after";
 
 /// `aws stepfunctions` with `arguments` against `api`, as a person runs it: what it

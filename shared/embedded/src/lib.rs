@@ -55,6 +55,7 @@ use crate::queues::{Row, drop_autoincrement, last_message_id, load_messages};
 use crate::recent::Recent;
 use crate::schema::{SCHEMA, decode_rows, millis, unavailable};
 use crate::tasks::lease;
+use crate::workflows::add_registration_details;
 use crate::writer::{
     DeferredWrites, Job, READERS, STATEMENTS, Transaction, WRITER_CHECKPOINT_PAGES,
     checkpoint_loop, commit, execute, write_loop,
@@ -249,6 +250,7 @@ impl Embedded {
             .map_err(unavailable)?;
         drop_autoincrement(&connection)?;
         flag_leases(&connection)?;
+        add_registration_details(&connection)?;
         let checkpointer = connect(path)?;
         checkpointer
             .execute_batch(&format!(

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS workflows (
 -- through the API), each at the version its new tasks start on.
 CREATE TABLE IF NOT EXISTS registrations (
     name TEXT PRIMARY KEY, version INTEGER NOT NULL, created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL, deleted INTEGER NOT NULL);
+    updated_at INTEGER NOT NULL, deleted INTEGER NOT NULL, details TEXT);
 CREATE TABLE IF NOT EXISTS queues (
     name TEXT PRIMARY KEY, visibility_timeout_ms INTEGER NOT NULL,
     max_receive_count INTEGER, dead_letter TEXT);

@@ -79,11 +79,11 @@ impl WorkflowStore for Embedded {
             }
             execute(
                 c,
-                "INSERT INTO registrations (name, version, created_at, updated_at, deleted)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
+                "INSERT INTO registrations (name, version, created_at, updated_at, deleted, details)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (name) DO UPDATE SET version = ?2, created_at = ?3,
-                     updated_at = ?4, deleted = ?5",
-                params![r.name, r.version, r.created_at.0, r.updated_at.0, r.deleted],
+                     updated_at = ?4, deleted = ?5, details = ?6",
+                params![r.name, r.version, r.created_at.0, r.updated_at.0, r.deleted, r.details],
             )
             .map_err(unavailable)?;
             Ok(())
@@ -120,7 +120,7 @@ impl WorkflowStore for Embedded {
 
 /// The columns [`registration`] reads.
 const REGISTRATION: &str =
-    "SELECT name, version, created_at, updated_at, deleted FROM registrations";
+    "SELECT name, version, created_at, updated_at, deleted, details FROM registrations";
 
 fn registration(row: &rusqlite::Row<'_>) -> rusqlite::Result<Registration> {
     Ok(Registration {
@@ -129,5 +129,22 @@ fn registration(row: &rusqlite::Row<'_>) -> rusqlite::Result<Registration> {
         created_at: Timestamp(row.get(2)?),
         updated_at: Timestamp(row.get(3)?),
         deleted: row.get(4)?,
+        details: row.get(5)?,
     })
+}
+
+/// Gives the registrations of a database written before they kept details their
+/// column.
+pub(crate) fn add_registration_details(c: &rusqlite::Connection) -> Result<(), StoreError> {
+    let added: bool = query_row(
+        c,
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('registrations') WHERE name = 'details')",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(unavailable)?;
+    if !added {
+        execute(c, "ALTER TABLE registrations ADD COLUMN details TEXT", []).map_err(unavailable)?;
+    }
+    Ok(())
 }

@@ -5,10 +5,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sas_core::app::{App, DefineError};
+use sas_core::app::{App, Catalogued, DefineError};
 use sas_domain::machine::machine_arn;
 
-use super::{SfnError, body, machines, seconds};
+use super::catalog::{self, Tag, no_machine, tag_map, unqualified, version_answer};
+use super::{SfnError, body, required, seconds};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -18,11 +19,13 @@ struct DefinitionRequest {
     definition: Option<String>,
     #[serde(rename = "type")]
     kind: Option<String>,
-}
-
-/// `field`'s value, which the operation requires.
-fn required(value: Option<String>, field: &str) -> Result<String, SfnError> {
-    value.ok_or_else(|| SfnError::invalid(field, "Member must not be null"))
+    /// Whether the definition is published as a version too.
+    #[serde(default)]
+    publish: bool,
+    version_description: Option<String>,
+    /// `CreateStateMachine`'s.
+    #[serde(default)]
+    tags: Vec<Tag>,
 }
 
 /// A refusal of `name`'s definition, as Step Functions names it.
@@ -68,10 +71,25 @@ pub(super) async fn create(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     }
     let (registration, _) = (app.register_definition(&name, &definition, false).await)
         .map_err(|e| refused(e, &name))?;
-    Ok(json!({
+    if !request.tags.is_empty() {
+        let tags = tag_map(request.tags);
+        let tagged = app
+            .change_catalog(Catalogued::Machine(&name), |catalog, _| {
+                catalog.tag(tags.clone())
+            })
+            .await;
+        tagged.map_err(|e| catalog::refused(e, no_machine(&machine_arn(&name)), "TooManyTags"))?;
+    }
+    let mut created = json!({
         "stateMachineArn": machine_arn(&name),
         "creationDate": seconds(registration.created_at),
-    }))
+    });
+    if request.publish {
+        let version = catalog::publish(app, &name, None, request.version_description).await?;
+        created["stateMachineVersionArn"] =
+            version_answer(&name, &version)["stateMachineVersionArn"].take();
+    }
+    Ok(created)
 }
 
 /// `UpdateStateMachine`: its definition's next version, on which new executions
@@ -79,26 +97,34 @@ pub(super) async fn create(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
 pub(super) async fn update(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DefinitionRequest = body(bytes)?;
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
-    let (name, _) = machines::name_in(&arn)?;
+    let name = unqualified(&arn)?;
     let updated = match request.definition {
-        Some(definition) => app.register_definition(name, &definition, true).await,
+        Some(definition) => (app.register_definition(name, &definition, true).await)
+            .map(|(registration, _)| registration),
         None => match app.registration(name).await {
-            Ok(Some(registration)) => {
-                return Ok(json!({"updateDate": seconds(registration.updated_at)}));
-            }
+            Ok(Some(registration)) => Ok(registration),
             Ok(None) => Err(DefineError::NotFound(name.to_owned())),
             Err(error) => Err(error.into()),
         },
     };
-    let (registration, _) = updated.map_err(|e| refused(e, name))?;
-    Ok(json!({ "updateDate": seconds(registration.updated_at) }))
+    let registration = updated.map_err(|e| refused(e, name))?;
+    let mut answer = json!({
+        "updateDate": seconds(registration.updated_at),
+        "revisionId": registration.version.to_string(),
+    });
+    if request.publish {
+        let version = catalog::publish(app, name, None, request.version_description).await?;
+        answer["stateMachineVersionArn"] =
+            version_answer(name, &version)["stateMachineVersionArn"].take();
+    }
+    Ok(answer)
 }
 
 /// `DeleteStateMachine`: no new execution starts on it; those running finish.
 pub(super) async fn delete(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DefinitionRequest = body(bytes)?;
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
-    let (name, _) = machines::name_in(&arn)?;
+    let name = unqualified(&arn)?;
     if !app.is_registered(name) && app.workflows().latest(name).is_some() {
         return Err(SfnError::new(
             "ValidationException",

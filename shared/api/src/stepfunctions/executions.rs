@@ -6,14 +6,14 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sas_core::app::{ActionError, App, SubmitError, Submitted};
+use sas_core::app::{ActionError, App, CatalogFailure, Catalogued, SubmitError, Submitted};
 use sas_domain::decide::Refused;
 use sas_domain::ids::TaskId;
 use sas_domain::machine::{Status, execution_arn, is_redrivable, machine_arn, place};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
 
-use super::{SfnError, body, machines, seconds};
+use super::{SfnError, body, machines, required, seconds};
 use crate::MAX_WAIT;
 use crate::error::ApiError;
 use crate::scope::Scope;
@@ -34,11 +34,6 @@ struct ExecutionRequest {
     error: Option<String>,
     /// `StopExecution`'s.
     cause: Option<String>,
-}
-
-/// `field`'s value, which the operation requires.
-fn required(value: Option<String>, field: &str) -> Result<String, SfnError> {
-    value.ok_or_else(|| SfnError::invalid(field, "Member must not be null"))
 }
 
 /// The project's `error` of an execution named by `arn`.
@@ -82,10 +77,10 @@ async fn started(
     request: StartRequest,
 ) -> Result<(Value, TaskId), SfnError> {
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
-    let workflow = machines::named(app, &arn).await?;
     let name = request
         .name
         .unwrap_or_else(|| TaskId::generate().as_str().to_owned());
+    let workflow = machines::named(app, &arn, &name).await?.workflow;
     let text = request.input.as_deref().unwrap_or("{}");
     let input: Value = serde_json::from_str(text).map_err(|e| {
         SfnError::new(
@@ -111,12 +106,10 @@ async fn started(
         error => SfnError::from_api(error.into(), "StateMachineDoesNotExist"),
     };
     let started_at = if app.buffers_submissions() {
-        app.accept(&workflow.name, submission)
-            .await
-            .map_err(refused)?;
+        app.accept_on(workflow, submission).await.map_err(refused)?;
         app.now()
     } else {
-        let submitted = app.submit(&workflow.name, submission).await;
+        let submitted = app.submit_on(workflow, submission).await;
         let (Submitted::Created(task) | Submitted::Replayed(task)) = submitted.map_err(refused)?;
         task.created_at
     };
@@ -214,12 +207,25 @@ fn described(task: &Task, order: &Order, name: &str) -> Value {
     described
 }
 
-/// `DescribeExecution`.
+/// `DescribeExecution`, with the published version the execution runs on, where
+/// its revision is one.
 pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: ExecutionRequest = body(bytes)?;
     let arn = required(request.execution_arn, "executionArn")?;
     let (task, order, name) = named(app, scope, &arn).await?;
-    Ok(described(&task, &order, &name))
+    let mut described = described(&task, &order, &name);
+    let machine = &task.workflow.name;
+    let catalog = match app.catalog(Catalogued::Machine(machine)).await {
+        Ok(catalog) => Some(catalog),
+        Err(CatalogFailure::Missing) => None,
+        Err(error) => return Err(SfnError::unavailable(&error)),
+    };
+    let version = catalog.and_then(|c| c.version_of_revision(task.workflow.version).cloned());
+    if let Some(version) = version {
+        described["stateMachineVersionArn"] =
+            json!(machines::qualified_arn(machine, version.number));
+    }
+    Ok(described)
 }
 
 /// `DescribeStateMachineForExecution`: the definition the execution runs, the

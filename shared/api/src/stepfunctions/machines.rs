@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use sas_core::app::{App, TaskError};
+use sas_domain::machine::catalog::PublishedVersion;
 use sas_domain::machine::{account, machine_arn, place};
 use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
@@ -24,27 +25,42 @@ fn role_arn(name: &str) -> String {
 /// no date of its own, so the epoch.
 const SHIPPED_CREATION_DATE: f64 = 0.0;
 
-/// The state machine an ARN names: `arn:aws:states:REGION:ACCOUNT:stateMachine:NAME`,
-/// with a `:VERSION` at its end for one of its versions.
-pub(super) async fn named(app: &App, arn: &str) -> Result<Arc<Workflow>, SfnError> {
-    let (name, version) = name_in(arn)?;
+/// A state machine an ARN names, at the definition it names.
+pub(super) struct Named {
+    /// The definition.
+    pub(super) workflow: Arc<Workflow>,
+    /// The published version the ARN names, or its alias routed to.
+    pub(super) version: Option<PublishedVersion>,
+}
+
+/// The state machine an ARN names: `arn:aws:states:REGION:ACCOUNT:stateMachine:NAME`
+/// at the version new executions start on, with `:N` at its end its published
+/// version `N`, with `:ALIAS` the version its alias routes the execution named
+/// `execution` to.
+pub(super) async fn named(app: &App, arn: &str, execution: &str) -> Result<Named, SfnError> {
+    let (name, qualifier) = name_in(arn)?;
     let missing = || {
         SfnError::new(
             "StateMachineDoesNotExist",
             format!("State Machine Does Not Exist: '{arn}'"),
         )
     };
-    let found = match version {
-        Some(version) => {
-            let reference = WorkflowRef {
-                name: name.to_owned(),
-                version,
-            };
-            version_of(app, &reference).await?
-        }
-        None => (app.definition(name).await).map_err(|e| SfnError::unavailable(&e))?,
+    let Some(qualifier) = qualifier else {
+        let found = (app.definition(name).await).map_err(|e| SfnError::unavailable(&e))?;
+        let workflow = found.ok_or_else(missing)?;
+        return Ok(Named {
+            workflow,
+            version: None,
+        });
     };
-    found.ok_or_else(missing)
+    let found = app.qualified_definition(name, qualifier, execution).await;
+    let (workflow, version) = found
+        .map_err(|e| SfnError::unavailable(&e))?
+        .ok_or_else(missing)?;
+    Ok(Named {
+        workflow,
+        version: Some(version),
+    })
 }
 
 /// The definition of `reference`'s version, shipped or stored, if there is one.
@@ -59,16 +75,17 @@ pub(super) async fn version_of(
     }
 }
 
-/// The name (and version) in a state machine's ARN of this engine's region and
-/// account: `InvalidArn` for another kind of text, `StateMachineDoesNotExist`
-/// for another place's.
-pub(super) fn name_in(arn: &str) -> Result<(&str, Option<u32>), SfnError> {
-    let (name, version) = ArnKind::StateMachine.name_in(arn)?;
-    let version = version
-        .map(str::parse::<u32>)
-        .transpose()
-        .map_err(|_| invalid_arn(arn))?;
-    Ok((name, version))
+/// The name (and the version's number or the alias after it) in a state machine's
+/// ARN of this engine's region and account: `InvalidArn` for another kind of text,
+/// `StateMachineDoesNotExist` for another place's.
+pub(super) fn name_in(arn: &str) -> Result<(&str, Option<&str>), SfnError> {
+    ArnKind::StateMachine.name_in(arn)
+}
+
+/// The state machine `name`'s ARN with `qualifier` (a version's number, or an
+/// alias's name) at its end.
+pub(super) fn qualified_arn(name: &str, qualifier: impl std::fmt::Display) -> String {
+    format!("{}:{qualifier}", machine_arn(name))
 }
 
 /// `InvalidArn`, for `arn`.
@@ -153,16 +170,27 @@ pub(super) async fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     Ok(json!({ "stateMachines": machines }))
 }
 
-/// `DescribeStateMachine`.
+/// `DescribeStateMachine`: a machine at its current revision, or (its ARN ending
+/// in `:N`) its published version `N`.
 pub(super) async fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DescribeRequest = body(bytes)?;
     let arn = request
         .state_machine_arn
         .ok_or_else(|| SfnError::invalid("stateMachineArn", "Member must not be null"))?;
-    let workflow = named(app, &arn).await?;
+    let named = named(app, &arn, "").await?;
+    let workflow = &named.workflow;
     let registration =
         (app.registration(&workflow.name).await).map_err(|e| SfnError::unavailable(&e))?;
-    Ok(described(&workflow, registration.map(|r| r.created_at)))
+    let mut described = described(workflow, registration.map(|r| r.created_at));
+    described["revisionId"] = json!(workflow.version.to_string());
+    if let Some(version) = named.version {
+        described["stateMachineArn"] = json!(qualified_arn(&workflow.name, version.number));
+        described["creationDate"] = seconds(version.created_at);
+        if let Some(description) = version.description {
+            described["description"] = json!(description);
+        }
+    }
+    Ok(described)
 }
 
 /// A state machine as `DescribeStateMachine` describes it: its definition (a state

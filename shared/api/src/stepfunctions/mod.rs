@@ -12,6 +12,8 @@
 //! Task on it, which its worker ends with that token.
 
 mod activities;
+mod aliases;
+mod catalog;
 mod definitions;
 mod executions;
 mod history;
@@ -140,6 +142,11 @@ pub(crate) fn body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, SfnError> {
     })
 }
 
+/// `field`'s value, which the operation requires.
+fn required(value: Option<String>, field: &str) -> Result<String, SfnError> {
+    value.ok_or_else(|| SfnError::invalid(field, "Member must not be null"))
+}
+
 /// A time as the protocol writes it: seconds since the epoch.
 pub(crate) fn seconds(at: Timestamp) -> Value {
     json!(at.0 as f64 / 1000.0)
@@ -148,10 +155,17 @@ pub(crate) fn seconds(at: Timestamp) -> Value {
 /// An operator's operations, as the operator's routes are: those that change the
 /// deployment's definitions and activities, and a worker's poll, which takes any
 /// caller's task.
-const OPERATORS: [&str; 6] = [
+const OPERATORS: [&str; 13] = [
     "CreateStateMachine",
     "UpdateStateMachine",
     "DeleteStateMachine",
+    "PublishStateMachineVersion",
+    "DeleteStateMachineVersion",
+    "CreateStateMachineAlias",
+    "UpdateStateMachineAlias",
+    "DeleteStateMachineAlias",
+    "TagResource",
+    "UntagResource",
     "CreateActivity",
     "DeleteActivity",
     "GetActivityTask",
@@ -192,6 +206,17 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "UpdateStateMachine" => definitions::update(app, bytes).await,
         "DeleteStateMachine" => definitions::delete(app, bytes).await,
         "ValidateStateMachineDefinition" => machines::validate(bytes),
+        "PublishStateMachineVersion" => catalog::publish_version(app, bytes).await,
+        "ListStateMachineVersions" => catalog::list_versions(app, bytes).await,
+        "DeleteStateMachineVersion" => catalog::delete_version(app, bytes).await,
+        "CreateStateMachineAlias" => aliases::create(app, bytes).await,
+        "DescribeStateMachineAlias" => aliases::describe(app, bytes).await,
+        "UpdateStateMachineAlias" => aliases::update(app, bytes).await,
+        "ListStateMachineAliases" => aliases::list(app, bytes).await,
+        "DeleteStateMachineAlias" => aliases::delete(app, bytes).await,
+        "TagResource" | "UntagResource" | "ListTagsForResource" => {
+            catalog::tags(app, operation, bytes).await
+        }
         "StartExecution" => executions::start(app, scope, bytes).await,
         "StartSyncExecution" => executions::start_sync(app, scope, bytes).await,
         "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,

@@ -62,6 +62,9 @@ impl WorkflowStore for DynamoStore {
                 AttributeValue::Bool(registration.deleted),
             ),
         ]);
+        if let Some(details) = &registration.details {
+            item.insert("details".to_owned(), s(details.clone()));
+        }
         let put = self
             .client
             .put_item()
@@ -132,5 +135,6 @@ fn registration(item: &Item) -> Result<Registration, StoreError> {
             .and_then(|v| v.as_bool().ok())
             .copied()
             .unwrap_or(false),
+        details: item.get("details").and_then(|v| v.as_s().ok()).cloned(),
     })
 }

@@ -38,9 +38,15 @@ fn named_as_activity(registration: Registration) -> Registration {
     }
 }
 
-/// Whether a registration is a definition's, not an activity's.
+/// The registration name of the activity `name`.
+pub(super) fn key(name: &str) -> String {
+    format!("{PREFIX}{name}")
+}
+
+/// Whether a registration is a definition's: not an activity's, nor a catalog's
+/// (their names have a prefix no definition's can).
 pub(super) fn is_definition(registration: &Registration) -> bool {
-    !registration.name.starts_with(PREFIX)
+    !registration.name.contains(':')
 }
 
 impl App {
@@ -49,7 +55,7 @@ impl App {
     /// # Errors
     /// [`StoreError`] when the store fails, or another change of the name came first.
     pub async fn create_activity(&self, name: &str) -> Result<Registration, StoreError> {
-        let key = format!("{PREFIX}{name}");
+        let key = key(name);
         let current = self.store.registration(&key).await?;
         if let Some(live) = current.clone().filter(|r| !r.deleted) {
             return Ok(named_as_activity(live));
@@ -61,6 +67,7 @@ impl App {
             created_at: now,
             updated_at: now,
             deleted: false,
+            details: None,
         };
         let expected = current.as_ref().map(|r| r.version);
         self.store.put_registration(&registration, expected).await?;
@@ -72,7 +79,7 @@ impl App {
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn activity(&self, name: &str) -> Result<Option<Registration>, StoreError> {
-        let found = self.store.registration(&format!("{PREFIX}{name}")).await?;
+        let found = self.store.registration(&key(name)).await?;
         Ok(found.filter(|r| !r.deleted).map(named_as_activity))
     }
 
@@ -84,7 +91,7 @@ impl App {
         let all = self.store.registrations().await?;
         Ok(all
             .into_iter()
-            .filter(|r| !r.deleted && !is_definition(r))
+            .filter(|r| !r.deleted && r.name.starts_with(PREFIX))
             .map(named_as_activity)
             .collect())
     }
@@ -95,8 +102,12 @@ impl App {
     /// # Errors
     /// [`StoreError`] when the store fails, or another change of the name came first.
     pub async fn delete_activity(&self, name: &str) -> Result<bool, StoreError> {
-        let key = format!("{PREFIX}{name}");
-        let Some(current) = self.store.registration(&key).await?.filter(|r| !r.deleted) else {
+        let Some(current) = self
+            .store
+            .registration(&key(name))
+            .await?
+            .filter(|r| !r.deleted)
+        else {
             return Ok(false);
         };
         let deleted = Registration {

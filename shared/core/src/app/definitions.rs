@@ -176,6 +176,7 @@ impl App {
             created_at: live.as_ref().map_or(now, |r| r.created_at),
             updated_at: now,
             deleted: false,
+            details: None,
         };
         let expected = current.as_ref().map(|r| r.version);
         self.store.put_registration(&registration, expected).await?;

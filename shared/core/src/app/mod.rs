@@ -22,6 +22,7 @@ use sas_domain::time::Timestamp;
 use sas_domain::workflow::{Registry, Workflow};
 
 mod activities;
+mod catalog;
 mod children;
 mod cursors;
 mod definitions;
@@ -39,6 +40,7 @@ mod supervisor;
 mod tests;
 mod waits;
 
+pub use catalog::{CatalogFailure, Catalogued, Current};
 pub use definitions::DefineError;
 pub use limits::{GateReport, LINE_COUNTED, LimitReport, ServiceReport};
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};

@@ -151,9 +151,23 @@ impl App {
     pub async fn submit(
         &self,
         workflow: &str,
+        submission: Submission,
+    ) -> Result<Submitted, SubmitError> {
+        let definition = self.named_definition(workflow).await?;
+        self.submit_on(definition, submission).await
+    }
+
+    /// Submission as [`App::submit`]'s, on `definition`: one of a workflow's versions
+    /// (a state machine's published version, or the one its alias routes to).
+    ///
+    /// # Errors
+    /// [`SubmitError`] as [`App::submit`]'s.
+    pub async fn submit_on(
+        &self,
+        definition: Arc<Workflow>,
         mut submission: Submission,
     ) -> Result<Submitted, SubmitError> {
-        let definition = self.checked(workflow, &submission).await?;
+        self.check_against(&definition, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
         let Some(claims_now) = &self.claims_submissions else {
             return self
@@ -191,6 +205,20 @@ impl App {
     pub async fn accept(
         &self,
         workflow: &str,
+        submission: Submission,
+    ) -> Result<Buffered, SubmitError> {
+        let definition = self.named_definition(workflow).await?;
+        self.accept_on(definition, submission).await
+    }
+
+    /// Buffered ingestion's submission as [`App::accept`]'s, on `definition` (as
+    /// [`App::submit_on`]'s).
+    ///
+    /// # Errors
+    /// [`SubmitError`] as [`App::accept`]'s.
+    pub async fn accept_on(
+        &self,
+        definition: Arc<Workflow>,
         mut submission: Submission,
     ) -> Result<Buffered, SubmitError> {
         let Ingest::Buffered(ingest) = &self.ingest else {
@@ -199,7 +227,7 @@ impl App {
                 "this process does not buffer submissions",
             )));
         };
-        let definition = self.checked(workflow, &submission).await?;
+        self.check_against(&definition, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
         let buffered = Buffered {
             workflow: WorkflowRef {
@@ -223,16 +251,10 @@ impl App {
         matches!(self.ingest, Ingest::Buffered(_))
     }
 
-    /// The workflow a submission names, its input and notification queue checked.
-    async fn checked(
-        &self,
-        workflow: &str,
-        submission: &Submission,
-    ) -> Result<Arc<Workflow>, SubmitError> {
-        let definition = (self.definition(workflow).await?)
-            .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))?;
-        self.check_against(&definition, submission)?;
-        Ok(definition)
+    /// The definition new tasks of `workflow` start on.
+    async fn named_definition(&self, workflow: &str) -> Result<Arc<Workflow>, SubmitError> {
+        (self.definition(workflow).await?)
+            .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))
     }
 
     /// A submission's input and notification queue, checked against `definition`.

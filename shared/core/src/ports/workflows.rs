@@ -25,6 +25,10 @@ pub struct Registration {
     /// Deleted: no task starts on it; those running finish on their version, and the
     /// name may be registered again, its versions going on from this one.
     pub deleted: bool,
+    /// What the record keeps beside its version, as JSON text, where its kind keeps
+    /// something: a state machine's published versions, aliases and tags (its
+    /// catalog, whose `version` counts its changes).
+    pub details: Option<String>,
 }
 
 /// The workflow definitions tasks started with, by name and version.

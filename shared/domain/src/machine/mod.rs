@@ -16,6 +16,7 @@
 
 pub mod activities;
 mod branches;
+pub mod catalog;
 mod decide;
 pub mod graph;
 pub mod history;

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use rusqlite::params;
 use rusqlite::types::Value;
-use sas_core::ports::{ExpiredCursor, LeaseIndex, StoreError, TaskListing, TaskStore, Unreadable};
+use sas_core::ports::{
+    ExpiredCursor, LeaseIndex, Registration, StoreError, TaskListing, TaskStore, Unreadable,
+    WorkflowStore,
+};
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Order, TaskState};
 use sas_domain::time::Timestamp;
@@ -322,4 +325,34 @@ async fn leases_are_read_back_on_opening_and_an_earlier_versions_lease_index_is_
         )
     };
     assert_eq!((index("tasks_lease"), index("tasks_leased")), (0, 1));
+}
+
+#[tokio::test]
+async fn an_earlier_versions_registrations_are_given_their_details_column() {
+    let (dir, _) = fresh();
+    rusqlite::Connection::open(dir.path().join("sas.db"))
+        .expect("connection")
+        .execute_batch(
+            "ALTER TABLE registrations DROP COLUMN details;
+             INSERT INTO registrations (name, version, created_at, updated_at, deleted)
+                 VALUES ('counter', 2, 1000, 2000, 0);",
+        )
+        .expect("an earlier version's table");
+    let store = open(&dir, Arc::new(ManualClock::new(Timestamp(3_000))));
+    let kept = store.registration("counter").await.expect("read");
+    assert_eq!(
+        kept.as_ref().map(|r| (r.version, r.details.clone())),
+        Some((2, None))
+    );
+    let detailed = Registration {
+        name: "catalog:counter".to_owned(),
+        details: Some("{}".to_owned()),
+        ..kept.expect("kept")
+    };
+    store
+        .put_registration(&detailed, None)
+        .await
+        .expect("written");
+    let read = store.registration("catalog:counter").await.expect("read");
+    assert_eq!(read, Some(detailed));
 }

@@ -43,6 +43,7 @@ pub(super) async fn registrations_are_written_on_condition(store: &dyn WorkflowS
         created_at: Timestamp(1_000),
         updated_at: Timestamp(1_000),
         deleted: false,
+        details: None,
     };
     store.put_registration(&first, None).await.expect("created");
     assert!(matches!(
@@ -52,6 +53,7 @@ pub(super) async fn registrations_are_written_on_condition(store: &dyn WorkflowS
     let updated = Registration {
         version: 2,
         updated_at: Timestamp(2_000),
+        details: Some(r#"{"tags":{"team":"drones"}}"#.to_owned()),
         ..first.clone()
     };
     assert!(matches!(
