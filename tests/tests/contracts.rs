@@ -619,11 +619,15 @@ async fn step_functions_callers_see_their_own_executions_and_only_operators_chan
     let (ana, bo, operator) = (known("ana", false), known("bo", false), known("ops", true));
     let machine = json!({"StartAt": "A", "States": {"A": {"Type": "Pass", "End": true}}});
     let create = json!({"name": "made", "definition": machine.to_string(), "roleArn": "r"});
-    let (status, refused) = step_functions(&app, &ana, "CreateStateMachine", create.clone()).await;
-    assert_eq!(
-        (status, refused["__type"].as_str()),
-        (400, Some("AccessDeniedException"))
-    );
+    for caller in [&ana, &Caller::Open] {
+        let (status, refused) =
+            step_functions(&app, caller, "CreateStateMachine", create.clone()).await;
+        assert_eq!(
+            (status, refused["__type"].as_str()),
+            (400, Some("AccessDeniedException")),
+            "{caller:?}"
+        );
+    }
     let (status, made) = step_functions(&app, &operator, "CreateStateMachine", create).await;
     assert_eq!(status, 200, "{made}");
     // Versions, aliases and tags change the deployment too: an operator's; reading
@@ -671,6 +675,12 @@ async fn step_functions_callers_see_their_own_executions_and_only_operators_chan
         (status, stopped["__type"].as_str()),
         (400, Some("ExecutionDoesNotExist"))
     );
+    // Where no one is authenticated on the root (a deployment with NONE), callers
+    // start and read executions, unscoped.
+    let start =
+        json!({"stateMachineArn": arn, "name": "open", "input": delivery_input().to_string()});
+    let (status, started) = step_functions(&app, &Caller::Open, "StartExecution", start).await;
+    assert_eq!(status, 200, "{started}");
     // A task token is its own capability; anything else needs a caller.
     let forged = json!({"taskToken": "forged", "output": "{}"});
     let (_, token) =

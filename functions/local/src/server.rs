@@ -209,6 +209,7 @@ fn to_http(response: ApiResponse) -> Response {
 fn refuse(caller: &Caller, ok: bool) -> Option<Response> {
     let code = match caller {
         Caller::Anyone => return None,
+        Caller::Open => ErrorCode::Forbidden,
         Caller::Known { operator: true, .. } => return None,
         Caller::Known { .. } if ok => return None,
         Caller::Known { .. } => ErrorCode::NotFound,

@@ -607,6 +607,8 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/tasks/{id}/steps/{step}/complete", caller, callerScopes);
     route(GET, "/workflows", caller, callerScopes);
     route(GET, "/me", caller, callerScopes);
+    // Step Functions' own API: a caller's operations on the root, an operator's apart.
+    route(POST, "/", caller, callerScopes);
     const operator = jwt ?? iam;
     const operatorScopes = jwt ? [operatorScope] : undefined;
     route(GET, "/operator/tasks", operator, operatorScopes);
@@ -626,6 +628,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
     route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
+    route(POST, "/operator/stepfunctions", operator, operatorScopes);
     // The API's description and the console's page, for anyone: neither holds data
     // (the console asks the operator's routes for it, as its operator).
     const anyone = new apigw.HttpNoneAuthorizer();

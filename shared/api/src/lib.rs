@@ -34,7 +34,7 @@ pub use bodies::{
 pub use error::{ApiError, ErrorCode, ErrorView};
 pub use openapi::document;
 pub use routes::{ROUTES, Route};
-pub use stepfunctions::AMZ_JSON;
+pub use stepfunctions::{AMZ_JSON, OPERATOR_PATH};
 pub use tasks::MAX_WAIT;
 pub use view::{
     AcceptedView, BatchResultView, BatchView, BulkView, CallbackView, DeadLetterQueueView,
@@ -74,6 +74,11 @@ pub enum Caller {
     },
     /// Authentication is on and the request did not pass it.
     Unauthenticated,
+    /// The API authenticates no one on this route, where the operator's are
+    /// authorized apart (Step Functions' protocol on `POST /` of a deployment with
+    /// `NONE`, whose `POST /operator/stepfunctions` IAM authorizes): ids are not
+    /// scoped, and the operator's operations are refused.
+    Open,
 }
 
 /// A request, as any transport sees it.

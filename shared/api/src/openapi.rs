@@ -126,6 +126,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             Some(generator.subschema_for::<RedriveBody>()),
         ),
         Action::OpenApi | Action::Console => (200, Schema::from(true), None),
+        Action::StepFunctions => (200, Schema::from(true), Some(Schema::from(true))),
     };
     let mut parameters = Vec::new();
     if route.path.contains("{id}") {

@@ -12,7 +12,7 @@ use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::execution::execution;
 use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
 use crate::scope::Scope;
-use crate::stepfunctions::{self, TARGET_PREFIX};
+use crate::stepfunctions::{self, OPERATOR_PATH, TARGET_PREFIX};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
 use crate::view::{CallbackView, MeView, WorkflowView, WorkflowsView};
 use crate::{ApiRequest, ApiResponse, CONSOLE, Caller};
@@ -42,6 +42,8 @@ pub(crate) enum Action {
     Redrive,
     OpenApi,
     Console,
+    /// Step Functions' protocol, its operation in `X-Amz-Target`.
+    StepFunctions,
 }
 
 /// One route: a method, a path (`{id}` stands for a task's id), what it does.
@@ -174,14 +176,17 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
     Route::new("GET", "/openapi.json", Action::OpenApi, "This API's OpenAPI 3.1 document"),
     Route::new("GET", "/", Action::Console, "The operator console, a web page over the operator's routes"),
+    Route::new("POST", "/", Action::StepFunctions, "Step Functions' API (AWS JSON 1.0, the operation in X-Amz-Target): a caller's operations"),
+    Route::new("POST", OPERATOR_PATH, Action::StepFunctions, "Step Functions' API for an operator: every operation, the definitions' changes among them"),
 ];
 
 pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
     // Step Functions' protocol: its operation in a header, on the root.
-    if let Some(target) = request
-        .target
-        .filter(|t| request.method == "POST" && request.path == "/" && t.starts_with(TARGET_PREFIX))
-    {
+    if let Some(target) = request.target.filter(|t| {
+        request.method == "POST"
+            && matches!(request.path, "/" | OPERATOR_PATH)
+            && t.starts_with(TARGET_PREFIX)
+    }) {
         return Ok(stepfunctions::serve(app, request.caller, target, request.body).await);
     }
     let matching: Vec<(&Route, Vec<&str>)> = ROUTES
@@ -194,6 +199,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
     }
     let (own, operator) = match request.caller {
         Caller::Anyone => (Scope::Own(None), true),
+        Caller::Open => (Scope::Own(None), false),
         Caller::Known { owner, operator } => (Scope::Own(Some(owner)), *operator),
         Caller::Unauthenticated => {
             return Err(ApiError::new(
@@ -286,6 +292,11 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
+        // Without its operation: the protocol's refusal, naming what is missing.
+        Action::StepFunctions => {
+            let target = request.target.unwrap_or_default();
+            Ok(stepfunctions::serve(app, request.caller, target, request.body).await)
+        }
         Action::OpenApi | Action::Console | Action::Callback | Action::Heartbeat => {
             public(app, route.action, Some(named), request.body).await
         }
@@ -348,6 +359,11 @@ pub(crate) fn me(caller: &Caller) -> MeView {
         Caller::Anyone | Caller::Unauthenticated => MeView {
             owner: None,
             operator: true,
+            notify_queue_suffix: None,
+        },
+        Caller::Open => MeView {
+            owner: None,
+            operator: false,
             notify_queue_suffix: None,
         },
     }

@@ -69,13 +69,17 @@ pub async fn http(
 /// authorizer on but that came without one (a route left open by mistake) is
 /// refused, not served as anyone's. An IAM caller has the operator's rights only on
 /// an operator route, which API Gateway authorized it for: IAM says nothing of the
-/// others.
+/// others. With no authentication, Step Functions' protocol on the root is a
+/// caller's, not an operator's.
 fn caller(
     authentication: &Authentication,
     authorizer: Option<&ApiGatewayRequestAuthorizer>,
     route: &str,
 ) -> Caller {
     let known = match authentication {
+        // Step Functions' protocol on the callers' root: its operator's operations are
+        // on the operator's route, which IAM authorizes.
+        Authentication::None if route == "POST /" => return Caller::Open,
         Authentication::None => return Caller::Anyone,
         Authentication::Jwt { operator_scope } => {
             authorizer.and_then(|a| a.jwt.as_ref()).and_then(|jwt| {
@@ -320,6 +324,22 @@ mod tests {
         assert_eq!(
             caller(&Authentication::None, None, "GET /operator/tasks"),
             Caller::Anyone
+        );
+        assert_eq!(
+            caller(&Authentication::None, None, "POST /"),
+            Caller::Open,
+            "Step Functions' operator operations are on the operator's route"
+        );
+        assert_eq!(
+            on(
+                "POST /operator/stepfunctions",
+                &iam("arn:aws:iam::1:user/ci")
+            ),
+            known("arn:aws:iam::1:user/ci", true)
+        );
+        assert_eq!(
+            on("POST /", &iam("arn:aws:iam::1:user/ci")),
+            known("arn:aws:iam::1:user/ci", false)
         );
     }
 

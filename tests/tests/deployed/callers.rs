@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use sas_domain::ids::{Owner, TaskId};
-use sas_tests::aws::Remote;
+use sas_tests::aws::{Remote, repository};
 use sas_tests::ministack::{AccessKey, Deployment, REGION};
 use sas_tests::tokens::{AUDIENCE, Issuer};
 use serde_json::{Value, json};
@@ -196,6 +196,7 @@ async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owne
             "arn:aws:execute-api:*:*:*/*/GET/tasks*",
             "arn:aws:execute-api:*:*:*/*/GET/me",
             "arn:aws:execute-api:*:*:*/*/GET/workflows",
+            "arn:aws:execute-api:*:*:*/*/POST/",
         ],
     }]});
     let alice = stack.iam_user("alice", &client).await;
@@ -302,4 +303,22 @@ async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owne
         success && queues.contains("agent-requests"),
         "{err}{queues}"
     );
+
+    // Step Functions' own API, through boto3 signing for API Gateway: alice on the
+    // root, the root on the operator's route.
+    let key = |key: &AccessKey| format!("{}:{}", key.id, key.secret);
+    let client = std::process::Command::new(repository().join(".venv/bin/python"))
+        .arg(repository().join("tests/clients/stepfunctions_deployed.py"))
+        .args(["--api", &stack.api, "--region", REGION])
+        .args(["--caller-key", &key(&alice)])
+        .args(["--operator-key", &key(&AccessKey::root())])
+        .output()
+        .expect("the boto3 client runs");
+    let said = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success(),
+        "the boto3 client failed:\n{said}\n{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    assert_eq!(said.lines().count(), 7, "{said}");
 }

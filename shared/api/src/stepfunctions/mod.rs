@@ -30,6 +30,11 @@ use crate::error::{ApiError, ErrorCode};
 use crate::scope::Scope;
 use crate::{ApiResponse, Caller};
 
+/// Where an operator's client sends Step Functions' protocol on a deployment whose
+/// operator routes are authorized apart (IAM): the endpoint
+/// `https://API/operator/stepfunctions`. A caller's is the API's root.
+pub const OPERATOR_PATH: &str = "/operator/stepfunctions";
+
 /// What `X-Amz-Target` starts with for Step Functions' operations.
 pub(crate) const TARGET_PREFIX: &str = "AWSStepFunctions.";
 
@@ -182,6 +187,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
     let (scope, operator) = match caller {
         _ if TOKENS.contains(&operation) => (Scope::Own(None), false),
         Caller::Anyone => (Scope::Own(None), true),
+        Caller::Open => (Scope::Own(None), false),
         Caller::Known { owner, operator } => (Scope::Own(Some(owner)), *operator),
         Caller::Unauthenticated => {
             let refused = SfnError::new(

@@ -1,0 +1,85 @@
+"""boto3's `stepfunctions` client against the deployed stack's API Gateway with IAM
+auth, as the book shows it: requests signed for `execute-api` (API Gateway's IAM
+checks that service's signatures, where the SDK signs for `states`), a caller's
+client on the API's root, an operator's on `/operator/stepfunctions`.
+
+Run by tests/tests/deployed/callers.rs. Prints one JSON line per check; exits
+non-zero on the first that fails.
+"""
+
+import argparse
+import json
+import time
+
+import boto3
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--api", required=True)
+parser.add_argument("--region", required=True)
+parser.add_argument("--caller-key", required=True, help="ID:SECRET")
+parser.add_argument("--operator-key", required=True, help="ID:SECRET")
+args = parser.parse_args()
+
+
+def sign_for_api_gateway(context, **_):
+    context.setdefault("signing", {})["signing_name"] = "execute-api"
+
+
+def client(key, path="/"):
+    """A client on the API's `path`. The root ends in '/': MiniStack's path-style
+    address (`/_aws/execute-api/ID`) names no route without it, where AWS's own
+    (`https://ID.execute-api.REGION.amazonaws.com`) needs nothing after the host."""
+    key_id, secret = key.split(":", 1)
+    sfn = boto3.client("stepfunctions", endpoint_url=args.api.rstrip("/") + path, region_name=args.region,
+                       aws_access_key_id=key_id, aws_secret_access_key=secret)
+    sfn.meta.events.register("before-call.sfn", sign_for_api_gateway)
+    return sfn
+
+
+def check(name, ok, seen):
+    print(json.dumps({"check": name, "ok": bool(ok), "seen": seen}, default=str))
+    if not ok:
+        raise SystemExit(f"{name}: {seen}")
+
+
+def refused(name, expected, call):
+    try:
+        call()
+    except Exception as failure:  # botocore's ClientError, whatever the client
+        error = failure.response["Error"].get("Code"), failure.response["ResponseMetadata"]["HTTPStatusCode"]
+        check(name, expected in error, error)
+        return
+    check(name, False, "no error")
+
+
+operator = client(args.operator_key, "/operator/stepfunctions")
+caller = client(args.caller_key)
+
+greeting = {"QueryLanguage": "JSONata", "StartAt": "Greet", "States": {
+    "Greet": {"Type": "Pass", "Output": "{% 'hello, ' & $states.input.name %}", "End": True}}}
+made = operator.create_state_machine(name="greeted", definition=json.dumps(greeting),
+                                     roleArn="arn:aws:iam::000000000000:role/any", publish=True)
+check("an operator creates and publishes a machine", made["stateMachineVersionArn"].endswith(":greeted:1"), made)
+live = operator.create_state_machine_alias(name="live", routingConfiguration=[
+    {"stateMachineVersionArn": made["stateMachineVersionArn"], "weight": 100}])["stateMachineAliasArn"]
+
+listed = [m["name"] for m in caller.list_state_machines()["stateMachines"]]
+check("a caller lists the machines", {"greeted", "drone-delivery"} <= set(listed), listed)
+started = caller.start_execution(stateMachineArn=live, name="hello-1", input='{"name": "ana"}')
+for _ in range(240):
+    described = caller.describe_execution(executionArn=started["executionArn"])
+    if described["status"] != "RUNNING":
+        break
+    time.sleep(0.25)
+check("a caller's execution through the alias succeeds on its version",
+      (described["status"], described["output"], described["stateMachineVersionArn"])
+      == ("SUCCEEDED", '"hello, ana"', made["stateMachineVersionArn"]), described)
+events = [e["type"] for e in caller.get_execution_history(executionArn=started["executionArn"])["events"]]
+check("its history", events[0] == "ExecutionStarted" and events[-1] == "ExecutionSucceeded", events)
+refused("a caller does not change machines on the root", "AccessDeniedException",
+        lambda: caller.create_state_machine(name="mine", definition=json.dumps(greeting), roleArn="r"))
+refused("nor reaches the operator's route, which IAM guards", 403,
+        lambda: client(args.caller_key, "/operator/stepfunctions").list_state_machines())
+operator.delete_state_machine(stateMachineArn=made["stateMachineArn"])
+refused("a deleted machine starts nothing", "StateMachineDoesNotExist",
+        lambda: caller.start_execution(stateMachineArn=live, input="{}"))
