@@ -187,6 +187,10 @@ refused("a deleted machine starts nothing", "StateMachineDoesNotExist",
         lambda: sfn.start_execution(stateMachineArn=created["stateMachineArn"], input="{}"))
 listed = [m["name"] for m in sfn.list_state_machines()["stateMachines"]]
 check("a deleted machine is not listed", "counter" not in listed, listed)
+fast = sfn.create_state_machine(name="fast", definition=json.dumps(counted), roleArn="r", type="EXPRESS")
+types = (sfn.describe_state_machine(stateMachineArn=fast["stateMachineArn"])["type"],
+         {m["name"]: m["type"] for m in sfn.list_state_machines()["stateMachines"]}["fast"])
+check("an express machine is described and listed as created", types == ("EXPRESS", "EXPRESS"), types)
 kept = sfn.create_state_machine(name="kept", definition=json.dumps(doubled), roleArn="r", publish=True)
 sfn.create_state_machine_alias(name="live", routingConfiguration=[
     {"stateMachineVersionArn": kept["stateMachineVersionArn"], "weight": 100}])

@@ -58,12 +58,13 @@ fn refused(error: DefineError, name: &str) -> SfnError {
 }
 
 /// `CreateStateMachine`: `definition` registered as `name` (the same again is the
-/// same machine). An `EXPRESS` machine runs as a standard one.
+/// same machine). An `EXPRESS` machine runs as a standard one, and is described as
+/// `EXPRESS`.
 pub(super) async fn create(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DefinitionRequest = body(bytes)?;
     let name = required(request.name, "name")?;
     let definition = required(request.definition, "definition")?;
-    if let Some(kind) = request.kind.filter(|k| k != "STANDARD" && k != "EXPRESS") {
+    if let Some(kind) = (request.kind.as_deref()).filter(|k| *k != "STANDARD" && *k != "EXPRESS") {
         return Err(SfnError::invalid(
             "type",
             &format!("'{kind}': Member must satisfy enum value set: [STANDARD, EXPRESS]"),
@@ -71,14 +72,16 @@ pub(super) async fn create(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     }
     let (registration, _) = (app.register_definition(&name, &definition, false).await)
         .map_err(|e| refused(e, &name))?;
-    if !request.tags.is_empty() {
+    let express = request.kind.as_deref() == Some("EXPRESS");
+    if express || !request.tags.is_empty() {
         let tags = tag_map(request.tags);
-        let tagged = app
+        let kept = app
             .change_catalog(Catalogued::Machine(&name), |catalog, _| {
+                catalog.express |= express;
                 catalog.tag(tags.clone())
             })
             .await;
-        tagged.map_err(|e| catalog::refused(e, no_machine(&machine_arn(&name)), "TooManyTags"))?;
+        kept.map_err(|e| catalog::refused(e, no_machine(&machine_arn(&name)), "TooManyTags"))?;
     }
     let mut created = json!({
         "stateMachineArn": machine_arn(&name),

@@ -249,7 +249,8 @@ pub(super) async fn machine_of(
                 ),
             )
         })?;
-    let mut described = machines::described(&workflow, None);
+    let kind = machines::machine_type(app, &workflow.name).await?;
+    let mut described = machines::described(&workflow, None, kind);
     described["updateDate"] = seconds(task.created_at);
     Ok(described)
 }

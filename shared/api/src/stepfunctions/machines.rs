@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sas_core::app::{App, TaskError};
+use sas_core::app::{App, CatalogFailure, Catalogued, TaskError};
 use sas_domain::machine::catalog::PublishedVersion;
 use sas_domain::machine::{account, machine_arn, place};
 use sas_domain::task::WorkflowRef;
@@ -133,12 +133,22 @@ impl ArnKind {
     }
 }
 
-/// A state machine as `ListStateMachines` lists it, `created` at run time or shipped.
-fn listed(workflow: &Workflow, created: Option<Timestamp>) -> Value {
+/// What a machine was created as: `EXPRESS` or `STANDARD` (it runs as standard).
+pub(super) async fn machine_type(app: &App, name: &str) -> Result<&'static str, SfnError> {
+    match app.catalog(Catalogued::Machine(name)).await {
+        Ok(catalog) if catalog.express => Ok("EXPRESS"),
+        Ok(_) | Err(CatalogFailure::Missing) => Ok("STANDARD"),
+        Err(error) => Err(SfnError::unavailable(&error)),
+    }
+}
+
+/// A state machine as `ListStateMachines` lists it, `created` at run time or shipped,
+/// of `kind` (`machine_type`).
+fn listed(workflow: &Workflow, created: Option<Timestamp>, kind: &str) -> Value {
     json!({
         "stateMachineArn": machine_arn(&workflow.name),
         "name": workflow.name,
-        "type": "STANDARD",
+        "type": kind,
         "creationDate": created.map_or(json!(SHIPPED_CREATION_DATE), seconds),
     })
 }
@@ -161,10 +171,13 @@ pub(super) async fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     shipped.dedup_by(|later, first| later.name == first.name);
     let mut machines: Vec<(String, Value)> = shipped
         .iter()
-        .map(|w| (w.name.clone(), listed(w, None)))
+        .map(|w| (w.name.clone(), listed(w, None, "STANDARD")))
         .collect();
-    machines
-        .extend((registered.iter()).map(|(r, w)| (w.name.clone(), listed(w, Some(r.created_at)))));
+    for (registration, workflow) in &registered {
+        let kind = machine_type(app, &workflow.name).await?;
+        let created = Some(registration.created_at);
+        machines.push((workflow.name.clone(), listed(workflow, created, kind)));
+    }
     machines.sort_by(|a, b| a.0.cmp(&b.0));
     let machines: Vec<Value> = machines.into_iter().map(|(_, m)| m).collect();
     Ok(json!({ "stateMachines": machines }))
@@ -181,7 +194,8 @@ pub(super) async fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError>
     let workflow = &named.workflow;
     let registration =
         (app.registration(&workflow.name).await).map_err(|e| SfnError::unavailable(&e))?;
-    let mut described = described(workflow, registration.map(|r| r.created_at));
+    let kind = machine_type(app, &workflow.name).await?;
+    let mut described = described(workflow, registration.map(|r| r.created_at), kind);
     described["revisionId"] = json!(workflow.version.to_string());
     if let Some(version) = named.version {
         described["stateMachineArn"] = json!(qualified_arn(&workflow.name, version.number));
@@ -195,8 +209,8 @@ pub(super) async fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError>
 
 /// A state machine as `DescribeStateMachine` describes it: its definition (a state
 /// machine's as written, a workflow's as the project keeps it), its role, its type.
-pub(super) fn described(workflow: &Workflow, created: Option<Timestamp>) -> Value {
-    let mut described = listed(workflow, created);
+pub(super) fn described(workflow: &Workflow, created: Option<Timestamp>, kind: &str) -> Value {
+    let mut described = listed(workflow, created, kind);
     described["status"] = json!("ACTIVE");
     described["definition"] = json!(workflow.source);
     described["roleArn"] = json!(role_arn(&workflow.name));

@@ -40,6 +40,10 @@ pub struct Catalog {
     /// The tags.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// Created as an `EXPRESS` machine: it runs as a standard one, and is described
+    /// as it was created.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub express: bool,
 }
 
 /// A published version: a number naming one revision of the definition.
