@@ -17,6 +17,8 @@ import urllib.request
 import boto3
 from botocore.config import Config
 
+from checks import check, refused
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--endpoint", required=True)
 parser.add_argument("--tokens", required=True)
@@ -36,22 +38,6 @@ def client(**config):
 
 
 sfn = client()
-
-
-def check(name, ok, seen):
-    print(json.dumps({"check": name, "ok": bool(ok), "seen": seen}, default=str))
-    if not ok:
-        raise SystemExit(f"{name}: {seen}")
-
-
-def refused(name, error, call):
-    try:
-        call()
-    except sfn.exceptions.ClientError as failure:
-        code = failure.response["Error"]["Code"]
-        check(name, code == error, code)
-        return
-    check(name, False, "no error")
 
 
 def ended(arn):

@@ -13,6 +13,8 @@ import time
 
 import boto3
 
+from checks import check, refused
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--api", required=True)
 parser.add_argument("--region", required=True)
@@ -34,22 +36,6 @@ def client(key, path="/"):
                        aws_access_key_id=key_id, aws_secret_access_key=secret)
     sfn.meta.events.register("before-call.sfn", sign_for_api_gateway)
     return sfn
-
-
-def check(name, ok, seen):
-    print(json.dumps({"check": name, "ok": bool(ok), "seen": seen}, default=str))
-    if not ok:
-        raise SystemExit(f"{name}: {seen}")
-
-
-def refused(name, expected, call):
-    try:
-        call()
-    except Exception as failure:  # botocore's ClientError, whatever the client
-        error = failure.response["Error"].get("Code"), failure.response["ResponseMetadata"]["HTTPStatusCode"]
-        check(name, expected in error, error)
-        return
-    check(name, False, "no error")
 
 
 operator = client(args.operator_key, "/operator/stepfunctions")
