@@ -292,11 +292,12 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
-        // Without its operation: the protocol's refusal, naming what is missing.
-        Action::StepFunctions => {
-            let target = request.target.unwrap_or_default();
-            Ok(stepfunctions::serve(app, request.caller, target, request.body).await)
-        }
+        // With its operation, the protocol took it before any route.
+        Action::StepFunctions => Err(ApiError::new(
+            ErrorCode::InvalidField,
+            "this route serves Step Functions' protocol: name the operation in the \
+             header X-Amz-Target (AWSStepFunctions.<Operation>)",
+        )),
         Action::OpenApi | Action::Console | Action::Callback | Action::Heartbeat => {
             public(app, route.action, Some(named), request.body).await
         }
