@@ -210,6 +210,12 @@ on_v1 = ended(sfn.start_execution(stateMachineArn=live, input="{}")["executionAr
 check("an alias's execution runs its version", (on_v1["output"], on_v1["stateMachineVersionArn"]) == ('"v1"', v1), on_v1)
 on_v2 = ended(sfn.start_execution(stateMachineArn=v2, input="{}")["executionArn"])
 check("a version's execution runs it", on_v2["output"] == '"v2"', on_v2)
+starter = {"StartAt": "Start", "States": {"Start": {
+    "Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync:2",
+    "Parameters": {"StateMachineArn": live}, "OutputPath": "$.Output", "End": True}}}
+started_by = sfn.create_state_machine(name="starter", definition=json.dumps(starter), roleArn="r")
+by_task = ended(sfn.start_execution(stateMachineArn=started_by["stateMachineArn"], input="{}")["executionArn"])
+check("a Task starts its child on the version the child's alias routes to", by_task["output"] == '"v1"', by_task)
 refused("a version an alias routes to is not deleted", "ConflictException",
         lambda: sfn.delete_state_machine_version(stateMachineVersionArn=v1))
 sfn.update_state_machine_alias(stateMachineAliasArn=live, routingConfiguration=[

@@ -16,9 +16,10 @@ const FIELDS: [&str; 4] = ["StateMachineArn", "Input", "Name", "TraceHeader"];
 /// What a Task asks to start.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Start {
-    /// The state machine's name, from its ARN (a version or an alias after it is
-    /// not kept: this engine runs a machine's newest definition).
+    /// The state machine's name, from its ARN.
     pub machine: String,
+    /// The version's number or the alias's name after it, if the ARN has one.
+    pub qualifier: Option<String>,
     /// The execution's input (`{}` where none is given).
     pub input: Value,
 }
@@ -29,7 +30,7 @@ pub struct Start {
 pub fn request(arguments: &Value) -> Result<Start, Failure> {
     let fields = crate::request_fields(arguments, "states:startExecution", &FIELDS)?;
     let arn = fields.get("StateMachineArn").and_then(Value::as_str);
-    let machine = arn.and_then(machine_name).ok_or_else(|| {
+    let (machine, qualifier) = arn.and_then(machine_in).ok_or_else(|| {
         Failure::new(
             "StepFunctions.InvalidArnException",
             format!("Invalid Arn: '{}'", arn.unwrap_or_default()),
@@ -47,13 +48,14 @@ pub fn request(arguments: &Value) -> Result<Start, Failure> {
     };
     Ok(Start {
         machine: machine.to_owned(),
+        qualifier: qualifier.map(str::to_owned),
         input,
     })
 }
 
-/// The name in a state machine's ARN:
+/// The name, and the version or alias after it, in a state machine's ARN:
 /// `arn:aws:states:REGION:ACCOUNT:stateMachine:NAME[:VERSION or ALIAS]`.
-pub fn machine_name(arn: &str) -> Option<&str> {
+fn machine_in(arn: &str) -> Option<(&str, Option<&str>)> {
     let mut parts = arn.split(':');
     let fixed = [Some("arn"), None, Some("states"), None, None];
     for expected in fixed {
@@ -66,7 +68,8 @@ pub fn machine_name(arn: &str) -> Option<&str> {
         return None;
     }
     let name = parts.next().filter(|name| !name.is_empty())?;
-    (parts.count() <= 1).then_some(name)
+    let qualifier = parts.next().filter(|qualifier| !qualifier.is_empty());
+    parts.next().is_none().then_some((name, qualifier))
 }
 
 /// An execution a Task started, as `DescribeExecution` tells of it.
@@ -158,14 +161,17 @@ mod tests {
             "Name": "first"
         }))
         .expect("a request");
-        assert_eq!(start.machine, "Child");
+        assert_eq!(
+            (start.machine.as_str(), start.qualifier.as_deref()),
+            ("Child", Some("live"))
+        );
         assert_eq!(start.input, json!({"a": 1}));
         let start = request(&json!({
             "StateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:Child",
             "Input": {"b": [2]}
         }))
         .expect("a request");
-        assert_eq!(start.input, json!({"b": [2]}));
+        assert_eq!((start.input, start.qualifier), (json!({"b": [2]}), None));
         let plain = json!({"StateMachineArn": "arn:aws:states:eu-west-1:1:stateMachine:C"});
         assert_eq!(request(&plain).expect("a request").input, json!({}));
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::ports::{Chain, Outgoing, OutgoingMessage, StoreError};
-use sas_domain::decide::{self, ChildrenOf, Decision, Verdict};
+use sas_domain::decide::{self, ChildVersion, ChildrenOf, Decision, Verdict};
 use sas_domain::ids::TaskId;
 use sas_domain::machine::BranchEnd;
 use sas_domain::messages::{ChildEnded, SchedulerMessage};
@@ -27,11 +27,21 @@ const AT_ONCE: usize = 16;
 use super::{App, TaskError};
 
 impl App {
-    /// The definition `of`'s children run: the version their parent pinned, or the
-    /// newest.
+    /// The definition `of`'s children run: the version their parent pinned, the one
+    /// a machine's ARN names (a published version, or the one its alias routes the
+    /// first child to), or the newest.
     async fn children_workflow(&self, of: &ChildrenOf) -> Result<Arc<Workflow>, TaskError> {
-        let version = match of.version {
-            Some(version) => version,
+        let version = match &of.version {
+            Some(ChildVersion::Pinned(version)) => *version,
+            Some(ChildVersion::Qualified(qualifier)) => {
+                let first = of.parent.child(&of.step_name, 0);
+                let found = self
+                    .qualified_definition(&of.workflow, qualifier, first.as_str())
+                    .await?;
+                return found
+                    .map(|(workflow, _)| workflow)
+                    .ok_or_else(|| TaskError::UnknownWorkflow(of.workflow.clone(), 0));
+            }
             None => {
                 (self.definition(&of.workflow).await?)
                     .ok_or_else(|| TaskError::UnknownWorkflow(of.workflow.clone(), 0))?

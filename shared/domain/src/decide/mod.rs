@@ -119,6 +119,17 @@ pub enum Effect {
     },
 }
 
+/// Which version of their workflow children run, where not the newest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildVersion {
+    /// The version the parent pinned (a Parallel's and a Map's branches: the parent's
+    /// own).
+    Pinned(u32),
+    /// A state machine's published version (its number) or alias (its name), as the
+    /// ARN a Task started the execution with names it.
+    Qualified(String),
+}
+
 /// The children of a step: whose, and what they run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildrenOf {
@@ -132,8 +143,8 @@ pub struct ChildrenOf {
     pub run: u32,
     /// The workflow the children run...
     pub workflow: String,
-    /// ...in the version the parent pinned, if any (the newest otherwise).
-    pub version: Option<u32>,
+    /// ...in this version, if any (the newest otherwise).
+    pub version: Option<ChildVersion>,
     /// The parent's notification queue, which the children tell too.
     pub notify: Option<QueueName>,
     /// The parent's owner, who owns the children.

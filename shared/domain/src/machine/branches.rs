@@ -13,7 +13,7 @@ use sas_asl::executions;
 
 use super::{Awaited, BranchFailure, BranchScope, Branches, VisitWork};
 use crate::decide::change::Change;
-use crate::decide::{ChildrenOf, Effect};
+use crate::decide::{ChildVersion, ChildrenOf, Effect};
 use crate::kinds::children::MAX_CONCURRENCY;
 use crate::kinds::{CallbackSettings, Kind, KindView, LeaseEnd, Summary, UndoOnFailure};
 use crate::messages::{ChildEnded, Operation};
@@ -311,7 +311,7 @@ impl Change {
         let (workflow, version, scope) = match started {
             Some(started) => (
                 started.machine.clone(),
-                None,
+                started.qualifier.clone().map(ChildVersion::Qualified),
                 BranchScope {
                     round,
                     execution: Some(started.awaits),
@@ -320,7 +320,7 @@ impl Change {
             ),
             None => (
                 task.workflow.name.clone(),
-                Some(task.workflow.version),
+                Some(ChildVersion::Pinned(task.workflow.version)),
                 BranchScope {
                     round,
                     variables: run.map(|run| run.variables.clone()).unwrap_or_default(),

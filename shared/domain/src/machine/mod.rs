@@ -367,6 +367,9 @@ pub struct Branches {
 pub struct StartedExecution {
     /// The machine it runs: a workflow's name.
     pub machine: String,
+    /// The version (its number) or alias its ARN names, whose definition it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qualifier: Option<String>,
     /// What the Task waits for: the execution's end (`.sync`), or only its start.
     pub awaits: Awaited,
     /// What the child told of itself: its start, or its end.

@@ -243,6 +243,7 @@ fn call_work(
                 max_concurrency: 1,
                 execution: Some(Box::new(StartedExecution {
                     machine: start.machine,
+                    qualifier: start.qualifier,
                     awaits,
                     told: None,
                 })),

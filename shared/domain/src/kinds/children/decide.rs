@@ -24,7 +24,8 @@ use crate::workflow::{ChildrenStep, MAX_RETRY_WAIT, Results, Workflow};
 use crate::decide::change::Change;
 use crate::decide::steps::results;
 use crate::decide::{
-    ChildrenOf, Decision, Effect, Refused, Resubmit, Verdict, cancel, resubmit, submit,
+    ChildVersion, ChildrenOf, Decision, Effect, Refused, Resubmit, Verdict, cancel, resubmit,
+    submit,
 };
 
 impl Change {
@@ -292,7 +293,7 @@ impl Change {
             step_name: self.task.steps[index].name.clone(),
             run: self.task.run,
             workflow: spec.workflow.clone(),
-            version: self.task.pinned.get(&spec.workflow).copied(),
+            version: (self.task.pinned.get(&spec.workflow).copied()).map(ChildVersion::Pinned),
             notify: self.task.notify.clone(),
             owner: self.task.owner.clone(),
             pinned: self.task.pinned.clone(),
