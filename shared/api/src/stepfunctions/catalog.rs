@@ -75,7 +75,7 @@ pub(super) fn unqualified(arn: &str) -> Result<&str, SfnError> {
 /// Publishes the machine `name`'s current revision (`expected`, where the caller
 /// names the one it read) as a version, or gives the latest version where it is
 /// that revision's.
-pub(super) async fn publish(
+async fn publish(
     app: &App,
     name: &str,
     expected: Option<u32>,
@@ -95,8 +95,21 @@ pub(super) async fn publish(
     })
 }
 
+/// Publishes the machine `name`'s current revision, as a create or an update with
+/// `publish` asks, its version's ARN added to the operation's `answer`.
+pub(super) async fn publish_into(
+    app: &App,
+    name: &str,
+    description: Option<String>,
+    answer: &mut Value,
+) -> Result<(), SfnError> {
+    let version = publish(app, name, None, description).await?;
+    answer["stateMachineVersionArn"] = json!(qualified_arn(name, version.number));
+    Ok(())
+}
+
 /// `version`'s ARN and creation date, as the operations answer them.
-pub(super) fn version_answer(name: &str, version: &PublishedVersion) -> Value {
+fn version_answer(name: &str, version: &PublishedVersion) -> Value {
     json!({
         "stateMachineVersionArn": qualified_arn(name, version.number),
         "creationDate": seconds(version.created_at),

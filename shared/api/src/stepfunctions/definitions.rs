@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use sas_core::app::{App, Catalogued, DefineError};
 use sas_domain::machine::machine_arn;
 
-use super::catalog::{self, Tag, no_machine, tag_map, unqualified, version_answer};
+use super::catalog::{self, Tag, no_machine, tag_map, unqualified};
 use super::{SfnError, body, required, seconds};
 
 #[derive(Deserialize)]
@@ -88,9 +88,7 @@ pub(super) async fn create(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
         "creationDate": seconds(registration.created_at),
     });
     if request.publish {
-        let version = catalog::publish(app, &name, None, request.version_description).await?;
-        created["stateMachineVersionArn"] =
-            version_answer(&name, &version)["stateMachineVersionArn"].take();
+        catalog::publish_into(app, &name, request.version_description, &mut created).await?;
     }
     Ok(created)
 }
@@ -116,9 +114,7 @@ pub(super) async fn update(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
         "revisionId": registration.version.to_string(),
     });
     if request.publish {
-        let version = catalog::publish(app, name, None, request.version_description).await?;
-        answer["stateMachineVersionArn"] =
-            version_answer(name, &version)["stateMachineVersionArn"].take();
+        catalog::publish_into(app, name, request.version_description, &mut answer).await?;
     }
     Ok(answer)
 }

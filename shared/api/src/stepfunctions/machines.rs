@@ -13,7 +13,7 @@ use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
-use super::{SfnError, body, seconds};
+use super::{SfnError, body, required, seconds};
 
 /// A machine's role, as Step Functions describes one: this engine runs every machine
 /// with the functions' own roles, so it names none of the caller's.
@@ -187,9 +187,7 @@ pub(super) async fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
 /// in `:N`) its published version `N`.
 pub(super) async fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: DescribeRequest = body(bytes)?;
-    let arn = request
-        .state_machine_arn
-        .ok_or_else(|| SfnError::invalid("stateMachineArn", "Member must not be null"))?;
+    let arn = required(request.state_machine_arn, "stateMachineArn")?;
     let named = named(app, &arn, "").await?;
     let workflow = &named.workflow;
     let registration =
