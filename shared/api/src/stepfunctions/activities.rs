@@ -10,7 +10,7 @@ use sas_core::app::App;
 use sas_core::ports::Registration;
 use sas_domain::machine::activities::activity_arn;
 
-use super::machines::{ArnKind, invalid_arn};
+use super::machines::ArnKind;
 use super::{SfnError, body, seconds};
 use crate::tasks::MAX_WAIT;
 
@@ -37,10 +37,7 @@ fn named(request: &ActivityRequest) -> Result<&str, SfnError> {
         .activity_arn
         .as_deref()
         .ok_or_else(|| SfnError::invalid("activityArn", "Member must not be null"))?;
-    match ArnKind::Activity.name_in(arn)? {
-        (name, None) => Ok(name),
-        (_, Some(_)) => Err(invalid_arn(arn)),
-    }
+    ArnKind::Activity.plain_name_in(arn)
 }
 
 /// An activity as Step Functions lists and describes one.

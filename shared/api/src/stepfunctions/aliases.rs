@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sas_core::app::{App, Catalogued};
 use sas_domain::machine::catalog::{Alias, Route};
 
-use super::catalog::{no_machine, page, refused, unqualified, version_in};
+use super::catalog::{machine_catalog, no_machine, no_resource, page, refused, version_in};
 use super::machines::{invalid_arn, name_in, qualified_arn};
 use super::{SfnError, body, required, seconds};
 
@@ -72,11 +72,6 @@ fn alias_in(arn: &str) -> Result<(&str, &str), SfnError> {
     }
 }
 
-/// `ResourceNotFound`, for the alias `arn`.
-fn no_alias(arn: &str) -> SfnError {
-    SfnError::new("ResourceNotFound", format!("Resource not found: '{arn}'"))
-}
-
 /// `alias` as `DescribeStateMachineAlias` describes it.
 fn described(machine: &str, alias: &Alias) -> Value {
     let routes: Vec<Value> = (alias.routes.iter())
@@ -127,8 +122,8 @@ pub(super) async fn describe(app: &App, bytes: &[u8]) -> Result<Value, SfnError>
     let arn = required(request.state_machine_alias_arn, "stateMachineAliasArn")?;
     let (machine, name) = alias_in(&arn)?;
     let catalog = (app.catalog(Catalogued::Machine(machine)).await)
-        .map_err(|e| refused(e, no_alias(&arn), FULL))?;
-    let alias = catalog.alias(name).ok_or_else(|| no_alias(&arn))?;
+        .map_err(|e| refused(e, no_resource(&arn), FULL))?;
+    let alias = catalog.alias(name).ok_or_else(|| no_resource(&arn))?;
     Ok(described(machine, alias))
 }
 
@@ -156,7 +151,7 @@ pub(super) async fn update(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
             catalog.update_alias(name, description.clone(), routes.clone(), now.at)
         })
         .await;
-    let alias = updated.map_err(|e| refused(e, no_alias(&arn), FULL))?;
+    let alias = updated.map_err(|e| refused(e, no_resource(&arn), FULL))?;
     Ok(json!({ "updateDate": seconds(alias.updated_at) }))
 }
 
@@ -164,9 +159,7 @@ pub(super) async fn update(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
 pub(super) async fn list(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: AliasRequest = body(bytes)?;
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
-    let machine = unqualified(&arn)?;
-    let catalog = (app.catalog(Catalogued::Machine(machine)).await)
-        .map_err(|e| refused(e, no_machine(&arn), FULL))?;
+    let (machine, catalog) = machine_catalog(app, &arn).await?;
     let aliases: Vec<Value> = (catalog.aliases.iter())
         .map(|alias| {
             json!({
@@ -193,6 +186,6 @@ pub(super) async fn delete(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
             catalog.delete_alias(name)
         })
         .await;
-    deleted.map_err(|e| refused(e, no_alias(&arn), FULL))?;
+    deleted.map_err(|e| refused(e, no_resource(&arn), FULL))?;
     Ok(json!({}))
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use sas_core::app::{App, CatalogFailure, Catalogued};
 use sas_core::ports::StoreError;
-use sas_domain::machine::catalog::{CatalogError, PublishedVersion};
+use sas_domain::machine::catalog::{Catalog, CatalogError, PublishedVersion};
 use sas_domain::machine::machine_arn;
 
 use super::machines::{ArnKind, invalid_arn, name_in, qualified_arn};
@@ -66,10 +66,7 @@ pub(super) fn no_machine(arn: &str) -> SfnError {
 
 /// The machine an ARN names without a version or alias.
 pub(super) fn unqualified(arn: &str) -> Result<&str, SfnError> {
-    match name_in(arn)? {
-        (name, None) => Ok(name),
-        (_, Some(_)) => Err(invalid_arn(arn)),
-    }
+    ArnKind::StateMachine.plain_name_in(arn)
 }
 
 /// Publishes the machine `name`'s current revision (`expected`, where the caller
@@ -127,6 +124,20 @@ struct VersionRequest {
     next_token: Option<String>,
 }
 
+/// The machine an unqualified ARN names, and its catalog (`StateMachineDoesNotExist`
+/// where it is not there): what the listings of versions and aliases read.
+pub(super) async fn machine_catalog<'a>(
+    app: &App,
+    arn: &'a str,
+) -> Result<(&'a str, Catalog), SfnError> {
+    let name = unqualified(arn)?;
+    match app.catalog(Catalogued::Machine(name)).await {
+        Ok(catalog) => Ok((name, catalog)),
+        Err(CatalogFailure::Missing) => Err(no_machine(arn)),
+        Err(error) => Err(SfnError::unavailable(&error)),
+    }
+}
+
 /// `PublishStateMachineVersion`.
 pub(super) async fn publish_version(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: VersionRequest = body(bytes)?;
@@ -142,9 +153,7 @@ pub(super) async fn publish_version(app: &App, bytes: &[u8]) -> Result<Value, Sf
 pub(super) async fn list_versions(app: &App, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: VersionRequest = body(bytes)?;
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
-    let name = unqualified(&arn)?;
-    let catalog = (app.catalog(Catalogued::Machine(name)).await)
-        .map_err(|e| refused(e, no_machine(&arn), "ServiceQuotaExceededException"))?;
+    let (name, catalog) = machine_catalog(app, &arn).await?;
     let versions: Vec<Value> = (catalog.versions.iter().rev())
         .map(|version| version_answer(name, version))
         .collect();
@@ -243,7 +252,7 @@ fn tagged(arn: &str) -> Result<Catalogued<'_>, SfnError> {
 }
 
 /// `ResourceNotFound`, for `arn`.
-fn no_resource(arn: &str) -> SfnError {
+pub(super) fn no_resource(arn: &str) -> SfnError {
     SfnError::new("ResourceNotFound", format!("Resource not found: '{arn}'"))
 }
 

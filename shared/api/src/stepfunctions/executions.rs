@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sas_core::app::{ActionError, App, CatalogFailure, Catalogued, SubmitError, Submitted};
+use sas_core::app::{ActionError, App, SubmitError, Submitted};
 use sas_domain::decide::Refused;
 use sas_domain::ids::TaskId;
 use sas_domain::machine::{Status, execution_arn, is_redrivable, machine_arn, place};
@@ -215,13 +215,8 @@ pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Resul
     let (task, order, name) = named(app, scope, &arn).await?;
     let mut described = described(&task, &order, &name);
     let machine = &task.workflow.name;
-    let catalog = match app.catalog(Catalogued::Machine(machine)).await {
-        Ok(catalog) => Some(catalog),
-        Err(CatalogFailure::Missing) => None,
-        Err(error) => return Err(SfnError::unavailable(&error)),
-    };
-    let version = catalog.and_then(|c| c.version_of_revision(task.workflow.version).cloned());
-    if let Some(version) = version {
+    let catalog = machines::kept_catalog(app, machine).await?;
+    if let Some(version) = catalog.version_of_revision(task.workflow.version) {
         described["stateMachineVersionArn"] =
             json!(machines::qualified_arn(machine, version.number));
     }

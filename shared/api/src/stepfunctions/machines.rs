@@ -7,12 +7,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use sas_core::app::{App, CatalogFailure, Catalogued, TaskError};
-use sas_domain::machine::catalog::PublishedVersion;
+use sas_domain::machine::catalog::{Catalog, PublishedVersion};
 use sas_domain::machine::{account, machine_arn, place};
 use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
+use super::catalog::no_machine;
 use super::{SfnError, body, required, seconds};
 
 /// A machine's role, as Step Functions describes one: this engine runs every machine
@@ -39,12 +40,7 @@ pub(super) struct Named {
 /// `execution` to.
 pub(super) async fn named(app: &App, arn: &str, execution: &str) -> Result<Named, SfnError> {
     let (name, qualifier) = name_in(arn)?;
-    let missing = || {
-        SfnError::new(
-            "StateMachineDoesNotExist",
-            format!("State Machine Does Not Exist: '{arn}'"),
-        )
-    };
+    let missing = || no_machine(arn);
     let Some(qualifier) = qualifier else {
         let found = (app.definition(name).await).map_err(|e| SfnError::unavailable(&e))?;
         let workflow = found.ok_or_else(missing)?;
@@ -101,6 +97,15 @@ pub(super) enum ArnKind {
 }
 
 impl ArnKind {
+    /// The name in an ARN of this kind with nothing after it: `InvalidArn` for one
+    /// with a version or an alias (or any other qualifier) after the name.
+    pub(super) fn plain_name_in(self, arn: &str) -> Result<&str, SfnError> {
+        match self.name_in(arn)? {
+            (name, None) => Ok(name),
+            (_, Some(_)) => Err(invalid_arn(arn)),
+        }
+    }
+
     /// The name (and the qualifier after it) in an ARN of this kind in this engine's
     /// region and account: `arn:aws:states:REGION:ACCOUNT:KIND:NAME[:QUALIFIER]`.
     /// `InvalidArn` for another kind of text; `StateMachineDoesNotExist` (or
@@ -133,13 +138,20 @@ impl ArnKind {
     }
 }
 
-/// What a machine was created as: `EXPRESS` or `STANDARD` (it runs as standard).
-pub(super) async fn machine_type(app: &App, name: &str) -> Result<&'static str, SfnError> {
+/// The machine `name`'s catalog: an empty one where the machine is not there (any
+/// more: an execution outlives its machine).
+pub(super) async fn kept_catalog(app: &App, name: &str) -> Result<Catalog, SfnError> {
     match app.catalog(Catalogued::Machine(name)).await {
-        Ok(catalog) if catalog.express => Ok("EXPRESS"),
-        Ok(_) | Err(CatalogFailure::Missing) => Ok("STANDARD"),
+        Ok(catalog) => Ok(catalog),
+        Err(CatalogFailure::Missing) => Ok(Catalog::default()),
         Err(error) => Err(SfnError::unavailable(&error)),
     }
+}
+
+/// What a machine was created as: `EXPRESS` or `STANDARD` (it runs as standard).
+pub(super) async fn machine_type(app: &App, name: &str) -> Result<&'static str, SfnError> {
+    let express = kept_catalog(app, name).await?.express;
+    Ok(if express { "EXPRESS" } else { "STANDARD" })
 }
 
 /// A state machine as `ListStateMachines` lists it, `created` at run time or shipped,
