@@ -144,6 +144,29 @@ aborted = ended(asked[7]["executionArn"])
 check("stopped, with an error and a cause", "stopDate" in stopped
       and (aborted["status"], aborted["error"], aborted["cause"]) == ("ABORTED", "Withdrawn", "the order was cancelled"), aborted)
 
+# Executions listed, as a team's scripts find them: by machine and status, paged.
+def names(**request):
+    pages = sfn.get_paginator("list_executions").paginate(**request, PaginationConfig={"PageSize": 1})
+    return sorted(e["name"] for page in pages for e in page["executions"])
+
+
+everyone = names(stateMachineArn=approval)
+check("a machine's executions listed, page by page", everyone == ["ask-2", "ask-40", "ask-7"], everyone)
+by_status = {status: names(stateMachineArn=approval, statusFilter=status) for status in ("SUCCEEDED", "ABORTED", "RUNNING")}
+check("by status", by_status == {"SUCCEEDED": ["ask-2", "ask-40"], "ABORTED": ["ask-7"], "RUNNING": []}, by_status)
+redriven = names(stateMachineArn=approval, redriveFilter="REDRIVEN")
+check("the redriven ones", redriven == ["ask-40"], redriven)
+listed = sfn.list_executions(stateMachineArn=greet, statusFilter="FAILED")["executions"]
+check("a listed execution as Step Functions lists it",
+      [(e["executionArn"], e["status"], e["stateMachineArn"]) for e in listed]
+      == [(failed["executionArn"], "FAILED", greet)] and listed[0]["stopDate"] >= listed[0]["startDate"], listed)
+refused("a status no execution has", "ValidationException",
+        lambda: sfn.list_executions(stateMachineArn=greet, statusFilter="LOST"))
+refused("a token no listing gave", "InvalidToken",
+        lambda: sfn.list_executions(stateMachineArn=greet, nextToken="7:nothing"))
+refused("the executions of no machine", "StateMachineDoesNotExist",
+        lambda: sfn.list_executions(stateMachineArn=missing))
+
 # Definitions at run time: created, started, updated (a running execution keeps its
 # version), deleted; and one kept for the test to find after a restart.
 counted = {"QueryLanguage": "JSONata", "StartAt": "Count",
@@ -216,6 +239,7 @@ starter = {"StartAt": "Start", "States": {"Start": {
 started_by = sfn.create_state_machine(name="starter", definition=json.dumps(starter), roleArn="r")
 by_task = ended(sfn.start_execution(stateMachineArn=started_by["stateMachineArn"], input="{}")["executionArn"])
 check("a Task starts its child on the version the child's alias routes to", by_task["output"] == '"v1"', by_task)
+check("an execution started through an alias names it", on_v1["stateMachineAliasArn"] == live, on_v1)
 refused("a version an alias routes to is not deleted", "ConflictException",
         lambda: sfn.delete_state_machine_version(stateMachineVersionArn=v1))
 sfn.update_state_machine_alias(stateMachineAliasArn=live, routingConfiguration=[
@@ -223,6 +247,13 @@ sfn.update_state_machine_alias(stateMachineAliasArn=live, routingConfiguration=[
 routed = [ended(sfn.start_execution(stateMachineArn=live, name=f"shift-{n}", input="{}")["executionArn"])["output"]
           for n in range(40)]
 check("an alias's weights shift some executions", 0 < routed.count('"v2"') < 20 and set(routed) == {'"v1"', '"v2"'}, routed)
+through_alias = names(stateMachineArn=live)
+check("the executions started through an alias, a Task's child among them",
+      len(through_alias) == 42 and on_v1["name"] in through_alias
+      and {f"shift-{n}" for n in range(40)} <= set(through_alias), through_alias)
+on_version_2 = names(stateMachineArn=v2)
+check("the executions of a version",
+      on_v2["name"] in on_version_2 and len(on_version_2) == 1 + routed.count('"v2"'), on_version_2)
 alias = sfn.describe_state_machine_alias(stateMachineAliasArn=live)
 check("an alias described with its routes",
       [(r["stateMachineVersionArn"], r["weight"]) for r in alias["routingConfiguration"]] == [(v1, 80), (v2, 20)]

@@ -100,9 +100,22 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .filter(|check| check["ok"] == true)
         .count();
-    assert_eq!(passed, 68, "every check of the client passed: {said}");
+    assert_eq!(passed, 78, "every check of the client passed: {said}");
     // The AWS CLI, as a person types it: its output is the execution's description.
     let described = aws(&api, &["describe-execution", "--execution-arn", GREETED]);
+    let greet = GREETED
+        .replace(":execution:", ":stateMachine:")
+        .replace(":greet-1", "");
+    let listed = aws(
+        &api,
+        &[
+            "list-executions",
+            "--state-machine-arn",
+            &greet,
+            "--status-filter",
+            "SUCCEEDED",
+        ],
+    );
     // A machine created at run time, its versions and aliases, outlive their process:
     // the same data, started again.
     let _ = child.kill();
@@ -130,6 +143,14 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
     assert_eq!(described["status"], "SUCCEEDED", "{described:#}");
     assert_eq!(described["name"], "greet-1");
     assert_eq!(described["output"], r#"{"greeting":"HELLO, ANA!"}"#);
+    let succeeded: Vec<&str> = (listed["executions"].as_array().expect("executions"))
+        .iter()
+        .filter_map(|execution| execution["name"].as_str())
+        .collect();
+    assert!(
+        succeeded.contains(&"greet-1") && listed["executions"][0]["status"] == "SUCCEEDED",
+        "{listed:#}"
+    );
     assert_eq!(after["status"], "SUCCEEDED", "{after:#}");
     assert_eq!(after["output"], "8");
     assert_eq!(

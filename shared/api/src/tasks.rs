@@ -123,14 +123,11 @@ pub(crate) fn submission(
         }
     };
     let submission = Submission {
-        id,
-        input: body.input,
         notify: body.notify,
         owner: scope.owner().cloned(),
-        parent: None,
-        pinned: Default::default(),
         start_at,
         priority,
+        ..Submission::new(id, body.input)
     };
     Ok((body.workflow, submission))
 }
@@ -426,7 +423,7 @@ pub(crate) async fn list(
         .on("state")
     })?;
     let page = app
-        .list(state, limit, after.as_deref(), scope.owner())
+        .list(state, limit, after.as_deref(), scope.owner(), None)
         .await
         .map_err(invalid_cursor)?;
     let cursor = |shown: usize| page.cursor(shown).map_err(ApiError::from);

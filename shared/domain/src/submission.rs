@@ -39,6 +39,10 @@ pub struct Submission {
         skip_serializing_if = "crate::flow::is_default_priority"
     )]
     pub priority: u8,
+    /// Of an execution started through an alias of its state machine: the alias's
+    /// name (Step Functions lists and describes an execution by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
 }
 
 impl Submission {
@@ -55,6 +59,7 @@ impl Submission {
             pinned: BTreeMap::new(),
             start_at: None,
             priority: crate::flow::DEFAULT_PRIORITY,
+            alias: None,
         }
     }
 

@@ -63,19 +63,15 @@ impl Sim {
     async fn submit_again(&mut self, n: usize) {
         let (id, request) = self.submitted[n].clone();
         let submission = Submission {
-            owner: None,
-            id: id.clone(),
-            input: request["input"].clone(),
             notify: request["notify"]
                 .as_str()
                 .map(|q| QueueName::parse(q).expect("name")),
-            parent: None,
-            pinned: Default::default(),
             start_at: request["start_at"].as_i64().map(Timestamp),
             priority: request["priority"]
                 .as_u64()
                 .and_then(|p| u8::try_from(p).ok())
                 .unwrap_or(sas_domain::flow::DEFAULT_PRIORITY),
+            ..Submission::new(id.clone(), request["input"].clone())
         };
         let scheduler = &self.schedulers[self.world.below(self.schedulers.len())];
         let workflow = request["workflow"].as_str().unwrap_or_default();

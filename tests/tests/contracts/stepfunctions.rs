@@ -86,6 +86,16 @@ async fn step_functions_callers_see_their_own_executions_and_only_operators_chan
         (400, Some("ExecutionDoesNotExist")),
         "another caller's execution is not found: {hidden}"
     );
+    // A listing shows a caller its own executions only.
+    let machine = json!({"stateMachineArn": arn});
+    for (caller, expected) in [(&ana, vec!["mine"]), (&bo, vec![])] {
+        let (status, listed) =
+            step_functions(&app, caller, "ListExecutions", machine.clone()).await;
+        let names: Vec<&str> = (listed["executions"].as_array().into_iter().flatten())
+            .filter_map(|execution| execution["name"].as_str())
+            .collect();
+        assert_eq!((status, names), (200, expected), "{caller:?}: {listed}");
+    }
     let (status, stopped) = step_functions(&app, &bo, "StopExecution", execution).await;
     assert_eq!(
         (status, stopped["__type"].as_str()),

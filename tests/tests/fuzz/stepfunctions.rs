@@ -38,6 +38,7 @@ fn operation() -> impl Strategy<Value = String> {
                 "StartExecution",
                 "DescribeStateMachineForExecution",
                 "DescribeExecution",
+                "ListExecutions",
                 "StopExecution",
                 "GetExecutionHistory",
                 "RedriveExecution",
@@ -82,6 +83,8 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
         "resourceArn": machine,
         "tags": [{"key": "team", "value": "drones"}],
         "tagKeys": ["team"],
+        "statusFilter": "RUNNING",
+        "redriveFilter": "NOT_REDRIVEN",
     });
     (
         any_json(),
@@ -108,6 +111,8 @@ fn request_body() -> impl Strategy<Value = Vec<u8>> {
                 "resourceArn",
                 "tags",
                 "tagKeys",
+                "statusFilter",
+                "redriveFilter",
             ][..],
         ),
         any::<u8>(),

@@ -195,22 +195,13 @@ pub(super) fn page(
     max_results: Option<usize>,
     next_token: Option<String>,
 ) -> Result<Value, SfnError> {
-    let limit = match max_results {
-        None | Some(0) => 100,
-        Some(limit @ 1..=1000) => limit,
-        Some(_) => {
-            return Err(SfnError::invalid(
-                "maxResults",
-                "Member must have value less than or equal to 1000",
-            ));
-        }
-    };
+    let limit = page_size(max_results)?;
     let from = match next_token {
         Some(token) => token
             .parse::<usize>()
             .ok()
             .filter(|from| *from <= items.len())
-            .ok_or_else(|| SfnError::new("InvalidToken", format!("Invalid Token: '{token}'")))?,
+            .ok_or_else(|| SfnError::invalid_token(&token))?,
         None => 0,
     };
     let to = (from + limit).min(items.len());
@@ -219,6 +210,19 @@ pub(super) fn page(
         answer["nextToken"] = json!(to.to_string());
     }
     Ok(answer)
+}
+
+/// A page's size as a listing's `maxResults` asks it: 100 where not given (or 0),
+/// at most 1,000.
+pub(super) fn page_size(max_results: Option<usize>) -> Result<usize, SfnError> {
+    match max_results {
+        None | Some(0) => Ok(100),
+        Some(limit @ 1..=1000) => Ok(limit),
+        Some(_) => Err(SfnError::invalid(
+            "maxResults",
+            "Member must have value less than or equal to 1000",
+        )),
+    }
 }
 
 /// The machine and the version's number a version's ARN names.

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use sas_core::app::{ActionError, App, SubmitError, Submitted};
 use sas_domain::decide::Refused;
 use sas_domain::ids::TaskId;
+use sas_domain::machine::catalog::{Catalog, Qualifier};
 use sas_domain::machine::{Status, execution_arn, is_redrivable, machine_arn, place};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
@@ -67,7 +68,8 @@ pub(super) async fn start_sync(
         timed_out["status"] = json!(Status::TimedOut.as_str());
         return Ok(timed_out);
     };
-    Ok(described(&task, &order, id.local()))
+    // Its answer names no version or alias, as Step Functions' does not.
+    Ok(described(&task, &order, id.local(), &Catalog::default()))
 }
 
 /// An execution started: `StartExecution`'s answer, and its task's id.
@@ -81,6 +83,9 @@ async fn started(
         .name
         .unwrap_or_else(|| TaskId::generate().as_str().to_owned());
     let workflow = machines::named(app, &arn, &name).await?.workflow;
+    let alias = machines::name_in(&arn)?
+        .1
+        .and_then(|q| Qualifier::of(q).alias());
     let text = request.input.as_deref().unwrap_or("{}");
     let input: Value = serde_json::from_str(text).map_err(|e| {
         SfnError::new(
@@ -95,6 +100,7 @@ async fn started(
         .ok_or_else(|| SfnError::new("InvalidName", format!("Invalid Name: '{name}'")))?;
     let submission = Submission {
         owner: scope.owner().cloned(),
+        alias: alias.map(str::to_owned),
         ..Submission::new(id.clone(), input)
     };
     let execution = execution_arn(&workflow.name, &name);
@@ -153,7 +159,7 @@ pub(super) async fn named(
 }
 
 /// An execution's status: its machine's, or of a workflow's task, its state's.
-fn status(task: &Task) -> Status {
+pub(super) fn status(task: &Task) -> Status {
     if let Some(run) = &task.machine {
         return run.status;
     }
@@ -165,31 +171,45 @@ fn status(task: &Task) -> Status {
     }
 }
 
-/// `DescribeExecution`'s answer for `task`.
-fn described(task: &Task, order: &Order, name: &str) -> Value {
+/// What `ListExecutions` and `DescribeExecution` both say of `task`, named `name`,
+/// its machine's published versions in `catalog`.
+pub(super) fn summary(task: &Task, name: &str, catalog: &Catalog) -> Value {
     let machine = &task.workflow.name;
     let status = status(task);
-    let mut described = json!({
+    let mut summary = json!({
         "executionArn": execution_arn(machine, name),
         "stateMachineArn": machine_arn(machine),
         "name": name,
         "status": status.as_str(),
         "startDate": seconds(task.created_at),
-        "input": order.input.to_string(),
-        "inputDetails": {"included": true},
         "redriveCount": task.run.saturating_sub(1),
     });
     if status != Status::Running {
-        described["stopDate"] = seconds(task.updated_at);
+        summary["stopDate"] = seconds(task.updated_at);
     }
+    if let Some(last) = task.resubmissions.last() {
+        summary["redriveDate"] = seconds(last.request.at);
+    }
+    if let Some(version) = catalog.version_of_revision(task.workflow.version) {
+        summary["stateMachineVersionArn"] = json!(machines::qualified_arn(machine, version.number));
+    }
+    if let Some(alias) = &task.alias {
+        summary["stateMachineAliasArn"] = json!(machines::qualified_arn(machine, alias));
+    }
+    summary
+}
+
+/// `DescribeExecution`'s answer for `task`.
+fn described(task: &Task, order: &Order, name: &str, catalog: &Catalog) -> Value {
+    let mut described = summary(task, name, catalog);
+    let status = status(task);
+    described["input"] = json!(order.input.to_string());
+    described["inputDetails"] = json!({"included": true});
     described["redriveStatus"] = json!(if is_redrivable(task) {
         "REDRIVABLE"
     } else {
         "NOT_REDRIVABLE"
     });
-    if let Some(last) = task.resubmissions.last() {
-        described["redriveDate"] = seconds(last.request.at);
-    }
     let run = task.machine.as_deref();
     if let Some(output) = run.and_then(|run| run.output.as_deref()) {
         described["output"] = json!(output.to_string());
@@ -213,14 +233,8 @@ pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Resul
     let request: ExecutionRequest = body(bytes)?;
     let arn = required(request.execution_arn, "executionArn")?;
     let (task, order, name) = named(app, scope, &arn).await?;
-    let mut described = described(&task, &order, &name);
-    let machine = &task.workflow.name;
-    let catalog = machines::kept_catalog(app, machine).await?;
-    if let Some(version) = catalog.version_of_revision(task.workflow.version) {
-        described["stateMachineVersionArn"] =
-            json!(machines::qualified_arn(machine, version.number));
-    }
-    Ok(described)
+    let catalog = machines::kept_catalog(app, &task.workflow.name).await?;
+    Ok(described(&task, &order, &name, &catalog))
 }
 
 /// `DescribeStateMachineForExecution`: the definition the execution runs, the

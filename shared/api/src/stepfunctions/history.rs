@@ -68,7 +68,7 @@ pub(super) async fn get(
         Some(token) => Some(
             token
                 .parse::<u64>()
-                .map_err(|_| SfnError::new("InvalidToken", format!("Invalid Token: '{token}'")))?,
+                .map_err(|_| SfnError::invalid_token(token))?,
         ),
     };
     let (task, _, _) = executions::named(app, scope, &arn).await?;

@@ -17,6 +17,7 @@ mod catalog;
 mod definitions;
 mod executions;
 mod history;
+mod listing;
 mod machines;
 mod tokens;
 
@@ -67,6 +68,11 @@ impl SfnError {
             message: "the service is unavailable; try again".to_owned(),
             status: 503,
         }
+    }
+
+    /// `InvalidToken`: a `nextToken` no listing gave.
+    pub(crate) fn invalid_token(token: &str) -> Self {
+        Self::new("InvalidToken", format!("Invalid Token: '{token}'"))
     }
 
     /// `ValidationException` naming `field` and what it must be.
@@ -227,6 +233,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "StartSyncExecution" => executions::start_sync(app, scope, bytes).await,
         "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
+        "ListExecutions" => listing::list(app, scope, bytes).await,
         "StopExecution" => executions::stop(app, scope, bytes).await,
         "GetExecutionHistory" => history::get(app, scope, bytes).await,
         "RedriveExecution" => executions::redrive(app, scope, bytes).await,

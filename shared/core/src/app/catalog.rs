@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use sas_domain::machine::catalog::{Catalog, CatalogError, PublishedVersion};
+use sas_domain::machine::catalog::{Catalog, CatalogError, PublishedVersion, Qualifier};
 use sas_domain::task::WorkflowRef;
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
@@ -171,9 +171,9 @@ impl App {
                 return Err(StoreError::Corrupt(refused.to_string().into()));
             }
         };
-        let version = match qualifier.parse::<u32>() {
-            Ok(number) => catalog.version(number),
-            Err(_) => catalog.route(qualifier, execution),
+        let version = match Qualifier::of(qualifier) {
+            Qualifier::Version(number) => catalog.version(number),
+            Qualifier::Alias(alias) => catalog.route(alias, execution),
         };
         let Some(version) = version.cloned() else {
             return Ok(None);

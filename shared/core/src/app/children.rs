@@ -110,6 +110,7 @@ impl App {
                 pinned: of.pinned.clone(),
                 start_at: None,
                 priority: of.priority,
+                alias: of.version.as_ref().and_then(ChildVersion::alias),
             };
             let id = submission.id.clone();
             let found = match self.create(&definition, submission.clone(), creation).await {

@@ -151,12 +151,14 @@ impl App {
             .is_some_and(|at| at.until(self.clock.now()) < ACCEPTED_MEMORY)
     }
 
-    /// Tasks in a state, a page at a time: everyone's, or `owner`'s only.
+    /// Tasks in a state, a page at a time: everyone's, or `owner`'s only, and of
+    /// those the ones `wanted` keeps, where it is given.
     ///
-    /// The store lists by state, so an owner's page is gathered from up to
-    /// [`OWNED_LISTING_READS`] of its pages and [`OWNED_LISTING_TASKS`] of its tasks:
-    /// it may hold fewer than `limit` tasks and still have a next one. Its cursors are
-    /// sealed ([`cursors`](super::cursors)): the store's may name others' tasks.
+    /// The store lists by state, so a page kept to an owner's tasks or to `wanted`'s
+    /// is gathered from up to [`OWNED_LISTING_READS`] of its pages and
+    /// [`OWNED_LISTING_TASKS`] of its tasks: it may hold fewer than `limit` tasks and
+    /// still have a next one. An owner's cursors are sealed
+    /// ([`cursors`](super::cursors)): the store's may name others' tasks.
     ///
     /// # Errors
     /// [`StoreError`] when the store fails, or `after` is not a cursor this listing gave.
@@ -166,22 +168,29 @@ impl App {
         limit: usize,
         after: Option<&str>,
         owner: Option<&'a Owner>,
+        wanted: Option<&(dyn Fn(&Task) -> bool + Sync)>,
     ) -> Result<Listing<'a>, StoreError> {
-        let Some(owner) = owner else {
-            return Ok(Listing {
-                page: self.store.list(state, limit, after).await?,
-                sealed_for: None,
-            });
+        let seal = match owner {
+            Some(owner) => Some((self.deployment_seal().await?, owner)),
+            None if wanted.is_none() => {
+                return Ok(Listing {
+                    page: self.store.list(state, limit, after).await?,
+                    sealed_for: None,
+                });
+            }
+            None => None,
         };
-        let seal = self.deployment_seal().await?;
-        let mut owned = TaskPage {
+        let mut kept = TaskPage {
             tasks: Vec::new(),
-            next: after.map(|c| seal.open(owner, state, c)).transpose()?,
+            next: match (after, seal) {
+                (Some(cursor), Some((seal, owner))) => Some(seal.open(owner, state, cursor)?),
+                (after, _) => after.map(str::to_owned),
+            },
             after: Vec::new(),
         };
         let mut budget = OWNED_LISTING_TASKS;
         for _ in 0..OWNED_LISTING_READS {
-            let ask = (limit - owned.tasks.len()).min(budget);
+            let ask = (limit - kept.tasks.len()).min(budget);
             if ask == 0 {
                 break;
             }
@@ -191,7 +200,7 @@ impl App {
             // another's task.
             let page = self
                 .store
-                .list(state, ask, owned.next.as_deref())
+                .list(state, ask, kept.next.as_deref())
                 .await
                 .map_err(|error| match (error, after) {
                     (StoreError::InvalidCursor(_), Some(sent)) => {
@@ -199,22 +208,23 @@ impl App {
                     }
                     (error, _) => error,
                 })?;
-            owned.next = page.next;
+            kept.next = page.next;
             let (tasks, after): (Vec<_>, Vec<_>) = page
                 .tasks
                 .into_iter()
                 .zip(page.after)
-                .filter(|(task, _)| task.owner.as_ref() == Some(owner))
+                .filter(|(task, _)| owner.is_none_or(|owner| task.owner.as_ref() == Some(owner)))
+                .filter(|(task, _)| wanted.is_none_or(|wanted| wanted(task)))
                 .unzip();
-            owned.tasks.extend(tasks);
-            owned.after.extend(after);
-            if owned.tasks.len() == limit || owned.next.is_none() {
+            kept.tasks.extend(tasks);
+            kept.after.extend(after);
+            if kept.tasks.len() == limit || kept.next.is_none() {
                 break;
             }
         }
         Ok(Listing {
-            page: owned,
-            sealed_for: Some((seal, owner, state)),
+            page: kept,
+            sealed_for: seal.map(|(seal, owner)| (seal, owner, state)),
         })
     }
 }

@@ -130,6 +130,19 @@ pub enum ChildVersion {
     Qualified(String),
 }
 
+impl ChildVersion {
+    /// The alias a child is started through, where it is one.
+    #[must_use]
+    pub fn alias(&self) -> Option<String> {
+        match self {
+            Self::Qualified(qualifier) => crate::machine::catalog::Qualifier::of(qualifier)
+                .alias()
+                .map(str::to_owned),
+            Self::Pinned(_) => None,
+        }
+    }
+}
+
 /// The children of a step: whose, and what they run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildrenOf {

@@ -55,6 +55,7 @@ fn create(
         paused: None,
         start_at: submission.start_at,
         priority: submission.priority,
+        alias: submission.alias.clone(),
         callback_key,
         resubmissions: Vec::new(),
         refused: Vec::new(),

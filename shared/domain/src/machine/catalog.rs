@@ -20,6 +20,32 @@ pub const MAX_ALIASES: usize = 100;
 /// The tags a resource may have, as in Step Functions.
 pub const MAX_TAGS: usize = 50;
 
+/// What the qualifier after a state machine's name in an ARN names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qualifier<'a> {
+    /// A published version, by number.
+    Version(u32),
+    /// An alias, by name.
+    Alias(&'a str),
+}
+
+impl<'a> Qualifier<'a> {
+    /// A number names a version; anything else an alias.
+    #[must_use]
+    pub fn of(text: &'a str) -> Self {
+        text.parse().map_or(Self::Alias(text), Self::Version)
+    }
+
+    /// The alias's name, of an alias.
+    #[must_use]
+    pub fn alias(self) -> Option<&'a str> {
+        match self {
+            Self::Alias(name) => Some(name),
+            Self::Version(_) => None,
+        }
+    }
+}
+
 /// A machine's (or an activity's) catalog.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Catalog {

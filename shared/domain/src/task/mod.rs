@@ -195,6 +195,10 @@ pub struct Task {
         skip_serializing_if = "crate::flow::is_default_priority"
     )]
     pub priority: u8,
+    /// Of an execution started through an alias of its state machine: the alias's
+    /// name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
     /// The task's own secret, drawn at random when it is created: its callback tokens
     /// are signed with it ([`crate::callback`]). Never shown.
     #[serde(default, skip_serializing_if = "String::is_empty")]

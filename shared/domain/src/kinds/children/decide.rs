@@ -508,6 +508,7 @@ pub fn never_started(
         pinned: of.pinned.clone(),
         start_at: None,
         priority: of.priority,
+        alias: None,
     };
     let (task, order, _) = submit(workflow, submission, now);
     let mut change = Change::of(&task, now);
