@@ -285,6 +285,48 @@ anew = (sfn.list_state_machine_versions(stateMachineArn=shifted)["stateMachineVe
         sfn.list_tags_for_resource(resourceArn=shifted)["tags"])
 check("a machine created again has none of its namesake's versions or tags", anew == ([], []), anew)
 
+# TestState: one state run on its own, a Task's answer mocked, as a team tests a
+# state before it ships it.
+lookup = {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+          "Parameters": {"FunctionName": "price", "Payload": {"sku.$": "$.sku"}},
+          "ResultSelector": {"price.$": "$.Payload.price"}, "ResultPath": "$.quote", "Next": "Charge",
+          "Retry": [{"ErrorEquals": ["Throttled"], "MaxAttempts": 2, "IntervalSeconds": 3, "BackoffRate": 2}],
+          "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": "Sorry"}]}
+tried = unprefixed.test_state(definition=json.dumps(lookup), input='{"sku": "k-1"}', inspectionLevel="DEBUG",
+                       mock={"result": '{"StatusCode": 200, "Payload": {"price": 12}}'})
+data = tried["inspectionData"]
+check("a Task tested with its answer mocked",
+      (tried["status"], json.loads(tried["output"]), tried["nextState"]) == ("SUCCEEDED", {"sku": "k-1", "quote": {"price": 12}}, "Charge")
+      and json.loads(data["afterParameters"]) == {"FunctionName": "price", "Payload": {"sku": "k-1"}}
+      and json.loads(data["afterResultSelector"]) == {"price": 12}
+      and json.loads(data["afterResultPath"]) == {"sku": "k-1", "quote": {"price": 12}}, tried)
+throttled = {"errorOutput": {"error": "Throttled", "cause": "slow down"}}
+retried = unprefixed.test_state(definition=json.dumps(lookup), input='{"sku": "k-1"}', mock=throttled, inspectionLevel="DEBUG",
+                         stateConfiguration={"retrierRetryCount": 1})
+check("an error its retrier takes", (retried["status"], retried["error"]) == ("RETRIABLE", "Throttled")
+      and retried["inspectionData"]["errorDetails"] == {"retryIndex": 0, "retryBackoffIntervalSeconds": 6}, retried)
+caught = unprefixed.test_state(definition=json.dumps(lookup), input='{"sku": "k-1"}', mock=throttled, inspectionLevel="DEBUG",
+                        stateConfiguration={"retrierRetryCount": 2})
+check("an error its retrier no longer takes, caught",
+      (caught["status"], caught["nextState"], json.loads(caught["output"])["failure"]["Cause"]) == ("CAUGHT_ERROR", "Sorry", "slow down")
+      and caught["inspectionData"]["errorDetails"] == {"catchIndex": 0}, caught)
+weigh = {"QueryLanguage": "JSONata", "StartAt": "Weigh", "States": {
+    "Weigh": {"Type": "Choice", "Choices": [{"Condition": "{% $states.input.kg > $limit %}", "Next": "Heavy"}],
+              "Default": "Light", "Assign": {"weighed": "{% $states.input.kg %}"}},
+    "Heavy": {"Type": "Fail", "Error": "TooHeavy"}, "Light": {"Type": "Succeed"}}}
+chosen = unprefixed.test_state(definition=json.dumps(weigh), stateName="Weigh", input='{"kg": 30}', variables='{"limit": 25}',
+                        inspectionLevel="DEBUG")
+check("a machine's state tested by its name, with variables",
+      (chosen["status"], chosen["nextState"]) == ("SUCCEEDED", "Heavy")
+      and json.loads(chosen["inspectionData"]["variables"]) == {"limit": 25, "weighed": 30}, chosen)
+failed_state = unprefixed.test_state(definition=json.dumps(weigh), stateName="Heavy")
+check("a Fail state fails", (failed_state["status"], failed_state["error"]) == ("FAILED", "TooHeavy")
+      and "inspectionData" not in failed_state, failed_state)
+refused("a Task with no mock makes no call", "ValidationException",
+        lambda: unprefixed.test_state(definition=json.dumps(lookup), input='{"sku": "k-1"}'))
+refused("a state this engine refuses", "InvalidDefinition",
+        lambda: unprefixed.test_state(definition='{"Type": "Teleport"}'))
+
 # Activities: workers poll as Step Functions' own examples do, three at once, and end
 # each task with its token; every task is given to one worker only.
 activity = sfn.create_activity(name="review")

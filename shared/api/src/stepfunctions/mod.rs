@@ -20,6 +20,7 @@ mod history;
 mod listing;
 mod machines;
 mod tokens;
+mod trial;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -237,6 +238,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "StopExecution" => executions::stop(app, scope, bytes).await,
         "GetExecutionHistory" => history::get(app, scope, bytes).await,
         "RedriveExecution" => executions::redrive(app, scope, bytes).await,
+        "TestState" => trial::test_state(app, bytes).await,
         "CreateActivity" => activities::create(app, bytes).await,
         "DescribeActivity" => activities::describe(app, bytes).await,
         "ListActivities" => activities::list(app, bytes).await,

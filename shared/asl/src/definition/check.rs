@@ -351,7 +351,12 @@ pub(super) fn check_template(
     }
 }
 
-fn state(name: &str, value: &Value, at: &str, outer: QueryLanguage) -> Result<State, Refusal> {
+pub(super) fn state(
+    name: &str,
+    value: &Value,
+    at: &str,
+    outer: QueryLanguage,
+) -> Result<State, Refusal> {
     let Some(fields) = value.as_object() else {
         return Err(Refusal::new(at, "a state must be a JSON object"));
     };

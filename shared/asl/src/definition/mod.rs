@@ -123,6 +123,12 @@ pub struct State {
 }
 
 impl State {
+    /// Reads and checks one state on its own, named `name`, as `TestState` takes it:
+    /// the states it goes to need not be there.
+    pub fn alone(name: &str, value: &Value) -> Result<Self, Refusal> {
+        check::state(name, value, "", QueryLanguage::JsonPath)
+    }
+
     /// The states it may go to, each once, in the order its definition names them:
     /// `Next`, a Choice's rules' and its `Default`, its catchers'.
     pub fn transitions(&self) -> Vec<&str> {

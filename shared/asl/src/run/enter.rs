@@ -50,15 +50,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
     let scope = visit.scope();
     let jsonata = state.language == QueryLanguage::Jsonata;
     let effective = visit.effective_input()?;
-    let at_effective = scope.with_input(&effective);
-    // The arguments a Task, a Parallel or a Pass works on.
-    let arguments = || -> Result<Value, Failure> {
-        match (&state.io.parameters, &state.io.arguments) {
-            (Some(parameters), _) => at_effective.template(parameters),
-            (None, Some(arguments)) => scope.jsonata(arguments, "Arguments"),
-            (None, None) => Ok(effective.clone()),
-        }
-    };
+    let arguments = || arguments(visit, &effective);
     match &state.kind {
         StateKind::Pass { result } => {
             let result = match result {
@@ -108,6 +100,18 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
             }),
             None => items(visit, &effective, map, jsonata),
         },
+    }
+}
+
+/// The arguments a Task, a Parallel or a Pass works on: JSONPath's `Parameters`
+/// applied to its `effective` input, or JSONata's `Arguments`, or the input as it is.
+pub(super) fn arguments(visit: &Visit, effective: &Value) -> Result<Value, Failure> {
+    let state = visit.state;
+    let scope = visit.scope();
+    match (&state.io.parameters, &state.io.arguments) {
+        (Some(parameters), _) => scope.with_input(effective).template(parameters),
+        (None, Some(arguments)) => scope.jsonata(arguments, "Arguments"),
+        (None, None) => Ok(effective.clone()),
     }
 }
 

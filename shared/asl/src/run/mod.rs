@@ -11,6 +11,7 @@ mod enter;
 mod reader;
 mod rules;
 mod scope;
+pub mod trial;
 
 use serde_json::{Map, Value, json};
 
@@ -68,19 +69,9 @@ pub fn leave(visit: &Visit, result: Value) -> Result<Left, Failure> {
     let scope = visit.scope();
     let (output, assigned) = match state.language {
         QueryLanguage::JsonPath => {
-            let result = match &state.io.result_selector {
-                Some(selector) => scope.with_input(&result).template(selector)?,
-                None => result,
-            };
+            let result = selected(&scope, state, result)?;
             let assigned = assign(&scope.with_input(&result), state.assign.as_ref())?;
-            let placed = match (&state.kind, &state.io.result_path) {
-                (StateKind::Wait(_) | StateKind::Succeed | StateKind::Choice { .. }, _) => result,
-                (_, None) => result,
-                (_, Some(Selection::Nothing)) => visit.input.clone(),
-                (_, Some(Selection::Path(query))) => {
-                    path::place(visit.input.clone(), query, result)?
-                }
-            };
+            let placed = placed(visit, result)?;
             (output_path(&scope, placed, state)?, assigned)
         }
         QueryLanguage::Jsonata => {
@@ -100,6 +91,26 @@ pub fn leave(visit: &Visit, result: Value) -> Result<Left, Failure> {
         next: state.next.clone(),
         assigned,
     })
+}
+
+/// JSONPath's `ResultSelector` applied to a work's `result`.
+fn selected(scope: &Scope, state: &State, result: Value) -> Result<Value, Failure> {
+    match &state.io.result_selector {
+        Some(selector) => scope.with_input(&result).template(selector),
+        None => Ok(result),
+    }
+}
+
+/// JSONPath's `ResultPath`: the state's input with its (selected) `result` placed in
+/// it, or the result alone.
+fn placed(visit: &Visit, result: Value) -> Result<Value, Failure> {
+    let state = visit.state;
+    match (&state.kind, &state.io.result_path) {
+        (StateKind::Wait(_) | StateKind::Succeed | StateKind::Choice { .. }, _) => Ok(result),
+        (_, None) => Ok(result),
+        (_, Some(Selection::Nothing)) => Ok(visit.input.clone()),
+        (_, Some(Selection::Path(query))) => path::place(visit.input.clone(), query, result),
+    }
 }
 
 fn output_path(scope: &Scope, value: Value, state: &State) -> Result<Value, Failure> {
