@@ -13,10 +13,14 @@ use sas_domain::machine::{Status, machine_of};
 use crate::ApiResponse;
 use crate::error::{ApiError, ErrorCode, not_found};
 use crate::scope::Scope;
+use crate::stepfunctions::shown_event;
 
 /// The latest events of a history the graph is drawn from: a longer history's
 /// earlier visits are not counted (`whole` is false).
 const EVENTS_DRAWN: usize = 5000;
+
+/// The latest events the view lists, as `GetExecutionHistory` gives them.
+const EVENTS_LISTED: usize = 100;
 
 /// A state machine's task as its state graph.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -32,6 +36,10 @@ pub struct ExecutionView {
     /// Its states and the path taken.
     #[serde(flatten)]
     pub graph: ExecutionGraph,
+    /// Its latest events, the latest first, as Step Functions' `GetExecutionHistory`
+    /// gives them (`id`, `previousEventId`, `timestamp` in epoch seconds, `type` and
+    /// its details).
+    pub events: Vec<serde_json::Value>,
 }
 
 /// The graph of the task `text` names; `404` for a task that runs no state machine.
@@ -64,12 +72,19 @@ pub(crate) async fn execution(
     };
     let mut events = app.execution_history(&id, latest).await?;
     events.reverse();
+    let listed = (events.iter().enumerate().rev().take(EVENTS_LISTED))
+        .map(|(index, event)| {
+            let previous = index.checked_sub(1).map_or(0, |before| events[before].id);
+            shown_event(event, previous, true)
+        })
+        .collect();
     let view = ExecutionView {
         id: text.to_owned(),
         workflow: task.workflow.name.clone(),
         version: task.workflow.version,
         status: run.status,
         graph: graph(machine, &events),
+        events: listed,
     };
     Ok(ApiResponse::ok(200, &view))
 }

@@ -1,5 +1,6 @@
 //! A Step Functions state machine's task in the console: its state graph, the path
-//! taken, a state's last input and output.
+//! taken, a state's last input and output, its event history; and the state machines
+//! with their published versions and aliases.
 
 use fantoccini::Locator;
 use sas_tests::Harness;
@@ -57,6 +58,37 @@ async fn an_operator_sees_a_state_machines_graph_its_path_and_a_states_input_and
         serde_json::from_str::<Value>(&output).ok(),
         Some(json!({"greeting": "Hello, Ana!"}))
     );
+    // Its events as Step Functions lists them, the latest first.
+    let latest = wait_text(&browser, "#event-history tbody tr .event-type", |t| {
+        !t.is_empty()
+    })
+    .await;
+    assert_eq!(latest, "ExecutionSucceeded");
+    let rows = browser
+        .find_all(Locator::Css("#event-history tbody tr"))
+        .await
+        .expect("the events");
+    let mut listed = Vec::new();
+    for row in rows {
+        let text = |css: &'static str| {
+            let row = row.clone();
+            async move {
+                row.find(Locator::Css(css))
+                    .await
+                    .expect(css)
+                    .text()
+                    .await
+                    .expect("text")
+            }
+        };
+        listed.push((text(".event-type").await, text(".event-state").await));
+    }
+    assert_eq!(listed.len(), 8, "{listed:?}");
+    assert_eq!(
+        listed[4],
+        ("PassStateEntered".to_owned(), "Greet".to_owned()),
+        "{listed:?}"
+    );
     screenshot(&browser, "machine-1-succeeded.png").await;
 
     task_page(&browser, &console, "graph-none", "Error").await;
@@ -76,4 +108,63 @@ async fn an_operator_sees_a_state_machines_graph_its_path_and_a_states_input_and
         Some("failed")
     );
     screenshot(&browser, "machine-2-failed.png").await;
+}
+
+/// A state machine created, published twice and aliased through Step Functions' API,
+/// listed in the console with its versions and its alias's routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_the_state_machines_their_versions_and_aliases() {
+    let harness = Harness::start(5).await;
+    let api = format!("http://{}/", harness.running.api);
+    let http = reqwest::Client::new();
+    let operation = async |name: &str, body: Value| -> Value {
+        let answer = http
+            .post(&api)
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amz-target", format!("AWSStepFunctions.{name}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the API answers");
+        assert_eq!(answer.status(), 200, "{name}");
+        answer.json().await.expect("JSON")
+    };
+    let said = |text: &str| {
+        json!({"StartAt": "Say", "States": {"Say": {"Type": "Pass", "Result": text, "End": true}}})
+            .to_string()
+    };
+    let made = operation(
+        "CreateStateMachine",
+        json!({"name": "routed", "definition": said("v1"), "roleArn": "r", "publish": true}),
+    )
+    .await;
+    let machine = made["stateMachineArn"].as_str().expect("an ARN").to_owned();
+    let update = json!({"stateMachineArn": machine, "definition": said("v2"), "publish": true});
+    operation("UpdateStateMachine", update).await;
+    let routes = json!([
+        {"stateMachineVersionArn": format!("{machine}:1"), "weight": 80},
+        {"stateMachineVersionArn": format!("{machine}:2"), "weight": 20},
+    ]);
+    let alias = json!({"name": "live", "routingConfiguration": routes});
+    operation("CreateStateMachineAlias", alias).await;
+
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    browser
+        .goto(&format!("{api}#/machines"))
+        .await
+        .expect("the machines' page");
+    let row = "#machines tr[data-machine='routed']";
+    let versions = wait_text(&browser, &format!("{row} .versions"), |t| !t.is_empty()).await;
+    assert_eq!(versions, "v2, v1", "newest first");
+    let aliases = wait_text(&browser, &format!("{row} .aliases"), |t| !t.is_empty()).await;
+    assert_eq!(aliases, "live → v1 80%, v2 20%");
+    let shipped = wait_text(
+        &browser,
+        "#machines tr[data-machine='greet'] .versions",
+        |t| !t.is_empty(),
+    )
+    .await;
+    assert_eq!(shipped, "none published", "a shipped machine is listed too");
+    screenshot(&browser, "machines-1-listed.png").await;
 }

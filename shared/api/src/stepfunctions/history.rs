@@ -27,7 +27,7 @@ struct HistoryRequest {
 
 /// An event as the operation gives it: its id, the one before it, its time, its type
 /// and details, without the input and output where they are not asked for.
-fn shown(event: &HistoryEvent, previous: u64, with_data: bool) -> Value {
+pub(crate) fn shown(event: &HistoryEvent, previous: u64, with_data: bool) -> Value {
     let mut shown = event.event.clone();
     if let Value::Object(fields) = &mut shown {
         if !with_data {

@@ -22,6 +22,8 @@ mod machines;
 mod tokens;
 mod trial;
 
+pub(crate) use history::shown as shown_event;
+
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
