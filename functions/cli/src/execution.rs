@@ -1,6 +1,9 @@
 //! A state machine's task as `sas tasks execution` prints it: its states layer by
 //! layer from its start (indented by layer), each one's visits and how its last went,
-//! the path taken, and the last input and output of each state visited.
+//! the path taken, the last input and output of each state visited, and its latest
+//! events as Step Functions lists them.
+
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -62,5 +65,34 @@ pub fn execution(view: &Value) -> String {
             out.push_str(&format!("  error: {}: {cause}\n", text(error)));
         }
     }
+    let events = view["events"].as_array().map_or(&[][..], Vec::as_slice);
+    if !events.is_empty() {
+        let rows = events.iter().map(|event| {
+            let details = (event.as_object().into_iter().flatten())
+                .find_map(|(field, details)| field.ends_with("EventDetails").then_some(details));
+            [
+                text(&event["id"]),
+                text(&event["type"]),
+                details.map_or_else(|| "-".to_owned(), |details| text(&details["name"])),
+                at(&event["timestamp"]),
+            ]
+        });
+        let listed = table(["ID", "EVENT", "STATE", "AT"], rows);
+        out.push_str(&format!("\nevents, the latest first:\n{listed}\n"));
+    }
     out
+}
+
+/// A time in epoch seconds, as Step Functions' events give it, in RFC 3339.
+fn at(seconds: &Value) -> String {
+    seconds
+        .as_f64()
+        .filter(|seconds| (0.0..1e11).contains(seconds))
+        .map_or_else(
+            || text(seconds),
+            |seconds| {
+                let at = UNIX_EPOCH + Duration::from_secs_f64(seconds);
+                humantime::format_rfc3339_millis(at).to_string()
+            },
+        )
 }

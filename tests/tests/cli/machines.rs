@@ -80,6 +80,16 @@ async fn an_operator_follows_a_state_machines_path_from_the_command_line() {
         drawn.contains("Shout (Pass)\n  input: {\"greeting\":\"Hello, Ana!\"}\n  output: {\"greeting\":\"HELLO, ANA!\"}"),
         "{drawn}"
     );
+    let events = drawn
+        .split_once("events, the latest first:\n")
+        .map(|(_, events)| events)
+        .unwrap_or_else(|| panic!("no events: {drawn}"));
+    let kinds: Vec<Vec<&str>> = (events.lines().skip(1))
+        .map(|line| line.split_whitespace().take(3).collect())
+        .collect();
+    assert_eq!(kinds.len(), 8, "{drawn}");
+    assert_eq!(kinds[0], ["8", "ExecutionSucceeded", "-"], "{drawn}");
+    assert_eq!(kinds[4], ["4", "PassStateEntered", "Greet"], "{drawn}");
     let drawn = ok(&harness, &["tasks", "execution", "greet-none"]).await;
     assert!(drawn.contains("FAILED"), "{drawn}");
     assert!(drawn.contains("path: Named? → NoName"), "{drawn}");
