@@ -12,6 +12,7 @@ import json
 import time
 
 import boto3
+from botocore.config import Config
 
 from checks import check, refused
 
@@ -32,8 +33,11 @@ def client(key, path="/"):
     address (`/_aws/execute-api/ID`) names no route without it, where AWS's own
     (`https://ID.execute-api.REGION.amazonaws.com`) needs nothing after the host."""
     key_id, secret = key.split(":", 1)
+    # No `sync-` before the host of StartSyncExecution and TestState: API Gateway's
+    # address is the same for every operation.
     sfn = boto3.client("stepfunctions", endpoint_url=args.api.rstrip("/") + path, region_name=args.region,
-                       aws_access_key_id=key_id, aws_secret_access_key=secret)
+                       aws_access_key_id=key_id, aws_secret_access_key=secret,
+                       config=Config(inject_host_prefix=False))
     sfn.meta.events.register("before-call.sfn", sign_for_api_gateway)
     return sfn
 
@@ -62,6 +66,19 @@ check("a caller's execution through the alias succeeds on its version",
       == ("SUCCEEDED", '"hello, ana"', made["stateMachineVersionArn"]), described)
 events = [e["type"] for e in caller.get_execution_history(executionArn=started["executionArn"])["events"]]
 check("its history", events[0] == "ExecutionStarted" and events[-1] == "ExecutionSucceeded", events)
+refusing = operator.create_state_machine(
+    name="refusing", roleArn="r",
+    definition=json.dumps({"StartAt": "No", "States": {"No": {"Type": "Fail", "Error": "Refused"}}}))
+refused_run = caller.start_execution(stateMachineArn=refusing["stateMachineArn"], name="no-1")
+for _ in range(240):
+    if caller.describe_execution(executionArn=refused_run["executionArn"])["status"] != "RUNNING":
+        break
+    time.sleep(0.25)
+failed = caller.list_executions(stateMachineArn=refusing["stateMachineArn"], statusFilter="FAILED")["executions"]
+check("a caller lists its failed executions", [e["name"] for e in failed] == ["no-1"], failed)
+tried = caller.test_state(definition=json.dumps(greeting["States"]["Greet"] | {"QueryLanguage": "JSONata"}),
+                          input='{"name": "bo"}')
+check("a caller tests a state", (tried["status"], tried["output"]) == ("SUCCEEDED", '"hello, bo"'), tried)
 refused("a caller does not change machines on the root", "AccessDeniedException",
         lambda: caller.create_state_machine(name="mine", definition=json.dumps(greeting), roleArn="r"))
 refused("nor reaches the operator's route, which IAM guards", 403,
