@@ -67,32 +67,32 @@ fn is_execution(task: &Task) -> bool {
     })
 }
 
-/// The states whose tasks may have `status`.
-fn states_of(status: Option<Status>) -> &'static [TaskState] {
-    match status {
-        None => &TaskState::ALL,
-        Some(Status::Running) => &[
-            TaskState::Pending,
-            TaskState::Processing,
-            TaskState::Compensating,
-        ],
-        Some(Status::Succeeded) => &[TaskState::Processed],
-        Some(Status::Failed | Status::TimedOut | Status::Aborted) => &[TaskState::Error],
-    }
-}
-
-/// A status as `statusFilter` names it; `None` for `PENDING_REDRIVE`, which no
-/// execution here is (a redrive starts at once).
-fn status_filter(text: &str) -> Result<Option<Status>, SfnError> {
+/// The status `statusFilter` names, if it names one, and the states whose tasks may
+/// have it (every state without a filter; none for `PENDING_REDRIVE`, which no
+/// execution here is: a redrive starts at once).
+fn filtered(filter: Option<&str>) -> Result<(Option<Status>, &'static [TaskState]), SfnError> {
+    let Some(text) = filter else {
+        return Ok((None, &TaskState::ALL));
+    };
     if text == "PENDING_REDRIVE" {
-        return Ok(None);
+        return Ok((None, &[]));
     }
-    serde_json::from_value(json!(text)).map(Some).map_err(|_| {
+    let status: Status = serde_json::from_value(json!(text)).map_err(|_| {
         SfnError::invalid(
             "statusFilter",
             "Member must satisfy enum value set: [RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED, PENDING_REDRIVE]",
         )
-    })
+    })?;
+    let states: &'static [TaskState] = match status {
+        Status::Running => &[
+            TaskState::Pending,
+            TaskState::Processing,
+            TaskState::Compensating,
+        ],
+        Status::Succeeded => &[TaskState::Processed],
+        Status::Failed | Status::TimedOut | Status::Aborted => &[TaskState::Error],
+    };
+    Ok((Some(status), states))
 }
 
 /// Where a listing goes on: the state it lists (an index into the states listed)
@@ -133,13 +133,7 @@ pub(super) async fn list(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Va
     if !found {
         return Err(no_machine(&arn));
     }
-    let pending_redrive = request.status_filter.as_deref() == Some("PENDING_REDRIVE");
-    let status = request
-        .status_filter
-        .as_deref()
-        .map(status_filter)
-        .transpose()?
-        .flatten();
+    let (status, states) = filtered(request.status_filter.as_deref())?;
     let redriven = match request.redrive_filter.as_deref() {
         None => None,
         Some("REDRIVEN") => Some(true),
@@ -152,11 +146,6 @@ pub(super) async fn list(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Va
         }
     };
     let limit = page_size(request.max_results)?;
-    let states = if pending_redrive {
-        &[]
-    } else {
-        states_of(status)
-    };
     let (mut index, mut cursor) = match &request.next_token {
         Some(token) => resumed(token, states.len())?,
         None => (0, None),
