@@ -164,6 +164,8 @@ refused("a status no execution has", "ValidationException",
         lambda: sfn.list_executions(stateMachineArn=greet, statusFilter="LOST"))
 refused("a token no listing gave", "InvalidToken",
         lambda: sfn.list_executions(stateMachineArn=greet, nextToken="7:nothing"))
+refused("a token whose cursor no store gave", "InvalidToken",
+        lambda: sfn.list_executions(stateMachineArn=greet, nextToken="0:garbage"))
 refused("the executions of no machine", "StateMachineDoesNotExist",
         lambda: sfn.list_executions(stateMachineArn=missing))
 

@@ -76,9 +76,11 @@ for _ in range(240):
     time.sleep(0.25)
 failed = caller.list_executions(stateMachineArn=refusing["stateMachineArn"], statusFilter="FAILED")["executions"]
 check("a caller lists its failed executions", [e["name"] for e in failed] == ["no-1"], failed)
-tried = caller.test_state(definition=json.dumps(greeting["States"]["Greet"] | {"QueryLanguage": "JSONata"}),
-                          input='{"name": "bo"}')
-check("a caller tests a state", (tried["status"], tried["output"]) == ("SUCCEEDED", '"hello, bo"'), tried)
+greet_state = json.dumps(greeting["States"]["Greet"] | {"QueryLanguage": "JSONata"})
+tried = operator.test_state(definition=greet_state, input='{"name": "bo"}')
+check("an operator tests a state", (tried["status"], tried["output"]) == ("SUCCEEDED", '"hello, bo"'), tried)
+refused("a caller does not: it would run any definition", "AccessDeniedException",
+        lambda: caller.test_state(definition=greet_state, input="{}"))
 refused("a caller does not change machines on the root", "AccessDeniedException",
         lambda: caller.create_state_machine(name="mine", definition=json.dumps(greeting), roleArn="r"))
 refused("nor reaches the operator's route, which IAM guards", 403,

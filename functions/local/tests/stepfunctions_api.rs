@@ -81,7 +81,7 @@ async fn boto3_and_the_aws_cli_run_state_machines_with_only_the_endpoint_changed
         .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
         .filter(|check| check["ok"] == true)
         .count();
-    assert_eq!(passed, 85, "every check of the client passed: {said}");
+    assert_eq!(passed, 86, "every check of the client passed: {said}");
     // The AWS CLI, as a person types it: its output is the execution's description.
     let described = aws(&api, &["describe-execution", "--execution-arn", GREETED]);
     let greet = GREETED

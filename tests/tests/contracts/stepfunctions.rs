@@ -51,9 +51,12 @@ async fn step_functions_callers_see_their_own_executions_and_only_operators_chan
     let made_arn = made["stateMachineArn"].clone();
     let publish = json!({"stateMachineArn": made_arn});
     let tag = json!({"resourceArn": made_arn, "tags": [{"key": "k", "value": "v"}]});
+    // TestState runs any definition given: an operator's too.
+    let test = json!({"definition": r#"{"Type": "Pass", "End": true}"#});
     for (operation, body) in [
         ("PublishStateMachineVersion", &publish),
         ("TagResource", &tag),
+        ("TestState", &test),
     ] {
         let (status, refused) = step_functions(&app, &ana, operation, body.clone()).await;
         assert_eq!(
@@ -107,6 +110,12 @@ async fn step_functions_callers_see_their_own_executions_and_only_operators_chan
         json!({"stateMachineArn": arn, "name": "open", "input": delivery_input().to_string()});
     let (status, started) = step_functions(&app, &Caller::Open, "StartExecution", start).await;
     assert_eq!(status, 200, "{started}");
+    // An unscoped listing names no owner's execution: its ARN could not name it.
+    let (_, listed) = step_functions(&app, &Caller::Open, "ListExecutions", machine).await;
+    let names: Vec<&str> = (listed["executions"].as_array().into_iter().flatten())
+        .filter_map(|execution| execution["name"].as_str())
+        .collect();
+    assert_eq!(names, ["open"], "{listed}");
     // A task token is its own capability; anything else needs a caller.
     let forged = json!({"taskToken": "forged", "output": "{}"});
     let (_, token) =

@@ -68,7 +68,8 @@ pub(super) async fn start_sync(
         timed_out["status"] = json!(Status::TimedOut.as_str());
         return Ok(timed_out);
     };
-    // Its answer names no version or alias, as Step Functions' does not.
+    // Its answer names no version, as Step Functions' does not (the fields it has
+    // beyond Step Functions', an alias and a redrive count, clients pass over).
     Ok(described(&task, &order, id.local(), &Catalog::default()))
 }
 

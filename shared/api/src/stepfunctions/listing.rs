@@ -36,6 +36,9 @@ struct Wanted<'a> {
     status: Option<Status>,
     /// `Some(true)`: redriven ones only; `Some(false)`: those never redriven.
     redriven: Option<bool>,
+    /// Of an unscoped listing: an owner's task is named by its owner's scope, which
+    /// an unscoped caller's ARNs cannot name, so it is not listed.
+    unscoped: bool,
 }
 
 impl Wanted<'_> {
@@ -47,6 +50,7 @@ impl Wanted<'_> {
         };
         task.workflow.name == self.machine
             && is_execution(task)
+            && !(self.unscoped && task.owner.is_some())
             && match self.qualifier {
                 None => true,
                 Some(Qualifier::Version(number)) => version(number),
@@ -156,6 +160,7 @@ pub(super) async fn list(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Va
         catalog: &catalog,
         status,
         redriven,
+        unscoped: scope.owner().is_none(),
     };
     let keeps = |task: &Task| wanted.keeps(task);
     let mut executions = Vec::new();

@@ -167,9 +167,9 @@ pub(crate) fn seconds(at: Timestamp) -> Value {
 }
 
 /// An operator's operations, as the operator's routes are: those that change the
-/// deployment's definitions and activities, and a worker's poll, which takes any
-/// caller's task.
-const OPERATORS: [&str; 13] = [
+/// deployment's definitions and activities, a worker's poll, which takes any caller's
+/// task, and `TestState`, which runs any definition given.
+const OPERATORS: [&str; 14] = [
     "CreateStateMachine",
     "UpdateStateMachine",
     "DeleteStateMachine",
@@ -183,6 +183,7 @@ const OPERATORS: [&str; 13] = [
     "CreateActivity",
     "DeleteActivity",
     "GetActivityTask",
+    "TestState",
 ];
 
 /// The operations a task token is the capability for, answered without

@@ -50,7 +50,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
     let scope = visit.scope();
     let jsonata = state.language == QueryLanguage::Jsonata;
     let effective = visit.effective_input()?;
-    let arguments = || arguments(visit, &effective);
+    let arguments = || arguments_of(visit, &effective);
     match &state.kind {
         StateKind::Pass { result } => {
             let result = match result {
@@ -105,7 +105,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
 
 /// The arguments a Task, a Parallel or a Pass works on: JSONPath's `Parameters`
 /// applied to its `effective` input, or JSONata's `Arguments`, or the input as it is.
-pub(super) fn arguments(visit: &Visit, effective: &Value) -> Result<Value, Failure> {
+fn arguments_of(visit: &Visit, effective: &Value) -> Result<Value, Failure> {
     let state = visit.state;
     let scope = visit.scope();
     match (&state.io.parameters, &state.io.arguments) {

@@ -120,7 +120,8 @@ pub fn try_state(visit: &Visit, mock: Option<Mock>, retries: &[u64]) -> Result<T
             } => {
                 trial.inspection.insert(
                     "errorDetails".into(),
-                    json!({"retryIndex": retrier, "retryBackoffIntervalSeconds": delay_seconds}),
+                    // Whole seconds, as Step Functions' integer field holds them.
+                    json!({"retryIndex": retrier, "retryBackoffIntervalSeconds": delay_seconds.round() as u64}),
                 );
                 trial.outcome = Outcome::Retriable;
                 trial.failure = Some(failure);

@@ -11,12 +11,14 @@ use sas_domain::machine::history::HistoryEvent;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
 
-/// The most pages of the store one owner's listing page reads.
+/// The most pages of the store one listing page kept to an owner's tasks (or to a
+/// predicate's) reads.
 pub const OWNED_LISTING_READS: usize = 5;
 
-/// The most tasks one owner's listing page reads from the store, all its pages
-/// together: the store lists every owner's tasks by state, so a caller with few
-/// among many would otherwise have each request read five pages of others'.
+/// The most tasks one listing page kept to an owner's tasks (or to a predicate's)
+/// reads from the store, all its pages together: the store lists every owner's tasks
+/// by state, so a caller with few among many would otherwise have each request read
+/// five pages of others'.
 pub const OWNED_LISTING_TASKS: usize = 200;
 
 /// How soon a wait for a task's end first reads it again when another process may
