@@ -79,11 +79,12 @@ pub fn retrier_for<'a>(retry: &'a [Retrier], error: &str) -> Option<(usize, &'a 
         .find(|(_, retrier)| matches(&retrier.error_equals, error))
 }
 
-/// The catcher that takes an error, if any.
-pub fn catcher_for<'a>(catch: &'a [Catcher], error: &str) -> Option<&'a Catcher> {
+/// The catcher that takes an error, if any, with its index.
+pub fn catcher_for<'a>(catch: &'a [Catcher], error: &str) -> Option<(usize, &'a Catcher)> {
     catch
         .iter()
-        .find(|catcher| matches(&catcher.error_equals, error))
+        .enumerate()
+        .find(|(_, catcher)| matches(&catcher.error_equals, error))
 }
 
 /// Reads an `ErrorEquals` list, checking that `States.ALL` stands alone and last.

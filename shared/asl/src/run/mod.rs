@@ -145,8 +145,8 @@ pub enum Recovery {
         delay_seconds: f64,
         full_jitter: bool,
     },
-    /// A catcher takes it: the state ends this way.
-    Caught(Left),
+    /// The catcher of index `catcher` takes it: the state ends this way.
+    Caught { left: Left, catcher: usize },
     /// Nothing takes it: the state, and its machine, fail.
     Raise(Failure),
 }
@@ -165,8 +165,11 @@ pub fn recover(visit: &Visit, failure: Failure, retries: &[u64]) -> Recovery {
         }
     }
     match errors::catcher_for(&state.catch, &failure.error) {
-        Some(catcher) => match caught(visit, catcher, &failure) {
-            Ok(left) => Recovery::Caught(left),
+        Some((index, catcher)) => match caught(visit, catcher, &failure) {
+            Ok(left) => Recovery::Caught {
+                left,
+                catcher: index,
+            },
             Err(failure) => Recovery::Raise(failure),
         },
         None => Recovery::Raise(failure),

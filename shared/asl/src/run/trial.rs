@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{Left, Recovery, Visit, Work, enter, leave, placed, recover, selected};
+use crate::Failure;
 use crate::definition::QueryLanguage;
-use crate::{Failure, errors};
 
 /// What a state's work answers in a trial, in place of its call (or its branches, or
 /// its items): a result, or an error.
@@ -127,13 +127,10 @@ pub fn try_state(visit: &Visit, mock: Option<Mock>, retries: &[u64]) -> Result<T
                 trial.failure = Some(failure);
                 trial
             }
-            Recovery::Caught(left) => {
-                let catchers = &visit.state.catch;
-                let caught = errors::catcher_for(catchers, &failure.error)
-                    .and_then(|c| catchers.iter().position(|each| std::ptr::eq(each, c)));
+            Recovery::Caught { left, catcher } => {
                 trial
                     .inspection
-                    .insert("errorDetails".into(), json!({"catchIndex": caught}));
+                    .insert("errorDetails".into(), json!({"catchIndex": catcher}));
                 trial.failure = Some(failure);
                 trial.left(visit, left, Outcome::CaughtError)
             }

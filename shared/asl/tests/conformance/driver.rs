@@ -162,7 +162,7 @@ impl<'a> Execution<'a> {
                     retries[retrier] += 1;
                     self.advance(delay_seconds)?;
                 }
-                Recovery::Caught(left) => return Ok(left),
+                Recovery::Caught { left, .. } => return Ok(left),
                 Recovery::Raise(failure) => return Err(failure),
             }
         }

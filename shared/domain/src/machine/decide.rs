@@ -491,7 +491,7 @@ impl Change {
                     let delay = Duration::from_secs_f64(delay.max(0.0));
                     return self.retry_visit(workflow, order, state, retrier, delay);
                 }
-                Recovery::Caught(left) => left,
+                Recovery::Caught { left, .. } => left,
                 Recovery::Raise(failure) => return self.fail_execution(failure),
             },
         };
