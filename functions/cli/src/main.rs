@@ -5,6 +5,7 @@
 mod client;
 mod execution;
 mod render;
+mod repair;
 
 use std::io::Read as _;
 use std::time::Duration;
@@ -54,8 +55,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: submit, list, show, execution, watch, children, resubmit, cancel, pause,
-    /// resume, complete.
+    /// Tasks: submit, list, show, execution, watch, children, resubmit, repair, cancel,
+    /// pause, resume, complete.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -159,6 +160,9 @@ enum Tasks {
         #[arg(long)]
         input: Option<String>,
     },
+    /// Patches a task's input or its steps' outputs, or runs it again from a step,
+    /// and goes on in a new run: the steps whose work did not change are kept.
+    Repair(repair::Repair),
     /// Stops a task and undoes its done steps.
     Cancel { id: String },
     /// Starts no new step of a task until it is resumed; its running step finishes.
@@ -385,6 +389,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 )
             });
         }
+        Command::Tasks(Tasks::Repair(repair)) => repair.run(&api, cli.json).await?,
         Command::Tasks(Tasks::Cancel { id: task }) => {
             act(&api, tasks, &task, "cancel", cli.json).await?
         }

@@ -219,10 +219,10 @@ pub fn task(task: &Value) -> String {
     }
     out += "\n\n";
     let history = task["history"].as_array().cloned().unwrap_or_default();
-    // The current run's events: from its resubmission, if it had one.
+    // The current run's events: from its resubmission or repair, if it had one.
     let run_starts = history
         .iter()
-        .rposition(|e| e["event"] == "resubmitted")
+        .rposition(|e| e["event"] == "resubmitted" || e["event"] == "repaired")
         .map_or(0, |i| i + 1);
     let run = &history[run_starts..];
     let times: Vec<i64> = run.iter().filter_map(|e| millis(&e["at"])).collect();
@@ -425,6 +425,14 @@ fn describe(event: &Value, steps: &[Value]) -> String {
             None => format!("{}'s timer ended", name(event, steps)),
         },
         "resubmitted" => format!("resubmitted: run {}", event["run"]),
+        "repaired" => match event["reason"].as_str() {
+            Some(why) => format!(
+                "repaired by {}: run {} ({why})",
+                text(&event["by"]),
+                event["run"]
+            ),
+            None => format!("repaired by {}: run {}", text(&event["by"]), event["run"]),
+        },
         "state" => format!("entered {}", text(&event["state"])),
         other => other.to_owned(),
     }

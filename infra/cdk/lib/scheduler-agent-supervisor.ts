@@ -616,6 +616,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/tasks/{id}/children", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}/execution", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/repair", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/cancel", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/pause", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resume", operator, operatorScopes);

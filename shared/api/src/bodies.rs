@@ -1,6 +1,8 @@
 //! The request bodies, and how a body is read: JSON, within its size, each field
 //! of its type.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -55,6 +57,31 @@ pub struct ResubmitBody {
     /// the one it replaces is kept.
     #[serde(default)]
     pub(crate) input: Option<Value>,
+}
+
+/// A repair: patches of the task's input and of its steps' outputs, each a JSON Merge
+/// Patch (an object) or a JSON Patch (an array of operations), and the step to run
+/// again from, each if any: without them, a task in Error goes on from its failed
+/// step.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RepairBody {
+    /// A patch of the input, checked against the task's workflow version once applied.
+    #[serde(default)]
+    pub(crate) input: Option<Value>,
+    /// Patches of steps' outputs, by step name. A step not finished is given the
+    /// output, and taken as done.
+    #[serde(default)]
+    pub(crate) outputs: BTreeMap<String, Value>,
+    /// A step to run again, with every step after it.
+    #[serde(default)]
+    pub(crate) from: Option<String>,
+    /// Why, kept in the task's history and told with its notifications.
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+    /// Answer what would be done, step by step, and do nothing.
+    #[serde(default)]
+    pub(crate) dry_run: bool,
 }
 
 /// A cancellation, a pause or a resumption: an empty body (or `{}`).

@@ -229,6 +229,18 @@ impl From<ActionError> for ApiError {
                     Refused::NotWaiting(_) => Self::new(ErrorCode::NotWaiting, message),
                     Refused::NoHeartbeat(_) => Self::new(ErrorCode::NoHeartbeat, message),
                     Refused::Undoing => Self::new(ErrorCode::Undoing, message),
+                    Refused::NotRepairable(_)
+                    | Refused::StillRunning(_)
+                    | Refused::MachineRepair
+                    | Refused::ChangedInPlace(_)
+                    | Refused::NothingToRunAgain => Self::new(ErrorCode::Conflict, message),
+                    Refused::RunsAgain(step) => {
+                        Self::new(ErrorCode::Conflict, message).on(&format!("outputs.{step}"))
+                    }
+                    Refused::Patch(field, _) => {
+                        Self::new(ErrorCode::InvalidField, message).on(&field)
+                    }
+                    Refused::PatchTooLarge(_) => Self::new(ErrorCode::InvalidField, message),
                 }
             }
             ActionError::Task(e) => Self::unavailable(&e),

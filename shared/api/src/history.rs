@@ -69,6 +69,16 @@ pub enum HappenedView {
         /// The run.
         run: u32,
     },
+    /// Someone repaired it: patched it, or ran it again from a step, in a new run.
+    Repaired {
+        /// The run.
+        run: u32,
+        /// Who.
+        by: Actor,
+        /// Why, in their words.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// It entered a state; its caller, if it named a queue, was told.
     State {
         /// The state.
@@ -157,6 +167,7 @@ impl EventView {
             },
             Happened::Cancelled { by } => HappenedView::Cancelled { by },
             Happened::Resubmitted { run } => HappenedView::Resubmitted { run },
+            Happened::Repaired { run, by, reason } => HappenedView::Repaired { run, by, reason },
             Happened::State { state } => HappenedView::State { state },
             Happened::Refused => HappenedView::Refused,
             Happened::Skipped { step } => HappenedView::Skipped { step },

@@ -29,7 +29,7 @@ use sas_domain::task::Task;
 use crate::routes::route;
 
 pub use bodies::{
-    BatchBody, BulkBody, CallbackBody, EmptyBody, RedriveBody, ResubmitBody, SubmitBody,
+    BatchBody, BulkBody, CallbackBody, EmptyBody, RedriveBody, RepairBody, ResubmitBody, SubmitBody,
 };
 pub use error::{ApiError, ErrorCode, ErrorView};
 pub use openapi::document;

@@ -7,6 +7,7 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::execution::ExecutionView;
+use super::operator::RepairPlanView;
 use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
@@ -15,7 +16,7 @@ use super::view::{
 };
 use super::{
     BatchBody, BulkBody, CallbackBody, EmptyBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody,
-    ResubmitBody, Route, SubmitBody,
+    RepairBody, ResubmitBody, Route, SubmitBody,
 };
 
 /// The document: every route of [`ROUTES`], and nothing else.
@@ -90,6 +91,15 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<TaskView>(),
             Some(generator.subschema_for::<ResubmitBody>()),
         ),
+        Action::Repair => {
+            // A dry run answers what would be done.
+            let answer = json!({"oneOf": [
+                generator.subschema_for::<TaskView>(),
+                generator.subschema_for::<RepairPlanView>(),
+            ]});
+            let answer = Schema::try_from(answer).unwrap_or_else(|_| Schema::from(true));
+            (202, answer, Some(generator.subschema_for::<RepairBody>()))
+        }
         Action::Cancel | Action::Pause | Action::Resume => (
             202,
             generator.subschema_for::<TaskView>(),

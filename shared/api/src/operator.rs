@@ -1,25 +1,69 @@
-//! The operator's routes beyond a task: bulk actions, the services' limits and the
-//! dead-letter queues.
+//! The operator's routes beyond a caller's own: a task's repair, bulk actions, the
+//! services' limits and the dead-letter queues.
 
 use std::time::Duration;
 
 use sas_core::app::{App, BulkAction, BulkPage, Filter};
 use sas_core::ports::DeadLetters;
-use sas_domain::ids::QueueName;
+use sas_domain::decide::{Repair, RepairPlan};
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::limits::MAX_ERROR_TEXT;
 use sas_domain::task::{Request, TaskState};
 use sas_domain::time::Timestamp;
 
-use crate::bodies::{BulkBody, RedriveBody, parse_json};
+use crate::bodies::{BulkBody, RedriveBody, RepairBody, parse_json};
 use crate::error::{ApiError, ErrorCode, decoded, query_pairs, unknown_parameter};
 use crate::tasks::{LISTED, invalid_cursor, parse_state};
 use crate::view::{
     BulkView, DeadLetterQueueView, DeadLetterQueuesView, DeadLetterView, DeadLettersView,
-    RedriveView, ServicesView,
+    RedriveView, ServicesView, View,
 };
 use crate::{ApiResponse, MAX_ANSWER_BYTES, MAX_PAGE};
 
 /// The longest one call of a bulk action pauses between tasks, in all.
 const MAX_BULK_PAUSES: Duration = Duration::from_secs(15);
+
+/// `POST /operator/tasks/{id}/repair`: the task as the repair left it, or, for a
+/// dry run, what it would do.
+pub(crate) async fn repair(
+    app: &App,
+    id: &TaskId,
+    request: Request,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
+    let body: RepairBody = parse_json(body, false)?;
+    if body
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.len() > MAX_ERROR_TEXT)
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            format!("reason: at most {MAX_ERROR_TEXT} bytes"),
+        )
+        .on("reason"));
+    }
+    let repair = Repair {
+        request,
+        input: body.input,
+        outputs: body.outputs,
+        from: body.from,
+        reason: body.reason,
+    };
+    if body.dry_run {
+        let plan = app.plan_repair(id, &repair).await?;
+        return Ok(ApiResponse::ok(200, &RepairPlanView { plan }));
+    }
+    let task = app.repair(id, repair).await?;
+    Ok(ApiResponse::accepted(&task, View::Operator))
+}
+
+/// What a repair would do, step by step: a dry run's answer.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct RepairPlanView {
+    /// What becomes of each step.
+    pub plan: RepairPlan,
+}
 
 pub(crate) async fn bulk(
     app: &App,

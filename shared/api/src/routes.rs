@@ -10,7 +10,7 @@ use sas_domain::task::{Caller as WaitEndedBy, Request};
 use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::execution::execution;
-use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, services};
+use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, repair, services};
 use crate::scope::Scope;
 use crate::stepfunctions::{self, OPERATOR_PATH, TARGET_PREFIX};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
@@ -27,6 +27,7 @@ pub(crate) enum Action {
     Children,
     Execution,
     Resubmit,
+    Repair,
     Cancel,
     Pause,
     Resume,
@@ -162,6 +163,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/operator/tasks/{id}/children", Action::Children, "List the child tasks a step of any task started, by item"),
     Route::new("GET", "/operator/tasks/{id}/execution", Action::Execution, "Any state machine's task as its state graph"),
     Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
+    Route::new("POST", "/operator/tasks/{id}/repair", Action::Repair, "Patch a task's input or its steps' outputs, or name a step to run again from, and go on in a new run; or see what would run again"),
     Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
     Route::new("POST", "/operator/tasks/{id}/pause", Action::Pause, "Start no new step of any task until it is resumed"),
     Route::new("POST", "/operator/tasks/{id}/resume", Action::Resume, "Go on with any paused task where it stopped"),
@@ -263,6 +265,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
             let task = app.resubmit(&scope.id(named)?, resubmit).await?;
             Ok(ApiResponse::accepted(&task, scope.view()))
         }
+        Action::Repair => repair(app, &scope.id(named)?, now(), request.body).await,
         Action::Cancel | Action::Pause | Action::Resume => {
             let _: EmptyBody = parse_json(request.body, true)?;
             let id = scope.id(named)?;

@@ -12,8 +12,8 @@ use sas_domain::ids::{Owner, QueueName};
 use sas_domain::machine::Status;
 use sas_domain::messages::Outcome;
 use sas_domain::task::{
-    Actor, Children, EarlierInput, Order, Request, Step, StepState, Task, TaskState, Waiting,
-    WorkflowRef,
+    Actor, Children, EarlierInput, Order, RepairNote, Request, Step, StepState, Task, TaskState,
+    Waiting, WorkflowRef,
 };
 
 use sas_domain::kinds::{KindView, Summary};
@@ -272,6 +272,9 @@ pub struct ResubmissionView<'a> {
     request: RequestView<'a>,
     /// Whether the run has a new input.
     edited: bool,
+    /// Of a repair: why, its patches, the step it ran from, the steps it ran again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repair: Option<&'a RepairNote>,
 }
 
 impl<'a> TaskView<'a> {
@@ -309,6 +312,7 @@ impl<'a> TaskView<'a> {
                     run: r.run,
                     request: RequestView::of(&r.request, view),
                     edited: r.edited,
+                    repair: r.repair.as_ref(),
                 })
                 .collect(),
             refused_submissions: task.refused.iter().map(|r| r.at.to_rfc3339()).collect(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tracing::warn;
 
 use crate::ports::{Chain, StoreError};
-use sas_domain::decide::{self, Decision, Refused, Resubmit};
+use sas_domain::decide::{self, Decision, Refused, Repair, RepairPlan, Resubmit};
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Order, Request, Task, TaskState};
 use sas_domain::time::Timestamp;
@@ -132,6 +132,33 @@ impl App {
             decide::resubmit(task, workflow, order, resubmit.clone(), now)
         })
         .await
+    }
+
+    /// An operator repairs a task: patches its input or its steps' outputs, or names
+    /// a step to run it again from ([`decide::repair`]).
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task is missing or the repair refused.
+    pub async fn repair(&self, id: &TaskId, repair: Repair) -> Result<Task, ActionError> {
+        self.act(id, |task, workflow, order, now| {
+            decide::repair(task, workflow, order, repair.clone(), now)
+        })
+        .await
+    }
+
+    /// What [`App::repair`] would do to each step of task `id`, without doing it.
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task is missing or the repair would be refused.
+    pub async fn plan_repair(
+        &self,
+        id: &TaskId,
+        repair: &Repair,
+    ) -> Result<RepairPlan, ActionError> {
+        let (task, order) = (self.store.task_with_order(id).await?)
+            .ok_or_else(|| ActionError::NotFound(id.clone()))?;
+        let workflow = self.workflow(&task.workflow).await?;
+        Ok(decide::plan_repair(&task, &workflow, &order, repair)?)
     }
 
     /// The owner or an operator asks a task to stop and undo what it did

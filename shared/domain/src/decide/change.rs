@@ -22,6 +22,8 @@ pub(crate) struct Change {
     /// A step began or stopped waiting for its callback: the caller is told the
     /// tokens of this version.
     pub(crate) waits_changed: bool,
+    /// Of a repair: the resubmission it made, which its notifications carry.
+    pub(crate) repair: Option<crate::task::Resubmission>,
     /// The calls holding gates' slots when the change began ([`crate::flow`]).
     held: Vec<(CallRef, Vec<String>)>,
     /// The task's lease when the change began.
@@ -44,6 +46,7 @@ impl Change {
             effects: Vec::new(),
             now,
             waits_changed: false,
+            repair: None,
         }
     }
 
@@ -142,6 +145,8 @@ impl Change {
     /// out.
     pub(crate) fn fail(&mut self, reason: String) {
         self.task.error.get_or_insert(reason);
+        // A repair's rewind becomes the undoing of all.
+        self.task.rewind.clear();
         self.set_state(TaskState::Compensating);
         self.stop_waiting();
         self.stop_waits();

@@ -49,6 +49,7 @@ impl Change {
                 error,
                 at: self.now,
                 callbacks: callback_waits(&self.task),
+                repair: self.repair.clone(),
             },
         };
         let same = |other: &Outbound| {

@@ -26,6 +26,7 @@ use crate::time::Timestamp;
 pub(crate) mod change;
 mod delivery;
 mod operator;
+pub mod repair;
 pub(crate) mod steps;
 mod submit;
 mod supervise;
@@ -41,6 +42,7 @@ pub use delivery::{
     callback_waits, notifications_sent,
 };
 pub use operator::{Refused, Resubmit, cancel, resubmit, stop_execution};
+pub use repair::{Repair, RepairPlan, plan_repair, repair};
 pub use steps::on_run;
 pub use submit::{MAX_REFUSED, creation_again, refuse_submission, submit, submit_claimed};
 pub(crate) use supervise::HEARTBEAT_MISSED;
@@ -219,6 +221,8 @@ pub enum Verdict {
     AlertPublished,
     /// An operator resubmitted a task in Error.
     Resubmitted,
+    /// An operator repaired a task.
+    Repaired,
     /// A task was asked to stop: it compensates once the calls it has out are done.
     CancelRequested,
     /// A task asked to stop already: nothing more to do.
@@ -288,6 +292,7 @@ impl Verdict {
             Self::AlertClearedAlready => "alert cleared already",
             Self::AlertPublished => "alert published",
             Self::Resubmitted => "resubmitted",
+            Self::Repaired => "repaired",
             Self::CancelRequested => "cancel requested",
             Self::CancelledAlready => "cancelled already",
             Self::ChildrenWatched => "children watched",

@@ -75,6 +75,47 @@ pub enum Refused {
         .0.join(", ")
     )]
     EffectsInPlace(Vec<String>),
+    /// A repair of a task that is running, or being undone.
+    #[error(
+        "only a task in Error, Processed, or paused with no step running can be repaired; this one is {0:?}"
+    )]
+    NotRepairable(TaskState),
+    /// A repair of a task whose step is still out.
+    #[error(
+        "step '{0}' is still running: repair the task once it has ended, or pause it and wait for the step"
+    )]
+    StillRunning(String),
+    /// A repair of a state machine's execution.
+    #[error(
+        "a state machine's execution is not repaired by patch yet: redrive it (RedriveExecution), or resubmit it"
+    )]
+    MachineRepair,
+    /// A patch that does not apply, or gives what does not fit: what it patches, why.
+    #[error("{0}: {1}")]
+    Patch(String, String),
+    /// Patches over what a task keeps of them.
+    #[error(
+        "the patches take {0} bytes, over the {max} a repair keeps in the task's record; submit a new task",
+        max = super::repair::MAX_PATCH
+    )]
+    PatchTooLarge(usize),
+    /// An output given for a step that runs again, or was undone.
+    #[error(
+        "outputs.{0}: step '{0}' runs again (it is the step to run from or comes after it) or was undone, so an output given for it would not be kept"
+    )]
+    RunsAgain(String),
+    /// A repair that would send other work to steps whose effect may be in place and
+    /// that nothing undoes.
+    #[error(
+        "the repair changes what is sent to {}, while their effects may be in place and nothing undoes them: calling them again would act twice; leave what they read as it is, or submit a new task",
+        .0.join(", ")
+    )]
+    ChangedInPlace(Vec<String>),
+    /// A repair of a Processed task that changes nothing any step reads.
+    #[error(
+        "the repair changes nothing any step reads and names no step to run from: no step would run again"
+    )]
+    NothingToRunAgain,
 }
 
 /// A resubmission: who asks, and the new input, if it has one.
@@ -87,7 +128,7 @@ pub struct Resubmit {
 }
 
 /// Refused when `batch` (if any) has taken the task already.
-fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
+pub(super) fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
     let taken = batch.is_some_and(|batch| {
         let by_batch = |request: &Request| request.batch.as_ref() == Some(batch);
         task.cancelled.as_ref().is_some_and(by_batch)
@@ -97,6 +138,27 @@ fn check_batch(task: &Task, batch: Option<&String>) -> Result<(), Refused> {
         Some(batch) if taken => Err(Refused::TakenByBatch(batch.clone())),
         _ => Ok(()),
     }
+}
+
+/// `order` with a new input, the one it replaces kept as run `run`'s.
+///
+/// # Errors
+/// [`Refused`] when the input, or the order with it, is over what a task may take.
+pub(super) fn edited_order(order: &Order, input: Value, run: u32) -> Result<Order, Refused> {
+    let size = limits::json_size(&input);
+    if size > limits::MAX_TASK_DATA {
+        return Err(Refused::InputTooLarge(size));
+    }
+    let mut edited = order.clone();
+    edited.earlier.push(EarlierInput {
+        until_run: run,
+        input: std::mem::replace(&mut edited.input, input),
+    });
+    let size = limits::json_size(&json!(edited));
+    if size > limits::MAX_ORDER {
+        return Err(Refused::InputsTooLarge(size));
+    }
+    Ok(edited)
 }
 
 /// An operator (or the owner) restarts a task in Error in a new run.
@@ -142,20 +204,7 @@ pub fn resubmit(
             if !in_place.is_empty() {
                 return Err(Refused::EffectsInPlace(in_place));
             }
-            let size = limits::json_size(&input);
-            if size > limits::MAX_TASK_DATA {
-                return Err(Refused::InputTooLarge(size));
-            }
-            let mut edited = order.clone();
-            edited.earlier.push(EarlierInput {
-                until_run: task.run,
-                input: std::mem::replace(&mut edited.input, input),
-            });
-            let size = limits::json_size(&json!(edited));
-            if size > limits::MAX_ORDER {
-                return Err(Refused::InputsTooLarge(size));
-            }
-            Some(edited)
+            Some(edited_order(order, input, task.run)?)
         }
         None => None,
     };
@@ -172,6 +221,7 @@ pub fn resubmit(
         run,
         request: resubmit.request,
         edited: edited.is_some(),
+        repair: None,
     });
     let plain = edited.is_none();
     for (step, definition) in change.task.steps.iter_mut().zip(&workflow.steps) {

@@ -13,6 +13,7 @@ use crate::time::Timestamp;
 use crate::workflow::{Results, Workflow};
 
 use super::change::Change;
+use super::repair::undoable;
 use super::{Decision, Verdict};
 
 /// How early a retry's Run message may come and still send its step: SQS delays a
@@ -68,20 +69,24 @@ impl Change {
                     self.hold(workflow);
                     return;
                 }
+                if self.rewind_failed() {
+                    return self.advance(workflow, order);
+                }
+                let rewind = &self.task.rewind;
                 let undo = self
                     .task
                     .steps
                     .iter()
                     .enumerate()
                     .filter(|(i, s)| {
-                        s.effect_may_be_in_place()
-                            && s.state != StepState::CompensationFailed
-                            && workflow.steps[*i].can_be_undone()
+                        undoable(s, &workflow.steps[*i])
+                            && (rewind.is_empty() || rewind.contains(&s.name))
                     })
                     .max_by_key(|(i, s)| (s.done_order, *i))
                     .map(|(i, _)| i);
                 match undo {
                     Some(index) => self.dispatch(workflow, order, index, Operation::Compensate),
+                    None if !rewind.is_empty() => self.rewound(workflow, order),
                     None => self.finish(workflow, TaskState::Error),
                 }
             }

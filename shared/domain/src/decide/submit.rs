@@ -51,6 +51,7 @@ fn create(
         pending_alert: None,
         outbox: Vec::new(),
         not_undone: Vec::new(),
+        rewind: Vec::new(),
         cancelled: None,
         paused: None,
         start_at: submission.start_at,

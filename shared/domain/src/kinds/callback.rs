@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, StepKind, Summary, UndoOnFailure, foreign_setting,
+    Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, Reads, StepKind, Summary, UndoOnFailure,
+    foreign_setting,
 };
 use crate::callback::Token;
 use crate::decide::change::Change;
@@ -112,6 +113,10 @@ impl Kind for WaitStep {
 
     fn callback(&self) -> Option<&CallbackSettings> {
         Some(&self.callback)
+    }
+
+    fn reads(&self) -> Reads<'_> {
+        Reads::default()
     }
 
     fn view(&self) -> KindView {

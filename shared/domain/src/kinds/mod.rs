@@ -119,11 +119,44 @@ pub(crate) trait Kind {
     /// The callback it waits for, with a call or alone.
     fn callback(&self) -> Option<&CallbackSettings>;
 
+    /// What of its task's data its work is made of: what a repair compares to tell
+    /// whether the step must run again.
+    fn reads(&self) -> Reads<'_>;
+
     /// What a caller sees of its settings.
     fn view(&self) -> KindView;
 
     /// It, in a few words.
     fn summary(&self) -> Summary;
+}
+
+/// What of its task's data a step's work (its request, its children's input, its
+/// timer's instant) is made of ([`crate::decide::repair`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Reads<'a> {
+    /// The whole input.
+    pub(crate) input: bool,
+    /// The results of every step it comes after.
+    pub(crate) earlier: bool,
+    /// These values.
+    pub(crate) values: Vec<&'a FieldSource>,
+}
+
+impl<'a> Reads<'a> {
+    /// The whole input and every earlier result: a request that carries them all.
+    pub(crate) const EVERYTHING: Self = Self {
+        input: true,
+        earlier: true,
+        values: Vec::new(),
+    };
+
+    /// These values alone.
+    pub(crate) fn only(values: impl IntoIterator<Item = &'a FieldSource>) -> Self {
+        Self {
+            values: values.into_iter().collect(),
+            ..Self::default()
+        }
+    }
 }
 
 /// What undoes a step with nothing to undo, as a person reads it.

@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{
-    CallbackSettings, Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, StepKind, Summary, UndoOnFailure,
-    foreign_setting,
+    CallbackSettings, Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, Reads, StepKind, Summary,
+    UndoOnFailure, foreign_setting,
 };
 use crate::decide::change::Change;
 use crate::decide::steps::results;
@@ -107,6 +107,15 @@ impl Kind for SleepStep {
 
     fn callback(&self) -> Option<&CallbackSettings> {
         None
+    }
+
+    /// The instant it sleeps until, where it names one.
+    fn reads(&self) -> Reads<'_> {
+        match self {
+            Self::For(_) => Reads::default(),
+            Self::Until(source) => Reads::only([source]),
+            Self::Visit => Reads::EVERYTHING,
+        }
     }
 
     fn view(&self) -> KindView {

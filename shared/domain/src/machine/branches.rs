@@ -15,7 +15,7 @@ use super::{Awaited, BranchFailure, BranchScope, Branches, VisitWork};
 use crate::decide::change::Change;
 use crate::decide::{ChildVersion, ChildrenOf, Effect};
 use crate::kinds::children::MAX_CONCURRENCY;
-use crate::kinds::{CallbackSettings, Kind, KindView, LeaseEnd, Summary, UndoOnFailure};
+use crate::kinds::{CallbackSettings, Kind, KindView, LeaseEnd, Reads, Summary, UndoOnFailure};
 use crate::messages::{ChildEnded, Operation};
 use crate::task::{Answer, Children, Happened, Order, StepState, TaskState};
 use crate::workflow::Workflow;
@@ -56,6 +56,10 @@ impl Kind for BranchesStep {
 
     fn callback(&self) -> Option<&CallbackSettings> {
         None
+    }
+
+    fn reads(&self) -> Reads<'_> {
+        Reads::EVERYTHING
     }
 
     fn view(&self) -> KindView {

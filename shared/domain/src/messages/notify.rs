@@ -27,6 +27,9 @@ pub struct Notification {
     /// The steps that wait for their callback at this version, with their tokens.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callbacks: Vec<CallbackWait>,
+    /// Of the change a repair made: who made it, when, why, and what it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<crate::task::Resubmission>,
 }
 
 /// A step that waits for its callback: what ends the wait, and until when it may.

@@ -69,6 +69,16 @@ pub enum Happened {
         /// The run.
         run: u32,
     },
+    /// Someone repaired it: patched it, or ran it again from a step, in a new run.
+    Repaired {
+        /// The run.
+        run: u32,
+        /// Who.
+        by: Actor,
+        /// Why, in their words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// It entered a state; its caller, if it named a queue, was told.
     State {
         /// The state.

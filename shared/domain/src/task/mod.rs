@@ -10,7 +10,7 @@ mod step;
 
 pub use history::{Actor, Answer, Event, Happened, MAX_HISTORY};
 pub use order::{EarlierInput, Order};
-pub use requests::{Caller, RefusedSubmission, Request, Resubmission};
+pub use requests::{Caller, RefusedSubmission, RepairNote, Request, Resubmission};
 pub use step::{Children, Step, StepState, Waiting};
 
 use std::collections::BTreeMap;
@@ -178,6 +178,11 @@ pub struct Task {
     /// same idempotency keys.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_undone: Vec<String>,
+    /// Of a task being repaired: the steps it undoes before it runs them again
+    /// ([`crate::decide::repair`]). While there are any, the task is Compensating
+    /// and undoes these alone; then it runs on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewind: Vec<String>,
     /// The request to stop it, once someone asked ([`crate::decide::cancel`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled: Option<Request>,

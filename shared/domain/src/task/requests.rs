@@ -53,4 +53,23 @@ pub struct Resubmission {
     /// Whether the run has a new input (the one before is kept in [`Order::earlier`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub edited: bool,
+    /// Of a repair: why, and what it changed ([`crate::decide::repair`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairNote>,
+}
+
+/// What a repair changed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RepairNote {
+    /// Why, in the operator's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The patches as given: `{"input": ..., "outputs": {"<step>": ...}}`.
+    pub patch: serde_json::Value,
+    /// The step it ran the task again from, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The steps it ran again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_again: Vec<String>,
 }

@@ -37,6 +37,14 @@ impl Endpoint {
         }
     }
 
+    /// The values its path names.
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &FieldSource> {
+        self.template.iter().filter_map(|part| match part {
+            PathPart::Value(source) => Some(source),
+            PathPart::Text(_) => None,
+        })
+    }
+
     /// The path with the values it names, each a string or a number, percent-encoded
     /// as a path segment.
     ///
@@ -197,6 +205,15 @@ impl FieldSource {
             _ => Err(format!(
                 "'{text}': must be input.<field> or results.<step>.<field>"
             )),
+        }
+    }
+
+    /// The step whose result it names, if it names one.
+    #[must_use]
+    pub fn result_step(&self) -> Option<&str> {
+        match self {
+            Self::Result { step, .. } => Some(step),
+            Self::Input(_) | Self::Item(_) => None,
         }
     }
 

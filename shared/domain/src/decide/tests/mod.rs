@@ -21,6 +21,7 @@ mod flow;
 mod operator;
 mod parallel;
 mod pauses;
+mod repair;
 mod steps;
 mod supervise;
 mod waits;

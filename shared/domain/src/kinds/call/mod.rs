@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::callback::CallbackView;
-use super::{CallbackSettings, Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, Summary, UndoOnFailure};
+use super::{
+    CallbackSettings, Kind, KindView, LeaseEnd, NOTHING_TO_UNDO, Reads, Summary, UndoOnFailure,
+};
 use crate::decide::change::Change;
 use crate::flow::Limit;
 use crate::messages::Operation;
@@ -110,6 +112,15 @@ impl Kind for CallStep {
 
     fn callback(&self) -> Option<&CallbackSettings> {
         self.callback.as_ref()
+    }
+
+    /// Its fields and its path's values where it maps its fields; else all (its
+    /// request carries the input and every result so far).
+    fn reads(&self) -> Reads<'_> {
+        match &self.fields {
+            Some(fields) => Reads::only(fields.values().chain(self.call.sources())),
+            None => Reads::EVERYTHING,
+        }
     }
 
     fn view(&self) -> KindView {

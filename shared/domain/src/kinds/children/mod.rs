@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{CallbackSettings, Kind, KindView, LeaseEnd, Summary, UndoOnFailure};
+use super::{CallbackSettings, Kind, KindView, LeaseEnd, Reads, Summary, UndoOnFailure};
 use crate::decide::Effect;
 use crate::decide::change::Change;
 use crate::task::{Order, Step, StepState};
@@ -117,6 +117,15 @@ impl Kind for ChildrenStep {
 
     fn callback(&self) -> Option<&CallbackSettings> {
         None
+    }
+
+    /// A map's items and its children's fields; a child workflow without fields
+    /// takes its parent's input.
+    fn reads(&self) -> Reads<'_> {
+        let fields = self.input.iter().flat_map(BTreeMap::values);
+        let mut reads = Reads::only(self.items.iter().chain(fields));
+        reads.input = self.items.is_none() && self.input.is_none();
+        reads
     }
 
     fn view(&self) -> KindView {

@@ -1,0 +1,263 @@
+//! Repairs, end to end on the local system as an operator makes them, through the API
+//! and `sas`: a wrong drop-off patched and the task resumed without its checks called
+//! again; a bad output corrected and the step that read it undone and run again with
+//! the corrected value; a restart from a middle step; and the refusals, each naming
+//! why.
+
+use sas_tests::{Harness, delivery_input, function_binary};
+use serde_json::{Value, json};
+
+/// The delivery whose checks read neither the drop-off nor the package.
+fn checked(notify: Option<&str>) -> Value {
+    json!({ "workflow": "drone-delivery-checked", "input": delivery_input(), "notify": notify })
+}
+
+/// Asks for a repair of `task` (`POST /operator/tasks/{task}/repair`): the status and
+/// the answer.
+async fn repair(harness: &Harness, task: &str, body: &Value) -> (u16, Value) {
+    let path = format!("/operator/tasks/{task}/repair");
+    let (status, _, answer) = harness
+        .call("POST", &path, Some(body.to_string().as_bytes()))
+        .await;
+    (status, answer)
+}
+
+/// Runs `sas` against the harness's API, which must succeed; its standard output.
+async fn sas(harness: &Harness, arguments: &[&str]) -> String {
+    let output = tokio::process::Command::new(function_binary("sas"))
+        .args(arguments)
+        .env("SAS_API", format!("http://{}", harness.running.api))
+        .env_remove("SAS_TOKEN")
+        .env_remove("SAS_SIGV4_REGION")
+        .output()
+        .await
+        .expect("sas runs");
+    let (out, err) = (
+        String::from_utf8(output.stdout).expect("UTF-8"),
+        String::from_utf8(output.stderr).expect("UTF-8"),
+    );
+    assert!(
+        output.status.success(),
+        "sas {arguments:?} failed: {err}{out}"
+    );
+    out
+}
+
+/// The calls each check's service took.
+async fn checks_called(harness: &Harness) -> (u64, u64) {
+    (
+        harness.calls("account").await,
+        harness.calls("transport").await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_drop_off_is_patched_and_the_task_goes_on_without_its_checks_called_again() {
+    let harness = Harness::start(5).await;
+    harness.refuse_once("delivery").await;
+    harness
+        .put_task("fix-1", &checked(Some("fix-1-events")))
+        .await;
+    harness.settle_in("fix-1", "Error").await;
+    assert_eq!(checks_called(&harness).await, (1, 1));
+
+    let planned = sas(
+        &harness,
+        &[
+            "tasks",
+            "repair",
+            "fix-1",
+            "--input",
+            r#"{"dropoff": "Dock 4"}"#,
+            "--reason",
+            "the drop-off was wrong",
+            "--dry-run",
+        ],
+    )
+    .await;
+    for line in [
+        "fix-1: the repair would",
+        "keep                    check-account, check-transport",
+        "run again               create-package, schedule-drone, create-delivery",
+    ] {
+        assert!(planned.contains(line), "'{line}' in:\n{planned}");
+    }
+    assert_eq!(
+        harness.task("fix-1").await["run"],
+        1,
+        "a dry run changes nothing"
+    );
+
+    let repaired = sas(
+        &harness,
+        &[
+            "tasks",
+            "repair",
+            "fix-1",
+            "--input",
+            r#"{"dropoff": "Dock 4"}"#,
+            "--reason",
+            "the drop-off was wrong",
+        ],
+    )
+    .await;
+    assert_eq!(
+        repaired.trim(),
+        "fix-1 repaired: run 2, Pending; runs again: create-package, schedule-drone, create-delivery"
+    );
+    let task = harness.settle_in("fix-1", "Processed").await;
+    assert_eq!(checks_called(&harness).await, (1, 1), "the checks are kept");
+    assert_eq!(task["input"]["dropoff"], "Dock 4");
+    assert_eq!(task["earlier_inputs"][0]["input"]["dropoff"], "Bondi");
+    let repair = &task["resubmissions"][0];
+    assert_eq!(repair["by"], "operator");
+    assert_eq!(repair["repair"]["reason"], "the drop-off was wrong");
+    assert_eq!(
+        repair["repair"]["patch"]["input"],
+        json!({"dropoff": "Dock 4"})
+    );
+    let told = harness
+        .notified("fix-1-events", "the repair", |n| n["repair"].is_object())
+        .await;
+    assert_eq!(told["repair"]["repair"]["reason"], "the drop-off was wrong");
+    let shown = sas(&harness, &["tasks", "show", "fix-1"]).await;
+    assert!(
+        shown.contains("repaired by operator: run 2 (the drop-off was wrong)"),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrected_output_is_what_the_step_after_it_is_run_again_with() {
+    let harness = Harness::start(5).await;
+    harness.put_task("fix-2", &checked(None)).await;
+    let task = harness.settle_in("fix-2", "Processed").await;
+    let package = task["steps"][1]["output"]["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let body = json!({
+        "outputs": {"create-package": {"id": "pkg-corrected"}},
+        "reason": "the package service answered another order's package",
+    });
+    let (status, answer) = repair(&harness, "fix-2", &body).await;
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["state"], "Compensating", "the drone is undone first");
+    harness.settle_in("fix-2", "Processed").await;
+    let drone: Vec<(String, u64)> = (harness.effects_of("fix-2").await.into_iter())
+        .filter(|(service, _, _)| service == "drone")
+        .map(|(_, operation, calls)| (operation, calls))
+        .collect();
+    assert!(
+        drone.contains(&(format!("PUT /drones/for/{package}"), 1))
+            && drone.contains(&("PUT /drones/for/pkg-corrected".to_owned(), 1))
+            && drone
+                .iter()
+                .any(|(op, _)| op.starts_with("DELETE /drones/")),
+        "booked for the wrong package, undone, booked for the right one: {drone:?}"
+    );
+    assert_eq!(checks_called(&harness).await, (1, 1));
+    assert_eq!(harness.calls("delivery").await, 1, "the delivery is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_from_a_middle_step_undoes_what_came_after_it_and_runs_it_again() {
+    let harness = Harness::start(5).await;
+    harness.put_task("fix-3", &checked(None)).await;
+    harness.settle_in("fix-3", "Processed").await;
+    let body = json!({"from": "schedule-drone", "dry_run": true});
+    let (status, answer) = repair(&harness, "fix-3", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["plan"],
+        json!({
+            "kept": ["check-account", "create-package", "check-transport"],
+            "patched": [],
+            "undone_first": ["schedule-drone"],
+            "run_again": ["schedule-drone", "create-delivery"],
+            "same_key": ["create-delivery"],
+        })
+    );
+    let (status, answer) = repair(&harness, "fix-3", &json!({"from": "schedule-drone"})).await;
+    assert_eq!(status, 202, "{answer}");
+    let task = harness.settle_in("fix-3", "Processed").await;
+    assert_eq!(task["run"], 2);
+    let effects = harness.effects_of("fix-3").await;
+    let drones = effects
+        .iter()
+        .filter(|(s, op, _)| s == "drone" && op.starts_with("PUT"));
+    assert_eq!(
+        drones.count(),
+        2,
+        "booked again under the new run's key: {effects:?}"
+    );
+    assert!(
+        effects.contains(&("delivery".into(), "/deliveries".into(), 2)),
+        "the delivery, which nothing undoes, is asked again under its key and made once: {effects:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repair_that_could_act_twice_or_does_not_apply_is_refused_naming_why() {
+    let harness = Harness::start(5).await;
+    harness.put_task("fix-4", &checked(None)).await;
+    harness.settle_in("fix-4", "Processed").await;
+    let refused = [
+        (
+            json!({"input": {"customer_id": "c-2"}}),
+            409,
+            "conflict",
+            "the repair changes what is sent to create-delivery",
+        ),
+        (
+            json!({"input": [{"op": "remove", "path": "/nowhere"}]}),
+            400,
+            "invalid_field",
+            "input: ",
+        ),
+        (
+            json!({"input": {"weight_kg": "heavy"}}),
+            400,
+            "invalid_field",
+            "input.weight_kg",
+        ),
+        (json!({"from": "fly"}), 404, "not_found", "no step 'fly'"),
+        (
+            json!({"outputs": {"create-delivery": {}}, "from": "check-transport"}),
+            409,
+            "conflict",
+            "outputs.create-delivery: step 'create-delivery' runs again",
+        ),
+        (
+            json!({"input": {"dropoff": "Bondi"}}),
+            409,
+            "conflict",
+            "no step would run again",
+        ),
+        (
+            json!({"inputs": {}}),
+            400,
+            "invalid_field",
+            "unknown field `inputs`",
+        ),
+    ];
+    for (body, status, code, says) in refused {
+        let (got, answer) = repair(&harness, "fix-4", &body).await;
+        assert_eq!(
+            (got, answer["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {answer}"
+        );
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{body}: '{says}' in {message}");
+    }
+    let task = harness.task("fix-4").await;
+    assert_eq!(
+        (task["run"].as_u64(), task["state"].as_str()),
+        (Some(1), Some("Processed"))
+    );
+    let (status, _, answer) = harness
+        .call("POST", "/tasks/fix-4/repair", Some(b"{}"))
+        .await;
+    assert_eq!(status, 404, "a caller has no repair route: {answer}");
+}
