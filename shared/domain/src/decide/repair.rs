@@ -272,10 +272,13 @@ fn plan(
     let steps = &workflow.steps;
     // Index order puts every step after the steps it waits for: one pass settles each.
     let mut after_from = vec![false; steps.len()];
-    // A step runs again, or its output changes: what reads it reads something else.
-    let mut moved = vec![false; steps.len()];
-    // A step reads a moved result, directly or through the steps it comes after.
-    let mut earlier_moved = vec![false; steps.len()];
+    // Of each step, for any reason ([0]) and for the patches' alone ([1]): whether it
+    // runs again, and whether a result before it moved (ran again, or was patched). A
+    // step that nothing undoes is refused only where the patches change its work: a
+    // restart calls it again under its key.
+    let mut runs = [vec![false; steps.len()], vec![false; steps.len()]];
+    let mut earlier = [vec![false; steps.len()], vec![false; steps.len()]];
+    let mut output_patched = vec![false; steps.len()];
     let mut planned = Planned {
         input: input.clone(),
         outputs: Vec::new(),
@@ -288,8 +291,11 @@ fn plan(
     for (index, (step, definition)) in task.steps.iter().zip(steps).enumerate() {
         after_from[index] =
             from == Some(index) || definition.after.iter().any(|&before| after_from[before]);
-        earlier_moved[index] =
-            (definition.after.iter()).any(|&before| moved[before] || earlier_moved[before]);
+        for lens in 0..2 {
+            earlier[lens][index] = (definition.after.iter()).any(|&before| {
+                runs[lens][before] || output_patched[before] || earlier[lens][before]
+            });
+        }
         let name = step.name.clone();
         if let Some((_, output)) = outputs.iter().find(|(i, _)| *i == index) {
             let undone = matches!(
@@ -299,7 +305,7 @@ fn plan(
             if after_from[index] || undone {
                 return Err(Refused::RunsAgain(name));
             }
-            moved[index] = step.output.as_deref() != Some(output);
+            output_patched[index] = step.output.as_deref() != Some(output);
             planned.outputs.push((index, output.clone()));
             planned.plan.patched.push(name);
             continue;
@@ -309,28 +315,30 @@ fn plan(
             true => definition.kind.kind().reads(),
             false => Reads::EVERYTHING,
         };
-        let changed = (reads.input && input.is_some())
-            || (reads.earlier && earlier_moved[index])
-            || reads.values.iter().any(|source| {
-                let run_again = &planned.plan.run_again;
-                source
-                    .result_step()
-                    .is_some_and(|read| run_again.iter().any(|name| name == read))
-                    || source.value(old_input, &old_results)
-                        != source.value(new_input, &new_results)
-            });
+        let changed = |lens: usize| {
+            (reads.input && input.is_some())
+                || (reads.earlier && earlier[lens][index])
+                || reads.values.iter().any(|source| {
+                    let read = source.result_step().and_then(|s| workflow.step_index(s));
+                    read.is_some_and(|read| runs[lens][read])
+                        || source.value(old_input, &old_results)
+                            != source.value(new_input, &new_results)
+                })
+        };
+        let (changed, by_patches) = (changed(0), changed(1));
+        runs[1][index] = by_patches;
         if !(after_from[index] || changed || !step.is_settled()) {
             planned.plan.kept.push(name);
             continue;
         }
-        moved[index] = true;
+        runs[0][index] = true;
         planned.run_again.push(index);
         planned.plan.run_again.push(name.clone());
         if undoable(step, definition) {
             planned.undo_first.push(index);
             planned.plan.undone_first.push(name);
         } else if left_in_place(step, definition) {
-            if changed {
+            if by_patches {
                 changed_in_place.push(name);
             } else {
                 planned.same_key.push(index);

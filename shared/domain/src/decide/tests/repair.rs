@@ -320,3 +320,30 @@ fn a_json_patch_edits_the_input_and_a_failed_step_given_its_output_is_done() {
     assert_eq!(plan.patched, ["schedule-drone"]);
     assert_eq!(plan.run_again, ["create-package", "notify"]);
 }
+
+#[test]
+fn a_restart_calls_again_under_its_key_a_step_nothing_undoes_that_a_patch_would_change() {
+    let workflow = drone();
+    let (task, order, _) = submit(&workflow, submission(true), Timestamp(0));
+    let (task, _) = run(&task, &workflow, &order, package_id);
+    assert_eq!(task.state, TaskState::Processed);
+    let plan = plan_repair(
+        &task,
+        &workflow,
+        &order,
+        &repair_of(None, &[], Some("schedule-drone")),
+    )
+    .expect("a restart is planned");
+    assert_eq!(plan.undone_first, ["schedule-drone"]);
+    assert_eq!(
+        plan.same_key,
+        ["create-delivery"],
+        "it reads the drone's new result, but a restart asks it again under its key"
+    );
+    let patch = repair_of(None, &[("check-transport", json!({"zone": 2}))], None);
+    assert_eq!(
+        plan_repair(&task, &workflow, &order, &patch),
+        Err(Refused::ChangedInPlace(vec!["create-delivery".into()])),
+        "a patch that changes what it reads would have it act twice"
+    );
+}
