@@ -161,6 +161,19 @@ pub(super) fn edited_order(order: &Order, input: Value, run: u32) -> Result<Orde
     Ok(edited)
 }
 
+/// `task` changing into a new run, cleared of how the last one ended (or was held).
+pub(super) fn new_run(task: &Task, now: Timestamp) -> Change {
+    let mut change = Change::of(task, now);
+    change.task.run += 1;
+    change.task.failure_count = 0;
+    change.task.error = None;
+    change.task.pending_alert = None;
+    change.task.not_undone.clear();
+    change.task.cancelled = None;
+    change.task.paused = None;
+    change
+}
+
 /// An operator (or the owner) restarts a task in Error in a new run.
 ///
 /// With the same input, it runs from its first step not Processed, keeping the
@@ -208,13 +221,7 @@ pub fn resubmit(
         }
         None => None,
     };
-    let mut change = Change::of(task, now);
-    change.task.run += 1;
-    change.task.failure_count = 0;
-    change.task.error = None;
-    change.task.pending_alert = None;
-    change.task.not_undone.clear();
-    change.task.cancelled = None;
+    let mut change = new_run(task, now);
     let run = change.task.run;
     change.log(Happened::Resubmitted { run });
     change.task.resubmissions.push(Resubmission {

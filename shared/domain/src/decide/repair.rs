@@ -22,7 +22,7 @@ use crate::time::Timestamp;
 use crate::workflow::{Results, StepDefinition, Workflow};
 
 use super::change::{Change, left_in_place};
-use super::operator::{Refused, check_batch, edited_order};
+use super::operator::{Refused, check_batch, edited_order, new_run};
 use super::steps::results;
 use super::{Decision, Verdict};
 
@@ -136,14 +136,7 @@ pub fn repair(
         Some(input) => Some(edited_order(order, input.clone(), task.run)?),
         None => None,
     };
-    let mut change = Change::of(task, now);
-    change.task.run += 1;
-    change.task.failure_count = 0;
-    change.task.error = None;
-    change.task.pending_alert = None;
-    change.task.not_undone.clear();
-    change.task.cancelled = None;
-    change.task.paused = None;
+    let mut change = new_run(task, now);
     let run = change.task.run;
     let by = repair.request.by;
     change.log(Happened::Repaired {
