@@ -64,14 +64,30 @@ pub struct RepairPlan {
     pub same_key: Vec<String>,
 }
 
-/// A repair worked out: the task's new data and what becomes of each step.
+/// A repair worked out: the task's new data and what becomes of each step, by index.
+#[derive(Default)]
 struct Planned {
     input: Option<Value>,
     outputs: Vec<(usize, Value)>,
+    kept: Vec<usize>,
     run_again: Vec<usize>,
     undo_first: Vec<usize>,
     same_key: Vec<usize>,
-    plan: RepairPlan,
+}
+
+impl Planned {
+    /// What becomes of each step, by name.
+    fn plan(&self, task: &Task) -> RepairPlan {
+        let name = |index: &usize| task.steps[*index].name.clone();
+        let names = |indices: &[usize]| indices.iter().map(name).collect();
+        RepairPlan {
+            kept: names(&self.kept),
+            patched: self.outputs.iter().map(|(index, _)| name(index)).collect(),
+            undone_first: names(&self.undo_first),
+            run_again: names(&self.run_again),
+            same_key: names(&self.same_key),
+        }
+    }
 }
 
 /// Whether a task's step has an effect in place that its compensation undoes: what
@@ -107,7 +123,7 @@ pub fn plan_repair(
     order: &Order,
     repair: &Repair,
 ) -> Result<RepairPlan, Refused> {
-    plan(task, workflow, order, repair).map(|planned| planned.plan)
+    plan(task, workflow, order, repair).map(|planned| planned.plan(task))
 }
 
 /// An operator repairs a task in Error, one Processed, or one paused with no step
@@ -131,9 +147,9 @@ pub fn repair(
     repair: Repair,
     now: Timestamp,
 ) -> Result<Decision, Refused> {
-    let planned = plan(task, workflow, order, &repair)?;
-    let edited = match &planned.input {
-        Some(input) => Some(edited_order(order, input.clone(), task.run)?),
+    let mut planned = plan(task, workflow, order, &repair)?;
+    let edited = match planned.input.take() {
+        Some(input) => Some(edited_order(order, input, task.run)?),
         None => None,
     };
     let mut change = new_run(task, now);
@@ -148,7 +164,7 @@ pub fn repair(
         reason: repair.reason,
         patch: json!({"input": repair.input, "outputs": repair.outputs}),
         from: repair.from,
-        run_again: planned.plan.run_again.clone(),
+        run_again: planned.plan(task).run_again,
     };
     let resubmission = Resubmission {
         run,
@@ -254,6 +270,7 @@ fn plan(
         }
         outputs.push((index, output));
     }
+    outputs.sort_by_key(|(index, _)| *index);
     let from = repair.from.as_deref().map(index_of).transpose()?;
     let old_input = &order.input;
     let new_input = input.as_ref().unwrap_or(old_input);
@@ -272,14 +289,7 @@ fn plan(
     let mut runs = [vec![false; steps.len()], vec![false; steps.len()]];
     let mut earlier = [vec![false; steps.len()], vec![false; steps.len()]];
     let mut output_patched = vec![false; steps.len()];
-    let mut planned = Planned {
-        input: input.clone(),
-        outputs: Vec::new(),
-        run_again: Vec::new(),
-        undo_first: Vec::new(),
-        same_key: Vec::new(),
-        plan: RepairPlan::default(),
-    };
+    let mut planned = Planned::default();
     let mut changed_in_place = Vec::new();
     for (index, (step, definition)) in task.steps.iter().zip(steps).enumerate() {
         after_from[index] =
@@ -289,18 +299,15 @@ fn plan(
                 runs[lens][before] || output_patched[before] || earlier[lens][before]
             });
         }
-        let name = step.name.clone();
         if let Some((_, output)) = outputs.iter().find(|(i, _)| *i == index) {
             let undone = matches!(
                 step.state,
                 StepState::Compensated | StepState::CompensationFailed
             );
             if after_from[index] || undone {
-                return Err(Refused::RunsAgain(name));
+                return Err(Refused::RunsAgain(step.name.clone()));
             }
             output_patched[index] = step.output.as_deref() != Some(output);
-            planned.outputs.push((index, output.clone()));
-            planned.plan.patched.push(name);
             continue;
         }
         // A condition sees the input and the results before it.
@@ -308,34 +315,35 @@ fn plan(
             true => definition.kind.kind().reads(),
             false => Reads::EVERYTHING,
         };
+        // What the patches change of what it reads, and the steps it reads the
+        // results of (which may run again).
+        let patched_reads = (reads.input && input.is_some())
+            || (reads.values.iter()).any(|source| {
+                source.value(old_input, &old_results) != source.value(new_input, &new_results)
+            });
+        let read_steps: Vec<usize> = (reads.values.iter())
+            .filter_map(|source| workflow.step_index(source.result_step()?))
+            .collect();
         let changed = |lens: usize| {
-            (reads.input && input.is_some())
+            patched_reads
                 || (reads.earlier && earlier[lens][index])
-                || reads.values.iter().any(|source| {
-                    let read = source.result_step().and_then(|s| workflow.step_index(s));
-                    read.is_some_and(|read| runs[lens][read])
-                        || source.value(old_input, &old_results)
-                            != source.value(new_input, &new_results)
-                })
+                || read_steps.iter().any(|&read| runs[lens][read])
         };
         let (changed, by_patches) = (changed(0), changed(1));
         runs[1][index] = by_patches;
         if !(after_from[index] || changed || !step.is_settled()) {
-            planned.plan.kept.push(name);
+            planned.kept.push(index);
             continue;
         }
         runs[0][index] = true;
         planned.run_again.push(index);
-        planned.plan.run_again.push(name.clone());
         if undoable(step, definition) {
             planned.undo_first.push(index);
-            planned.plan.undone_first.push(name);
         } else if left_in_place(step, definition) {
             if by_patches {
-                changed_in_place.push(name);
+                changed_in_place.push(step.name.clone());
             } else {
                 planned.same_key.push(index);
-                planned.plan.same_key.push(name);
             }
         }
     }
@@ -345,6 +353,8 @@ fn plan(
     if planned.run_again.is_empty() && task.state == TaskState::Processed {
         return Err(Refused::NothingToRunAgain);
     }
+    planned.input = input;
+    planned.outputs = outputs;
     Ok(planned)
 }
 
