@@ -301,6 +301,37 @@ impl Harness {
         .await
     }
 
+    /// Runs `sas` against its API as a person runs it: its exit status, standard output
+    /// and error.
+    ///
+    /// # Panics
+    /// When `sas` cannot be run, or prints what is not UTF-8.
+    pub async fn sas(&self, arguments: &[&str]) -> (bool, String, String) {
+        let output = tokio::process::Command::new(function_binary("sas"))
+            .args(arguments)
+            .env("SAS_API", &self.api)
+            .env_remove("SAS_TOKEN")
+            .env_remove("SAS_SIGV4_REGION")
+            .output()
+            .await
+            .expect("sas runs");
+        (
+            output.status.success(),
+            String::from_utf8(output.stdout).expect("UTF-8"),
+            String::from_utf8(output.stderr).expect("UTF-8"),
+        )
+    }
+
+    /// [`Harness::sas`], which must succeed: its standard output.
+    ///
+    /// # Panics
+    /// When it fails.
+    pub async fn sas_ok(&self, arguments: &[&str]) -> String {
+        let (success, out, err) = self.sas(arguments).await;
+        assert!(success, "sas {arguments:?} failed: {err}{out}");
+        out
+    }
+
     /// Submits a task by PUT.
     pub async fn put_task(&self, id: &str, body: &Value) -> (u16, Value) {
         let (status, _, body) = self

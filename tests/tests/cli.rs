@@ -1,35 +1,11 @@
 //! The `sas` command line, run as a person runs it, against the local system: its
 //! real output, its exit codes.
 
-use sas_tests::{Harness, delivery_input, function_binary};
+use sas_tests::{Harness, delivery_input};
 use serde_json::{Value, json};
 
 #[path = "cli/machines.rs"]
 mod machines;
-
-/// Runs `sas` against the harness's API; its exit status, standard output and error.
-async fn sas(harness: &Harness, arguments: &[&str]) -> (bool, String, String) {
-    let output = tokio::process::Command::new(function_binary("sas"))
-        .args(arguments)
-        .env("SAS_API", format!("http://{}", harness.running.api))
-        .env_remove("SAS_TOKEN")
-        .env_remove("SAS_SIGV4_REGION")
-        .output()
-        .await
-        .expect("sas runs");
-    (
-        output.status.success(),
-        String::from_utf8(output.stdout).expect("UTF-8"),
-        String::from_utf8(output.stderr).expect("UTF-8"),
-    )
-}
-
-/// Runs `sas`, which must succeed; its standard output.
-async fn ok(harness: &Harness, arguments: &[&str]) -> String {
-    let (success, out, err) = sas(harness, arguments).await;
-    assert!(success, "sas {arguments:?} failed: {err}{out}");
-    out
-}
 
 fn quick() -> Value {
     json!({ "workflow": "drone-delivery-quick", "input": delivery_input() })
@@ -42,7 +18,7 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
     harness.put_task("cli-failed", &quick()).await;
     harness.settle_in("cli-failed", "Error").await;
 
-    let listed = ok(&harness, &["tasks", "list", "--state", "Error"]).await;
+    let listed = harness.sas_ok(&["tasks", "list", "--state", "Error"]).await;
     let header = listed.lines().next().expect("a header");
     for column in ["TASK", "STATE", "WORKFLOW", "RUN", "ERROR"] {
         assert!(header.contains(column), "{listed}");
@@ -53,7 +29,7 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
         .unwrap_or_else(|| panic!("the failed task is listed: {listed}"));
     assert!(row.contains("Error") && row.contains("422"), "{row}");
 
-    let shown = ok(&harness, &["tasks", "show", "cli-failed"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "cli-failed"]).await;
     for expected in [
         "cli-failed  Error  drone-delivery-quick v1  run 1",
         "error: step 'create-delivery' failed",
@@ -74,9 +50,12 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
         timeline.contains('█') || timeline.contains('▒'),
         "the drone's step on the timeline: {timeline}"
     );
-    let json: Value =
-        serde_json::from_str(&ok(&harness, &["--json", "tasks", "show", "cli-failed"]).await)
-            .expect("--json prints JSON");
+    let json: Value = serde_json::from_str(
+        &harness
+            .sas_ok(&["--json", "tasks", "show", "cli-failed"])
+            .await,
+    )
+    .expect("--json prints JSON");
     assert_eq!(json["id"], "cli-failed");
 
     let mut edited = delivery_input();
@@ -84,25 +63,21 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
     let input = tempfile::NamedTempFile::new().expect("a file");
     std::fs::write(input.path(), edited.to_string()).expect("written");
     let path = input.path().to_str().expect("a path");
-    let resubmitted = ok(
-        &harness,
-        &["tasks", "resubmit", "cli-failed", "--input", path],
-    )
-    .await;
+    let resubmitted = harness
+        .sas_ok(&["tasks", "resubmit", "cli-failed", "--input", path])
+        .await;
     assert_eq!(resubmitted.trim(), "cli-failed resubmitted: run 2, Pending");
-    let watched = ok(
-        &harness,
-        &["tasks", "watch", "cli-failed", "--timeout", "30s"],
-    )
-    .await;
+    let watched = harness
+        .sas_ok(&["tasks", "watch", "cli-failed", "--timeout", "30s"])
+        .await;
     let last = watched.lines().last().expect("a line");
     assert!(last.contains("Processed"), "{watched}");
     assert_eq!(harness.task("cli-failed").await["input"], edited);
 
-    let (success, out, err) = sas(&harness, &["tasks", "show", "nobody"]).await;
+    let (success, out, err) = harness.sas(&["tasks", "show", "nobody"]).await;
     assert!(!success && out.is_empty(), "{out}");
     assert_eq!(err.trim(), "sas: 404 not_found: no task 'nobody'");
-    let (success, _, err) = sas(&harness, &["tasks", "resubmit", "cli-failed"]).await;
+    let (success, _, err) = harness.sas(&["tasks", "resubmit", "cli-failed"]).await;
     assert!(!success);
     assert!(err.contains("409 not_in_error"), "{err}");
 }
@@ -122,7 +97,9 @@ async fn a_caller_submits_a_task_and_waits_for_its_end_from_the_command_line() {
         arguments
     };
 
-    let ended = ok(&harness, &submit(&["--id", "cli-run", "--wait", "10s"])).await;
+    let ended = harness
+        .sas_ok(&submit(&["--id", "cli-run", "--wait", "10s"]))
+        .await;
     assert!(
         ended.starts_with("cli-run  Processed  drone-delivery-quick v1  run 1"),
         "{ended}"
@@ -137,11 +114,9 @@ async fn a_caller_submits_a_task_and_waits_for_its_end_from_the_command_line() {
     assert!(ended.contains("entered Processed"), "{ended}");
 
     let answered: Value = serde_json::from_str(
-        &ok(
-            &harness,
-            &[&["--json"][..], &submit(&["--priority", "1"])].concat(),
-        )
-        .await,
+        &harness
+            .sas_ok(&[&["--json"][..], &submit(&["--priority", "1"])].concat())
+            .await,
     )
     .expect("--json prints JSON");
     let id = answered["id"].as_str().expect("a generated id");
@@ -153,11 +128,9 @@ async fn a_caller_submits_a_task_and_waits_for_its_end_from_the_command_line() {
 
     // Unanswered (nothing listens there): the error names the id the CLI gave the
     // task, and that id sends it again as the same task.
-    let (success, _, err) = sas(
-        &harness,
-        &[&["--api", "http://127.0.0.1:9"][..], &submit(&[])].concat(),
-    )
-    .await;
+    let (success, _, err) = harness
+        .sas(&[&["--api", "http://127.0.0.1:9"][..], &submit(&[])].concat())
+        .await;
     assert!(!success && err.contains("cannot reach the API"), "{err}");
     let unanswered = err
         .split("--id ")
@@ -166,35 +139,35 @@ async fn a_caller_submits_a_task_and_waits_for_its_end_from_the_command_line() {
         .unwrap_or_else(|| panic!("the id in: {err}"));
     let mut again = submit(&["--wait", "10s"]);
     again.extend(["--id", unanswered]);
-    let ended = ok(&harness, &again).await;
+    let ended = harness.sas_ok(&again).await;
     assert!(
         ended.starts_with(&format!("{unanswered}  Processed")),
         "{ended}"
     );
 
-    let (success, out, err) = sas(
-        &harness,
-        &[
+    let (success, out, err) = harness
+        .sas(&[
             "tasks",
             "submit",
             "drone-delivery-quick",
             "--id",
             "cli-empty",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert!(!success && out.is_empty(), "{out}");
     assert!(
         err.starts_with("sas: 400 invalid_field") && err.contains("input.customer_id"),
         "{err}"
     );
-    let (success, _, err) = sas(&harness, &submit(&["--id", "cli-long", "--wait", "1m"])).await;
+    let (success, _, err) = harness
+        .sas(&submit(&["--id", "cli-long", "--wait", "1m"]))
+        .await;
     assert!(
         !success && err.contains("wait: must be a duration up to 20s"),
         "{err}"
     );
     for refused in ["cli-empty", "cli-long"] {
-        let (success, _, err) = sas(&harness, &["tasks", "show", refused]).await;
+        let (success, _, err) = harness.sas(&["tasks", "show", refused]).await;
         assert!(!success && err.contains("404"), "{refused}: {err}");
     }
 }
@@ -218,7 +191,7 @@ async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_lette
         "--per-second",
         "1000",
     ];
-    let first = ok(&harness, &arguments).await;
+    let first = harness.sas_ok(&arguments).await;
     assert!(
         first.contains("batch accounts-fixed: 3 examined, 3 matched, 3 resubmitted, 0 skipped"),
         "{first}"
@@ -226,20 +199,23 @@ async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_lette
     for id in ["r-1", "r-2", "r-3"] {
         harness.settle_in(id, "Error").await;
     }
-    let again = ok(&harness, &arguments).await;
+    let again = harness.sas_ok(&arguments).await;
     assert!(
         again.contains("3 examined, 3 matched, 0 resubmitted, 3 skipped"),
         "the same batch again takes none: {again}"
     );
-    let json: Value =
-        serde_json::from_str(&ok(&harness, &[&["--json"], &arguments[..]].concat()).await)
-            .expect("JSON");
+    let json: Value = serde_json::from_str(
+        &harness
+            .sas_ok(&[&["--json"], &arguments[..]].concat())
+            .await,
+    )
+    .expect("JSON");
     assert_eq!(
         (json["taken"].as_u64(), json["skipped"].as_u64()),
         (Some(0), Some(3))
     );
 
-    let queues = ok(&harness, &["dlq", "list"]).await;
+    let queues = harness.sas_ok(&["dlq", "list"]).await;
     for role in ["scheduler", "agent-requests", "agent-responses"] {
         assert!(
             queues
@@ -248,9 +224,11 @@ async fn a_redrive_from_the_command_line_takes_each_task_once_and_the_dead_lette
             "{queues}"
         );
     }
-    let redriven = ok(&harness, &["dlq", "redrive", "scheduler", "--max", "5"]).await;
+    let redriven = harness
+        .sas_ok(&["dlq", "redrive", "scheduler", "--max", "5"])
+        .await;
     assert_eq!(redriven.trim(), "0 message(s) sent back to scheduler");
-    let workflows = ok(&harness, &["workflows"]).await;
+    let workflows = harness.sas_ok(&["workflows"]).await;
     assert!(workflows.contains("drone-delivery-quick v1"), "{workflows}");
     assert!(workflows.contains("/drones/cancel"), "{workflows}");
 }
@@ -268,12 +246,12 @@ async fn a_late_delivery_is_shown_not_undone_and_a_resubmission_makes_no_second(
         .await;
     let task = harness.task("cli-late").await;
     assert_eq!(task["not_undone"], json!(["create-delivery"]), "{task:#}");
-    let shown = ok(&harness, &["tasks", "show", "cli-late"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "cli-late"]).await;
     assert!(
         shown.contains("not undone: create-delivery (its effect may be in place"),
         "{shown}"
     );
-    ok(&harness, &["tasks", "resubmit", "cli-late"]).await;
+    harness.sas_ok(&["tasks", "resubmit", "cli-late"]).await;
     harness.settle_in("cli-late", "Processed").await;
     let deliveries: Vec<_> = harness
         .effects_of("cli-late")
@@ -305,7 +283,7 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
     harness.put_task("cli-order", &order).await;
     harness.settle_in("cli-order", "Processed").await;
 
-    let shown = ok(&harness, &["tasks", "show", "cli-order"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "cli-order"]).await;
     assert!(
         shown.contains(
             "children of deliver-each: 3 children, 3 started: 3 succeeded, 0 failed, 0 running \
@@ -320,11 +298,9 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
     assert!(span.contains("Processed") && span.contains('█'), "{span}");
 
     // A page of two, the step found as the only one that starts children.
-    let page = ok(
-        &harness,
-        &["tasks", "children", "cli-order", "--limit", "2"],
-    )
-    .await;
+    let page = harness
+        .sas_ok(&["tasks", "children", "cli-order", "--limit", "2"])
+        .await;
     let lines: Vec<&str> = page.lines().collect();
     assert_eq!(
         lines[0],
@@ -336,9 +312,8 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
     assert_eq!(lines.len(), 5, "two children and a hint: {page}");
     assert_eq!(lines[4], "(more: --all, or raise --limit)");
     // Every page, by item.
-    let all = ok(
-        &harness,
-        &[
+    let all = harness
+        .sas_ok(&[
             "tasks",
             "children",
             "cli-order",
@@ -347,9 +322,8 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
             "--limit",
             "2",
             "--all",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let rows: Vec<Vec<&str>> = all
         .lines()
         .skip(2)
@@ -364,9 +338,8 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
         );
     }
     let json: Value = serde_json::from_str(
-        &ok(
-            &harness,
-            &[
+        &harness
+            .sas_ok(&[
                 "--json",
                 "tasks",
                 "children",
@@ -374,9 +347,8 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
                 "--limit",
                 "1",
                 "--all",
-            ],
-        )
-        .await,
+            ])
+            .await,
     )
     .expect("--json prints JSON");
     assert_eq!(
@@ -386,7 +358,9 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
     assert_eq!(json["tasks"].as_array().map(Vec::len), Some(3), "{json:#}");
 
     // A child, shown by its id, names its parent's step and its item.
-    let child = ok(&harness, &["tasks", "show", "cli-order~deliver-each~2"]).await;
+    let child = harness
+        .sas_ok(&["tasks", "show", "cli-order~deliver-each~2"])
+        .await;
     assert!(
         child.starts_with(
             "cli-order~deliver-each~2  Processed  ship-parcel v1  run 1  FailureCount 0\n\
@@ -395,18 +369,16 @@ async fn an_orders_parcels_are_counted_listed_by_item_and_each_names_its_parent(
         "{child}"
     );
 
-    let (success, out, err) = sas(
-        &harness,
-        &["tasks", "children", "cli-order", "--step", "check-account"],
-    )
-    .await;
+    let (success, out, err) = harness
+        .sas(&["tasks", "children", "cli-order", "--step", "check-account"])
+        .await;
     assert!(!success && out.is_empty(), "{out}");
     assert_eq!(
         err.trim(),
         "sas: 400 invalid_query: step: name one of the steps of task 'cli-order' that \
          started children (deliver-each)"
     );
-    let workflows = ok(&harness, &["workflows"]).await;
+    let workflows = harness.sas_ok(&["workflows"]).await;
     let map = workflows
         .lines()
         .find(|l| l.contains("deliver-each"))
@@ -439,7 +411,7 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
             sas_tests::step(t, "approve")["waiting"]["for"] == "callback"
         })
         .await;
-    let shown = ok(&harness, &["tasks", "show", "cli-refund"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "cli-refund"]).await;
     let hint = shown
         .lines()
         .find(|l| l.starts_with("approve waits for its callback until"))
@@ -457,9 +429,9 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
     let approval = tempfile::NamedTempFile::new().expect("a file");
     std::fs::write(approval.path(), r#"{"approved_by": "ana"}"#).expect("written");
     let path = approval.path().to_str().expect("a path");
-    let used = ok(&harness, &["callback", token, "--output", path]).await;
+    let used = harness.sas_ok(&["callback", token, "--output", path]).await;
     assert_eq!(used.trim(), "approve: Processed");
-    let (success, _, error) = sas(&harness, &["callback", token, "--output", path]).await;
+    let (success, _, error) = harness.sas(&["callback", token, "--output", path]).await;
     assert!(!success, "a token is used once");
     assert!(error.contains("does not wait for this callback"), "{error}");
     let task = harness.settle_in("cli-refund", "Processed").await;
@@ -474,15 +446,14 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
             sas_tests::step(t, "approve")["waiting"]["for"] == "callback"
         })
         .await;
-    let paused = ok(&harness, &["tasks", "pause", "cli-refused"]).await;
+    let paused = harness.sas_ok(&["tasks", "pause", "cli-refused"]).await;
     assert!(paused.starts_with("cli-refused paused: "), "{paused}");
-    let shown = ok(&harness, &["tasks", "show", "cli-refused"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "cli-refused"]).await;
     assert!(shown.contains("paused by operator at "), "{shown}");
-    let resumed = ok(&harness, &["tasks", "resume", "cli-refused"]).await;
+    let resumed = harness.sas_ok(&["tasks", "resume", "cli-refused"]).await;
     assert!(resumed.starts_with("cli-refused resumed: "), "{resumed}");
-    let refused = ok(
-        &harness,
-        &[
+    let refused = harness
+        .sas_ok(&[
             "tasks",
             "complete",
             "cli-refused",
@@ -491,12 +462,11 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
             // What a caller may send as a step's error: terminal escapes (write the
             // clipboard, erase the line) and a mark that reverses the text after it.
             "no receipt\u{1b}]52;c;aGk=\u{7}\u{1b}[2K\u{202e}tpiecer",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(refused.trim(), "cli-refused approve: Error");
     harness.settle_in("cli-refused", "Error").await;
-    let shown = ok(&harness, &["tasks", "show", "cli-refused"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "cli-refused"]).await;
     for expected in [
         "paused by operator",
         "resumed by operator",
@@ -505,7 +475,7 @@ async fn an_operator_approves_a_refund_and_pauses_and_resumes_a_task_from_the_co
     ] {
         assert!(shown.contains(expected), "'{expected}' in:\n{shown}");
     }
-    let listed = ok(&harness, &["tasks", "list", "--state", "Error"]).await;
+    let listed = harness.sas_ok(&["tasks", "list", "--state", "Error"]).await;
     for out in [&shown, &listed] {
         assert!(
             !out.chars()
@@ -539,7 +509,7 @@ async fn an_operator_sees_each_services_limits_and_calls_from_the_command_line()
             gate["in_flight"] == 1 && gate["waiting"] == 2
         })
         .await;
-    let out = ok(&harness, &["services"]).await;
+    let out = harness.sas_ok(&["services"]).await;
     let header: Vec<&str> = out
         .lines()
         .next()
@@ -579,14 +549,14 @@ async fn an_operator_sees_each_services_limits_and_calls_from_the_command_line()
         out.contains("`sas services --key <value>` shows one"),
         "{out}"
     );
-    let keyed = ok(&harness, &["services", "--key", "c-1"]).await;
+    let keyed = harness.sas_ok(&["services", "--key", "c-1"]).await;
     let per_customer = row(
         &keyed,
         "delivery",
         "step one-delivery-per-customer/create-delivery",
     );
     assert!(per_customer.contains(" 0/1 "), "{keyed}");
-    let json: Value = serde_json::from_str(&ok(&harness, &["--json", "services"]).await)
+    let json: Value = serde_json::from_str(&harness.sas_ok(&["--json", "services"]).await)
         .expect("JSON for scripts");
     assert!(json["services"].is_array(), "{json}");
     for i in 0..3 {

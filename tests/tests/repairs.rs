@@ -4,7 +4,7 @@
 //! the corrected value; a restart from a middle step; and the refusals, each naming
 //! why.
 
-use sas_tests::{Harness, delivery_input, function_binary};
+use sas_tests::{Harness, delivery_input};
 use serde_json::{Value, json};
 
 /// The delivery whose checks read neither the drop-off nor the package.
@@ -20,27 +20,6 @@ async fn repair(harness: &Harness, task: &str, body: &Value) -> (u16, Value) {
         .call("POST", &path, Some(body.to_string().as_bytes()))
         .await;
     (status, answer)
-}
-
-/// Runs `sas` against the harness's API, which must succeed; its standard output.
-async fn sas(harness: &Harness, arguments: &[&str]) -> String {
-    let output = tokio::process::Command::new(function_binary("sas"))
-        .args(arguments)
-        .env("SAS_API", format!("http://{}", harness.running.api))
-        .env_remove("SAS_TOKEN")
-        .env_remove("SAS_SIGV4_REGION")
-        .output()
-        .await
-        .expect("sas runs");
-    let (out, err) = (
-        String::from_utf8(output.stdout).expect("UTF-8"),
-        String::from_utf8(output.stderr).expect("UTF-8"),
-    );
-    assert!(
-        output.status.success(),
-        "sas {arguments:?} failed: {err}{out}"
-    );
-    out
 }
 
 /// The calls each check's service took.
@@ -61,20 +40,18 @@ async fn a_wrong_drop_off_is_patched_and_the_task_goes_on_without_its_checks_cal
     harness.settle_in("fix-1", "Error").await;
     assert_eq!(checks_called(&harness).await, (1, 1));
 
-    let planned = sas(
-        &harness,
-        &[
-            "tasks",
-            "repair",
-            "fix-1",
-            "--input",
-            r#"{"dropoff": "Dock 4"}"#,
-            "--reason",
-            "the drop-off was wrong",
-            "--dry-run",
-        ],
-    )
-    .await;
+    let arguments = [
+        "tasks",
+        "repair",
+        "fix-1",
+        "--input",
+        r#"{"dropoff": "Dock 4"}"#,
+        "--reason",
+        "the drop-off was wrong",
+    ];
+    let planned = harness
+        .sas_ok(&[&arguments[..], &["--dry-run"]].concat())
+        .await;
     for line in [
         "fix-1: the repair would",
         "keep                    check-account, check-transport",
@@ -88,19 +65,7 @@ async fn a_wrong_drop_off_is_patched_and_the_task_goes_on_without_its_checks_cal
         "a dry run changes nothing"
     );
 
-    let repaired = sas(
-        &harness,
-        &[
-            "tasks",
-            "repair",
-            "fix-1",
-            "--input",
-            r#"{"dropoff": "Dock 4"}"#,
-            "--reason",
-            "the drop-off was wrong",
-        ],
-    )
-    .await;
+    let repaired = harness.sas_ok(&arguments).await;
     assert_eq!(
         repaired.trim(),
         "fix-1 repaired: run 2, Pending; runs again: create-package, schedule-drone, create-delivery"
@@ -120,7 +85,7 @@ async fn a_wrong_drop_off_is_patched_and_the_task_goes_on_without_its_checks_cal
         .notified("fix-1-events", "the repair", |n| n["repair"].is_object())
         .await;
     assert_eq!(told["repair"]["repair"]["reason"], "the drop-off was wrong");
-    let shown = sas(&harness, &["tasks", "show", "fix-1"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "fix-1"]).await;
     assert!(
         shown.contains("repaired by operator: run 2 (the drop-off was wrong)"),
         "{shown}"

@@ -2,8 +2,8 @@
 //! generated (JSON Schema 2020-12, as OpenAPI 3.1 has it) from the types the
 //! handler reads and answers.
 
-use schemars::Schema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 
 use super::execution::ExecutionView;
@@ -66,17 +66,23 @@ pub fn document() -> Value {
     })
 }
 
+/// An answer that is the task, or `T`.
+fn task_or<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    let answer = json!({"oneOf": [
+        generator.subschema_for::<TaskView>(),
+        generator.subschema_for::<T>(),
+    ]});
+    Schema::try_from(answer).unwrap_or_else(|_| Schema::from(true))
+}
+
 fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> Value {
     let (status, answer, body) = match route.action {
-        Action::Submit => {
-            // In buffered ingestion, a submission is only accepted.
-            let answer = json!({"oneOf": [
-                generator.subschema_for::<TaskView>(),
-                generator.subschema_for::<AcceptedView>(),
-            ]});
-            let answer = Schema::try_from(answer).unwrap_or_else(|_| Schema::from(true));
-            (202, answer, Some(generator.subschema_for::<SubmitBody>()))
-        }
+        // In buffered ingestion, a submission is only accepted.
+        Action::Submit => (
+            202,
+            task_or::<AcceptedView>(generator),
+            Some(generator.subschema_for::<SubmitBody>()),
+        ),
         Action::SubmitBatch => (
             200,
             generator.subschema_for::<BatchView>(),
@@ -91,15 +97,12 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<TaskView>(),
             Some(generator.subschema_for::<ResubmitBody>()),
         ),
-        Action::Repair => {
-            // A dry run answers what would be done.
-            let answer = json!({"oneOf": [
-                generator.subschema_for::<TaskView>(),
-                generator.subschema_for::<RepairPlanView>(),
-            ]});
-            let answer = Schema::try_from(answer).unwrap_or_else(|_| Schema::from(true));
-            (202, answer, Some(generator.subschema_for::<RepairBody>()))
-        }
+        // A dry run answers what would be done.
+        Action::Repair => (
+            202,
+            task_or::<RepairPlanView>(generator),
+            Some(generator.subschema_for::<RepairBody>()),
+        ),
         Action::Cancel | Action::Pause | Action::Resume => (
             202,
             generator.subschema_for::<TaskView>(),

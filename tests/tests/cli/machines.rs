@@ -5,8 +5,6 @@
 use sas_tests::Harness;
 use serde_json::json;
 
-use super::{ok, sas};
-
 /// A Step Functions state machine's execution (`tests/workflows/greet.asl.json`), as
 /// `sas tasks show` prints it: its status, its output, and a failed one's error and
 /// cause in Step Functions' words.
@@ -25,13 +23,13 @@ async fn an_operator_sees_a_state_machines_execution_from_the_command_line() {
     }
     harness.settle_in("greet-ada", "Processed").await;
     harness.settle_in("greet-nobody", "Error").await;
-    let shown = ok(&harness, &["tasks", "show", "greet-ada"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "greet-ada"]).await;
     assert!(shown.contains("execution: SUCCEEDED"), "{shown}");
     assert!(
         shown.contains(r#"output: {"greeting":"HELLO, ADA!"}"#),
         "{shown}"
     );
-    let shown = ok(&harness, &["tasks", "show", "greet-nobody"]).await;
+    let shown = harness.sas_ok(&["tasks", "show", "greet-nobody"]).await;
     assert!(shown.contains("execution: FAILED"), "{shown}");
     assert!(shown.contains("error: NoName"), "{shown}");
     assert!(shown.contains("cause: the input names nobody"), "{shown}");
@@ -55,7 +53,7 @@ async fn an_operator_follows_a_state_machines_path_from_the_command_line() {
     }
     harness.settle_in("greet-ana", "Processed").await;
     harness.settle_in("greet-none", "Error").await;
-    let drawn = ok(&harness, &["tasks", "execution", "greet-ana"]).await;
+    let drawn = harness.sas_ok(&["tasks", "execution", "greet-ana"]).await;
     let row = |name: &str| {
         drawn
             .lines()
@@ -90,13 +88,13 @@ async fn an_operator_follows_a_state_machines_path_from_the_command_line() {
     assert_eq!(kinds.len(), 8, "{drawn}");
     assert_eq!(kinds[0], ["8", "ExecutionSucceeded", "-"], "{drawn}");
     assert_eq!(kinds[4], ["4", "PassStateEntered", "Greet"], "{drawn}");
-    let drawn = ok(&harness, &["tasks", "execution", "greet-none"]).await;
+    let drawn = harness.sas_ok(&["tasks", "execution", "greet-none"]).await;
     assert!(drawn.contains("FAILED"), "{drawn}");
     assert!(drawn.contains("path: Named? → NoName"), "{drawn}");
     assert!(
         drawn.contains("error: NoName: the input names nobody"),
         "{drawn}"
     );
-    let (success, _, err) = sas(&harness, &["tasks", "execution", "nobody-here"]).await;
+    let (success, _, err) = harness.sas(&["tasks", "execution", "nobody-here"]).await;
     assert!(!success && err.contains("nobody-here"), "{err}");
 }
