@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 
 #[path = "console/machines.rs"]
 mod machines;
+#[path = "console/repairs.rs"]
+mod repairs;
 
 /// How long the page may take to show what is awaited.
 const PATIENCE: Duration = Duration::from_secs(30);
