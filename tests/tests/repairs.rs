@@ -226,3 +226,91 @@ async fn a_repair_that_could_act_twice_or_does_not_apply_is_refused_naming_why()
         .await;
     assert_eq!(status, 404, "a caller has no repair route: {answer}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_repair_takes_each_task_a_filter_names_once_and_reports_what_it_refuses() {
+    let harness = Harness::start(5).await;
+    harness
+        .faults("delivery", json!({"permanent_error_rate": 1.0, "times": 3}))
+        .await;
+    for i in 1..=3 {
+        harness
+            .put_task(&format!("bulk-fix-{i}"), &checked(None))
+            .await;
+        harness.settle_in(&format!("bulk-fix-{i}"), "Error").await;
+    }
+    let arguments = [
+        "repair-all",
+        "--batch",
+        "drop-offs",
+        "--workflow",
+        "drone-delivery-checked",
+        "--workflow-version",
+        "1",
+        "--input",
+        r#"{"dropoff": "Dock 4"}"#,
+        "--reason",
+        "the drop-offs were wrong",
+    ];
+    let done = harness.sas_ok(&arguments).await;
+    assert!(
+        done.contains("batch drop-offs: 3 examined, 3 matched, 3 repaired, 0 skipped"),
+        "{done}"
+    );
+    for i in 1..=3 {
+        let id = format!("bulk-fix-{i}");
+        harness.settle_in(&id, "Processed").await;
+        let path = format!("/operator/tasks/{id}");
+        let (_, _, task) = harness.call("GET", &path, None).await;
+        assert_eq!(task["input"]["dropoff"], "Dock 4");
+        assert_eq!(
+            task["resubmissions"][0]["batch"], "drop-offs",
+            "an operator sees the batch"
+        );
+    }
+    assert_eq!(
+        checks_called(&harness).await,
+        (3, 3),
+        "each check once a task"
+    );
+
+    // Run again under its batch, over the tasks now Processed: none is taken twice.
+    let again = harness
+        .sas_ok(&[&arguments[..], &["--state", "Processed"]].concat())
+        .await;
+    assert!(
+        again.contains("3 examined, 3 matched, 0 repaired, 3 skipped"),
+        "{again}"
+    );
+    // Another batch whose patch would have the deliveries act twice: each refused.
+    let refused = harness
+        .sas_ok(&[
+            "repair-all",
+            "--batch",
+            "customers",
+            "--state",
+            "Processed",
+            "--input",
+            r#"{"customer_id": "c-2"}"#,
+        ])
+        .await;
+    assert!(
+        refused.contains("0 repaired")
+            && refused.contains(
+                "3 refused; the first because the repair changes what is sent to create-delivery"
+            ),
+        "{refused}"
+    );
+    let (status, _, answer) = harness
+        .call(
+            "POST",
+            "/operator/bulk/cancel",
+            Some(br#"{"batch": "b", "from": "check-account"}"#),
+        )
+        .await;
+    assert_eq!(
+        (status, answer["error"]["field"].as_str()),
+        (400, Some("from")),
+        "only a bulk repair takes a repair's fields: {answer}"
+    );
+}

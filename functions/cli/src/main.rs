@@ -2,6 +2,7 @@
 //! deployment's, and a caller's to submit tasks. A readable table by default,
 //! `--json` for scripts.
 
+mod bulk;
 mod client;
 mod execution;
 mod render;
@@ -12,9 +13,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use client::{Api, Auth};
 use sas_domain::ids::TaskId;
@@ -61,14 +61,22 @@ enum Command {
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
     /// run again with the same --batch after an interruption to go on.
-    Redrive(Bulk),
+    Redrive(bulk::Bulk),
     /// Cancel every running task a filter matches, paced.
-    CancelAll(Bulk),
+    CancelAll(bulk::Bulk),
+    /// Repair every task in Error (or Processed, with --state) a filter matches, each
+    /// as the patches say, paced; run again with the same --batch to go on.
+    RepairAll {
+        #[command(flatten)]
+        bulk: bulk::Bulk,
+        #[command(flatten)]
+        patches: repair::Patches,
+    },
     /// Pause every running task a filter matches (Processing by default), paced.
-    PauseAll(Bulk),
+    PauseAll(bulk::Bulk),
     /// Resume every paused task a filter matches (Pending by default: a paused task
     /// with no step out waits Pending), paced.
-    ResumeAll(Bulk),
+    ResumeAll(bulk::Bulk),
     /// Ends a step's wait with its callback token: its output, or an error; or sends
     /// a heartbeat.
     Callback {
@@ -201,32 +209,6 @@ impl Outcome {
             (None, None) => json!({ "output": {} }),
         })
     }
-}
-
-#[derive(Args)]
-struct Bulk {
-    /// Names the action: the same batch again takes no task twice.
-    #[arg(long)]
-    batch: Option<String>,
-    /// Only this workflow's tasks.
-    #[arg(long)]
-    workflow: Option<String>,
-    /// Only the tasks whose error has this text.
-    #[arg(long)]
-    error_contains: Option<String>,
-    /// Only the tasks submitted at or after this (RFC 3339).
-    #[arg(long)]
-    created_after: Option<String>,
-    /// Only the tasks submitted before this (RFC 3339).
-    #[arg(long)]
-    created_before: Option<String>,
-    /// Which tasks: for cancel-all, Pending, Processing or Compensating; for
-    /// pause-all and resume-all, Pending or Processing.
-    #[arg(long)]
-    state: Option<String>,
-    /// Tasks a second, so as not to flood the remote services.
-    #[arg(long, default_value_t = 10)]
-    per_second: u32,
 }
 
 #[derive(Subcommand)]
@@ -438,10 +420,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ),
             });
         }
-        Command::Redrive(bulk) => run_bulk(&api, "resubmit", bulk, cli.json).await?,
-        Command::CancelAll(bulk) => run_bulk(&api, "cancel", bulk, cli.json).await?,
-        Command::PauseAll(bulk) => run_bulk(&api, "pause", bulk, cli.json).await?,
-        Command::ResumeAll(bulk) => run_bulk(&api, "resume", bulk, cli.json).await?,
+        Command::Redrive(bulk) => bulk::run(&api, "resubmit", bulk, Map::new(), cli.json).await?,
+        Command::CancelAll(bulk) => bulk::run(&api, "cancel", bulk, Map::new(), cli.json).await?,
+        Command::RepairAll { bulk, patches } => {
+            bulk::run(&api, "repair", bulk, patches.fields()?, cli.json).await?
+        }
+        Command::PauseAll(bulk) => bulk::run(&api, "pause", bulk, Map::new(), cli.json).await?,
+        Command::ResumeAll(bulk) => bulk::run(&api, "resume", bulk, Map::new(), cli.json).await?,
         Command::Dlq(Dlq::List) => {
             let answer = api.call("GET", "/operator/dead-letters", None).await?;
             print(cli.json, &answer, |a| {
@@ -561,6 +546,7 @@ fn past_tense(action: &str) -> &'static str {
         "cancel" => "cancelled",
         "pause" => "paused",
         "resume" => "resumed",
+        "repair" => "repaired",
         _ => "resubmitted",
     }
 }
@@ -633,68 +619,4 @@ async fn children(
         answer["next"] = page["next"].clone();
     }
     Ok(answer)
-}
-
-/// A bulk action, page after page, with a progress line; its totals.
-async fn run_bulk(api: &Api, action: &str, bulk: Bulk, json: bool) -> anyhow::Result<()> {
-    let batch = bulk.batch.unwrap_or_else(|| {
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        format!(
-            "cli-{}",
-            now.replace([':', 'T', 'Z'], "-").trim_end_matches('-')
-        )
-    });
-    let mut body = json!({ "batch": batch, "per_second": bulk.per_second });
-    for (field, value) in [
-        ("workflow", bulk.workflow),
-        ("error_contains", bulk.error_contains),
-        ("created_after", bulk.created_after),
-        ("created_before", bulk.created_before),
-        ("state", bulk.state),
-    ] {
-        if let Some(value) = value {
-            body[field] = json!(value);
-        }
-    }
-    let done = past_tense(action);
-    if !json {
-        println!("batch {batch}: run again with --batch {batch} to go on after an interruption");
-    }
-    let progress = ProgressBar::new_spinner().with_style(
-        ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    progress.enable_steady_tick(Duration::from_millis(120));
-    let mut totals = json!({ "batch": batch, "examined": 0, "matched": 0, "taken": 0, "skipped": 0, "failed": 0 });
-    loop {
-        let page = api
-            .call("POST", &format!("/operator/bulk/{action}"), Some(&body))
-            .await?;
-        for key in ["examined", "matched", "taken", "skipped", "failed"] {
-            totals[key] =
-                json!(totals[key].as_u64().unwrap_or(0) + page[key].as_u64().unwrap_or(0));
-        }
-        progress.set_message(format!(
-            "{} examined, {} {done}, {} skipped, {} failed",
-            totals["examined"], totals["taken"], totals["skipped"], totals["failed"]
-        ));
-        if page["next"].is_null() {
-            break;
-        }
-        body["after"] = page["next"].clone();
-    }
-    progress.finish_and_clear();
-    print(json, &totals, |t| {
-        format!(
-            "batch {}: {} examined, {} matched, {} {}, {} skipped (taken already, or moved on), {} failed",
-            render::text(&t["batch"]),
-            t["examined"],
-            t["matched"],
-            t["taken"],
-            done,
-            t["skipped"],
-            t["failed"]
-        )
-    });
-    Ok(())
 }

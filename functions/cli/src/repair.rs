@@ -12,6 +12,16 @@ use crate::{id, print, read_json, render};
 #[derive(Args)]
 pub(crate) struct Repair {
     id: String,
+    #[command(flatten)]
+    patches: Patches,
+    /// Show what would be kept, undone and run again, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// What a repair says of a task: patches, a step to run again from, why.
+#[derive(Args)]
+pub(crate) struct Patches {
     /// A patch of its input: a JSON Merge Patch (an object) or a JSON Patch (an
     /// array of operations), inline or from @FILE ('@-' for standard input).
     #[arg(long, value_name = "PATCH")]
@@ -26,9 +36,6 @@ pub(crate) struct Repair {
     /// Why: kept in the task's history, and told with its notifications.
     #[arg(long)]
     reason: Option<String>,
-    /// Show what would be kept, undone and run again, and change nothing.
-    #[arg(long)]
-    dry_run: bool,
 }
 
 /// A patch given inline, or from `@FILE`.
@@ -39,8 +46,9 @@ fn patch(text: &str) -> anyhow::Result<Value> {
     }
 }
 
-impl Repair {
-    fn body(&self) -> anyhow::Result<Value> {
+impl Patches {
+    /// The fields of a repair's body (a task's, or a bulk repair's) they give.
+    pub(crate) fn fields(&self) -> anyhow::Result<Map<String, Value>> {
         let mut outputs = Map::new();
         for output in &self.outputs {
             let (step, text) = output
@@ -48,13 +56,27 @@ impl Repair {
                 .with_context(|| format!("--output {output}: must be STEP=PATCH"))?;
             outputs.insert(step.to_owned(), patch(text)?);
         }
-        Ok(json!({
-            "input": self.input.as_deref().map(patch).transpose()?,
-            "outputs": outputs,
-            "from": self.from,
-            "reason": self.reason,
-            "dry_run": self.dry_run,
-        }))
+        let mut fields = Map::new();
+        if let Some(input) = &self.input {
+            fields.insert("input".into(), patch(input)?);
+        }
+        if !outputs.is_empty() {
+            fields.insert("outputs".into(), Value::Object(outputs));
+        }
+        for (field, text) in [("from", &self.from), ("reason", &self.reason)] {
+            if let Some(text) = text {
+                fields.insert(field.into(), json!(text));
+            }
+        }
+        Ok(fields)
+    }
+}
+
+impl Repair {
+    fn body(&self) -> anyhow::Result<Value> {
+        let mut body = self.patches.fields()?;
+        body.insert("dry_run".into(), json!(self.dry_run));
+        Ok(Value::Object(body))
     }
 
     /// Asks the API for the repair (or its dry run), and prints what it did.

@@ -625,6 +625,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/operator/bulk/cancel", operator, operatorScopes);
     route(POST, "/operator/bulk/pause", operator, operatorScopes);
     route(POST, "/operator/bulk/resume", operator, operatorScopes);
+    route(POST, "/operator/bulk/repair", operator, operatorScopes);
     route(GET, "/operator/services", operator, operatorScopes);
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);

@@ -66,22 +66,26 @@ pub struct ResubmitBody {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RepairBody {
-    /// A patch of the input, checked against the task's workflow version once applied.
-    #[serde(default)]
-    pub(crate) input: Option<Value>,
-    /// Patches of steps' outputs, by step name. A step not finished is given the
-    /// output, and taken as done.
-    #[serde(default)]
-    pub(crate) outputs: BTreeMap<String, Value>,
-    /// A step to run again, with every step after it.
-    #[serde(default)]
-    pub(crate) from: Option<String>,
-    /// Why, kept in the task's history and told with its notifications.
-    #[serde(default)]
-    pub(crate) reason: Option<String>,
+    /// What the repair says.
+    #[serde(flatten)]
+    pub(crate) patches: Patches,
     /// Answer what would be done, step by step, and do nothing.
     #[serde(default)]
     pub(crate) dry_run: bool,
+}
+
+impl Patches {
+    /// The first field given, if any.
+    pub(crate) fn given(&self) -> Option<&'static str> {
+        [
+            ("input", self.input.is_some()),
+            ("outputs", !self.outputs.is_empty()),
+            ("from", self.from.is_some()),
+            ("reason", self.reason.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(field, given)| given.then_some(field))
+    }
 }
 
 /// A cancellation, a pause or a resumption: an empty body (or `{}`).
@@ -135,6 +139,32 @@ pub struct BulkBody {
     /// the remote services; one call lasts at most 15 s of pauses.
     #[serde(default)]
     pub(crate) per_second: Option<u32>,
+    /// Only the tasks of this version of their workflow.
+    #[serde(default)]
+    pub(crate) version: Option<u32>,
+    /// A bulk repair's: what each task's repair says, as [`RepairBody`] has it.
+    #[serde(flatten)]
+    pub(crate) repair: Patches,
+}
+
+/// What a repair says of a task, beside the task: patches of its input and of its
+/// steps' outputs (each a JSON Merge Patch, an object, or a JSON Patch, an array of
+/// operations), the step to run again from, and why; each if any.
+#[derive(Deserialize, JsonSchema, Default)]
+pub struct Patches {
+    /// A patch of the input, checked against the task's workflow version once applied.
+    #[serde(default)]
+    pub(crate) input: Option<Value>,
+    /// Patches of steps' outputs, by step name. A step not finished is given the
+    /// output, and taken as done.
+    #[serde(default)]
+    pub(crate) outputs: BTreeMap<String, Value>,
+    /// A step to run again, with every step after it.
+    #[serde(default)]
+    pub(crate) from: Option<String>,
+    /// Why, kept in the task's history and told with its notifications.
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
 }
 
 /// A JSON object body of type `T`; an empty body is `{}` when `empty_ok`.

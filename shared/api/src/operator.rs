@@ -11,7 +11,7 @@ use sas_domain::limits::MAX_ERROR_TEXT;
 use sas_domain::task::{Request, TaskState};
 use sas_domain::time::Timestamp;
 
-use crate::bodies::{BulkBody, RedriveBody, RepairBody, parse_json};
+use crate::bodies::{BulkBody, Patches, RedriveBody, RepairBody, parse_json};
 use crate::error::{ApiError, ErrorCode, decoded, query_pairs, unknown_parameter};
 use crate::tasks::{LISTED, invalid_cursor, parse_state};
 use crate::view::{
@@ -32,7 +32,18 @@ pub(crate) async fn repair(
     body: &[u8],
 ) -> Result<ApiResponse, ApiError> {
     let body: RepairBody = parse_json(body, false)?;
-    if body
+    let repair = repair_of(request, body.patches)?;
+    if body.dry_run {
+        let plan = app.plan_repair(id, &repair).await?;
+        return Ok(ApiResponse::ok(200, &RepairPlanView { plan }));
+    }
+    let task = app.repair(id, repair).await?;
+    Ok(ApiResponse::accepted(&task, View::Operator))
+}
+
+/// The repair `patches` say, asked by `request`.
+fn repair_of(request: Request, patches: Patches) -> Result<Repair, ApiError> {
+    if patches
         .reason
         .as_ref()
         .is_some_and(|r| r.len() > MAX_ERROR_TEXT)
@@ -43,19 +54,21 @@ pub(crate) async fn repair(
         )
         .on("reason"));
     }
-    let repair = Repair {
+    Ok(Repair {
         request,
-        input: body.input,
-        outputs: body.outputs,
-        from: body.from,
-        reason: body.reason,
-    };
-    if body.dry_run {
-        let plan = app.plan_repair(id, &repair).await?;
-        return Ok(ApiResponse::ok(200, &RepairPlanView { plan }));
-    }
-    let task = app.repair(id, repair).await?;
-    Ok(ApiResponse::accepted(&task, View::Operator))
+        input: patches.input,
+        outputs: patches.outputs,
+        from: patches.from,
+        reason: patches.reason,
+    })
+}
+
+/// What a bulk call does to each task it takes: one of the core's actions, or a
+/// repair (its patches in the body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BulkKind {
+    Act(BulkAction),
+    Repair,
 }
 
 /// What a repair would do, step by step: a dry run's answer.
@@ -67,7 +80,7 @@ pub struct RepairPlanView {
 
 pub(crate) async fn bulk(
     app: &App,
-    action: BulkAction,
+    kind: BulkKind,
     mut request: Request,
     body: &[u8],
 ) -> Result<ApiResponse, ApiError> {
@@ -86,12 +99,13 @@ pub(crate) async fn bulk(
             "must be 1 to 64 letters, digits, '-', '_' or '.'".into(),
         ));
     }
-    let (default, allowed): (_, &[TaskState]) = match action {
-        BulkAction::Resubmit => (TaskState::Error, &[TaskState::Error]),
-        BulkAction::Cancel => (TaskState::Processing, &LISTED[..3]),
+    let (default, allowed): (_, &[TaskState]) = match kind {
+        BulkKind::Act(BulkAction::Resubmit) => (TaskState::Error, &[TaskState::Error]),
+        BulkKind::Act(BulkAction::Cancel) => (TaskState::Processing, &LISTED[..3]),
         // A paused task with no step out waits Pending for its resumption.
-        BulkAction::Pause => (TaskState::Processing, &LISTED[..2]),
-        BulkAction::Resume => (TaskState::Pending, &LISTED[..2]),
+        BulkKind::Act(BulkAction::Pause) => (TaskState::Processing, &LISTED[..2]),
+        BulkKind::Act(BulkAction::Resume) => (TaskState::Pending, &LISTED[..2]),
+        BulkKind::Repair => (TaskState::Error, &[TaskState::Error, TaskState::Processed]),
     };
     let state = match body.state {
         Some(state) => parse_state(state.as_str(), "state", allowed, "").map_err(|e| ApiError {
@@ -111,6 +125,7 @@ pub(crate) async fn bulk(
     let filter = Filter {
         state,
         workflow: body.workflow,
+        version: body.version,
         created_after: time("created_after", &body.created_after)?,
         created_before: time("created_before", &body.created_before)?,
         error_contains: body.error_contains,
@@ -135,10 +150,19 @@ pub(crate) async fn bulk(
         pace,
     };
     request.batch = Some(body.batch.clone());
-    let report = app
-        .bulk(action, &filter, &page, &request)
-        .await
-        .map_err(invalid_cursor)?;
+    let report = match kind {
+        BulkKind::Act(action) => {
+            if let Some(field) = body.repair.given() {
+                return Err(invalid(field, "only a bulk repair takes it".into()));
+            }
+            app.bulk(action, &filter, &page, &request).await
+        }
+        BulkKind::Repair => {
+            let repair = repair_of(request, body.repair)?;
+            app.bulk_repair(&filter, &page, &repair).await
+        }
+    }
+    .map_err(invalid_cursor)?;
     let view = BulkView {
         batch: body.batch,
         report,

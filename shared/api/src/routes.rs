@@ -10,7 +10,9 @@ use sas_domain::task::{Caller as WaitEndedBy, Request};
 use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::execution::execution;
-use crate::operator::{bulk, dead_letter_queues, dead_letters, redrive, repair, services};
+use crate::operator::{
+    BulkKind, bulk, dead_letter_queues, dead_letters, redrive, repair, services,
+};
 use crate::scope::Scope;
 use crate::stepfunctions::{self, OPERATOR_PATH, TARGET_PREFIX};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
@@ -34,7 +36,7 @@ pub(crate) enum Action {
     Complete,
     Callback,
     Heartbeat,
-    Bulk(BulkAction),
+    Bulk(BulkKind),
     Workflows,
     Me,
     Services,
@@ -168,10 +170,11 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/operator/tasks/{id}/pause", Action::Pause, "Start no new step of any task until it is resumed"),
     Route::new("POST", "/operator/tasks/{id}/resume", Action::Resume, "Go on with any paused task where it stopped"),
     Route::new("POST", "/operator/tasks/{id}/steps/{step}/complete", Action::Complete, "End any task's step's wait for its callback, without the token"),
-    Route::new("POST", "/operator/bulk/resubmit", Action::Bulk(BulkAction::Resubmit), "Resubmit the tasks in Error a filter matches, a page per call"),
-    Route::new("POST", "/operator/bulk/cancel", Action::Bulk(BulkAction::Cancel), "Cancel the running tasks a filter matches, a page per call"),
-    Route::new("POST", "/operator/bulk/pause", Action::Bulk(BulkAction::Pause), "Pause the running tasks a filter matches, a page per call"),
-    Route::new("POST", "/operator/bulk/resume", Action::Bulk(BulkAction::Resume), "Resume the paused tasks a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/resubmit", Action::Bulk(BulkKind::Act(BulkAction::Resubmit)), "Resubmit the tasks in Error a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/cancel", Action::Bulk(BulkKind::Act(BulkAction::Cancel)), "Cancel the running tasks a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/pause", Action::Bulk(BulkKind::Act(BulkAction::Pause)), "Pause the running tasks a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/resume", Action::Bulk(BulkKind::Act(BulkAction::Resume)), "Resume the paused tasks a filter matches, a page per call"),
+    Route::new("POST", "/operator/bulk/repair", Action::Bulk(BulkKind::Repair), "Repair the tasks in Error (or Processed) a filter matches, each as the patches say, a page per call"),
     Route::new("GET", "/operator/services", Action::Services, "The services the workflows call, what limits their calls, and each limit's calls in flight and waiting now"),
     Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
@@ -288,7 +291,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
                 .await?;
             Ok(ApiResponse::accepted(&task, scope.view()))
         }
-        Action::Bulk(action) => bulk(app, action, now(), request.body).await,
+        Action::Bulk(kind) => bulk(app, kind, now(), request.body).await,
         Action::Workflows => Ok(workflows(app)),
         Action::Me => Ok(ApiResponse::ok(200, &me(request.caller))),
         Action::Services => services(app, request.query).await,

@@ -66,6 +66,8 @@ pub struct Filter {
     pub state: TaskState,
     /// Their workflow's name, if it matters.
     pub workflow: Option<String>,
+    /// Their workflow's version, if it matters.
+    pub version: Option<u32>,
     /// Submitted at or after this.
     pub created_after: Option<Timestamp>,
     /// Submitted before this.
@@ -83,6 +85,7 @@ impl Filter {
                 .workflow
                 .as_ref()
                 .is_none_or(|w| *w == task.workflow.name)
+            && self.version.is_none_or(|v| v == task.workflow.version)
             && self.created_after.is_none_or(|at| task.created_at >= at)
             && self.created_before.is_none_or(|at| task.created_at < at)
             && self.error_contains.as_ref().is_none_or(|text| {
@@ -115,6 +118,12 @@ pub struct BulkReport {
     pub taken: usize,
     /// Taken by this batch already, or no longer in a state the action applies to.
     pub skipped: usize,
+    /// Refused for what the action would do to them (a repair that would have a
+    /// step act twice, say): see `refusal`.
+    pub refused: usize,
+    /// Why the first task refused was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// Not taken because the backend failed: run the action again to take them.
     pub failed: usize,
     /// The cursor to continue from (`after`); null once the listing is done.
@@ -241,6 +250,56 @@ impl App {
         page: &BulkPage,
         request: &Request,
     ) -> Result<BulkReport, StoreError> {
+        let applies = |task: &Task| action.applies_to(task);
+        self.take_page(filter, page, applies, |id: TaskId| async move {
+            match action {
+                BulkAction::Resubmit => {
+                    let resubmit = Resubmit {
+                        request: request.clone(),
+                        input: None,
+                    };
+                    self.resubmit(&id, resubmit).await
+                }
+                BulkAction::Cancel => self.cancel(&id, request.clone()).await,
+                BulkAction::Pause => self.pause(&id, request.clone()).await,
+                BulkAction::Resume => self.resume(&id, request.clone()).await,
+            }
+        })
+        .await
+    }
+
+    /// A bulk repair, one page of it: [`App::bulk`], each task that matches the
+    /// filter repaired as `repair` says ([`App::repair`]), in its request's batch.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the listing fails; a task that fails is counted, not an error.
+    pub async fn bulk_repair(
+        &self,
+        filter: &Filter,
+        page: &BulkPage,
+        repair: &Repair,
+    ) -> Result<BulkReport, StoreError> {
+        self.take_page(
+            filter,
+            page,
+            |_| true,
+            |id: TaskId| async move { self.repair(&id, repair.clone()).await },
+        )
+        .await
+    }
+
+    /// Lists a page of the tasks in the filter's state and takes (`act` on) each that
+    /// matches the filter and `applies`, one every `page.pace`, counting how each went.
+    async fn take_page<Taken>(
+        &self,
+        filter: &Filter,
+        page: &BulkPage,
+        applies: impl Fn(&Task) -> bool,
+        act: impl Fn(TaskId) -> Taken,
+    ) -> Result<BulkReport, StoreError>
+    where
+        Taken: Future<Output = Result<Task, ActionError>>,
+    {
         let listed = self
             .store
             .list(filter.state, page.limit, page.after.as_deref())
@@ -253,25 +312,17 @@ impl App {
         for task in listed
             .tasks
             .iter()
-            .filter(|t| filter.matches(t) && action.applies_to(t))
+            .filter(|t| filter.matches(t) && applies(t))
         {
             report.matched += 1;
-            let acted = match action {
-                BulkAction::Resubmit => {
-                    let resubmit = Resubmit {
-                        request: request.clone(),
-                        input: None,
-                    };
-                    self.resubmit(&task.id, resubmit).await
-                }
-                BulkAction::Cancel => self.cancel(&task.id, request.clone()).await,
-                BulkAction::Pause => self.pause(&task.id, request.clone()).await,
-                BulkAction::Resume => self.resume(&task.id, request.clone()).await,
-            };
-            match acted {
+            match act(task.id.clone()).await {
                 Ok(_) => {
                     report.taken += 1;
                     self.clock.sleep(page.pace).await;
+                }
+                Err(ActionError::Refused(refused)) if !refused.moved_on() => {
+                    report.refused += 1;
+                    report.refusal.get_or_insert_with(|| refused.to_string());
                 }
                 Err(ActionError::Refused(_) | ActionError::NotFound(_)) => report.skipped += 1,
                 Err(ActionError::Task(error)) => {

@@ -118,6 +118,25 @@ pub enum Refused {
     NothingToRunAgain,
 }
 
+impl Refused {
+    /// Whether the task is not, or no longer, one the action takes (it has moved on,
+    /// or the batch took it already), rather than refused for what the action would do
+    /// to it: a bulk action passes over the first and reports the second.
+    #[must_use]
+    pub fn moved_on(&self) -> bool {
+        matches!(
+            self,
+            Self::NotInError(_)
+                | Self::Ended(..)
+                | Self::TakenByBatch(_)
+                | Self::RunByItsParent(_)
+                | Self::Undoing
+                | Self::NotRepairable(_)
+                | Self::StillRunning(_)
+        )
+    }
+}
+
 /// A resubmission: who asks, and the new input, if it has one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resubmit {
