@@ -5,6 +5,7 @@
 mod bulk;
 mod client;
 mod execution;
+mod moving;
 mod render;
 mod repair;
 
@@ -55,8 +56,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: submit, list, show, execution, watch, children, resubmit, repair, cancel,
-    /// pause, resume, complete.
+    /// Tasks: submit, list, show, execution, watch, children, resubmit, repair, move,
+    /// cancel, pause, resume, complete.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -71,6 +72,14 @@ enum Command {
         bulk: bulk::Bulk,
         #[command(flatten)]
         patches: repair::Patches,
+    },
+    /// Move every task a filter matches (Processing by default; Pending or Error with
+    /// --state) onto another version of its workflow, paced, under a batch.
+    MoveAll {
+        #[command(flatten)]
+        bulk: bulk::Bulk,
+        #[command(flatten)]
+        target: moving::Target,
     },
     /// Pause every running task a filter matches (Processing by default), paced.
     PauseAll(bulk::Bulk),
@@ -171,6 +180,9 @@ enum Tasks {
     /// Patches a task's input or its steps' outputs, or runs it again from a step,
     /// and goes on in a new run: the steps whose work did not change are kept.
     Repair(repair::Repair),
+    /// Moves a task onto another version of its workflow, each step carried to the
+    /// step it maps to.
+    Move(moving::Move),
     /// Stops a task and undoes its done steps.
     Cancel { id: String },
     /// Starts no new step of a task until it is resumed; its running step finishes.
@@ -372,6 +384,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             });
         }
         Command::Tasks(Tasks::Repair(repair)) => repair.run(&api, cli.json).await?,
+        Command::Tasks(Tasks::Move(moving)) => moving.run(&api, cli.json).await?,
         Command::Tasks(Tasks::Cancel { id: task }) => {
             act(&api, tasks, &task, "cancel", cli.json).await?
         }
@@ -422,6 +435,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Redrive(bulk) => bulk::run(&api, "resubmit", bulk, Map::new(), cli.json).await?,
         Command::CancelAll(bulk) => bulk::run(&api, "cancel", bulk, Map::new(), cli.json).await?,
+        Command::MoveAll { bulk, target } => {
+            bulk::run(&api, "move", bulk, target.fields("to_version")?, cli.json).await?
+        }
         Command::RepairAll { bulk, patches } => {
             bulk::run(&api, "repair", bulk, patches.fields()?, cli.json).await?
         }
@@ -547,6 +563,7 @@ fn past_tense(action: &str) -> &'static str {
         "pause" => "paused",
         "resume" => "resumed",
         "repair" => "repaired",
+        "move" => "moved",
         _ => "resubmitted",
     }
 }

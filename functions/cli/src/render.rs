@@ -425,6 +425,12 @@ fn describe(event: &Value, steps: &[Value]) -> String {
             None => format!("{}'s timer ended", name(event, steps)),
         },
         "resubmitted" => format!("resubmitted: run {}", event["run"]),
+        "moved" => format!(
+            "moved by {} from version {} to {}",
+            text(&event["by"]),
+            event["from_version"],
+            event["to_version"]
+        ),
         "repaired" => match event["reason"].as_str() {
             Some(why) => format!(
                 "repaired by {}: run {} ({why})",

@@ -617,6 +617,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/tasks/{id}/execution", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/repair", operator, operatorScopes);
+    route(POST, "/operator/tasks/{id}/move", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/cancel", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/pause", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resume", operator, operatorScopes);
@@ -626,6 +627,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/operator/bulk/pause", operator, operatorScopes);
     route(POST, "/operator/bulk/resume", operator, operatorScopes);
     route(POST, "/operator/bulk/repair", operator, operatorScopes);
+    route(POST, "/operator/bulk/move", operator, operatorScopes);
     route(GET, "/operator/services", operator, operatorScopes);
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);

@@ -74,6 +74,20 @@ pub struct RepairBody {
     pub(crate) dry_run: bool,
 }
 
+impl BulkBody {
+    /// The first field of an action other than `kind` given, if any.
+    pub(crate) fn foreign_field(&self, repair: bool, moving: bool) -> Option<&'static str> {
+        let moves = [
+            ("to_version", self.to_version.is_some()),
+            ("renamed", !self.renamed.is_empty()),
+        ];
+        let repairs = self.repair.given().map(|field| (field, true));
+        (repairs.filter(|_| !repair).into_iter())
+            .chain(moves.into_iter().filter(|_| !moving))
+            .find_map(|(field, given)| given.then_some(field))
+    }
+}
+
 impl Patches {
     /// The first field given, if any.
     pub(crate) fn given(&self) -> Option<&'static str> {
@@ -145,6 +159,28 @@ pub struct BulkBody {
     /// A bulk repair's: what each task's repair says, as [`RepairBody`] has it.
     #[serde(flatten)]
     pub(crate) repair: Patches,
+    /// A bulk move's: the version each task moves to.
+    #[serde(default)]
+    pub(crate) to_version: Option<u32>,
+    /// A bulk move's: the steps the new version names otherwise, as [`MoveBody`]
+    /// has them.
+    #[serde(default)]
+    pub(crate) renamed: BTreeMap<String, String>,
+}
+
+/// A move onto another version of the task's workflow.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveBody {
+    /// The version to move to.
+    pub(crate) version: u32,
+    /// The steps of the task's version that the new one names otherwise: old name to
+    /// new. A step not named keeps its name.
+    #[serde(default)]
+    pub(crate) renamed: BTreeMap<String, String>,
+    /// Answer what would become of each step, and move nothing.
+    #[serde(default)]
+    pub(crate) dry_run: bool,
 }
 
 /// What a repair says of a task, beside the task: patches of its input and of its

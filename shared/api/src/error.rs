@@ -233,7 +233,8 @@ impl From<ActionError> for ApiError {
                     | Refused::StillRunning(_)
                     | Refused::MachineRepair
                     | Refused::ChangedInPlace(_)
-                    | Refused::NothingToRunAgain => Self::new(ErrorCode::Conflict, message),
+                    | Refused::NothingToRunAgain
+                    | Refused::CannotMove(_) => Self::new(ErrorCode::Conflict, message),
                     Refused::RunsAgain(step) => {
                         Self::new(ErrorCode::Conflict, message).on(&format!("outputs.{step}"))
                     }

@@ -79,6 +79,15 @@ pub enum HappenedView {
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// Someone moved it onto another version of its workflow.
+    Moved {
+        /// The version it was on.
+        from_version: u32,
+        /// The version it is on.
+        to_version: u32,
+        /// Who.
+        by: Actor,
+    },
     /// It entered a state; its caller, if it named a queue, was told.
     State {
         /// The state.
@@ -168,6 +177,15 @@ impl EventView {
             Happened::Cancelled { by } => HappenedView::Cancelled { by },
             Happened::Resubmitted { run } => HappenedView::Resubmitted { run },
             Happened::Repaired { run, by, reason } => HappenedView::Repaired { run, by, reason },
+            Happened::Moved {
+                from_version,
+                to_version,
+                by,
+            } => HappenedView::Moved {
+                from_version,
+                to_version,
+                by,
+            },
             Happened::State { state } => HappenedView::State { state },
             Happened::Refused => HappenedView::Refused,
             Happened::Skipped { step } => HappenedView::Skipped { step },

@@ -29,7 +29,8 @@ use sas_domain::task::Task;
 use crate::routes::route;
 
 pub use bodies::{
-    BatchBody, BulkBody, CallbackBody, EmptyBody, RedriveBody, RepairBody, ResubmitBody, SubmitBody,
+    BatchBody, BulkBody, CallbackBody, EmptyBody, MoveBody, RedriveBody, RepairBody, ResubmitBody,
+    SubmitBody,
 };
 pub use error::{ApiError, ErrorCode, ErrorView};
 pub use openapi::document;

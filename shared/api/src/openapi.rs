@@ -7,7 +7,7 @@ use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 
 use super::execution::ExecutionView;
-use super::operator::RepairPlanView;
+use super::operator::{MovePlanView, RepairPlanView};
 use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
@@ -15,8 +15,8 @@ use super::view::{
     DeadLettersView, MeView, PageView, RedriveView, ServicesView, TaskView, WorkflowsView,
 };
 use super::{
-    BatchBody, BulkBody, CallbackBody, EmptyBody, ErrorView, MAX_PAGE, ROUTES, RedriveBody,
-    RepairBody, ResubmitBody, Route, SubmitBody,
+    BatchBody, BulkBody, CallbackBody, EmptyBody, ErrorView, MAX_PAGE, MoveBody, ROUTES,
+    RedriveBody, RepairBody, ResubmitBody, Route, SubmitBody,
 };
 
 /// The document: every route of [`ROUTES`], and nothing else.
@@ -102,6 +102,12 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             202,
             task_or::<RepairPlanView>(generator),
             Some(generator.subschema_for::<RepairBody>()),
+        ),
+        // A dry run answers what would be done.
+        Action::Move => (
+            202,
+            task_or::<MovePlanView>(generator),
+            Some(generator.subschema_for::<MoveBody>()),
         ),
         Action::Cancel | Action::Pause | Action::Resume => (
             202,

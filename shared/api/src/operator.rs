@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use sas_core::app::{App, BulkAction, BulkPage, Filter};
 use sas_core::ports::DeadLetters;
-use sas_domain::decide::{Repair, RepairPlan};
+use sas_domain::decide::{Move, MovePlan, Repair, RepairPlan};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_ERROR_TEXT;
 use sas_domain::task::{Request, TaskState};
 use sas_domain::time::Timestamp;
 
-use crate::bodies::{BulkBody, Patches, RedriveBody, RepairBody, parse_json};
+use crate::bodies::{BulkBody, MoveBody, Patches, RedriveBody, RepairBody, parse_json};
 use crate::error::{ApiError, ErrorCode, decoded, query_pairs, unknown_parameter};
 use crate::tasks::{LISTED, invalid_cursor, parse_state};
 use crate::view::{
@@ -69,6 +69,35 @@ fn repair_of(request: Request, patches: Patches) -> Result<Repair, ApiError> {
 pub(crate) enum BulkKind {
     Act(BulkAction),
     Repair,
+    Move,
+}
+
+/// `POST /operator/tasks/{id}/move`: the task as the move left it, or, for a dry
+/// run, what it would do.
+pub(crate) async fn move_task(
+    app: &App,
+    id: &TaskId,
+    request: Request,
+    body: &[u8],
+) -> Result<ApiResponse, ApiError> {
+    let body: MoveBody = parse_json(body, false)?;
+    let moving = Move {
+        request,
+        renamed: body.renamed,
+    };
+    if body.dry_run {
+        let plan = app.plan_move(id, body.version, &moving).await?;
+        return Ok(ApiResponse::ok(200, &MovePlanView { plan }));
+    }
+    let task = app.move_task(id, body.version, moving).await?;
+    Ok(ApiResponse::accepted(&task, View::Operator))
+}
+
+/// What a move would do, step by step: a dry run's answer.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct MovePlanView {
+    /// What becomes of each step.
+    pub plan: MovePlan,
 }
 
 /// What a repair would do, step by step: a dry run's answer.
@@ -99,6 +128,13 @@ pub(crate) async fn bulk(
             "must be 1 to 64 letters, digits, '-', '_' or '.'".into(),
         ));
     }
+    let foreign = body.foreign_field(kind == BulkKind::Repair, kind == BulkKind::Move);
+    if let Some(field) = foreign {
+        return Err(invalid(
+            field,
+            "another bulk action's: this one does not take it".into(),
+        ));
+    }
     let (default, allowed): (_, &[TaskState]) = match kind {
         BulkKind::Act(BulkAction::Resubmit) => (TaskState::Error, &[TaskState::Error]),
         BulkKind::Act(BulkAction::Cancel) => (TaskState::Processing, &LISTED[..3]),
@@ -106,6 +142,10 @@ pub(crate) async fn bulk(
         BulkKind::Act(BulkAction::Pause) => (TaskState::Processing, &LISTED[..2]),
         BulkKind::Act(BulkAction::Resume) => (TaskState::Pending, &LISTED[..2]),
         BulkKind::Repair => (TaskState::Error, &[TaskState::Error, TaskState::Processed]),
+        BulkKind::Move => (
+            TaskState::Processing,
+            &[TaskState::Pending, TaskState::Processing, TaskState::Error],
+        ),
     };
     let state = match body.state {
         Some(state) => parse_state(state.as_str(), "state", allowed, "").map_err(|e| ApiError {
@@ -151,15 +191,19 @@ pub(crate) async fn bulk(
     };
     request.batch = Some(body.batch.clone());
     let report = match kind {
-        BulkKind::Act(action) => {
-            if let Some(field) = body.repair.given() {
-                return Err(invalid(field, "only a bulk repair takes it".into()));
-            }
-            app.bulk(action, &filter, &page, &request).await
-        }
+        BulkKind::Act(action) => app.bulk(action, &filter, &page, &request).await,
         BulkKind::Repair => {
             let repair = repair_of(request, body.repair)?;
             app.bulk_repair(&filter, &page, &repair).await
+        }
+        BulkKind::Move => {
+            let to =
+                (body.to_version).ok_or_else(|| invalid("to_version", "is required".into()))?;
+            let moving = Move {
+                request,
+                renamed: body.renamed,
+            };
+            app.bulk_move(&filter, &page, to, &moving).await
         }
     }
     .map_err(invalid_cursor)?;

@@ -11,7 +11,7 @@ use crate::bodies::{CallbackBody, EmptyBody, ResubmitBody, parse_json};
 use crate::error::{ApiError, ErrorCode, query_pairs, unknown_parameter};
 use crate::execution::execution;
 use crate::operator::{
-    BulkKind, bulk, dead_letter_queues, dead_letters, redrive, repair, services,
+    BulkKind, bulk, dead_letter_queues, dead_letters, move_task, redrive, repair, services,
 };
 use crate::scope::Scope;
 use crate::stepfunctions::{self, OPERATOR_PATH, TARGET_PREFIX};
@@ -30,6 +30,7 @@ pub(crate) enum Action {
     Execution,
     Resubmit,
     Repair,
+    Move,
     Cancel,
     Pause,
     Resume,
@@ -166,6 +167,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/operator/tasks/{id}/execution", Action::Execution, "Any state machine's task as its state graph"),
     Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
     Route::new("POST", "/operator/tasks/{id}/repair", Action::Repair, "Patch a task's input or its steps' outputs, or name a step to run again from, and go on in a new run; or see what would run again"),
+    Route::new("POST", "/operator/tasks/{id}/move", Action::Move, "Move a task onto another version of its workflow, each step carried to the step it maps to; or see what would become of each"),
     Route::new("POST", "/operator/tasks/{id}/cancel", Action::Cancel, "Stop any task after its running step and undo its done steps"),
     Route::new("POST", "/operator/tasks/{id}/pause", Action::Pause, "Start no new step of any task until it is resumed"),
     Route::new("POST", "/operator/tasks/{id}/resume", Action::Resume, "Go on with any paused task where it stopped"),
@@ -175,6 +177,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/operator/bulk/pause", Action::Bulk(BulkKind::Act(BulkAction::Pause)), "Pause the running tasks a filter matches, a page per call"),
     Route::new("POST", "/operator/bulk/resume", Action::Bulk(BulkKind::Act(BulkAction::Resume)), "Resume the paused tasks a filter matches, a page per call"),
     Route::new("POST", "/operator/bulk/repair", Action::Bulk(BulkKind::Repair), "Repair the tasks in Error (or Processed) a filter matches, each as the patches say, a page per call"),
+    Route::new("POST", "/operator/bulk/move", Action::Bulk(BulkKind::Move), "Move the tasks a filter matches onto another version of their workflow, a page per call"),
     Route::new("GET", "/operator/services", Action::Services, "The services the workflows call, what limits their calls, and each limit's calls in flight and waiting now"),
     Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
@@ -269,6 +272,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
             Ok(ApiResponse::accepted(&task, scope.view()))
         }
         Action::Repair => repair(app, &scope.id(named)?, now(), request.body).await,
+        Action::Move => move_task(app, &scope.id(named)?, now(), request.body).await,
         Action::Cancel | Action::Pause | Action::Resume => {
             let _: EmptyBody = parse_json(request.body, true)?;
             let id = scope.id(named)?;

@@ -6,9 +6,11 @@ use std::time::Duration;
 use tracing::warn;
 
 use crate::ports::{Chain, StoreError};
-use sas_domain::decide::{self, Decision, Refused, Repair, RepairPlan, Resubmit};
+use sas_domain::decide::{self, Decision, Move, MovePlan, Refused, Repair, RepairPlan, Resubmit};
 use sas_domain::ids::TaskId;
-use sas_domain::task::{Order, Request, Task, TaskState};
+use std::sync::Arc;
+
+use sas_domain::task::{Order, Request, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
@@ -170,6 +172,53 @@ impl App {
         Ok(decide::plan_repair(&task, &workflow, &order, repair)?)
     }
 
+    /// An operator moves task `id` onto version `to` of its workflow
+    /// ([`decide::move_task`]).
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task or the version is missing, or the move refused.
+    pub async fn move_task(&self, id: &TaskId, to: u32, moving: Move) -> Result<Task, ActionError> {
+        let to = self.version_of(id, to).await?;
+        self.act(id, |task, from, order, now| {
+            decide::move_task(task, (from, &to), order, moving.clone(), now)
+        })
+        .await
+    }
+
+    /// What [`App::move_task`] would do to each step of task `id`, without doing it.
+    ///
+    /// # Errors
+    /// [`ActionError`] when the task or the version is missing, or the move would be
+    /// refused.
+    pub async fn plan_move(
+        &self,
+        id: &TaskId,
+        to: u32,
+        moving: &Move,
+    ) -> Result<MovePlan, ActionError> {
+        let to = self.version_of(id, to).await?;
+        let (task, order) = (self.store.task_with_order(id).await?)
+            .ok_or_else(|| ActionError::NotFound(id.clone()))?;
+        let from = self.workflow(&task.workflow).await?;
+        Ok(decide::plan_move(&task, (&from, &to), &order, moving)?)
+    }
+
+    /// Version `version` of task `id`'s workflow (shipped, or stored).
+    async fn version_of(&self, id: &TaskId, version: u32) -> Result<Arc<Workflow>, ActionError> {
+        let task = (self.store.task(id).await?).ok_or_else(|| ActionError::NotFound(id.clone()))?;
+        let reference = WorkflowRef {
+            version,
+            ..task.workflow
+        };
+        match self.workflow(&reference).await {
+            Err(TaskError::UnknownWorkflow(name, version)) => Err(Refused::CannotMove(format!(
+                "workflow '{name}' has no version {version}"
+            ))
+            .into()),
+            other => Ok(other?),
+        }
+    }
+
     /// The owner or an operator asks a task to stop and undo what it did
     /// ([`decide::cancel`]); asking again answers the task as it is.
     ///
@@ -285,6 +334,25 @@ impl App {
             |_| true,
             |id: TaskId| async move { self.repair(&id, repair.clone()).await },
         )
+        .await
+    }
+
+    /// A bulk move, one page of it: [`App::bulk`], each task that matches the filter
+    /// and is not on version `to` moved onto it ([`App::move_task`]).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the listing fails; a task that fails is counted, not an error.
+    pub async fn bulk_move(
+        &self,
+        filter: &Filter,
+        page: &BulkPage,
+        to: u32,
+        moving: &Move,
+    ) -> Result<BulkReport, StoreError> {
+        let elsewhere = |task: &Task| task.workflow.version != to;
+        self.take_page(filter, page, elsewhere, |id: TaskId| async move {
+            self.move_task(&id, to, moving.clone()).await
+        })
         .await
     }
 

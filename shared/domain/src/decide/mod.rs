@@ -25,6 +25,7 @@ use crate::time::Timestamp;
 
 pub(crate) mod change;
 mod delivery;
+mod migrate;
 mod operator;
 pub mod repair;
 pub(crate) mod steps;
@@ -41,6 +42,7 @@ pub use delivery::{
     ALERT_REDELIVERY, MAX_ALERT_REDELIVERY, MAX_NOTIFICATION_AGE, MAX_OUTBOX, alert_published,
     callback_waits, notifications_sent,
 };
+pub use migrate::{Move, MovePlan, MovedStep, move_task, plan_move};
 pub use operator::{Refused, Resubmit, cancel, resubmit, stop_execution};
 pub use repair::{Repair, RepairPlan, plan_repair, repair};
 pub use steps::on_run;
@@ -223,6 +225,8 @@ pub enum Verdict {
     Resubmitted,
     /// An operator repaired a task.
     Repaired,
+    /// An operator moved a task onto another version of its workflow.
+    Moved,
     /// A task was asked to stop: it compensates once the calls it has out are done.
     CancelRequested,
     /// A task asked to stop already: nothing more to do.
@@ -293,6 +297,7 @@ impl Verdict {
             Self::AlertPublished => "alert published",
             Self::Resubmitted => "resubmitted",
             Self::Repaired => "repaired",
+            Self::Moved => "moved",
             Self::CancelRequested => "cancel requested",
             Self::CancelledAlready => "cancelled already",
             Self::ChildrenWatched => "children watched",

@@ -111,6 +111,9 @@ pub enum Refused {
         .0.join(", ")
     )]
     ChangedInPlace(Vec<String>),
+    /// A move to another version that cannot be made safe: which step, and why.
+    #[error("the task cannot move: {0}")]
+    CannotMove(String),
     /// A repair of a Processed task that changes nothing any step reads.
     #[error(
         "the repair changes nothing any step reads and names no step to run from: no step would run again"

@@ -119,6 +119,10 @@ impl Kind for WaitStep {
         Reads::default()
     }
 
+    fn service(&self) -> Option<&str> {
+        None
+    }
+
     fn view(&self) -> KindView {
         KindView::Wait(WaitView {
             callback: CallbackView::of(&self.callback),

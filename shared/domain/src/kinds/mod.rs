@@ -77,6 +77,14 @@ impl StepKind {
     pub fn summary(&self) -> Summary {
         self.kind().summary()
     }
+
+    /// Whether `other` does the same kind of work at the same place (the same service,
+    /// or the same child workflow): what a started step may be moved onto.
+    #[must_use]
+    pub fn same_work(&self, other: &Self) -> bool {
+        let (one, two) = (self.kind(), other.kind());
+        one.summary().kind == two.summary().kind && one.service() == two.service()
+    }
 }
 
 /// A step's kind, what it does and what undoes it, in a few words: what a console or
@@ -122,6 +130,11 @@ pub(crate) trait Kind {
     /// What of its task's data its work is made of: what a repair compares to tell
     /// whether the step must run again.
     fn reads(&self) -> Reads<'_>;
+
+    /// Where its work goes: its call's service, or its children's workflow; none for
+    /// a timer or a wait. A task moved to another version keeps a started step on a
+    /// step of the same kind that sends its work to the same place.
+    fn service(&self) -> Option<&str>;
 
     /// What a caller sees of its settings.
     fn view(&self) -> KindView;

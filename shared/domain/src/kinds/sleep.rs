@@ -118,6 +118,10 @@ impl Kind for SleepStep {
         }
     }
 
+    fn service(&self) -> Option<&str> {
+        None
+    }
+
     fn view(&self) -> KindView {
         KindView::Sleep(match self {
             Self::For(duration) => SleepView {

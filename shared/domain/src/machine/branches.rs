@@ -62,6 +62,10 @@ impl Kind for BranchesStep {
         Reads::EVERYTHING
     }
 
+    fn service(&self) -> Option<&str> {
+        None
+    }
+
     fn view(&self) -> KindView {
         KindView::Branches(BranchesView {
             state_type: self.state_type,

@@ -79,6 +79,15 @@ pub enum Happened {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// Someone moved it onto another version of its workflow.
+    Moved {
+        /// The version it was on.
+        from_version: u32,
+        /// The version it is on.
+        to_version: u32,
+        /// Who.
+        by: Actor,
+    },
     /// It entered a state; its caller, if it named a queue, was told.
     State {
         /// The state.

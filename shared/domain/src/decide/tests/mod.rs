@@ -18,6 +18,7 @@ mod children;
 mod conditions;
 mod delivery;
 mod flow;
+mod migrate;
 mod operator;
 mod parallel;
 mod pauses;

@@ -123,6 +123,10 @@ impl Kind for CallStep {
         }
     }
 
+    fn service(&self) -> Option<&str> {
+        Some(&self.agent)
+    }
+
     fn view(&self) -> KindView {
         KindView::Call(Box::new(CallView {
             agent: self.agent.clone(),

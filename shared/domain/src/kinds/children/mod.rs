@@ -128,6 +128,10 @@ impl Kind for ChildrenStep {
         reads
     }
 
+    fn service(&self) -> Option<&str> {
+        Some(&self.workflow)
+    }
+
     fn view(&self) -> KindView {
         let input = self.input.as_ref().map(super::sources);
         match &self.items {
