@@ -45,6 +45,7 @@ mod generated;
 mod machine;
 mod queues;
 mod remote;
+mod repairs;
 mod setup;
 mod store;
 mod transitions;

@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use sas_core::clock::Clock;
 use sas_domain::decide::Resubmit;
-use sas_domain::ids::{CHILD_SEPARATOR, QueueName, TaskId};
+use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::submission::Submission;
-use sas_domain::task::{Actor, Request, StepState, Task, TaskState};
+use sas_domain::task::{Actor, Request, Task, TaskState};
 use sas_domain::time::Timestamp;
 use serde_json::{Value, json};
 
 use super::machine::MACHINE;
-use super::remote::Applied;
 use super::{CALLERS, Sim};
 
 impl Sim {
@@ -108,14 +107,7 @@ impl Sim {
             .entry("operator resubmit")
             .or_default() += 1;
         self.resubmitted.insert(task.id.to_string());
-        if self.world.chance(0.5) {
-            // The operator fixed the cause.
-            self.remote
-                .doomed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .retain(|(t, _)| t != task.id.as_str());
-        }
+        self.prepare_to_run_again(task);
         // Half the time with an edited input: each of its text fields changed.
         let input = self.world.chance(0.5).then(|| {
             let (_, request) = self
@@ -131,34 +123,6 @@ impl Sim {
             }
             input
         });
-        // The operator undoes by hand the steps whose compensation failed, as the
-        // alerts ask: the task's, and its children's, which run again with it.
-        let family = format!("{}{CHILD_SEPARATOR}", task.id);
-        for member in self.memory.tasks() {
-            if member.id != task.id && !member.id.as_str().starts_with(&family) {
-                continue;
-            }
-            let workflow = self
-                .workflows
-                .version(&member.workflow.name, member.workflow.version)
-                .expect("workflow");
-            for (step, definition) in member.steps.iter().zip(&workflow.steps) {
-                let Some(call) = definition.call() else {
-                    continue;
-                };
-                if step.state == StepState::CompensationFailed {
-                    let key = format!("{}/{}/{}/compensate", member.id, step.key_run, step.name);
-                    self.remote.applied().insert(
-                        (call.agent.clone(), key),
-                        Applied {
-                            task: member.id.to_string(),
-                            step: step.name.clone(),
-                            compensation: true,
-                        },
-                    );
-                }
-            }
-        }
         let resubmit = Resubmit {
             request: self.request(Actor::Operator),
             input,
@@ -273,6 +237,8 @@ impl Sim {
             85..89 => self.resubmit_one().await,
             92..95 => self.cancel_one().await,
             95..97 => self.redrive_ingest().await,
+            97..99 => self.repair_one().await,
+            99 => self.ship_or_move_one().await,
             30..32 => self.use_a_token(true).await,
             32..33 => self.poll_an_activity().await,
             33..34 => self.complete_a_step().await,

@@ -50,6 +50,9 @@ impl FaultyStore {
                 .insert((new.id.to_string(), old.run));
         }
         self.check_children(old, new, &workflow);
+        // Step by step, a transition is compared with the one before on the same
+        // version: a move carries steps to other places.
+        let old = old.filter(|o| o.workflow == new.workflow);
         if let Some(old) = old.filter(|o| o.cancelled.is_some() && o.run == new.run) {
             if new.state == TaskState::Processed {
                 self.world
@@ -182,7 +185,8 @@ impl FaultyStore {
 
     /// The order of one transition's calls and compensations: a step is called only
     /// once the steps it waits for are Processed (or Skipped), and not while the task is being
-    /// undone; a step is undone only once every step done after it is (branches undo
+    /// undone (but as a repair's rewind ends); a step is undone only once every step
+    /// done after it is, among those a repair undoes if it is one (branches undo
     /// in the reverse of the order their effects came to be in place), and no call
     /// is out; a call waiting for its retry is not sent before its time.
     fn check_order(&self, old: &Task, new: &Task, workflow: &Workflow) {
@@ -201,7 +205,11 @@ impl FaultyStore {
                         new.id, is.name
                     ));
                 }
-                if old.state == TaskState::Compensating {
+                // A repair's rewind, its steps undone, runs the task forward.
+                let rewound = !old.rewind.is_empty()
+                    && new.rewind.is_empty()
+                    && new.state == TaskState::Processing;
+                if old.state == TaskState::Compensating && !rewound {
                     self.world.violation(format!(
                         "task {} called {} while being undone",
                         new.id, is.name
@@ -219,12 +227,21 @@ impl FaultyStore {
                 }
             }
             if sent(StepState::Compensating) {
+                // A repair undoes the steps it runs again, and no other.
+                let rewinding = &new.rewind;
+                if !rewinding.is_empty() && !rewinding.contains(&is.name) {
+                    self.world.violation(format!(
+                        "task {} undid {}, which its repair keeps",
+                        new.id, is.name
+                    ));
+                }
                 let later: Vec<&str> = new
                     .steps
                     .iter()
                     .zip(&workflow.steps)
                     .filter(|(other, definition)| {
                         other.done_order > is.done_order
+                            && (rewinding.is_empty() || rewinding.contains(&other.name))
                             && definition.can_be_undone()
                             && matches!(
                                 other.state,
