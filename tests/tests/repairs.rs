@@ -314,3 +314,42 @@ async fn a_bulk_repair_takes_each_task_a_filter_names_once_and_reports_what_it_r
         "only a bulk repair takes a repair's fields: {answer}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_executions_stopped_state_is_patched_and_the_execution_goes_on_from_it() {
+    let harness = Harness::start(5).await;
+    let body = json!({"workflow": "greet-strictly", "input": {"greet": "someone"}});
+    harness.put_task("fix-greeting", &body).await;
+    let failed = harness.settle_in("fix-greeting", "Error").await;
+    assert_eq!(failed["status"], "FAILED");
+
+    let (status, answer) = repair(
+        &harness,
+        "fix-greeting",
+        &json!({"input": {"name": "Ana"}, "dry_run": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["plan"]["run_again"], json!(["Greet"]));
+    let (status, answer) = repair(&harness, "fix-greeting", &json!({"from": "Greet"})).await;
+    assert_eq!(
+        (status, answer["error"]["field"].as_str()),
+        (400, Some("from")),
+        "a state machine is repaired where it stopped: {answer}"
+    );
+
+    let body = json!({"input": {"name": "Ana"}, "reason": "the caller forgot the name"});
+    let (status, answer) = repair(&harness, "fix-greeting", &body).await;
+    assert_eq!(status, 202, "{answer}");
+    let task = harness.settle_in("fix-greeting", "Processed").await;
+    assert_eq!(task["status"], "SUCCEEDED");
+    assert_eq!(task["output"], json!({"greeting": "Hello, Ana!"}));
+    let repair = &task["resubmissions"][0]["repair"];
+    assert_eq!(repair["reason"], "the caller forgot the name");
+    assert_eq!(repair["run_again"], json!(["Greet"]));
+    assert_eq!(
+        task["input"],
+        json!({"greet": "someone"}),
+        "the execution's input stays"
+    );
+}

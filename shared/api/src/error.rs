@@ -231,7 +231,6 @@ impl From<ActionError> for ApiError {
                     Refused::Undoing => Self::new(ErrorCode::Undoing, message),
                     Refused::NotRepairable(_)
                     | Refused::StillRunning(_)
-                    | Refused::MachineRepair
                     | Refused::ChangedInPlace(_)
                     | Refused::NothingToRunAgain
                     | Refused::CannotMove(_) => Self::new(ErrorCode::Conflict, message),

@@ -85,11 +85,6 @@ pub enum Refused {
         "step '{0}' is still running: repair the task once it has ended, or pause it and wait for the step"
     )]
     StillRunning(String),
-    /// A repair of a state machine's execution.
-    #[error(
-        "a state machine's execution is not repaired by patch yet: redrive it (RedriveExecution), or resubmit it"
-    )]
-    MachineRepair,
     /// A patch that does not apply, or gives what does not fit: what it patches, why.
     #[error("{0}: {1}")]
     Patch(String, String),

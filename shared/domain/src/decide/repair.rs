@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 
 use crate::kinds::Reads;
 use crate::limits;
+use crate::machine;
 use crate::task::{
-    Happened, Order, RepairNote, Request, Resubmission, Step, StepState, Task, TaskState,
+    Event, Happened, MAX_HISTORY, Order, RepairNote, Request, Resubmission, Step, StepState, Task,
+    TaskState,
 };
 use crate::time::Timestamp;
 use crate::workflow::{Results, StepDefinition, Workflow};
@@ -24,7 +26,7 @@ use crate::workflow::{Results, StepDefinition, Workflow};
 use super::change::{Change, left_in_place};
 use super::operator::{Refused, check_batch, edited_order, new_run};
 use super::steps::results;
-use super::{Decision, Verdict};
+use super::{Decision, Effect, Verdict};
 
 /// The most bytes of patches one repair takes: they are kept in the task's record.
 pub const MAX_PATCH: usize = 16 * 1024;
@@ -100,7 +102,7 @@ pub(crate) fn undoable(step: &Step, definition: &StepDefinition) -> bool {
 
 /// `target` with `patch` applied: a JSON Patch (RFC 6902) when it is an array, else
 /// a JSON Merge Patch (RFC 7396).
-fn patched(target: &Value, patch: &Value, what: &str) -> Result<Value, Refused> {
+pub(crate) fn patched(target: &Value, patch: &Value, what: &str) -> Result<Value, Refused> {
     let refused = |message: String| Refused::Patch(what.to_owned(), message);
     let mut value = target.clone();
     if patch.is_array() {
@@ -123,6 +125,9 @@ pub fn plan_repair(
     order: &Order,
     repair: &Repair,
 ) -> Result<RepairPlan, Refused> {
+    if workflow.machine.is_some() {
+        return plan_execution(task, repair);
+    }
     plan(task, workflow, order, repair).map(|planned| planned.plan(task))
 }
 
@@ -147,6 +152,9 @@ pub fn repair(
     repair: Repair,
     now: Timestamp,
 ) -> Result<Decision, Refused> {
+    if workflow.machine.is_some() {
+        return repair_execution(task, workflow, order, repair, now);
+    }
     let mut planned = plan(task, workflow, order, &repair)?;
     let edited = match planned.input.take() {
         Some(input) => Some(edited_order(order, input, task.run)?),
@@ -160,18 +168,7 @@ pub fn repair(
         by,
         reason: repair.reason.clone(),
     });
-    let note = RepairNote {
-        reason: repair.reason,
-        patch: json!({"input": repair.input, "outputs": repair.outputs}),
-        from: repair.from,
-        run_again: planned.plan(task).run_again,
-    };
-    let resubmission = Resubmission {
-        run,
-        request: repair.request,
-        edited: edited.is_some(),
-        repair: Some(note),
-    };
+    let resubmission = noted(repair, run, edited.is_some(), planned.plan(task).run_again);
     change.task.resubmissions.push(resubmission.clone());
     change.repair = Some(resubmission);
     for (index, output) in planned.outputs {
@@ -210,12 +207,90 @@ pub fn repair(
     Ok(decision)
 }
 
-/// Refused unless `task` is one a repair takes: in Error, Processed, or paused with
-/// no step running; not a child (its parent runs it again); not a state machine's.
-fn check_repairable(task: &Task, workflow: &Workflow, repair: &Repair) -> Result<(), Refused> {
-    if workflow.machine.is_some() {
-        return Err(Refused::MachineRepair);
+/// The resubmission a repair makes, run `run`: who, why, the patches, what ran again.
+fn noted(repair: Repair, run: u32, edited: bool, run_again: Vec<String>) -> Resubmission {
+    let note = RepairNote {
+        reason: repair.reason,
+        patch: json!({"input": repair.input, "outputs": repair.outputs}),
+        from: repair.from,
+        run_again,
+    };
+    Resubmission {
+        run,
+        request: repair.request,
+        edited,
+        repair: Some(note),
     }
+}
+
+/// A state machine's repair: the state its execution stopped at runs again, its
+/// input patched; outputs and `from` are a workflow's.
+fn plan_execution(task: &Task, repair: &Repair) -> Result<RepairPlan, Refused> {
+    check_repairable(task, repair)?;
+    let theirs = [
+        ("outputs", !repair.outputs.is_empty()),
+        ("from", repair.from.is_some()),
+    ];
+    if let Some((field, _)) = theirs.into_iter().find(|(_, given)| *given) {
+        return Err(Refused::Patch(
+            field.into(),
+            "a state machine's execution is repaired where it stopped: patch the input of that state".into(),
+        ));
+    }
+    let state = machine::stopped_state(task).ok_or(Refused::NotRedrivable)?;
+    Ok(RepairPlan {
+        run_again: vec![state.to_owned()],
+        ..RepairPlan::default()
+    })
+}
+
+/// [`repair`] of a state machine's execution: its redrive, the input of the state it
+/// stopped at patched ([`machine::repair_execution`]), noted as a repair.
+fn repair_execution(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    repair: Repair,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    let plan = plan_execution(task, &repair)?;
+    let asked = (repair.request.clone(), repair.input.as_ref());
+    let mut decision = machine::repair_execution(task, workflow, order, asked, now)?;
+    decision.verdict = Verdict::Repaired;
+    let Some(next) = decision.next.as_mut() else {
+        return Ok(decision);
+    };
+    let (by, reason) = (repair.request.by, repair.reason.clone());
+    let resubmission = noted(repair, next.run, false, plan.run_again);
+    if next.history.len() >= MAX_HISTORY {
+        next.history.remove(0);
+    }
+    next.history.push(Event {
+        at: now,
+        what: Happened::Repaired {
+            run: next.run,
+            by,
+            reason,
+        },
+    });
+    next.resubmissions.pop();
+    next.resubmissions.push(resubmission.clone());
+    // The redrive told the caller; its notifications say it was this repair.
+    let version = next.version;
+    let told =
+        (next.outbox.iter_mut()).chain(decision.effects.iter_mut().filter_map(|e| match e {
+            Effect::Notify { outbound, .. } => Some(outbound),
+            _ => None,
+        }));
+    for outbound in told.filter(|o| o.notification.version == version) {
+        outbound.notification.repair = Some(resubmission.clone());
+    }
+    Ok(decision)
+}
+
+/// Refused unless `task` is one a repair takes: in Error, Processed, or paused with
+/// no step running; not a child (its parent runs it again).
+fn check_repairable(task: &Task, repair: &Repair) -> Result<(), Refused> {
     if let Some(parent) = &task.parent {
         return Err(Refused::RunByItsParent(parent.task.local().to_owned()));
     }
@@ -240,7 +315,7 @@ fn plan(
     order: &Order,
     repair: &Repair,
 ) -> Result<Planned, Refused> {
-    check_repairable(task, workflow, repair)?;
+    check_repairable(task, repair)?;
     let index_of = |name: &str| {
         (workflow.step_index(name)).ok_or_else(|| Refused::NoSuchStep(name.to_owned()))
     };

@@ -40,7 +40,7 @@ use crate::time::Timestamp;
 
 pub use branches::{BranchesStep, BranchesView};
 pub(crate) use load::{is_machine_file, is_machine_text, named, workflow};
-pub use redrive::{StoppedAt, is_redrivable, redrive};
+pub use redrive::{StoppedAt, is_redrivable, redrive, repair_execution, stopped_state};
 pub use sas_asl::http::Request as HttpRequest;
 
 fn is_zero(value: &u64) -> bool {

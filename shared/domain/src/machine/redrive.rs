@@ -89,3 +89,41 @@ pub fn redrive(
     }
     Ok(decision)
 }
+
+/// A repair of `task`'s execution ([`crate::decide::repair`]): its redrive from the
+/// state where it stopped, that state's input patched with `input` (a JSON Merge
+/// Patch or a JSON Patch). The state is what runs again.
+///
+/// # Errors
+/// As [`redrive`]; [`Refused::Patch`] for a patch that does not apply, or gives an
+/// input over what a task's data may take.
+pub fn repair_execution(
+    task: &Task,
+    workflow: &Workflow,
+    order: &Order,
+    (request, input): (Request, Option<&Value>),
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    let mut decision = redrive(task, workflow, order, request, now)?;
+    if let (Some(patch), Some(run)) = (
+        input,
+        decision.next.as_mut().and_then(|t| t.machine.as_mut()),
+    ) {
+        let patched = crate::decide::repair::patched(&run.input, patch, "input")?;
+        let size = crate::limits::json_size(&patched);
+        if size > crate::limits::MAX_TASK_DATA {
+            return Err(Refused::InputTooLarge(size));
+        }
+        run.input = Arc::new(patched);
+    }
+    Ok(decision)
+}
+
+/// The state `task`'s execution stopped at, which its redrive or repair runs again.
+#[must_use]
+pub fn stopped_state(task: &Task) -> Option<&str> {
+    let run = task.machine.as_deref().filter(|_| is_redrivable(task))?;
+    run.stopped_at
+        .as_ref()
+        .map(|stopped| stopped.state.as_str())
+}
