@@ -239,6 +239,10 @@ async fn a_bulk_repair_takes_each_task_a_filter_names_once_and_reports_what_it_r
             .await;
         harness.settle_in(&format!("bulk-fix-{i}"), "Error").await;
     }
+    // Another, refused at its package: the filter's step passes it over.
+    harness.refuse_once("package").await;
+    harness.put_task("bulk-other", &checked(None)).await;
+    harness.settle_in("bulk-other", "Error").await;
     let arguments = [
         "repair-all",
         "--batch",
@@ -252,9 +256,12 @@ async fn a_bulk_repair_takes_each_task_a_filter_names_once_and_reports_what_it_r
         "--reason",
         "the drop-offs were wrong",
     ];
-    let done = harness.sas_ok(&arguments).await;
+    let at_the_delivery = ["--step", "create-delivery"];
+    let done = harness
+        .sas_ok(&[&arguments[..], &at_the_delivery].concat())
+        .await;
     assert!(
-        done.contains("batch drop-offs: 3 examined, 3 matched, 3 repaired, 0 skipped"),
+        done.contains("batch drop-offs: 4 examined, 3 matched, 3 repaired, 0 skipped"),
         "{done}"
     );
     for i in 1..=3 {
@@ -270,8 +277,8 @@ async fn a_bulk_repair_takes_each_task_a_filter_names_once_and_reports_what_it_r
     }
     assert_eq!(
         checks_called(&harness).await,
-        (3, 3),
-        "each check once a task"
+        (4, 3),
+        "each check once a task (the fourth's account checked, its transport never)"
     );
 
     // Run again under its batch, over the tasks now Processed: none is taken twice.
@@ -300,6 +307,18 @@ async fn a_bulk_repair_takes_each_task_a_filter_names_once_and_reports_what_it_r
                 "3 refused; the first because the repair changes what is sent to create-delivery"
             ),
         "{refused}"
+    );
+    let (_, _, nobodys) = harness
+        .call(
+            "POST",
+            "/operator/bulk/repair",
+            Some(br#"{"batch": "owners", "owner": "nobody"}"#),
+        )
+        .await;
+    assert_eq!(
+        (nobodys["examined"].as_u64(), nobodys["matched"].as_u64()),
+        (Some(1), Some(0)),
+        "the package's failure is nobody's: {nobodys}"
     );
     let (status, _, answer) = harness
         .call(

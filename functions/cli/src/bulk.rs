@@ -26,6 +26,12 @@ pub(crate) struct Bulk {
     /// Only the tasks whose error has this text.
     #[arg(long)]
     error_contains: Option<String>,
+    /// Only the tasks stopped at this step: failed there, or at work there.
+    #[arg(long)]
+    step: Option<String>,
+    /// Only the tasks of this owner (the principal that submitted them).
+    #[arg(long)]
+    owner: Option<String>,
     /// Only the tasks submitted at or after this (RFC 3339).
     #[arg(long)]
     created_after: Option<String>,
@@ -68,6 +74,8 @@ pub(crate) async fn run(
     for (field, value) in [
         ("workflow", bulk.workflow),
         ("error_contains", bulk.error_contains),
+        ("step", bulk.step),
+        ("owner", bulk.owner),
         ("created_after", bulk.created_after),
         ("created_before", bulk.created_before),
         ("state", bulk.state),

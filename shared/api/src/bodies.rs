@@ -156,6 +156,12 @@ pub struct BulkBody {
     /// Only the tasks of this version of their workflow.
     #[serde(default)]
     pub(crate) version: Option<u32>,
+    /// Only the tasks stopped at this step: failed there, or at work there.
+    #[serde(default)]
+    pub(crate) step: Option<String>,
+    /// Only the tasks of this owner (the principal that submitted them).
+    #[serde(default)]
+    pub(crate) owner: Option<String>,
     /// A bulk repair's: what each task's repair says, as [`RepairBody`] has it.
     #[serde(flatten)]
     pub(crate) repair: Patches,

@@ -169,6 +169,8 @@ pub(crate) async fn bulk(
         created_after: time("created_after", &body.created_after)?,
         created_before: time("created_before", &body.created_before)?,
         error_contains: body.error_contains,
+        step: body.step,
+        owner: body.owner,
     };
     let limit = body.limit.unwrap_or(MAX_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {

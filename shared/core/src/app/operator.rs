@@ -10,7 +10,7 @@ use sas_domain::decide::{self, Decision, Move, MovePlan, Refused, Repair, Repair
 use sas_domain::ids::TaskId;
 use std::sync::Arc;
 
-use sas_domain::task::{Order, Request, Task, TaskState, WorkflowRef};
+use sas_domain::task::{Order, Request, Step, StepState, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
@@ -76,6 +76,10 @@ pub struct Filter {
     pub created_before: Option<Timestamp>,
     /// With this text in their error.
     pub error_contains: Option<String>,
+    /// Stopped at this step: it failed there, or is at work there.
+    pub step: Option<String>,
+    /// Of this owner (the principal that submitted them).
+    pub owner: Option<String>,
 }
 
 impl Filter {
@@ -95,7 +99,19 @@ impl Filter {
                     .as_ref()
                     .is_some_and(|error| error.contains(text.as_str()))
             })
+            && (self.owner.as_ref()).is_none_or(|owner| {
+                (task.owner.as_ref()).is_some_and(|o| o.as_str() == owner.as_str())
+            })
+            && (self.step.as_ref())
+                .is_none_or(|name| (task.steps.iter()).any(|s| s.name == *name && stopped_at(s)))
     }
+}
+
+/// Whether a task stopped at `step`: it failed there, or is at work there.
+fn stopped_at(step: &Step) -> bool {
+    !step.is_settled()
+        && step.state != StepState::Compensated
+        && (step.state != StepState::Pending || step.was_sent() || step.waiting.is_some())
 }
 
 /// Which page of a bulk action one call takes, and its pace.
