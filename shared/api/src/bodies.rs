@@ -75,7 +75,8 @@ pub struct RepairBody {
 }
 
 impl BulkBody {
-    /// The first field of an action other than `kind` given, if any.
+    /// The first field given of a repair (unless `repair`, a bulk repair's body) or of
+    /// a move (unless `moving`), if any.
     pub(crate) fn foreign_field(&self, repair: bool, moving: bool) -> Option<&'static str> {
         let moves = [
             ("to_version", self.to_version.is_some()),

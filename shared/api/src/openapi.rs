@@ -2,12 +2,13 @@
 //! generated (JSON Schema 2020-12, as OpenAPI 3.1 has it) from the types the
 //! handler reads and answers.
 
+use sas_domain::decide::{MovePlan, RepairPlan};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 
 use super::execution::ExecutionView;
-use super::operator::{MovePlanView, RepairPlanView};
+use super::operator::PlanView;
 use super::routes::Action;
 use super::tasks::LISTED;
 use super::view::{
@@ -100,13 +101,13 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         // A dry run answers what would be done.
         Action::Repair => (
             202,
-            task_or::<RepairPlanView>(generator),
+            task_or::<PlanView<RepairPlan>>(generator),
             Some(generator.subschema_for::<RepairBody>()),
         ),
         // A dry run answers what would be done.
         Action::Move => (
             202,
-            task_or::<MovePlanView>(generator),
+            task_or::<PlanView<MovePlan>>(generator),
             Some(generator.subschema_for::<MoveBody>()),
         ),
         Action::Cancel | Action::Pause | Action::Resume => (

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sas_core::app::{App, BulkAction, BulkPage, Filter};
 use sas_core::ports::DeadLetters;
-use sas_domain::decide::{Move, MovePlan, Repair, RepairPlan};
+use sas_domain::decide::{Move, Repair};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_ERROR_TEXT;
 use sas_domain::task::{Request, TaskState};
@@ -35,7 +35,7 @@ pub(crate) async fn repair(
     let repair = repair_of(request, body.patches)?;
     if body.dry_run {
         let plan = app.plan_repair(id, &repair).await?;
-        return Ok(ApiResponse::ok(200, &RepairPlanView { plan }));
+        return Ok(ApiResponse::ok(200, &PlanView { plan }));
     }
     let task = app.repair(id, repair).await?;
     Ok(ApiResponse::accepted(&task, View::Operator))
@@ -63,8 +63,8 @@ fn repair_of(request: Request, patches: Patches) -> Result<Repair, ApiError> {
     })
 }
 
-/// What a bulk call does to each task it takes: one of the core's actions, or a
-/// repair (its patches in the body).
+/// What a bulk call does to each task it takes: one of the core's actions, a repair
+/// or a move (what they say in the body).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BulkKind {
     Act(BulkAction),
@@ -87,24 +87,17 @@ pub(crate) async fn move_task(
     };
     if body.dry_run {
         let plan = app.plan_move(id, body.version, &moving).await?;
-        return Ok(ApiResponse::ok(200, &MovePlanView { plan }));
+        return Ok(ApiResponse::ok(200, &PlanView { plan }));
     }
     let task = app.move_task(id, body.version, moving).await?;
     Ok(ApiResponse::accepted(&task, View::Operator))
 }
 
-/// What a move would do, step by step: a dry run's answer.
+/// What a repair or a move would do, step by step: a dry run's answer.
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct MovePlanView {
+pub struct PlanView<Plan> {
     /// What becomes of each step.
-    pub plan: MovePlan,
-}
-
-/// What a repair would do, step by step: a dry run's answer.
-#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
-pub struct RepairPlanView {
-    /// What becomes of each step.
-    pub plan: RepairPlan,
+    pub plan: Plan,
 }
 
 pub(crate) async fn bulk(
