@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
-use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_types::SdkConfig;
 pub use sas_aws::table::create_table;
@@ -296,10 +295,9 @@ impl Stack {
 
     /// Plays EventBridge Scheduler: the supervisor on the fixture's scheduled event.
     pub async fn supervise(&self) -> Value {
-        let event: EventBridgeEvent =
-            serde_json::from_value(fixture("eventbridge-scheduled.json")).expect("event");
+        let event = fixture("eventbridge-scheduled.json");
         let started = std::time::Instant::now();
-        let report = events::sweep(&self.app, self.config.supervisor_batch, event)
+        let report = events::supervise(&self.app, self.config.supervisor_batch, event)
             .await
             .expect("sweep");
         self.count("supervisor", 1, started.elapsed());

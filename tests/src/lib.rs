@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sas_core::app::{App, Ports, QueueNames, SweepReport};
+use sas_core::app::{App, FiringReport, Ports, QueueNames, SweepReport};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{Buffered, SchedulerMessage};
 use sas_domain::submission::Submission;
@@ -405,6 +405,13 @@ impl Harness {
     /// Runs the supervisor once.
     pub async fn sweep(&self) -> SweepReport {
         self.running.system.app.sweep(100).await.expect("sweep")
+    }
+
+    /// Fires the schedules once, as the supervisor's sweep does.
+    pub async fn fire_schedules(&self) -> FiringReport {
+        (self.running.system.app.fire_schedules())
+            .await
+            .expect("schedules read")
     }
 
     /// Ends the running step's lease, `budget` long, once `service` has had `calls`

@@ -8,6 +8,7 @@ mod execution;
 mod moving;
 mod render;
 mod repair;
+mod schedules;
 
 use std::io::Read as _;
 use std::time::Duration;
@@ -101,6 +102,10 @@ enum Command {
     /// The dead-letter queues: list, show, redrive.
     #[command(subcommand)]
     Dlq(Dlq),
+    /// Schedules: workflows started on a cron expression or a period (list, show,
+    /// create, pause, resume, delete).
+    #[command(subcommand)]
+    Schedules(schedules::Schedules),
     /// The workflows, as their steps.
     Workflows,
     /// The services the workflows call, what limits their calls, and each limit's
@@ -500,6 +505,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 )
             });
         }
+        Command::Schedules(schedules) => schedules.run(&api, cli.json).await?,
         Command::Services { key } => {
             let query = key.map_or_else(String::new, |key| format!("?key={}", id(&key)));
             let answer = api

@@ -250,6 +250,9 @@ impl System {
                     if let Err(e) = app.sweep(1000).await {
                         error!(error = %Chain(&e), "supervisor sweep failed");
                     }
+                    if let Err(e) = app.fire_schedules().await {
+                        error!(error = %Chain(&e), "supervisor could not read the schedules");
+                    }
                 }
             }));
         }

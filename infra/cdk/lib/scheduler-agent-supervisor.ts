@@ -200,6 +200,9 @@ export class SchedulerAgentSupervisor extends Construct {
   readonly ingestQueue: sqs.Queue;
   readonly ingestDeadLetterQueue: sqs.Queue;
   readonly functions: Record<DeployedFunction, lambda.Function>;
+  /** Where the API sets the schedules' wake-ups, and the role they invoke the supervisor under. */
+  readonly wakeupGroup: scheduler.CfnScheduleGroup;
+  readonly wakeupRole: iam.Role;
 
   constructor(scope: Construct, id: string, props: SchedulerAgentSupervisorProps) {
     super(scope, id);
@@ -328,6 +331,22 @@ export class SchedulerAgentSupervisor extends Construct {
       this.alertTopic.addSubscription(new subscriptions.EmailSubscription(props.alertEmail));
     }
 
+    // Schedules' wake-ups: an EventBridge Scheduler schedule each, in the stack's group,
+    // invoking the supervisor (named after the stack, so that its own environment can
+    // name it) under a role that may do nothing else.
+    const supervisorName = `${stack.stackName}-supervisor`;
+    const supervisorArn = `arn:${stack.partition}:lambda:${stack.region}:${stack.account}:function:${supervisorName}`;
+    this.wakeupGroup = new scheduler.CfnScheduleGroup(this, "WakeupGroup", { name: `${stack.stackName}-schedules` });
+    this.wakeupRole = new iam.Role(this, "WakeupRole", {
+      assumedBy: new iam.ServicePrincipal("scheduler.amazonaws.com", {
+        conditions: { StringEquals: { "aws:SourceAccount": stack.account } },
+      }),
+      inlinePolicies: {
+        WakeSupervisor: new iam.PolicyDocument({
+          statements: [new iam.PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [supervisorArn] })],
+        }),
+      },
+    });
     const environment: Record<string, string> = {
       TABLE_NAME: this.table.tableName,
       SCHEDULER_QUEUE_URL: this.queues.scheduler.queueUrl,
@@ -345,6 +364,9 @@ export class SchedulerAgentSupervisor extends Construct {
       METRICS_NAMESPACE: NAMESPACE,
       AUTH_MODE: authentication.mode,
       OPERATOR_SCOPE: operatorScope,
+      SCHEDULE_GROUP: this.wakeupGroup.ref,
+      SCHEDULE_TARGET_ARN: supervisorArn,
+      SCHEDULE_ROLE_ARN: this.wakeupRole.roleArn,
     };
     const fn = (name: DeployedFunction, description: string, extra: Partial<lambda.FunctionProps> = {}) =>
       new lambda.Function(this, `${name[0].toUpperCase()}${name.slice(1)}Function`, {
@@ -365,7 +387,7 @@ export class SchedulerAgentSupervisor extends Construct {
     // definition stored when it was submitted.
     const layers = props.workflowsLayer ? [props.workflowsLayer] : undefined;
     this.functions = {
-      submission: fn("submission", "The API's writes - submits, resubmits, cancels, pauses and resumes tasks, takes callbacks, and shows and redrives the dead letters.", {
+      submission: fn("submission", "The API's writes - submits, resubmits, cancels, pauses and resumes tasks, takes callbacks, keeps schedules, and shows and redrives the dead letters.", {
         layers,
         reservedConcurrentExecutions: reserved(props.submissionReservedConcurrency),
       }),
@@ -378,6 +400,7 @@ export class SchedulerAgentSupervisor extends Construct {
         timeout: agentTimeout,
       }),
       supervisor: fn("supervisor", "Recovers the tasks whose complete-by has passed.", {
+        functionName: supervisorName,
         timeout: Duration.seconds(60),
         // One sweep at a time; two at once would still be safe (conditional writes), only wasteful.
         reservedConcurrentExecutions: 1,
@@ -527,6 +550,20 @@ export class SchedulerAgentSupervisor extends Construct {
       ["sqs:GetQueueAttributes", "sqs:SendMessage"],
       [...Object.values(this.queues), this.ingestQueue].map((q) => q.queueArn),
     );
+    // A schedule's wake-ups, in the stack's group only, handed the wake-up role.
+    const stack = Stack.of(this);
+    allow(
+      submission,
+      ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"],
+      [`arn:${stack.partition}:scheduler:${stack.region}:${stack.account}:schedule/${this.wakeupGroup.ref}/*`],
+    );
+    submission.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ["iam:PassRole"],
+        resources: [this.wakeupRole.roleArn],
+        conditions: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } },
+      }),
+    );
     // The scheduler creates the accepted submissions' tasks, in both modes.
     allow(scheduler, ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"], [this.ingestQueue.queueArn]);
     // The scheduler raises alerts; the supervisor raises again those whose publication failed.
@@ -570,7 +607,7 @@ export class SchedulerAgentSupervisor extends Construct {
     operatorScope: string,
     throttling = { rate: 10000, burst: 5000, readRate: 25, callbackRate: 100 },
   ): apigw.HttpApi {
-    const { GET, POST, PUT } = apigw.HttpMethod;
+    const { GET, POST, PUT, DELETE } = apigw.HttpMethod;
     const api = new apigw.HttpApi(this, "Api", { createDefaultStage: true });
     const writes = new HttpLambdaIntegration("Submission", this.functions.submission);
     // The routes that only read, waits for a task's end among them, go to a function of
@@ -632,6 +669,12 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
     route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
+    route(GET, "/operator/schedules", operator, operatorScopes);
+    route(GET, "/operator/schedules/{name}", operator, operatorScopes);
+    route(PUT, "/operator/schedules/{name}", operator, operatorScopes);
+    route(DELETE, "/operator/schedules/{name}", operator, operatorScopes);
+    route(POST, "/operator/schedules/{name}/pause", operator, operatorScopes);
+    route(POST, "/operator/schedules/{name}/resume", operator, operatorScopes);
     route(POST, "/operator/stepfunctions", operator, operatorScopes);
     // The API's description and the console's page, for anyone: neither holds data
     // (the console asks the operator's routes for it, as its operator).

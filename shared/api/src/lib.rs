@@ -16,6 +16,7 @@ mod history;
 mod openapi;
 mod operator;
 mod routes;
+mod schedules;
 mod scope;
 mod stepfunctions;
 mod tasks;

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::execution::ExecutionView;
 use super::operator::PlanView;
 use super::routes::Action;
+use super::schedules::{DeletedView, ScheduleAction, ScheduleView, SchedulesView};
 use super::tasks::LISTED;
 use super::view::{
     AcceptedView, BatchView, BulkView, CallbackView, ChildrenView, DeadLetterQueuesView,
@@ -19,6 +20,7 @@ use super::{
     BatchBody, BulkBody, CallbackBody, EmptyBody, ErrorView, MAX_PAGE, MoveBody, ROUTES,
     RedriveBody, RepairBody, ResubmitBody, Route, SubmitBody,
 };
+use sas_domain::schedule::ScheduleSpec;
 
 /// The document: every route of [`ROUTES`], and nothing else.
 #[must_use]
@@ -145,6 +147,21 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<RedriveView>(),
             Some(generator.subschema_for::<RedriveBody>()),
         ),
+        Action::Schedules(action) => match action {
+            ScheduleAction::List => (200, generator.subschema_for::<SchedulesView>(), None),
+            ScheduleAction::Get => (200, generator.subschema_for::<ScheduleView>(), None),
+            ScheduleAction::Put => (
+                201,
+                generator.subschema_for::<ScheduleView>(),
+                Some(generator.subschema_for::<ScheduleSpec>()),
+            ),
+            ScheduleAction::Pause | ScheduleAction::Resume => (
+                200,
+                generator.subschema_for::<ScheduleView>(),
+                Some(generator.subschema_for::<EmptyBody>()),
+            ),
+            ScheduleAction::Delete => (200, generator.subschema_for::<DeletedView>(), None),
+        },
         Action::OpenApi | Action::Console => (200, Schema::from(true), None),
         Action::StepFunctions => (200, Schema::from(true), Some(Schema::from(true))),
     };
@@ -170,6 +187,13 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
         parameters.push(json!({
             "name": "token", "in": "path", "required": true,
             "description": "the step's callback token, from the call's payload, the task's view or its notification",
+            "schema": {"type": "string"},
+        }));
+    }
+    if route.path.contains("{name}") {
+        parameters.push(json!({
+            "name": "name", "in": "path", "required": true,
+            "description": "the schedule's name: 1 to 44 letters, digits, '-' and '_'",
             "schema": {"type": "string"},
         }));
     }

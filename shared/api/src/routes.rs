@@ -13,6 +13,7 @@ use crate::execution::execution;
 use crate::operator::{
     BulkKind, bulk, dead_letter_queues, dead_letters, move_task, redrive, repair, services,
 };
+use crate::schedules::{ScheduleAction, schedules};
 use crate::scope::Scope;
 use crate::stepfunctions::{self, OPERATOR_PATH, TARGET_PREFIX};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
@@ -44,6 +45,7 @@ pub(crate) enum Action {
     DeadLetterQueues,
     DeadLetters,
     Redrive,
+    Schedules(ScheduleAction),
     OpenApi,
     Console,
     /// Step Functions' protocol, its operation in `X-Amz-Target`.
@@ -53,7 +55,7 @@ pub(crate) enum Action {
 /// One route: a method, a path (`{id}` stands for a task's id), what it does.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
-    /// GET, POST or PUT.
+    /// GET, POST, PUT or DELETE.
     pub method: &'static str,
     /// The path, as OpenAPI writes it.
     pub path: &'static str,
@@ -110,6 +112,7 @@ impl Route {
                 | Action::Workflows
                 | Action::Me
                 | Action::Services
+                | Action::Schedules(ScheduleAction::List | ScheduleAction::Get)
                 | Action::OpenApi
                 | Action::Console
         )
@@ -182,6 +185,12 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
     Route::new("POST", "/operator/dead-letters/{queue}/redrive", Action::Redrive, "Send messages of a dead-letter queue back to their queue"),
+    Route::new("GET", "/operator/schedules", Action::Schedules(ScheduleAction::List), "The schedules, each with its next runs and its last"),
+    Route::new("GET", "/operator/schedules/{name}", Action::Schedules(ScheduleAction::Get), "A schedule, with its next runs and its last"),
+    Route::new("PUT", "/operator/schedules/{name}", Action::Schedules(ScheduleAction::Put), "Create a schedule that starts a workflow on a cron expression or a period, or replace one's definition"),
+    Route::new("DELETE", "/operator/schedules/{name}", Action::Schedules(ScheduleAction::Delete), "Delete a schedule; its runs go on"),
+    Route::new("POST", "/operator/schedules/{name}/pause", Action::Schedules(ScheduleAction::Pause), "Start no run of a schedule until it is resumed"),
+    Route::new("POST", "/operator/schedules/{name}/resume", Action::Schedules(ScheduleAction::Resume), "Go on with a paused schedule from its next instant; none of the pause's runs"),
     Route::new("GET", "/openapi.json", Action::OpenApi, "This API's OpenAPI 3.1 document"),
     Route::new("GET", "/", Action::Console, "The operator console, a web page over the operator's routes"),
     Route::new("POST", "/", Action::StepFunctions, "Step Functions' API (AWS JSON 1.0, the operation in X-Amz-Target): a caller's operations"),
@@ -302,6 +311,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::DeadLetterQueues => dead_letter_queues(app).await,
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
+        Action::Schedules(action) => schedules(app, action, named, request.body).await,
         // With its operation, the protocol took it before any route.
         Action::StepFunctions => Err(ApiError::new(
             ErrorCode::InvalidField,

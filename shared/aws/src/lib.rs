@@ -1,5 +1,6 @@
 //! The task state on AWS: DynamoDB as the state store ([`store`]), SNS as the
-//! operators' alerts ([`alerts`]), and [`app`], the actors the submission, scheduler
+//! operators' alerts ([`alerts`]), EventBridge Scheduler as schedules' wake-ups
+//! ([`wakeups`]), and [`app`], the actors the submission, scheduler
 //! and supervisor functions run over them. The agent function keeps no state and
 //! links none of this.
 //!
@@ -12,6 +13,7 @@ mod conformance;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod table;
+pub mod wakeups;
 
 use std::sync::Arc;
 
@@ -24,6 +26,7 @@ use sas_lambda::metrics::EmfMetrics;
 
 use crate::alerts::SnsAlerts;
 use crate::store::DynamoStore;
+use crate::wakeups::EventBridgeWakeups;
 
 /// Submission, scheduler, supervisor and operator actions over DynamoDB, SQS and SNS,
 /// as function `function`.
@@ -53,6 +56,9 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
         .with_dead_letters(dead_letters);
     if let Some(prefix) = &config.notification_queue_prefix {
         app = app.with_notification_prefix(prefix.clone());
+    }
+    if let Some(target) = &config.wakeups {
+        app = app.with_wakeups(Arc::new(EventBridgeWakeups::new(sdk, target.clone())));
     }
     let Some(url) = &config.ingest_queue_url else {
         return Ok(app);

@@ -5,6 +5,7 @@
 //! - the workflow language: [`workflow`] (definitions as data, validated when loaded),
 //!   [`kinds`] (each kind of step: its definition, checks, decisions and view) and
 //!   [`services`] (the remote services' settings);
+//! - [`schedule`]: workflows started on a cron expression or a period;
 //! - what travels: [`messages`] (between the functions, and the agents' published
 //!   contract) and [`submission`] (a caller's request, validated);
 //! - the decisions: [`decide`], pure functions from a task and an event to the next
@@ -23,6 +24,7 @@ pub mod limits;
 pub mod machine;
 pub mod messages;
 pub mod resilience;
+pub mod schedule;
 pub mod services;
 pub mod submission;
 pub mod task;

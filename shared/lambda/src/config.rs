@@ -8,7 +8,7 @@ use sas_domain::services::{self, Service};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 16] = [
+pub const VARIABLES: [&str; 19] = [
     "TABLE_NAME",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
@@ -25,6 +25,9 @@ pub const VARIABLES: [&str; 16] = [
     "METRICS_NAMESPACE",
     "AUTH_MODE",
     "OPERATOR_SCOPE",
+    "SCHEDULE_GROUP",
+    "SCHEDULE_TARGET_ARN",
+    "SCHEDULE_ROLE_ARN",
 ];
 
 /// A variable missing or unusable, by name; reported at start-up.
@@ -157,6 +160,21 @@ pub struct Config {
     pub workflows_dir: Option<PathBuf>,
     /// How the API's callers are known.
     pub authentication: Authentication,
+    /// Where schedules' wake-ups go (EventBridge Scheduler); `None` (any of its
+    /// variables unset or empty): the supervisor's sweep alone fires schedules.
+    pub wakeups: Option<WakeupTarget>,
+}
+
+/// Where schedules' wake-ups go: an EventBridge Scheduler schedule group, and the
+/// function each wake-up invokes under a role the service assumes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeupTarget {
+    /// The schedule group (`SCHEDULE_GROUP`).
+    pub group: String,
+    /// The supervisor function's ARN (`SCHEDULE_TARGET_ARN`).
+    pub function_arn: String,
+    /// The role EventBridge Scheduler invokes it under (`SCHEDULE_ROLE_ARN`).
+    pub role_arn: String,
 }
 
 impl Config {
@@ -207,6 +225,18 @@ impl Config {
                 .unwrap_or_else(|| "SchedulerAgentSupervisor".into()),
             workflows_dir: None,
             authentication: Authentication::from_lookup(&lookup)?,
+            wakeups: WakeupTarget::from_lookup(&lookup),
+        })
+    }
+}
+
+impl WakeupTarget {
+    fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        let set = |name: &str| lookup(name).filter(|value| !value.is_empty());
+        Some(Self {
+            group: set("SCHEDULE_GROUP")?,
+            function_arn: set("SCHEDULE_TARGET_ARN")?,
+            role_arn: set("SCHEDULE_ROLE_ARN")?,
         })
     }
 }

@@ -9,12 +9,12 @@ use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use base64::Engine as _;
 use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
-use sas_core::app::App;
+use sas_core::app::{App, ScheduleFailure};
 use sas_core::contain::{self, Panicked};
-use sas_core::ports::{Chain, Metrics, StoreError};
+use sas_core::ports::{Chain, Metrics};
 use sas_domain::ids::Owner;
 use serde_json::{Value, json};
-use tracing::{Instrument, error, info_span};
+use tracing::{Instrument, error, info_span, warn};
 
 use crate::config::Authentication;
 use crate::sqs::SendGate;
@@ -226,20 +226,35 @@ where
     response
 }
 
-/// The supervisor function, on its EventBridge schedule: one pass over the expired
-/// leases, `batch` tasks per query ([`App::sweep`]).
+/// The supervisor function, woken by its own EventBridge schedule or by a schedule's
+/// wake-up (`{"schedule": NAME}`, [`App::fire_schedule`]). Its own: one pass over the
+/// expired leases, `batch` tasks per query ([`App::sweep`]), then the schedules whose
+/// runs have come ([`App::fire_schedules`]), their report under `schedules`.
 ///
 /// # Errors
-/// [`StoreError`] when the expired leases cannot be read; the next run picks up
-/// the rest.
-pub async fn sweep(
-    app: &App,
-    batch: usize,
-    event: EventBridgeEvent<Value>,
-) -> Result<Value, StoreError> {
+/// [`ScheduleFailure`] when the expired leases or the schedules cannot be read, or a
+/// woken schedule's runs cannot be started; the next wake-up or sweep tries again.
+pub async fn supervise(app: &App, batch: usize, payload: Value) -> Result<Value, ScheduleFailure> {
+    if let Some(name) = payload.get("schedule").and_then(Value::as_str) {
+        let span = info_span!("wake-up", schedule = name);
+        return match app.fire_schedule(name).instrument(span).await {
+            Ok(runs) => Ok(json!({ "schedule": name, "runs": runs })),
+            Err(ScheduleFailure::Missing(_)) => {
+                warn!(
+                    schedule = name,
+                    "woken for a schedule that is not there (deleted); nothing started"
+                );
+                Ok(json!({ "schedule": name, "runs": 0 }))
+            }
+            Err(error) => Err(error),
+        };
+    }
+    let event: EventBridgeEvent<Value> = serde_json::from_value(payload).unwrap_or_default();
     let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
     let report = app.sweep(batch).instrument(span).await?;
-    Ok(json!(report))
+    let mut answer = json!(report);
+    answer["schedules"] = json!(app.fire_schedules().await?);
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -109,6 +109,7 @@ fn request() -> impl Strategy<Value = (String, String, Option<String>, Vec<u8>)>
                 "openapi.json",
                 "scheduler",
                 "ingest",
+                "schedules",
             ][..]
         )
         .prop_map(str::to_owned),
@@ -143,6 +144,72 @@ fn no_request_panics_and_every_refusal_is_a_named_4xx() {
             let subject = subject();
             let response = subject.call(&caller, &method, &path, query.as_deref(), &body);
             answered_by_the_rules(&format!("{method} {path}"), &response)
+        },
+    );
+}
+
+/// Schedule bodies near a valid one: a cron expression, a period, a time zone and a
+/// window of any text near theirs, fields dropped, replaced or added.
+fn schedule_body() -> impl Strategy<Value = Vec<u8>> {
+    let cron = prop_oneof![
+        "([0-9*/,L#W?-]{1,6} ){4}[0-9A-Z*/,L#W?-]{1,8}",
+        "@[a-z]{0,10}",
+        ".{0,20}",
+    ];
+    let duration = prop_oneof!["[0-9]{0,25} ?(ns|ms|s|m|h|d|y|days)?", ".{0,12}"];
+    let zone = prop_oneof!["[A-Z][a-z]{2,8}/[A-Z][a-z_]{2,12}", "UTC", ".{0,12}"];
+    (
+        cron,
+        duration.clone(),
+        duration,
+        zone,
+        any_json(),
+        "[a-z_]{1,16}",
+        any::<u8>(),
+    )
+        .prop_map(|(cron, every, window, zone, value, field, how)| {
+            let overlap = ["skip", "buffer_one", "allow_all"][usize::from(how % 3)];
+            let mut body = json!({
+                "workflow": "drone-delivery",
+                "input": {"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 1},
+                "time_zone": zone,
+                "catch_up_window": window,
+                "overlap": overlap,
+            });
+            match how % 5 {
+                0 => body["cron"] = json!(cron),
+                1 => body["every"] = json!(every),
+                2 => body[field.as_str()] = value,
+                3 => {
+                    body["cron"] = json!(cron);
+                    body["every"] = json!(every);
+                }
+                _ => body = value,
+            }
+            body.to_string().into_bytes()
+        })
+}
+
+#[test]
+fn no_schedule_panics_and_every_refusal_is_a_named_4xx() {
+    let name = prop_oneof!["[a-zA-Z0-9_-]{1,50}", ".{0,10}"];
+    fuzz(
+        "schedules",
+        1_000,
+        (name, schedule_body()),
+        |(name, body)| {
+            let subject = subject();
+            let path = format!("/operator/schedules/{name}");
+            let response = subject.call(&Caller::Anyone, "PUT", &path, None, &body);
+            answered_by_the_rules(&format!("PUT {path}"), &response)?;
+            if response.status < 300 {
+                // What was kept reads back, and fires, whatever it says.
+                let read = subject.call(&Caller::Anyone, "GET", &path, None, b"");
+                prop_assert_eq!(read.status, 200, "{}", read.body);
+                let fired = subject.runtime.block_on(subject.app.fire_schedule(&name));
+                prop_assert!(fired.is_ok(), "{:?}", fired);
+            }
+            Ok(())
         },
     );
 }

@@ -129,18 +129,7 @@ impl App {
             }
             let details =
                 serde_json::to_string(&catalog).map_err(|e| StoreError::Corrupt(e.into()))?;
-            let written = Registration {
-                name: subject.key(),
-                version: record.as_ref().map_or(1, |r| r.version + 1),
-                created_at: record.as_ref().map_or(current.at, |r| r.created_at),
-                updated_at: current.at,
-                deleted: false,
-                details: Some(details),
-            };
-            match self
-                .store
-                .put_registration(&written, record.map(|r| r.version))
-                .await
+            match (self.write_details(&subject.key(), Some(details), false, record.as_ref())).await
             {
                 Ok(()) => return Ok(made),
                 Err(StoreError::Conflict) => {}

@@ -90,6 +90,34 @@ impl App {
         Ok(found.filter(|registration| !registration.deleted))
     }
 
+    /// Writes the registration `key` with `details` (or, `deleted`, its deletion)
+    /// over `record`, as read: its next version, created where there was none. What
+    /// keeps a record of its own beside the definitions (a catalog, a schedule)
+    /// changes through this.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when another change wrote `key` after `record` was read.
+    pub(super) async fn write_details(
+        &self,
+        key: &str,
+        details: Option<String>,
+        deleted: bool,
+        record: Option<&Registration>,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        let written = Registration {
+            name: key.to_owned(),
+            version: record.map_or(1, |r| r.version + 1),
+            created_at: record.filter(|r| !r.deleted).map_or(now, |r| r.created_at),
+            updated_at: now,
+            deleted,
+            details,
+        };
+        (self.store)
+            .put_registration(&written, record.map(|r| r.version))
+            .await
+    }
+
     /// The version `registration` points at, read from the store once per process.
     async fn registered_version(
         &self,

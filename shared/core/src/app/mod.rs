@@ -5,7 +5,8 @@
 //! One room a job: `submission` creates tasks, `scheduler` takes each message of
 //! the scheduler's queues to its task's decision, `supervisor` sweeps expired
 //! leases, `operator` resubmits and cancels (one task or in bulk), `reading`
-//! reads and lists tasks, `definitions` registers definitions at run time, and
+//! reads and lists tasks, `definitions` registers definitions at run time,
+//! `schedules` keeps schedules and starts their runs, and
 //! `effects` writes each decision and carries out its effects, for all of them.
 
 use std::collections::{HashMap, HashSet};
@@ -15,7 +16,7 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::ports::{
-    Alerts, DeadLetters, Metrics, NoMetrics, QueueError, Queues, StateStore, StoreError,
+    Alerts, DeadLetters, Metrics, NoMetrics, QueueError, Queues, StateStore, StoreError, Wakeups,
 };
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::time::Timestamp;
@@ -33,6 +34,7 @@ mod locks;
 mod operator;
 mod reading;
 mod scheduler;
+mod schedules;
 mod sealed;
 mod submission;
 mod supervisor;
@@ -46,6 +48,7 @@ pub use limits::{GateReport, LINE_COUNTED, LimitReport, ServiceReport};
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
 pub use reading::{Listing, OWNED_LISTING_READS, OWNED_LISTING_TASKS};
 pub use scheduler::Handled;
+pub use schedules::{FiringReport, ScheduleFailure};
 pub use submission::{SubmitError, Submitted};
 pub use supervisor::{Recovery, SweepReport};
 
@@ -211,6 +214,9 @@ pub struct App {
     seal: tokio::sync::OnceCell<cursors::Seal>,
     /// Whether an agent's request carries its task sealed ([`sealed`]).
     carries_tasks: bool,
+    /// What wakes the engine at schedules' runs beside the supervisor's sweep
+    /// ([`App::with_wakeups`]).
+    wakeups: Option<Arc<dyn Wakeups>>,
 }
 
 /// The queue of buffered submissions, as a process has it.
@@ -276,6 +282,7 @@ impl App {
             claims_submissions: None,
             notification_prefix: None,
             dead_letters: None,
+            wakeups: None,
         }
     }
 
@@ -345,6 +352,14 @@ impl App {
     #[must_use]
     pub fn with_dead_letters(mut self, dead_letters: Arc<dyn DeadLetters>) -> Self {
         self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// Sets each schedule's wake-ups through `wakeups` as it changes (EventBridge
+    /// Scheduler on AWS); without, the supervisor's sweep alone fires schedules.
+    #[must_use]
+    pub fn with_wakeups(mut self, wakeups: Arc<dyn Wakeups>) -> Self {
+        self.wakeups = Some(wakeups);
         self
     }
 

@@ -252,13 +252,16 @@ impl App {
     }
 
     /// The definition new tasks of `workflow` start on.
-    async fn named_definition(&self, workflow: &str) -> Result<Arc<Workflow>, SubmitError> {
+    pub(super) async fn named_definition(
+        &self,
+        workflow: &str,
+    ) -> Result<Arc<Workflow>, SubmitError> {
         (self.definition(workflow).await?)
             .ok_or_else(|| SubmitError::UnknownWorkflow(workflow.to_owned()))
     }
 
     /// A submission's input and notification queue, checked against `definition`.
-    fn check_against(
+    pub(super) fn check_against(
         &self,
         definition: &Workflow,
         submission: &Submission,

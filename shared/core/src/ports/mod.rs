@@ -20,6 +20,7 @@ mod queues;
 mod remote;
 mod store;
 mod tasks;
+mod wakeups;
 mod workflows;
 
 pub use alerts::{AlertError, Alerts};
@@ -36,6 +37,7 @@ pub use queues::{Outgoing, OutgoingMessage, QueueError, Queues};
 pub use remote::{RemoteCall, RemoteError, RemoteRequest};
 pub use store::{StateStore, StoreError};
 pub use tasks::TaskStore;
+pub use wakeups::{WakeupError, Wakeups};
 pub use workflows::{Registration, WorkflowStore};
 
 /// An adapter's own error (an SDK's, SQLite's, or a message where there is none),
