@@ -13,6 +13,9 @@
 //! - grants `sqs:SendMessageBatch` wherever the template grants `sqs:SendMessage`, on
 //!   the same resources: MiniStack asks for the one where AWS authorises a batch send as
 //!   the other;
+//! - grants the `scheduler:` actions granted on the stack's schedule group's schedules on
+//!   the default group's too: MiniStack authorises a call on a schedule as on
+//!   `schedule/default/NAME`, whatever its group;
 //! - writes an event-source mapping's `ScalingConfig.MaximumConcurrency` given by a
 //!   `!Ref` as the parameter's number: MiniStack stores it as a string, which stops
 //!   every SQS poller.

@@ -148,6 +148,12 @@ async fn runs_every_minute_under_each_overlap_policy() {
 
     // The buffered run starts once the running one has ended, under its own instant.
     approve(&harness, "buffers-20270115T080100Z").await;
+    let ended = harness.task("buffers-20270115T080100Z").await;
+    assert_eq!(
+        ended["attributes"],
+        json!({"customer": "c-1", "amount": 10, "approved_by": "ana"}),
+        "its search attributes, the approver's once the approval came"
+    );
     let report = harness.fire_schedules().await;
     assert_eq!(report.runs, 1, "{report:?}");
     assert_eq!(

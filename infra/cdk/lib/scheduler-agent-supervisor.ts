@@ -334,7 +334,7 @@ export class SchedulerAgentSupervisor extends Construct {
     // Schedules' wake-ups: an EventBridge Scheduler schedule each, in the stack's group,
     // invoking the supervisor (named after the stack, so that its own environment can
     // name it) under a role that may do nothing else.
-    const supervisorName = `${stack.stackName}-supervisor`;
+    const supervisorName = `${stack.stackName}-SupervisorFunction`;
     const supervisorArn = `arn:${stack.partition}:lambda:${stack.region}:${stack.account}:function:${supervisorName}`;
     this.wakeupGroup = new scheduler.CfnScheduleGroup(this, "WakeupGroup", { name: `${stack.stackName}-schedules` });
     this.wakeupRole = new iam.Role(this, "WakeupRole", {

@@ -376,12 +376,7 @@ pub(crate) fn parse_state(
 }
 
 /// The states a listing shows: Processed tasks are many, and expire.
-pub(crate) const LISTED: [TaskState; 4] = [
-    TaskState::Pending,
-    TaskState::Processing,
-    TaskState::Compensating,
-    TaskState::Error,
-];
+pub(crate) use sas_core::ports::LISTED;
 
 pub(crate) async fn list(
     app: &App,

@@ -1,6 +1,8 @@
 //! How the API shows tasks, workflows and callers: the answers' types, from which
 //! the OpenAPI document's schemas are generated.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -72,6 +74,10 @@ pub struct TaskView<'a> {
     /// an edit calls them again under the same idempotency keys.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     not_undone: &'a [String],
+    /// Its workflow's search attributes, by name, as its input and its steps' results
+    /// have them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: &'a BTreeMap<String, Value>,
     /// The caller's queue for status messages.
     notify: Option<&'a QueueName>,
     /// The request to stop it, if one came.
@@ -300,6 +306,7 @@ impl<'a> TaskView<'a> {
             output: task.machine.as_ref().and_then(|run| run.output.as_deref()),
             cause: task.machine.as_ref().and_then(|run| run.cause.as_deref()),
             not_undone: &task.not_undone,
+            attributes: &task.attributes,
             notify: task.notify.as_ref(),
             cancelled: task.cancelled.as_ref().map(|r| RequestView::of(r, view)),
             paused: task.paused.as_ref().map(|r| RequestView::of(r, view)),

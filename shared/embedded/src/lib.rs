@@ -160,6 +160,7 @@ pub struct Embedded {
 }
 
 mod activities;
+mod attributes;
 mod cursor_key;
 mod gates;
 mod history;

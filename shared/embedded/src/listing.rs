@@ -9,13 +9,21 @@ use sas_domain::task::{Task, TaskState};
 
 use crate::Embedded;
 use crate::activities;
+use crate::attributes;
 use crate::schema::decode_rows;
 
-#[async_trait]
-impl TaskListing for Embedded {
-    async fn list(
+/// The tasks by state, by creation then id, from a cursor: up to `fetch` records.
+const BY_STATE: &str = "SELECT record FROM tasks WHERE state = ?1 AND ?2 = ?2
+     AND (created_at, id) > (?3, ?4) ORDER BY created_at, id LIMIT ?5";
+
+impl Embedded {
+    /// A page of up to `limit` tasks of `query` (whose first two parameters are
+    /// `keys`, then the cursor's creation time and id, and the rows to fetch), from
+    /// the cursor `after`.
+    async fn page(
         &self,
-        state: TaskState,
+        query: &'static str,
+        keys: [String; 2],
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
@@ -28,11 +36,11 @@ impl TaskListing for Embedded {
         };
         self.read(move |c| {
             let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+            let [first, second] = &keys;
             let mut tasks: Vec<Task> = decode_rows(
                 c,
-                "SELECT record FROM tasks WHERE state = ?1 AND (created_at, id) > (?2, ?3)
-                 ORDER BY created_at, id LIMIT ?4",
-                params![state.as_str(), after_created, after_id, fetch],
+                query,
+                params![first, second, after_created, after_id, fetch],
             )?;
             let next = (tasks.len() > limit).then(|| {
                 tasks.truncate(limit);
@@ -41,6 +49,31 @@ impl TaskListing for Embedded {
             Ok(TaskPage::by_creation(tasks, next))
         })
         .await
+    }
+}
+
+#[async_trait]
+impl TaskListing for Embedded {
+    async fn list(
+        &self,
+        state: TaskState,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let keys = [state.as_str().to_owned(), String::new()];
+        self.page(BY_STATE, keys, limit, after).await
+    }
+
+    async fn with_attribute(
+        &self,
+        name: &str,
+        value: &str,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let keys = [name.to_owned(), value.to_owned()];
+        self.page(attributes::BY_ATTRIBUTE, keys, limit, after)
+            .await
     }
 
     async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {

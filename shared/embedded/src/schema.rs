@@ -56,6 +56,11 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE TABLE IF NOT EXISTS activity_offers (
     task_id TEXT PRIMARY KEY, activity TEXT NOT NULL, since INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS activity_offers_by_age ON activity_offers(activity, since, task_id);
+-- The tasks by their search attributes (`attributes`), a row an attribute.
+CREATE TABLE IF NOT EXISTS task_attributes (
+    name TEXT NOT NULL, value TEXT NOT NULL, created_at INTEGER NOT NULL, task_id TEXT NOT NULL,
+    PRIMARY KEY (name, value, created_at, task_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS task_attributes_of ON task_attributes(task_id);
 CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
 ";

@@ -10,6 +10,7 @@ use sas_domain::task::{Order, Task};
 
 use crate::Embedded;
 use crate::activities::OfferRow;
+use crate::attributes::AttributeRows;
 use crate::history::EventRows;
 use crate::queues::insert_messages;
 use crate::schema::{Compressed, Stored, decode, encode, unavailable};
@@ -53,6 +54,7 @@ struct Replacement {
     leased: Option<i64>,
     record: Compressed,
     offer: OfferRow,
+    attributes: AttributeRows,
     events: EventRows,
 }
 
@@ -66,6 +68,7 @@ impl Replacement {
             leased: leased(task),
             record: Compressed::json(task)?,
             offer: OfferRow::of(task),
+            attributes: AttributeRows::of(task),
             events: EventRows::of(task)?,
         })
     }
@@ -102,6 +105,7 @@ impl Replacement {
         }
         if updated == 1 {
             self.offer.write(c, &self.id)?;
+            self.attributes.write(c, &self.id)?;
             self.events.write(c, &self.id)
         } else {
             Err(StoreError::Conflict)
@@ -123,6 +127,7 @@ impl TaskStore for Embedded {
             leased(task),
         );
         let (offer, events) = (OfferRow::of(task), EventRows::of(task)?);
+        let attributes = AttributeRows::of(task);
         let work = move |c: &Connection| {
             let inserted = execute(
                 c,
@@ -141,6 +146,7 @@ impl TaskStore for Embedded {
             )
             .map_err(unavailable)?;
             offer.write(c, &id)?;
+            attributes.write(c, &id)?;
             events.write(c, &id)
         };
         self.write_keeping(work, task, Some(order)).await

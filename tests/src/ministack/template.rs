@@ -4,6 +4,8 @@
 
 use serde_norway::Value as Yaml;
 
+use super::REGION;
+
 /// A template as MiniStack can deploy it, SAM's (`infra/template.yaml`), the CDK app's
 /// synthesized one and the CDK's bootstrap template alike: less what MiniStack cannot
 /// deploy and plus what it wrongly asks for (the comment of [`crate::ministack`]), each
@@ -75,7 +77,8 @@ fn for_the_emulator(source: &str, parameters: &[(&str, &str)]) -> Yaml {
 
 /// Within a resource: each policy statement allowing `sqs:SendMessage` allows
 /// `sqs:SendMessageBatch` too (MiniStack asks for it; AWS authorises a batch send as
-/// `sqs:SendMessage`); a `MaximumConcurrency: !Ref P` becomes P's number (MiniStack
+/// `sqs:SendMessage`); each allowing a `scheduler:` action allows it on the default
+/// group's schedules too (MiniStack names a schedule's resource so, whatever its group); a `MaximumConcurrency: !Ref P` becomes P's number (MiniStack
 /// stores a `!Ref`'s value as a string, which stops every SQS poller).
 fn emulator_fixes(value: &mut Yaml, defaults: &Yaml, parameters: &[(&str, &str)]) {
     match value {
@@ -89,6 +92,16 @@ fn emulator_fixes(value: &mut Yaml, defaults: &Yaml, parameters: &[(&str, &str)]
                         .collect(),
                     _ => Vec::new(),
                 };
+                // MiniStack authorises a schedule's calls as on `schedule/default/NAME`,
+                // whatever its group; AWS as on `schedule/GROUP/NAME`.
+                if actions.iter().any(|a| a.starts_with("scheduler:"))
+                    && let Some(granted) = mapping.get("Resource").cloned()
+                {
+                    let default_group =
+                        format!("arn:aws:scheduler:{REGION}:000000000000:schedule/default/*");
+                    let resources = Yaml::Sequence(vec![granted, Yaml::String(default_group)]);
+                    mapping.insert("Resource".into(), resources);
+                }
                 if actions.iter().any(|a| a == "sqs:SendMessage")
                     && !actions.iter().any(|a| a == "sqs:SendMessageBatch")
                 {

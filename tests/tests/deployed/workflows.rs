@@ -34,6 +34,9 @@ async fn a_refund_is_approved_by_its_token_through_the_deployed_api_and_a_task_p
         async move { stack.call("POST", &path, Some(&body), false).await }
     };
 
+    // A schedule every minute, made first so that its wake-up comes during the rest.
+    let naps = wake_ups_start(&stack).await;
+
     put_task(&stack, "refund-1", &refund(250)).await;
     put_task(&stack, "refund-2", &refund(400)).await;
     let waiting = |t: &Value| approve(t)["waiting"]["for"] == "callback";
@@ -149,6 +152,102 @@ async fn a_refund_is_approved_by_its_token_through_the_deployed_api_and_a_task_p
         remote.effects("napping").len(),
         2,
         "the delivery created once"
+    );
+    naps_run_then_wake_ups_stop(&stack, &naps).await;
+}
+
+/// Creates the schedule `naps` (a nap every minute) through the deployed API, and
+/// checks the EventBridge Scheduler schedule it set; gives that schedule's group.
+async fn wake_ups_start(stack: &Deployment) -> String {
+    let naps = json!({"workflow": "nap", "every": "1m", "overlap": "allow_all",
+        "input": {"customer_id": "c-1"}});
+    let (status, created) = operator(stack, "PUT", "/operator/schedules/naps", Some(&naps)).await;
+    if status != 201 {
+        let logs = stack.logs("SubmissionFunction").await.join("\n");
+        panic!("PUT /operator/schedules/naps: {status} {created}; the API's logs:\n{logs}");
+    }
+    let scheduler = aws_sdk_scheduler::Client::new(&stack.sdk);
+    let groups = scheduler
+        .list_schedule_groups()
+        .send()
+        .await
+        .expect("groups");
+    let group = (groups.schedule_groups().iter())
+        .filter_map(|g| g.name())
+        .find(|name| name.ends_with("-schedules"))
+        .expect("the stack's schedule group")
+        .to_owned();
+    let wake_up = (scheduler
+        .get_schedule()
+        .group_name(&group)
+        .name("naps")
+        .send())
+    .await
+    .expect("the schedule's wake-ups, set by the API");
+    assert_eq!(wake_up.schedule_expression(), Some("rate(1 minute)"));
+    let target = wake_up.target().expect("a target");
+    assert!(
+        target.arn().ends_with("-SupervisorFunction"),
+        "{}",
+        target.arn()
+    );
+    assert_eq!(target.input(), Some(r#"{"schedule":"naps"}"#));
+    group
+}
+
+/// With no sweep in this test (`SupervisorRate` a day), the runs of `naps` start by
+/// EventBridge Scheduler's wake-ups alone; paused, its wake-ups are disabled, and
+/// deleted, gone.
+async fn naps_run_then_wake_ups_stop(stack: &Deployment, group: &str) {
+    let mut seen = Value::Null;
+    for _ in 0..90 {
+        let (status, body) = operator(stack, "GET", "/operator/schedules/naps", None).await;
+        assert_eq!(status, 200, "{body}");
+        if body["started"].as_u64() >= Some(1) {
+            seen = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let Some(run) = seen["last_run"]["task_id"].as_str() else {
+        let logs = stack.logs("SupervisorFunction").await.join("\n");
+        panic!("no run started within 3 minutes; the supervisor's logs:\n{logs}");
+    };
+    let instant = run.strip_prefix("naps-").unwrap_or_default();
+    assert!(
+        instant.len() == 16 && instant.ends_with('Z') && instant.as_bytes()[8] == b'T',
+        "a run's id is the schedule's name and its instant: {run}"
+    );
+    wait_for_task(stack, run, "a run's task", Duration::from_secs(60), |t| {
+        t["workflow"]["name"] == "nap"
+    })
+    .await;
+
+    let scheduler = aws_sdk_scheduler::Client::new(&stack.sdk);
+    let (status, paused) = operator(stack, "POST", "/operator/schedules/naps/pause", None).await;
+    assert_eq!(status, 200, "{paused}");
+    let wake_up = (scheduler
+        .get_schedule()
+        .group_name(group)
+        .name("naps")
+        .send())
+    .await
+    .expect("the schedule's wake-ups");
+    assert_eq!(
+        wake_up.state(),
+        Some(&aws_sdk_scheduler::types::ScheduleState::Disabled)
+    );
+    let (status, deleted) = operator(stack, "DELETE", "/operator/schedules/naps", None).await;
+    assert_eq!(status, 200, "{deleted}");
+    let gone = scheduler
+        .get_schedule()
+        .group_name(group)
+        .name("naps")
+        .send()
+        .await;
+    assert!(
+        gone.is_err(),
+        "the wake-ups deleted with the schedule: {gone:?}"
     );
 }
 

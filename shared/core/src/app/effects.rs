@@ -112,7 +112,7 @@ impl App {
                 }
                 .into());
             }
-            let decision = match decide(&task, &workflow, &order, self.clock.now()) {
+            let mut decision = match decide(&task, &workflow, &order, self.clock.now()) {
                 Ok(decision) => decision,
                 Err(_) if !consistent => {
                     consistent = true;
@@ -124,6 +124,11 @@ impl App {
             if !consistent && decision.next.is_none() && !settled {
                 consistent = true;
                 continue;
+            }
+            if let Some(next) = &mut decision.next {
+                // Its search attributes, as this write leaves its input and results.
+                let input = &decision.order.as_ref().unwrap_or(&order).input;
+                next.attributes = workflow.attributes_of(input, next);
             }
             let written = self.write(decision, &order).await?;
             drop(one_at_a_time);

@@ -36,6 +36,7 @@ mod reading;
 mod scheduler;
 mod schedules;
 mod sealed;
+mod search;
 mod submission;
 mod supervisor;
 #[cfg(test)]
@@ -49,6 +50,7 @@ pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
 pub use reading::{Listing, OWNED_LISTING_READS, OWNED_LISTING_TASKS};
 pub use scheduler::Handled;
 pub use schedules::{FiringReport, ScheduleFailure};
+pub use search::{Found, SEARCH_EXAMINES, Search, SearchError};
 pub use submission::{SubmitError, Submitted};
 pub use supervisor::{Recovery, SweepReport};
 

@@ -31,7 +31,7 @@ pub use dead_letters::{DeadLetter, DeadLetters};
 pub use gates::GateStore;
 pub use history::{ExecutionHistory, HistoryPage};
 pub use leases::{Expired, ExpiredCursor, LeaseIndex, LeaseKey, ShardProgress, Unreadable};
-pub use listing::{TaskListing, TaskPage};
+pub use listing::{LISTED, TaskListing, TaskPage};
 pub use metrics::{Metrics, NoMetrics, Unit};
 pub use queues::{Outgoing, OutgoingMessage, QueueError, Queues};
 pub use remote::{RemoteCall, RemoteError, RemoteRequest};

@@ -1,5 +1,7 @@
 //! A task created for a submission, and a buffered submission refused on a task.
 
+use std::collections::BTreeMap;
+
 use crate::submission::Submission;
 use crate::task::{Happened, Order, RefusedSubmission, Step, Task, TaskState, WorkflowRef};
 use crate::time::Timestamp;
@@ -26,7 +28,7 @@ fn create(
     now: Timestamp,
     callback_key: String,
 ) -> (Task, Order, Vec<Effect>) {
-    let task = Task {
+    let mut task = Task {
         id: submission.id.clone(),
         version: 0,
         write_id: 0,
@@ -61,9 +63,11 @@ fn create(
         resubmissions: Vec::new(),
         refused: Vec::new(),
         history: Vec::new(),
+        attributes: BTreeMap::new(),
         created_at: now,
         updated_at: now,
     };
+    task.attributes = workflow.attributes_of(&submission.input, &task);
     let mut change = Change::of(&task, now);
     // A task to start later holds its start as its lease, and no Run message yet.
     change.wait_for_start(workflow);

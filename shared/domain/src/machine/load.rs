@@ -172,6 +172,7 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
         source: text.to_owned(),
         file: file.to_owned(),
         machine: Some(Machine(Arc::new(machine))),
+        attributes: Vec::new(),
     })
 }
 

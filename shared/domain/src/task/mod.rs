@@ -218,6 +218,10 @@ pub struct Task {
     /// What happened to it, oldest first: its timeline. The last [`MAX_HISTORY`] events.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Event>,
+    /// Its workflow's search attributes, by name, as its input and its steps' results
+    /// had them at its last write ([`crate::workflow::Attribute`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, serde_json::Value>,
     /// When it was submitted.
     pub created_at: Timestamp,
     /// When it last changed.

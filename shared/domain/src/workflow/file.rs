@@ -10,6 +10,7 @@ use crate::flow::LimitFile;
 use crate::kinds::children::MapFile;
 use crate::kinds::parallel::{self, Branch};
 use crate::kinds::{self, CallbackSettings};
+use crate::workflow::attributes::{self, AttributeFile};
 use crate::workflow::guard::{self, Guard};
 use crate::workflow::step::{FieldType, RetryPolicy, StepDefinition, Supervision};
 use crate::workflow::{MAX_RETRY_WAIT, Workflow};
@@ -78,6 +79,8 @@ pub(super) struct WorkflowFile {
     #[serde(default)]
     defaults: StepSettings,
     steps: Vec<StepFile>,
+    #[serde(default)]
+    attributes: BTreeMap<String, AttributeFile>,
 }
 
 #[derive(Deserialize, Default)]
@@ -176,6 +179,8 @@ impl WorkflowFile {
             steps: Vec::new(),
         };
         resolver.sequence(self.steps, Vec::new(), HashSet::new(), &[], &[])?;
+        let attributes = attributes::resolve(self.attributes, &self.input, &resolver.names)
+            .map_err(|(field, reason)| (None, field, reason))?;
         let steps = resolver.steps;
         Ok(Workflow {
             name: self.name,
@@ -187,6 +192,7 @@ impl WorkflowFile {
             source,
             file: file.to_owned(),
             machine: None,
+            attributes,
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Workflow definitions: data files, validated when loaded, kept by version.
 
+mod attributes;
 mod condition;
 pub(crate) mod file;
 pub(crate) mod guard;
@@ -19,6 +20,9 @@ use serde_json::Value;
 pub use crate::kinds::children::{DEFAULT_MAX_CONCURRENCY, MAX_CONCURRENCY, Tolerance};
 pub use crate::kinds::parallel::Branch;
 pub use crate::kinds::{CallStep, CallbackSettings, ChildrenStep, SleepStep, StepKind, WaitStep};
+pub use attributes::{
+    Attribute, AttributeType, MAX_ATTRIBUTE_TEXT, MAX_ATTRIBUTES, attribute_text, is_attribute_name,
+};
 pub use condition::Condition;
 pub use guard::Guard;
 pub use registry::{Registry, RegistryError};
@@ -95,6 +99,8 @@ pub struct Workflow {
     /// Of a Step Functions state machine: its definition, which says where a task
     /// goes from each state ([`crate::machine`]); its steps are its states that wait.
     pub machine: Option<Machine>,
+    /// Its search attributes: what its tasks are found by.
+    pub attributes: Vec<Attribute>,
 }
 
 /// Why a task's input does not fit its workflow.
@@ -108,6 +114,23 @@ pub struct InputError {
 }
 
 impl Workflow {
+    /// The values of its attributes in `task`, whose input is `input`: those it has,
+    /// by name.
+    #[must_use]
+    pub fn attributes_of(
+        &self,
+        input: &Value,
+        task: &crate::task::Task,
+    ) -> BTreeMap<String, Value> {
+        if self.attributes.is_empty() {
+            return BTreeMap::new();
+        }
+        let results = crate::decide::steps::results(task);
+        (self.attributes.iter())
+            .filter_map(|a| Some((a.name.clone(), a.value(input, &results)?)))
+            .collect()
+    }
+
     /// The index of the step named `name` (a state machine's state that waits).
     #[must_use]
     pub fn step_index(&self, name: &str) -> Option<usize> {
