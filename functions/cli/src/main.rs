@@ -5,6 +5,7 @@
 mod bulk;
 mod client;
 mod execution;
+mod find;
 mod moving;
 mod render;
 mod repair;
@@ -57,8 +58,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: submit, list, show, execution, watch, children, resubmit, repair, move,
-    /// cancel, pause, resume, complete.
+    /// Tasks: submit, list, find, show, execution, watch, children, resubmit, repair,
+    /// move, cancel, pause, resume, complete.
     #[command(subcommand)]
     Tasks(Tasks),
     /// Resubmit every task in Error a filter matches, paced, with a progress bar;
@@ -150,6 +151,9 @@ enum Tasks {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Tasks found by their attributes (--where NAME=VALUE), workflow, state, time
+    /// and error text.
+    Find(find::Find),
     /// A task, its steps on a timeline, and its history.
     Show { id: String },
     /// Follows a task until it ends, a line at each change.
@@ -338,6 +342,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 format!("{}{more}", render::tasks(&listed))
             });
         }
+        Command::Tasks(Tasks::Find(find)) => find.run(&api, cli.json).await?,
         Command::Tasks(Tasks::Show { id: task }) => {
             let answer = api
                 .call("GET", &format!("{tasks}/{}", id(&task)), None)

@@ -669,6 +669,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/dead-letters", operator, operatorScopes);
     route(GET, "/operator/dead-letters/{queue}", operator, operatorScopes);
     route(POST, "/operator/dead-letters/{queue}/redrive", operator, operatorScopes);
+    route(GET, "/operator/search", operator, operatorScopes);
     route(GET, "/operator/schedules", operator, operatorScopes);
     route(GET, "/operator/schedules/{name}", operator, operatorScopes);
     route(PUT, "/operator/schedules/{name}", operator, operatorScopes);
@@ -699,6 +700,7 @@ export class SchedulerAgentSupervisor extends Construct {
         "GET /operator/tasks/{id}/children",
         "GET /tasks/{id}/execution",
         "GET /operator/tasks/{id}/execution",
+        "GET /operator/search",
         // The routes anyone may call, each an invocation: bounded apart from the rest.
         "GET /",
         "GET /openapi.json",

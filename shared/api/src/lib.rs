@@ -18,6 +18,7 @@ mod operator;
 mod routes;
 mod schedules;
 mod scope;
+mod search;
 mod stepfunctions;
 mod tasks;
 mod view;

@@ -11,6 +11,7 @@ use super::execution::ExecutionView;
 use super::operator::PlanView;
 use super::routes::Action;
 use super::schedules::{DeletedView, ScheduleAction, ScheduleView, SchedulesView};
+use super::search::FoundView;
 use super::tasks::LISTED;
 use super::view::{
     AcceptedView, BatchView, BulkView, CallbackView, ChildrenView, DeadLetterQueuesView,
@@ -162,6 +163,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             ),
             ScheduleAction::Delete => (200, generator.subschema_for::<DeletedView>(), None),
         },
+        Action::Search => (200, generator.subschema_for::<FoundView>(), None),
         Action::OpenApi | Action::Console => (200, Schema::from(true), None),
         Action::StepFunctions => (200, Schema::from(true), Some(Schema::from(true))),
     };

@@ -15,6 +15,7 @@ use crate::operator::{
 };
 use crate::schedules::{ScheduleAction, schedules};
 use crate::scope::Scope;
+use crate::search::search;
 use crate::stepfunctions::{self, OPERATOR_PATH, TARGET_PREFIX};
 use crate::tasks::{children, get, list, parse_wait, submit, submit_batch};
 use crate::view::{CallbackView, MeView, WorkflowView, WorkflowsView};
@@ -46,6 +47,7 @@ pub(crate) enum Action {
     DeadLetters,
     Redrive,
     Schedules(ScheduleAction),
+    Search,
     OpenApi,
     Console,
     /// Step Functions' protocol, its operation in `X-Amz-Target`.
@@ -113,6 +115,7 @@ impl Route {
                 | Action::Me
                 | Action::Services
                 | Action::Schedules(ScheduleAction::List | ScheduleAction::Get)
+                | Action::Search
                 | Action::OpenApi
                 | Action::Console
         )
@@ -124,7 +127,12 @@ impl Route {
     fn takes_query(&self) -> bool {
         matches!(
             self.action,
-            Action::Submit | Action::List | Action::Get | Action::Children | Action::Services
+            Action::Submit
+                | Action::List
+                | Action::Get
+                | Action::Children
+                | Action::Services
+                | Action::Search
         )
     }
 
@@ -181,6 +189,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/operator/bulk/resume", Action::Bulk(BulkKind::Act(BulkAction::Resume)), "Resume the paused tasks a filter matches, a page per call"),
     Route::new("POST", "/operator/bulk/repair", Action::Bulk(BulkKind::Repair), "Repair the tasks in Error (or Processed) a filter matches, each as the patches say, a page per call"),
     Route::new("POST", "/operator/bulk/move", Action::Bulk(BulkKind::Move), "Move the tasks a filter matches onto another version of their workflow, a page per call"),
+    Route::new("GET", "/operator/search", Action::Search, "Find tasks by their search attributes, workflow and version, state, creation time and error text, a page at a time"),
     Route::new("GET", "/operator/services", Action::Services, "The services the workflows call, what limits their calls, and each limit's calls in flight and waiting now"),
     Route::new("GET", "/operator/dead-letters", Action::DeadLetterQueues, "The dead-letter queues, and how many messages each holds"),
     Route::new("GET", "/operator/dead-letters/{queue}", Action::DeadLetters, "Messages of a dead-letter queue, left where they are"),
@@ -312,6 +321,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::DeadLetters => dead_letters(app, named).await,
         Action::Redrive => redrive(app, named, request.body).await,
         Action::Schedules(action) => schedules(app, action, named, request.body).await,
+        Action::Search => search(app, request.query).await,
         // With its operation, the protocol took it before any route.
         Action::StepFunctions => Err(ApiError::new(
             ErrorCode::InvalidField,

@@ -441,7 +441,7 @@ pub(crate) async fn list(
 /// (their outputs) is answered shorter, cut where its answer fits what API Gateway may
 /// send back, to go on after the last task it shows (if it can), nothing read again.
 /// `answer` writes a page and its cursor.
-fn fitted<'a>(
+pub(crate) fn fitted<'a>(
     tasks: &'a [Task],
     cursor: impl Fn(usize) -> Result<Option<String>, ApiError>,
     answer: impl Fn(&'a [Task], Option<String>) -> ApiResponse,

@@ -51,6 +51,9 @@ pub enum SearchError {
 pub struct Found {
     /// The tasks found, in the index's order.
     pub tasks: Vec<Task>,
+    /// The cursor after each task: a page cut after its `k`-th goes on from
+    /// `after[k - 1]`.
+    pub after: Vec<String>,
     /// Where the next page starts, if the index has more.
     pub next: Option<String>,
     /// The index entries examined for this page.
@@ -95,6 +98,7 @@ impl App {
     ) -> Result<Found, SearchError> {
         let mut found = Found {
             tasks: Vec::new(),
+            after: Vec::new(),
             next: after.map(str::to_owned),
             examined: 0,
         };
@@ -115,8 +119,9 @@ impl App {
                 found.examined += 1;
                 if search.matches(&task) {
                     found.tasks.push(task);
+                    found.after.push(after);
                     if found.tasks.len() == limit {
-                        found.next = Some(after);
+                        found.next = found.after.last().cloned();
                         return Ok(found);
                     }
                 }

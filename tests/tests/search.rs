@@ -1,0 +1,154 @@
+//! Tasks found by what they are about, end to end on the local system as an operator
+//! finds them through the API and `sas`: 5,000 refunds, each with its customer and
+//! amount kept as search attributes, found by two of them, the index examining only
+//! the customer's; by state, workflow, time and error text; and searches refused with
+//! a 400 naming the parameter.
+
+use sas_domain::ids::TaskId;
+use sas_domain::submission::Submission;
+use sas_domain::time::Timestamp;
+use sas_tests::Harness;
+use serde_json::{Value, json};
+
+const TASKS: usize = 5_000;
+const CUSTOMERS: usize = 100;
+
+/// Refund `i`: customer `c-(i % 100)`, an amount of `10 * (i % 7)`, to start in a
+/// year: each stays Pending, its attributes kept from its input.
+fn refund(i: usize) -> Submission {
+    let input = json!({"order_id": format!("o-{i}"), "customer_id": format!("c-{}", i % CUSTOMERS),
+        "amount": 10 * (i % 7)});
+    Submission {
+        start_at: Some(Timestamp(1_800_000_000_000 + 365 * 86_400_000)),
+        ..Submission::new(TaskId::parse(format!("refund-{i}")).expect("an id"), input)
+    }
+}
+
+async fn search(harness: &Harness, query: &str) -> (u16, Value) {
+    let (status, _, body) = harness
+        .call("GET", &format!("/operator/search?{query}"), None)
+        .await;
+    (status, body)
+}
+
+fn ids(page: &Value) -> Vec<String> {
+    (page["tasks"].as_array().expect("tasks").iter())
+        .map(|t| t["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refunds_are_found_by_two_attributes_among_5000_the_index_examining_one_customers() {
+    let harness = Harness::start(5).await;
+    let app = &harness.running.system.app;
+    let refunds = app
+        .workflows()
+        .latest("approved-refund")
+        .expect("the test workflow");
+    for i in 0..TASKS {
+        app.submit_on(std::sync::Arc::clone(&refunds), refund(i))
+            .await
+            .expect("submitted");
+    }
+    // Customer c-7's refunds are i = 7, 107, 207, ...; of those, an amount of 30 is
+    // i % 7 == 3.
+    let expected: Vec<String> = (0..TASKS)
+        .filter(|i| i % CUSTOMERS == 7 && i % 7 == 3)
+        .map(|i| format!("refund-{i}"))
+        .collect();
+    let mut found = Vec::new();
+    let mut query = "attribute.customer=c-7&attribute.amount=30&limit=10".to_owned();
+    let mut examined = 0;
+    loop {
+        let (status, page) = search(&harness, &query).await;
+        assert_eq!(status, 200, "{page}");
+        examined += page["examined"].as_u64().expect("examined");
+        found.extend(ids(&page));
+        match page["next"].as_str() {
+            Some(next) => {
+                query = format!("attribute.customer=c-7&attribute.amount=30&limit=10&after={next}")
+            }
+            None => break,
+        }
+    }
+    found.sort_by_key(|id| id[7..].parse::<usize>().expect("a number"));
+    assert_eq!(found, expected);
+    assert_eq!(
+        examined,
+        (TASKS / CUSTOMERS) as u64,
+        "the index examined customer c-7's refunds alone"
+    );
+
+    let printed = harness
+        .sas_ok(&[
+            "tasks",
+            "find",
+            "--where",
+            "customer=c-7",
+            "--where",
+            "amount=30",
+            "--all",
+        ])
+        .await;
+    assert!(
+        printed.contains(&format!(" {} ", expected[0])),
+        "{printed}"
+    );
+    let summary = format!("({} found, {} examined)", expected.len(), TASKS / CUSTOMERS);
+    assert!(printed.contains(&summary), "{printed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_by_state_workflow_time_and_error_and_the_searches_refused() {
+    let harness = Harness::start(5).await;
+    let app = &harness.running.system.app;
+    let refunds = app
+        .workflows()
+        .latest("approved-refund")
+        .expect("the test workflow");
+    for i in 0..10 {
+        app.submit_on(std::sync::Arc::clone(&refunds), refund(i))
+            .await
+            .expect("submitted");
+    }
+    let (status, page) = search(
+        &harness,
+        "state=Pending&workflow=approved-refund&workflow=approved-refund&limit=100",
+    )
+    .await;
+    assert_eq!((status, ids(&page).len()), (200, 10), "{page}");
+    assert_eq!(
+        page["tasks"][0]["attributes"],
+        json!({"customer": "c-0", "amount": 0})
+    );
+    let (_, page) = search(
+        &harness,
+        "state=Pending&from=2027-01-15T08:00:00Z&to=2027-01-15T08:00:01Z",
+    )
+    .await;
+    assert_eq!(
+        ids(&page).len(),
+        10,
+        "created at the harness's start: {page}"
+    );
+    let (_, page) = search(&harness, "state=Pending&from=2027-01-15T08:00:01Z").await;
+    assert_eq!(ids(&page).len(), 0, "{page}");
+    let (_, page) = search(&harness, "state=Pending&error=refused").await;
+    assert_eq!(ids(&page).len(), 0, "none failed: {page}");
+    let (_, page) = search(&harness, "attribute.customer=c-3&workflow=refund").await;
+    assert_eq!(ids(&page).len(), 0, "another workflow's: {page}");
+
+    for (query, field) in [
+        ("workflow=approved-refund", "attribute"),
+        ("attribute.Customer=c-1", "attribute.Customer"),
+        ("state=Done", "state"),
+        ("state=Error&from=yesterday", "from"),
+        ("state=Error&limit=0", "limit"),
+        ("state=Error&colour=red", "colour"),
+        ("attribute.customer=c-1&after=nonsense", "after"),
+    ] {
+        let (status, answer) = search(&harness, query).await;
+        assert_eq!(status, 400, "{query}: {answer}");
+        assert_eq!(answer["error"]["field"], field, "{query}: {answer}");
+    }
+}
