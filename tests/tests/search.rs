@@ -90,10 +90,7 @@ async fn refunds_are_found_by_two_attributes_among_5000_the_index_examining_one_
             "--all",
         ])
         .await;
-    assert!(
-        printed.contains(&format!(" {} ", expected[0])),
-        "{printed}"
-    );
+    assert!(printed.contains(&format!(" {} ", expected[0])), "{printed}");
     let summary = format!("({} found, {} examined)", expected.len(), TASKS / CUSTOMERS);
     assert!(printed.contains(&summary), "{printed}");
 }

@@ -410,3 +410,49 @@ async fn order_data_another_task_of_the_id_left_is_not_read_as_the_tasks() {
         Err(StoreError::Unavailable(_))
     ));
 }
+
+/// Tasks found by two attributes among 1,000 on DynamoDB: the first attribute's
+/// entries are read (one Query of its value's partition, the matching entries alone)
+/// and the tasks they name (one BatchGetItem); the second is checked on each record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_found_by_an_attribute_reading_its_entries_alone() {
+    let (_moto, sdk, client) = moto_with_table("attributes").await;
+    let store = store_of(&sdk, "attributes", 4);
+    for i in 0..1_000 {
+        let (mut task, order) = drone_delivery(&format!("t-{i}"), sas_testkit::delivery_input(), i);
+        let (customer, region) = (format!("c-{}", i % 50), ["eu", "us"][i as usize % 2]);
+        task.attributes.insert("customer".into(), json!(customer));
+        task.attributes.insert("region".into(), json!(region));
+        let changed = [
+            ("customer".to_owned(), customer),
+            ("region".to_owned(), region.to_owned()),
+        ];
+        store
+            .index_attributes(&task, &changed)
+            .await
+            .expect("indexed");
+        store.create(&task, &order).await.expect("created");
+    }
+    let page = (store.with_attribute("customer", "c-7", 100, None))
+        .await
+        .expect("a page");
+    assert_eq!(page.tasks.len(), 20, "c-7's: t-7, t-57, ...");
+    assert_eq!(page.next, None, "one Query read them all");
+    let in_the_eu: Vec<&str> = (page.tasks.iter())
+        .filter(|t| t.attributes.get("region") == Some(&json!("eu")))
+        .map(|t| t.id.as_str())
+        .collect();
+    assert_eq!(
+        in_the_eu.len(),
+        0,
+        "c-7's are odd, in the us: {in_the_eu:?}"
+    );
+    // The partition holds c-7's entries alone: what a search's Query reads.
+    let entries = (client.query().table_name("attributes"))
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(":pk", AttributeValue::S("ATTR#customer#c-7".into()))
+        .send()
+        .await
+        .expect("the entries");
+    assert_eq!(entries.count(), 20);
+}

@@ -9,6 +9,7 @@ use sas_core::ports::{StoreError, TaskListing, TaskPage};
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Task, TaskState};
 
+use super::attributes::attribute_partition;
 use super::leases::expiry_entry;
 use super::requests::{Item, attribute, s, unavailable};
 use super::task_item::{offered_key, task_id_of};
@@ -32,44 +33,50 @@ fn listed_expiry_entry(cursor: &str) -> Result<(u32, Item), StoreError> {
 }
 
 impl DynamoStore {
-    /// Tasks in Error, oldest first, from the listing index.
-    async fn list_in_error(
+    /// A page of up to `limit` tasks from the entries of one partition of `index`
+    /// (the table's own keys for `None`): those whose `partition` attribute has its
+    /// value, by their `sort` key, a listing cursor (creation, then id), after
+    /// `after`. One entry more than a page tells whether there is a next one:
+    /// counted on the entries, so that a record left out (unreadable, or gone) does
+    /// not end the listing.
+    pub(super) async fn keyed_page(
         &self,
+        index: Option<&str>,
+        partition: (&str, String),
+        sort: &str,
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.settings.table)
-            .index_name(LISTING_INDEX)
-            .expression_attribute_names("#state", "listed_state")
-            .expression_attribute_values(":state", s(TaskState::Error.as_str()))
-            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
         if let Some(cursor) = after {
             TaskPage::parse_cursor(cursor)?;
         }
+        let query = (self.client.query())
+            .table_name(&self.settings.table)
+            .set_index_name(index.map(str::to_owned))
+            .expression_attribute_names("#partition", partition.0)
+            .expression_attribute_values(":partition", s(partition.1))
+            .limit(i32::try_from(limit + 1).unwrap_or(i32::MAX));
         // A key condition may not compare with an empty string: no cursor, no bound.
         let query = match after {
             Some(cursor) => query
-                .key_condition_expression("#state = :state AND #key > :after")
-                .expression_attribute_names("#key", "listed_key")
+                .key_condition_expression("#partition = :partition AND #sort > :after")
+                .expression_attribute_names("#sort", sort)
                 .expression_attribute_values(":after", s(cursor)),
-            None => query.key_condition_expression("#state = :state"),
+            None => query.key_condition_expression("#partition = :partition"),
         };
         let output = query.send().await.map_err(unavailable)?;
         let mut entries = output.items().to_vec();
-        // One more than a page tells whether there is a next one: counted on the index
-        // entries, so that a record left out (unreadable) does not end the listing.
         let more = entries.len() > limit;
         entries.truncate(limit);
-        let next = match entries.last().filter(|_| more) {
-            Some(last) => Some(attribute(last, "listed_key")?.to_owned()),
-            None => None,
-        };
-        let ids = entries
-            .iter()
-            .map(task_id_of)
+        let cursors = (entries.iter())
+            .map(|entry| attribute(entry, sort))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = cursors.last().filter(|_| more).map(|c| (*c).to_owned());
+        let ids = (cursors.iter())
+            .map(|cursor| {
+                let (_, id) = TaskPage::parse_cursor(cursor)?;
+                TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let tasks = self.tasks(ids).await?;
         Ok(TaskPage::by_creation(tasks, next))
@@ -169,12 +176,34 @@ impl TaskListing for DynamoStore {
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
         match state {
-            TaskState::Error => self.list_in_error(limit, after).await,
+            TaskState::Error => {
+                let partition = ("listed_state", TaskState::Error.as_str().to_owned());
+                (self.keyed_page(Some(LISTING_INDEX), partition, "listed_key", limit, after)).await
+            }
             TaskState::Processed => Ok(TaskPage::by_creation(Vec::new(), None)),
             TaskState::Pending | TaskState::Processing | TaskState::Compensating => {
                 self.list_in_flight(state, limit, after).await
             }
         }
+    }
+
+    async fn index_attributes(
+        &self,
+        task: &Task,
+        changed: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        self.put_attribute_entries(task, changed).await
+    }
+
+    async fn with_attribute(
+        &self,
+        name: &str,
+        value: &str,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        let partition = ("pk", attribute_partition(name, value));
+        self.keyed_page(None, partition, "sk", limit, after).await
     }
 
     async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {

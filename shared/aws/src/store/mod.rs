@@ -43,6 +43,7 @@ use aws_types::SdkConfig;
 use sas_lambda::config::TableSettings;
 use sas_lambda::sdk::{SdkClient, sdk_client};
 
+mod attributes;
 mod cursor_key;
 mod gates;
 mod history;

@@ -210,6 +210,7 @@ impl App {
             None => {
                 let definition = self.children_workflow(of).await?;
                 let (task, order) = decide::never_started(&definition, of, item, self.clock.now());
+                self.index_attributes(None, &task).await?;
                 match self.store.create(&task, &order).await {
                     Ok(()) => {
                         self.tell_parent(unstarted(&link(of, item), None)).await;

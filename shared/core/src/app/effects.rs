@@ -129,6 +129,7 @@ impl App {
                 // Its search attributes, as this write leaves its input and results.
                 let input = &decision.order.as_ref().unwrap_or(&order).input;
                 next.attributes = workflow.attributes_of(input, next);
+                (self.index_attributes(Some(&task), next).await).map_err(TaskError::from)?;
             }
             let written = self.write(decision, &order).await?;
             drop(one_at_a_time);

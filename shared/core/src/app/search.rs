@@ -84,7 +84,35 @@ impl Search {
     }
 }
 
+/// The attributes of `task` that `before` (its record's, as last written) did not
+/// have with those values, as text.
+fn changed(before: Option<&Task>, task: &Task) -> Vec<(String, String)> {
+    (task.attributes.iter())
+        .filter(|(name, value)| before.and_then(|b| b.attributes.get(*name)) != Some(value))
+        .map(|(name, value)| (name.clone(), attribute_text(value)))
+        .collect()
+}
+
 impl App {
+    /// Indexes the attributes `task` has that `before` did not, in the store's index,
+    /// ahead of the write of its record ([`TaskListing::index_attributes`]).
+    ///
+    /// # Errors
+    /// The store's failure: the record is then not written either.
+    ///
+    /// [`TaskListing::index_attributes`]: crate::ports::TaskListing::index_attributes
+    pub(super) async fn index_attributes(
+        &self,
+        before: Option<&Task>,
+        task: &Task,
+    ) -> Result<(), StoreError> {
+        let changed = changed(before, task);
+        if changed.is_empty() {
+            return Ok(());
+        }
+        self.store.index_attributes(task, &changed).await
+    }
+
     /// Up to `limit` tasks that meet every condition of `search`, from the cursor
     /// `after` of an earlier page, examining at most [`SEARCH_EXAMINES`] entries.
     ///

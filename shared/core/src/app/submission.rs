@@ -310,6 +310,7 @@ impl App {
         } else {
             decide::submit(definition, submission, now)
         };
+        self.index_attributes(None, &task).await?;
         match self.store.create(&task, &order).await {
             Ok(()) => {
                 info!(task_id = %id, workflow, "task accepted");

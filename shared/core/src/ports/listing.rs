@@ -78,6 +78,22 @@ pub trait TaskListing: Send + Sync {
     /// [`StoreError::Unavailable`] or [`StoreError::Corrupt`].
     async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError>;
 
+    /// Indexes `task` under its attributes `changed` (name and value as text), before
+    /// the write that gives them to its record: an entry whose write is lost, or
+    /// whose value the task no longer has, is one a search passes over, as it checks
+    /// each task's record. A store that indexes attributes in the transaction of the
+    /// record (the embedded one), or not at all, has nothing to do: the default.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`].
+    async fn index_attributes(
+        &self,
+        _task: &Task,
+        _changed: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Up to `limit` tasks whose search attribute `name` has the value written
     /// `value` ([`attribute_text`]), by creation, from the cursor `after` of an
     /// earlier page; a task whose attribute has changed since may be among them (a

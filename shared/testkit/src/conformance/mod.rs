@@ -49,6 +49,7 @@ pub async fn state_store(store: &dyn StateStore) {
     gates::a_gate_keyed_by_a_long_value_is_kept(store).await;
     activities::offered_visits_are_listed_until_taken(store).await;
     history::histories_are_kept_with_their_writes_and_paged(store).await;
+    listing::tasks_are_found_by_their_attributes(store).await;
 }
 
 /// Both suites, on a backend that is its own store, sender and consumer.
