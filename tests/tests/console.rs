@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 mod machines;
 #[path = "console/repairs.rs"]
 mod repairs;
+#[path = "console/search.rs"]
+mod search;
 
 /// How long the page may take to show what is awaited.
 const PATIENCE: Duration = Duration::from_secs(30);
