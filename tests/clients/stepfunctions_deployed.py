@@ -64,6 +64,11 @@ for _ in range(240):
 check("a caller's execution through the alias succeeds on its version",
       (described["status"], described["output"], described["stateMachineVersionArn"])
       == ("SUCCEEDED", '"hello, ana"', made["stateMachineVersionArn"]), described)
+succeeded = caller.list_executions(stateMachineArn=made["stateMachineArn"], statusFilter="SUCCEEDED")["executions"]
+check("a caller lists its succeeded executions, from the index of attributes",
+      [e["name"] for e in succeeded] == ["hello-1"], succeeded)
+every = caller.list_executions(stateMachineArn=made["stateMachineArn"])["executions"]
+check("and every one, whatever its status", [e["name"] for e in every] == ["hello-1"], every)
 events = [e["type"] for e in caller.get_execution_history(executionArn=started["executionArn"])["events"]]
 check("its history", events[0] == "ExecutionStarted" and events[-1] == "ExecutionSucceeded", events)
 refusing = operator.create_state_machine(

@@ -1,15 +1,17 @@
 //! `ListExecutions`: a machine's executions (of one of its versions, or started
 //! through one of its aliases), by status, page by page, from the store's listings
-//! of tasks by state.
+//! of tasks by state, and those that succeeded from its index of attributes (an
+//! execution's `state_machine`).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use sas_core::app::App;
+use sas_core::app::{App, Listed};
 use sas_core::ports::StoreError;
 use sas_domain::machine::Status;
 use sas_domain::machine::catalog::{Catalog, Qualifier};
 use sas_domain::task::{Task, TaskState};
+use sas_domain::workflow::STATE_MACHINE_ATTRIBUTE;
 
 use super::catalog::{no_machine, page_size};
 use super::executions::{status, summary};
@@ -49,7 +51,7 @@ impl Wanted<'_> {
                 .is_some_and(|version| version.revision == task.workflow.version)
         };
         task.workflow.name == self.machine
-            && is_execution(task)
+            && task.is_execution()
             && !(self.unscoped && task.owner.is_some())
             && match self.qualifier {
                 None => true,
@@ -59,16 +61,6 @@ impl Wanted<'_> {
             && self.status.is_none_or(|wanted| status(task) == wanted)
             && self.redriven.is_none_or(|wanted| (task.run > 1) == wanted)
     }
-}
-
-/// Whether a task is an execution of its own: one started by a client, or by a
-/// Task's `startExecution`, not a Parallel's or a Map's branch.
-fn is_execution(task: &Task) -> bool {
-    task.parent.as_ref().is_none_or(|link| {
-        link.scope
-            .as_ref()
-            .is_some_and(|scope| scope.execution.is_some())
-    })
 }
 
 /// The status `statusFilter` names, if it names one, and the states whose tasks may
@@ -162,13 +154,23 @@ pub(super) async fn list(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Va
         redriven,
         unscoped: scope.owner().is_none(),
     };
-    let keeps = |task: &Task| wanted.keeps(task);
     let mut executions = Vec::new();
     let mut next = None;
     while let Some(&state) = states.get(index) {
+        // Those that succeeded are not listed (they are many, and expire): they are
+        // found by their machine's name, in the index of attributes.
+        let listed = match state {
+            TaskState::Processed => Listed::Attribute {
+                name: STATE_MACHINE_ATTRIBUTE,
+                value: machine,
+                sealed_as: state,
+            },
+            state => Listed::State(state),
+        };
+        let keeps = |task: &Task| task.state == state && wanted.keeps(task);
         let listing = app
-            .list(
-                state,
+            .list_from(
+                listed,
                 limit - executions.len(),
                 cursor,
                 scope.owner(),

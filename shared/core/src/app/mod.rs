@@ -47,7 +47,7 @@ pub use catalog::{CatalogFailure, Catalogued, Current};
 pub use definitions::DefineError;
 pub use limits::{GateReport, LINE_COUNTED, LimitReport, ServiceReport};
 pub use operator::{ActionError, BulkAction, BulkPage, BulkReport, Filter};
-pub use reading::{Listing, OWNED_LISTING_READS, OWNED_LISTING_TASKS};
+pub use reading::{Listed, Listing, OWNED_LISTING_READS, OWNED_LISTING_TASKS};
 pub use scheduler::Handled;
 pub use schedules::{FiringReport, ScheduleFailure};
 pub use search::{Found, SEARCH_EXAMINES, Search, SearchError};

@@ -172,11 +172,43 @@ impl App {
         owner: Option<&'a Owner>,
         wanted: Option<&(dyn Fn(&Task) -> bool + Sync)>,
     ) -> Result<Listing<'a>, StoreError> {
+        self.list_from(Listed::State(state), limit, after, owner, wanted)
+            .await
+    }
+
+    /// [`App::list`], from `listed`: the listing of a state, or the index of an
+    /// attribute's value.
+    ///
+    /// # Errors
+    /// As [`App::list`]'s.
+    pub async fn list_from<'a>(
+        &'a self,
+        listed: Listed<'_>,
+        limit: usize,
+        after: Option<&str>,
+        owner: Option<&'a Owner>,
+        wanted: Option<&(dyn Fn(&Task) -> bool + Sync)>,
+    ) -> Result<Listing<'a>, StoreError> {
+        let page_of = |limit, after: Option<&str>| {
+            let after = after.map(str::to_owned);
+            async move {
+                match listed {
+                    Listed::State(state) => self.store.list(state, limit, after.as_deref()).await,
+                    Listed::Attribute { name, value, .. } => {
+                        (self
+                            .store
+                            .with_attribute(name, value, limit, after.as_deref()))
+                        .await
+                    }
+                }
+            }
+        };
+        let state = listed.sealed_as();
         let seal = match owner {
             Some(owner) => Some((self.deployment_seal().await?, owner)),
             None if wanted.is_none() => {
                 return Ok(Listing {
-                    page: self.store.list(state, limit, after).await?,
+                    page: page_of(limit, after).await?,
                     sealed_for: None,
                 });
             }
@@ -200,16 +232,15 @@ impl App {
             // A cursor this listing sealed that the store refuses (a format of an
             // earlier version) is refused as the caller sent it: its text names
             // another's task.
-            let page = self
-                .store
-                .list(state, ask, kept.next.as_deref())
-                .await
-                .map_err(|error| match (error, after) {
-                    (StoreError::InvalidCursor(_), Some(sent)) => {
-                        StoreError::InvalidCursor(sent.to_owned())
-                    }
-                    (error, _) => error,
-                })?;
+            let page =
+                page_of(ask, kept.next.as_deref())
+                    .await
+                    .map_err(|error| match (error, after) {
+                        (StoreError::InvalidCursor(_), Some(sent)) => {
+                            StoreError::InvalidCursor(sent.to_owned())
+                        }
+                        (error, _) => error,
+                    })?;
             kept.next = page.next;
             let (tasks, after): (Vec<_>, Vec<_>) = page
                 .tasks
@@ -228,6 +259,34 @@ impl App {
             page: kept,
             sealed_for: seal.map(|(seal, owner)| (seal, owner, state)),
         })
+    }
+}
+
+/// Where a listing reads its tasks from.
+#[derive(Debug, Clone, Copy)]
+pub enum Listed<'a> {
+    /// The store's listing of a state.
+    State(TaskState),
+    /// The store's index of an attribute's value; an owner's cursors are sealed as
+    /// those of the listing of `sealed_as`.
+    Attribute {
+        /// The attribute.
+        name: &'a str,
+        /// Its value, as text.
+        value: &'a str,
+        /// The state its cursors are sealed under.
+        sealed_as: TaskState,
+    },
+}
+
+impl Listed<'_> {
+    fn sealed_as(self) -> TaskState {
+        match self {
+            Self::State(state)
+            | Self::Attribute {
+                sealed_as: state, ..
+            } => state,
+        }
     }
 }
 

@@ -229,6 +229,16 @@ pub struct Task {
 }
 
 impl Task {
+    /// Whether it is an execution of its own (of a state machine, or a workflow's
+    /// task): one started by a client, or by a Task's `startExecution`, not a
+    /// Parallel's or a Map's branch, nor a child a step started.
+    #[must_use]
+    pub fn is_execution(&self) -> bool {
+        self.parent
+            .as_ref()
+            .is_none_or(|link| (link.scope.as_ref()).is_some_and(|scope| scope.execution.is_some()))
+    }
+
     /// When the task may next move by itself: its start, while it is Pending until
     /// `start_at`; never ([`Timestamp::LATEST`]), while it is paused with no step
     /// running (a running one finishes, and may end the task). `None` when it is at

@@ -58,6 +58,9 @@ pub const BUILT_IN: [(&str, &str); 7] = [
     ),
 ];
 
+/// The attribute every execution of a state machine has: its machine's name.
+pub const STATE_MACHINE_ATTRIBUTE: &str = "state_machine";
+
 /// The longest wait before a retry: SQS cannot delay a message for longer.
 pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(900);
 
@@ -115,20 +118,29 @@ pub struct InputError {
 
 impl Workflow {
     /// The values of its attributes in `task`, whose input is `input`: those it has,
-    /// by name.
+    /// by name. An execution of a state machine has one more,
+    /// [`STATE_MACHINE_ATTRIBUTE`]: its machine's name, by which `ListExecutions`
+    /// finds those that succeeded.
     #[must_use]
     pub fn attributes_of(
         &self,
         input: &Value,
         task: &crate::task::Task,
     ) -> BTreeMap<String, Value> {
+        let mut attributes = BTreeMap::new();
+        if self.machine.is_some() && task.is_execution() {
+            let name = Value::from(self.name.as_str());
+            attributes.insert(STATE_MACHINE_ATTRIBUTE.to_owned(), name);
+        }
         if self.attributes.is_empty() {
-            return BTreeMap::new();
+            return attributes;
         }
         let results = crate::decide::steps::results(task);
-        (self.attributes.iter())
-            .filter_map(|a| Some((a.name.clone(), a.value(input, &results)?)))
-            .collect()
+        attributes.extend(
+            (self.attributes.iter())
+                .filter_map(|a| Some((a.name.clone(), a.value(input, &results)?))),
+        );
+        attributes
     }
 
     /// The index of the step named `name` (a state machine's state that waits).
