@@ -43,6 +43,10 @@
 //!     the rows it reads, the time it takes and the time to open the store again (in
 //!     process, on the embedded backend), or on DynamoDB on moto the requests of one
 //!     pass and the records it reads
+//! search [--tasks 100000] [--customers 1000]
+//!     tasks found by two search attributes (customer c-7 in the eu) among that many,
+//!     in process on the embedded backend: found, the index entries examined, the
+//!     search's time and its slowest page's
 //! asl [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
 //!     the drone delivery in the project's language and in the Amazon States Language
 //!     (`tests/tools/workflows/drone-delivery-asl.asl.json`, five Lambda Tasks that the
@@ -60,7 +64,7 @@
 //! ```
 //!
 //! This file holds the command line and runs each benchmark; each is a module of its
-//! own ([`run`], [`compare`], [`asl`], [`burst`], [`limits`], [`map`], [`sweep`], and [`floor`]'s
+//! own ([`run`], [`compare`], [`asl`], [`burst`], [`limits`], [`map`], [`sweep`], [`search`], and [`floor`]'s
 //! `flush`), beside [`server`], the system they measure, and [`stats`], their figures.
 
 mod asl;
@@ -70,6 +74,7 @@ mod floor;
 mod limits;
 mod map;
 mod run;
+mod search;
 mod server;
 mod stats;
 mod sweep;
@@ -84,6 +89,7 @@ use floor::flush;
 use limits::limits;
 use map::map;
 use run::{Load, Mode, measure};
+use search::search;
 use server::{DRONE, DRONE_ASL, Durability, Services, remote};
 use sweep::{SweptStore, sweep};
 
@@ -239,6 +245,16 @@ enum Benchmark {
         #[arg(long, value_enum, default_value_t = SweptStore::Embedded)]
         store: SweptStore,
     },
+    /// Tasks found by two search attributes among that many, in process on the
+    /// embedded backend: the index entries examined, and each page's time.
+    Search {
+        /// Tasks in the store.
+        #[arg(long, default_value_t = 100_000)]
+        tasks: usize,
+        /// Customers they are spread over (the attribute searched first).
+        #[arg(long, default_value_t = 1_000)]
+        customers: usize,
+    },
     /// The disk's flush of a write by its size and by where it lands, every size and
     /// placement in turn, several rounds, each flush [`TAIL_PAUSE`] after the one
     /// before (as a commit at concurrency 1 is): what a store's commit pays for how it
@@ -382,6 +398,7 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             expired_percent,
             store,
         } => sweep(tasks, expired_percent, store).await,
+        Benchmark::Search { tasks, customers } => search(tasks, customers).await,
         Benchmark::Flush {
             bytes,
             flushes,

@@ -21,7 +21,7 @@ pub(super) enum SweptStore {
 }
 
 /// Names the scheduler's queues, for an app the sweep runs over.
-fn queue_names() -> anyhow::Result<sas_core::app::QueueNames> {
+pub(super) fn queue_names() -> anyhow::Result<sas_core::app::QueueNames> {
     let name = |n: &str| sas_domain::ids::QueueName::parse(n).context("queue");
     Ok(sas_core::app::QueueNames {
         scheduler: name("scheduler")?,
