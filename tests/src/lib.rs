@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, FiringReport, Ports, QueueNames, SweepReport};
+use sas_core::clock::Clock as _;
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{Buffered, SchedulerMessage};
 use sas_domain::submission::Submission;
@@ -405,6 +406,29 @@ impl Harness {
     /// Runs the supervisor once.
     pub async fn sweep(&self) -> SweepReport {
         self.running.system.app.sweep(100).await.expect("sweep")
+    }
+
+    /// Submits `count` refunds of approved-refund straight to the app, `refund-<i>` of
+    /// customer `c-<i % customers>` for an amount of `10 * (i % 7)`, each to start in a
+    /// year: they wait Pending, their search attributes kept from their input.
+    ///
+    /// # Panics
+    /// When a submission is refused.
+    pub async fn waiting_refunds(&self, count: usize, customers: usize) {
+        let app = &self.running.system.app;
+        let refunds = (app.workflows().latest("approved-refund")).expect("the test workflow");
+        for i in 0..count {
+            let input = json!({"order_id": format!("o-{i}"),
+                "customer_id": format!("c-{}", i % customers), "amount": 10 * (i % 7)});
+            let id = TaskId::parse(format!("refund-{i}")).expect("an id");
+            let submission = Submission {
+                start_at: Some(self.clock.now().plus(Duration::from_secs(365 * 86_400))),
+                ..Submission::new(id, input)
+            };
+            app.submit_on(Arc::clone(&refunds), submission)
+                .await
+                .expect("submitted");
+        }
     }
 
     /// Fires the schedules once, as the supervisor's sweep does.

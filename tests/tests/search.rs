@@ -4,25 +4,11 @@
 //! the customer's; by state, workflow, time and error text; and searches refused with
 //! a 400 naming the parameter.
 
-use sas_domain::ids::TaskId;
-use sas_domain::submission::Submission;
-use sas_domain::time::Timestamp;
 use sas_tests::Harness;
 use serde_json::{Value, json};
 
 const TASKS: usize = 5_000;
 const CUSTOMERS: usize = 100;
-
-/// Refund `i`: customer `c-(i % 100)`, an amount of `10 * (i % 7)`, to start in a
-/// year: each stays Pending, its attributes kept from its input.
-fn refund(i: usize) -> Submission {
-    let input = json!({"order_id": format!("o-{i}"), "customer_id": format!("c-{}", i % CUSTOMERS),
-        "amount": 10 * (i % 7)});
-    Submission {
-        start_at: Some(Timestamp(1_800_000_000_000 + 365 * 86_400_000)),
-        ..Submission::new(TaskId::parse(format!("refund-{i}")).expect("an id"), input)
-    }
-}
 
 async fn search(harness: &Harness, query: &str) -> (u16, Value) {
     let (status, _, body) = harness
@@ -40,16 +26,7 @@ fn ids(page: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refunds_are_found_by_two_attributes_among_5000_the_index_examining_one_customers() {
     let harness = Harness::start(5).await;
-    let app = &harness.running.system.app;
-    let refunds = app
-        .workflows()
-        .latest("approved-refund")
-        .expect("the test workflow");
-    for i in 0..TASKS {
-        app.submit_on(std::sync::Arc::clone(&refunds), refund(i))
-            .await
-            .expect("submitted");
-    }
+    harness.waiting_refunds(TASKS, CUSTOMERS).await;
     // Customer c-7's refunds are i = 7, 107, 207, ...; of those, an amount of 30 is
     // i % 7 == 3.
     let expected: Vec<String> = (0..TASKS)
@@ -98,16 +75,7 @@ async fn refunds_are_found_by_two_attributes_among_5000_the_index_examining_one_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_by_state_workflow_time_and_error_and_the_searches_refused() {
     let harness = Harness::start(5).await;
-    let app = &harness.running.system.app;
-    let refunds = app
-        .workflows()
-        .latest("approved-refund")
-        .expect("the test workflow");
-    for i in 0..10 {
-        app.submit_on(std::sync::Arc::clone(&refunds), refund(i))
-            .await
-            .expect("submitted");
-    }
+    harness.waiting_refunds(10, CUSTOMERS).await;
     let (status, page) = search(
         &harness,
         "state=Pending&workflow=approved-refund&workflow=approved-refund&limit=100",

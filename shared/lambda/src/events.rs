@@ -9,7 +9,7 @@ use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use base64::Engine as _;
 use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
-use sas_core::app::{App, ScheduleFailure};
+use sas_core::app::{App, FiringReport, ScheduleFailure};
 use sas_core::contain::{self, Panicked};
 use sas_core::ports::{Chain, Metrics};
 use sas_domain::ids::Owner;
@@ -229,7 +229,8 @@ where
 /// The supervisor function, woken by its own EventBridge schedule or by a schedule's
 /// wake-up (`{"schedule": NAME}`, [`App::fire_schedule`]). Its own: one pass over the
 /// expired leases, `batch` tasks per query ([`App::sweep`]), then the schedules whose
-/// runs have come ([`App::fire_schedules`]), their report under `schedules`.
+/// runs have come ([`App::fire_schedules`]), their report under `schedules` where
+/// there was one to fire.
 ///
 /// # Errors
 /// [`ScheduleFailure`] when the expired leases or the schedules cannot be read, or a
@@ -253,7 +254,10 @@ pub async fn supervise(app: &App, batch: usize, payload: Value) -> Result<Value,
     let span = info_span!("sweep", event_id = event.id.as_deref().unwrap_or_default());
     let report = app.sweep(batch).instrument(span).await?;
     let mut answer = json!(report);
-    answer["schedules"] = json!(app.fire_schedules().await?);
+    let fired = app.fire_schedules().await?;
+    if fired != FiringReport::default() {
+        answer["schedules"] = json!(fired);
+    }
     Ok(answer)
 }
 

@@ -320,5 +320,5 @@ async fn with_iam_each_signer_owns_its_tasks_and_the_operator_reads_them_by_owne
         "the boto3 client failed:\n{said}\n{}",
         String::from_utf8_lossy(&client.stderr)
     );
-    assert_eq!(said.lines().count(), 10, "{said}");
+    assert_eq!(said.lines().count(), 12, "{said}");
 }
