@@ -30,6 +30,15 @@ impl AttributeRows {
         }
     }
 
+    /// None: the write leaves the rows its version before wrote, with the same
+    /// attributes.
+    pub(crate) fn unchanged() -> Self {
+        Self {
+            created_at: 0,
+            rows: Vec::new(),
+        }
+    }
+
     /// Writes them for the task `id`, in the transaction of its record.
     pub(crate) fn write(&self, c: &Connection, id: &str) -> Result<(), StoreError> {
         if self.rows.is_empty() {

@@ -37,6 +37,15 @@ impl Recent {
         self.kept().tasks.get(id).map(|(task, _)| task.clone())
     }
 
+    /// Whether the task kept is the version before `task`'s with the same search
+    /// attributes: its write then leaves their rows as they are.
+    pub(crate) fn attributes_kept(&self, task: &Task) -> bool {
+        let kept = self.kept();
+        kept.tasks.get(task.id.as_str()).is_some_and(|(before, _)| {
+            before.version + 1 == task.version && before.attributes == task.attributes
+        })
+    }
+
     /// The task with its order data, if both are here.
     pub(crate) fn task_with_order(&self, id: &str) -> Option<(Task, Order)> {
         let kept = self.kept();

@@ -13,6 +13,7 @@ use crate::activities::OfferRow;
 use crate::attributes::AttributeRows;
 use crate::history::EventRows;
 use crate::queues::insert_messages;
+use crate::recent::Recent;
 use crate::schema::{Compressed, Stored, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
 
@@ -59,7 +60,14 @@ struct Replacement {
 }
 
 impl Replacement {
-    fn of(task: &Task) -> Result<Self, StoreError> {
+    /// `task`'s row; its attributes' rows written only where `recent` does not hold
+    /// the version before it with the same attributes.
+    fn of(task: &Task, recent: &Recent) -> Result<Self, StoreError> {
+        let attributes = if recent.attributes_kept(task) {
+            AttributeRows::unchanged()
+        } else {
+            AttributeRows::of(task)
+        };
         Ok(Self {
             id: task.id.to_string(),
             version: stored_version(task),
@@ -68,7 +76,7 @@ impl Replacement {
             leased: leased(task),
             record: Compressed::json(task)?,
             offer: OfferRow::of(task),
-            attributes: AttributeRows::of(task),
+            attributes,
             events: EventRows::of(task)?,
         })
     }
@@ -196,7 +204,7 @@ impl TaskStore for Embedded {
     }
 
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        let replacement = Replacement::of(task)?;
+        let replacement = Replacement::of(task, &self.recent)?;
         let (input, earlier) = (encode(&order.input)?, encode(&order.earlier)?);
         let work = move |c: &Connection| {
             replacement.write(c)?;
@@ -223,7 +231,7 @@ impl TaskStore for Embedded {
         task: &Task,
         outbox: Vec<Outgoing>,
     ) -> Result<Vec<Outgoing>, StoreError> {
-        let replacement = Replacement::of(task)?;
+        let replacement = Replacement::of(task, &self.recent)?;
         let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
         let now = self.clock.now().0;
         let work = move |c: &Connection| {

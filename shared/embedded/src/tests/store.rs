@@ -356,3 +356,33 @@ async fn an_earlier_versions_registrations_are_given_their_details_column() {
     let read = store.registration("catalog:counter").await.expect("read");
     assert_eq!(read, Some(detailed));
 }
+
+#[tokio::test]
+async fn attribute_rows_follow_a_changed_value() {
+    let (dir, store) = fresh();
+    let (mut task, order) = new_task("attributed", Timestamp(0));
+    task.attributes
+        .insert("customer".into(), serde_json::json!("c-1"));
+    store.create(&task, &order).await.expect("created");
+    let rows = || committed_count(&dir, "SELECT COUNT(*) FROM task_attributes");
+    let found = |value: &'static str| {
+        let store = &store;
+        async move {
+            let page = store.with_attribute("customer", value, 10, None).await;
+            page.expect("a page").tasks.len()
+        }
+    };
+    assert_eq!((rows(), found("c-1").await), (1, 1));
+
+    task.version += 1;
+    task.locked_by = Some("s1".into());
+    store.update(&task).await.expect("the same attributes");
+    assert_eq!((rows(), found("c-1").await), (1, 1));
+
+    task.version += 1;
+    task.attributes
+        .insert("customer".into(), serde_json::json!("c-2"));
+    store.update(&task).await.expect("a changed attribute");
+    assert_eq!((found("c-1").await, found("c-2").await), (0, 1));
+    assert_eq!(rows(), 1, "the old value's row replaced");
+}
