@@ -1,7 +1,7 @@
 //! Schedules, end to end on the local system as an operator runs them through `sas`,
 //! on the harness's clock: a schedule every minute under each overlap policy, a
-//! downtime caught up within its window, a run fired twice that is one task, and a
-//! schedule paused, resumed and deleted.
+//! downtime caught up within its window, a run fired twice that is one task, a
+//! schedule paused, resumed and deleted, and a state machine run on a schedule.
 
 use std::time::Duration;
 
@@ -258,4 +258,35 @@ async fn a_schedule_paused_runs_nothing_resumes_from_now_and_is_deleted() {
         let (ok, _, error) = harness.sas(&create).await;
         assert!(!ok && error.contains(refused), "{workflow}: {error}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machine_runs_on_a_schedule() {
+    let harness = Harness::start(5).await;
+    let input = tempfile::NamedTempFile::new().expect("a file");
+    std::fs::write(input.path(), r#"{"name": "ana"}"#).expect("written");
+    let path = input.path().to_str().expect("a path");
+    let create = [
+        "schedules",
+        "create",
+        "greetings",
+        "--workflow",
+        "greet",
+        "--cron",
+        "*/5 * * * *",
+    ];
+    harness
+        .sas_ok(&[&create[..], &["--input", path]].concat())
+        .await;
+    harness.advance(5 * MINUTE);
+    assert_eq!(harness.fire_schedules().await.runs, 1);
+    let run = harness
+        .settle_in("greetings-20270115T080500Z", "Processed")
+        .await;
+    assert_eq!(run["status"], "SUCCEEDED", "{run}");
+    assert_eq!(
+        run["attributes"],
+        json!({"state_machine": "greet"}),
+        "an execution is found by its machine"
+    );
 }
