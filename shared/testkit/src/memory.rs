@@ -23,7 +23,7 @@ use sas_domain::machine::history::HistoryEvent;
 use sas_domain::messages::Alert;
 use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
-use sas_domain::workflow::Workflow;
+use sas_domain::workflow::{Workflow, attribute_text};
 
 /// A queue's dead-letter settings.
 #[derive(Debug, Clone)]
@@ -103,6 +103,31 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// A page of up to `limit` tasks that `kept` keeps, by creation then id, from the
+    /// cursor `after`: a listing's, or an index's of attributes.
+    fn page_of(
+        &self,
+        limit: usize,
+        after: Option<&str>,
+        kept: impl Fn(&Task) -> bool,
+    ) -> Result<TaskPage, StoreError> {
+        let key = TaskPage::cursor_after;
+        if let Some(cursor) = after {
+            TaskPage::parse_cursor(cursor)?;
+        }
+        let mut tasks: Vec<Task> = (self.state().tasks.values())
+            .filter(|t| kept(t) && after.is_none_or(|a| key(t).as_str() > a))
+            .cloned()
+            .collect();
+        tasks.sort_by_key(key);
+        let next = (tasks.len() > limit).then(|| {
+            tasks.truncate(limit);
+            tasks.last().map(key).unwrap_or_default()
+        });
+        self.state().replica.listed += tasks.len();
+        Ok(TaskPage::by_creation(tasks, next))
+    }
+
     /// An empty backend on `clock`.
     #[must_use]
     pub fn new(clock: Arc<dyn Clock>) -> Self {
@@ -370,24 +395,19 @@ impl TaskListing for Memory {
         limit: usize,
         after: Option<&str>,
     ) -> Result<TaskPage, StoreError> {
-        let key = TaskPage::cursor_after;
-        if let Some(cursor) = after {
-            TaskPage::parse_cursor(cursor)?;
-        }
-        let mut tasks: Vec<Task> = self
-            .state()
-            .tasks
-            .values()
-            .filter(|t| t.state == state && after.is_none_or(|a| key(t).as_str() > a))
-            .cloned()
-            .collect();
-        tasks.sort_by_key(key);
-        let next = (tasks.len() > limit).then(|| {
-            tasks.truncate(limit);
-            tasks.last().map(key).unwrap_or_default()
-        });
-        self.state().replica.listed += tasks.len();
-        Ok(TaskPage::by_creation(tasks, next))
+        self.page_of(limit, after, |t| t.state == state)
+    }
+
+    async fn with_attribute(
+        &self,
+        name: &str,
+        value: &str,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        self.page_of(limit, after, |t| {
+            (t.attributes.get(name)).is_some_and(|v| attribute_text(v) == value)
+        })
     }
 
     async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {

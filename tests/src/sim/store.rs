@@ -173,6 +173,24 @@ impl TaskListing for FaultyStore {
         self.inner.list(state, limit, after).await
     }
 
+    async fn index_attributes(
+        &self,
+        task: &Task,
+        changed: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        self.inner.index_attributes(task, changed).await
+    }
+
+    async fn with_attribute(
+        &self,
+        name: &str,
+        value: &str,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<TaskPage, StoreError> {
+        self.inner.with_attribute(name, value, limit, after).await
+    }
+
     async fn offered(&self, activity: &str, limit: usize) -> Result<Vec<TaskId>, StoreError> {
         self.inner.offered(activity, limit).await
     }

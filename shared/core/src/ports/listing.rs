@@ -4,7 +4,6 @@ use async_trait::async_trait;
 
 use sas_domain::ids::TaskId;
 use sas_domain::task::{Task, TaskState};
-use sas_domain::workflow::attribute_text;
 
 use super::StoreError;
 
@@ -96,11 +95,10 @@ pub trait TaskListing: Send + Sync {
 
     /// Up to `limit` tasks whose search attribute `name` has the value written
     /// `value` ([`attribute_text`]), by creation, from the cursor `after` of an
-    /// earlier page; a task whose attribute has changed since may be among them (a
-    /// search checks each task's record). A store without an index of attributes
-    /// finds them in its listings of the states that are listed, one after the other
-    /// (Processed tasks are not listed): what this default does, its cursor the
-    /// state's and the listing's.
+    /// earlier page (a [`TaskPage`] cursor); a task whose attribute has changed since
+    /// it was indexed may be among them (a search checks each task's record).
+    ///
+    /// [`attribute_text`]: sas_domain::workflow::attribute_text
     ///
     /// # Errors
     /// As [`TaskListing::list`]'s.
@@ -110,35 +108,7 @@ pub trait TaskListing: Send + Sync {
         value: &str,
         limit: usize,
         after: Option<&str>,
-    ) -> Result<TaskPage, StoreError> {
-        let invalid = || StoreError::InvalidCursor(after.unwrap_or_default().to_owned());
-        let (at, cursor) = match after.map(|a| a.split_once('~')) {
-            None => (0, None),
-            Some(Some((state, cursor))) => {
-                let at = (LISTED.iter().position(|s| s.as_str() == state)).ok_or_else(invalid)?;
-                (at, Some(cursor.to_owned()).filter(|c| !c.is_empty()))
-            }
-            Some(None) => return Err(invalid()),
-        };
-        let Some(state) = LISTED.get(at).copied() else {
-            return Err(invalid());
-        };
-        let page = self.list(state, limit, cursor.as_deref()).await?;
-        let next = match (page.next, LISTED.get(at + 1)) {
-            (Some(next), _) => Some(format!("{}~{next}", state.as_str())),
-            (None, Some(following)) => Some(format!("{}~", following.as_str())),
-            (None, None) => None,
-        };
-        let (tasks, after): (Vec<Task>, Vec<String>) = (page.tasks.into_iter().zip(page.after))
-            .filter(|(task, _)| {
-                task.attributes
-                    .get(name)
-                    .is_some_and(|v| attribute_text(v) == value)
-            })
-            .map(|(task, after)| (task, format!("{}~{after}", state.as_str())))
-            .unzip();
-        Ok(TaskPage { tasks, next, after })
-    }
+    ) -> Result<TaskPage, StoreError>;
 }
 
 /// The states whose tasks a store lists (Processed tasks are many, and expire).
