@@ -140,7 +140,7 @@ pub struct Harness {
     pub http: reqwest::Client,
     api: String,
     mock: String,
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
 }
 
 impl Harness {
@@ -227,7 +227,7 @@ impl Harness {
             http: reqwest::Client::new(),
             api,
             mock,
-            _data: data,
+            data,
         }
     }
 
@@ -343,6 +343,12 @@ impl Harness {
             )
             .await;
         (status, body)
+    }
+
+    /// The system's data directory: its database and the values kept apart.
+    #[must_use]
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.data.path()
     }
 
     /// A task's state as the API shows it.

@@ -21,7 +21,7 @@ use sas_domain::ids::QueueName;
 use sas_domain::resilience::BreakerSettings;
 use sas_domain::services::Service;
 use sas_domain::workflow::Registry;
-use sas_embedded::{Durability, Embedded, QueueSettings};
+use sas_embedded::{DirectoryPayloads, Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -154,6 +154,10 @@ impl System {
             format!("local-{}", std::process::id()),
         )
         .with_dead_letters(Arc::clone(&backend) as _)
+        .with_payloads(Arc::new(
+            DirectoryPayloads::open(&settings.data_dir.join("payloads"), settings.durability)
+                .context("cannot open the directory of large values")?,
+        ))
         .with_submissions_claimed(claims_now(
             &backend,
             &queues,

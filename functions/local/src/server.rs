@@ -24,7 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_api::{AMZ_JSON, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, MAX_REQUEST_BYTES};
+use sas_api::{AMZ_JSON, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
 use sas_core::app::App;
 use sas_core::ports::Consumer;
 use sas_domain::ids::QueueName;
@@ -160,8 +160,9 @@ fn json(status: StatusCode, body: &Value) -> Response {
 async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     // One byte over the limit is enough for the API to name the problem.
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_REQUEST_BYTES + 1).await else {
-        let message = format!("the body is over the limit of {MAX_REQUEST_BYTES} bytes");
+    let limit = sas_api::body_limit(parts.uri.path());
+    let Ok(bytes) = axum::body::to_bytes(body, limit + 1).await else {
+        let message = format!("the body is over the limit of {limit} bytes");
         return to_http(ApiError::new(ErrorCode::BodyTooLarge, message).into());
     };
     let caller = shared.caller(&parts.headers);

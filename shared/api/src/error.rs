@@ -197,6 +197,9 @@ impl From<SubmitError> for ApiError {
                 ),
             )
             .on("id"),
+            SubmitError::UnknownValue(_) => {
+                Self::new(ErrorCode::InvalidField, error.to_string()).on("input")
+            }
             SubmitError::Store(e) => Self::unavailable(&e),
             SubmitError::Queue(e) => Self::unavailable(&e),
         }

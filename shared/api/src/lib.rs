@@ -15,6 +15,7 @@ mod execution;
 mod history;
 mod openapi;
 mod operator;
+mod payloads;
 mod routes;
 mod schedules;
 mod scope;
@@ -36,6 +37,7 @@ pub use bodies::{
 };
 pub use error::{ApiError, ErrorCode, ErrorView};
 pub use openapi::document;
+pub use payloads::body_limit;
 pub use routes::{ROUTES, Route};
 pub use stepfunctions::{AMZ_JSON, OPERATOR_PATH};
 pub use tasks::MAX_WAIT;

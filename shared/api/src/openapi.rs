@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::execution::ExecutionView;
 use super::operator::PlanView;
+use super::payloads::UploadedView;
 use super::routes::Action;
 use super::schedules::{DeletedView, ScheduleAction, ScheduleView, SchedulesView};
 use super::search::FoundView;
@@ -164,6 +165,11 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             ScheduleAction::Delete => (200, generator.subschema_for::<DeletedView>(), None),
         },
         Action::Search => (200, generator.subschema_for::<FoundView>(), None),
+        Action::Upload => (
+            201,
+            generator.subschema_for::<UploadedView>(),
+            Some(Schema::from(true)),
+        ),
         Action::OpenApi | Action::Console => (200, Schema::from(true), None),
         Action::StepFunctions => (200, Schema::from(true), Some(Schema::from(true))),
     };
@@ -275,6 +281,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
                     | Action::Bulk(_)
                     | Action::Complete
                     | Action::Callback
+                    | Action::Upload
             ),
             "content": {"application/json": {"schema": body}},
         });

@@ -13,6 +13,7 @@ use crate::execution::execution;
 use crate::operator::{
     BulkKind, bulk, dead_letter_queues, dead_letters, move_task, redrive, repair, services,
 };
+use crate::payloads::upload;
 use crate::schedules::{ScheduleAction, schedules};
 use crate::scope::Scope;
 use crate::search::search;
@@ -48,6 +49,7 @@ pub(crate) enum Action {
     Redrive,
     Schedules(ScheduleAction),
     Search,
+    Upload,
     OpenApi,
     Console,
     /// Step Functions' protocol, its operation in `X-Amz-Target`.
@@ -170,6 +172,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/tasks/{id}/steps/{step}/complete", Action::Complete, "End a step's wait for its callback, with its output or an error, without the token"),
     Route::new("POST", "/callbacks/{token}", Action::Callback, "End a step's wait with its callback token: its output, or an error"),
     Route::new("POST", "/callbacks/{token}/heartbeat", Action::Heartbeat, "Push a waiting step's complete-by on by one heartbeat"),
+    Route::new("POST", "/payloads", Action::Upload, "Upload a value of any size (up to 128 MiB of JSON), to name by reference as a task's input"),
     Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
@@ -322,6 +325,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::Redrive => redrive(app, named, request.body).await,
         Action::Schedules(action) => schedules(app, action, named, request.body).await,
         Action::Search => search(app, request.query).await,
+        Action::Upload => upload(app, request.body).await,
         // With its operation, the protocol took it before any route.
         Action::StepFunctions => Err(ApiError::new(
             ErrorCode::InvalidField,

@@ -9,7 +9,8 @@
 //! - [`step_caller::StepCaller`]: the agent's work, one remote call with retries and a
 //!   circuit breaker;
 //! - [`contain`]: a panic while handling one request or message caught, counted and
-//!   made that one's failure.
+//!   made that one's failure;
+//! - [`offload`]: the tasks' large values stored apart from their records.
 //!
 //! No dependency here does I/O (no SQLite, HTTP client, AWS SDK or network): the
 //! adapters implement the ports in their own crates (`sas-embedded`, `sas-aws`,
@@ -21,5 +22,6 @@
 pub mod app;
 pub mod clock;
 pub mod contain;
+pub mod offload;
 pub mod ports;
 pub mod step_caller;

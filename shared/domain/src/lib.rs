@@ -10,8 +10,9 @@
 //!   contract) and [`submission`] (a caller's request, validated);
 //! - the decisions: [`decide`], pure functions from a task and an event to the next
 //!   task and the effects to carry out, which the actors in `sas-core` perform;
-//! - the rules they share: [`limits`] (sizes), [`resilience`] (backoff and the
-//!   circuit breaker) and [`callback`] (the tokens that end a step's wait).
+//! - the rules they share: [`limits`] (sizes), [`payload`] (values stored apart),
+//!   [`resilience`] (backoff and the circuit breaker) and [`callback`] (the tokens
+//!   that end a step's wait).
 
 #![warn(missing_docs)]
 
@@ -23,6 +24,7 @@ pub mod kinds;
 pub mod limits;
 pub mod machine;
 pub mod messages;
+pub mod payload;
 pub mod resilience;
 pub mod schedule;
 pub mod services;
@@ -43,12 +45,12 @@ pub fn to_json(value: &impl serde::Serialize) -> String {
 }
 
 /// The SHA-256 of `text`, in hex.
-pub(crate) fn sha256_hex(text: &str) -> String {
+pub(crate) fn sha256_hex(text: impl AsRef<[u8]>) -> String {
     use sha2::Digest;
     use std::fmt::Write as _;
 
     let mut hex = String::with_capacity(64);
-    for byte in sha2::Sha256::digest(text.as_bytes()) {
+    for byte in sha2::Sha256::digest(text.as_ref()) {
         // Writing to a String does not fail.
         let _ = write!(hex, "{byte:02x}");
     }

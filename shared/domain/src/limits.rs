@@ -1,22 +1,27 @@
-//! How large what is stored and sent may be. Every agent request carries the task's
-//! input and every earlier step's output, and the task's record holds the outputs:
-//! bounded here, a request always fits in an SQS message (256 KiB) and a record in a
-//! DynamoDB item (400 KB), compensations included. What would not fit is refused
-//! where it arrives: a step whose answer is too large is [`Unusable`] and
-//! compensated, never retried against a limit it cannot pass.
+//! How large what is stored and sent may be. A value (an input, a step's output, a
+//! state's data) may have up to [`MAX_VALUE`]: what a
+//! record or a message cannot hold is stored apart ([`crate::payload`]), so a
+//! record stays within a DynamoDB item and a message within SQS's 256 KiB. What
+//! is over these limits is refused where it arrives: a step whose answer is too
+//! large is [`Unusable`] and compensated, never retried against a limit it cannot
+//! pass.
 //!
 //! [`Unusable`]: crate::task::StepState::Unusable
 
+/// The most one value may have, as JSON: a task's input, a step's output, a
+/// callback's body.
+pub const MAX_VALUE: usize = 128 * 1024 * 1024;
+
 /// The most one step's output may have, as JSON.
-pub const MAX_STEP_OUTPUT: usize = 64 * 1024;
+pub const MAX_STEP_OUTPUT: usize = MAX_VALUE;
 
 /// The most a task's input and its steps' outputs may have together, as JSON: what
-/// an agent request carries, with room to spare under SQS's 256 KiB.
-pub const MAX_TASK_DATA: usize = 192 * 1024;
+/// an agent request carries (stored apart when over a message's size).
+pub const MAX_TASK_DATA: usize = 2 * MAX_VALUE;
 
 /// The most a task's order data may have, as JSON: its input and the inputs edited
-/// resubmissions replaced, within a DynamoDB item.
-pub const MAX_ORDER: usize = 256 * 1024;
+/// resubmissions replaced.
+pub const MAX_ORDER: usize = 2 * MAX_VALUE;
 
 /// The largest message SQS takes, body and attributes.
 pub const MAX_MESSAGE: usize = 256 * 1024;

@@ -90,6 +90,6 @@ impl Submission {
             start_at: self.start_at,
             workflow,
         };
-        crate::sha256_hex(&crate::to_json(&canonical))
+        crate::sha256_hex(crate::to_json(&canonical))
     }
 }

@@ -31,8 +31,8 @@
 //! Here: [`Embedded`] and its set-up; `writer` (the writer and checkpointer threads
 //! and the statement cache), `schema` (the tables), `messages` (the message index in
 //! memory), and the ports over them: the state store's, a file each (`tasks`,
-//! `listing`, `leases`, `gates`, `cursor_key`, `workflows`), and `queues` (queues,
-//! consumer, alerts). Depends on `sas-core` and SQLite only.
+//! `listing`, `leases`, `gates`, `cursor_key`, `workflows`), `queues` (queues,
+//! consumer, alerts), and `payloads` (the values stored apart, in a directory). Depends on `sas-core` and SQLite only.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -167,6 +167,7 @@ mod history;
 mod leases;
 mod listing;
 mod messages;
+mod payloads;
 mod queues;
 mod recent;
 mod schema;
@@ -175,6 +176,8 @@ mod tasks;
 mod tests;
 mod workflows;
 mod writer;
+
+pub use payloads::DirectoryPayloads;
 
 /// The page size of a database this store creates, in bytes.
 const PAGE_SIZE: u32 = 1024;

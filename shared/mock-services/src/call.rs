@@ -44,6 +44,7 @@ pub(crate) async fn call(
     let answer = |applied: rusqlite::Result<Value>, bytes| {
         applied.map(|mut answer| {
             answer["received"] = received.clone();
+            answer["received_bytes"] = json!(body.len());
             padded(answer, bytes)
         })
     };

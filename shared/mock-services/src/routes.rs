@@ -27,6 +27,10 @@ pub fn router(mock: Shared) -> axum::Router {
             "/{service}/{*operation}",
             post(call).put(call).patch(call).delete(call),
         )
+        // A call carries a task's input and outputs, of any size a value may have.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            2 * sas_domain::limits::MAX_VALUE,
+        ))
         .with_state(mock)
 }
 

@@ -172,7 +172,7 @@ impl App {
                 Err(ActionError::Refused(_) | ActionError::NotFound(_)) => {}
                 // The take may have landed, its answer lost: it is this poll's if so.
                 Err(ActionError::Task(TaskError::Store(error))) => {
-                    return match self.store.task(&id).await {
+                    return match self.tasks.task(&id).await {
                         Ok(Some(task)) if activities::is_taken_by(&task, &poll) => {
                             Ok(activities::given(&task))
                         }

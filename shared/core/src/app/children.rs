@@ -205,20 +205,20 @@ impl App {
         id: &TaskId,
         undo: bool,
     ) -> Result<(), TaskError> {
-        let child = match self.store.task(id).await? {
+        let child = match self.tasks.task(id).await? {
             Some(child) => child,
             None => {
                 let definition = self.children_workflow(of).await?;
                 let (task, order) = decide::never_started(&definition, of, item, self.clock.now());
                 self.index_attributes(None, &task).await?;
-                match self.store.create(&task, &order).await {
+                match self.tasks.create(&task, &order).await {
                     Ok(()) => {
                         self.tell_parent(unstarted(&link(of, item), None)).await;
                         return Ok(());
                     }
                     // Created meanwhile, by its start: stopped as any other.
                     Err(StoreError::Conflict) => {
-                        self.store.task(id).await?.ok_or(StoreError::Conflict)?
+                        self.tasks.task(id).await?.ok_or(StoreError::Conflict)?
                     }
                     Err(error) => return Err(error.into()),
                 }

@@ -89,8 +89,8 @@ impl App {
             };
             let read = match carried.take() {
                 Some(carried) if !consistent => Ok(Some(carried)),
-                _ if consistent => self.store.task_with_order(id).await,
-                _ => self.store.task_with_order_eventually_consistent(id).await,
+                _ if consistent => self.tasks.task_with_order(id).await,
+                _ => self.tasks.task_with_order_eventually_consistent(id).await,
             };
             let Some((task, order)) = read.map_err(TaskError::from)? else {
                 if consistent {
@@ -234,7 +234,7 @@ impl App {
                         .update_with_order(next, order)
                         .await
                         .map(|()| required.clone()),
-                    None => self.store.update_and_send(next, required.clone()).await,
+                    None => self.tasks.update_and_send(next, required.clone()).await,
                 };
                 let unsent = match written {
                     Ok(unsent) => unsent,
@@ -280,7 +280,7 @@ impl App {
     /// its `write_id` (another actor's identical decision, in the same millisecond,
     /// has another).
     async fn landed(&self, intended: &Task) -> Result<bool, StoreError> {
-        Ok(self.store.task(&intended.id).await?.as_ref() == Some(intended))
+        Ok(self.tasks.task(&intended.id).await?.as_ref() == Some(intended))
     }
 
     /// Clears from a task what was delivered (an alert, notifications), as `decide`
@@ -289,7 +289,7 @@ impl App {
     /// write failed, or lost every race) only has it delivered again: at least once.
     async fn delivered(&self, task_id: &TaskId, decide: impl Fn(&Task, Timestamp) -> Decision) {
         for _ in 0..MAX_CONFLICT_RETRIES {
-            let task = match self.store.task(task_id).await {
+            let task = match self.tasks.task(task_id).await {
                 Ok(Some(task)) => task,
                 Ok(None) => return,
                 Err(error) => {
@@ -299,7 +299,7 @@ impl App {
             };
             let decision = decide(&task, self.clock.now());
             let Some(next) = decision.next else { return };
-            match self.store.update(&next).await {
+            match self.tasks.update(&next).await {
                 Ok(()) => {
                     self.metrics
                         .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);

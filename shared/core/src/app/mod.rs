@@ -6,8 +6,8 @@
 //! the scheduler's queues to its task's decision, `supervisor` sweeps expired
 //! leases, `operator` resubmits and cancels (one task or in bulk), `reading`
 //! reads and lists tasks, `definitions` registers definitions at run time,
-//! `schedules` keeps schedules and starts their runs, and
-//! `effects` writes each decision and carries out its effects, for all of them.
+//! `schedules` keeps schedules and starts their runs, `uploads` takes the large
+//! values callers name by reference, and `effects` writes each decision and carries out its effects, for all of them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -15,8 +15,10 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
+use crate::offload::Offloading;
 use crate::ports::{
-    Alerts, DeadLetters, Metrics, NoMetrics, QueueError, Queues, StateStore, StoreError, Wakeups,
+    Alerts, DeadLetters, Metrics, NoMetrics, Payloads, QueueError, Queues, StateStore, StoreError,
+    TaskStore, Wakeups,
 };
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::time::Timestamp;
@@ -41,6 +43,7 @@ mod submission;
 mod supervisor;
 #[cfg(test)]
 mod tests;
+mod uploads;
 mod waits;
 
 pub use catalog::{CatalogFailure, Catalogued, Current};
@@ -53,6 +56,7 @@ pub use schedules::{FiringReport, ScheduleFailure};
 pub use search::{Found, SEARCH_EXAMINES, Search, SearchError};
 pub use submission::{SubmitError, Submitted};
 pub use supervisor::{Recovery, SweepReport};
+pub use uploads::UploadError;
 
 /// The queues of the pattern, by role.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,6 +174,11 @@ type ClaimsNow = Box<dyn Fn() -> bool + Send + Sync>;
 /// Submission, scheduler, supervisor and operator actions over the ports.
 pub struct App {
     store: Arc<dyn StateStore>,
+    /// The tasks' records: the store itself, or the store with large values kept
+    /// apart ([`App::with_payloads`]).
+    tasks: Arc<dyn TaskStore>,
+    /// Where large values are kept apart, if anywhere ([`App::with_payloads`]).
+    payloads: Option<Arc<dyn Payloads>>,
     queues: Arc<dyn Queues>,
     alerts: Arc<dyn Alerts>,
     metrics: Arc<dyn Metrics>,
@@ -260,6 +269,8 @@ impl App {
             clock,
         } = ports;
         Self {
+            tasks: store.clone(),
+            payloads: None,
             store,
             queues,
             alerts,
@@ -354,6 +365,16 @@ impl App {
     #[must_use]
     pub fn with_dead_letters(mut self, dead_letters: Arc<dyn DeadLetters>) -> Self {
         self.dead_letters = Some(dead_letters);
+        self
+    }
+
+    /// Keeps the tasks' large values (inputs, outputs, states' data) in `payloads`,
+    /// their records holding references ([`crate::offload`]): without it, a value
+    /// is as large as the store takes.
+    #[must_use]
+    pub fn with_payloads(mut self, payloads: Arc<dyn Payloads>) -> Self {
+        self.tasks = Arc::new(Offloading::new(self.store.clone(), payloads.clone()));
+        self.payloads = Some(payloads);
         self
     }
 

@@ -182,7 +182,7 @@ impl App {
         id: &TaskId,
         repair: &Repair,
     ) -> Result<RepairPlan, ActionError> {
-        let (task, order) = (self.store.task_with_order(id).await?)
+        let (task, order) = (self.tasks.task_with_order(id).await?)
             .ok_or_else(|| ActionError::NotFound(id.clone()))?;
         let workflow = self.workflow(&task.workflow).await?;
         Ok(decide::plan_repair(&task, &workflow, &order, repair)?)
@@ -213,7 +213,7 @@ impl App {
         moving: &Move,
     ) -> Result<MovePlan, ActionError> {
         let to = self.version_of(id, to).await?;
-        let (task, order) = (self.store.task_with_order(id).await?)
+        let (task, order) = (self.tasks.task_with_order(id).await?)
             .ok_or_else(|| ActionError::NotFound(id.clone()))?;
         let from = self.workflow(&task.workflow).await?;
         Ok(decide::plan_move(&task, (&from, &to), &order, moving)?)
@@ -221,7 +221,7 @@ impl App {
 
     /// Version `version` of task `id`'s workflow (shipped, or stored).
     async fn version_of(&self, id: &TaskId, version: u32) -> Result<Arc<Workflow>, ActionError> {
-        let task = (self.store.task(id).await?).ok_or_else(|| ActionError::NotFound(id.clone()))?;
+        let task = (self.tasks.task(id).await?).ok_or_else(|| ActionError::NotFound(id.clone()))?;
         let reference = WorkflowRef {
             version,
             ..task.workflow
@@ -294,7 +294,7 @@ impl App {
             .await?;
         let task = match written {
             Some((_, Some(task))) => Some(task),
-            Some((_, None)) => self.store.task(id).await?,
+            Some((_, None)) => self.tasks.task(id).await?,
             None => None,
         };
         task.ok_or_else(|| ActionError::NotFound(id.clone()))

@@ -44,7 +44,7 @@ impl App {
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        self.store.task(id).await
+        self.tasks.task(id).await
     }
 
     /// The tasks of `ids` that exist, in that order, read at once.
@@ -52,7 +52,7 @@ impl App {
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn tasks(&self, ids: Vec<TaskId>) -> Result<Vec<Task>, StoreError> {
-        let reads = ids.iter().map(|id| self.store.task(id));
+        let reads = ids.iter().map(|id| self.tasks.task(id));
         let found = futures_util::future::try_join_all(reads).await?;
         Ok(found.into_iter().flatten().collect())
     }
@@ -62,7 +62,7 @@ impl App {
     /// # Errors
     /// [`StoreError`] when the store fails.
     pub async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
-        self.store.task_with_order(id).await
+        self.tasks.task_with_order(id).await
     }
 
     /// A page of the history of the execution that is task `id` (a state machine's).
@@ -92,7 +92,7 @@ impl App {
         wait: Duration,
     ) -> Result<Option<Task>, StoreError> {
         let Ok(_permit) = self.waits.try_acquire() else {
-            return self.store.task(id).await;
+            return self.tasks.task(id).await;
         };
         let deadline = tokio::time::Instant::now() + wait;
         let waker = {
@@ -104,7 +104,7 @@ impl App {
             let notified = waker.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let task = self.store.task(id).await?;
+            let task = self.tasks.task(id).await?;
             let now = tokio::time::Instant::now();
             // In buffered ingestion a task this process accepted may be on its way. A
             // task that will not move before the wait ends (to start later, paused) is

@@ -260,7 +260,7 @@ impl App {
             let (current, record) = self.read_schedule(name).await?;
             let current = current.ok_or_else(|| ScheduleFailure::Missing(name.to_owned()))?;
             let running = match &current.state.last_run {
-                Some(run) => (self.store.task(&run.id).await?).is_some_and(|t| !t.state.is_final()),
+                Some(run) => (self.tasks.task(&run.id).await?).is_some_and(|t| !t.state.is_final()),
                 None => false,
             };
             let firing = current.fire(self.now(), running)?;

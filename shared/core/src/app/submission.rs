@@ -51,6 +51,9 @@ pub enum SubmitError {
         /// How the owner's queues' names end.
         suffix: String,
     },
+    /// The input names an uploaded value that is not there.
+    #[error("input: no value {0} was uploaded (POST /payloads)")]
+    UnknownValue(String),
     /// The state store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -167,6 +170,7 @@ impl App {
         definition: Arc<Workflow>,
         mut submission: Submission,
     ) -> Result<Submitted, SubmitError> {
+        submission.input = self.inline(submission.input).await?;
         self.check_against(&definition, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
         let Some(claims_now) = &self.claims_submissions else {
@@ -227,6 +231,7 @@ impl App {
                 "this process does not buffer submissions",
             )));
         };
+        submission.input = self.inline(submission.input).await?;
         self.check_against(&definition, &submission)?;
         submission.pinned = self.store_pinned(&definition).await?;
         let buffered = Buffered {
@@ -311,7 +316,7 @@ impl App {
             decide::submit(definition, submission, now)
         };
         self.index_attributes(None, &task).await?;
-        match self.store.create(&task, &order).await {
+        match self.tasks.create(&task, &order).await {
             Ok(()) => {
                 info!(task_id = %id, workflow, "task accepted");
                 self.metrics
@@ -329,7 +334,7 @@ impl App {
                 Ok(Submitted::Created(task))
             }
             Err(StoreError::Conflict) => {
-                let existing = self.store.task(&id).await?.ok_or(StoreError::Conflict)?;
+                let existing = self.tasks.task(&id).await?.ok_or(StoreError::Conflict)?;
                 if existing.fingerprint != fingerprint {
                     return Err(SubmitError::Conflict(id));
                 }

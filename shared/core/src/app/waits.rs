@@ -56,7 +56,7 @@ impl App {
     /// record fits its workflow), not even by the time its answer takes.
     async fn signed_token(&self, text: &str) -> Result<Token, ActionError> {
         let token = Token::parse(text).ok_or(Refused::UnknownCallback)?;
-        match self.store.task(&token.task).await? {
+        match self.tasks.task(&token.task).await? {
             Some(task) if token.is_signed_for(&task) => Ok(token),
             _ => Err(Refused::UnknownCallback.into()),
         }

@@ -1,6 +1,7 @@
 //! Resubmissions (plain and edited, and the idempotency keys they keep) and cancels.
 
 use super::*;
+use crate::decide::operator::edited_order;
 
 #[test]
 fn a_permanent_error_compensates_at_once_and_a_resubmission_redoes_the_undone_steps() {
@@ -256,7 +257,7 @@ fn an_edited_resubmission_checks_the_input_keeps_the_old_one_and_runs_the_new() 
     assert!(task.resubmissions[0].edited);
     let claim = on_run(&task, &workflow, &edited, "s1", now);
     assert_eq!(dispatched(&claim)[0].payload.value()["input"], new);
-    // Each edit keeps the input it replaces: past what a record holds, one is refused.
+    // Each edit keeps the input it replaces: past what a task keeps, one is refused.
     let (mut task, mut order) = (task, edited);
     let large = json!({"customer_id": "x".repeat(60 * 1024), "pickup": "a", "dropoff": "b", "weight_kg": 1});
     for _ in 0..4 {
@@ -264,12 +265,16 @@ fn an_edited_resubmission_checks_the_input_keeps_the_old_one_and_runs_the_new() 
         let decision = resubmit(&task, &workflow, &order, edit(large.clone()), now).expect("ok");
         (task, order) = (decision.next.expect("task"), decision.order.expect("order"));
     }
-    task.state = TaskState::Error;
+    assert_eq!(order.earlier.len(), 5);
+    let half = json!("x".repeat(limits::MAX_ORDER / 2));
+    order.earlier.push(EarlierInput {
+        until_run: task.run,
+        input: half.clone(),
+    });
     assert!(matches!(
-        resubmit(&task, &workflow, &order, edit(large), now),
+        edited_order(&order, half, task.run + 1),
         Err(Refused::InputsTooLarge(size)) if size > limits::MAX_ORDER
     ));
-    assert_eq!(order.earlier.len(), 5);
 }
 
 #[test]

@@ -1,0 +1,271 @@
+//! The tasks' records with their large values stored apart ([`sas_domain::payload`]):
+//! [`Offloading`] stands before a state store, storing a record's large values in
+//! [`Payloads`] before the record is written and putting them back when it is read,
+//! so that the store keeps references and every decision sees values.
+//!
+//! A value is stored before the record that names it is written: a record never
+//! names a value that is not there. Values are immutable, so those read or written
+//! are kept in memory (up to [`KEPT_BYTES`]): a step's write does not store or read
+//! again the input and outputs it did not change.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use sas_domain::ids::TaskId;
+use sas_domain::payload::{self, PayloadRef, Slot};
+use sas_domain::task::{Order, Task};
+
+use crate::ports::{Outgoing, PayloadError, Payloads, StateStore, StoreError, TaskStore};
+
+/// The most bytes of values kept in memory.
+const KEPT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Stores `text` apart, and gives its reference.
+///
+/// # Errors
+/// [`PayloadError`] when the value store fails.
+pub async fn store_apart(
+    payloads: &dyn Payloads,
+    text: Vec<u8>,
+) -> Result<PayloadRef, PayloadError> {
+    let reference = PayloadRef::of(&text);
+    payloads.put(&reference.sha256, text).await?;
+    Ok(reference)
+}
+
+/// The text `reference` names, checked against its hash.
+///
+/// # Errors
+/// [`PayloadError`] when the value store fails, has no such value, or holds another.
+pub async fn fetch(
+    payloads: &dyn Payloads,
+    reference: &PayloadRef,
+) -> Result<Vec<u8>, PayloadError> {
+    let text = payloads
+        .get(&reference.sha256)
+        .await?
+        .ok_or_else(|| PayloadError(format!("no value {} is stored", reference.sha256).into()))?;
+    if PayloadRef::of(&text) != *reference {
+        return Err(PayloadError(
+            format!(
+                "the value stored as {} is not the one named",
+                reference.sha256
+            )
+            .into(),
+        ));
+    }
+    Ok(text)
+}
+
+/// A state store whose records' large values are stored apart.
+pub struct Offloading {
+    inner: Arc<dyn StateStore>,
+    payloads: Arc<dyn Payloads>,
+    kept: Mutex<Kept>,
+}
+
+/// Values read or stored lately, by hash, and which values (by address) they are.
+#[derive(Default)]
+struct Kept {
+    values: HashMap<String, (Arc<Value>, u64)>,
+    by_address: HashMap<usize, PayloadRef>,
+    order: VecDeque<String>,
+    bytes: u64,
+}
+
+impl Kept {
+    fn keep(&mut self, reference: &PayloadRef, value: Arc<Value>) {
+        if self.values.contains_key(&reference.sha256) {
+            return;
+        }
+        self.by_address
+            .insert(Arc::as_ptr(&value) as usize, reference.clone());
+        self.values
+            .insert(reference.sha256.clone(), (value, reference.bytes));
+        self.order.push_back(reference.sha256.clone());
+        self.bytes += reference.bytes;
+        while self.bytes > KEPT_BYTES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((value, bytes)) = self.values.remove(&oldest) {
+                self.by_address.remove(&(Arc::as_ptr(&value) as usize));
+                self.bytes -= bytes;
+            }
+        }
+    }
+
+    /// The reference of a value kept, if `value` is one (the very one).
+    fn reference_of(&self, value: &Arc<Value>) -> Option<PayloadRef> {
+        self.by_address.get(&(Arc::as_ptr(value) as usize)).cloned()
+    }
+}
+
+fn unavailable(error: PayloadError) -> StoreError {
+    StoreError::Unavailable(error.into())
+}
+
+impl Offloading {
+    /// `inner`, with large values stored in `payloads`.
+    pub fn new(inner: Arc<dyn StateStore>, payloads: Arc<dyn Payloads>) -> Self {
+        Self {
+            inner,
+            payloads,
+            kept: Mutex::new(Kept::default()),
+        }
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `slots` with the values to store apart stored, and replaced by references.
+    async fn store_apart(&self, mut slots: Vec<Slot<'_>>) -> Result<(), StoreError> {
+        let known: Vec<Option<PayloadRef>> = {
+            let kept = self.kept();
+            slots
+                .iter()
+                .map(|slot| slot.shared().and_then(|value| kept.reference_of(value)))
+                .collect()
+        };
+        let sizes: Vec<(usize, bool)> = slots
+            .iter()
+            .zip(&known)
+            .map(|(slot, known)| match known {
+                Some(reference) => (usize::try_from(reference.bytes).unwrap_or(usize::MAX), true),
+                None => (slot.size(), false),
+            })
+            .collect();
+        let apart = payload::to_store_apart(&sizes);
+        for ((slot, known), apart) in slots.iter_mut().zip(known).zip(apart) {
+            let reference = match (known, apart) {
+                (Some(reference), _) => reference,
+                (None, false) => continue,
+                (None, true) => {
+                    let (text, _) = slot.json();
+                    let reference = store_apart(&*self.payloads, text.into_bytes())
+                        .await
+                        .map_err(unavailable)?;
+                    if let Some(value) = slot.shared() {
+                        self.kept().keep(&reference, value.clone());
+                    }
+                    reference
+                }
+            };
+            slot.set(Arc::new(reference.mark()));
+        }
+        Ok(())
+    }
+
+    /// `slots` with each reference replaced by the value it names.
+    async fn put_back(&self, slots: Vec<Slot<'_>>) -> Result<(), StoreError> {
+        for mut slot in slots {
+            let Some(reference) = slot.reference() else {
+                continue;
+            };
+            let kept = self
+                .kept()
+                .values
+                .get(&reference.sha256)
+                .map(|(value, _)| value.clone());
+            let value = match kept {
+                Some(value) => value,
+                None => {
+                    let text = fetch(&*self.payloads, &reference)
+                        .await
+                        .map_err(unavailable)?;
+                    let value: Value = serde_json::from_slice(&text)
+                        .map_err(|error| StoreError::Corrupt(error.into()))?;
+                    let value = Arc::new(value);
+                    self.kept().keep(&reference, value.clone());
+                    value
+                }
+            };
+            slot.set(value);
+        }
+        Ok(())
+    }
+
+    async fn stored_task(&self, task: &Task) -> Result<Task, StoreError> {
+        let mut stored = task.clone();
+        self.store_apart(payload::task_slots(&mut stored)).await?;
+        Ok(stored)
+    }
+
+    async fn stored_order(&self, order: &Order) -> Result<Order, StoreError> {
+        let mut stored = order.clone();
+        self.store_apart(payload::order_slots(&mut stored)).await?;
+        Ok(stored)
+    }
+
+    async fn read_task(&self, task: Option<Task>) -> Result<Option<Task>, StoreError> {
+        let Some(mut task) = task else {
+            return Ok(None);
+        };
+        self.put_back(payload::task_slots(&mut task)).await?;
+        Ok(Some(task))
+    }
+
+    async fn read_both(
+        &self,
+        both: Option<(Task, Order)>,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        let Some((mut task, mut order)) = both else {
+            return Ok(None);
+        };
+        self.put_back(payload::task_slots(&mut task)).await?;
+        self.put_back(payload::order_slots(&mut order)).await?;
+        Ok(Some((task, order)))
+    }
+}
+
+#[async_trait]
+impl TaskStore for Offloading {
+    async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let (task, order) = (
+            self.stored_task(task).await?,
+            self.stored_order(order).await?,
+        );
+        self.inner.create(&task, &order).await
+    }
+
+    async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
+        self.read_task(self.inner.task(id).await?).await
+    }
+
+    async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
+        self.read_both(self.inner.task_with_order(id).await?).await
+    }
+
+    async fn task_with_order_eventually_consistent(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        let read = self.inner.task_with_order_eventually_consistent(id).await?;
+        self.read_both(read).await
+    }
+
+    async fn update(&self, task: &Task) -> Result<(), StoreError> {
+        self.inner.update(&self.stored_task(task).await?).await
+    }
+
+    async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
+        let (task, order) = (
+            self.stored_task(task).await?,
+            self.stored_order(order).await?,
+        );
+        self.inner.update_with_order(&task, &order).await
+    }
+
+    async fn update_and_send(
+        &self,
+        task: &Task,
+        outbox: Vec<Outgoing>,
+    ) -> Result<Vec<Outgoing>, StoreError> {
+        let task = self.stored_task(task).await?;
+        self.inner.update_and_send(&task, outbox).await
+    }
+}

@@ -1,0 +1,287 @@
+//! Values stored apart from the record that holds them: what lets a task's input, a
+//! step's output or a state's data be of any size (up to [`MAX_VALUE`](crate::limits::MAX_VALUE)) while its
+//! record stays within a DynamoDB item and its messages within SQS's.
+//!
+//! A record's large values are its *slots* ([`task_slots`], [`order_slots`]): each
+//! value the task keeps whole (an input, an output, a variable, a child's input).
+//! Before a record is written, a slot over [`OFFLOAD_ABOVE`] bytes of JSON, and then
+//! the largest others until the rest is within [`INLINE_BUDGET`], is replaced by a
+//! reference ([`PayloadRef`]): `{"$payload": {"sha256": "...", "bytes": N}}`, its
+//! JSON's SHA-256 naming the stored text. When the record is read, each reference is
+//! replaced by its value again, so no decision ever sees one. A value that itself
+//! looks like a reference is always stored apart, so that a reference read back is
+//! never a value given.
+//!
+//! This module is the choice and the marks; storing and reading the text is the
+//! core's (`sas_core::ports::Payloads`).
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::machine::{BranchScope, Branches, MachineRun, VisitWork};
+use crate::task::{Order, Task};
+
+/// A slot whose JSON is larger than this is stored apart.
+pub const OFFLOAD_ABOVE: usize = 32 * 1024;
+
+/// The most a record's slots kept inline may have together: beyond it the largest
+/// are stored apart too, so that a record stays far within a DynamoDB item.
+pub const INLINE_BUDGET: usize = 160 * 1024;
+
+/// The key that marks a reference.
+const MARK: &str = "$payload";
+
+/// A value stored apart: its JSON's SHA-256 (hex), which names it, and its size.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct PayloadRef {
+    /// The SHA-256 of the value's JSON, in hex.
+    pub sha256: String,
+    /// The bytes of the value's JSON.
+    pub bytes: u64,
+}
+
+impl PayloadRef {
+    /// The reference to the JSON `text`.
+    #[must_use]
+    pub fn of(text: &[u8]) -> Self {
+        Self {
+            sha256: crate::sha256_hex(text),
+            bytes: u64::try_from(text.len()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The reference as it stands in a record.
+    #[must_use]
+    pub fn mark(&self) -> Value {
+        json!({ MARK: self })
+    }
+
+    /// The reference `value` is, if it is one.
+    #[must_use]
+    pub fn in_value(value: &Value) -> Option<Self> {
+        let object = value.as_object().filter(|object| object.len() == 1)?;
+        let reference: Self = serde_json::from_value(object.get(MARK)?.clone()).ok()?;
+        let hex = reference.sha256.len() == 64
+            && reference
+                .sha256
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+        hex.then_some(reference)
+    }
+
+    /// The reference the JSON `text` is, if it is one.
+    #[must_use]
+    pub fn in_text(text: &str) -> Option<Self> {
+        if !text.trim_start().starts_with('{') || text.len() > 256 {
+            return None;
+        }
+        Self::in_value(&serde_json::from_str(text).ok()?)
+    }
+}
+
+/// Whether `value` could be taken for a reference: an object whose one key is the
+/// mark. Such a value is stored apart whatever its size.
+fn looks_like_a_reference(value: &Value) -> bool {
+    value
+        .as_object()
+        .is_some_and(|object| object.len() == 1 && object.contains_key(MARK))
+}
+
+/// A place in a record that holds a value kept whole.
+pub enum Slot<'a> {
+    /// A value.
+    Plain(&'a mut Value),
+    /// A value shared with the decisions that read it.
+    Shared(&'a mut Arc<Value>),
+    /// A value kept as its JSON text (a Lambda function's payload).
+    Text(&'a mut String),
+}
+
+impl Slot<'_> {
+    /// The reference the slot holds, if it holds one.
+    #[must_use]
+    pub fn reference(&self) -> Option<PayloadRef> {
+        match self {
+            Self::Plain(value) => PayloadRef::in_value(value),
+            Self::Shared(value) => PayloadRef::in_value(value),
+            Self::Text(text) => PayloadRef::in_text(text),
+        }
+    }
+
+    /// The slot's JSON text, and whether it must be stored apart whatever its size.
+    #[must_use]
+    pub fn json(&self) -> (String, bool) {
+        match self {
+            Self::Plain(value) => (crate::to_json(value), looks_like_a_reference(value)),
+            Self::Shared(value) => (crate::to_json(value), looks_like_a_reference(value)),
+            Self::Text(text) => ((*text).clone(), PayloadRef::in_text(text).is_some()),
+        }
+    }
+
+    /// The bytes of the slot's JSON, counted without writing it.
+    #[must_use]
+    pub fn size(&self) -> usize {
+        match self {
+            Self::Plain(value) => crate::limits::json_size(value),
+            Self::Shared(value) => crate::limits::json_size(value),
+            Self::Text(text) => text.len(),
+        }
+    }
+
+    /// The value a reference stands for, or the reference for a value.
+    pub fn set(&mut self, value: Arc<Value>) {
+        match self {
+            Self::Plain(slot) => **slot = Arc::unwrap_or_clone(value),
+            Self::Shared(slot) => **slot = value,
+            Self::Text(slot) => **slot = crate::to_json(&value),
+        }
+    }
+
+    /// The value it shares, if it shares one.
+    #[must_use]
+    pub fn shared(&self) -> Option<&Arc<Value>> {
+        match self {
+            Self::Shared(value) => Some(value),
+            Self::Plain(_) | Self::Text(_) => None,
+        }
+    }
+}
+
+/// Which of slots of these sizes to store apart: those that must be, those over
+/// [`OFFLOAD_ABOVE`], then the largest others until the rest fit [`INLINE_BUDGET`].
+#[must_use]
+pub fn to_store_apart(sizes: &[(usize, bool)]) -> Vec<bool> {
+    let mut apart: Vec<bool> = sizes
+        .iter()
+        .map(|&(size, must)| must || size > OFFLOAD_ABOVE)
+        .collect();
+    let mut inline: Vec<usize> = (0..sizes.len()).filter(|&i| !apart[i]).collect();
+    inline.sort_by_key(|&i| std::cmp::Reverse(sizes[i].0));
+    let mut total: usize = inline.iter().map(|&i| sizes[i].0).sum();
+    for i in inline {
+        if total <= INLINE_BUDGET {
+            break;
+        }
+        apart[i] = true;
+        total -= sizes[i].0;
+    }
+    apart
+}
+
+/// The slots of a task's record.
+pub fn task_slots(task: &mut Task) -> Vec<Slot<'_>> {
+    let mut slots = Vec::new();
+    for step in &mut task.steps {
+        if let Some(output) = &mut step.output {
+            slots.push(Slot::Shared(output));
+        }
+    }
+    if let Some(machine) = task.machine.as_deref_mut() {
+        machine_slots(machine, &mut slots);
+    }
+    if let Some(scope) = task
+        .parent
+        .as_mut()
+        .and_then(|parent| parent.scope.as_deref_mut())
+    {
+        scope_slots(scope, &mut slots);
+    }
+    slots
+}
+
+/// The slots of a task's order data.
+pub fn order_slots(order: &mut Order) -> Vec<Slot<'_>> {
+    let mut slots = vec![Slot::Plain(&mut order.input)];
+    slots.extend(
+        order
+            .earlier
+            .iter_mut()
+            .map(|earlier| Slot::Plain(&mut earlier.input)),
+    );
+    slots
+}
+
+fn machine_slots<'a>(machine: &'a mut MachineRun, slots: &mut Vec<Slot<'a>>) {
+    slots.push(Slot::Shared(&mut machine.input));
+    if let Some(output) = &mut machine.output {
+        slots.push(Slot::Shared(output));
+    }
+    variable_slots(&mut machine.variables, slots);
+    match &mut machine.work {
+        Some(VisitWork::Invoke { payload, .. }) => slots.push(Slot::Text(payload)),
+        Some(VisitWork::Service { request, .. }) => slots.push(Slot::Plain(request)),
+        Some(VisitWork::Timer { result, .. }) => slots.push(Slot::Plain(result)),
+        Some(VisitWork::Activity { input, .. }) => slots.push(Slot::Plain(input)),
+        Some(VisitWork::Branches(branches)) => branch_slots(branches, slots),
+        None => {}
+    }
+}
+
+fn branch_slots<'a>(branches: &'a mut Branches, slots: &mut Vec<Slot<'a>>) {
+    slots.extend(branches.inputs.iter_mut().map(Slot::Plain));
+    slots.extend(branches.outputs.iter_mut().map(Slot::Plain));
+    if let Some(input) = &mut branches.execution_input {
+        slots.push(Slot::Plain(input));
+    }
+    if let Some(output) = branches
+        .execution
+        .as_deref_mut()
+        .and_then(|execution| execution.told.as_mut())
+        .and_then(|told| told.output.as_mut())
+    {
+        slots.push(Slot::Plain(output));
+    }
+}
+
+fn scope_slots<'a>(scope: &'a mut BranchScope, slots: &mut Vec<Slot<'a>>) {
+    variable_slots(&mut scope.variables, slots);
+    if let Some(input) = &mut scope.execution_input {
+        slots.push(Slot::Plain(input));
+    }
+}
+
+fn variable_slots<'a>(variables: &'a mut Map<String, Value>, slots: &mut Vec<Slot<'a>>) {
+    slots.extend(variables.values_mut().map(Slot::Plain));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_large_are_stored_apart_then_the_largest_until_the_rest_fit() {
+        let big = OFFLOAD_ABOVE + 1;
+        assert_eq!(
+            to_store_apart(&[(10, false), (big, false), (5, true)]),
+            [false, true, true]
+        );
+        let near = OFFLOAD_ABOVE - 1;
+        let many = vec![(near, false); 8];
+        let apart = to_store_apart(&many);
+        let kept: usize = apart.iter().filter(|a| !**a).count() * near;
+        assert!(
+            kept <= INLINE_BUDGET && kept + near > INLINE_BUDGET,
+            "{apart:?}"
+        );
+    }
+
+    #[test]
+    fn a_reference_is_told_from_a_value_and_a_lookalike_is_always_stored_apart() {
+        let reference = PayloadRef::of(b"\"text\"");
+        assert_eq!(
+            PayloadRef::in_value(&reference.mark()),
+            Some(reference.clone())
+        );
+        let text = crate::to_json(&reference.mark());
+        assert_eq!(PayloadRef::in_text(&text), Some(reference));
+        let lookalike = json!({"$payload": {"sha256": "not hex", "bytes": 1}});
+        assert_eq!(PayloadRef::in_value(&lookalike), None);
+        let mut value = lookalike;
+        let slot = Slot::Plain(&mut value);
+        assert!(slot.json().1, "stored apart, so never read back as itself");
+        assert_eq!(PayloadRef::in_value(&json!({"a": 1})), None);
+    }
+}

@@ -1,0 +1,100 @@
+//! Values of any size, end to end on the local system as a caller gives them: an
+//! input of 20 MB uploaded once and named by reference, and a service answering 5 MB,
+//! through a workflow and through a state machine. The records keep references; the
+//! values are in the data directory's `payloads`, each once; every call carries the
+//! whole input, and every step sees the whole answer.
+
+use sas_tests::{Harness, delivery_input, step};
+use serde_json::{Value, json};
+
+const MB: usize = 1024 * 1024;
+
+/// Uploads `value`; its reference.
+async fn upload(harness: &Harness, value: &Value) -> Value {
+    let text = serde_json::to_vec(value).expect("json");
+    let (status, _, reference) = harness.call("POST", "/payloads", Some(&text)).await;
+    assert_eq!(status, 201, "{reference}");
+    assert_eq!(
+        reference["$payload"]["bytes"],
+        json!(text.len()),
+        "{reference}"
+    );
+    reference
+}
+
+/// The bytes of the files under `dir`, and how many there are.
+fn files_in(dir: &std::path::Path) -> (u64, usize) {
+    let mut total = (0, 0);
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let (bytes, count) = if path.is_dir() {
+            files_in(&path)
+        } else {
+            (entry.metadata().map_or(0, |m| m.len()), 1)
+        };
+        total = (total.0 + bytes, total.1 + count);
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_kept_apart() {
+    let harness = Harness::start(5).await;
+    let mut input = delivery_input();
+    input["manifest"] = json!("m".repeat(20 * MB));
+    let reference = upload(&harness, &input).await;
+    harness
+        .faults("drone", json!({"answer_bytes": 5 * MB}))
+        .await;
+    let (status, body) = harness
+        .put_task(
+            "large",
+            &json!({"workflow": "drone-delivery", "input": reference}),
+        )
+        .await;
+    assert!(matches!(status, 201 | 202), "{body}");
+    let task = harness.settle_in("large", "Processed").await;
+
+    let answer = &step(&task, "schedule-drone")["output"];
+    assert_eq!(answer.to_string().len(), 5 * MB, "the answer kept whole");
+    let last = &step(&task, "create-delivery")["output"];
+    let carried = last["received_bytes"].as_u64().expect("bytes received");
+    assert!(
+        carried > (25 * MB) as u64,
+        "the last call carried the input and the drone's answer: {carried} bytes"
+    );
+
+    let data = harness.data_dir();
+    let (kept, values) = files_in(&data.join("payloads"));
+    assert!(
+        kept > (25 * MB) as u64,
+        "the values are kept apart: {kept} bytes"
+    );
+    assert!(
+        values <= 8,
+        "each value kept once, not at every step: {values} files"
+    );
+    let (database, _) = files_in(data);
+    assert!(
+        database - kept < (4 * MB) as u64,
+        "the database keeps references, not values: {} bytes",
+        database - kept
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_json() {
+    let harness = Harness::start(5).await;
+    let nothing = json!({"$payload": {"sha256": "0".repeat(64), "bytes": 2}});
+    let (status, body) = harness
+        .put_task(
+            "nothing",
+            &json!({"workflow": "drone-delivery", "input": nothing}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "input", "{body}");
+    let (status, _, body) = harness.call("POST", "/payloads", Some(b"{not json")).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_json", "{body}");
+}
