@@ -345,6 +345,18 @@ impl Harness {
         (status, body)
     }
 
+    /// Where the API listens.
+    #[must_use]
+    pub fn api_url(&self) -> &str {
+        &self.api
+    }
+
+    /// Where the mock services listen: `<url>/<service>/<operation>` calls one.
+    #[must_use]
+    pub fn mock_url(&self) -> &str {
+        &self.mock
+    }
+
     /// The system's data directory: its database and the values kept apart.
     #[must_use]
     pub fn data_dir(&self) -> &std::path::Path {

@@ -98,3 +98,73 @@ async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_json(
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "invalid_json", "{body}");
 }
+
+/// A Step Functions operation through the API, as the AWS SDKs send it.
+async fn step_functions(harness: &Harness, operation: &str, body: &Value) -> Value {
+    let response = harness
+        .http
+        .post(format!("{}/", harness.api_url()))
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-target", format!("AWSStepFunctions.{operation}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the API answers");
+    let status = response.status();
+    let answer: Value = response.json().await.expect("JSON");
+    assert!(status.is_success(), "{operation}: {status} {answer}");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
+    let harness = Harness::start_with_services(r#"{"drone": {}, "delivery": {}}"#).await;
+    let mock = harness.mock_url().to_owned();
+    let input = json!({
+        "drone_at": format!("{mock}/drone/schedule"),
+        "delivery_at": format!("{mock}/delivery/create"),
+        "manifest": "m".repeat(20 * MB),
+    });
+    let reference = upload(&harness, &input).await;
+    harness
+        .faults("drone", json!({"answer_bytes": 5 * MB}))
+        .await;
+    let machine = "arn:aws:states:us-east-1:000000000000:stateMachine:large-values";
+    let started = step_functions(
+        &harness,
+        "StartExecution",
+        &json!({"stateMachineArn": machine, "name": "large", "input": reference.to_string()}),
+    )
+    .await;
+    let execution = json!({"executionArn": started["executionArn"]});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let ended = loop {
+        let described = step_functions(&harness, "DescribeExecution", &execution).await;
+        if described["status"] != "RUNNING" || std::time::Instant::now() > deadline {
+            break described;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert_eq!(ended["status"], "SUCCEEDED", "{}", ended["error"]);
+    let output: Value =
+        serde_json::from_str(ended["output"].as_str().expect("an output")).expect("JSON");
+    assert_eq!(output["manifest"].as_str().map(str::len), Some(20 * MB));
+    let answer = &output["drone"]["answer"];
+    assert_eq!(
+        answer.to_string().len(),
+        5 * MB,
+        "the drone's answer kept whole"
+    );
+    let carried = output["recorded"]["received_bytes"]
+        .as_u64()
+        .expect("bytes");
+    assert!(
+        carried > (25 * MB) as u64,
+        "the last call carried both: {carried}"
+    );
+    let (kept, _) = files_in(&harness.data_dir().join("payloads"));
+    assert!(
+        kept > (25 * MB) as u64,
+        "the values are kept apart: {kept} bytes"
+    );
+}

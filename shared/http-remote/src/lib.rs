@@ -110,7 +110,7 @@ impl HttpRemote {
 
     /// The service `name`: as set, or at the fallback when it is not, or is set
     /// without a URL (a mock service with a limit, say).
-    fn service(&self, name: &str) -> Option<Cow<'_, Service>> {
+    pub(crate) fn service(&self, name: &str) -> Option<Cow<'_, Service>> {
         let set = self.services.get(name);
         if let Some(service) = set.filter(|s| !s.url.is_empty()) {
             return Some(Cow::Borrowed(service));
