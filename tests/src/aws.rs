@@ -25,6 +25,9 @@ use sas_mock_services::MockServices;
 pub use sas_testkit::moto::{Moto, free_port};
 use serde_json::Value;
 
+/// The bucket of the values stored apart.
+pub const PAYLOAD_BUCKET: &str = "sas-payloads";
+
 /// The directory of the repository.
 pub fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -179,6 +182,17 @@ impl Stack {
         let sqs_client = aws_sdk_sqs::Client::new(&sdk);
         let sns = aws_sdk_sns::Client::new(&sdk);
         create_table(&dynamodb, "sas-state").await;
+        // The values stored apart: moto takes an unsigned CreateBucket.
+        let bucket = reqwest::Client::new()
+            .put(format!("{}/{PAYLOAD_BUCKET}", moto.endpoint))
+            .send()
+            .await
+            .expect("moto answers");
+        assert!(
+            bucket.status().is_success(),
+            "the bucket: {}",
+            bucket.status()
+        );
         let mut urls = HashMap::new();
         let mut dead_letters = HashMap::new();
         for name in [
@@ -224,6 +238,7 @@ impl Stack {
                 "AGENT_REQUEST_QUEUE_URL" => Some(urls["sas-agent-requests"].clone()),
                 "AGENT_RESPONSE_QUEUE_URL" => Some(urls["sas-agent-responses"].clone()),
                 "ALERT_TOPIC_ARN" => Some(topic_arn.clone()),
+                "PAYLOAD_BUCKET" => Some(PAYLOAD_BUCKET.into()),
                 "SERVICE_URLS" => Some(service_urls.to_string()),
                 "LEASE_SHARDS" => Some("4".into()),
                 "LEASE_BUCKET_SECONDS" => Some(lease_bucket_seconds.to_string()),

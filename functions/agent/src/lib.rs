@@ -1,12 +1,12 @@
 //! The agent function's actor: a [`StepCaller`] calling the remote services over HTTP
 //! (and the AWS services a state machine's Tasks name through their APIs) and
-//! answering over SQS. It links no state store: an agent keeps no state but its
-//! circuit breakers.
+//! answering over SQS, requests and answers too large for a message kept in S3. It
+//! links no state store: an agent keeps no state but its circuit breakers.
 
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
-use sas_aws_tasks::AwsTasks;
+use sas_aws_tasks::{AwsTasks, S3Payloads};
 use sas_core::clock::WallClock;
 use sas_core::step_caller::StepCaller;
 use sas_domain::resilience::BreakerSettings;
@@ -28,6 +28,12 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
         Arc::clone(&credentials) as _,
     ));
     let environment = |name: &str| std::env::var(name).ok();
+    let payloads = S3Payloads::new(
+        sdk,
+        environment,
+        Arc::clone(&credentials) as _,
+        config.payload_bucket.clone(),
+    );
     Ok(StepCaller::new(
         Arc::new(AwsTasks::new(sdk, environment, credentials, services)),
         sqs,
@@ -35,5 +41,6 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
         queues.agent_responses,
         BreakerSettings::default(),
         fastrand::u64(..),
-    ))
+    )
+    .with_payloads(Arc::new(payloads)))
 }

@@ -14,7 +14,9 @@ use sas_aws_tasks::AwsTasks;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::clock::Clock;
 use sas_core::contain::{self, Panicked};
-use sas_core::ports::{Chain, Consumer, Delivery, NoMetrics, OutgoingMessage, QueueError, Queues};
+use sas_core::ports::{
+    Chain, Consumer, Delivery, NoMetrics, OutgoingMessage, Payloads, QueueError, Queues,
+};
 use sas_core::step_caller::StepCaller;
 use sas_credentials::AwsCredentials;
 use sas_domain::ids::QueueName;
@@ -147,6 +149,10 @@ impl System {
             backend.create_queue(name, settings).await?;
         }
         let ports = Ports::of(&backend, Arc::clone(&clock));
+        let payloads: Arc<dyn Payloads> = Arc::new(
+            DirectoryPayloads::open(&settings.data_dir.join("payloads"), settings.durability)
+                .context("cannot open the directory of large values")?,
+        );
         let app = App::new(
             ports,
             workflows,
@@ -154,10 +160,7 @@ impl System {
             format!("local-{}", std::process::id()),
         )
         .with_dead_letters(Arc::clone(&backend) as _)
-        .with_payloads(Arc::new(
-            DirectoryPayloads::open(&settings.data_dir.join("payloads"), settings.durability)
-                .context("cannot open the directory of large values")?,
-        ))
+        .with_payloads(Arc::clone(&payloads))
         .with_submissions_claimed(claims_now(
             &backend,
             &queues,
@@ -179,22 +182,25 @@ impl System {
         // The AWS services a state machine's Tasks name, with the environment's
         // credentials (any, for an emulator).
         let aws_sdk = sas_aws_tasks::local_sdk(environment);
-        let step_caller = Arc::new(StepCaller::new(
-            Arc::new(AwsTasks::new(
-                &aws_sdk,
-                environment,
-                Arc::new(AwsCredentials::new(&aws_sdk)),
-                services,
-            )),
-            Arc::new(AnswersInPlace {
-                app: Arc::clone(&app),
-                queues: Arc::clone(&backend) as _,
-            }) as _,
-            clock,
-            queues.agent_responses.clone(),
-            BreakerSettings::default(),
-            u64::from(std::process::id()),
-        ));
+        let step_caller = Arc::new(
+            StepCaller::new(
+                Arc::new(AwsTasks::new(
+                    &aws_sdk,
+                    environment,
+                    Arc::new(AwsCredentials::new(&aws_sdk)),
+                    services,
+                )),
+                Arc::new(AnswersInPlace {
+                    app: Arc::clone(&app),
+                    queues: Arc::clone(&backend) as _,
+                }) as _,
+                clock,
+                queues.agent_responses.clone(),
+                BreakerSettings::default(),
+                u64::from(std::process::id()),
+            )
+            .with_payloads(payloads),
+        );
         let (stop, stopped) = watch::channel(false);
         let mut system = Self {
             app,

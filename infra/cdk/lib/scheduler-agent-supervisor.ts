@@ -13,6 +13,7 @@ import * as kms from "aws-cdk-lib/aws-kms";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import * as logs from "aws-cdk-lib/aws-logs";
+import * as s3 from "aws-cdk-lib/aws-s3";
 import * as scheduler from "aws-cdk-lib/aws-scheduler";
 import * as targets from "aws-cdk-lib/aws-scheduler-targets";
 import * as sns from "aws-cdk-lib/aws-sns";
@@ -94,6 +95,12 @@ export interface SchedulerAgentSupervisorProps {
   readonly leaseBucketSeconds?: number;
   /** Days finished tasks are kept. Default: 30. */
   readonly taskRetentionDays?: number;
+  /**
+   * Days a value stored apart (an input, output or message too large for a record or
+   * a queue) is kept after it was stored: more than the longest a task runs plus
+   * taskRetentionDays. Default: 400.
+   */
+  readonly payloadRetentionDays?: number;
   /** The agent's timeout; more than the longest complete-by of any step. Default: 60 s. */
   readonly agentTimeout?: Duration;
   /**
@@ -191,6 +198,8 @@ function ingestion(mode: string | undefined): "DIRECT" | "BUFFERED" {
 
 export class SchedulerAgentSupervisor extends Construct {
   readonly table: dynamodb.Table;
+  /** The values too large for a task's record or a message, each an object payloads/<SHA-256>. */
+  readonly payloadBucket: s3.Bucket;
   readonly api: apigw.HttpApi;
   readonly alertTopic: sns.Topic;
   readonly alertKey: kms.Key;
@@ -283,6 +292,23 @@ export class SchedulerAgentSupervisor extends Construct {
       enforceSSL: true,
     });
     waive(this.ingestDeadLetterQueue, { ES6000: "a dead-letter queue is the end of the line: it has no dead-letter queue of its own" });
+    // The values stored apart: encrypted, private, taken only over TLS, deleted
+    // payloadRetentionDays after they were stored.
+    this.payloadBucket = new s3.Bucket(this, "PayloadBucket", {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      enforceSSL: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      lifecycleRules: [
+        {
+          id: "ValuesExpire",
+          prefix: "payloads/",
+          expiration: Duration.days(props.payloadRetentionDays ?? 400),
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
+      ],
+    });
     this.ingestQueue = new sqs.Queue(this, "IngestQueue", {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       visibilityTimeout: Duration.seconds(180),
@@ -355,6 +381,7 @@ export class SchedulerAgentSupervisor extends Construct {
       INGEST_QUEUE_URL: this.ingestQueue.queueUrl,
       INGESTION: ingestion(props.ingestion),
       ALERT_TOPIC_ARN: this.alertTopic.topicArn,
+      PAYLOAD_BUCKET: this.payloadBucket.bucketName,
       NOTIFICATION_QUEUE_PREFIX: notificationQueuePrefix,
       SERVICE_URLS: JSON.stringify(props.serviceUrls ?? {}),
       LEASE_SHARDS: String(props.leaseShards ?? 8),
@@ -528,6 +555,12 @@ export class SchedulerAgentSupervisor extends Construct {
         }),
       );
     }
+    // The values stored apart: read, and written where the function writes them.
+    const values = this.payloadBucket.arnForObjects("payloads/*");
+    allow(read, ["s3:GetObject"], [values]);
+    for (const target of [submission, scheduler, agent, supervisor]) {
+      allow(target, ["s3:GetObject", "s3:PutObject"], [values]);
+    }
     // Runs, and the deadline messages of the leases taken (the scheduler's to itself).
     for (const target of [submission, scheduler, supervisor]) {
       allow(target, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
@@ -642,6 +675,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/tasks/{id}/pause", caller, callerScopes);
     route(POST, "/tasks/{id}/resume", caller, callerScopes);
     route(POST, "/tasks/{id}/steps/{step}/complete", caller, callerScopes);
+    route(POST, "/payloads", caller, callerScopes);
     route(GET, "/workflows", caller, callerScopes);
     route(GET, "/me", caller, callerScopes);
     // Step Functions' own API: a caller's operations on the root, an operator's apart.

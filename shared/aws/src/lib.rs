@@ -1,7 +1,8 @@
 //! The task state on AWS: DynamoDB as the state store ([`store`]), SNS as the
 //! operators' alerts ([`alerts`]), EventBridge Scheduler as schedules' wake-ups
-//! ([`wakeups`]), and [`app`], the actors the submission, scheduler
-//! and supervisor functions run over them. The agent function keeps no state and
+//! ([`wakeups`]), S3 as the values stored apart (`sas_aws_tasks::S3Payloads`), and
+//! [`app`], the actors the submission, scheduler and supervisor functions run over
+//! them. The agent function keeps no state and
 //! links none of this.
 //!
 //! Depends on `sas-core` (the ports it implements) and `sas-lambda` (configuration,
@@ -18,8 +19,10 @@ pub mod wakeups;
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
+use sas_aws_tasks::S3Payloads;
 use sas_core::app::{App, Ports};
 use sas_core::clock::WallClock;
+use sas_credentials::AwsCredentials;
 use sas_lambda::StartError;
 use sas_lambda::config::{Config, Ingestion};
 use sas_lambda::metrics::EmfMetrics;
@@ -51,6 +54,12 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     // 64 random bits name an instance well enough, in fewer bytes of every task item.
     let instance = format!("{function}-{:016x}", fastrand::u64(..));
     let mut app = App::new(ports, Arc::new(workflows), queues, instance)
+        .with_payloads(Arc::new(S3Payloads::new(
+            sdk,
+            |name| std::env::var(name).ok(),
+            Arc::new(AwsCredentials::new(sdk)),
+            config.payload_bucket.clone(),
+        )))
         .with_deadline_messages(true)
         .with_sealed_tasks(true)
         .with_dead_letters(dead_letters);

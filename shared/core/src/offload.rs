@@ -3,22 +3,31 @@
 //! [`Payloads`] before the record is written and putting them back when it is read,
 //! so that the store keeps references and every decision sees values.
 //!
-//! A value is stored before the record that names it is written: a record never
+//! [`OffloadingQueues`] does the same for messages: a body over what SQS takes is
+//! stored apart and the message carries its reference, which the receivers read
+//! back ([`message_body`]).
+//!
+//! A value is stored before the record or message that names it is written: none
 //! names a value that is not there. Values are immutable, so those read or written
 //! are kept in memory (up to [`KEPT_BYTES`]): a step's write does not store or read
 //! again the input and outputs it did not change.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use sas_domain::ids::TaskId;
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::limits::MAX_MESSAGE_BODY;
 use sas_domain::payload::{self, PayloadRef, Slot};
 use sas_domain::task::{Order, Task};
 
-use crate::ports::{Outgoing, PayloadError, Payloads, StateStore, StoreError, TaskStore};
+use crate::ports::{
+    Outgoing, OutgoingMessage, PayloadError, Payloads, QueueError, Queues, StateStore, StoreError,
+    TaskStore,
+};
 
 /// The most bytes of values kept in memory.
 const KEPT_BYTES: u64 = 256 * 1024 * 1024;
@@ -58,6 +67,65 @@ pub async fn fetch(
         ));
     }
     Ok(text)
+}
+
+/// `body`, or the body stored apart that it names.
+///
+/// # Errors
+/// [`PayloadError`] when it names a body that cannot be read.
+pub async fn message_body<'a>(
+    payloads: Option<&dyn Payloads>,
+    body: &'a str,
+) -> Result<Cow<'a, str>, PayloadError> {
+    let (Some(payloads), Some(reference)) = (payloads, PayloadRef::in_text(body)) else {
+        return Ok(Cow::Borrowed(body));
+    };
+    let text = fetch(payloads, &reference).await?;
+    String::from_utf8(text)
+        .map(Cow::Owned)
+        .map_err(|error| PayloadError(error.into()))
+}
+
+/// Queues whose messages over what SQS takes ([`MAX_MESSAGE_BODY`]) are stored apart,
+/// each sent as its reference.
+pub struct OffloadingQueues {
+    inner: Arc<dyn Queues>,
+    payloads: Arc<dyn Payloads>,
+}
+
+impl OffloadingQueues {
+    /// `inner`, with large bodies stored in `payloads`.
+    pub fn new(inner: Arc<dyn Queues>, payloads: Arc<dyn Payloads>) -> Self {
+        Self { inner, payloads }
+    }
+}
+
+#[async_trait]
+impl Queues for OffloadingQueues {
+    async fn send(
+        &self,
+        queue: &QueueName,
+        messages: &[OutgoingMessage],
+    ) -> Result<(), QueueError> {
+        if messages.iter().all(|m| m.body.len() <= MAX_MESSAGE_BODY) {
+            return self.inner.send(queue, messages).await;
+        }
+        let mut sent = Vec::with_capacity(messages.len());
+        for message in messages {
+            if message.body.len() <= MAX_MESSAGE_BODY {
+                sent.push(message.clone());
+                continue;
+            }
+            let reference = store_apart(&*self.payloads, message.body.clone().into_bytes())
+                .await
+                .map_err(|error| QueueError::new(queue, error))?;
+            sent.push(OutgoingMessage {
+                body: sas_domain::to_json(&reference.mark()),
+                delay: message.delay,
+            });
+        }
+        self.inner.send(queue, &sent).await
+    }
 }
 
 /// A state store whose records' large values are stored apart.

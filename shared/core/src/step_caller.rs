@@ -11,7 +11,11 @@ use tracing::{debug, info};
 
 use crate::app::MessageError;
 use crate::clock::Clock;
-use crate::ports::{OutgoingMessage, QueueError, Queues, RemoteCall, RemoteError, RemoteRequest};
+use crate::offload::{OffloadingQueues, message_body};
+use crate::ports::{
+    OutgoingMessage, PayloadError, Payloads, QueueError, Queues, RemoteCall, RemoteError,
+    RemoteRequest,
+};
 use sas_domain::ids::QueueName;
 use sas_domain::limits;
 use sas_domain::messages::{AgentMessage, AgentRequest, AgentResponse, Outcome};
@@ -27,6 +31,9 @@ pub enum CallError {
     /// The answer could not be sent.
     #[error(transparent)]
     Queue(#[from] QueueError),
+    /// The request is stored apart, and could not be read.
+    #[error("the request stored apart could not be read")]
+    Unread(#[from] PayloadError),
 }
 
 impl MessageError for CallError {
@@ -53,6 +60,8 @@ pub struct StepCaller {
     breaker_settings: BreakerSettings,
     breakers: Mutex<HashMap<String, CircuitBreaker>>,
     random: Mutex<fastrand::Rng>,
+    /// Where requests and answers too large for a message are kept, if anywhere.
+    payloads: Option<Arc<dyn Payloads>>,
 }
 
 impl StepCaller {
@@ -74,17 +83,29 @@ impl StepCaller {
             breaker_settings,
             breakers: Mutex::new(HashMap::new()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
+            payloads: None,
         }
+    }
+
+    /// Reads requests stored apart from `payloads`, and stores there the answers
+    /// too large for a message ([`crate::offload`]).
+    #[must_use]
+    pub fn with_payloads(mut self, payloads: Arc<dyn Payloads>) -> Self {
+        self.queues = Arc::new(OffloadingQueues::new(self.queues, payloads.clone()));
+        self.payloads = Some(payloads);
+        self
     }
 
     /// Handles one agent-request message.
     ///
     /// # Errors
     /// [`CallError::Poison`] for an undecodable message, [`CallError::Queue`] when
-    /// the answer cannot be sent.
+    /// the answer cannot be sent, [`CallError::Unread`] when the request is stored
+    /// apart and cannot be read.
     pub async fn on_request(&self, body: &str) -> Result<CallVerdict, CallError> {
+        let body = message_body(self.payloads.as_deref(), body).await?;
         let request: AgentRequest =
-            serde_json::from_str(body).map_err(|e| CallError::Poison(e.to_string()))?;
+            serde_json::from_str(&body).map_err(|e| CallError::Poison(e.to_string()))?;
         let Some(outcome) = self.perform(&request).await.map(within_limit) else {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: past complete-by or out of tries");
             return Ok(CallVerdict::Silent);

@@ -8,8 +8,9 @@ use sas_domain::services::{self, Service};
 
 /// Every environment variable the functions read: the template and the CDK
 /// construct set exactly these.
-pub const VARIABLES: [&str; 19] = [
+pub const VARIABLES: [&str; 20] = [
     "TABLE_NAME",
+    "PAYLOAD_BUCKET",
     "SCHEDULER_QUEUE_URL",
     "AGENT_REQUEST_QUEUE_URL",
     "AGENT_RESPONSE_QUEUE_URL",
@@ -145,6 +146,8 @@ pub struct Config {
     pub ingestion: Ingestion,
     /// The operators' alert topic.
     pub alert_topic_arn: String,
+    /// The S3 bucket of the values too large for a record or a message.
+    pub payload_bucket: String,
     /// How callers' notification queues must be named for the functions to post to
     /// them (`NotificationQueuePrefix`); `None` (unset or empty): any name.
     pub notification_queue_prefix: Option<String>,
@@ -215,6 +218,7 @@ impl Config {
             agent_request_queue_url: required("AGENT_REQUEST_QUEUE_URL")?,
             agent_response_queue_url: required("AGENT_RESPONSE_QUEUE_URL")?,
             alert_topic_arn: required("ALERT_TOPIC_ARN")?,
+            payload_bucket: required("PAYLOAD_BUCKET")?,
             notification_queue_prefix: lookup("NOTIFICATION_QUEUE_PREFIX")
                 .filter(|prefix| !prefix.is_empty()),
             services,
@@ -261,6 +265,7 @@ pub(crate) mod tests {
                 "https://sqs.eu-west-1.amazonaws.com/1/sas-agent-responses",
             ),
             ("ALERT_TOPIC_ARN", "arn:aws:sns:eu-west-1:1:sas-alerts"),
+            ("PAYLOAD_BUCKET", "sas-payloads"),
         ]
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

@@ -200,6 +200,7 @@ mod tests {
             [
                 "QueuesTlsOnly",
                 "IngestQueuesTlsOnly",
+                "PayloadBucketTlsOnly",
                 "OldestMessageAlarm",
                 "PanicsAlarm",
                 "FunctionErrorsAlarm",

@@ -1,62 +1,46 @@
-//! Sizes and lifetimes: an answer over a step's limit undone and one within it kept,
-//! what SQS or DynamoDB would refuse refused before it is sent, and order data that
-//! neither outlives nor predeceases its task.
+//! Sizes and lifetimes: an answer of 5 MB kept whole, stored apart in S3, what SQS or
+//! DynamoDB would refuse refused by their adapters before it is sent, and order data
+//! that neither outlives nor predeceases its task.
 
 use std::time::Duration;
 
 use sas_core::ports::{Chain, OutgoingMessage, Queues};
-use sas_tests::aws::{Remote, Stack};
-use sas_tests::{UNDONE_BEFORE_THE_DELIVERY, step_states};
+use sas_tests::aws::{PAYLOAD_BUCKET, Remote, Stack};
 use serde_json::json;
 
 use super::{PATIENCE, POLICY, quick};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_over_a_steps_limit_is_undone_and_one_within_it_is_kept() {
-    use sas_domain::limits::MAX_STEP_OUTPUT;
+async fn an_answer_of_5_mb_is_kept_whole_its_record_and_messages_holding_references() {
+    const MB: usize = 1024 * 1024;
     let remote = Remote::start(false).await;
     let stack = Stack::start(&remote.url, POLICY).await;
-    let answer = |bytes: usize| {
-        serde_json::from_value(json!({"answer_bytes": bytes, "times": 1})).expect("faults")
-    };
-
-    remote.mocks.set_faults("drone", answer(MAX_STEP_OUTPUT));
-    stack.http("PUT", "/tasks/at-limit", Some(&quick())).await;
+    let answer = serde_json::from_value(json!({"answer_bytes": 5 * MB, "times": 1}));
+    remote.mocks.set_faults("drone", answer.expect("faults"));
+    stack.http("PUT", "/tasks/large", Some(&quick())).await;
     let kept = stack
-        .run_until("at-limit", PATIENCE, false, |t| t["state"] == "Processed")
+        .run_until("large", PATIENCE, false, |t| t["state"] == "Processed")
         .await;
     let output = kept["steps"][3]["output"].to_string();
-    assert_eq!(output.len(), MAX_STEP_OUTPUT, "kept whole");
-
-    remote
-        .mocks
-        .set_faults("drone", answer(MAX_STEP_OUTPUT + 1));
-    stack.http("PUT", "/tasks/over", Some(&quick())).await;
-    let refused = stack
-        .run_until("over", PATIENCE, false, |t| t["state"] == "Error")
-        .await;
-    assert_eq!(
-        step_states(&refused),
-        UNDONE_BEFORE_THE_DELIVERY,
-        "{refused:#}"
-    );
+    assert_eq!(output.len(), 5 * MB, "kept whole");
+    let delivered = kept["steps"][4]["output"]["received_bytes"].as_u64();
     assert!(
-        refused["steps"][3]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains(&format!("over the {MAX_STEP_OUTPUT} bytes"))),
-        "{refused:#}"
+        delivered.is_some_and(|bytes| bytes > (5 * MB) as u64),
+        "the next call carried the answer: {delivered:?}"
     );
-    let undone: Vec<_> = remote
-        .effects("over")
-        .into_iter()
-        .filter(|e| e.1.ends_with("/cancel"))
-        .map(|e| e.0)
-        .collect();
-    assert_eq!(
-        undone,
-        ["drone", "package"],
-        "the drone and the package undone"
-    );
+    // In S3: the answer as the agent sent it, as the record keeps it, and the requests
+    // that carried it.
+    let listed = reqwest::get(format!(
+        "{}/{PAYLOAD_BUCKET}?list-type=2&prefix=payloads/",
+        stack.moto.endpoint
+    ))
+    .await
+    .expect("moto answers")
+    .text()
+    .await
+    .expect("a listing");
+    let objects = listed.matches("<Key>payloads/").count();
+    assert!((2..=4).contains(&objects), "{objects} objects: {listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

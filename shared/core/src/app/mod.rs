@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
-use crate::offload::Offloading;
+use crate::offload::{Offloading, OffloadingQueues};
 use crate::ports::{
     Alerts, DeadLetters, Metrics, NoMetrics, Payloads, QueueError, Queues, StateStore, StoreError,
     TaskStore, Wakeups,
@@ -369,11 +369,12 @@ impl App {
     }
 
     /// Keeps the tasks' large values (inputs, outputs, states' data) in `payloads`,
-    /// their records holding references ([`crate::offload`]): without it, a value
-    /// is as large as the store takes.
+    /// their records holding references, and the messages larger than SQS takes
+    /// ([`crate::offload`]): without it, a value is as large as the store takes.
     #[must_use]
     pub fn with_payloads(mut self, payloads: Arc<dyn Payloads>) -> Self {
         self.tasks = Arc::new(Offloading::new(self.store.clone(), payloads.clone()));
+        self.queues = Arc::new(OffloadingQueues::new(self.queues.clone(), payloads.clone()));
         self.payloads = Some(payloads);
         self
     }

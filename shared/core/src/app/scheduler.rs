@@ -7,6 +7,7 @@ use sas_domain::decide::{self, Decision, Verdict};
 use sas_domain::messages::{AgentResponse, SchedulerMessage};
 
 use super::{App, HandleError, TaskError};
+use crate::offload::message_body;
 use crate::ports::StoreError;
 
 /// How long a child's end that lost every race for its parent's record waits before
@@ -126,8 +127,11 @@ impl App {
                 "a message from '{queue}', which is not the scheduler's"
             ))
         })?;
+        let body = message_body(self.payloads.as_deref(), body)
+            .await
+            .map_err(|error| StoreError::Unavailable(error.into()))?;
         let message: SchedulerMessage =
-            serde_json::from_str(body).map_err(|e| HandleError::Poison(e.to_string()))?;
+            serde_json::from_str(&body).map_err(|e| HandleError::Poison(e.to_string()))?;
         if !inbox.accepts(&message) {
             return Err(HandleError::Refused(format!(
                 "a {} message on the {} queue, which takes only {}",

@@ -258,6 +258,7 @@ async fn main() {
             config.agent_response_queue_url.clone(),
         ),
         ("ALERT_TOPIC_ARN", config.alert_topic_arn.clone()),
+        ("PAYLOAD_BUCKET", config.payload_bucket.clone()),
         ("AWS_ENDPOINT_URL", stack.moto.endpoint.clone()),
         ("AWS_REGION", "eu-west-1".into()),
         ("AWS_ACCESS_KEY_ID", "test".into()),
