@@ -363,8 +363,8 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(
             read.len(),
-            5,
-            "the five required variables are among those declared"
+            6,
+            "the six required variables are among those declared"
         );
     }
 }
