@@ -486,3 +486,53 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     );
     processed_once(&stack, &remote, "buffered-3").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_20_mb_input_and_a_5_mb_answer_run_through_the_deployed_stack_kept_in_its_bucket() {
+    const MB: usize = 1024 * 1024;
+    let remote = Remote::start(true).await;
+    let stack = deploy(&remote).await;
+    let mut input = readme_delivery()["input"].clone();
+    input["manifest"] = json!("m".repeat(20 * MB));
+    let uploaded = stack.call("POST", "/payloads", Some(&input), false).await;
+    assert_eq!(uploaded.status, 201, "{}", uploaded.body);
+    let answer = json!({"answer_bytes": 5 * MB, "times": 1});
+    remote
+        .mocks
+        .set_faults("drone", serde_json::from_value(answer).expect("faults"));
+    let submission = json!({"workflow": "drone-delivery", "input": uploaded.json()});
+    put_task(&stack, "large", &submission).await;
+    let task = wait_for_task(&stack, "large", "Processed", Duration::from_secs(180), |t| {
+        t["state"] == "Processed"
+    })
+    .await;
+    assert_eq!(task["steps"][3]["output"].to_string().len(), 5 * MB, "kept whole");
+    let carried = task["steps"][4]["output"]["received_bytes"].as_u64();
+    assert!(
+        carried.is_some_and(|bytes| bytes > (25 * MB) as u64),
+        "the last call carried the input and the drone's answer: {carried:?}"
+    );
+
+    // In the stack's bucket, under payloads/. (MiniStack's CloudFormation leaves out the
+    // bucket's lifecycle, which tests/tests/infrastructure checks in the templates.)
+    let endpoint = &stack.ministack.endpoint;
+    let client = &stack.client;
+    let s3 = async |url: String| {
+        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let answer = client
+            .send("GET", &url, Some("s3"), &[("x-amz-content-sha256", empty)], &[])
+            .await;
+        assert_eq!(answer.status, 200, "GET {url}: {}", answer.body);
+        answer.body
+    };
+    let buckets = s3(format!("{endpoint}/")).await;
+    let bucket = buckets
+        .split("<Name>")
+        .filter_map(|part| part.split("</Name>").next())
+        .find(|name| name.to_lowercase().contains("payloadbucket"))
+        .unwrap_or_else(|| panic!("no payload bucket in {buckets}"))
+        .to_owned();
+    let listed = s3(format!("{endpoint}/{bucket}?list-type=2&prefix=payloads/")).await;
+    let objects = listed.matches("<Key>payloads/").count();
+    assert!(objects >= 3, "the input, the answer and the requests: {listed}");
+}

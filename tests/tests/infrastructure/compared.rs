@@ -269,3 +269,39 @@ fn the_agent_may_call_exactly_what_the_state_machines_task_states_name() {
     assert_eq!(task_grants(&cdk), expected, "CDK");
     assert_the_same_security_alarms_and_triggers(&sam, &cdk);
 }
+
+#[test]
+fn the_values_bucket_is_private_encrypted_tls_only_and_deletes_its_values_in_both() {
+    for deployed in [Deployed::sam(), Deployed::cdk("cdk.out")] {
+        let name = deployed.name;
+        let buckets: Vec<_> = deployed.of_type("AWS::S3::Bucket").collect();
+        assert_eq!(buckets.len(), 1, "{name}: one bucket, the values'");
+        let properties = &buckets[0].1["Properties"];
+        let rule = &properties["LifecycleConfiguration"]["Rules"][0];
+        assert_eq!(
+            (
+                deployed.render(&rule["Prefix"]),
+                deployed.render(&rule["ExpirationInDays"]),
+                deployed.render(&rule["Status"]),
+            ),
+            ("payloads/".into(), "400".into(), "Enabled".into()),
+            "{name}: the values expire after PayloadRetentionDays"
+        );
+        let encryption = &properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0];
+        assert_eq!(
+            encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"], "AES256",
+            "{name}"
+        );
+        assert_eq!(
+            properties["PublicAccessBlockConfiguration"],
+            json!({"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true}),
+            "{name}"
+        );
+        let policies: Vec<_> = deployed.of_type("AWS::S3::BucketPolicy").collect();
+        let statements = policies[0].1["Properties"]["PolicyDocument"]["Statement"].to_string();
+        assert!(
+            statements.contains("\"Deny\"") && statements.contains("aws:SecureTransport"),
+            "{name}: only over TLS: {statements}"
+        );
+    }
+}
