@@ -487,8 +487,38 @@ async fn with_buffered_ingestion_the_api_queues_and_the_scheduler_creates_each_t
     processed_once(&stack, &remote, "buffered-3").await;
 }
 
+/// Waits for task `id` to be Processed, showing on failure its steps' states and the
+/// agent's logs, not the task (its values are megabytes).
+async fn processed_quietly(stack: &Deployment, id: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let task = stack
+            .call("GET", &format!("/tasks/{id}"), None, false)
+            .await
+            .json();
+        if task["state"] == "Processed" {
+            return task;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let mut logs = stack.logs("AgentFunction").await;
+            logs.extend(stack.logs("SchedulerFunction").await);
+            let failed: Vec<&String> = logs
+                .iter()
+                .filter(|line| line.contains("ERROR") || line.contains("WARN"))
+                .collect();
+            let tail = format!("{failed:#?}");
+            panic!(
+                "{id} never became Processed: {}, steps {:?}\n{tail}",
+                task["state"],
+                step_states(&task)
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_20_mb_input_and_a_5_mb_answer_run_through_the_deployed_stack_kept_in_its_bucket() {
+async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_machine_deployed() {
     const MB: usize = 1024 * 1024;
     let remote = Remote::start(true).await;
     let stack = deploy(&remote).await;
@@ -502,15 +532,43 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_the_deployed_stack_kept_in_
         .set_faults("drone", serde_json::from_value(answer).expect("faults"));
     let submission = json!({"workflow": "drone-delivery", "input": uploaded.json()});
     put_task(&stack, "large", &submission).await;
-    let task = wait_for_task(&stack, "large", "Processed", Duration::from_secs(180), |t| {
-        t["state"] == "Processed"
-    })
-    .await;
-    assert_eq!(task["steps"][3]["output"].to_string().len(), 5 * MB, "kept whole");
+    let task = processed_quietly(&stack, "large").await;
+    assert_eq!(
+        task["steps"][3]["output"].to_string().len(),
+        5 * MB,
+        "kept whole"
+    );
     let carried = task["steps"][4]["output"]["received_bytes"].as_u64();
     assert!(
         carried.is_some_and(|bytes| bytes > (25 * MB) as u64),
         "the last call carried the input and the drone's answer: {carried:?}"
+    );
+
+    // A state machine (tests/workflows/large-values.asl.json) with its own 20 MB input,
+    // its http:invoke Tasks at the deployment's services.
+    let mut machine_input = json!({
+        "drone_at": format!("{}/drone/schedule", remote.url),
+        "delivery_at": format!("{}/delivery/create", remote.url),
+    });
+    machine_input["manifest"] = input["manifest"].clone();
+    let uploaded = stack
+        .call("POST", "/payloads", Some(&machine_input), false)
+        .await;
+    assert_eq!(uploaded.status, 201, "{}", uploaded.body);
+    let answer = json!({"answer_bytes": 5 * MB, "times": 1});
+    remote
+        .mocks
+        .set_faults("drone", serde_json::from_value(answer).expect("faults"));
+    let execution = json!({"workflow": "large-values", "input": uploaded.json()});
+    put_task(&stack, "large-machine", &execution).await;
+    let task = processed_quietly(&stack, "large-machine").await;
+    let output = &task["output"];
+    assert_eq!(output["manifest"].as_str().map(str::len), Some(20 * MB));
+    assert_eq!(output["drone"]["answer"].to_string().len(), 5 * MB);
+    let carried = output["recorded"]["received_bytes"].as_u64();
+    assert!(
+        carried.is_some_and(|bytes| bytes > (25 * MB) as u64),
+        "{carried:?}"
     );
 
     // In the stack's bucket, under payloads/. (MiniStack's CloudFormation leaves out the
@@ -520,7 +578,13 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_the_deployed_stack_kept_in_
     let s3 = async |url: String| {
         let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         let answer = client
-            .send("GET", &url, Some("s3"), &[("x-amz-content-sha256", empty)], &[])
+            .send(
+                "GET",
+                &url,
+                Some("s3"),
+                &[("x-amz-content-sha256", empty)],
+                &[],
+            )
             .await;
         assert_eq!(answer.status, 200, "GET {url}: {}", answer.body);
         answer.body
@@ -534,5 +598,8 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_the_deployed_stack_kept_in_
         .to_owned();
     let listed = s3(format!("{endpoint}/{bucket}?list-type=2&prefix=payloads/")).await;
     let objects = listed.matches("<Key>payloads/").count();
-    assert!(objects >= 3, "the input, the answer and the requests: {listed}");
+    assert!(
+        objects >= 3,
+        "the input, the answer and the requests: {listed}"
+    );
 }

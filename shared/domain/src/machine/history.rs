@@ -223,7 +223,10 @@ fn task_events(
     match prefix {
         "Task" => {
             scheduled.insert("region".to_owned(), json!(super::place().split(':').next()));
-            scheduled.insert("parameters".to_owned(), json!(parameters(work).to_string()));
+            // Cut as Step Functions cuts a payload: a request of any size stays an event
+            // a store can keep.
+            let (text, _) = text(&parameters(work));
+            scheduled.insert("parameters".to_owned(), json!(text));
         }
         _ => {
             scheduled.insert("resource".to_owned(), json!(resource.arn));

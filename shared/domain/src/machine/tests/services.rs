@@ -311,3 +311,38 @@ fn a_token_waits_as_long_and_beats_as_often_as_its_visit_works_out() {
     let task = beat.next.expect("recorded");
     assert_eq!(task.steps[0].complete_by, Some(Timestamp(90_000)));
 }
+
+#[test]
+fn a_tasks_scheduled_event_keeps_at_most_a_payloads_limit_of_its_parameters() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {
+            "Call": {"Type": "Task", "Resource": "arn:aws:states:::http:invoke",
+                     "Parameters": {"ApiEndpoint": "https://orders.example.com/o", "Method": "POST",
+                                    "RequestBody.$": "$"},
+                     "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({"manifest": "m".repeat(2_000_000)}));
+    let task = claim.next.clone().expect("claimed");
+    let call = dispatched(&claim).remove(0);
+    let answer = ServiceAnswer {
+        body: json!("done"),
+        status: 200,
+        headers: Default::default(),
+        status_text: None,
+    };
+    let output = serde_json::to_value(answer).expect("an answer");
+    let response = AgentResponse::answering(call, Outcome::Succeeded { output });
+    let decision = on_response(&task, &workflow, &order, &response, Timestamp(5));
+    let events = &run(decision.next.as_ref().expect("recorded")).new_events;
+    let scheduled = events
+        .iter()
+        .find(|e| e.event["type"] == "TaskScheduled")
+        .expect("scheduled");
+    assert!(
+        scheduled.size() < 300 * 1024,
+        "the request of 2 MB cut to Step Functions' 256 KiB: {} bytes",
+        scheduled.size()
+    );
+}
