@@ -138,9 +138,12 @@ pub struct Harness {
     /// One HTTP client for all its calls: a client's start (its root certificates)
     /// takes a tenth of a second in a debug build.
     pub http: reqwest::Client,
-    api: String,
-    mock: String,
-    data: tempfile::TempDir,
+    /// Where the API listens.
+    pub api: String,
+    /// Where the mock services listen: `<url>/<service>/<operation>` calls one.
+    pub mock: String,
+    /// The system's data directory: its database and the values kept apart.
+    pub data: tempfile::TempDir,
 }
 
 impl Harness {
@@ -343,24 +346,6 @@ impl Harness {
             )
             .await;
         (status, body)
-    }
-
-    /// Where the API listens.
-    #[must_use]
-    pub fn api_url(&self) -> &str {
-        &self.api
-    }
-
-    /// Where the mock services listen: `<url>/<service>/<operation>` calls one.
-    #[must_use]
-    pub fn mock_url(&self) -> &str {
-        &self.mock
-    }
-
-    /// The system's data directory: its database and the values kept apart.
-    #[must_use]
-    pub fn data_dir(&self) -> &std::path::Path {
-        self.data.path()
     }
 
     /// A task's state as the API shows it.

@@ -64,7 +64,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_kept_apart() {
         "the last call carried the input and the drone's answer: {carried} bytes"
     );
 
-    let data = harness.data_dir();
+    let data = harness.data.path();
     let (kept, values) = files_in(&data.join("payloads"));
     assert!(
         kept > (25 * MB) as u64,
@@ -103,7 +103,7 @@ async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_json(
 async fn step_functions(harness: &Harness, operation: &str, body: &Value) -> Value {
     let response = harness
         .http
-        .post(format!("{}/", harness.api_url()))
+        .post(format!("{}/", harness.api))
         .header("content-type", "application/x-amz-json-1.0")
         .header("x-amz-target", format!("AWSStepFunctions.{operation}"))
         .body(body.to_string())
@@ -119,7 +119,7 @@ async fn step_functions(harness: &Harness, operation: &str, body: &Value) -> Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
     let harness = Harness::start_with_services(r#"{"drone": {}, "delivery": {}}"#).await;
-    let mock = harness.mock_url().to_owned();
+    let mock = harness.mock.clone();
     let input = json!({
         "drone_at": format!("{mock}/drone/schedule"),
         "delivery_at": format!("{mock}/delivery/create"),
@@ -162,7 +162,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
         carried > (25 * MB) as u64,
         "the last call carried both: {carried}"
     );
-    let (kept, _) = files_in(&harness.data_dir().join("payloads"));
+    let (kept, _) = files_in(&harness.data.path().join("payloads"));
     assert!(
         kept > (25 * MB) as u64,
         "the values are kept apart: {kept} bytes"

@@ -6,13 +6,14 @@
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
-use sas_aws_tasks::{AwsTasks, S3Payloads};
+use sas_aws_tasks::AwsTasks;
 use sas_core::clock::WallClock;
 use sas_core::step_caller::StepCaller;
 use sas_domain::resilience::BreakerSettings;
 use sas_http_remote::HttpRemote;
 use sas_lambda::StartError;
 use sas_lambda::config::Config;
+use sas_lambda::payloads::S3Payloads;
 
 /// The step caller, calling the remote services over HTTP (and the AWS services a
 /// state machine's Tasks name through their APIs) and answering over SQS.
@@ -28,12 +29,7 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
         Arc::clone(&credentials) as _,
     ));
     let environment = |name: &str| std::env::var(name).ok();
-    let payloads = S3Payloads::new(
-        sdk,
-        environment,
-        Arc::clone(&credentials) as _,
-        config.payload_bucket.clone(),
-    );
+    let payloads = S3Payloads::new(sdk, config.payload_bucket.clone());
     Ok(StepCaller::new(
         Arc::new(AwsTasks::new(sdk, environment, credentials, services)),
         sqs,

@@ -2,9 +2,7 @@
 //! asked of the agent named for its service: Lambda's `Invoke` ([`lambda`], through
 //! the AWS SDK), the JSON APIs of DynamoDB, SQS and EventBridge ([`json_api`], signed
 //! with SigV4 and sent as the API's own request), SNS's `Publish` ([`sns`], through
-//! the AWS SDK), and S3's `GetObject` for a distributed Map's reader ([`s3`]); and
-//! the deployment's values stored apart, in S3 ([`S3Payloads`]). Each service is
-//! reached on AWS, or at any endpoint that speaks its API
+//! the AWS SDK), and S3's `GetObject` for a distributed Map's reader ([`s3`]). Each service is reached on AWS, or at any endpoint that speaks its API
 //! (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`, as the AWS SDKs read them).
 //! A service's refusal fails the call for good with the error as Step Functions names
 //! it (`DynamoDB.ConditionalCheckFailedException`), a throttle or a fault of its own
@@ -12,7 +10,6 @@
 
 mod json_api;
 mod lambda;
-mod payloads;
 mod s3;
 mod signed;
 mod sns;
@@ -31,8 +28,6 @@ use tracing::debug;
 
 use sas_core::ports::{Credentials, RemoteCall, RemoteError, RemoteRequest};
 use sas_domain::machine::LAMBDA_AGENT;
-
-pub use payloads::{PREFIX as PAYLOAD_PREFIX, S3Payloads};
 
 /// Calls the AWS services for their agents, and every other service through `others`.
 pub struct AwsTasks {

@@ -24,8 +24,7 @@ const NAMED: Named = Named {
 };
 
 /// SHA-256 of an empty body, which S3 wants named in every signed request.
-pub(crate) const EMPTY_SHA256: &str =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 /// `GetObject`'s request, as a Task's reader gives it.
 #[derive(Deserialize)]
@@ -107,7 +106,7 @@ impl S3 {
 }
 
 /// The text of the first `<name>` element of an S3 error's XML.
-pub(crate) fn element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
+fn element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
     let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
     let end = xml[start..].find(&format!("</{name}>"))?;
     Some(&xml[start..start + end])

@@ -1,6 +1,6 @@
 //! The task state on AWS: DynamoDB as the state store ([`store`]), SNS as the
 //! operators' alerts ([`alerts`]), EventBridge Scheduler as schedules' wake-ups
-//! ([`wakeups`]), S3 as the values stored apart (`sas_aws_tasks::S3Payloads`), and
+//! ([`wakeups`]), S3 as the values stored apart (`sas_lambda::payloads`), and
 //! [`app`], the actors the submission, scheduler and supervisor functions run over
 //! them. The agent function keeps no state and
 //! links none of this.
@@ -19,13 +19,12 @@ pub mod wakeups;
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
-use sas_aws_tasks::S3Payloads;
 use sas_core::app::{App, Ports};
 use sas_core::clock::WallClock;
-use sas_credentials::AwsCredentials;
 use sas_lambda::StartError;
 use sas_lambda::config::{Config, Ingestion};
 use sas_lambda::metrics::EmfMetrics;
+use sas_lambda::payloads::S3Payloads;
 
 use crate::alerts::SnsAlerts;
 use crate::store::DynamoStore;
@@ -56,8 +55,6 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     let mut app = App::new(ports, Arc::new(workflows), queues, instance)
         .with_payloads(Arc::new(S3Payloads::new(
             sdk,
-            |name| std::env::var(name).ok(),
-            Arc::new(AwsCredentials::new(sdk)),
             config.payload_bucket.clone(),
         )))
         .with_deadline_messages(true)

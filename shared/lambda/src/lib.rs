@@ -7,10 +7,11 @@
 //!
 //! Here: [`config`] (the environment), [`sdk`] (the SDK's configuration and clients),
 //! [`events`] (Lambda's events to the actors and back), [`sqs`] (the queues port),
-//! [`metrics`] (the metrics port, as EMF lines), and [`init`], which starts a function.
-//! Depends on `sas-core`, the Lambda runtime and the SQS client; the state store and
-//! the alerts are `sas-aws`'s, the remote calls `sas-http-remote`'s, so that the agent
-//! function links neither DynamoDB nor SNS.
+//! [`metrics`] (the metrics port, as EMF lines), [`payloads`] (the values stored apart,
+//! in S3), and [`init`], which starts a function. Depends on `sas-core`, the Lambda
+//! runtime and the SQS and S3 clients; the state store and the alerts are `sas-aws`'s,
+//! the remote calls `sas-http-remote`'s, so that the agent function links neither
+//! DynamoDB nor SNS.
 
 pub mod config;
 #[cfg(test)]
@@ -19,6 +20,7 @@ mod conformance;
 pub mod emulator;
 pub mod events;
 pub mod metrics;
+pub mod payloads;
 pub mod sdk;
 pub mod sqs;
 

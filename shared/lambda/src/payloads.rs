@@ -1,0 +1,88 @@
+//! The values stored apart ([`Payloads`]) in the stack's S3 bucket, each an object
+//! `payloads/<sha256>`, through the AWS SDK (path-style at an emulator's endpoint).
+
+use async_trait::async_trait;
+use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_types::SdkConfig;
+
+use sas_core::ports::{PayloadError, Payloads};
+
+use crate::sdk::{SdkClient, sdk_client};
+
+/// Where the values live in their bucket.
+pub const PREFIX: &str = "payloads/";
+
+/// A bucket of values.
+pub struct S3Payloads {
+    client: SdkClient<aws_sdk_s3::Client>,
+    bucket: String,
+}
+
+impl S3Payloads {
+    /// The values in `bucket`.
+    #[must_use]
+    pub fn new(sdk: &SdkConfig, bucket: String) -> Self {
+        Self {
+            client: sdk_client(sdk, |sdk| {
+                let config = aws_sdk_s3::config::Builder::from(sdk)
+                    .force_path_style(sdk.endpoint_url().is_some())
+                    // The values are checked against their hash when read.
+                    .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+                    .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+                    .build();
+                aws_sdk_s3::Client::from_conf(config)
+            }),
+            bucket,
+        }
+    }
+
+    fn key(sha256: &str) -> Result<String, PayloadError> {
+        let hex = sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit());
+        if !hex {
+            return Err(PayloadError(
+                format!("'{sha256}' is not a value's hash").into(),
+            ));
+        }
+        Ok(format!("{PREFIX}{sha256}"))
+    }
+}
+
+fn failed(error: impl std::error::Error + Send + Sync + 'static) -> PayloadError {
+    PayloadError(Box::new(error))
+}
+
+#[async_trait]
+impl Payloads for S3Payloads {
+    async fn put(&self, sha256: &str, text: Vec<u8>) -> Result<(), PayloadError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(Self::key(sha256)?)
+            .content_type("application/json")
+            .body(ByteStream::from(text))
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    async fn get(&self, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError> {
+        let got = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(Self::key(sha256)?)
+            .send()
+            .await;
+        let object = match got {
+            Ok(object) => object,
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
+                return Ok(None);
+            }
+            Err(error) => return Err(failed(error)),
+        };
+        let text = object.body.collect().await.map_err(failed)?;
+        Ok(Some(text.into_bytes().to_vec()))
+    }
+}
