@@ -40,7 +40,9 @@ async fn an_answer_of_5_mb_is_kept_whole_its_record_and_messages_holding_referen
     .await
     .expect("a listing");
     let objects = listed.matches("<Key>payloads/").count();
-    assert!((2..=4).contains(&objects), "{objects} objects: {listed}");
+    // A retried call stores its answer again; a write that did not change the output
+    // stores nothing: far fewer objects than the task's dozen writes.
+    assert!((2..=8).contains(&objects), "{objects} objects: {listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,10 +7,13 @@ use serde_json::Value;
 
 /// One recorded request.
 pub struct Recorded {
-    /// `dynamodb:Query`, `sqs:SendMessageBatch`, `sns:Publish`, `other:<url>`.
+    /// `dynamodb:Query`, `sqs:SendMessageBatch`, `sns:Publish`, `s3:PutObject`,
+    /// `s3:GetObject` (the values kept apart), `other:<url>`.
     pub operation: String,
     /// Its JSON body (DynamoDB's and SQS's), or `Null`.
     pub request: Value,
+    /// The bytes of its body.
+    pub bytes: usize,
 }
 
 /// The requests of a recording, in the order moto received them.
@@ -50,11 +53,20 @@ fn recorded(line: &Value) -> Recorded {
         format!("sqs:{operation}")
     } else if let Some(action) = body.split('&').find_map(|p| p.strip_prefix("Action=")) {
         format!("sns:{action}")
+    } else if line["url"]
+        .as_str()
+        .is_some_and(|url| url.contains("/payloads/"))
+    {
+        match line["method"].as_str() {
+            Some("PUT") => "s3:PutObject".to_owned(),
+            _ => "s3:GetObject".to_owned(),
+        }
     } else {
         format!("other:{}", line["url"])
     };
     Recorded {
         operation,
         request: serde_json::from_str(&body).unwrap_or(Value::Null),
+        bytes: body.len(),
     }
 }

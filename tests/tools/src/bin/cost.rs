@@ -59,6 +59,10 @@ struct Args {
     /// notifications, and the writes that clear them once sent, are counted too.
     #[arg(long)]
     notify: bool,
+    /// Every service answers this many bytes of JSON (a step's answer of 1 MB:
+    /// 1048576), which the stack keeps apart in S3: its puts, gets and bytes counted.
+    #[arg(long)]
+    answer_bytes: Option<usize>,
 }
 
 /// The notification queue of `--notify`.
@@ -129,6 +133,10 @@ mod price {
     pub const STEP_FUNCTIONS_STANDARD_TRANSITION: f64 = 0.025 / 1e3;
     pub const STEP_FUNCTIONS_EXPRESS_REQUEST: f64 = 1.00 / 1e6;
     pub const STEP_FUNCTIONS_EXPRESS_GB_SECOND: f64 = 0.000_016_67;
+    pub const S3_PUT: f64 = 0.005 / 1e3;
+    pub const S3_GET: f64 = 0.0004 / 1e3;
+    /// S3 Standard, per GB-month.
+    pub const S3_GB_MONTH: f64 = 0.023;
 }
 
 /// The size of a DynamoDB item as DynamoDB bills it: names and values.
@@ -175,6 +183,8 @@ fn index_entries(item: &Value) -> Vec<(&'static str, String)> {
 #[derive(Default)]
 struct Tally {
     requests: BTreeMap<String, u64>,
+    /// The bytes of the values put in S3.
+    stored_bytes: usize,
     write_units: u64,
     /// The table's write units by the kind of item written: its key's prefix.
     write_units_by_kind: BTreeMap<String, u64>,
@@ -278,8 +288,15 @@ impl Tally {
     }
 
     fn record(&mut self, recorded: &Recorded) {
-        let Recorded { operation, request } = recorded;
+        let Recorded {
+            operation,
+            request,
+            bytes,
+        } = recorded;
         *self.requests.entry(operation.clone()).or_default() += 1;
+        if operation == "s3:PutObject" {
+            self.stored_bytes += bytes;
+        }
         let consistent = request["ConsistentRead"].as_bool() == Some(true);
         match operation.as_str() {
             "dynamodb:PutItem" => self.write(&request["Item"], false),
@@ -396,6 +413,7 @@ async fn main() {
         input,
         workflows,
         notify,
+        answer_bytes,
     } = Args::parse();
     let input = input.unwrap_or_else(delivery_input);
     let agents = match workflows.as_deref().map(agents_in).transpose() {
@@ -409,6 +427,13 @@ async fn main() {
     let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
     let endpoint = moto.endpoint.clone();
     let remote = Remote::start(false).await;
+    if let Some(bytes) = answer_bytes {
+        let services = sas_tests::aws::service_urls(&remote.url).into_keys();
+        for service in services.chain(agents.iter().cloned()) {
+            let padded = serde_json::from_value(json!({"answer_bytes": bytes}));
+            remote.mocks.set_faults(&service, padded.expect("faults"));
+        }
+    }
     let options = StackOptions {
         lease_bucket_seconds,
         buffered: ingestion == Ingestion::Buffered,
@@ -517,6 +542,7 @@ async fn main() {
     );
     let mut sqs_requests = 0;
     let mut sns_requests = 0;
+    let mut s3_dollars = 0.0;
     for (operation, count) in &tally.requests {
         let harness = matches!(
             operation.as_str(),
@@ -533,6 +559,12 @@ async fn main() {
         if operation.starts_with("sns:") {
             sns_requests += count;
         }
+        s3_dollars += *count as f64
+            * match operation.as_str() {
+                "s3:PutObject" => price::S3_PUT,
+                "s3:GetObject" => price::S3_GET,
+                _ => 0.0,
+            };
     }
     let invocations: BTreeMap<_, _> = after
         .into_iter()
@@ -614,7 +646,8 @@ async fn main() {
     let lambda = lambda_requests as f64 * price::LAMBDA_REQUEST * millions
         + gb_seconds * price::LAMBDA_ARM_GB_SECOND * millions;
     let api = submissions as f64 * price::HTTP_API_REQUEST * millions;
-    let rest = sqs + sns + lambda + api;
+    let s3 = s3_dollars * millions;
+    let rest = sqs + sns + lambda + api + s3;
     println!("\ndollars per million tasks of {workflow}, us-east-1 list prices:");
     println!("  DynamoDB on demand           {dynamodb:>8.2}");
     println!(
@@ -631,6 +664,12 @@ async fn main() {
         gb_seconds / tasks as f64
     );
     println!("  API Gateway HTTP API         {api:>8.2}");
+    let stored = tally.stored_bytes as f64 / tasks as f64;
+    println!(
+        "  S3 (values kept apart: puts and gets) {s3:>8.2}; and {:.2} a month kept, {:.2} MB stored per task",
+        stored * 1e6 / 1e9 * price::S3_GB_MONTH,
+        stored / 1e6
+    );
     println!(
         "  total                        {:>8.2}  ({handled_records} records handled)",
         dynamodb + rest
