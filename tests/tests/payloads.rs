@@ -168,3 +168,30 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
         "the values are kept apart: {kept} bytes"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_that_looks_like_a_reference_is_kept_as_it_was_given() {
+    let harness = Harness::start(5).await;
+    let input = json!({"order_id": "o-1", "customer_id": "c-1", "amount": 10});
+    let (status, body) = harness
+        .put_task(
+            "lookalike",
+            &json!({"workflow": "approved-refund", "input": input}),
+        )
+        .await;
+    assert!(matches!(status, 201 | 202), "{body}");
+    harness
+        .wait_for("lookalike", "waiting for its approval", |t| {
+            t["steps"][1]["state"] == "Processing"
+        })
+        .await;
+    let lookalike = json!({"$payload": {"sha256": "0".repeat(64), "bytes": 2}});
+    let completion = json!({"output": lookalike}).to_string();
+    let path = "/tasks/lookalike/steps/approve/complete";
+    let (status, _, answer) = harness
+        .call("POST", path, Some(completion.as_bytes()))
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let task = harness.settle_in("lookalike", "Processed").await;
+    assert_eq!(step(&task, "approve")["output"], lookalike, "{task:#}");
+}

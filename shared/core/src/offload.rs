@@ -204,7 +204,7 @@ impl Offloading {
             .zip(&known)
             .map(|(slot, known)| match known {
                 Some(reference) => (usize::try_from(reference.bytes).unwrap_or(usize::MAX), true),
-                None => (slot.size(), false),
+                None => (slot.size(), slot.looks_like_a_reference()),
             })
             .collect();
         let apart = payload::to_store_apart(&sizes);
@@ -213,8 +213,7 @@ impl Offloading {
                 (Some(reference), _) => reference,
                 (None, false) => continue,
                 (None, true) => {
-                    let (text, _) = slot.json();
-                    let reference = store_apart(&*self.payloads, text.into_bytes())
+                    let reference = store_apart(&*self.payloads, slot.json().into_bytes())
                         .await
                         .map_err(unavailable)?;
                     if let Some(value) = slot.shared() {

@@ -111,13 +111,24 @@ impl Slot<'_> {
         }
     }
 
-    /// The slot's JSON text, and whether it must be stored apart whatever its size.
+    /// The slot's JSON text.
     #[must_use]
-    pub fn json(&self) -> (String, bool) {
+    pub fn json(&self) -> String {
         match self {
-            Self::Plain(value) => (crate::to_json(value), looks_like_a_reference(value)),
-            Self::Shared(value) => (crate::to_json(value), looks_like_a_reference(value)),
-            Self::Text(text) => ((*text).clone(), PayloadRef::in_text(text).is_some()),
+            Self::Plain(value) => crate::to_json(value),
+            Self::Shared(value) => crate::to_json(value),
+            Self::Text(text) => (*text).clone(),
+        }
+    }
+
+    /// Whether it must be stored apart whatever its size: its value could be taken
+    /// for a reference.
+    #[must_use]
+    pub fn looks_like_a_reference(&self) -> bool {
+        match self {
+            Self::Plain(value) => looks_like_a_reference(value),
+            Self::Shared(value) => looks_like_a_reference(value),
+            Self::Text(text) => PayloadRef::in_text(text).is_some(),
         }
     }
 
@@ -281,7 +292,10 @@ mod tests {
         assert_eq!(PayloadRef::in_value(&lookalike), None);
         let mut value = lookalike;
         let slot = Slot::Plain(&mut value);
-        assert!(slot.json().1, "stored apart, so never read back as itself");
+        assert!(
+            slot.looks_like_a_reference(),
+            "stored apart, so never read back as itself"
+        );
         assert_eq!(PayloadRef::in_value(&json!({"a": 1})), None);
     }
 }

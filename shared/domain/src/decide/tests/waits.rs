@@ -291,8 +291,12 @@ fn a_forged_or_foreign_token_is_no_callback_and_an_error_undoes_the_task() {
     let task = past_a(&workflow, &order, now).next.expect("recorded");
     let token = callback_waits(&task)[0].token.clone();
 
+    // One character of the signature changed, to one it is not: always another token
+    // (replacing the end with "AA" was the same token when it ended so, 1 in 1,024).
     let mut forged = token.clone();
-    forged.replace_range(forged.len() - 2.., "AA");
+    let at = forged.len() - 3;
+    let other = if &forged[at..=at] == "A" { "B" } else { "A" };
+    forged.replace_range(at..=at, other);
     let refused = on_callback(
         &task,
         &workflow,
