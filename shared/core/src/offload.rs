@@ -45,28 +45,30 @@ pub async fn store_apart(
     Ok(reference)
 }
 
+/// The text `reference` names, if the store holds it: checked against its hash.
+///
+/// # Errors
+/// [`PayloadError`] when the value store fails.
+pub async fn stored(
+    payloads: &dyn Payloads,
+    reference: &PayloadRef,
+) -> Result<Option<Vec<u8>>, PayloadError> {
+    let text = payloads.get(&reference.sha256).await?;
+    Ok(text.filter(|text| PayloadRef::of(text) == *reference))
+}
+
 /// The text `reference` names, checked against its hash.
 ///
 /// # Errors
-/// [`PayloadError`] when the value store fails, has no such value, or holds another.
+/// [`PayloadError`] when the value store fails, or does not hold the value named.
 pub async fn fetch(
     payloads: &dyn Payloads,
     reference: &PayloadRef,
 ) -> Result<Vec<u8>, PayloadError> {
-    let text = payloads
-        .get(&reference.sha256)
-        .await?
-        .ok_or_else(|| PayloadError(format!("no value {} is stored", reference.sha256).into()))?;
-    if PayloadRef::of(&text) != *reference {
-        return Err(PayloadError(
-            format!(
-                "the value stored as {} is not the one named",
-                reference.sha256
-            )
-            .into(),
-        ));
-    }
-    Ok(text)
+    stored(payloads, reference).await?.ok_or_else(|| {
+        let missing = format!("the value {} is not stored as named", reference.sha256);
+        PayloadError(missing.into())
+    })
 }
 
 /// `body`, or the body stored apart that it names.

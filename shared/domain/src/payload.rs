@@ -64,12 +64,7 @@ impl PayloadRef {
     pub fn in_value(value: &Value) -> Option<Self> {
         let object = value.as_object().filter(|object| object.len() == 1)?;
         let reference: Self = serde_json::from_value(object.get(MARK)?.clone()).ok()?;
-        let hex = reference.sha256.len() == 64
-            && reference
-                .sha256
-                .bytes()
-                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
-        hex.then_some(reference)
+        is_sha256(&reference.sha256).then_some(reference)
     }
 
     /// The reference the JSON `text` is, if it is one.
@@ -80,6 +75,15 @@ impl PayloadRef {
         }
         Self::in_value(&serde_json::from_str(text).ok()?)
     }
+}
+
+/// Whether `text` is a SHA-256 as a reference names it: 64 lowercase hex digits.
+#[must_use]
+pub fn is_sha256(text: &str) -> bool {
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
 }
 
 /// Whether `value` could be taken for a reference: an object whose one key is the

@@ -31,14 +31,9 @@ impl DirectoryPayloads {
         })
     }
 
-    /// The file of the value `sha256`; `None` for a name that is not a hash.
+    /// The file of the value `sha256`; an error for a name that is not a hash.
     fn file(&self, sha256: &str) -> Result<PathBuf, PayloadError> {
-        let hex = sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit());
-        if !hex {
-            return Err(PayloadError(
-                format!("'{sha256}' is not a value's hash").into(),
-            ));
-        }
+        let sha256 = PayloadError::unless_hash(sha256)?;
         Ok(self.dir.join(&sha256[..2]).join(sha256))
     }
 }

@@ -38,13 +38,7 @@ impl S3Payloads {
     }
 
     fn key(sha256: &str) -> Result<String, PayloadError> {
-        let hex = sha256.len() == 64 && sha256.bytes().all(|byte| byte.is_ascii_hexdigit());
-        if !hex {
-            return Err(PayloadError(
-                format!("'{sha256}' is not a value's hash").into(),
-            ));
-        }
-        Ok(format!("{PREFIX}{sha256}"))
+        Ok(format!("{PREFIX}{}", PayloadError::unless_hash(sha256)?))
     }
 }
 

@@ -11,7 +11,7 @@ use sas_domain::limits::MAX_VALUE;
 use sas_domain::payload::PayloadRef;
 
 use super::{App, SubmitError};
-use crate::offload::store_apart;
+use crate::offload::{store_apart, stored};
 use crate::ports::{PayloadError, Payloads};
 
 /// Why a value could not be uploaded.
@@ -59,9 +59,8 @@ impl App {
         };
         let unknown = || SubmitError::UnknownValue(reference.sha256.clone());
         let payloads: &Arc<dyn Payloads> = self.payloads.as_ref().ok_or_else(unknown)?;
-        let text = (payloads.get(&reference.sha256).await)
+        let text = (stored(&**payloads, &reference).await)
             .map_err(unavailable)?
-            .filter(|text| PayloadRef::of(text) == reference)
             .ok_or_else(unknown)?;
         serde_json::from_slice(&text).map_err(|_| unknown())
     }

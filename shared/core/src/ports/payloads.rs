@@ -10,6 +10,21 @@ use super::Cause;
 #[error("the value store failed")]
 pub struct PayloadError(#[source] pub Cause);
 
+impl PayloadError {
+    /// `sha256`, if it names a value ([`sas_domain::payload::is_sha256`]): what a
+    /// store makes a file name or a key of.
+    ///
+    /// # Errors
+    /// [`PayloadError`] for any other text.
+    pub fn unless_hash(sha256: &str) -> Result<&str, Self> {
+        if sas_domain::payload::is_sha256(sha256) {
+            Ok(sha256)
+        } else {
+            Err(Self(format!("'{sha256}' is not a value's hash").into()))
+        }
+    }
+}
+
 /// The values stored apart, by the SHA-256 (hex) of their JSON.
 #[async_trait]
 pub trait Payloads: Send + Sync {
