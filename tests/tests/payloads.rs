@@ -22,6 +22,27 @@ async fn upload(harness: &Harness, value: &Value) -> Value {
     reference
 }
 
+/// Puts `value` by the request `POST /payloads/uploads` answers (locally, a path on
+/// the API: `PUT /payloads/{sha256}`); its reference.
+async fn put_by_request(harness: &Harness, value: &Value) -> Value {
+    let text = serde_json::to_vec(value).expect("json");
+    let named =
+        json!({"sha256": sas_domain::payload::PayloadRef::of(&text).sha256, "bytes": text.len()});
+    let asked = serde_json::to_vec(&named).expect("json");
+    let (status, _, request) = harness
+        .call("POST", "/payloads/uploads", Some(&asked))
+        .await;
+    assert_eq!(status, 201, "{request}");
+    assert_eq!(request["$payload"], named, "{request}");
+    let path = format!("/payloads/{}", named["sha256"].as_str().expect("a hash"));
+    assert_eq!(request["url"], json!(path), "a path on the API: {request}");
+    assert_eq!(request["method"], "PUT", "{request}");
+    let (status, _, put) = harness.call("PUT", &path, Some(&text)).await;
+    assert_eq!(status, 201, "{put}");
+    assert_eq!(put["$payload"], named, "{put}");
+    json!({"$payload": request["$payload"]})
+}
+
 /// The bytes of the files under `dir`, and how many there are.
 fn files_in(dir: &std::path::Path) -> (u64, usize) {
     let mut total = (0, 0);
@@ -83,7 +104,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_kept_apart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_json() {
+async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_the_json_named() {
     let harness = Harness::start(5).await;
     let nothing = json!({"$payload": {"sha256": "0".repeat(64), "bytes": 2}});
     let (status, body) = harness
@@ -97,6 +118,54 @@ async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_json(
     let (status, _, body) = harness.call("POST", "/payloads", Some(b"{not json")).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "invalid_json", "{body}");
+
+    // Put by its hash: the body must have it, and be JSON.
+    let text = b"{\"a\": 1}";
+    let sha256 = sas_domain::payload::PayloadRef::of(text).sha256;
+    let (status, _, body) = harness
+        .call("PUT", &format!("/payloads/{}", "0".repeat(64)), Some(text))
+        .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("invalid_body")),
+        "{body}"
+    );
+    let (status, _, body) = harness.call("PUT", "/payloads/uploads", Some(text)).await;
+    assert_eq!(
+        (status, &body["error"]["field"]),
+        (400, &json!("sha256")),
+        "{body}"
+    );
+    let not_json = b"{not json";
+    let named = sas_domain::payload::PayloadRef::of(not_json).sha256;
+    let (status, _, body) = harness
+        .call("PUT", &format!("/payloads/{named}"), Some(not_json))
+        .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("invalid_json")),
+        "{body}"
+    );
+    let (status, _, body) = harness
+        .call("PUT", &format!("/payloads/{sha256}"), Some(text))
+        .await;
+    assert_eq!(status, 201, "{body}");
+
+    // A request for a value with no hash, or too large for one.
+    for (asked, field) in [
+        (json!({"sha256": "abc", "bytes": 2}), "sha256"),
+        (json!({"sha256": sha256, "bytes": 200 * MB}), "bytes"),
+    ] {
+        let asked = serde_json::to_vec(&asked).expect("json");
+        let (status, _, body) = harness
+            .call("POST", "/payloads/uploads", Some(&asked))
+            .await;
+        assert_eq!(
+            (status, &body["error"]["field"]),
+            (400, &json!(field)),
+            "{body}"
+        );
+    }
 }
 
 /// A Step Functions operation through the API, as the AWS SDKs send it.
@@ -125,7 +194,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
         "delivery_at": format!("{mock}/delivery/create"),
         "manifest": "m".repeat(20 * MB),
     });
-    let reference = upload(&harness, &input).await;
+    let reference = put_by_request(&harness, &input).await;
     harness
         .faults("drone", json!({"answer_bytes": 5 * MB}))
         .await;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::execution::ExecutionView;
 use super::operator::PlanView;
-use super::payloads::UploadedView;
+use super::payloads::{UploadRequestBody, UploadRequestView, UploadedView};
 use super::routes::Action;
 use super::schedules::{DeletedView, ScheduleAction, ScheduleView, SchedulesView};
 use super::search::FoundView;
@@ -170,6 +170,11 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<UploadedView>(),
             Some(Schema::from(true)),
         ),
+        Action::UploadRequest => (
+            201,
+            generator.subschema_for::<UploadRequestView>(),
+            Some(generator.subschema_for::<UploadRequestBody>()),
+        ),
         Action::OpenApi | Action::Console => (200, Schema::from(true), None),
         Action::StepFunctions => (200, Schema::from(true), Some(Schema::from(true))),
     };
@@ -203,6 +208,13 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             "name": "name", "in": "path", "required": true,
             "description": "the schedule's name: 1 to 44 letters, digits, '-' and '_'",
             "schema": {"type": "string"},
+        }));
+    }
+    if route.path.contains("{sha256}") {
+        parameters.push(json!({
+            "name": "sha256", "in": "path", "required": true,
+            "description": "the SHA-256 (hex) of the value's JSON, as the body sends it",
+            "schema": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         }));
     }
     if route.path.contains("{queue}") {
@@ -282,6 +294,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
                     | Action::Complete
                     | Action::Callback
                     | Action::Upload
+                    | Action::UploadRequest
             ),
             "content": {"application/json": {"schema": body}},
         });

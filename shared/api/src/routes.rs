@@ -13,7 +13,7 @@ use crate::execution::execution;
 use crate::operator::{
     BulkKind, bulk, dead_letter_queues, dead_letters, move_task, redrive, repair, services,
 };
-use crate::payloads::upload;
+use crate::payloads::{upload, upload_request};
 use crate::schedules::{ScheduleAction, schedules};
 use crate::scope::Scope;
 use crate::search::search;
@@ -50,6 +50,7 @@ pub(crate) enum Action {
     Schedules(ScheduleAction),
     Search,
     Upload,
+    UploadRequest,
     OpenApi,
     Console,
     /// Step Functions' protocol, its operation in `X-Amz-Target`.
@@ -173,6 +174,8 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/callbacks/{token}", Action::Callback, "End a step's wait with its callback token: its output, or an error"),
     Route::new("POST", "/callbacks/{token}/heartbeat", Action::Heartbeat, "Push a waiting step's complete-by on by one heartbeat"),
     Route::new("POST", "/payloads", Action::Upload, "Upload a value of any size (up to 128 MiB of JSON), to name by reference as a task's input"),
+    Route::new("POST", "/payloads/uploads", Action::UploadRequest, "A request by which to put a value too large for this API's body straight into the value store (on AWS, a presigned S3 URL)"),
+    Route::new("PUT", "/payloads/{sha256}", Action::Upload, "Upload a value named by its JSON's SHA-256, refused unless it has it"),
     Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
@@ -325,7 +328,8 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::Redrive => redrive(app, named, request.body).await,
         Action::Schedules(action) => schedules(app, action, named, request.body).await,
         Action::Search => search(app, request.query).await,
-        Action::Upload => upload(app, request.body).await,
+        Action::Upload => upload(app, captured.first().copied(), request.body).await,
+        Action::UploadRequest => upload_request(app, request.body).await,
         // With its operation, the protocol took it before any route.
         Action::StepFunctions => Err(ApiError::new(
             ErrorCode::InvalidField,

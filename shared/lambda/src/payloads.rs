@@ -1,12 +1,19 @@
 //! The values stored apart ([`Payloads`]) in the stack's S3 bucket, each an object
 //! `payloads/<sha256>`, through the AWS SDK (path-style at an emulator's endpoint).
+//! A caller puts a large value itself by a presigned PUT that carries the value's
+//! SHA-256 as its checksum, so that S3 keeps nothing under a hash but the text that
+//! has it.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_types::SdkConfig;
+use base64::Engine as _;
 
-use sas_core::ports::{PayloadError, Payloads};
+use sas_core::ports::{PayloadError, Payloads, UploadRequest};
 
 use crate::sdk::{SdkClient, sdk_client};
 
@@ -78,5 +85,37 @@ impl Payloads for S3Payloads {
         };
         let text = object.body.collect().await.map_err(failed)?;
         Ok(Some(text.into_bytes().to_vec()))
+    }
+
+    async fn upload_request(
+        &self,
+        sha256: &str,
+        bytes: u64,
+        lasting: Duration,
+    ) -> Result<Option<UploadRequest>, PayloadError> {
+        let key = Self::key(sha256)?;
+        let digest: Vec<u8> = (0..sha256.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&sha256[at..at + 2], 16))
+            .collect::<Result<_, _>>()
+            .map_err(failed)?;
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/json")
+            .content_length(i64::try_from(bytes).map_err(failed)?)
+            .checksum_sha256(base64::engine::general_purpose::STANDARD.encode(digest))
+            .presigned(PresigningConfig::expires_in(lasting).map_err(failed)?)
+            .await
+            .map_err(failed)?;
+        Ok(Some(UploadRequest {
+            method: presigned.method().to_owned(),
+            url: presigned.uri().to_owned(),
+            headers: (presigned.headers())
+                .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                .collect(),
+        }))
     }
 }

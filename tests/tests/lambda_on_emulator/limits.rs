@@ -48,6 +48,53 @@ async fn an_answer_of_5_mb_is_kept_whole_its_record_and_messages_holding_referen
     assert!((2..=8).contains(&objects), "{objects} objects: {listed}");
 }
 
+/// A value over what a Lambda function's request takes (6 MB), put by the presigned
+/// request `POST /payloads/uploads` answers, then named as a task's input. (A body
+/// other than the value's is refused by S3 for its checksum: moto does not check one,
+/// MiniStack does, in `deployed::delivery`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_put_by_a_presigned_request_is_named_as_a_tasks_input() {
+    const MB: usize = 1024 * 1024;
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let mut input = sas_tests::delivery_input();
+    input["manifest"] = json!("m".repeat(7 * MB));
+    let text = serde_json::to_vec(&input).expect("json");
+    let reference = sas_domain::payload::PayloadRef::of(&text);
+    let (status, request) = stack
+        .http("POST", "/payloads/uploads", Some(&json!(reference)))
+        .await;
+    assert_eq!(status, 201, "{request}");
+    let url = request["url"].as_str().expect("a url");
+    assert!(
+        url.starts_with(&stack.moto.endpoint) && url.contains("X-Amz-Signature="),
+        "presigned at the bucket: {url}"
+    );
+    let headers = request["headers"].as_object().expect("headers");
+    assert!(
+        headers.contains_key("x-amz-checksum-sha256"),
+        "S3 checks the body against the hash: {headers:?}"
+    );
+    let mut put = reqwest::Client::new().put(url).body(text);
+    for (name, value) in headers {
+        put = put.header(name, value.as_str().expect("a header's value"));
+    }
+    let stored = put.send().await.expect("S3 answers");
+    assert!(stored.status().is_success(), "{}", stored.status());
+
+    let named = json!({"$payload": request["$payload"]});
+    let submission = json!({"workflow": "drone-delivery", "input": named});
+    let (status, body) = stack
+        .http("PUT", "/tasks/uploaded", Some(&submission))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let kept = stack
+        .run_until("uploaded", PATIENCE, false, |t| t["state"] == "Processed")
+        .await;
+    let manifest = kept["input"]["manifest"].as_str().map(str::len);
+    assert_eq!(manifest, Some(7 * MB), "the input as it was put");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     use sas_aws::store::DynamoStore;

@@ -1,9 +1,11 @@
 //! Values given by reference: a caller uploads a large value once
 //! ([`App::upload`]), then names it (`{"$payload": {"sha256": ..., "bytes": ...}}`)
 //! as a task's input, where a body could not carry it (API Gateway takes 10 MB, a
-//! Lambda function's request 6 MB).
+//! Lambda function's request 6 MB). Past those, the caller puts the value straight
+//! into the store, by a request the store signs ([`App::upload_request`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -11,8 +13,11 @@ use sas_domain::limits::MAX_VALUE;
 use sas_domain::payload::PayloadRef;
 
 use super::{App, SubmitError};
-use crate::offload::{store_apart, stored};
-use crate::ports::{PayloadError, Payloads};
+use crate::offload::stored;
+use crate::ports::{PayloadError, Payloads, UploadRequest};
+
+/// How long a request to put a value straight into the store stays good.
+pub const UPLOAD_REQUEST_LASTS: Duration = Duration::from_secs(15 * 60);
 
 /// Why a value could not be uploaded.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +28,14 @@ pub enum UploadError {
     /// The body is over [`MAX_VALUE`].
     #[error("the value has {0} bytes, over the {MAX_VALUE} a value may have")]
     TooLarge(usize),
+    /// The body's hash is not the one its caller named.
+    #[error("the body's SHA-256 is {hashed}, not the {named} named")]
+    NotNamed {
+        /// The hash named.
+        named: String,
+        /// The body's.
+        hashed: String,
+    },
     /// This deployment keeps no values apart.
     #[error("this deployment keeps no values apart; give the value inline")]
     NoStore,
@@ -38,14 +51,63 @@ impl App {
     /// [`UploadError`] for text that is not JSON or is too large, or a store that
     /// is not there or fails.
     pub async fn upload(&self, text: Vec<u8>) -> Result<PayloadRef, UploadError> {
-        let payloads = self.payloads.as_ref().ok_or(UploadError::NoStore)?;
+        let reference = PayloadRef::of(&text);
+        self.keep(reference, text).await
+    }
+
+    /// [`App::upload`], of text its caller named by its hash: refused unless it has it.
+    ///
+    /// # Errors
+    /// [`UploadError::NotNamed`], and those of [`App::upload`].
+    pub async fn upload_named(
+        &self,
+        sha256: &str,
+        text: Vec<u8>,
+    ) -> Result<PayloadRef, UploadError> {
+        let reference = PayloadRef::of(&text);
+        if reference.sha256 != sha256 {
+            let (named, hashed) = (sha256.to_owned(), reference.sha256);
+            return Err(UploadError::NotNamed { named, hashed });
+        }
+        self.keep(reference, text).await
+    }
+
+    /// Stores `text`, which `reference` names, if it is JSON within [`MAX_VALUE`].
+    async fn keep(&self, reference: PayloadRef, text: Vec<u8>) -> Result<PayloadRef, UploadError> {
+        let payloads = self.value_store()?;
         if text.len() > MAX_VALUE {
             return Err(UploadError::TooLarge(text.len()));
         }
         if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
             return Err(UploadError::NotJson(error.to_string()));
         }
-        Ok(store_apart(&**payloads, text).await?)
+        payloads.put(&reference.sha256, text).await?;
+        Ok(reference)
+    }
+
+    /// The request by which the caller puts the value `reference` names straight
+    /// into the store, good for [`UPLOAD_REQUEST_LASTS`]; `None` where the value
+    /// goes through [`App::upload_named`]. What was put is checked when a task names
+    /// it: a value that is not JSON, or not the one named, is refused then.
+    ///
+    /// # Errors
+    /// [`UploadError::TooLarge`], or a store that is not there or fails.
+    pub async fn upload_request(
+        &self,
+        reference: &PayloadRef,
+    ) -> Result<Option<UploadRequest>, UploadError> {
+        let payloads = self.value_store()?;
+        let bytes = usize::try_from(reference.bytes).unwrap_or(usize::MAX);
+        if bytes > MAX_VALUE {
+            return Err(UploadError::TooLarge(bytes));
+        }
+        let sha256 = PayloadError::unless_hash(&reference.sha256)?;
+        let request = payloads.upload_request(sha256, reference.bytes, UPLOAD_REQUEST_LASTS);
+        Ok(request.await?)
+    }
+
+    fn value_store(&self) -> Result<&Arc<dyn Payloads>, UploadError> {
+        self.payloads.as_ref().ok_or(UploadError::NoStore)
     }
 
     /// `input`, or the value it names where it is a reference to an uploaded one.

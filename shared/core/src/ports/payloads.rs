@@ -1,6 +1,8 @@
 //! Where values too large for a record are kept ([`sas_domain::payload`]): each by its
 //! JSON's SHA-256, written once and never changed.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use super::Cause;
@@ -40,4 +42,31 @@ pub trait Payloads: Send + Sync {
     /// # Errors
     /// [`PayloadError`] when the store cannot be reached or fails.
     async fn get(&self, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError>;
+
+    /// A request, good for `lasting`, by which a caller stores the `bytes` of text
+    /// whose hash is `sha256` itself, straight into the store: `None` where the
+    /// store takes no such request, and the value goes through the API.
+    ///
+    /// # Errors
+    /// [`PayloadError`] when the request cannot be made.
+    async fn upload_request(
+        &self,
+        sha256: &str,
+        bytes: u64,
+        lasting: Duration,
+    ) -> Result<Option<UploadRequest>, PayloadError> {
+        let _ = (sha256, bytes, lasting);
+        Ok(None)
+    }
+}
+
+/// A request a caller sends as it is, its body the value's text: a presigned URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadRequest {
+    /// Its method: PUT.
+    pub method: String,
+    /// Its URL, with what authorizes it.
+    pub url: String,
+    /// The headers it must carry, as they were signed.
+    pub headers: Vec<(String, String)>,
 }
