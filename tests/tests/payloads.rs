@@ -43,6 +43,18 @@ async fn put_by_request(harness: &Harness, value: &Value) -> Value {
     json!({"$payload": request["$payload"]})
 }
 
+/// `shown` read whole: where a view too large to send whole names it by its
+/// reference, the value `GET /payloads/{sha256}` reads.
+async fn whole(harness: &Harness, shown: &Value) -> Value {
+    let Some(reference) = sas_domain::payload::PayloadRef::in_value(shown) else {
+        return shown.clone();
+    };
+    let path = format!("/payloads/{}", reference.sha256);
+    let (status, _, value) = harness.call("GET", &path, None).await;
+    assert_eq!(status, 200, "{path}");
+    value
+}
+
 /// The bytes of the files under `dir`, and how many there are.
 fn files_in(dir: &std::path::Path) -> (u64, usize) {
     let mut total = (0, 0);
@@ -76,8 +88,19 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_kept_apart() {
     assert!(matches!(status, 201 | 202), "{body}");
     let task = harness.settle_in("large", "Processed").await;
 
-    let answer = &step(&task, "schedule-drone")["output"];
+    // Too large to send whole (over 4 MiB), the view names the large values by their
+    // references; each is read whole by its own route.
+    let shown = &step(&task, "schedule-drone")["output"];
+    assert!(
+        shown.to_string().len() < 200,
+        "a reference: {:.200}",
+        shown.to_string()
+    );
+    assert_eq!(task["input"], reference, "the input as it was named");
+    let answer = whole(&harness, shown).await;
     assert_eq!(answer.to_string().len(), 5 * MB, "the answer kept whole");
+    let given = whole(&harness, &task["input"]).await;
+    assert_eq!(given, input, "the input kept whole");
     let last = &step(&task, "create-delivery")["output"];
     let carried = last["received_bytes"].as_u64().expect("bytes received");
     assert!(

@@ -678,6 +678,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/payloads", caller, callerScopes);
     route(POST, "/payloads/uploads", caller, callerScopes);
     route(PUT, "/payloads/{sha256}", caller, callerScopes);
+    route(GET, "/payloads/{sha256}", caller, callerScopes);
     route(GET, "/workflows", caller, callerScopes);
     route(GET, "/me", caller, callerScopes);
     // Step Functions' own API: a caller's operations on the root, an operator's apart.

@@ -170,6 +170,7 @@ fn operation(route: &Route, generator: &mut SchemaGenerator, error: &Schema) -> 
             generator.subschema_for::<UploadedView>(),
             Some(Schema::from(true)),
         ),
+        Action::StoredValue => (200, Schema::from(true), None),
         Action::UploadRequest => (
             201,
             generator.subschema_for::<UploadRequestView>(),

@@ -13,7 +13,7 @@ use crate::execution::execution;
 use crate::operator::{
     BulkKind, bulk, dead_letter_queues, dead_letters, move_task, redrive, repair, services,
 };
-use crate::payloads::{upload, upload_request};
+use crate::payloads::{stored_value, upload, upload_request};
 use crate::schedules::{ScheduleAction, schedules};
 use crate::scope::Scope;
 use crate::search::search;
@@ -51,6 +51,7 @@ pub(crate) enum Action {
     Search,
     Upload,
     UploadRequest,
+    StoredValue,
     OpenApi,
     Console,
     /// Step Functions' protocol, its operation in `X-Amz-Target`.
@@ -119,6 +120,7 @@ impl Route {
                 | Action::Services
                 | Action::Schedules(ScheduleAction::List | ScheduleAction::Get)
                 | Action::Search
+                | Action::StoredValue
                 | Action::OpenApi
                 | Action::Console
         )
@@ -176,6 +178,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/payloads", Action::Upload, "Upload a value of any size (up to 128 MiB of JSON), to name by reference as a task's input"),
     Route::new("POST", "/payloads/uploads", Action::UploadRequest, "A request by which to put a value too large for this API's body straight into the value store (on AWS, a presigned S3 URL)"),
     Route::new("PUT", "/payloads/{sha256}", Action::Upload, "Upload a value named by its JSON's SHA-256, refused unless it has it"),
+    Route::new("GET", "/payloads/{sha256}", Action::StoredValue, "Read a value kept apart, as a task's view names it where the task is too large to show whole (on AWS, by a redirection to S3)"),
     Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
@@ -330,6 +333,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::Search => search(app, request.query).await,
         Action::Upload => upload(app, captured.first().copied(), request.body).await,
         Action::UploadRequest => upload_request(app, request.body).await,
+        Action::StoredValue => stored_value(app, named).await,
         // With its operation, the protocol took it before any route.
         Action::StepFunctions => Err(ApiError::new(
             ErrorCode::InvalidField,

@@ -8,8 +8,9 @@ use sas_domain::flow::{DEFAULT_PRIORITY, PRIORITIES};
 use sas_domain::ids::TaskId;
 use sas_domain::limits;
 use sas_domain::messages::Buffered;
+use sas_domain::payload;
 use sas_domain::submission::Submission;
-use sas_domain::task::{Task, TaskState};
+use sas_domain::task::{Order, Task, TaskState};
 use sas_domain::time::Timestamp;
 
 use crate::bodies::{BatchBody, SubmitBody, json_object, parse_json, typed};
@@ -244,10 +245,20 @@ async fn shown(app: &App, scope: Scope<'_>, id: &TaskId) -> Result<Option<ApiRes
     };
     // Without its definition (a store failure), the task is shown all the same.
     let workflow = app.workflow(&task.workflow).await.ok();
-    Ok(Some(ApiResponse::ok(
-        200,
-        &TaskView::with_order(&task, &order, workflow.as_deref(), scope.view()),
-    )))
+    let show = |task: &Task, order: &Order| {
+        let view = TaskView::with_order(task, order, workflow.as_deref(), scope.view());
+        ApiResponse::ok(200, &view)
+    };
+    let whole = show(&task, &order);
+    if whole.body.len() <= MAX_ANSWER_BYTES || !app.keeps_values_apart() {
+        return Ok(Some(whole));
+    }
+    // Too large to send: each value kept apart shown as its reference, which
+    // `GET /payloads/{sha256}` reads.
+    let (mut task, mut order) = (task, order);
+    payload::by_reference(payload::task_slots(&mut task));
+    payload::by_reference(payload::order_slots(&mut order));
+    Ok(Some(show(&task, &order)))
 }
 
 /// `GET /tasks/{id}/children?step=&after=&limit=`: the child tasks a step started,

@@ -165,6 +165,20 @@ impl Slot<'_> {
     }
 }
 
+/// Puts in each slot whose value is kept apart whatever the rest ([`OFFLOAD_ABOVE`],
+/// or a lookalike) its reference, as its store names it: what a view shows where it
+/// would be too large to send whole. Whether it put one.
+pub fn by_reference(slots: Vec<Slot<'_>>) -> bool {
+    let mut put = false;
+    for mut slot in slots {
+        if slot.size() > OFFLOAD_ABOVE || slot.looks_like_a_reference() {
+            slot.set(Arc::new(PayloadRef::of(slot.json().as_bytes()).mark()));
+            put = true;
+        }
+    }
+    put
+}
+
 /// Which of slots of these sizes to store apart: those that must be, those over
 /// [`OFFLOAD_ABOVE`], then the largest others until the rest fit [`INLINE_BUDGET`].
 #[must_use]
@@ -281,6 +295,20 @@ mod tests {
             kept <= INLINE_BUDGET && kept + near > INLINE_BUDGET,
             "{apart:?}"
         );
+    }
+
+    #[test]
+    fn a_view_by_reference_names_the_large_values_as_their_store_does() {
+        let large = json!("l".repeat(OFFLOAD_ABOVE));
+        let (mut kept, mut small) = (large.clone(), json!({"a": 1}));
+        assert!(by_reference(vec![
+            Slot::Plain(&mut kept),
+            Slot::Plain(&mut small)
+        ]));
+        let stored = PayloadRef::of(crate::to_json(&large).as_bytes());
+        assert_eq!(PayloadRef::in_value(&kept), Some(stored));
+        assert_eq!(small, json!({"a": 1}));
+        assert!(!by_reference(vec![Slot::Plain(&mut small)]));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `payloads/<sha256>`, through the AWS SDK (path-style at an emulator's endpoint).
 //! A caller puts a large value itself by a presigned PUT that carries the value's
 //! SHA-256 as its checksum, so that S3 keeps nothing under a hash but the text that
-//! has it.
+//! has it, and reads one by a presigned GET.
 
 use std::time::Duration;
 
@@ -117,5 +117,21 @@ impl Payloads for S3Payloads {
                 .map(|(name, value)| (name.to_owned(), value.to_owned()))
                 .collect(),
         }))
+    }
+
+    async fn download_url(
+        &self,
+        sha256: &str,
+        lasting: Duration,
+    ) -> Result<Option<String>, PayloadError> {
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(Self::key(sha256)?)
+            .presigned(PresigningConfig::expires_in(lasting).map_err(failed)?)
+            .await
+            .map_err(failed)?;
+        Ok(Some(presigned.uri().to_owned()))
     }
 }

@@ -56,7 +56,7 @@ pub use schedules::{FiringReport, ScheduleFailure};
 pub use search::{Found, SEARCH_EXAMINES, Search, SearchError};
 pub use submission::{SubmitError, Submitted};
 pub use supervisor::{Recovery, SweepReport};
-pub use uploads::{UPLOAD_REQUEST_LASTS, UploadError};
+pub use uploads::{StoredValue, UPLOAD_REQUEST_LASTS, UploadError};
 
 /// The queues of the pattern, by role.
 #[derive(Debug, Clone, PartialEq, Eq)]

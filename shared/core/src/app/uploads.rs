@@ -16,8 +16,17 @@ use super::{App, SubmitError};
 use crate::offload::stored;
 use crate::ports::{PayloadError, Payloads, UploadRequest};
 
-/// How long a request to put a value straight into the store stays good.
+/// How long a request to put or read a value straight in the store stays good.
 pub const UPLOAD_REQUEST_LASTS: Duration = Duration::from_secs(15 * 60);
+
+/// A value stored apart, as a caller reads it.
+#[derive(Debug)]
+pub enum StoredValue {
+    /// Its JSON text.
+    Text(Vec<u8>),
+    /// A URL to read it from, good for [`UPLOAD_REQUEST_LASTS`].
+    At(String),
+}
 
 /// Why a value could not be uploaded.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +113,26 @@ impl App {
         let sha256 = PayloadError::unless_hash(&reference.sha256)?;
         let request = payloads.upload_request(sha256, reference.bytes, UPLOAD_REQUEST_LASTS);
         Ok(request.await?)
+    }
+
+    /// The value stored apart under `sha256`, or where to read it; `None` when
+    /// there is none (where the store gives URLs, the store answers that).
+    ///
+    /// # Errors
+    /// [`UploadError::NoStore`], or a store that fails.
+    pub async fn stored_value(&self, sha256: &str) -> Result<Option<StoredValue>, UploadError> {
+        let payloads = self.value_store()?;
+        let sha256 = PayloadError::unless_hash(sha256)?;
+        if let Some(url) = payloads.download_url(sha256, UPLOAD_REQUEST_LASTS).await? {
+            return Ok(Some(StoredValue::At(url)));
+        }
+        Ok(payloads.get(sha256).await?.map(StoredValue::Text))
+    }
+
+    /// Whether values are kept apart here, to be read by [`App::stored_value`].
+    #[must_use]
+    pub fn keeps_values_apart(&self) -> bool {
+        self.payloads.is_some()
     }
 
     fn value_store(&self) -> Result<&Arc<dyn Payloads>, UploadError> {

@@ -58,6 +58,21 @@ pub trait Payloads: Send + Sync {
         let _ = (sha256, bytes, lasting);
         Ok(None)
     }
+
+    /// A URL, good for `lasting`, from which a caller reads the value `sha256`
+    /// straight from the store: `None` where the store has none, and the value is
+    /// read through the API.
+    ///
+    /// # Errors
+    /// [`PayloadError`] when the URL cannot be made.
+    async fn download_url(
+        &self,
+        sha256: &str,
+        lasting: Duration,
+    ) -> Result<Option<String>, PayloadError> {
+        let _ = (sha256, lasting);
+        Ok(None)
+    }
 }
 
 /// A request a caller sends as it is, its body the value's text: a presigned URL.
