@@ -49,10 +49,11 @@ struct Deployed {
 }
 
 /// The AWS-managed policies the templates attach, by what they are for.
-const MANAGED_POLICIES: [(&str, Platform); 3] = [
+const MANAGED_POLICIES: [(&str, Platform); 4] = [
     ("AWSLambdaBasicExecutionRole", Platform::Logs),
     ("AWSXrayWriteOnlyAccess", Platform::Tracing),
     ("AWSLambdaSQSQueueExecutionRole", Platform::QueuePolling),
+    ("AWSLambdaDynamoDBExecutionRole", Platform::StreamReading),
 ];
 
 /// What Lambda itself needs of a function's role, granted by SAM with managed policies
@@ -62,7 +63,17 @@ enum Platform {
     Logs,
     Tracing,
     QueuePolling,
+    /// A DynamoDB stream's mapping reading it (SAM's policy: any stream; CDK's: its own).
+    StreamReading,
 }
+
+/// What a DynamoDB stream's mapping does with a role's permissions on its stream.
+const STREAM_READING: [&str; 4] = [
+    "dynamodb:DescribeStream",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:ListStreams",
+];
 
 /// What the event-source mappings do with a role's permissions on their queues.
 const POLLING: [&str; 5] = [

@@ -44,12 +44,12 @@ async fn put_by_request(harness: &Harness, value: &Value) -> Value {
 }
 
 /// `shown` read whole: where a view too large to send whole names it by its
-/// reference, the value `GET /payloads/{sha256}` reads.
-async fn whole(harness: &Harness, shown: &Value) -> Value {
+/// reference, the value `GET /tasks/{id}/payloads/{sha256}` reads.
+async fn whole(harness: &Harness, task: &str, shown: &Value) -> Value {
     let Some(reference) = sas_domain::payload::PayloadRef::in_value(shown) else {
         return shown.clone();
     };
-    let path = format!("/payloads/{}", reference.sha256);
+    let path = format!("/tasks/{task}/payloads/{}", reference.sha256);
     let (status, _, value) = harness.call("GET", &path, None).await;
     assert_eq!(status, 200, "{path}");
     value
@@ -97,9 +97,9 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_kept_apart() {
         shown.to_string()
     );
     assert_eq!(task["input"], reference, "the input as it was named");
-    let answer = whole(&harness, shown).await;
+    let answer = whole(&harness, "large", shown).await;
     assert_eq!(answer.to_string().len(), 5 * MB, "the answer kept whole");
-    let given = whole(&harness, &task["input"]).await;
+    let given = whole(&harness, "large", &task["input"]).await;
     assert_eq!(given, input, "the input kept whole");
     let last = &step(&task, "create-delivery")["output"];
     let carried = last["received_bytes"].as_u64().expect("bytes received");

@@ -11,7 +11,7 @@ import * as dynamodb from "aws-cdk-lib/aws-dynamodb";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as kms from "aws-cdk-lib/aws-kms";
 import * as lambda from "aws-cdk-lib/aws-lambda";
-import { SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
+import { DynamoEventSource, SqsDlq, SqsEventSource } from "aws-cdk-lib/aws-lambda-event-sources";
 import * as logs from "aws-cdk-lib/aws-logs";
 import * as s3 from "aws-cdk-lib/aws-s3";
 import * as scheduler from "aws-cdk-lib/aws-scheduler";
@@ -198,8 +198,10 @@ function ingestion(mode: string | undefined): "DIRECT" | "BUFFERED" {
 
 export class SchedulerAgentSupervisor extends Construct {
   readonly table: dynamodb.Table;
-  /** The values too large for a task's record or a message, each an object payloads/<SHA-256>. */
+  /** The values too large for a task's record or a message, each an object payloads/<scope>/<SHA-256>. */
   readonly payloadBucket: s3.Bucket;
+  /** The batches of deleted tasks whose values the supervisor could not delete. */
+  readonly valueDeletionFailureQueue: sqs.Queue;
   readonly api: apigw.HttpApi;
   readonly alertTopic: sns.Topic;
   readonly alertKey: kms.Key;
@@ -233,6 +235,9 @@ export class SchedulerAgentSupervisor extends Construct {
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
       timeToLiveAttribute: "expires_at",
+      // A task's deletion (its TTL) tells the supervisor to delete its values stored
+      // apart: the old image carries its creation, which names them.
+      stream: dynamodb.StreamViewType.OLD_IMAGE,
       removalPolicy: RemovalPolicy.RETAIN,
     });
     this.table.addGlobalSecondaryIndex({
@@ -292,8 +297,10 @@ export class SchedulerAgentSupervisor extends Construct {
       enforceSSL: true,
     });
     waive(this.ingestDeadLetterQueue, { ES6000: "a dead-letter queue is the end of the line: it has no dead-letter queue of its own" });
-    // The values stored apart: encrypted, private, taken only over TLS, deleted
-    // payloadRetentionDays after they were stored.
+    // The values stored apart: encrypted, private, taken only over TLS. A task's are
+    // deleted with the task (the supervisor, on the table's stream), and by the
+    // lifecycle payloadRetentionDays after they were stored if that failed; the
+    // messages' once no queue can hold the message; the uploads' a week after.
     this.payloadBucket = new s3.Bucket(this, "PayloadBucket", {
       encryption: s3.BucketEncryption.S3_MANAGED,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
@@ -301,14 +308,32 @@ export class SchedulerAgentSupervisor extends Construct {
       enforceSSL: true,
       removalPolicy: RemovalPolicy.RETAIN,
       lifecycleRules: [
+        // Every value, whatever else deletes it first (and those stored under
+        // payloads/<sha256> before values had scopes).
         {
           id: "ValuesExpire",
           prefix: "payloads/",
           expiration: Duration.days(props.payloadRetentionDays ?? 400),
           abortIncompleteMultipartUploadAfter: Duration.days(1),
         },
+        // SQS keeps a message 14 days at most.
+        { id: "MessagesExpire", prefix: "payloads/messages/", expiration: Duration.days(15) },
+        {
+          id: "UploadsExpire",
+          prefix: "payloads/uploads/",
+          expiration: Duration.days(7),
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
       ],
     });
+    // The batches of deleted tasks whose values could not be deleted for a day: what
+    // they were (the stream's positions), for a person.
+    this.valueDeletionFailureQueue = new sqs.Queue(this, "ValueDeletionFailureQueue", {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+    });
+    waive(this.valueDeletionFailureQueue, { ES6000: "a failure destination is the end of the line: it has no dead-letter queue of its own" });
     this.ingestQueue = new sqs.Queue(this, "IngestQueue", {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       visibilityTimeout: Duration.seconds(180),
@@ -561,6 +586,15 @@ export class SchedulerAgentSupervisor extends Construct {
     for (const target of [submission, scheduler, agent, supervisor]) {
       allow(target, ["s3:GetObject", "s3:PutObject"], [values]);
     }
+    // A deleted task's values: listed, and deleted; no other object.
+    allow(supervisor, ["s3:DeleteObject"], [this.payloadBucket.arnForObjects("payloads/tasks/*")]);
+    supervisor.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ["s3:ListBucket"],
+        resources: [this.payloadBucket.bucketArn],
+        conditions: { StringLike: { "s3:prefix": ["payloads/tasks/*"] } },
+      }),
+    );
     // Runs, and the deadline messages of the leases taken (the scheduler's to itself).
     for (const target of [submission, scheduler, supervisor]) {
       allow(target, ["sqs:SendMessage"], [this.queues.scheduler.queueArn]);
@@ -628,6 +662,23 @@ export class SchedulerAgentSupervisor extends Construct {
         waive(mapping, { ES1001: "an SQS source's failures go to the queue's dead-letter queue; OnFailure destinations are for streams" });
       }
     }
+    // Tasks deleted by the TTL: their values deleted. A batch that fails is retried for
+    // the day the stream keeps it; past that, the bucket's lifecycle deletes them.
+    this.functions.supervisor.addEventSource(
+      new DynamoEventSource(this.table, {
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: 10,
+        maxRecordAge: Duration.days(1),
+        bisectBatchOnError: true,
+        filters: [
+          lambda.FilterCriteria.filter({
+            eventName: lambda.FilterRule.isEqual("REMOVE"),
+            dynamodb: { Keys: { sk: { S: lambda.FilterRule.isEqual("TASK") } } },
+          }),
+        ],
+        onFailure: new SqsDlq(this.valueDeletionFailureQueue),
+      }),
+    );
     new scheduler.Schedule(this, "SupervisorSchedule", {
       schedule: scheduler.ScheduleExpression.rate(supervisorRate),
       target: new targets.LambdaInvoke(this.functions.supervisor, { retryAttempts: 0 }),
@@ -669,6 +720,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/tasks/{id}", caller, callerScopes);
     route(GET, "/tasks/{id}/children", caller, callerScopes);
     route(GET, "/tasks/{id}/execution", caller, callerScopes);
+    route(GET, "/tasks/{id}/payloads/{sha256}", caller, callerScopes);
     route(GET, "/tasks", caller, callerScopes);
     route(POST, "/tasks/{id}/resubmit", caller, callerScopes);
     route(POST, "/tasks/{id}/cancel", caller, callerScopes);
@@ -678,7 +730,6 @@ export class SchedulerAgentSupervisor extends Construct {
     route(POST, "/payloads", caller, callerScopes);
     route(POST, "/payloads/uploads", caller, callerScopes);
     route(PUT, "/payloads/{sha256}", caller, callerScopes);
-    route(GET, "/payloads/{sha256}", caller, callerScopes);
     route(GET, "/workflows", caller, callerScopes);
     route(GET, "/me", caller, callerScopes);
     // Step Functions' own API: a caller's operations on the root, an operator's apart.
@@ -689,6 +740,7 @@ export class SchedulerAgentSupervisor extends Construct {
     route(GET, "/operator/tasks/{id}", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}/children", operator, operatorScopes);
     route(GET, "/operator/tasks/{id}/execution", operator, operatorScopes);
+    route(GET, "/operator/tasks/{id}/payloads/{sha256}", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/resubmit", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/repair", operator, operatorScopes);
     route(POST, "/operator/tasks/{id}/move", operator, operatorScopes);
@@ -796,6 +848,11 @@ export class SchedulerAgentSupervisor extends Construct {
       "Calls have waited over ten minutes for a service's or a step's limit, two checks running: the line keeps growing (the service is slow or down, or its limit too low for its load).",
       new cloudwatch.Metric({ namespace: NAMESPACE, metricName: "SlotWait", dimensionsMap: { Function: "supervisor" }, statistic: "Maximum", period: Duration.minutes(5) }),
       { threshold: 600_000, evaluationPeriods: 2, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD },
+    );
+    alarm(
+      "ValueDeletionFailuresAlarm",
+      "Deleted tasks' values could not be deleted for a day; the batch waits in ValueDeletionFailureQueue, and the bucket's lifecycle deletes the values payloadRetentionDays after they were stored.",
+      this.valueDeletionFailureQueue.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: minute }),
     );
     for (const deadLetters of this.allDeadLetterQueues()) {
       alarm(

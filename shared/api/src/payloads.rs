@@ -3,9 +3,9 @@
 //! `POST /payloads` takes the value as its body; past what a gateway and a function
 //! take (10 and 6 MB on AWS), `POST /payloads/uploads` answers a request by which the
 //! caller puts the value straight into the store: on AWS a presigned S3 URL, else
-//! `PUT /payloads/{sha256}` on the API. `GET /payloads/{sha256}` reads a value back,
-//! as a task's view names it where it would be too large to show whole: on AWS by a
-//! redirection to a presigned S3 URL.
+//! `PUT /payloads/{sha256}` on the API. `GET /tasks/{id}/payloads/{sha256}` reads a
+//! task's value back, as its view names it where it would be too large to show whole:
+//! on AWS by a redirection to a presigned S3 URL.
 
 use std::collections::BTreeMap;
 
@@ -14,12 +14,13 @@ use serde::{Deserialize, Serialize};
 
 use sas_core::app::{App, StoredValue, UPLOAD_REQUEST_LASTS, UploadError};
 use sas_core::ports::UploadRequest;
+use sas_domain::ids::TaskId;
 use sas_domain::limits::MAX_VALUE;
 use sas_domain::payload::{PayloadRef, is_sha256};
 
 use crate::ApiResponse;
 use crate::bodies::parse_json;
-use crate::error::{ApiError, ErrorCode, not_found};
+use crate::error::{ApiError, ErrorCode};
 
 /// An uploaded value's reference: give it as a task's input.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -113,8 +114,13 @@ pub(crate) async fn upload_request(app: &App, body: &[u8]) -> Result<ApiResponse
     Ok(ApiResponse::ok(201, &view))
 }
 
-/// `GET /payloads/{sha256}`: the value's JSON, or `303` to where to read it.
-pub(crate) async fn stored_value(app: &App, named: &str) -> Result<ApiResponse, ApiError> {
+/// `GET /tasks/{id}/payloads/{sha256}`: the value's JSON, or `303` to where to
+/// read it.
+pub(crate) async fn stored_value(
+    app: &App,
+    id: &TaskId,
+    named: &str,
+) -> Result<ApiResponse, ApiError> {
     let sha256 = hash(named, "sha256")?;
     let answer = |status, location, body| ApiResponse {
         status,
@@ -123,17 +129,22 @@ pub(crate) async fn stored_value(app: &App, named: &str) -> Result<ApiResponse, 
         page: None,
         content_type: None,
     };
-    match app.stored_value(&sha256).await? {
+    match app.stored_value(id, &sha256).await? {
         Some(StoredValue::At(url)) => {
             let body = sas_domain::to_json(&serde_json::json!({ "url": url }));
             Ok(answer(303, Some(url), body))
         }
         Some(StoredValue::Text(text)) => match String::from_utf8(text) {
             Ok(text) => Ok(answer(200, None, text)),
-            Err(_) => Err(not_found(named)),
+            Err(_) => Err(no_value(&sha256)),
         },
-        None => Err(not_found(named)),
+        None => Err(no_value(&sha256)),
     }
+}
+
+fn no_value(sha256: &str) -> ApiError {
+    let problem = format!("no such task, or it keeps no value {sha256} apart");
+    ApiError::new(ErrorCode::NotFound, problem)
 }
 
 /// `given`, lowercased, if it is a SHA-256 in hex; else an error on `field`.
@@ -155,6 +166,7 @@ impl From<UploadError> for ApiError {
             UploadError::NotNamed { .. } => Self::new(ErrorCode::InvalidBody, error.to_string()),
             UploadError::NoStore => Self::new(ErrorCode::NotFound, error.to_string()),
             UploadError::Failed(e) => Self::unavailable(&e),
+            UploadError::Store(e) => e.into(),
         }
     }
 }

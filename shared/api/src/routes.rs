@@ -167,6 +167,7 @@ pub const ROUTES: &[Route] = &[
     Route::new("GET", "/tasks", Action::List, "List the caller's tasks in a state"),
     Route::new("GET", "/tasks/{id}", Action::Get, "Read a task, or wait for its end"),
     Route::new("GET", "/tasks/{id}/children", Action::Children, "List the child tasks a step of a task started, by item"),
+    Route::new("GET", "/tasks/{id}/payloads/{sha256}", Action::StoredValue, "Read a value of a task kept apart, as its view names it where the task is too large to show whole (on AWS, by a redirection to S3)"),
     Route::new("GET", "/tasks/{id}/execution", Action::Execution, "A state machine's task as its state graph: each state's visits, last input and output, and the path taken"),
     Route::new("POST", "/tasks/{id}/resubmit", Action::Resubmit, "Run a task in Error again, with a new input if given"),
     Route::new("POST", "/tasks/{id}/cancel", Action::Cancel, "Stop a task after its running step and undo its done steps"),
@@ -178,12 +179,12 @@ pub const ROUTES: &[Route] = &[
     Route::new("POST", "/payloads", Action::Upload, "Upload a value of any size (up to 128 MiB of JSON), to name by reference as a task's input"),
     Route::new("POST", "/payloads/uploads", Action::UploadRequest, "A request by which to put a value too large for this API's body straight into the value store (on AWS, a presigned S3 URL)"),
     Route::new("PUT", "/payloads/{sha256}", Action::Upload, "Upload a value named by its JSON's SHA-256, refused unless it has it"),
-    Route::new("GET", "/payloads/{sha256}", Action::StoredValue, "Read a value kept apart, as a task's view names it where the task is too large to show whole (on AWS, by a redirection to S3)"),
     Route::new("GET", "/workflows", Action::Workflows, "The workflows a caller may submit"),
     Route::new("GET", "/me", Action::Me, "Who the API takes the caller for"),
     Route::new("GET", "/operator/tasks", Action::List, "List every caller's tasks in a state"),
     Route::new("GET", "/operator/tasks/{id}", Action::Get, "Read any task, by its full id"),
     Route::new("GET", "/operator/tasks/{id}/children", Action::Children, "List the child tasks a step of any task started, by item"),
+    Route::new("GET", "/operator/tasks/{id}/payloads/{sha256}", Action::StoredValue, "Read a value of any task kept apart, as its view names it"),
     Route::new("GET", "/operator/tasks/{id}/execution", Action::Execution, "Any state machine's task as its state graph"),
     Route::new("POST", "/operator/tasks/{id}/resubmit", Action::Resubmit, "Run any task in Error again, with a new input if given"),
     Route::new("POST", "/operator/tasks/{id}/repair", Action::Repair, "Patch a task's input or its steps' outputs, or name a step to run again from, and go on in a new run; or see what would run again"),
@@ -333,7 +334,10 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         Action::Search => search(app, request.query).await,
         Action::Upload => upload(app, captured.first().copied(), request.body).await,
         Action::UploadRequest => upload_request(app, request.body).await,
-        Action::StoredValue => stored_value(app, named).await,
+        Action::StoredValue => {
+            let sha256 = captured.get(1).copied().unwrap_or_default();
+            stored_value(app, &scope.id(named)?, sha256).await
+        }
         // With its operation, the protocol took it before any route.
         Action::StepFunctions => Err(ApiError::new(
             ErrorCode::InvalidField,

@@ -254,7 +254,7 @@ async fn shown(app: &App, scope: Scope<'_>, id: &TaskId) -> Result<Option<ApiRes
         return Ok(Some(whole));
     }
     // Too large to send: each value kept apart shown as its reference, which
-    // `GET /payloads/{sha256}` reads.
+    // `GET /tasks/{id}/payloads/{sha256}` reads.
     let (mut task, mut order) = (task, order);
     payload::by_reference(payload::task_slots(&mut task));
     payload::by_reference(payload::order_slots(&mut order));

@@ -1,6 +1,7 @@
 //! The task state on AWS: DynamoDB as the state store ([`store`]), SNS as the
 //! operators' alerts ([`alerts`]), EventBridge Scheduler as schedules' wake-ups
-//! ([`wakeups`]), S3 as the values stored apart (`sas_lambda::payloads`), and
+//! ([`wakeups`]), S3 as the values stored apart (`sas_lambda::payloads`, deleted with
+//! their tasks: [`deletions`]), and
 //! [`app`], the actors the submission, scheduler and supervisor functions run over
 //! them. The agent function keeps no state and
 //! links none of this.
@@ -11,6 +12,7 @@
 pub mod alerts;
 #[cfg(test)]
 mod conformance;
+pub mod deletions;
 pub mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod table;

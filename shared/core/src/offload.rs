@@ -7,6 +7,9 @@
 //! stored apart and the message carries its reference, which the receivers read
 //! back ([`message_body`]).
 //!
+//! A record's values are in its task's scope, deleted with the task; a message's in
+//! the messages' ([`ValueScope`]).
+//!
 //! A value is stored before the record or message that names it is written: none
 //! names a value that is not there. Values are immutable, so those read or written
 //! are kept in memory (up to [`KEPT_BYTES`]): a step's write does not store or read
@@ -21,7 +24,7 @@ use serde_json::Value;
 
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_MESSAGE_BODY;
-use sas_domain::payload::{self, PayloadRef, Slot};
+use sas_domain::payload::{self, PayloadRef, Slot, ValueScope};
 use sas_domain::task::{Order, Task};
 
 use crate::ports::{
@@ -38,10 +41,11 @@ const KEPT_BYTES: u64 = 256 * 1024 * 1024;
 /// [`PayloadError`] when the value store fails.
 pub async fn store_apart(
     payloads: &dyn Payloads,
+    scope: &ValueScope,
     text: Vec<u8>,
 ) -> Result<PayloadRef, PayloadError> {
     let reference = PayloadRef::of(&text);
-    payloads.put(&reference.sha256, text).await?;
+    payloads.put(scope, &reference.sha256, text).await?;
     Ok(reference)
 }
 
@@ -51,9 +55,10 @@ pub async fn store_apart(
 /// [`PayloadError`] when the value store fails.
 pub async fn stored(
     payloads: &dyn Payloads,
+    scope: &ValueScope,
     reference: &PayloadRef,
 ) -> Result<Option<Vec<u8>>, PayloadError> {
-    let text = payloads.get(&reference.sha256).await?;
+    let text = payloads.get(scope, &reference.sha256).await?;
     Ok(text.filter(|text| PayloadRef::of(text) == *reference))
 }
 
@@ -63,9 +68,10 @@ pub async fn stored(
 /// [`PayloadError`] when the value store fails, or does not hold the value named.
 pub async fn fetch(
     payloads: &dyn Payloads,
+    scope: &ValueScope,
     reference: &PayloadRef,
 ) -> Result<Vec<u8>, PayloadError> {
-    stored(payloads, reference).await?.ok_or_else(|| {
+    stored(payloads, scope, reference).await?.ok_or_else(|| {
         let missing = format!("the value {} is not stored as named", reference.sha256);
         PayloadError(missing.into())
     })
@@ -82,7 +88,7 @@ pub async fn message_body<'a>(
     let (Some(payloads), Some(reference)) = (payloads, PayloadRef::in_text(body)) else {
         return Ok(Cow::Borrowed(body));
     };
-    let text = fetch(payloads, &reference).await?;
+    let text = fetch(payloads, &ValueScope::Message, &reference).await?;
     String::from_utf8(text)
         .map(Cow::Owned)
         .map_err(|error| PayloadError(error.into()))
@@ -118,7 +124,8 @@ impl Queues for OffloadingQueues {
                 sent.push(message.clone());
                 continue;
             }
-            let reference = store_apart(&*self.payloads, message.body.clone().into_bytes())
+            let body = message.body.clone().into_bytes();
+            let reference = store_apart(&*self.payloads, &ValueScope::Message, body)
                 .await
                 .map_err(|error| QueueError::new(queue, error))?;
             sent.push(OutgoingMessage {
@@ -137,22 +144,23 @@ pub struct Offloading {
     kept: Mutex<Kept>,
 }
 
-/// Values read or stored lately, by hash, and which values (by address) they are.
+/// Values read or stored lately, by hash, and which values (by address) they are, in
+/// which scope.
 #[derive(Default)]
 struct Kept {
     values: HashMap<String, (Arc<Value>, u64)>,
-    by_address: HashMap<usize, PayloadRef>,
+    by_address: HashMap<usize, (PayloadRef, ValueScope)>,
     order: VecDeque<String>,
     bytes: u64,
 }
 
 impl Kept {
-    fn keep(&mut self, reference: &PayloadRef, value: Arc<Value>) {
+    fn keep(&mut self, scope: &ValueScope, reference: &PayloadRef, value: Arc<Value>) {
         if self.values.contains_key(&reference.sha256) {
             return;
         }
-        self.by_address
-            .insert(Arc::as_ptr(&value) as usize, reference.clone());
+        let address = Arc::as_ptr(&value) as usize;
+        (self.by_address).insert(address, (reference.clone(), scope.clone()));
         self.values
             .insert(reference.sha256.clone(), (value, reference.bytes));
         self.order.push_back(reference.sha256.clone());
@@ -168,9 +176,10 @@ impl Kept {
         }
     }
 
-    /// The reference of a value kept, if `value` is one (the very one).
-    fn reference_of(&self, value: &Arc<Value>) -> Option<PayloadRef> {
-        self.by_address.get(&(Arc::as_ptr(value) as usize)).cloned()
+    /// The reference of a value kept in `scope`, if `value` is one (the very one).
+    fn reference_of(&self, scope: &ValueScope, value: &Arc<Value>) -> Option<PayloadRef> {
+        let (reference, kept_in) = self.by_address.get(&(Arc::as_ptr(value) as usize))?;
+        (kept_in == scope).then(|| reference.clone())
     }
 }
 
@@ -192,13 +201,17 @@ impl Offloading {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `slots` with the values to store apart stored, and replaced by references.
-    async fn store_apart(&self, mut slots: Vec<Slot<'_>>) -> Result<(), StoreError> {
+    /// `slots` with the values to store apart stored in `scope`, and replaced by
+    /// references.
+    async fn store_apart(
+        &self,
+        scope: &ValueScope,
+        mut slots: Vec<Slot<'_>>,
+    ) -> Result<(), StoreError> {
         let known: Vec<Option<PayloadRef>> = {
             let kept = self.kept();
-            slots
-                .iter()
-                .map(|slot| slot.shared().and_then(|value| kept.reference_of(value)))
+            (slots.iter())
+                .map(|slot| (slot.shared()).and_then(|value| kept.reference_of(scope, value)))
                 .collect()
         };
         let sizes: Vec<(usize, bool)> = slots
@@ -215,11 +228,11 @@ impl Offloading {
                 (Some(reference), _) => reference,
                 (None, false) => continue,
                 (None, true) => {
-                    let reference = store_apart(&*self.payloads, slot.json().into_bytes())
+                    let reference = store_apart(&*self.payloads, scope, slot.json().into_bytes())
                         .await
                         .map_err(unavailable)?;
                     if let Some(value) = slot.shared() {
-                        self.kept().keep(&reference, value.clone());
+                        self.kept().keep(scope, &reference, value.clone());
                     }
                     reference
                 }
@@ -229,8 +242,8 @@ impl Offloading {
         Ok(())
     }
 
-    /// `slots` with each reference replaced by the value it names.
-    async fn put_back(&self, slots: Vec<Slot<'_>>) -> Result<(), StoreError> {
+    /// `slots` with each reference replaced by the value it names in `scope`.
+    async fn put_back(&self, scope: &ValueScope, slots: Vec<Slot<'_>>) -> Result<(), StoreError> {
         for mut slot in slots {
             let Some(reference) = slot.reference() else {
                 continue;
@@ -243,13 +256,13 @@ impl Offloading {
             let value = match kept {
                 Some(value) => value,
                 None => {
-                    let text = fetch(&*self.payloads, &reference)
+                    let text = fetch(&*self.payloads, scope, &reference)
                         .await
                         .map_err(unavailable)?;
                     let value: Value = serde_json::from_slice(&text)
                         .map_err(|error| StoreError::Corrupt(error.into()))?;
                     let value = Arc::new(value);
-                    self.kept().keep(&reference, value.clone());
+                    self.kept().keep(scope, &reference, value.clone());
                     value
                 }
             };
@@ -260,13 +273,18 @@ impl Offloading {
 
     async fn stored_task(&self, task: &Task) -> Result<Task, StoreError> {
         let mut stored = task.clone();
-        self.store_apart(payload::task_slots(&mut stored)).await?;
+        let scope = ValueScope::of(task);
+        self.store_apart(&scope, payload::task_slots(&mut stored))
+            .await?;
         Ok(stored)
     }
 
-    async fn stored_order(&self, order: &Order) -> Result<Order, StoreError> {
+    /// `order`, of `task`, with its large values stored apart in the task's scope.
+    async fn stored_order(&self, task: &Task, order: &Order) -> Result<Order, StoreError> {
         let mut stored = order.clone();
-        self.store_apart(payload::order_slots(&mut stored)).await?;
+        let scope = ValueScope::of(task);
+        self.store_apart(&scope, payload::order_slots(&mut stored))
+            .await?;
         Ok(stored)
     }
 
@@ -274,7 +292,9 @@ impl Offloading {
         let Some(mut task) = task else {
             return Ok(None);
         };
-        self.put_back(payload::task_slots(&mut task)).await?;
+        let scope = ValueScope::of(&task);
+        self.put_back(&scope, payload::task_slots(&mut task))
+            .await?;
         Ok(Some(task))
     }
 
@@ -285,8 +305,11 @@ impl Offloading {
         let Some((mut task, mut order)) = both else {
             return Ok(None);
         };
-        self.put_back(payload::task_slots(&mut task)).await?;
-        self.put_back(payload::order_slots(&mut order)).await?;
+        let scope = ValueScope::of(&task);
+        self.put_back(&scope, payload::task_slots(&mut task))
+            .await?;
+        self.put_back(&scope, payload::order_slots(&mut order))
+            .await?;
         Ok(Some((task, order)))
     }
 }
@@ -296,7 +319,7 @@ impl TaskStore for Offloading {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let (task, order) = (
             self.stored_task(task).await?,
-            self.stored_order(order).await?,
+            self.stored_order(task, order).await?,
         );
         self.inner.create(&task, &order).await
     }
@@ -324,7 +347,7 @@ impl TaskStore for Offloading {
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
         let (task, order) = (
             self.stored_task(task).await?,
-            self.stored_order(order).await?,
+            self.stored_order(task, order).await?,
         );
         self.inner.update_with_order(&task, &order).await
     }

@@ -21,8 +21,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::ids::TaskId;
 use crate::machine::{BranchScope, Branches, MachineRun, VisitWork};
 use crate::task::{Order, Task};
+use crate::time::Timestamp;
 
 /// A slot whose JSON is larger than this is stored apart.
 pub const OFFLOAD_ABOVE: usize = 32 * 1024;
@@ -33,6 +35,46 @@ pub const INLINE_BUDGET: usize = 160 * 1024;
 
 /// The key that marks a reference.
 const MARK: &str = "$payload";
+
+/// What a value stored apart belongs to, and is deleted with. The same value in two
+/// scopes is stored twice.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ValueScope {
+    /// A task's record (and its order data): deleted with the task. Its creation tells
+    /// it from a task created under the same id after it was deleted.
+    Task {
+        /// The task's id.
+        id: TaskId,
+        /// When it was created.
+        created: Timestamp,
+    },
+    /// A message's body: kept as long as a queue may keep a message.
+    Message,
+    /// A value uploaded for a task to name, which the task then keeps in its own.
+    Upload,
+}
+
+impl ValueScope {
+    /// The scope of `task`'s values.
+    #[must_use]
+    pub fn of(task: &Task) -> Self {
+        Self::Task {
+            id: task.id.clone(),
+            created: task.created_at,
+        }
+    }
+
+    /// Where its values are kept, under the store's root: `tasks/<id>/<created, in
+    /// ms>/`, `messages/` or `uploads/`.
+    #[must_use]
+    pub fn prefix(&self) -> String {
+        match self {
+            Self::Task { id, created } => format!("tasks/{id}/{}/", created.0),
+            Self::Message => "messages/".to_owned(),
+            Self::Upload => "uploads/".to_owned(),
+        }
+    }
+}
 
 /// A value stored apart: its JSON's SHA-256 (hex), which names it, and its size.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]

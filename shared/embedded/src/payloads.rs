@@ -2,6 +2,8 @@
 //! file a value, named by its hash, written whole to a file of its own and renamed
 //! into place, so that a value is there whole or not at all; fsynced, file and
 //! directory, before the write is answered where commits are ([`Durability::Full`]).
+//! One directory for every scope: a local task is never deleted, nor are its values,
+//! so the same value in two scopes is kept once.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,6 +11,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use sas_core::ports::{PayloadError, Payloads};
+use sas_domain::payload::ValueScope;
 
 use crate::Durability;
 
@@ -61,7 +64,7 @@ fn failed(error: impl std::error::Error + Send + Sync + 'static) -> PayloadError
 
 #[async_trait]
 impl Payloads for DirectoryPayloads {
-    async fn put(&self, sha256: &str, text: Vec<u8>) -> Result<(), PayloadError> {
+    async fn put(&self, _: &ValueScope, sha256: &str, text: Vec<u8>) -> Result<(), PayloadError> {
         let file = self.file(sha256)?;
         if tokio::fs::try_exists(&file).await.unwrap_or(false) {
             return Ok(());
@@ -73,7 +76,7 @@ impl Payloads for DirectoryPayloads {
             .map_err(failed)
     }
 
-    async fn get(&self, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError> {
+    async fn get(&self, _: &ValueScope, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError> {
         match tokio::fs::read(self.file(sha256)?).await {
             Ok(text) => Ok(Some(text)),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -91,12 +94,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let payloads = DirectoryPayloads::open(dir.path(), Durability::Full).expect("open");
         let text = b"{\"large\": true}".to_vec();
-        let reference = sas_core::offload::store_apart(&payloads, text.clone())
+        let scope = ValueScope::Upload;
+        let reference = sas_core::offload::store_apart(&payloads, &scope, text.clone())
             .await
             .expect("stored");
-        let read = sas_core::offload::fetch(&payloads, &reference).await;
+        let read = sas_core::offload::fetch(&payloads, &scope, &reference).await;
         assert_eq!(read.expect("read"), text);
-        assert!(payloads.get(&"0".repeat(64)).await.expect("read").is_none());
-        assert!(payloads.get("../state.db").await.is_err());
+        let unknown = payloads.get(&scope, &"0".repeat(64)).await;
+        assert!(unknown.expect("read").is_none());
+        assert!(payloads.get(&scope, "../state.db").await.is_err());
     }
 }

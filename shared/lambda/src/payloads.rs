@@ -1,5 +1,7 @@
 //! The values stored apart ([`Payloads`]) in the stack's S3 bucket, each an object
-//! `payloads/<sha256>`, through the AWS SDK (path-style at an emulator's endpoint).
+//! `payloads/<scope>/<sha256>` ([`ValueScope::prefix`]), through the AWS SDK
+//! (path-style at an emulator's endpoint). A task's values are deleted with it
+//! ([`S3Payloads::forget`]); the messages' and the uploads' by the bucket's lifecycle.
 //! A caller puts a large value itself by a presigned PUT that carries the value's
 //! SHA-256 as its checksum, so that S3 keeps nothing under a hash but the text that
 //! has it, and reads one by a presigned GET.
@@ -10,10 +12,12 @@ use async_trait::async_trait;
 use aws_sdk_s3::config::{RequestChecksumCalculation, ResponseChecksumValidation};
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use aws_types::SdkConfig;
 use base64::Engine as _;
 
 use sas_core::ports::{PayloadError, Payloads, UploadRequest};
+use sas_domain::payload::ValueScope;
 
 use crate::sdk::{SdkClient, sdk_client};
 
@@ -44,36 +48,16 @@ impl S3Payloads {
         }
     }
 
-    fn key(sha256: &str) -> Result<String, PayloadError> {
-        Ok(format!("{PREFIX}{}", PayloadError::unless_hash(sha256)?))
-    }
-}
-
-fn failed(error: impl std::error::Error + Send + Sync + 'static) -> PayloadError {
-    PayloadError(Box::new(error))
-}
-
-#[async_trait]
-impl Payloads for S3Payloads {
-    async fn put(&self, sha256: &str, text: Vec<u8>) -> Result<(), PayloadError> {
-        self.client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(Self::key(sha256)?)
-            .content_type("application/json")
-            .body(ByteStream::from(text))
-            .send()
-            .await
-            .map_err(failed)?;
-        Ok(())
+    fn key(scope: &ValueScope, sha256: &str) -> Result<String, PayloadError> {
+        let sha256 = PayloadError::unless_hash(sha256)?;
+        Ok(format!("{PREFIX}{}{sha256}", scope.prefix()))
     }
 
-    async fn get(&self, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError> {
-        let got = self
-            .client
-            .get_object()
+    /// The object `key`'s bytes, if there is one.
+    async fn object(&self, key: &str) -> Result<Option<Vec<u8>>, PayloadError> {
+        let got = (self.client.get_object())
             .bucket(&self.bucket)
-            .key(Self::key(sha256)?)
+            .key(key)
             .send()
             .await;
         let object = match got {
@@ -87,13 +71,85 @@ impl Payloads for S3Payloads {
         Ok(Some(text.into_bytes().to_vec()))
     }
 
+    /// Deletes every value of `scope`: a task's, once the task is deleted. Deleting
+    /// them again is harmless.
+    ///
+    /// # Errors
+    /// [`PayloadError`] when the bucket cannot be listed or a value deleted.
+    pub async fn forget(&self, scope: &ValueScope) -> Result<usize, PayloadError> {
+        let prefix = format!("{PREFIX}{}", scope.prefix());
+        let mut pages = (self.client.list_objects_v2())
+            .bucket(&self.bucket)
+            .prefix(&prefix)
+            .into_paginator()
+            .send();
+        let mut deleted = 0;
+        while let Some(page) = pages.next().await {
+            let objects: Vec<ObjectIdentifier> = (page.map_err(failed)?.contents())
+                .iter()
+                .filter_map(|object| object.key())
+                .filter_map(|key| ObjectIdentifier::builder().key(key).build().ok())
+                .collect();
+            if objects.is_empty() {
+                continue;
+            }
+            deleted += objects.len();
+            let delete = Delete::builder().set_objects(Some(objects)).quiet(true);
+            let answer = (self.client.delete_objects())
+                .bucket(&self.bucket)
+                .delete(delete.build().map_err(failed)?)
+                .send()
+                .await
+                .map_err(failed)?;
+            if let Some(error) = answer.errors().first() {
+                let problem = format!("{:?}: {:?}", error.key(), error.code());
+                return Err(PayloadError(problem.into()));
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+fn failed(error: impl std::error::Error + Send + Sync + 'static) -> PayloadError {
+    PayloadError(Box::new(error))
+}
+
+#[async_trait]
+impl Payloads for S3Payloads {
+    async fn put(
+        &self,
+        scope: &ValueScope,
+        sha256: &str,
+        text: Vec<u8>,
+    ) -> Result<(), PayloadError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(Self::key(scope, sha256)?)
+            .content_type("application/json")
+            .body(ByteStream::from(text))
+            .send()
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    async fn get(&self, scope: &ValueScope, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError> {
+        let key = Self::key(scope, sha256)?;
+        match self.object(&key).await? {
+            // Stored before values had scopes, under payloads/<sha256>.
+            None => self.object(&format!("{PREFIX}{sha256}")).await,
+            found => Ok(found),
+        }
+    }
+
     async fn upload_request(
         &self,
         sha256: &str,
         bytes: u64,
         lasting: Duration,
     ) -> Result<Option<UploadRequest>, PayloadError> {
-        let key = Self::key(sha256)?;
+        let key = Self::key(&ValueScope::Upload, sha256)?;
         let digest: Vec<u8> = (0..sha256.len())
             .step_by(2)
             .map(|at| u8::from_str_radix(&sha256[at..at + 2], 16))
@@ -121,6 +177,7 @@ impl Payloads for S3Payloads {
 
     async fn download_url(
         &self,
+        scope: &ValueScope,
         sha256: &str,
         lasting: Duration,
     ) -> Result<Option<String>, PayloadError> {
@@ -128,7 +185,7 @@ impl Payloads for S3Payloads {
             .client
             .get_object()
             .bucket(&self.bucket)
-            .key(Self::key(sha256)?)
+            .key(Self::key(scope, sha256)?)
             .presigned(PresigningConfig::expires_in(lasting).map_err(failed)?)
             .await
             .map_err(failed)?;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use sas_tests::aws::{Remote, api_event};
 use sas_tests::ministack::Deployment;
@@ -549,12 +550,12 @@ async fn put_by_request(stack: &Deployment, value: &Value) -> Value {
 }
 
 /// `shown` read whole: where a task's view, too large to send (over 4 MiB), names it
-/// by its reference, the value `GET /payloads/{sha256}` redirects to, in S3.
-async fn whole(stack: &Deployment, shown: &Value) -> Value {
+/// by its reference, the value `GET /tasks/{id}/payloads/{sha256}` redirects to, in S3.
+async fn whole(stack: &Deployment, task: &str, shown: &Value) -> Value {
     let Some(reference) = sas_domain::payload::PayloadRef::in_value(shown) else {
         return shown.clone();
     };
-    let path = format!("/payloads/{}", reference.sha256);
+    let path = format!("/tasks/{task}/payloads/{}", reference.sha256);
     let read = stack.call("GET", &path, None, false).await;
     assert_eq!(read.status, 200, "{path}: {:.300}", read.body);
     assert_eq!(read.body.len() as u64, reference.bytes, "{path}");
@@ -576,7 +577,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
     let submission = json!({"workflow": "drone-delivery", "input": uploaded});
     put_task(&stack, "large", &submission).await;
     let task = processed_quietly(&stack, "large").await;
-    let answer = whole(&stack, &task["steps"][3]["output"]).await;
+    let answer = whole(&stack, "large", &task["steps"][3]["output"]).await;
     assert_eq!(answer.to_string().len(), 5 * MB, "kept whole");
     let carried = task["steps"][4]["output"]["received_bytes"].as_u64();
     assert!(
@@ -599,7 +600,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
     let execution = json!({"workflow": "large-values", "input": uploaded.json()});
     put_task(&stack, "large-machine", &execution).await;
     let task = processed_quietly(&stack, "large-machine").await;
-    let output = &whole(&stack, &task["output"]).await;
+    let output = &whole(&stack, "large-machine", &task["output"]).await;
     assert_eq!(output["manifest"].as_str().map(str::len), Some(20 * MB));
     assert_eq!(output["drone"]["answer"].to_string().len(), 5 * MB);
     let carried = output["recorded"]["received_bytes"].as_u64();
@@ -608,8 +609,9 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
         "{carried:?}"
     );
 
-    // In the stack's bucket, under payloads/. (MiniStack's CloudFormation leaves out the
-    // bucket's lifecycle, which tests/tests/infrastructure checks in the templates.)
+    // In the stack's bucket, under payloads/: a task's values in its own scope, the
+    // messages' in theirs. (MiniStack's CloudFormation leaves out the bucket's
+    // lifecycle, which tests/tests/infrastructure checks in the templates.)
     let endpoint = &stack.ministack.endpoint;
     let client = &stack.client;
     let s3 = async |url: String| {
@@ -633,10 +635,39 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
         .find(|name| name.to_lowercase().contains("payloadbucket"))
         .unwrap_or_else(|| panic!("no payload bucket in {buckets}"))
         .to_owned();
-    let listed = s3(format!("{endpoint}/{bucket}?list-type=2&prefix=payloads/")).await;
-    let objects = listed.matches("<Key>payloads/").count();
+    let count = async |prefix: &str| {
+        let listed = s3(format!("{endpoint}/{bucket}?list-type=2&prefix={prefix}")).await;
+        listed.matches("<Key>").count()
+    };
+    let tasks = count("payloads/tasks/large/").await;
+    assert!(tasks >= 2, "the input and the answer, in the task's own");
     assert!(
-        objects >= 3,
-        "the input, the answer and the requests: {listed}"
+        count("payloads/messages/").await >= 1,
+        "the requests that carried them"
+    );
+
+    // Deleted as DynamoDB's TTL deletes a task a retention after it finished, its values
+    // are deleted with it, by the supervisor on the table's stream; another's stay.
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    dynamodb
+        .delete_item()
+        .table_name(&stack.outputs["StateTableName"])
+        .key("pk", AttributeValue::S("TASK#large".into()))
+        .key("sk", AttributeValue::S("TASK".into()))
+        .send()
+        .await
+        .expect("the task's item deleted");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while count("payloads/tasks/large/").await > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deleted task's values are still there: {:#?}",
+            stack.logs("SupervisorFunction").await
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    assert!(
+        count("payloads/tasks/large-machine/").await >= 2,
+        "another task's stay"
     );
 }

@@ -11,7 +11,10 @@ impl Deployed {
     /// The queues (their ARNs) each function (its name) polls.
     pub(super) fn event_source_queues(&self) -> BTreeMap<String, BTreeSet<String>> {
         let mut queues: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (_, mapping) in self.of_type("AWS::Lambda::EventSourceMapping") {
+        let from_queues = self
+            .of_type("AWS::Lambda::EventSourceMapping")
+            .filter(|(_, mapping)| mapping["Properties"]["StartingPosition"].is_null());
+        for (_, mapping) in from_queues {
             let function = self.render(&mapping["Properties"]["FunctionName"]);
             let function = function
                 .trim_start_matches("${")
@@ -42,6 +45,15 @@ impl Deployed {
                     "response_types": self.texts(&p["FunctionResponseTypes"]),
                     "max_concurrency": self.render(&p["ScalingConfig"]["MaximumConcurrency"]),
                     "enabled": match &p["Enabled"] { Value::Null => "true".to_owned(), e => self.render(e) },
+                    "stream": {
+                        "from": self.render(&p["StartingPosition"]),
+                        "max_record_age": self.render(&p["MaximumRecordAgeInSeconds"]),
+                        "bisect": self.render(&p["BisectBatchOnFunctionError"]),
+                        "filters": (p["FilterCriteria"]["Filters"].as_array().into_iter().flatten())
+                            .map(|f| serde_json::from_str(&self.render(&f["Pattern"])).unwrap_or(Value::Null))
+                            .collect::<Vec<Value>>(),
+                        "on_failure": self.render(&p["DestinationConfig"]["OnFailure"]["Destination"]),
+                    },
                 })
             })
             .chain(self.of_type("AWS::Scheduler::Schedule").map(|(_, schedule)| {

@@ -55,7 +55,7 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) 
     }
     assert_eq!(sam.triggers(), cdk.triggers(), "the functions' triggers");
     let sam_alarms = sam.alarms();
-    assert_eq!(sam_alarms.len(), 13, "{sam_alarms:#?}");
+    assert_eq!(sam_alarms.len(), 14, "{sam_alarms:#?}");
     assert!(
         sam_alarms
             .iter()
@@ -77,6 +77,12 @@ fn assert_the_same_security_alarms_and_triggers(sam: &Deployed, cdk: &Deployed) 
             "no alarm on {counted}: {sam_alarms:#?}"
         );
     }
+    // Deleted tasks' values left in the bucket: the batch the stream gave up on.
+    let failures = "{QueueName=${ValueDeletionFailureQueue.QueueName}}";
+    assert!(
+        (sam_alarms.iter()).any(|a| a["watches"].as_str().is_some_and(|w| w.contains(failures))),
+        "no alarm on {failures}: {sam_alarms:#?}"
+    );
     // A panic caught, in any function that handles outside input.
     for function in ["submission", "scheduler", "agent"] {
         let panics = format!("SchedulerAgentSupervisor/Panics {{Function={function}}}");
@@ -277,15 +283,25 @@ fn the_values_bucket_is_private_encrypted_tls_only_and_deletes_its_values_in_bot
         let buckets: Vec<_> = deployed.of_type("AWS::S3::Bucket").collect();
         assert_eq!(buckets.len(), 1, "{name}: one bucket, the values'");
         let properties = &buckets[0].1["Properties"];
-        let rule = &properties["LifecycleConfiguration"]["Rules"][0];
+        let rules: Vec<(String, String, String)> = (properties["LifecycleConfiguration"]["Rules"])
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|rule| {
+                let field = |name: &str| deployed.render(&rule[name]);
+                (field("Prefix"), field("ExpirationInDays"), field("Status"))
+            })
+            .collect();
+        let rule = |prefix: &str, days: &str| (prefix.into(), days.into(), "Enabled".into());
         assert_eq!(
-            (
-                deployed.render(&rule["Prefix"]),
-                deployed.render(&rule["ExpirationInDays"]),
-                deployed.render(&rule["Status"]),
-            ),
-            ("payloads/".into(), "400".into(), "Enabled".into()),
-            "{name}: the values expire after PayloadRetentionDays"
+            rules,
+            [
+                rule("payloads/", "400"),
+                rule("payloads/messages/", "15"),
+                rule("payloads/uploads/", "7"),
+            ],
+            "{name}: every value expires after PayloadRetentionDays (a task's if not \
+             deleted with it); the messages' after SQS's longest; the uploads' after a week"
         );
         let encryption = &properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0];
         assert_eq!(

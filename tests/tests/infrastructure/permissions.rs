@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::{Deployed, MANAGED_POLICIES, POLLING, Platform};
+use super::{Deployed, MANAGED_POLICIES, POLLING, Platform, STREAM_READING};
 
 impl Deployed {
     /// A policy statement as comparable JSON: its Sid (a label) left out, `*` as a
@@ -196,6 +196,8 @@ impl Deployed {
                                 platform.insert(Platform::Logs);
                             } else if action.starts_with("xray:") {
                                 platform.insert(Platform::Tracing);
+                            } else if STREAM_READING.contains(&action.as_str()) {
+                                platform.insert(Platform::StreamReading);
                             } else if POLLING.contains(&action.as_str()) && mine.contains(&resource)
                             {
                                 if action == "sqs:ReceiveMessage" {

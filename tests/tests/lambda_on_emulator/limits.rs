@@ -1,23 +1,27 @@
-//! Sizes and lifetimes: an answer of 5 MB kept whole, stored apart in S3, what SQS or
-//! DynamoDB would refuse refused by their adapters before it is sent, and order data
-//! that neither outlives nor predeceases its task.
+//! Sizes and lifetimes: an answer of 5 MB kept whole, stored apart in S3 and deleted
+//! with its task, what SQS or DynamoDB would refuse refused by their adapters before it
+//! is sent, and order data that neither outlives nor predeceases its task.
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue};
+use sas_core::ports::Payloads;
 use sas_core::ports::{Chain, OutgoingMessage, Queues};
+use sas_domain::payload::ValueScope;
+use sas_lambda::payloads::S3Payloads;
 use sas_tests::aws::{PAYLOAD_BUCKET, Remote, Stack};
 use serde_json::json;
 
 use super::{PATIENCE, POLICY, quick};
 
 /// `shown` read whole: where a task's view, too large to send (over 4 MiB), names it
-/// by its reference, the value from the presigned S3 URL `GET /payloads/{sha256}`
+/// by its reference, the value from the presigned S3 URL `GET /tasks/{id}/payloads/{sha256}`
 /// redirects to.
-async fn whole(stack: &Stack, shown: &serde_json::Value) -> serde_json::Value {
+async fn whole(stack: &Stack, task: &str, shown: &serde_json::Value) -> serde_json::Value {
     let Some(reference) = sas_domain::payload::PayloadRef::in_value(shown) else {
         return shown.clone();
     };
-    let path = format!("/payloads/{}", reference.sha256);
+    let path = format!("/tasks/{task}/payloads/{}", reference.sha256);
     let (status, redirected) = stack.http("GET", &path, None).await;
     assert_eq!(status, 303, "{redirected}");
     let url = redirected["url"].as_str().expect("a URL");
@@ -40,7 +44,9 @@ async fn an_answer_of_5_mb_is_kept_whole_its_record_and_messages_holding_referen
     let kept = stack
         .run_until("large", PATIENCE, false, |t| t["state"] == "Processed")
         .await;
-    let output = whole(&stack, &kept["steps"][3]["output"]).await.to_string();
+    let output = whole(&stack, "large", &kept["steps"][3]["output"])
+        .await
+        .to_string();
     assert_eq!(output.len(), 5 * MB, "kept whole");
     let delivered = kept["steps"][4]["output"]["received_bytes"].as_u64();
     assert!(
@@ -107,9 +113,118 @@ async fn a_value_put_by_a_presigned_request_is_named_as_a_tasks_input() {
     let kept = stack
         .run_until("uploaded", PATIENCE, false, |t| t["state"] == "Processed")
         .await;
-    let input = whole(&stack, &kept["input"]).await;
+    let input = whole(&stack, "uploaded", &kept["input"]).await;
     let manifest = input["manifest"].as_str().map(str::len);
     assert_eq!(manifest, Some(7 * MB), "the input as it was put");
+}
+
+/// The keys of the bucket's objects under `prefix`.
+async fn objects(stack: &Stack, prefix: &str) -> Vec<String> {
+    let url = format!(
+        "{}/{PAYLOAD_BUCKET}?list-type=2&prefix={prefix}",
+        stack.moto.endpoint
+    );
+    let listed = reqwest::get(url).await.expect("moto answers");
+    let listed = listed.text().await.expect("a listing");
+    (listed.split("<Key>").skip(1))
+        .filter_map(|part| part.split("</Key>").next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A task deleted by DynamoDB's TTL, as its stream tells the supervisor (the item's
+/// old image), has its values deleted with it; another task's stay. Moto has no
+/// stream: the test deletes the item as the TTL would and hands the supervisor the
+/// record DynamoDB would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_tasks_values_are_deleted_with_it_and_no_others() {
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let answer = serde_json::from_value(json!({"answer_bytes": 200 * 1024}));
+    remote.mocks.set_faults("drone", answer.expect("faults"));
+    let delivery = json!({"workflow": "drone-delivery", "input": sas_tests::delivery_input()});
+    for id in ["gone", "kept"] {
+        stack
+            .http("PUT", &format!("/tasks/{id}"), Some(&delivery))
+            .await;
+        stack
+            .run_until(id, PATIENCE, false, |t| t["state"] == "Processed")
+            .await;
+    }
+    let (gone, kept) = (
+        objects(&stack, "payloads/tasks/gone/").await,
+        objects(&stack, "payloads/tasks/kept/").await,
+    );
+    assert!(!gone.is_empty() && !kept.is_empty(), "{gone:?} {kept:?}");
+
+    let dynamodb = aws_sdk_dynamodb::Client::new(&stack.sdk);
+    let deleted = dynamodb
+        .delete_item()
+        .table_name(&stack.config.table.table)
+        .key("pk", AttributeValue::S("TASK#gone".into()))
+        .key("sk", AttributeValue::S("TASK".into()))
+        .return_values(ReturnValue::AllOld)
+        .send()
+        .await
+        .expect("the task's item deleted");
+    let created = deleted.attributes().and_then(|item| item.get("created_at"));
+    let created = created.and_then(|n| n.as_n().ok()).expect("its creation");
+    let record = |name: &str| {
+        json!({
+            "eventSource": "aws:dynamodb", "eventName": name,
+            "dynamodb": {
+                "Keys": {"pk": {"S": "TASK#gone"}, "sk": {"S": "TASK"}},
+                "OldImage": {"created_at": {"N": created}},
+            },
+        })
+    };
+    let stream = json!({"Records": [record("MODIFY"), record("REMOVE")]});
+    let payloads = S3Payloads::new(&stack.sdk, PAYLOAD_BUCKET.to_owned());
+    let forgotten = sas_aws::deletions::forget_deleted(&payloads, &stream).await;
+    let forgotten = forgotten.expect("a stream's batch").expect("deleted");
+    assert_eq!(forgotten, json!({"tasks": 1, "values": gone.len()}));
+    assert_eq!(
+        objects(&stack, "payloads/tasks/gone/").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        objects(&stack, "payloads/tasks/kept/").await,
+        kept,
+        "another's stay"
+    );
+    let again = sas_aws::deletions::forget_deleted(&payloads, &stream).await;
+    let again = again.expect("a stream's batch").expect("nothing to delete");
+    assert_eq!(
+        again,
+        json!({"tasks": 1, "values": 0}),
+        "a batch delivered twice"
+    );
+}
+
+/// A value stored before values had scopes, under `payloads/<sha256>`, is still read
+/// where a task's record names it: a task running across the upgrade goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_stored_before_scopes_is_read_in_any_scope() {
+    let remote = Remote::start(false).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    let text = b"{\"stored\": \"before\"}".to_vec();
+    let sha256 = sas_domain::payload::PayloadRef::of(&text).sha256;
+    let url = format!("{}/{PAYLOAD_BUCKET}/payloads/{sha256}", stack.moto.endpoint);
+    let put = reqwest::Client::new()
+        .put(url)
+        .body(text.clone())
+        .send()
+        .await;
+    assert!(put.expect("moto answers").status().is_success());
+    let payloads = S3Payloads::new(&stack.sdk, PAYLOAD_BUCKET.to_owned());
+    let scope = ValueScope::Task {
+        id: sas_domain::ids::TaskId::parse("older").expect("an id"),
+        created: sas_domain::time::Timestamp(1),
+    };
+    let read = payloads.get(&scope, &sha256).await.expect("read");
+    assert_eq!(read, Some(text));
+    let unknown = payloads.get(&scope, &"0".repeat(64)).await.expect("read");
+    assert_eq!(unknown, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -57,6 +57,7 @@ mod tasks;
 mod workflows;
 
 pub use orders::INLINE_ORDER;
+pub use task_item::task_scope;
 
 /// The name of the expiry index.
 pub const EXPIRY_INDEX: &str = "expiry";

@@ -13,6 +13,7 @@ use sas_core::ports::{StoreError, TaskPage};
 use sas_domain::ids::{TaskId, stable_hash};
 use sas_domain::limits::MAX_ITEM;
 use sas_domain::machine::activities;
+use sas_domain::payload::ValueScope;
 use sas_domain::task::{Task, TaskState};
 use sas_domain::time::Timestamp;
 
@@ -40,6 +41,19 @@ pub(super) fn offered_key(activity: &str) -> String {
 
 pub(super) fn task_key(id: &TaskId) -> (String, String) {
     (format!("TASK#{id}"), "TASK".to_owned())
+}
+
+/// The scope of the values of the task whose item had the keys `pk` and `sk`, created
+/// at `created`; `None` for another item.
+#[must_use]
+pub fn task_scope(pk: &str, sk: &str, created: Option<Timestamp>) -> Option<ValueScope> {
+    let id = (pk.strip_prefix("TASK#"))
+        .filter(|_| sk == "TASK")
+        .and_then(|id| TaskId::parse(id).ok())?;
+    Some(ValueScope::Task {
+        id,
+        created: created?,
+    })
 }
 
 pub(super) fn task_id_of(item: &Item) -> Result<TaskId, StoreError> {

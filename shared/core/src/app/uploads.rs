@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use sas_domain::ids::TaskId;
 use sas_domain::limits::MAX_VALUE;
-use sas_domain::payload::PayloadRef;
+use sas_domain::payload::{PayloadRef, ValueScope};
 
 use super::{App, SubmitError};
 use crate::offload::stored;
@@ -51,6 +52,9 @@ pub enum UploadError {
     /// The value store failed.
     #[error(transparent)]
     Failed(#[from] PayloadError),
+    /// The state store failed.
+    #[error(transparent)]
+    Store(#[from] crate::ports::StoreError),
 }
 
 impl App {
@@ -90,7 +94,9 @@ impl App {
         if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
             return Err(UploadError::NotJson(error.to_string()));
         }
-        payloads.put(&reference.sha256, text).await?;
+        payloads
+            .put(&ValueScope::Upload, &reference.sha256, text)
+            .await?;
         Ok(reference)
     }
 
@@ -115,18 +121,31 @@ impl App {
         Ok(request.await?)
     }
 
-    /// The value stored apart under `sha256`, or where to read it; `None` when
-    /// there is none (where the store gives URLs, the store answers that).
+    /// The value of task `id` stored apart under `sha256`, or where to read it;
+    /// `None` when there is no such task or value (where the store gives URLs, the
+    /// store answers the latter). The task's record is read as stored, its values
+    /// left where they are.
     ///
     /// # Errors
     /// [`UploadError::NoStore`], or a store that fails.
-    pub async fn stored_value(&self, sha256: &str) -> Result<Option<StoredValue>, UploadError> {
+    pub async fn stored_value(
+        &self,
+        id: &TaskId,
+        sha256: &str,
+    ) -> Result<Option<StoredValue>, UploadError> {
         let payloads = self.value_store()?;
         let sha256 = PayloadError::unless_hash(sha256)?;
-        if let Some(url) = payloads.download_url(sha256, UPLOAD_REQUEST_LASTS).await? {
+        let Some(task) = self.store.task(id).await? else {
+            return Ok(None);
+        };
+        let scope = ValueScope::of(&task);
+        if let Some(url) = payloads
+            .download_url(&scope, sha256, UPLOAD_REQUEST_LASTS)
+            .await?
+        {
             return Ok(Some(StoredValue::At(url)));
         }
-        Ok(payloads.get(sha256).await?.map(StoredValue::Text))
+        Ok(payloads.get(&scope, sha256).await?.map(StoredValue::Text))
     }
 
     /// Whether values are kept apart here, to be read by [`App::stored_value`].
@@ -150,7 +169,7 @@ impl App {
         };
         let unknown = || SubmitError::UnknownValue(reference.sha256.clone());
         let payloads: &Arc<dyn Payloads> = self.payloads.as_ref().ok_or_else(unknown)?;
-        let text = (stored(&**payloads, &reference).await)
+        let text = (stored(&**payloads, &ValueScope::Upload, &reference).await)
             .map_err(unavailable)?
             .ok_or_else(unknown)?;
         serde_json::from_slice(&text).map_err(|_| unknown())

@@ -1,9 +1,11 @@
 //! Where values too large for a record are kept ([`sas_domain::payload`]): each by its
-//! JSON's SHA-256, written once and never changed.
+//! JSON's SHA-256 within its scope ([`ValueScope`]: a task's, the messages', the
+//! uploads'), written once and never changed.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sas_domain::payload::ValueScope;
 
 use super::Cause;
 
@@ -27,25 +29,33 @@ impl PayloadError {
     }
 }
 
-/// The values stored apart, by the SHA-256 (hex) of their JSON.
+/// The values stored apart, by their scope and the SHA-256 (hex) of their JSON. A
+/// store may keep the scopes apart (S3, where a task's values are deleted with it) or
+/// not (a directory, whose tasks are never deleted).
 #[async_trait]
 pub trait Payloads: Send + Sync {
-    /// Stores `text` under `sha256`, durably before it returns. Storing the same
-    /// text again is harmless.
+    /// Stores `text` under `sha256` in `scope`, durably before it returns. Storing
+    /// the same text again is harmless.
     ///
     /// # Errors
     /// [`PayloadError`] when the store cannot be reached or fails.
-    async fn put(&self, sha256: &str, text: Vec<u8>) -> Result<(), PayloadError>;
+    async fn put(
+        &self,
+        scope: &ValueScope,
+        sha256: &str,
+        text: Vec<u8>,
+    ) -> Result<(), PayloadError>;
 
-    /// The text stored under `sha256`, if there is one.
+    /// The text stored under `sha256` in `scope`, if there is one.
     ///
     /// # Errors
     /// [`PayloadError`] when the store cannot be reached or fails.
-    async fn get(&self, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError>;
+    async fn get(&self, scope: &ValueScope, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError>;
 
     /// A request, good for `lasting`, by which a caller stores the `bytes` of text
-    /// whose hash is `sha256` itself, straight into the store: `None` where the
-    /// store takes no such request, and the value goes through the API.
+    /// whose hash is `sha256` itself, straight into the store, among the uploads:
+    /// `None` where the store takes no such request, and the value goes through the
+    /// API.
     ///
     /// # Errors
     /// [`PayloadError`] when the request cannot be made.
@@ -59,18 +69,19 @@ pub trait Payloads: Send + Sync {
         Ok(None)
     }
 
-    /// A URL, good for `lasting`, from which a caller reads the value `sha256`
-    /// straight from the store: `None` where the store has none, and the value is
-    /// read through the API.
+    /// A URL, good for `lasting`, from which a caller reads the value `sha256` of
+    /// `scope` straight from the store: `None` where the store has none, and the
+    /// value is read through the API.
     ///
     /// # Errors
     /// [`PayloadError`] when the URL cannot be made.
     async fn download_url(
         &self,
+        scope: &ValueScope,
         sha256: &str,
         lasting: Duration,
     ) -> Result<Option<String>, PayloadError> {
-        let _ = (sha256, lasting);
+        let _ = (scope, sha256, lasting);
         Ok(None)
     }
 }
