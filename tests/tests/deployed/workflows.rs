@@ -156,15 +156,28 @@ async fn a_refund_is_approved_by_its_token_through_the_deployed_api_and_a_task_p
     naps_run_then_wake_ups_stop(&stack, &naps).await;
 }
 
-/// Creates the schedule `naps` (a nap every minute) through the deployed API, and
-/// checks the EventBridge Scheduler schedule it set; gives that schedule's group.
+/// Creates the schedule `naps` (a nap every minute, `allow_all`) through the deployed
+/// API, and `skips` and `buffers` (a cool-off of ten minutes every minute, whose runs
+/// overlap, under `skip` and `buffer_one`); checks the EventBridge Scheduler schedule
+/// `naps` set; gives that schedule's group.
 async fn wake_ups_start(stack: &Deployment) -> String {
     let naps = json!({"workflow": "nap", "every": "1m", "overlap": "allow_all",
         "input": {"customer_id": "c-1"}});
-    let (status, created) = operator(stack, "PUT", "/operator/schedules/naps", Some(&naps)).await;
-    if status != 201 {
-        let logs = stack.logs("SubmissionFunction").await.join("\n");
-        panic!("PUT /operator/schedules/naps: {status} {created}; the API's logs:\n{logs}");
+    let cool_off = |overlap: &str| {
+        json!({"workflow": "cool-off", "every": "1m", "overlap": overlap,
+            "input": {"customer_id": "c-1", "window_start": "2030-01-01T00:00:00Z"}})
+    };
+    for (name, schedule) in [
+        ("naps", naps),
+        ("skips", cool_off("skip")),
+        ("buffers", cool_off("buffer_one")),
+    ] {
+        let path = format!("/operator/schedules/{name}");
+        let (status, created) = operator(stack, "PUT", &path, Some(&schedule)).await;
+        if status != 201 {
+            let logs = stack.logs("SubmissionFunction").await.join("\n");
+            panic!("PUT {path}: {status} {created}; the API's logs:\n{logs}");
+        }
     }
     let scheduler = aws_sdk_scheduler::Client::new(&stack.sdk);
     let groups = scheduler
@@ -222,6 +235,35 @@ async fn naps_run_then_wake_ups_stop(stack: &Deployment, group: &str) {
         t["workflow"]["name"] == "nap"
     })
     .await;
+
+    // The cool-offs' first runs are still running at their schedules' next instants:
+    // `skip` starts none and counts it skipped; `buffer_one` keeps it for later.
+    let (mut skips, mut buffers) = (Value::Null, Value::Null);
+    for _ in 0..120 {
+        skips = operator(stack, "GET", "/operator/schedules/skips", None)
+            .await
+            .1;
+        buffers = operator(stack, "GET", "/operator/schedules/buffers", None)
+            .await
+            .1;
+        if skips["skipped"].as_u64() >= Some(1) && buffers["buffered"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    assert_eq!(
+        (
+            skips["started"].as_u64(),
+            skips["skipped"].as_u64().map(|n| n >= 1)
+        ),
+        (Some(1), Some(true)),
+        "skip: one run, the next instants skipped while it runs: {skips}"
+    );
+    assert_eq!(buffers["started"], 1, "buffer_one: one run: {buffers}");
+    assert!(
+        buffers["buffered"].is_string(),
+        "buffer_one: the next instant kept for when it ends: {buffers}"
+    );
 
     let scheduler = aws_sdk_scheduler::Client::new(&stack.sdk);
     let (status, paused) = operator(stack, "POST", "/operator/schedules/naps/pause", None).await;
