@@ -15,9 +15,9 @@ use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
 
 use super::{SfnError, body, machines, required, seconds};
-use crate::MAX_WAIT;
 use crate::error::ApiError;
 use crate::scope::Scope;
+use crate::{MAX_ANSWER_BYTES, MAX_WAIT};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -225,7 +225,27 @@ fn described(task: &Task, order: &Order, name: &str, catalog: &Catalog) -> Value
     if let Some(cause) = run.and_then(|run| run.cause.as_ref()) {
         described["cause"] = json!(cause);
     }
+    within_an_answer(&mut described);
     described
+}
+
+/// `described` without its input, then its output, the larger first, while it is over
+/// what an answer carries (a Lambda function answers at most 6 MB): each left out is
+/// marked so (`"included": false`), as Step Functions' details say; the task's own view
+/// names it by reference, and `GET /tasks/{id}/payloads/{sha256}` reads it.
+fn within_an_answer(described: &mut Value) {
+    let size = |field: &str| described[field].as_str().map_or(0, str::len);
+    let mut fields = [("input", "inputDetails"), ("output", "outputDetails")];
+    fields.sort_by_key(|(field, _)| std::cmp::Reverse(size(field)));
+    for (field, details) in fields {
+        if described.to_string().len() <= MAX_ANSWER_BYTES {
+            return;
+        }
+        if let Some(object) = described.as_object_mut() {
+            object.remove(field);
+        }
+        described[details] = json!({"included": false});
+    }
 }
 
 /// `DescribeExecution`, with the published version the execution runs on, where
