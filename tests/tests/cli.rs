@@ -82,6 +82,45 @@ async fn an_operator_lists_shows_edits_resubmits_and_watches_a_task_from_the_com
     assert!(err.contains("409 not_in_error"), "{err}");
 }
 
+/// An input too large for a request's body (here 200 KB, over 48 KiB) is uploaded by the
+/// command line first, by the request `POST /payloads/uploads` answers, and the task
+/// submitted with its reference: the task has it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_input_is_uploaded_then_submitted_by_reference_from_the_command_line() {
+    let harness = Harness::start(5).await;
+    let mut large = delivery_input();
+    large["manifest"] = json!("m".repeat(200 * 1024));
+    let input = tempfile::NamedTempFile::new().expect("a file");
+    std::fs::write(
+        input.path(),
+        serde_json::to_vec_pretty(&large).expect("json"),
+    )
+    .expect("written");
+    let path = input.path().to_str().expect("a path");
+    let submitted = harness
+        .sas_ok(&[
+            "tasks",
+            "submit",
+            "drone-delivery",
+            "--input",
+            path,
+            "--id",
+            "cli-large",
+        ])
+        .await;
+    assert!(
+        submitted.starts_with("cli-large  "),
+        "{}",
+        &submitted[..submitted.len().min(300)]
+    );
+    let task = harness.settle_in("cli-large", "Processed").await;
+    assert_eq!(task["input"], large, "the input whole, as the file gave it");
+    assert!(
+        harness.data.path().join("payloads").is_dir(),
+        "the value kept apart"
+    );
+}
+
 /// A caller submits a task and waits for its end in one command, and sees it as
 /// `tasks show` shows it; without a wait, the task as it was answered; a bad
 /// submission is refused with the field named and nothing submitted.

@@ -9,8 +9,9 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_types::SdkConfig;
 use sas_core::ports::{Credentials, Unsigned};
 use sas_credentials::AwsCredentials;
+use sas_domain::payload::PayloadRef;
 use sas_domain::services::SigV4;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// How requests prove who sends them.
 pub enum Auth {
@@ -84,13 +85,68 @@ impl Api {
         path: &str,
         body: Option<&Value>,
     ) -> anyhow::Result<Value> {
-        let url = format!("{}{path}", self.base);
         let body = body.map(Value::to_string).unwrap_or_default();
+        let json = [("content-type".to_owned(), "application/json".to_owned())];
+        self.send(method, path, &json, body.into_bytes()).await
+    }
+
+    /// Uploads `text`, a value's JSON, by the request `POST /payloads/uploads`
+    /// answers (on AWS a presigned S3 URL, locally a path on the API); the reference
+    /// that names it as a task's input.
+    ///
+    /// # Errors
+    /// When the request cannot be had, or the value is refused where it is put.
+    pub async fn upload(&self, text: Vec<u8>) -> anyhow::Result<Value> {
+        let named = json!(PayloadRef::of(&text));
+        let request = self.call("POST", "/payloads/uploads", Some(&named)).await?;
+        let url = request["url"]
+            .as_str()
+            .context("the upload request has no url")?;
+        let headers: Vec<(String, String)> = (request["headers"].as_object())
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_owned())))
+            .collect();
+        let method = request["method"].as_str().unwrap_or("PUT");
+        if url.starts_with('/') {
+            self.send(method, url, &headers, text).await?;
+        } else {
+            let mut put = self
+                .http
+                .request(reqwest::Method::from_bytes(method.as_bytes())?, url);
+            for (name, value) in &headers {
+                put = put.header(name, value);
+            }
+            let answer = put
+                .body(text)
+                .send()
+                .await
+                .context("cannot reach the value store")?;
+            let status = answer.status();
+            if !status.is_success() {
+                let text = answer.text().await.unwrap_or_default();
+                bail!("the value store refused the value: {status} {text:.300}");
+            }
+        }
+        Ok(json!({ "$payload": request["$payload"] }))
+    }
+
+    /// Sends `body` with `headers` to `path` on the API, authenticated as this client
+    /// is; the answer's JSON when it succeeds.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+    ) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
         let mut request = self
             .http
-            .request(reqwest::Method::from_bytes(method.as_bytes())?, &url)
-            .header("content-type", "application/json")
-            .body(body.clone());
+            .request(reqwest::Method::from_bytes(method.as_bytes())?, &url);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
         match &self.auth {
             Auth::None => {}
             Auth::Bearer(token) => request = request.bearer_auth(token),
@@ -99,11 +155,14 @@ impl Api {
                     service: "execute-api".into(),
                     region: region.clone(),
                 };
+                let named: Vec<(&str, &str)> = (headers.iter())
+                    .map(|(name, value)| (name.as_str(), value.as_str()))
+                    .collect();
                 let unsigned = Unsigned {
                     method,
                     url: &url,
-                    headers: &[("content-type", "application/json")],
-                    body: body.as_bytes(),
+                    headers: &named,
+                    body: &body,
                 };
                 for (name, value) in signer.sign(&signing, unsigned).await? {
                     request = request.header(name, value);
@@ -111,6 +170,7 @@ impl Api {
             }
         }
         let response = request
+            .body(body)
             .send()
             .await
             .with_context(|| format!("cannot reach the API at {}", self.base))?;

@@ -127,7 +127,8 @@ enum Tasks {
         /// The workflow it runs.
         workflow: String,
         /// Its input: a JSON object, from this file ('-' for standard input); `{}`
-        /// without it.
+        /// without it. One too large for a request's body (over 48 KiB) is uploaded
+        /// first and named by its reference.
         #[arg(long)]
         input: Option<String>,
         /// Its id: the same submission again is the same task. Generated without it,
@@ -305,7 +306,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             priority,
             wait,
         }) => {
-            let input = input.map_or_else(|| Ok(json!({})), |path| read_json(&path))?;
+            let input = match input {
+                Some(path) => submitted_input(&api, &path).await?,
+                None => json!({}),
+            };
             let mut body = json!({ "workflow": workflow, "input": input });
             if let Some(priority) = priority {
                 body["priority"] = json!(priority);
@@ -535,16 +539,41 @@ fn read_input(path: &str) -> anyhow::Result<Value> {
     Ok(json!({ "input": read_json(path)? }))
 }
 
+/// The most bytes of an input sent in a submission's body (of 64 KiB); a larger one is
+/// uploaded first.
+const INLINE_INPUT: usize = 48 * 1024;
+
+/// A submission's input from file `path` ('-' for standard input): its JSON, or, when
+/// too large for a request's body, the reference of the value uploaded.
+async fn submitted_input(api: &Api, path: &str) -> anyhow::Result<Value> {
+    let text = read_text(path)?;
+    let input = parsed(path, &text)?;
+    if text.len() <= INLINE_INPUT {
+        return Ok(input);
+    }
+    api.upload(text.into_bytes())
+        .await
+        .with_context(|| format!("cannot upload {path}"))
+}
+
 /// The JSON in file `path` ('-' for standard input).
 fn read_json(path: &str) -> anyhow::Result<Value> {
-    let text = if path == "-" {
+    parsed(path, &read_text(path)?)
+}
+
+fn parsed(path: &str, text: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).with_context(|| format!("{path} is not JSON"))
+}
+
+/// The text of file `path` ('-' for standard input).
+fn read_text(path: &str) -> anyhow::Result<String> {
+    if path == "-" {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
-        text
+        Ok(text)
     } else {
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?
-    };
-    serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))
+    }
 }
 
 /// An action on one task (cancel, pause, resume), and what it means, said after it.
