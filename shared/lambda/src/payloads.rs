@@ -71,6 +71,20 @@ impl S3Payloads {
         Ok(Some(text.into_bytes().to_vec()))
     }
 
+    /// Whether the object `key` is there.
+    async fn exists(&self, key: &str) -> Result<bool, PayloadError> {
+        let head = (self.client.head_object())
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        match head {
+            Ok(_) => Ok(true),
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_not_found()) => Ok(false),
+            Err(error) => Err(failed(error)),
+        }
+    }
+
     /// Deletes every value of `scope`: a task's, once the task is deleted. Deleting
     /// them again is harmless.
     ///
@@ -137,7 +151,8 @@ impl Payloads for S3Payloads {
     async fn get(&self, scope: &ValueScope, sha256: &str) -> Result<Option<Vec<u8>>, PayloadError> {
         let key = Self::key(scope, sha256)?;
         match self.object(&key).await? {
-            // Stored before values had scopes, under payloads/<sha256>.
+            // Stored before values had scopes, under payloads/<sha256> (as where
+            // `download_url` points).
             None => self.object(&format!("{PREFIX}{sha256}")).await,
             found => Ok(found),
         }
@@ -181,11 +196,16 @@ impl Payloads for S3Payloads {
         sha256: &str,
         lasting: Duration,
     ) -> Result<Option<String>, PayloadError> {
+        let mut key = Self::key(scope, sha256)?;
+        let legacy = format!("{PREFIX}{sha256}");
+        if !self.exists(&key).await? && self.exists(&legacy).await? {
+            key = legacy;
+        }
         let presigned = self
             .client
             .get_object()
             .bucket(&self.bucket)
-            .key(Self::key(scope, sha256)?)
+            .key(key)
             .presigned(PresigningConfig::expires_in(lasting).map_err(failed)?)
             .await
             .map_err(failed)?;

@@ -222,7 +222,16 @@ async fn a_value_stored_before_scopes_is_read_in_any_scope() {
         created: sas_domain::time::Timestamp(1),
     };
     let read = payloads.get(&scope, &sha256).await.expect("read");
-    assert_eq!(read, Some(text));
+    assert_eq!(read.as_ref(), Some(&text));
+    let lasting = Duration::from_secs(60);
+    let url = payloads.download_url(&scope, &sha256, lasting).await;
+    let url = url.expect("a URL").expect("S3 gives one");
+    let fetched = reqwest::get(&url).await.expect("moto answers");
+    assert_eq!(
+        fetched.bytes().await.expect("the body").as_ref(),
+        &text[..],
+        "{url}"
+    );
     let unknown = payloads.get(&scope, &"0".repeat(64)).await.expect("read");
     assert_eq!(unknown, None);
 }
