@@ -293,3 +293,57 @@ async fn an_output_that_looks_like_a_reference_is_kept_as_it_was_given() {
     let task = harness.settle_in("lookalike", "Processed").await;
     assert_eq!(step(&task, "approve")["output"], lookalike, "{task:#}");
 }
+
+/// An execution whose history holds more than an answer carries (ten Pass states, each
+/// entered and left with 300 KB, cut to 256 KiB an event as Step Functions cuts it)
+/// comes in pages of at most 4 MiB, each naming the next, the events in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_too_large_for_one_answer_comes_in_pages() {
+    let harness = Harness::start(5).await;
+    let states: serde_json::Map<String, Value> = (0..10)
+        .map(|at| {
+            let next = if at == 9 {
+                json!({"Type": "Pass", "End": true})
+            } else {
+                json!({"Type": "Pass", "Next": format!("P{}", at + 1)})
+            };
+            (format!("P{at}"), next)
+        })
+        .collect();
+    let definition = json!({"StartAt": "P0", "States": states}).to_string();
+    let create = json!({"name": "passes", "definition": definition, "roleArn": "r"});
+    let created = step_functions(&harness, "CreateStateMachine", &create).await;
+    let input = put_by_request(&harness, &json!({"manifest": "m".repeat(300 * 1024)})).await;
+    let start = json!({"stateMachineArn": created["stateMachineArn"], "name": "paged",
+        "input": input.to_string()});
+    let started = step_functions(&harness, "StartExecution", &start).await;
+    let execution = json!({"executionArn": started["executionArn"]});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while step_functions(&harness, "DescribeExecution", &execution).await["status"] == "RUNNING" {
+        assert!(std::time::Instant::now() < deadline, "still running");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    let (mut ids, mut pages, mut token) = (Vec::new(), 0, None::<Value>);
+    loop {
+        let mut asked = json!({"executionArn": started["executionArn"], "maxResults": 1000});
+        if let Some(token) = &token {
+            asked["nextToken"] = token.clone();
+        }
+        let page = step_functions(&harness, "GetExecutionHistory", &asked).await;
+        assert!(
+            page.to_string().len() <= sas_api::MAX_ANSWER_BYTES,
+            "page {pages}"
+        );
+        let events = page["events"].as_array().expect("events");
+        ids.extend(events.iter().filter_map(|event| event["id"].as_u64()));
+        pages += 1;
+        match page.get("nextToken") {
+            Some(next) => token = Some(next.clone()),
+            None => break,
+        }
+    }
+    assert!(pages >= 2, "{pages} page(s) of {} events", ids.len());
+    let expected: Vec<u64> = (1..=ids.len() as u64).collect();
+    assert_eq!(ids, expected, "every event once, in order");
+}

@@ -8,6 +8,7 @@ use sas_core::ports::HistoryPage;
 use sas_domain::machine::history::HistoryEvent;
 
 use super::{SfnError, body, executions, seconds};
+use crate::MAX_ANSWER_BYTES;
 use crate::scope::Scope;
 
 /// A page's events when a request names no `maxResults`, and the most it may name.
@@ -43,7 +44,8 @@ pub(crate) fn shown(event: &HistoryEvent, previous: u64, with_data: bool) -> Val
 }
 
 /// `GetExecutionHistory`: up to `maxResults` events (100 by default, 1,000 at most)
-/// after `nextToken`, the earliest first or (`reverseOrder`) the latest.
+/// after `nextToken`, the earliest first or (`reverseOrder`) the latest; fewer where
+/// they would be over 4 MiB, the rest on the next page.
 pub(super) async fn get(
     app: &sas_core::app::App,
     scope: Scope<'_>,
@@ -99,8 +101,22 @@ pub(super) async fn get(
         };
         shown_events.push(shown(event, previous, with_data));
     }
+    // No more events than an answer carries (a Lambda function answers at most 6 MB;
+    // an event's input and output are each up to 256 KiB): the rest on the next page.
+    let mut bytes = 0;
+    let fitting = shown_events
+        .iter()
+        .take_while(|event| {
+            bytes += event.to_string().len();
+            bytes <= MAX_ANSWER_BYTES
+        })
+        .count()
+        .max(1);
+    let cut = fitting < shown_events.len();
+    shown_events.truncate(fitting);
+    events.truncate(fitting);
     let mut answer = json!({ "events": shown_events });
-    if let (Some(_), Some(last)) = (&beyond, events.last()) {
+    if let (true, Some(last)) = (beyond.is_some() || cut, events.last()) {
         answer["nextToken"] = json!(last.id.to_string());
     }
     Ok(answer)
