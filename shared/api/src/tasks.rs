@@ -238,9 +238,12 @@ pub(crate) async fn get(
 }
 
 /// `200` with task `id` as its caller reads it, with its order data and workflow;
-/// `None` when there is no such task.
+/// `None` when there is no such task. A task whose values would make the answer more
+/// than one carries (over [`MAX_ANSWER_BYTES`]; a Lambda function answers at most 6 MB)
+/// is shown as its store keeps it, each value kept apart as its reference, which
+/// `GET /tasks/{id}/payloads/{sha256}` reads: no value is read to be left out.
 async fn shown(app: &App, scope: Scope<'_>, id: &TaskId) -> Result<Option<ApiResponse>, ApiError> {
-    let Some((task, order)) = app.task_with_order(id).await? else {
+    let Some((mut task, mut order)) = app.task_with_order_as_stored(id).await? else {
         return Ok(None);
     };
     // Without its definition (a store failure), the task is shown all the same.
@@ -249,16 +252,17 @@ async fn shown(app: &App, scope: Scope<'_>, id: &TaskId) -> Result<Option<ApiRes
         let view = TaskView::with_order(task, order, workflow.as_deref(), scope.view());
         ApiResponse::ok(200, &view)
     };
-    let whole = show(&task, &order);
-    if whole.body.len() <= MAX_ANSWER_BYTES || !app.keeps_values_apart() {
-        return Ok(Some(whole));
+    let apart = payload::bytes_apart(payload::task_slots(&mut task))
+        + payload::bytes_apart(payload::order_slots(&mut order));
+    if apart == 0 {
+        return Ok(Some(show(&task, &order)));
     }
-    // Too large to send: each value kept apart shown as its reference, which
-    // `GET /tasks/{id}/payloads/{sha256}` reads.
-    let (mut task, mut order) = (task, order);
-    payload::by_reference(payload::task_slots(&mut task));
-    payload::by_reference(payload::order_slots(&mut order));
-    Ok(Some(show(&task, &order)))
+    let as_stored = show(&task, &order);
+    if as_stored.body.len() as u64 + apart > MAX_ANSWER_BYTES as u64 {
+        return Ok(Some(as_stored));
+    }
+    let whole = app.task_with_order(id).await?;
+    Ok(whole.map(|(task, order)| show(&task, &order)))
 }
 
 /// `GET /tasks/{id}/children?step=&after=&limit=`: the child tasks a step started,

@@ -207,18 +207,14 @@ impl Slot<'_> {
     }
 }
 
-/// Puts in each slot whose value is kept apart whatever the rest ([`OFFLOAD_ABOVE`],
-/// or a lookalike) its reference, as its store names it: what a view shows where it
-/// would be too large to send whole. Whether it put one.
-pub fn by_reference(slots: Vec<Slot<'_>>) -> bool {
-    let mut put = false;
-    for mut slot in slots {
-        if slot.size() > OFFLOAD_ABOVE || slot.looks_like_a_reference() {
-            slot.set(Arc::new(PayloadRef::of(slot.json().as_bytes()).mark()));
-            put = true;
-        }
-    }
-    put
+/// The bytes of the values `slots` name by reference: what reading them would add.
+#[must_use]
+pub fn bytes_apart(slots: Vec<Slot<'_>>) -> u64 {
+    slots
+        .iter()
+        .filter_map(Slot::reference)
+        .map(|r| r.bytes)
+        .sum()
 }
 
 /// Which of slots of these sizes to store apart: those that must be, those over
@@ -340,17 +336,12 @@ mod tests {
     }
 
     #[test]
-    fn a_view_by_reference_names_the_large_values_as_their_store_does() {
-        let large = json!("l".repeat(OFFLOAD_ABOVE));
-        let (mut kept, mut small) = (large.clone(), json!({"a": 1}));
-        assert!(by_reference(vec![
-            Slot::Plain(&mut kept),
-            Slot::Plain(&mut small)
-        ]));
-        let stored = PayloadRef::of(crate::to_json(&large).as_bytes());
-        assert_eq!(PayloadRef::in_value(&kept), Some(stored));
-        assert_eq!(small, json!({"a": 1}));
-        assert!(!by_reference(vec![Slot::Plain(&mut small)]));
+    fn the_bytes_apart_are_those_the_references_name() {
+        let reference = PayloadRef::of(&vec![b'1'; 40_000]);
+        let (mut apart, mut inline) = (reference.mark(), json!({"a": 1}));
+        let slots = vec![Slot::Plain(&mut apart), Slot::Plain(&mut inline)];
+        assert_eq!(bytes_apart(slots), 40_000);
+        assert_eq!(bytes_apart(vec![Slot::Plain(&mut inline)]), 0);
     }
 
     #[test]

@@ -65,6 +65,18 @@ impl App {
         self.tasks.task_with_order(id).await
     }
 
+    /// [`App::task_with_order`] as the store keeps it: each value kept apart as its
+    /// reference ([`sas_domain::payload`]), none of them read.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store fails.
+    pub async fn task_with_order_as_stored(
+        &self,
+        id: &TaskId,
+    ) -> Result<Option<(Task, Order)>, StoreError> {
+        self.store.task_with_order(id).await
+    }
+
     /// A page of the history of the execution that is task `id` (a state machine's).
     ///
     /// # Errors
