@@ -254,11 +254,8 @@ async fn shown(app: &App, scope: Scope<'_>, id: &TaskId) -> Result<Option<ApiRes
     };
     let apart = payload::bytes_apart(payload::task_slots(&mut task))
         + payload::bytes_apart(payload::order_slots(&mut order));
-    if apart == 0 {
-        return Ok(Some(show(&task, &order)));
-    }
     let as_stored = show(&task, &order);
-    if as_stored.body.len() as u64 + apart > MAX_ANSWER_BYTES as u64 {
+    if apart == 0 || as_stored.body.len() as u64 + apart > MAX_ANSWER_BYTES as u64 {
         return Ok(Some(as_stored));
     }
     let whole = app.task_with_order(id).await?;

@@ -148,12 +148,6 @@ impl App {
         Ok(payloads.get(&scope, sha256).await?.map(StoredValue::Text))
     }
 
-    /// Whether values are kept apart here, to be read by [`App::stored_value`].
-    #[must_use]
-    pub fn keeps_values_apart(&self) -> bool {
-        self.payloads.is_some()
-    }
-
     fn value_store(&self) -> Result<&Arc<dyn Payloads>, UploadError> {
         self.payloads.as_ref().ok_or(UploadError::NoStore)
     }
