@@ -1,5 +1,6 @@
 //! A distributed Map whose items are read from an object in S3 (moto's), given to its
-//! children in batches, and a reader that finds no object caught by its error.
+//! children in batches, and a reader that finds no object caught by its error; and
+//! one whose results are written back to S3 (`ResultWriter`).
 
 mod common;
 #[path = "common/ended.rs"]
@@ -29,6 +30,25 @@ const EACH: &str = r#"{
   }
 }"#;
 
+/// Each item's id told back, the results exported to S3 as Step Functions does.
+const WRITTEN: &str = r#"{
+  "StartAt": "Each",
+  "States": {
+    "Each": {"Type": "Map",
+             "ItemReader": {"Resource": "arn:aws:states:::s3:getObject",
+                            "Parameters": {"Bucket": "orders", "Key": "in/today.json"}},
+             "ResultWriter": {"Resource": "arn:aws:states:::s3:putObject",
+                              "Parameters": {"Bucket": "results", "Prefix.$": "$.prefix"}},
+             "MaxConcurrency": 5,
+             "ItemProcessor": {
+               "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+               "StartAt": "Tell",
+               "States": {"Tell": {"Type": "Pass", "End": true,
+                                   "Parameters": {"told.$": "$.id"}}}},
+             "End": true}
+  }
+}"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     let moto = sas_testkit::moto::Moto::start();
@@ -48,6 +68,12 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
 
     let workflows = tempfile::tempdir().expect("a workflows directory");
     std::fs::write(workflows.path().join("each.asl.json"), EACH).expect("written");
+    std::fs::write(workflows.path().join("written.asl.json"), WRITTEN).expect("written");
+    let made = http.put(format!("{}/results", moto.endpoint)).send().await;
+    assert!(
+        made.is_ok_and(|made| made.status().is_success()),
+        "a bucket"
+    );
     let data = tempfile::tempdir().expect("a data directory");
     let workflows_dir = workflows.path().to_str().expect("a path");
     let (mut server, api, _) = common::spawn_with(
@@ -69,8 +95,16 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
             .expect("submitted");
         assert!(created.status().is_success());
     }
+    let created = http
+        .put(format!("{api}/tasks/written"))
+        .json(&json!({"workflow": "written", "input": {"prefix": "runs"}}))
+        .send()
+        .await
+        .expect("submitted");
+    assert!(created.status().is_success());
     let today = ended(&http, &api, "today").await;
     let missing = ended(&http, &api, "missing").await;
+    let written = ended(&http, &api, "written").await;
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(today["status"], "SUCCEEDED", "{today:#}");
@@ -82,4 +116,54 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     assert_eq!(missing["output"]["Error"], "States.ItemReaderFailed");
     let cause = missing["output"]["Cause"].as_str().unwrap_or_default();
     assert!(cause.contains("S3.NoSuchKey"), "{cause}");
+
+    // The Map's output names the manifest, which names the file of its 25 results.
+    assert_eq!(written["status"], "SUCCEEDED", "{written:#}");
+    let details = &written["output"]["ResultWriterDetails"];
+    assert_eq!(details["Bucket"], "results", "{written:#}");
+    let manifest_key = details["Key"].as_str().expect("the manifest's key");
+    assert!(
+        manifest_key.starts_with("runs/") && manifest_key.ends_with("/manifest.json"),
+        "{manifest_key}"
+    );
+    // moto keeps an object put signed from unsigned readers: read as the agent wrote.
+    let sdk = sas_aws_tasks::local_sdk(|name| {
+        let set = [
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ];
+        set.iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| (*value).to_owned())
+    });
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .endpoint_url(&moto.endpoint)
+            .force_path_style(true)
+            .build(),
+    );
+    let read = |key: String| {
+        let s3 = s3.clone();
+        async move {
+            let object = s3.get_object().bucket("results").key(key).send().await;
+            let bytes = object
+                .expect("the object")
+                .body
+                .collect()
+                .await
+                .expect("read");
+            serde_json::from_slice::<Value>(&bytes.into_bytes()).expect("JSON")
+        }
+    };
+    let manifest = read(manifest_key.to_owned()).await;
+    assert_eq!(manifest["MapRunArn"], written["output"]["MapRunArn"]);
+    assert_eq!(manifest["ResultFiles"]["FAILED"], json!([]));
+    let file = &manifest["ResultFiles"]["SUCCEEDED"][0];
+    let results = read(file["Key"].as_str().expect("a key").to_owned()).await;
+    let results = results.as_array().expect("the results");
+    assert_eq!(results.len(), 25);
+    assert_eq!(results[7]["Status"], "SUCCEEDED");
+    assert_eq!(results[7]["Input"], "{\"id\":\"o-7\"}");
+    assert_eq!(results[7]["Output"], "{\"told\":\"o-7\"}");
 }

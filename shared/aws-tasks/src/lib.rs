@@ -2,7 +2,8 @@
 //! asked of the agent named for its service: Lambda's `Invoke` ([`lambda`], through
 //! the AWS SDK), the JSON APIs of DynamoDB, SQS and EventBridge ([`json_api`], signed
 //! with SigV4 and sent as the API's own request), SNS's `Publish` ([`sns`], through
-//! the AWS SDK), and S3's `GetObject` for a distributed Map's reader ([`s3`]). Each service is reached on AWS, or at any endpoint that speaks its API
+//! the AWS SDK), and S3's `GetObject` and `PutObject` for a distributed Map's reader and writer
+//! ([`s3`]). Each service is reached on AWS, or at any endpoint that speaks its API
 //! (`AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`, as the AWS SDKs read them).
 //! A service's refusal fails the call for good with the error as Step Functions names
 //! it (`DynamoDB.ConditionalCheckFailedException`), a throttle or a fault of its own
@@ -66,7 +67,7 @@ impl RemoteCall for AwsTasks {
             match request.service.as_str() {
                 LAMBDA_AGENT => self.lambda.invoke(request).await,
                 sns::AGENT => self.sns.publish(request).await,
-                s3::AGENT => self.s3.get_object(request).await,
+                s3::AGENT => self.s3.call(request).await,
                 service => match self.apis.api(service) {
                     Some(api) => self.apis.call(api, request).await,
                     None => self.others.call(request).await,

@@ -1,7 +1,10 @@
-//! S3's `GetObject`, for a distributed Map's `ItemReader`: the object's text is the
-//! answer's body. A signed GET of its own (S3 speaks XML, and its SDK is heavy), at
-//! the bucket's host on AWS, or by path at an endpoint the environment names.
+//! S3 for a distributed Map: `GetObject` for its `ItemReader` (the object's text is
+//! the answer's body), and `PutObject` for its `ResultWriter` (the objects of its
+//! request put in order). Signed requests of their own (S3 speaks XML, and its SDK
+//! is heavy), at the bucket's host on AWS, or by path at an endpoint the environment
+//! names.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use aws_types::SdkConfig;
@@ -9,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use sas_core::ports::{Credentials, RemoteError, RemoteRequest};
-use sas_domain::machine::ServiceAnswer;
+use sas_domain::machine::{ServiceAnswer, WRITE_RESULTS};
 
 use crate::json_api::refused;
 use crate::signed::{Client, Signed};
@@ -36,6 +39,21 @@ struct GetObject {
     version_id: Option<String>,
 }
 
+/// What a Map's writer asks: objects put in order, in one bucket.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct PutObjects {
+    bucket: String,
+    objects: Vec<Object>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Object {
+    key: String,
+    body: String,
+}
+
 pub(crate) struct S3 {
     /// The endpoint the environment names, reached by path; S3 itself otherwise.
     endpoint: Option<String>,
@@ -60,30 +78,74 @@ impl S3 {
         }
     }
 
+    /// Makes the S3 call `request` asks for: a reader's, or a writer's.
+    pub(crate) async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        if request.path == WRITE_RESULTS {
+            self.put_objects(request).await
+        } else {
+            self.get_object(request).await
+        }
+    }
+
     /// Reads the object `request` names: its text, with the answer's status and
     /// headers.
-    pub(crate) async fn get_object(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+    async fn get_object(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
         let asked: GetObject = serde_json::from_str(request.payload.as_str())
             .map_err(|error| unreadable("s3:getObject's request", error))?;
-        let key = encoded(&asked.key);
-        let mut url = match &self.endpoint {
-            Some(endpoint) => format!("{}/{}/{key}", endpoint.trim_end_matches('/'), asked.bucket),
-            None => format!(
-                "https://{}.s3.{}.amazonaws.com/{key}",
-                asked.bucket, self.region
-            ),
-        };
+        let mut url = self.url(&asked.bucket, &asked.key);
         if let Some(version) = &asked.version_id {
             url = format!("{url}?versionId={}", encoded(version));
         }
+        let (status, headers, bytes) = self.send("GET", &url, EMPTY_SHA256, &[]).await?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            RemoteError::Unusable("S3 answered an object that is not UTF-8 text".to_owned())
+        })?;
+        answer(Value::String(text), status, headers)
+    }
+
+    /// Puts the objects `request` names, in order (each put again is the same
+    /// object): the keys put.
+    async fn put_objects(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        let asked: PutObjects = serde_json::from_str(request.payload.as_str())
+            .map_err(|error| unreadable("s3:putObject's request", error))?;
+        let (mut status, mut headers) = (200, BTreeMap::new());
+        for object in &asked.objects {
+            let url = self.url(&asked.bucket, &object.key);
+            let digest = sas_domain::sha256_hex(&object.body);
+            (status, headers, _) = self
+                .send("PUT", &url, &digest, object.body.as_bytes())
+                .await?;
+        }
+        let keys: Vec<&str> = asked.objects.iter().map(|o| o.key.as_str()).collect();
+        answer(json!({"Keys": keys}), status, headers)
+    }
+
+    /// Where the object `key` of `bucket` is.
+    fn url(&self, bucket: &str, key: &str) -> String {
+        let key = encoded(key);
+        match &self.endpoint {
+            Some(endpoint) => format!("{}/{bucket}/{key}", endpoint.trim_end_matches('/')),
+            None => format!("https://{bucket}.s3.{}.amazonaws.com/{key}", self.region),
+        }
+    }
+
+    /// Sends `method url` with `body` (of SHA-256 `digest`), signed: its answer, or
+    /// S3's refusal as Step Functions names it.
+    async fn send(
+        &self,
+        method: &'static str,
+        url: &str,
+        digest: &str,
+        body: &[u8],
+    ) -> Result<(u16, BTreeMap<String, String>, Vec<u8>), RemoteError> {
         let signed = Signed {
             service: "s3",
             region: &self.region,
             named: NAMED,
         };
-        let headers = [("x-amz-content-sha256", EMPTY_SHA256)];
+        let headers = [("x-amz-content-sha256", digest)];
         let (status, headers, bytes) = signed
-            .send(&self.signer, &self.client, "GET", &url, &headers, &[])
+            .send(&self.signer, &self.client, method, url, &headers, body)
             .await?;
         if !(200..300).contains(&status) {
             let text = String::from_utf8_lossy(&bytes);
@@ -92,17 +154,23 @@ impl S3 {
             let body = json!({"__type": code, "message": message});
             return Err(refused(NAMED, status, &headers, &body));
         }
-        let text = String::from_utf8(bytes).map_err(|_| {
-            RemoteError::Unusable("S3 answered an object that is not UTF-8 text".to_owned())
-        })?;
-        let answer = ServiceAnswer {
-            body: Value::String(text),
-            status,
-            headers,
-            status_text: None,
-        };
-        serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
+        Ok((status, headers, bytes))
     }
+}
+
+/// An S3 answer as its agent gives it.
+fn answer(
+    body: Value,
+    status: u16,
+    headers: BTreeMap<String, String>,
+) -> Result<Value, RemoteError> {
+    let answer = ServiceAnswer {
+        body,
+        status,
+        headers,
+        status_text: None,
+    };
+    serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
 }
 
 /// The text of the first `<name>` element of an S3 error's XML.

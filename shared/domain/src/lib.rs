@@ -45,7 +45,7 @@ pub fn to_json(value: &impl serde::Serialize) -> String {
 }
 
 /// The SHA-256 of `text`, in hex.
-pub(crate) fn sha256_hex(text: impl AsRef<[u8]>) -> String {
+pub fn sha256_hex(text: impl AsRef<[u8]>) -> String {
     use sha2::Digest;
     use std::fmt::Write as _;
 

@@ -1,11 +1,11 @@
 //! Reading each kind of state's own fields, and a Task's resource.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::check::{Reader, check_expression, check_template, machine};
 use super::{
-    Amount, Batcher, InputType, ItemReader, Items, MapState, Pattern, QueryLanguage, Resource,
-    Selection, StateKind, Target, Task, WaitFor,
+    Amount, Items, MapState, Pattern, QueryLanguage, Resource, Selection, StateKind, Target, Task,
+    WaitFor, distributed,
 };
 use crate::errors::{self, Catcher, Retrier};
 use crate::{Refusal, choice, jsonata, path};
@@ -202,161 +202,10 @@ fn map(read: &Reader) -> Result<MapState, Refusal> {
         max_concurrency: read.amount("MaxConcurrency", Some("MaxConcurrencyPath"))?,
         tolerated_failure_percentage: read.bound("ToleratedFailurePercentage")?,
         tolerated_failure_count: read.bound("ToleratedFailureCount")?,
-        item_reader: item_reader(read, distributed)?,
-        item_batcher: batcher(read, distributed)?,
-        result_writer: read.fields.get("ResultWriter").cloned(),
+        item_reader: distributed::item_reader(read, distributed)?,
+        item_batcher: distributed::batcher(read, distributed)?,
+        result_writer: distributed::result_writer(read, distributed)?,
     })
-}
-
-/// An object within a state's definition: its fields, and where it is.
-type Part<'a> = (&'a serde_json::Map<String, Value>, String);
-
-/// A distributed Map's `field` (`ItemReader`, `ItemBatcher`), where it has one: an
-/// object of the fields `known` alone, and where it is in the definition.
-fn distributed_part<'a>(
-    read: &Reader<'a>,
-    field: &str,
-    distributed: bool,
-    known: &[&str],
-) -> Result<Option<Part<'a>>, Refusal> {
-    let Some(part) = read.fields.get(field) else {
-        return Ok(None);
-    };
-    let Value::Object(fields) = part else {
-        return Err(read.refuse(field, format!("{field} must be an object")));
-    };
-    if !distributed {
-        return Err(read.refuse(
-            field,
-            format!("{field} is only supported in a DISTRIBUTED Map"),
-        ));
-    }
-    let at = read.at(field);
-    if let Some(name) = fields.keys().find(|f| !known.contains(&f.as_str())) {
-        return Err(Refusal::new(
-            &format!("{at}/{name}"),
-            format!("Field '{name}' is not supported"),
-        ));
-    }
-    Ok(Some((fields, at)))
-}
-
-/// A distributed Map's `ItemReader`: its resource, request and `ReaderConfig`.
-fn item_reader(read: &Reader, distributed: bool) -> Result<Option<ItemReader>, Refusal> {
-    let known = ["Resource", "Parameters", "Arguments", "ReaderConfig"];
-    let Some((fields, at)) = distributed_part(read, "ItemReader", distributed, &known)? else {
-        return Ok(None);
-    };
-    let reader = Reader {
-        fields,
-        at: &at,
-        language: read.language,
-    };
-    let Some(resource) = reader.string("Resource")? else {
-        return Err(Refusal::new(&at, "ItemReader must have a Resource"));
-    };
-    let request_field = match read.language {
-        QueryLanguage::JsonPath => "Parameters",
-        QueryLanguage::Jsonata => "Arguments",
-    };
-    let request = reader.template(request_field)?.unwrap_or_else(|| json!({}));
-    let config_at = reader.at("ReaderConfig");
-    let empty = serde_json::Map::new();
-    let config = match fields.get("ReaderConfig") {
-        None => &empty,
-        Some(Value::Object(config)) => config,
-        Some(_) => return Err(Refusal::new(&config_at, "ReaderConfig must be an object")),
-    };
-    let config = Reader {
-        fields: config,
-        at: &config_at,
-        language: read.language,
-    };
-    let input_type = match config.string("InputType")?.as_deref() {
-        None | Some("JSON") => InputType::Json,
-        Some("JSONL") => InputType::JsonLines,
-        Some("CSV") => {
-            let headers = match config.string("CSVHeaderLocation")?.as_deref() {
-                None | Some("FIRST_ROW") => None,
-                Some("GIVEN") => match config.fields.get("CSVHeaders") {
-                    Some(Value::Array(names)) => Some(
-                        names
-                            .iter()
-                            .map(|name| name.as_str().map(str::to_owned))
-                            .collect::<Option<Vec<_>>>()
-                            .ok_or_else(|| {
-                                config.refuse("CSVHeaders", "CSVHeaders must be a list of strings")
-                            })?,
-                    ),
-                    _ => {
-                        return Err(config.refuse(
-                            "CSVHeaders",
-                            "CSVHeaders must be given with CSVHeaderLocation GIVEN",
-                        ));
-                    }
-                },
-                Some(other) => {
-                    return Err(config.refuse(
-                        "CSVHeaderLocation",
-                        format!("'{other}' is not a CSVHeaderLocation"),
-                    ));
-                }
-            };
-            let delimiter = match config.string("CSVDelimiter")?.as_deref() {
-                None | Some("COMMA") => b',',
-                Some("PIPE") => b'|',
-                Some("SEMICOLON") => b';',
-                Some("SPACE") => b' ',
-                Some("TAB") => b'\t',
-                Some(other) => {
-                    return Err(
-                        config.refuse("CSVDelimiter", format!("'{other}' is not a CSVDelimiter"))
-                    );
-                }
-            };
-            InputType::Csv { headers, delimiter }
-        }
-        Some(other) => {
-            return Err(config.refuse("InputType", format!("'{other}' is not an InputType")));
-        }
-    };
-    Ok(Some(ItemReader {
-        resource,
-        request,
-        input_type,
-        max_items: config.amount("MaxItems", Some("MaxItemsPath"))?,
-    }))
-}
-
-/// A Map's `ItemBatcher`: a distributed Map's only, with a batch's size bounded.
-fn batcher(read: &Reader, distributed: bool) -> Result<Option<Batcher>, Refusal> {
-    let known = [
-        "MaxItemsPerBatch",
-        "MaxItemsPerBatchPath",
-        "MaxInputBytesPerBatch",
-        "MaxInputBytesPerBatchPath",
-        "BatchInput",
-    ];
-    let Some((fields, at)) = distributed_part(read, "ItemBatcher", distributed, &known)? else {
-        return Ok(None);
-    };
-    let batch = Reader {
-        fields,
-        at: &at,
-        language: read.language,
-    };
-    let batcher = Batcher {
-        max_items: batch.amount("MaxItemsPerBatch", Some("MaxItemsPerBatchPath"))?,
-        max_bytes: batch.amount("MaxInputBytesPerBatch", Some("MaxInputBytesPerBatchPath"))?,
-        batch_input: batch.template("BatchInput")?,
-    };
-    if batcher.max_items.is_none() && batcher.max_bytes.is_none() {
-        return Err(Refusal::new(
-            &at,
-            "ItemBatcher must have MaxItemsPerBatch or MaxInputBytesPerBatch",
-        ));
-    }
-    Ok(Some(batcher))
 }
 
 fn list<'a>(read: &'a Reader, field: &str) -> Result<&'a [Value], Refusal> {

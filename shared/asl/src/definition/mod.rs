@@ -4,6 +4,7 @@
 
 mod actions;
 mod check;
+mod distributed;
 mod fields;
 mod kinds;
 #[cfg(test)]
@@ -19,6 +20,7 @@ use crate::errors::{Catcher, Retrier};
 pub use crate::Refusal;
 pub use crate::path::Selection;
 pub use actions::{ACTIONS, Action, action};
+pub use distributed::PUT_OBJECT;
 
 /// How a state's fields are read: JSONPath (`InputPath`, `Parameters`, `.$` keys,
 /// intrinsics) or JSONata (`{% %}` expressions, `Arguments`, `Output`).
@@ -278,8 +280,40 @@ pub struct MapState {
     pub tolerated_failure_count: Option<Bound>,
     pub item_reader: Option<ItemReader>,
     pub item_batcher: Option<Batcher>,
-    /// `ResultWriter`, kept as written.
-    pub result_writer: Option<Value>,
+    pub result_writer: Option<ResultWriter>,
+}
+
+/// A distributed Map's `ResultWriter`: its children's results exported to S3, or
+/// only shaped as its output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultWriter {
+    /// The request of `s3:putObject` (`Bucket`, `Prefix`): a template (`Parameters`)
+    /// or JSONata (`Arguments`); none where the results are only shaped.
+    pub export: Option<Value>,
+    /// How each child's result is shaped (`WriterConfig.Transformation`).
+    pub transformation: Transformation,
+    /// How a file of results is written (`WriterConfig.OutputType`).
+    pub output_type: OutputType,
+}
+
+/// How a child's result is shaped by a `ResultWriter`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transformation {
+    /// Its execution's description: ARN, input, output or error, status, dates.
+    None,
+    /// Its output alone.
+    Compact,
+    /// Its output, an array's items each a result of its own.
+    Flatten,
+}
+
+/// How a file of a `ResultWriter`'s results is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputType {
+    /// A JSON array.
+    Json,
+    /// A JSON value a line.
+    JsonLines,
 }
 
 /// A distributed Map's `ItemReader`: its items read from an object in S3.

@@ -172,3 +172,59 @@ fn an_item_batcher_is_a_distributed_maps_with_a_limit() {
         "{unknown}"
     );
 }
+
+#[test]
+fn a_result_writer_exports_to_s3_shapes_or_both_and_nothing_else() {
+    use super::{OutputType, Transformation};
+    let map = |writer: serde_json::Value| {
+        json!({"StartAt": "M", "States": {"M": {"Type": "Map", "End": true,
+            "ResultWriter": writer,
+            "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}}}})
+    };
+    let writer_of = |writer: serde_json::Value| {
+        let machine = StateMachine::from_value(&map(writer)).expect("a writer");
+        let Some(StateKind::Map(state)) = machine.state("M").map(|state| state.kind.clone()) else {
+            panic!("a Map");
+        };
+        state.result_writer.expect("its writer")
+    };
+    let exported = writer_of(json!({"Resource": "arn:aws:states:::s3:putObject",
+                                    "Parameters": {"Bucket": "b", "Prefix.$": "$.p"}}));
+    assert_eq!(
+        exported.export,
+        Some(json!({"Bucket": "b", "Prefix.$": "$.p"}))
+    );
+    assert_eq!(exported.transformation, Transformation::None);
+    let shaped = writer_of(json!({"WriterConfig": {"Transformation": "FLATTEN",
+                                                   "OutputType": "JSONL"}}));
+    assert_eq!(
+        (shaped.export, shaped.transformation, shaped.output_type),
+        (None, Transformation::Flatten, OutputType::JsonLines)
+    );
+    for (writer, says) in [
+        (
+            json!({}),
+            "a Resource and its Parameters, a WriterConfig, or both",
+        ),
+        (
+            json!({"Resource": "arn:aws:states:::s3:putObject"}),
+            "needs its Parameters",
+        ),
+        (
+            json!({"Resource": "arn:aws:states:::s3:getObject", "Parameters": {}}),
+            "/States/M/ResultWriter/Resource",
+        ),
+        (
+            json!({"WriterConfig": {"Transformation": "SQUASH"}}),
+            "'SQUASH' is not a Transformation",
+        ),
+        (
+            json!({"WriterConfig": {"Format": "JSON"}}),
+            "/States/M/ResultWriter/WriterConfig/Format",
+        ),
+    ] {
+        let refused = refusal(map(writer.clone()));
+        assert!(refused.contains(says), "{writer}: {refused}");
+    }
+}

@@ -96,7 +96,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
         }),
         StateKind::Map(map) => match &map.item_reader {
             Some(reader) => Ok(Work::Read {
-                request: super::reader::request(visit, &effective, reader)?,
+                request: super::reader::request(visit, &effective, &reader.request)?,
             }),
             None => items(visit, &effective, map, jsonata),
         },

@@ -12,6 +12,7 @@ mod reader;
 mod rules;
 mod scope;
 pub mod trial;
+pub mod writer;
 
 use serde_json::{Map, Value, json};
 

@@ -6,20 +6,16 @@ use serde_json::{Map, Value};
 
 use super::Visit;
 use super::enter::{Work, bound_of, bounded, map_work};
-use crate::definition::{InputType, ItemReader, QueryLanguage, StateKind};
+use crate::definition::{InputType, QueryLanguage, StateKind};
 use crate::{Failure, errors};
 
-/// The request of `reader` on the state's `effective` input: its `Parameters`, or
-/// its JSONata `Arguments`.
-pub(super) fn request(
-    visit: &Visit,
-    effective: &Value,
-    reader: &ItemReader,
-) -> Result<Value, Failure> {
+/// A reader's or a writer's `request` worked out on the state's `effective` input:
+/// its `Parameters`, or its JSONata `Arguments`.
+pub(super) fn request(visit: &Visit, effective: &Value, request: &Value) -> Result<Value, Failure> {
     let scope = visit.scope();
     match visit.state.language {
-        QueryLanguage::JsonPath => scope.with_input(effective).template(&reader.request),
-        QueryLanguage::Jsonata => scope.jsonata(&reader.request, "Arguments"),
+        QueryLanguage::JsonPath => scope.with_input(effective).template(request),
+        QueryLanguage::Jsonata => scope.jsonata(request, "Arguments"),
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use sas_asl::executions;
 
+use super::results::ItemEnd;
 use super::{Awaited, BranchFailure, BranchScope, Branches, VisitWork};
 use crate::decide::change::Change;
 use crate::decide::{ChildVersion, ChildrenOf, Effect};
@@ -99,6 +100,9 @@ impl Change {
         branches.round = round;
         branches.outputs = vec![Value::Null; branches.inputs.len()];
         branches.failure = None;
+        if let Some(writing) = &mut branches.writing {
+            writing.ends = vec![None; branches.inputs.len()];
+        }
         let total = u32::try_from(branches.inputs.len()).unwrap_or(u32::MAX);
         self.begin(index, Operation::Call);
         self.task.steps[index].children = Some(Children {
@@ -133,10 +137,20 @@ impl Change {
         } else {
             children.failed += 1;
         }
+        let now = self.now;
         let Some(branches) = self.branches_mut() else {
             return false;
         };
         branches.events += end.events;
+        if let Some(slot) = (branches.writing.as_mut())
+            .and_then(|writing| writing.ends.get_mut(ended.item as usize))
+        {
+            *slot = Some(ItemEnd {
+                failed: !succeeded,
+                started_at: end.started_at,
+                stopped_at: now,
+            });
+        }
         if let Some(started) = &mut branches.execution {
             started.told = Some(end);
             self.fill_branches(workflow, index);
@@ -310,7 +324,7 @@ impl Change {
 
     /// Whose children step `index`'s are: branches of this task's machine, with the
     /// variables in scope; or the execution of another machine its Task started.
-    fn branches_of(&self, index: usize) -> ChildrenOf {
+    pub(super) fn branches_of(&self, index: usize) -> ChildrenOf {
         let task = &self.task;
         let run = task.machine.as_deref();
         let branches = current(task);

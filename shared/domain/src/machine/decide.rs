@@ -14,7 +14,9 @@ use sas_asl::{Failure, errors};
 
 use super::history;
 use super::work::{step_failure, task_call, waits_for_token};
-use super::{Branches, MachineRun, Status, VisitWork, branch_scope, visit_step};
+use super::{
+    Branches, MachineRun, READ_ITEMS, Status, VisitWork, WRITE_RESULTS, branch_scope, visit_step,
+};
 use crate::callback::Token;
 use crate::decide::Effect;
 use crate::decide::HEARTBEAT_MISSED;
@@ -115,11 +117,16 @@ impl Change {
                 continue;
             };
             let index = visit_step(workflow, &name, run.work.as_ref());
-            // A distributed Map that reads its items first, at its reader's step.
-            let reading = matches!(
-                (&state.kind, &run.work),
-                (StateKind::Map(_), Some(VisitWork::Service { .. }))
-            );
+            // A distributed Map that reads its items first, at its reader's step, or
+            // writes its results last, at its writer's.
+            let s3_call = match (&state.kind, &run.work) {
+                (StateKind::Map(_), Some(VisitWork::Service { operation, .. })) => {
+                    Some(operation.as_str())
+                }
+                _ => None,
+            };
+            let reading = s3_call == Some(READ_ITEMS);
+            let writing = s3_call == Some(WRITE_RESULTS);
             let (Some(index), false) = (index, run.to_enter) else {
                 // The state the last write stopped before.
                 self.enter(workflow, machine, order, state, (*input).clone());
@@ -143,13 +150,27 @@ impl Change {
                 StepState::Processed if reading => {
                     self.items_read(workflow, machine, order, state, &input, index);
                 }
-                StepState::Error | StepState::Unusable if reading => {
+                // A reader's or writer's failure, as Step Functions names it.
+                StepState::Error | StepState::Unusable if reading || writing => {
                     let failure = step_failure(&self.task.steps[index], state);
-                    let failure = Failure::new(
-                        errors::ITEM_READER_FAILED,
-                        format!("{}: {}", failure.error, failure.cause),
-                    );
+                    let error = if reading {
+                        errors::ITEM_READER_FAILED
+                    } else {
+                        errors::RESULT_WRITER_FAILED
+                    };
+                    let cause = format!("{}: {}", failure.error, failure.cause);
+                    let failure = Failure::new(error, cause);
                     self.leave(workflow, machine, order, state, &input, Err(failure));
+                }
+                StepState::Processed if writing => {
+                    let result = match self.task.machine.as_deref().and_then(|r| r.work.as_ref()) {
+                        Some(VisitWork::Service { request, .. }) => run::writer::exported(request),
+                        _ => Value::Null,
+                    };
+                    self.leave(workflow, machine, order, state, &input, Ok(result));
+                }
+                StepState::Processed if self.exports_results() => {
+                    self.export_results(workflow, machine, order, state, &input, index);
                 }
                 StepState::Processed => {
                     let result = self.visit_result(index, state);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
-use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, S3_AGENT};
+use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, READ_ITEMS, S3_AGENT, WRITE_RESULTS};
 use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind, WaitStep};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
@@ -70,6 +70,8 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
     let mut steps = Vec::new();
     for (at, state) in machine.all_states() {
         let state_name = &state.name;
+        // A step that comes after the state's own (a distributed Map's writer).
+        let mut after = None;
         let refuse = |field: &str, what: &str| {
             error(
                 Some(state_name.clone()),
@@ -129,29 +131,26 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                 state_type: "Parallel",
             }),
             StateKind::Map(map) => {
-                if map.result_writer.is_some() {
-                    return Err(refuse("ResultWriter", "a Map's ResultWriter"));
-                }
                 // Its items read from S3 by a step of its own, before its children.
                 if let Some(reader) = &map.item_reader {
                     if reader.resource != GET_OBJECT {
                         let what = format!("the reader '{}'", reader.resource);
                         return Err(refuse("ItemReader/Resource", &what));
                     }
-                    let name = super::reader_step(state_name);
-                    if machine
-                        .all_states()
-                        .iter()
-                        .any(|(_, state)| state.name == name)
-                    {
-                        return Err(error(
-                            Some(state_name.clone()),
-                            format!("{at}/ItemReader"),
-                            format!("a state is named '{name}', the name of this Map's reader"),
-                        ));
-                    }
-                    let read = call(S3_AGENT, "GetObject", false, None);
-                    steps.push(step(name, StepKind::Call(Box::new(read))));
+                    let read = s3_call(&machine, state_name, &at, "ItemReader", READ_ITEMS)
+                        .map_err(|(field, why)| error(Some(state_name.clone()), field, why))?;
+                    steps.push(read);
+                }
+                // Its results written to S3 by a step of its own, after its children.
+                if map
+                    .result_writer
+                    .as_ref()
+                    .is_some_and(|w| w.export.is_some())
+                {
+                    let write =
+                        s3_call(&machine, state_name, &at, "ResultWriter", WRITE_RESULTS)
+                            .map_err(|(field, why)| error(Some(state_name.clone()), field, why))?;
+                    after = Some(write);
                 }
                 StepKind::Branches(BranchesStep { state_type: "Map" })
             }
@@ -161,6 +160,7 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             | StateKind::Fail { .. } => continue,
         };
         steps.push(step(state_name.clone(), kind));
+        steps.extend(after);
     }
     Ok(Workflow {
         name,
@@ -209,6 +209,31 @@ fn callback(task: &sas_asl::definition::Task) -> CallbackSettings {
         timeout: fixed(&task.timeout).unwrap_or(LONGEST_WAIT),
         heartbeat: fixed(&task.heartbeat),
     }
+}
+
+/// The step of the distributed Map `state` (at `at`) that makes the S3 call
+/// `operation` for its `field` (`ItemReader`, `ResultWriter`); refused, with the
+/// field and why, where a state has the step's name.
+fn s3_call(
+    machine: &StateMachine,
+    state: &str,
+    at: &str,
+    field: &str,
+    operation: &str,
+) -> Result<StepDefinition, (String, String)> {
+    let name = super::s3_step(state, operation);
+    if machine
+        .all_states()
+        .iter()
+        .any(|(_, other)| other.name == name)
+    {
+        return Err((
+            format!("{at}/{field}"),
+            format!("a state is named '{name}', the name of this Map's {field}"),
+        ));
+    }
+    let call = call(S3_AGENT, operation, false, None);
+    Ok(step(name, StepKind::Call(Box::new(call))))
 }
 
 /// A Task's call of `operation` by `agent` (Lambda's, or an AWS service's), with

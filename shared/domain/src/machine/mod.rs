@@ -22,6 +22,7 @@ pub mod graph;
 pub mod history;
 mod load;
 mod redrive;
+mod results;
 #[cfg(test)]
 mod tests;
 mod work;
@@ -53,20 +54,38 @@ pub const LAMBDA_AGENT: &str = "lambda";
 /// The agent that calls the project's services for `arn:aws:states:::http:invoke`.
 pub const HTTP_AGENT: &str = "http";
 
-/// The agent that reads a distributed Map's items from S3 (`ItemReader`).
+/// The agent that reads a distributed Map's items from S3 (`ItemReader`) and writes
+/// its results there (`ResultWriter`).
 pub const S3_AGENT: &str = "s3";
 
-/// After a distributed Map's name, the name of the step that reads its items.
-const READER_STEP: &str = " (ItemReader)";
+/// The S3 operation of a distributed Map's reader: the object's text.
+pub const READ_ITEMS: &str = "GetObject";
 
-/// The step that reads the items of the distributed Map `state`.
-pub(crate) fn reader_step(state: &str) -> String {
-    format!("{state}{READER_STEP}")
+/// The S3 operation of a distributed Map's writer: objects put in order,
+/// `{"Bucket", "Objects": [{"Key", "Body"}]}` ([`sas_asl::run::writer::export`]).
+pub const WRITE_RESULTS: &str = "PutObject";
+
+/// After a distributed Map's name, the names of the steps that read its items and
+/// write its results, each an S3 call of its own.
+const READER_STEP: &str = " (ItemReader)";
+const WRITER_STEP: &str = " (ResultWriter)";
+
+/// The step of the distributed Map `state` that makes the S3 call `operation`: its
+/// reader's, or its writer's.
+pub(crate) fn s3_step(state: &str, operation: &str) -> String {
+    let suffix = if operation == WRITE_RESULTS {
+        WRITER_STEP
+    } else {
+        READER_STEP
+    };
+    format!("{state}{suffix}")
 }
 
-/// The state whose visit step `step` is (a reader step's Map).
+/// The state whose visit step `step` is (a reader's or writer's Map).
 fn state_of_step(step: &str) -> &str {
-    step.strip_suffix(READER_STEP).unwrap_or(step)
+    (step.strip_suffix(READER_STEP))
+        .or_else(|| step.strip_suffix(WRITER_STEP))
+        .unwrap_or(step)
 }
 
 /// What `task` starts with as a branch of a Parallel or a Map (not an execution a
@@ -98,15 +117,15 @@ pub fn machine_of<'a>(
 }
 
 /// The step the visit of `state` is at, doing `work`: a distributed Map's reader while
-/// it reads (an API call), else the state's own.
+/// it reads, its writer while it writes (an S3 call each), else the state's own.
 fn visit_step(
     workflow: &crate::workflow::Workflow,
     state: &str,
     work: Option<&VisitWork>,
 ) -> Option<usize> {
     match work {
-        Some(VisitWork::Service { .. }) => workflow
-            .step_index(&reader_step(state))
+        Some(VisitWork::Service { operation, .. }) => workflow
+            .step_index(&s3_step(state, operation))
             .or_else(|| workflow.step_index(state)),
         _ => workflow.step_index(state),
     }
@@ -359,6 +378,9 @@ pub struct Branches {
     /// (`$$.Execution.Input`); none where they do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_input: Option<Value>,
+    /// Of a Map with a `ResultWriter`: what it keeps of its children for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writing: Option<Box<results::Writing>>,
 }
 
 /// An execution of a state machine a Task started: one child task, which runs that

@@ -10,6 +10,7 @@ use sas_asl::definition::{Pattern, Resource, State, StateKind, StateMachine, Tar
 use sas_asl::run::{self, Visit, Work};
 use sas_asl::{Failure, errors, executions, http, lambda, services};
 
+use super::results::Writing;
 use super::{
     Awaited, Branches, InvokeAnswer, ServiceAnswer, StartedExecution, VisitWork, activities,
 };
@@ -54,6 +55,13 @@ impl Change {
             tolerated_count,
             tolerated_percentage,
             execution_input: self.children_execution_input(order, visit.state),
+            writing: match &map.result_writer {
+                Some(_) => Some(Box::new(Writing {
+                    export: run::writer::export_request(visit)?,
+                    ends: Vec::new(),
+                })),
+                None => None,
+            },
             ..Branches::default()
         };
         self.begin_visit(workflow, visit.state, VisitWork::Branches(Box::new(work)));
@@ -105,7 +113,9 @@ impl Change {
             {
                 self.execution_result(index, &task.resource)
             }
-            (Some(VisitWork::Branches(branches)), _) => Ok(Value::Array(branches.outputs.clone())),
+            (Some(VisitWork::Branches(branches)), _) => Ok(self
+                .shaped_results(index, state)
+                .unwrap_or_else(|| Value::Array(branches.outputs.clone()))),
             // The token's use gave the result.
             (
                 Some(

@@ -154,3 +154,126 @@ fn an_object_that_is_not_there_or_does_not_read_fails_the_map_as_its_reader_fail
         );
     }
 }
+
+/// A distributed Map that tolerates a failed child and exports its results to S3.
+fn writing(config: serde_json::Value) -> crate::workflow::Workflow {
+    machine(json!({
+        "StartAt": "Each",
+        "States": {
+            "Each": {"Type": "Map", "End": true, "ToleratedFailureCount": 1,
+                     "ResultWriter": {"Resource": "arn:aws:states:::s3:putObject",
+                                      "Parameters": {"Bucket": "out", "Prefix.$": "$.prefix"},
+                                      "WriterConfig": config},
+                     "ItemsPath": "$.items",
+                     "Catch": [{"ErrorEquals": ["States.ResultWriterFailed"], "Next": "Unwritten"}],
+                     "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                        "StartAt": "Odd?", "States": {
+                            "Odd?": {"Type": "Choice", "Default": "Yes", "Choices": [
+                                {"Variable": "$", "NumericEquals": 1, "Next": "No"}]},
+                            "No": {"Type": "Fail", "Error": "Odd", "Cause": "one"},
+                            "Yes": {"Type": "Pass", "Parameters": {"n.$": "$"}, "End": true}}}},
+            "Unwritten": {"Type": "Pass", "End": true}
+        }
+    }))
+}
+
+#[test]
+fn a_writer_exports_the_results_by_status_then_the_map_names_its_manifest() {
+    let workflow = writing(json!({"Transformation": "COMPACT", "OutputType": "JSONL"}));
+    let (_, order, claim) =
+        super::started(&workflow, json!({"items": [0, 1, 2], "prefix": "runs"}));
+    let (task, children, effects) = super::run_children_then(&[&workflow], &order, claim);
+    assert_eq!(children.len(), 3);
+    let write = super::dispatches(&effects).remove(0);
+    assert_eq!(
+        (write.agent.as_str(), write.path.as_str()),
+        ("s3", "PutObject")
+    );
+    assert_eq!(write.step_name, "Each (ResultWriter)");
+    let request = write.payload.value();
+    let objects = request["Objects"].as_array().expect("objects");
+    let keys: Vec<&str> = objects.iter().filter_map(|o| o["Key"].as_str()).collect();
+    let run_id = keys[0]
+        .strip_prefix("runs/")
+        .and_then(|key| key.strip_suffix("/SUCCEEDED_0.json"))
+        .expect("the run's folder");
+    assert_eq!(run_id.len(), 36, "a UUID: {run_id}");
+    assert_eq!(
+        keys,
+        [
+            format!("runs/{run_id}/SUCCEEDED_0.json"),
+            format!("runs/{run_id}/FAILED_0.json"),
+            format!("runs/{run_id}/manifest.json"),
+        ]
+    );
+    assert_eq!(objects[0]["Body"], "{\"n\":0}\n{\"n\":2}");
+    let failed: serde_json::Value =
+        serde_json::from_str(objects[1]["Body"].as_str().expect("text")).expect("a line");
+    assert_eq!(failed["Status"], "FAILED");
+    assert_eq!(failed["Error"], "Odd");
+    assert_eq!(failed["Input"], "1");
+    let child = &children[1].id;
+    assert!(
+        failed["ExecutionArn"]
+            .as_str()
+            .is_some_and(|arn| arn.ends_with(&format!(":execution:{}/Each:{child}", workflow.name))),
+        "{failed}"
+    );
+    let answer = super::services::service_answered(&write, json!({"Keys": keys}));
+    let decision = crate::decide::on_response(&task, &workflow, &order, &answer, Timestamp(9));
+    let task = decision.next.expect("recorded");
+    assert_eq!(task.state, TaskState::Processed, "{:?}", run(&task));
+    let output = run(&task).output.as_deref().cloned().unwrap_or_default();
+    assert_eq!(
+        output["ResultWriterDetails"],
+        json!({"Bucket": "out", "Key": format!("runs/{run_id}/manifest.json")})
+    );
+    let arn = output["MapRunArn"].as_str().unwrap_or_default();
+    assert!(
+        arn.ends_with(&format!(":mapRun:{}/Each:{run_id}", workflow.name)),
+        "{arn}"
+    );
+
+    // S3's refusal is the writer's failure, which the Map's catcher takes.
+    let (_, order, claim) = super::started(&workflow, json!({"items": [0], "prefix": "p"}));
+    let (task, _, effects) = super::run_children_then(&[&workflow], &order, claim);
+    let write = super::dispatches(&effects).remove(0);
+    let refusal = json!({"Error": "S3.AccessDenied", "Cause": "Access Denied"});
+    let refused = Outcome::Failed {
+        error: refusal.to_string(),
+    };
+    let answer = AgentResponse::answering(write, refused);
+    let decision = crate::decide::on_response(&task, &workflow, &order, &answer, Timestamp(9));
+    let task = decision.next.expect("recorded");
+    let output = run(&task).output.as_deref().cloned().unwrap_or_default();
+    assert_eq!(output["Error"], "States.ResultWriterFailed", "{output}");
+    assert!(
+        output["Cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("S3.AccessDenied")),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_writer_without_a_resource_shapes_the_maps_output_and_puts_nothing() {
+    let workflow = machine(json!({
+        "StartAt": "Each",
+        "States": {
+            "Each": {"Type": "Map", "End": true,
+                     "ResultWriter": {"WriterConfig": {"Transformation": "FLATTEN"}},
+                     "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                        "StartAt": "Twice", "States": {"Twice": {"Type": "Pass", "End": true,
+                            "Parameters": {"both.$": "States.Array($, $)"},
+                            "OutputPath": "$.both"}}}}
+        }
+    }));
+    let (_, order, claim) = super::started(&workflow, json!(["a", "b"]));
+    let (task, _) = run_children(&workflow, &order, claim);
+    assert_eq!(task.state, TaskState::Processed, "{:?}", run(&task));
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!(["a", "a", "b", "b"]))
+    );
+    assert!(workflow.step_index("Each (ResultWriter)").is_none());
+}

@@ -39,8 +39,11 @@ fn started(workflow: &Workflow, input: Value) -> (Task, Order, Decision) {
 }
 
 fn dispatched(decision: &Decision) -> Vec<AgentRequest> {
-    decision
-        .effects
+    dispatches(&decision.effects)
+}
+
+fn dispatches(effects: &[Effect]) -> Vec<AgentRequest> {
+    effects
         .iter()
         .filter_map(|effect| match effect {
             Effect::Dispatch(request) => Some(request.clone()),
@@ -426,6 +429,16 @@ fn run_children_of(
     order: &Order,
     decision: Decision,
 ) -> (Task, Vec<Task>) {
+    let (parent, children, _) = run_children_then(workflows, order, decision);
+    (parent, children)
+}
+
+/// As [`run_children_of`], with the effects of the last end told to the parent.
+fn run_children_then(
+    workflows: &[&Workflow],
+    order: &Order,
+    decision: Decision,
+) -> (Task, Vec<Task>, Vec<Effect>) {
     let workflow = workflows[0];
     let mut parent = decision.next.clone().expect("the parent");
     let mut effects = decision.effects;
@@ -462,7 +475,7 @@ fn run_children_of(
             }
         }
     }
-    (parent, ids)
+    (parent, ids, effects)
 }
 
 #[test]
