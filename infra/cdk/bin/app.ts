@@ -34,4 +34,5 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   stateMachineTableArns: JSON.parse(app.node.tryGetContext("stateMachineTableArns") ?? "[]"),
   stateMachineEventBusArns: JSON.parse(app.node.tryGetContext("stateMachineEventBusArns") ?? "[]"),
   stateMachineObjectArns: JSON.parse(app.node.tryGetContext("stateMachineObjectArns") ?? "[]"),
+  stateMachineResultArns: JSON.parse(app.node.tryGetContext("stateMachineResultArns") ?? "[]"),
 });

@@ -151,6 +151,12 @@ export interface SchedulerAgentSupervisorProps {
    */
   readonly stateMachineObjectArns?: string[];
   /**
+   * The S3 objects your state machines' distributed Maps may write their results to
+   * (`ResultWriter`), by ARN, wildcards allowed (`arn:aws:s3:::BUCKET/PREFIX*`).
+   * Default: none.
+   */
+  readonly stateMachineResultArns?: string[];
+  /**
    * A layer holding your workflow definitions in `workflows/`, run beside the built-in
    * ones. Default: the built-in ones alone.
    */
@@ -501,6 +507,7 @@ export class SchedulerAgentSupervisor extends Construct {
       [props.stateMachineTableArns, ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]],
       [props.stateMachineEventBusArns, ["events:PutEvents"]],
       [props.stateMachineObjectArns, ["s3:GetObject"]],
+      [props.stateMachineResultArns, ["s3:PutObject"]],
     ];
     for (const [resources, actions] of taskCalls) {
       if (resources?.length) {

@@ -113,6 +113,22 @@ impl Deployment {
         }
     }
 
+    /// Reads `path` (`/BUCKET/KEY`, `/BUCKET?list-type=2`) of the emulator's S3 as the
+    /// account's root: the answer's text.
+    ///
+    /// # Panics
+    /// When S3 answers other than 200.
+    pub async fn s3_get(&self, path: &str) -> String {
+        let url = format!("{}{path}", self.ministack.endpoint);
+        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        let headers = [("x-amz-content-sha256", empty)];
+        let answer = (self.client)
+            .send("GET", &url, Some("s3"), &headers, &[])
+            .await;
+        assert_eq!(answer.status, 200, "GET {url}: {}", answer.body);
+        answer.body
+    }
+
     /// A request to the API with `token` as its bearer token.
     pub async fn call_as(
         &self,

@@ -612,23 +612,7 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
     // In the stack's bucket, under payloads/: a task's values in its own scope, the
     // messages' in theirs. (MiniStack's CloudFormation leaves out the bucket's
     // lifecycle, which tests/tests/infrastructure checks in the templates.)
-    let endpoint = &stack.ministack.endpoint;
-    let client = &stack.client;
-    let s3 = async |url: String| {
-        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-        let answer = client
-            .send(
-                "GET",
-                &url,
-                Some("s3"),
-                &[("x-amz-content-sha256", empty)],
-                &[],
-            )
-            .await;
-        assert_eq!(answer.status, 200, "GET {url}: {}", answer.body);
-        answer.body
-    };
-    let buckets = s3(format!("{endpoint}/")).await;
+    let buckets = stack.s3_get("/").await;
     let bucket = buckets
         .split("<Name>")
         .filter_map(|part| part.split("</Name>").next())
@@ -636,7 +620,9 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
         .unwrap_or_else(|| panic!("no payload bucket in {buckets}"))
         .to_owned();
     let count = async |prefix: &str| {
-        let listed = s3(format!("{endpoint}/{bucket}?list-type=2&prefix={prefix}")).await;
+        let listed = stack
+            .s3_get(&format!("/{bucket}?list-type=2&prefix={prefix}"))
+            .await;
         listed.matches("<Key>").count()
     };
     let tasks = count("payloads/tasks/large/").await;

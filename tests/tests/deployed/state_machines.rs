@@ -1,6 +1,6 @@
 //! Step Functions state machines on the deployed stack: what a machine's Tasks call
-//! (a function, a queue, a table) and where a distributed Map reads its items (an S3
-//! object), each allowed by what the deployment names alone.
+//! (a function, a queue, a table), where a distributed Map reads its items and writes
+//! its results (S3 objects), each allowed by what the deployment names alone.
 
 use std::time::Duration;
 
@@ -67,6 +67,10 @@ async fn a_state_machine_calls_what_its_deployment_names_and_nothing_else() {
                 "arn:aws:dynamodb:us-east-1:*:table/sas-approvals",
             ),
             ("StateMachineObjectArns", "arn:aws:s3:::sas-parcels/in/*"),
+            (
+                "StateMachineResultArns",
+                "arn:aws:s3:::sas-parcels/weighed/*",
+            ),
         ],
     )
     .await;
@@ -174,34 +178,39 @@ async fn a_state_machine_calls_what_its_deployment_names_and_nothing_else() {
 }
 
 /// A distributed Map (tests/workflows/parcels.asl.json) is to read 300 parcels from
-/// an object in the emulator's S3, and another object: both put, both tasks started.
+/// an object in the emulator's S3 and write their weights back; another reads an
+/// object the deployment does not name, a third writes where it does not: all put,
+/// all started.
 async fn parcels_started(stack: &Deployment) {
     let lines: Vec<String> = (0..300)
         .map(|at| json!({"id": format!("p-{at}")}).to_string())
         .collect();
     let day = lines.join("\n");
+    for key in ["in/today.jsonl", "out/today.jsonl"] {
+        stack.put_object("sas-parcels", key, day.as_bytes()).await;
+    }
     stack
-        .put_object("sas-parcels", "in/today.jsonl", day.as_bytes())
-        .await;
-    stack
-        .put_object("sas-parcels", "out/today.jsonl", day.as_bytes())
-        .await;
-    for (id, key) in [
-        ("parcels-1", "in/today.jsonl"),
-        ("parcels-2", "out/today.jsonl"),
-    ] {
-        put_task(
-            stack,
-            id,
-            &json!({"workflow": "parcels", "input": {"key": key}}),
+        .put_object(
+            "sas-parcels",
+            "in/few.jsonl",
+            lines[..3].join("\n").as_bytes(),
         )
         .await;
+    for (id, key, results) in [
+        ("parcels-1", "in/today.jsonl", "weighed"),
+        ("parcels-2", "out/today.jsonl", "weighed"),
+        ("parcels-3", "in/few.jsonl", "elsewhere"),
+    ] {
+        let input = json!({"key": key, "results": results});
+        put_task(stack, id, &json!({"workflow": "parcels", "input": input})).await;
     }
 }
 
 /// The Map read its 300 parcels, a child task each, under `StateMachineObjectArns`
-/// (`sas-parcels/in/*`); the object outside it was refused, IAM enforced, and caught
-/// as the Map's reader's failure.
+/// (`sas-parcels/in/*`), and wrote their weights under `StateMachineResultArns`
+/// (`sas-parcels/weighed/*`): its output names the manifest, which names the file of
+/// results. The object outside the first was refused, as was the place outside the
+/// second, IAM enforced, each caught as its reader's or writer's failure.
 async fn parcels_read(stack: &Deployment) {
     let ended = |t: &Value| t["state"] == "Processed" || t["state"] == "Error";
     let read = wait_for_task(
@@ -213,25 +222,40 @@ async fn parcels_read(stack: &Deployment) {
     )
     .await;
     assert_eq!(read["status"], "SUCCEEDED", "{read:#}");
-    assert_eq!(
-        read["output"],
-        json!({"count": 300, "last": [{"id": "p-299", "kg": 300}]}),
+    let details = &read["output"]["weighed"]["ResultWriterDetails"];
+    let manifest_key = details["Key"].as_str().unwrap_or_default();
+    assert!(
+        details["Bucket"] == "sas-parcels" && manifest_key.starts_with("weighed/"),
         "{read:#}"
     );
-    let kept_out = wait_for_task(
-        stack,
-        "parcels-2",
-        "Processed",
-        Duration::from_secs(90),
-        ended,
-    )
-    .await;
-    let unread = &kept_out["output"]["unread"];
-    assert_eq!(unread["Error"], "States.ItemReaderFailed", "{kept_out:#}");
-    assert!(
-        unread["Cause"]
-            .as_str()
-            .is_some_and(|cause| cause.contains("S3.AccessDenied")),
-        "the object the deployment does not name is refused: {kept_out:#}"
+    let manifest: Value =
+        serde_json::from_str(&stack.s3_get(&format!("/sas-parcels/{manifest_key}")).await)
+            .expect("the manifest");
+    assert_eq!(
+        manifest["MapRunArn"],
+        read["output"]["weighed"]["MapRunArn"]
     );
+    let file = manifest["ResultFiles"]["SUCCEEDED"][0]["Key"]
+        .as_str()
+        .unwrap_or_default();
+    let weights = stack.s3_get(&format!("/sas-parcels/{file}")).await;
+    let weights: Vec<Value> = (weights.lines())
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(weights.len(), 300);
+    assert_eq!(weights[299], json!({"id": "p-299", "kg": 300}));
+
+    let ended_as = async |id: &str, field: &str, error: &str| {
+        let task = wait_for_task(stack, id, "Processed", Duration::from_secs(90), ended).await;
+        let caught = &task["output"][field];
+        assert_eq!(caught["Error"], error, "{task:#}");
+        assert!(
+            caught["Cause"]
+                .as_str()
+                .is_some_and(|cause| cause.contains("S3.AccessDenied")),
+            "what the deployment does not name is refused: {task:#}"
+        );
+    };
+    ended_as("parcels-2", "unread", "States.ItemReaderFailed").await;
+    ended_as("parcels-3", "unwritten", "States.ResultWriterFailed").await;
 }
