@@ -458,8 +458,9 @@ async fn a_state_machine_calls_dynamodb_sqs_sns_and_eventbridge_as_step_function
     assert!(gone.item.is_none(), "deleted: {gone:?}");
 }
 
-/// A machine that starts `child` three ways: waited for with its output as JSON,
-/// only started (the child still waiting), and a machine that is not there, caught.
+/// A machine that starts `child` four ways: waited for with its output as JSON, only
+/// started (the child still waiting), a machine that is not there, caught, and given
+/// its task token, waited for until the token is used.
 const PARENT: &str = r#"{
   "StartAt": "Double",
   "States": {
@@ -475,8 +476,12 @@ const PARENT: &str = r#"{
     "Missing": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution.sync",
                 "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:nowhere"},
                 "Catch": [{"ErrorEquals": ["StepFunctions.StateMachineDoesNotExistException"],
-                           "ResultPath": "$.missing", "Next": "Done"}],
-                "End": true},
+                           "ResultPath": "$.missing", "Next": "Approval"}],
+                "Next": "Approval"},
+    "Approval": {"Type": "Task", "Resource": "arn:aws:states:::states:startExecution.waitForTaskToken",
+                 "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:000000000000:stateMachine:child",
+                                "Input": {"wait": 3600, "token.$": "$$.Task.Token"}},
+                 "ResultPath": "$.approval", "Next": "Done"},
     "Done": {"Type": "Succeed"}
   }
 }"#;
@@ -508,8 +513,47 @@ async fn a_state_machine_starts_executions_of_another_and_waits_for_one() {
         .await
         .expect("submitted");
     assert!(created.status().is_success());
+    // The child asked for approval is given the token, which an approver uses.
+    let approval = async || -> Option<Value> {
+        let listed: Value = (http.get(format!("{api}/tasks?state=Processing&limit=100")))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let tasks = listed["tasks"].as_array()?;
+        let child = tasks
+            .iter()
+            .find_map(|t| t["id"].as_str().filter(|id| id.contains("~Approval-")))?;
+        http.get(format!("{api}/tasks/{child}"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()
+    };
+    let mut asked = None;
+    for _ in 0..200 {
+        asked = approval().await;
+        if asked.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let asked = asked.expect("the approval's execution started");
+    let token = asked["input"]["token"].as_str().expect("given the token");
+    let used = http
+        .post(format!("{api}/callbacks/{token}"))
+        .json(&json!({"output": {"approved": true}}))
+        .send()
+        .await
+        .expect("used");
+    assert!(used.status().is_success(), "{}", used.status());
     let task = ended(&http, &api, "p-1").await;
     assert_eq!(task["status"], "SUCCEEDED", "{task:#}");
+    assert_eq!(task["output"]["approval"], json!({"approved": true}));
     let output = &task["output"];
     assert_eq!(output["doubled"], json!({"n": 42, "status": "SUCCEEDED"}));
     assert_eq!(

@@ -262,7 +262,12 @@ fn check_wait(
     let Some(step) = task.steps.get(index) else {
         return Err(Refused::UnknownCallback);
     };
-    let after_call = workflow.steps[index].call().is_some();
+    // A call's wait, or a started execution's: its token names the call's visit.
+    let after_call = match &workflow.steps[index].kind {
+        StepKind::Call(_) => true,
+        StepKind::Branches(step) => step.token.is_some(),
+        _ => false,
+    };
     let waits = !task.state.is_final()
         && workflow.steps[index].callback().is_some()
         && step.state == StepState::Processing

@@ -19,13 +19,24 @@ use crate::kinds::children::MAX_CONCURRENCY;
 use crate::kinds::{CallbackSettings, Kind, KindView, LeaseEnd, Reads, Summary, UndoOnFailure};
 use crate::messages::{ChildEnded, Operation};
 use crate::task::{Answer, Children, Happened, Order, StepState, TaskState};
-use crate::workflow::Workflow;
+use crate::workflow::{Supervision, Workflow};
 
 /// The step of a Parallel or a Map state, or of a Task that starts an execution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BranchesStep {
     /// Its state's `Type`: `Parallel`, `Map` or `Task`.
     pub state_type: &'static str,
+    /// Of a Task that starts an execution and gives it its task token
+    /// (`.waitForTaskToken`): the wait for the token's use once the execution started.
+    pub token: Option<Box<TokenWait>>,
+}
+
+/// A wait for a task token's use after the step's child started: its timeout and
+/// heartbeat, and the supervision that ends it (at once, past either).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenWait {
+    pub callback: CallbackSettings,
+    pub supervision: Supervision,
 }
 
 /// What a caller sees of a Parallel's or a Map's step.
@@ -47,8 +58,11 @@ impl Kind for BranchesStep {
         change.stop_branches(index);
     }
 
-    fn lease_ended(&self, _: &crate::task::Step) -> LeaseEnd<'_> {
-        LeaseEnd::ChildrenWatched
+    fn lease_ended(&self, step: &crate::task::Step) -> LeaseEnd<'_> {
+        match &self.token {
+            Some(token) if step.waiting.is_some() => LeaseEnd::Expired(&token.supervision),
+            _ => LeaseEnd::ChildrenWatched,
+        }
     }
 
     fn undo_on_failure(&self) -> UndoOnFailure {
@@ -56,7 +70,7 @@ impl Kind for BranchesStep {
     }
 
     fn callback(&self) -> Option<&CallbackSettings> {
-        None
+        self.token.as_ref().map(|token| &token.callback)
     }
 
     fn reads(&self) -> Reads<'_> {
@@ -227,9 +241,26 @@ impl Change {
             });
         }
         if done {
-            self.end_branches(index, Ok(()));
+            self.children_done(workflow, index);
         } else {
             self.watch(workflow, index);
+        }
+    }
+
+    /// Step `index`'s children have ended: the step ends, or, of a Task whose execution
+    /// started with its task token, waits for the token's use (ends as it was used,
+    /// where it came before the start was told).
+    fn children_done(&mut self, workflow: &Workflow, index: usize) {
+        let started = current(&self.task)
+            .and_then(|branches| branches.execution.as_deref())
+            .and_then(|execution| execution.told.as_ref())
+            .is_some_and(|told| told.started_at.is_some());
+        let callback = (workflow.steps[index].callback())
+            .map(|callback| super::visit_callback(&self.task, callback));
+        match callback {
+            Some(_) if started && self.settle_callback(index) => {}
+            Some(callback) if started => self.wait_for_callback(index, &callback),
+            _ => self.end_branches(index, Ok(())),
         }
     }
 

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
+use super::branches::TokenWait;
 use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, READ_ITEMS, S3_AGENT, WRITE_RESULTS};
 use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind, WaitStep};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
-use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Workflow};
+use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Supervision, Workflow};
 
 /// The one resource a distributed Map's `ItemReader` may name here.
 const GET_OBJECT: &str = "arn:aws:states:::s3:getObject";
@@ -80,23 +81,25 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             )
         };
         let kind = match &state.kind {
-            // An execution of a machine, a child task: waited for, or only started.
+            // An execution of a machine, a child task: waited for, or only started, or
+            // given its task token, then waited for until the token is used.
             StateKind::Task(task) if task.resource.target == Target::StartExecution => {
-                if task.resource.pattern == Pattern::WaitForTaskToken {
-                    return Err(refuse(
-                        "Resource",
-                        &format!("the resource '{}'", task.resource.arn),
-                    ));
-                }
-                StepKind::Branches(BranchesStep { state_type: "Task" })
+                let token = (task.resource.pattern == Pattern::WaitForTaskToken).then(|| {
+                    Box::new(TokenWait {
+                        callback: callback(task),
+                        supervision: token_supervision(),
+                    })
+                });
+                StepKind::Branches(BranchesStep {
+                    state_type: "Task",
+                    token,
+                })
             }
             // A wait for a worker to take the visit and end it with its token.
             StateKind::Task(task) if matches!(task.resource.target, Target::Activity { .. }) => {
-                let mut supervision = default_supervision();
-                supervision.failure_threshold = 0;
                 StepKind::Wait(WaitStep {
                     callback: callback(task),
-                    supervision,
+                    supervision: token_supervision(),
                 })
             }
             StateKind::Task(task) => {
@@ -129,6 +132,7 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             StateKind::Wait(_) => StepKind::Sleep(SleepStep::Visit),
             StateKind::Parallel { .. } => StepKind::Branches(BranchesStep {
                 state_type: "Parallel",
+                token: None,
             }),
             StateKind::Map(map) => {
                 // Its items read from S3 by a step of its own, before its children.
@@ -152,7 +156,10 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
                             .map_err(|(field, why)| error(Some(state_name.clone()), field, why))?;
                     after = Some(write);
                 }
-                StepKind::Branches(BranchesStep { state_type: "Map" })
+                StepKind::Branches(BranchesStep {
+                    state_type: "Map",
+                    token: None,
+                })
             }
             StateKind::Pass { .. }
             | StateKind::Choice { .. }
@@ -193,6 +200,15 @@ fn step(name: String, kind: StepKind) -> StepDefinition {
 fn state_of(at: &str) -> Option<String> {
     let (_, rest) = at.rsplit_once("/States/")?;
     Some(rest.split('/').next().unwrap_or(rest).to_owned())
+}
+
+/// How a wait for a task token is supervised: it ends, for good, when its timeout or
+/// a heartbeat passes.
+fn token_supervision() -> Supervision {
+    Supervision {
+        failure_threshold: 0,
+        ..default_supervision()
+    }
 }
 
 /// How long a `.waitForTaskToken` Task waits for its token's use: its

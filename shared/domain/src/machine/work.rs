@@ -108,10 +108,17 @@ impl Change {
         let run = self.task.machine.as_deref();
         match (run.and_then(|run| run.work.as_ref()), &state.kind) {
             (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
+            // An execution started: what it told of itself, or, given the task token,
+            // the token's use.
             (Some(VisitWork::Branches(branches)), StateKind::Task(task))
                 if branches.execution.is_some() =>
             {
-                self.execution_result(index, &task.resource)
+                let told = self.execution_result(index, &task.resource)?;
+                if waits_for_token(state) {
+                    let used = self.task.steps[index].output.as_deref().cloned();
+                    return Ok(used.unwrap_or(Value::Null));
+                }
+                Ok(told)
             }
             (Some(VisitWork::Branches(branches)), _) => Ok(self
                 .shaped_results(index, state)

@@ -1,11 +1,15 @@
 //! Tasks that start an execution of another state machine
 //! (`arn:aws:states:::states:startExecution`): a child task running that machine,
-//! waited for to its end (`.sync`, `.sync:2`) or only to its start.
+//! waited for to its end (`.sync`, `.sync:2`), only to its start, or, given the task's
+//! token, until the token is used (`.waitForTaskToken`).
 
 use serde_json::{Value, json};
 
 use super::{machine, run, run_children_of, started};
-use crate::task::TaskState;
+use crate::callback::Token;
+use crate::decide::{CallbackOutcome, CallbackUse, on_callback, on_expired, on_run};
+use crate::task::{Caller, TaskState};
+use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
 /// A machine named `child`: it fails on `{"fail": true}`, waits a minute on
@@ -114,16 +118,72 @@ fn a_plain_start_ends_the_task_once_the_execution_has_started() {
     assert_eq!(output["StartDate"], json!(5), "the child's creation");
 }
 
+/// A machine that starts `child` with `input` and its task token, and waits for the
+/// token's use at most ten minutes.
+fn token_giver() -> Workflow {
+    machine(json!({
+        "StartAt": "Start",
+        "States": {
+            "Start": {"Type": "Task", "End": true, "TimeoutSeconds": 600,
+                      "Resource": "arn:aws:states:::states:startExecution.waitForTaskToken",
+                      "Parameters": {
+                        "StateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:child",
+                        "Input": {"wait": true, "token.$": "$$.Task.Token"}}}
+        }
+    }))
+}
+
 #[test]
-fn a_start_that_waits_for_a_task_token_is_refused_naming_the_state() {
-    let refused = Workflow::parse(
-        "m.asl.json",
-        &json!({"StartAt": "S", "States": {"S": {"Type": "Task", "End": true,
-            "Resource": "arn:aws:states:::states:startExecution.waitForTaskToken",
-            "Parameters": {"StateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:c"}}}})
-        .to_string(),
+fn a_start_that_gives_its_task_token_ends_when_the_token_is_used() {
+    let parent = token_giver();
+    let (_, order, claim) = started(&parent, json!({}));
+    let (task, children) = run_children_of(&[&parent, &child()], &order, claim);
+    assert_eq!(
+        task.state,
+        TaskState::Processing,
+        "it waits: {:?}",
+        run(&task)
+    );
+    assert!(task.steps[0].waiting.is_some(), "for the token's use");
+    let [child] = <[_; 1]>::try_from(children).expect("one child");
+    let token = run(&child).input["token"].as_str().map(str::to_owned);
+    let token = token.expect("the child was given the token");
+    let callback = CallbackUse {
+        step: 0,
+        token: Token::parse(&token),
+        by: Caller::Token,
+        outcome: CallbackOutcome::Output(json!({"approved": true})),
+    };
+    let used = on_callback(&task, &parent, &order, callback, Timestamp(20)).expect("used");
+    let task = on_run(
+        &used.next.expect("recorded"),
+        &parent,
+        &order,
+        "s1",
+        Timestamp(21),
     )
-    .expect_err("not run yet");
-    assert_eq!(refused.step.as_deref(), Some("S"));
-    assert_eq!(refused.field, "/States/S/Resource");
+    .next
+    .expect("moved on");
+    assert_eq!(task.state, TaskState::Processed, "{:?}", run(&task));
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!({"approved": true}))
+    );
+}
+
+#[test]
+fn a_start_whose_token_is_never_used_times_out() {
+    let parent = token_giver();
+    let (_, order, claim) = started(&parent, json!({}));
+    let (task, _) = run_children_of(&[&parent, &child()], &order, claim);
+    let lease = task.steps[0].complete_by.expect("the wait's end");
+    assert!(lease >= Timestamp(600_000), "its timeout: {lease:?}");
+    let expired = on_expired(&task, &parent, &order, lease)
+        .next
+        .expect("expired");
+    let task = on_run(&expired, &parent, &order, "s1", lease)
+        .next
+        .expect("moved on");
+    assert_eq!(task.state, TaskState::Error, "{:?}", run(&task));
+    assert_eq!(run(&task).error.as_deref(), Some("States.Timeout"));
 }
