@@ -22,9 +22,16 @@ pub(crate) struct Lambda(aws_sdk_lambda::Client);
 
 impl Lambda {
     /// Lambda through the SDK configured by `sdk`, at `endpoint` when one is given
-    /// (an emulator, a local stand-in).
+    /// (an emulator, a local stand-in). The SDK tries each call once and watches no
+    /// stream's pace: the agent tries a call again, with backoff and jitter, within
+    /// its step's lease and behind its circuit breaker, and bounds its time.
     pub(crate) fn new(sdk: &SdkConfig, endpoint: Option<String>) -> Self {
-        let mut config = aws_sdk_lambda::config::Builder::from(sdk);
+        use aws_sdk_lambda::config::StalledStreamProtectionConfig;
+        use aws_sdk_lambda::config::retry::RetryConfig;
+
+        let mut config = aws_sdk_lambda::config::Builder::from(sdk)
+            .retry_config(RetryConfig::disabled())
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled());
         // Without an endpoint of its own, Lambda's is the SDK configuration's
         // (`AWS_ENDPOINT_URL`): setting none would clear it.
         if endpoint.is_some() {
