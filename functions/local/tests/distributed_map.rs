@@ -1,6 +1,7 @@
 //! A distributed Map whose items are read from an object in S3 (moto's), given to its
 //! children in batches, and a reader that finds no object caught by its error; and
-//! one whose results are written back to S3 (`ResultWriter`).
+//! one whose results are written back to S3 (`ResultWriter`); and one whose items are
+//! a bucket's listing.
 
 mod common;
 #[path = "common/ended.rs"]
@@ -49,6 +50,23 @@ const WRITTEN: &str = r#"{
   }
 }"#;
 
+/// Each object under a prefix, its key and size told back.
+const LISTED: &str = r#"{
+  "StartAt": "Each",
+  "States": {
+    "Each": {"Type": "Map",
+             "ItemReader": {"Resource": "arn:aws:states:::s3:listObjectsV2",
+                            "Parameters": {"Bucket": "orders", "Prefix": "photos/"}},
+             "ItemProcessor": {
+               "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+               "StartAt": "Tell",
+               "States": {"Tell": {"Type": "Pass", "End": true,
+                                   "Parameters": {"key.$": "$.Key", "size.$": "$.Size",
+                                                  "dated.$": "States.MathAdd($.LastModified, 0)"}}}},
+             "End": true}
+  }
+}"#;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     let moto = sas_testkit::moto::Moto::start();
@@ -69,6 +87,15 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     let workflows = tempfile::tempdir().expect("a workflows directory");
     std::fs::write(workflows.path().join("each.asl.json"), EACH).expect("written");
     std::fs::write(workflows.path().join("written.asl.json"), WRITTEN).expect("written");
+    std::fs::write(workflows.path().join("listed.asl.json"), LISTED).expect("written");
+    for (key, body) in [
+        ("photos/a.jpg", "1"),
+        ("photos/b&c.jpg", "22"),
+        ("other/d.jpg", "333"),
+    ] {
+        let put = http.put(format!("{bucket}/{key}")).body(body).send().await;
+        assert!(put.is_ok_and(|put| put.status().is_success()), "{key}");
+    }
     let made = http.put(format!("{}/results", moto.endpoint)).send().await;
     assert!(
         made.is_ok_and(|made| made.status().is_success()),
@@ -102,9 +129,17 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
         .await
         .expect("submitted");
     assert!(created.status().is_success());
+    let created = http
+        .put(format!("{api}/tasks/listed"))
+        .json(&json!({"workflow": "listed", "input": {}}))
+        .send()
+        .await
+        .expect("submitted");
+    assert!(created.status().is_success());
     let today = ended(&http, &api, "today").await;
     let missing = ended(&http, &api, "missing").await;
     let written = ended(&http, &api, "written").await;
+    let listed = ended(&http, &api, "listed").await;
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(today["status"], "SUCCEEDED", "{today:#}");
@@ -166,4 +201,24 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     assert_eq!(results[7]["Status"], "SUCCEEDED");
     assert_eq!(results[7]["Input"], "{\"id\":\"o-7\"}");
     assert_eq!(results[7]["Output"], "{\"told\":\"o-7\"}");
+
+    // The objects under the prefix, in the listing's order, each an item.
+    assert_eq!(listed["status"], "SUCCEEDED", "{listed:#}");
+    let told = listed["output"].as_array().expect("the items' outputs");
+    let keys: Vec<(&str, u64)> = told
+        .iter()
+        .map(|item| {
+            (
+                item["key"].as_str().unwrap_or_default(),
+                item["size"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [("photos/a.jpg", 1), ("photos/b&c.jpg", 2)]);
+    assert!(
+        told[0]["dated"]
+            .as_u64()
+            .is_some_and(|at| at > 1_700_000_000),
+        "{listed:#}"
+    );
 }

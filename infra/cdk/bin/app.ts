@@ -35,4 +35,5 @@ new SchedulerAgentSupervisor(stack, "Sas", {
   stateMachineEventBusArns: JSON.parse(app.node.tryGetContext("stateMachineEventBusArns") ?? "[]"),
   stateMachineObjectArns: JSON.parse(app.node.tryGetContext("stateMachineObjectArns") ?? "[]"),
   stateMachineResultArns: JSON.parse(app.node.tryGetContext("stateMachineResultArns") ?? "[]"),
+  stateMachineBucketArns: JSON.parse(app.node.tryGetContext("stateMachineBucketArns") ?? "[]"),
 });

@@ -157,6 +157,11 @@ export interface SchedulerAgentSupervisorProps {
    */
   readonly stateMachineResultArns?: string[];
   /**
+   * The S3 buckets your state machines' distributed Maps may list their items from
+   * (`ItemReader` on `s3:listObjectsV2`), by ARN (`arn:aws:s3:::BUCKET`). Default: none.
+   */
+  readonly stateMachineBucketArns?: string[];
+  /**
    * A layer holding your workflow definitions in `workflows/`, run beside the built-in
    * ones. Default: the built-in ones alone.
    */
@@ -508,6 +513,7 @@ export class SchedulerAgentSupervisor extends Construct {
       [props.stateMachineEventBusArns, ["events:PutEvents"]],
       [props.stateMachineObjectArns, ["s3:GetObject"]],
       [props.stateMachineResultArns, ["s3:PutObject"]],
+      [props.stateMachineBucketArns, ["s3:ListBucket"]],
     ];
     for (const [resources, actions] of taskCalls) {
       if (resources?.length) {

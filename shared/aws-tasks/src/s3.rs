@@ -1,6 +1,7 @@
-//! S3 for a distributed Map: `GetObject` for its `ItemReader` (the object's text is
-//! the answer's body), and `PutObject` for its `ResultWriter` (the objects of its
-//! request put in order). Signed requests of their own (S3 speaks XML, and its SDK
+//! S3 for a distributed Map: `GetObject` and `ListObjectsV2` for its `ItemReader`
+//! (the object's text, or the listing's objects as a JSON array's text, is the
+//! answer's body), and `PutObject` for its `ResultWriter` (the objects of its request
+//! put in order). Signed requests of their own (S3 speaks XML, and its SDK
 //! is heavy), at the bucket's host on AWS, or by path at an endpoint the environment
 //! names.
 
@@ -12,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use sas_core::ports::{Credentials, RemoteError, RemoteRequest};
-use sas_domain::machine::{ServiceAnswer, WRITE_RESULTS};
+use sas_domain::machine::{LIST_ITEMS, ServiceAnswer, WRITE_RESULTS};
 
 use crate::json_api::refused;
 use crate::signed::{Client, Signed};
@@ -37,6 +38,15 @@ struct GetObject {
     key: String,
     #[serde(default)]
     version_id: Option<String>,
+}
+
+/// `ListObjectsV2`'s request, as a Task's reader gives it.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListObjects {
+    bucket: String,
+    #[serde(default)]
+    prefix: Option<String>,
 }
 
 /// What a Map's writer asks: objects put in order, in one bucket.
@@ -80,10 +90,49 @@ impl S3 {
 
     /// Makes the S3 call `request` asks for: a reader's, or a writer's.
     pub(crate) async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
-        if request.path == WRITE_RESULTS {
-            self.put_objects(request).await
-        } else {
-            self.get_object(request).await
+        match request.path.as_str() {
+            WRITE_RESULTS => self.put_objects(request).await,
+            LIST_ITEMS => self.list_objects(request).await,
+            _ => self.get_object(request).await,
+        }
+    }
+
+    /// Lists the objects under the request's prefix, page after page: each one's
+    /// `{"Etag", "Key", "LastModified" (epoch seconds), "Size", "StorageClass"}`, as
+    /// a Map's reader of a listing gives them, in a JSON array's text.
+    async fn list_objects(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        let asked: ListObjects = serde_json::from_str(request.payload.as_str())
+            .map_err(|error| unreadable("s3:listObjectsV2's request", error))?;
+        let mut items = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut url = match &self.endpoint {
+                Some(endpoint) => format!(
+                    "{}/{}?list-type=2",
+                    endpoint.trim_end_matches('/'),
+                    asked.bucket
+                ),
+                None => format!(
+                    "https://{}.s3.{}.amazonaws.com/?list-type=2",
+                    asked.bucket, self.region
+                ),
+            };
+            if let Some(prefix) = &asked.prefix {
+                url = format!("{url}&prefix={}", query_encoded(prefix));
+            }
+            if let Some(token) = &after {
+                url = format!("{url}&continuation-token={}", query_encoded(token));
+            }
+            let (status, headers, bytes) = self.send("GET", &url, EMPTY_SHA256, &[]).await?;
+            let text = String::from_utf8_lossy(&bytes);
+            let page = listing(&text).map_err(|error| {
+                RemoteError::Unusable(format!("S3's listing does not read: {error}"))
+            })?;
+            items.extend(page.objects);
+            after = page.next;
+            if after.is_none() {
+                return answer(Value::Array(items).to_string().into(), status, headers);
+            }
         }
     }
 
@@ -173,6 +222,53 @@ fn answer(
     serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
 }
 
+/// A page of a bucket's listing: its objects, and where the next page starts.
+struct Page {
+    objects: Vec<Value>,
+    next: Option<String>,
+}
+
+/// The page of a listing `ListObjectsV2` answered in `xml`.
+fn listing(xml: &str) -> Result<Page, aws_smithy_xml::decode::XmlDecodeError> {
+    use aws_smithy_xml::decode::{Document, try_data};
+
+    let mut document = Document::new(xml);
+    let mut root = document.root_element()?;
+    let (mut objects, mut truncated, mut next) = (Vec::new(), false, None);
+    while let Some(mut tag) = root.next_tag() {
+        match tag.start_el().local() {
+            "Contents" => {
+                let mut object = json!({});
+                while let Some(mut field) = tag.next_tag() {
+                    let name = field.start_el().local().to_owned();
+                    let text = try_data(&mut field)?;
+                    object[described(&name)] = match name.as_str() {
+                        "Size" => text.parse::<u64>().map_or(Value::Null, Value::from),
+                        "LastModified" => humantime::parse_rfc3339(&text)
+                            .ok()
+                            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+                            .map_or(Value::Null, |since| since.as_secs().into()),
+                        _ => Value::String(text.into_owned()),
+                    };
+                }
+                objects.push(object);
+            }
+            "IsTruncated" => truncated = try_data(&mut tag)? == "true",
+            "NextContinuationToken" => next = Some(try_data(&mut tag)?.into_owned()),
+            _ => {}
+        }
+    }
+    Ok(Page {
+        objects,
+        next: next.filter(|_| truncated),
+    })
+}
+
+/// The name a Map's reader gives a listed object's field (`ETag` is `Etag`).
+fn described(field: &str) -> &str {
+    if field == "ETag" { "Etag" } else { field }
+}
+
 /// The text of the first `<name>` element of an S3 error's XML.
 fn element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
     let start = xml.find(&format!("<{name}>"))? + name.len() + 2;
@@ -182,11 +278,21 @@ fn element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
 
 /// `text` percent-encoded for a URL's path as SigV4 signs it (`/` kept).
 fn encoded(text: &str) -> String {
+    percent_encoded(text, true)
+}
+
+/// `text` percent-encoded for a query's value as SigV4 signs it (`/` too).
+fn query_encoded(text: &str) -> String {
+    percent_encoded(text, false)
+}
+
+fn percent_encoded(text: &str, keep_slash: bool) -> String {
     text.bytes()
         .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
                 char::from(byte).to_string()
             }
+            b'/' if keep_slash => "/".to_owned(),
             other => format!("%{other:02X}"),
         })
         .collect()
@@ -195,6 +301,31 @@ fn encoded(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_is_read_as_a_maps_reader_gives_its_objects() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Name>parcels</Name><Prefix>in/</Prefix><KeyCount>2</KeyCount>
+  <IsTruncated>true</IsTruncated><NextContinuationToken>1ueG/x==</NextContinuationToken>
+  <Contents><Key>in/a&amp;b.json</Key><LastModified>2026-12-04T10:00:01.000Z</LastModified>
+    <ETag>&quot;9b2cf535f27731c974343645a3985328&quot;</ETag><Size>34910</Size>
+    <StorageClass>STANDARD</StorageClass></Contents>
+  <Contents><Key>in/c.json</Key><Size>2</Size></Contents>
+</ListBucketResult>"#;
+        let page = listing(xml).expect("a listing");
+        assert_eq!(
+            page.objects[0],
+            json!({"Key": "in/a&b.json", "LastModified": 1_796_378_401_u64,
+                   "Etag": "\"9b2cf535f27731c974343645a3985328\"", "Size": 34910,
+                   "StorageClass": "STANDARD"})
+        );
+        assert_eq!(page.objects[1], json!({"Key": "in/c.json", "Size": 2}));
+        assert_eq!(page.next.as_deref(), Some("1ueG/x=="));
+        assert_eq!(query_encoded("1ueG/x=="), "1ueG%2Fx%3D%3D");
+        let last = listing("<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
+        assert!(last.expect("a listing").next.is_none());
+    }
 
     #[test]
     fn a_key_is_encoded_as_sigv4_signs_it_and_an_error_read_from_its_xml() {

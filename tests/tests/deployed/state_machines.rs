@@ -71,6 +71,7 @@ async fn a_state_machine_calls_what_its_deployment_names_and_nothing_else() {
                 "StateMachineResultArns",
                 "arn:aws:s3:::sas-parcels/weighed/*",
             ),
+            ("StateMachineBucketArns", "arn:aws:s3:::sas-parcels"),
         ],
     )
     .await;
@@ -196,6 +197,14 @@ async fn parcels_started(stack: &Deployment) {
             lines[..3].join("\n").as_bytes(),
         )
         .await;
+    stack
+        .put_object("sas-elsewhere", "in/one.json", b"{}")
+        .await;
+    for (id, bucket) in [("listed-1", "sas-parcels"), ("listed-2", "sas-elsewhere")] {
+        let input = json!({"bucket": bucket, "prefix": "in/"});
+        let listed = json!({"workflow": "listed-parcels", "input": input});
+        put_task(stack, id, &listed).await;
+    }
     for (id, key, results) in [
         ("parcels-1", "in/today.jsonl", "weighed"),
         ("parcels-2", "out/today.jsonl", "weighed"),
@@ -210,7 +219,8 @@ async fn parcels_started(stack: &Deployment) {
 /// (`sas-parcels/in/*`), and wrote their weights under `StateMachineResultArns`
 /// (`sas-parcels/weighed/*`): its output names the manifest, which names the file of
 /// results. The object outside the first was refused, as was the place outside the
-/// second, IAM enforced, each caught as its reader's or writer's failure.
+/// second, IAM enforced, each caught as its reader's or writer's failure. A listing of
+/// the bucket `StateMachineBucketArns` names gave its objects; another's was refused.
 async fn parcels_read(stack: &Deployment) {
     let ended = |t: &Value| t["state"] == "Processed" || t["state"] == "Error";
     let read = wait_for_task(
@@ -257,5 +267,28 @@ async fn parcels_read(stack: &Deployment) {
         );
     };
     ended_as("parcels-2", "unread", "States.ItemReaderFailed").await;
+    ended_as("listed-2", "unlisted", "States.ItemReaderFailed").await;
+    // The bucket the deployment names is listed: its objects under the prefix.
+    let listed = wait_for_task(
+        stack,
+        "listed-1",
+        "Processed",
+        Duration::from_secs(90),
+        ended,
+    )
+    .await;
+    let sizes: Vec<(&str, u64)> = (listed["output"].as_array().into_iter().flatten())
+        .map(|object| {
+            (
+                object["key"].as_str().unwrap_or_default(),
+                object["size"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sizes,
+        [("in/few.jsonl", 38), ("in/today.jsonl", 4389)],
+        "{listed:#}"
+    );
     ended_as("parcels-3", "unwritten", "States.ResultWriterFailed").await;
 }

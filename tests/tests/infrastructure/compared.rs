@@ -205,7 +205,7 @@ fn the_agent_may_decrypt_the_services_secrets_with_their_key_through_secrets_man
 
 /// What state machines' Task states call, as `infra/check` names them to the CDK app
 /// (`cdk.out.task-calls`): the template's parameter, the grant each gives the agents.
-const TASK_CALLS: [(&str, &str, &[&str]); 7] = [
+const TASK_CALLS: [(&str, &str, &[&str]); 8] = [
     (
         "LambdaFunctionArns",
         "arn:aws:lambda:us-east-1:111122223333:function:quote",
@@ -245,6 +245,11 @@ const TASK_CALLS: [(&str, &str, &[&str]); 7] = [
         "StateMachineResultArns",
         "arn:aws:s3:::orders/out/*",
         &["s3:PutObject"],
+    ),
+    (
+        "StateMachineBucketArns",
+        "arn:aws:s3:::photos",
+        &["s3:ListBucket"],
     ),
 ];
 

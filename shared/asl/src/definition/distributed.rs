@@ -10,6 +10,15 @@ use super::{
 };
 use crate::Refusal;
 
+/// The one resource a `ResultWriter` may name.
+pub const PUT_OBJECT: &str = "arn:aws:states:::s3:putObject";
+
+/// An `ItemReader` of an object's items.
+pub const GET_OBJECT: &str = "arn:aws:states:::s3:getObject";
+
+/// An `ItemReader` of a bucket's listing: each object under a prefix an item.
+pub const LIST_OBJECTS: &str = "arn:aws:states:::s3:listObjectsV2";
+
 /// An object within a state's definition: its fields, and where it is.
 type Part<'a> = (&'a serde_json::Map<String, Value>, String);
 
@@ -73,6 +82,10 @@ pub(super) fn item_reader(read: &Reader, distributed: bool) -> Result<Option<Ite
         language: read.language,
     };
     let input_type = match config.string("InputType")?.as_deref() {
+        // A listing's items are its objects' descriptions.
+        Some(_) if resource == LIST_OBJECTS => {
+            return Err(config.refuse("InputType", "s3:listObjectsV2 takes no InputType"));
+        }
         None | Some("JSON") => InputType::Json,
         Some("JSONL") => InputType::JsonLines,
         Some("CSV") => {
@@ -158,9 +171,6 @@ pub(super) fn batcher(read: &Reader, distributed: bool) -> Result<Option<Batcher
     }
     Ok(Some(batcher))
 }
-
-/// The one resource a `ResultWriter` may name.
-pub const PUT_OBJECT: &str = "arn:aws:states:::s3:putObject";
 
 /// A distributed Map's `ResultWriter`: where its results are exported (a `Resource`
 /// with its request), how they are shaped (`WriterConfig`), or both.

@@ -20,7 +20,7 @@ use crate::errors::{Catcher, Retrier};
 pub use crate::Refusal;
 pub use crate::path::Selection;
 pub use actions::{ACTIONS, Action, action};
-pub use distributed::PUT_OBJECT;
+pub use distributed::{GET_OBJECT, LIST_OBJECTS, PUT_OBJECT};
 
 /// How a state's fields are read: JSONPath (`InputPath`, `Parameters`, `.$` keys,
 /// intrinsics) or JSONata (`{% %}` expressions, `Arguments`, `Output`).
@@ -316,15 +316,17 @@ pub enum OutputType {
     JsonLines,
 }
 
-/// A distributed Map's `ItemReader`: its items read from an object in S3.
+/// A distributed Map's `ItemReader`: its items read from an object in S3, or a
+/// bucket's listing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ItemReader {
-    /// `arn:aws:states:::s3:getObject`, or another reader (`s3:listObjectsV2`).
+    /// [`GET_OBJECT`], [`LIST_OBJECTS`], or another reader (refused where the machine
+    /// is loaded).
     pub resource: String,
     /// The request (`Bucket`, `Key`, ...): a template (`Parameters`) or JSONata
     /// (`Arguments`).
     pub request: Value,
-    /// How the object's items are written.
+    /// How the object's items are written (a listing's: JSON).
     pub input_type: InputType,
     /// The most items read (`MaxItems`, its `Path` form, or JSONata).
     pub max_items: Option<Amount>,

@@ -125,7 +125,7 @@ impl Change {
                 }
                 _ => None,
             };
-            let reading = s3_call == Some(READ_ITEMS);
+            let reading = s3_call.is_some_and(|operation| operation != WRITE_RESULTS);
             let writing = s3_call == Some(WRITE_RESULTS);
             let (Some(index), false) = (index, run.to_enter) else {
                 // The state the last write stopped before.
@@ -412,8 +412,15 @@ impl Change {
                     return self.begin_visit(workflow, state, VisitWork::Branches(Box::new(work)));
                 }
                 Work::Read { request } => {
+                    let resource = match &state.kind {
+                        StateKind::Map(map) => {
+                            map.item_reader.as_ref().map(|r| r.resource.as_str())
+                        }
+                        _ => None,
+                    };
+                    let operation = resource.and_then(super::reader_operation);
                     let work = VisitWork::Service {
-                        operation: "GetObject".to_owned(),
+                        operation: operation.unwrap_or(READ_ITEMS).to_owned(),
                         request,
                         timeout_seconds: None,
                         heartbeat_seconds: None,

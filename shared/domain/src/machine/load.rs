@@ -8,14 +8,11 @@ use std::time::Duration;
 use sas_asl::definition::{Amount, Pattern, StateKind, StateMachine, Target};
 
 use super::branches::TokenWait;
-use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, READ_ITEMS, S3_AGENT, WRITE_RESULTS};
+use super::{BranchesStep, HTTP_AGENT, LAMBDA_AGENT, Machine, S3_AGENT, WRITE_RESULTS};
 use crate::kinds::{CallStep, CallbackSettings, SleepStep, StepKind, WaitStep};
 use crate::messages::Method;
 use crate::workflow::file::{NAME_RULE, default_retry, default_supervision, is_workflow_name};
 use crate::workflow::{DefinitionError, Endpoint, StepDefinition, Supervision, Workflow};
-
-/// The one resource a distributed Map's `ItemReader` may name here.
-const GET_OBJECT: &str = "arn:aws:states:::s3:getObject";
 
 /// A state machine's file: `NAME.asl.json`.
 const SUFFIX: &str = ".asl.json";
@@ -137,11 +134,11 @@ pub(crate) fn named(name: &str, file: &str, text: &str) -> Result<Workflow, Defi
             StateKind::Map(map) => {
                 // Its items read from S3 by a step of its own, before its children.
                 if let Some(reader) = &map.item_reader {
-                    if reader.resource != GET_OBJECT {
+                    let Some(operation) = super::reader_operation(&reader.resource) else {
                         let what = format!("the reader '{}'", reader.resource);
                         return Err(refuse("ItemReader/Resource", &what));
-                    }
-                    let read = s3_call(&machine, state_name, &at, "ItemReader", READ_ITEMS)
+                    };
+                    let read = s3_call(&machine, state_name, &at, "ItemReader", operation)
                         .map_err(|(field, why)| error(Some(state_name.clone()), field, why))?;
                     steps.push(read);
                 }

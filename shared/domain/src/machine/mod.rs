@@ -58,8 +58,21 @@ pub const HTTP_AGENT: &str = "http";
 /// its results there (`ResultWriter`).
 pub const S3_AGENT: &str = "s3";
 
-/// The S3 operation of a distributed Map's reader: the object's text.
+/// The S3 operation of a distributed Map's reader of an object: its text.
 pub const READ_ITEMS: &str = "GetObject";
+
+/// The S3 operation of a distributed Map's reader of a listing (`{"Bucket",
+/// "Prefix"}`): its objects' descriptions, as a JSON array's text.
+pub const LIST_ITEMS: &str = "ListObjectsV2";
+
+/// The S3 operation of the reader on `resource`, if this engine runs it.
+pub(crate) fn reader_operation(resource: &str) -> Option<&'static str> {
+    match resource {
+        sas_asl::definition::GET_OBJECT => Some(READ_ITEMS),
+        sas_asl::definition::LIST_OBJECTS => Some(LIST_ITEMS),
+        _ => None,
+    }
+}
 
 /// The S3 operation of a distributed Map's writer: objects put in order,
 /// `{"Bucket", "Objects": [{"Key", "Body"}]}` ([`sas_asl::run::writer::export`]).

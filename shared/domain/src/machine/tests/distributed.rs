@@ -277,3 +277,54 @@ fn a_writer_without_a_resource_shapes_the_maps_output_and_puts_nothing() {
     );
     assert!(workflow.step_index("Each (ResultWriter)").is_none());
 }
+
+#[test]
+fn a_reader_of_a_listing_gives_each_object_under_the_prefix_as_an_item() {
+    let workflow = machine(json!({
+        "StartAt": "Each",
+        "States": {
+            "Each": {"Type": "Map", "End": true,
+                     "ItemReader": {"Resource": "arn:aws:states:::s3:listObjectsV2",
+                                    "Parameters": {"Bucket": "photos", "Prefix.$": "$.day"}},
+                     "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                        "StartAt": "Key", "States": {"Key": {"Type": "Pass", "End": true,
+                            "OutputPath": "$.Key"}}}}
+        }
+    }));
+    let (_, order, claim) = super::started(&workflow, json!({"day": "2026-12-04/"}));
+    let task = claim.next.clone().expect("claimed");
+    let list = super::dispatched(&claim).remove(0);
+    assert_eq!(
+        (
+            list.agent.as_str(),
+            list.path.as_str(),
+            list.step_name.as_str()
+        ),
+        ("s3", "ListObjectsV2", "Each (ItemReader)")
+    );
+    assert_eq!(
+        list.payload.value(),
+        json!({"Bucket": "photos", "Prefix": "2026-12-04/"})
+    );
+    let listed =
+        json!([{"Key": "2026-12-04/a.jpg", "Size": 3}, {"Key": "2026-12-04/b.jpg", "Size": 4}]);
+    let answer = super::services::service_answered(&list, json!(listed.to_string()));
+    let decision = crate::decide::on_response(&task, &workflow, &order, &answer, Timestamp(5));
+    let (task, _) = run_children(&workflow, &order, decision);
+    assert_eq!(
+        run(&task).output.as_deref(),
+        Some(&json!(["2026-12-04/a.jpg", "2026-12-04/b.jpg"]))
+    );
+    // A listing's items are its objects: it takes no InputType.
+    let refused = crate::workflow::Workflow::parse(
+        "m.asl.json",
+        &json!({"StartAt": "M", "States": {"M": {"Type": "Map", "End": true,
+            "ItemReader": {"Resource": "arn:aws:states:::s3:listObjectsV2",
+                           "ReaderConfig": {"InputType": "CSV"}, "Parameters": {"Bucket": "b"}},
+            "ItemProcessor": {"ProcessorConfig": {"Mode": "DISTRIBUTED"},
+                "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}}}})
+        .to_string(),
+    )
+    .expect_err("refused");
+    assert_eq!(refused.field, "/States/M/ItemReader/ReaderConfig/InputType");
+}

@@ -249,11 +249,11 @@ fn what_the_engine_does_not_run_yet_is_refused_naming_the_state() {
         &json!({"StartAt": "M", "States": {"M": {"Type": "Map", "ItemProcessor": {
             "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
             "StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}, "End": true,
-            "ItemReader": {"Resource": "arn:aws:states:::s3:listObjectsV2",
-                           "Parameters": {"Bucket": "b"}}}}})
+            "ItemReader": {"Resource": "arn:aws:states:::athena:getQueryResults",
+                           "Parameters": {"QueryExecutionId": "q"}}}}})
         .to_string(),
     )
-    .expect_err("a reader of a bucket's list is not run yet");
+    .expect_err("a reader of a query's results is not run yet");
     assert_eq!(map.step.as_deref(), Some("M"));
     assert_eq!(map.field, "/States/M/ItemReader/Resource");
     assert!(map.message.contains("not run by this engine yet"), "{map}");
