@@ -44,17 +44,42 @@ pub const MAX_PATH: usize = 2 * 1024;
 /// task's error and in its alert, and published to operators.
 pub const MAX_ERROR_TEXT: usize = 1024;
 
+/// The longest error a state machine's execution, state or event keeps, as Step
+/// Functions bounds it.
+pub const MAX_MACHINE_ERROR: usize = 256;
+
+/// The longest cause a state machine's execution, state or event keeps, as Step
+/// Functions bounds it.
+pub const MAX_MACHINE_CAUSE: usize = 32_768;
+
 /// `text`, cut to [`MAX_ERROR_TEXT`] bytes (at a character's boundary) with a mark
 /// saying so.
 #[must_use]
-pub fn bounded_error(mut text: String) -> String {
-    if text.len() > MAX_ERROR_TEXT {
-        let mut end = MAX_ERROR_TEXT;
+pub fn bounded_error(text: String) -> String {
+    bounded(text, MAX_ERROR_TEXT)
+}
+
+/// A state machine's failure, its error and cause cut to Step Functions' lengths
+/// ([`MAX_MACHINE_ERROR`], [`MAX_MACHINE_CAUSE`]), each marked where it was.
+#[must_use]
+pub fn bounded_failure(failure: sas_asl::Failure) -> sas_asl::Failure {
+    sas_asl::Failure::new(
+        bounded(failure.error, MAX_MACHINE_ERROR),
+        bounded(failure.cause, MAX_MACHINE_CAUSE),
+    )
+}
+
+/// `text`, cut to at most `most` bytes (at a character's boundary), ending with a
+/// mark saying so where it was cut.
+fn bounded(mut text: String, most: usize) -> String {
+    const CUT: &str = " [cut]";
+    if text.len() > most {
+        let mut end = most - CUT.len();
         while !text.is_char_boundary(end) {
             end -= 1;
         }
         text.truncate(end);
-        text.push_str(" [cut]");
+        text.push_str(CUT);
     }
     text
 }

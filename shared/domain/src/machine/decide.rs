@@ -617,8 +617,9 @@ impl Change {
         }
     }
 
-    /// The execution failed with `failure`.
+    /// The execution failed with `failure` (cut to Step Functions' lengths).
     fn fail_execution(&mut self, failure: Failure) {
+        let failure = crate::limits::bounded_failure(failure);
         let error = (!failure.error.is_empty()).then_some(failure.error);
         let cause = (!failure.cause.is_empty()).then_some(failure.cause);
         // The task's error is the execution's, as Step Functions names it (none where

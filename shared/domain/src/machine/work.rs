@@ -103,8 +103,14 @@ impl Change {
     }
 
     /// What the visit of `state` (its step `index`) gave: a Lambda function's answer
-    /// as the Task's result or error, or a timer's result.
+    /// as the Task's result or error (cut to Step Functions' lengths), or a timer's
+    /// result.
     pub(super) fn visit_result(&self, index: usize, state: &State) -> Result<Value, Failure> {
+        self.work_result(index, state)
+            .map_err(crate::limits::bounded_failure)
+    }
+
+    fn work_result(&self, index: usize, state: &State) -> Result<Value, Failure> {
         let run = self.task.machine.as_deref();
         match (run.and_then(|run| run.work.as_ref()), &state.kind) {
             (Some(VisitWork::Timer { result, .. }), _) => Ok(result.clone()),
@@ -184,8 +190,12 @@ impl Change {
 
 /// The error of a step whose call failed for good: the agent's `{"Error", "Cause"}`
 /// where it gave one (a Lambda API error), else the call's failure as Step Functions
-/// names it.
+/// names it; either cut to Step Functions' lengths.
 pub(super) fn step_failure(step: &Step, state: &State) -> Failure {
+    crate::limits::bounded_failure(unbounded_step_failure(step, state))
+}
+
+fn unbounded_step_failure(step: &Step, state: &State) -> Failure {
     let text = step.error.clone().unwrap_or_default();
     if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(&text) {
         let field = |name: &str| {

@@ -612,3 +612,35 @@ fn a_wait_for_task_token_ends_with_its_tokens_use_and_each_visit_has_its_own_tok
         Some(&json!({"answer": {"again": false}}))
     );
 }
+
+#[test]
+fn an_error_and_a_cause_past_step_functions_lengths_are_cut_to_them() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {"Call": {"Type": "Task", "End": true,
+                            "Resource": "arn:aws:lambda:us-east-1:123456789012:function:f"}}
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim).pop().expect("invoked");
+    let error_type = "E".repeat(1_000);
+    let payload = json!({"errorType": error_type, "errorMessage": "m".repeat(100_000)});
+    let answer = answered(&request, &payload.to_string(), Some("Unhandled"));
+    let ended = on_response(&task, &workflow, &order, &answer, Timestamp(5));
+    let task = ended.next.expect("recorded");
+    assert_eq!(task.state, TaskState::Error);
+    let (error, cause) = (run(&task).error.clone(), run(&task).cause.clone());
+    let (error, cause) = (error.unwrap_or_default(), cause.unwrap_or_default());
+    assert!(
+        error.starts_with("EEE") && error.len() <= 256,
+        "{}",
+        error.len()
+    );
+    assert!(cause.len() <= 32_768, "{}", cause.len());
+    assert!(cause.ends_with("[cut]"), "marked as cut");
+    assert!(task.error.as_ref().is_some_and(|e| e.len() <= 256));
+    for event in &run(&task).new_events {
+        let kind = event.event["type"].clone();
+        assert!(event.size() < 40_000, "{} bytes: {kind}", event.size());
+    }
+}
