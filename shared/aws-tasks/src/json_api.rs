@@ -10,10 +10,9 @@ use aws_types::SdkConfig;
 use serde_json::Value;
 
 use sas_core::ports::{Credentials, RemoteError, RemoteRequest};
-use sas_domain::machine::ServiceAnswer;
 
 use crate::signed::{Client, Signed};
-use crate::{Named, Refused, endpoint, refusal};
+use crate::{Named, Refused, answered, endpoint, refusal};
 
 /// An AWS API that speaks JSON, and how it is reached.
 pub(crate) struct JsonApi {
@@ -142,13 +141,7 @@ impl JsonApis {
                 )));
             }
         };
-        let answer = ServiceAnswer {
-            body,
-            status,
-            headers,
-            status_text: None,
-        };
-        serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
+        answered(body, status, headers)
     }
 }
 

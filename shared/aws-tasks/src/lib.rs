@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use tracing::debug;
 
 use sas_core::ports::{Credentials, RemoteCall, RemoteError, RemoteRequest};
-use sas_domain::machine::LAMBDA_AGENT;
+use sas_domain::machine::{LAMBDA_AGENT, ServiceAnswer};
 
 /// Calls the AWS services for their agents, and every other service through `others`.
 pub struct AwsTasks {
@@ -169,6 +169,22 @@ pub(crate) fn sdk_refusal<E: ProvideErrorMetadata + std::fmt::Debug>(
             request_id,
         },
     )
+}
+
+/// What a service's agent answers when the API took the call: its `body`, `status`
+/// and `headers` ([`ServiceAnswer`]).
+pub(crate) fn answered(
+    body: Value,
+    status: u16,
+    headers: std::collections::BTreeMap<String, String>,
+) -> Result<Value, RemoteError> {
+    let answer = ServiceAnswer {
+        body,
+        status,
+        headers,
+        status_text: None,
+    };
+    serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
 }
 
 /// The error of a request that does not read as its API's.

@@ -13,11 +13,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use sas_core::ports::{Credentials, RemoteError, RemoteRequest};
-use sas_domain::machine::{LIST_ITEMS, ServiceAnswer, WRITE_RESULTS};
+use sas_domain::machine::{LIST_ITEMS, WRITE_RESULTS};
 
 use crate::json_api::refused;
 use crate::signed::{Client, Signed};
-use crate::{Named, endpoint, unreadable};
+use crate::{Named, answered, endpoint, unreadable};
 
 /// The agent that reads objects.
 pub(crate) const AGENT: &str = sas_domain::machine::S3_AGENT;
@@ -131,7 +131,7 @@ impl S3 {
             items.extend(page.objects);
             after = page.next;
             if after.is_none() {
-                return answer(Value::Array(items).to_string().into(), status, headers);
+                return answered(Value::Array(items).to_string().into(), status, headers);
             }
         }
     }
@@ -149,7 +149,7 @@ impl S3 {
         let text = String::from_utf8(bytes).map_err(|_| {
             RemoteError::Unusable("S3 answered an object that is not UTF-8 text".to_owned())
         })?;
-        answer(Value::String(text), status, headers)
+        answered(Value::String(text), status, headers)
     }
 
     /// Puts the objects `request` names, in order (each put again is the same
@@ -166,7 +166,7 @@ impl S3 {
                 .await?;
         }
         let keys: Vec<&str> = asked.objects.iter().map(|o| o.key.as_str()).collect();
-        answer(json!({"Keys": keys}), status, headers)
+        answered(json!({"Keys": keys}), status, headers)
     }
 
     /// Where the object `key` of `bucket` is.
@@ -205,21 +205,6 @@ impl S3 {
         }
         Ok((status, headers, bytes))
     }
-}
-
-/// An S3 answer as its agent gives it.
-fn answer(
-    body: Value,
-    status: u16,
-    headers: BTreeMap<String, String>,
-) -> Result<Value, RemoteError> {
-    let answer = ServiceAnswer {
-        body,
-        status,
-        headers,
-        status_text: None,
-    };
-    serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
 }
 
 /// A page of a bucket's listing: its objects, and where the next page starts.

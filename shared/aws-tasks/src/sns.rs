@@ -12,9 +12,8 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use sas_core::ports::{RemoteError, RemoteRequest};
-use sas_domain::machine::ServiceAnswer;
 
-use crate::{Named, sdk_refusal, unreadable};
+use crate::{Named, answered, sdk_refusal, unreadable};
 
 /// The agent that publishes, the service of `sns:publish`.
 pub(crate) const AGENT: &str = "sns";
@@ -72,16 +71,9 @@ impl Sns {
         if let Some(sequence) = output.sequence_number() {
             body["SequenceNumber"] = json!(sequence);
         }
-        let answer = ServiceAnswer {
-            body,
-            status: 200,
-            headers: BTreeMap::from([(
-                "x-amzn-RequestId".to_owned(),
-                output.request_id().unwrap_or_default().to_owned(),
-            )]),
-            status_text: None,
-        };
-        serde_json::to_value(answer).map_err(|error| RemoteError::Unusable(error.to_string()))
+        let request_id = output.request_id().unwrap_or_default().to_owned();
+        let headers = BTreeMap::from([("x-amzn-RequestId".to_owned(), request_id)]);
+        answered(body, 200, headers)
     }
 }
 
