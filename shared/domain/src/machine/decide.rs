@@ -159,7 +159,7 @@ impl Change {
                         errors::RESULT_WRITER_FAILED
                     };
                     let cause = format!("{}: {}", failure.error, failure.cause);
-                    let failure = Failure::new(error, cause);
+                    let failure = crate::limits::bounded_failure(Failure::new(error, cause));
                     self.leave(workflow, machine, order, state, &input, Err(failure));
                 }
                 StepState::Processed if writing => {
