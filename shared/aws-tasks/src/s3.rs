@@ -227,7 +227,7 @@ fn listing(xml: &str) -> Result<Page, aws_smithy_xml::decode::XmlDecodeError> {
                 while let Some(mut field) = tag.next_tag() {
                     let name = field.start_el().local().to_owned();
                     let text = try_data(&mut field)?;
-                    object[described(&name)] = match name.as_str() {
+                    object[item_field(&name)] = match name.as_str() {
                         "Size" => text.parse::<u64>().map_or(Value::Null, Value::from),
                         "LastModified" => humantime::parse_rfc3339(&text)
                             .ok()
@@ -250,7 +250,7 @@ fn listing(xml: &str) -> Result<Page, aws_smithy_xml::decode::XmlDecodeError> {
 }
 
 /// The name a Map's reader gives a listed object's field (`ETag` is `Etag`).
-fn described(field: &str) -> &str {
+fn item_field(field: &str) -> &str {
     if field == "ETag" { "Etag" } else { field }
 }
 

@@ -43,13 +43,23 @@ fn distributed_part<'a>(
         ));
     }
     let at = read.at(field);
-    if let Some(name) = fields.keys().find(|f| !known.contains(&f.as_str())) {
-        return Err(Refusal::new(
+    only_known(fields, known, &at)?;
+    Ok(Some((fields, at)))
+}
+
+/// Refuses the first of `fields` (an object at `at`) that is not one of `known`.
+fn only_known(
+    fields: &serde_json::Map<String, Value>,
+    known: &[&str],
+    at: &str,
+) -> Result<(), Refusal> {
+    match fields.keys().find(|f| !known.contains(&f.as_str())) {
+        Some(name) => Err(Refusal::new(
             &format!("{at}/{name}"),
             format!("Field '{name}' is not supported"),
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(Some((fields, at)))
 }
 
 /// A distributed Map's `ItemReader`: its resource, request and `ReaderConfig`.
@@ -226,16 +236,7 @@ pub(super) fn result_writer(
     };
     let (mut transformation, mut output_type) = (Transformation::None, OutputType::Json);
     if let Some(config) = &config {
-        if let Some(name) = config
-            .fields
-            .keys()
-            .find(|f| !["Transformation", "OutputType"].contains(&f.as_str()))
-        {
-            return Err(Refusal::new(
-                &format!("{config_at}/{name}"),
-                format!("Field '{name}' is not supported"),
-            ));
-        }
+        only_known(config.fields, &["Transformation", "OutputType"], &config_at)?;
         transformation = match config.string("Transformation")?.as_deref() {
             None | Some("NONE") => Transformation::None,
             Some("COMPACT") => Transformation::Compact,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use sas_asl::Failure;
-use sas_asl::definition::{State, StateKind, StateMachine};
+use sas_asl::definition::{ResultWriter, State, StateKind, StateMachine};
 use sas_asl::run::writer::{self, Child, MapRun};
 
 use super::{Branches, VisitWork, WRITE_RESULTS};
@@ -42,20 +42,12 @@ impl Change {
     /// The output of the Map `state` at step `index` whose writer only shapes it, once
     /// its children have ended; `None` where it has no such writer.
     pub(super) fn shaped_results(&self, index: usize, state: &State) -> Option<Value> {
-        let (branches, writing) = writing(&self.task)?;
-        let StateKind::Map(map) = &state.kind else {
-            return None;
-        };
-        let writer = map.result_writer.as_ref()?;
-        if writing.export.is_some() {
-            return None;
-        }
-        let (names, run) = self.map_run(index, state);
-        Some(writer::shaped(
-            writer,
-            &run.borrowed(),
-            &children(branches, writing, &names, &run),
-        ))
+        self.with_results(index, state, |writer, export, run, children| {
+            export
+                .is_none()
+                .then(|| writer::shaped(writer, run, children))
+        })
+        .flatten()
     }
 
     /// Whether the visit of the Map at hand exports its results once its children
@@ -76,23 +68,16 @@ impl Change {
         input: &Value,
         index: usize,
     ) {
-        let objects = match (writing(&self.task), &state.kind) {
-            (Some((branches, writing)), StateKind::Map(map)) => {
-                let (names, run) = self.map_run(index, state);
-                let children = children(branches, writing, &names, &run);
-                match (map.result_writer.as_ref(), writing.export.as_ref()) {
-                    (Some(writer), Some(request)) => {
-                        writer::export(writer, request, &run.borrowed(), &children)
-                    }
-                    _ => Err(Failure::runtime(
-                        "a Map's results exported without a writer",
-                    )),
-                }
-            }
-            _ => Err(Failure::runtime(
-                "a Map's results exported without a writer",
-            )),
-        };
+        let objects = self
+            .with_results(index, state, |writer, export, run, children| {
+                export.map(|request| writer::export(writer, request, run, children))
+            })
+            .flatten()
+            .unwrap_or_else(|| {
+                Err(Failure::runtime(
+                    "a Map's results exported without a writer",
+                ))
+            });
         // Its children's part of the history is written while they are its work.
         self.work_ended(state, &Ok(Value::Null), false);
         match objects {
@@ -109,15 +94,43 @@ impl Change {
         }
     }
 
+    /// `then` on the writer of the Map `state` at step `index`, where it exports (its
+    /// request), its run, and each child as the writer sees it; `None` where the
+    /// visit has no writer.
+    fn with_results<T>(
+        &self,
+        index: usize,
+        state: &State,
+        then: impl FnOnce(&ResultWriter, Option<&Value>, &MapRun, &[Child]) -> T,
+    ) -> Option<T> {
+        let (branches, writing) = writing(&self.task)?;
+        let StateKind::Map(map) = &state.kind else {
+            return None;
+        };
+        let writer = map.result_writer.as_ref()?;
+        let (names, run) = self.map_run(index, state);
+        let children = children(branches, writing, &names, &run);
+        Some(then(
+            writer,
+            writing.export.as_ref(),
+            &run.borrowed(),
+            &children,
+        ))
+    }
+
     /// The Map's run, and its children's names: its id drawn from the task, the state
     /// and the visit's round, so that an export sent again writes the same keys.
     fn map_run(&self, index: usize, state: &State) -> (Vec<String>, OwnedMapRun) {
         let of = self.branches_of(index);
         let round = writing(&self.task).map_or(0, |(branches, _)| branches.round);
-        let digest = crate::sha256_hex(format!("{}/{}/{round}", self.task.id, state.name));
-        let id = uuid::Uuid::try_parse(&digest[..32]).map_or_else(
-            |_| digest[..32].to_owned(),
-            |id| id.hyphenated().to_string(),
+        let d = crate::sha256_hex(format!("{}/{}/{round}", self.task.id, state.name));
+        let id = format!(
+            "{}-{}-{}-{}-{}",
+            &d[..8],
+            &d[8..12],
+            &d[12..16],
+            &d[16..20],
+            &d[20..32]
         );
         let label = format!("{}/{}", self.task.workflow.name, state.name);
         let total = writing(&self.task).map_or(0, |(branches, _)| branches.inputs.len());
