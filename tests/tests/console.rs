@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 mod machines;
 #[path = "console/repairs.rs"]
 mod repairs;
+#[path = "console/schedules.rs"]
+mod schedules;
 #[path = "console/search.rs"]
 mod search;
 
