@@ -103,39 +103,37 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     );
     let data = tempfile::tempdir().expect("a data directory");
     let workflows_dir = workflows.path().to_str().expect("a path");
-    let (mut server, api, _) = common::spawn_with(
-        data.path(),
-        &[
-            ("SAS_WORKFLOWS_DIR", workflows_dir),
-            ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ACCESS_KEY_ID", "testing"),
-            ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ],
-    );
-    for (id, key) in [("today", "in/today.json"), ("missing", "in/none.json")] {
+    let environment = [
+        ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ];
+    let mut settings = vec![("SAS_WORKFLOWS_DIR", workflows_dir)];
+    settings.extend(environment);
+    let (mut server, api, _) = common::spawn_with(data.path(), &settings);
+    for (id, workflow, input) in [
+        (
+            "today",
+            "each",
+            json!({"key": "in/today.json", "day": "mon"}),
+        ),
+        (
+            "missing",
+            "each",
+            json!({"key": "in/none.json", "day": "mon"}),
+        ),
+        ("written", "written", json!({"prefix": "runs"})),
+        ("listed", "listed", json!({})),
+    ] {
         let created = http
             .put(format!("{api}/tasks/{id}"))
-            .json(&json!({"workflow": "each", "input": {"key": key, "day": "mon"}}))
+            .json(&json!({"workflow": workflow, "input": input}))
             .send()
             .await
             .expect("submitted");
-        assert!(created.status().is_success());
+        assert!(created.status().is_success(), "{id}: {}", created.status());
     }
-    let created = http
-        .put(format!("{api}/tasks/written"))
-        .json(&json!({"workflow": "written", "input": {"prefix": "runs"}}))
-        .send()
-        .await
-        .expect("submitted");
-    assert!(created.status().is_success());
-    let created = http
-        .put(format!("{api}/tasks/listed"))
-        .json(&json!({"workflow": "listed", "input": {}}))
-        .send()
-        .await
-        .expect("submitted");
-    assert!(created.status().is_success());
     let today = ended(&http, &api, "today").await;
     let missing = ended(&http, &api, "missing").await;
     let written = ended(&http, &api, "written").await;
@@ -163,12 +161,7 @@ async fn a_distributed_map_reads_its_items_from_s3_and_gives_them_in_batches() {
     );
     // moto keeps an object put signed from unsigned readers: read as the agent wrote.
     let sdk = sas_aws_tasks::local_sdk(|name| {
-        let set = [
-            ("AWS_REGION", "us-east-1"),
-            ("AWS_ACCESS_KEY_ID", "testing"),
-            ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ];
-        set.iter()
+        (environment.iter())
             .find(|(key, _)| *key == name)
             .map(|(_, value)| (*value).to_owned())
     });
