@@ -9,6 +9,7 @@
 pub mod aws;
 pub mod ministack;
 pub mod sim;
+mod step_functions;
 pub mod tokens;
 
 use std::collections::HashMap;

@@ -305,3 +305,46 @@ async fn under_a_crowd_at_one_gate_every_slot_is_given_back_when_its_call_ends()
     let peak = harness.peak_concurrency("drone").await;
     assert!(peak <= 50, "the drone service saw {peak} calls at once");
 }
+
+/// A state machine's `http:invoke` passes the gate of the service its endpoint is at,
+/// the gate a workflow's calls to that service pass: 20 executions at once, and the
+/// scanner, limited to 2 calls at once, never sees a 3rd, while the ledger does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_invoke_passes_the_gate_of_the_service_its_endpoint_is_at() {
+    let harness =
+        Harness::start_with_services(r#"{"scanner": {"max_concurrency": 2}, "ledger": {}}"#).await;
+    harness.faults("scanner", json!({ "latency_ms": 30 })).await;
+    harness.faults("ledger", json!({ "latency_ms": 300 })).await;
+    let mock = &harness.mock;
+    let input = json!({
+        "drone_at": format!("{mock}/scanner/scan"),
+        "delivery_at": format!("{mock}/ledger/entries"),
+    })
+    .to_string();
+    let machine = "arn:aws:states:us-east-1:000000000000:stateMachine:large-values";
+    let harness = &harness;
+    let starts = (0..20).map(|i| {
+        let start =
+            json!({"stateMachineArn": machine, "name": format!("gated-{i}"), "input": input});
+        async move { harness.step_functions("StartExecution", &start).await }
+    });
+    for started in futures_util::future::join_all(starts).await {
+        let ended = harness.execution_ended(&started["executionArn"]).await;
+        assert_eq!(ended["status"], "SUCCEEDED", "{ended}");
+    }
+    assert_eq!(harness.calls("scanner").await, 20);
+    let peak = harness.peak_concurrency("scanner").await;
+    assert!(peak <= 2, "the scanner saw {peak} calls at once");
+    assert!(
+        harness.peak_concurrency("ledger").await > 2,
+        "the ledger, unlimited, is not held back"
+    );
+    let view = harness
+        .services_when(None, |v| !service(v, "scanner").is_null())
+        .await;
+    assert_eq!(
+        service(&view, "scanner")["limits"][0]["of"],
+        "service:scanner",
+        "the operator sees the scanner's gate: {view}"
+    );
+}

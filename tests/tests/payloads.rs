@@ -191,23 +191,6 @@ async fn an_input_naming_nothing_uploaded_is_refused_and_an_upload_must_be_the_j
     }
 }
 
-/// A Step Functions operation through the API, as the AWS SDKs send it.
-async fn step_functions(harness: &Harness, operation: &str, body: &Value) -> Value {
-    let response = harness
-        .http
-        .post(format!("{}/", harness.api))
-        .header("content-type", "application/x-amz-json-1.0")
-        .header("x-amz-target", format!("AWSStepFunctions.{operation}"))
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("the API answers");
-    let status = response.status();
-    let answer: Value = response.json().await.expect("JSON");
-    assert!(status.is_success(), "{operation}: {status} {answer}");
-    answer
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_100_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
     let harness = Harness::start_with_services(r#"{"drone": {}, "delivery": {}}"#).await;
@@ -222,21 +205,13 @@ async fn a_100_mb_input_and_a_5_mb_answer_run_through_a_state_machine() {
         .faults("drone", json!({"answer_bytes": 5 * MB}))
         .await;
     let machine = "arn:aws:states:us-east-1:000000000000:stateMachine:large-values";
-    let started = step_functions(
-        &harness,
-        "StartExecution",
-        &json!({"stateMachineArn": machine, "name": "large", "input": reference.to_string()}),
-    )
-    .await;
-    let execution = json!({"executionArn": started["executionArn"]});
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let ended = loop {
-        let described = step_functions(&harness, "DescribeExecution", &execution).await;
-        if described["status"] != "RUNNING" || std::time::Instant::now() > deadline {
-            break described;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    };
+    let started = harness
+        .step_functions(
+            "StartExecution",
+            &json!({"stateMachineArn": machine, "name": "large", "input": reference.to_string()}),
+        )
+        .await;
+    let ended = harness.execution_ended(&started["executionArn"]).await;
     assert_eq!(ended["status"], "SUCCEEDED", "{}", ended["error"]);
     // Over what an answer carries, the execution's input and output are left out, as
     // Step Functions' details say; the task's view names them, read by reference.
@@ -312,17 +287,12 @@ async fn a_history_too_large_for_one_answer_comes_in_pages() {
         .collect();
     let definition = json!({"StartAt": "P0", "States": states}).to_string();
     let create = json!({"name": "passes", "definition": definition, "roleArn": "r"});
-    let created = step_functions(&harness, "CreateStateMachine", &create).await;
+    let created = harness.step_functions("CreateStateMachine", &create).await;
     let input = put_by_request(&harness, &json!({"manifest": "m".repeat(300 * 1024)})).await;
     let start = json!({"stateMachineArn": created["stateMachineArn"], "name": "paged",
         "input": input.to_string()});
-    let started = step_functions(&harness, "StartExecution", &start).await;
-    let execution = json!({"executionArn": started["executionArn"]});
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while step_functions(&harness, "DescribeExecution", &execution).await["status"] == "RUNNING" {
-        assert!(std::time::Instant::now() < deadline, "still running");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let started = harness.step_functions("StartExecution", &start).await;
+    harness.execution_ended(&started["executionArn"]).await;
 
     let (mut ids, mut pages, mut token) = (Vec::new(), 0, None::<Value>);
     loop {
@@ -330,7 +300,7 @@ async fn a_history_too_large_for_one_answer_comes_in_pages() {
         if let Some(token) = &token {
             asked["nextToken"] = token.clone();
         }
-        let page = step_functions(&harness, "GetExecutionHistory", &asked).await;
+        let page = harness.step_functions("GetExecutionHistory", &asked).await;
         assert!(
             page.to_string().len() <= sas_api::MAX_ANSWER_BYTES,
             "page {pages}"

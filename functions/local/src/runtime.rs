@@ -21,7 +21,7 @@ use sas_core::step_caller::StepCaller;
 use sas_credentials::AwsCredentials;
 use sas_domain::ids::QueueName;
 use sas_domain::resilience::BreakerSettings;
-use sas_domain::services::Service;
+use sas_domain::services::{Directory, Service};
 use sas_domain::workflow::Registry;
 use sas_embedded::{DirectoryPayloads, Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
@@ -118,7 +118,10 @@ impl System {
             agent_responses: queue("agent-responses")?,
         };
         let workflows = Arc::new(workflows(settings.workflows_dir.as_deref())?);
-        workflows.limit_services(&settings.services);
+        workflows.limit_services(Directory {
+            services: settings.services.clone(),
+            fallback: settings.services_fallback.clone(),
+        });
         // An agent holds its request for up to the step's complete-by time; the
         // request must stay invisible at least that long.
         let longest_step = workflows

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use aws_types::SdkConfig;
 use sas_core::app::{App, Ports};
 use sas_core::clock::WallClock;
+use sas_domain::services::Directory;
 use sas_lambda::StartError;
 use sas_lambda::config::{Config, Ingestion};
 use sas_lambda::metrics::EmfMetrics;
@@ -40,7 +41,10 @@ use crate::wakeups::EventBridgeWakeups;
 pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, StartError> {
     let (queues, sqs) = sas_lambda::queues(config, sdk)?;
     let workflows = sas_lambda::workflows(config.workflows_dir.as_deref())?;
-    workflows.limit_services(&config.services);
+    workflows.limit_services(Directory {
+        services: config.services.clone(),
+        fallback: None,
+    });
     let dead_letters = Arc::clone(&sqs);
     let ports = Ports {
         store: Arc::new(DynamoStore::new(sdk, config.table.clone())),

@@ -67,6 +67,48 @@ impl Service {
             limit: None,
         }
     }
+
+    /// Where the calls of this service, named `name`, go: its URL, or
+    /// `<fallback>/<name>` when it is set without one and there is a fallback.
+    #[must_use]
+    pub fn base_url(&self, name: &str, fallback: Option<&str>) -> Option<String> {
+        if !self.url.is_empty() {
+            return Some(self.url.clone());
+        }
+        fallback.map(|fallback| format!("{}/{name}", fallback.trim_end_matches('/')))
+    }
+}
+
+/// The deployment's services, by name, and where a service set without a URL is
+/// (`<fallback>/<name>`), if anywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Directory {
+    /// The services, by name.
+    pub services: HashMap<String, Service>,
+    /// The base URL of the services set without one.
+    pub fallback: Option<String>,
+}
+
+impl Directory {
+    /// The service whose base URL `endpoint` is at (the URL itself, or a path under
+    /// it), with its name; of two, the one whose URL is the longer. A state machine's
+    /// `http:invoke` is called so, and gated.
+    #[must_use]
+    pub fn serving(&self, endpoint: &str) -> Option<(&str, &Service)> {
+        self.services
+            .iter()
+            .filter_map(|(name, service)| {
+                let base = service.base_url(name, self.fallback.as_deref())?;
+                let base = base.trim_end_matches('/');
+                let at = !base.is_empty()
+                    && endpoint
+                        .strip_prefix(base)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+                at.then_some((base.len(), name.as_str(), service))
+            })
+            .max_by_key(|(length, name, _)| (*length, *name))
+            .map(|(_, name, service)| (name, service))
+    }
 }
 
 /// A secret sent in a header.
@@ -377,5 +419,26 @@ mod tests {
             let error = parse(json).expect_err(json);
             assert!(error.contains(expected), "{json}: {error}");
         }
+    }
+
+    #[test]
+    fn an_endpoint_is_at_the_service_whose_url_it_starts_with_the_longest_first() {
+        let services = parse(
+            r#"{"api": "https://api.example.com", "v2": "https://api.example.com/v2/",
+                "mock": {"max_concurrency": 1}}"#,
+        )
+        .expect("valid");
+        let directory = Directory {
+            services,
+            fallback: Some("http://127.0.0.1:9000/".to_owned()),
+        };
+        let at = |endpoint: &str| directory.serving(endpoint).map(|(name, _)| name);
+        assert_eq!(at("https://api.example.com"), Some("api"));
+        assert_eq!(at("https://api.example.com/v1/orders"), Some("api"));
+        assert_eq!(at("https://api.example.com/v2/orders"), Some("v2"));
+        assert_eq!(at("https://api.example.com/v2"), Some("v2"));
+        assert_eq!(at("https://api.example.com.evil.net/x"), None);
+        assert_eq!(at("http://127.0.0.1:9000/mock/scan"), Some("mock"));
+        assert_eq!(at("http://127.0.0.1:9000/other/scan"), None);
     }
 }

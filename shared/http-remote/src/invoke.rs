@@ -31,18 +31,8 @@ impl HttpRemote {
             serde_json::from_str(request.payload.as_str()).map_err(|error| {
                 refused("States.Runtime", &format!("http:invoke's request: {error}"))
             })?;
-        // Each named service where its calls go: a service named without a URL is at
-        // the fallback, as every other call finds it.
-        let found = self.services.keys().find_map(|name| {
-            let service = self.service(name)?;
-            let base = service.url.trim_end_matches('/');
-            let at = !base.is_empty()
-                && asked
-                    .endpoint
-                    .strip_prefix(base)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-            at.then_some((name, service))
-        });
+        let found = (self.directory.serving(&asked.endpoint))
+            .and_then(|(name, _)| Some((name, self.service(name)?)));
         let Some((name, service)) = found else {
             // As Step Functions names a call its role may not make.
             return Err(refused(
@@ -62,7 +52,7 @@ impl HttpRemote {
             headers: asked.headers.into_iter().collect(),
             body: asked.body.unwrap_or_default().into_bytes(),
         };
-        Ok((name.as_str(), service, url, outgoing))
+        Ok((name, service, url, outgoing))
     }
 }
 

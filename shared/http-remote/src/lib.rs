@@ -32,7 +32,7 @@ use serde_json::Value;
 use tracing::{info, warn};
 
 use sas_core::ports::{Credentials, RemoteCall, RemoteError, RemoteRequest};
-use sas_domain::services::{SecretRef, Service};
+use sas_domain::services::{Directory, SecretRef, Service};
 
 mod answer;
 mod invoke;
@@ -60,8 +60,7 @@ pub struct HttpRemote {
     /// certificates' load is a cold start's largest CPU cost): a function that makes
     /// no call does not pay for its TLS set-up.
     client: Mutex<Option<reqwest::Client>>,
-    services: HashMap<String, Service>,
-    fallback: Option<String>,
+    directory: Directory,
     credentials: Arc<dyn Credentials>,
     /// Secrets read, with when.
     cached: Mutex<HashMap<SecretRef, (String, Instant)>>,
@@ -82,8 +81,7 @@ impl HttpRemote {
     ) -> Self {
         Self {
             client: Mutex::new(None),
-            services,
-            fallback,
+            directory: Directory { services, fallback },
             credentials,
             cached: Mutex::new(HashMap::new()),
             urls: Mutex::new(HashMap::new()),
@@ -111,19 +109,13 @@ impl HttpRemote {
     /// The service `name`: as set, or at the fallback when it is not, or is set
     /// without a URL (a mock service with a limit, say).
     pub(crate) fn service(&self, name: &str) -> Option<Cow<'_, Service>> {
-        let set = self.services.get(name);
+        let set = self.directory.services.get(name);
         if let Some(service) = set.filter(|s| !s.url.is_empty()) {
             return Some(Cow::Borrowed(service));
         }
-        let fallback = self.fallback.as_deref()?;
-        let url = format!("{}/{name}", fallback.trim_end_matches('/'));
-        Some(Cow::Owned(match set {
-            Some(service) => Service {
-                url,
-                ..service.clone()
-            },
-            None => Service::at(url),
-        }))
+        let service = set.cloned().unwrap_or_else(|| Service::at(""));
+        let url = service.base_url(name, self.directory.fallback.as_deref())?;
+        Some(Cow::Owned(Service { url, ..service }))
     }
 }
 

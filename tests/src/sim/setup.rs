@@ -78,7 +78,10 @@ impl Sim {
                 (service.clone(), parsed[service].clone())
             })
             .collect();
-        workflows.limit_services(&settings);
+        workflows.limit_services(sas_domain::services::Directory {
+            services: settings,
+            fallback: None,
+        });
         let queues: Arc<FaultyQueues> = Arc::new(FaultyQueues {
             inner: Arc::clone(&memory),
             world: world.clone(),

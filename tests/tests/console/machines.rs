@@ -115,20 +115,8 @@ async fn an_operator_sees_a_state_machines_graph_its_path_and_a_states_input_and
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_sees_the_state_machines_their_versions_and_aliases() {
     let harness = Harness::start(5).await;
+    let operation = async |name: &str, body: Value| harness.step_functions(name, &body).await;
     let api = format!("http://{}/", harness.running.api);
-    let http = reqwest::Client::new();
-    let operation = async |name: &str, body: Value| -> Value {
-        let answer = http
-            .post(&api)
-            .header("content-type", "application/x-amz-json-1.0")
-            .header("x-amz-target", format!("AWSStepFunctions.{name}"))
-            .body(body.to_string())
-            .send()
-            .await
-            .expect("the API answers");
-        assert_eq!(answer.status(), 200, "{name}");
-        answer.json().await.expect("JSON")
-    };
     let said = |text: &str| {
         json!({"StartAt": "Say", "States": {"Say": {"Type": "Pass", "Result": text, "End": true}}})
             .to_string()

@@ -72,6 +72,7 @@ impl App {
     pub async fn services(&self, key: Option<&str>) -> Result<Vec<ServiceReport>, StoreError> {
         // By service, each limit by what it holds; the newest version's step wins.
         let mut services: BTreeMap<String, BTreeMap<String, Limit>> = BTreeMap::new();
+        let mut endpoints = Vec::new();
         let mut workflows = self.workflows().all();
         workflows.sort_by_key(|workflow| workflow.version);
         for workflow in &workflows {
@@ -85,7 +86,16 @@ impl App {
                     let of = format!("step:{}/{}", workflow.name, step.name);
                     limits.insert(of, limit.clone());
                 }
+                // The services a call to an endpoint may be at (`http:invoke`).
+                let at = call.endpoints.iter().flat_map(|d| &d.services);
+                endpoints.extend(
+                    at.filter_map(|(name, service)| Some((name.clone(), service.limit.clone()?))),
+                );
             }
+        }
+        for (name, limit) in endpoints {
+            let of = format!("service:{name}");
+            services.entry(name).or_default().insert(of, limit);
         }
         let mut reports = Vec::new();
         for (service, limits) in services {

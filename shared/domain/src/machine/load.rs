@@ -271,5 +271,6 @@ fn call(agent: &str, operation: &str, timed: bool, callback: Option<CallbackSett
         callback,
         limit: None,
         service_limit: None,
+        endpoints: None,
     }
 }

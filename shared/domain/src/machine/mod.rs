@@ -626,6 +626,15 @@ pub(crate) fn visit_request(
     }
 }
 
+/// The URL the call of the visit of `task`'s state is made to, where it names one
+/// (`http:invoke`'s `ApiEndpoint`).
+pub(crate) fn visit_endpoint(task: &crate::task::Task) -> Option<&str> {
+    match task.machine.as_ref()?.work.as_ref()? {
+        VisitWork::Service { request, .. } => request.get("endpoint")?.as_str(),
+        _ => None,
+    }
+}
+
 /// How long the call of the visit of `task`'s state may take, when its state says
 /// (`TimeoutSeconds` and its forms): the call's lease, whose end is `States.Timeout`.
 pub(crate) fn call_time(task: &crate::task::Task) -> Option<std::time::Duration> {

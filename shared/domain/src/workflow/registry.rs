@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::flow::Limit;
-use crate::services::Service;
+use crate::machine::HTTP_AGENT;
+use crate::services::Directory;
 use crate::workflow::{BUILT_IN, DefinitionError, StepKind, Workflow};
 
 /// Why a workflow could not be found or registered.
@@ -40,7 +41,16 @@ pub struct Registry {
     versions: RwLock<HashMap<(String, u32), Arc<Workflow>>>,
     latest: RwLock<HashMap<String, Arc<Workflow>>>,
     /// The services' limits, given to the calls of every workflow added.
-    service_limits: RwLock<HashMap<String, Limit>>,
+    service_limits: RwLock<ServiceLimits>,
+}
+
+/// The deployment's services' limits, as the calls are given them.
+#[derive(Debug, Default)]
+struct ServiceLimits {
+    /// By service name.
+    by_name: HashMap<String, Limit>,
+    /// Every service, for the calls that name their endpoint, when any has a limit.
+    by_endpoint: Option<Arc<Directory>>,
 }
 
 impl Registry {
@@ -204,18 +214,20 @@ impl Registry {
         Ok(workflow)
     }
 
-    /// Limits the calls of each service named in `services` (which are the
-    /// deployment's settings, not a workflow's): the workflows known and those added
-    /// later.
-    pub fn limit_services(&self, services: &HashMap<String, Service>) {
-        let limits: HashMap<String, Limit> = services
-            .iter()
+    /// Limits the calls of each service of `services` (which are the deployment's
+    /// settings, not a workflow's): the workflows known and those added later.
+    pub fn limit_services(&self, services: Directory) {
+        let by_name: HashMap<String, Limit> = (services.services.iter())
             .filter_map(|(name, service)| Some((name.clone(), service.limit.clone()?)))
             .collect();
+        let by_endpoint = (!by_name.is_empty()).then(|| Arc::new(services));
         *self
             .service_limits
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = limits;
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = ServiceLimits {
+            by_name,
+            by_endpoint,
+        };
         let limits = self
             .service_limits
             .read()
@@ -274,10 +286,13 @@ impl Registry {
 }
 
 /// Gives each call of `workflow` its service's limit, from `limits`.
-fn give_limits(workflow: &mut Workflow, limits: &HashMap<String, Limit>) {
+fn give_limits(workflow: &mut Workflow, limits: &ServiceLimits) {
     for step in &mut workflow.steps {
         if let StepKind::Call(call) = &mut step.kind {
-            call.service_limit = limits.get(&call.agent).cloned();
+            call.service_limit = limits.by_name.get(&call.agent).cloned();
+            if call.agent == HTTP_AGENT {
+                call.endpoints.clone_from(&limits.by_endpoint);
+            }
         }
     }
 }

@@ -548,7 +548,10 @@ fn a_call_passes_its_own_gate_then_its_services_each_keyed_as_its_limit_says() {
         r#"{"drone": {"url": "https://d.example.com", "max_concurrency": 3, "key": "input.customer_id"}}"#,
     )
     .expect("services");
-    registry.limit_services(&services);
+    registry.limit_services(crate::services::Directory {
+        services,
+        fallback: None,
+    });
     let text = r#"{"name":"limited","version":1,"input":{"customer_id":"string"},"steps":[
         {"name":"book","agent":"drone","call":"/drones","limit":{"rate":2}},
         {"name":"check","agent":"account","call":"/accounts/check"}]}"#;
@@ -558,7 +561,7 @@ fn a_call_passes_its_own_gate_then_its_services_each_keyed_as_its_limit_says() {
     let input = serde_json::json!({"customer_id": "c-1"});
     let book = added.steps[0].call().expect("a call");
     let gates: Vec<(String, String)> = book
-        .gates("limited", "book", &input)
+        .gates("limited", "book", &input, None)
         .into_iter()
         .map(|(gate, limit)| (gate, limit.to_string()))
         .collect();
@@ -576,7 +579,7 @@ fn a_call_passes_its_own_gate_then_its_services_each_keyed_as_its_limit_says() {
         added.steps[1]
             .call()
             .expect("a call")
-            .gates("limited", "check", &input)
+            .gates("limited", "check", &input, None)
             .is_empty()
     );
     let known = registry.latest("drone-delivery").expect("built in");

@@ -50,7 +50,6 @@ impl Change {
         index: usize,
         operation: Operation,
     ) {
-        let definition = &workflow.steps[index];
         let (path, payload) = match self.request(call, index, order, operation) {
             Ok(request) => request,
             // The operation cannot be called as the workflow builds it: it fails, for
@@ -62,7 +61,7 @@ impl Change {
             }
         };
         self.begin(index, operation);
-        let gates = call.gates(&workflow.name, &definition.name, &order.input);
+        let gates = super::gates::gates_of(call, workflow, index, order, &self.task);
         if gates.is_empty() {
             self.send(call, index, operation, path, payload, Timestamp(i64::MAX));
         } else {

@@ -79,8 +79,7 @@ impl Change {
             return;
         };
         let operation = operation_of(step.state);
-        let name = &workflow.steps[index].name;
-        let gates = call.gates(&workflow.name, name, &order.input);
+        let gates = gates_of(call, workflow, index, order, &self.task);
         self.task.steps[index].complete_by = Some(self.now.plus(SLOT_RECHECK));
         self.admit(call, index, operation, since, gates);
     }
@@ -102,6 +101,20 @@ impl Change {
             self.effects.push(Effect::Release { call, gates });
         }
     }
+}
+
+/// The gates `task`'s step `index`, `call`, passes ([`CallStep::gates`]): a state
+/// machine's at the endpoint its visit's request names.
+pub(crate) fn gates_of<'w>(
+    call: &'w CallStep,
+    workflow: &Workflow,
+    index: usize,
+    order: &Order,
+    task: &Task,
+) -> Vec<(String, &'w Limit)> {
+    let name = &workflow.steps[index].name;
+    let endpoint = crate::machine::visit_endpoint(task);
+    call.gates(&workflow.name, name, &order.input, endpoint)
 }
 
 /// The calls of `task` holding slots: each with its gates.
@@ -168,9 +181,8 @@ pub fn on_granted(
         return Decision::ignore(Verdict::GrantUnused);
     }
     let (true, Some(call), Some(step)) = (waits, call, step) else {
-        let name = step.map(|s| s.name.as_str()).unwrap_or_default();
         let gates = call.map_or_else(Vec::new, |call| {
-            call.gates(&workflow.name, name, &order.input)
+            gates_of(call, workflow, granted.step, order, task)
                 .into_iter()
                 .map(|(gate, _)| gate)
                 .collect()
@@ -203,8 +215,7 @@ pub fn on_granted(
         change.hold(workflow);
         return change.done(Verdict::SlotsAskedAgain);
     };
-    let held = call
-        .gates(&workflow.name, &step.name, &order.input)
+    let held = gates_of(call, workflow, index, order, task)
         .into_iter()
         .map(|(gate, _)| gate)
         .collect();

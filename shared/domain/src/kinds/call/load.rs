@@ -125,5 +125,6 @@ pub(crate) fn resolve(
             .transpose()
             .map_err(|(field, message)| at(&format!("limit.{field}"), &message))?,
         service_limit: None,
+        endpoints: None,
     })
 }

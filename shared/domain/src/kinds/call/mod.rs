@@ -5,6 +5,7 @@
 //! a `callback` it may wait for after its service takes the call.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -18,6 +19,7 @@ use super::{
 use crate::decide::change::Change;
 use crate::flow::Limit;
 use crate::messages::Operation;
+use crate::services::Directory;
 use crate::task::{Order, Step, Waiting};
 use crate::workflow::{Endpoint, FieldSource, RetryPolicy, Supervision, Workflow};
 
@@ -60,22 +62,41 @@ pub struct CallStep {
     /// Its service's limit, as the deployment's settings give it
     /// ([`crate::workflow::Registry::limit_services`]).
     pub service_limit: Option<Limit>,
+    /// For a call that names its endpoint (a state machine's `http:invoke`), the
+    /// deployment's services, when any has a limit: it passes the gate of the one its
+    /// endpoint is at too.
+    pub endpoints: Option<Arc<Directory>>,
 }
 
 impl CallStep {
     /// The gates a call of step `step` of workflow `workflow` passes, in order (its
-    /// own, then its service's), for a task with `input`: each gate's name and limit.
+    /// own, its service's, then for a call to `endpoint` the service it is at), for a
+    /// task with `input`: each gate's name and limit.
     #[must_use]
-    pub fn gates(&self, workflow: &str, step: &str, input: &Value) -> Vec<(String, &Limit)> {
+    pub fn gates(
+        &self,
+        workflow: &str,
+        step: &str,
+        input: &Value,
+        endpoint: Option<&str>,
+    ) -> Vec<(String, &Limit)> {
         let own = self
             .limit
             .as_ref()
             .map(|limit| (limit.gate(&format!("step:{workflow}/{step}"), input), limit));
-        let service = self
+        let service =
+            |name: &str, limit| (Limit::gate(limit, &format!("service:{name}"), input), limit);
+        let agent = self
             .service_limit
             .as_ref()
-            .map(|limit| (limit.gate(&format!("service:{}", self.agent), input), limit));
-        own.into_iter().chain(service).collect()
+            .map(|limit| service(&self.agent, limit));
+        let at = endpoint
+            .zip(self.endpoints.as_deref())
+            .and_then(|(endpoint, services)| {
+                let (name, at) = services.serving(endpoint)?;
+                Some(service(name, at.limit.as_ref()?))
+            });
+        own.into_iter().chain(agent).chain(at).collect()
     }
 }
 

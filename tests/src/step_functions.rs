@@ -1,0 +1,46 @@
+//! Step Functions' protocol, as the AWS SDKs speak it to the harness's API.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::Harness;
+
+impl Harness {
+    /// A Step Functions operation, as the AWS SDKs send it: its answer.
+    ///
+    /// # Panics
+    /// When it does not succeed, or its answer is not JSON.
+    pub async fn step_functions(&self, operation: &str, body: &Value) -> Value {
+        let response = self
+            .http
+            .post(format!("{}/", self.api))
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amz-target", format!("AWSStepFunctions.{operation}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the API answers");
+        let status = response.status();
+        let answer: Value = response.json().await.expect("JSON");
+        assert!(status.is_success(), "{operation}: {status} {answer}");
+        answer
+    }
+
+    /// The execution `arn` described once it is no longer running.
+    ///
+    /// # Panics
+    /// When it still runs after a minute.
+    pub async fn execution_ended(&self, arn: &Value) -> Value {
+        let execution = json!({"executionArn": arn});
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let described = self.step_functions("DescribeExecution", &execution).await;
+            if described["status"] != "RUNNING" {
+                return described;
+            }
+            assert!(Instant::now() < deadline, "still running: {described}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
