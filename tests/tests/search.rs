@@ -117,3 +117,59 @@ async fn a_search_by_state_workflow_time_and_error_and_the_searches_refused() {
         assert_eq!(answer["error"]["field"], field, "{query}: {answer}");
     }
 }
+
+/// A bulk action takes the tasks whose search attributes it names, listed from the
+/// index of one of them: customer c-1's five refunds of twenty paused through the API,
+/// then customer c-3's refund of 40 through `sas pause-all --where`; a filter naming
+/// no attribute's name is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_action_takes_the_tasks_whose_attributes_it_names() {
+    let harness = Harness::start(5).await;
+    harness.waiting_refunds(20, 4).await;
+    let body = json!({"batch": "c-1", "state": "Pending", "attributes": {"customer": "c-1"}});
+    let body = body.to_string();
+    let (status, _, report) = harness
+        .call("POST", "/operator/bulk/pause", Some(body.as_bytes()))
+        .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        [&report["examined"], &report["matched"], &report["taken"]],
+        [&json!(5), &json!(5), &json!(5)],
+        "the index lists customer c-1's alone: {report}"
+    );
+    let printed = harness
+        .sas_ok(&[
+            "pause-all",
+            "--batch",
+            "c-3",
+            "--state",
+            "Pending",
+            "--where",
+            "customer=c-3",
+            "--where",
+            "amount=40",
+        ])
+        .await;
+    // Listed from the index of the first attribute by name: the refunds of 40.
+    assert!(
+        printed.contains("3 examined, 1 matched, 1 paused"),
+        "{printed}"
+    );
+    let mut paused = Vec::new();
+    for i in 0..20 {
+        if !harness.task(&format!("refund-{i}")).await["paused"].is_null() {
+            paused.push(i);
+        }
+    }
+    assert_eq!(paused, [1, 5, 9, 11, 13, 17]);
+
+    let body = br#"{"batch": "b", "attributes": {"Customer": "c-1"}}"#;
+    let (status, _, answer) = harness
+        .call("POST", "/operator/bulk/pause", Some(body))
+        .await;
+    assert_eq!(
+        (status, &answer["error"]["field"]),
+        (400, &json!("attributes")),
+        "{answer}"
+    );
+}

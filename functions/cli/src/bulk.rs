@@ -32,6 +32,9 @@ pub(crate) struct Bulk {
     /// Only the tasks of this owner (the principal that submitted them).
     #[arg(long)]
     owner: Option<String>,
+    /// Only the tasks whose search attribute NAME has VALUE; again for another.
+    #[arg(long = "where", value_name = "NAME=VALUE")]
+    attributes: Vec<String>,
     /// Only the tasks submitted at or after this (RFC 3339).
     #[arg(long)]
     created_after: Option<String>,
@@ -70,6 +73,10 @@ pub(crate) async fn run(
     }
     for (field, value) in fields {
         body[field] = value;
+    }
+    for condition in &bulk.attributes {
+        let (name, value) = crate::find::attribute_condition(condition)?;
+        body["attributes"][name] = json!(value);
     }
     for (field, value) in [
         ("workflow", bulk.workflow),

@@ -45,9 +45,7 @@ impl Find {
     fn query(&self) -> anyhow::Result<String> {
         let mut pairs = Vec::new();
         for condition in &self.attributes {
-            let (name, value) = condition
-                .split_once('=')
-                .with_context(|| format!("--where {condition}: must be NAME=VALUE"))?;
+            let (name, value) = attribute_condition(condition)?;
             pairs.push((format!("attribute.{name}"), value.to_owned()));
         }
         let named = [
@@ -111,4 +109,11 @@ impl Find {
         });
         Ok(())
     }
+}
+
+/// A `--where NAME=VALUE`: the attribute's name, and its value.
+pub(crate) fn attribute_condition(condition: &str) -> anyhow::Result<(&str, &str)> {
+    condition
+        .split_once('=')
+        .with_context(|| format!("--where {condition}: must be NAME=VALUE"))
 }

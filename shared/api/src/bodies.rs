@@ -163,6 +163,10 @@ pub struct BulkBody {
     /// Only the tasks of this owner (the principal that submitted them).
     #[serde(default)]
     pub(crate) owner: Option<String>,
+    /// Only the tasks whose search attributes have these values, by name
+    /// (`{"customer": "c-1"}`; a number or a boolean matches its text).
+    #[serde(default)]
+    pub(crate) attributes: BTreeMap<String, Value>,
     /// A bulk repair's: what each task's repair says, as [`RepairBody`] has it.
     #[serde(flatten)]
     pub(crate) repair: Patches,

@@ -10,6 +10,7 @@ use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_ERROR_TEXT;
 use sas_domain::task::{Request, TaskState};
 use sas_domain::time::Timestamp;
+use sas_domain::workflow::{attribute_text, is_attribute_name};
 
 use crate::bodies::{BulkBody, MoveBody, Patches, RedriveBody, RepairBody, parse_json};
 use crate::error::{ApiError, ErrorCode, decoded, query_pairs, unknown_parameter};
@@ -164,6 +165,14 @@ pub(crate) async fn bulk(
         error_contains: body.error_contains,
         step: body.step,
         owner: body.owner,
+        attributes: (body.attributes.iter())
+            .map(|(name, value)| {
+                let named = is_attribute_name(name).then(|| (name.clone(), attribute_text(value)));
+                named.ok_or_else(|| {
+                    invalid("attributes", format!("'{name}': not an attribute's name"))
+                })
+            })
+            .collect::<Result<_, _>>()?,
     };
     let limit = body.limit.unwrap_or(MAX_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {

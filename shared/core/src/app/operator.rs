@@ -80,6 +80,9 @@ pub struct Filter {
     pub step: Option<String>,
     /// Of this owner (the principal that submitted them).
     pub owner: Option<String>,
+    /// With these search attributes' values, by name, as text: the tasks are then
+    /// listed from the index of the first, not from their state's listing.
+    pub attributes: Vec<(String, String)>,
 }
 
 impl Filter {
@@ -104,6 +107,7 @@ impl Filter {
             })
             && (self.step.as_ref())
                 .is_none_or(|name| (task.steps.iter()).any(|s| s.name == *name && stopped_at(s)))
+            && super::search::has_attributes(task, &self.attributes)
     }
 }
 
@@ -372,7 +376,8 @@ impl App {
         .await
     }
 
-    /// Lists a page of the tasks in the filter's state and takes (`act` on) each that
+    /// Lists a page of the tasks in the filter's state (or with its first attribute's
+    /// value) and takes (`act` on) each that
     /// matches the filter and `applies`, one every `page.pace`, counting how each went.
     async fn take_page<Taken>(
         &self,
@@ -384,10 +389,13 @@ impl App {
     where
         Taken: Future<Output = Result<Task, ActionError>>,
     {
-        let listed = self
-            .store
-            .list(filter.state, page.limit, page.after.as_deref())
-            .await?;
+        let after = page.after.as_deref();
+        let listed = match filter.attributes.first() {
+            Some((name, value)) => {
+                (self.store.with_attribute(name, value, page.limit, after)).await?
+            }
+            None => self.store.list(filter.state, page.limit, after).await?,
+        };
         let mut report = BulkReport {
             examined: listed.tasks.len(),
             next: listed.next,

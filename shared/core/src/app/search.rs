@@ -68,12 +68,11 @@ impl Search {
             let text = text.to_lowercase();
             (task.error.as_deref()).is_some_and(|e| e.to_lowercase().contains(&text))
         };
-        (self.attributes.iter()).all(|(name, value)| {
-            (task.attributes.get(name)).is_some_and(|v| attribute_text(v) == *value)
-        }) && self
-            .workflow
-            .as_ref()
-            .is_none_or(|w| *w == task.workflow.name)
+        has_attributes(task, &self.attributes)
+            && self
+                .workflow
+                .as_ref()
+                .is_none_or(|w| *w == task.workflow.name)
             && self.version.is_none_or(|v| v == task.workflow.version)
             && self.state.is_none_or(|s| s == task.state)
             && self.created_from.is_none_or(|from| task.created_at >= from)
@@ -82,6 +81,13 @@ impl Search {
                 .is_none_or(|before| task.created_at < before)
             && self.error.as_deref().is_none_or(error)
     }
+}
+
+/// Whether `task`'s search attributes have each of `values` (by name, as text).
+pub(super) fn has_attributes(task: &Task, values: &[(String, String)]) -> bool {
+    (values.iter()).all(|(name, value)| {
+        (task.attributes.get(name)).is_some_and(|v| attribute_text(v) == *value)
+    })
 }
 
 /// The attributes of `task` that `before` (its record's, as last written) did not
