@@ -173,3 +173,53 @@ async fn a_move_that_would_put_a_step_at_work_on_other_work_is_refused_and_moves
     let held = task(&harness, "refund-held").await;
     assert_eq!(held["workflow"]["version"], 1, "nothing moved");
 }
+
+/// A state machine's execution waiting in a Wait state, moved through `sas` onto the
+/// revision `UpdateStateMachine` made, ends as that revision says; a revision without
+/// the state it stands in is refused through the API, naming the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_moves_onto_its_state_machines_next_revision_and_ends_there() {
+    let harness = Harness::start(5).await;
+    let waits = |state: &str, said: &str| {
+        json!({"StartAt": state, "States": {
+            state: {"Type": "Wait", "Seconds": 60, "Next": "Say"},
+            "Say": {"Type": "Pass", "Result": said, "End": true}}})
+        .to_string()
+    };
+    let create = json!({"name": "waiter", "definition": waits("Wait", "v1"), "roleArn": "r"});
+    let made = harness.step_functions("CreateStateMachine", &create).await;
+    let machine = &made["stateMachineArn"];
+    let start = json!({"stateMachineArn": machine, "name": "moving-1", "input": "{}"});
+    let started = harness.step_functions("StartExecution", &start).await;
+    harness
+        .wait_for("moving-1", "waiting", |t| {
+            t["steps"][0]["state"] == "Processing"
+        })
+        .await;
+    for (state, said) in [("Wait", "v2"), ("Nap", "v3")] {
+        let update = json!({"stateMachineArn": machine, "definition": waits(state, said)});
+        harness.step_functions("UpdateStateMachine", &update).await;
+    }
+
+    let (status, _, answer) = harness
+        .call(
+            "POST",
+            "/operator/tasks/moving-1/move",
+            Some(br#"{"version": 3}"#),
+        )
+        .await;
+    assert_eq!(status, 409, "{answer}");
+    let says = "step 'Wait' is Processing: version 3 has no step 'Wait' to carry it to";
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "'{says}' in {message}");
+
+    let moved = harness
+        .sas_ok(&["tasks", "move", "moving-1", "--to-version", "2"])
+        .await;
+    assert!(moved.contains("moving-1 moved to waiter v2"), "{moved}");
+    harness.advance(std::time::Duration::from_secs(61));
+    harness.sweep().await;
+    let ended = harness.execution_ended(&started["executionArn"]).await;
+    assert_eq!(ended["status"], "SUCCEEDED", "{ended}");
+    assert_eq!(ended["output"], r#""v2""#, "{ended}");
+}

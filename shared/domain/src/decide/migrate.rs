@@ -8,9 +8,10 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::machine::MachineRun;
 use crate::task::{Happened, Order, Request, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
-use crate::workflow::Workflow;
+use crate::workflow::{StepKind, Workflow};
 
 use super::change::{Change, left_in_place};
 use super::operator::{Refused, check_batch};
@@ -56,6 +57,8 @@ pub struct MovedStep {
 /// A move worked out: the steps of the new version, in its order, and the plan.
 struct Planned {
     steps: Vec<Step>,
+    /// A state machine's execution, as it goes on.
+    run: Option<Box<MachineRun>>,
     plan: MovePlan,
 }
 
@@ -95,6 +98,9 @@ pub fn move_task(
     let mut change = Change::of(task, now);
     change.task.workflow.version = to.version;
     change.task.steps = planned.steps;
+    if let Some(run) = planned.run {
+        change.task.machine = Some(run);
+    }
     change.log(Happened::Moved {
         from_version: from.version,
         to_version: to.version,
@@ -129,9 +135,14 @@ fn check_movable(
     (from, to): (&Workflow, &Workflow),
     order: &Order,
 ) -> Result<(), Refused> {
-    if from.machine.is_some() || to.machine.is_some() {
+    if from.machine.is_some() != to.machine.is_some() {
         return Err(Refused::CannotMove(
-            "a state machine's execution keeps its version: start a new one".into(),
+            "a state machine's execution moves onto a version of its state machine alone".into(),
+        ));
+    }
+    if (task.parent.as_ref()).is_some_and(|parent| parent.scope.is_some()) {
+        return Err(Refused::CannotMove(
+            "it is a branch of a Parallel or a Map: move the execution it belongs to".into(),
         ));
     }
     match task.state {
@@ -169,7 +180,11 @@ fn plan(
 ) -> Result<Planned, Refused> {
     check_batch(task, moving.request.batch.as_ref())?;
     check_movable(task, (from, to), order)?;
-    if let Some(unknown) = (moving.renamed.keys()).find(|name| from.step_index(name).is_none()) {
+    let known = |name: &str| match &from.machine {
+        Some(machine) => machine.0.state(name).is_some() || from.step_index(name).is_some(),
+        None => from.step_index(name).is_some(),
+    };
+    if let Some(unknown) = (moving.renamed.keys()).find(|name| !known(name)) {
         return Err(Refused::NoSuchStep(unknown.clone()));
     }
     let mut plan = MovePlan {
@@ -208,6 +223,15 @@ fn plan(
                 format!(
                     "is a {} ({}); version {}'s '{target}' is a {} ({}): it does other work",
                     was.kind, was.does, to.version, is.kind, is.does
+                ),
+            ));
+        }
+        if at_work(task, index) && matches!(before.kind, StepKind::Branches(_)) {
+            return Err(refused(
+                name,
+                format!(
+                    "runs its branches on version {}: move the execution once it has left the state",
+                    from.version
                 ),
             ));
         }
@@ -262,5 +286,39 @@ fn plan(
             }
         })
         .collect();
-    Ok(Planned { steps, plan })
+    let run = moved_run(task, to, &moving.renamed)?;
+    Ok(Planned { steps, run, plan })
+}
+
+/// A state machine's execution, its states renamed as `renamed` says: the state it
+/// stands in (or stopped at, for its redrive) must be a state of `to`, where the
+/// execution goes on as `to` defines it. `None` for a workflow's task.
+fn moved_run(
+    task: &Task,
+    to: &Workflow,
+    renamed: &BTreeMap<String, String>,
+) -> Result<Option<Box<MachineRun>>, Refused> {
+    let (Some(run), Some(machine)) = (task.machine.as_deref(), &to.machine) else {
+        return Ok(None);
+    };
+    let rename = |name: &str| renamed.get(name).map_or(name, String::as_str).to_owned();
+    let mut run = run.clone();
+    let stood = (run.state.iter_mut()).chain(run.stopped_at.iter_mut().map(|at| &mut at.state));
+    for state in stood {
+        let target = rename(state);
+        if machine.0.state(&target).is_none() {
+            return Err(refused(
+                state,
+                format!(
+                    "is where the execution stands: version {} has no state '{target}'; name the state it becomes",
+                    to.version
+                ),
+            ));
+        }
+        *state = target;
+    }
+    run.visits = (run.visits.into_iter())
+        .map(|(name, visits)| (rename(&name), visits))
+        .collect();
+    Ok(Some(Box::new(run)))
 }

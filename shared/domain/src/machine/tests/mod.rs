@@ -7,6 +7,7 @@ mod context;
 mod distributed;
 mod executions;
 mod history;
+mod moves;
 mod redrive;
 mod retries;
 mod services;
