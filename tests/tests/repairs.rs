@@ -350,11 +350,12 @@ async fn a_failed_executions_stopped_state_is_patched_and_the_execution_goes_on_
     .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["plan"]["run_again"], json!(["Greet"]));
-    let (status, answer) = repair(&harness, "fix-greeting", &json!({"from": "Greet"})).await;
+    let outputs = json!({"outputs": {"Greet": {"greeting": "hi"}}});
+    let (status, answer) = repair(&harness, "fix-greeting", &outputs).await;
     assert_eq!(
         (status, answer["error"]["field"].as_str()),
-        (400, Some("from")),
-        "a state machine is repaired where it stopped: {answer}"
+        (400, Some("outputs")),
+        "a state machine has no steps' outputs to patch: {answer}"
     );
 
     let body = json!({"input": {"name": "Ana"}, "reason": "the caller forgot the name"});
@@ -371,4 +372,77 @@ async fn a_failed_executions_stopped_state_is_patched_and_the_execution_goes_on_
         json!({"greet": "someone"}),
         "the execution's input stays"
     );
+}
+
+/// A state machine's execution that succeeded runs again from a middle state, its
+/// input there patched, through `sas`: the states before it are not entered again; a
+/// restart the engine cannot make is refused, naming `from`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_succeeded_execution_runs_again_from_a_middle_state_with_its_input_patched() {
+    let harness = Harness::start(5).await;
+    let relay = json!({"StartAt": "Stamp", "States": {
+        "Stamp": {"Type": "Pass", "Parameters": {"order.$": "$.order", "stamped": true}, "Next": "Double"},
+        "Double": {"Type": "Pass", "End": true, "Parameters": {
+            "stamped.$": "$.stamped", "total.$": "States.MathAdd($.order.amount, $.order.amount)"}}}});
+    let assigning = json!({"StartAt": "Keep", "States": {
+        "Keep": {"Type": "Pass", "Assign": {"kept": 1}, "Next": "Done"},
+        "Done": {"Type": "Pass", "End": true}}});
+    for (name, definition) in [("relay", relay), ("assigning", assigning)] {
+        let create = json!({"name": name, "definition": definition.to_string(), "roleArn": "r"});
+        let made = harness.step_functions("CreateStateMachine", &create).await;
+        let start = json!({"stateMachineArn": made["stateMachineArn"], "name": format!("{name}-1"),
+            "input": r#"{"order": {"amount": 2}}"#});
+        let started = harness.step_functions("StartExecution", &start).await;
+        let ended = harness.execution_ended(&started["executionArn"]).await;
+        assert_eq!(ended["status"], "SUCCEEDED", "{ended}");
+    }
+    assert_eq!(
+        harness.task("relay-1").await["output"],
+        json!({"stamped": true, "total": 4})
+    );
+
+    let printed = harness
+        .sas_ok(&[
+            "tasks",
+            "repair",
+            "relay-1",
+            "--from",
+            "Double",
+            "--input",
+            r#"{"order": {"amount": 5}}"#,
+            "--reason",
+            "the amount was wrong",
+        ])
+        .await;
+    assert!(printed.contains("relay-1 repaired: run 2"), "{printed}");
+    let task = harness.settle_in("relay-1", "Processed").await;
+    assert_eq!(
+        task["output"],
+        json!({"stamped": true, "total": 10}),
+        "{task}"
+    );
+    let history = harness
+        .step_functions(
+            "GetExecutionHistory",
+            &json!({"executionArn": "arn:aws:states:us-east-1:000000000000:execution:relay:relay-1"}),
+        )
+        .await;
+    let entered: Vec<&str> = (history["events"].as_array().expect("events").iter())
+        .filter_map(|e| e["stateEnteredEventDetails"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        entered,
+        ["Stamp", "Double", "Double"],
+        "Stamp not entered again"
+    );
+
+    for (id, from, says) in [
+        ("relay-1", "Nowhere", "no step 'Nowhere'"),
+        ("assigning-1", "Done", "sets variables (Assign)"),
+    ] {
+        let (status, answer) = repair(&harness, id, &json!({"from": from})).await;
+        assert!(matches!(status, 400 | 404), "{id} from {from}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "'{says}' in {answer}");
+    }
 }

@@ -206,7 +206,9 @@ pub struct Patches {
     /// output, and taken as done.
     #[serde(default)]
     pub(crate) outputs: BTreeMap<String, Value>,
-    /// A step to run again, with every step after it.
+    /// A step to run again, with every step after it; of a state machine's
+    /// execution, a state it entered, run again with the input it entered it with
+    /// (which `input` then patches).
     #[serde(default)]
     pub(crate) from: Option<String>,
     /// Why, kept in the task's history and told with its notifications.

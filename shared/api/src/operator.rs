@@ -61,6 +61,7 @@ fn repair_of(request: Request, patches: Patches) -> Result<Repair, ApiError> {
         outputs: patches.outputs,
         from: patches.from,
         reason: patches.reason,
+        entered_with: None,
     })
 }
 

@@ -133,6 +133,7 @@ impl Sim {
             outputs: BTreeMap::new(),
             from,
             reason: Some("the simulation's operator".into()),
+            entered_with: None,
         };
         let outcome = self.schedulers[0].repair(&task.id, repair).await;
         self.after_action(&task, "repair", outcome);

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use tracing::warn;
 
-use crate::ports::{Chain, StoreError};
+use crate::ports::{Chain, HistoryPage, StoreError};
 use sas_domain::decide::{self, Decision, Move, MovePlan, Refused, Repair, RepairPlan, Resubmit};
 use sas_domain::ids::TaskId;
+use sas_domain::machine::history::entered_with;
 use std::sync::Arc;
 
 use sas_domain::task::{Order, Request, Step, StepState, Task, TaskState, WorkflowRef};
@@ -171,6 +172,7 @@ impl App {
     /// # Errors
     /// [`ActionError`] when the task is missing or the repair refused.
     pub async fn repair(&self, id: &TaskId, repair: Repair) -> Result<Task, ActionError> {
+        let repair = self.entered(id, repair).await?;
         self.act(id, |task, workflow, order, now| {
             decide::repair(task, workflow, order, repair.clone(), now)
         })
@@ -186,10 +188,42 @@ impl App {
         id: &TaskId,
         repair: &Repair,
     ) -> Result<RepairPlan, ActionError> {
+        let repair = self.entered(id, repair.clone()).await?;
         let (task, order) = (self.tasks.task_with_order(id).await?)
             .ok_or_else(|| ActionError::NotFound(id.clone()))?;
         let workflow = self.workflow(&task.workflow).await?;
-        Ok(decide::plan_repair(&task, &workflow, &order, repair)?)
+        Ok(decide::plan_repair(&task, &workflow, &order, &repair)?)
+    }
+
+    /// `repair`, with the input its `from` was last entered with where task `id` is
+    /// a state machine's execution: its history's latest entry of that state.
+    async fn entered(&self, id: &TaskId, mut repair: Repair) -> Result<Repair, StoreError> {
+        const PAGE: usize = 1000;
+        let Some(state) = repair
+            .from
+            .as_deref()
+            .filter(|_| repair.entered_with.is_none())
+        else {
+            return Ok(repair);
+        };
+        let mut after = None;
+        loop {
+            let page = HistoryPage {
+                after,
+                limit: PAGE,
+                reverse: true,
+            };
+            let events = self.store.history(id, page).await?;
+            let found = events.iter().find_map(|e| entered_with(&e.event, state));
+            if let Some(input) = found {
+                repair.entered_with = input.map(Arc::new);
+                return Ok(repair);
+            }
+            match events.last() {
+                Some(last) if events.len() == PAGE => after = Some(last.id),
+                _ => return Ok(repair),
+            }
+        }
     }
 
     /// An operator moves task `id` onto version `to` of its workflow

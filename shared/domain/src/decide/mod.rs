@@ -43,6 +43,7 @@ pub use delivery::{
     callback_waits, notifications_sent,
 };
 pub use migrate::{Move, MovePlan, MovedStep, move_task, plan_move};
+pub(crate) use operator::rerun;
 pub use operator::{Refused, Resubmit, cancel, resubmit, stop_execution};
 pub use repair::{Repair, RepairPlan, plan_repair, repair};
 pub use steps::on_run;

@@ -238,12 +238,25 @@ pub fn resubmit(
         }
         None => None,
     };
+    Ok(rerun(task, workflow, resubmit.request, edited, now))
+}
+
+/// `task` in a new run, asked by `request`, with its new order if it has one: each
+/// step not Processed (every step, with a new order) made new, under the new run's
+/// keys but where its effect may be in place; a state machine's run from its start.
+pub(crate) fn rerun(
+    task: &Task,
+    workflow: &Workflow,
+    request: Request,
+    edited: Option<Order>,
+    now: Timestamp,
+) -> Decision {
     let mut change = new_run(task, now);
     let run = change.task.run;
     change.log(Happened::Resubmitted { run });
     change.task.resubmissions.push(Resubmission {
         run,
-        request: resubmit.request,
+        request,
         edited: edited.is_some(),
         repair: None,
     });
@@ -272,7 +285,7 @@ pub fn resubmit(
     change.release(workflow, Duration::ZERO);
     let mut decision = change.done(Verdict::Resubmitted);
     decision.order = edited;
-    Ok(decision)
+    decision
 }
 
 /// The owner or an operator asks a task to stop: it is Compensating at once, and

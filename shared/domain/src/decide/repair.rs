@@ -46,6 +46,10 @@ pub struct Repair {
     pub from: Option<String>,
     /// Why, in the operator's words.
     pub reason: Option<String>,
+    /// Of a state machine's `from`: the input its state was last entered with, as the
+    /// execution's history keeps it (the caller reads it there); `None` where the
+    /// history has it not, or not whole.
+    pub entered_with: Option<Arc<Value>>,
 }
 
 /// What a repair does to each step: what a dry run answers, before anything moves.
@@ -126,7 +130,7 @@ pub fn plan_repair(
     repair: &Repair,
 ) -> Result<RepairPlan, Refused> {
     if workflow.machine.is_some() {
-        return plan_execution(task, repair);
+        return plan_execution(task, workflow, repair);
     }
     plan(task, workflow, order, repair).map(|planned| planned.plan(task))
 }
@@ -225,23 +229,53 @@ fn noted(repair: Repair, run: u32, edited: bool, run_again: Vec<String>) -> Resu
 
 /// A state machine's repair: the state its execution stopped at runs again, its
 /// input patched; outputs and `from` are a workflow's.
-fn plan_execution(task: &Task, repair: &Repair) -> Result<RepairPlan, Refused> {
+fn plan_execution(
+    task: &Task,
+    workflow: &Workflow,
+    repair: &Repair,
+) -> Result<RepairPlan, Refused> {
     check_repairable(task, repair)?;
-    let theirs = [
-        ("outputs", !repair.outputs.is_empty()),
-        ("from", repair.from.is_some()),
-    ];
-    if let Some((field, _)) = theirs.into_iter().find(|(_, given)| *given) {
+    if !repair.outputs.is_empty() {
         return Err(Refused::Patch(
-            field.into(),
-            "a state machine's execution is repaired where it stopped: patch the input of that state".into(),
+            "outputs".into(),
+            "a state machine's execution is repaired by the input of the state it runs again from: patch that".into(),
         ));
     }
-    let state = machine::stopped_state(task).ok_or(Refused::NotRedrivable)?;
+    let state = match &repair.from {
+        Some(state) => {
+            check_restartable(workflow, state, repair.entered_with.is_some())?;
+            state.as_str()
+        }
+        None => machine::stopped_state(task).ok_or(Refused::NotRedrivable)?,
+    };
     Ok(RepairPlan {
         run_again: vec![state.to_owned()],
         ..RepairPlan::default()
     })
+}
+
+/// Refused unless an execution of `workflow` may run again from `state`: a state of
+/// its machine (not of a branch), that the execution entered with an input its
+/// history keeps whole, in a machine that sets no variables (those in scope when the
+/// state was entered are not kept).
+fn check_restartable(workflow: &Workflow, state: &str, entered: bool) -> Result<(), Refused> {
+    let machine = workflow.machine.as_ref().map(|machine| &machine.0);
+    if machine.and_then(|machine| machine.state(state)).is_none() {
+        return Err(Refused::NoSuchStep(state.to_owned()));
+    }
+    let refused = |why: String| Err(Refused::Patch("from".into(), why));
+    let assigns = machine.is_some_and(|m| m.all_states().iter().any(|(_, s)| s.assign.is_some()));
+    if assigns {
+        return refused(format!(
+            "the state machine sets variables (Assign), and those in scope when '{state}' was entered are not kept: repair it where it stopped"
+        ));
+    }
+    if !entered {
+        return refused(format!(
+            "the execution's history has no whole input of '{state}': it never entered it, or its input was over 256 KiB"
+        ));
+    }
+    Ok(())
 }
 
 /// [`repair`] of a state machine's execution: its redrive, the input of the state it
@@ -253,9 +287,10 @@ fn repair_execution(
     repair: Repair,
     now: Timestamp,
 ) -> Result<Decision, Refused> {
-    let plan = plan_execution(task, &repair)?;
+    let plan = plan_execution(task, workflow, &repair)?;
     let asked = (repair.request.clone(), repair.input.as_ref());
-    let mut decision = machine::repair_execution(task, workflow, order, asked, now)?;
+    let from = repair.from.clone().zip(repair.entered_with.clone());
+    let mut decision = machine::repair_execution(task, workflow, order, asked, from, now)?;
     decision.verdict = Verdict::Repaired;
     let Some(next) = decision.next.as_mut() else {
         return Ok(decision);

@@ -104,6 +104,20 @@ pub(crate) fn state_entered(state: &State, input: &Value) -> Value {
     )
 }
 
+/// Of `event`, where it is the entry of `state`: the input it entered with, `None`
+/// where the event keeps it cut ([`DETAIL_LIMIT`]). `None` for any other event.
+#[must_use]
+pub fn entered_with(event: &Value, state: &str) -> Option<Option<Value>> {
+    let entered = event["type"].as_str()?.ends_with("StateEntered");
+    let details = &event["stateEnteredEventDetails"];
+    if !entered || details["name"] != state {
+        return None;
+    }
+    let whole = details["inputDetails"]["truncated"] != true;
+    let input = details["input"].as_str().filter(|_| whole);
+    Some(input.and_then(|text| serde_json::from_str(text).ok()))
+}
+
 /// `{Type}StateExited`, with the state's output.
 pub(crate) fn state_exited(state: &State, output: &Value) -> Value {
     let details = Map::from_iter([("name".to_owned(), json!(state.name))]);

@@ -62,7 +62,37 @@ pub fn redrive(
         request,
         input: None,
     };
-    let mut decision = resubmit(task, workflow, order, redrive, now)?;
+    let decision = resubmit(task, workflow, order, redrive, now)?;
+    Ok(entering(decision, workflow, *stopped, now))
+}
+
+/// `task`'s execution, ended (failed or succeeded), runs again from `at` (a state
+/// it entered, with the input it entered it with), as a new run of its task.
+///
+/// # Errors
+/// [`Refused::RunByItsParent`] for a branch, or an execution a parent started.
+pub fn restart(
+    task: &Task,
+    workflow: &Workflow,
+    request: Request,
+    at: StoppedAt,
+    now: Timestamp,
+) -> Result<Decision, Refused> {
+    if let Some(parent) = &task.parent {
+        return Err(Refused::RunByItsParent(parent.task.local().to_owned()));
+    }
+    let decision = crate::decide::rerun(task, workflow, request, None, now);
+    Ok(entering(decision, workflow, at, now))
+}
+
+/// `decision`, a new run of an execution's task, made to enter `at`'s state with its
+/// input and variables; its history goes on with the redrive.
+fn entering(
+    mut decision: Decision,
+    workflow: &Workflow,
+    at: StoppedAt,
+    now: Timestamp,
+) -> Decision {
     let timeout = workflow
         .machine
         .as_ref()
@@ -72,10 +102,10 @@ pub fn redrive(
         let run = next.machine.get_or_insert_with(Box::default);
         let id = run.history_base + 1;
         **run = MachineRun {
-            state: Some(stopped.state),
+            state: Some(at.state),
             to_enter: true,
-            input: stopped.input,
-            variables: stopped.variables,
+            input: at.input,
+            variables: at.variables,
             events: id,
             history_base: run.history_base,
             deadline: timeout.map(|seconds| now.plus(Duration::from_secs(seconds))),
@@ -87,34 +117,47 @@ pub fn redrive(
             event: history::execution_redriven(redriven),
         });
     }
-    Ok(decision)
+    decision
 }
 
 /// A repair of `task`'s execution ([`crate::decide::repair`]): its redrive from the
-/// state where it stopped, that state's input patched with `input` (a JSON Merge
-/// Patch or a JSON Patch). The state is what runs again.
+/// state where it stopped, or its restart from `from` (a state, with the input it was
+/// entered with), that state's input patched with `input` (a JSON Merge Patch or a
+/// JSON Patch). The state is what runs again.
 ///
 /// # Errors
-/// As [`redrive`]; [`Refused::Patch`] for a patch that does not apply, or gives an
-/// input over what a task's data may take.
+/// As [`redrive`] and [`restart`]; [`Refused::Patch`] for a patch that does not
+/// apply, or gives an input over what a task's data may take.
 pub fn repair_execution(
     task: &Task,
     workflow: &Workflow,
     order: &Order,
     (request, input): (Request, Option<&Value>),
+    from: Option<(String, Arc<Value>)>,
     now: Timestamp,
 ) -> Result<Decision, Refused> {
-    let mut decision = redrive(task, workflow, order, request, now)?;
-    if let (Some(patch), Some(run)) = (
-        input,
-        decision.next.as_mut().and_then(|t| t.machine.as_mut()),
-    ) {
-        let patched = crate::decide::repair::patched(&run.input, patch, "input")?;
+    let patched = |entered: &Arc<Value>| -> Result<Arc<Value>, Refused> {
+        let Some(patch) = input else {
+            return Ok(Arc::clone(entered));
+        };
+        let patched = crate::decide::repair::patched(entered, patch, "input")?;
         let size = crate::limits::json_size(&patched);
         if size > crate::limits::MAX_TASK_DATA {
             return Err(Refused::InputTooLarge(size));
         }
-        run.input = Arc::new(patched);
+        Ok(Arc::new(patched))
+    };
+    if let Some((state, entered)) = from {
+        let at = StoppedAt {
+            state,
+            input: patched(&entered)?,
+            variables: Map::new(),
+        };
+        return restart(task, workflow, request, at, now);
+    }
+    let mut decision = redrive(task, workflow, order, request, now)?;
+    if let Some(run) = decision.next.as_mut().and_then(|t| t.machine.as_mut()) {
+        run.input = patched(&run.input)?;
     }
     Ok(decision)
 }

@@ -96,6 +96,7 @@ fn repair_of(input: Option<Value>, outputs: &[(&str, Value)], from: Option<&str>
             .collect::<BTreeMap<_, _>>(),
         from: from.map(str::to_owned),
         reason: Some("wrong drop-off".into()),
+        entered_with: None,
     }
 }
 

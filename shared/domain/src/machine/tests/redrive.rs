@@ -157,3 +157,48 @@ fn a_redriven_task_token_wait_takes_the_token_its_new_call_gave() {
 fn run_status(task: &crate::task::Task) -> Status {
     run(task).status
 }
+
+#[test]
+fn an_ended_execution_restarts_from_a_state_it_entered_with_the_input_it_entered_with() {
+    let workflow = machine(json!({
+        "StartAt": "First",
+        "States": {
+            "First": {"Type": "Pass", "Result": {"n": 1}, "Next": "Second"},
+            "Second": {"Type": "Pass", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let ended = claim.next.expect("ended");
+    assert_eq!(ended.state, TaskState::Processed);
+    let repair = |entered_with: Option<Value>| crate::decide::Repair {
+        request: operator(1),
+        input: Some(json!({"n": 2})),
+        outputs: std::collections::BTreeMap::new(),
+        from: Some("Second".to_owned()),
+        reason: None,
+        entered_with: entered_with.map(std::sync::Arc::new),
+    };
+    let refused = crate::decide::repair(&ended, &workflow, &order, repair(None), Timestamp(1));
+    assert!(
+        matches!(&refused, Err(Refused::Patch(field, why)) if field == "from" && why.contains("never entered it")),
+        "{refused:?}"
+    );
+    let restarted = crate::decide::repair(
+        &ended,
+        &workflow,
+        &order,
+        repair(Some(json!({"n": 1}))),
+        Timestamp(1),
+    )
+    .expect("restarted")
+    .next
+    .expect("written");
+    assert_eq!(restarted.run, 2);
+    assert_eq!(run(&restarted).state.as_deref(), Some("Second"));
+    assert_eq!(*run(&restarted).input, json!({"n": 2}), "its input patched");
+    let done = on_run(&restarted, &workflow, &order, "s1", Timestamp(2))
+        .next
+        .expect("ended again");
+    assert_eq!(done.state, TaskState::Processed);
+    assert_eq!(run(&done).output.as_deref(), Some(&json!({"n": 2})));
+}
