@@ -446,3 +446,45 @@ async fn a_succeeded_execution_runs_again_from_a_middle_state_with_its_input_pat
         assert!(message.contains(says), "'{says}' in {answer}");
     }
 }
+
+/// `RepairExecution`, beside `RedriveExecution` in Step Functions' protocol: a failed
+/// execution's dry run says what runs again, its repair patches the stopped state's
+/// input and it succeeds; a state it never had is refused, naming `fromState`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_execution_patches_a_failed_executions_state_through_the_protocol() {
+    let harness = Harness::start(5).await;
+    let body = json!({"workflow": "greet-strictly", "input": {"greet": "someone"}});
+    harness.put_task("greeting", &body).await;
+    harness.settle_in("greeting", "Error").await;
+    let arn = "arn:aws:states:us-east-1:000000000000:execution:greet-strictly:greeting";
+
+    let dry = json!({"executionArn": arn, "input": r#"{"name": "Ana"}"#, "dryRun": true});
+    let planned = harness.step_functions("RepairExecution", &dry).await;
+    assert_eq!(planned, json!({"runAgain": ["Greet"]}));
+    let (status, refused) = harness
+        .step_functions_answer(
+            "RepairExecution",
+            &json!({"executionArn": arn, "fromState": "Farewell"}),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["__type"].as_str()),
+        (400, Some("ValidationException")),
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("'fromState'")),
+        "{refused}"
+    );
+
+    let asked = json!({"executionArn": arn, "input": r#"{"name": "Ana"}"#,
+        "reason": "the caller forgot the name"});
+    let repaired = harness.step_functions("RepairExecution", &asked).await;
+    assert_eq!(repaired["runAgain"], json!(["Greet"]), "{repaired}");
+    assert!(repaired["redriveDate"].is_f64(), "{repaired}");
+    let ended = harness.execution_ended(&json!(arn)).await;
+    assert_eq!(ended["status"], "SUCCEEDED", "{ended}");
+    assert_eq!(ended["output"], r#"{"greeting":"Hello, Ana!"}"#);
+}

@@ -43,7 +43,7 @@ pub(crate) async fn repair(
 }
 
 /// The repair `patches` say, asked by `request`.
-fn repair_of(request: Request, patches: Patches) -> Result<Repair, ApiError> {
+pub(crate) fn repair_of(request: Request, patches: Patches) -> Result<Repair, ApiError> {
     if patches
         .reason
         .as_ref()

@@ -42,6 +42,7 @@ fn operation() -> impl Strategy<Value = String> {
                 "StopExecution",
                 "GetExecutionHistory",
                 "RedriveExecution",
+                "RepairExecution",
                 "TestState",
                 "SendTaskSuccess",
                 "SendTaskFailure",

@@ -19,6 +19,7 @@ mod executions;
 mod history;
 mod listing;
 mod machines;
+mod repairs;
 mod tokens;
 mod trial;
 
@@ -169,7 +170,8 @@ pub(crate) fn seconds(at: Timestamp) -> Value {
 /// An operator's operations, as the operator's routes are: those that change the
 /// deployment's definitions and activities, a worker's poll, which takes any caller's
 /// task, and `TestState`, which runs any definition given.
-const OPERATORS: [&str; 14] = [
+const OPERATORS: [&str; 15] = [
+    "RepairExecution",
     "CreateStateMachine",
     "UpdateStateMachine",
     "DeleteStateMachine",
@@ -241,6 +243,7 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "StopExecution" => executions::stop(app, scope, bytes).await,
         "GetExecutionHistory" => history::get(app, scope, bytes).await,
         "RedriveExecution" => executions::redrive(app, scope, bytes).await,
+        "RepairExecution" => repairs::repair(app, scope, bytes).await,
         "TestState" => trial::test_state(app, bytes).await,
         "CreateActivity" => activities::create(app, bytes).await,
         "DescribeActivity" => activities::describe(app, bytes).await,
