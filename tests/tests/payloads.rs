@@ -292,7 +292,17 @@ async fn a_history_too_large_for_one_answer_comes_in_pages() {
     let start = json!({"stateMachineArn": created["stateMachineArn"], "name": "paged",
         "input": input.to_string()});
     let started = harness.step_functions("StartExecution", &start).await;
-    harness.execution_ended(&started["executionArn"]).await;
+    let ended = harness.execution_ended(&started["executionArn"]).await;
+    // Its input and output, each kept apart, are read for the answer, which carries them.
+    for field in ["input", "output"] {
+        let text = ended[field].as_str().expect("carried");
+        let value: Value = serde_json::from_str(text).expect("JSON text");
+        assert_eq!(
+            value["manifest"].as_str().map(str::len),
+            Some(300 * 1024),
+            "{field}"
+        );
+    }
 
     let (mut ids, mut pages, mut token) = (Vec::new(), 0, None::<Value>);
     loop {

@@ -11,6 +11,7 @@ use sas_domain::decide::Refused;
 use sas_domain::ids::TaskId;
 use sas_domain::machine::catalog::{Catalog, Qualifier};
 use sas_domain::machine::{Status, execution_arn, is_redrivable, machine_arn, place};
+use sas_domain::payload::PayloadRef;
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
 
@@ -131,6 +132,17 @@ pub(super) async fn named(
     scope: Scope<'_>,
     arn: &str,
 ) -> Result<(Task, Order, String), SfnError> {
+    read_named(app, scope, arn, false).await
+}
+
+/// [`named`], read whole, or as the store keeps it (`as_stored`: each value kept
+/// apart as its reference).
+async fn read_named(
+    app: &App,
+    scope: Scope<'_>,
+    arn: &str,
+    as_stored: bool,
+) -> Result<(Task, Order, String), SfnError> {
     let invalid = || SfnError::new("InvalidArn", format!("Invalid Arn: '{arn}'"));
     let rest = arn.strip_prefix("arn:aws:states:").ok_or_else(invalid)?;
     let parts: Vec<&str> = rest.split(':').collect();
@@ -147,10 +159,12 @@ pub(super) async fn named(
         return Err(missing());
     }
     let id = scope.id(name).map_err(|_| missing())?;
-    let found = app
-        .task_with_order(&id)
-        .await
-        .map_err(|e| of_execution(e.into()))?;
+    let found = if as_stored {
+        app.task_with_order_as_stored(&id).await
+    } else {
+        app.task_with_order(&id).await
+    };
+    let found = found.map_err(|e| of_execution(e.into()))?;
     match found {
         Some((task, order)) if task.workflow.name == *machine => {
             Ok((task, order, (*name).to_owned()))
@@ -235,17 +249,22 @@ fn described(task: &Task, order: &Order, name: &str, catalog: &Catalog) -> Value
 /// names it by reference, and `GET /tasks/{id}/payloads/{sha256}` reads it.
 fn within_an_answer(described: &mut Value) {
     let size = |field: &str| described[field].as_str().map_or(0, str::len);
-    let mut fields = [("input", "inputDetails"), ("output", "outputDetails")];
-    fields.sort_by_key(|(field, _)| std::cmp::Reverse(size(field)));
-    for (field, details) in fields {
+    let mut fields = ["input", "output"];
+    fields.sort_by_key(|field| std::cmp::Reverse(size(field)));
+    for field in fields {
         if described.to_string().len() <= MAX_ANSWER_BYTES {
             return;
         }
-        if let Some(object) = described.as_object_mut() {
-            object.remove(field);
-        }
-        described[details] = json!({"included": false});
+        left_out(described, field);
     }
+}
+
+/// `described` without `field`, marked so in its details (`inputDetails`).
+fn left_out(described: &mut Value, field: &str) {
+    if let Some(object) = described.as_object_mut() {
+        object.remove(field);
+    }
+    described[format!("{field}Details")] = json!({"included": false});
 }
 
 /// `DescribeExecution`, with the published version the execution runs on, where
@@ -253,9 +272,33 @@ fn within_an_answer(described: &mut Value) {
 pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
     let request: ExecutionRequest = body(bytes)?;
     let arn = required(request.execution_arn, "executionArn")?;
-    let (task, order, name) = named(app, scope, &arn).await?;
+    let (task, order, name) = read_named(app, scope, &arn, true).await?;
     let catalog = machines::kept_catalog(app, &task.workflow.name).await?;
-    Ok(described(&task, &order, &name, &catalog))
+    let mut described = described(&task, &order, &name, &catalog);
+    // An input or output kept apart is read, it alone, where the answer carries it,
+    // the smaller first; and left out where it cannot: no value is read to be left out.
+    let output = task
+        .machine
+        .as_deref()
+        .and_then(|run| run.output.as_deref());
+    let mut apart: Vec<(&str, PayloadRef)> = [("input", Some(&order.input)), ("output", output)]
+        .into_iter()
+        .filter_map(|(field, value)| Some((field, PayloadRef::in_value(value?)?)))
+        .collect();
+    apart.sort_by_key(|(_, reference)| reference.bytes);
+    for (field, reference) in apart {
+        let shown = described[field].as_str().map_or(0, str::len);
+        let without = described.to_string().len().saturating_sub(shown) as u64;
+        if without + reference.bytes > MAX_ANSWER_BYTES as u64 {
+            left_out(&mut described, field);
+            continue;
+        }
+        let value = (app.value_of(&task, &reference).await)
+            .map_err(|error| SfnError::unavailable(&error))?;
+        described[field] = json!(value.to_string());
+    }
+    within_an_answer(&mut described);
+    Ok(described)
 }
 
 /// `DescribeStateMachineForExecution`: the definition the execution runs, the

@@ -12,6 +12,7 @@ use serde_json::Value;
 use sas_domain::ids::TaskId;
 use sas_domain::limits::MAX_VALUE;
 use sas_domain::payload::{PayloadRef, ValueScope};
+use sas_domain::task::Task;
 
 use super::{App, SubmitError};
 use crate::offload::stored;
@@ -146,6 +147,22 @@ impl App {
             return Ok(Some(StoredValue::At(url)));
         }
         Ok(payloads.get(&scope, sha256).await?.map(StoredValue::Text))
+    }
+
+    /// The value `reference` names among `task`'s kept apart, read from the value
+    /// store and checked against its hash.
+    ///
+    /// # Errors
+    /// [`UploadError::Failed`] when the store fails or does not hold it as named;
+    /// [`UploadError::NotJson`] for a value that is not JSON.
+    pub async fn value_of(
+        &self,
+        task: &Task,
+        reference: &PayloadRef,
+    ) -> Result<Value, UploadError> {
+        let payloads = self.value_store()?;
+        let text = crate::offload::fetch(&**payloads, &ValueScope::of(task), reference).await?;
+        serde_json::from_slice(&text).map_err(|e| UploadError::NotJson(e.to_string()))
     }
 
     fn value_store(&self) -> Result<&Arc<dyn Payloads>, UploadError> {
