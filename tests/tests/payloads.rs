@@ -101,6 +101,12 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_kept_apart() {
     assert_eq!(answer.to_string().len(), 5 * MB, "the answer kept whole");
     let given = whole(&harness, "large", &task["input"]).await;
     assert_eq!(given, input, "the input kept whole");
+    let sha256 = task["input"]["$payload"]["sha256"]
+        .as_str()
+        .expect("a hash");
+    let printed = harness.sas_ok(&["tasks", "value", "large", sha256]).await;
+    let read: Value = serde_json::from_str(&printed).expect("sas prints the JSON");
+    assert_eq!(read, input, "sas reads it whole");
     let last = &step(&task, "create-delivery")["output"];
     let carried = last["received_bytes"].as_u64().expect("bytes received");
     assert!(

@@ -58,7 +58,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Tasks: submit, list, find, show, execution, watch, children, resubmit, repair,
+    /// Tasks: submit, list, find, show, value, execution, watch, children, resubmit, repair,
     /// move, cancel, pause, resume, complete.
     #[command(subcommand)]
     Tasks(Tasks),
@@ -163,6 +163,13 @@ enum Tasks {
         /// Give up after this long.
         #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
         timeout: Duration,
+    },
+    /// A value of a task kept apart, as its view names it by reference
+    /// (`{"$payload": {"sha256": ...}}`): its JSON, on standard output.
+    Value {
+        id: String,
+        /// The value's SHA-256, as its reference names it.
+        sha256: String,
     },
     /// A state machine's task as its state graph: each state's visits and how its
     /// last went, the path taken, each state's last input and output.
@@ -352,6 +359,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .call("GET", &format!("{tasks}/{}", id(&task)), None)
                 .await?;
             print(cli.json, &answer, render::task);
+        }
+        Command::Tasks(Tasks::Value { id: task, sha256 }) => {
+            let path = format!("{tasks}/{}/payloads/{}", id(&task), id(&sha256));
+            let value = api.call("GET", &path, None).await?;
+            println!("{value}");
         }
         Command::Tasks(Tasks::Execution { id: task }) => {
             let answer = api
