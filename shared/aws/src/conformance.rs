@@ -168,10 +168,10 @@ async fn order_data_is_kept_in_the_tasks_item_when_small_and_apart_when_not() {
 
     let edited = Order {
         task_id: task.id.clone(),
-        input: json!({"customer_id": "c-2"}),
+        input: std::sync::Arc::new(json!({"customer_id": "c-2"})),
         earlier: vec![EarlierInput {
             until_run: 2,
-            input: order.input.clone(),
+            input: serde_json::Value::clone(&order.input),
         }],
     };
     let resubmitted = changed(&late, &|t| t.run = 3);

@@ -261,7 +261,7 @@ pub fn task_slots(task: &mut Task) -> Vec<Slot<'_>> {
 
 /// The slots of a task's order data.
 pub fn order_slots(order: &mut Order) -> Vec<Slot<'_>> {
-    let mut slots = vec![Slot::Plain(&mut order.input)];
+    let mut slots = vec![Slot::Shared(&mut order.input)];
     slots.extend(
         order
             .earlier

@@ -281,7 +281,7 @@ pub(super) async fn describe(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Resul
         .machine
         .as_deref()
         .and_then(|run| run.output.as_deref());
-    let mut apart: Vec<(&str, PayloadRef)> = [("input", Some(&order.input)), ("output", output)]
+    let mut apart: Vec<(&str, PayloadRef)> = [("input", Some(&*order.input)), ("output", output)]
         .into_iter()
         .filter_map(|(field, value)| Some((field, PayloadRef::in_value(value?)?)))
         .collect();

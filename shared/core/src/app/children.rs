@@ -159,7 +159,8 @@ impl App {
                     if task.parent.as_ref().is_some_and(|p| p.run >= link.run) {
                         return Ok::<_, TaskError>(Decision::ignore(Verdict::RerunForParent));
                     }
-                    let input = (order.input != submission.input).then(|| submission.input.clone());
+                    let input =
+                        (*order.input != submission.input).then(|| submission.input.clone());
                     Ok(
                         decide::rerun_child(task, workflow, order, input, link.run, now)
                             .unwrap_or_else(|_| Decision::ignore(Verdict::RefusedAlready)),

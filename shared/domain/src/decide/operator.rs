@@ -1,5 +1,6 @@
 //! The owner's and operator's actions: resubmit and cancel.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -169,7 +170,7 @@ pub(super) fn edited_order(order: &Order, input: Value, run: u32) -> Result<Orde
     let mut edited = order.clone();
     edited.earlier.push(EarlierInput {
         until_run: run,
-        input: std::mem::replace(&mut edited.input, input),
+        input: Arc::unwrap_or_clone(std::mem::replace(&mut edited.input, Arc::new(input))),
     });
     let size = limits::json_size(&json!(edited));
     if size > limits::MAX_ORDER {

@@ -358,7 +358,7 @@ fn plan(
         Some(patch) => {
             let input = patched(&order.input, patch, "input")?;
             workflow.validate_input(&input)?;
-            Some(input).filter(|input| *input != order.input)
+            Some(input).filter(|input| *input != *order.input)
         }
         None => None,
     };

@@ -1,6 +1,7 @@
 //! A task created for a submission, and a buffered submission refused on a task.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::submission::Submission;
 use crate::task::{Happened, Order, RefusedSubmission, Step, Task, TaskState, WorkflowRef};
@@ -78,7 +79,7 @@ fn create(
     change.watch_lease();
     let order = Order {
         task_id: submission.id,
-        input: submission.input,
+        input: Arc::new(submission.input),
         earlier: Vec::new(),
     };
     (change.task, order, change.effects)

@@ -229,7 +229,7 @@ impl Change {
         self.task.machine = Some(Box::new(MachineRun {
             state: Some(machine.start_at.clone()),
             to_enter: true,
-            input: Arc::new(order.input.clone()),
+            input: Arc::clone(&order.input),
             variables,
             events: base + u64::from(!is_branch),
             history_base: base,
@@ -304,7 +304,7 @@ impl Change {
     fn execution_input(&self, order: &Order) -> Value {
         match branch_scope(&self.task) {
             Some(scope) => scope.execution_input.clone().unwrap_or(Value::Null),
-            None => order.input.clone(),
+            None => Value::clone(&order.input),
         }
     }
 

@@ -1,6 +1,8 @@
 //! A task's order: its input, stored beside its record and read only when a step
 //! needs it, and the inputs it had before an edited resubmission.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,8 +17,9 @@ use super::Task;
 pub struct Order {
     /// The task it belongs to.
     pub task_id: TaskId,
-    /// The input of the current run.
-    pub input: Value,
+    /// The input of the current run: shared with the cache of values kept apart
+    /// (a map's ten thousand items are read at each child's end, not copied).
+    pub input: Arc<Value>,
     /// The inputs an edited resubmission replaced, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier: Vec<EarlierInput>,

@@ -28,7 +28,7 @@ async fn writes_are_conditional_and_creation_is_one_transaction() {
     store.create(&task, &order).await.expect("created");
     let other_order = Order {
         task_id: task.id.clone(),
-        input: serde_json::json!({"order_id": "other"}),
+        input: std::sync::Arc::new(serde_json::json!({"order_id": "other"})),
         earlier: Vec::new(),
     };
     assert!(matches!(

@@ -13,7 +13,7 @@ pub(super) async fn conditional_writes_and_transactions(store: &dyn TaskStore) {
     store.create(&task, &order).await.expect("created");
     let other_order = Order {
         task_id: task.id.clone(),
-        input: serde_json::json!({"other": true}),
+        input: std::sync::Arc::new(serde_json::json!({"other": true})),
         earlier: Vec::new(),
     };
     assert!(
@@ -66,7 +66,7 @@ pub(super) async fn conditional_writes_and_transactions(store: &dyn TaskStore) {
     let edited_order = Order {
         earlier: vec![EarlierInput {
             until_run: 1,
-            input: order.input.clone(),
+            input: serde_json::Value::clone(&order.input),
         }],
         ..other_order
     };

@@ -23,10 +23,10 @@ fn mapped() -> Workflow {
 fn order_of(items: usize) -> Order {
     Order {
         task_id: TaskId::parse("t1").expect("id"),
-        input: json!({
+        input: std::sync::Arc::new(json!({
             "items": (0..items).map(|n| json!({"n": n})).collect::<Vec<_>>(),
             "order": "o-1",
-        }),
+        })),
         earlier: Vec::new(),
     }
 }
@@ -41,7 +41,7 @@ fn at_the_map(items: usize, now: Timestamp) -> (Workflow, Task, Order, Vec<(u32,
 fn at_the_map_of(order: Order, now: Timestamp) -> (Workflow, Task, Order, Vec<(u32, Value)>) {
     let workflow = mapped();
     let submission = Submission {
-        input: order.input.clone(),
+        input: Value::clone(&order.input),
         ..submission(false)
     };
     let (task, _, _) = submit(&workflow, submission, now);
@@ -189,7 +189,7 @@ fn failures_past_the_tolerance_stop_the_map_and_undo_every_child_it_started_then
 #[test]
 fn a_map_whose_items_are_not_an_array_fails_without_a_child() {
     let mut order = order_of(1);
-    order.input["items"] = json!("many");
+    std::sync::Arc::make_mut(&mut order.input)["items"] = json!("many");
     let (_, task, _, first) = at_the_map_of(order, Timestamp(1_000));
     assert!(first.is_empty());
     assert_eq!(task.steps[1].state, StepState::Error);

@@ -48,7 +48,7 @@ fn submission(notify: bool) -> Submission {
 fn any_order() -> Order {
     Order {
         task_id: TaskId::parse("t1").expect("id"),
-        input: json!({}),
+        input: std::sync::Arc::new(json!({})),
         earlier: Vec::new(),
     }
 }

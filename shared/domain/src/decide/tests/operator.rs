@@ -244,12 +244,12 @@ fn an_edited_resubmission_checks_the_input_keeps_the_old_one_and_runs_the_new() 
     let new = json!({"customer_id": "c2", "pickup": "a", "dropoff": "b", "weight_kg": 1});
     let decision = resubmit(&task, &workflow, &order, edit(new.clone()), now).expect("ok");
     let edited = decision.order.expect("a new input");
-    assert_eq!(edited.input, new);
+    assert_eq!(*edited.input, new);
     assert_eq!(
         edited.earlier,
         [EarlierInput {
             until_run: 1,
-            input: order.input.clone()
+            input: Value::clone(&order.input)
         }]
     );
     let task = decision.next.expect("resubmitted");

@@ -10,7 +10,7 @@ fn claimed_at_a_call(now: Timestamp) -> (Workflow, Order, Task, AgentRequest) {
     let workflow = around(r#"{"name": "c", "agent": "s", "call": "/c"}"#);
     let order = order_at("x");
     let submission = Submission {
-        input: order.input.clone(),
+        input: Value::clone(&order.input),
         ..submission(false)
     };
     let (task, _, _) = submit(&workflow, submission, now);

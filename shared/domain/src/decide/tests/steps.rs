@@ -85,7 +85,7 @@ fn a_step_with_a_field_mapping_sends_only_those_fields_and_its_undo_its_own_resu
     let (task, order, quote) = run_to(&workflow, 0, now);
     assert_eq!(
         quote.payload.value()["input"],
-        order.input,
+        *order.input,
         "a step without a mapping is sent everything"
     );
     let quoted = Outcome::Succeeded {

@@ -27,7 +27,7 @@ pub(super) fn around(middle: &str) -> Workflow {
 pub(super) fn order_at(at: &str) -> Order {
     Order {
         task_id: TaskId::parse("t1").expect("id"),
-        input: json!({"amount": 50, "at": at}),
+        input: std::sync::Arc::new(json!({"amount": 50, "at": at})),
         earlier: Vec::new(),
     }
 }
@@ -36,7 +36,7 @@ pub(super) fn order_at(at: &str) -> Order {
 /// answer.
 pub(super) fn past_a(workflow: &Workflow, order: &Order, now: Timestamp) -> Decision {
     let submission = Submission {
-        input: order.input.clone(),
+        input: Value::clone(&order.input),
         ..submission(true)
     };
     let (task, _, _) = submit(workflow, submission, now);
