@@ -411,8 +411,8 @@ impl App {
     }
 
     /// Lists a page of the tasks in the filter's state (or with its first attribute's
-    /// value) and takes (`act` on) each that
-    /// matches the filter and `applies`, one every `page.pace`, counting how each went.
+    /// value) and takes (`act` on) each that matches the filter and `applies`, one
+    /// every `page.pace`, counting how each went.
     async fn take_page<Taken>(
         &self,
         filter: &Filter,

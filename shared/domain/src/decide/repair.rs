@@ -227,8 +227,8 @@ fn noted(repair: Repair, run: u32, edited: bool, run_again: Vec<String>) -> Resu
     }
 }
 
-/// A state machine's repair: the state its execution stopped at runs again, its
-/// input patched; outputs and `from` are a workflow's.
+/// A state machine's repair: the state its execution stopped at, or `from`, runs
+/// again, its input patched; outputs are a workflow's.
 fn plan_execution(
     task: &Task,
     workflow: &Workflow,
@@ -278,8 +278,9 @@ fn check_restartable(workflow: &Workflow, state: &str, entered: bool) -> Result<
     Ok(())
 }
 
-/// [`repair`] of a state machine's execution: its redrive, the input of the state it
-/// stopped at patched ([`machine::repair_execution`]), noted as a repair.
+/// [`repair`] of a state machine's execution: its redrive from where it stopped, or
+/// its restart from `from`, that state's input patched
+/// ([`machine::repair_execution`]), noted as a repair.
 fn repair_execution(
     task: &Task,
     workflow: &Workflow,

@@ -80,7 +80,8 @@ impl TaskState {
 pub struct WorkflowRef {
     /// The workflow's name.
     pub name: String,
-    /// The version the task keeps to its end.
+    /// The version the task runs on: the one it started with, unless an operator
+    /// moved it onto another.
     pub version: u32,
 }
 
