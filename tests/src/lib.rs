@@ -7,6 +7,7 @@
 //! depends on it.
 
 pub mod aws;
+pub mod local;
 pub mod ministack;
 pub mod sim;
 mod step_functions;

@@ -31,13 +31,13 @@
 //! path contains that text.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sas_domain::workflow::Workflow;
+use sas_tests::local::Local;
 
 /// The longest an `sh run` block may take; past it, it is killed with its children.
 const BLOCK_LIMIT: Duration = Duration::from_secs(120);
@@ -224,59 +224,6 @@ fn binaries() -> PathBuf {
     directory.to_owned()
 }
 
-/// A `sas-local` on free ports and a data directory of its own, stopped when dropped.
-struct Local {
-    child: Child,
-    /// The API's `host:port`.
-    api: String,
-    /// The mock services' `host:port`.
-    mock: String,
-}
-
-impl Local {
-    /// Starts it with its defaults (the built-in workflows, the mock services), as
-    /// `cargo run -p sas-local` does, but for its ports and data.
-    fn start(binaries: &Path, data: &Path) -> Result<Self, String> {
-        let mut child = Command::new(binaries.join("sas-local"))
-            .env("SAS_DATA_DIR", data)
-            .env("SAS_API_ADDR", "127.0.0.1:0")
-            .env("SAS_MOCK_ADDR", "127.0.0.1:0")
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("sas-local does not start: {e}"))?;
-        let stdout = child.stdout.take().expect("a piped stdout");
-        // Made before the ready line is read, so that a failure to read it stops it.
-        let mut local = Self {
-            child,
-            api: String::new(),
-            mock: String::new(),
-        };
-        let mut ready = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut ready)
-            .map_err(|e| format!("sas-local's ready line: {e}"))?;
-        let field = |name: &str| {
-            ready
-                .split_whitespace()
-                .find_map(|f| f.strip_prefix(&format!("{name}=http://")))
-                .map(str::to_owned)
-                .ok_or_else(|| format!("sas-local said no {name} address: {ready:?}"))
-        };
-        local.api = field("api")?;
-        local.mock = field("mock")?;
-        Ok(local)
-    }
-}
-
-impl Drop for Local {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// What a block printed.
 struct Output {
     stdout: String,
@@ -360,7 +307,8 @@ fn run_page(page: &Page, binaries: &Path) -> Result<(), String> {
     }
     let data = tempfile::tempdir().expect("a data directory");
     let directory = tempfile::tempdir().expect("a working directory");
-    let local = Local::start(binaries, data.path()).map_err(|e| format!("{}: {e}", page.path))?;
+    let local = Local::start(&binaries.join("sas-local"), data.path(), &[])
+        .map_err(|e| format!("{}: {e}", page.path))?;
     let mut last: Option<(usize, Output)> = None;
     for block in &blocks {
         let text = localize(&block.body, &local.api, &local.mock);

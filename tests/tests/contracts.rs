@@ -84,6 +84,7 @@ fn request<'a>(
         query,
         body,
         target: None,
+        trace: api::TraceHeaders::default(),
     }
 }
 

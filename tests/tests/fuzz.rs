@@ -113,6 +113,7 @@ impl Subject {
             query,
             body,
             target: None,
+            trace: api::TraceHeaders::default(),
         };
         self.runtime.block_on(api::handle(&self.app, request))
     }

@@ -477,6 +477,7 @@ async fn the_dead_letter_queues_are_listed_shown_and_redriven() {
     let send = |body: &str| OutgoingMessage {
         body: body.into(),
         delay: Duration::ZERO,
+        trace: None,
     };
     // A poison message, dead-lettered after its one receive; and a message for a task
     // not yet submitted, put there as if dead-lettered in an outage.
@@ -604,6 +605,7 @@ async fn a_look_at_large_dead_letters_shows_what_fits_an_answer() {
     let large = OutgoingMessage {
         body: json!({"type": "run", "task_id": "x".repeat(200 * 1024)}).to_string(),
         delay: Duration::ZERO,
+        trace: None,
     };
     for _ in 0..30 {
         backend

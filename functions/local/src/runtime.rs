@@ -25,6 +25,7 @@ use sas_domain::services::{Directory, Service};
 use sas_domain::workflow::Registry;
 use sas_embedded::{DirectoryPayloads, Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
+use sas_telemetry::Telemetry;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
@@ -84,6 +85,8 @@ pub struct System {
     pub queues: QueueNames,
     /// The queue of buffered submissions (drained in direct ingestion too).
     pub ingest: QueueName,
+    /// Where tasks' traces are exported, when the `OTEL_*` settings ask for it.
+    telemetry: Option<Arc<Telemetry>>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -156,19 +159,22 @@ impl System {
             DirectoryPayloads::open(&settings.data_dir.join("payloads"), settings.durability)
                 .context("cannot open the directory of large values")?,
         );
-        let app = App::new(
+        let telemetry = Telemetry::from_env("sas-local")
+            .map_err(anyhow::Error::msg)?
+            .map(Arc::new);
+        let mut app = App::new(
             ports,
             workflows,
             queues.clone(),
             format!("local-{}", std::process::id()),
-        )
-        .with_dead_letters(Arc::clone(&backend) as _)
-        .with_payloads(Arc::clone(&payloads))
-        .with_submissions_claimed(claims_now(
-            &backend,
-            &queues,
-            settings.agent_concurrency,
-        ));
+        );
+        if let Some(telemetry) = &telemetry {
+            app = app.with_spans(Arc::clone(telemetry) as _);
+        }
+        let app = app
+            .with_dead_letters(Arc::clone(&backend) as _)
+            .with_payloads(Arc::clone(&payloads))
+            .with_submissions_claimed(claims_now(&backend, &queues, settings.agent_concurrency));
         let app = Arc::new(match settings.ingestion {
             Ingestion::Buffered => app.with_ingestion(ingest.clone()),
             Ingestion::Direct => app.draining(ingest.clone()),
@@ -211,6 +217,7 @@ impl System {
             backend,
             queues,
             ingest,
+            telemetry,
             stop,
             workers: Vec::new(),
         };
@@ -275,6 +282,9 @@ impl System {
     /// their current message.
     pub async fn stop(mut self) {
         self.stop_workers().await;
+        if let Some(telemetry) = self.telemetry.take() {
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        }
     }
 
     async fn stop_workers(&mut self) {

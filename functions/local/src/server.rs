@@ -24,7 +24,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sas_api::{AMZ_JSON, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
+use sas_api::{AMZ_JSON, ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, TraceHeaders};
 use sas_core::app::App;
 use sas_core::ports::Consumer;
 use sas_domain::ids::QueueName;
@@ -166,6 +166,7 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
         return to_http(ApiError::new(ErrorCode::BodyTooLarge, message).into());
     };
     let caller = shared.caller(&parts.headers);
+    let in_header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let response = sas_api::handle(
         &shared.app,
         ApiRequest {
@@ -174,10 +175,11 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
             path: parts.uri.path(),
             query: parts.uri.query(),
             body: &bytes,
-            target: parts
-                .headers
-                .get("x-amz-target")
-                .and_then(|v| v.to_str().ok()),
+            target: in_header("x-amz-target"),
+            trace: TraceHeaders {
+                traceparent: in_header("traceparent"),
+                tracestate: in_header("tracestate"),
+            },
         },
     )
     .await;

@@ -101,6 +101,26 @@ pub struct ApiRequest<'a> {
     pub body: &'a [u8],
     /// `X-Amz-Target`, naming a Step Functions operation on `POST /`.
     pub target: Option<&'a str>,
+    /// The caller's `traceparent` and `tracestate` headers.
+    pub trace: TraceHeaders<'a>,
+}
+
+/// A request's W3C Trace Context headers, as they came.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TraceHeaders<'a> {
+    /// `traceparent`.
+    pub traceparent: Option<&'a str>,
+    /// `tracestate`.
+    pub tracestate: Option<&'a str>,
+}
+
+impl TraceHeaders<'_> {
+    /// The trace they name, if `traceparent` is valid: a submission's task
+    /// continues it.
+    #[must_use]
+    pub fn context(self) -> Option<sas_domain::trace::TraceContext> {
+        sas_domain::trace::TraceContext::of_headers(self.traceparent, self.tracestate)
+    }
 }
 
 /// A response: status, an optional Location, a JSON body (or a page).

@@ -223,7 +223,7 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
             && matches!(request.path, "/" | OPERATOR_PATH)
             && t.starts_with(TARGET_PREFIX)
     }) {
-        return Ok(stepfunctions::serve(app, request.caller, target, request.body).await);
+        return Ok(stepfunctions::serve(app, &request, target).await);
     }
     let matching: Vec<(&Route, Vec<&str>)> = ROUTES
         .iter()
@@ -283,9 +283,9 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
     match route.action {
         Action::Submit => {
             let id = captured.first().copied();
-            submit(app, scope, id, request.query, request.body).await
+            submit(app, scope, id, &request).await
         }
-        Action::SubmitBatch => submit_batch(app, scope, request.body).await,
+        Action::SubmitBatch => submit_batch(app, scope, &request).await,
         Action::List => list(app, scope, request.query).await,
         Action::Get => get(app, scope, named, parse_wait(request.query)?).await,
         Action::Children => children(app, scope, named, request.query).await,

@@ -18,7 +18,8 @@ use crate::error::{ApiError, ErrorCode, decoded, not_found, query_pairs, unknown
 use crate::scope::Scope;
 use crate::view::{AcceptedView, BatchView, ChildrenView, PageView, TaskView, View};
 use crate::{
-    ApiResponse, MAX_ANSWER_BYTES, MAX_BATCH, MAX_BODY_BYTES, MAX_PAGE, MAX_REQUEST_BYTES,
+    ApiRequest, ApiResponse, MAX_ANSWER_BYTES, MAX_BATCH, MAX_BODY_BYTES, MAX_PAGE,
+    MAX_REQUEST_BYTES,
 };
 
 /// `PUT /tasks/{id}` and `POST /tasks`; with `?wait=`, the task is waited for as by
@@ -32,11 +33,11 @@ pub(crate) async fn submit(
     app: &App,
     scope: Scope<'_>,
     path_id: Option<&str>,
-    query: Option<&str>,
-    body: &[u8],
+    request: &ApiRequest<'_>,
 ) -> Result<ApiResponse, ApiError> {
-    let wait = parse_wait(query)?;
-    let (workflow, submission) = submission(scope, path_id, parse_json(body, false)?)?;
+    let wait = parse_wait(request.query)?;
+    let (workflow, mut submission) = submission(scope, path_id, parse_json(request.body, false)?)?;
+    submission.trace = request.trace.context();
     let id = submission.id.clone();
     // Only a submission that waits compares its task's request with its own.
     let fingerprint = (!wait.is_zero()).then(|| submission.fingerprint(&workflow));
@@ -157,9 +158,9 @@ pub(crate) fn accepted(scope: Scope<'_>, buffered: &Buffered) -> ApiResponse {
 pub(crate) async fn submit_batch(
     app: &App,
     scope: Scope<'_>,
-    body: &[u8],
+    request: &ApiRequest<'_>,
 ) -> Result<ApiResponse, ApiError> {
-    let batch: BatchBody = typed(json_object(body, MAX_REQUEST_BYTES)?)?;
+    let batch: BatchBody = typed(json_object(request.body, MAX_REQUEST_BYTES)?)?;
     if !(1..=MAX_BATCH).contains(&batch.tasks.len()) {
         return Err(ApiError::new(
             ErrorCode::InvalidField,
@@ -182,7 +183,15 @@ pub(crate) async fn submit_batch(
                     format!("the submission is {size} bytes; the limit is {MAX_BODY_BYTES}"),
                 ));
             }
-            submission(scope, None, typed(item)?)
+            let (workflow, submission) = submission(scope, None, typed(item)?)?;
+            let trace = request.trace.context();
+            Ok((
+                workflow,
+                Submission {
+                    trace,
+                    ..submission
+                },
+            ))
         })
         .collect();
     let answers: Vec<ApiResponse> =

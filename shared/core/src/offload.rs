@@ -131,6 +131,7 @@ impl Queues for OffloadingQueues {
             sent.push(OutgoingMessage {
                 body: sas_domain::to_json(&reference.mark()),
                 delay: message.delay,
+                trace: message.trace.clone(),
             });
         }
         self.inner.send(queue, &sent).await

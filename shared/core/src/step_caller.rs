@@ -139,6 +139,7 @@ impl StepCaller {
                     idempotency_key: request.idempotency_key.clone(),
                     payload: request.payload.clone(),
                     timeout,
+                    trace: None,
                 };
                 let result = self.remote.call(&call).await;
                 let after = self.clock.now();

@@ -31,6 +31,7 @@ pub mod services;
 pub mod submission;
 pub mod task;
 pub mod time;
+pub mod trace;
 pub mod workflow;
 
 /// `value` as JSON text, written straight from it: not through a

@@ -43,6 +43,9 @@ pub struct Submission {
     /// name (Step Functions lists and describes an execution by it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alias: Option<String>,
+    /// The trace it continues: its caller's `traceparent`, or its parent step's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 impl Submission {
@@ -60,6 +63,7 @@ impl Submission {
             start_at: None,
             priority: crate::flow::DEFAULT_PRIORITY,
             alias: None,
+            trace: None,
         }
     }
 

@@ -558,6 +558,7 @@ impl Embedded {
                 receive_count: message.receive_count,
                 // A receipt names the receive it came from: stale once received again.
                 receipt: format!("{id}:{}", message.receive_count),
+                trace: None,
             });
             messages.insert(id, message);
         }

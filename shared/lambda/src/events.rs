@@ -8,7 +8,7 @@ use aws_lambda_events::eventbridge::EventBridgeEvent;
 use aws_lambda_events::http::{HeaderValue, header};
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use base64::Engine as _;
-use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode};
+use sas_api::{ApiError, ApiRequest, ApiResponse, Caller, ErrorCode, TraceHeaders};
 use sas_core::app::{App, FiringReport, ScheduleFailure};
 use sas_core::contain::{self, Panicked};
 use sas_core::ports::{Chain, Metrics};
@@ -31,6 +31,7 @@ pub async fn http(
         request.request_context.authorizer.as_ref(),
         request.route_key.as_deref().unwrap_or_default(),
     );
+    let in_header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok());
     let body = match (request.body, request.is_base64_encoded) {
         (None, _) => Vec::new(),
         (Some(text), false) => text.into_bytes(),
@@ -54,10 +55,11 @@ pub async fn http(
                     .as_deref()
                     .filter(|q| !q.is_empty()),
                 body: &body,
-                target: request
-                    .headers
-                    .get("x-amz-target")
-                    .and_then(|v| v.to_str().ok()),
+                target: in_header("x-amz-target"),
+                trace: TraceHeaders {
+                    traceparent: in_header("traceparent"),
+                    tracestate: in_header("tracestate"),
+                },
             },
         )
         .await,

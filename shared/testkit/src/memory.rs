@@ -309,6 +309,7 @@ impl Memory {
                 body: m.body.clone(),
                 receive_count: m.receive_count,
                 receipt: format!("{}:{}", m.id, m.receive_count),
+                trace: None,
             });
             true
         });

@@ -48,6 +48,7 @@ impl Sim {
         let message = OutgoingMessage {
             body,
             delay: Duration::ZERO,
+            trace: None,
         };
         Queues::send(self.memory.as_ref(), to, &[message])
             .await

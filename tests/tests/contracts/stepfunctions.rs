@@ -18,6 +18,7 @@ async fn step_functions(app: &App, caller: &Caller, operation: &str, body: Value
         query: None,
         body: bytes.as_bytes(),
         target: Some(&target),
+        trace: api::TraceHeaders::default(),
     };
     let answer = api::handle(app, request).await;
     let body = serde_json::from_str(&answer.body).expect("a JSON answer");

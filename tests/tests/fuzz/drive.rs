@@ -182,6 +182,7 @@ impl World {
                 query,
                 body: b"",
                 target: None,
+                trace: sas_api::TraceHeaders::default(),
             };
             let answer = sas_api::handle(&self.app, request).await;
             if answer.status != 200 {

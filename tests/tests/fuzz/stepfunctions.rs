@@ -167,6 +167,7 @@ fn no_step_functions_request_panics_and_every_refusal_names_its_kind() {
                     query: None,
                     body: &body,
                     target: Some(&target),
+                    trace: api::TraceHeaders::default(),
                 };
                 let answer = subject.runtime.block_on(api::handle(&subject.app, request));
                 prop_assert!(answer.status < 500, "{operation}: {}", answer.body);

@@ -116,6 +116,7 @@ async fn a_buffered_batch_answers_a_submission_the_queue_refused_alone() {
             query: None,
             body: batch.to_string().as_bytes(),
             target: None,
+            trace: api::TraceHeaders::default(),
         },
     )
     .await;

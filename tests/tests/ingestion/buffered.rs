@@ -135,6 +135,7 @@ fn accepted_message(id: &str) -> OutgoingMessage {
     OutgoingMessage {
         body: accepted_submission(id, &like),
         delay: Duration::ZERO,
+        trace: None,
     }
 }
 

@@ -247,6 +247,7 @@ async fn what_sqs_or_dynamodb_would_refuse_is_refused_before_it_is_sent() {
     let message = |bytes: usize| OutgoingMessage {
         body: "x".repeat(bytes),
         delay: Duration::ZERO,
+        trace: None,
     };
     stack
         .sqs

@@ -18,6 +18,7 @@ async fn a_poison_message_ends_in_the_dead_letter_queue_and_the_batch_goes_on() 
     let poison = OutgoingMessage {
         body: "not json".into(),
         delay: Duration::ZERO,
+        trace: None,
     };
     stack.sqs.send(&scheduler, &[poison]).await.expect("sent");
     stack

@@ -372,6 +372,7 @@ async fn two_schedulers_racing_for_one_task_claim_it_once() {
     let poison = OutgoingMessage {
         body: "{\"type\":\"nonsense\"}".into(),
         delay: Duration::ZERO,
+        trace: None,
     };
     backend
         .send(&queues.scheduler, &[poison])

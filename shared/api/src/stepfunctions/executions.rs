@@ -14,6 +14,7 @@ use sas_domain::machine::{Status, execution_arn, is_redrivable, machine_arn, pla
 use sas_domain::payload::PayloadRef;
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Request, Task, TaskState};
+use sas_domain::trace::TraceContext;
 
 use super::{SfnError, body, machines, required, seconds};
 use crate::error::ApiError;
@@ -45,8 +46,13 @@ fn of_execution(error: ApiError) -> SfnError {
 
 /// `StartExecution`: a task of the machine, its id the execution's name (a new id
 /// without one), its input the execution's.
-pub(super) async fn start(app: &App, scope: Scope<'_>, bytes: &[u8]) -> Result<Value, SfnError> {
-    let (started, _) = started(app, scope, body(bytes)?).await?;
+pub(super) async fn start(
+    app: &App,
+    scope: Scope<'_>,
+    bytes: &[u8],
+    trace: Option<&TraceContext>,
+) -> Result<Value, SfnError> {
+    let (started, _) = started(app, scope, body(bytes)?, trace).await?;
     Ok(started)
 }
 
@@ -57,8 +63,9 @@ pub(super) async fn start_sync(
     app: &App,
     scope: Scope<'_>,
     bytes: &[u8],
+    trace: Option<&TraceContext>,
 ) -> Result<Value, SfnError> {
-    let (started, id) = started(app, scope, body(bytes)?).await?;
+    let (started, id) = started(app, scope, body(bytes)?, trace).await?;
     let ended = app.wait_final(&id, MAX_WAIT).await;
     let found = match ended.map_err(|e| of_execution(e.into()))? {
         Some(task) if task.state.is_final() => app.task_with_order(&id).await,
@@ -79,6 +86,7 @@ async fn started(
     app: &App,
     scope: Scope<'_>,
     request: StartRequest,
+    trace: Option<&TraceContext>,
 ) -> Result<(Value, TaskId), SfnError> {
     let arn = required(request.state_machine_arn, "stateMachineArn")?;
     let name = request
@@ -103,6 +111,7 @@ async fn started(
     let submission = Submission {
         owner: scope.owner().cloned(),
         alias: alias.map(str::to_owned),
+        trace: trace.cloned(),
         ..Submission::new(id.clone(), input)
     };
     let execution = execution_arn(&workflow.name, &name);

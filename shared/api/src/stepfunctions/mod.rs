@@ -33,7 +33,7 @@ use sas_domain::time::Timestamp;
 
 use crate::error::{ApiError, ErrorCode};
 use crate::scope::Scope;
-use crate::{ApiResponse, Caller};
+use crate::{ApiRequest, ApiResponse, Caller};
 
 /// Where an operator's client sends Step Functions' protocol on a deployment whose
 /// operator routes are authorized apart (IAM): the endpoint
@@ -194,7 +194,9 @@ const TOKENS: [&str; 3] = ["SendTaskSuccess", "SendTaskFailure", "SendTaskHeartb
 
 /// Serves `target`'s operation for `caller`: a caller's executions under its own
 /// scope, the definitions' changes an operator's only.
-pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]) -> ApiResponse {
+pub(crate) async fn serve(app: &App, request: &ApiRequest<'_>, target: &str) -> ApiResponse {
+    let (caller, bytes, trace) = (request.caller, request.body, request.trace.context());
+    let trace = trace.as_ref();
     let operation = target.strip_prefix(TARGET_PREFIX).unwrap_or(target);
     let (scope, operator) = match caller {
         _ if TOKENS.contains(&operation) => (Scope::Own(None), false),
@@ -235,8 +237,8 @@ pub(crate) async fn serve(app: &App, caller: &Caller, target: &str, bytes: &[u8]
         "TagResource" | "UntagResource" | "ListTagsForResource" => {
             catalog::tags(app, operation, bytes).await
         }
-        "StartExecution" => executions::start(app, scope, bytes).await,
-        "StartSyncExecution" => executions::start_sync(app, scope, bytes).await,
+        "StartExecution" => executions::start(app, scope, bytes, trace).await,
+        "StartSyncExecution" => executions::start_sync(app, scope, bytes, trace).await,
         "DescribeStateMachineForExecution" => executions::machine_of(app, scope, bytes).await,
         "DescribeExecution" => executions::describe(app, scope, bytes).await,
         "ListExecutions" => listing::list(app, scope, bytes).await,

@@ -111,6 +111,7 @@ impl App {
                 start_at: None,
                 priority: of.priority,
                 alias: of.version.as_ref().and_then(ChildVersion::alias),
+                trace: of.trace.clone(),
             };
             let id = submission.id.clone();
             let found = match self.create(&definition, submission.clone(), creation).await {

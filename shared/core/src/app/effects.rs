@@ -144,6 +144,9 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", &failed.workflow.name), 1);
                 }
+                if let (Some(spans), Some(next)) = (&self.spans, &written.next) {
+                    spans.finished(sas_domain::task::spans::finished(&task, next));
+                }
                 return Ok(Some(self.carry_out(written).await?));
             }
             consistent = true;
@@ -225,7 +228,7 @@ impl App {
             }
             None => None,
         };
-        let (required, best_effort) = self.split(decision.effects, sealed);
+        let (required, best_effort) = self.split(decision.effects, sealed, decision.next.as_ref());
         let unsent = match &decision.next {
             Some(next) => {
                 let written = match &decision.order {
@@ -303,7 +306,7 @@ impl App {
                 Ok(()) => {
                     self.metrics
                         .count("Decisions", ("Verdict", decision.verdict.as_str()), 1);
-                    let (required, _) = self.split(decision.effects, None);
+                    let (required, _) = self.split(decision.effects, None, Some(&next));
                     if let Err(error) = self.send(required).await {
                         warn!(task_id = %task_id, error = %Chain(&error), "a deadline message not sent: the supervisor's sweep finds the lease");
                     }
@@ -376,7 +379,7 @@ impl App {
         effects: Vec<Effect>,
         sealed: Option<String>,
     ) -> Result<(), QueueError> {
-        let (required, best_effort) = self.split(effects, sealed);
+        let (required, best_effort) = self.split(effects, sealed, None);
         self.send(required).await?;
         self.perform_best_effort(best_effort).await;
         Ok(())
@@ -384,33 +387,49 @@ impl App {
 
     /// The messages the effects require (a lease covers their loss), and the
     /// effects performed at best (notifications, alerts). The first request carries
-    /// `sealed`, its task as written.
+    /// `sealed`, its task as written. The messages of a decision on `task` (as it
+    /// is written) come from its trace: a request from its step's span, the rest
+    /// from its run's.
     fn split(
         &self,
         effects: Vec<Effect>,
         mut sealed: Option<String>,
+        task: Option<&Task>,
     ) -> (Vec<Outgoing>, Vec<Effect>) {
         let mut required = Vec::new();
         let mut best_effort = Vec::new();
+        let traced = |message: OutgoingMessage, step: Option<usize>| match task {
+            Some(task) => {
+                message.traced(step.map_or_else(|| task.run_trace(), |i| task.step_trace(i)))
+            }
+            None => message,
+        };
         for effect in effects {
             match effect {
                 Effect::Dispatch(mut request) => {
                     request.sealed_task = sealed.take();
+                    let step = Some(request.step);
                     required.push(Outgoing {
                         queue: self.names.agent_requests.clone(),
-                        message: agent_message(&request),
+                        message: traced(agent_message(&request), step),
                     });
                 }
                 Effect::Schedule { task_id, delay } => required.push(Outgoing {
                     queue: self.names.scheduler.clone(),
-                    message: run_message(&task_id, delay),
+                    message: traced(run_message(&task_id, delay), None),
                 }),
                 // Sent with the messages that must be, on the scheduler's queue: in
                 // the same batch as a Run, and in the same transaction locally.
                 Effect::Deadline { task_id, at } if self.deadline_messages => {
-                    required.push(self.deadline(&task_id, at));
+                    let Outgoing { queue, message } = self.deadline(&task_id, at);
+                    let message = traced(message, None);
+                    required.push(Outgoing { queue, message });
                 }
-                Effect::TellParent(ended) => required.push(self.to_parent(ended, Duration::ZERO)),
+                Effect::TellParent(ended) => {
+                    let Outgoing { queue, message } = self.to_parent(ended, Duration::ZERO);
+                    let message = traced(message, None);
+                    required.push(Outgoing { queue, message });
+                }
                 other => best_effort.push(other),
             }
         }

@@ -17,8 +17,8 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::offload::{Offloading, OffloadingQueues};
 use crate::ports::{
-    Alerts, DeadLetters, Metrics, NoMetrics, Payloads, QueueError, Queues, StateStore, StoreError,
-    TaskStore, Wakeups,
+    Alerts, DeadLetters, Metrics, NoMetrics, Payloads, QueueError, Queues, Spans, StateStore,
+    StoreError, TaskStore, Wakeups,
 };
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::time::Timestamp;
@@ -228,6 +228,8 @@ pub struct App {
     /// What wakes the engine at schedules' runs beside the supervisor's sweep
     /// ([`App::with_wakeups`]).
     wakeups: Option<Arc<dyn Wakeups>>,
+    /// Where the spans its writes finish go, if anywhere ([`App::with_spans`]).
+    spans: Option<Arc<dyn Spans>>,
 }
 
 /// The queue of buffered submissions, as a process has it.
@@ -296,7 +298,16 @@ impl App {
             notification_prefix: None,
             dead_letters: None,
             wakeups: None,
+            spans: None,
         }
+    }
+
+    /// Tells `spans` the spans of tasks' traces that its writes finish
+    /// ([`sas_domain::task::spans`]).
+    #[must_use]
+    pub fn with_spans(mut self, spans: Arc<dyn Spans>) -> Self {
+        self.spans = Some(spans);
+        self
     }
 
     /// Sends a deadline message for every lease taken, delayed until its end, which a

@@ -5,6 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use sas_domain::ids::QueueName;
+use sas_domain::trace::TraceContext;
 
 use super::QueueError;
 
@@ -19,6 +20,8 @@ pub struct Delivery {
     pub receive_count: u32,
     /// Deletes this receipt of the message.
     pub receipt: String,
+    /// The span it came from: its `traceparent` and `tracestate` attributes.
+    pub trace: Option<TraceContext>,
 }
 
 /// Receiving from queues, as Lambda's event-source mappings do in AWS (and the

@@ -5,6 +5,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use sas_domain::ids::QueueName;
+use sas_domain::trace::TraceContext;
 
 use super::Cause;
 
@@ -36,14 +37,34 @@ pub struct OutgoingMessage {
     pub body: String,
     /// How long it stays invisible (at most 15 minutes).
     pub delay: Duration,
+    /// The span it comes from, carried as its `traceparent` and `tracestate`
+    /// attributes ([`sas_domain::trace`]).
+    pub trace: Option<TraceContext>,
 }
 
 impl OutgoingMessage {
-    /// A message whose body is `message`'s JSON ([`sas_domain::to_json`]).
+    /// A message whose body is `message`'s JSON ([`sas_domain::to_json`]), in no
+    /// trace.
     pub fn json(message: &impl serde::Serialize, delay: Duration) -> Self {
+        Self::text(sas_domain::to_json(message), delay)
+    }
+
+    /// A message of `body`, in no trace.
+    #[must_use]
+    pub const fn text(body: String, delay: Duration) -> Self {
         Self {
-            body: sas_domain::to_json(message),
+            body,
             delay,
+            trace: None,
+        }
+    }
+
+    /// The message, coming from the span `trace` names.
+    #[must_use]
+    pub fn traced(self, trace: TraceContext) -> Self {
+        Self {
+            trace: Some(trace),
+            ..self
         }
     }
 }

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use sas_domain::messages::{Method, Payload};
+use sas_domain::trace::TraceContext;
 
 /// How a remote call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +47,9 @@ pub struct RemoteRequest {
     pub payload: Payload,
     /// The longest the call may take.
     pub timeout: Duration,
+    /// The span of this attempt, sent as `traceparent` (with `tracestate`) so that
+    /// the service's own spans join the task's trace.
+    pub trace: Option<TraceContext>,
 }
 
 /// Calls remote services.

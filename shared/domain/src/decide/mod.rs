@@ -174,6 +174,8 @@ pub struct ChildrenOf {
     /// Of the branches of a state machine's Parallel or Map: what each starts with
     /// beyond its input.
     pub scope: Option<Box<crate::machine::BranchScope>>,
+    /// The trace the children continue: their parent step's span.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// What a decision decided: logged, and counted in the `Decisions` metric under

@@ -65,6 +65,7 @@ fn create(
         refused: Vec::new(),
         history: Vec::new(),
         attributes: BTreeMap::new(),
+        trace: submission.trace.clone(),
         created_at: now,
         updated_at: now,
     };

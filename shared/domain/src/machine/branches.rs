@@ -394,6 +394,7 @@ impl Change {
             pinned: task.pinned.clone(),
             priority: task.priority,
             scope: Some(Box::new(scope)),
+            trace: Some(task.step_trace(index)),
         }
     }
 

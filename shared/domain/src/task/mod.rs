@@ -6,6 +6,7 @@
 mod history;
 mod order;
 mod requests;
+pub mod spans;
 mod step;
 
 pub use history::{Actor, Answer, Event, Happened, MAX_HISTORY};
@@ -223,6 +224,10 @@ pub struct Task {
     /// had them at its last write ([`crate::workflow::Attribute`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, serde_json::Value>,
+    /// The trace it continues: its caller's, or its parent step's
+    /// ([`crate::trace`]). Without one it is a trace's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
     /// When it was submitted.
     pub created_at: Timestamp,
     /// When it last changed.

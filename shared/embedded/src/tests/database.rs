@@ -53,6 +53,7 @@ async fn committed_state_survives_reopening() {
                 &[OutgoingMessage {
                     body: "m".into(),
                     delay: Duration::ZERO,
+                    trace: None,
                 }],
             )
             .await

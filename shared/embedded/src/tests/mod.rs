@@ -58,6 +58,7 @@ async fn send_now(store: &Embedded, queue: &QueueName, body: &str) {
     let message = OutgoingMessage {
         body: body.into(),
         delay: Duration::ZERO,
+        trace: None,
     };
     store.send(queue, &[message]).await.expect("sent");
 }

@@ -29,6 +29,7 @@ async fn a_redrive_by_ids_moves_at_most_max() {
     let dead_letter = |n: usize| OutgoingMessage {
         body: format!("m{n}"),
         delay: Duration::ZERO,
+        trace: None,
     };
     let sent: Vec<_> = (0..4).map(dead_letter).collect();
     store.send(&dead, &sent).await.expect("dead-lettered");
@@ -75,6 +76,7 @@ async fn queues_have_visibility_timeouts_delays_and_a_dead_letter_queue() {
     let message = |body: &str, delay| OutgoingMessage {
         body: body.into(),
         delay,
+        trace: None,
     };
     store
         .send(
@@ -151,6 +153,7 @@ async fn a_message_id_is_never_given_again_not_even_once_its_message_is_deleted(
     let message = OutgoingMessage {
         body: "m".into(),
         delay: Duration::ZERO,
+        trace: None,
     };
     let store = open(&dir, Arc::clone(&clock));
     store

@@ -19,6 +19,7 @@ async fn writes_nobody_waits_for_are_committed_before_the_next_write_or_soon() {
     let sent = |body: &str| OutgoingMessage {
         body: body.into(),
         delay: Duration::ZERO,
+        trace: None,
     };
     let messages = "SELECT COUNT(*) FROM messages";
     store.send(&queue, &[sent("first")]).await.expect("sent");

@@ -27,6 +27,7 @@ fn invoked(asked: &HttpRequest) -> RemoteRequest {
         idempotency_key: "t/1/Call#1".to_owned(),
         payload: Payload::of(asked).expect("JSON"),
         timeout: Duration::from_secs(5),
+        trace: None,
     }
 }
 

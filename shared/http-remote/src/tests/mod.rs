@@ -60,6 +60,7 @@ fn request(method: Method, body: &serde_json::Value) -> RemoteRequest {
         idempotency_key: "t/1/step".into(),
         payload: Payload::of(body).expect("JSON"),
         timeout: Duration::from_secs(5),
+        trace: None,
     }
 }
 

@@ -111,8 +111,15 @@ impl Sqs {
                 if moved < max && wanted.as_mut().is_none_or(|wanted| wanted.remove(id)) {
                     let body = message.body().unwrap_or_default().to_owned();
                     let delay = Duration::ZERO;
-                    self.send(source, &[OutgoingMessage { body, delay }])
-                        .await?;
+                    self.send(
+                        source,
+                        &[OutgoingMessage {
+                            body,
+                            delay,
+                            trace: None,
+                        }],
+                    )
+                    .await?;
                     self.delete_at(url, &receipt, source).await?;
                     moved += 1;
                 } else {

@@ -42,6 +42,7 @@ impl Consumer for Sqs {
                     .and_then(|c| c.parse().ok())
                     .unwrap_or(1),
                 receipt: m.receipt_handle().unwrap_or_default().to_owned(),
+                trace: None,
             })
             .collect())
     }

@@ -56,7 +56,11 @@ async fn delete_all(under_test: &WorkQueue, deliveries: &[Delivery]) {
 }
 
 pub(super) async fn queues_behave_like_sqs(under_test: &WorkQueue) {
-    let message = |body: String, delay| OutgoingMessage { body, delay };
+    let message = |body: String, delay| OutgoingMessage {
+        body,
+        delay,
+        trace: None,
+    };
     let batch: Vec<_> = (0..15)
         .map(|i| message(format!("m{i}"), Duration::ZERO))
         .collect();

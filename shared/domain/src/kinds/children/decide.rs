@@ -299,6 +299,7 @@ impl Change {
             pinned: self.task.pinned.clone(),
             priority: self.task.priority,
             scope: None,
+            trace: Some(self.task.step_trace(index)),
         }
     }
 
@@ -509,6 +510,7 @@ pub fn never_started(
         start_at: None,
         priority: of.priority,
         alias: None,
+        trace: of.trace.clone(),
     };
     let (task, order, _) = submit(workflow, submission, now);
     let mut change = Change::of(&task, now);

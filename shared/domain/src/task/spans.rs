@@ -1,0 +1,269 @@
+//! The spans a write of a task finishes, read from what the write changed: a span is
+//! told once its end is durable, by whichever process wrote it, with the times the
+//! record keeps. A write tried again after its answer was lost tells the same spans
+//! again, under the same ids.
+//!
+//! A task's trace: its run (`task`), under its caller's span if it had one; under the
+//! run, each operation of a step (`step NAME`, `compensate NAME`, from its begin to
+//! its end, a wait included) and each lease the supervisor found expired
+//! (`recover NAME`); under a step, its agent's call, and the children it started.
+
+use crate::time::Timestamp;
+use crate::trace::{SpanId, TraceContext, TraceId, own_trace, recovery_span, step_span};
+
+use super::{Event, StepState, Task};
+
+impl Task {
+    /// The trace of its spans: its caller's or parent's, or one of its own.
+    #[must_use]
+    pub fn trace_id(&self) -> TraceId {
+        self.trace.as_ref().map_or_else(
+            || own_trace(&self.id, self.created_at),
+            |trace| trace.trace_id,
+        )
+    }
+
+    /// Whether its trace is recorded: unless its caller said not.
+    #[must_use]
+    pub fn sampled(&self) -> bool {
+        self.trace.as_ref().is_none_or(|trace| trace.sampled)
+    }
+
+    /// The span of its run `run`: from the run's start to its end.
+    #[must_use]
+    pub fn run_span(&self, run: u32) -> SpanId {
+        crate::trace::run_span(&self.id, self.created_at, run)
+    }
+
+    /// The trace what its current run sends or starts continues: its run's span.
+    #[must_use]
+    pub fn run_trace(&self) -> TraceContext {
+        self.continuing(self.run_span(self.run))
+    }
+
+    /// The trace step `index`'s operation under way (the one its last attempt
+    /// began) passes on: to its agent's call, and to the children it starts.
+    #[must_use]
+    pub fn step_trace(&self, index: usize) -> TraceContext {
+        let attempt = self.steps.get(index).map_or(0, |step| step.attempt);
+        self.continuing(step_span(
+            &self.id,
+            self.created_at,
+            self.run,
+            index,
+            attempt,
+        ))
+    }
+
+    /// Its trace, under its span `parent`.
+    fn continuing(&self, parent: SpanId) -> TraceContext {
+        TraceContext {
+            trace_id: self.trace_id(),
+            parent,
+            sampled: self.sampled(),
+            state: self.trace.as_ref().and_then(|trace| trace.state.clone()),
+        }
+    }
+}
+
+/// An attribute's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpanValue {
+    /// Text.
+    Text(String),
+    /// A whole number.
+    Int(i64),
+}
+
+/// A span that has ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedSpan {
+    /// What it was: `task`, `step NAME`, `compensate NAME`, `recover NAME`, `call
+    /// AGENT`, `attempt N`.
+    pub name: String,
+    /// Its trace.
+    pub trace_id: TraceId,
+    /// Its id.
+    pub span_id: SpanId,
+    /// The span it is part of; `None` at a trace's root.
+    pub parent: Option<SpanId>,
+    /// When it began.
+    pub start: Timestamp,
+    /// When it ended.
+    pub end: Timestamp,
+    /// Whether what it stands for failed.
+    pub failed: bool,
+    /// What it was about: ids and names, never a value of the task's.
+    pub attributes: Vec<(&'static str, SpanValue)>,
+    /// What happened during it, by name, with when.
+    pub events: Vec<(String, Timestamp)>,
+}
+
+/// The spans that `after`, written over `before`, finishes. None when the task's
+/// trace is not recorded.
+#[must_use]
+pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
+    if !after.sampled() {
+        return Vec::new();
+    }
+    let mut spans = Vec::new();
+    let same_steps = before.steps.len() == after.steps.len();
+    for (index, step) in after.steps.iter().enumerate() {
+        let earlier = before.steps.get(index).filter(|_| same_steps);
+        let ended = step.finished_at.is_some()
+            && earlier
+                .is_none_or(|e| (e.finished_at, e.attempt) != (step.finished_at, step.attempt));
+        if let (true, Some(start), Some(end)) = (ended, step.started_at, step.finished_at) {
+            let compensation = matches!(
+                step.state,
+                StepState::Compensated | StepState::CompensationFailed
+            );
+            let verb = if compensation { "compensate" } else { "step" };
+            let failed = matches!(
+                step.state,
+                StepState::Error
+                    | StepState::TimedOut
+                    | StepState::Unusable
+                    | StepState::CompensationFailed
+            );
+            let mut attributes = step_attributes(after, index, step.attempt);
+            attributes.push(("sas.step.state", text(&format!("{:?}", step.state))));
+            spans.push(FinishedSpan {
+                name: format!("{verb} {}", step.name),
+                span_id: step_span(&after.id, after.created_at, after.run, index, step.attempt),
+                start,
+                end: end.max(start),
+                failed,
+                attributes,
+                ..in_run(after)
+            });
+        }
+    }
+    let new_events = appended(&before.history, &after.history);
+    for event in new_events {
+        if let super::Happened::Expired { step, attempt, .. } = event.what {
+            let name = after.steps.get(step).map_or("", |s| s.name.as_str());
+            spans.push(FinishedSpan {
+                name: format!("recover {name}"),
+                span_id: recovery_span(step_span(
+                    &after.id,
+                    after.created_at,
+                    after.run,
+                    step,
+                    attempt,
+                )),
+                start: event.at,
+                end: event.at,
+                attributes: step_attributes(after, step, attempt),
+                ..in_run(after)
+            });
+        }
+    }
+    let ended = after.state.is_final() && (!before.state.is_final() || before.run != after.run);
+    if ended {
+        spans.push(run_ended(after));
+    }
+    spans
+}
+
+/// A span of `task`'s current run, to fill in.
+fn in_run(task: &Task) -> FinishedSpan {
+    FinishedSpan {
+        name: String::new(),
+        trace_id: task.trace_id(),
+        span_id: task.run_span(task.run),
+        parent: Some(task.run_span(task.run)),
+        start: task.updated_at,
+        end: task.updated_at,
+        failed: false,
+        attributes: task_attributes(task),
+        events: Vec::new(),
+    }
+}
+
+/// The span of `task`'s current run, which has ended: from its start (the task's
+/// creation, or the resubmission that started it) to now, with what happened in it.
+fn run_ended(task: &Task) -> FinishedSpan {
+    let start = task
+        .resubmissions
+        .iter()
+        .find(|r| r.run == task.run)
+        .map_or(task.created_at, |r| r.request.at);
+    let events = task
+        .history
+        .iter()
+        .filter(|event| event.at >= start)
+        .map(|event| (event_name(event), event.at))
+        .collect();
+    let mut attributes = task_attributes(task);
+    attributes.push(("sas.task.state", text(task.state.as_str())));
+    FinishedSpan {
+        name: "task".into(),
+        parent: task.trace.as_ref().map(|trace| trace.parent),
+        start,
+        end: task.updated_at.max(start),
+        failed: task.state == super::TaskState::Error,
+        attributes,
+        events,
+        ..in_run(task)
+    }
+}
+
+fn text(value: &str) -> SpanValue {
+    SpanValue::Text(value.to_owned())
+}
+
+fn task_attributes(task: &Task) -> Vec<(&'static str, SpanValue)> {
+    let mut attributes = vec![
+        ("sas.task.id", text(task.id.as_str())),
+        ("sas.workflow.name", text(&task.workflow.name)),
+        (
+            "sas.workflow.version",
+            SpanValue::Int(task.workflow.version.into()),
+        ),
+        ("sas.task.run", SpanValue::Int(task.run.into())),
+    ];
+    if let Some(owner) = &task.owner {
+        attributes.push(("sas.task.owner", text(owner.as_str())));
+    }
+    attributes
+}
+
+fn step_attributes(task: &Task, index: usize, attempt: u32) -> Vec<(&'static str, SpanValue)> {
+    let mut attributes = task_attributes(task);
+    let name = task.steps.get(index).map_or("", |s| s.name.as_str());
+    attributes.push(("sas.step.name", text(name)));
+    attributes.push((
+        "sas.step.index",
+        SpanValue::Int(i64::try_from(index).unwrap_or(-1)),
+    ));
+    attributes.push(("sas.step.attempt", SpanValue::Int(attempt.into())));
+    attributes
+}
+
+/// An event's name: its `event` tag (`sent`, `answered`, `state`, ...), and for a
+/// state, the state.
+fn event_name(event: &Event) -> String {
+    match &event.what {
+        super::Happened::State { state } => format!("state {}", state.as_str()),
+        what => serde_json::to_value(what)
+            .ok()
+            .and_then(|v| v.get("event")?.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    }
+}
+
+/// The events `after` has that `before` had not: those after `before`'s last (the
+/// history keeps the last few, so the two may start apart).
+fn appended<'a>(before: &[Event], after: &'a [Event]) -> &'a [Event] {
+    match before.last() {
+        None => after,
+        Some(last) => after
+            .iter()
+            .rposition(|event| event == last)
+            .map_or(after, |at| &after[at + 1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,49 @@
+//! `traceparent` and `tracestate` read as W3C Trace Context reads them.
+
+use super::*;
+
+const VALID: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[test]
+fn a_traceparent_is_read_and_written_as_w3c_has_it() {
+    let parent = TraceParent::parse(VALID).expect("valid");
+    assert!(parent.sampled);
+    assert_eq!(parent.span_id.to_string(), "00f067aa0ba902b7");
+    assert_eq!(parent.to_string(), VALID);
+    let unsampled = TraceParent::parse(&VALID.replace("-01", "-00")).expect("valid");
+    assert!(!unsampled.sampled);
+    // A later version is read by its first four fields.
+    assert!(TraceParent::parse(&format!("{}-later", VALID.replacen("00", "01", 1))).is_some());
+}
+
+#[test]
+fn a_traceparent_that_is_not_w3c_is_refused() {
+    let refused = [
+        "",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+        "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
+        "00-4bf92f3577b34da6a3ce929d0e0e47é-00f067aa0ba902b7-01",
+    ];
+    for text in refused {
+        assert_eq!(TraceParent::parse(text), None, "{text:?}");
+    }
+}
+
+#[test]
+fn a_tracestate_is_kept_only_when_it_is_printable_and_within_bounds() {
+    let state = |s: &str| TraceContext::of_headers(Some(VALID), Some(s)).and_then(|c| c.state);
+    assert_eq!(
+        state("congo=t61rcWkgMzE").as_deref(),
+        Some("congo=t61rcWkgMzE")
+    );
+    assert_eq!(state("bad=\u{7}"), None);
+    assert_eq!(state(&"a".repeat(513)), None);
+    assert_eq!(TraceContext::of_headers(None, Some("a=b")), None);
+}

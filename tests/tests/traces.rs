@@ -1,0 +1,142 @@
+//! A task is one trace: `sas-local` run with the standard `OTEL_*` settings exports
+//! its spans over OTLP/HTTP (JSON) to a receiver of the test's own, and a drone
+//! delivery submitted with a `traceparent` comes out as one trace under the caller's
+//! span: the task, and its steps under it.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use sas_tests::delivery_input;
+use sas_tests::local::Local;
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// An OTLP/HTTP receiver on a free port: the spans of every export it took.
+struct Receiver {
+    url: String,
+    spans: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let taken = Arc::clone(&spans);
+        let router = axum::Router::new().route(
+            "/v1/traces",
+            post(move |body: axum::Json<Value>| async move {
+                let found = body["resourceSpans"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|r| r["scopeSpans"].as_array().into_iter().flatten())
+                    .flat_map(|s| s["spans"].as_array().into_iter().flatten().cloned());
+                taken.lock().expect("spans").extend(found);
+                axum::Json(json!({}))
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Self { url, spans }
+    }
+
+    /// The spans received once `done` holds of them, within 30 seconds.
+    async fn spans_when(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let spans = self.spans.lock().expect("spans").clone();
+            if done(&spans) {
+                return spans;
+            }
+            assert!(Instant::now() < deadline, "spans received: {spans:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn attribute<'s>(span: &'s Value, key: &str) -> Option<&'s Value> {
+    let attributes = span["attributes"].as_array()?;
+    let found = attributes.iter().find(|a| a["key"] == key)?;
+    let value = &found["value"];
+    value.get("stringValue").or_else(|| value.get("intValue"))
+}
+
+fn named<'s>(spans: &'s [Value], name: &str) -> Vec<&'s Value> {
+    spans.iter().filter(|s| s["name"] == name).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().expect("a data directory");
+    let local = Local::start(
+        &sas_tests::function_binary("sas-local"),
+        data.path(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .expect("sas-local starts");
+    let http = reqwest::Client::new();
+    let submitted = http
+        .put(format!("http://{}/tasks/traced-1?wait=20s", local.api))
+        .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
+        .json(&json!({"workflow": "drone-delivery", "input": delivery_input()}))
+        .send()
+        .await
+        .expect("the API answers");
+    let task: Value = submitted.json().await.expect("a task");
+    assert_eq!(task["state"], "Processed", "{task:#}");
+
+    let spans = receiver
+        .spans_when(|spans| spans.iter().any(|s| s["name"] == "task"))
+        .await;
+    for span in &spans {
+        assert_eq!(span["traceId"], CALLER_TRACE, "one trace: {span:#}");
+    }
+    let [run] = named(&spans, "task")[..] else {
+        panic!("one task span: {spans:#?}");
+    };
+    assert_eq!(run["parentSpanId"], CALLER_SPAN, "under the caller's span");
+    assert_eq!(attribute(run, "sas.task.id"), Some(&json!("traced-1")));
+    assert_eq!(
+        attribute(run, "sas.workflow.name"),
+        Some(&json!("drone-delivery"))
+    );
+    assert_eq!(attribute(run, "sas.task.state"), Some(&json!("Processed")));
+    let events: Vec<&Value> = run["events"].as_array().expect("events").iter().collect();
+    assert!(
+        events.iter().any(|e| e["name"] == "state Processed"),
+        "{events:#?}"
+    );
+    for step in [
+        "check-account",
+        "create-package",
+        "check-transport",
+        "schedule-drone",
+        "create-delivery",
+    ] {
+        let [span] = named(&spans, &format!("step {step}"))[..] else {
+            panic!("one span of {step}: {spans:#?}");
+        };
+        assert_eq!(span["parentSpanId"], run["spanId"], "{step} under the task");
+        assert_eq!(attribute(span, "sas.step.name"), Some(&json!(step)));
+        assert_eq!(attribute(span, "sas.step.state"), Some(&json!("Processed")));
+        let start: u64 = (span["startTimeUnixNano"].as_str())
+            .and_then(|t| t.parse().ok())
+            .expect("a start");
+        let end: u64 = (span["endTimeUnixNano"].as_str())
+            .and_then(|t| t.parse().ok())
+            .expect("an end");
+        assert!(start <= end, "{span:#}");
+    }
+    local.stop();
+}
