@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_types::SdkConfig;
 pub use sas_aws::table::create_table;
 use sas_core::app::App;
 use sas_core::ports::{Consumer, NoMetrics};
 use sas_core::step_caller::StepCaller;
 use sas_domain::ids::QueueName;
+use sas_domain::trace::TraceContext;
 use sas_lambda::config::Config;
 pub use sas_lambda::emulator::{self, QueuePolicy, create_queue, queue_arn};
 use sas_lambda::events::{self, Sends};
@@ -364,7 +365,7 @@ impl Stack {
                     Sends::Together,
                     &queue,
                     twice,
-                    |queue, body| async move {
+                    |queue, body, _| async move {
                         app.on_scheduler_message(&queue, &body).await.map(drop)
                     },
                 )
@@ -381,7 +382,12 @@ impl Stack {
                     Sends::AsReady,
                     &requests,
                     twice,
-                    |_, body| async move { step_caller.on_request(&body).await.map(drop) },
+                    |_, body, trace| async move {
+                        step_caller
+                            .on_request(&body, trace.as_ref())
+                            .await
+                            .map(drop)
+                    },
                 )
                 .await
     }
@@ -395,7 +401,7 @@ impl Stack {
         handler: H,
     ) -> usize
     where
-        H: Fn(String, String) -> F + Copy,
+        H: Fn(String, String, Option<TraceContext>) -> F + Copy,
         F: Future<Output = Result<(), E>>,
         E: std::error::Error + 'static,
     {
@@ -422,6 +428,24 @@ impl Stack {
                 );
                 record.event_source_arn =
                     Some(format!("arn:aws:sqs:eu-west-1:123456789012:{queue}"));
+                if let Some(trace) = &delivery.trace {
+                    let attribute = |value: String| {
+                        let mut attribute = SqsMessageAttribute::default();
+                        attribute.string_value = Some(value);
+                        attribute.data_type = Some("String".into());
+                        attribute
+                    };
+                    let traceparent = attribute(trace.traceparent().to_string());
+                    record
+                        .message_attributes
+                        .insert("traceparent".into(), traceparent);
+                    if let Some(state) = &trace.state {
+                        let tracestate = attribute(state.clone());
+                        record
+                            .message_attributes
+                            .insert("tracestate".into(), tracestate);
+                    }
+                }
                 record
             })
             .collect();

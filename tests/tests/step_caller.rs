@@ -1,34 +1,39 @@
 //! The step caller (the agent's actor) against a scripted remote service, on a manual
 //! clock: a service's Retry-After is waited for within the step's budget, and past
-//! it the agent stays silent.
+//! it the agent stays silent; a request in a trace makes its call's and attempts'
+//! spans, and each attempt passes its span to the service.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sas_core::clock::Clock;
-use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest};
+use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest, Spans};
 use sas_core::step_caller::{CallVerdict, StepCaller};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{AgentRequest, Method, Operation, Outcome, Payload, SchedulerMessage};
 use sas_domain::resilience::BreakerSettings;
+use sas_domain::task::spans::FinishedSpan;
 use sas_domain::time::Timestamp;
+use sas_domain::trace::TraceContext;
 use sas_domain::workflow::RetryPolicy;
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
 use serde_json::{Value, json};
 
-/// A service that answers from a script, and notes when it was called.
+/// A service that answers from a script, and notes when it was called, in which
+/// trace.
 struct Scripted {
     answers: Mutex<VecDeque<Result<Value, RemoteError>>>,
-    called_at: Mutex<Vec<Timestamp>>,
+    calls: Mutex<Vec<(Timestamp, Option<TraceContext>)>>,
     clock: Arc<ManualClock>,
 }
 
 #[async_trait::async_trait]
 impl RemoteCall for Scripted {
-    async fn call(&self, _: &RemoteRequest) -> Result<Value, RemoteError> {
-        self.called_at.lock().expect("calls").push(self.clock.now());
+    async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
+        let call = (self.clock.now(), request.trace.clone());
+        self.calls.lock().expect("calls").push(call);
         self.answers
             .lock()
             .expect("answers")
@@ -37,23 +42,47 @@ impl RemoteCall for Scripted {
     }
 }
 
+/// The spans told, kept.
+#[derive(Default)]
+struct Kept(Mutex<Vec<FinishedSpan>>);
+
+impl Spans for Kept {
+    fn finished(&self, spans: Vec<FinishedSpan>) {
+        self.0.lock().expect("spans").extend(spans);
+    }
+}
+
 const START: Timestamp = Timestamp(1_800_000_000_000);
 
-/// Runs one request whose budget ends `budget` after the start against `answers`;
-/// returns what the caller did, when the service was called, and the response sent.
+/// What one request came to.
+struct Run {
+    verdict: CallVerdict,
+    /// When the service was called...
+    called_at: Vec<Timestamp>,
+    /// ...and in which trace.
+    traces: Vec<Option<TraceContext>>,
+    /// The response sent.
+    outcome: Option<Outcome>,
+    spans: Vec<FinishedSpan>,
+}
+
+/// Runs one request whose budget ends `budget` after the start against `answers`,
+/// its message in `trace`.
 async fn run(
     answers: Vec<Result<Value, RemoteError>>,
     budget: Duration,
-) -> (CallVerdict, Vec<Timestamp>, Option<Outcome>) {
+    trace: Option<TraceContext>,
+) -> Run {
     let clock = Arc::new(ManualClock::new(START));
     let memory = Arc::new(Memory::new(Arc::clone(&clock) as _));
     let responses = QueueName::parse("responses").expect("name");
     memory.create_queue(&responses, Duration::from_secs(30), None);
     let service = Arc::new(Scripted {
         answers: Mutex::new(answers.into()),
-        called_at: Mutex::new(Vec::new()),
+        calls: Mutex::new(Vec::new()),
         clock: Arc::clone(&clock),
     });
+    let spans = Arc::new(Kept::default());
     let caller = StepCaller::new(
         Arc::clone(&service) as _,
         Arc::clone(&memory) as _,
@@ -61,7 +90,8 @@ async fn run(
         responses.clone(),
         BreakerSettings::default(),
         7,
-    );
+    )
+    .with_spans(Arc::clone(&spans) as _);
     let request = AgentRequest {
         task_id: TaskId::parse("t-1").expect("id"),
         run: 1,
@@ -86,7 +116,10 @@ async fn run(
         task_created_at: Some(START),
     };
     let verdict = caller
-        .on_request(&serde_json::to_string(&request).expect("json"))
+        .on_request(
+            &serde_json::to_string(&request).expect("json"),
+            trace.as_ref(),
+        )
         .await
         .expect("handled");
     let sent = memory
@@ -106,8 +139,15 @@ async fn run(
             other => panic!("not a response: {other:?}"),
         }
     });
-    let called_at = service.called_at.lock().expect("calls").clone();
-    (verdict, called_at, outcome)
+    let (called_at, traces) = service.calls.lock().expect("calls").iter().cloned().unzip();
+    let spans = spans.0.lock().expect("spans").clone();
+    Run {
+        verdict,
+        called_at,
+        traces,
+        outcome,
+        spans,
+    }
 }
 
 fn asks_for(wait: Duration) -> Result<Value, RemoteError> {
@@ -119,11 +159,19 @@ fn asks_for(wait: Duration) -> Result<Value, RemoteError> {
 
 #[tokio::test]
 async fn a_wait_asked_for_is_waited_before_the_next_try_within_the_budget() {
-    let (verdict, called_at, outcome) = run(
+    let Run {
+        verdict,
+        called_at,
+        outcome,
+        spans,
+        ..
+    } = run(
         vec![asks_for(Duration::from_secs(10)), Ok(json!({"drone": 7}))],
         Duration::from_secs(60),
+        None,
     )
     .await;
+    assert!(spans.is_empty(), "no span of a request in no trace");
     assert_eq!(verdict, CallVerdict::Answered);
     assert_eq!(
         called_at,
@@ -140,12 +188,62 @@ async fn a_wait_asked_for_is_waited_before_the_next_try_within_the_budget() {
 
 #[tokio::test]
 async fn a_wait_past_the_budget_leaves_the_agent_silent_after_one_try() {
-    let (verdict, called_at, outcome) = run(
+    let Run {
+        verdict,
+        called_at,
+        outcome,
+        ..
+    } = run(
         vec![asks_for(Duration::from_secs(120))],
         Duration::from_secs(60),
+        None,
     )
     .await;
     assert_eq!(verdict, CallVerdict::Silent);
     assert_eq!(called_at, [START], "no try the budget cannot wait for");
     assert_eq!(outcome, None, "silent: the supervisor takes it from here");
+}
+
+#[tokio::test]
+async fn a_traced_request_makes_its_calls_span_and_passes_each_attempts_to_the_service() {
+    let step = TraceContext::of_headers(
+        Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        Some("vendor=value"),
+    )
+    .expect("a valid traceparent");
+    let Run {
+        verdict,
+        traces,
+        spans,
+        ..
+    } = run(
+        vec![asks_for(Duration::from_secs(10)), Ok(json!({"drone": 7}))],
+        Duration::from_secs(60),
+        Some(step.clone()),
+    )
+    .await;
+    assert_eq!(verdict, CallVerdict::Answered);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["attempt 1", "attempt 2", "call drone"]);
+    let call = &spans[2];
+    assert_eq!(
+        call.parent,
+        Some(step.parent),
+        "the call under the step's span"
+    );
+    assert!(!call.failed);
+    assert_eq!(call.end, START.plus(Duration::from_secs(10)));
+    for (attempt, sent) in spans[..2].iter().zip(&traces) {
+        assert_eq!(attempt.trace_id, step.trace_id);
+        assert_eq!(
+            attempt.parent,
+            Some(call.span_id),
+            "the attempt under the call"
+        );
+        let sent = sent.as_ref().expect("the service told the attempt's span");
+        assert_eq!(sent.parent, attempt.span_id);
+        assert_eq!(sent.state.as_deref(), Some("vendor=value"));
+    }
+    assert!(spans[0].failed, "the first attempt was asked to wait");
+    assert!(!spans[1].failed);
 }

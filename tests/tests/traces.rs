@@ -1,7 +1,8 @@
 //! A task is one trace: `sas-local` run with the standard `OTEL_*` settings exports
 //! its spans over OTLP/HTTP (JSON) to a receiver of the test's own, and a drone
 //! delivery submitted with a `traceparent` comes out as one trace under the caller's
-//! span: the task, and its steps under it.
+//! span: the task; its steps under it; each step's agent call under the step, and
+//! the call's attempt under the call, whose span the service was sent.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -97,7 +98,12 @@ async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
     assert_eq!(task["state"], "Processed", "{task:#}");
 
     let spans = receiver
-        .spans_when(|spans| spans.iter().any(|s| s["name"] == "task"))
+        .spans_when(|spans| {
+            let calls = spans
+                .iter()
+                .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("call ")));
+            spans.iter().any(|s| s["name"] == "task") && calls.count() == 5
+        })
         .await;
     for span in &spans {
         assert_eq!(span["traceId"], CALLER_TRACE, "one trace: {span:#}");
@@ -117,16 +123,46 @@ async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
         events.iter().any(|e| e["name"] == "state Processed"),
         "{events:#?}"
     );
-    for step in [
-        "check-account",
-        "create-package",
-        "check-transport",
-        "schedule-drone",
-        "create-delivery",
-    ] {
+    let steps = [
+        ("check-account", "account"),
+        ("create-package", "package"),
+        ("check-transport", "transport"),
+        ("schedule-drone", "drone"),
+        ("create-delivery", "delivery"),
+    ];
+    for (step, agent) in steps {
         let [span] = named(&spans, &format!("step {step}"))[..] else {
             panic!("one span of {step}: {spans:#?}");
         };
+        let [call] = named(&spans, &format!("call {agent}"))[..] else {
+            panic!("one call of {agent}: {spans:#?}");
+        };
+        assert_eq!(
+            call["parentSpanId"], span["spanId"],
+            "{agent}'s call under {step}"
+        );
+        assert_eq!(
+            attribute(call, "sas.call.outcome"),
+            Some(&json!("succeeded"))
+        );
+        let attempt = spans
+            .iter()
+            .find(|s| s["name"] == "attempt 1" && s["parentSpanId"] == call["spanId"])
+            .unwrap_or_else(|| panic!("{agent}'s attempt: {spans:#?}"));
+        // The mock service answers with the traceparent it was sent.
+        let output = task["steps"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["name"] == step))
+            .map(|s| &s["output"])
+            .unwrap_or_else(|| panic!("{step}'s output: {task:#}"));
+        let sent = format!(
+            "00-{CALLER_TRACE}-{}-01",
+            attempt["spanId"].as_str().expect("an id")
+        );
+        assert_eq!(
+            output["traceparent"], sent,
+            "{agent} was sent its attempt's span"
+        );
         assert_eq!(span["parentSpanId"], run["spanId"], "{step} under the task");
         assert_eq!(attribute(span, "sas.step.name"), Some(&json!(step)));
         assert_eq!(attribute(span, "sas.step.state"), Some(&json!("Processed")));

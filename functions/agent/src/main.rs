@@ -27,7 +27,9 @@ async fn main() -> Result<(), Error> {
                     event.payload,
                     Sends::AsReady,
                     metrics,
-                    |_, body| async move { agent.on_request(&body).await.map(drop) },
+                    |_, body, trace| async move {
+                        agent.on_request(&body, trace.as_ref()).await.map(drop)
+                    },
                 )
                 .await,
             )

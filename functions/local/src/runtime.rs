@@ -22,6 +22,7 @@ use sas_credentials::AwsCredentials;
 use sas_domain::ids::QueueName;
 use sas_domain::resilience::BreakerSettings;
 use sas_domain::services::{Directory, Service};
+use sas_domain::trace::TraceContext;
 use sas_domain::workflow::Registry;
 use sas_embedded::{DirectoryPayloads, Durability, Embedded, QueueSettings};
 use sas_http_remote::{HttpRemote, LocalCredentials};
@@ -191,25 +192,27 @@ impl System {
         // The AWS services a state machine's Tasks name, with the environment's
         // credentials (any, for an emulator).
         let aws_sdk = sas_aws_tasks::local_sdk(environment);
-        let step_caller = Arc::new(
-            StepCaller::new(
-                Arc::new(AwsTasks::new(
-                    &aws_sdk,
-                    environment,
-                    Arc::new(AwsCredentials::new(&aws_sdk)),
-                    services,
-                )),
-                Arc::new(AnswersInPlace {
-                    app: Arc::clone(&app),
-                    queues: Arc::clone(&backend) as _,
-                }) as _,
-                clock,
-                queues.agent_responses.clone(),
-                BreakerSettings::default(),
-                u64::from(std::process::id()),
-            )
-            .with_payloads(payloads),
-        );
+        let step_caller = StepCaller::new(
+            Arc::new(AwsTasks::new(
+                &aws_sdk,
+                environment,
+                Arc::new(AwsCredentials::new(&aws_sdk)),
+                services,
+            )),
+            Arc::new(AnswersInPlace {
+                app: Arc::clone(&app),
+                queues: Arc::clone(&backend) as _,
+            }) as _,
+            clock,
+            queues.agent_responses.clone(),
+            BreakerSettings::default(),
+            u64::from(std::process::id()),
+        )
+        .with_payloads(payloads);
+        let step_caller = Arc::new(match &telemetry {
+            Some(telemetry) => step_caller.with_spans(Arc::clone(telemetry) as _),
+            None => step_caller,
+        });
         let (stop, stopped) = watch::channel(false);
         let mut system = Self {
             app,
@@ -239,7 +242,7 @@ impl System {
                 source.clone(),
                 concurrency,
                 stopped.clone(),
-                move |body| {
+                move |body, _| {
                     let (app, queue) = (Arc::clone(&app), queue.clone());
                     async move { app.on_scheduler_message(&queue, &body).await.map(drop) }
                 },
@@ -251,9 +254,14 @@ impl System {
             self.queues.agent_requests.clone(),
             settings.agent_concurrency,
             stopped.clone(),
-            move |body| {
+            move |body, trace: Option<TraceContext>| {
                 let step_caller = Arc::clone(&step_caller);
-                async move { step_caller.on_request(&body).await.map(drop) }
+                async move {
+                    step_caller
+                        .on_request(&body, trace.as_ref())
+                        .await
+                        .map(drop)
+                }
             },
         )));
         if let Some(interval) = settings.supervisor_interval {
@@ -354,7 +362,7 @@ async fn consume<H, F, E>(
     mut stopped: watch::Receiver<bool>,
     handler: H,
 ) where
-    H: Fn(String) -> F + Send + Sync + 'static,
+    H: Fn(String, Option<TraceContext>) -> F + Send + Sync + 'static,
     F: Future<Output = Result<(), E>> + Send + 'static,
     E: MessageError,
 {
@@ -397,11 +405,14 @@ async fn consume<H, F, E>(
 
 async fn handle<H, F, E>(consumer: &dyn Consumer, queue: &QueueName, message: Delivery, handler: &H)
 where
-    H: Fn(String) -> F,
+    H: Fn(String, Option<TraceContext>) -> F,
     F: Future<Output = Result<(), E>>,
     E: MessageError,
 {
-    let handled = contain::caught(&NoMetrics, "record", || handler(message.body)).await;
+    let handled = contain::caught(&NoMetrics, "record", || {
+        handler(message.body, message.trace)
+    })
+    .await;
     match handled {
         // Logged where it was caught; the message comes again, and in the end goes to
         // the dead-letter queue, as a failed one does.
@@ -556,7 +567,7 @@ mod tests {
 
         system
             .step_caller
-            .on_request(&request.body)
+            .on_request(&request.body, request.trace.as_ref())
             .await
             .expect("answered");
 

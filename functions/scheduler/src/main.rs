@@ -16,9 +16,14 @@ async fn main() -> Result<(), Error> {
         async move {
             let app = &app;
             Ok::<_, Error>(
-                events::sqs_batch(event.payload, Sends::Together, app.metrics(), |queue, body| async move {
-                    app.on_scheduler_message(&queue, &body).await.map(drop)
-                })
+                events::sqs_batch(
+                    event.payload,
+                    Sends::Together,
+                    app.metrics(),
+                    |queue, body, _| async move {
+                        app.on_scheduler_message(&queue, &body).await.map(drop)
+                    },
+                )
                 .await,
             )
         }

@@ -51,7 +51,7 @@ use sas_domain::task::{Order, Task};
 
 use crate::leases::{Leases, flag_leases};
 use crate::messages::{Message, Messages};
-use crate::queues::{Row, drop_autoincrement, last_message_id, load_messages};
+use crate::queues::{Row, add_message_traces, drop_autoincrement, last_message_id, load_messages};
 use crate::recent::Recent;
 use crate::schema::{SCHEMA, decode_rows, millis, unavailable};
 use crate::tasks::lease;
@@ -253,6 +253,7 @@ impl Embedded {
             ))
             .map_err(unavailable)?;
         drop_autoincrement(&connection)?;
+        add_message_traces(&connection)?;
         flag_leases(&connection)?;
         add_registration_details(&connection)?;
         let checkpointer = connect(path)?;
@@ -319,7 +320,12 @@ impl Embedded {
                 let id = self.last_message_id.fetch_add(1, Ordering::Relaxed) + 1;
                 (
                     id,
-                    (queue.to_string(), m.body.clone(), now + millis(m.delay)),
+                    (
+                        queue.to_string(),
+                        m.body.clone(),
+                        now + millis(m.delay),
+                        m.trace.clone(),
+                    ),
                 )
             })
             .collect()
@@ -329,7 +335,7 @@ impl Embedded {
     fn publish(&self, inserted: Vec<(i64, Row)>) {
         let mut queues = BTreeSet::new();
         let mut messages = self.messages();
-        for (id, (queue, body, visible_at)) in inserted {
+        for (id, (queue, body, visible_at, trace)) in inserted {
             queues.insert(queue.clone());
             messages.insert(
                 id,
@@ -339,6 +345,7 @@ impl Embedded {
                     visible_at,
                     receive_count: 0,
                     recovered: false,
+                    trace,
                 },
             );
         }
@@ -558,7 +565,7 @@ impl Embedded {
                 receive_count: message.receive_count,
                 // A receipt names the receive it came from: stale once received again.
                 receipt: format!("{id}:{}", message.receive_count),
-                trace: None,
+                trace: message.trace.clone(),
             });
             messages.insert(id, message);
         }

@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use sas_domain::trace::TraceContext;
+
 use crate::QueueSettings;
 
 /// The queues' messages in memory, beside their rows: a receive, which only
@@ -30,6 +32,8 @@ pub(crate) struct Message {
     /// dead-letter queue across restarts. Other messages' counts stay in memory (a
     /// handler's panic or error is counted without a write).
     pub(crate) recovered: bool,
+    /// The span it came from.
+    pub(crate) trace: Option<TraceContext>,
 }
 
 impl Messages {

@@ -11,6 +11,7 @@ use sas_core::ports::{
 };
 use sas_domain::ids::QueueName;
 use sas_domain::messages::Alert;
+use sas_domain::trace::TraceContext;
 
 use crate::messages::{Message, Messages};
 use crate::schema::{Compressed, SCHEMA, Stored, encode, unavailable};
@@ -18,7 +19,7 @@ use crate::writer::{execute, query_row};
 use crate::{Embedded, QueueSettings, Received};
 
 /// A message as a row: its queue, its body, when it becomes visible.
-pub(crate) type Row = (String, String, i64);
+pub(crate) type Row = (String, String, i64, Option<TraceContext>);
 
 /// Inserts messages' rows, under the ids they were given; returns them.
 pub(crate) fn insert_messages(
@@ -28,12 +29,21 @@ pub(crate) fn insert_messages(
 ) -> Result<Vec<(i64, Row)>, StoreError> {
     let mut insert = c
         .prepare_cached(
-            "INSERT INTO messages (id, queue, body, visible_at, sent_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO messages (id, queue, body, visible_at, sent_at, trace)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .map_err(unavailable)?;
-    for (id, (queue, body, visible_at)) in &rows {
+    for (id, (queue, body, visible_at, trace)) in &rows {
+        let trace = trace.as_ref().map(sas_domain::to_json);
         insert
-            .execute(params![id, queue, Compressed::text(body)?, visible_at, now])
+            .execute(params![
+                id,
+                queue,
+                Compressed::text(body)?,
+                visible_at,
+                now,
+                trace
+            ])
             .map_err(unavailable)?;
     }
     if let Some(highest) = rows.iter().map(|(id, _)| *id).max() {
@@ -95,12 +105,29 @@ pub(crate) fn drop_autoincrement(c: &Connection) -> Result<(), StoreError> {
              ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value);
          ALTER TABLE messages RENAME TO messages_before;
          {SCHEMA}
-         INSERT INTO messages SELECT id, queue, body, visible_at, receive_count, sent_at
-             FROM messages_before;
+         INSERT INTO messages (id, queue, body, visible_at, receive_count, sent_at)
+             SELECT id, queue, body, visible_at, receive_count, sent_at FROM messages_before;
          DROP TABLE messages_before;
          COMMIT;"
     ))
     .map_err(unavailable)
+}
+
+/// Gives the messages of a database written before they carried their trace a
+/// column for it.
+pub(crate) fn add_message_traces(c: &Connection) -> Result<(), StoreError> {
+    let added: bool = query_row(
+        c,
+        "SELECT EXISTS (SELECT 1 FROM pragma_table_info('messages') WHERE name = 'trace')",
+        [],
+        |row| row.get(0),
+    )
+    .map_err(unavailable)?;
+    if !added {
+        c.execute_batch("ALTER TABLE messages ADD COLUMN trace TEXT")
+            .map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 /// The queues' settings and messages, as stored, at `now`: a message visible by then
@@ -118,7 +145,7 @@ pub(crate) fn load_messages(c: &Connection, now: i64) -> Result<Messages, StoreE
         loaded.settings.insert(name, settings);
     }
     let mut select = c
-        .prepare("SELECT id, queue, body, visible_at, receive_count FROM messages")
+        .prepare("SELECT id, queue, body, visible_at, receive_count, trace FROM messages")
         .map_err(unavailable)?;
     let rows = select
         .query_map([], |row| {
@@ -128,17 +155,20 @@ pub(crate) fn load_messages(c: &Connection, now: i64) -> Result<Messages, StoreE
                 row.get::<_, Stored>(2)?,
                 row.get::<_, i64>(3)?,
                 row.get::<_, u32>(4)?,
+                row.get::<_, Option<String>>(5)?,
             ))
         })
         .map_err(unavailable)?;
     for row in rows {
-        let (id, queue, body, visible_at, receive_count) = row.map_err(unavailable)?;
+        let (id, queue, body, visible_at, receive_count, trace) = row.map_err(unavailable)?;
         let message = Message {
             queue,
             body: body.into_text()?,
             visible_at,
             receive_count,
             recovered: visible_at <= now,
+            // A trace that no longer reads is dropped: the message goes on untraced.
+            trace: trace.and_then(|trace| serde_json::from_str(&trace).ok()),
         };
         loaded.insert(id, message);
     }

@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS queues (
 -- below the reservation in `counters` (see `queues::reserve_message_ids`).
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY, queue TEXT NOT NULL, body TEXT NOT NULL,
-    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL);
+    visible_at INTEGER NOT NULL, receive_count INTEGER NOT NULL DEFAULT 0, sent_at INTEGER NOT NULL,
+    trace TEXT);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 -- The deployment's own secrets, by name: the key that seals owners' listing cursors.
 CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL);

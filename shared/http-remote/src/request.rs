@@ -63,6 +63,13 @@ impl HttpRemote {
         for (header, value) in &outgoing.headers {
             builder = builder.header(header, value);
         }
+        // The service's spans join the task's trace, under this attempt's span.
+        if let Some(trace) = &request.trace {
+            builder = builder.header("traceparent", trace.traceparent().to_string());
+            if let Some(state) = &trace.state {
+                builder = builder.header("tracestate", state);
+            }
+        }
         for (header, value) in &service.headers {
             builder = builder.header(header, value);
         }

@@ -13,6 +13,7 @@ use sas_core::app::{App, FiringReport, ScheduleFailure};
 use sas_core::contain::{self, Panicked};
 use sas_core::ports::{Chain, Metrics};
 use sas_domain::ids::Owner;
+use sas_domain::trace::TraceContext;
 use serde_json::{Value, json};
 use tracing::{Instrument, error, info_span, warn};
 
@@ -171,7 +172,8 @@ pub fn source_queue(record: &SqsMessage) -> &str {
 /// The scheduler and agent functions: handles every record of an SQS batch, each
 /// in its own span, at once, and names only the failed ones, so that only they are
 /// delivered again (and in the end dead-lettered). The handler is given the name of
-/// the record's queue ([`source_queue`]) and its body. A panic while handling a record
+/// the record's queue ([`source_queue`]), its body, and the trace its
+/// `traceparent` and `tracestate` attributes name. A panic while handling a record
 /// fails that record only, counted in `metrics` ([`contain`]). Needs
 /// ReportBatchItemFailures.
 pub async fn sqs_batch<H, F, E>(
@@ -181,7 +183,7 @@ pub async fn sqs_batch<H, F, E>(
     handler: H,
 ) -> SqsBatchResponse
 where
-    H: Fn(String, String) -> F,
+    H: Fn(String, String, Option<TraceContext>) -> F,
     F: Future<Output = Result<(), E>>,
     E: std::error::Error + 'static,
 {
@@ -195,9 +197,11 @@ where
             .cloned()
             .unwrap_or_default();
         let span = info_span!("message", message_id = %id, receive_count = %receive_count);
+        let attribute = |name: &str| record.message_attributes.get(name)?.string_value.as_deref();
+        let trace = TraceContext::of_headers(attribute("traceparent"), attribute("tracestate"));
         let body = record.body.unwrap_or_default();
         let handler = &handler;
-        let outcome = contain::caught(metrics, "record", move || handler(queue, body));
+        let outcome = contain::caught(metrics, "record", move || handler(queue, body, trace));
         let gate = gate.clone();
         async move {
             let outcome = match gate {
@@ -382,7 +386,7 @@ mod tests {
                 batch(["first", "poison", "last"]),
                 sends,
                 &sas_core::ports::NoMetrics,
-                |_, body| {
+                |_, body, _| {
                     let handled = &handled;
                     async move {
                         tokio::task::yield_now().await;

@@ -41,10 +41,14 @@ pub(crate) async fn call(
     let _for_customer =
         customer_of(&body).map(|customer| mock.enter(format!("{service}/{customer}")));
     let received = received(&body);
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     let answer = |applied: rusqlite::Result<Value>, bytes| {
         applied.map(|mut answer| {
             answer["received"] = received.clone();
             answer["received_bytes"] = json!(body.len());
+            if let Some(traceparent) = traceparent {
+                answer["traceparent"] = json!(traceparent);
+            }
             padded(answer, bytes)
         })
     };

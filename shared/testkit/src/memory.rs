@@ -43,6 +43,8 @@ pub struct Stored {
     pub visible_at: Timestamp,
     /// Times received.
     pub receive_count: u32,
+    /// The span it came from.
+    pub trace: Option<sas_domain::trace::TraceContext>,
 }
 
 #[derive(Default)]
@@ -309,7 +311,7 @@ impl Memory {
                 body: m.body.clone(),
                 receive_count: m.receive_count,
                 receipt: format!("{}:{}", m.id, m.receive_count),
-                trace: None,
+                trace: m.trace.clone(),
             });
             true
         });
@@ -630,6 +632,7 @@ impl Queues for Memory {
                 body: message.body.clone(),
                 visible_at: now.plus(message.delay),
                 receive_count: 0,
+                trace: message.trace.clone(),
             };
             state
                 .queues

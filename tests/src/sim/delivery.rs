@@ -114,7 +114,7 @@ impl Sim {
     async fn handle(&self, queue: &QueueName, body: &str) -> String {
         let failed = |e: &dyn std::fmt::Display| format!("failed: {e}");
         if *queue == self.names.agent_requests {
-            match self.step_caller.on_request(body).await {
+            match self.step_caller.on_request(body, None).await {
                 Ok(verdict) => format!("{verdict:?}"),
                 Err(e) => failed(&e),
             }

@@ -24,7 +24,7 @@ fn agent_takes_it_or_refuses_it_as_poison(
 ) -> Result<(), TestCaseError> {
     let answered = subject
         .runtime
-        .block_on(subject.step_caller.on_request(text));
+        .block_on(subject.step_caller.on_request(text, None));
     let decodes = serde_json::from_str::<AgentRequest>(text).is_ok();
     prop_assert!(
         decodes || matches!(answered, Err(CallError::Poison(_))),

@@ -349,7 +349,7 @@ impl App {
                 at,
             });
         }
-        self.perform(effects, None).await
+        self.perform(effects, None, task).await
     }
 
     /// A task created claimed, if it has not moved since ([`decide::creation_again`]):
@@ -369,17 +369,18 @@ impl App {
         info!(task_id = %existing.id, "a task created claimed, not moved since: its first messages are sent again");
         // Its request goes without the task sealed (its order is not read here): its
         // answer costs a read.
-        self.perform(unsent, None).await
+        self.perform(unsent, None, existing).await
     }
 
-    /// Sends the messages `effects` require, the first request carrying `sealed`,
-    /// then performs the rest.
+    /// Sends the messages `effects` on `task` require, the first request carrying
+    /// `sealed`, then performs the rest.
     pub(super) async fn perform(
         &self,
         effects: Vec<Effect>,
         sealed: Option<String>,
+        task: &Task,
     ) -> Result<(), QueueError> {
-        let (required, best_effort) = self.split(effects, sealed, None);
+        let (required, best_effort) = self.split(effects, sealed, Some(task));
         self.send(required).await?;
         self.perform_best_effort(best_effort).await;
         Ok(())

@@ -329,7 +329,7 @@ impl App {
                 }
                 // Created claimed, its first request carries it, as a step's does.
                 let sealed = self.sealed_for(&effects, &task, &order).await;
-                let sent = self.perform(effects, sealed).await;
+                let sent = self.perform(effects, sealed, &task).await;
                 Self::sent_once_written(&id, creation, sent)?;
                 Ok(Submitted::Created(task))
             }

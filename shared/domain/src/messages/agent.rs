@@ -22,6 +22,17 @@ pub enum Operation {
     Compensate,
 }
 
+impl Operation {
+    /// Its name, as messages write it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Call => "call",
+            Self::Compensate => "compensate",
+        }
+    }
+}
+
 /// The HTTP method of a step's operation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]

@@ -8,6 +8,7 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 
 use sas_core::ports::{Consumer, Delivery, QueueError};
 use sas_domain::ids::QueueName;
+use sas_domain::trace::TraceContext;
 
 use super::{Sqs, failed};
 
@@ -27,6 +28,8 @@ impl Consumer for Sqs {
             .max_number_of_messages(i32::try_from(max.clamp(1, 10)).unwrap_or(10))
             .wait_time_seconds(i32::try_from(wait.as_secs().min(20)).unwrap_or(20))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .message_attribute_names("traceparent")
+            .message_attribute_names("tracestate")
             .send()
             .await
             .map_err(|e| failed(queue, e))?;
@@ -42,7 +45,13 @@ impl Consumer for Sqs {
                     .and_then(|c| c.parse().ok())
                     .unwrap_or(1),
                 receipt: m.receipt_handle().unwrap_or_default().to_owned(),
-                trace: None,
+                trace: {
+                    let attribute = |name: &str| {
+                        let attributes = m.message_attributes()?;
+                        attributes.get(name)?.string_value()
+                    };
+                    TraceContext::of_headers(attribute("traceparent"), attribute("tracestate"))
+                },
             })
             .collect())
     }

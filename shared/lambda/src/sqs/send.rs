@@ -1,6 +1,7 @@
 //! The sends ([`Queues`]): a call's messages checked, then sent with the calls made
-//! meanwhile, up to ten a SendMessageBatch request, each with the X-Ray trace header of
-//! the invocation when there is one.
+//! meanwhile, up to ten a SendMessageBatch request, each with its trace: W3C's
+//! `traceparent` and `tracestate` as message attributes, and X-Ray's trace header
+//! (that trace's, or the invocation's when the message has none).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,13 +9,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
-    MessageSystemAttributeNameForSends, MessageSystemAttributeValue, SendMessageBatchRequestEntry,
+    MessageAttributeValue, MessageSystemAttributeNameForSends, MessageSystemAttributeValue,
+    SendMessageBatchRequestEntry,
 };
 use tokio::sync::oneshot;
 
 use sas_core::ports::{Cause, OutgoingMessage, QueueError, Queues};
 use sas_domain::ids::QueueName;
 use sas_domain::limits::{MAX_DELAY, MAX_MESSAGE, MAX_MESSAGE_BODY};
+use sas_domain::trace::TraceContext;
 
 use super::send_gate::GATE;
 use super::{Sqs, failed};
@@ -37,15 +40,40 @@ fn message(text: impl Into<String>) -> SharedCause {
 }
 
 /// The X-Ray trace of the current invocation, which Lambda puts in the environment.
-fn trace_header() -> Option<MessageSystemAttributeValue> {
-    let trace = std::env::var("_X_AMZN_TRACE_ID")
+fn invocation_trace() -> Option<String> {
+    std::env::var("_X_AMZN_TRACE_ID")
         .ok()
-        .filter(|t| !t.is_empty())?;
-    MessageSystemAttributeValue::builder()
-        .data_type("String")
-        .string_value(trace)
-        .build()
-        .ok()
+        .filter(|t| !t.is_empty())
+}
+
+/// `trace` as X-Ray's trace header has it: the same 128 bits, the first 32 its
+/// "time" part, as AWS's W3C propagation maps them.
+fn xray_header(trace: &TraceContext) -> String {
+    let id = trace.trace_id.to_string();
+    let sampled = u8::from(trace.sampled);
+    format!(
+        "Root=1-{}-{};Parent={};Sampled={sampled}",
+        &id[..8],
+        &id[8..],
+        trace.parent
+    )
+}
+
+/// A message's attributes of its trace: `traceparent`, and `tracestate` if any.
+fn trace_attributes(trace: &TraceContext) -> HashMap<String, MessageAttributeValue> {
+    let attribute = |value: String| {
+        MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(value)
+            .build()
+            .ok()
+    };
+    let state = trace.state.clone().map(|s| ("tracestate", s));
+    [("traceparent", trace.traceparent().to_string())]
+        .into_iter()
+        .chain(state)
+        .filter_map(|(name, value)| Some((name.to_owned(), attribute(value)?)))
+        .collect()
 }
 
 #[async_trait]
@@ -70,13 +98,22 @@ impl Queues for Sqs {
         if let Ok(gate) = GATE.try_with(Arc::clone) {
             gate.pass().await;
         }
-        let trace = trace_header();
+        let invocation = invocation_trace();
         let entries = messages
             .iter()
             .map(|message| Entry {
                 body: message.body.clone(),
                 delay: i32::try_from(message.delay.min(MAX_DELAY).as_secs()).unwrap_or(0),
-                trace: trace.clone(),
+                trace: (message.trace.as_ref().map(xray_header))
+                    .or_else(|| invocation.clone())
+                    .and_then(|header| {
+                        MessageSystemAttributeValue::builder()
+                            .data_type("String")
+                            .string_value(header)
+                            .build()
+                            .ok()
+                    }),
+                attributes: message.trace.as_ref().map(trace_attributes),
             })
             .collect();
         let (done, sent) = oneshot::channel();
@@ -103,7 +140,10 @@ impl Queues for Sqs {
 struct Entry {
     body: String,
     delay: i32,
+    /// X-Ray's trace header.
     trace: Option<MessageSystemAttributeValue>,
+    /// W3C's `traceparent` and `tracestate`.
+    attributes: Option<HashMap<String, MessageAttributeValue>>,
 }
 
 /// The messages of one call of [`Queues::send`], and where its outcome goes.
@@ -155,6 +195,7 @@ async fn send_waiting(client: Client, waiting: Arc<Mutex<HashMap<String, Waiting
                     .set_message_system_attributes(entry.trace.clone().map(|t| {
                         HashMap::from([(MessageSystemAttributeNameForSends::AwsTraceHeader, t)])
                     }))
+                    .set_message_attributes(entry.attributes.clone())
                     .build();
                 match built {
                     Ok(built) => entries.push(built),

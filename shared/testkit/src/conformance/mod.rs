@@ -71,12 +71,13 @@ where
 }
 
 /// The queues' conformance: batches, concurrent senders, delays, visibility timeouts,
-/// receive counts and dead-lettering, as SQS has them.
+/// receive counts and dead-lettering, as SQS has them, and each message's trace.
 ///
 /// # Panics
 /// Where the queues do not conform.
 pub async fn queues(queue: &WorkQueue) {
     queues::queues_behave_like_sqs(queue).await;
+    queues::messages_carry_their_trace(queue).await;
 }
 
 fn drone() -> Arc<Workflow> {

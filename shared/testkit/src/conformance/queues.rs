@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use sas_core::ports::{Consumer, Delivery, OutgoingMessage, Queues};
 use sas_domain::ids::QueueName;
+use sas_domain::trace::TraceContext;
 
 /// A work queue under test, with a visibility timeout of 1 s and dead-lettered to
 /// `dead_letters` after 2 receives, and the adapters that send to it and receive
@@ -143,4 +144,27 @@ pub(super) async fn queues_behave_like_sqs(under_test: &WorkQueue) {
         dead[0].body, "poison",
         "after maxReceiveCount receives, in the dead-letter queue"
     );
+}
+
+/// A message keeps the trace it was sent in (`traceparent` and `tracestate`), and one
+/// sent in none comes in none.
+pub(super) async fn messages_carry_their_trace(under_test: &WorkQueue) {
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let trace = TraceContext::of_headers(Some(traceparent), Some("vendor=value"));
+    let traced = OutgoingMessage::text("traced".into(), Duration::ZERO)
+        .traced(trace.clone().expect("a valid traceparent"));
+    let untraced = OutgoingMessage::text("untraced".into(), Duration::ZERO);
+    under_test
+        .queues
+        .send(&under_test.work, &[traced, untraced])
+        .await
+        .expect("sent");
+    let received = receive_all(under_test, &under_test.work, 2).await;
+    let trace_of = |body: &str| {
+        let found = received.iter().find(|m| m.body == body);
+        found.expect("received").trace.clone()
+    };
+    assert_eq!(trace_of("traced"), trace, "the trace it was sent in");
+    assert_eq!(trace_of("untraced"), None);
+    delete_all(under_test, &received).await;
 }

@@ -20,6 +20,13 @@ use sas_domain::ids::QueueName;
 use sas_domain::limits;
 use sas_domain::messages::{AgentMessage, AgentRequest, AgentResponse, Outcome};
 use sas_domain::resilience::{BreakerSettings, CircuitBreaker, backoff};
+use sas_domain::trace::{SpanId, TraceContext};
+
+use crate::ports::Spans;
+
+mod spans;
+
+use spans::CallSpans;
 
 /// Why a request could not be handled; it is then left for redelivery and, after
 /// the queue's maxReceiveCount, the dead-letter queue.
@@ -62,6 +69,8 @@ pub struct StepCaller {
     random: Mutex<fastrand::Rng>,
     /// Where requests and answers too large for a message are kept, if anywhere.
     payloads: Option<Arc<dyn Payloads>>,
+    /// Where the spans of its calls go, if anywhere ([`StepCaller::with_spans`]).
+    spans: Option<Arc<dyn Spans>>,
 }
 
 impl StepCaller {
@@ -84,7 +93,16 @@ impl StepCaller {
             breakers: Mutex::new(HashMap::new()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
             payloads: None,
+            spans: None,
         }
+    }
+
+    /// Tells `spans` the spans of its calls made in a trace: each call, under the
+    /// step's span its request came from, and each attempt under the call.
+    #[must_use]
+    pub fn with_spans(mut self, spans: Arc<dyn Spans>) -> Self {
+        self.spans = Some(spans);
+        self
     }
 
     /// Reads requests stored apart from `payloads`, and stores there the answers
@@ -96,21 +114,38 @@ impl StepCaller {
         self
     }
 
-    /// Handles one agent-request message.
+    /// Handles one agent-request message, which came from the span `trace` names
+    /// (the step's), if any.
     ///
     /// # Errors
     /// [`CallError::Poison`] for an undecodable message, [`CallError::Queue`] when
     /// the answer cannot be sent, [`CallError::Unread`] when the request is stored
     /// apart and cannot be read.
-    pub async fn on_request(&self, body: &str) -> Result<CallVerdict, CallError> {
+    pub async fn on_request(
+        &self,
+        body: &str,
+        trace: Option<&TraceContext>,
+    ) -> Result<CallVerdict, CallError> {
         let body = message_body(self.payloads.as_deref(), body).await?;
         let request: AgentRequest =
             serde_json::from_str(&body).map_err(|e| CallError::Poison(e.to_string()))?;
-        let Some(outcome) = self.perform(&request).await.map(within_limit) else {
+        let traced = trace.filter(|trace| trace.sampled && self.spans.is_some());
+        let mut spans =
+            traced.map(|trace| CallSpans::new(trace.clone(), self.span_id(), self.clock.now()));
+        let outcome = self
+            .perform(&request, spans.as_mut())
+            .await
+            .map(within_limit);
+        let late = self.clock.now() >= request.complete_by;
+        if let (Some(spans), Some(sink)) = (spans, &self.spans) {
+            let told = outcome.as_ref().filter(|_| !late);
+            sink.finished(spans.finish(&request, told, self.clock.now()));
+        }
+        let Some(outcome) = outcome else {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: past complete-by or out of tries");
             return Ok(CallVerdict::Silent);
         };
-        if self.clock.now() >= request.complete_by {
+        if late {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: answer came after complete-by");
             return Ok(CallVerdict::Silent);
         }
@@ -122,14 +157,21 @@ impl StepCaller {
 
     /// Calls the service until it answers, refuses, or the time or tries run out
     /// (`None`: stay silent).
-    async fn perform(&self, request: &AgentRequest) -> Option<Outcome> {
+    /// Each attempt is told to `spans`, when the request is traced.
+    async fn perform(
+        &self,
+        request: &AgentRequest,
+        mut spans: Option<&mut CallSpans>,
+    ) -> Option<Outcome> {
         let policy = &request.retry;
         for attempt in 1..=policy.attempts {
             let now = self.clock.now();
             if now >= request.complete_by {
                 return None;
             }
-            let result = if self.breaker(&request.agent, |b| b.allow(now)) {
+            let span = spans.as_ref().map(|_| self.span_id());
+            let made = self.breaker(&request.agent, |b| b.allow(now));
+            let result = if made {
                 let remaining = now.until(request.complete_by);
                 let timeout = policy.call_timeout.map_or(remaining, |t| t.min(remaining));
                 let call = RemoteRequest {
@@ -139,7 +181,7 @@ impl StepCaller {
                     idempotency_key: request.idempotency_key.clone(),
                     payload: request.payload.clone(),
                     timeout,
-                    trace: None,
+                    trace: spans.as_ref().zip(span).map(|(s, span)| s.under(span)),
                 };
                 let result = self.remote.call(&call).await;
                 let after = self.clock.now();
@@ -158,6 +200,10 @@ impl StepCaller {
                     request.agent
                 )))
             };
+            if let (Some(spans), Some(span)) = (spans.as_deref_mut(), span) {
+                let times = (now, self.clock.now());
+                spans.attempt(span, attempt, times, made.then_some(&result));
+            }
             // The service's own wait, when it named one, if the backoff is shorter.
             let asked = match result {
                 Ok(output) => return Some(Outcome::Succeeded { output }),
@@ -186,6 +232,12 @@ impl StepCaller {
             }
         }
         None
+    }
+
+    /// A new span's id, at random.
+    fn span_id(&self) -> SpanId {
+        let mut random = self.random.lock().unwrap_or_else(PoisonError::into_inner);
+        SpanId(random.u64(1..).to_be_bytes())
     }
 
     fn breaker<T>(&self, service: &str, f: impl FnOnce(&mut CircuitBreaker) -> T) -> T {
