@@ -294,7 +294,12 @@ impl Stack {
         path: &str,
         body: Option<&Value>,
     ) -> (u16, Value) {
-        let event = api_event(method, path, body);
+        self.http_event(app, api_event(method, path, body)).await
+    }
+
+    /// Plays API Gateway with `event` (an [`api_event`], its headers perhaps set),
+    /// answered by `app`.
+    pub async fn http_event(&self, app: &App, event: Value) -> (u16, Value) {
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");

@@ -2,13 +2,15 @@
 //! API Gateway, SQS and EventBridge events by a loop that plays Lambda's
 //! event-source mappings and EventBridge's schedule.
 //!
-//! The tests, by theme, each a module of `lambda_on_emulator/`: [`runs`], [`unreadable`]
-//! and [`limits`]; this file holds what they share.
+//! The tests, by theme, each a module of `lambda_on_emulator/`: [`runs`], [`traces`],
+//! [`unreadable`] and [`limits`]; this file holds what they share.
 
 #[path = "lambda_on_emulator/limits.rs"]
 mod limits;
 #[path = "lambda_on_emulator/runs.rs"]
 mod runs;
+#[path = "lambda_on_emulator/traces.rs"]
+mod traces;
 #[path = "lambda_on_emulator/unreadable.rs"]
 mod unreadable;
 

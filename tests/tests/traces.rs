@@ -2,7 +2,8 @@
 //! its spans over OTLP/HTTP (JSON) to a receiver of the test's own, and a drone
 //! delivery submitted with a `traceparent` comes out as one trace under the caller's
 //! span: the task; its steps under it; each step's agent call under the step, and
-//! the call's attempt under the call, whose span the service was sent.
+//! the call's attempt under the call, whose span the service was sent; a map's
+//! children under the map's step.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,8 +11,8 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use sas_tests::delivery_input;
 use sas_tests::local::Local;
+use sas_tests::{delivery_input, parcel_order};
 
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
@@ -72,11 +73,9 @@ fn named<'s>(spans: &'s [Value], name: &str) -> Vec<&'s Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().expect("a data directory");
-    let local = Local::start(
+/// `sas-local` on a data directory of its own, exporting to `receiver`.
+fn exporting_to(receiver: &Receiver, data: &tempfile::TempDir) -> Local {
+    Local::start(
         &sas_tests::function_binary("sas-local"),
         data.path(),
         &[
@@ -85,7 +84,14 @@ async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),
         ],
     )
-    .expect("sas-local starts");
+    .expect("sas-local starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().expect("a data directory");
+    let local = exporting_to(&receiver, &data);
     let http = reqwest::Client::new();
     let submitted = http
         .put(format!("http://{}/tasks/traced-1?wait=20s", local.api))
@@ -173,6 +179,56 @@ async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
             .and_then(|t| t.parse().ok())
             .expect("an end");
         assert!(start <= end, "{span:#}");
+    }
+    local.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_of_ten_children_is_one_trace_under_its_step() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().expect("a data directory");
+    let local = exporting_to(&receiver, &data);
+    let task: Value = reqwest::Client::new()
+        .put(format!("http://{}/tasks/parcels-1?wait=20s", local.api))
+        .json(&parcel_order("parcels-1", 10))
+        .send()
+        .await
+        .expect("the API answers")
+        .json()
+        .await
+        .expect("a task");
+    assert_eq!(task["state"], "Processed", "{task:#}");
+    let spans = receiver
+        .spans_when(|spans| spans.iter().filter(|s| s["name"] == "task").count() == 11)
+        .await;
+    let trace = &spans[0]["traceId"];
+    assert!(spans.iter().all(|s| &s["traceId"] == trace), "one trace");
+    let parent = spans
+        .iter()
+        .find(|s| s["name"] == "task" && attribute(s, "sas.task.id") == Some(&json!("parcels-1")))
+        .expect("the parent's task span");
+    assert_eq!(
+        parent
+            .get("parentSpanId")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        "",
+        "a root"
+    );
+    let [map] = named(&spans, "step deliver-each")[..] else {
+        panic!("one span of the map's step: {spans:#?}");
+    };
+    assert_eq!(map["parentSpanId"], parent["spanId"]);
+    let children: Vec<&Value> = named(&spans, "task")
+        .into_iter()
+        .filter(|s| s["spanId"] != parent["spanId"])
+        .collect();
+    assert_eq!(children.len(), 10);
+    for child in children {
+        assert_eq!(
+            child["parentSpanId"], map["spanId"],
+            "a child under the map: {child:#}"
+        );
     }
     local.stop();
 }

@@ -31,6 +31,9 @@ Settings (every one in the book, docs/src/deploying/settings.md):
   AWS_REGION, SAS_ACCOUNT_ID the region and account in Step Functions' ARNs
                              [us-east-1, 000000000000]
   RUST_LOG                   the log filter [info]
+  OTEL_EXPORTER_OTLP_ENDPOINT
+                             where tasks' traces go over OTLP/HTTP, with the other
+                             standard OTEL_* settings [none]
 
 The first line on stdout gives the addresses: sas-local ready: api=... mock=... data=...";
 

@@ -41,18 +41,30 @@ impl Task {
         self.continuing(self.run_span(self.run))
     }
 
-    /// The trace step `index`'s operation under way (the one its last attempt
-    /// began) passes on: to its agent's call, and to the children it starts.
+    /// The trace step `index`'s operation under way (the one it last began) passes
+    /// on: to its agent's call, and to the children it starts.
     #[must_use]
     pub fn step_trace(&self, index: usize) -> TraceContext {
-        let attempt = self.steps.get(index).map_or(0, |step| step.attempt);
-        self.continuing(step_span(
-            &self.id,
-            self.created_at,
-            self.run,
-            index,
-            attempt,
-        ))
+        self.continuing(self.operation_span(index))
+    }
+
+    /// The span of step `index`'s operation last begun: its call, or its
+    /// compensation, by when it began.
+    fn operation_span(&self, index: usize) -> SpanId {
+        let (operation, began) = self
+            .steps
+            .get(index)
+            .map_or(("call", self.created_at), |step| {
+                let undoing = matches!(
+                    step.state,
+                    StepState::Compensating
+                        | StepState::Compensated
+                        | StepState::CompensationFailed
+                );
+                let operation = if undoing { "compensate" } else { "call" };
+                (operation, step.started_at.unwrap_or(self.created_at))
+            });
+        step_span(&self.id, self.created_at, self.run, index, operation, began)
     }
 
     /// Its trace, under its span `parent`.
@@ -130,7 +142,7 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             attributes.push(("sas.step.state", text(&format!("{:?}", step.state))));
             spans.push(FinishedSpan {
                 name: format!("{verb} {}", step.name),
-                span_id: step_span(&after.id, after.created_at, after.run, index, step.attempt),
+                span_id: after.operation_span(index),
                 start,
                 end: end.max(start),
                 failed,
@@ -145,13 +157,7 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             let name = after.steps.get(step).map_or("", |s| s.name.as_str());
             spans.push(FinishedSpan {
                 name: format!("recover {name}"),
-                span_id: recovery_span(step_span(
-                    &after.id,
-                    after.created_at,
-                    after.run,
-                    step,
-                    attempt,
-                )),
+                span_id: recovery_span(before.operation_span(step), event.at),
                 start: event.at,
                 end: event.at,
                 attributes: step_attributes(after, step, attempt),

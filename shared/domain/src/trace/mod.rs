@@ -220,27 +220,30 @@ pub fn run_span(task_id: &TaskId, created_at: Timestamp, run: u32) -> SpanId {
     SpanId(derived(&["run", &id, &created, &run.to_string()]))
 }
 
-/// The span of the supervisor's finding that the lease of the operation `step`
-/// (a [`step_span`]) had expired.
+/// The span of the supervisor's finding, at `at`, that the lease of the operation
+/// `step` (a [`step_span`]) had expired.
 #[must_use]
-pub fn recovery_span(step: SpanId) -> SpanId {
-    SpanId(derived(&["recover", &step.to_string()]))
+pub fn recovery_span(step: SpanId, at: Timestamp) -> SpanId {
+    SpanId(derived(&["recover", &step.to_string(), &at.0.to_string()]))
 }
 
-/// The span of an operation of a task's step, by the attempt that began it (each
-/// call or compensation begun counts one): the scheduler writes it when the
-/// operation ends, and the agent names it, from its request, as its call's parent.
+/// The span of an operation of a task's step (`operation`: its call, or its
+/// compensation), by when it began: the scheduler writes it when the operation ends,
+/// and what it sends meanwhile (its agent's request, its children) comes from it.
 #[must_use]
 pub fn step_span(
     task_id: &TaskId,
     created_at: Timestamp,
     run: u32,
     step: usize,
-    attempt: u32,
+    operation: &str,
+    began: Timestamp,
 ) -> SpanId {
     let [id, created] = task_parts(task_id, created_at);
-    let (run, step, attempt) = (run.to_string(), step.to_string(), attempt.to_string());
-    SpanId(derived(&["step", &id, &created, &run, &step, &attempt]))
+    let (run, step, began) = (run.to_string(), step.to_string(), began.0.to_string());
+    SpanId(derived(&[
+        "step", &id, &created, &run, &step, operation, &began,
+    ]))
 }
 
 #[cfg(test)]

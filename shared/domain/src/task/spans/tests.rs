@@ -91,9 +91,10 @@ fn a_task_without_a_caller_is_a_trace_of_its_own() {
     assert_eq!(run.trace_id, task.trace_id());
     let children = task.step_trace(2);
     assert_eq!(children.trace_id, task.trace_id());
+    let began = task.steps[2].started_at.expect("begun");
     assert_eq!(
         children.parent,
-        step_span(&task.id, task.created_at, 1, 2, 1)
+        step_span(&task.id, task.created_at, 1, 2, "call", began)
     );
 }
 

@@ -1,0 +1,54 @@
+//! A task's trace crosses the queues on the Lambda path: the messages the functions
+//! send one another carry it as SQS message attributes.
+
+use std::time::Duration;
+
+use sas_core::ports::Consumer;
+use sas_tests::aws::{Remote, Stack, api_event};
+use serde_json::json;
+
+use super::{POLICY, quick};
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+/// A submission in a caller's trace: the scheduler's request to the agents goes in
+/// that trace, from the step's span, as the request's `traceparent` attribute (with
+/// the caller's `tracestate`), which the agent function is handed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submissions_trace_goes_with_its_steps_request_to_the_agents() {
+    let remote = Remote::start(true).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    stack.leave_agent_requests();
+    let mut event = api_event("PUT", "/tasks/traced", Some(&quick()));
+    event["headers"]["traceparent"] = json!(format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"));
+    event["headers"]["tracestate"] = json!("vendor=value");
+    let (status, task) = stack.http_event(&stack.app, event).await;
+    assert_eq!(status, 202, "{task}");
+    stack.pump(false).await;
+    let requests = Stack::queue(&stack.config.agent_request_queue_url);
+    let received = stack
+        .sqs
+        .receive(&requests, 10, Duration::from_secs(2))
+        .await
+        .expect("receive");
+    let [request] = &received[..] else {
+        panic!("the first step's request: {received:#?}");
+    };
+    let trace = request
+        .trace
+        .as_ref()
+        .expect("the request's trace attributes");
+    assert_eq!(
+        trace.trace_id.to_string(),
+        CALLER_TRACE,
+        "the caller's trace"
+    );
+    assert_ne!(
+        trace.parent.to_string(),
+        CALLER_SPAN,
+        "from the step's span"
+    );
+    assert!(trace.sampled);
+    assert_eq!(trace.state.as_deref(), Some("vendor=value"));
+}
