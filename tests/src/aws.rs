@@ -303,7 +303,9 @@ impl Stack {
         let started = std::time::Instant::now();
         let request: ApiGatewayV2httpRequest =
             serde_json::from_value(event).expect("an API Gateway v2 event");
-        let response = events::http(app, &self.config.authentication, request).await;
+        // Boxed, as Lambda's runtime boxes a handler's future: the API's nests the
+        // whole of a request's work, large in a debug build for a test thread's stack.
+        let response = Box::pin(events::http(app, &self.config.authentication, request)).await;
         self.count("submission", 1, started.elapsed());
         let body = match response.body {
             Some(aws_lambda_events::encodings::Body::Text(text)) => {
@@ -457,10 +459,12 @@ impl Stack {
         let mut event = template.clone();
         event.records = records;
         let started = std::time::Instant::now();
+        // Boxed, as Lambda's runtime boxes a handler's future: a batch's nests every
+        // record's handling, too large for a test thread's stack in a debug build.
         if twice {
-            events::sqs_batch(event.clone(), sends, &NoMetrics, handler).await;
+            Box::pin(events::sqs_batch(event.clone(), sends, &NoMetrics, handler)).await;
         }
-        let response = events::sqs_batch(event, sends, &NoMetrics, handler).await;
+        let response = Box::pin(events::sqs_batch(event, sends, &NoMetrics, handler)).await;
         self.count(function, received.len(), started.elapsed());
         let failed: Vec<&str> = response
             .batch_item_failures
