@@ -243,7 +243,8 @@ fn each_lambda_function_links_only_what_it_runs() {
                 "sas-aws",
                 "sas-core",
                 "sas-domain",
-                "sas-lambda"
+                "sas-lambda",
+                "sas-telemetry"
             ],
             "{function}: the project's crates it links"
         );
@@ -264,6 +265,7 @@ fn each_lambda_function_links_only_what_it_runs() {
             "sas-domain",
             "sas-http-remote",
             "sas-lambda",
+            "sas-telemetry",
         ],
         "sas-agent: the project's crates it links"
     );

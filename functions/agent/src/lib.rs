@@ -30,7 +30,7 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
     ));
     let environment = |name: &str| std::env::var(name).ok();
     let payloads = S3Payloads::new(sdk, config.payload_bucket.clone());
-    Ok(StepCaller::new(
+    let step_caller = StepCaller::new(
         Arc::new(AwsTasks::new(sdk, environment, credentials, services)),
         sqs,
         Arc::new(WallClock),
@@ -38,5 +38,9 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
         BreakerSettings::default(),
         fastrand::u64(..),
     )
-    .with_payloads(Arc::new(payloads)))
+    .with_payloads(Arc::new(payloads));
+    Ok(match sas_lambda::telemetry() {
+        Some(telemetry) => step_caller.with_spans(telemetry),
+        None => step_caller,
+    })
 }

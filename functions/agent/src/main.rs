@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
     );
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let agent = Arc::clone(&agent);
-        async move {
+        sas_lambda::flushing(async move {
             let (agent, metrics) = &*agent;
             Ok::<_, Error>(
                 events::sqs_batch(
@@ -33,7 +33,7 @@ async fn main() -> Result<(), Error> {
                 )
                 .await,
             )
-        }
+        })
     }))
     .await
 }

@@ -86,8 +86,9 @@ pub struct System {
     pub queues: QueueNames,
     /// The queue of buffered submissions (drained in direct ingestion too).
     pub ingest: QueueName,
-    /// Where tasks' traces are exported, when the `OTEL_*` settings ask for it.
-    telemetry: Option<Arc<Telemetry>>,
+    /// Where tasks' traces are exported, when the `OTEL_*` settings ask for it, and
+    /// the task that sends them every `OTEL_BSP_SCHEDULE_DELAY`.
+    telemetry: Option<(Arc<Telemetry>, JoinHandle<()>)>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -214,6 +215,10 @@ impl System {
             None => step_caller,
         });
         let (stop, stopped) = watch::channel(false);
+        let telemetry = telemetry.map(|telemetry| {
+            let exports = telemetry.flush_every();
+            (telemetry, exports)
+        });
         let mut system = Self {
             app,
             step_caller,
@@ -290,8 +295,9 @@ impl System {
     /// their current message.
     pub async fn stop(mut self) {
         self.stop_workers().await;
-        if let Some(telemetry) = self.telemetry.take() {
-            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        if let Some((telemetry, exports)) = self.telemetry.take() {
+            exports.abort();
+            telemetry.flush().await;
         }
     }
 

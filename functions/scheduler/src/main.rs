@@ -13,7 +13,7 @@ async fn main() -> Result<(), Error> {
         Arc::new(sas_lambda::init(|config, sdk| sas_aws::app(config, sdk, "scheduler")).await);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let app = Arc::clone(&app);
-        async move {
+        sas_lambda::flushing(async move {
             let app = &app;
             Ok::<_, Error>(
                 events::sqs_batch(
@@ -26,7 +26,7 @@ async fn main() -> Result<(), Error> {
                 )
                 .await,
             )
-        }
+        })
     }))
     .await
 }

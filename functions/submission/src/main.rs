@@ -21,10 +21,10 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayV2httpRequest>| {
             let served = Arc::clone(&served);
-            async move {
+            sas_lambda::flushing(async move {
                 let (app, authentication) = &*served;
                 Ok::<_, Error>(events::http(app, authentication, event.payload).await)
-            }
+            })
         },
     ))
     .await

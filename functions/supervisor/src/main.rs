@@ -23,14 +23,14 @@ async fn main() -> Result<(), Error> {
     let (app, payloads) = (Arc::new(app), Arc::new(payloads));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let (app, payloads) = (Arc::clone(&app), Arc::clone(&payloads));
-        async move {
+        sas_lambda::flushing(async move {
             if let Some(forgotten) =
                 sas_aws::deletions::forget_deleted(&payloads, &event.payload).await
             {
                 return Ok::<_, Error>(forgotten?);
             }
             Ok(events::supervise(&app, batch, event.payload).await?)
-        }
+        })
     }))
     .await
 }

@@ -69,6 +69,9 @@ pub fn app(config: &Config, sdk: &SdkConfig, function: &str) -> Result<App, Star
     if let Some(prefix) = &config.notification_queue_prefix {
         app = app.with_notification_prefix(prefix.clone());
     }
+    if let Some(telemetry) = sas_lambda::telemetry() {
+        app = app.with_spans(telemetry);
+    }
     if let Some(target) = &config.wakeups {
         app = app.with_wakeups(Arc::new(EventBridgeWakeups::new(sdk, target.clone())));
     }

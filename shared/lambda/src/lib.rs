@@ -8,7 +8,8 @@
 //! Here: [`config`] (the environment), [`sdk`] (the SDK's configuration and clients),
 //! [`events`] (Lambda's events to the actors and back), [`sqs`] (the queues port),
 //! [`metrics`] (the metrics port, as EMF lines), [`payloads`] (the values stored apart,
-//! in S3), and [`init`], which starts a function. Depends on `sas-core`, the Lambda
+//! in S3), [`init`], which starts a function, and [`telemetry`], its exporter of
+//! tasks' traces, which sends an invocation's spans before it ends ([`flushing`]). Depends on `sas-core`, the Lambda
 //! runtime and the SQS and S3 clients; the state store and the alerts are `sas-aws`'s,
 //! the remote calls `sas-http-remote`'s, so that the agent function links neither
 //! DynamoDB nor SNS.
@@ -24,13 +25,15 @@ pub mod payloads;
 pub mod sdk;
 pub mod sqs;
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use aws_types::SdkConfig;
 use sas_core::app::QueueNames;
 use sas_core::ports::{Chain, QueueError};
 use sas_domain::workflow::{Registry, RegistryError};
+use sas_telemetry::Telemetry;
 use serde_json::json;
 use tracing::error;
 
@@ -82,6 +85,33 @@ pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartE
             std::process::exit(1)
         }
     }
+}
+
+/// The function's exporter of tasks' traces, when the `OTEL_*` settings ask for one
+/// (an OTLP endpoint: the ADOT layer's collector, or one of your own), built at the
+/// first call. Settings it cannot use are logged, and the function runs without it.
+pub fn telemetry() -> Option<Arc<Telemetry>> {
+    static TELEMETRY: OnceLock<Option<Arc<Telemetry>>> = OnceLock::new();
+    let built = TELEMETRY.get_or_init(|| {
+        let name = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "sas".into());
+        Telemetry::from_env(&name)
+            .inspect_err(|problem| error!(%problem, "traces are not exported"))
+            .ok()
+            .flatten()
+            .map(Arc::new)
+    });
+    built.clone()
+}
+
+/// Handles an invocation with `handled`, then sends the spans it finished before
+/// answering: Lambda freezes the function between invocations, and a span left
+/// waiting would be sent at the next one, or never.
+pub async fn flushing<T>(handled: impl Future<Output = T>) -> T {
+    let answer = handled.await;
+    if let Some(telemetry) = telemetry() {
+        telemetry.flush().await;
+    }
+    answer
 }
 
 /// Where a deployment's own workflow definitions are: `workflows/` in the function's
