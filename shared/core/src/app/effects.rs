@@ -399,37 +399,38 @@ impl App {
     ) -> (Vec<Outgoing>, Vec<Effect>) {
         let mut required = Vec::new();
         let mut best_effort = Vec::new();
-        let traced = |message: OutgoingMessage, step: Option<usize>| match task {
-            Some(task) => {
-                message.traced(step.map_or_else(|| task.run_trace(), |i| task.step_trace(i)))
+        // From the step's span for its request, the run's for the rest.
+        let traced = |mut outgoing: Outgoing, step: Option<usize>| {
+            if let Some(task) = task {
+                let trace = step.map_or_else(|| task.run_trace(), |i| task.step_trace(i));
+                outgoing.message = outgoing.message.traced(trace);
             }
-            None => message,
+            outgoing
         };
         for effect in effects {
             match effect {
                 Effect::Dispatch(mut request) => {
                     request.sealed_task = sealed.take();
-                    let step = Some(request.step);
-                    required.push(Outgoing {
+                    let outgoing = Outgoing {
                         queue: self.names.agent_requests.clone(),
-                        message: traced(agent_message(&request), step),
-                    });
+                        message: agent_message(&request),
+                    };
+                    required.push(traced(outgoing, Some(request.step)));
                 }
-                Effect::Schedule { task_id, delay } => required.push(Outgoing {
-                    queue: self.names.scheduler.clone(),
-                    message: traced(run_message(&task_id, delay), None),
-                }),
+                Effect::Schedule { task_id, delay } => {
+                    let outgoing = Outgoing {
+                        queue: self.names.scheduler.clone(),
+                        message: run_message(&task_id, delay),
+                    };
+                    required.push(traced(outgoing, None));
+                }
                 // Sent with the messages that must be, on the scheduler's queue: in
                 // the same batch as a Run, and in the same transaction locally.
                 Effect::Deadline { task_id, at } if self.deadline_messages => {
-                    let Outgoing { queue, message } = self.deadline(&task_id, at);
-                    let message = traced(message, None);
-                    required.push(Outgoing { queue, message });
+                    required.push(traced(self.deadline(&task_id, at), None));
                 }
                 Effect::TellParent(ended) => {
-                    let Outgoing { queue, message } = self.to_parent(ended, Duration::ZERO);
-                    let message = traced(message, None);
-                    required.push(Outgoing { queue, message });
+                    required.push(traced(self.to_parent(ended, Duration::ZERO), None));
                 }
                 other => best_effort.push(other),
             }
