@@ -3,7 +3,8 @@
 //! delivery submitted with a `traceparent` comes out as one trace under the caller's
 //! span: the task; its steps under it; each step's agent call under the step, and
 //! the call's attempt under the call, whose span the service was sent; a map's
-//! children under the map's step.
+//! children under the map's step; a wait for a callback as its step's span; a lease
+//! the supervisor found expired as the end of its operation's span.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,8 +74,10 @@ fn named<'s>(spans: &'s [Value], name: &str) -> Vec<&'s Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
 }
 
-/// `sas-local` on a data directory of its own, exporting to `receiver`.
+/// `sas-local` on a data directory of its own, exporting to `receiver`, with the
+/// test's workflows beside the built-in ones and a supervisor sweeping every 100 ms.
 fn exporting_to(receiver: &Receiver, data: &tempfile::TempDir) -> Local {
+    let workflows = concat!(env!("CARGO_MANIFEST_DIR"), "/workflows");
     Local::start(
         &sas_tests::function_binary("sas-local"),
         data.path(),
@@ -82,9 +85,44 @@ fn exporting_to(receiver: &Receiver, data: &tempfile::TempDir) -> Local {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
             ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("SAS_WORKFLOWS_DIR", workflows),
+            ("SAS_SUPERVISOR_INTERVAL", "100ms"),
         ],
     )
     .expect("sas-local starts")
+}
+
+/// The one span named `name`.
+fn the<'s>(spans: &'s [Value], name: &str) -> &'s Value {
+    let [span] = named(spans, name)[..] else {
+        panic!("one span {name}: {spans:#?}");
+    };
+    span
+}
+
+/// Whether every span is of one trace, each under a span of it but for one root.
+fn one_tree(spans: &[Value]) -> bool {
+    let ids: Vec<&Value> = spans.iter().map(|s| &s["spanId"]).collect();
+    let roots = spans
+        .iter()
+        .filter(|s| {
+            s.get("parentSpanId")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+        })
+        .count();
+    let trace = &spans[0]["traceId"];
+    roots == 1
+        && spans.iter().all(|s| {
+            &s["traceId"] == trace
+                && (s
+                    .get("parentSpanId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .is_empty()
+                    || ids.contains(&&s["parentSpanId"]))
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,5 +268,153 @@ async fn a_map_of_ten_children_is_one_trace_under_its_step() {
             "a child under the map: {child:#}"
         );
     }
+    local.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_callback_is_its_steps_span_from_its_start_to_the_callback() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().expect("a data directory");
+    let local = exporting_to(&receiver, &data);
+    let http = reqwest::Client::new();
+    let refund = json!({ "workflow": "refund",
+        "input": { "order_id": "o-1", "customer_id": "c-1", "amount": 250.0 } });
+    let url = format!("http://{}/tasks/refund-1", local.api);
+    let put = http
+        .put(&url)
+        .json(&refund)
+        .send()
+        .await
+        .expect("the API answers");
+    assert!(
+        put.status().is_success(),
+        "{}",
+        put.text().await.unwrap_or_default()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let token = loop {
+        let task: Value = http
+            .get(&url)
+            .send()
+            .await
+            .expect("a task")
+            .json()
+            .await
+            .expect("json");
+        let approve = task["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "approve"));
+        if let Some(token) = approve.and_then(|s| s["waiting"]["token"].as_str()) {
+            break token.to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never waited for its callback: {task:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let called_back = http
+        .post(format!("http://{}/callbacks/{token}", local.api))
+        .json(&json!({"output": {"approved_by": "ops"}}))
+        .send()
+        .await
+        .expect("the API answers");
+    assert!(
+        called_back.status().is_success(),
+        "{}",
+        called_back.text().await.unwrap_or_default()
+    );
+    let spans = receiver
+        .spans_when(|spans| spans.iter().any(|s| s["name"] == "task"))
+        .await;
+    assert!(one_tree(&spans), "one trace, one tree: {spans:#?}");
+    let run = the(&spans, "task");
+    assert_eq!(attribute(run, "sas.task.state"), Some(&json!("Processed")));
+    let approve = the(&spans, "step approve");
+    assert_eq!(approve["parentSpanId"], run["spanId"]);
+    let nanos = |span: &Value, at: &str| -> u64 {
+        span[at]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("a time")
+    };
+    assert!(
+        nanos(approve, "endTimeUnixNano") - nanos(approve, "startTimeUnixNano") >= 200_000_000,
+        "the wait, from its start to the callback: {approve:#}"
+    );
+    for step in ["check-order", "refund-payment", "notify-customer"] {
+        assert_eq!(
+            the(&spans, &format!("step {step}"))["parentSpanId"],
+            run["spanId"]
+        );
+    }
+    local.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_the_supervisor_found_expired_ends_its_operations_span_in_the_trace() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().expect("a data directory");
+    let local = exporting_to(&receiver, &data);
+    let http = reqwest::Client::new();
+    // The drone's service takes the call, then answers past the step's 500 ms.
+    let hang = http
+        .put(format!("http://{}/faults/drone", local.mock))
+        .body(json!({"hang_ms": 3000, "times": 1}).to_string())
+        .send()
+        .await
+        .expect("the mock answers");
+    assert!(hang.status().is_success());
+    let task: Value = http
+        .put(format!("http://{}/tasks/hung-1?wait=20s", local.api))
+        .json(&json!({"workflow": "drone-delivery-quick", "input": delivery_input()}))
+        .send()
+        .await
+        .expect("the API answers")
+        .json()
+        .await
+        .expect("a task");
+    assert_eq!(task["state"], "Processed", "{task:#}");
+    assert_eq!(
+        task["failure_count"], 1,
+        "retried once by the supervisor: {task:#}"
+    );
+    let spans = receiver
+        .spans_when(|spans| {
+            spans.iter().any(|s| s["name"] == "task") && named(spans, "call drone").len() == 2
+        })
+        .await;
+    assert!(one_tree(&spans), "one trace, one tree: {spans:#?}");
+    let run = the(&spans, "task");
+    let recover = the(&spans, "recover schedule-drone");
+    let drone_steps = named(&spans, "step schedule-drone");
+    let [expired] = drone_steps
+        .iter()
+        .filter(|s| attribute(s, "sas.step.state") == Some(&json!("Expired")))
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("the operation that expired: {drone_steps:#?}");
+    };
+    assert_eq!(expired["parentSpanId"], run["spanId"]);
+    assert_eq!(
+        recover["parentSpanId"], expired["spanId"],
+        "the finding under it"
+    );
+    let calls = named(&spans, "call drone");
+    let silent = calls
+        .iter()
+        .find(|c| attribute(c, "sas.call.outcome") == Some(&json!("silent")))
+        .unwrap_or_else(|| panic!("the hung call: {calls:#?}"));
+    assert_eq!(
+        silent["parentSpanId"], expired["spanId"],
+        "the hung call under it"
+    );
+    let retried = drone_steps
+        .iter()
+        .find(|s| attribute(s, "sas.step.state") == Some(&json!("Processed")))
+        .unwrap_or_else(|| panic!("the retry: {drone_steps:#?}"));
+    assert_ne!(retried["spanId"], expired["spanId"]);
+    assert!(calls.iter().any(|c| c["parentSpanId"] == retried["spanId"]));
     local.stop();
 }

@@ -5,9 +5,11 @@
 //!
 //! A task's trace: its run (`task`), under its caller's span if it had one; under the
 //! run, each operation of a step (`step NAME`, `compensate NAME`, from its begin to
-//! its end, a wait included) and each lease the supervisor found expired
-//! (`recover NAME`); under a step, its agent's call, and the children it started.
+//! its end, a wait included, or to the expiry of its lease); under a step, its
+//! agent's call, the children it started, and the supervisor's finding that its lease
+//! expired (`recover NAME`).
 
+use crate::messages::Operation;
 use crate::time::Timestamp;
 use crate::trace::{SpanId, TraceContext, TraceId, own_trace, recovery_span, step_span};
 
@@ -153,11 +155,40 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
     }
     let new_events = appended(&before.history, &after.history);
     for event in new_events {
-        if let super::Happened::Expired { step, attempt, .. } = event.what {
+        if let super::Happened::Expired {
+            step,
+            operation,
+            attempt,
+            retry_at,
+        } = &event.what
+        {
+            let (step, attempt) = (*step, *attempt);
             let name = after.steps.get(step).map_or("", |s| s.name.as_str());
+            let expired = before.operation_span(step);
+            // An operation tried again ends here (one given up ends as the step
+            // does, above), so that its call has its parent in the trace.
+            let began = before.steps.get(step).and_then(|s| s.started_at);
+            if let (Some(_), Some(start)) = (retry_at, began) {
+                let verb = match operation {
+                    Operation::Call => "step",
+                    Operation::Compensate => "compensate",
+                };
+                let mut attributes = step_attributes(after, step, attempt);
+                attributes.push(("sas.step.state", text("Expired")));
+                spans.push(FinishedSpan {
+                    name: format!("{verb} {name}"),
+                    span_id: expired,
+                    start,
+                    end: event.at.max(start),
+                    failed: true,
+                    attributes,
+                    ..in_run(after)
+                });
+            }
             spans.push(FinishedSpan {
                 name: format!("recover {name}"),
-                span_id: recovery_span(before.operation_span(step), event.at),
+                span_id: recovery_span(expired, event.at),
+                parent: Some(expired),
                 start: event.at,
                 end: event.at,
                 attributes: step_attributes(after, step, attempt),

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{FinishedSpan, finished};
-use crate::decide::{Effect, on_response, on_run, submit};
+use crate::decide::{Effect, on_expired, on_response, on_run, submit};
 use crate::ids::TaskId;
 use crate::messages::{AgentResponse, Outcome};
 use crate::submission::Submission;
@@ -103,4 +103,36 @@ fn an_unsampled_trace_finishes_no_span() {
     let unsampled = TraceContext::of_headers(Some(&VALID.replace("-01", "-00")), None);
     let (_, spans) = delivered(unsampled);
     assert!(spans.is_empty());
+}
+
+#[test]
+fn an_expired_lease_ends_its_operation_with_the_supervisors_finding_under_it() {
+    let workflow = Registry::built_in()
+        .latest("drone-delivery")
+        .expect("drone");
+    let submission = Submission::new(
+        TaskId::parse("t2").expect("id"),
+        json!({"customer_id": "c", "pickup": "a", "dropoff": "b", "weight_kg": 2.5}),
+    );
+    let (task, order, _) = submit(&workflow, submission, Timestamp(1_000));
+    let claimed = on_run(&task, &workflow, &order, "s1", Timestamp(1_010))
+        .next
+        .expect("claimed");
+    let call = claimed.step_trace(0).parent;
+    let late = Timestamp(60_000);
+    let expired = on_expired(&claimed, &workflow, &order, late)
+        .next
+        .expect("recorded");
+    let spans = finished(&claimed, &expired);
+    let [step, recover] = &spans[..] else {
+        panic!("the step's span and the finding: {spans:#?}");
+    };
+    assert_eq!(step.name, "step check-account");
+    assert_eq!(step.span_id, call, "the span its agent's call is under");
+    assert_eq!(step.parent, Some(claimed.run_span(1)));
+    assert_eq!((step.start, step.end), (Timestamp(1_010), late));
+    assert!(step.failed);
+    assert_eq!(recover.name, "recover check-account");
+    assert_eq!(recover.parent, Some(call));
+    assert_eq!((recover.start, recover.end), (late, late));
 }
