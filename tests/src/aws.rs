@@ -506,8 +506,8 @@ impl Stack {
         }
     }
 
-    /// The alerts published to the topic so far.
-    pub async fn alerts(&self) -> Vec<Value> {
+    /// The alerts published to the topic so far, each with its SNS message attributes.
+    pub async fn alerts(&self) -> Vec<(Value, Value)> {
         let mut alerts = Vec::new();
         for delivery in self
             .sqs
@@ -517,7 +517,8 @@ impl Stack {
         {
             let envelope: Value = serde_json::from_str(&delivery.body).expect("an SNS envelope");
             let message = envelope["Message"].as_str().unwrap_or(&delivery.body);
-            alerts.push(serde_json::from_str(message).expect("an alert"));
+            let alert = serde_json::from_str(message).expect("an alert");
+            alerts.push((alert, envelope["MessageAttributes"].clone()));
         }
         alerts
     }

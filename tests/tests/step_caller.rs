@@ -61,8 +61,10 @@ struct Run {
     called_at: Vec<Timestamp>,
     /// ...and in which trace.
     traces: Vec<Option<TraceContext>>,
-    /// The response sent.
+    /// The response sent...
     outcome: Option<Outcome>,
+    /// ...and the trace its message carried.
+    answered_in: Option<TraceContext>,
     spans: Vec<FinishedSpan>,
 }
 
@@ -139,6 +141,7 @@ async fn run(
             other => panic!("not a response: {other:?}"),
         }
     });
+    let answered_in = sent.first().and_then(|delivery| delivery.trace.clone());
     let (called_at, traces) = service.calls.lock().expect("calls").iter().cloned().unzip();
     let spans = spans.0.lock().expect("spans").clone();
     Run {
@@ -146,6 +149,7 @@ async fn run(
         called_at,
         traces,
         outcome,
+        answered_in,
         spans,
     }
 }
@@ -215,6 +219,7 @@ async fn a_traced_request_makes_its_calls_span_and_passes_each_attempts_to_the_s
         verdict,
         traces,
         spans,
+        answered_in,
         ..
     } = run(
         vec![asks_for(Duration::from_secs(10)), Ok(json!({"drone": 7}))],
@@ -244,6 +249,12 @@ async fn a_traced_request_makes_its_calls_span_and_passes_each_attempts_to_the_s
         assert_eq!(sent.parent, attempt.span_id);
         assert_eq!(sent.state.as_deref(), Some("vendor=value"));
     }
+    let answered_in = answered_in.expect("the answer in the trace");
+    assert_eq!(
+        (answered_in.trace_id, answered_in.parent),
+        (step.trace_id, call.span_id),
+        "the answer goes on from the call's span"
+    );
     assert!(spans[0].failed, "the first attempt was asked to wait");
     assert!(!spans[1].failed);
 }

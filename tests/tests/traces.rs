@@ -4,7 +4,8 @@
 //! span: the task; its steps under it; each step's agent call under the step, and
 //! the call's attempt under the call, whose span the service was sent; a map's
 //! children under the map's step; a wait for a callback as its step's span; a lease
-//! the supervisor found expired as the end of its operation's span.
+//! the supervisor found expired as the end of its operation's span. Over the
+//! in-memory backend: a task's notifications and its alert carry its trace.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,8 +13,16 @@ use std::time::{Duration, Instant};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use sas_core::app::{App, Ports};
+use sas_domain::ids::{QueueName, TaskId};
+use sas_domain::messages::{AgentRequest, AgentResponse, Outcome, SchedulerMessage};
+use sas_domain::submission::Submission;
+use sas_domain::time::Timestamp;
+use sas_domain::trace::TraceContext;
+use sas_domain::workflow::Registry;
+use sas_testkit::ManualClock;
 use sas_tests::local::Local;
-use sas_tests::{delivery_input, parcel_order};
+use sas_tests::{delivery_input, in_memory, parcel_order};
 
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
@@ -417,4 +426,72 @@ async fn a_lease_the_supervisor_found_expired_ends_its_operations_span_in_the_tr
     assert_ne!(retried["spanId"], expired["spanId"]);
     assert!(calls.iter().any(|c| c["parentSpanId"] == retried["spanId"]));
     local.stop();
+}
+
+#[tokio::test]
+async fn a_tasks_notifications_and_its_alert_carry_its_trace() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
+    let (memory, names) = in_memory(&clock, None);
+    let notify = QueueName::parse("updates").expect("name");
+    memory.create_queue(&notify, Duration::from_secs(30), None);
+    let app = App::new(
+        Ports::of(&memory, Arc::clone(&clock) as _),
+        Arc::new(Registry::built_in()),
+        names.clone(),
+        "all".into(),
+    );
+    let caller = TraceContext::of_headers(
+        Some(&format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01")),
+        Some("vendor=1"),
+    );
+    let id = TaskId::parse("refused-1").expect("id");
+    let submission = Submission {
+        trace: caller,
+        notify: Some(notify.clone()),
+        ..Submission::new(id.clone(), delivery_input())
+    };
+    app.submit("drone-delivery", submission)
+        .await
+        .expect("submitted");
+    let run = serde_json::to_string(&SchedulerMessage::Run {
+        task_id: id.clone(),
+    })
+    .expect("json");
+    app.on_scheduler_message("scheduler", &run)
+        .await
+        .expect("claimed");
+    // Its first step refused for good: the task ends in Error, and is alerted.
+    let requests = memory.messages(&names.agent_requests);
+    let request: AgentRequest = serde_json::from_str(&requests[0].body).expect("a request");
+    let refused = AgentResponse::answering(
+        request,
+        Outcome::Failed {
+            error: "no such account".into(),
+        },
+    );
+    let response = serde_json::to_string(&SchedulerMessage::Response(refused)).expect("json");
+    app.on_scheduler_message("agent-responses", &response)
+        .await
+        .expect("recorded");
+    let task = app.task(&id).await.expect("read").expect("there");
+    assert_eq!(task.state.as_str(), "Error");
+    let run_trace = task.run_trace();
+    assert_eq!(run_trace.trace_id.to_string(), CALLER_TRACE);
+    let notifications = memory.messages(&notify);
+    assert!(notifications.len() >= 2, "{notifications:?}");
+    for notification in &notifications {
+        assert_eq!(
+            notification.trace.as_ref(),
+            Some(&run_trace),
+            "{notification:?}"
+        );
+    }
+    let [alert] = &memory.alerts()[..] else {
+        panic!("one alert: {:?}", memory.alerts());
+    };
+    assert_eq!(
+        alert.trace.as_ref(),
+        Some(&run_trace),
+        "the alert names its trace"
+    );
 }

@@ -177,7 +177,9 @@ impl ApiResponse {
 /// Serves one request. A panic while serving it (a defect: none is expected) is
 /// caught and counted ([`contain`]), and answered as a 500 with a JSON body.
 pub async fn handle(app: &App, request: ApiRequest<'_>) -> ApiResponse {
-    let served = contain::caught(app.metrics(), "request", || route(app, request)).await;
+    // Boxed: the routes' futures together are tens of kilobytes, too many for the
+    // stack of a caller that awaits this one in place (a test, a block_on).
+    let served = contain::caught(app.metrics(), "request", || Box::pin(route(app, request))).await;
     served
         .unwrap_or_else(|_| {
             let message = "the request failed inside the service; it is logged";

@@ -2,10 +2,12 @@
 
 use async_trait::async_trait;
 use aws_sdk_sns::Client;
+use aws_sdk_sns::types::MessageAttributeValue;
 use aws_types::SdkConfig;
 
 use sas_core::ports::{AlertError, Alerts};
 use sas_domain::messages::Alert;
+use sas_domain::trace::TraceContext;
 use sas_lambda::sdk::{SdkClient, sdk_client};
 
 /// Alerts published to an SNS topic.
@@ -32,14 +34,21 @@ impl Alerts for SnsAlerts {
             .chars()
             .take(100)
             .collect();
-        self.client
+        let mut publish = self
+            .client
             .publish()
             .topic_arn(&self.topic_arn)
             .subject(subject)
-            .message(sas_domain::to_json(alert))
-            .send()
-            .await
-            .map_err(|e| AlertError(Box::new(e)))?;
+            .message(sas_domain::to_json(alert));
+        for (name, value) in alert.trace.iter().flat_map(TraceContext::headers) {
+            let attribute = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .map_err(|e| AlertError(Box::new(e)))?;
+            publish = publish.message_attributes(name, attribute);
+        }
+        publish.send().await.map_err(|e| AlertError(Box::new(e)))?;
         Ok(())
     }
 }

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::ids::TaskId;
 use crate::messages::Operation;
 use crate::time::Timestamp;
+use crate::trace::TraceContext;
 
 /// The priorities a submission may carry: 1 goes first, 5 last.
 pub const PRIORITIES: std::ops::RangeInclusive<u8> = 1..=5;
@@ -304,6 +305,9 @@ pub struct Admission {
     /// How long it may hold its slots once given them: its step's complete-by, and a
     /// margin; a release lost is made up for then.
     pub hold: Duration,
+    /// The trace of its step's operation, which its grant continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 /// A gate's state: the calls holding its slots, and its rate's bucket.

@@ -8,6 +8,7 @@ use tracing::warn;
 use sas_core::ports::{Chain, RemoteError, RemoteRequest, Unsigned};
 use sas_domain::messages::Method;
 use sas_domain::services::Service;
+use sas_domain::trace::TraceContext;
 
 use crate::HttpRemote;
 
@@ -64,11 +65,8 @@ impl HttpRemote {
             builder = builder.header(header, value);
         }
         // The service's spans join the task's trace, under this attempt's span.
-        if let Some(trace) = &request.trace {
-            builder = builder.header("traceparent", trace.traceparent().to_string());
-            if let Some(state) = &trace.state {
-                builder = builder.header("tracestate", state);
-            }
+        for (header, value) in request.trace.iter().flat_map(TraceContext::headers) {
+            builder = builder.header(header, value);
         }
         for (header, value) in &service.headers {
             builder = builder.header(header, value);

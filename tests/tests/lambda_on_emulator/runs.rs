@@ -243,7 +243,15 @@ async fn the_supervisor_function_retries_a_hung_step_and_compensates_past_the_th
     );
     let alerts = stack.alerts().await;
     assert_eq!(alerts.len(), 1, "one alert on SNS: {alerts:?}");
-    assert_eq!(alerts[0]["task_id"], "doomed");
+    let (alert, attributes) = &alerts[0];
+    assert_eq!(alert["task_id"], "doomed");
+    // The task's trace, in the alert and as the attribute a subscriber continues.
+    let trace = alert["trace"]["trace_id"].as_str().expect("its trace");
+    let traceparent = attributes["traceparent"]["Value"].as_str();
+    assert!(
+        traceparent.is_some_and(|t| t.starts_with(&format!("00-{trace}-"))),
+        "{attributes:#}"
+    );
     let (_, in_error) = stack.http("GET", "/tasks?state=Error", None).await;
     assert_eq!(in_error["tasks"][0]["id"], "doomed");
 }

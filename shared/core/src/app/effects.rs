@@ -16,6 +16,7 @@ use sas_domain::messages::{AgentRequest, SchedulerMessage};
 use sas_domain::submission::Submission;
 use sas_domain::task::{Order, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
+use sas_domain::trace::TraceContext;
 use sas_domain::workflow::Workflow;
 
 use super::{App, TaskError};
@@ -273,7 +274,8 @@ impl App {
         self.metrics
             .count("Decisions", ("Verdict", written.verdict.as_str()), 1);
         self.send(written.unsent).await?;
-        self.perform_best_effort(written.best_effort).await;
+        let trace = written.next.as_ref().map(Task::run_trace);
+        self.perform_best_effort(written.best_effort, trace).await;
         Ok((written.verdict, written.next))
     }
 
@@ -382,7 +384,8 @@ impl App {
     ) -> Result<(), QueueError> {
         let (required, best_effort) = self.split(effects, sealed, Some(task));
         self.send(required).await?;
-        self.perform_best_effort(best_effort).await;
+        self.perform_best_effort(best_effort, Some(task.run_trace()))
+            .await;
         Ok(())
     }
 
@@ -451,13 +454,17 @@ impl App {
     }
 
     /// Sends the notifications and raises the alerts of a decision written, then
-    /// clears from their tasks those known delivered.
-    async fn perform_best_effort(&self, effects: Vec<Effect>) {
+    /// clears from their tasks those known delivered. The notifications come from
+    /// the span `trace` names: the task's run.
+    async fn perform_best_effort(&self, effects: Vec<Effect>, trace: Option<TraceContext>) {
         let mut sent: BTreeMap<TaskId, Vec<(QueueName, u64)>> = BTreeMap::new();
         for effect in effects {
             match effect {
                 Effect::Notify { task_id, outbound } => {
-                    let message = OutgoingMessage::json(&outbound.notification, Duration::ZERO);
+                    let message = OutgoingMessage {
+                        trace: trace.clone(),
+                        ..OutgoingMessage::json(&outbound.notification, Duration::ZERO)
+                    };
                     match self.queues.send(&outbound.queue, &[message]).await {
                         Ok(()) => sent
                             .entry(task_id)

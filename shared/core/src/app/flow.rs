@@ -59,7 +59,7 @@ impl App {
         let Some(gate) = waiter.gate().map(|g| g.name.clone()) else {
             let until = waiter.held_until.unwrap_or(Timestamp(i64::MAX));
             self.record_wait(&waiter.admission, self.clock.now());
-            return self.grant(&waiter.admission.call, until).await;
+            return self.grant(&waiter.admission, until).await;
         };
         if let Err(error) = self.store.enqueue(&waiter).await {
             warn!(task_id = %waiter.admission.call.task_id, gate = %gate, error = %Chain(&error), "a call not put in its gate's line: the supervisor asks again");
@@ -216,15 +216,20 @@ impl App {
             .time("SlotWait", ("Service", &admission.service), wait);
     }
 
-    /// Tells the scheduler that `call` has its slots, until `until`.
-    async fn grant(&self, call: &CallRef, until: Timestamp) {
+    /// Tells the scheduler that the call `admission` asked for has its slots, until
+    /// `until`, in the trace of its step.
+    async fn grant(&self, admission: &Admission, until: Timestamp) {
+        let call = &admission.call;
         let grant = Grant {
             call: call.clone(),
             until,
         };
         let message = Outgoing {
             queue: self.names.scheduler.clone(),
-            message: OutgoingMessage::json(&SchedulerMessage::Granted(grant), Duration::ZERO),
+            message: OutgoingMessage {
+                trace: admission.trace.clone(),
+                ..OutgoingMessage::json(&SchedulerMessage::Granted(grant), Duration::ZERO)
+            },
         };
         if let Err(error) = self.send(vec![message]).await {
             warn!(task_id = %call.task_id, error = %Chain(&error), "a grant not sent: its slots come back when their hold ends, and its wait is asked for again");

@@ -137,6 +137,12 @@ impl StepCaller {
             .await
             .map(within_limit);
         let late = self.clock.now() >= request.complete_by;
+        // The answer goes on from the call's span, or from the step's when the call
+        // has none (no spans told here).
+        let answer_trace = spans
+            .as_ref()
+            .map(CallSpans::call_trace)
+            .or_else(|| trace.cloned());
         if let (Some(spans), Some(sink)) = (spans, &self.spans) {
             let told = outcome.as_ref().filter(|_| !late);
             sink.finished(spans.finish(&request, told, self.clock.now()));
@@ -150,7 +156,10 @@ impl StepCaller {
             return Ok(CallVerdict::Silent);
         }
         let response = AgentMessage::Response(AgentResponse::answering(request, outcome));
-        let message = OutgoingMessage::json(&response, Duration::ZERO);
+        let message = OutgoingMessage {
+            trace: answer_trace,
+            ..OutgoingMessage::json(&response, Duration::ZERO)
+        };
         self.queues.send(&self.responses, &[message]).await?;
         Ok(CallVerdict::Answered)
     }

@@ -37,6 +37,11 @@ impl CallSpans {
         }
     }
 
+    /// The trace the call's answer passes on: its span.
+    pub(super) fn call_trace(&self) -> TraceContext {
+        self.under(self.call)
+    }
+
     /// Attempt `number`, as `span`, from `began` to `ended`, with `result` (`None`:
     /// not made, the circuit being open).
     pub(super) fn attempt<T>(

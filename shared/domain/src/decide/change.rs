@@ -234,6 +234,7 @@ impl Change {
                 compensation_failed,
                 not_undone: self.task.not_undone.clone(),
                 at: self.now,
+                trace: Some(self.task.run_trace()),
             });
         }
     }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::TaskId;
 use crate::task::TaskState;
 use crate::time::Timestamp;
+use crate::trace::TraceContext;
 
 /// A status change, posted to the caller's notification queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,4 +64,8 @@ pub struct Alert {
     pub not_undone: Vec<String>,
     /// When the task reached Error.
     pub at: Timestamp,
+    /// The task's trace, under its run's span: where to look for what it went
+    /// through (`trace.trace_id`), and what an alert's subscriber continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }

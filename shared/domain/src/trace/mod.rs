@@ -189,6 +189,13 @@ impl TraceContext {
         }
     }
 
+    /// What carries it, by W3C Trace Context's names: `traceparent`, and
+    /// `tracestate` if it has one (a request's headers, a message's attributes).
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, String)> {
+        let state = self.state.clone().map(|state| ("tracestate", state));
+        std::iter::once(("traceparent", self.traceparent().to_string())).chain(state)
+    }
+
     /// Its `traceparent`: the span it continues.
     #[must_use]
     pub const fn traceparent(&self) -> TraceParent {

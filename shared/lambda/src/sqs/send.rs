@@ -68,10 +68,8 @@ fn trace_attributes(trace: &TraceContext) -> HashMap<String, MessageAttributeVal
             .build()
             .ok()
     };
-    let state = trace.state.clone().map(|s| ("tracestate", s));
-    [("traceparent", trace.traceparent().to_string())]
-        .into_iter()
-        .chain(state)
+    trace
+        .headers()
         .filter_map(|(name, value)| Some((name.to_owned(), attribute(value)?)))
         .collect()
 }

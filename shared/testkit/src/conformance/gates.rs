@@ -7,6 +7,7 @@ use sas_domain::flow::{Admission, CallRef, Gate, GateRef, Limit, Waiter};
 use sas_domain::ids::TaskId;
 use sas_domain::messages::Operation;
 use sas_domain::time::Timestamp;
+use sas_domain::trace::TraceContext;
 
 /// A gate's state is written on condition of its version; its line is read in the
 /// order of positions (then calls), a call put in it twice is there once, and the
@@ -117,6 +118,11 @@ fn waiter_at(gate: &str, limit: &Limit, task: &str, position: i64) -> Waiter {
             since: Timestamp(position),
             position: Timestamp(position),
             hold: Duration::from_secs(15),
+            // Kept in the line, for its grant.
+            trace: TraceContext::of_headers(
+                Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+                Some("vendor=1"),
+            ),
         },
         at: 0,
         held_until: None,

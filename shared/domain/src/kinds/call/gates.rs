@@ -66,6 +66,7 @@ impl Change {
             since,
             position: line_position(since, self.task.priority),
             hold: call.complete_by + HOLD_MARGIN,
+            trace: Some(self.task.step_trace(index)),
         }));
     }
 
