@@ -255,7 +255,8 @@ impl Stack {
                 .unwrap_or_else(|| repository().join("tests/workflows")),
         );
         let app = sas_aws::app(&config, &sdk, "test").expect("the app");
-        let step_caller = sas_agent::step_caller(&config, &sdk).expect("the step caller");
+        let step_caller =
+            sas_agent::step_caller(&config, &sdk, Arc::new(NoMetrics)).expect("the step caller");
         let sqs = Arc::new(Sqs::new(
             &sdk,
             [(queue_name(&inbox_url).expect("name"), inbox_url.clone())],

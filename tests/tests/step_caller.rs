@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sas_core::clock::Clock;
-use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest, Spans};
+use sas_core::ports::{Consumer, RemoteCall, RemoteError, RemoteRequest, Spans, Unit};
 use sas_core::step_caller::{CallVerdict, StepCaller};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::messages::{AgentRequest, Method, Operation, Outcome, Payload, SchedulerMessage};
@@ -19,6 +19,7 @@ use sas_domain::trace::TraceContext;
 use sas_domain::workflow::RetryPolicy;
 use sas_testkit::ManualClock;
 use sas_testkit::memory::Memory;
+use sas_testkit::metrics::{Put, Recorded};
 use serde_json::{Value, json};
 
 /// A service that answers from a script, and notes when it was called, in which
@@ -65,6 +66,8 @@ struct Run {
     outcome: Option<Outcome>,
     /// ...and the trace its message carried.
     answered_in: Option<TraceContext>,
+    /// The call's latency, as its metric was put.
+    latency: Vec<Put>,
     spans: Vec<FinishedSpan>,
 }
 
@@ -85,6 +88,7 @@ async fn run(
         clock: Arc::clone(&clock),
     });
     let spans = Arc::new(Kept::default());
+    let metrics = Arc::new(Recorded::default());
     let caller = StepCaller::new(
         Arc::clone(&service) as _,
         Arc::clone(&memory) as _,
@@ -93,7 +97,8 @@ async fn run(
         BreakerSettings::default(),
         7,
     )
-    .with_spans(Arc::clone(&spans) as _);
+    .with_spans(Arc::clone(&spans) as _)
+    .with_metrics(Arc::clone(&metrics) as _);
     let request = AgentRequest {
         task_id: TaskId::parse("t-1").expect("id"),
         run: 1,
@@ -150,6 +155,7 @@ async fn run(
         traces,
         outcome,
         answered_in,
+        latency: metrics.of("CallLatency"),
         spans,
     }
 }
@@ -196,6 +202,7 @@ async fn a_wait_past_the_budget_leaves_the_agent_silent_after_one_try() {
         verdict,
         called_at,
         outcome,
+        latency,
         ..
     } = run(
         vec![asks_for(Duration::from_secs(120))],
@@ -206,6 +213,16 @@ async fn a_wait_past_the_budget_leaves_the_agent_silent_after_one_try() {
     assert_eq!(verdict, CallVerdict::Silent);
     assert_eq!(called_at, [START], "no try the budget cannot wait for");
     assert_eq!(outcome, None, "silent: the supervisor takes it from here");
+    let [silent] = &latency[..] else {
+        panic!("one latency: {latency:?}");
+    };
+    assert_eq!(
+        silent.dimensions,
+        [
+            ("Service", "drone".to_owned()),
+            ("Outcome", "silent".to_owned())
+        ]
+    );
 }
 
 #[tokio::test]
@@ -220,6 +237,7 @@ async fn a_traced_request_makes_its_calls_span_and_passes_each_attempts_to_the_s
         traces,
         spans,
         answered_in,
+        latency,
         ..
     } = run(
         vec![asks_for(Duration::from_secs(10)), Ok(json!({"drone": 7}))],
@@ -256,5 +274,18 @@ async fn a_traced_request_makes_its_calls_span_and_passes_each_attempts_to_the_s
         "the answer goes on from the call's span"
     );
     assert!(spans[0].failed, "the first attempt was asked to wait");
+    let [answered] = &latency[..] else {
+        panic!("one latency: {latency:?}");
+    };
+    let dimensions = [
+        ("Service", "drone".to_owned()),
+        ("Outcome", "succeeded".to_owned()),
+    ];
+    assert_eq!(answered.dimensions, dimensions);
+    assert_eq!(
+        (answered.value, answered.unit),
+        (10_000, Unit::Milliseconds),
+        "from the request to the answer, the wait asked for included"
+    );
     assert!(!spans[1].failed);
 }

@@ -5,7 +5,8 @@
 //! the call's attempt under the call, whose span the service was sent; a map's
 //! children under the map's step; a wait for a callback as its step's span; a lease
 //! the supervisor found expired as the end of its operation's span. Over the
-//! in-memory backend: a task's notifications and its alert carry its trace.
+//! in-memory backend: a task's notifications and its alert carry its trace; a step
+//! that ended is timed (`StepDuration`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use sas_domain::time::Timestamp;
 use sas_domain::trace::TraceContext;
 use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
+use sas_testkit::metrics::Recorded;
 use sas_tests::local::Local;
 use sas_tests::{delivery_input, in_memory, parcel_order};
 
@@ -429,13 +431,18 @@ async fn a_lease_the_supervisor_found_expired_ends_its_operations_span_in_the_tr
 }
 
 #[tokio::test]
-async fn a_tasks_notifications_and_its_alert_carry_its_trace() {
+async fn a_refused_tasks_notifications_and_alert_carry_its_trace_and_its_step_is_timed() {
     let clock = Arc::new(ManualClock::new(Timestamp(1_800_000_000_000)));
     let (memory, names) = in_memory(&clock, None);
     let notify = QueueName::parse("updates").expect("name");
     memory.create_queue(&notify, Duration::from_secs(30), None);
+    let metrics = Arc::new(Recorded::default());
+    let ports = Ports {
+        metrics: Arc::clone(&metrics) as _,
+        ..Ports::of(&memory, Arc::clone(&clock) as _)
+    };
     let app = App::new(
-        Ports::of(&memory, Arc::clone(&clock) as _),
+        ports,
         Arc::new(Registry::built_in()),
         names.clone(),
         "all".into(),
@@ -460,6 +467,7 @@ async fn a_tasks_notifications_and_its_alert_carry_its_trace() {
     app.on_scheduler_message("scheduler", &run)
         .await
         .expect("claimed");
+    clock.advance(Duration::from_millis(250));
     // Its first step refused for good: the task ends in Error, and is alerted.
     let requests = memory.messages(&names.agent_requests);
     let request: AgentRequest = serde_json::from_str(&requests[0].body).expect("a request");
@@ -486,6 +494,16 @@ async fn a_tasks_notifications_and_its_alert_carry_its_trace() {
             "{notification:?}"
         );
     }
+    let [step] = &metrics.of("StepDuration")[..] else {
+        panic!("one step ended: {:?}", metrics.of("StepDuration"));
+    };
+    let dimensions = [
+        ("Workflow", "drone-delivery".to_owned()),
+        ("Step", "check-account".to_owned()),
+        ("Outcome", "Error".to_owned()),
+    ];
+    assert_eq!(step.dimensions, dimensions);
+    assert_eq!(step.value, 250, "from the request to the answer, in ms");
     let [alert] = &memory.alerts()[..] else {
         panic!("one alert: {:?}", memory.alerts());
     };

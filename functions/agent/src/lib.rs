@@ -8,6 +8,7 @@ use std::sync::Arc;
 use aws_types::SdkConfig;
 use sas_aws_tasks::AwsTasks;
 use sas_core::clock::WallClock;
+use sas_core::ports::Metrics;
 use sas_core::step_caller::StepCaller;
 use sas_domain::resilience::BreakerSettings;
 use sas_http_remote::HttpRemote;
@@ -20,7 +21,11 @@ use sas_lambda::payloads::S3Payloads;
 ///
 /// # Errors
 /// [`StartError`] when a queue URL is invalid.
-pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, StartError> {
+pub fn step_caller(
+    config: &Config,
+    sdk: &SdkConfig,
+    metrics: Arc<dyn Metrics>,
+) -> Result<StepCaller, StartError> {
     let (queues, sqs) = sas_lambda::queues(config, sdk)?;
     let credentials = Arc::new(sas_credentials::AwsCredentials::new(sdk));
     let services = Arc::new(HttpRemote::new(
@@ -38,7 +43,8 @@ pub fn step_caller(config: &Config, sdk: &SdkConfig) -> Result<StepCaller, Start
         BreakerSettings::default(),
         fastrand::u64(..),
     )
-    .with_payloads(Arc::new(payloads));
+    .with_payloads(Arc::new(payloads))
+    .with_metrics(metrics);
     Ok(match sas_lambda::telemetry() {
         Some(telemetry) => step_caller.with_spans(telemetry),
         None => step_caller,

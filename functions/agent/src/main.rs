@@ -13,8 +13,11 @@ use sas_lambda::metrics::EmfMetrics;
 async fn main() -> Result<(), Error> {
     let agent = Arc::new(
         sas_lambda::init(|config, sdk| {
-            let metrics = EmfMetrics::new(config.metrics_namespace.clone(), "agent".into());
-            Ok((step_caller(config, sdk)?, metrics))
+            let metrics = Arc::new(EmfMetrics::new(
+                config.metrics_namespace.clone(),
+                "agent".into(),
+            ));
+            Ok((step_caller(config, sdk, metrics.clone())?, metrics))
         })
         .await,
     );
@@ -26,7 +29,7 @@ async fn main() -> Result<(), Error> {
                 events::sqs_batch(
                     event.payload,
                     Sends::AsReady,
-                    metrics,
+                    metrics.as_ref(),
                     |_, body, trace| async move {
                         agent.on_request(&body, trace.as_ref()).await.map(drop)
                     },

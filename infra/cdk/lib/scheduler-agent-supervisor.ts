@@ -166,6 +166,14 @@ export interface SchedulerAgentSupervisorProps {
    * ones. Default: the built-in ones alone.
    */
   readonly workflowsLayer?: lambda.ILayerVersion;
+  /**
+   * Where the functions export tasks' traces over OTLP/HTTP
+   * (`OTEL_EXPORTER_OTLP_ENDPOINT`): `http://localhost:4318` with the ADOT Lambda
+   * layer, or a collector of your own. Default: none, no export.
+   */
+  readonly traceExportEndpoint?: string;
+  /** How the traces are encoded for their collector. Default: `http/protobuf`. */
+  readonly traceExportProtocol?: "http/protobuf" | "http/json";
   /** Who may call the API. Default: IAM. */
   readonly authentication?: Authentication;
   /**
@@ -425,6 +433,8 @@ export class SchedulerAgentSupervisor extends Construct {
       TASK_RETENTION_DAYS: String(props.taskRetentionDays ?? 30),
       SUPERVISOR_BATCH: "100",
       METRICS_NAMESPACE: NAMESPACE,
+      OTEL_EXPORTER_OTLP_ENDPOINT: props.traceExportEndpoint ?? "",
+      OTEL_EXPORTER_OTLP_PROTOCOL: props.traceExportProtocol ?? "http/protobuf",
       AUTH_MODE: authentication.mode,
       OPERATOR_SCOPE: operatorScope,
       SCHEDULE_GROUP: this.wakeupGroup.ref,
@@ -935,6 +945,14 @@ export class SchedulerAgentSupervisor extends Construct {
         title: "Waits for a limit's slots by service (ms)",
         width: 24,
         left: [new cloudwatch.MathExpression({ expression: `SEARCH('{${NAMESPACE},Function,Service} MetricName="SlotWait"', 'Maximum', 60)`, period: minute })],
+      }),
+      new cloudwatch.GraphWidget({
+        title: "Call latency p99 by service and outcome (ms)",
+        left: [new cloudwatch.MathExpression({ expression: `SEARCH('{${NAMESPACE},Function,Service,Outcome} MetricName="CallLatency"', 'p99', 60)`, period: minute })],
+      }),
+      new cloudwatch.GraphWidget({
+        title: "Step duration p99 by workflow, step and outcome (ms)",
+        left: [new cloudwatch.MathExpression({ expression: `SEARCH('{${NAMESPACE},Function,Workflow,Step,Outcome} MetricName="StepDuration"', 'p99', 60)`, period: minute })],
       }),
     );
   }

@@ -68,15 +68,15 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::ports::Unit;
+    use crate::ports::{Dimension, Unit};
 
     #[derive(Default)]
     struct Counted(Mutex<Vec<(&'static str, String, u64)>>);
 
     impl Metrics for Counted {
-        fn put(&self, name: &'static str, dimension: (&'static str, &str), value: u64, _: Unit) {
+        fn put(&self, name: &'static str, dimensions: &[Dimension<'_>], value: u64, _: Unit) {
             let mut counted = self.0.lock().expect("not poisoned");
-            counted.push((name, dimension.1.to_owned(), value));
+            counted.push((name, dimensions[0].1.to_owned(), value));
         }
     }
 

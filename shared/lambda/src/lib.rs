@@ -87,6 +87,13 @@ pub async fn init<T>(build: impl FnOnce(&Config, &SdkConfig) -> Result<T, StartE
     }
 }
 
+/// The OpenTelemetry settings the SAM template and the CDK construct set on every
+/// function (from `TraceExportEndpoint` and `TraceExportProtocol`): where the spans
+/// go, and how. The exporter reads them with the rest of the standard's
+/// ([`telemetry`]); empty, nothing is exported.
+pub const TRACE_EXPORT_SETTINGS: [&str; 2] =
+    ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL"];
+
 /// The function's exporter of tasks' traces, when the `OTEL_*` settings ask for one
 /// (an OTLP endpoint: the ADOT layer's collector, or one of your own), built at the
 /// first call. Settings it cannot use are logged, and the function runs without it.

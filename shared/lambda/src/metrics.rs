@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sas_core::ports::{Metrics, Unit};
+use sas_core::ports::{Dimension, Metrics, Unit};
 use serde_json::json;
 
 /// Counters and times as Embedded Metric Format lines on stdout.
@@ -22,39 +22,44 @@ impl EmfMetrics {
         }
     }
 
-    /// The EMF document for one value.
+    /// The EMF document for one value: aggregated by function (what the alarms
+    /// watch), and by function and all its `dimensions`.
     #[must_use]
     pub fn line(
         &self,
         name: &str,
-        dimension: (&str, &str),
+        dimensions: &[Dimension<'_>],
         (value, unit): (u64, Unit),
         at_millis: u128,
     ) -> serde_json::Value {
+        let names: Vec<&str> = std::iter::once("Function")
+            .chain(dimensions.iter().map(|(name, _)| *name))
+            .collect();
         let mut line = json!({
             "_aws": {
                 "Timestamp": at_millis,
                 "CloudWatchMetrics": [{
                     "Namespace": self.namespace,
-                    // Aggregated by function (what the alarms watch), and by function and dimension.
-                    "Dimensions": [["Function"], ["Function", dimension.0]],
+                    "Dimensions": [["Function"], names],
                     "Metrics": [{ "Name": name, "Unit": unit.as_str() }],
                 }],
             },
             "Function": self.function,
             name: value,
         });
-        line[dimension.0] = json!(dimension.1);
+        for (dimension, value) in dimensions {
+            line[*dimension] = json!(value);
+        }
         line
     }
 }
 
 impl Metrics for EmfMetrics {
-    fn put(&self, name: &'static str, dimension: (&'static str, &str), value: u64, unit: Unit) {
+    fn put(&self, name: &'static str, dimensions: &[Dimension<'_>], value: u64, unit: Unit) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        println!("{}", self.line(name, dimension, (value, unit), now));
+        println!("{}", self.line(name, dimensions, (value, unit), now));
     }
 }
 
@@ -67,7 +72,7 @@ mod tests {
         let metrics = EmfMetrics::new("SAS".into(), "scheduler".into());
         let line = metrics.line(
             "TasksInError",
-            ("Workflow", "drone-delivery"),
+            &[("Workflow", "drone-delivery")],
             (1, Unit::Count),
             42,
         );
@@ -85,15 +90,23 @@ mod tests {
         );
         assert_eq!(line["Function"], "scheduler");
         let wait = metrics.line(
-            "SlotWait",
-            ("Service", "drone"),
+            "CallLatency",
+            &[("Service", "drone"), ("Outcome", "succeeded")],
             (1500, Unit::Milliseconds),
             42,
+        );
+        assert_eq!(
+            wait["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function"], ["Function", "Service", "Outcome"]])
+        );
+        assert_eq!(
+            (wait["Service"].as_str(), wait["Outcome"].as_str()),
+            (Some("drone"), Some("succeeded"))
         );
         assert_eq!(
             wait["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"],
             "Milliseconds"
         );
-        assert_eq!(wait["SlotWait"], 1500);
+        assert_eq!(wait["CallLatency"], 1500);
     }
 }

@@ -2,13 +2,15 @@
 //! simulator's, with deliveries in any order); [`ManualClock`], a clock that moves
 //! only when told to; and [`conformance`], the suite every adapter of the state store
 //! and the queues runs on itself, so that all of them behave as the actors expect AWS
-//! to; and [`moto`], a moto server for the AWS adapters' tests.
+//! to; [`metrics::Recorded`], the metrics put, for a test to read; and [`moto`], a
+//! moto server for the AWS adapters' tests.
 //!
 //! Depends on `sas-core` only; production crates take it as a dev-dependency.
 
 pub mod clock;
 pub mod conformance;
 pub mod memory;
+pub mod metrics;
 pub mod moto;
 
 pub use clock::ManualClock;

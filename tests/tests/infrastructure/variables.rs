@@ -1,5 +1,5 @@
 //! The functions read exactly the variables `sas_lambda::config` declares, and the SAM
-//! template and the CDK construct set exactly those.
+//! template and the CDK construct set exactly those, and the trace exporter's settings.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -30,6 +30,12 @@ fn the_functions_read_exactly_the_declared_variables() {
     assert_eq!(asked.into_inner(), declared());
 }
 
+/// What the deployments set: what the configuration reads, and where traces go.
+fn deployed() -> BTreeSet<String> {
+    let exporter = sas_lambda::TRACE_EXPORT_SETTINGS.map(str::to_owned);
+    declared().into_iter().chain(exporter).collect()
+}
+
 #[test]
 fn the_sam_template_sets_exactly_those_variables() {
     let text = std::fs::read_to_string(infra("template.yaml")).expect("infra/template.yaml");
@@ -41,7 +47,7 @@ fn the_sam_template_sets_exactly_those_variables() {
         .keys()
         .map(|k| k.as_str().expect("a name").to_owned())
         .collect();
-    assert_eq!(set, declared());
+    assert_eq!(set, deployed());
     let resources = template["Resources"].as_mapping().expect("resources");
     let functions: Vec<_> = resources
         .iter()
@@ -79,7 +85,7 @@ fn the_cdk_construct_sets_exactly_those_variables() {
             .expect("variables");
         assert_eq!(
             variables.keys().cloned().collect::<BTreeSet<_>>(),
-            declared()
+            deployed()
         );
     }
 }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::Ports;
-use sas_core::ports::{Metrics, OutgoingMessage, Queues, Unit};
+use sas_core::ports::{OutgoingMessage, Queues};
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::submission::Submission;
 use sas_domain::task::TaskState;
 use sas_domain::workflow::{Registry, Workflow};
+use sas_testkit::metrics::Recorded;
 use sas_tests::{Buffering, Harness, accepted_submission, delivery_input, step_states};
 use serde_json::json;
 
@@ -325,16 +326,6 @@ async fn a_creation_whose_messages_were_lost_sends_them_again_after_a_refusal_on
     );
 }
 
-/// The counters an app adds to, by name.
-#[derive(Default)]
-struct Counted(std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>);
-
-impl Metrics for Counted {
-    fn put(&self, name: &'static str, _: (&'static str, &str), value: u64, _: Unit) {
-        *self.0.lock().expect("counters").entry(name).or_default() += value;
-    }
-}
-
 /// A buffered task whose first step's request cannot be made (its path over the
 /// limit) is created in Error, and counted in `TasksInError`, the metric its alarm
 /// watches, as a task entering Error later is.
@@ -347,7 +338,7 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
     workflows
         .add(Workflow::parse("addressed.json", addressed).expect("valid"))
         .expect("added");
-    let counted = Arc::new(Counted::default());
+    let counted = Arc::new(Recorded::default());
     let ports = Ports {
         metrics: Arc::clone(&counted) as _,
         ..buffering.ports()
@@ -368,8 +359,5 @@ async fn a_buffered_task_created_in_error_is_counted_in_error() {
         .expect("created");
     let task = buffering.memory.tasks().pop().expect("the task");
     assert_eq!(task.state, TaskState::Error, "{:?}", task.error);
-    assert_eq!(
-        counted.0.lock().expect("counters").get("TasksInError"),
-        Some(&1)
-    );
+    assert_eq!(counted.sum("TasksInError"), 1);
 }

@@ -14,6 +14,7 @@ use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_DELAY;
 use sas_domain::messages::{AgentRequest, SchedulerMessage};
 use sas_domain::submission::Submission;
+use sas_domain::task::spans::{ended_operations, finished};
 use sas_domain::task::{Order, Task, TaskState, WorkflowRef};
 use sas_domain::time::Timestamp;
 use sas_domain::trace::TraceContext;
@@ -145,8 +146,8 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", &failed.workflow.name), 1);
                 }
-                if let (Some(spans), Some(next)) = (&self.spans, &written.next) {
-                    spans.finished(sas_domain::task::spans::finished(&task, next));
+                if let Some(next) = &written.next {
+                    self.tell_ended(&task, next);
                 }
                 return Ok(Some(self.carry_out(written).await?));
             }
@@ -155,6 +156,25 @@ impl App {
             tokio::task::yield_now().await;
         }
         Err(TaskError::from(StoreError::Conflict).into())
+    }
+
+    /// Tells what `next`, written over `task`, ended: each step operation's
+    /// duration (`StepDuration`, by workflow, step and the state it ended in), and
+    /// the spans of its trace.
+    fn tell_ended(&self, task: &Task, next: &Task) {
+        for ended in ended_operations(task, next) {
+            let step = &next.steps[ended.index];
+            let dimensions = [
+                ("Workflow", next.workflow.name.as_str()),
+                ("Step", step.name.as_str()),
+                ("Outcome", step.state.as_str()),
+            ];
+            let duration = ended.start.until(ended.end);
+            self.metrics.time("StepDuration", &dimensions, duration);
+        }
+        if let Some(spans) = &self.spans {
+            spans.finished(finished(task, next));
+        }
     }
 
     /// The definition a task runs: the one stored under its name and version when

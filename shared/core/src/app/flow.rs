@@ -213,7 +213,7 @@ impl App {
     fn record_wait(&self, admission: &Admission, now: Timestamp) {
         let wait = admission.since.until(now);
         self.metrics
-            .time("SlotWait", ("Service", &admission.service), wait);
+            .time("SlotWait", &[("Service", &admission.service)], wait);
     }
 
     /// Tells the scheduler that the call `admission` asked for has its slots, until

@@ -22,20 +22,23 @@ impl Unit {
     }
 }
 
+/// A metric's dimension: its name and value (`("Service", "drone")`).
+pub type Dimension<'a> = (&'static str, &'a str);
+
 /// Counters and times, for dashboards and alarms (CloudWatch metrics in AWS).
 pub trait Metrics: Send + Sync {
-    /// Records `value`, in `unit`, of the metric `name`, with one dimension.
-    fn put(&self, name: &'static str, dimension: (&'static str, &str), value: u64, unit: Unit);
+    /// Records `value`, in `unit`, of the metric `name`, with its `dimensions`.
+    fn put(&self, name: &'static str, dimensions: &[Dimension<'_>], value: u64, unit: Unit);
 
     /// Adds `value` to the counter `name`, with one dimension.
-    fn count(&self, name: &'static str, dimension: (&'static str, &str), value: u64) {
-        self.put(name, dimension, value, Unit::Count);
+    fn count(&self, name: &'static str, dimension: Dimension<'_>, value: u64) {
+        self.put(name, &[dimension], value, Unit::Count);
     }
 
-    /// Records a time of the metric `name`, with one dimension.
-    fn time(&self, name: &'static str, dimension: (&'static str, &str), time: Duration) {
+    /// Records a time of the metric `name`, with its `dimensions`.
+    fn time(&self, name: &'static str, dimensions: &[Dimension<'_>], time: Duration) {
         let millis = u64::try_from(time.as_millis()).unwrap_or(u64::MAX);
-        self.put(name, dimension, millis, Unit::Milliseconds);
+        self.put(name, dimensions, millis, Unit::Milliseconds);
     }
 }
 
@@ -44,5 +47,5 @@ pub trait Metrics: Send + Sync {
 pub struct NoMetrics;
 
 impl Metrics for NoMetrics {
-    fn put(&self, _: &'static str, _: (&'static str, &str), _: u64, _: Unit) {}
+    fn put(&self, _: &'static str, _: &[Dimension<'_>], _: u64, _: Unit) {}
 }

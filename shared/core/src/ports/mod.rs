@@ -34,7 +34,7 @@ pub use gates::GateStore;
 pub use history::{ExecutionHistory, HistoryPage};
 pub use leases::{Expired, ExpiredCursor, LeaseIndex, LeaseKey, ShardProgress, Unreadable};
 pub use listing::{LISTED, TaskListing, TaskPage};
-pub use metrics::{Metrics, NoMetrics, Unit};
+pub use metrics::{Dimension, Metrics, NoMetrics, Unit};
 pub use payloads::{PayloadError, Payloads, UploadRequest};
 pub use queues::{Outgoing, OutgoingMessage, QueueError, Queues};
 pub use remote::{RemoteCall, RemoteError, RemoteRequest};

@@ -13,8 +13,8 @@ use crate::app::MessageError;
 use crate::clock::Clock;
 use crate::offload::{OffloadingQueues, message_body};
 use crate::ports::{
-    OutgoingMessage, PayloadError, Payloads, QueueError, Queues, RemoteCall, RemoteError,
-    RemoteRequest,
+    Metrics, NoMetrics, OutgoingMessage, PayloadError, Payloads, QueueError, Queues, RemoteCall,
+    RemoteError, RemoteRequest, Spans,
 };
 use sas_domain::ids::QueueName;
 use sas_domain::limits;
@@ -22,11 +22,9 @@ use sas_domain::messages::{AgentMessage, AgentRequest, AgentResponse, Outcome};
 use sas_domain::resilience::{BreakerSettings, CircuitBreaker, backoff};
 use sas_domain::trace::{SpanId, TraceContext};
 
-use crate::ports::Spans;
-
 mod spans;
 
-use spans::CallSpans;
+use spans::{CallSpans, call_outcome};
 
 /// Why a request could not be handled; it is then left for redelivery and, after
 /// the queue's maxReceiveCount, the dead-letter queue.
@@ -71,6 +69,8 @@ pub struct StepCaller {
     payloads: Option<Arc<dyn Payloads>>,
     /// Where the spans of its calls go, if anywhere ([`StepCaller::with_spans`]).
     spans: Option<Arc<dyn Spans>>,
+    /// Where its calls' latencies go ([`StepCaller::with_metrics`]).
+    metrics: Arc<dyn Metrics>,
 }
 
 impl StepCaller {
@@ -94,7 +94,16 @@ impl StepCaller {
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
             payloads: None,
             spans: None,
+            metrics: Arc::new(NoMetrics),
         }
+    }
+
+    /// Records in `metrics` each call's latency, from its request's arrival to its
+    /// answer or its silence (`CallLatency`, by service and outcome).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Tells `spans` the spans of its calls made in a trace: each call, under the
@@ -130,8 +139,8 @@ impl StepCaller {
         let request: AgentRequest =
             serde_json::from_str(&body).map_err(|e| CallError::Poison(e.to_string()))?;
         let traced = trace.filter(|trace| trace.sampled && self.spans.is_some());
-        let mut spans =
-            traced.map(|trace| CallSpans::new(trace.clone(), self.span_id(), self.clock.now()));
+        let started = self.clock.now();
+        let mut spans = traced.map(|trace| CallSpans::new(trace.clone(), self.span_id(), started));
         let outcome = self
             .perform(&request, spans.as_mut())
             .await
@@ -143,9 +152,15 @@ impl StepCaller {
             .as_ref()
             .map(CallSpans::call_trace)
             .or_else(|| trace.cloned());
+        let told = outcome.as_ref().filter(|_| !late);
+        let dimensions = [
+            ("Service", request.agent.as_str()),
+            ("Outcome", call_outcome(told)),
+        ];
+        let ended = self.clock.now();
+        (self.metrics).time("CallLatency", &dimensions, started.until(ended));
         if let (Some(spans), Some(sink)) = (spans, &self.spans) {
-            let told = outcome.as_ref().filter(|_| !late);
-            sink.finished(spans.finish(&request, told, self.clock.now()));
+            sink.finished(spans.finish(&request, told, ended));
         }
         let Some(outcome) = outcome else {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: past complete-by or out of tries");

@@ -9,6 +9,17 @@ use sas_domain::trace::{SpanId, TraceContext};
 
 use crate::ports::RemoteError;
 
+/// What came of a call (`None`: the agent stays silent), as its span and its
+/// latency's metric name it.
+pub(super) const fn call_outcome(outcome: Option<&Outcome>) -> &'static str {
+    match outcome {
+        None => "silent",
+        Some(Outcome::Succeeded { .. }) => "succeeded",
+        Some(Outcome::Failed { .. }) => "failed",
+        Some(Outcome::Unusable { .. }) => "unusable",
+    }
+}
+
 /// The spans of one request, as its handling goes.
 pub(super) struct CallSpans {
     /// The step's trace, as the request's message carried it.
@@ -82,12 +93,8 @@ impl CallSpans {
         outcome: Option<&Outcome>,
         ended: Timestamp,
     ) -> Vec<FinishedSpan> {
-        let (status, failed) = match outcome {
-            None => ("silent", true),
-            Some(Outcome::Succeeded { .. }) => ("succeeded", false),
-            Some(Outcome::Failed { .. }) => ("failed", true),
-            Some(Outcome::Unusable { .. }) => ("unusable", true),
-        };
+        let status = call_outcome(outcome);
+        let failed = status != "succeeded";
         let text = |value: &str| SpanValue::Text(value.to_owned());
         let attempts = i64::try_from(self.attempts.len()).unwrap_or(i64::MAX);
         let call = FinishedSpan {

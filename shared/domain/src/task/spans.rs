@@ -121,37 +121,31 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
         return Vec::new();
     }
     let mut spans = Vec::new();
-    let same_steps = before.steps.len() == after.steps.len();
-    for (index, step) in after.steps.iter().enumerate() {
-        let earlier = before.steps.get(index).filter(|_| same_steps);
-        let ended = step.finished_at.is_some()
-            && earlier
-                .is_none_or(|e| (e.finished_at, e.attempt) != (step.finished_at, step.attempt));
-        if let (true, Some(start), Some(end)) = (ended, step.started_at, step.finished_at) {
-            let compensation = matches!(
-                step.state,
-                StepState::Compensated | StepState::CompensationFailed
-            );
-            let verb = if compensation { "compensate" } else { "step" };
-            let failed = matches!(
-                step.state,
-                StepState::Error
-                    | StepState::TimedOut
-                    | StepState::Unusable
-                    | StepState::CompensationFailed
-            );
-            let mut attributes = step_attributes(after, index, step.attempt);
-            attributes.push(("sas.step.state", text(&format!("{:?}", step.state))));
-            spans.push(FinishedSpan {
-                name: format!("{verb} {}", step.name),
-                span_id: after.operation_span(index),
-                start,
-                end: end.max(start),
-                failed,
-                attributes,
-                ..in_run(after)
-            });
-        }
+    for ended in ended_operations(before, after) {
+        let step = &after.steps[ended.index];
+        let compensation = matches!(
+            step.state,
+            StepState::Compensated | StepState::CompensationFailed
+        );
+        let verb = if compensation { "compensate" } else { "step" };
+        let failed = matches!(
+            step.state,
+            StepState::Error
+                | StepState::TimedOut
+                | StepState::Unusable
+                | StepState::CompensationFailed
+        );
+        let mut attributes = step_attributes(after, ended.index, step.attempt);
+        attributes.push(("sas.step.state", text(step.state.as_str())));
+        spans.push(FinishedSpan {
+            name: format!("{verb} {}", step.name),
+            span_id: after.operation_span(ended.index),
+            start: ended.start,
+            end: ended.end,
+            failed,
+            attributes,
+            ..in_run(after)
+        });
     }
     let new_events = appended(&before.history, &after.history);
     for event in new_events {
@@ -201,6 +195,44 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
         spans.push(run_ended(after));
     }
     spans
+}
+
+/// A step's operation (a call, a wait, its children; or its compensation) that a
+/// write ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndedOperation {
+    /// The step.
+    pub index: usize,
+    /// When the operation began...
+    pub start: Timestamp,
+    /// ...and when it ended.
+    pub end: Timestamp,
+}
+
+/// The operations of steps that `after`, written over `before`, ended, whatever the
+/// task's trace: the spans above, and the metrics of steps' durations.
+pub fn ended_operations<'a>(
+    before: &'a Task,
+    after: &'a Task,
+) -> impl Iterator<Item = EndedOperation> + 'a {
+    let same_steps = before.steps.len() == after.steps.len();
+    after
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(move |(index, step)| {
+            let earlier = before.steps.get(index).filter(|_| same_steps);
+            let ended = earlier
+                .is_none_or(|e| (e.finished_at, e.attempt) != (step.finished_at, step.attempt));
+            match (ended, step.started_at, step.finished_at) {
+                (true, Some(start), Some(end)) => Some(EndedOperation {
+                    index,
+                    start,
+                    end: end.max(start),
+                }),
+                _ => None,
+            }
+        })
 }
 
 /// A span of `task`'s current run, to fill in.

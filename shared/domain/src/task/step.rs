@@ -40,6 +40,25 @@ pub enum StepState {
     Skipped,
 }
 
+impl StepState {
+    /// The state's name, as in the API.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Processing => "Processing",
+            Self::Processed => "Processed",
+            Self::Error => "Error",
+            Self::TimedOut => "TimedOut",
+            Self::Unusable => "Unusable",
+            Self::Compensating => "Compensating",
+            Self::Compensated => "Compensated",
+            Self::CompensationFailed => "CompensationFailed",
+            Self::Skipped => "Skipped",
+        }
+    }
+}
+
 /// One step's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
