@@ -513,3 +513,55 @@ async fn a_refused_tasks_notifications_and_alert_carry_its_trace_and_its_step_is
         "the alert names its trace"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_machines_pure_states_are_spans_of_their_visits() {
+    let receiver = Receiver::start().await;
+    let data = tempfile::tempdir().expect("a data directory");
+    let local = exporting_to(&receiver, &data);
+    let http = reqwest::Client::new();
+    for (id, input) in [("greeted", json!({"name": "Ada"})), ("nameless", json!({}))] {
+        let task: Value = http
+            .put(format!("http://{}/tasks/{id}?wait=20s", local.api))
+            .json(&json!({"workflow": "greet", "input": input}))
+            .send()
+            .await
+            .expect("the API answers")
+            .json()
+            .await
+            .expect("a task");
+        assert!(task["status"].is_string(), "{task:#}");
+    }
+    let spans = receiver
+        .spans_when(|spans| named(spans, "task").len() == 2)
+        .await;
+    let of = |id: &str| -> Vec<Value> {
+        let trace = &named(&spans, "task")
+            .into_iter()
+            .find(|s| attribute(s, "sas.task.id") == Some(&json!(id)))
+            .unwrap_or_else(|| panic!("{id}'s task span: {spans:#?}"))["traceId"];
+        spans
+            .iter()
+            .filter(|s| &s["traceId"] == trace)
+            .cloned()
+            .collect()
+    };
+    let greeted = of("greeted");
+    assert!(one_tree(&greeted), "{greeted:#?}");
+    let run = the(&greeted, "task");
+    for state in ["Named?", "Greet", "Shout"] {
+        let visit = the(&greeted, &format!("state {state}"));
+        assert_eq!(
+            visit["parentSpanId"], run["spanId"],
+            "{state} under the task"
+        );
+        assert_eq!(attribute(visit, "sas.state.name"), Some(&json!(state)));
+    }
+    let nameless = of("nameless");
+    assert!(one_tree(&nameless), "{nameless:#?}");
+    let failed = the(&nameless, "state NoName");
+    assert_eq!(attribute(failed, "sas.state.type"), Some(&json!("Fail")));
+    assert_eq!(failed["status"]["code"], 2, "an error's status: {failed:#}");
+    assert!(named(&nameless, "state Greet").is_empty());
+    local.stop();
+}

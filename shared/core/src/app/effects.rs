@@ -147,7 +147,7 @@ impl App {
                         .count("TasksInError", ("Workflow", &failed.workflow.name), 1);
                 }
                 if let Some(next) = &written.next {
-                    self.tell_ended(&task, next);
+                    self.tell_ended(Some(&task), next);
                 }
                 return Ok(Some(self.carry_out(written).await?));
             }
@@ -158,10 +158,10 @@ impl App {
         Err(TaskError::from(StoreError::Conflict).into())
     }
 
-    /// Tells what `next`, written over `task`, ended: each step operation's
-    /// duration (`StepDuration`, by workflow, step and the state it ended in), and
-    /// the spans of its trace.
-    fn tell_ended(&self, task: &Task, next: &Task) {
+    /// Tells what `next`, written over `task` (`None`: created), ended: each step
+    /// operation's duration (`StepDuration`, by workflow, step and the state it
+    /// ended in), and the spans of its trace.
+    pub(super) fn tell_ended(&self, task: Option<&Task>, next: &Task) {
         for ended in ended_operations(task, next) {
             let step = &next.steps[ended.index];
             let dimensions = [

@@ -327,6 +327,9 @@ impl App {
                     self.metrics
                         .count("TasksInError", ("Workflow", workflow), 1);
                 }
+                // Created claimed, it may have ended steps, or ended at once (a
+                // state machine of pure states, a first request refused).
+                self.tell_ended(None, &task);
                 // Created claimed, its first request carries it, as a step's does.
                 let sealed = self.sealed_for(&effects, &task, &order).await;
                 let sent = self.perform(effects, sealed, &task).await;

@@ -11,7 +11,9 @@
 
 use crate::messages::Operation;
 use crate::time::Timestamp;
-use crate::trace::{SpanId, TraceContext, TraceId, own_trace, recovery_span, step_span};
+use crate::trace::{
+    SpanId, TraceContext, TraceId, own_trace, recovery_span, state_span, step_span,
+};
 
 use super::{Event, StepState, Task};
 
@@ -113,10 +115,10 @@ pub struct FinishedSpan {
     pub events: Vec<(String, Timestamp)>,
 }
 
-/// The spans that `after`, written over `before`, finishes. None when the task's
+/// The spans that `after`, written over `before` (`None`: created), finishes. None when the task's
 /// trace is not recorded.
 #[must_use]
-pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
+pub fn finished(before: Option<&Task>, after: &Task) -> Vec<FinishedSpan> {
     if !after.sampled() {
         return Vec::new();
     }
@@ -147,8 +149,25 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             ..in_run(after)
         });
     }
-    let new_events = appended(&before.history, &after.history);
-    for event in new_events {
+    if let Some(before) = before {
+        spans.extend(expiries(before, after));
+    }
+    spans.extend(pure_states(after));
+    let ended = after.state.is_final()
+        && before.is_none_or(|before| !before.state.is_final() || before.run != after.run);
+    if ended {
+        spans.push(run_ended(after));
+    }
+    spans
+}
+
+/// The leases that `after`, written over `before`, found expired: each the end of
+/// its operation's span, when the operation is tried again (one given up ends as
+/// its step does), so that its call has its parent in the trace; and under it, the
+/// finding (`recover NAME`).
+fn expiries(before: &Task, after: &Task) -> Vec<FinishedSpan> {
+    let mut spans = Vec::new();
+    for event in appended(&before.history, &after.history) {
         if let super::Happened::Expired {
             step,
             operation,
@@ -159,8 +178,6 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             let (step, attempt) = (*step, *attempt);
             let name = after.steps.get(step).map_or("", |s| s.name.as_str());
             let expired = before.operation_span(step);
-            // An operation tried again ends here (one given up ends as the step
-            // does, above), so that its call has its parent in the trace.
             let began = before.steps.get(step).and_then(|s| s.started_at);
             if let (Some(_), Some(start)) = (retry_at, began) {
                 let verb = match operation {
@@ -190,10 +207,6 @@ pub fn finished(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             });
         }
     }
-    let ended = after.state.is_final() && (!before.state.is_final() || before.run != after.run);
-    if ended {
-        spans.push(run_ended(after));
-    }
     spans
 }
 
@@ -212,16 +225,16 @@ pub struct EndedOperation {
 /// The operations of steps that `after`, written over `before`, ended, whatever the
 /// task's trace: the spans above, and the metrics of steps' durations.
 pub fn ended_operations<'a>(
-    before: &'a Task,
+    before: Option<&'a Task>,
     after: &'a Task,
 ) -> impl Iterator<Item = EndedOperation> + 'a {
-    let same_steps = before.steps.len() == after.steps.len();
+    let same_steps = before.filter(|before| before.steps.len() == after.steps.len());
     after
         .steps
         .iter()
         .enumerate()
         .filter_map(move |(index, step)| {
-            let earlier = before.steps.get(index).filter(|_| same_steps);
+            let earlier = same_steps.and_then(|before| before.steps.get(index));
             let ended = earlier
                 .is_none_or(|e| (e.finished_at, e.attempt) != (step.finished_at, step.attempt));
             match (ended, step.started_at, step.finished_at) {
@@ -233,6 +246,48 @@ pub fn ended_operations<'a>(
                 _ => None,
             }
         })
+}
+
+/// The states of a state machine that no step stands for (a Pass, a Choice, a
+/// Succeed, a Fail), each visit a span (`state NAME`) from its entry to its exit, as
+/// the events `task`'s write adds to its execution's history tell them.
+fn pure_states(task: &Task) -> Vec<FinishedSpan> {
+    const PURE: [&str; 4] = ["Pass", "Choice", "Succeed", "Fail"];
+    let Some(machine) = task.machine.as_ref() else {
+        return Vec::new();
+    };
+    let events = &machine.new_events;
+    let mut spans = Vec::new();
+    for (at, entered) in events.iter().enumerate() {
+        let Some(kind) = entered.event["type"].as_str() else {
+            continue;
+        };
+        let Some(kind) = kind
+            .strip_suffix("StateEntered")
+            .filter(|k| PURE.contains(k))
+        else {
+            continue;
+        };
+        let name = &entered.event["stateEnteredEventDetails"]["name"];
+        let exit = format!("{kind}StateExited");
+        let exited = events[at + 1..].iter().find(|e| {
+            e.event["type"] == exit.as_str() && &e.event["stateExitedEventDetails"]["name"] == name
+        });
+        let name = name.as_str().unwrap_or_default();
+        let mut attributes = task_attributes(task);
+        attributes.push(("sas.state.name", text(name)));
+        attributes.push(("sas.state.type", text(kind)));
+        spans.push(FinishedSpan {
+            name: format!("state {name}"),
+            span_id: state_span(task.run_span(task.run), entered.id),
+            start: entered.at,
+            end: exited.map_or(entered.at, |e| e.at.max(entered.at)),
+            failed: kind == "Fail",
+            attributes,
+            ..in_run(task)
+        });
+    }
+    spans
 }
 
 /// A span of `task`'s current run, to fill in.

@@ -234,6 +234,17 @@ pub fn recovery_span(step: SpanId, at: Timestamp) -> SpanId {
     SpanId(derived(&["recover", &step.to_string(), &at.0.to_string()]))
 }
 
+/// The span of a state machine's visit of a state that no step stands for (a Pass, a
+/// Choice), under its run's span `run`, by the history event that entered it.
+#[must_use]
+pub fn state_span(run: SpanId, entered_event: u64) -> SpanId {
+    SpanId(derived(&[
+        "state",
+        &run.to_string(),
+        &entered_event.to_string(),
+    ]))
+}
+
 /// The span of an operation of a task's step (`operation`: its call, or its
 /// compensation), by when it began: the scheduler writes it when the operation ends,
 /// and what it sends meanwhile (its agent's request, its children) comes from it.

@@ -41,7 +41,7 @@ fn delivered(caller: Option<TraceContext>) -> (Task, Vec<FinishedSpan>) {
         let response = AgentResponse::answering(request, answer);
         decision = on_response(&task, &workflow, &order, &response, now);
         let next = decision.next.clone().expect("recorded");
-        spans.extend(finished(&task, &next));
+        spans.extend(finished(Some(&task), &next));
         task = next;
     }
     (task, spans)
@@ -123,7 +123,7 @@ fn an_expired_lease_ends_its_operation_with_the_supervisors_finding_under_it() {
     let expired = on_expired(&claimed, &workflow, &order, late)
         .next
         .expect("recorded");
-    let spans = finished(&claimed, &expired);
+    let spans = finished(Some(&claimed), &expired);
     let [step, recover] = &spans[..] else {
         panic!("the step's span and the finding: {spans:#?}");
     };
