@@ -176,10 +176,7 @@ async fn serve_api(State(shared): State<Shared>, request: Request) -> Response {
             query: parts.uri.query(),
             body: &bytes,
             target: in_header("x-amz-target"),
-            trace: TraceHeaders {
-                traceparent: in_header("traceparent"),
-                tracestate: in_header("tracestate"),
-            },
+            trace: TraceHeaders::of(in_header),
         },
     )
     .await;

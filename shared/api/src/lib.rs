@@ -105,21 +105,35 @@ pub struct ApiRequest<'a> {
     pub trace: TraceHeaders<'a>,
 }
 
-/// A request's W3C Trace Context headers, as they came.
+/// A request's trace headers, as they came: W3C Trace Context's, and X-Ray's.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TraceHeaders<'a> {
     /// `traceparent`.
     pub traceparent: Option<&'a str>,
     /// `tracestate`.
     pub tracestate: Option<&'a str>,
+    /// `X-Amzn-Trace-Id`, which API Gateway passes with X-Ray tracing on.
+    pub xray: Option<&'a str>,
 }
 
-impl TraceHeaders<'_> {
-    /// The trace they name, if `traceparent` is valid: a submission's task
-    /// continues it.
+impl<'a> TraceHeaders<'a> {
+    /// The trace headers of a request, by `header`, which gives a header's value by
+    /// its name in lower case.
+    pub fn of(header: impl Fn(&str) -> Option<&'a str>) -> Self {
+        Self {
+            traceparent: header("traceparent"),
+            tracestate: header("tracestate"),
+            xray: header("x-amzn-trace-id"),
+        }
+    }
+
+    /// The trace they name, which a submission's task continues: a valid
+    /// `traceparent`'s, else a valid X-Ray header's.
     #[must_use]
     pub fn context(self) -> Option<sas_domain::trace::TraceContext> {
-        sas_domain::trace::TraceContext::of_headers(self.traceparent, self.tracestate)
+        use sas_domain::trace::TraceContext;
+        TraceContext::of_headers(self.traceparent, self.tracestate)
+            .or_else(|| self.xray.and_then(TraceContext::of_xray))
     }
 }
 

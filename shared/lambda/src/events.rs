@@ -57,10 +57,7 @@ pub async fn http(
                     .filter(|q| !q.is_empty()),
                 body: &body,
                 target: in_header("x-amz-target"),
-                trace: TraceHeaders {
-                    traceparent: in_header("traceparent"),
-                    tracestate: in_header("tracestate"),
-                },
+                trace: TraceHeaders::of(in_header),
             },
         )
         .await,

@@ -1,5 +1,6 @@
 //! A task's trace crosses the queues on the Lambda path: the messages the functions
-//! send one another carry it as SQS message attributes.
+//! send one another carry it as SQS message attributes; a submission continues its
+//! caller's trace, W3C's or X-Ray's.
 
 use std::time::Duration;
 
@@ -51,4 +52,35 @@ async fn a_submissions_trace_goes_with_its_steps_request_to_the_agents() {
     );
     assert!(trace.sampled);
     assert_eq!(trace.state.as_deref(), Some("vendor=value"));
+}
+
+/// A submission API Gateway passed with its X-Ray trace header (active tracing on the
+/// stage) and no `traceparent`: its task continues that trace, under API Gateway's
+/// segment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_with_an_xray_trace_header_continues_that_trace() {
+    let remote = Remote::start(true).await;
+    let stack = Stack::start(&remote.url, POLICY).await;
+    stack.leave_agent_requests();
+    let mut event = api_event("PUT", "/tasks/xrayed", Some(&quick()));
+    event["headers"]["x-amzn-trace-id"] =
+        json!("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1");
+    let (status, task) = stack.http_event(&stack.app, event).await;
+    assert_eq!(status, 202, "{task}");
+    stack.pump(false).await;
+    let requests = Stack::queue(&stack.config.agent_request_queue_url);
+    let received = stack
+        .sqs
+        .receive(&requests, 10, Duration::from_secs(2))
+        .await
+        .expect("receive");
+    let [request] = &received[..] else {
+        panic!("the first step's request: {received:#?}");
+    };
+    let trace = request.trace.as_ref().expect("the request's trace");
+    assert_eq!(
+        trace.trace_id.to_string(),
+        "5759e988bd862e3fe1be46a994272793",
+        "X-Ray's trace, as W3C writes it"
+    );
 }

@@ -196,6 +196,46 @@ impl TraceContext {
         std::iter::once(("traceparent", self.traceparent().to_string())).chain(state)
     }
 
+    /// The context of an X-Ray trace header (`X-Amzn-Trace-Id`:
+    /// `Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1`),
+    /// its fields in any order; `None` without a valid `Root` and `Parent`. A
+    /// `Sampled` other than `0` (`1`, `?`, none) is taken as sampled.
+    #[must_use]
+    pub fn of_xray(header: &str) -> Option<Self> {
+        let field = |name: &str| {
+            header.split(';').find_map(|field| {
+                let (key, value) = field.split_once('=')?;
+                (key.trim() == name).then(|| value.trim())
+            })
+        };
+        let (time, unique) = field("Root")?.strip_prefix("1-")?.split_once('-')?;
+        if (time.len(), unique.len()) != (8, 24) {
+            return None;
+        }
+        let trace_id = TraceId::parse(&format!("{time}{unique}").to_ascii_lowercase())?;
+        let parent = SpanId::parse(&field("Parent")?.to_ascii_lowercase())?;
+        Some(Self {
+            trace_id,
+            parent,
+            sampled: field("Sampled") != Some("0"),
+            state: None,
+        })
+    }
+
+    /// It as X-Ray's trace header has it: the same 128 bits, the first 32 its
+    /// "time" part, as AWS's W3C propagation maps them.
+    #[must_use]
+    pub fn xray_header(&self) -> String {
+        let id = self.trace_id.to_string();
+        let sampled = u8::from(self.sampled);
+        format!(
+            "Root=1-{}-{};Parent={};Sampled={sampled}",
+            &id[..8],
+            &id[8..],
+            self.parent
+        )
+    }
+
     /// Its `traceparent`: the span it continues.
     #[must_use]
     pub const fn traceparent(&self) -> TraceParent {

@@ -47,3 +47,32 @@ fn a_tracestate_is_kept_only_when_it_is_printable_and_within_bounds() {
     assert_eq!(state(&"a".repeat(513)), None);
     assert_eq!(TraceContext::of_headers(None, Some("a=b")), None);
 }
+
+#[test]
+fn an_xray_trace_header_is_read_as_the_w3c_trace_it_maps_to() {
+    let header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+    let trace = TraceContext::of_xray(header).expect("valid");
+    assert_eq!(
+        trace.trace_id.to_string(),
+        "5759e988bd862e3fe1be46a994272793"
+    );
+    assert_eq!(trace.parent.to_string(), "53995c3f42cd8ad8");
+    assert!(trace.sampled);
+    assert_eq!(trace.xray_header(), header, "written back as it came");
+    let reordered = "Sampled=0;Lineage=a87bd80c:1|68fd508a:5;Parent=53995c3f42cd8ad8;Root=1-5759e988-bd862e3fe1be46a994272793";
+    let trace = TraceContext::of_xray(reordered).expect("any order, other fields");
+    assert!(!trace.sampled);
+    let undecided = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=?";
+    assert!(TraceContext::of_xray(undecided).expect("valid").sampled);
+    for refused in [
+        "Root=1-5759e988-bd862e3fe1be46a994272793",
+        "Root=2-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8",
+        "Root=1-5759e98-8bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8",
+        "Root=1-5759e988-bd862e3fe1be46a99427279z;Parent=53995c3f42cd8ad8",
+        "Root=1-00000000-000000000000000000000000;Parent=53995c3f42cd8ad8",
+        "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=0000000000000000",
+        "",
+    ] {
+        assert_eq!(TraceContext::of_xray(refused), None, "{refused}");
+    }
+}

@@ -46,19 +46,6 @@ fn invocation_trace() -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// `trace` as X-Ray's trace header has it: the same 128 bits, the first 32 its
-/// "time" part, as AWS's W3C propagation maps them.
-fn xray_header(trace: &TraceContext) -> String {
-    let id = trace.trace_id.to_string();
-    let sampled = u8::from(trace.sampled);
-    format!(
-        "Root=1-{}-{};Parent={};Sampled={sampled}",
-        &id[..8],
-        &id[8..],
-        trace.parent
-    )
-}
-
 /// A message's attributes of its trace: `traceparent`, and `tracestate` if any.
 fn trace_attributes(trace: &TraceContext) -> HashMap<String, MessageAttributeValue> {
     let attribute = |value: String| {
@@ -102,7 +89,7 @@ impl Queues for Sqs {
             .map(|message| Entry {
                 body: message.body.clone(),
                 delay: i32::try_from(message.delay.min(MAX_DELAY).as_secs()).unwrap_or(0),
-                trace: (message.trace.as_ref().map(xray_header))
+                trace: (message.trace.as_ref().map(TraceContext::xray_header))
                     .or_else(|| invocation.clone())
                     .and_then(|header| {
                         MessageSystemAttributeValue::builder()
