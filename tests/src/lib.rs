@@ -2,13 +2,15 @@
 //! consumers, agents, mock services) on a fresh embedded backend, with a manual
 //! clock, the supervisor swept on demand, and helpers to drive and observe it.
 //! Beside it: [`aws`] (a moto stack and the functions' handlers fed real-shaped
-//! events), [`ministack`] (the SAM template deployed with IAM enforced) and [`sim`] (the
+//! events), [`ministack`] (the SAM template deployed with IAM enforced), [`local`]
+//! (the `sas-local` binary), [`otlp`] (a receiver of exported spans) and [`sim`] (the
 //! seeded simulation). It depends on every crate of the workspace; only `sas-tools`
 //! depends on it.
 
 pub mod aws;
 pub mod local;
 pub mod ministack;
+pub mod otlp;
 pub mod sim;
 mod step_functions;
 pub mod tokens;

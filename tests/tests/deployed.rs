@@ -8,7 +8,7 @@
 //! users do: with `infra/localstack/deploy.sh`, and the CDK app with `cdk deploy`.
 //!
 //! The tests, by theme, each a module of `deployed/`: [`delivery`], [`recovery`],
-//! [`callers`], [`workflows`], [`state_machines`] and [`deployments`]; this file holds the helpers they share.
+//! [`callers`], [`workflows`], [`state_machines`], [`deployments`] and [`traces`]; this file holds the helpers they share.
 
 #[path = "deployed/callers.rs"]
 mod callers;
@@ -20,6 +20,8 @@ mod deployments;
 mod recovery;
 #[path = "deployed/state_machines.rs"]
 mod state_machines;
+#[path = "deployed/traces.rs"]
+mod traces;
 #[path = "deployed/workflows.rs"]
 mod workflows;
 

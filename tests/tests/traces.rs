@@ -8,10 +8,9 @@
 //! in-memory backend: a task's notifications and its alert carry its trace; a step
 //! that ended is timed (`StepDuration`).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::routing::post;
 use serde_json::{Value, json};
 
 use sas_core::app::{App, Ports};
@@ -24,66 +23,11 @@ use sas_domain::workflow::Registry;
 use sas_testkit::ManualClock;
 use sas_testkit::metrics::Recorded;
 use sas_tests::local::Local;
+use sas_tests::otlp::{Receiver, attribute, named, one_tree, the};
 use sas_tests::{delivery_input, in_memory, parcel_order};
 
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
-
-/// An OTLP/HTTP receiver on a free port: the spans of every export it took.
-struct Receiver {
-    url: String,
-    spans: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Receiver {
-    async fn start() -> Self {
-        let spans = Arc::new(Mutex::new(Vec::new()));
-        let taken = Arc::clone(&spans);
-        let router = axum::Router::new().route(
-            "/v1/traces",
-            post(move |body: axum::Json<Value>| async move {
-                let found = body["resourceSpans"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|r| r["scopeSpans"].as_array().into_iter().flatten())
-                    .flat_map(|s| s["spans"].as_array().into_iter().flatten().cloned());
-                taken.lock().expect("spans").extend(found);
-                axum::Json(json!({}))
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a port");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move { axum::serve(listener, router).await });
-        Self { url, spans }
-    }
-
-    /// The spans received once `done` holds of them, within 30 seconds.
-    async fn spans_when(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let spans = self.spans.lock().expect("spans").clone();
-            if done(&spans) {
-                return spans;
-            }
-            assert!(Instant::now() < deadline, "spans received: {spans:#?}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-fn attribute<'s>(span: &'s Value, key: &str) -> Option<&'s Value> {
-    let attributes = span["attributes"].as_array()?;
-    let found = attributes.iter().find(|a| a["key"] == key)?;
-    let value = &found["value"];
-    value.get("stringValue").or_else(|| value.get("intValue"))
-}
-
-fn named<'s>(spans: &'s [Value], name: &str) -> Vec<&'s Value> {
-    spans.iter().filter(|s| s["name"] == name).collect()
-}
 
 /// `sas-local` on a data directory of its own, exporting to `receiver`, with the
 /// test's workflows beside the built-in ones and a supervisor sweeping every 100 ms.
@@ -101,39 +45,6 @@ fn exporting_to(receiver: &Receiver, data: &tempfile::TempDir) -> Local {
         ],
     )
     .expect("sas-local starts")
-}
-
-/// The one span named `name`.
-fn the<'s>(spans: &'s [Value], name: &str) -> &'s Value {
-    let [span] = named(spans, name)[..] else {
-        panic!("one span {name}: {spans:#?}");
-    };
-    span
-}
-
-/// Whether every span is of one trace, each under a span of it but for one root.
-fn one_tree(spans: &[Value]) -> bool {
-    let ids: Vec<&Value> = spans.iter().map(|s| &s["spanId"]).collect();
-    let roots = spans
-        .iter()
-        .filter(|s| {
-            s.get("parentSpanId")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .is_empty()
-        })
-        .count();
-    let trace = &spans[0]["traceId"];
-    roots == 1
-        && spans.iter().all(|s| {
-            &s["traceId"] == trace
-                && (s
-                    .get("parentSpanId")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .is_empty()
-                    || ids.contains(&&s["parentSpanId"]))
-        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

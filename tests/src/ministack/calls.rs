@@ -19,8 +19,19 @@ impl Deployment {
         body: Option<&Value>,
         signed: bool,
     ) -> Answer {
-        self.send(method, path, body, signed.then(AccessKey::root), None)
+        self.send(method, path, body, signed.then(AccessKey::root), None, &[])
             .await
+    }
+
+    /// An unsigned request to the API with more `headers`.
+    pub async fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        self.send(method, path, body, None, None, headers).await
     }
 
     /// A request to the API signed with `key`.
@@ -31,7 +42,8 @@ impl Deployment {
         path: &str,
         body: Option<&Value>,
     ) -> Answer {
-        self.send(method, path, body, Some(key.clone()), None).await
+        self.send(method, path, body, Some(key.clone()), None, &[])
+            .await
     }
 
     /// An IAM user of the emulator's account named `name`, with `policy` and an access
@@ -137,7 +149,7 @@ impl Deployment {
         path: &str,
         body: Option<&Value>,
     ) -> Answer {
-        self.send(method, path, body, None, token).await
+        self.send(method, path, body, None, token, &[]).await
     }
 
     async fn send(
@@ -147,10 +159,11 @@ impl Deployment {
         body: Option<&Value>,
         signer: Option<AccessKey>,
         token: Option<&str>,
+        more: &[(&str, &str)],
     ) -> Answer {
         let body = body.map(Value::to_string).unwrap_or_default();
         let bearer = token.map(|t| format!("Bearer {t}"));
-        let mut headers = Vec::new();
+        let mut headers = more.to_vec();
         if !body.is_empty() {
             headers.push(("content-type", "application/json"));
         }

@@ -1,6 +1,6 @@
-//! The stack deployed runs tasks through its API: the README's delivery, the operator's
-//! routes guarded, poison dead-lettered; and with buffered ingestion, each task created
-//! once by the scheduler.
+//! The stack deployed runs tasks through its API: the README's delivery, one trace
+//! across the functions, the operator's routes guarded, poison dead-lettered; and with
+//! buffered ingestion, each task created once by the scheduler.
 
 use std::time::Duration;
 
@@ -8,9 +8,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{QueueAttributeName, SendMessageBatchRequestEntry};
 use sas_tests::aws::{Remote, api_event};
 use sas_tests::ministack::Deployment;
+use sas_tests::otlp::Receiver;
 use sas_tests::{accepted_submission, notified_states, step_states};
 use serde_json::{Value, json};
 
+use super::traces::one_trace_across_the_functions;
 use super::{
     create_queue, deploy, drain, listed, operator, put_task, readme_delivery, status_and_code,
     wait_for_task,
@@ -49,8 +51,18 @@ async fn processed_once(stack: &Deployment, remote: &Remote, id: &str) {
 async fn the_deployed_stack_runs_the_readme_delivery_guards_the_operator_routes_and_dead_letters_poison()
  {
     let remote = Remote::start(true).await;
-    let stack = deploy(&remote).await;
+    let receiver = Receiver::start().await;
+    let stack = Deployment::with_services_and(
+        &remote,
+        &[
+            ("AuthMode", "NONE"),
+            ("TraceExportEndpoint", &receiver.url),
+            ("TraceExportProtocol", "http/json"),
+        ],
+    )
+    .await;
     let sqs = aws_sdk_sqs::Client::new(&stack.sdk);
+    one_trace_across_the_functions(&stack, &receiver).await;
 
     // The README's curl lines, through the deployed API.
     let put = put_task(&stack, "delivery-1", &readme_delivery()).await;
