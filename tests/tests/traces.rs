@@ -29,41 +29,63 @@ use sas_tests::{delivery_input, in_memory, parcel_order};
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
 
-/// `sas-local` on a data directory of its own, exporting to `receiver`, with the
-/// test's workflows beside the built-in ones and a supervisor sweeping every 100 ms.
-fn exporting_to(receiver: &Receiver, data: &tempfile::TempDir) -> Local {
-    let workflows = concat!(env!("CARGO_MANIFEST_DIR"), "/workflows");
-    Local::start(
-        &sas_tests::function_binary("sas-local"),
-        data.path(),
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-            ("SAS_WORKFLOWS_DIR", workflows),
-            ("SAS_SUPERVISOR_INTERVAL", "100ms"),
-        ],
-    )
-    .expect("sas-local starts")
+/// `sas-local` on a data directory of its own, exporting to a receiver of the
+/// test's, with the test's workflows beside the built-in ones and a supervisor
+/// sweeping every 100 ms.
+struct Exporting {
+    receiver: Receiver,
+    local: Local,
+    http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+impl Exporting {
+    async fn start() -> Self {
+        let receiver = Receiver::start().await;
+        let data = tempfile::tempdir().expect("a data directory");
+        let workflows = concat!(env!("CARGO_MANIFEST_DIR"), "/workflows");
+        let local = Local::start(
+            &sas_tests::function_binary("sas-local"),
+            data.path(),
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+                ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+                ("SAS_WORKFLOWS_DIR", workflows),
+                ("SAS_SUPERVISOR_INTERVAL", "100ms"),
+            ],
+        )
+        .expect("sas-local starts");
+        Self {
+            receiver,
+            local,
+            http: reqwest::Client::new(),
+            _data: data,
+        }
+    }
+
+    /// Submits `body` as task `id` with `headers`, and waits for its end: the task.
+    async fn run(&self, id: &str, body: &Value, headers: &[(&str, &str)]) -> Value {
+        let mut put = (self.http)
+            .put(format!("http://{}/tasks/{id}?wait=20s", self.local.api))
+            .json(body);
+        for (name, value) in headers {
+            put = put.header(*name, *value);
+        }
+        let answer = put.send().await.expect("the API answers");
+        answer.json().await.expect("a task")
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().expect("a data directory");
-    let local = exporting_to(&receiver, &data);
-    let http = reqwest::Client::new();
-    let submitted = http
-        .put(format!("http://{}/tasks/traced-1?wait=20s", local.api))
-        .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
-        .json(&json!({"workflow": "drone-delivery", "input": delivery_input()}))
-        .send()
-        .await
-        .expect("the API answers");
-    let task: Value = submitted.json().await.expect("a task");
+    let system = Exporting::start().await;
+    let caller = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let delivery = json!({"workflow": "drone-delivery", "input": delivery_input()});
+    let task = (system.run("traced-1", &delivery, &[("traceparent", &caller)])).await;
     assert_eq!(task["state"], "Processed", "{task:#}");
 
-    let spans = receiver
+    let spans = (system.receiver)
         .spans_when(|spans| {
             let calls = spans
                 .iter()
@@ -140,25 +162,17 @@ async fn a_delivery_submitted_in_a_trace_is_one_trace_of_its_task_and_steps() {
             .expect("an end");
         assert!(start <= end, "{span:#}");
     }
-    local.stop();
+    system.local.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_map_of_ten_children_is_one_trace_under_its_step() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().expect("a data directory");
-    let local = exporting_to(&receiver, &data);
-    let task: Value = reqwest::Client::new()
-        .put(format!("http://{}/tasks/parcels-1?wait=20s", local.api))
-        .json(&parcel_order("parcels-1", 10))
-        .send()
-        .await
-        .expect("the API answers")
-        .json()
-        .await
-        .expect("a task");
+    let system = Exporting::start().await;
+    let task = system
+        .run("parcels-1", &parcel_order("parcels-1", 10), &[])
+        .await;
     assert_eq!(task["state"], "Processed", "{task:#}");
-    let spans = receiver
+    let spans = (system.receiver)
         .spans_when(|spans| spans.iter().filter(|s| s["name"] == "task").count() == 11)
         .await;
     let trace = &spans[0]["traceId"];
@@ -190,15 +204,13 @@ async fn a_map_of_ten_children_is_one_trace_under_its_step() {
             "a child under the map: {child:#}"
         );
     }
-    local.stop();
+    system.local.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_a_callback_is_its_steps_span_from_its_start_to_the_callback() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().expect("a data directory");
-    let local = exporting_to(&receiver, &data);
-    let http = reqwest::Client::new();
+    let system = Exporting::start().await;
+    let (http, local) = (&system.http, &system.local);
     let refund = json!({ "workflow": "refund",
         "input": { "order_id": "o-1", "customer_id": "c-1", "amount": 250.0 } });
     let url = format!("http://{}/tasks/refund-1", local.api);
@@ -247,7 +259,7 @@ async fn a_wait_for_a_callback_is_its_steps_span_from_its_start_to_the_callback(
         "{}",
         called_back.text().await.unwrap_or_default()
     );
-    let spans = receiver
+    let spans = (system.receiver)
         .spans_when(|spans| spans.iter().any(|s| s["name"] == "task"))
         .await;
     assert!(one_tree(&spans), "one trace, one tree: {spans:#?}");
@@ -271,38 +283,28 @@ async fn a_wait_for_a_callback_is_its_steps_span_from_its_start_to_the_callback(
             run["spanId"]
         );
     }
-    local.stop();
+    system.local.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_the_supervisor_found_expired_ends_its_operations_span_in_the_trace() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().expect("a data directory");
-    let local = exporting_to(&receiver, &data);
-    let http = reqwest::Client::new();
+    let system = Exporting::start().await;
     // The drone's service takes the call, then answers past the step's 500 ms.
-    let hang = http
-        .put(format!("http://{}/faults/drone", local.mock))
+    let hang = (system.http)
+        .put(format!("http://{}/faults/drone", system.local.mock))
         .body(json!({"hang_ms": 3000, "times": 1}).to_string())
         .send()
         .await
         .expect("the mock answers");
     assert!(hang.status().is_success());
-    let task: Value = http
-        .put(format!("http://{}/tasks/hung-1?wait=20s", local.api))
-        .json(&json!({"workflow": "drone-delivery-quick", "input": delivery_input()}))
-        .send()
-        .await
-        .expect("the API answers")
-        .json()
-        .await
-        .expect("a task");
+    let quick = json!({"workflow": "drone-delivery-quick", "input": delivery_input()});
+    let task = system.run("hung-1", &quick, &[]).await;
     assert_eq!(task["state"], "Processed", "{task:#}");
     assert_eq!(
         task["failure_count"], 1,
         "retried once by the supervisor: {task:#}"
     );
-    let spans = receiver
+    let spans = (system.receiver)
         .spans_when(|spans| {
             spans.iter().any(|s| s["name"] == "task") && named(spans, "call drone").len() == 2
         })
@@ -338,7 +340,7 @@ async fn a_lease_the_supervisor_found_expired_ends_its_operations_span_in_the_tr
         .unwrap_or_else(|| panic!("the retry: {drone_steps:#?}"));
     assert_ne!(retried["spanId"], expired["spanId"]);
     assert!(calls.iter().any(|c| c["parentSpanId"] == retried["spanId"]));
-    local.stop();
+    system.local.stop();
 }
 
 #[tokio::test]
@@ -427,23 +429,13 @@ async fn a_refused_tasks_notifications_and_alert_carry_its_trace_and_its_step_is
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_state_machines_pure_states_are_spans_of_their_visits() {
-    let receiver = Receiver::start().await;
-    let data = tempfile::tempdir().expect("a data directory");
-    let local = exporting_to(&receiver, &data);
-    let http = reqwest::Client::new();
+    let system = Exporting::start().await;
     for (id, input) in [("greeted", json!({"name": "Ada"})), ("nameless", json!({}))] {
-        let task: Value = http
-            .put(format!("http://{}/tasks/{id}?wait=20s", local.api))
-            .json(&json!({"workflow": "greet", "input": input}))
-            .send()
-            .await
-            .expect("the API answers")
-            .json()
-            .await
-            .expect("a task");
+        let greet = json!({"workflow": "greet", "input": input});
+        let task = system.run(id, &greet, &[]).await;
         assert!(task["status"].is_string(), "{task:#}");
     }
-    let spans = receiver
+    let spans = (system.receiver)
         .spans_when(|spans| named(spans, "task").len() == 2)
         .await;
     let of = |id: &str| -> Vec<Value> {
@@ -474,5 +466,5 @@ async fn a_state_machines_pure_states_are_spans_of_their_visits() {
     assert_eq!(attribute(failed, "sas.state.type"), Some(&json!("Fail")));
     assert_eq!(failed["status"]["code"], 2, "an error's status: {failed:#}");
     assert!(named(&nameless, "state Greet").is_empty());
-    local.stop();
+    system.local.stop();
 }
