@@ -256,6 +256,7 @@ impl Embedded {
         add_message_traces(&connection)?;
         flag_leases(&connection)?;
         add_registration_details(&connection)?;
+        history::gather_history(&connection)?;
         let checkpointer = connect(path)?;
         checkpointer
             .execute_batch(&format!(

@@ -49,10 +49,12 @@ CREATE TABLE IF NOT EXISTS gates (
 CREATE TABLE IF NOT EXISTS gate_lines (
     gate TEXT NOT NULL, position INTEGER NOT NULL, call TEXT NOT NULL, waiter TEXT NOT NULL,
     PRIMARY KEY (gate, position, call));
--- The histories of state machines' executions, an event a row (`history`).
-CREATE TABLE IF NOT EXISTS history (
-    task_id TEXT NOT NULL, event_id INTEGER NOT NULL, event BLOB NOT NULL,
-    PRIMARY KEY (task_id, event_id)) WITHOUT ROWID;
+-- The histories of state machines' executions, a row a task's write that added
+-- events, appended (`history`).
+CREATE TABLE IF NOT EXISTS history_writes (
+    seq INTEGER PRIMARY KEY, task_id TEXT NOT NULL, last_event INTEGER NOT NULL,
+    events BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS history_writes_of ON history_writes(task_id, last_event);
 -- The visits of Tasks on activities that no worker has taken (`activities`).
 CREATE TABLE IF NOT EXISTS activity_offers (
     task_id TEXT PRIMARY KEY, activity TEXT NOT NULL, since INTEGER NOT NULL);

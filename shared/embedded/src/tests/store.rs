@@ -386,3 +386,59 @@ async fn attribute_rows_follow_a_changed_value() {
     assert_eq!((found("c-1").await, found("c-2").await), (0, 1));
     assert_eq!(rows(), 1, "the old value's row replaced");
 }
+
+#[tokio::test]
+async fn an_earlier_versions_history_of_a_row_an_event_reads_as_before() {
+    use sas_core::ports::{ExecutionHistory, HistoryPage};
+    use sas_domain::machine::history::HistoryEvent;
+
+    let (dir, _) = fresh();
+    let event = |id: u64| HistoryEvent {
+        id,
+        at: Timestamp(1_000),
+        event: serde_json::json!({"type": "PassStateEntered", "id": id}),
+    };
+    let connection = rusqlite::Connection::open(dir.path().join("sas.db")).expect("connection");
+    connection
+        .execute_batch(
+            "CREATE TABLE history (
+                 task_id TEXT NOT NULL, event_id INTEGER NOT NULL, event BLOB NOT NULL,
+                 PRIMARY KEY (task_id, event_id)) WITHOUT ROWID;",
+        )
+        .expect("an earlier version's table");
+    for id in 1..=5 {
+        let stored = crate::schema::Compressed::json(&event(id)).expect("encoded");
+        execute(
+            &connection,
+            "INSERT INTO history (task_id, event_id, event) VALUES ('old', ?1, ?2)",
+            params![i64::try_from(id).expect("small"), stored],
+        )
+        .expect("an event's row");
+    }
+    drop(connection);
+    let store = open(&dir, Arc::new(ManualClock::new(Timestamp(3_000))));
+    let id = TaskId::parse("old").expect("id");
+    let read = |after, reverse| {
+        let store = &store;
+        let id = &id;
+        async move {
+            let page = HistoryPage {
+                after,
+                limit: 2,
+                reverse,
+            };
+            let events = store.history(id, page).await.expect("a page");
+            events.iter().map(|e| e.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(read(None, false).await, [1, 2]);
+    assert_eq!(read(Some(2), false).await, [3, 4]);
+    assert_eq!(read(None, true).await, [5, 4]);
+    assert_eq!(read(Some(4), true).await, [3, 2]);
+    let tables = "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'history'";
+    assert_eq!(
+        committed_count(&dir, tables),
+        0,
+        "the earlier table is gone"
+    );
+}
