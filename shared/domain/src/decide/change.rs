@@ -1,6 +1,7 @@
 //! A task being changed: the copy to write, the effects it gathers, and the moves
 //! every decision shares (its state, its history, its lease, its end).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::flow::CallRef;
@@ -37,7 +38,7 @@ impl Change {
         task.updated_at = now;
         // The history events of this decision only: those before are written.
         if let Some(run) = task.machine.as_mut() {
-            run.new_events.clear();
+            run.new_events = Arc::default();
         }
         Self {
             held: held_slots(&task),

@@ -8,6 +8,8 @@
 //! are their child tasks' own: the parent's history counts them (its ids skip them)
 //! and shows the state's start and end.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -336,7 +338,7 @@ impl Change {
     /// Writes `event` in the execution's history as its event `id`, now.
     pub(super) fn write_event(&mut self, id: u64, event: Value) {
         let at = self.now;
-        (self.run_mut().new_events).push(HistoryEvent { id, at, event });
+        Arc::make_mut(&mut self.run_mut().new_events).push(HistoryEvent { id, at, event });
     }
 
     /// Whether this write keeps as many history events as a write may: the states

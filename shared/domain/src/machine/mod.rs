@@ -287,9 +287,10 @@ pub struct MachineRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<Box<StoppedAt>>,
     /// The history events the decision being written made: the store writes them
-    /// beside the task, in the same write; never part of the record.
+    /// beside the task, in the same write; never part of the record. Shared, so that
+    /// a copy of the task (each decision begins with one) does not copy them.
     #[serde(skip)]
-    pub new_events: Vec<history::HistoryEvent>,
+    pub new_events: Arc<Vec<history::HistoryEvent>>,
 }
 
 /// What a visit waits for.

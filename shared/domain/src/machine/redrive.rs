@@ -111,7 +111,7 @@ fn entering(
             deadline: timeout.map(|seconds| now.plus(Duration::from_secs(seconds))),
             ..MachineRun::default()
         };
-        run.new_events.push(HistoryEvent {
+        Arc::make_mut(&mut run.new_events).push(HistoryEvent {
             id,
             at: now,
             event: history::execution_redriven(redriven),

@@ -640,7 +640,7 @@ fn an_error_and_a_cause_past_step_functions_lengths_are_cut_to_them() {
     assert!(cause.len() <= 32_768, "{}", cause.len());
     assert!(cause.ends_with("[cut]"), "marked as cut");
     assert!(task.error.as_ref().is_some_and(|e| e.len() <= 256));
-    for event in &run(&task).new_events {
+    for event in run(&task).new_events.iter() {
         let kind = event.event["type"].clone();
         assert!(event.size() < 40_000, "{} bytes: {kind}", event.size());
     }
