@@ -112,7 +112,7 @@ impl PayloadRef {
     /// The reference the JSON `text` is, if it is one.
     #[must_use]
     pub fn in_text(text: &str) -> Option<Self> {
-        if !text.trim_start().starts_with('{') || text.len() > 256 {
+        if text.len() > 256 || !text.trim_start().starts_with('{') || !text.contains(MARK) {
             return None;
         }
         Self::in_value(&serde_json::from_str(text).ok()?)
