@@ -131,27 +131,17 @@ impl ExecutionHistory for Embedded {
             if page.reverse {
                 let before = page.after.unwrap_or(u64::MAX);
                 let at = (id.as_str(), i64::try_from(before).unwrap_or(i64::MAX));
-                // The row that holds the event before `before` may hold it too.
-                read_into(
-                    c,
+                // The first row at or after `before` may hold events before it too;
+                // then the rows before it, latest first.
+                for rows in [
                     "SELECT events FROM history_writes WHERE task_id = ?1 AND last_event >= ?2
                          ORDER BY last_event LIMIT 1",
-                    at,
-                    true,
-                    |event| event < before,
-                    &mut events,
-                    limit,
-                )?;
-                read_into(
-                    c,
                     "SELECT events FROM history_writes WHERE task_id = ?1 AND last_event < ?2
                          ORDER BY last_event DESC",
-                    at,
-                    true,
-                    |event| event < before,
-                    &mut events,
-                    limit,
-                )?;
+                ] {
+                    let keep = |event| event < before;
+                    read_into(c, rows, at, true, keep, &mut events, limit)?;
+                }
             } else {
                 let after = page.after.unwrap_or(0);
                 read_into(
