@@ -442,3 +442,37 @@ async fn an_earlier_versions_history_of_a_row_an_event_reads_as_before() {
         "the earlier table is gone"
     );
 }
+
+#[tokio::test]
+async fn a_writes_history_written_again_is_kept_once() {
+    use sas_core::ports::{ExecutionHistory, HistoryPage};
+    use sas_domain::workflow::Workflow;
+
+    let (dir, store) = fresh();
+    let machine = r#"{"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}}"#;
+    let workflow = Workflow::parse("pass.asl.json", machine).expect("a machine");
+    let id = TaskId::parse("again").expect("id");
+    let submission = sas_domain::submission::Submission::new(id.clone(), serde_json::json!({}));
+    let (task, order, _) = sas_domain::decide::submit(&workflow, submission, Timestamp(0));
+    store.create(&task, &order).await.expect("created");
+    let decision = sas_domain::decide::on_run(&task, &workflow, &order, "s1", Timestamp(1));
+    let task = decision.next.expect("run");
+    store.update(&task).await.expect("written");
+    let all = HistoryPage {
+        after: None,
+        limit: 100,
+        reverse: false,
+    };
+    let first: Vec<u64> = (store.history(&id, all).await.expect("read").iter())
+        .map(|event| event.id)
+        .collect();
+    assert!(first.len() > 1, "the run wrote its events: {first:?}");
+    // The write's transaction tried again: its events' row written a second time.
+    let connection = rusqlite::Connection::open(dir.path().join("sas.db")).expect("connection");
+    let rows = crate::history::EventRows::of(&task).expect("encoded");
+    rows.write(&connection, id.as_str()).expect("written again");
+    let again: Vec<u64> = (store.history(&id, all).await.expect("read").iter())
+        .map(|event| event.id)
+        .collect();
+    assert_eq!(again, first, "each event once");
+}
