@@ -1,23 +1,23 @@
-//! `bench asl`: the drone delivery written in the project's language and in the Amazon
-//! States Language, in turn, round after round, at 64 clients and at 1, both calling
-//! the remote service apart (the workflow its HTTP API, the state machine Lambda's
-//! `Invoke` API, which it plays): every line, then the medians and the state
-//! machine's ratios to the workflow.
+//! `bench asl`: the drone delivery written in the project's language and twice in the
+//! Amazon States Language, in turn, round after round, at 64 clients and at 1, all
+//! calling the remote service apart (the workflow and the first state machine its HTTP
+//! API, the second Lambda's `Invoke` API, which it plays): every line, then the
+//! medians and each state machine's ratios to the workflow.
 
 use sas_tools::Ingestion;
 
 use super::Rounds;
 use super::compare::settle;
 use super::run::{Load, Measured, Mode, measure};
-use super::server::{DRONE, DRONE_ASL, Durability, STEPS, Services};
+use super::server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, STEPS, Services};
 use super::stats::{median, number_in};
 
 pub(super) async fn asl(rounds: Rounds) -> anyhow::Result<()> {
-    const WORKFLOWS: [&str; 2] = [DRONE, DRONE_ASL];
+    const WORKFLOWS: [&str; 3] = [DRONE, DRONE_ASL_HTTP, DRONE_ASL];
     let loads = rounds.loads(Services::Apart, Mode::Attach);
     let Rounds { rounds, .. } = rounds;
     println!("{}", sas_tools::provenance());
-    let mut results: Vec<[Vec<Measured>; 2]> = loads.iter().map(|_| Default::default()).collect();
+    let mut results: Vec<[Vec<Measured>; 3]> = loads.iter().map(|_| Default::default()).collect();
     for round in 1..=rounds {
         for (shape, &load) in loads.iter().enumerate() {
             for (index, workflow) in WORKFLOWS.into_iter().enumerate() {
@@ -57,14 +57,16 @@ pub(super) async fn asl(rounds: Rounds) -> anyhow::Result<()> {
                 load.concurrency
             );
         }
-        let [native, machine] = [figures[0], figures[1]];
-        println!(
-            "concurrency={} asl_over_native: tasks_per_s={:.3} p50={:.3} cpu_per_task={:.3}",
-            load.concurrency,
-            machine[0] / native[0],
-            machine[1] / native[1],
-            machine[3] / native[3],
-        );
+        let native = figures[0];
+        for (workflow, machine) in WORKFLOWS.iter().zip(&figures).skip(1) {
+            println!(
+                "concurrency={} workflow={workflow} over_native: tasks_per_s={:.3} p50={:.3} cpu_per_task={:.3}",
+                load.concurrency,
+                machine[0] / native[0],
+                machine[1] / native[1],
+                machine[3] / native[3],
+            );
+        }
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
-//!     [--parallel | --asl] [--service-latency-ms 0] [--services builtin|apart]
+//!     [--parallel | --asl | --asl-http] [--service-latency-ms 0] [--services builtin|apart]
 //!     [--ingestion direct|buffered] [--mode attach|call] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s; with --mode call, in the submission
@@ -48,11 +48,12 @@
 //!     in process on the embedded backend: found, the index entries examined, the
 //!     search's time and its slowest page's
 //! asl [--rounds 3] [--tasks 3000] [--tasks-at-one 500]
-//!     the drone delivery in the project's language and in the Amazon States Language
-//!     (`tests/tools/workflows/drone-delivery-asl.asl.json`, five Lambda Tasks that the
-//!     remote service apart plays), in turn, at concurrency 64 and at 1, ROUNDS times:
-//!     every line, then the medians (tasks and states a second, p50/p99, the server's
-//!     CPU a task) and the state machine's ratios to the workflow
+//!     the drone delivery in the project's language and twice in the Amazon States
+//!     Language (`tests/tools/workflows/drone-delivery-asl-http.asl.json`, five HTTP
+//!     Tasks at the workflow's services; `drone-delivery-asl.asl.json`, five Lambda
+//!     Tasks that the remote service apart plays), in turn, at concurrency 64 and at 1,
+//!     ROUNDS times: every line, then the medians (tasks and states a second, p50/p99,
+//!     the server's CPU a task) and each state machine's ratios to the workflow
 //! map [--parcels 1000] [--by-id] [--durability full|process]
 //!     one parcel order, each parcel shipped by a child task (twenty at a time): the
 //!     time from its submission to Processed, children a second, the server's peak
@@ -90,7 +91,7 @@ use limits::limits;
 use map::map;
 use run::{Load, Mode, measure};
 use search::search;
-use server::{DRONE, DRONE_ASL, Durability, Services, remote};
+use server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, Services, remote};
 use sweep::{SweptStore, sweep};
 
 /// Benchmarks the local system (`sas-local`, built by cargo if need be) through its
@@ -130,6 +131,10 @@ enum Benchmark {
         /// (`drone-delivery-asl`, with `--services apart`).
         #[arg(long, conflicts_with = "parallel")]
         asl: bool,
+        /// Runs the drone delivery written in the Amazon States Language with HTTP
+        /// Tasks (`drone-delivery-asl-http`, with `--services apart`).
+        #[arg(long, conflicts_with_all = ["parallel", "asl"])]
+        asl_http: bool,
         /// Milliseconds added to every call of every mock service (a remote service's
         /// own time, which parallel steps overlap).
         #[arg(long, default_value_t = 0)]
@@ -331,6 +336,7 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             ingestion,
             parallel,
             asl,
+            asl_http,
             service_latency_ms,
             services,
             mode,
@@ -340,9 +346,10 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
                 tasks,
                 concurrency,
                 warmup,
-                workflow: match (parallel, asl) {
-                    (true, _) => "drone-delivery-parallel",
-                    (_, true) => DRONE_ASL,
+                workflow: match (parallel, asl, asl_http) {
+                    (true, ..) => "drone-delivery-parallel",
+                    (_, true, _) => DRONE_ASL,
+                    (.., true) => DRONE_ASL_HTTP,
                     _ => DRONE,
                 },
                 service_latency_ms,

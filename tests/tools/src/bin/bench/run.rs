@@ -11,7 +11,8 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use super::server::{
-    AGENTS, DRONE_ASL, Durability, RemoteService, STEPS, Server, Services, delivery, tool_workflows,
+    AGENTS, DRONE_ASL, DRONE_ASL_HTTP, Durability, RemoteService, STEPS, Server, Services,
+    delivery_at, tool_workflows,
 };
 use super::stats::{number_in, quantile};
 
@@ -35,11 +36,19 @@ impl Mode {
     }
 }
 
+/// Where a run's clients send: the server's API, and the remote services' base URL
+/// (empty with the services built in).
+#[derive(Clone)]
+struct Targets {
+    api: String,
+    services_at: String,
+}
+
 /// One task: submit, then wait for it to finish, in one request or two. Returns
 /// (the submission's answer, end to end), or None.
 async fn one_task(
     http: &reqwest::Client,
-    api: &str,
+    Targets { api, services_at }: &Targets,
     load: Load,
     id: &str,
     i: usize,
@@ -57,7 +66,7 @@ async fn one_task(
     };
     let answer = http
         .put(format!("{api}/tasks/{id}{wait}"))
-        .json(&delivery(load.workflow, i))
+        .json(&delivery_at(load.workflow, i, services_at))
         .send()
         .await
         .ok()?;
@@ -87,7 +96,7 @@ async fn one_task(
 
 /// Runs `tasks` tasks through `load`'s clients.
 async fn closed_loop(
-    api: &str,
+    targets: &Targets,
     load: Load,
     prefix: &str,
     tasks: usize,
@@ -105,11 +114,11 @@ async fn closed_loop(
     )));
     let clients: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (http, next, samples, api, prefix) = (
+            let (http, next, samples, targets, prefix) = (
                 http.clone(),
                 Arc::clone(&next),
                 Arc::clone(&samples),
-                api.to_owned(),
+                targets.clone(),
                 prefix.to_owned(),
             );
             tokio::spawn(async move {
@@ -118,7 +127,8 @@ async fn closed_loop(
                     if i >= tasks {
                         return;
                     }
-                    let outcome = one_task(&http, &api, load, &format!("{prefix}-{i}"), i).await;
+                    let outcome =
+                        one_task(&http, &targets, load, &format!("{prefix}-{i}"), i).await;
                     let mut samples = samples.lock().await;
                     match outcome {
                         Some((ack, total)) => {
@@ -203,8 +213,8 @@ pub(super) async fn measure(
         "--service-latency-ms is the mock services' (--services builtin)"
     );
     anyhow::ensure!(
-        workflow != DRONE_ASL || services == Services::Apart,
-        "the state machine's Lambda functions are played by the service apart (--services apart)"
+        ![DRONE_ASL, DRONE_ASL_HTTP].contains(&workflow) || services == Services::Apart,
+        "the state machine's functions and APIs are played by the service apart (--services apart)"
     );
     let remote = match services {
         Services::Apart => Some(RemoteService::start()?),
@@ -229,10 +239,16 @@ pub(super) async fn measure(
                 .error_for_status()?;
         }
     }
-    closed_loop(&server.api, load, "warmup", warmup).await;
+    let targets = Targets {
+        api: server.api.clone(),
+        services_at: remote
+            .as_ref()
+            .map_or_else(String::new, |remote| remote.url.clone()),
+    };
+    closed_loop(&targets, load, "warmup", warmup).await;
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
-    let (acks, totals, errors) = closed_loop(&server.api, load, "task", tasks).await;
+    let (acks, totals, errors) = closed_loop(&targets, load, "task", tasks).await;
     let wall = started.elapsed().as_secs_f64();
     let cpu = server.cpu_seconds() - cpu_before;
     #[allow(clippy::cast_precision_loss)]

@@ -246,6 +246,13 @@ pub(super) const DRONE: &str = "drone-delivery";
 /// functions, which the remote service apart plays.
 pub(super) const DRONE_ASL: &str = "drone-delivery-asl";
 
+/// The drone delivery in the Amazon States Language with its five calls HTTP Tasks
+/// (`tests/tools/workflows/drone-delivery-asl-http.asl.json`, `http:invoke`) at the
+/// paths the workflow's steps call, under the base URL its input names
+/// (`services_at`): the transport the workflow's steps use, so that what differs
+/// from the workflow is the language alone.
+pub(super) const DRONE_ASL_HTTP: &str = "drone-delivery-asl-http";
+
 /// The benchmarks' own workflows, beside the built-in ones.
 pub(super) fn tool_workflows() -> std::path::PathBuf {
     sas_tests::aws::repository().join("tests/tools/workflows")
@@ -256,4 +263,14 @@ pub(super) fn delivery(workflow: &str, i: usize) -> Value {
         "workflow": workflow,
         "input": {"customer_id": format!("c-{i}"), "pickup": "Sydney", "dropoff": "Bondi", "weight_kg": 1.2},
     })
+}
+
+/// A delivery of `workflow` as a client of the run submits it: the services' base URL
+/// in its input where the workflow reads it there ([`DRONE_ASL_HTTP`]).
+pub(super) fn delivery_at(workflow: &str, i: usize, services_at: &str) -> Value {
+    let mut body = delivery(workflow, i);
+    if workflow == DRONE_ASL_HTTP {
+        body["input"]["services_at"] = json!(services_at);
+    }
+    body
 }
