@@ -129,7 +129,7 @@ impl Change {
             let writing = s3_call == Some(WRITE_RESULTS);
             let (Some(index), false) = (index, run.to_enter) else {
                 // The state the last write stopped before.
-                self.enter(workflow, machine, order, state, (*input).clone());
+                self.enter(workflow, machine, order, state, (*input).clone(), None);
                 continue;
             };
             let step = &self.task.steps[index];
@@ -322,8 +322,9 @@ impl Change {
         reads.then(|| self.execution_input(order))
     }
 
-    /// Enters `name`'s state with `input`, and every state after it that waits for
-    /// nothing, until one waits (its visit's step made ready) or the execution ends.
+    /// Enters `name`'s state with `input` (and its text, where the state before showed
+    /// it as its output), and every state after it that waits for nothing, until one
+    /// waits (its visit's step made ready) or the execution ends.
     fn enter(
         &mut self,
         workflow: &Workflow,
@@ -331,9 +332,11 @@ impl Change {
         order: &Order,
         state: &State,
         input: Value,
+        input_text: Option<(String, bool)>,
     ) {
         let mut state = state;
         let mut input = input;
+        let mut input_text = input_text;
         for passed in 0..TRANSITIONS_A_WRITE {
             if passed > 0 && self.history_is_full() {
                 break;
@@ -356,7 +359,8 @@ impl Change {
                 run.work = None;
                 run.entered_event
             };
-            self.write_event(entered, history::state_entered(state, &input));
+            let text = input_text.take().unwrap_or_else(|| history::text(&input));
+            self.write_event(entered, history::state_entered(state, text));
             let context = self.context(order, state);
             let variables = self.run_mut().variables.clone();
             let visit = Visit {
@@ -435,10 +439,11 @@ impl Change {
                 }
             };
             match self.go(state, left) {
-                Some((next, output)) => match machine.state(&next) {
+                Some((next, output, text)) => match machine.state(&next) {
                     Some(next) => {
                         state = next;
                         input = output;
+                        input_text = Some(text);
                     }
                     None => {
                         return self
@@ -523,9 +528,9 @@ impl Change {
                 Recovery::Raise(failure) => return self.fail_execution(failure),
             },
         };
-        if let Some((next, output)) = self.go(state, left) {
+        if let Some((next, output, text)) = self.go(state, left) {
             match machine.state(&next) {
-                Some(next) => self.enter(workflow, machine, order, next, output),
+                Some(next) => self.enter(workflow, machine, order, next, output, Some(text)),
                 None => self.fail_execution(Failure::runtime(format!("no state named '{next}'"))),
             }
         }
@@ -600,16 +605,18 @@ impl Change {
         Ok(())
     }
 
-    /// The state is left: its variables set, and where it goes (`None` where the
+    /// The state is left: its variables set, and where it goes with its output and
+    /// the output's text, which the next state's entry shows again (`None` where the
     /// execution ended with its output).
-    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value)> {
+    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value, (String, bool))> {
         let run = self.run_mut();
         run.variables.extend(left.assigned);
         run.events += 1;
         let exited = run.events;
-        self.write_event(exited, history::state_exited(state, &left.output));
+        let text = history::text(&left.output);
+        self.write_event(exited, history::state_exited(state, text.clone()));
         match left.next {
-            Some(next) => Some((next, left.output)),
+            Some(next) => Some((next, left.output, text)),
             None => {
                 self.end(Status::Succeeded, Some(left.output), None, None);
                 None

@@ -45,13 +45,15 @@ impl HistoryEvent {
     /// Its bytes, as a write keeps them (about).
     #[must_use]
     pub fn size(&self) -> usize {
-        self.event.to_string().len() + 32
+        crate::to_json(&self.event).len() + 32
     }
 }
 
-/// A value as an event keeps it: its JSON text, cut at the limit.
-fn text(value: &Value) -> (String, bool) {
-    let mut text = value.to_string();
+/// A value as an event keeps it: its JSON text, cut at the limit (`true` where cut).
+/// Written straight to bytes: `Value`'s `Display` goes through the formatter a piece
+/// at a time, at about twice the instructions.
+pub(crate) fn text(value: &Value) -> (String, bool) {
+    let mut text = crate::to_json(value);
     let truncated = text.len() > DETAIL_LIMIT;
     if truncated {
         let mut end = DETAIL_LIMIT;
@@ -64,9 +66,17 @@ fn text(value: &Value) -> (String, bool) {
 }
 
 /// Details with `field` (`input`, `output`) holding `value` and its `…Details`.
-fn with_payload(mut details: Map<String, Value>, field: &str, value: &Value) -> Value {
-    let (text, truncated) = text(value);
-    details.insert(field.to_owned(), json!(text));
+fn with_payload(details: Map<String, Value>, field: &str, value: &Value) -> Value {
+    with_text(details, field, text(value))
+}
+
+/// Details with `field` holding a value's text as [`text`] gave it.
+fn with_text(
+    mut details: Map<String, Value>,
+    field: &str,
+    (text, truncated): (String, bool),
+) -> Value {
+    details.insert(field.to_owned(), Value::String(text));
     details.insert(format!("{field}Details"), json!({"truncated": truncated}));
     Value::Object(details)
 }
@@ -96,13 +106,13 @@ pub(crate) fn execution_redriven(redrive_count: u64) -> Value {
     )
 }
 
-/// `{Type}StateEntered`, with the state's input.
-pub(crate) fn state_entered(state: &State, input: &Value) -> Value {
+/// `{Type}StateEntered`, with the state's input's [`text`].
+pub(crate) fn state_entered(state: &State, input: (String, bool)) -> Value {
     let details = Map::from_iter([("name".to_owned(), json!(state.name))]);
     event(
         &format!("{}StateEntered", state.kind.type_name()),
         "stateEnteredEventDetails",
-        with_payload(details, "input", input),
+        with_text(details, "input", input),
     )
 }
 
@@ -120,13 +130,13 @@ pub fn entered_with(event: &Value, state: &str) -> Option<Option<Value>> {
     Some(input.and_then(|text| serde_json::from_str(text).ok()))
 }
 
-/// `{Type}StateExited`, with the state's output.
-pub(crate) fn state_exited(state: &State, output: &Value) -> Value {
+/// `{Type}StateExited`, with the state's output's [`text`].
+pub(crate) fn state_exited(state: &State, output: (String, bool)) -> Value {
     let details = Map::from_iter([("name".to_owned(), json!(state.name))]);
     event(
         &format!("{}StateExited", state.kind.type_name()),
         "stateExitedEventDetails",
-        with_payload(details, "output", output),
+        with_text(details, "output", output),
     )
 }
 
