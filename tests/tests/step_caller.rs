@@ -121,6 +121,7 @@ async fn run(
         payload: Payload::of(&json!({})).expect("JSON"),
         sealed_task: Some("opaque to the agent".into()),
         task_created_at: Some(START),
+        parts_apart: false,
     };
     let verdict = caller
         .on_request(

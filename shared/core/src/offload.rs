@@ -5,7 +5,11 @@
 //!
 //! [`OffloadingQueues`] does the same for messages: a body over what SQS takes is
 //! stored apart and the message carries its reference, which the receivers read
-//! back ([`message_body`]).
+//! back ([`message_body`]). An agent's request carries its payload's large parts as
+//! references to values of its task's scope instead ([`sas_domain::payload::by_reference`]):
+//! the task's input and its steps' outputs, which its record names already, are not
+//! stored again for each request that carries them; the agent reads them back
+//! ([`put_parts_back`]).
 //!
 //! A record's values are in its task's scope, deleted with the task; a message's in
 //! the messages' ([`ValueScope`]).
@@ -16,7 +20,7 @@
 //! again the input and outputs it did not change.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -24,6 +28,7 @@ use serde_json::Value;
 
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_MESSAGE_BODY;
+use sas_domain::messages::{AgentRequest, Payload};
 use sas_domain::payload::{self, PayloadRef, Slot, ValueScope};
 use sas_domain::task::{Order, Task};
 
@@ -34,6 +39,13 @@ use crate::ports::{
 
 /// The most bytes of values kept in memory.
 const KEPT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The most values remembered as stored in their scope.
+const KNOWN_STORED: usize = 100_000;
+
+/// The most rounds of parts put back into a request's payload: a part taken whole
+/// names the parts taken before it, a level of the payload a round.
+const PART_ROUNDS: usize = 64;
 
 /// Stores `text` apart, and gives its reference.
 ///
@@ -95,17 +107,111 @@ pub async fn message_body<'a>(
 }
 
 /// Queues whose messages over what SQS takes ([`MAX_MESSAGE_BODY`]) are stored apart,
-/// each sent as its reference.
+/// each sent as its reference; an agent's request, as its payload's large parts'
+/// references where that makes it fit.
 pub struct OffloadingQueues {
     inner: Arc<dyn Queues>,
     payloads: Arc<dyn Payloads>,
+    kept: Arc<Mutex<Kept>>,
 }
 
 impl OffloadingQueues {
     /// `inner`, with large bodies stored in `payloads`.
     pub fn new(inner: Arc<dyn Queues>, payloads: Arc<dyn Payloads>) -> Self {
-        Self { inner, payloads }
+        Self {
+            inner,
+            payloads,
+            kept: Arc::default(),
+        }
     }
+
+    /// `body`, an agent's request, with its payload's large parts carried as
+    /// references to values of its task's scope, those not stored yet stored there;
+    /// `None` where it is no request, or one carried whole: its task's creation
+    /// unknown, its payload holding what could be taken for a reference, or none of
+    /// its parts a value its task keeps already (a state machine's request body, the
+    /// JSON text of its values).
+    async fn request_by_reference(&self, body: &str) -> Option<Result<String, PayloadError>> {
+        let mut request: AgentRequest = serde_json::from_str(body).ok()?;
+        let created = request.task_created_at?;
+        let mut value: Value = serde_json::from_str(request.payload.as_str()).ok()?;
+        if payload::holds_a_lookalike(&value) {
+            return None;
+        }
+        let scope = ValueScope::Task {
+            id: request.task_id.clone(),
+            created,
+        };
+        let to_store = {
+            let kept = lock(&self.kept);
+            let sizes = kept.sizes_in(&scope);
+            let values = payload::KeptValues {
+                sizes: &sizes,
+                holds: &|reference| kept.is_stored(&scope, reference),
+            };
+            payload::by_reference(&mut value, &values)?
+        };
+        for (reference, json) in to_store {
+            let stored = store_apart(&*self.payloads, &scope, json.into_bytes()).await;
+            if let Err(error) = stored {
+                return Some(Err(error));
+            }
+            lock(&self.kept).stored(&scope, &reference);
+        }
+        request.payload = match Payload::of(&value) {
+            Ok(payload) => payload,
+            Err(error) => return Some(Err(PayloadError(error.into()))),
+        };
+        request.parts_apart = true;
+        Some(Ok(sas_domain::to_json(&request)))
+    }
+}
+
+/// `request`'s payload with the parts it carries by reference read back from its
+/// task's scope ([`OffloadingQueues`]), each checked against its hash.
+///
+/// # Errors
+/// [`PayloadError`] when a part cannot be read, or the request names parts without
+/// its task's creation.
+pub async fn put_parts_back(
+    payloads: &dyn Payloads,
+    request: &mut AgentRequest,
+) -> Result<(), PayloadError> {
+    if !request.parts_apart {
+        return Ok(());
+    }
+    let created = request.task_created_at.ok_or_else(|| {
+        PayloadError("a request carrying parts apart without its task's creation".into())
+    })?;
+    let scope = ValueScope::Task {
+        id: request.task_id.clone(),
+        created,
+    };
+    let mut value: Value = serde_json::from_str(request.payload.as_str())
+        .map_err(|error| PayloadError(error.into()))?;
+    for _ in 0..PART_ROUNDS {
+        let references = payload::references_in(&value);
+        if references.is_empty() {
+            request.payload = Payload::of(&value).map_err(|error| PayloadError(error.into()))?;
+            request.parts_apart = false;
+            return Ok(());
+        }
+        let mut parts = HashMap::with_capacity(references.len());
+        for reference in references {
+            let text = fetch(payloads, &scope, &reference).await?;
+            let part: Value =
+                serde_json::from_slice(&text).map_err(|error| PayloadError(error.into()))?;
+            parts.insert(reference.sha256, part);
+        }
+        payload::put_parts_back(&mut value, &parts);
+    }
+    Err(PayloadError(
+        "a request's parts nested deeper than any written".into(),
+    ))
+}
+
+fn lock(kept: &Mutex<Kept>) -> std::sync::MutexGuard<'_, Kept> {
+    kept.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[async_trait]
@@ -124,7 +230,18 @@ impl Queues for OffloadingQueues {
                 sent.push(message.clone());
                 continue;
             }
-            let body = message.body.clone().into_bytes();
+            let body = match self.request_by_reference(&message.body).await {
+                Some(Ok(body)) if body.len() <= MAX_MESSAGE_BODY => {
+                    sent.push(OutgoingMessage {
+                        body,
+                        ..message.clone()
+                    });
+                    continue;
+                }
+                Some(Ok(body)) => body.into_bytes(),
+                Some(Err(error)) => return Err(QueueError::new(queue, error)),
+                None => message.body.clone().into_bytes(),
+            };
             let reference = store_apart(&*self.payloads, &ValueScope::Message, body)
                 .await
                 .map_err(|error| QueueError::new(queue, error))?;
@@ -142,20 +259,49 @@ impl Queues for OffloadingQueues {
 pub struct Offloading {
     inner: Arc<dyn StateStore>,
     payloads: Arc<dyn Payloads>,
-    kept: Mutex<Kept>,
+    kept: Arc<Mutex<Kept>>,
 }
 
 /// Values read or stored lately, by hash, and which values (by address) they are, in
-/// which scope.
+/// which scope; and which values (by hash) are known stored in which scope.
 #[derive(Default)]
 struct Kept {
     values: HashMap<String, (Arc<Value>, u64)>,
     by_address: HashMap<usize, (PayloadRef, ValueScope)>,
     order: VecDeque<String>,
     bytes: u64,
+    known: HashMap<(ValueScope, String), u64>,
+    known_order: VecDeque<(ValueScope, String)>,
 }
 
 impl Kept {
+    /// Remembers that `scope` holds the value `reference` names.
+    fn stored(&mut self, scope: &ValueScope, reference: &PayloadRef) {
+        let entry = (scope.clone(), reference.sha256.clone());
+        if self.known.insert(entry.clone(), reference.bytes).is_none() {
+            self.known_order.push_back(entry);
+        }
+        while self.known_order.len() > KNOWN_STORED {
+            if let Some(oldest) = self.known_order.pop_front() {
+                self.known.remove(&oldest);
+            }
+        }
+    }
+
+    /// Whether `scope` is known to hold the value `reference` names.
+    fn is_stored(&self, scope: &ValueScope, reference: &PayloadRef) -> bool {
+        self.known
+            .contains_key(&(scope.clone(), reference.sha256.clone()))
+    }
+
+    /// The sizes of the values known stored in `scope`.
+    fn sizes_in(&self, scope: &ValueScope) -> HashSet<u64> {
+        (self.known.iter())
+            .filter(|((kept_in, _), _)| kept_in == scope)
+            .map(|(_, bytes)| *bytes)
+            .collect()
+    }
+
     fn keep(&mut self, scope: &ValueScope, reference: &PayloadRef, value: Arc<Value>) {
         if self.values.contains_key(&reference.sha256) {
             return;
@@ -194,12 +340,22 @@ impl Offloading {
         Self {
             inner,
             payloads,
-            kept: Mutex::new(Kept::default()),
+            kept: Arc::default(),
+        }
+    }
+
+    /// `inner` as [`OffloadingQueues`] that know the values this store keeps, so that
+    /// a request carries those by reference without storing them again.
+    pub fn queues(&self, inner: Arc<dyn Queues>) -> OffloadingQueues {
+        OffloadingQueues {
+            inner,
+            payloads: Arc::clone(&self.payloads),
+            kept: Arc::clone(&self.kept),
         }
     }
 
     fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.kept)
     }
 
     /// `slots` with the values to store apart stored in `scope`, and replaced by
@@ -232,8 +388,10 @@ impl Offloading {
                     let reference = store_apart(&*self.payloads, scope, slot.json().into_bytes())
                         .await
                         .map_err(unavailable)?;
+                    let mut kept = self.kept();
+                    kept.stored(scope, &reference);
                     if let Some(value) = slot.shared() {
-                        self.kept().keep(scope, &reference, value.clone());
+                        kept.keep(scope, &reference, value.clone());
                     }
                     reference
                 }
@@ -249,6 +407,8 @@ impl Offloading {
             let Some(reference) = slot.reference() else {
                 continue;
             };
+            // A record names only what its scope holds.
+            self.kept().stored(scope, &reference);
             let kept = self
                 .kept()
                 .values

@@ -15,6 +15,7 @@
 //! This module is the choice and the marks; storing and reading the text is the
 //! core's (`sas_core::ports::Payloads`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -238,6 +239,127 @@ pub fn to_store_apart(sizes: &[(usize, bool)]) -> Vec<bool> {
     apart
 }
 
+/// Whether any part of `value` could be taken for a reference: a message whose
+/// payload holds one is not carried by reference ([`by_reference`]), so that no
+/// value given is ever read back as a reference.
+#[must_use]
+pub fn holds_a_lookalike(value: &Value) -> bool {
+    match value {
+        Value::Object(fields) => {
+            looks_like_a_reference(value) || fields.values().any(holds_a_lookalike)
+        }
+        Value::Array(items) => items.iter().any(holds_a_lookalike),
+        _ => false,
+    }
+}
+
+/// What a message's value may name of the values kept already: their sizes (a part
+/// of another size is not hashed to look it up), and whether one is kept.
+pub struct KeptValues<'a> {
+    /// The sizes of the values kept.
+    pub sizes: &'a std::collections::HashSet<u64>,
+    /// Whether the value a reference names is kept.
+    pub holds: &'a dyn Fn(&PayloadRef) -> bool,
+}
+
+/// `value`, for a message that carries it, with its parts over [`OFFLOAD_ABOVE`]
+/// replaced by their references: from the whole down, a part `kept` holds already (a
+/// task's input or a step's output, which its record names) is taken whole; another
+/// is looked into first, and taken whole if still too large. Gives the parts taken
+/// that are not kept yet, each with its JSON, to store before the message is sent;
+/// `None` where no part is kept already, and the message is better stored whole.
+pub fn by_reference(value: &mut Value, kept: &KeptValues<'_>) -> Option<Vec<(PayloadRef, String)>> {
+    let mut to_store = Vec::new();
+    let size = crate::limits::json_size(value);
+    (take_parts(value, size, kept, &mut to_store) > 0).then_some(to_store)
+}
+
+/// Takes the parts of `value` (of `size` bytes of JSON); gives how many were kept
+/// already.
+fn take_parts(
+    value: &mut Value,
+    size: usize,
+    kept: &KeptValues<'_>,
+    to_store: &mut Vec<(PayloadRef, String)>,
+) -> usize {
+    if size <= OFFLOAD_ABOVE {
+        return 0;
+    }
+    if kept.sizes.contains(&(size as u64)) {
+        let reference = PayloadRef::of(crate::to_json(value).as_bytes());
+        if (kept.holds)(&reference) {
+            *value = reference.mark();
+            return 1;
+        }
+    }
+    let (mut reused, before) = (0, to_store.len());
+    let mut take = |part: &mut Value| {
+        let size = crate::limits::json_size(part);
+        reused += take_parts(part, size, kept, to_store);
+    };
+    match value {
+        Value::Object(fields) => fields.values_mut().for_each(&mut take),
+        Value::Array(items) => items.iter_mut().for_each(&mut take),
+        _ => {}
+    }
+    let size = if reused > 0 || to_store.len() > before {
+        crate::limits::json_size(value)
+    } else {
+        size
+    };
+    if size > OFFLOAD_ABOVE {
+        let json = crate::to_json(value);
+        let reference = PayloadRef::of(json.as_bytes());
+        *value = reference.mark();
+        to_store.push((reference, json));
+    }
+    reused
+}
+
+/// The references [`by_reference`] left in `value`.
+#[must_use]
+pub fn references_in(value: &Value) -> Vec<PayloadRef> {
+    let mut found = Vec::new();
+    let mut parts = vec![value];
+    while let Some(part) = parts.pop() {
+        if let Some(reference) = PayloadRef::in_value(part) {
+            found.push(reference);
+            continue;
+        }
+        match part {
+            Value::Object(fields) => parts.extend(fields.values()),
+            Value::Array(items) => parts.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// `value` with each reference [`references_in`] finds replaced by the part `parts`
+/// holds under its SHA-256. A part taken whole may itself hold references (to the
+/// parts taken before it): the reader puts parts back until none is left.
+pub fn put_parts_back(value: &mut Value, parts: &HashMap<String, Value>) {
+    if let Some(reference) = PayloadRef::in_value(value) {
+        if let Some(part) = parts.get(&reference.sha256) {
+            *value = part.clone();
+        }
+        return;
+    }
+    match value {
+        Value::Object(fields) => {
+            for part in fields.values_mut() {
+                put_parts_back(part, parts);
+            }
+        }
+        Value::Array(items) => {
+            for part in items {
+                put_parts_back(part, parts);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The slots of a task's record.
 pub fn task_slots(task: &mut Task) -> Vec<Slot<'_>> {
     let mut slots = Vec::new();
@@ -362,5 +484,115 @@ mod tests {
             "stored apart, so never read back as itself"
         );
         assert_eq!(PayloadRef::in_value(&json!({"a": 1})), None);
+    }
+
+    #[test]
+    fn a_message_carries_its_stored_parts_by_reference_and_reads_back_whole() {
+        let big = |c: &str| json!({"blob": c.repeat(OFFLOAD_ABOVE)});
+        let (input, answer) = (big("i"), big("a"));
+        let other = json!("o".repeat(OFFLOAD_ABOVE));
+        let payload =
+            json!({"order": input, "results": {"drone": answer, "more": [other, 1]}, "n": 2});
+        let stored_refs = [&input, &answer].map(|v| PayloadRef::of(crate::to_json(v).as_bytes()));
+        let sizes = stored_refs.iter().map(|r| r.bytes).collect();
+        let kept = KeptValues {
+            sizes: &sizes,
+            holds: &|r| stored_refs.contains(r),
+        };
+        let mut carried = payload.clone();
+        let to_store = by_reference(&mut carried, &kept).expect("parts kept already");
+
+        assert_eq!(
+            carried["order"],
+            stored_refs[0].mark(),
+            "the input, stored already"
+        );
+        assert_eq!(carried["results"]["drone"], stored_refs[1].mark());
+        let stored_now: Vec<Value> = to_store
+            .iter()
+            .map(|(r, json)| {
+                assert_eq!(*r, PayloadRef::of(json.as_bytes()), "named by its hash");
+                serde_json::from_str(json).expect("json")
+            })
+            .collect();
+        assert!(
+            stored_now == [other.clone()],
+            "only the part not kept yet is stored"
+        );
+        assert!(crate::to_json(&carried).len() < 1_000, "{carried}");
+
+        let mut parts: HashMap<String, Value> = HashMap::new();
+        for (reference, value) in stored_refs.iter().zip([&input, &answer]) {
+            parts.insert(reference.sha256.clone(), value.clone());
+        }
+        for (reference, json) in &to_store {
+            parts.insert(
+                reference.sha256.clone(),
+                serde_json::from_str(json).expect("json"),
+            );
+        }
+        assert_eq!(references_in(&carried).len(), 3);
+        put_parts_back(&mut carried, &parts);
+        assert!(references_in(&carried).is_empty());
+        assert!(carried == payload, "read back whole");
+    }
+
+    #[test]
+    fn a_part_too_large_whole_is_taken_with_its_parts_taken_first() {
+        let medium = |n: u32| json!(n.to_string().repeat(OFFLOAD_ABOVE / 3));
+        let outer = json!({"large": "x".repeat(OFFLOAD_ABOVE + 1), "a": medium(1), "b": medium(2),
+            "c": medium(3), "d": medium(4)});
+        let kept_value = json!("k".repeat(OFFLOAD_ABOVE));
+        let kept_ref = PayloadRef::of(crate::to_json(&kept_value).as_bytes());
+        let payload = json!({"outer": outer, "kept": kept_value, "n": 1});
+        let none = std::collections::HashSet::new();
+        let nothing_kept = KeptValues {
+            sizes: &none,
+            holds: &|_| false,
+        };
+        assert!(
+            by_reference(&mut payload.clone(), &nothing_kept).is_none(),
+            "no part kept already: the message is better stored whole"
+        );
+        let sizes = [kept_ref.bytes, 7].into();
+        let kept = KeptValues {
+            sizes: &sizes,
+            holds: &|r| *r == kept_ref,
+        };
+        let mut carried = payload.clone();
+        let mut to_store = by_reference(&mut carried, &kept).expect("a part kept already");
+        assert_eq!(
+            to_store.len(),
+            2,
+            "the large string, then the object holding it"
+        );
+        assert!(
+            to_store[1].1.contains("$payload"),
+            "the object names the string"
+        );
+        to_store.push((kept_ref.clone(), crate::to_json(&kept_value)));
+        let mut parts = HashMap::new();
+        for (reference, json) in &to_store {
+            parts.insert(
+                reference.sha256.clone(),
+                serde_json::from_str(json).expect("json"),
+            );
+        }
+        let mut rounds = 0;
+        while !references_in(&carried).is_empty() {
+            put_parts_back(&mut carried, &parts);
+            rounds += 1;
+        }
+        assert_eq!(rounds, 2);
+        assert!(carried == payload, "read back whole");
+    }
+
+    #[test]
+    fn a_lookalike_anywhere_in_a_value_is_found() {
+        let lookalike = json!({"$payload": {"sha256": "0", "bytes": 1}});
+        assert!(holds_a_lookalike(&json!({"a": [1, {"b": lookalike}]})));
+        assert!(!holds_a_lookalike(
+            &json!({"a": [1, {"b": {"$payload": 1, "c": 2}}]})
+        ));
     }
 }

@@ -53,8 +53,15 @@ async fn an_answer_of_5_mb_is_kept_whole_its_record_and_messages_holding_referen
         delivered.is_some_and(|bytes| bytes > (5 * MB) as u64),
         "the next call carried the answer: {delivered:?}"
     );
-    // In S3: the answer as the agent sent it, as the record keeps it, and the requests
-    // that carried it.
+    // In S3: the answer as the agent sent it, and as the record keeps it. The request
+    // that carried it on names the record's (a part of the task's scope) instead of
+    // storing it again as a message of its own.
+    let messages = objects(&stack, "payloads/messages/").await;
+    assert_eq!(
+        messages.len(),
+        1,
+        "the answer's message alone: {messages:?}"
+    );
     let listed = reqwest::get(format!(
         "{}/{PAYLOAD_BUCKET}?list-type=2&prefix=payloads/",
         stack.moto.endpoint

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
-use crate::offload::{Offloading, OffloadingQueues};
+use crate::offload::Offloading;
 use crate::ports::{
     Alerts, DeadLetters, Metrics, NoMetrics, Payloads, QueueError, Queues, Spans, StateStore,
     StoreError, TaskStore, Wakeups,
@@ -384,8 +384,9 @@ impl App {
     /// ([`crate::offload`]): without it, a value is as large as the store takes.
     #[must_use]
     pub fn with_payloads(mut self, payloads: Arc<dyn Payloads>) -> Self {
-        self.tasks = Arc::new(Offloading::new(self.store.clone(), payloads.clone()));
-        self.queues = Arc::new(OffloadingQueues::new(self.queues.clone(), payloads.clone()));
+        let offloading = Offloading::new(self.store.clone(), payloads.clone());
+        self.queues = Arc::new(offloading.queues(self.queues.clone()));
+        self.tasks = Arc::new(offloading);
         self.payloads = Some(payloads);
         self
     }

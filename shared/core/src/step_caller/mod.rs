@@ -11,7 +11,7 @@ use tracing::{debug, info};
 
 use crate::app::MessageError;
 use crate::clock::Clock;
-use crate::offload::{OffloadingQueues, message_body};
+use crate::offload::{OffloadingQueues, message_body, put_parts_back};
 use crate::ports::{
     Metrics, NoMetrics, OutgoingMessage, PayloadError, Payloads, QueueError, Queues, RemoteCall,
     RemoteError, RemoteRequest, Spans,
@@ -128,16 +128,19 @@ impl StepCaller {
     ///
     /// # Errors
     /// [`CallError::Poison`] for an undecodable message, [`CallError::Queue`] when
-    /// the answer cannot be sent, [`CallError::Unread`] when the request is stored
-    /// apart and cannot be read.
+    /// the answer cannot be sent, [`CallError::Unread`] when the request, or a part
+    /// of its payload, is stored apart and cannot be read.
     pub async fn on_request(
         &self,
         body: &str,
         trace: Option<&TraceContext>,
     ) -> Result<CallVerdict, CallError> {
         let body = message_body(self.payloads.as_deref(), body).await?;
-        let request: AgentRequest =
+        let mut request: AgentRequest =
             serde_json::from_str(&body).map_err(|e| CallError::Poison(e.to_string()))?;
+        if let Some(payloads) = self.payloads.as_deref() {
+            put_parts_back(payloads, &mut request).await?;
+        }
         let traced = trace.filter(|trace| trace.sampled && self.spans.is_some());
         let started = self.clock.now();
         let mut spans = traced.map(|trace| CallSpans::new(trace.clone(), self.span_id(), started));

@@ -103,6 +103,11 @@ pub struct AgentRequest {
     /// only this tells their answers apart. Absent from requests of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_created_at: Option<Timestamp>,
+    /// Whether the payload's parts too large for a message are references to values
+    /// kept in its task's scope ([`crate::payload::by_reference`]), which the agent
+    /// reads back before the call. Absent where the payload is whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parts_apart: bool,
 }
 
 /// A request's body, kept as the JSON text it was written as: carried to the

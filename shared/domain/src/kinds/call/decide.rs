@@ -160,6 +160,7 @@ impl Change {
             payload,
             sealed_task: None,
             task_created_at: Some(task.created_at),
+            parts_apart: false,
         }));
         self.log(Happened::Sent {
             step: index,
