@@ -108,30 +108,33 @@ pub async fn message_body<'a>(
 
 /// Queues whose messages over what SQS takes ([`MAX_MESSAGE_BODY`]) are stored apart,
 /// each sent as its reference; an agent's request, as its payload's large parts'
-/// references where that makes it fit.
+/// references where that makes it fit, when the queues know what the tasks' scopes
+/// hold ([`Offloading::queues`]).
 pub struct OffloadingQueues {
     inner: Arc<dyn Queues>,
     payloads: Arc<dyn Payloads>,
-    kept: Arc<Mutex<Kept>>,
+    kept: Option<Arc<Mutex<Kept>>>,
 }
 
 impl OffloadingQueues {
-    /// `inner`, with large bodies stored in `payloads`.
+    /// `inner`, with large bodies stored whole in `payloads`.
     pub fn new(inner: Arc<dyn Queues>, payloads: Arc<dyn Payloads>) -> Self {
         Self {
             inner,
             payloads,
-            kept: Arc::default(),
+            kept: None,
         }
     }
 
     /// `body`, an agent's request, with its payload's large parts carried as
     /// references to values of its task's scope, those not stored yet stored there;
-    /// `None` where it is no request, or one carried whole: its task's creation
+    /// `None` where it is no request (or these queues know no scope), or one carried
+    /// whole: its task's creation
     /// unknown, its payload holding what could be taken for a reference, or none of
     /// its parts a value its task keeps already (a state machine's request body, the
     /// JSON text of its values).
     async fn request_by_reference(&self, body: &str) -> Option<Result<String, PayloadError>> {
+        let kept = self.kept.as_deref()?;
         let mut request: AgentRequest = serde_json::from_str(body).ok()?;
         let created = request.task_created_at?;
         let mut value: Value = serde_json::from_str(request.payload.as_str()).ok()?;
@@ -143,7 +146,7 @@ impl OffloadingQueues {
             created,
         };
         let to_store = {
-            let kept = lock(&self.kept);
+            let kept = lock(kept);
             let sizes = kept.sizes_in(&scope);
             let values = payload::KeptValues {
                 sizes: &sizes,
@@ -156,7 +159,7 @@ impl OffloadingQueues {
             if let Err(error) = stored {
                 return Some(Err(error));
             }
-            lock(&self.kept).stored(&scope, &reference);
+            lock(kept).stored(&scope, &reference);
         }
         request.payload = match Payload::of(&value) {
             Ok(payload) => payload,
@@ -350,7 +353,7 @@ impl Offloading {
         OffloadingQueues {
             inner,
             payloads: Arc::clone(&self.payloads),
-            kept: Arc::clone(&self.kept),
+            kept: Some(Arc::clone(&self.kept)),
         }
     }
 
