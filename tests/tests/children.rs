@@ -317,6 +317,7 @@ async fn parcels_started(app: &App, names: &QueueNames, id: &TaskId, parcels: us
         outcome: Outcome::Succeeded { output: json!({}) },
         sealed_task: None,
         task_created_at: None,
+        output_apart: false,
     });
     let checked = serde_json::to_string(&checked).expect("json");
     app.on_scheduler_message(names.agent_responses.as_str(), &checked)

@@ -177,6 +177,7 @@ async fn each_queue_takes_only_the_messages_meant_for_it() {
         outcome: Outcome::Succeeded { output: json!({}) },
         sealed_task: None,
         task_created_at: None,
+        output_apart: false,
     }))
     .expect("json");
     let on_scheduler = app

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use sas_domain::ids::{QueueName, TaskId};
 use sas_domain::limits::MAX_MESSAGE_BODY;
-use sas_domain::messages::{AgentRequest, Payload};
+use sas_domain::messages::{AgentRequest, AgentResponse, Outcome, Payload};
 use sas_domain::payload::{self, PayloadRef, Slot, ValueScope};
 use sas_domain::task::{Order, Task};
 
@@ -136,15 +136,11 @@ impl OffloadingQueues {
     async fn request_by_reference(&self, body: &str) -> Option<Result<String, PayloadError>> {
         let kept = self.kept.as_deref()?;
         let mut request: AgentRequest = serde_json::from_str(body).ok()?;
-        let created = request.task_created_at?;
+        let scope = task_scope(&request.task_id, request.task_created_at)?;
         let mut value: Value = serde_json::from_str(request.payload.as_str()).ok()?;
         if payload::holds_a_lookalike(&value) {
             return None;
         }
-        let scope = ValueScope::Task {
-            id: request.task_id.clone(),
-            created,
-        };
         let to_store = {
             let kept = lock(kept);
             let sizes = kept.sizes_in(&scope);
@@ -183,13 +179,9 @@ pub async fn put_parts_back(
     if !request.parts_apart {
         return Ok(());
     }
-    let created = request.task_created_at.ok_or_else(|| {
+    let scope = task_scope(&request.task_id, request.task_created_at).ok_or_else(|| {
         PayloadError("a request carrying parts apart without its task's creation".into())
     })?;
-    let scope = ValueScope::Task {
-        id: request.task_id.clone(),
-        created,
-    };
     let mut value: Value = serde_json::from_str(request.payload.as_str())
         .map_err(|error| PayloadError(error.into()))?;
     for _ in 0..PART_ROUNDS {
@@ -211,6 +203,38 @@ pub async fn put_parts_back(
     Err(PayloadError(
         "a request's parts nested deeper than any written".into(),
     ))
+}
+
+/// The scope of the values of the task a message names, where it names its creation.
+fn task_scope(
+    task_id: &TaskId,
+    created: Option<sas_domain::time::Timestamp>,
+) -> Option<ValueScope> {
+    Some(ValueScope::Task {
+        id: task_id.clone(),
+        created: created?,
+    })
+}
+
+/// `response`, whose message would be over what SQS takes, with its succeeded output
+/// stored among its task's values and named by reference (`output_apart`), where the
+/// step's write will find it stored; unchanged where its task's creation is unknown
+/// (the whole message is then stored apart).
+///
+/// # Errors
+/// [`PayloadError`] when the value store fails.
+pub async fn answer_by_reference(
+    payloads: &dyn Payloads,
+    response: &mut AgentResponse,
+) -> Result<(), PayloadError> {
+    let scope = task_scope(&response.task_id, response.task_created_at);
+    let (Some(scope), Outcome::Succeeded { output }) = (scope, &mut response.outcome) else {
+        return Ok(());
+    };
+    let reference = store_apart(payloads, &scope, sas_domain::to_json(output).into_bytes()).await?;
+    *output = reference.mark();
+    response.output_apart = true;
+    Ok(())
 }
 
 fn lock(kept: &Mutex<Kept>) -> std::sync::MutexGuard<'_, Kept> {
@@ -361,6 +385,34 @@ impl Offloading {
         lock(&self.kept)
     }
 
+    /// `response`'s output read back from its task's values where its agent stored it
+    /// ([`answer_by_reference`]), checked against its hash; known stored there, so
+    /// that the step's write does not store it again.
+    ///
+    /// # Errors
+    /// [`PayloadError`] when the value cannot be read, or the response names it
+    /// without its task's creation.
+    pub async fn read_answer(&self, response: &mut AgentResponse) -> Result<(), PayloadError> {
+        if !response.output_apart {
+            return Ok(());
+        }
+        let scope = task_scope(&response.task_id, response.task_created_at).ok_or_else(|| {
+            PayloadError("an answer stored apart without its task's creation".into())
+        })?;
+        let Outcome::Succeeded { output } = &mut response.outcome else {
+            return Err(PayloadError(
+                "an answer stored apart that did not succeed".into(),
+            ));
+        };
+        let reference = PayloadRef::in_value(output)
+            .ok_or_else(|| PayloadError("an answer stored apart that names no value".into()))?;
+        let text = fetch(&*self.payloads, &scope, &reference).await?;
+        *output = serde_json::from_slice(&text).map_err(|error| PayloadError(error.into()))?;
+        response.output_apart = false;
+        self.kept().stored(&scope, &reference);
+        Ok(())
+    }
+
     /// `slots` with the values to store apart stored in `scope`, and replaced by
     /// references.
     async fn store_apart(
@@ -388,9 +440,13 @@ impl Offloading {
                 (Some(reference), _) => reference,
                 (None, false) => continue,
                 (None, true) => {
-                    let reference = store_apart(&*self.payloads, scope, slot.json().into_bytes())
-                        .await
-                        .map_err(unavailable)?;
+                    let json = slot.json().into_bytes();
+                    let reference = PayloadRef::of(&json);
+                    // An agent's answer stored apart is in its task's scope already.
+                    if !self.kept().is_stored(scope, &reference) {
+                        (self.payloads.put(scope, &reference.sha256, json).await)
+                            .map_err(unavailable)?;
+                    }
                     let mut kept = self.kept();
                     kept.stored(scope, &reference);
                     if let Some(value) = slot.shared() {

@@ -61,6 +61,7 @@ fn a_response_is_read_as_the_scheduler_reads_it() {
         },
         sealed_task: None,
         task_created_at: None,
+        output_apart: false,
     });
     let text = json!(response);
     assert_eq!(text["type"], "response");

@@ -53,28 +53,17 @@ async fn an_answer_of_5_mb_is_kept_whole_its_record_and_messages_holding_referen
         delivered.is_some_and(|bytes| bytes > (5 * MB) as u64),
         "the next call carried the answer: {delivered:?}"
     );
-    // In S3: the answer as the agent sent it, and as the record keeps it. The request
-    // that carried it on names the record's (a part of the task's scope) instead of
-    // storing it again as a message of its own.
+    // In S3: the answer once, among the task's values, where its agent put it and
+    // where the step's write and the request that carried it on name it: no message
+    // of its own, neither the answer's nor the request's.
     let messages = objects(&stack, "payloads/messages/").await;
-    assert_eq!(
-        messages.len(),
-        1,
-        "the answer's message alone: {messages:?}"
-    );
-    let listed = reqwest::get(format!(
-        "{}/{PAYLOAD_BUCKET}?list-type=2&prefix=payloads/",
-        stack.moto.endpoint
-    ))
-    .await
-    .expect("moto answers")
-    .text()
-    .await
-    .expect("a listing");
-    let objects = listed.matches("<Key>payloads/").count();
-    // A retried call stores its answer again; a write that did not change the output
-    // stores nothing: far fewer objects than the task's dozen writes.
-    assert!((2..=8).contains(&objects), "{objects} objects: {listed}");
+    assert!(messages.is_empty(), "no message stored apart: {messages:?}");
+    let answers = objects(&stack, "payloads/tasks/large/").await;
+    assert_eq!(answers.len(), 1, "the answer stored once: {answers:?}");
+    // A retried call stores the same answer under the same key; a write that did not
+    // change the output stores nothing.
+    let all = objects(&stack, "payloads/").await;
+    assert_eq!(all, answers, "nothing else stored");
 }
 
 /// A value over what a Lambda function's request takes (6 MB), put by the presigned

@@ -70,6 +70,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
             outcome: MessageOutcome::Succeeded { output: json!({}) },
             sealed_task: None,
             task_created_at: None,
+            output_apart: false,
         })
     };
 
@@ -153,6 +154,7 @@ async fn a_stale_read_is_read_again_consistently_before_a_message_is_dropped_or_
         outcome: MessageOutcome::Succeeded { output: json!({}) },
         sealed_task: None,
         task_created_at: None,
+        output_apart: false,
     });
     handle(undone).await;
     let (ended, _) = stored(store, &id).await;

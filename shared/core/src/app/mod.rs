@@ -179,6 +179,9 @@ pub struct App {
     tasks: Arc<dyn TaskStore>,
     /// Where large values are kept apart, if anywhere ([`App::with_payloads`]).
     payloads: Option<Arc<dyn Payloads>>,
+    /// The tasks' records with their large values kept apart, where they are: it
+    /// reads back the answers their agents stored among them.
+    offloading: Option<Arc<Offloading>>,
     queues: Arc<dyn Queues>,
     alerts: Arc<dyn Alerts>,
     metrics: Arc<dyn Metrics>,
@@ -273,6 +276,7 @@ impl App {
         Self {
             tasks: store.clone(),
             payloads: None,
+            offloading: None,
             store,
             queues,
             alerts,
@@ -384,9 +388,10 @@ impl App {
     /// ([`crate::offload`]): without it, a value is as large as the store takes.
     #[must_use]
     pub fn with_payloads(mut self, payloads: Arc<dyn Payloads>) -> Self {
-        let offloading = Offloading::new(self.store.clone(), payloads.clone());
+        let offloading = Arc::new(Offloading::new(self.store.clone(), payloads.clone()));
         self.queues = Arc::new(offloading.queues(self.queues.clone()));
-        self.tasks = Arc::new(offloading);
+        self.tasks = offloading.clone();
+        self.offloading = Some(offloading);
         self.payloads = Some(payloads);
         self
     }

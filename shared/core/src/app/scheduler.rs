@@ -130,7 +130,7 @@ impl App {
         let body = message_body(self.payloads.as_deref(), body)
             .await
             .map_err(|error| StoreError::Unavailable(error.into()))?;
-        let message: SchedulerMessage =
+        let mut message: SchedulerMessage =
             serde_json::from_str(&body).map_err(|e| HandleError::Poison(e.to_string()))?;
         if !inbox.accepts(&message) {
             return Err(HandleError::Refused(format!(
@@ -139,6 +139,17 @@ impl App {
                 inbox.as_str(),
                 inbox.takes()
             )));
+        }
+        if let SchedulerMessage::Response(response) = &mut message
+            && response.output_apart
+        {
+            let Some(offloading) = &self.offloading else {
+                return Err(HandleError::Refused(
+                    "an answer stored apart, where no values are kept apart".into(),
+                ));
+            };
+            (offloading.read_answer(response).await)
+                .map_err(|error| StoreError::Unavailable(error.into()))?;
         }
         let task_id = match &message {
             SchedulerMessage::Submit(buffered) => return self.ingest(buffered).await,

@@ -11,7 +11,7 @@ use tracing::{debug, info};
 
 use crate::app::MessageError;
 use crate::clock::Clock;
-use crate::offload::{OffloadingQueues, message_body, put_parts_back};
+use crate::offload::{OffloadingQueues, answer_by_reference, message_body, put_parts_back};
 use crate::ports::{
     Metrics, NoMetrics, OutgoingMessage, PayloadError, Payloads, QueueError, Queues, RemoteCall,
     RemoteError, RemoteRequest, Spans,
@@ -173,10 +173,21 @@ impl StepCaller {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: answer came after complete-by");
             return Ok(CallVerdict::Silent);
         }
-        let response = AgentMessage::Response(AgentResponse::answering(request, outcome));
+        let mut response = AgentMessage::Response(AgentResponse::answering(request, outcome));
+        let mut message = OutgoingMessage::json(&response, Duration::ZERO);
+        // Too large for a message: the output goes among its task's values, where the
+        // step's write finds it, rather than into a message's and then the task's.
+        if let Some(payloads) = self.payloads.as_deref()
+            && message.body.len() > limits::MAX_MESSAGE_BODY
+        {
+            let AgentMessage::Response(answer) = &mut response;
+            (answer_by_reference(payloads, answer).await)
+                .map_err(|error| QueueError::new(&self.responses, error))?;
+            message = OutgoingMessage::json(&response, Duration::ZERO);
+        }
         let message = OutgoingMessage {
             trace: answer_trace,
-            ..OutgoingMessage::json(&response, Duration::ZERO)
+            ..message
         };
         self.queues.send(&self.responses, &[message]).await?;
         Ok(CallVerdict::Answered)

@@ -189,6 +189,11 @@ pub struct AgentResponse {
     /// The request's `task_created_at`, given back as it came.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_created_at: Option<Timestamp>,
+    /// Whether a succeeded outcome's `output` is a reference to the value the agent
+    /// stored among its task's values, too large for a message, which the scheduler
+    /// reads back. Absent where the output is whole.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_apart: bool,
 }
 
 impl AgentResponse {
@@ -205,6 +210,7 @@ impl AgentResponse {
             outcome,
             sealed_task: request.sealed_task,
             task_created_at: request.task_created_at,
+            output_apart: false,
         }
     }
 }
