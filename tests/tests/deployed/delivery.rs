@@ -621,9 +621,10 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
         "{carried:?}"
     );
 
-    // In the stack's bucket, under payloads/: a task's values in its own scope, the
-    // messages' in theirs. (MiniStack's CloudFormation leaves out the bucket's
-    // lifecycle, which tests/tests/infrastructure checks in the templates.)
+    // In the stack's bucket, under payloads/: a task's values in its own scope, and
+    // nothing in the messages': the requests name the task's values, and the agents
+    // store their answers among them. (MiniStack's CloudFormation leaves out the
+    // bucket's lifecycle, which tests/tests/infrastructure checks in the templates.)
     let buckets = stack.s3_get("/").await;
     let bucket = buckets
         .split("<Name>")
@@ -639,9 +640,10 @@ async fn a_20_mb_input_and_a_5_mb_answer_run_through_a_workflow_and_a_state_mach
     };
     let tasks = count("payloads/tasks/large/").await;
     assert!(tasks >= 2, "the input and the answer, in the task's own");
-    assert!(
-        count("payloads/messages/").await >= 1,
-        "the requests that carried them"
+    assert_eq!(
+        count("payloads/messages/").await,
+        0,
+        "no message stored apart"
     );
 
     // Deleted as DynamoDB's TTL deletes a task a retention after it finished, its values
