@@ -89,6 +89,20 @@ pub async fn fetch(
     })
 }
 
+/// The value `reference` names, checked against its hash and parsed.
+///
+/// # Errors
+/// [`PayloadError`] when the value store fails, does not hold the value named, or
+/// holds text that is not JSON.
+async fn fetch_value(
+    payloads: &dyn Payloads,
+    scope: &ValueScope,
+    reference: &PayloadRef,
+) -> Result<Value, PayloadError> {
+    let text = fetch(payloads, scope, reference).await?;
+    serde_json::from_slice(&text).map_err(|error| PayloadError(error.into()))
+}
+
 /// `body`, or the body stored apart that it names.
 ///
 /// # Errors
@@ -193,9 +207,7 @@ pub async fn put_parts_back(
         }
         let mut parts = HashMap::with_capacity(references.len());
         for reference in references {
-            let text = fetch(payloads, &scope, &reference).await?;
-            let part: Value =
-                serde_json::from_slice(&text).map_err(|error| PayloadError(error.into()))?;
+            let part = fetch_value(payloads, &scope, &reference).await?;
             parts.insert(reference.sha256, part);
         }
         payload::put_parts_back(&mut value, &parts);
@@ -406,8 +418,7 @@ impl Offloading {
         };
         let reference = PayloadRef::in_value(output)
             .ok_or_else(|| PayloadError("an answer stored apart that names no value".into()))?;
-        let text = fetch(&*self.payloads, &scope, &reference).await?;
-        *output = serde_json::from_slice(&text).map_err(|error| PayloadError(error.into()))?;
+        *output = fetch_value(&*self.payloads, &scope, &reference).await?;
         response.output_apart = false;
         self.kept().stored(&scope, &reference);
         Ok(())
