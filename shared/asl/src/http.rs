@@ -186,12 +186,19 @@ pub fn task_result(answer: Answer) -> Result<Value, Failure> {
         .collect();
     let body = serde_json::from_str::<Value>(answer.body)
         .unwrap_or_else(|_| Value::String(answer.body.to_owned()));
-    let result = json!({
-        "Headers": headers,
-        "ResponseBody": body,
-        "StatusCode": answer.status.to_string(),
-        "StatusText": answer.status_text,
-    });
+    // Built by hand: `json!` would copy the headers and the body through `to_value`.
+    let result = Value::Object(Map::from_iter([
+        ("Headers".to_owned(), Value::Object(headers)),
+        ("ResponseBody".to_owned(), body),
+        (
+            "StatusCode".to_owned(),
+            Value::String(answer.status.to_string()),
+        ),
+        (
+            "StatusText".to_owned(),
+            Value::String(answer.status_text.to_owned()),
+        ),
+    ]));
     if (200..300).contains(&answer.status) {
         Ok(result)
     } else {

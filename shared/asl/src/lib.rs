@@ -10,6 +10,7 @@ pub mod http;
 pub mod intrinsics;
 pub mod jsonata;
 pub mod lambda;
+mod memo;
 pub mod path;
 pub mod run;
 pub mod services;

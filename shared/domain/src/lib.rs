@@ -45,6 +45,15 @@ pub fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("plain data serializes")
 }
 
+/// `value`'s JSON, kept as written ([`to_json`]).
+///
+/// # Panics
+///
+/// Never for the types given here: plain data, with string keys only.
+pub fn to_raw_json(value: &impl serde::Serialize) -> Box<serde_json::value::RawValue> {
+    serde_json::value::to_raw_value(value).expect("plain data serializes")
+}
+
 /// The SHA-256 of `text`, in hex.
 pub fn sha256_hex(text: impl AsRef<[u8]>) -> String {
     use sha2::Digest;

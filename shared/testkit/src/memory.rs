@@ -79,7 +79,11 @@ impl State {
             return;
         };
         let history = self.histories.entry(task.id.to_string()).or_default();
-        history.extend(run.new_events.iter().map(|event| (event.id, event.clone())));
+        history.extend(
+            run.written_events()
+                .into_iter()
+                .map(|event| (event.id, event)),
+        );
     }
 }
 

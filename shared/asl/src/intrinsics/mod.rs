@@ -14,11 +14,27 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use serde_json::Value;
 
 pub use parse::parse;
 
+use crate::memo::{self, Memo};
 use crate::{Failure, path};
+
+thread_local! {
+    static PARSED: Memo<Call> = RefCell::default();
+}
+
+/// `text` parsed as [`parse`] does, once a thread.
+///
+/// # Errors
+/// Why it does not parse.
+pub fn parsed(text: &str) -> Result<Rc<Call>, String> {
+    memo::parsed(&PARSED, text, parse)
+}
 
 /// How deeply calls may nest: Step Functions allows 10 intrinsic functions in a field.
 pub const MAX_NESTING: usize = 10;

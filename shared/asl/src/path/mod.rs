@@ -15,6 +15,9 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use serde_json::{Map, Value};
 
 pub(crate) use eval::kind;
@@ -23,6 +26,7 @@ pub use parse::Root;
 use parse::{Segment, Step};
 
 use crate::Failure;
+use crate::memo::{self, Memo};
 
 /// Why a path selected no value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -43,10 +47,19 @@ pub struct Path {
     segments: Vec<Segment>,
 }
 
+thread_local! {
+    static PARSED: Memo<Path> = RefCell::default();
+}
+
 impl Path {
     pub fn parse(text: &str) -> Result<Self, String> {
         let (root, segments) = parse::parse(text)?;
         Ok(Self { root, segments })
+    }
+
+    /// `text` parsed, once a thread ([`memo`]).
+    fn parsed(text: &str) -> Result<Rc<Self>, String> {
+        memo::parsed(&PARSED, text, Self::parse)
     }
 
     pub fn root(&self) -> &Root {
@@ -117,7 +130,7 @@ pub fn select(
     context: &Value,
     variables: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<Value, PathError> {
-    Path::parse(path)
+    Path::parsed(path)
         .map_err(PathError::Invalid)?
         .select(input, context, variables)
 }
@@ -131,7 +144,7 @@ pub fn explain(
     context: &Value,
     variables: &dyn Fn(&str) -> Option<Value>,
 ) -> Option<String> {
-    Path::parse(path)
+    Path::parsed(path)
         .ok()?
         .evaluate(input, context, variables)
         .ok()?
@@ -154,7 +167,7 @@ pub fn is_reference_path(path: &str) -> bool {
 /// `States.Runtime`.
 pub fn place(target: Value, path: &str, value: Value) -> Result<Value, Failure> {
     let invalid = |reason: &str| Failure::runtime(format!("Invalid path '{path}' : {reason}"));
-    let parsed = Path::parse(path).map_err(|reason| invalid(&reason))?;
+    let parsed = Path::parsed(path).map_err(|reason| invalid(&reason))?;
     if parsed.root != Root::Input || !parsed.is_reference() {
         return Err(invalid(
             "ResultPath must be a reference path into the input",

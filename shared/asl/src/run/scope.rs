@@ -109,7 +109,7 @@ impl<'a> Scope<'a> {
     /// function's or a path's.
     pub(crate) fn dynamic(&self, text: &str, field: &str) -> Result<Value, Failure> {
         if intrinsics::is_intrinsic(text) {
-            let call = intrinsics::parse(text).map_err(Failure::runtime)?;
+            let call = intrinsics::parsed(text).map_err(Failure::runtime)?;
             intrinsics::evaluate(&call, self.input, self.context, &self.variable())
         } else {
             self.select(text, field)

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 use sas_core::ports::{ExecutionHistory, HistoryPage, StoreError};
 use sas_domain::ids::TaskId;
-use sas_domain::machine::history::HistoryEvent;
+use sas_domain::machine::history::{HistoryEvent, WrittenEvent};
 use sas_domain::task::Task;
 
 use super::DynamoStore;
@@ -40,7 +40,7 @@ impl DynamoStore {
             .machine
             .as_deref()
             .map_or(&[][..], |run| &run.new_events);
-        let mut pages: Vec<Vec<&HistoryEvent>> = Vec::new();
+        let mut pages: Vec<Vec<&WrittenEvent>> = Vec::new();
         let mut bytes = 0;
         for event in events {
             match pages.last_mut() {

@@ -359,8 +359,8 @@ impl Change {
                 run.work = None;
                 run.entered_event
             };
-            let text = input_text.take().unwrap_or_else(|| history::text(&input));
-            self.write_event(entered, history::state_entered(state, text));
+            let (text, cut) = input_text.take().unwrap_or_else(|| history::text(&input));
+            self.write_event(entered, history::state_entered(state, (&text, cut)));
             let context = self.context(order, state);
             let variables = self.run_mut().variables.clone();
             let visit = Visit {
@@ -614,7 +614,7 @@ impl Change {
         run.events += 1;
         let exited = run.events;
         let text = history::text(&left.output);
-        self.write_event(exited, history::state_exited(state, text.clone()));
+        self.write_event(exited, history::state_exited(state, (&text.0, text.1)));
         match left.next {
             Some(next) => Some((next, left.output, text)),
             None => {

@@ -8,10 +8,12 @@
 //! are their child tasks' own: the parent's history counts them (its ids skip them)
 //! and shows the state's start and end.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use sas_asl::Failure;
 use sas_asl::definition::{Resource, State, StateKind, Target};
@@ -29,7 +31,7 @@ const DETAIL_LIMIT: usize = 256 * 1024;
 pub(crate) const EVENTS_A_WRITE: usize = 200;
 pub(crate) const EVENT_BYTES_A_WRITE: usize = 1024 * 1024;
 
-/// One event of an execution's history.
+/// One event of an execution's history, as a store reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEvent {
     /// Its id: the execution's count of events when it happened.
@@ -41,11 +43,47 @@ pub struct HistoryEvent {
     pub event: Value,
 }
 
-impl HistoryEvent {
+/// One event as a write makes it: the same fields, its JSON written once, when the
+/// event happened, so that a store copies it rather than encodes a tree of values.
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenEvent {
+    /// Its id ([`HistoryEvent::id`]).
+    pub id: u64,
+    /// When it happened.
+    pub at: Timestamp,
+    /// Its type and details ([`HistoryEvent::event`]), as JSON text.
+    pub event: Box<RawValue>,
+}
+
+impl WrittenEvent {
     /// Its bytes, as a write keeps them (about).
     #[must_use]
     pub fn size(&self) -> usize {
-        crate::to_json(&self.event).len() + 32
+        self.event.get().len() + 32
+    }
+
+    /// The event as a store gives it back.
+    #[must_use]
+    pub fn read(&self) -> HistoryEvent {
+        HistoryEvent {
+            id: self.id,
+            at: self.at,
+            event: serde_json::from_str(self.event.get()).unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl MachineRun {
+    /// The events this write makes, as a store gives them back.
+    #[must_use]
+    pub fn written_events(&self) -> Vec<HistoryEvent> {
+        self.new_events.iter().map(WrittenEvent::read).collect()
+    }
+}
+
+impl PartialEq for WrittenEvent {
+    fn eq(&self, other: &Self) -> bool {
+        (self.id, self.at, self.event.get()) == (other.id, other.at, other.event.get())
     }
 }
 
@@ -65,54 +103,94 @@ pub(crate) fn text(value: &Value) -> (String, bool) {
     (text, truncated)
 }
 
-/// Details with `field` (`input`, `output`) holding `value` and its `…Details`.
-fn with_payload(details: Map<String, Value>, field: &str, value: &Value) -> Value {
-    with_text(details, field, text(value))
+/// An event's fields, in the order Step Functions writes them: a JSON object,
+/// serialized without a map of values built first.
+struct Fields<'a>(Vec<(&'a str, Field<'a>)>);
+
+enum Field<'a> {
+    Text(&'a str),
+    Number(u64),
+    Flag(bool),
+    Object(Fields<'a>),
 }
 
-/// Details with `field` holding a value's text as [`text`] gave it.
-fn with_text(
-    mut details: Map<String, Value>,
-    field: &str,
-    (text, truncated): (String, bool),
-) -> Value {
-    details.insert(field.to_owned(), Value::String(text));
-    details.insert(format!("{field}Details"), json!({"truncated": truncated}));
-    Value::Object(details)
+impl Serialize for Fields<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, field) in &self.0 {
+            map.serialize_entry(name, field)?;
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Text(text) => serializer.serialize_str(text),
+            Self::Number(number) => serializer.serialize_u64(*number),
+            Self::Flag(flag) => serializer.serialize_bool(*flag),
+            Self::Object(fields) => fields.serialize(serializer),
+        }
+    }
+}
+/// `fields` with `field` (`input`, `output`) holding a value's [`text`], and its
+/// `…Details` saying whether it was cut.
+fn with_text<'a>(
+    mut fields: Fields<'a>,
+    field: &'a str,
+    details: &'a str,
+    (text, truncated): (&'a str, bool),
+) -> Fields<'a> {
+    fields.0.push((field, Field::Text(text)));
+    let cut = Fields(vec![("truncated", Field::Flag(truncated))]);
+    fields.0.push((details, Field::Object(cut)));
+    fields
 }
 
 /// An event of `kind` whose details are under `field`.
-fn event(kind: &str, field: &str, details: Value) -> Value {
-    json!({"type": kind, field: details})
+fn event(kind: &str, field: &str, details: Fields) -> Box<RawValue> {
+    let event = Fields(vec![
+        ("type", Field::Text(kind)),
+        (field, Field::Object(details)),
+    ]);
+    crate::to_raw_json(&event)
+}
+
+/// An event of `kind` with no details.
+fn bare_event(kind: &str) -> Box<RawValue> {
+    crate::to_raw_json(&Fields(vec![("type", Field::Text(kind))]))
 }
 
 /// `ExecutionStarted`, with the execution's input.
-pub(crate) fn execution_started(input: &Value, role_arn: &str) -> Value {
-    let details = Map::from_iter([("roleArn".to_owned(), json!(role_arn))]);
+pub(crate) fn execution_started(input: &Value, role_arn: &str) -> Box<RawValue> {
+    let (input, truncated) = text(input);
+    let details = Fields(vec![("roleArn", Field::Text(role_arn))]);
     event(
         "ExecutionStarted",
         "executionStartedEventDetails",
-        with_payload(details, "input", input),
+        with_text(details, "input", "inputDetails", (&input, truncated)),
     )
 }
 
 /// `ExecutionRedriven`: a run again of an execution that ended (a resubmission), from
 /// its start here, its history going on.
-pub(crate) fn execution_redriven(redrive_count: u64) -> Value {
+pub(crate) fn execution_redriven(redrive_count: u64) -> Box<RawValue> {
     event(
         "ExecutionRedriven",
         "executionRedrivenEventDetails",
-        json!({"redriveCount": redrive_count}),
+        Fields(vec![("redriveCount", Field::Number(redrive_count))]),
     )
 }
 
 /// `{Type}StateEntered`, with the state's input's [`text`].
-pub(crate) fn state_entered(state: &State, input: (String, bool)) -> Value {
-    let details = Map::from_iter([("name".to_owned(), json!(state.name))]);
+pub(crate) fn state_entered(state: &State, input: (&str, bool)) -> Box<RawValue> {
+    let details = Fields(vec![("name", Field::Text(&state.name))]);
     event(
         &format!("{}StateEntered", state.kind.type_name()),
         "stateEnteredEventDetails",
-        with_text(details, "input", input),
+        with_text(details, "input", "inputDetails", input),
     )
 }
 
@@ -131,36 +209,42 @@ pub fn entered_with(event: &Value, state: &str) -> Option<Option<Value>> {
 }
 
 /// `{Type}StateExited`, with the state's output's [`text`].
-pub(crate) fn state_exited(state: &State, output: (String, bool)) -> Value {
-    let details = Map::from_iter([("name".to_owned(), json!(state.name))]);
+pub(crate) fn state_exited(state: &State, output: (&str, bool)) -> Box<RawValue> {
+    let details = Fields(vec![("name", Field::Text(&state.name))]);
     event(
         &format!("{}StateExited", state.kind.type_name()),
         "stateExitedEventDetails",
-        with_text(details, "output", output),
+        with_text(details, "output", "outputDetails", output),
     )
 }
 
 /// How an execution ended: `ExecutionSucceeded` with its output, or
 /// `ExecutionFailed`, `ExecutionTimedOut`, `ExecutionAborted` with its error and cause.
-pub(crate) fn execution_ended(run: &MachineRun) -> Value {
+pub(crate) fn execution_ended(run: &MachineRun) -> Box<RawValue> {
     use super::Status;
     let failure = |kind: &str, field: &str| {
-        let mut details = Map::new();
+        let mut details = Fields(Vec::new());
         if let Some(error) = &run.error {
-            details.insert("error".to_owned(), json!(error));
+            details.0.push(("error", Field::Text(error)));
         }
         if let Some(cause) = &run.cause {
-            details.insert("cause".to_owned(), json!(cause));
+            details.0.push(("cause", Field::Text(cause)));
         }
-        event(kind, field, Value::Object(details))
+        event(kind, field, details)
     };
     match run.status {
         Status::Succeeded => {
-            let output = run.output.as_deref().cloned().unwrap_or(Value::Null);
+            let (output, truncated) = text(run.output.as_deref().unwrap_or(&Value::Null));
+            let details = with_text(
+                Fields(Vec::new()),
+                "output",
+                "outputDetails",
+                (&output, truncated),
+            );
             event(
                 "ExecutionSucceeded",
                 "executionSucceededEventDetails",
-                with_payload(Map::new(), "output", &output),
+                details,
             )
         }
         Status::TimedOut => failure("ExecutionTimedOut", "executionTimedOutEventDetails"),
@@ -180,49 +264,35 @@ pub(crate) fn work_events(
     work: Option<&VisitWork>,
     result: &Result<Value, Failure>,
     timed_out: bool,
-) -> Vec<Value> {
+) -> Vec<Box<RawValue>> {
     match &state.kind {
         StateKind::Task(task) => task_events(&task.resource, work, result, timed_out),
-        StateKind::Parallel { .. } => branch_events(
-            "ParallelState",
-            "parallelStateStartedEventDetails",
-            None,
-            result,
-        ),
+        StateKind::Parallel { .. } => {
+            let ended = if result.is_ok() {
+                "ParallelStateSucceeded"
+            } else {
+                "ParallelStateFailed"
+            };
+            vec![bare_event("ParallelStateStarted"), bare_event(ended)]
+        }
         StateKind::Map(_) => {
             let length = match work {
-                Some(VisitWork::Branches(branches)) => branches.inputs.len(),
+                Some(VisitWork::Branches(branches)) => branches.inputs.len() as u64,
                 _ => 0,
             };
-            branch_events(
-                "MapState",
-                "mapStateStartedEventDetails",
-                Some(length),
-                result,
-            )
+            let length = Fields(vec![("length", Field::Number(length))]);
+            let ended = if result.is_ok() {
+                "MapStateSucceeded"
+            } else {
+                "MapStateFailed"
+            };
+            vec![
+                event("MapStateStarted", "mapStateStartedEventDetails", length),
+                bare_event(ended),
+            ]
         }
         _ => Vec::new(),
     }
-}
-
-/// A Parallel's or a Map's start and end (`MapStateStarted` with its `length`).
-fn branch_events(
-    prefix: &str,
-    started_field: &str,
-    length: Option<usize>,
-    result: &Result<Value, Failure>,
-) -> Vec<Value> {
-    let started = match length {
-        Some(length) => {
-            json!({"type": format!("{prefix}Started"), started_field: {"length": length}})
-        }
-        None => json!({"type": format!("{prefix}Started")}),
-    };
-    let ended = match result {
-        Ok(_) => json!({"type": format!("{prefix}Succeeded")}),
-        Err(_) => json!({"type": format!("{prefix}Failed")}),
-    };
-    vec![started, ended]
 }
 
 /// A Task's scheduled, started and ended events, in its resource's words.
@@ -231,41 +301,49 @@ fn task_events(
     work: Option<&VisitWork>,
     result: &Result<Value, Failure>,
     timed_out: bool,
-) -> Vec<Value> {
-    let (prefix, field_prefix, mut named) = match &resource.target {
-        Target::LambdaFunction { .. } => ("LambdaFunction", "lambdaFunction", Map::new()),
-        Target::Activity { .. } => ("Activity", "activity", Map::new()),
+) -> Vec<Box<RawValue>> {
+    // A service integration's events name it: `resourceType` and `resource`
+    // (`lambda`, `invoke`).
+    let (prefix, field_prefix, named) = match &resource.target {
+        Target::LambdaFunction { .. } => ("LambdaFunction", "lambdaFunction", None),
+        Target::Activity { .. } => ("Activity", "activity", None),
         _ => {
             let rest = resource.arn.rsplit(":::").next().unwrap_or(&resource.arn);
             let (kind, action) = rest.split_once(':').unwrap_or(("", rest));
-            let named = Map::from_iter([
-                ("resourceType".to_owned(), json!(kind)),
-                ("resource".to_owned(), json!(action)),
-            ]);
-            ("Task", "task", named)
+            ("Task", "task", Some((kind, action)))
         }
     };
-    let mut scheduled = named.clone();
-    match prefix {
-        "Task" => {
-            scheduled.insert("region".to_owned(), json!(super::place().split(':').next()));
-            // Cut as Step Functions cuts a payload: a request of any size stays an event
-            // a store can keep.
-            let (text, _) = text(&parameters(work));
-            scheduled.insert("parameters".to_owned(), json!(text));
+    let names = || {
+        Fields(named.map_or_else(Vec::new, |(kind, action)| {
+            vec![
+                ("resourceType", Field::Text(kind)),
+                ("resource", Field::Text(action)),
+            ]
+        }))
+    };
+    let detail = |kind: &str| format!("{field_prefix}{kind}EventDetails");
+    let (parameters, cut) = text(&parameters(work));
+    let region = super::place();
+    let mut scheduled = names();
+    match named {
+        Some(_) => {
+            scheduled.0.push((
+                "region",
+                Field::Text(region.split(':').next().unwrap_or_default()),
+            ));
+            // Cut as Step Functions cuts a payload: a request of any size stays an
+            // event a store can keep.
+            scheduled.0.push(("parameters", Field::Text(&parameters)));
         }
-        _ => {
-            scheduled.insert("resource".to_owned(), json!(resource.arn));
-            let (text, truncated) = text(&parameters(work));
-            scheduled.insert("input".to_owned(), json!(text));
-            scheduled.insert("inputDetails".to_owned(), json!({"truncated": truncated}));
+        None => {
+            scheduled.0.push(("resource", Field::Text(&resource.arn)));
+            scheduled = with_text(scheduled, "input", "inputDetails", (&parameters, cut));
         }
     }
-    let detail = |kind: &str| format!("{field_prefix}{kind}EventDetails");
     let scheduled = event(
         &format!("{prefix}Scheduled"),
         &detail("Scheduled"),
-        Value::Object(scheduled),
+        scheduled,
     );
     let started = match work {
         Some(VisitWork::Activity {
@@ -273,49 +351,48 @@ fn task_events(
         }) => event(
             "ActivityStarted",
             "activityStartedEventDetails",
-            json!({"workerName": taken.worker}),
+            Fields(vec![("workerName", Field::Text(&taken.worker))]),
         ),
-        _ if prefix == "Task" => event(
-            "TaskStarted",
-            "taskStartedEventDetails",
-            Value::Object(named.clone()),
-        ),
-        _ => json!({"type": format!("{prefix}Started")}),
+        _ if named.is_some() => event("TaskStarted", "taskStartedEventDetails", names()),
+        _ => bare_event(&format!("{prefix}Started")),
     };
     let ended = match result {
         Ok(output) => {
-            let details = with_payload(named, "output", output);
+            let (output, truncated) = text(output);
+            let details = with_text(names(), "output", "outputDetails", (&output, truncated));
             event(&format!("{prefix}Succeeded"), &detail("Succeeded"), details)
         }
         Err(failure) => {
-            named.insert("error".to_owned(), json!(failure.error));
-            named.insert("cause".to_owned(), json!(failure.cause));
+            let mut details = names();
+            details.0.push(("error", Field::Text(&failure.error)));
+            details.0.push(("cause", Field::Text(&failure.cause)));
             let kind = if timed_out { "TimedOut" } else { "Failed" };
-            event(
-                &format!("{prefix}{kind}"),
-                &detail(kind),
-                Value::Object(named),
-            )
+            event(&format!("{prefix}{kind}"), &detail(kind), details)
         }
     };
     vec![scheduled, started, ended]
 }
 
 /// What a Task asked of its resource, as its scheduled event shows it.
-fn parameters(work: Option<&VisitWork>) -> Value {
+fn parameters(work: Option<&VisitWork>) -> Cow<'_, Value> {
     match work {
         Some(VisitWork::Invoke {
             function, payload, ..
         }) => {
             let payload = serde_json::from_str(payload).unwrap_or(Value::Null);
-            json!({"FunctionName": function, "Payload": payload})
+            let function = Value::String(function.clone());
+            Cow::Owned(Value::Object(Map::from_iter([
+                ("FunctionName".to_owned(), function),
+                ("Payload".to_owned(), payload),
+            ])))
         }
-        Some(VisitWork::Service { request, .. }) => request.clone(),
-        Some(VisitWork::Activity { input, .. }) => input.clone(),
+        Some(VisitWork::Service { request, .. }) => Cow::Borrowed(request),
+        Some(VisitWork::Activity { input, .. }) => Cow::Borrowed(input),
         Some(VisitWork::Branches(branches)) => {
-            json!({"Input": branches.inputs.first().cloned().unwrap_or(Value::Null)})
+            let input = branches.inputs.first().cloned().unwrap_or(Value::Null);
+            Cow::Owned(Value::Object(Map::from_iter([("Input".to_owned(), input)])))
         }
-        Some(VisitWork::Timer { .. }) | None => Value::Null,
+        Some(VisitWork::Timer { .. }) | None => Cow::Owned(Value::Null),
     }
 }
 
@@ -346,9 +423,9 @@ impl Change {
     }
 
     /// Writes `event` in the execution's history as its event `id`, now.
-    pub(super) fn write_event(&mut self, id: u64, event: Value) {
+    pub(super) fn write_event(&mut self, id: u64, event: Box<RawValue>) {
         let at = self.now;
-        Arc::make_mut(&mut self.run_mut().new_events).push(HistoryEvent { id, at, event });
+        Arc::make_mut(&mut self.run_mut().new_events).push(WrittenEvent { id, at, event });
     }
 
     /// Whether this write keeps as many history events as a write may: the states
@@ -360,7 +437,7 @@ impl Change {
             .as_ref()
             .map_or(&[][..], |run| &run.new_events);
         events.len() >= EVENTS_A_WRITE
-            || events.iter().map(HistoryEvent::size).sum::<usize>() >= EVENT_BYTES_A_WRITE
+            || events.iter().map(WrittenEvent::size).sum::<usize>() >= EVENT_BYTES_A_WRITE
     }
 
     /// A visit's work ended: the history events Step Functions writes of it, which

@@ -290,7 +290,7 @@ pub struct MachineRun {
     /// beside the task, in the same write; never part of the record. Shared, so that
     /// a copy of the task (each decision begins with one) does not copy them.
     #[serde(skip)]
-    pub new_events: Arc<Vec<history::HistoryEvent>>,
+    pub new_events: Arc<Vec<history::WrittenEvent>>,
 }
 
 /// What a visit waits for.

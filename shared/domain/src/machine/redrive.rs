@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::history::{self, HistoryEvent};
+use super::history::{self, WrittenEvent};
 use super::{MachineRun, Status};
 use crate::decide::{Decision, Refused, Resubmit, resubmit};
 use crate::task::{Order, Request, Task};
@@ -111,7 +111,7 @@ fn entering(
             deadline: timeout.map(|seconds| now.plus(Duration::from_secs(seconds))),
             ..MachineRun::default()
         };
-        Arc::make_mut(&mut run.new_events).push(HistoryEvent {
+        Arc::make_mut(&mut run.new_events).push(WrittenEvent {
             id,
             at: now,
             event: history::execution_redriven(redriven),

@@ -256,7 +256,7 @@ fn pure_states(task: &Task) -> Vec<FinishedSpan> {
     let Some(machine) = task.machine.as_ref() else {
         return Vec::new();
     };
-    let events = &machine.new_events;
+    let events = machine.written_events();
     let mut spans = Vec::new();
     for (at, entered) in events.iter().enumerate() {
         let Some(kind) = entered.event["type"].as_str() else {

@@ -13,7 +13,7 @@ use crate::time::Timestamp;
 /// The events a decision wrote.
 fn written(decision: &Decision) -> Vec<HistoryEvent> {
     let task = decision.next.as_ref().expect("written");
-    task.machine.as_ref().expect("a run").new_events.to_vec()
+    task.machine.as_ref().expect("a run").written_events()
 }
 
 fn kinds(events: &[HistoryEvent]) -> Vec<String> {

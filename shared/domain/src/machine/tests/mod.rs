@@ -331,14 +331,14 @@ fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
     assert_eq!(first.idempotency_key, "t1/1/Call#1");
     assert_eq!(second.idempotency_key, "t1/2/Call#1");
     // Its history goes on after the first run's end (event 6), none written over.
-    let events = &claim
+    let events = claim
         .next
         .as_ref()
         .expect("claimed")
         .machine
         .as_ref()
         .expect("a run")
-        .new_events;
+        .written_events();
     let shown: Vec<(u64, &str)> = (events.iter())
         .map(|event| (event.id, event.event["type"].as_str().unwrap_or_default()))
         .collect();
@@ -641,7 +641,7 @@ fn an_error_and_a_cause_past_step_functions_lengths_are_cut_to_them() {
     assert!(cause.ends_with("[cut]"), "marked as cut");
     assert!(task.error.as_ref().is_some_and(|e| e.len() <= 256));
     for event in run(&task).new_events.iter() {
-        let kind = event.event["type"].clone();
+        let kind = event.read().event["type"].clone();
         assert!(event.size() < 40_000, "{} bytes: {kind}", event.size());
     }
 }

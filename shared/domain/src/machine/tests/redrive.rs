@@ -62,7 +62,7 @@ fn a_failed_execution_is_redriven_from_the_state_where_it_stopped() {
         .iter()
         .flat_map(|decision| {
             let run = decision.next.as_ref().and_then(|t| t.machine.as_deref());
-            run.map(|run| run.new_events.to_vec()).unwrap_or_default()
+            run.map(|run| run.written_events()).unwrap_or_default()
         })
         .map(|event| {
             format!(

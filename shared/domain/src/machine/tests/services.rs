@@ -338,7 +338,7 @@ fn a_tasks_scheduled_event_keeps_at_most_a_payloads_limit_of_its_parameters() {
     let events = &run(decision.next.as_ref().expect("recorded")).new_events;
     let scheduled = events
         .iter()
-        .find(|e| e.event["type"] == "TaskScheduled")
+        .find(|e| e.read().event["type"] == "TaskScheduled")
         .expect("scheduled");
     assert!(
         scheduled.size() < 300 * 1024,
