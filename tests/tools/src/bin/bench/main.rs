@@ -92,7 +92,7 @@ use map::map;
 use run::{Load, Mode, measure};
 use search::search;
 use server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, Services, remote};
-use sweep::{SweptStore, sweep};
+use sweep::{BenchStore, sweep};
 
 /// Benchmarks the local system (`sas-local`, built by cargo if need be) through its
 /// HTTP API, or the supervisor's sweep in process; prints one line a measurement.
@@ -247,11 +247,12 @@ enum Benchmark {
         #[arg(long, default_value_t = 1)]
         expired_percent: usize,
         /// The store swept.
-        #[arg(long, value_enum, default_value_t = SweptStore::Embedded)]
-        store: SweptStore,
+        #[arg(long, value_enum, default_value_t = BenchStore::Embedded)]
+        store: BenchStore,
     },
     /// Tasks found by two search attributes among that many, in process on the
-    /// embedded backend: the index entries examined, and each page's time.
+    /// embedded backend (the index entries examined, and each page's time) or on
+    /// DynamoDB on moto (the requests and the records read).
     Search {
         /// Tasks in the store.
         #[arg(long, default_value_t = 100_000)]
@@ -259,6 +260,9 @@ enum Benchmark {
         /// Customers they are spread over (the attribute searched first).
         #[arg(long, default_value_t = 1_000)]
         customers: usize,
+        /// The store searched.
+        #[arg(long, value_enum, default_value_t = BenchStore::Embedded)]
+        store: BenchStore,
     },
     /// The disk's flush of a write by its size and by where it lands, every size and
     /// placement in turn, several rounds, each flush [`TAIL_PAUSE`] after the one
@@ -405,7 +409,11 @@ async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
             expired_percent,
             store,
         } => sweep(tasks, expired_percent, store).await,
-        Benchmark::Search { tasks, customers } => search(tasks, customers).await,
+        Benchmark::Search {
+            tasks,
+            customers,
+            store,
+        } => search(tasks, customers, store).await,
         Benchmark::Flush {
             bytes,
             flushes,

@@ -7,16 +7,17 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::ValueEnum;
 
+use sas_tools::recording::Recorded;
+
 use super::server::{DRONE, delivery};
 
-/// The store a sweep is measured on.
+/// The store a benchmark of the supervisor's sweep or of a search runs on.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(super) enum SweptStore {
-    /// The embedded backend: the sweep's time, and the time to open the store again
-    /// (which reads the leases back).
+pub(super) enum BenchStore {
+    /// The embedded backend, in process: the time taken.
     Embedded,
-    /// DynamoDB on moto: the requests of one pass (moto's recorder), the task records
-    /// read consistently among them.
+    /// DynamoDB on moto: the requests made (moto's recorder), and the records and
+    /// entries they read.
     Dynamodb,
 }
 
@@ -83,7 +84,7 @@ async fn load_leases(
 pub(super) async fn sweep(
     tasks: usize,
     expired_percent: usize,
-    store: SweptStore,
+    store: BenchStore,
 ) -> anyhow::Result<()> {
     use sas_core::app::{App, Ports};
     use sas_core::clock::{Clock, WallClock};
@@ -98,7 +99,7 @@ pub(super) async fn sweep(
         Arc::new(WallClock),
         sas_embedded::Durability::Process,
     )?);
-    if store == SweptStore::Dynamodb {
+    if store == BenchStore::Dynamodb {
         return sweep_on_moto(tasks, expired_percent, embedded).await;
     }
     let now = WallClock.now();
@@ -148,75 +149,123 @@ pub(super) async fn sweep(
     Ok(())
 }
 
-/// The sweep over DynamoDB on moto, with the deployment's defaults (8 lease shards,
-/// 60 s buckets, batches of 100), the queues in `embedded`: the DynamoDB requests of
-/// one pass, as moto's recorder saw them.
+/// DynamoDB on moto for a benchmark: a store over a table of its own with the
+/// deployment's defaults (8 lease shards, 60 s buckets), and moto's recorder.
+pub(super) struct OnMoto {
+    moto: sas_tests::aws::Moto,
+    recording: tempfile::NamedTempFile,
+    pub(super) store: Arc<dyn sas_core::ports::StateStore>,
+}
+
+impl OnMoto {
+    pub(super) async fn start(table: &str) -> anyhow::Result<Self> {
+        use sas_aws::store::DynamoStore;
+        use sas_lambda::config::TableSettings;
+        use sas_tests::aws::{Moto, create_table, emulator};
+
+        let recording = tempfile::NamedTempFile::new()?;
+        let path = recording.path().to_str().context("path")?.to_owned();
+        let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", path.as_str())]);
+        let sdk = emulator::sdk(&moto.endpoint);
+        create_table(&aws_sdk_dynamodb::Client::new(&sdk), table).await;
+        let settings = TableSettings {
+            table: table.into(),
+            lease_shards: 8,
+            lease_bucket: Duration::from_secs(60),
+            retention: Duration::from_secs(30 * 86_400),
+        };
+        Ok(Self {
+            moto,
+            recording,
+            store: Arc::new(DynamoStore::new(&sdk, settings)),
+        })
+    }
+
+    /// An app over the store, with `embedded`'s queues and alerts.
+    pub(super) fn app(
+        &self,
+        embedded: Arc<sas_embedded::Embedded>,
+    ) -> anyhow::Result<sas_core::app::App> {
+        use sas_core::app::{App, Ports};
+        use sas_core::clock::WallClock;
+        use sas_core::ports::NoMetrics;
+        use sas_domain::workflow::Registry;
+
+        let ports = Ports {
+            store: Arc::clone(&self.store),
+            queues: Arc::clone(&embedded) as _,
+            alerts: embedded,
+            metrics: Arc::new(NoMetrics),
+            clock: Arc::new(WallClock),
+        };
+        Ok(App::new(
+            ports,
+            Arc::new(Registry::built_in()),
+            queue_names()?,
+            "bench".into(),
+        ))
+    }
+
+    /// `work`'s result, and the requests moto recorded while it ran.
+    pub(super) async fn recorded<T>(
+        &self,
+        work: impl Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<(T, Vec<Recorded>)> {
+        let recorder = |action: &'static str| {
+            let url = format!("{}/moto-api/recorder/{action}", self.moto.endpoint);
+            async move { reqwest::Client::new().post(url).send().await }
+        };
+        recorder("start-recording").await?;
+        let result = work.await;
+        recorder("stop-recording").await?;
+        let recording = std::fs::read_to_string(self.recording.path())?;
+        Ok((result?, sas_tools::recording::requests(&recording)))
+    }
+}
+
+/// The requests of `recorded` by operation (`dynamodb:Query`: 2), and the task
+/// records they read consistently (the keys of consistent `BatchGetItem`s).
+pub(super) fn requests_and_record_reads(
+    recorded: &[Recorded],
+) -> (std::collections::BTreeMap<&str, usize>, usize) {
+    let mut requests = std::collections::BTreeMap::new();
+    let mut consistent_reads = 0;
+    for recorded in recorded {
+        let tables = recorded.request["RequestItems"].as_object();
+        for table in tables.into_iter().flat_map(|tables| tables.values()) {
+            if table["ConsistentRead"] == true {
+                consistent_reads += table["Keys"].as_array().map_or(0, Vec::len);
+            }
+        }
+        *requests.entry(recorded.operation.as_str()).or_default() += 1;
+    }
+    (requests, consistent_reads)
+}
+
+/// The sweep over DynamoDB on moto, batches of 100, the queues in `embedded`: the
+/// DynamoDB requests of one pass, as moto's recorder saw them.
 async fn sweep_on_moto(
     tasks: usize,
     expired_percent: usize,
     embedded: Arc<sas_embedded::Embedded>,
 ) -> anyhow::Result<()> {
-    use sas_aws::store::DynamoStore;
-    use sas_core::app::{App, Ports};
     use sas_core::clock::{Clock, WallClock};
-    use sas_core::ports::NoMetrics;
-    use sas_domain::workflow::Registry;
-    use sas_lambda::config::TableSettings;
-    use sas_tests::aws::{Moto, create_table, emulator};
 
-    let recording = tempfile::NamedTempFile::new()?;
-    let recording_path = recording.path().to_str().context("path")?.to_owned();
-    let moto = Moto::start_with(&[("MOTO_RECORDER_FILEPATH", recording_path.as_str())]);
-    let sdk = emulator::sdk(&moto.endpoint);
-    create_table(&aws_sdk_dynamodb::Client::new(&sdk), "sweep").await;
-    let settings = TableSettings {
-        table: "sweep".into(),
-        lease_shards: 8,
-        lease_bucket: Duration::from_secs(60),
-        retention: Duration::from_secs(30 * 86_400),
-    };
-    let store: Arc<dyn sas_core::ports::StateStore> = Arc::new(DynamoStore::new(&sdk, settings));
+    let on_moto = OnMoto::start("sweep").await?;
     // One at a time: moto's transactions at once fail ("dictionary changed size
     // during iteration").
-    let loaded = load_leases(&store, tasks, expired_percent, WallClock.now(), 1).await?;
-    let ports = Ports {
-        store,
-        queues: Arc::clone(&embedded) as _,
-        alerts: embedded,
-        metrics: Arc::new(NoMetrics),
-        clock: Arc::new(WallClock),
-    };
-    let app = App::new(
-        ports,
-        Arc::new(Registry::built_in()),
-        queue_names()?,
-        "bench".into(),
-    );
+    let loaded = load_leases(&on_moto.store, tasks, expired_percent, WallClock.now(), 1).await?;
+    let app = on_moto.app(embedded)?;
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let recorder = |action: &'static str| {
-        let url = format!("{}/moto-api/recorder/{action}", moto.endpoint);
-        async move { reqwest::Client::new().post(url).send().await }
-    };
-    recorder("start-recording").await?;
     let started = Instant::now();
-    let report = app.sweep(100).await?;
+    let (report, recorded) = on_moto
+        .recorded(async { Ok(app.sweep(100).await?) })
+        .await?;
     let swept = started.elapsed();
-    recorder("stop-recording").await?;
-
-    let mut requests: std::collections::BTreeMap<String, usize> = Default::default();
-    let (mut expiry_queries, mut consistent_reads) = (0, 0);
-    for recorded in sas_tools::recording::requests(&std::fs::read_to_string(&recording_path)?) {
-        let request = &recorded.request;
-        if request["IndexName"] == "expiry" {
-            expiry_queries += 1;
-        }
-        for table in request["RequestItems"].as_object().into_iter().flatten() {
-            if table.1["ConsistentRead"] == true {
-                consistent_reads += table.1["Keys"].as_array().map_or(0, Vec::len);
-            }
-        }
-        *requests.entry(recorded.operation).or_default() += 1;
-    }
+    let expiry_queries = (recorded.iter())
+        .filter(|r| r.request["IndexName"] == "expiry")
+        .count();
+    let (requests, consistent_reads) = requests_and_record_reads(&recorded);
     println!(
         "engine=dynamodb-moto mode=sweep tasks={tasks} recovered={} sweep_s={:.1} load_s={:.1} \
          expiry_queries={expiry_queries} consistent_record_reads={consistent_reads} requests={requests:?}",
