@@ -107,6 +107,7 @@ pub(crate) fn text(value: &Value) -> (String, bool) {
 /// serialized without a map of values built first.
 struct Fields<'a>(Vec<(&'a str, Field<'a>)>);
 
+/// One field's value.
 enum Field<'a> {
     Text(&'a str),
     Number(u64),
@@ -135,6 +136,7 @@ impl Serialize for Field<'_> {
         }
     }
 }
+
 /// `fields` with `field` (`input`, `output`) holding a value's [`text`], and its
 /// `…Details` saying whether it was cut.
 fn with_text<'a>(
