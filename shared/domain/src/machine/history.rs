@@ -73,6 +73,42 @@ impl WrittenEvent {
     }
 }
 
+/// A state's entry or exit, as its event names it.
+#[derive(Debug)]
+pub struct Passage {
+    /// The event's type: `PassStateEntered`, `TaskStateExited`, ...
+    pub kind: String,
+    /// The state's name.
+    pub name: String,
+}
+
+impl WrittenEvent {
+    /// Of a `…StateEntered` or `…StateExited` event, the state's entry or exit, read
+    /// without its payload into values; `None` for any other event.
+    #[must_use]
+    pub fn passage(&self) -> Option<Passage> {
+        #[derive(Deserialize)]
+        struct Named {
+            name: String,
+        }
+        #[derive(Deserialize)]
+        struct Event {
+            #[serde(rename = "type")]
+            kind: String,
+            #[serde(rename = "stateEnteredEventDetails")]
+            entered: Option<Named>,
+            #[serde(rename = "stateExitedEventDetails")]
+            exited: Option<Named>,
+        }
+        let event: Event = serde_json::from_str(self.event.get()).ok()?;
+        let named = event.entered.or(event.exited)?;
+        Some(Passage {
+            kind: event.kind,
+            name: named.name,
+        })
+    }
+}
+
 impl MachineRun {
     /// The events this write makes, as a store gives them back.
     #[must_use]

@@ -256,24 +256,28 @@ fn pure_states(task: &Task) -> Vec<FinishedSpan> {
     let Some(machine) = task.machine.as_ref() else {
         return Vec::new();
     };
-    let events = machine.written_events();
+    let passages: Vec<_> = (machine.new_events.iter())
+        .map(|event| (event, event.passage()))
+        .collect();
     let mut spans = Vec::new();
-    for (at, entered) in events.iter().enumerate() {
-        let Some(kind) = entered.event["type"].as_str() else {
+    for (at, (entered, passage)) in passages.iter().enumerate() {
+        let Some(passage) = passage else {
             continue;
         };
-        let Some(kind) = kind
+        let Some(kind) = (passage.kind)
             .strip_suffix("StateEntered")
             .filter(|k| PURE.contains(k))
         else {
             continue;
         };
-        let name = &entered.event["stateEnteredEventDetails"]["name"];
         let exit = format!("{kind}StateExited");
-        let exited = events[at + 1..].iter().find(|e| {
-            e.event["type"] == exit.as_str() && &e.event["stateExitedEventDetails"]["name"] == name
+        let exited = passages[at + 1..].iter().find_map(|(event, other)| {
+            other
+                .as_ref()
+                .filter(|other| other.kind == exit && other.name == passage.name)
+                .map(|_| event)
         });
-        let name = name.as_str().unwrap_or_default();
+        let name = passage.name.as_str();
         let mut attributes = task_attributes(task);
         attributes.push(("sas.state.name", text(name)));
         attributes.push(("sas.state.type", text(kind)));
