@@ -32,7 +32,7 @@ thread_local! {
 ///
 /// # Errors
 /// Why it does not parse.
-pub fn parsed(text: &str) -> Result<Rc<Call>, String> {
+pub(crate) fn parsed(text: &str) -> Result<Rc<Call>, String> {
     memo::parsed(&PARSED, text, parse)
 }
 
