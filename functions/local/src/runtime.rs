@@ -242,10 +242,21 @@ impl System {
         for (source, concurrency) in sources.into_iter().chain([ingest]) {
             let app = Arc::clone(&self.app);
             let queue = source.to_string();
+            // A burst of buffered submissions waits in the ingest queue while the
+            // agents have requests enough: among their requests, each would put
+            // itself before the calls that hold a limited service's slots.
+            let room: Room = if source == &self.ingest {
+                let agents_free =
+                    claims_now(&self.backend, &self.queues, settings.agent_concurrency);
+                Some(Arc::new(agents_free))
+            } else {
+                None
+            };
             self.workers.push(tokio::spawn(consume(
                 Arc::clone(&self.backend) as _,
                 source.clone(),
                 concurrency,
+                room,
                 stopped.clone(),
                 move |body, _| {
                     let (app, queue) = (Arc::clone(&app), queue.clone());
@@ -258,6 +269,7 @@ impl System {
             Arc::clone(&self.backend) as _,
             self.queues.agent_requests.clone(),
             settings.agent_concurrency,
+            None,
             stopped.clone(),
             move |body, trace: Option<TraceContext>| {
                 let step_caller = Arc::clone(&step_caller);
@@ -358,6 +370,12 @@ fn claims_now(
     move || backend.held(&requests) < 2 * agent_concurrency
 }
 
+/// Whether what a queue's messages lead to has room for more now; `None`: always.
+type Room = Option<Arc<dyn Fn() -> bool + Send + Sync>>;
+
+/// How often a consumer waiting for room looks again.
+const ROOM_RECHECK: Duration = Duration::from_millis(2);
+
 /// Consumes a queue like an event-source mapping: batches of up to [`BATCH`],
 /// at most `concurrency` messages in flight, a message deleted once handled and
 /// left for redelivery (and in the end the dead-letter queue) when its handler fails.
@@ -365,6 +383,7 @@ async fn consume<H, F, E>(
     consumer: Arc<dyn Consumer>,
     queue: QueueName,
     concurrency: usize,
+    room: Room,
     mut stopped: watch::Receiver<bool>,
     handler: H,
 ) where
@@ -378,9 +397,15 @@ async fn consume<H, F, E>(
         let Ok(first) = Arc::clone(&slots).acquire_owned().await else {
             break;
         };
-        let room = slots.available_permits() + 1;
+        while room.as_ref().is_some_and(|room| !room()) {
+            tokio::select! {
+                () = tokio::time::sleep(ROOM_RECHECK) => {}
+                _ = stopped.changed() => break,
+            }
+        }
+        let free = slots.available_permits() + 1;
         let batch = tokio::select! {
-            received = consumer.receive(&queue, room.min(BATCH), Duration::from_millis(100)) => received,
+            received = consumer.receive(&queue, free.min(BATCH), Duration::from_millis(100)) => received,
             _ = stopped.changed() => break,
         };
         let batch = batch.unwrap_or_else(|e| {
@@ -605,5 +630,54 @@ mod tests {
             .expect("sent on");
 
         assert_eq!(system.backend.held(responses), 1);
+    }
+
+    #[tokio::test]
+    async fn a_consumer_takes_no_message_while_what_its_messages_lead_to_has_no_room() {
+        let (system, _data) = stopped_system().await;
+        let queue = system.queues.scheduler.clone();
+        let run = SchedulerMessage::Run {
+            task_id: TaskId::parse("room-1").expect("an id"),
+        };
+        (system
+            .backend
+            .send(&queue, &[OutgoingMessage::json(&run, Duration::ZERO)]))
+        .await
+        .expect("sent");
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let room: Room = {
+            let open = Arc::clone(&open);
+            Some(Arc::new(move || {
+                open.load(std::sync::atomic::Ordering::SeqCst)
+            }))
+        };
+        let (taken, mut handled) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, stopped) = watch::channel(false);
+        let consumer = tokio::spawn(consume(
+            Arc::clone(&system.backend) as _,
+            queue,
+            4,
+            room,
+            stopped,
+            move |body, _| {
+                let taken = taken.clone();
+                async move {
+                    taken.send(body).expect("the test listens");
+                    Ok::<(), sas_core::app::HandleError>(())
+                }
+            },
+        ));
+
+        let early = tokio::time::timeout(Duration::from_millis(300), handled.recv()).await;
+        assert!(early.is_err(), "a message taken while there was no room");
+        open.store(true, std::sync::atomic::Ordering::SeqCst);
+        let body = tokio::time::timeout(Duration::from_secs(5), handled.recv())
+            .await
+            .expect("the message taken once there was room")
+            .expect("a body");
+        assert!(body.contains("room-1"), "{body}");
+
+        stop.send(true).expect("the consumer listens");
+        consumer.await.expect("the consumer stopped");
     }
 }
