@@ -225,12 +225,13 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
     }) {
         return Ok(stepfunctions::serve(app, &request, target).await);
     }
-    let matching: Vec<(&Route, Vec<&str>)> = ROUTES
+    // The first route of the request's method whose path matches; the others' paths
+    // are matched only to tell a path no route has from a method one does not take.
+    let found = ROUTES
         .iter()
-        .filter_map(|route| Some((route, route.capture(request.path)?)))
-        .collect();
-    let found = matching.iter().find(|(r, _)| r.method == request.method);
-    if let Some((route, captured)) = found.filter(|(r, _)| r.is_public()) {
+        .filter(|route| route.method == request.method)
+        .find_map(|route| Some((route, route.capture(request.path)?)));
+    if let Some((route, captured)) = found.as_ref().filter(|(r, _)| r.is_public()) {
         return public(app, route.action, captured.first().copied(), request.body).await;
     }
     let (own, operator) = match request.caller {
@@ -252,7 +253,8 @@ pub(crate) async fn route(app: &App, request: ApiRequest<'_>) -> Result<ApiRespo
         ));
     }
     let Some((route, captured)) = found else {
-        return Err(if matching.is_empty() {
+        let matched = ROUTES.iter().any(|r| r.capture(request.path).is_some());
+        return Err(if !matched {
             ApiError::new(
                 ErrorCode::NotFound,
                 format!("no route for {}", request.path),
