@@ -57,12 +57,6 @@ pub fn to_raw_json(value: &impl serde::Serialize) -> Box<serde_json::value::RawV
 /// The SHA-256 of `text`, in hex.
 pub fn sha256_hex(text: impl AsRef<[u8]>) -> String {
     use sha2::Digest;
-    use std::fmt::Write as _;
 
-    let mut hex = String::with_capacity(64);
-    for byte in sha2::Sha256::digest(text.as_ref()) {
-        // Writing to a String does not fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    hex::encode(sha2::Sha256::digest(text.as_ref()))
 }

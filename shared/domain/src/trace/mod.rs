@@ -35,8 +35,12 @@ fn derived<const N: usize>(parts: &[&str]) -> [u8; N] {
     bytes
 }
 
+/// `bytes` (16 at most) in lowercase hex, written at once.
 fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
-    bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    let mut digits = [0; 32];
+    let digits = digits.get_mut(..2 * bytes.len()).ok_or(fmt::Error)?;
+    hex::encode_to_slice(bytes, digits).map_err(|_| fmt::Error)?;
+    f.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)
 }
 
 /// `text` as N bytes of lowercase hex, not all zero.
