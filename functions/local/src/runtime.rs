@@ -393,14 +393,14 @@ async fn consume<H, F, E>(
 {
     let slots = Arc::new(Semaphore::new(concurrency.max(1)));
     let handler = Arc::new(handler);
-    while !*stopped.borrow() {
+    'consuming: while !*stopped.borrow() {
         let Ok(first) = Arc::clone(&slots).acquire_owned().await else {
             break;
         };
         while room.as_ref().is_some_and(|room| !room()) {
             tokio::select! {
                 () = tokio::time::sleep(ROOM_RECHECK) => {}
-                _ = stopped.changed() => break,
+                _ = stopped.changed() => break 'consuming,
             }
         }
         let free = slots.available_permits() + 1;
