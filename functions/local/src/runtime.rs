@@ -243,8 +243,8 @@ impl System {
             let app = Arc::clone(&self.app);
             let queue = source.to_string();
             // A burst of buffered submissions waits in the ingest queue while the
-            // agents have requests enough: among their requests, each would put
-            // itself before the calls that hold a limited service's slots.
+            // agents have requests enough: among their requests, each would go
+            // before the calls that hold a limited service's slots.
             let room: Room = if source == &self.ingest {
                 let agents_free =
                     claims_now(&self.backend, &self.queues, settings.agent_concurrency);
@@ -357,10 +357,11 @@ impl Queues for AnswersInPlace {
     }
 }
 
-/// Whether a direct submission is created claimed now: while the agents' queue holds
-/// fewer than twice the requests they take at once. Past that, a burst waits Pending
-/// in the scheduler's queue, where no lease runs, not among the agents' requests,
-/// where its first step's lease would run out waiting.
+/// Whether a direct submission is created claimed now, and buffered submissions are
+/// taken from the ingest queue: while the agents' queue holds fewer than twice the
+/// requests they take at once. Past that, a burst waits Pending in the scheduler's
+/// queue (or in the ingest queue), where no lease runs, not among the agents'
+/// requests, where its first step's lease would run out waiting.
 fn claims_now(
     backend: &Arc<Embedded>,
     queues: &QueueNames,
