@@ -55,6 +55,15 @@ pub struct WrittenEvent {
     pub event: Box<RawValue>,
 }
 
+/// A state's entry or exit, as its event names it.
+#[derive(Debug)]
+pub struct Passage {
+    /// The event's type: `PassStateEntered`, `TaskStateExited`, ...
+    pub kind: String,
+    /// The state's name.
+    pub name: String,
+}
+
 impl WrittenEvent {
     /// Its bytes, as a write keeps them (about).
     #[must_use]
@@ -71,18 +80,7 @@ impl WrittenEvent {
             event: serde_json::from_str(self.event.get()).unwrap_or(Value::Null),
         }
     }
-}
 
-/// A state's entry or exit, as its event names it.
-#[derive(Debug)]
-pub struct Passage {
-    /// The event's type: `PassStateEntered`, `TaskStateExited`, ...
-    pub kind: String,
-    /// The state's name.
-    pub name: String,
-}
-
-impl WrittenEvent {
     /// Of a `…StateEntered` or `…StateExited` event, the state's entry or exit, read
     /// without its payload into values; `None` for any other event.
     #[must_use]
@@ -305,32 +303,34 @@ pub(crate) fn work_events(
 ) -> Vec<Box<RawValue>> {
     match &state.kind {
         StateKind::Task(task) => task_events(&task.resource, work, result, timed_out),
-        StateKind::Parallel { .. } => {
-            let ended = if result.is_ok() {
-                "ParallelStateSucceeded"
-            } else {
-                "ParallelStateFailed"
-            };
-            vec![bare_event("ParallelStateStarted"), bare_event(ended)]
-        }
+        StateKind::Parallel { .. } => vec![
+            bare_event("ParallelStateStarted"),
+            branches_ended("ParallelState", result),
+        ],
         StateKind::Map(_) => {
             let length = match work {
                 Some(VisitWork::Branches(branches)) => branches.inputs.len() as u64,
                 _ => 0,
             };
             let length = Fields(vec![("length", Field::Number(length))]);
-            let ended = if result.is_ok() {
-                "MapStateSucceeded"
-            } else {
-                "MapStateFailed"
-            };
             vec![
                 event("MapStateStarted", "mapStateStartedEventDetails", length),
-                bare_event(ended),
+                branches_ended("MapState", result),
             ]
         }
         _ => Vec::new(),
     }
+}
+
+/// A Parallel's or a Map's end (`prefix`: `ParallelState`, `MapState`), as `result`
+/// says: `…Succeeded` or `…Failed`.
+fn branches_ended(prefix: &str, result: &Result<Value, Failure>) -> Box<RawValue> {
+    let outcome = if result.is_ok() {
+        "Succeeded"
+    } else {
+        "Failed"
+    };
+    bare_event(&format!("{prefix}{outcome}"))
 }
 
 /// A Task's scheduled, started and ended events, in its resource's words.
