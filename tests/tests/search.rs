@@ -1,8 +1,8 @@
 //! Tasks found by what they are about, end to end on the local system as an operator
 //! finds them through the API and `sas`: 5,000 refunds, each with its customer and
 //! amount kept as search attributes, found by two of them, the index examining only
-//! the customer's; by state, workflow, time and error text; and searches refused with
-//! a 400 naming the parameter.
+//! the customer's; by state, workflow and version, time and error text; and searches
+//! refused with a 400 naming the parameter.
 
 use sas_tests::Harness;
 use serde_json::{Value, json};
@@ -102,12 +102,39 @@ async fn a_search_by_state_workflow_time_and_error_and_the_searches_refused() {
     assert_eq!(ids(&page).len(), 0, "none failed: {page}");
     let (_, page) = search(&harness, "attribute.customer=c-3&workflow=refund").await;
     assert_eq!(ids(&page).len(), 0, "another workflow's: {page}");
+    let version = harness.task("refund-0").await["workflow"]["version"]
+        .as_u64()
+        .expect("a version");
+    let (_, page) = search(
+        &harness,
+        &format!("state=Pending&workflow=approved-refund&version={version}"),
+    )
+    .await;
+    assert_eq!(ids(&page).len(), 10, "{page}");
+    let next = version + 1;
+    let (_, page) = search(&harness, &format!("state=Pending&version={next}")).await;
+    assert_eq!(ids(&page).len(), 0, "another version's: {page}");
+    let version = version.to_string();
+    let printed = harness
+        .sas_ok(&[
+            "tasks",
+            "find",
+            "--state",
+            "Pending",
+            "--workflow",
+            "approved-refund",
+            "--workflow-version",
+            &version,
+        ])
+        .await;
+    assert!(printed.contains("(10 found, "), "{printed}");
 
     for (query, field) in [
         ("workflow=approved-refund", "attribute"),
         ("attribute.Customer=c-1", "attribute.Customer"),
         ("state=Done", "state"),
         ("state=Error&from=yesterday", "from"),
+        ("state=Error&version=two", "version"),
         ("state=Error&limit=0", "limit"),
         ("state=Error&colour=red", "colour"),
         ("attribute.customer=c-1&after=nonsense", "after"),
