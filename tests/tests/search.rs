@@ -1,5 +1,5 @@
 //! Tasks found by what they are about, end to end on the local system as an operator
-//! finds them through the API and `sas`: 5,000 refunds, each with its customer and
+//! finds them through the API and `sas`: 100,000 refunds, each with its customer and
 //! amount kept as search attributes, found by two of them, the index examining only
 //! the customer's; by state, workflow and version, time and error text; and searches
 //! refused with a 400 naming the parameter.
@@ -7,8 +7,8 @@
 use sas_tests::Harness;
 use serde_json::{Value, json};
 
-const TASKS: usize = 5_000;
-const CUSTOMERS: usize = 100;
+const TASKS: usize = 100_000;
+const CUSTOMERS: usize = 1_000;
 
 async fn search(harness: &Harness, query: &str) -> (u16, Value) {
     let (status, _, body) = harness
@@ -24,10 +24,10 @@ fn ids(page: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refunds_are_found_by_two_attributes_among_5000_the_index_examining_one_customers() {
+async fn refunds_are_found_by_two_attributes_among_100000_the_index_examining_one_customers() {
     let harness = Harness::start(5).await;
     harness.waiting_refunds(TASKS, CUSTOMERS).await;
-    // Customer c-7's refunds are i = 7, 107, 207, ...; of those, an amount of 30 is
+    // Customer c-7's refunds are i = 7, 1007, 2007, ...; of those, an amount of 30 is
     // i % 7 == 3.
     let expected: Vec<String> = (0..TASKS)
         .filter(|i| i % CUSTOMERS == 7 && i % 7 == 3)
