@@ -8,7 +8,8 @@
 //! users do: with `infra/localstack/deploy.sh`, and the CDK app with `cdk deploy`.
 //!
 //! The tests, by theme, each a module of `deployed/`: [`delivery`], [`recovery`],
-//! [`callers`], [`workflows`], [`state_machines`], [`deployments`] and [`traces`]; this file holds the helpers they share.
+//! [`callers`], [`workflows`] (with [`schedules`] beside it), [`state_machines`],
+//! [`deployments`] and [`traces`]; this file holds the helpers they share.
 
 #[path = "deployed/callers.rs"]
 mod callers;
@@ -18,6 +19,8 @@ mod delivery;
 mod deployments;
 #[path = "deployed/recovery.rs"]
 mod recovery;
+#[path = "deployed/schedules.rs"]
+mod schedules;
 #[path = "deployed/state_machines.rs"]
 mod state_machines;
 #[path = "deployed/traces.rs"]
