@@ -66,12 +66,17 @@ pub(super) async fn wake_ups_start(stack: &Deployment) -> String {
     group
 }
 
-/// The schedule `name` as the deployed API shows it, once `ready` holds of it (within
-/// four minutes: its wake-ups come every minute).
-async fn schedule_when(stack: &Deployment, name: &str, ready: impl Fn(&Value) -> bool) -> Value {
+/// The schedule `name` as the deployed API shows it, once `ready` holds of it, within
+/// `minutes` (its wake-ups come every minute).
+async fn schedule_when(
+    stack: &Deployment,
+    name: &str,
+    minutes: u32,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
     let path = format!("/operator/schedules/{name}");
     let mut seen = Value::Null;
-    for _ in 0..120 {
+    for _ in 0..minutes * 30 {
         let (status, body) = operator(stack, "GET", &path, None).await;
         assert_eq!(status, 200, "{body}");
         if ready(&body) {
@@ -81,14 +86,16 @@ async fn schedule_when(stack: &Deployment, name: &str, ready: impl Fn(&Value) ->
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
     let logs = stack.logs("SupervisorFunction").await.join("\n");
-    panic!("{name} not as awaited within 4 minutes: {seen}; the supervisor's logs:\n{logs}");
+    panic!(
+        "{name} not as awaited within {minutes} minutes: {seen}; the supervisor's logs:\n{logs}"
+    );
 }
 
 /// `buffer_one`: the instant that comes while the first run of `buffers` runs is kept,
 /// and its run starts, under its own instant, at the first wake-up after the first
 /// run ended (cancelled here, in Error).
 pub(super) async fn a_buffered_run_starts_once_the_running_one_ends(stack: &Deployment) {
-    let buffers = schedule_when(stack, "buffers", |s| s["buffered"].is_string()).await;
+    let buffers = schedule_when(stack, "buffers", 4, |s| s["buffered"].is_string()).await;
     assert_eq!(buffers["started"], 1, "buffer_one: one run: {buffers}");
     let first = buffers["last_run"]["task_id"]
         .as_str()
@@ -97,7 +104,7 @@ pub(super) async fn a_buffered_run_starts_once_the_running_one_ends(stack: &Depl
     let (status, cancelled) = operator(stack, "POST", &path, Some(&json!({}))).await;
     assert_eq!(status, 202, "{cancelled}");
     let kept = buffers["buffered"].clone();
-    let buffers = schedule_when(stack, "buffers", |s| s["started"] == 2).await;
+    let buffers = schedule_when(stack, "buffers", 4, |s| s["started"] == 2).await;
     assert_eq!(
         buffers["last_run"]["at"], kept,
         "the kept instant's run started once the first ended: {buffers}"
@@ -113,7 +120,7 @@ pub(super) async fn runs_missed_while_nothing_woke_the_engine_are_caught_up(
     group: &str,
 ) {
     let started = |s: &Value| s["started"].as_u64().unwrap_or_default();
-    schedule_when(stack, "catches", |s| started(s) >= 1).await;
+    schedule_when(stack, "catches", 4, |s| started(s) >= 1).await;
     let scheduler = aws_sdk_scheduler::Client::new(&stack.sdk);
     let set_state = |state: aws_sdk_scheduler::types::ScheduleState| {
         let scheduler = &scheduler;
@@ -146,7 +153,7 @@ pub(super) async fn runs_missed_while_nothing_woke_the_engine_are_caught_up(
     tokio::time::sleep(Duration::from_secs(75)).await;
     let (_, before) = operator(stack, "GET", "/operator/schedules/catches", None).await;
     set_state(aws_sdk_scheduler::types::ScheduleState::Enabled).await;
-    let after = schedule_when(stack, "catches", |s| started(s) > started(&before)).await;
+    let after = schedule_when(stack, "catches", 4, |s| started(s) > started(&before)).await;
     assert_eq!(after["missed"], 0, "none missed: {after}");
     let late = format!(
         "catches-{}",
@@ -164,20 +171,8 @@ pub(super) async fn runs_missed_while_nothing_woke_the_engine_are_caught_up(
 /// EventBridge Scheduler's wake-ups alone; paused, its wake-ups are disabled, and
 /// deleted, gone.
 pub(super) async fn naps_run_then_wake_ups_stop(stack: &Deployment, group: &str) {
-    let mut seen = Value::Null;
-    for _ in 0..90 {
-        let (status, body) = operator(stack, "GET", "/operator/schedules/naps", None).await;
-        assert_eq!(status, 200, "{body}");
-        if body["started"].as_u64() >= Some(1) {
-            seen = body;
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-    let Some(run) = seen["last_run"]["task_id"].as_str() else {
-        let logs = stack.logs("SupervisorFunction").await.join("\n");
-        panic!("no run started within 3 minutes; the supervisor's logs:\n{logs}");
-    };
+    let naps = schedule_when(stack, "naps", 3, |s| s["started"].as_u64() >= Some(1)).await;
+    let run = naps["last_run"]["task_id"].as_str().expect("its run");
     let instant = run.strip_prefix("naps-").unwrap_or_default();
     assert!(
         instant.len() == 16 && instant.ends_with('Z') && instant.as_bytes()[8] == b'T',
@@ -190,7 +185,7 @@ pub(super) async fn naps_run_then_wake_ups_stop(stack: &Deployment, group: &str)
 
     // The cool-off's first run is still running at its schedule's next instants:
     // `skip` starts none and counts them skipped.
-    let skips = schedule_when(stack, "skips", |s| s["skipped"].as_u64() >= Some(1)).await;
+    let skips = schedule_when(stack, "skips", 4, |s| s["skipped"].as_u64() >= Some(1)).await;
     assert_eq!(
         skips["started"], 1,
         "skip: one run, the next instants skipped while it runs: {skips}"
