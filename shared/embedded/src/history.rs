@@ -19,7 +19,7 @@ use sas_domain::machine::history::HistoryEvent;
 use sas_domain::task::Task;
 
 use crate::Embedded;
-use crate::schema::{Compressed, Stored, decode, unavailable};
+use crate::schema::{Compressed, Stored, Vocabulary, decode, unavailable};
 use crate::writer::{execute, query_row};
 
 /// The history events a task's write made, encoded before the writer's turn: the id
@@ -36,7 +36,10 @@ impl EventRows {
             return Ok(Self(None));
         };
         let last = i64::try_from(last.id).unwrap_or(i64::MAX);
-        Ok(Self(Some((last, Compressed::json(&events)?))))
+        Ok(Self(Some((
+            last,
+            Compressed::json(&events, Vocabulary::StateMachines)?,
+        ))))
     }
 
     /// Writes them for the task `id`, in the transaction of its record: a write

@@ -14,7 +14,7 @@ use sas_domain::messages::Alert;
 use sas_domain::trace::TraceContext;
 
 use crate::messages::{Message, Messages};
-use crate::schema::{Compressed, SCHEMA, Stored, encode, unavailable};
+use crate::schema::{Compressed, SCHEMA, Stored, Vocabulary, encode, unavailable};
 use crate::writer::{execute, query_row};
 use crate::{Embedded, QueueSettings, Received};
 
@@ -39,7 +39,7 @@ pub(crate) fn insert_messages(
             .execute(params![
                 id,
                 queue,
-                Compressed::text(body)?,
+                Compressed::text(body, Vocabulary::Tasks)?,
                 visible_at,
                 now,
                 trace

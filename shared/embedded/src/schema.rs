@@ -7,6 +7,7 @@ use lz4_flex::block::{compress_into_with_dict, decompress_with_dict, get_maximum
 use rusqlite::Connection;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use sas_core::ports::{Cause, StoreError};
+use sas_domain::task::Task;
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tasks (
@@ -84,73 +85,174 @@ pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreErro
 }
 
 /// Text compressed with LZ4 (its length first), stored as a blob: how a task's
-/// record (its JSON) and a message's body are written, against [`DICTIONARY`]. A
-/// drone delivery's record, 3.0 KB of JSON at its end, is 0.8 KB compressed (1.0 KB
-/// without the dictionary), in about 3 µs: it stays in its row's page of 1 KiB
-/// instead of running over into a page of its own, freed and taken again (with the
-/// free list and the header page) at every step's rewrite; so does an agent's
-/// request carrying the results before it.
+/// record (its JSON) and a message's body are written, against a dictionary of the
+/// names they hold ([`Vocabulary`]). A drone delivery's record, 3.0 KB of JSON at its
+/// end, is 0.8 KB compressed (1.0 KB without the dictionary), in about 3 µs: it
+/// stays in its row's page of 1 KiB instead of running over into a page of its own,
+/// freed and taken again (with the free list and the header page) at every step's
+/// rewrite; so does an agent's request carrying the results before it.
 pub(crate) struct Compressed(pub(crate) Vec<u8>);
 
 /// The bytes of a compressed value's length, before it.
 const SIZE_PREFIX: usize = 4;
 
-/// The length's top bit: set where the value was compressed against [`DICTIONARY`],
-/// clear in the values written before it.
+/// The length's top bit: set where the value was compressed against a dictionary,
+/// clear in the values written before there was one.
 const WITH_DICTIONARY: u32 = 1 << 31;
+
+/// The length's next bit, set with [`WITH_DICTIONARY`]: the dictionary was
+/// [`STATE_MACHINE_DICTIONARY`] rather than [`DICTIONARY`]. No value written before
+/// it has the bit: SQLite keeps no value of a GiB.
+const OF_STATE_MACHINES: u32 = 1 << 30;
+
+/// The pieces of [`DICTIONARY`], which [`STATE_MACHINE_DICTIONARY`] begins with.
+macro_rules! task_names {
+    () => {
+        concat!(
+            r#"{"type":"submit","workflow":{"name":"","version":1},"submission":{"id":"","input":{},"#,
+            r#""notify":null},"accepted_at":1{"type":"run","task_id":"{"type":"deadline","task_id":""#,
+            r#"{"type":"response","task_id":"","run":1,"step":0,"attempt":1,"operation":"call","#,
+            r#""outcome":{"status":"failed","error":""#,
+            r#"{"task_id":"","run":1,"step":0,"step_name":"","attempt":1,"operation":"call","agent":"","#,
+            r#""method":"POST","path":"/","complete_by":1","idempotency_key":"","retry":{"attempts":4,"#,
+            r#""initial_backoff":"100ms","max_backoff":"2s","jitter":true,"call_timeout":null},"#,
+            r#""payload":{"input":{},"results":{"":{}},"step":"","task_id":""},"task_created_at":1"#,
+            r#"{"id":"","version":1,"write_id":1,"workflow":{"name":"","version":1},"fingerprint":"","#,
+            r#""state":"Processing","locked_by":"","complete_by":1,"deadline":1,"failure_count":0,"#,
+            r#""run":1,"steps":[{"name":"","state":"Pending"},{"name":"","state":"Processing","#,
+            r#""attempt":1,"complete_by":1,"started_at":1,"key_run":1},{"name":"","state":"Processed","#,
+            r#""attempt":1,"output":{"id":""},"started_at":1,"finished_at":1,"key_run":1,"done_order":1},"#,
+            r#"],"callback_key":"","history":[{"at":1,"event":"state","state":"Pending"},"#,
+            r#"{"at":1,"event":"state","state":"Processing"},"#,
+            r#"{"at":1,"event":"sent","step":0,"operation":"call","attempt":1,"complete_by":1"#,
+            r#"},{"at":1,"event":"answered","step":0,"operation":"call","attempt":1,"outcome":"succeeded"},"#,
+            r#"{"at":1,"event":"state","state":"Processed"}],"created_at":1,"updated_at":1}"#,
+            r#"{"type":"response","task_id":"","run":1,"step":0,"attempt":1,"operation":"call","#,
+            r#""outcome":{"status":"succeeded","output":{"#,
+        )
+    };
+}
 
 /// What LZ4 finds the first occurrence of a value's names in: pieces of the JSON of
 /// a task's record, an agent's request and the scheduler's messages, so that only
 /// what a value has of its own is written out. Every value compressed since is read
-/// with it: it never changes (a test holds its digest); another would take another
-/// bit of the length.
-pub(crate) const DICTIONARY: &str = concat!(
-    r#"{"type":"submit","workflow":{"name":"","version":1},"submission":{"id":"","input":{},"#,
-    r#""notify":null},"accepted_at":1{"type":"run","task_id":"{"type":"deadline","task_id":""#,
-    r#"{"type":"response","task_id":"","run":1,"step":0,"attempt":1,"operation":"call","#,
-    r#""outcome":{"status":"failed","error":""#,
-    r#"{"task_id":"","run":1,"step":0,"step_name":"","attempt":1,"operation":"call","agent":"","#,
-    r#""method":"POST","path":"/","complete_by":1","idempotency_key":"","retry":{"attempts":4,"#,
-    r#""initial_backoff":"100ms","max_backoff":"2s","jitter":true,"call_timeout":null},"#,
-    r#""payload":{"input":{},"results":{"":{}},"step":"","task_id":""},"task_created_at":1"#,
-    r#"{"id":"","version":1,"write_id":1,"workflow":{"name":"","version":1},"fingerprint":"","#,
-    r#""state":"Processing","locked_by":"","complete_by":1,"deadline":1,"failure_count":0,"#,
-    r#""run":1,"steps":[{"name":"","state":"Pending"},{"name":"","state":"Processing","#,
-    r#""attempt":1,"complete_by":1,"started_at":1,"key_run":1},{"name":"","state":"Processed","#,
-    r#""attempt":1,"output":{"id":""},"started_at":1,"finished_at":1,"key_run":1,"done_order":1},"#,
-    r#"],"callback_key":"","history":[{"at":1,"event":"state","state":"Pending"},"#,
-    r#"{"at":1,"event":"state","state":"Processing"},"#,
-    r#"{"at":1,"event":"sent","step":0,"operation":"call","attempt":1,"complete_by":1"#,
-    r#"},{"at":1,"event":"answered","step":0,"operation":"call","attempt":1,"outcome":"succeeded"},"#,
-    r#"{"at":1,"event":"state","state":"Processed"}],"created_at":1,"updated_at":1}"#,
-    r#"{"type":"response","task_id":"","run":1,"step":0,"attempt":1,"operation":"call","#,
-    r#""outcome":{"status":"succeeded","output":{"#,
+/// with it: it never changes (a test holds its digest); another takes another bit
+/// of the length.
+pub(crate) const DICTIONARY: &str = task_names!();
+
+/// [`DICTIONARY`], then the names a state machine's record adds (its run, the
+/// answers its Tasks keep) and those of its history's events, in Step Functions'
+/// words. At the end of a drone delivery of five HTTP Tasks, its record compresses
+/// to 984 bytes against this instead of 1,063, and a write's events (a Task's end
+/// and the next state's entry) to 567 instead of 759: a commit writes 5% less WAL.
+/// Fixed as [`DICTIONARY`] is.
+pub(crate) const STATE_MACHINE_DICTIONARY: &str = concat!(
+    task_names!(),
+    r#""output":{"body":"{}","status":200,"headers":{"content-length":"","#,
+    r#""content-type":"application/json","date":""},"status_text":"OK"},"output":{"payload":"{}"},"#,
+    r#""machine":{"state":"","to_enter":true,"input":{},"variables":{},"work":{"type":"service","#,
+    r#""operation":"","request":{},"timeout_seconds":1,"heartbeat_seconds":1},"retries":[1],"#,
+    r#""work":{"type":"invoke","function":"","payload":""},"visits":{"":1},"attempts":1,"#,
+    r#""events":1,"history_base":1,"entered_event":1,"deadline":1,"status":"RUNNING","#,
+    r#""status":"SUCCEEDED","output":{},"error":"States.TaskFailed","cause":""}"#,
+    r#","attributes":{"state_machine":""#,
+    r#"[{"id":1,"at":1,"event":{"type":"ExecutionStarted","executionStartedEventDetails":{"#,
+    r#""roleArn":"arn:aws:iam::000000000000:role/","input":"{"","inputDetails":{"truncated":false}}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"TaskStateEntered","stateEnteredEventDetails":{"name":"","#,
+    r#""input":"{"","inputDetails":{"truncated":false}}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"TaskScheduled","taskScheduledEventDetails":{"#,
+    r#""resourceType":"http","resource":"invoke","region":"us-east-1","parameters":"{""}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"TaskStarted","taskStartedEventDetails":{"#,
+    r#""resourceType":"lambda","resource":"invoke"}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"TaskSucceeded","taskSucceededEventDetails":{"#,
+    r#""resourceType":"http","resource":"invoke","output":"{"Headers":{"content-length":[""#,
+    r#""],"content-type":["application/json"],"date":[""#,
+    r#" GMT"]},"ResponseBody":{},"StatusCode":"200","StatusText":"OK"}","#,
+    r#""outputDetails":{"truncated":false}}}},"#,
+    r#"{"ExecutedVersion":"$LATEST","Payload":{},"SdkHttpMetadata":{"AllHttpHeaders":{"#,
+    r#""HttpHeaders":{"HttpStatusCode":200},"SdkResponseMetadata":{"RequestId":""#,
+    r#""},"StatusCode":200}"#,
+    r#"{"id":1,"at":1,"event":{"type":"TaskFailed","taskFailedEventDetails":{"#,
+    r#""error":"States.TaskFailed","cause":""}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"TaskStateExited","stateExitedEventDetails":{"name":"","#,
+    r#""output":"{"","outputDetails":{"truncated":false}}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"LambdaFunctionScheduled","#,
+    r#""lambdaFunctionScheduledEventDetails":{"resource":"arn:aws:lambda:us-east-1:000000000000:function:","#,
+    r#""input":"{"FunctionName":"","Payload":{""#,
+    r#"{"id":1,"at":1,"event":{"type":"LambdaFunctionStarted"}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"LambdaFunctionSucceeded","#,
+    r#""lambdaFunctionSucceededEventDetails":{"output":"{"","outputDetails":{"truncated":false}}}},"#,
+    r#"{"id":1,"at":1,"event":{"type":"PassStateEntered","ChoiceStateExited","WaitStateEntered","#,
+    r#""MapStateStarted","mapStateStartedEventDetails":{"length":1}},"MapStateSucceeded","#,
+    r#""ParallelStateStarted","ParallelStateSucceeded","SucceedStateEntered","FailStateEntered","#,
+    r#"{"id":1,"at":1,"event":{"type":"ExecutionFailed","executionFailedEventDetails":{"#,
+    r#""error":"","cause":""}}}]"#,
+    r#"{"id":1,"at":1,"event":{"type":"ExecutionSucceeded","executionSucceededEventDetails":{"#,
+    r#""output":"{"","outputDetails":{"truncated":false}}}}]"#,
 );
 
+/// Which dictionary a value is compressed against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Vocabulary {
+    /// [`DICTIONARY`]: a workflow's task, a message.
+    Tasks,
+    /// [`STATE_MACHINE_DICTIONARY`]: a state machine's task, its history's events.
+    StateMachines,
+}
+
+impl Vocabulary {
+    /// A task's record's: its kind's.
+    pub(crate) fn of(task: &Task) -> Self {
+        if task.machine.is_some() {
+            Self::StateMachines
+        } else {
+            Self::Tasks
+        }
+    }
+
+    fn dictionary(self) -> &'static [u8] {
+        match self {
+            Self::Tasks => DICTIONARY.as_bytes(),
+            Self::StateMachines => STATE_MACHINE_DICTIONARY.as_bytes(),
+        }
+    }
+
+    /// The bits of the length that name it.
+    fn flags(self) -> u32 {
+        match self {
+            Self::Tasks => WITH_DICTIONARY,
+            Self::StateMachines => WITH_DICTIONARY | OF_STATE_MACHINES,
+        }
+    }
+}
+
 impl Compressed {
-    /// `text`, compressed against [`DICTIONARY`] after its length (little-endian
-    /// `u32`, as `lz4_flex::compress_prepend_size` writes it, with
-    /// [`WITH_DICTIONARY`] set).
+    /// `text`, compressed against `vocabulary`'s dictionary after its length
+    /// (little-endian `u32`, as `lz4_flex::compress_prepend_size` writes it, with
+    /// the vocabulary's bits set).
     ///
     /// # Errors
-    /// [`StoreError::TooLarge`] for text over 2 GiB, which no record or body is.
-    pub(crate) fn text(text: &str) -> Result<Self, StoreError> {
+    /// [`StoreError::TooLarge`] for text of a GiB or more, which no record or body is.
+    pub(crate) fn text(text: &str, vocabulary: Vocabulary) -> Result<Self, StoreError> {
         let input = text.as_bytes();
         let size = u32::try_from(input.len())
             .ok()
-            .filter(|size| size & WITH_DICTIONARY == 0)
+            .filter(|size| size & (WITH_DICTIONARY | OF_STATE_MACHINES) == 0)
             .ok_or_else(|| StoreError::TooLarge(format!("{} bytes", input.len())))?;
         let mut output = vec![0; SIZE_PREFIX + get_maximum_output_size(input.len())];
-        output[..SIZE_PREFIX].copy_from_slice(&(size | WITH_DICTIONARY).to_le_bytes());
+        output[..SIZE_PREFIX].copy_from_slice(&(size | vocabulary.flags()).to_le_bytes());
         let written =
-            compress_into_with_dict(input, &mut output[SIZE_PREFIX..], DICTIONARY.as_bytes())
+            compress_into_with_dict(input, &mut output[SIZE_PREFIX..], vocabulary.dictionary())
                 .map_err(|e| StoreError::Corrupt(e.into()))?;
         output.truncate(SIZE_PREFIX + written);
         Ok(Self(output))
     }
 
-    pub(crate) fn json<T: serde::Serialize>(value: &T) -> Result<Self, StoreError> {
-        Self::text(&encode(value)?)
+    pub(crate) fn json<T: serde::Serialize>(
+        value: &T,
+        vocabulary: Vocabulary,
+    ) -> Result<Self, StoreError> {
+        Self::text(&encode(value)?, vocabulary)
     }
 }
 
@@ -195,16 +297,20 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, StoreError> {
         .split_first_chunk::<SIZE_PREFIX>()
         .ok_or_else(|| corrupt("a compressed value shorter than its length".into()))?;
     let length = u32::from_le_bytes(*length);
-    let size = usize::try_from(length & !WITH_DICTIONARY).map_err(|e| corrupt(e.into()))?;
+    let flags = length & (WITH_DICTIONARY | OF_STATE_MACHINES);
+    let size = usize::try_from(length & !flags).map_err(|e| corrupt(e.into()))?;
     // LZ4 shrinks 255 bytes to one at most: a larger length is garbled, not a reason
     // to allocate it.
     if size > compressed.len().saturating_mul(255) {
         return Err(corrupt("a compressed value longer than LZ4 allows".into()));
     }
-    if length & WITH_DICTIONARY == 0 {
-        lz4_flex::block::decompress(compressed, size)
-    } else {
-        decompress_with_dict(compressed, size, DICTIONARY.as_bytes())
+    let vocabulary = [Vocabulary::Tasks, Vocabulary::StateMachines]
+        .into_iter()
+        .find(|vocabulary| vocabulary.flags() == flags);
+    match (flags, vocabulary) {
+        (0, _) => lz4_flex::block::decompress(compressed, size),
+        (_, Some(vocabulary)) => decompress_with_dict(compressed, size, vocabulary.dictionary()),
+        (_, None) => return Err(corrupt("a compressed value of no known dictionary".into())),
     }
     .map_err(|e| corrupt(e.into()))
 }

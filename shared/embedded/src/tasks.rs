@@ -14,7 +14,7 @@ use crate::attributes::AttributeRows;
 use crate::history::EventRows;
 use crate::queues::insert_messages;
 use crate::recent::Recent;
-use crate::schema::{Compressed, Stored, decode, encode, unavailable};
+use crate::schema::{Compressed, Stored, Vocabulary, decode, encode, unavailable};
 use crate::writer::{execute, query_row};
 
 pub(crate) fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
@@ -74,7 +74,7 @@ impl Replacement {
             state: task.state.as_str(),
             lease: lease(task),
             leased: leased(task),
-            record: Compressed::json(task)?,
+            record: Compressed::json(task, Vocabulary::of(task))?,
             offer: OfferRow::of(task),
             attributes,
             events: EventRows::of(task)?,
@@ -124,7 +124,7 @@ impl Replacement {
 #[async_trait]
 impl TaskStore for Embedded {
     async fn create(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
-        let record = Compressed::json(task)?;
+        let record = Compressed::json(task, Vocabulary::of(task))?;
         let input = encode(&order.input)?;
         let (id, version, state, lease, created, leased) = (
             task.id.to_string(),

@@ -407,7 +407,8 @@ async fn an_earlier_versions_history_of_a_row_an_event_reads_as_before() {
         )
         .expect("an earlier version's table");
     for id in 1..=5 {
-        let stored = crate::schema::Compressed::json(&event(id)).expect("encoded");
+        let stored = crate::schema::Compressed::json(&event(id), crate::schema::Vocabulary::Tasks)
+            .expect("encoded");
         execute(
             &connection,
             "INSERT INTO history (task_id, event_id, event) VALUES ('old', ?1, ?2)",

@@ -2,12 +2,14 @@
 //! Amazon States Language, in turn, round after round, at 64 clients and at 1, all
 //! calling the remote service apart (the workflow and the first state machine its HTTP
 //! API, the second Lambda's `Invoke` API, which it plays): every line, then the
-//! medians and each state machine's ratios to the workflow.
+//! medians and each state machine's ratios to the workflow; first, what a task of
+//! each writes to the WAL.
 
 use sas_tools::Ingestion;
 
 use super::Rounds;
 use super::compare::settle;
+use super::floor::wal_writes;
 use super::run::{Load, Measured, Mode, measure};
 use super::server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, STEPS, Services};
 use super::stats::{median, number_in};
@@ -17,6 +19,10 @@ pub(super) async fn asl(rounds: Rounds) -> anyhow::Result<()> {
     let loads = rounds.loads(Services::Apart, Mode::Attach);
     let Rounds { rounds, .. } = rounds;
     println!("{}", sas_tools::provenance());
+    for workflow in WORKFLOWS {
+        let wal = wal_writes(workflow, Ingestion::Direct, Services::Apart, Mode::Attach).await?;
+        println!("wal workflow={workflow} {}", wal.words());
+    }
     let mut results: Vec<[Vec<Measured>; 3]> = loads.iter().map(|_| Default::default()).collect();
     for round in 1..=rounds {
         for (shape, &load) in loads.iter().enumerate() {

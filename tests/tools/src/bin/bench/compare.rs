@@ -10,7 +10,7 @@ use sas_tools::Ingestion;
 use super::Rounds;
 use super::floor::{Probe, wal_writes};
 use super::run::{Load, Measured, Mode, measure};
-use super::server::{Durability, STEPS, Services};
+use super::server::{DRONE, Durability, STEPS, Services};
 use super::stats::median;
 
 /// Runs a peer's `bench.sh TASKS CONCURRENCY MODE` (warm-up as ours) and reads its
@@ -65,18 +65,8 @@ pub(super) async fn compare(
         .collect();
     let mut walls = Vec::new();
     for ingestion in OURS {
-        let wal = wal_writes(ingestion, services, mode).await?;
-        println!(
-            "wal engine=sas-local-{} commits_per_task={:.2} flushes_per_task={:.2} fsyncs_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
-            ingestion.name(),
-            wal.commits_per_task(),
-            wal.per_task(wal.writes.flushes),
-            wal.per_task(wal.writes.fsyncs),
-            wal.writes.bytes_per_commit(),
-            wal.per_task(wal.writes.bytes) / 1024.0,
-            wal.per_commit(wal.writes.writes),
-            wal.frames_per_commit(),
-        );
+        let wal = wal_writes(DRONE, ingestion, services, mode).await?;
+        println!("wal engine=sas-local-{} {}", ingestion.name(), wal.words());
         walls.push(wal);
     }
     let mut probes = Vec::new();

@@ -10,7 +10,7 @@ use sas_tools::floor::{
 };
 
 use super::run::{Load, Mode, measure};
-use super::server::{DRONE, Durability, STEPS, Server, Services};
+use super::server::{Durability, STEPS, Server, Services};
 use super::stats::{median, quantile};
 
 /// A task's WAL at concurrency 1, counted from the system calls of a run under strace.
@@ -35,8 +35,22 @@ impl TaskWal {
         self.per_task(self.writes.commits)
     }
 
+    /// Its `wal` line's words after the engine's name.
+    pub(super) fn words(&self) -> String {
+        format!(
+            "commits_per_task={:.2} flushes_per_task={:.2} fsyncs_per_task={:.2} wal_bytes_per_commit={:.0} wal_kb_per_task={:.1} wal_writes_per_commit={:.2} {}",
+            self.commits_per_task(),
+            self.per_task(self.writes.flushes),
+            self.per_task(self.writes.fsyncs),
+            self.writes.bytes_per_commit(),
+            self.per_task(self.writes.bytes) / 1024.0,
+            self.per_commit(self.writes.writes),
+            self.frames_per_commit(),
+        )
+    }
+
     /// The frames a commit wrote, by the kind of page each held, as words of a line.
-    pub(super) fn frames_per_commit(&self) -> String {
+    fn frames_per_commit(&self) -> String {
         let frames = &self.writes.frames;
         [
             ("frames_per_commit", frames.total()),
@@ -52,9 +66,10 @@ impl TaskWal {
     }
 }
 
-/// Runs 200 tasks at concurrency 1 on a server under `strace`, and counts what its
-/// commits wrote to the WAL.
+/// Runs 200 tasks of `workflow` at concurrency 1 on a server under `strace`, and
+/// counts what its commits wrote to the WAL.
 pub(super) async fn wal_writes(
+    workflow: &'static str,
     ingestion: Ingestion,
     services: Services,
     mode: Mode,
@@ -71,7 +86,7 @@ pub(super) async fn wal_writes(
         tasks: TASKS,
         concurrency: 1,
         warmup: 0,
-        workflow: DRONE,
+        workflow,
         service_latency_ms: 0,
         services,
         mode,
