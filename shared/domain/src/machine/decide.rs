@@ -332,7 +332,7 @@ impl Change {
         order: &Order,
         state: &State,
         input: Value,
-        input_text: Option<(String, bool)>,
+        input_text: Option<history::Detail>,
     ) {
         let mut state = state;
         let mut input = input;
@@ -359,8 +359,10 @@ impl Change {
                 run.work = None;
                 run.entered_event
             };
-            let (text, cut) = input_text.take().unwrap_or_else(|| history::text(&input));
-            self.write_event(entered, history::state_entered(state, (&text, cut)));
+            let detail = input_text
+                .take()
+                .unwrap_or_else(|| history::Detail::of(&input));
+            self.write_event(entered, history::state_entered(state, &detail));
             let context = self.context(order, state);
             let variables = self.run_mut().variables.clone();
             let visit = Visit {
@@ -608,13 +610,13 @@ impl Change {
     /// The state is left: its variables set, and where it goes with its output and
     /// the output's text, which the next state's entry shows again (`None` where the
     /// execution ended with its output).
-    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value, (String, bool))> {
+    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value, history::Detail)> {
         let run = self.run_mut();
         run.variables.extend(left.assigned);
         run.events += 1;
         let exited = run.events;
-        let text = history::text(&left.output);
-        self.write_event(exited, history::state_exited(state, (&text.0, text.1)));
+        let text = history::Detail::of(&left.output);
+        self.write_event(exited, history::state_exited(state, &text));
         match left.next {
             Some(next) => Some((next, left.output, text)),
             None => {

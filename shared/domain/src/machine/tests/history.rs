@@ -220,3 +220,58 @@ fn the_graph_shows_each_state_its_visits_its_last_input_and_output_and_the_path(
     assert_eq!(graph.path, ["Call", "Handled"]);
     assert!(graph.whole);
 }
+
+#[test]
+fn a_write_keeps_values_as_json_and_they_read_back_as_their_text() {
+    let workflow = machine(json!({
+        "StartAt": "Start",
+        "States": {
+            "Start": {"Type": "Pass", "Result": {"n": 1.5, "name": "a \"b\""}, "Next": "Named"},
+            "Named": {"Type": "Pass", "Result": "hello", "End": true}
+        }
+    }));
+    let (_, _, claim) = started(&workflow, json!({"customer": "c-1"}));
+    let run = claim
+        .next
+        .as_ref()
+        .and_then(|t| t.machine.as_ref())
+        .expect("a run");
+    let kept: Vec<Value> = (run.new_events.iter())
+        .map(|event| serde_json::from_str(event.event.get()).expect("JSON"))
+        .collect();
+    let exited =
+        |events: &[Value], index: usize| events[index]["stateExitedEventDetails"]["output"].clone();
+    assert_eq!(kept[2]["type"], "PassStateExited");
+    assert_eq!(
+        exited(&kept, 2),
+        json!({"n": 1.5, "name": "a \"b\""}),
+        "an object kept as JSON, not escaped in a string"
+    );
+    assert_eq!(
+        exited(&kept, 4),
+        json!("\"hello\""),
+        "a string kept as its text: a string read is always text"
+    );
+    // Read back, by the write itself or from a store's JSON, as Step Functions
+    // gives them: every value its text.
+    let read = run.written_events();
+    let stored: Vec<HistoryEvent> =
+        serde_json::from_str(&serde_json::to_string(&*run.new_events).expect("JSON"))
+            .expect("events");
+    assert_eq!(stored, read);
+    let outputs: Vec<&Value> = (read.iter())
+        .filter(|event| event.event["type"] == "PassStateExited")
+        .map(|event| &event.event["stateExitedEventDetails"]["output"])
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            &json!(r#"{"n":1.5,"name":"a \"b\""}"#),
+            &json!(r#""hello""#)
+        ]
+    );
+    assert_eq!(
+        read[0].event["executionStartedEventDetails"]["input"],
+        json!(r#"{"customer":"c-1"}"#)
+    );
+}
