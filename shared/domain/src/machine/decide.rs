@@ -12,7 +12,7 @@ use sas_asl::run::context::{self, Execution, Position};
 use sas_asl::run::{self, Left, Recovery, Until, Visit, Work};
 use sas_asl::{Failure, errors};
 
-use super::history;
+use super::history::{self, Detail};
 use super::work::{step_failure, task_call, waits_for_token};
 use super::{
     Branches, MachineRun, READ_ITEMS, Status, VisitWork, WRITE_RESULTS, branch_scope, visit_step,
@@ -332,11 +332,11 @@ impl Change {
         order: &Order,
         state: &State,
         input: Value,
-        input_text: Option<history::Detail>,
+        input_detail: Option<Detail>,
     ) {
         let mut state = state;
         let mut input = input;
-        let mut input_text = input_text;
+        let mut input_detail = input_detail;
         for passed in 0..TRANSITIONS_A_WRITE {
             if passed > 0 && self.history_is_full() {
                 break;
@@ -359,9 +359,7 @@ impl Change {
                 run.work = None;
                 run.entered_event
             };
-            let detail = input_text
-                .take()
-                .unwrap_or_else(|| history::Detail::of(&input));
+            let detail = input_detail.take().unwrap_or_else(|| Detail::of(&input));
             self.write_event(entered, history::state_entered(state, &detail));
             let context = self.context(order, state);
             let variables = self.run_mut().variables.clone();
@@ -441,11 +439,11 @@ impl Change {
                 }
             };
             match self.go(state, left) {
-                Some((next, output, text)) => match machine.state(&next) {
+                Some((next, output, detail)) => match machine.state(&next) {
                     Some(next) => {
                         state = next;
                         input = output;
-                        input_text = Some(text);
+                        input_detail = Some(detail);
                     }
                     None => {
                         return self
@@ -608,17 +606,17 @@ impl Change {
     }
 
     /// The state is left: its variables set, and where it goes with its output and
-    /// the output's text, which the next state's entry shows again (`None` where the
+    /// the output as its events keep it, which the next state's entry shows again (`None` where the
     /// execution ended with its output).
-    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value, history::Detail)> {
+    fn go(&mut self, state: &State, left: Left) -> Option<(String, Value, Detail)> {
         let run = self.run_mut();
         run.variables.extend(left.assigned);
         run.events += 1;
         let exited = run.events;
-        let text = history::Detail::of(&left.output);
-        self.write_event(exited, history::state_exited(state, &text));
+        let output = Detail::of(&left.output);
+        self.write_event(exited, history::state_exited(state, &output));
         match left.next {
-            Some(next) => Some((next, left.output, text)),
+            Some(next) => Some((next, left.output, output)),
             None => {
                 self.end(Status::Succeeded, Some(left.output), None, None);
                 None
