@@ -401,7 +401,7 @@ fn machine_slots<'a>(machine: &'a mut MachineRun, slots: &mut Vec<Slot<'a>>) {
     variable_slots(&mut machine.variables, slots);
     match &mut machine.work {
         Some(VisitWork::Invoke { payload, .. }) => slots.push(Slot::Text(payload)),
-        Some(VisitWork::Service { request, .. }) => slots.push(Slot::Plain(request)),
+        Some(VisitWork::Service { request, .. }) => slots.push(Slot::Shared(request)),
         Some(VisitWork::Timer { result, .. }) => slots.push(Slot::Plain(result)),
         Some(VisitWork::Activity { input, .. }) => slots.push(Slot::Plain(input)),
         Some(VisitWork::Branches(branches)) => branch_slots(branches, slots),

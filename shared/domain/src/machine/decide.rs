@@ -425,7 +425,7 @@ impl Change {
                     let operation = resource.and_then(super::reader_operation);
                     let work = VisitWork::Service {
                         operation: operation.unwrap_or(READ_ITEMS).to_owned(),
-                        request,
+                        request: Arc::new(request),
                         timeout_seconds: None,
                         heartbeat_seconds: None,
                     };

@@ -320,8 +320,8 @@ pub enum VisitWork {
     Service {
         /// The API's operation: `SendMessage`.
         operation: String,
-        /// The API's request.
-        request: Value,
+        /// The API's request: shared, as the copies of a task a step makes share it.
+        request: Arc<Value>,
         /// As an `Invoke`'s.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_seconds: Option<u64>,

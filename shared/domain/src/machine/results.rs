@@ -3,6 +3,8 @@
 //! Map's output, or exported to S3 by the writer's step (an S3 call of its own,
 //! after the children), the Map's output then where the manifest is.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -84,7 +86,7 @@ impl Change {
             Ok(request) => {
                 let work = VisitWork::Service {
                     operation: WRITE_RESULTS.to_owned(),
-                    request,
+                    request: Arc::new(request),
                     timeout_seconds: None,
                     heartbeat_seconds: None,
                 };

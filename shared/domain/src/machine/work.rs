@@ -4,6 +4,8 @@
 //! and a Map's items (read from S3 first, where it has a reader) begun as its
 //! children.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use sas_asl::definition::{Pattern, Resource, State, StateKind, StateMachine, Target};
@@ -243,7 +245,7 @@ fn call_work(
         Target::Service(action) => {
             return Ok(VisitWork::Service {
                 operation: action.operation.to_owned(),
-                request: services::request(action, arguments)?,
+                request: Arc::new(services::request(action, arguments)?),
                 timeout_seconds,
                 heartbeat_seconds,
             });
@@ -253,7 +255,7 @@ fn call_work(
                 .map_err(|error| Failure::runtime(error.to_string()))?;
             return Ok(VisitWork::Service {
                 operation: "Invoke".to_owned(),
-                request,
+                request: Arc::new(request),
                 timeout_seconds,
                 heartbeat_seconds,
             });
