@@ -173,7 +173,7 @@ impl Change {
                     self.export_results(workflow, machine, order, state, &input, index);
                 }
                 StepState::Processed => {
-                    let result = self.visit_result(index, state);
+                    let result = self.take_visit_result(index, state);
                     self.work_ended(state, &result, false);
                     self.leave(workflow, machine, order, state, &input, result);
                 }

@@ -106,10 +106,16 @@ impl Change {
 
     /// What the visit of `state` (its step `index`) gave: a Lambda function's answer
     /// as the Task's result or error (cut to Step Functions' lengths), or a timer's
-    /// result.
-    pub(super) fn visit_result(&self, index: usize, state: &State) -> Result<Value, Failure> {
-        self.work_result(index, state)
-            .map_err(crate::limits::bounded_failure)
+    /// result. Taken from the step: the result and the history's events keep it, and
+    /// the record does not carry the answer again at every later write.
+    pub(super) fn take_visit_result(
+        &mut self,
+        index: usize,
+        state: &State,
+    ) -> Result<Value, Failure> {
+        let result = self.work_result(index, state);
+        self.task.steps[index].output = None;
+        result.map_err(crate::limits::bounded_failure)
     }
 
     fn work_result(&self, index: usize, state: &State) -> Result<Value, Failure> {

@@ -275,3 +275,47 @@ fn a_write_keeps_values_as_json_and_they_read_back_as_their_text() {
         json!(r#"{"customer":"c-1"}"#)
     );
 }
+
+#[test]
+fn a_tasks_answer_is_kept_by_the_history_not_by_its_step_once_its_state_is_left() {
+    let workflow = machine(json!({
+        "StartAt": "First",
+        "States": {
+            "First": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f",
+                      "ResultPath": "$.first", "Next": "Second"},
+            "Second": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:g", "End": true}
+        }
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let task = claim.next.clone().expect("claimed");
+    let request = dispatched(&claim).remove(0);
+    let left = on_response(
+        &task,
+        &workflow,
+        &order,
+        &answered(&request, r#"{"answer":42}"#, None),
+        Timestamp(10),
+    );
+    let task = left.next.as_ref().expect("written");
+    let step = |name: &str| task.steps.iter().find(|s| s.name == name).expect("a step");
+    assert_eq!(
+        step("First").output,
+        None,
+        "the record does not carry the answer on"
+    );
+    assert_eq!(
+        task.machine.as_ref().expect("a run").input.as_ref(),
+        &json!({"first": {"answer": 42}}),
+        "the result went into the state's output"
+    );
+    let events = written(&left);
+    let succeeded = events
+        .iter()
+        .find(|e| e.event["type"] == "LambdaFunctionSucceeded")
+        .expect("the Task's end in the history");
+    assert_eq!(
+        succeeded.event["lambdaFunctionSucceededEventDetails"]["output"],
+        json!(r#"{"answer":42}"#)
+    );
+    assert_eq!(dispatched(&left).len(), 1, "the next state's call");
+}
