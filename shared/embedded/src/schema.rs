@@ -1,8 +1,11 @@
 //! The database's tables, and how values go in and out of them.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
-use lz4_flex::block::{compress_into_with_dict, decompress_with_dict, get_maximum_output_size};
+use lz4_flex::block::{
+    compress_into_with_dict, decompress_into, decompress_into_with_dict, get_maximum_output_size,
+};
 
 use rusqlite::Connection;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
@@ -95,6 +98,15 @@ pub(crate) struct Compressed(pub(crate) Vec<u8>);
 
 /// The bytes of a compressed value's length, before it.
 const SIZE_PREFIX: usize = 4;
+
+thread_local! {
+    /// Where a thread compresses a value before copying it out at its length: kept,
+    /// so that a compression neither allocates nor zeroes room for its worst case.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The largest [`SCRATCH`] a thread keeps between compressions.
+const SCRATCH_KEPT: usize = 1 << 20;
 
 /// The length's top bit: set where the value was compressed against a dictionary,
 /// clear in the values written before there was one.
@@ -239,13 +251,22 @@ impl Compressed {
             .ok()
             .filter(|size| size & (WITH_DICTIONARY | OF_STATE_MACHINES) == 0)
             .ok_or_else(|| StoreError::TooLarge(format!("{} bytes", input.len())))?;
-        let mut output = vec![0; SIZE_PREFIX + get_maximum_output_size(input.len())];
-        output[..SIZE_PREFIX].copy_from_slice(&(size | vocabulary.flags()).to_le_bytes());
-        let written =
-            compress_into_with_dict(input, &mut output[SIZE_PREFIX..], vocabulary.dictionary())
-                .map_err(|e| StoreError::Corrupt(e.into()))?;
-        output.truncate(SIZE_PREFIX + written);
-        Ok(Self(output))
+        let bound = get_maximum_output_size(input.len());
+        SCRATCH.with_borrow_mut(|scratch| {
+            if scratch.len() < bound {
+                scratch.resize(bound, 0);
+            }
+            let written =
+                compress_into_with_dict(input, &mut scratch[..bound], vocabulary.dictionary())
+                    .map_err(|e| StoreError::Corrupt(e.into()))?;
+            let mut output = Vec::with_capacity(SIZE_PREFIX + written);
+            output.extend_from_slice(&(size | vocabulary.flags()).to_le_bytes());
+            output.extend_from_slice(&scratch[..written]);
+            if scratch.len() > SCRATCH_KEPT {
+                *scratch = Vec::new();
+            }
+            Ok(Self(output))
+        })
     }
 
     pub(crate) fn json<T: serde::Serialize>(
@@ -307,12 +328,17 @@ fn decompress(bytes: &[u8]) -> Result<Vec<u8>, StoreError> {
     let vocabulary = [Vocabulary::Tasks, Vocabulary::StateMachines]
         .into_iter()
         .find(|vocabulary| vocabulary.flags() == flags);
-    match (flags, vocabulary) {
-        (0, _) => lz4_flex::block::decompress(compressed, size),
-        (_, Some(vocabulary)) => decompress_with_dict(compressed, size, vocabulary.dictionary()),
+    let mut output = vec![0; size];
+    let written = match (flags, vocabulary) {
+        (0, _) => decompress_into(compressed, &mut output),
+        (_, Some(vocabulary)) => {
+            decompress_into_with_dict(compressed, &mut output, vocabulary.dictionary())
+        }
         (_, None) => return Err(corrupt("a compressed value of no known dictionary".into())),
     }
-    .map_err(|e| corrupt(e.into()))
+    .map_err(|e| corrupt(e.into()))?;
+    output.truncate(written);
+    Ok(output)
 }
 
 impl FromSql for Stored {
