@@ -161,7 +161,10 @@ fn a_value_compressed_before_the_dictionary_reads_back() {
     // As `lz4_flex::block::compress_prepend_size` wrote it: the length, then LZ4.
     let mut block = vec![0; lz4_flex::block::get_maximum_output_size(text.len())];
     let written = lz4_flex::block::compress_into(text.as_bytes(), &mut block).expect("LZ4");
-    let mut value = u32::try_from(text.len()).expect("short").to_le_bytes().to_vec();
+    let mut value = u32::try_from(text.len())
+        .expect("short")
+        .to_le_bytes()
+        .to_vec();
     value.extend_from_slice(&block[..written]);
     let stored = Stored::Compressed(value);
     assert_eq!(stored.into_text().expect("decompressed"), text);
