@@ -606,8 +606,8 @@ impl Change {
     }
 
     /// The state is left: its variables set, and where it goes with its output and
-    /// the output as its events keep it, which the next state's entry shows again (`None` where the
-    /// execution ended with its output).
+    /// the output as its events keep it, which the next state's entry shows again
+    /// (`None` where the execution ended with its output).
     fn go(&mut self, state: &State, left: Left) -> Option<(String, Value, Detail)> {
         let run = self.run_mut();
         run.variables.extend(left.assigned);
