@@ -61,7 +61,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
         }
         StateKind::Succeed => Ok(Work::Done(Left {
             next: None,
-            ..leave(visit, effective.clone())?
+            ..leave(visit, Value::clone(&effective))?
         })),
         StateKind::Choice { choices, default } => {
             choose(visit, &effective, choices, default.as_deref())
@@ -89,7 +89,7 @@ pub fn enter(visit: &Visit) -> Result<Work, Failure> {
         }),
         StateKind::Wait(wait) => Ok(Work::Wait {
             until: until(visit, wait)?,
-            result: effective.clone(),
+            result: Value::clone(&effective),
         }),
         StateKind::Parallel { .. } => Ok(Work::Branches {
             input: arguments()?,

@@ -14,6 +14,8 @@ mod scope;
 pub mod trial;
 pub mod writer;
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use crate::definition::{QueryLanguage, Selection, State, StateKind};
@@ -45,11 +47,15 @@ impl<'a> Visit<'a> {
     }
 
     /// The input the state works on: JSONPath's `InputPath` applied (JSONata has none).
-    fn effective_input(&self) -> Result<Value, Failure> {
+    /// Without an `InputPath` it is the input itself, not a copy.
+    fn effective_input(&self) -> Result<Cow<'a, Value>, Failure> {
         match &self.state.io.input_path {
-            None => Ok(self.input.clone()),
-            Some(Selection::Nothing) => Ok(json!({})),
-            Some(Selection::Path(query)) => self.scope().select_or_explain(query, "InputPath"),
+            None => Ok(Cow::Borrowed(self.input)),
+            Some(Selection::Nothing) => Ok(Cow::Owned(json!({}))),
+            Some(Selection::Path(query)) => self
+                .scope()
+                .select_or_explain(query, "InputPath")
+                .map(Cow::Owned),
         }
     }
 }

@@ -335,7 +335,7 @@ impl Change {
         input_detail: Option<Detail>,
     ) {
         let mut state = state;
-        let mut input = input;
+        let mut input = Arc::new(input);
         let mut input_detail = input_detail;
         for passed in 0..TRANSITIONS_A_WRITE {
             if passed > 0 && self.history_is_full() {
@@ -354,7 +354,7 @@ impl Change {
                 run.entered_event = run.events;
                 run.state = Some(state.name.clone());
                 run.to_enter = false;
-                run.input = Arc::new(input.clone());
+                run.input = Arc::clone(&input);
                 run.retries = vec![0; state.retry.len()];
                 run.work = None;
                 run.entered_event
@@ -442,7 +442,7 @@ impl Change {
                 Some((next, output, detail)) => match machine.state(&next) {
                     Some(next) => {
                         state = next;
-                        input = output;
+                        input = Arc::new(output);
                         input_detail = Some(detail);
                     }
                     None => {
@@ -457,7 +457,7 @@ impl Change {
         let run = self.run_mut();
         run.state = Some(state.name.clone());
         run.to_enter = true;
-        run.input = Arc::new(input);
+        run.input = input;
         self.hand_over(workflow);
     }
 

@@ -182,12 +182,8 @@ impl Change {
 
     /// What the agent answered step `index`'s call, read as `T`.
     fn agents_answer<T: serde::de::DeserializeOwned>(&self, index: usize) -> Result<T, Failure> {
-        let output = self.task.steps[index]
-            .output
-            .as_deref()
-            .cloned()
-            .unwrap_or(Value::Null);
-        serde_json::from_value(output).map_err(|error| {
+        let output = self.task.steps[index].output.as_deref();
+        T::deserialize(output.unwrap_or(&Value::Null)).map_err(|error| {
             Failure::new(
                 errors::TASK_FAILED,
                 format!("the agent's answer does not read: {error}"),
