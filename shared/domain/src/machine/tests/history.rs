@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{answered, dispatched, invoked, machine, started};
+use super::{answered, dispatched, first_answered, invoked, machine, started};
 use crate::decide::{Decision, on_response};
 use crate::machine::graph::Visited;
 use crate::machine::history::HistoryEvent;
@@ -116,14 +116,12 @@ fn a_failure_ends_the_history_with_its_error_and_cause() {
         }
     }));
     let (_, order, claim) = started(&workflow, json!({}));
-    let task = claim.next.clone().expect("claimed");
-    let request = dispatched(&claim).remove(0);
     let error = r#"{"errorMessage":"no","errorType":"Boom"}"#;
-    let failed = on_response(
-        &task,
+    let failed = first_answered(
         &workflow,
         &order,
-        &answered(&request, error, Some("Unhandled")),
+        &claim,
+        (error, Some("Unhandled")),
         Timestamp(10),
     );
     let events = written(&failed);
@@ -183,14 +181,12 @@ fn the_graph_shows_each_state_its_visits_its_last_input_and_output_and_the_path(
     }));
     let (_, order, claim) = started(&workflow, json!({"a": 1}));
     let mut events = written(&claim);
-    let task = claim.next.clone().expect("claimed");
-    let request = dispatched(&claim).remove(0);
     let error = r#"{"errorMessage":"no","errorType":"Boom"}"#;
-    let failed = on_response(
-        &task,
+    let failed = first_answered(
         &workflow,
         &order,
-        &answered(&request, error, Some("Unhandled")),
+        &claim,
+        (error, Some("Unhandled")),
         Timestamp(10),
     );
     events.extend(written(&failed));
@@ -287,13 +283,11 @@ fn a_tasks_answer_is_kept_by_the_history_not_by_its_step_once_its_state_is_left(
         }
     }));
     let (_, order, claim) = started(&workflow, json!({}));
-    let task = claim.next.clone().expect("claimed");
-    let request = dispatched(&claim).remove(0);
-    let left = on_response(
-        &task,
+    let left = first_answered(
         &workflow,
         &order,
-        &answered(&request, r#"{"answer":42}"#, None),
+        &claim,
+        (r#"{"answer":42}"#, None),
         Timestamp(10),
     );
     let task = left.next.as_ref().expect("written");

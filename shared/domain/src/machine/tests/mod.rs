@@ -71,6 +71,26 @@ fn answered(request: &AgentRequest, payload: &str, function_error: Option<&str>)
     AgentResponse::answering(request.clone(), Outcome::Succeeded { output })
 }
 
+/// The decision on the Lambda agent's answer (its payload, and its function error if
+/// any) to the first call `claim` dispatched, at `at`.
+fn first_answered(
+    workflow: &Workflow,
+    order: &Order,
+    claim: &Decision,
+    (payload, function_error): (&str, Option<&str>),
+    at: Timestamp,
+) -> Decision {
+    let task = claim.next.as_ref().expect("claimed");
+    let request = dispatched(claim).remove(0);
+    on_response(
+        task,
+        workflow,
+        order,
+        &answered(&request, payload, function_error),
+        at,
+    )
+}
+
 fn invoked(request: &AgentRequest) -> InvokeRequest {
     serde_json::from_str(request.payload.as_str())
         .unwrap_or_else(|e| panic!("{e}: {}", request.payload.as_str()))
@@ -300,13 +320,12 @@ fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
         "States": {"Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f", "End": true}}
     }));
     let (_, order, claim) = started(&workflow, json!({}));
-    let task = claim.next.clone().expect("claimed");
     let first = dispatched(&claim).remove(0);
-    let failed = on_response(
-        &task,
+    let failed = first_answered(
         &workflow,
         &order,
-        &answered(&first, r#"{"errorType":"Boom"}"#, Some("Unhandled")),
+        &claim,
+        (r#"{"errorType":"Boom"}"#, Some("Unhandled")),
         Timestamp(5),
     );
     let task = failed.next.clone().expect("failed");

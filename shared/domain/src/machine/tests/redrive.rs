@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{answered, dispatched, invoked, machine, run, started};
+use super::{answered, dispatched, first_answered, invoked, machine, run, started};
 use crate::callback::Token;
 use crate::decide::{CallbackOutcome, CallbackUse, Refused, on_callback, on_response, on_run};
 use crate::machine::{Status, is_redrivable, redrive};
@@ -30,13 +30,11 @@ fn a_failed_execution_is_redriven_from_the_state_where_it_stopped() {
         }
     }));
     let (_, order, claim) = started(&workflow, json!({"n": 1}));
-    let task = claim.next.clone().expect("claimed");
-    let first = dispatched(&claim).remove(0);
-    let failed = on_response(
-        &task,
+    let failed = first_answered(
         &workflow,
         &order,
-        &answered(&first, r#"{"errorType":"Boom"}"#, Some("Unhandled")),
+        &claim,
+        (r#"{"errorType":"Boom"}"#, Some("Unhandled")),
         Timestamp(5),
     );
     let task = failed.next.clone().expect("failed");
