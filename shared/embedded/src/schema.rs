@@ -103,9 +103,12 @@ thread_local! {
     /// Where a thread compresses a value before copying it out at its length: kept,
     /// so that a compression neither allocates nor zeroes room for its worst case.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Where a thread writes a value's JSON before compressing it: kept too, so that
+    /// the text does not grow from nothing, copied at each doubling, at every write.
+    static JSON_TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The largest [`SCRATCH`] a thread keeps between compressions.
+/// The largest [`SCRATCH`] (and [`JSON_TEXT`]) a thread keeps between compressions.
 const SCRATCH_KEPT: usize = 1 << 20;
 
 /// The length's top bit: set where the value was compressed against a dictionary,
@@ -246,7 +249,11 @@ impl Compressed {
     /// # Errors
     /// [`StoreError::TooLarge`] for text of a GiB or more, which no record or body is.
     pub(crate) fn text(text: &str, vocabulary: Vocabulary) -> Result<Self, StoreError> {
-        let input = text.as_bytes();
+        Self::bytes(text.as_bytes(), vocabulary)
+    }
+
+    /// As [`Compressed::text`], of text as bytes.
+    fn bytes(input: &[u8], vocabulary: Vocabulary) -> Result<Self, StoreError> {
         let size = u32::try_from(input.len())
             .ok()
             .filter(|size| size & (WITH_DICTIONARY | OF_STATE_MACHINES) == 0)
@@ -273,7 +280,15 @@ impl Compressed {
         value: &T,
         vocabulary: Vocabulary,
     ) -> Result<Self, StoreError> {
-        Self::text(&encode(value)?, vocabulary)
+        JSON_TEXT.with_borrow_mut(|text| {
+            text.clear();
+            serde_json::to_writer(&mut *text, value).map_err(|e| StoreError::Corrupt(e.into()))?;
+            let compressed = Self::bytes(text, vocabulary);
+            if text.capacity() > SCRATCH_KEPT {
+                *text = Vec::new();
+            }
+            compressed
+        })
     }
 }
 
