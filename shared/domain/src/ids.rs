@@ -74,9 +74,16 @@ const OWNER_TAG_LEN: usize = 30;
 macro_rules! identifier {
     ($(#[$doc:meta])* $name:ident, $max:expr, $validate:path, $pattern:expr) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+        #[serde(try_from = "String")]
         pub struct $name(String);
+
+        /// Written as its text, borrowed: serde's `into` would copy it at each write.
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
 
         impl $name {
             /// Validates `value`.
