@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use super::{InvokeAnswer, InvokeRequest, Status};
 use crate::callback::Token;
 use crate::decide::{
-    CallbackOutcome, CallbackUse, Decision, Effect, Resubmit, on_callback, on_child_ended,
-    on_expired, on_response, on_run, resubmit, submit,
+    CallbackOutcome, CallbackUse, Decision, Effect, on_callback, on_child_ended, on_expired,
+    on_response, on_run, submit,
 };
 use crate::ids::TaskId;
 use crate::messages::{AgentRequest, AgentResponse, ChildEnded, Outcome};
@@ -311,61 +311,6 @@ fn an_execution_past_its_timeout_times_out() {
     assert_eq!(task.state, TaskState::Error);
     assert_eq!(run(&task).status, Status::TimedOut);
     assert_eq!(run(&task).error.as_deref(), Some("States.Timeout"));
-}
-
-#[test]
-fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
-    let workflow = machine(json!({
-        "StartAt": "Call",
-        "States": {"Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f", "End": true}}
-    }));
-    let (_, order, claim) = started(&workflow, json!({}));
-    let first = dispatched(&claim).remove(0);
-    let failed = first_answered(
-        &workflow,
-        &order,
-        &claim,
-        (r#"{"errorType":"Boom"}"#, Some("Unhandled")),
-        Timestamp(5),
-    );
-    let task = failed.next.clone().expect("failed");
-    assert_eq!(
-        (task.state, run(&task).status),
-        (TaskState::Error, Status::Failed)
-    );
-    assert_eq!(task.error.as_deref(), Some("Boom"));
-    let request = Resubmit {
-        request: crate::task::Request {
-            by: crate::task::Actor::Operator,
-            at: Timestamp(10),
-            batch: None,
-        },
-        input: None,
-    };
-    let again = resubmit(&task, &workflow, &order, request, Timestamp(10)).expect("resubmitted");
-    let task = again.next.clone().expect("resubmitted");
-    assert!(run(&task).is_unstarted(), "it starts again");
-    let claim = on_run(&task, &workflow, &order, "s1", Timestamp(11));
-    let second = dispatched(&claim).remove(0);
-    assert_eq!(first.idempotency_key, "t1/1/Call#1");
-    assert_eq!(second.idempotency_key, "t1/2/Call#1");
-    // Its history goes on after the first run's end (event 6), none written over.
-    let events = claim
-        .next
-        .as_ref()
-        .expect("claimed")
-        .machine
-        .as_ref()
-        .expect("a run")
-        .written_events();
-    let shown: Vec<(u64, &str)> = (events.iter())
-        .map(|event| (event.id, event.event["type"].as_str().unwrap_or_default()))
-        .collect();
-    assert_eq!(shown, [(7, "ExecutionRedriven"), (8, "TaskStateEntered")]);
-    assert_eq!(
-        events[0].event["executionRedrivenEventDetails"]["redriveCount"],
-        1
-    );
 }
 
 /// No history cap, and no record that grows: a loop of visits of a Task (each its own

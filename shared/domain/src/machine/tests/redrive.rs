@@ -1,11 +1,14 @@
 //! `RedriveExecution`: an execution runs again from the state where it stopped, with
 //! its input and variables, the states before it not run again, its history going on.
+//! A resubmitted one runs again from its start; its history goes on too.
 
 use serde_json::{Value, json};
 
 use super::{answered, dispatched, first_answered, invoked, machine, run, started};
 use crate::callback::Token;
-use crate::decide::{CallbackOutcome, CallbackUse, Refused, on_callback, on_response, on_run};
+use crate::decide::{
+    CallbackOutcome, CallbackUse, Refused, Resubmit, on_callback, on_response, on_run, resubmit,
+};
 use crate::machine::{Status, is_redrivable, redrive};
 use crate::task::{Actor, Caller, Request, TaskState};
 use crate::time::Timestamp;
@@ -199,4 +202,55 @@ fn an_ended_execution_restarts_from_a_state_it_entered_with_the_input_it_entered
         .expect("ended again");
     assert_eq!(done.state, TaskState::Processed);
     assert_eq!(run(&done).output.as_deref(), Some(&json!({"n": 2})));
+}
+
+#[test]
+fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
+    let workflow = machine(json!({
+        "StartAt": "Call",
+        "States": {"Call": {"Type": "Task", "Resource": "arn:aws:lambda:us-east-1:1:function:f", "End": true}}
+    }));
+    let (_, order, claim) = started(&workflow, json!({}));
+    let first = dispatched(&claim).remove(0);
+    let failed = first_answered(
+        &workflow,
+        &order,
+        &claim,
+        (r#"{"errorType":"Boom"}"#, Some("Unhandled")),
+        Timestamp(5),
+    );
+    let task = failed.next.clone().expect("failed");
+    assert_eq!(
+        (task.state, run(&task).status),
+        (TaskState::Error, Status::Failed)
+    );
+    assert_eq!(task.error.as_deref(), Some("Boom"));
+    let request = Resubmit {
+        request: operator(10),
+        input: None,
+    };
+    let again = resubmit(&task, &workflow, &order, request, Timestamp(10)).expect("resubmitted");
+    let task = again.next.clone().expect("resubmitted");
+    assert!(run(&task).is_unstarted(), "it starts again");
+    let claim = on_run(&task, &workflow, &order, "s1", Timestamp(11));
+    let second = dispatched(&claim).remove(0);
+    assert_eq!(first.idempotency_key, "t1/1/Call#1");
+    assert_eq!(second.idempotency_key, "t1/2/Call#1");
+    // Its history goes on after the first run's end (event 6), none written over.
+    let events = claim
+        .next
+        .as_ref()
+        .expect("claimed")
+        .machine
+        .as_ref()
+        .expect("a run")
+        .written_events();
+    let shown: Vec<(u64, &str)> = (events.iter())
+        .map(|event| (event.id, event.event["type"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(shown, [(7, "ExecutionRedriven"), (8, "TaskStateEntered")]);
+    assert_eq!(
+        events[0].event["executionRedrivenEventDetails"]["redriveCount"],
+        1
+    );
 }
