@@ -111,6 +111,13 @@ thread_local! {
 /// The largest [`SCRATCH`] (and [`JSON_TEXT`]) a thread keeps between compressions.
 const SCRATCH_KEPT: usize = 1 << 20;
 
+/// Lets go of a thread's kept buffer once it has grown past [`SCRATCH_KEPT`].
+fn let_go_if_large(buffer: &mut Vec<u8>) {
+    if buffer.capacity() > SCRATCH_KEPT {
+        *buffer = Vec::new();
+    }
+}
+
 /// The length's top bit: set where the value was compressed against a dictionary,
 /// clear in the values written before there was one.
 const WITH_DICTIONARY: u32 = 1 << 31;
@@ -269,9 +276,7 @@ impl Compressed {
             let mut output = Vec::with_capacity(SIZE_PREFIX + written);
             output.extend_from_slice(&(size | vocabulary.flags()).to_le_bytes());
             output.extend_from_slice(&scratch[..written]);
-            if scratch.len() > SCRATCH_KEPT {
-                *scratch = Vec::new();
-            }
+            let_go_if_large(scratch);
             Ok(Self(output))
         })
     }
@@ -284,9 +289,7 @@ impl Compressed {
             text.clear();
             serde_json::to_writer(&mut *text, value).map_err(|e| StoreError::Corrupt(e.into()))?;
             let compressed = Self::bytes(text, vocabulary);
-            if text.capacity() > SCRATCH_KEPT {
-                *text = Vec::new();
-            }
+            let_go_if_large(text);
             compressed
         })
     }
