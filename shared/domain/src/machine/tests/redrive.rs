@@ -7,11 +7,13 @@ use serde_json::{Value, json};
 use super::{answered, dispatched, first_answered, invoked, machine, run, started};
 use crate::callback::Token;
 use crate::decide::{
-    CallbackOutcome, CallbackUse, Refused, Resubmit, on_callback, on_response, on_run, resubmit,
+    CallbackOutcome, CallbackUse, Decision, Refused, Resubmit, on_callback, on_response, on_run,
+    resubmit,
 };
 use crate::machine::{Status, is_redrivable, redrive};
-use crate::task::{Actor, Caller, Request, TaskState};
+use crate::task::{Actor, Caller, Order, Request, Task, TaskState};
 use crate::time::Timestamp;
+use crate::workflow::Workflow;
 
 fn operator(at: i64) -> Request {
     Request {
@@ -19,6 +21,19 @@ fn operator(at: i64) -> Request {
         at: Timestamp(at),
         batch: None,
     }
+}
+
+/// The task of `claim` once its first call failed (the function raised `Boom`, at 5):
+/// in Error, its execution Failed.
+fn failed_at_its_first_call(workflow: &Workflow, order: &Order, claim: &Decision) -> Task {
+    let boom = (r#"{"errorType":"Boom"}"#, Some("Unhandled"));
+    let failed = first_answered(workflow, order, claim, boom, Timestamp(5));
+    let task = failed.next.expect("failed");
+    assert_eq!(
+        (task.state, run(&task).status),
+        (TaskState::Error, Status::Failed)
+    );
+    task
 }
 
 #[test]
@@ -33,18 +48,7 @@ fn a_failed_execution_is_redriven_from_the_state_where_it_stopped() {
         }
     }));
     let (_, order, claim) = started(&workflow, json!({"n": 1}));
-    let failed = first_answered(
-        &workflow,
-        &order,
-        &claim,
-        (r#"{"errorType":"Boom"}"#, Some("Unhandled")),
-        Timestamp(5),
-    );
-    let task = failed.next.clone().expect("failed");
-    assert_eq!(
-        (task.state, run(&task).status),
-        (TaskState::Error, Status::Failed)
-    );
+    let task = failed_at_its_first_call(&workflow, &order, &claim);
     assert!(is_redrivable(&task));
 
     let redriven =
@@ -212,18 +216,7 @@ fn a_failed_execution_resubmitted_runs_again_from_its_start_under_new_keys() {
     }));
     let (_, order, claim) = started(&workflow, json!({}));
     let first = dispatched(&claim).remove(0);
-    let failed = first_answered(
-        &workflow,
-        &order,
-        &claim,
-        (r#"{"errorType":"Boom"}"#, Some("Unhandled")),
-        Timestamp(5),
-    );
-    let task = failed.next.clone().expect("failed");
-    assert_eq!(
-        (task.state, run(&task).status),
-        (TaskState::Error, Status::Failed)
-    );
+    let task = failed_at_its_first_call(&workflow, &order, &claim);
     assert_eq!(task.error.as_deref(), Some("Boom"));
     let request = Resubmit {
         request: operator(10),
