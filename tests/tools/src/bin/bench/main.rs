@@ -4,7 +4,8 @@
 //! and prints one line. With `--services apart` the steps call instead a remote
 //! service in a process of its own that answers `{}` at once, as the peers' does.
 //!
-//! `cargo run --release -p sas-tools --bin bench -- COMMAND [OPTIONS]`, where COMMAND is:
+//! `cargo run --profile server -p sas-tools --bin bench -- COMMAND [OPTIONS]` (the
+//! profile a long-running `sas-local` is built in), where COMMAND is:
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
