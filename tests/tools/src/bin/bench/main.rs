@@ -4,8 +4,10 @@
 //! and prints one line. With `--services apart` the steps call instead a remote
 //! service in a process of its own that answers `{}` at once, as the peers' does.
 //!
-//! `cargo run --profile server -p sas-tools --bin bench -- COMMAND [OPTIONS]` (the
-//! profile a long-running `sas-local` is built in), where COMMAND is:
+//! `target/server/bench COMMAND [OPTIONS]`, after `cargo build --profile server
+//! --workspace --bin bench --bin sas-local` (the profile a long-running `sas-local` is
+//! built in, with the workspace's features: what this program builds again when the
+//! code has changed), where COMMAND is:
 //!
 //! ```text
 //! run [--tasks 2000] [--concurrency 64] [--warmup 200] [--durability full|process]
