@@ -3,9 +3,8 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use lz4_flex::block::{
-    compress_into_with_dict, decompress_into, decompress_into_with_dict, get_maximum_output_size,
-};
+use lz4_flex::block::{decompress_into, decompress_into_with_dict};
+use lzzzz::lz4;
 
 use rusqlite::Connection;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
@@ -90,7 +89,7 @@ pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreErro
 /// Text compressed with LZ4 (its length first), stored as a blob: how a task's
 /// record (its JSON) and a message's body are written, against a dictionary of the
 /// names they hold ([`Vocabulary`]). A drone delivery's record, 3.0 KB of JSON at its
-/// end, is 0.8 KB compressed (1.0 KB without the dictionary), in about 3 µs: it
+/// end, is 0.8 KB compressed (1.0 KB without the dictionary), in about 1 µs: it
 /// stays in its row's page of 1 KiB instead of running over into a page of its own,
 /// freed and taken again (with the free list and the header page) at every step's
 /// rewrite; so does an agent's request carrying the results before it.
@@ -106,6 +105,55 @@ thread_local! {
     /// Where a thread writes a value's JSON before compressing it: kept too, so that
     /// the text does not grow from nothing, copied at each doubling, at every write.
     static JSON_TEXT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// A thread's LZ4 streams, made at its first compression.
+    static COMPRESSORS: RefCell<Option<Compressors>> = const { RefCell::new(None) };
+}
+
+/// LZ4's streams (liblz4's): one primed with each dictionary once, and the one each
+/// value is compressed with, which looks the dictionary up in a primed stream
+/// (`LZ4_attach_dictionary`) instead of hashing it again. Priming a table of its own
+/// at every value (as `lz4_flex` does) was a third of a compression's time: a state
+/// machine's record of 3.1 KB took 2.5 µs that way, 1.4 µs this way
+/// (BENCHMARKS.md). What they write is LZ4's block format, which
+/// [`decompress`] reads with `lz4_flex`, as it reads every value written before.
+struct Compressors {
+    tasks: lz4::Compressor<'static>,
+    state_machines: lz4::Compressor<'static>,
+    working: lz4::Compressor<'static>,
+}
+
+impl Compressors {
+    fn new() -> Result<Self, StoreError> {
+        let stream = |dictionary: &'static str| {
+            lz4::Compressor::with_dict(dictionary.as_bytes())
+                .map_err(|e| StoreError::Corrupt(e.into()))
+        };
+        Ok(Self {
+            tasks: stream(DICTIONARY)?,
+            state_machines: stream(STATE_MACHINE_DICTIONARY)?,
+            working: lz4::Compressor::new().map_err(|e| StoreError::Corrupt(e.into()))?,
+        })
+    }
+
+    /// Compresses `input` alone against `vocabulary`'s dictionary into `output`
+    /// (of [`lz4::max_compressed_size`] at least); the bytes written.
+    fn compress(
+        &mut self,
+        input: &[u8],
+        vocabulary: Vocabulary,
+        output: &mut [u8],
+    ) -> Result<usize, StoreError> {
+        // Detaching resets the working stream, so that no value refers to the one
+        // compressed before it.
+        self.working.attach_dict(None);
+        self.working.attach_dict(Some(match vocabulary {
+            Vocabulary::Tasks => &mut self.tasks,
+            Vocabulary::StateMachines => &mut self.state_machines,
+        }));
+        self.working
+            .next(input, output, lz4::ACC_LEVEL_DEFAULT)
+            .map_err(|e| StoreError::Corrupt(e.into()))
+    }
 }
 
 /// The largest [`SCRATCH`] (and [`JSON_TEXT`]) a thread keeps between compressions.
@@ -265,14 +313,18 @@ impl Compressed {
             .ok()
             .filter(|size| size & (WITH_DICTIONARY | OF_STATE_MACHINES) == 0)
             .ok_or_else(|| StoreError::TooLarge(format!("{} bytes", input.len())))?;
-        let bound = get_maximum_output_size(input.len());
+        let bound = lz4::max_compressed_size(input.len());
         SCRATCH.with_borrow_mut(|scratch| {
             if scratch.len() < bound {
                 scratch.resize(bound, 0);
             }
-            let written =
-                compress_into_with_dict(input, &mut scratch[..bound], vocabulary.dictionary())
-                    .map_err(|e| StoreError::Corrupt(e.into()))?;
+            let written = COMPRESSORS.with_borrow_mut(|compressors| {
+                let compressors = match compressors {
+                    Some(compressors) => compressors,
+                    None => compressors.insert(Compressors::new()?),
+                };
+                compressors.compress(input, vocabulary, &mut scratch[..bound])
+            })?;
             let mut output = Vec::with_capacity(SIZE_PREFIX + written);
             output.extend_from_slice(&(size | vocabulary.flags()).to_le_bytes());
             output.extend_from_slice(&scratch[..written]);

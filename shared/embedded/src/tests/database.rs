@@ -147,7 +147,7 @@ fn values_compressed_one_after_another_read_back_whole() {
     let small = r#"{"event":"sent","step":1}"#.repeat(4);
     let large = format!("[{}0]", "1234567,".repeat(12_000));
     for vocabulary in [Vocabulary::Tasks, Vocabulary::StateMachines] {
-        for text in [&small, &large, &small, &large] {
+        for text in [&small, &small, &large, &large, &small] {
             let compressed = Compressed::text(text, vocabulary).expect("compressed");
             let stored = Stored::Compressed(compressed.0);
             assert_eq!(&stored.into_text().expect("decompressed"), text);
