@@ -14,12 +14,14 @@ use sas_aws_tasks::AwsTasks;
 use sas_core::app::{App, MessageError, Ports, QueueNames};
 use sas_core::clock::Clock;
 use sas_core::contain::{self, Panicked};
+use sas_core::offload::OffloadingQueues;
 use sas_core::ports::{
     Chain, Consumer, Delivery, NoMetrics, OutgoingMessage, Payloads, QueueError, Queues,
 };
-use sas_core::step_caller::StepCaller;
+use sas_core::step_caller::{Answers, StepCaller};
 use sas_credentials::AwsCredentials;
 use sas_domain::ids::QueueName;
+use sas_domain::messages::{AgentResponse, SchedulerMessage};
 use sas_domain::resilience::BreakerSettings;
 use sas_domain::services::{Directory, Service};
 use sas_domain::trace::TraceContext;
@@ -200,16 +202,18 @@ impl System {
                 Arc::new(AwsCredentials::new(&aws_sdk)),
                 services,
             )),
-            Arc::new(AnswersInPlace {
-                app: Arc::clone(&app),
-                queues: Arc::clone(&backend) as _,
-            }) as _,
+            Arc::clone(&backend) as _,
             clock,
             queues.agent_responses.clone(),
             BreakerSettings::default(),
             u64::from(std::process::id()),
         )
-        .with_payloads(payloads);
+        .with_payloads(Arc::clone(&payloads) as _)
+        .answering_to(Arc::new(AnswersInPlace {
+            app: Arc::clone(&app),
+            queue: queues.agent_responses.clone(),
+            queues: Arc::new(OffloadingQueues::new(Arc::clone(&backend) as _, payloads)),
+        }));
         let step_caller = Arc::new(match &telemetry {
             Some(telemetry) => step_caller.with_spans(Arc::clone(telemetry) as _),
             None => step_caller,
@@ -331,27 +335,26 @@ impl System {
 /// a database of an earlier version holds.
 struct AnswersInPlace {
     app: Arc<App>,
+    /// The agent-response queue, its bodies too large for a message stored apart.
+    queue: QueueName,
     queues: Arc<dyn Queues>,
 }
 
 #[async_trait::async_trait]
-impl Queues for AnswersInPlace {
-    async fn send(
+impl Answers for AnswersInPlace {
+    async fn answer(
         &self,
-        queue: &QueueName,
-        messages: &[OutgoingMessage],
+        answer: AgentResponse,
+        trace: Option<TraceContext>,
     ) -> Result<(), QueueError> {
-        for message in messages {
-            if let Err(error) = self
-                .app
-                .on_scheduler_message(queue.as_str(), &message.body)
-                .await
-            {
-                warn!(%queue, error = %Chain(&error), "an answer not applied at once: it goes through its queue");
-                self.queues
-                    .send(queue, std::slice::from_ref(message))
-                    .await?;
-            }
+        let answer = SchedulerMessage::Response(answer);
+        if let Err(error) = self.app.on_answer_in_place(&answer).await {
+            warn!(queue = %self.queue, error = %Chain(&error), "an answer not applied at once: it goes through its queue");
+            let message = OutgoingMessage {
+                trace,
+                ..OutgoingMessage::json(&answer, Duration::ZERO)
+            };
+            self.queues.send(&self.queue, &[message]).await?;
         }
         Ok(())
     }
@@ -487,8 +490,8 @@ fn workflows(dir: Option<&Path>) -> anyhow::Result<Registry> {
 #[cfg(test)]
 mod tests {
     use sas_core::clock::WallClock;
+    use sas_core::ports::TaskStore;
     use sas_domain::ids::TaskId;
-    use sas_domain::messages::SchedulerMessage;
     use sas_domain::submission::Submission;
     use sas_domain::task::TaskState;
 
@@ -611,26 +614,41 @@ mod tests {
     #[tokio::test]
     async fn what_the_scheduler_does_not_apply_at_once_goes_through_the_agent_response_queue() {
         let (system, _data) = stopped_system().await;
-        let answers = AnswersInPlace {
-            app: Arc::clone(&system.app),
-            queues: Arc::clone(&system.backend) as _,
-        };
-        // A message the scheduler refuses on the agents' queue: it is sent on, to end
-        // in its dead-letter queue there, not dropped and not failed back to the agent.
-        let refused = SchedulerMessage::Run {
-            task_id: TaskId::parse("in-place-2").expect("an id"),
-        };
-        let responses = &system.queues.agent_responses;
-
-        answers
-            .send(
-                responses,
-                &[OutgoingMessage::json(&refused, Duration::ZERO)],
-            )
+        let (app, backend, queues) = (&system.app, &system.backend, &system.queues);
+        let id = TaskId::parse("in-place-2").expect("an id");
+        let submission = Submission::new(id.clone(), serde_json::json!({ "order_id": "o-2" }));
+        app.submit("order-processing", submission)
             .await
-            .expect("sent on");
+            .expect("submitted");
+        // Its steps are no longer its workflow's: the scheduler refuses to decide on
+        // it. The answer is sent on, to end in the queue's dead-letter queue there,
+        // not dropped and not failed back to the agent, which would call again.
+        let mut task = app.task(&id).await.expect("read").expect("the task");
+        task.steps.pop();
+        task.version += 1;
+        backend.update(&task).await.expect("rewritten");
+        let requests = backend
+            .receive(&queues.agent_requests, 10, Duration::ZERO)
+            .await
+            .expect("received");
+        let [request] = requests.as_slice() else {
+            panic!("one request expected: {requests:?}");
+        };
 
-        assert_eq!(system.backend.held(responses), 1);
+        system
+            .step_caller
+            .on_request(&request.body, request.trace.as_ref())
+            .await
+            .expect("answered");
+
+        let held = backend
+            .receive(&queues.agent_responses, 10, Duration::ZERO)
+            .await
+            .expect("received");
+        let [answer] = held.as_slice() else {
+            panic!("one answer on the queue expected: {held:?}");
+        };
+        assert!(answer.body.contains("in-place-2"), "{}", answer.body);
     }
 
     #[tokio::test]

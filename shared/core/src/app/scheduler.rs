@@ -27,6 +27,19 @@ enum Inbox {
 }
 
 impl Inbox {
+    /// Refuses `message` unless it is one this queue takes.
+    fn check(self, message: &SchedulerMessage) -> Result<(), HandleError> {
+        if self.accepts(message) {
+            return Ok(());
+        }
+        Err(HandleError::Refused(format!(
+            "a {} message on the {} queue, which takes only {}",
+            message.kind(),
+            self.as_str(),
+            self.takes()
+        )))
+    }
+
     /// Whether `message` is one this queue takes.
     fn accepts(self, message: &SchedulerMessage) -> bool {
         matches!(
@@ -132,14 +145,7 @@ impl App {
             .map_err(|error| StoreError::Unavailable(error.into()))?;
         let mut message: SchedulerMessage =
             serde_json::from_str(&body).map_err(|e| HandleError::Poison(e.to_string()))?;
-        if !inbox.accepts(&message) {
-            return Err(HandleError::Refused(format!(
-                "a {} message on the {} queue, which takes only {}",
-                message.kind(),
-                inbox.as_str(),
-                inbox.takes()
-            )));
-        }
+        inbox.check(&message)?;
         if let SchedulerMessage::Response(response) = &mut message
             && response.output_apart
         {
@@ -151,7 +157,27 @@ impl App {
             (offloading.read_answer(response).await)
                 .map_err(|error| StoreError::Unavailable(error.into()))?;
         }
-        let task_id = match &message {
+        self.handle(&message).await
+    }
+
+    /// Scheduler: handles an agent's answer in the process that got it (`sas-local`'s
+    /// step caller), as [`App::on_scheduler_message`] would its message on the
+    /// agents' response queue, without encoding it and reading it back.
+    ///
+    /// # Errors
+    /// [`HandleError`]; the answer should then go as a message.
+    pub async fn on_answer_in_place(
+        &self,
+        answer: &SchedulerMessage,
+    ) -> Result<Handled, HandleError> {
+        Inbox::AgentResponses.check(answer)?;
+        self.handle(answer).await
+    }
+
+    /// Takes a message its queue accepts, its parts stored apart read back, to its
+    /// task's decision.
+    async fn handle(&self, message: &SchedulerMessage) -> Result<Handled, HandleError> {
+        let task_id = match message {
             SchedulerMessage::Submit(buffered) => return self.ingest(buffered).await,
             SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {
                 task_id
@@ -164,7 +190,7 @@ impl App {
                 return Ok(Handled::GateMoved);
             }
         };
-        if let SchedulerMessage::Deadline { at, .. } = message
+        if let SchedulerMessage::Deadline { at, .. } = *message
             && self.clock.now() < at
         {
             // Its delay could not reach the lease's end (SQS delays at most 15
@@ -174,7 +200,7 @@ impl App {
             return Ok(Handled::DeadlineChained);
         }
         // A response may give back its task as its request's write left it.
-        let carried = match &message {
+        let carried = match message {
             SchedulerMessage::Response(AgentResponse {
                 sealed_task: Some(sealed),
                 ..
@@ -183,7 +209,7 @@ impl App {
         };
         let written = self
             .transition_from(task_id, carried, |task, workflow, order, now| {
-                Ok::<_, TaskError>(match &message {
+                Ok::<_, TaskError>(match message {
                     SchedulerMessage::Run { .. } => {
                         decide::on_run(task, workflow, order, &self.instance, now)
                     }
@@ -206,7 +232,7 @@ impl App {
                 })
             })
             .await;
-        let written = match (written, &message) {
+        let written = match (written, message) {
             (Err(TaskError::Store(StoreError::Conflict)), SchedulerMessage::ChildEnded(ended)) => {
                 // Its parent's other children ended at once and won every race for its
                 // record: this end comes again in a moment, not after the queue's

@@ -56,6 +56,22 @@ pub enum CallVerdict {
     Silent,
 }
 
+/// Where a step caller's answers go instead of its response queue: `sas-local`'s,
+/// whose scheduler is in the same process, applies each as it is made, neither
+/// encoded nor read back, and sends on the queue only one it cannot apply.
+#[async_trait::async_trait]
+pub trait Answers: Send + Sync {
+    /// Delivers `answer`, which continues `trace`.
+    ///
+    /// # Errors
+    /// [`QueueError`] when it could be neither applied nor sent.
+    async fn answer(
+        &self,
+        answer: AgentResponse,
+        trace: Option<TraceContext>,
+    ) -> Result<(), QueueError>;
+}
+
 /// Calls steps' remote services, any number of them, each with its own circuit breaker.
 pub struct StepCaller {
     remote: Arc<dyn RemoteCall>,
@@ -71,6 +87,9 @@ pub struct StepCaller {
     spans: Option<Arc<dyn Spans>>,
     /// Where its calls' latencies go ([`StepCaller::with_metrics`]).
     metrics: Arc<dyn Metrics>,
+    /// Where its answers go instead of its response queue, if anywhere
+    /// ([`StepCaller::answering_to`]).
+    answers: Option<Arc<dyn Answers>>,
 }
 
 impl StepCaller {
@@ -95,7 +114,15 @@ impl StepCaller {
             payloads: None,
             spans: None,
             metrics: Arc::new(NoMetrics),
+            answers: None,
         }
+    }
+
+    /// Gives its answers to `answers` instead of sending them on its response queue.
+    #[must_use]
+    pub fn answering_to(mut self, answers: Arc<dyn Answers>) -> Self {
+        self.answers = Some(answers);
+        self
     }
 
     /// Records in `metrics` each call's latency, from its request's arrival to its
@@ -173,7 +200,12 @@ impl StepCaller {
             info!(task_id = %request.task_id, step = %request.step_name, "agent silent: answer came after complete-by");
             return Ok(CallVerdict::Silent);
         }
-        let mut response = AgentMessage::Response(AgentResponse::answering(request, outcome));
+        let answer = AgentResponse::answering(request, outcome);
+        if let Some(answers) = &self.answers {
+            answers.answer(answer, answer_trace).await?;
+            return Ok(CallVerdict::Answered);
+        }
+        let mut response = AgentMessage::Response(answer);
         let mut message = OutgoingMessage::json(&response, Duration::ZERO);
         // Too large for a message: the output goes among its task's values, where the
         // step's write finds it, rather than into a message's and then the task's.
