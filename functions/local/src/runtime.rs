@@ -325,14 +325,15 @@ impl System {
     }
 }
 
-/// The agents' answers, handed to this process's scheduler as they are sent, where
-/// the agents of the deployed stack send them to the agent-response queue: the
-/// answer's write is then the agent's, and no message is written, read and deleted
-/// between them. An answer the scheduler cannot apply now (its task's write failed,
-/// or it refused it) goes to the agent-response queue after all, as before: it is
-/// applied from there, or ends in the queue's dead-letter queue, and the service is
-/// not called again for it. The queue's consumer stays, for those and for the answers
-/// a database of an earlier version holds.
+/// The agents' answers, handed to this process's scheduler as values as they are
+/// made, where the agents of the deployed stack send them to the agent-response
+/// queue: the answer's write is then the agent's, and no message is written, read and
+/// deleted between them, nor the answer encoded and parsed. An answer the scheduler
+/// cannot apply now (its task's write failed, or it refused it) goes to the
+/// agent-response queue after all, as before: it is applied from there, or ends in
+/// the queue's dead-letter queue, and the service is not called again for it. The
+/// queue's consumer stays, for those and for the answers a database of an earlier
+/// version holds.
 struct AnswersInPlace {
     app: Arc<App>,
     /// The agent-response queue, its bodies too large for a message stored apart.
