@@ -584,66 +584,60 @@ mod tests {
         direct.stop().await;
     }
 
-    #[tokio::test]
-    async fn an_agents_answer_is_applied_to_its_task_before_its_handler_returns() {
-        let (system, _data) = stopped_system().await;
-        let (app, backend, queues) = (&system.app, &system.backend, &system.queues);
-        let id = TaskId::parse("in-place-1").expect("an id");
+    /// The task `id`, submitted to `system` as an order to process.
+    async fn submitted(system: &System, id: &str) -> TaskId {
+        let id = TaskId::parse(id).expect("an id");
         let submission = Submission::new(id.clone(), serde_json::json!({ "order_id": "o-1" }));
-        app.submit("order-processing", submission)
+        (system.app.submit("order-processing", submission))
             .await
             .expect("submitted");
-        let requests = backend
-            .receive(&queues.agent_requests, 10, Duration::ZERO)
+        id
+    }
+
+    /// Has `system`'s step caller take the one request waiting, and answer it.
+    async fn the_request_answered(system: &System) {
+        let requests = (system.backend)
+            .receive(&system.queues.agent_requests, 10, Duration::ZERO)
             .await
             .expect("received");
         let [request] = requests.as_slice() else {
             panic!("one request expected: {requests:?}");
         };
-
         system
             .step_caller
             .on_request(&request.body, request.trace.as_ref())
             .await
             .expect("answered");
+    }
 
-        let task = app.task(&id).await.expect("read").expect("the task");
+    #[tokio::test]
+    async fn an_agents_answer_is_applied_to_its_task_before_its_handler_returns() {
+        let (system, _data) = stopped_system().await;
+        let id = submitted(&system, "in-place-1").await;
+
+        the_request_answered(&system).await;
+
+        let task = system.app.task(&id).await.expect("read").expect("the task");
         assert_eq!(task.state, TaskState::Processed);
-        assert_eq!(backend.held(&queues.agent_responses), 0);
+        assert_eq!(system.backend.held(&system.queues.agent_responses), 0);
     }
 
     #[tokio::test]
     async fn what_the_scheduler_does_not_apply_at_once_goes_through_the_agent_response_queue() {
         let (system, _data) = stopped_system().await;
-        let (app, backend, queues) = (&system.app, &system.backend, &system.queues);
-        let id = TaskId::parse("in-place-2").expect("an id");
-        let submission = Submission::new(id.clone(), serde_json::json!({ "order_id": "o-2" }));
-        app.submit("order-processing", submission)
-            .await
-            .expect("submitted");
+        let id = submitted(&system, "in-place-2").await;
         // Its steps are no longer its workflow's: the scheduler refuses to decide on
         // it. The answer is sent on, to end in the queue's dead-letter queue there,
         // not dropped and not failed back to the agent, which would call again.
-        let mut task = app.task(&id).await.expect("read").expect("the task");
+        let mut task = system.app.task(&id).await.expect("read").expect("the task");
         task.steps.pop();
         task.version += 1;
-        backend.update(&task).await.expect("rewritten");
-        let requests = backend
-            .receive(&queues.agent_requests, 10, Duration::ZERO)
-            .await
-            .expect("received");
-        let [request] = requests.as_slice() else {
-            panic!("one request expected: {requests:?}");
-        };
+        system.backend.update(&task).await.expect("rewritten");
 
-        system
-            .step_caller
-            .on_request(&request.body, request.trace.as_ref())
-            .await
-            .expect("answered");
+        the_request_answered(&system).await;
 
-        let held = backend
-            .receive(&queues.agent_responses, 10, Duration::ZERO)
+        let held = (system.backend)
+            .receive(&system.queues.agent_responses, 10, Duration::ZERO)
             .await
             .expect("received");
         let [answer] = held.as_slice() else {
