@@ -122,16 +122,21 @@ struct Compressors {
     working: lz4::Compressor<'static>,
 }
 
+/// liblz4's failure, which no input this store compresses causes (its output has room
+/// for the worst case).
+fn lz4_failed(error: lzzzz::Error) -> StoreError {
+    StoreError::Corrupt(error.into())
+}
+
 impl Compressors {
     fn new() -> Result<Self, StoreError> {
-        let stream = |dictionary: &'static str| {
-            lz4::Compressor::with_dict(dictionary.as_bytes())
-                .map_err(|e| StoreError::Corrupt(e.into()))
+        let primed = |dictionary: &'static str| {
+            lz4::Compressor::with_dict(dictionary.as_bytes()).map_err(lz4_failed)
         };
         Ok(Self {
-            tasks: stream(DICTIONARY)?,
-            state_machines: stream(STATE_MACHINE_DICTIONARY)?,
-            working: lz4::Compressor::new().map_err(|e| StoreError::Corrupt(e.into()))?,
+            tasks: primed(DICTIONARY)?,
+            state_machines: primed(STATE_MACHINE_DICTIONARY)?,
+            working: lz4::Compressor::new().map_err(lz4_failed)?,
         })
     }
 
@@ -152,7 +157,7 @@ impl Compressors {
         }));
         self.working
             .next(input, output, lz4::ACC_LEVEL_DEFAULT)
-            .map_err(|e| StoreError::Corrupt(e.into()))
+            .map_err(lz4_failed)
     }
 }
 
