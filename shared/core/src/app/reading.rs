@@ -30,9 +30,10 @@ const WAIT_POLL: Duration = Duration::from_millis(250);
 const MAX_WAIT_POLL: Duration = Duration::from_secs(2);
 
 /// The most waits for a task's end one process holds at once; a request beyond them
-/// is answered at once, with the task as it is. A wait costs a parked future and a
-/// read every 2 s at most; past the 64 this once was, 128 clients that wait for each
-/// task's end ran a third as many tasks a second as 64, asking again at once.
+/// is answered at once, with the task as it is. A wait costs a parked future and,
+/// after its first few seconds, a read every [`MAX_WAIT_POLL`]; past the 64 this once
+/// was, 128 clients that wait for each task's end ran a third as many tasks a second
+/// as 64, asking again at once.
 pub(super) const MAX_WAITS: usize = 1_024;
 
 /// The most buffered submissions a process remembers having accepted, and for how
