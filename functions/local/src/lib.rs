@@ -6,6 +6,7 @@
 //! `sas-mock-services`; links nothing of AWS's.
 
 pub mod auth;
+mod calls_thread;
 pub mod runtime;
 pub mod server;
 

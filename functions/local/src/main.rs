@@ -45,10 +45,10 @@ The first line on stdout gives the addresses: sas-local ready: api=... mock=... 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// One worker thread for every function, the HTTP servers and the agent's calls,
-/// unless `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer
-/// thread, which takes the commits (and their fsyncs) off it under load, that is a
-/// pipeline over two cores. A second worker costs more in wake-ups and stolen tasks
+/// One worker thread for every function and the HTTP servers, unless
+/// `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer thread,
+/// which takes the commits (and their fsyncs) off it under load, and the agents'
+/// calls' thread (`calls_thread`), that is a pipeline over two cores. A second worker costs more in wake-ups and stolen tasks
 /// between the two than it brings (`bench/HISTORY.md`, "After one worker thread and
 /// commits on the caller's thread").
 fn main() -> anyhow::Result<()> {

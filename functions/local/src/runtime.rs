@@ -33,6 +33,8 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
+use crate::calls_thread::CallsThread;
+
 /// Messages received at once, as an SQS event-source mapping's batch.
 const BATCH: usize = 10;
 
@@ -195,13 +197,15 @@ impl System {
         // The AWS services a state machine's Tasks name, with the environment's
         // credentials (any, for an emulator).
         let aws_sdk = sas_aws_tasks::local_sdk(environment);
+        let remote = Arc::new(AwsTasks::new(
+            &aws_sdk,
+            environment,
+            Arc::new(AwsCredentials::new(&aws_sdk)),
+            services,
+        ));
+        let remote = CallsThread::start(remote).context("cannot start the calls' thread")?;
         let step_caller = StepCaller::new(
-            Arc::new(AwsTasks::new(
-                &aws_sdk,
-                environment,
-                Arc::new(AwsCredentials::new(&aws_sdk)),
-                services,
-            )),
+            Arc::new(remote),
             Arc::clone(&backend) as _,
             clock,
             queues.agent_responses.clone(),
