@@ -76,3 +76,19 @@ fn an_xray_trace_header_is_read_as_the_w3c_trace_it_maps_to() {
         assert_eq!(TraceContext::of_xray(refused), None, "{refused}");
     }
 }
+
+/// The ids are the first bytes of the SHA-256 of their parts, one a line (computed
+/// apart, with Python's `hashlib`): a task in flight keeps its trace across versions.
+#[test]
+fn a_tasks_trace_and_span_ids_are_the_sha256_of_their_parts() {
+    let (task, created) = (TaskId::parse("order-7").expect("id"), Timestamp(1_700_000_000_123));
+    assert_eq!(own_trace(&task, created).to_string(), "4171cc54bda1c7f47748fcd27d836d62");
+    assert_eq!(run_span(&task, created, 2).to_string(), "922f187ca4f136f3");
+    let began = Timestamp(1_700_000_000_456);
+    let step = step_span(&task, created, 2, 3, "compensate", began);
+    assert_eq!(step.to_string(), "4326c1ba39182a07");
+    let parent = SpanId::parse("00f067aa0ba902b7").expect("span");
+    assert_eq!(state_span(parent, 41).to_string(), "4113049fa3579d25");
+    let recovered = recovery_span(parent, Timestamp(1_700_000_000_789));
+    assert_eq!(recovered.to_string(), "9eee5268737a3ca0");
+}
