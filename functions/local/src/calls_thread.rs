@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use sas_core::ports::{RemoteCall, RemoteError, RemoteRequest};
 
@@ -55,11 +56,8 @@ impl CallsThread {
 impl RemoteCall for CallsThread {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
         let (remote, request) = (Arc::clone(&self.remote), request.clone());
-        match self
-            .calls
-            .spawn(async move { remote.call(&request).await })
-            .await
-        {
+        let mut call = Aborting(self.calls.spawn(async move { remote.call(&request).await }));
+        match (&mut call.0).await {
             Ok(result) => result,
             // A call that panicked panics here, as it would have on this thread.
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -70,22 +68,51 @@ impl RemoteCall for CallsThread {
     }
 }
 
+/// A call on the calls' thread, aborted there if its caller lets go of it first, as
+/// a call on the caller's own thread would have been dropped with its future.
+struct Aborting<T>(JoinHandle<T>);
+
+impl<T> Drop for Aborting<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use sas_domain::messages::{Method, Payload};
 
     use super::*;
 
-    /// Answers with the name of the thread it was called on.
-    struct ThreadName;
+    /// Answers with the name of the thread it was called on; service `panics` panics,
+    /// and `hangs` never answers, and tells `dropped` when its call is let go.
+    #[derive(Default)]
+    struct ThreadName {
+        dropped: Arc<tokio::sync::Notify>,
+    }
+
+    /// Tells its `Notify` when dropped.
+    struct Told(Arc<tokio::sync::Notify>);
+
+    impl Drop for Told {
+        fn drop(&mut self) {
+            self.0.notify_one();
+        }
+    }
 
     #[async_trait]
     impl RemoteCall for ThreadName {
         async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
-            if request.service.as_str() == "panics" {
-                panic!("a call that panics");
+            match request.service.as_str() {
+                "panics" => panic!("a call that panics"),
+                "hangs" => {
+                    let _told = Told(Arc::clone(&self.dropped));
+                    std::future::pending().await
+                }
+                _ => Ok(Value::from(std::thread::current().name().unwrap_or(""))),
             }
-            Ok(Value::from(std::thread::current().name().unwrap_or("")))
         }
     }
 
@@ -96,18 +123,32 @@ mod tests {
             path: "/".into(),
             idempotency_key: "t/1/step".into(),
             payload: Payload::of(&serde_json::json!({})).expect("JSON"),
-            timeout: std::time::Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
             trace: None,
         }
     }
 
     #[tokio::test]
     async fn a_call_is_made_on_the_calls_thread_and_its_panic_comes_back() {
-        let calls = CallsThread::start(Arc::new(ThreadName)).expect("the thread");
+        let calls = CallsThread::start(Arc::new(ThreadName::default())).expect("the thread");
         let answer = calls.call(&request("svc")).await.expect("an answer");
         assert_eq!(answer, Value::from("sas-calls"));
 
         let panicked = tokio::spawn(async move { calls.call(&request("panics")).await }).await;
         assert!(panicked.expect_err("the call panicked").is_panic());
+    }
+
+    /// A call whose caller lets go of it (a timeout, a stop) is let go on the calls'
+    /// thread too, as it was when it ran on the caller's: nothing is sent for it later.
+    #[tokio::test]
+    async fn a_call_let_go_by_its_caller_is_let_go_on_the_calls_thread() {
+        let remote = ThreadName::default();
+        let dropped = Arc::clone(&remote.dropped);
+        let calls = CallsThread::start(Arc::new(remote)).expect("the thread");
+        let hangs = request("hangs");
+        let waited = tokio::time::timeout(Duration::from_millis(50), calls.call(&hangs)).await;
+        assert!(waited.is_err(), "the call never answers");
+        let let_go = tokio::time::timeout(Duration::from_secs(5), dropped.notified());
+        assert!(let_go.await.is_ok(), "the call still runs on its thread");
     }
 }

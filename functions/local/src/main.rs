@@ -48,9 +48,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// One worker thread for every function and the HTTP servers, unless
 /// `TOKIO_WORKER_THREADS` says otherwise: beside the embedded store's writer thread,
 /// which takes the commits (and their fsyncs) off it under load, and the agents'
-/// calls' thread (`calls_thread`), that is a pipeline over two cores. A second worker costs more in wake-ups and stolen tasks
-/// between the two than it brings (`bench/HISTORY.md`, "After one worker thread and
-/// commits on the caller's thread").
+/// calls' thread (`calls_thread`), that is a pipeline over two cores. A second worker
+/// costs more in wake-ups and stolen tasks between the two than it brings
+/// (`bench/HISTORY.md`, "After one worker thread and commits on the caller's thread").
 fn main() -> anyhow::Result<()> {
     Arguments::parse();
     tokio::runtime::Builder::new_multi_thread()

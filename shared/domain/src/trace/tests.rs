@@ -81,8 +81,10 @@ fn an_xray_trace_header_is_read_as_the_w3c_trace_it_maps_to() {
 /// apart, with Python's `hashlib`): a task in flight keeps its trace across versions.
 #[test]
 fn a_tasks_trace_and_span_ids_are_the_sha256_of_their_parts() {
-    let (task, created) = (TaskId::parse("order-7").expect("id"), Timestamp(1_700_000_000_123));
-    assert_eq!(own_trace(&task, created).to_string(), "4171cc54bda1c7f47748fcd27d836d62");
+    let task = TaskId::parse("order-7").expect("id");
+    let created = Timestamp(1_700_000_000_123);
+    let trace = own_trace(&task, created);
+    assert_eq!(trace.to_string(), "4171cc54bda1c7f47748fcd27d836d62");
     assert_eq!(run_span(&task, created, 2).to_string(), "922f187ca4f136f3");
     let began = Timestamp(1_700_000_000_456);
     let step = step_span(&task, created, 2, 3, "compensate", began);
