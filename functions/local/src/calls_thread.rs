@@ -6,8 +6,9 @@
 //! At 64 clients the one worker thread was what bounded the process, and a fifth of
 //! its time went to sending requests to the services (loopback TCP runs the
 //! receiver's side in the sender's system call). With the calls off it, 64 clients
-//! ran 3-6% more tasks a second with direct ingestion and about as many buffered, and
-//! the p50 at 1 client stayed within 2% (BENCHMARKS.md, "Tried and kept").
+//! ran 3-11% more tasks a second with direct ingestion (medians of four sets of
+//! alternating pairs) and about as many buffered, and the p50 at 1 client stayed
+//! within 2% (BENCHMARKS.md, "Tried and kept").
 
 use std::sync::Arc;
 
