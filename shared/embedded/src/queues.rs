@@ -227,7 +227,7 @@ impl Queues for Embedded {
             self.defer(move |c| insert_messages(c, written, now).map(drop));
             rows
         };
-        self.publish(inserted);
+        self.publish(inserted).await;
         Ok(())
     }
 }

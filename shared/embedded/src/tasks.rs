@@ -239,7 +239,7 @@ impl TaskStore for Embedded {
             insert_messages(c, rows, now)
         };
         let inserted = self.write_keeping(work, task, None).await?;
-        self.publish(inserted);
+        self.publish(inserted).await;
         Ok(Vec::new())
     }
 }

@@ -2,6 +2,7 @@
 //! message ids and receive counts across restarts.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sas_core::ports::{Consumer, DeadLetters, OutgoingMessage, Queues};
@@ -332,4 +333,34 @@ async fn a_delivery_whose_receive_count_cannot_be_written_is_given_back_uncounte
             .collect::<Vec<_>>(),
         [("poison", 1)]
     );
+}
+
+/// A receiver waiting on a queue gets a message sent to it before its sender goes
+/// on: at concurrency 1 the next call's request is then sent before the sender
+/// answers its own caller, which is on no task's path.
+#[tokio::test]
+async fn a_waiting_receiver_goes_before_the_sender_of_its_message() {
+    let (_dir, store) = fresh();
+    let store = Arc::new(store);
+    let work = QueueName::parse("work").expect("name");
+    store
+        .create_queue(&work, QueueSettings::default())
+        .await
+        .expect("queue");
+    let received = Arc::new(AtomicBool::new(false));
+    let receiver = tokio::spawn({
+        let (store, work, received) = (Arc::clone(&store), work.clone(), Arc::clone(&received));
+        async move {
+            let got = store.receive(&work, 1, Duration::from_secs(10)).await;
+            received.store(got.is_ok_and(|got| got.len() == 1), Ordering::SeqCst);
+        }
+    });
+    // The receiver waits first: on this test's one thread, it runs at this yield.
+    tokio::task::yield_now().await;
+    send_now(&store, &work, "next").await;
+    assert!(
+        received.load(Ordering::SeqCst),
+        "the receiver had its message when the send returned"
+    );
+    receiver.await.expect("receiver");
 }
