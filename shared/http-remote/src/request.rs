@@ -53,14 +53,16 @@ impl HttpRemote {
         let name = request.service.as_str();
         let method = outgoing.method.clone();
         let body = outgoing.body.clone();
-        let timeout = service
-            .timeout
-            .map_or(request.timeout, |t| t.min(request.timeout));
         let mut builder = self
             .client()?
             .request(method.clone(), url.clone())
-            .header(IDEMPOTENCY_KEY, &request.idempotency_key)
-            .timeout(timeout);
+            .header(IDEMPOTENCY_KEY, &request.idempotency_key);
+        // The call's own timeout bounds every request it sends (`HttpRemote::call`); a
+        // service's shorter one bounds each request here. A timer at the same deadline
+        // would be one more registered and cancelled at every call.
+        if let Some(timeout) = service.timeout.filter(|t| *t < request.timeout) {
+            builder = builder.timeout(timeout);
+        }
         for (header, value) in &outgoing.headers {
             builder = builder.header(header, value);
         }
