@@ -7,6 +7,7 @@
 
 pub mod auth;
 mod calls_thread;
+pub mod polling;
 pub mod runtime;
 pub mod server;
 
@@ -73,6 +74,21 @@ fn duration(name: &str, default: Duration) -> anyhow::Result<Duration> {
 /// A value that is not a whole number of threads, 1 or more, by name.
 pub fn worker_threads() -> anyhow::Result<std::num::NonZeroUsize> {
     parsed("TOKIO_WORKER_THREADS", std::num::NonZeroUsize::MIN)
+}
+
+/// How long the worker thread keeps polling for work after its last before it
+/// sleeps (`polling`): `SAS_POLL_BEFORE_SLEEP`, 200 µs unless it says otherwise;
+/// with more than one worker thread, none.
+///
+/// # Errors
+/// A value that is not a duration, by name.
+pub fn poll_before_sleep() -> anyhow::Result<Duration> {
+    let budget = duration("SAS_POLL_BEFORE_SLEEP", Duration::from_micros(200))?;
+    Ok(if worker_threads()?.get() == 1 {
+        budget
+    } else {
+        Duration::ZERO
+    })
 }
 
 impl Config {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use sas_core::clock::WallClock;
+use sas_local::polling::Polling;
 use tracing_subscriber::EnvFilter;
 
 /// The whole system on this machine: the HTTP API, the scheduler, the agents, the
@@ -24,6 +25,8 @@ Settings (every one in the book, docs/src/deploying/settings.md):
   SAS_WORKFLOWS_DIR          more workflow definitions
   SAS_DURABILITY             full: fsync at every commit; process: survives kill -9 [full]
   SAS_INGESTION              direct or buffered [direct]
+  SAS_POLL_BEFORE_SLEEP      how long the worker polls for work before it sleeps
+                             [200us; 0s: at once]
   SAS_SERVICE_URL_<AGENT>    a real service's base URL, in place of the mock
   SAS_SERVICES               services with their settings, as JSON
   SAS_AUTH_JWKS, SAS_AUTH_DEV_KEY, SAS_AUTH_ISSUER, SAS_AUTH_AUDIENCE
@@ -53,11 +56,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// (`bench/HISTORY.md`, "After one worker thread and commits on the caller's thread").
 fn main() -> anyhow::Result<()> {
     Arguments::parse();
-    tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let polling = Polling::new(sas_local::poll_before_sleep()?, &mut builder);
+    let runtime = builder
         .worker_threads(sas_local::worker_threads()?.get())
         .enable_all()
-        .build()?
-        .block_on(run())
+        .build()?;
+    polling.start(runtime.handle());
+    runtime.block_on(run())
 }
 
 async fn run() -> anyhow::Result<()> {
