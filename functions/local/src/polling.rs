@@ -138,7 +138,7 @@ fn thread_cpu() -> Duration {
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    use rustix::thread::{CpuSet, sched_setaffinity};
+    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
     use super::*;
 
@@ -157,6 +157,14 @@ mod tests {
             runtime.block_on(std::future::pending::<()>());
         });
         handle
+    }
+
+    /// The first CPU this process may run on.
+    fn first_cpu() -> usize {
+        let allowed = sched_getaffinity(None).expect("the CPUs allowed");
+        (0..CpuSet::MAX_CPU)
+            .find(|&cpu| allowed.is_set(cpu))
+            .expect("a CPU")
     }
 
     fn pin_to(cpu: usize) {
@@ -191,12 +199,13 @@ mod tests {
 
     #[test]
     fn a_thread_stops_polling_when_another_thread_wants_its_cpu() {
-        let runtime = polling_runtime(Duration::from_secs(3600), Some(0));
+        let cpu = first_cpu();
+        let runtime = polling_runtime(Duration::from_secs(3600), Some(cpu));
         let stop = Arc::new(AtomicBool::new(false));
         let busy = std::thread::spawn({
             let stop = Arc::clone(&stop);
             move || {
-                pin_to(0);
+                pin_to(cpu);
                 while !stop.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
