@@ -437,6 +437,9 @@ impl Offloading {
                 .map(|slot| (slot.shared()).and_then(|value| kept.reference_of(scope, value)))
                 .collect()
         };
+        if known.iter().all(Option::is_none) && payload::none_apart(&slots) {
+            return Ok(());
+        }
         let sizes: Vec<(usize, bool)> = slots
             .iter()
             .zip(&known)

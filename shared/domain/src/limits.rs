@@ -108,6 +108,54 @@ pub fn json_size(value: &serde_json::Value) -> usize {
     serde_json::to_writer(&mut counted, value).map_or(usize::MAX, |()| counted.0)
 }
 
+/// At least the bytes of a value as JSON ([`json_size`]), found without writing it:
+/// each string as if every byte of it were escaped, each number at its longest. A
+/// walk of the value's nodes, not of its bytes: it tells, at a fraction of the cost,
+/// that a value is well within a limit, as most are.
+#[must_use]
+pub fn json_size_at_most(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+
+    /// `\u00XX` a byte, and the quotes.
+    fn text(text: &str) -> usize {
+        2 + 6 * text.len()
+    }
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        // A float at its longest, as ryu writes it: -2.2250738585072014e-308.
+        Value::Number(_) => 24,
+        Value::String(string) => text(string),
+        // Brackets, and a comma after each item (one too many).
+        Value::Array(items) => {
+            2 + items
+                .iter()
+                .map(|item| json_size_at_most(item) + 1)
+                .sum::<usize>()
+        }
+        Value::Object(fields) => {
+            let field =
+                |(name, value): (&String, &Value)| text(name) + 1 + json_size_at_most(value) + 1;
+            2 + fields.iter().map(field).sum::<usize>()
+        }
+    }
+}
+
+/// Why `output` cannot be kept beside `kept` (the task's input and earlier
+/// outputs), if it cannot ([`output_refusal`]): their bytes counted only where their
+/// bounds ([`json_size_at_most`]) leave it open.
+#[must_use]
+pub fn refusal_of<'a>(
+    output: &serde_json::Value,
+    kept: impl Iterator<Item = &'a serde_json::Value> + Clone,
+) -> Option<String> {
+    let output_bound = json_size_at_most(output);
+    let kept_bound: usize = kept.clone().map(json_size_at_most).sum();
+    if output_bound <= MAX_STEP_OUTPUT && output_bound + kept_bound <= MAX_TASK_DATA {
+        return None;
+    }
+    output_refusal(json_size(output), kept.map(json_size).sum())
+}
+
 /// A writer that counts the bytes written to it.
 struct Counted(usize);
 
@@ -138,4 +186,57 @@ pub fn output_refusal(output_bytes: usize, kept: usize) -> Option<String> {
             "the answer takes the task's input and outputs to {total} bytes, over the {MAX_TASK_DATA} a task may carry"
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// Any JSON value, with strings that need escaping and numbers at their longest.
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "(.|[\u{0}-\u{1f}\"\\\\]){0,24}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::from),
+                prop::collection::vec(("[\u{0}-\u{1f}\"a-z]{0,8}", inner), 0..8)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_value_has_at_most_its_bound_of_bytes(value in any_value()) {
+            prop_assert!(json_size_at_most(&value) >= json_size(&value));
+        }
+
+        #[test]
+        fn a_refusal_is_told_as_from_the_exact_sizes(output in any_value(), kept in any_value()) {
+            let exact = output_refusal(json_size(&output), json_size(&kept));
+            prop_assert_eq!(refusal_of(&output, std::iter::once(&kept)), exact);
+        }
+    }
+
+    /// A value whose bound is over the limit, not itself: counted exactly, and kept.
+    #[test]
+    fn a_value_over_the_limit_only_by_its_bound_is_kept() {
+        let output = json!("a".repeat(MAX_STEP_OUTPUT / 6 + 1));
+        assert!(json_size_at_most(&output) > MAX_STEP_OUTPUT);
+        assert_eq!(refusal_of(&output, std::iter::empty()), None);
+        let over = json!("a".repeat(MAX_STEP_OUTPUT - 1));
+        assert!(
+            refusal_of(&over, std::iter::empty()).is_some(),
+            "quotes included"
+        );
+    }
 }

@@ -189,6 +189,16 @@ impl Slot<'_> {
         }
     }
 
+    /// At least the bytes of the slot's JSON ([`crate::limits::json_size_at_most`]).
+    #[must_use]
+    pub fn size_at_most(&self) -> usize {
+        match self {
+            Self::Plain(value) => crate::limits::json_size_at_most(value),
+            Self::Shared(value) => crate::limits::json_size_at_most(value),
+            Self::Text(text) => text.len(),
+        }
+    }
+
     /// The value a reference stands for, or the reference for a value.
     pub fn set(&mut self, value: Arc<Value>) {
         match self {
@@ -216,6 +226,19 @@ pub fn bytes_apart(slots: Vec<Slot<'_>>) -> u64 {
         .filter_map(Slot::reference)
         .map(|r| r.bytes)
         .sum()
+}
+
+/// Whether none of `slots` is to be stored apart, told from their sizes' bounds
+/// alone: none could be taken for a reference, and at their largest each is within
+/// [`OFFLOAD_ABOVE`] and all within [`INLINE_BUDGET`] ([`to_store_apart`]).
+#[must_use]
+pub fn none_apart(slots: &[Slot<'_>]) -> bool {
+    let mut total = 0;
+    slots.iter().all(|slot| {
+        let size = slot.size_at_most();
+        total += size;
+        size <= OFFLOAD_ABOVE && total <= INLINE_BUDGET && !slot.looks_like_a_reference()
+    })
 }
 
 /// Which of slots of these sizes to store apart: those that must be, those over
@@ -269,6 +292,9 @@ pub struct KeptValues<'a> {
 /// that are not kept yet, each with its JSON, to store before the message is sent;
 /// `None` where no part is kept already, and the message is better stored whole.
 pub fn by_reference(value: &mut Value, kept: &KeptValues<'_>) -> Option<Vec<(PayloadRef, String)>> {
+    if crate::limits::json_size_at_most(value) <= OFFLOAD_ABOVE {
+        return None;
+    }
     let mut to_store = Vec::new();
     let size = crate::limits::json_size(value);
     (take_parts(value, size, kept, &mut to_store) > 0).then_some(to_store)

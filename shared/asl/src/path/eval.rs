@@ -9,39 +9,41 @@ use super::parse::{Segment, Step};
 /// quotes it: "Missing property in path $['a']", "No results for path: $['a']['b']").
 pub(super) fn definite(root: &Value, segments: &[Segment]) -> Result<Value, String> {
     let mut current = root;
-    let mut trail = String::from("$");
     for (at, segment) in segments.iter().enumerate() {
         let leaf = at + 1 == segments.len();
         let no_results = || format!("No results for path: {}", normalized(segments));
+        // The path up to here, in the messages only: made when one is.
+        let trail = || normalized(&segments[..at]);
         match &segment.step {
             Step::Name(name) => {
                 let Value::Object(fields) = current else {
-                    return Err(not_an_object(&quoted(name), &trail, current));
+                    return Err(not_an_object(&quoted(name), &trail(), current));
                 };
-                trail.push_str(&quoted(name));
                 current = match fields.get(name) {
                     Some(value) => value,
                     None if leaf => return Err(no_results()),
-                    None => return Err(format!("Missing property in path {trail}")),
+                    None => {
+                        let trail = normalized(&segments[..=at]);
+                        return Err(format!("Missing property in path {trail}"));
+                    }
                 };
             }
             Step::Names(names) => {
                 let Value::Object(fields) = current else {
-                    return Err(not_an_object(&quoted_list(names), &trail, current));
+                    return Err(not_an_object(&quoted_list(names), &trail(), current));
                 };
                 return Ok(merged(fields, names));
             }
             Step::Index(index) => {
                 let items = match current {
                     Value::Array(items) => items,
-                    Value::Null => return Err(format!("The path {trail} is null")),
+                    Value::Null => return Err(format!("The path {} is null", trail())),
                     other => {
                         return Err(format!(
                             "Filter: [{index}] can only be applied to arrays. Current context is: {other}"
                         ));
                     }
                 };
-                trail.push_str(&format!("[{index}]"));
                 current = position(*index, items.len())
                     .and_then(|at| items.get(at))
                     .ok_or_else(no_results)?;

@@ -323,7 +323,7 @@ impl StepCaller {
 /// is not sent (its message could exceed what the queue takes), only its size.
 fn within_limit(outcome: Outcome) -> Outcome {
     match &outcome {
-        Outcome::Succeeded { output } => limits::output_refusal(limits::json_size(output), 0)
+        Outcome::Succeeded { output } => limits::refusal_of(output, std::iter::empty())
             .map_or(outcome, |error| Outcome::Unusable { error }),
         Outcome::Failed { .. } | Outcome::Unusable { .. } => outcome,
     }

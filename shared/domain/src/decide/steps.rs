@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::limits;
 use crate::messages::{Operation, Outcome};
 use crate::task::{Answer, Happened, Order, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
@@ -293,13 +292,11 @@ pub(crate) fn results(task: &Task) -> Results<'_> {
         .collect()
 }
 
-/// The bytes of the data an agent request carries: the input and the outputs kept.
-pub(crate) fn task_data_size(order: &Order, task: &Task) -> usize {
-    limits::json_size(&order.input)
-        + task
-            .steps
-            .iter()
-            .filter_map(|s| s.output.as_deref())
-            .map(limits::json_size)
-            .sum::<usize>()
+/// The data an agent request carries: the input and the outputs kept.
+pub(crate) fn task_data<'a>(
+    order: &'a Order,
+    task: &'a Task,
+) -> impl Iterator<Item = &'a serde_json::Value> + Clone {
+    let outputs = task.steps.iter().filter_map(|s| s.output.as_deref());
+    std::iter::once(&*order.input).chain(outputs)
 }

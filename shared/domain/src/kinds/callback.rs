@@ -20,7 +20,7 @@ use super::{
 };
 use crate::callback::Token;
 use crate::decide::change::Change;
-use crate::decide::steps::task_data_size;
+use crate::decide::steps::task_data;
 use crate::decide::{Decision, Refused, Verdict};
 use crate::limits;
 use crate::messages::{Operation, Outcome};
@@ -305,12 +305,10 @@ pub fn on_callback(
     check_wait(task, workflow, index, callback.token.as_ref(), now)?;
     let mut change = Change::of(task, now);
     let outcome = match callback.outcome {
-        CallbackOutcome::Output(output) => {
-            limits::output_refusal(limits::json_size(&output), task_data_size(order, task))
-                .map_or(Outcome::Succeeded { output }, |error| Outcome::Unusable {
-                    error,
-                })
-        }
+        CallbackOutcome::Output(output) => limits::refusal_of(&output, task_data(order, task))
+            .map_or(Outcome::Succeeded { output }, |error| Outcome::Unusable {
+                error,
+            }),
         CallbackOutcome::Error(error) => {
             let error = limits::bounded_error(error);
             // A refusal after a call: the call's effect may be in place, and is undone.

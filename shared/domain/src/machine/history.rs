@@ -8,7 +8,6 @@
 //! are their child tasks' own: the parent's history counts them (its ids skip them)
 //! and shows the state's start and end.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -136,7 +135,11 @@ impl Detail {
     /// `value`'s, written straight to bytes: `Value`'s `Display` goes through the
     /// formatter a piece at a time, at about twice the instructions.
     pub(crate) fn of(value: &Value) -> Self {
-        let json = crate::to_raw_json(value);
+        Self::of_json(crate::to_raw_json(value))
+    }
+
+    /// Of a value already written as `json`.
+    fn of_json(json: Box<RawValue>) -> Self {
         if json.get().len() <= DETAIL_LIMIT {
             return Self::Whole(json);
         }
@@ -276,7 +279,7 @@ pub(crate) fn execution_redriven(redrive_count: u64) -> Box<RawValue> {
 pub(crate) fn state_entered(state: &State, input: &Detail) -> Box<RawValue> {
     let details = Fields(vec![("name", Field::Text(&state.name))]);
     event(
-        &format!("{}StateEntered", state.kind.type_name()),
+        &[state.kind.type_name(), "StateEntered"].concat(),
         "stateEnteredEventDetails",
         with_value(details, "input", "inputDetails", input),
     )
@@ -300,7 +303,7 @@ pub fn entered_with(event: &Value, state: &str) -> Option<Option<Value>> {
 pub(crate) fn state_exited(state: &State, output: &Detail) -> Box<RawValue> {
     let details = Fields(vec![("name", Field::Text(&state.name))]);
     event(
-        &format!("{}StateExited", state.kind.type_name()),
+        &[state.kind.type_name(), "StateExited"].concat(),
         "stateExitedEventDetails",
         with_value(details, "output", "outputDetails", output),
     )
@@ -377,7 +380,7 @@ fn branches_ended(prefix: &str, result: &Result<Value, Failure>) -> Box<RawValue
     } else {
         "Failed"
     };
-    bare_event(&format!("{prefix}{outcome}"))
+    bare_event(&[prefix, outcome].concat())
 }
 
 /// A Task's scheduled, started and ended events, in its resource's words.
@@ -406,8 +409,8 @@ fn task_events(
             ]
         }))
     };
-    let detail = |kind: &str| format!("{field_prefix}{kind}EventDetails");
-    let parameters = Detail::of(&parameters(work));
+    let detail = |kind: &str| [field_prefix, kind, "EventDetails"].concat();
+    let parameters = parameters(work);
     let region = super::place();
     let mut scheduled = names();
     match named {
@@ -426,7 +429,7 @@ fn task_events(
         }
     }
     let scheduled = event(
-        &format!("{prefix}Scheduled"),
+        &[prefix, "Scheduled"].concat(),
         &detail("Scheduled"),
         scheduled,
     );
@@ -439,46 +442,54 @@ fn task_events(
             Fields(vec![("workerName", Field::Text(&taken.worker))]),
         ),
         _ if named.is_some() => event("TaskStarted", "taskStartedEventDetails", names()),
-        _ => bare_event(&format!("{prefix}Started")),
+        _ => bare_event(&[prefix, "Started"].concat()),
     };
     let ended = match result {
         Ok(output) => {
             let output = Detail::of(output);
             let details = with_value(names(), "output", "outputDetails", &output);
-            event(&format!("{prefix}Succeeded"), &detail("Succeeded"), details)
+            event(
+                &[prefix, "Succeeded"].concat(),
+                &detail("Succeeded"),
+                details,
+            )
         }
         Err(failure) => {
             let mut details = names();
             details.0.push(("error", Field::Text(&failure.error)));
             details.0.push(("cause", Field::Text(&failure.cause)));
             let kind = if timed_out { "TimedOut" } else { "Failed" };
-            event(&format!("{prefix}{kind}"), &detail(kind), details)
+            event(&[prefix, kind].concat(), &detail(kind), details)
         }
     };
     vec![scheduled, started, ended]
 }
 
 /// What a Task asked of its resource, as its scheduled event shows it.
-fn parameters(work: Option<&VisitWork>) -> Cow<'_, Value> {
-    match work {
+fn parameters(work: Option<&VisitWork>) -> Detail {
+    let value = match work {
         Some(VisitWork::Invoke {
             function, payload, ..
         }) => {
-            let payload = serde_json::from_str(payload).unwrap_or(Value::Null);
-            let function = Value::String(function.clone());
-            Cow::Owned(Value::Object(Map::from_iter([
-                ("FunctionName".to_owned(), function),
-                ("Payload".to_owned(), payload),
-            ])))
+            // The payload is JSON already: placed as it is, not parsed and written again.
+            let function = crate::to_json(function);
+            let placed = |payload: &str| {
+                RawValue::from_string(format!(
+                    r#"{{"FunctionName":{function},"Payload":{payload}}}"#
+                ))
+            };
+            let json = placed(payload).or_else(|_| placed("null"));
+            return Detail::of_json(json.expect("a name and null are JSON"));
         }
-        Some(VisitWork::Service { request, .. }) => Cow::Borrowed(request),
-        Some(VisitWork::Activity { input, .. }) => Cow::Borrowed(input),
+        Some(VisitWork::Service { request, .. }) => return Detail::of(request),
+        Some(VisitWork::Activity { input, .. }) => return Detail::of(input),
         Some(VisitWork::Branches(branches)) => {
             let input = branches.inputs.first().cloned().unwrap_or(Value::Null);
-            Cow::Owned(Value::Object(Map::from_iter([("Input".to_owned(), input)])))
+            Value::Object(Map::from_iter([("Input".to_owned(), input)]))
         }
-        Some(VisitWork::Timer { .. }) | None => Cow::Owned(Value::Null),
-    }
+        Some(VisitWork::Timer { .. }) | None => Value::Null,
+    };
+    Detail::of(&value)
 }
 
 impl Change {

@@ -86,12 +86,16 @@ const WRITER_STEP: &str = " (ResultWriter)";
 /// The step of the distributed Map `state` that makes the S3 call `operation`: its
 /// reader's, or its writer's.
 pub(crate) fn s3_step(state: &str, operation: &str) -> String {
-    let suffix = if operation == WRITE_RESULTS {
+    [state, s3_step_suffix(operation)].concat()
+}
+
+/// What the name of [`s3_step`] adds to its state's.
+fn s3_step_suffix(operation: &str) -> &'static str {
+    if operation == WRITE_RESULTS {
         WRITER_STEP
     } else {
         READER_STEP
-    };
-    format!("{state}{suffix}")
+    }
 }
 
 /// The state whose visit step `step` is (a reader's or writer's Map).
@@ -137,9 +141,12 @@ fn visit_step(
     work: Option<&VisitWork>,
 ) -> Option<usize> {
     match work {
-        Some(VisitWork::Service { operation, .. }) => workflow
-            .step_index(&s3_step(state, operation))
-            .or_else(|| workflow.step_index(state)),
+        Some(VisitWork::Service { operation, .. }) => {
+            let suffix = s3_step_suffix(operation);
+            let own = |name: &str| name.strip_prefix(state) == Some(suffix);
+            (workflow.steps.iter().position(|step| own(&step.name)))
+                .or_else(|| workflow.step_index(state))
+        }
         _ => workflow.step_index(state),
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::{CallStep, endpoint};
 use crate::callback::Token;
 use crate::decide::change::Change;
-use crate::decide::steps::{results, task_data_size};
+use crate::decide::steps::{results, task_data};
 use crate::decide::{Decision, Effect, Verdict};
 use crate::ids::TaskId;
 use crate::limits;
@@ -202,11 +202,10 @@ pub fn on_response(
     // error's text is cut to what a task keeps.
     let outcome = match (&response.outcome, response.operation) {
         (Outcome::Succeeded { output }, Operation::Call) => {
-            limits::output_refusal(limits::json_size(output), task_data_size(order, task))
-                .map_or_else(
-                    || response.outcome.clone(),
-                    |error| Outcome::Unusable { error },
-                )
+            limits::refusal_of(output, task_data(order, task)).map_or_else(
+                || response.outcome.clone(),
+                |error| Outcome::Unusable { error },
+            )
         }
         (Outcome::Succeeded { .. }, Operation::Compensate) => response.outcome.clone(),
         (Outcome::Failed { error }, _) => Outcome::Failed {
