@@ -15,7 +15,9 @@
 //!     [--ingestion direct|buffered] [--mode attach|call] [--under COMMAND]
 //!     closed loop: each of C clients submits a drone delivery (5 steps), waits for it
 //!     to be Processed (GET /tasks/{id}?wait=20s; with --mode call, in the submission
-//!     itself, PUT /tasks/{id}?wait=20s), and takes the next
+//!     itself, PUT /tasks/{id}?wait=20s), and takes the next; the line gives the
+//!     server's CPU and, beside it, the service apart's, this process's (the
+//!     clients') and the machine's busy share (host_busy_pct=BUSY/ALL)
 //! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
 //!     open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms
 //! burst [--tasks 50000] [--senders 512] [--ingestion direct|buffered]

@@ -12,7 +12,7 @@ use tokio::sync::Mutex;
 
 use super::server::{
     AGENTS, DRONE_ASL, DRONE_ASL_HTTP, Durability, RemoteService, STEPS, Server, Services,
-    delivery_at, tool_workflows,
+    cpu_seconds_of, delivery_at, host_ticks, tool_workflows,
 };
 use super::stats::{number_in, quantile};
 
@@ -247,10 +247,12 @@ pub(super) async fn measure(
     };
     closed_loop(&targets, load, "warmup", warmup).await;
     let cpu_before = server.cpu_seconds();
+    let harness_before = Harness::now(remote.as_ref());
     let started = Instant::now();
     let (acks, totals, errors) = closed_loop(&targets, load, "task", tasks).await;
     let wall = started.elapsed().as_secs_f64();
     let cpu = server.cpu_seconds() - cpu_before;
+    let harness = Harness::now(remote.as_ref()).since(&harness_before, wall);
     #[allow(clippy::cast_precision_loss)]
     let rate = totals.len() as f64 / wall;
     let durable = match durability {
@@ -272,7 +274,7 @@ pub(super) async fn measure(
     };
     let line = format!(
         "engine=sas-local workflow={workflow} service_latency_ms={service_latency_ms} n={tasks} concurrency={concurrency} completed={} errors={errors} wall_s={wall:.3} tasks_per_s={rate:.1} steps_per_s={:.1} \
-         p50_ms={:.2} p99_ms={:.2} max_ms={:.2}{acknowledged} server_cpu_s={cpu:.2} server_cpu_pct={:.0} \
+         p50_ms={:.2} p99_ms={:.2} max_ms={:.2}{acknowledged} server_cpu_s={cpu:.2} server_cpu_pct={:.0}{harness} \
          server_peak_rss_mb={:.1} ingestion={} services={} mode={} durability={} fsync=\"{durable}\"",
         totals.len(),
         rate * STEPS as f64,
@@ -292,4 +294,41 @@ pub(super) async fn measure(
         p99_ms: quantile(&totals, 0.99),
         line,
     })
+}
+
+/// What the rest of the machine did while the server ran: the service apart's CPU,
+/// this process's (the clients'), and the machine's busy share, as the peers' lines
+/// give theirs.
+struct Harness {
+    services_cpu_s: Option<f64>,
+    driver_cpu_s: f64,
+    host: (f64, f64),
+}
+
+impl Harness {
+    fn now(remote: Option<&RemoteService>) -> Self {
+        Self {
+            services_cpu_s: remote.map(RemoteService::cpu_seconds),
+            driver_cpu_s: cpu_seconds_of("self"),
+            host: host_ticks(),
+        }
+    }
+
+    /// The fields of a run's line (` services_cpu_pct=… driver_cpu_pct=…
+    /// host_busy_pct=BUSY/ALL`), from `before` to this, over `wall` seconds.
+    fn since(&self, before: &Self, wall: f64) -> String {
+        let pct = |seconds: f64| seconds / wall * 100.0;
+        let services = (self.services_cpu_s.zip(before.services_cpu_s))
+            .map(|(now, then)| format!(" services_cpu_pct={:.0}", pct(now - then)))
+            .unwrap_or_default();
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let (busy, total) = (self.host.0 - before.host.0, self.host.1 - before.host.1);
+        #[allow(clippy::cast_precision_loss)]
+        let all = cpus as f64 * 100.0;
+        let busy = if total > 0.0 { busy / total * all } else { 0.0 };
+        format!(
+            "{services} driver_cpu_pct={:.0} host_busy_pct={busy:.0}/{all:.0}",
+            pct(self.driver_cpu_s - before.driver_cpu_s)
+        )
+    }
 }

@@ -69,6 +69,11 @@ impl RemoteService {
         Ok(Self { child, url })
     }
 
+    /// CPU seconds (user + system) the service has used so far.
+    pub(super) fn cpu_seconds(&self) -> f64 {
+        cpu_seconds_of(&self.child.id().to_string())
+    }
+
     /// `SAS_SERVICES`: every agent at this service.
     pub(super) fn settings(&self) -> String {
         let services: serde_json::Map<String, Value> = AGENTS
@@ -77,6 +82,36 @@ impl RemoteService {
             .collect();
         Value::Object(services).to_string()
     }
+}
+
+/// CPU seconds (user + system) process `pid` (`self`: this one) has used so far.
+pub(super) fn cpu_seconds_of(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0
+}
+
+/// The machine's CPU ticks so far, over all its CPUs: busy (neither idle nor waiting
+/// on the disk) and in all (`/proc/stat`'s first line; a guest's time is in its user
+/// time already).
+pub(super) fn host_ticks() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = (stat.lines().next().unwrap_or_default().split_whitespace())
+        .skip(1)
+        .take(8)
+        .filter_map(|field| field.parse().ok())
+        .collect();
+    let total: f64 = ticks.iter().sum();
+    let waiting: f64 = ticks.iter().skip(3).take(2).sum();
+    (total - waiting, total)
 }
 
 impl Drop for RemoteService {
@@ -191,18 +226,7 @@ impl Server {
 
     /// CPU seconds (user + system) the server has used so far.
     pub(super) fn cpu_seconds(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks: f64 = [11, 12]
-            .iter()
-            .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
-            .sum();
-        ticks / 100.0
+        cpu_seconds_of(&self.child.id().to_string())
     }
 
     /// The server's peak resident memory, in MiB.
