@@ -302,7 +302,7 @@ pub(super) async fn measure(
 struct Harness {
     services_cpu_s: Option<f64>,
     driver_cpu_s: f64,
-    host: (f64, f64),
+    host: (f64, f64, usize),
 }
 
 impl Harness {
@@ -321,10 +321,9 @@ impl Harness {
         let services = (self.services_cpu_s.zip(before.services_cpu_s))
             .map(|(now, then)| format!(" services_cpu_pct={:.0}", pct(now - then)))
             .unwrap_or_default();
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         let (busy, total) = (self.host.0 - before.host.0, self.host.1 - before.host.1);
         #[allow(clippy::cast_precision_loss)]
-        let all = cpus as f64 * 100.0;
+        let all = self.host.2 as f64 * 100.0;
         let busy = if total > 0.0 { busy / total * all } else { 0.0 };
         format!(
             "{services} driver_cpu_pct={:.0} host_busy_pct={busy:.0}/{all:.0}",

@@ -101,8 +101,8 @@ pub(super) fn cpu_seconds_of(pid: &str) -> f64 {
 
 /// The machine's CPU ticks so far, over all its CPUs: busy (neither idle nor waiting
 /// on the disk) and in all (`/proc/stat`'s first line; a guest's time is in its user
-/// time already).
-pub(super) fn host_ticks() -> (f64, f64) {
+/// time already); and how many CPUs it counts them over (its `cpuN` lines).
+pub(super) fn host_ticks() -> (f64, f64, usize) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let ticks: Vec<f64> = (stat.lines().next().unwrap_or_default().split_whitespace())
         .skip(1)
@@ -111,7 +111,11 @@ pub(super) fn host_ticks() -> (f64, f64) {
         .collect();
     let total: f64 = ticks.iter().sum();
     let waiting: f64 = ticks.iter().skip(3).take(2).sum();
-    (total - waiting, total)
+    let one_cpu = |line: &&str| {
+        (line.strip_prefix("cpu"))
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    (total - waiting, total, stat.lines().filter(one_cpu).count())
 }
 
 impl Drop for RemoteService {
