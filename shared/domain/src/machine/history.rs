@@ -467,7 +467,7 @@ fn task_events(
 
 /// What a Task asked of its resource, as its scheduled event shows it.
 fn parameters(work: Option<&VisitWork>) -> Detail {
-    let value = match work {
+    match work {
         Some(VisitWork::Invoke {
             function, payload, ..
         }) => {
@@ -479,17 +479,19 @@ fn parameters(work: Option<&VisitWork>) -> Detail {
                 ))
             };
             let json = placed(payload).or_else(|_| placed("null"));
-            return Detail::of_json(json.expect("a name and null are JSON"));
+            Detail::of_json(json.expect("a name and null are JSON"))
         }
-        Some(VisitWork::Service { request, .. }) => return Detail::of(request),
-        Some(VisitWork::Activity { input, .. }) => return Detail::of(input),
+        Some(VisitWork::Service { request, .. }) => Detail::of(request),
+        Some(VisitWork::Activity { input, .. }) => Detail::of(input),
         Some(VisitWork::Branches(branches)) => {
             let input = branches.inputs.first().cloned().unwrap_or(Value::Null);
-            Value::Object(Map::from_iter([("Input".to_owned(), input)]))
+            Detail::of(&Value::Object(Map::from_iter([(
+                "Input".to_owned(),
+                input,
+            )])))
         }
-        Some(VisitWork::Timer { .. }) | None => Value::Null,
-    };
-    Detail::of(&value)
+        Some(VisitWork::Timer { .. }) | None => Detail::of(&Value::Null),
+    }
 }
 
 impl Change {
