@@ -11,6 +11,7 @@
 //! within 2% (BENCHMARKS.md, "Tried and kept").
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -38,6 +39,7 @@ impl CallsThread {
             .enable_all()
             .build()?;
         let calls = runtime.handle().clone();
+        calls.spawn(keep_a_timer_near());
         let (stop, stopped) = oneshot::channel::<()>();
         std::thread::Builder::new()
             .name("sas-calls".into())
@@ -69,6 +71,20 @@ impl RemoteCall for CallsThread {
     }
 }
 
+/// How far ahead the thread's runtime always has a timer.
+const NEAR: Duration = Duration::from_secs(1);
+
+/// Keeps a timer at most [`NEAR`] ahead on this runtime. Tokio wakes its driver
+/// (an `eventfd` write, and one more turn of `epoll_wait`) whenever a timer is set
+/// that expires before every other; each call sets one, its timeout, usually
+/// minutes ahead. Behind this timer, a call's is set without either: a wake-up a
+/// second instead of one a call.
+async fn keep_a_timer_near() {
+    loop {
+        tokio::time::sleep(NEAR).await;
+    }
+}
+
 /// A call on the calls' thread, aborted there if its caller lets go of it first, as
 /// a call on the caller's own thread would have been dropped with its future.
 struct Aborting<T>(JoinHandle<T>);
@@ -81,8 +97,6 @@ impl<T> Drop for Aborting<T> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use sas_domain::messages::{Method, Payload};
 
     use super::*;

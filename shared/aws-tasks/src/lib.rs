@@ -36,6 +36,9 @@ pub struct AwsTasks {
     apis: json_api::JsonApis,
     s3: s3::S3,
     sns: sns::Sns,
+    /// Bounds its calls by their timeout itself (`HttpRemote` does), so that a call
+    /// to it is not timed twice: each timer a call starts wakes the calls' runtime's
+    /// driver once more.
     others: Arc<dyn RemoteCall>,
 }
 
@@ -63,28 +66,32 @@ impl AwsTasks {
 #[async_trait]
 impl RemoteCall for AwsTasks {
     async fn call(&self, request: &RemoteRequest) -> Result<Value, RemoteError> {
-        let call = async {
-            match request.service.as_str() {
-                LAMBDA_AGENT => self.lambda.invoke(request).await,
-                sns::AGENT => self.sns.publish(request).await,
-                s3::AGENT => self.s3.call(request).await,
-                service => match self.apis.api(service) {
-                    Some(api) => self.apis.call(api, request).await,
-                    None => self.others.call(request).await,
-                },
-            }
-        };
-        // Bounded by the time left before the step's complete-by, after which nothing
-        // may be sent.
-        tokio::time::timeout(request.timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(RemoteError::Transient(format!(
-                    "{} did not answer in time",
-                    request.service
-                )))
-            })
+        match request.service.as_str() {
+            LAMBDA_AGENT => bounded(request, self.lambda.invoke(request)).await,
+            sns::AGENT => bounded(request, self.sns.publish(request)).await,
+            s3::AGENT => bounded(request, self.s3.call(request)).await,
+            service => match self.apis.api(service) {
+                Some(api) => bounded(request, self.apis.call(api, request)).await,
+                None => self.others.call(request).await,
+            },
+        }
     }
+}
+
+/// `call`, bounded by the time left before the step's complete-by, after which
+/// nothing may be sent.
+async fn bounded(
+    request: &RemoteRequest,
+    call: impl Future<Output = Result<Value, RemoteError>>,
+) -> Result<Value, RemoteError> {
+    tokio::time::timeout(request.timeout, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(RemoteError::Transient(format!(
+                "{} did not answer in time",
+                request.service
+            )))
+        })
 }
 
 /// An AWS API, as Step Functions names it in an error (`DynamoDB`) and in a cause
