@@ -25,6 +25,21 @@ impl Ingestion {
     }
 }
 
+/// The sum of the fields `at` of process `pid`'s `/proc/PID/stat` (`self`: this
+/// one), counted from 0 after the command's closing parenthesis (a command may hold
+/// spaces and parentheses); a field missing or unreadable counts 0.
+#[must_use]
+pub fn process_stat_sum(pid: &str, at: &[usize]) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    at.iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum()
+}
+
 /// A report's first line: when it was measured, from which checkout (its commit as
 /// the tool runs, with `-dirty` for changes not committed: what `bench` builds the
 /// server from; a tool built before a change does not know it), on how many CPUs and
@@ -67,4 +82,41 @@ pub fn provenance() -> String {
     let command =
         shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "));
     format!("# {when} checkout={checkout} cpus={cpus}{halt_polling} command: {command}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_stat_sum;
+
+    /// A child whose command holds spaces and a closing parenthesis, which the fields
+    /// are counted after: its parent's pid (field 1) is read as this process's.
+    #[test]
+    fn a_process_stat_field_is_counted_after_the_command_whatever_it_holds() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let program = dir.path().join("a) b c");
+        std::fs::copy("/bin/sleep", &program).expect("a copy of sleep");
+        let mut child = std::process::Command::new(&program)
+            .arg("5")
+            .spawn()
+            .expect("the child");
+        let pid = child.id().to_string();
+        // Until its `exec`, the child's command is this test's.
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .ok()
+            .as_deref()
+            != Some("a) b c\n")
+        {
+            assert!(
+                started.elapsed().as_secs() < 5,
+                "the child never ran its program"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let parent = process_stat_sum(&pid, &[1]);
+        child.kill().expect("killed");
+        let _ = child.wait();
+        assert_eq!(parent, u64::from(std::process::id()));
+        assert_eq!(process_stat_sum("0", &[1]), 0, "no such process");
+    }
 }

@@ -74,17 +74,10 @@ impl Moment {
     }
 }
 
-/// The page faults process `pid` has taken (minor and major, all its threads).
+/// The page faults process `pid` has taken (minor and major, all its threads:
+/// `minflt` and `majflt`).
 fn page_faults(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command's closing parenthesis: minflt is the 8th, majflt the 10th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-    [7, 9]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum()
+    sas_tools::process_stat_sum(&pid.to_string(), &[7, 9])
 }
 
 /// The CPU time process `pid`'s threads have used, from the scheduler's statistics.

@@ -84,18 +84,10 @@ impl RemoteService {
     }
 }
 
-/// CPU seconds (user + system) process `pid` (`self`: this one) has used so far.
+/// CPU seconds (user + system: `utime` and `stime`, in ticks of 1/100 s) process
+/// `pid` (`self`: this one) has used so far.
 pub(super) fn cpu_seconds_of(pid: &str) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
-        .sum();
+    let ticks = sas_tools::process_stat_sum(pid, &[11, 12]) as f64;
     ticks / 100.0
 }
 
