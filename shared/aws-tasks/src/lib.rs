@@ -36,9 +36,8 @@ pub struct AwsTasks {
     apis: json_api::JsonApis,
     s3: s3::S3,
     sns: sns::Sns,
-    /// Bounds its calls by their timeout itself (`HttpRemote` does), so that a call
-    /// to it is not timed twice: each timer a call starts wakes the calls' runtime's
-    /// driver once more.
+    /// Bounds its calls by their timeout itself (`HttpRemote` does): a call to it is
+    /// not timed twice.
     others: Arc<dyn RemoteCall>,
 }
 
