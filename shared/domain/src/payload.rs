@@ -147,24 +147,36 @@ pub enum Slot<'a> {
     Text(&'a mut String),
 }
 
+/// What a slot holds, to be read: a value (plain or shared alike), or JSON text.
+enum Held<'s> {
+    Value(&'s Value),
+    Text(&'s str),
+}
+
 impl Slot<'_> {
+    fn held(&self) -> Held<'_> {
+        match self {
+            Self::Plain(value) => Held::Value(value),
+            Self::Shared(value) => Held::Value(value),
+            Self::Text(text) => Held::Text(text),
+        }
+    }
+
     /// The reference the slot holds, if it holds one.
     #[must_use]
     pub fn reference(&self) -> Option<PayloadRef> {
-        match self {
-            Self::Plain(value) => PayloadRef::in_value(value),
-            Self::Shared(value) => PayloadRef::in_value(value),
-            Self::Text(text) => PayloadRef::in_text(text),
+        match self.held() {
+            Held::Value(value) => PayloadRef::in_value(value),
+            Held::Text(text) => PayloadRef::in_text(text),
         }
     }
 
     /// The slot's JSON text.
     #[must_use]
     pub fn json(&self) -> String {
-        match self {
-            Self::Plain(value) => crate::to_json(value),
-            Self::Shared(value) => crate::to_json(value),
-            Self::Text(text) => (*text).clone(),
+        match self.held() {
+            Held::Value(value) => crate::to_json(value),
+            Held::Text(text) => text.to_owned(),
         }
     }
 
@@ -172,30 +184,27 @@ impl Slot<'_> {
     /// for a reference.
     #[must_use]
     pub fn looks_like_a_reference(&self) -> bool {
-        match self {
-            Self::Plain(value) => looks_like_a_reference(value),
-            Self::Shared(value) => looks_like_a_reference(value),
-            Self::Text(text) => PayloadRef::in_text(text).is_some(),
+        match self.held() {
+            Held::Value(value) => looks_like_a_reference(value),
+            Held::Text(text) => PayloadRef::in_text(text).is_some(),
         }
     }
 
     /// The bytes of the slot's JSON, counted without writing it.
     #[must_use]
     pub fn size(&self) -> usize {
-        match self {
-            Self::Plain(value) => crate::limits::json_size(value),
-            Self::Shared(value) => crate::limits::json_size(value),
-            Self::Text(text) => text.len(),
+        match self.held() {
+            Held::Value(value) => crate::limits::json_size(value),
+            Held::Text(text) => text.len(),
         }
     }
 
     /// At least the bytes of the slot's JSON ([`crate::limits::json_size_at_most`]).
     #[must_use]
     pub fn size_at_most(&self) -> usize {
-        match self {
-            Self::Plain(value) => crate::limits::json_size_at_most(value),
-            Self::Shared(value) => crate::limits::json_size_at_most(value),
-            Self::Text(text) => text.len(),
+        match self.held() {
+            Held::Value(value) => crate::limits::json_size_at_most(value),
+            Held::Text(text) => text.len(),
         }
     }
 
