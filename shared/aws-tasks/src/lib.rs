@@ -15,6 +15,7 @@ mod s3;
 mod signed;
 mod sns;
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -78,19 +79,23 @@ impl RemoteCall for AwsTasks {
 }
 
 /// `call`, bounded by the time left before the step's complete-by, after which
-/// nothing may be sent.
-async fn bounded(
-    request: &RemoteRequest,
-    call: impl Future<Output = Result<Value, RemoteError>>,
-) -> Result<Value, RemoteError> {
-    tokio::time::timeout(request.timeout, call)
-        .await
-        .unwrap_or_else(|_| {
-            Err(RemoteError::Transient(format!(
-                "{} did not answer in time",
-                request.service
-            )))
-        })
+/// nothing may be sent. Boxed: an SDK's call is a future of kilobytes, which held in
+/// place would make every call's future as large, a call to `others` too, and each
+/// is copied whole as it is boxed (about 15 KB a call).
+fn bounded<'a>(
+    request: &'a RemoteRequest,
+    call: impl Future<Output = Result<Value, RemoteError>> + Send + 'a,
+) -> Pin<Box<dyn Future<Output = Result<Value, RemoteError>> + Send + 'a>> {
+    Box::pin(async move {
+        tokio::time::timeout(request.timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RemoteError::Transient(format!(
+                    "{} did not answer in time",
+                    request.service
+                )))
+            })
+    })
 }
 
 /// An AWS API, as Step Functions names it in an error (`DynamoDB`) and in a cause
