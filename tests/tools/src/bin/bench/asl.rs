@@ -11,7 +11,7 @@ use super::Rounds;
 use super::compare::settle;
 use super::floor::wal_writes;
 use super::run::{Load, Measured, Mode, measure};
-use super::server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, STEPS, Services};
+use super::server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, Launch, STEPS, Services};
 use super::stats::{median, number_in};
 
 pub(super) async fn asl(rounds: Rounds) -> anyhow::Result<()> {
@@ -29,7 +29,8 @@ pub(super) async fn asl(rounds: Rounds) -> anyhow::Result<()> {
             for (index, workflow) in WORKFLOWS.into_iter().enumerate() {
                 settle().await;
                 let load = Load { workflow, ..load };
-                let measured = measure(load, Durability::Full, Ingestion::Direct, &[]).await?;
+                let measured =
+                    measure(load, Durability::Full, Ingestion::Direct, Launch::default()).await?;
                 println!("round={round} {}", measured.line);
                 results[shape][index].push(measured);
             }

@@ -8,7 +8,7 @@ use sas_tools::Ingestion;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::server::{DRONE, Durability, Server, delivery};
+use super::server::{DRONE, Durability, Launch, Server, delivery};
 use super::stats::quantile;
 
 pub(super) async fn ingest(
@@ -175,7 +175,14 @@ pub(super) async fn burst(
     senders: usize,
     ingestion: Ingestion,
 ) -> anyhow::Result<()> {
-    let server = Server::start_with(Durability::Full, ingestion, &[], None, None, None)?;
+    let server = Server::start_with(
+        Durability::Full,
+        ingestion,
+        Launch::default(),
+        None,
+        None,
+        None,
+    )?;
     let http = burst_client(senders)?;
     let cpu_before = server.cpu_seconds();
     let began = now_millis();

@@ -10,7 +10,7 @@ use sas_tools::Ingestion;
 use super::Rounds;
 use super::floor::{Probe, wal_writes};
 use super::run::{Load, Measured, Mode, measure};
-use super::server::{DRONE, Durability, STEPS, Services};
+use super::server::{DRONE, Durability, Launch, STEPS, Services};
 use super::stats::median;
 
 /// Runs a peer's `bench.sh TASKS CONCURRENCY MODE` (warm-up as ours) and reads its
@@ -80,7 +80,9 @@ pub(super) async fn compare(
             for (engine, name) in ENGINES.iter().enumerate() {
                 settle().await;
                 let measured = match OURS.get(engine) {
-                    Some(&ingestion) => measure(shape, Durability::Full, ingestion, &[]).await?,
+                    Some(&ingestion) => {
+                        measure(shape, Durability::Full, ingestion, Launch::default()).await?
+                    }
                     None => peer(&peers.join(name).join("bench.sh"), shape)?,
                 };
                 println!("round={round} engine={name} {}", measured.line);

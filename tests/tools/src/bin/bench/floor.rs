@@ -10,7 +10,7 @@ use sas_tools::floor::{
 };
 
 use super::run::{Load, Mode, measure};
-use super::server::{Durability, STEPS, Server, Services};
+use super::server::{Durability, Launch, STEPS, Server, Services};
 use super::stats::{median, quantile};
 
 /// A task's WAL at concurrency 1, counted from the system calls of a run under strace.
@@ -91,7 +91,11 @@ pub(super) async fn wal_writes(
         services,
         mode,
     };
-    measure(load, Durability::Full, ingestion, &under)
+    let launch = Launch {
+        under: &under,
+        build: None,
+    };
+    measure(load, Durability::Full, ingestion, launch)
         .await
         .context("the WAL is counted with strace: apt-get install strace")?;
     Ok(TaskWal {

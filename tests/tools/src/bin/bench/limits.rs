@@ -9,7 +9,7 @@ use sas_tools::Ingestion;
 use serde_json::{Value, json};
 
 use super::burst::{burst_client, processed_at, submit_burst};
-use super::server::{DRONE, Durability, Server, delivery};
+use super::server::{DRONE, Durability, Launch, Server, delivery};
 use super::stats::quantile;
 
 /// The mock services' count of calls to `service`, and its peak of calls at once.
@@ -38,7 +38,7 @@ pub(super) async fn limits(
     let server = Server::start_with(
         Durability::Full,
         Ingestion::Buffered,
-        &[],
+        Launch::default(),
         None,
         services.as_deref(),
         None,

@@ -18,6 +18,12 @@
 //!     itself, PUT /tasks/{id}?wait=20s), and takes the next; the line gives the
 //!     server's CPU and, beside it, the service apart's, this process's (the
 //!     clients') and the machine's busy share (host_busy_pct=BUSY/ALL)
+//! pairs --baseline PATH [--pairs 8] [run's options but --under]
+//!     run's closed loop with this build of sas-local and the one at PATH (a copy of
+//!     target/server/sas-local from before a change) in turn, each pair's first run
+//!     alternating: every line, then for tasks/s, p50, p99 and the server's CPU the
+//!     median of the pairs' ratios (this build's over the baseline's) and in how many
+//!     pairs this build's is higher
 //! ingest [--rates 250,500,1000,2000,4000] [--seconds 5] [--durability full|process]
 //!     open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms
 //! burst [--tasks 50000] [--senders 512] [--ingestion direct|buffered]
@@ -70,7 +76,7 @@
 //! ```
 //!
 //! This file holds the command line and runs each benchmark; each is a module of its
-//! own ([`run`], [`compare`], [`asl`], [`burst`], [`limits`], [`map`], [`sweep`], [`search`], and [`floor`]'s
+//! own ([`run`], [`pairs`], [`compare`], [`asl`], [`burst`], [`limits`], [`map`], [`sweep`], [`search`], and [`floor`]'s
 //! `flush`), beside [`server`], the system they measure, and [`stats`], their figures.
 
 mod asl;
@@ -79,6 +85,7 @@ mod compare;
 mod floor;
 mod limits;
 mod map;
+mod pairs;
 mod run;
 mod search;
 mod server;
@@ -94,9 +101,10 @@ use compare::compare;
 use floor::flush;
 use limits::limits;
 use map::map;
+use pairs::pairs;
 use run::{Load, Mode, measure};
 use search::search;
-use server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, Services, remote};
+use server::{DRONE, DRONE_ASL, DRONE_ASL_HTTP, Durability, Launch, Services, remote};
 use sweep::{BenchStore, sweep};
 
 /// Benchmarks the local system (`sas-local`, built by cargo if need be) through its
@@ -113,48 +121,28 @@ enum Benchmark {
     /// Closed loop: each client submits a drone delivery, waits until it is Processed,
     /// and takes the next.
     Run {
-        /// Tasks measured.
-        #[arg(long, default_value_t = 2000)]
-        tasks: usize,
-        /// Clients at once.
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Tasks run before the measurement.
-        #[arg(long, default_value_t = 200)]
-        warmup: usize,
-        /// When the server's store flushes.
-        #[arg(long, value_enum, default_value_t = Durability::Full)]
-        durability: Durability,
-        /// How the server takes a submission (`SAS_INGESTION`).
-        #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
-        ingestion: Ingestion,
-        /// Runs the drone delivery with its two checks in parallel
-        /// (`drone-delivery-parallel`) instead of the straight one.
-        #[arg(long)]
-        parallel: bool,
-        /// Runs the drone delivery written in the Amazon States Language
-        /// (`drone-delivery-asl`, with `--services apart`).
-        #[arg(long, conflicts_with = "parallel")]
-        asl: bool,
-        /// Runs the drone delivery written in the Amazon States Language with HTTP
-        /// Tasks (`drone-delivery-asl-http`, with `--services apart`).
-        #[arg(long, conflicts_with_all = ["parallel", "asl"])]
-        asl_http: bool,
-        /// Milliseconds added to every call of every mock service (a remote service's
-        /// own time, which parallel steps overlap).
-        #[arg(long, default_value_t = 0)]
-        service_latency_ms: u64,
-        /// The remote services the steps call.
-        #[arg(long, value_enum, default_value_t = Services::Builtin)]
-        services: Services,
-        /// How a client asks for a task and its end.
-        #[arg(long, value_enum, default_value_t = Mode::Attach)]
-        mode: Mode,
+        #[command(flatten)]
+        load: LoadOptions,
         /// A command the server runs under, its words split at spaces, such as
         /// `valgrind --tool=callgrind`: the server is then stopped with SIGTERM, and
         /// waited for, so that the command can write its report.
         #[arg(long, value_delimiter = ' ', num_args = 1)]
         under: Vec<String>,
+    },
+    /// The closed loop of `run`, with this build of `sas-local` and another in turn
+    /// (ABBA: each pair's first run alternates): each run's line, then for each figure
+    /// the median of the pairs' ratios, this build's over the other's, and in how many
+    /// pairs this build's is higher.
+    Pairs {
+        #[command(flatten)]
+        load: LoadOptions,
+        /// The other build of `sas-local`: a copy of `target/server/sas-local` from
+        /// before a change, say.
+        #[arg(long)]
+        baseline: std::path::PathBuf,
+        /// Pairs of runs.
+        #[arg(long, default_value_t = 8)]
+        pairs: usize,
     },
     /// Open loop: POST /tasks alone at each rate; the highest with p99 under 50 ms.
     Ingest {
@@ -322,6 +310,67 @@ impl Rounds {
     }
 }
 
+/// What a closed loop runs, and against what: `run`'s and `pairs`'.
+#[derive(clap::Args)]
+struct LoadOptions {
+    /// Tasks measured.
+    #[arg(long, default_value_t = 2000)]
+    tasks: usize,
+    /// Clients at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Tasks run before the measurement.
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// When the server's store flushes.
+    #[arg(long, value_enum, default_value_t = Durability::Full)]
+    durability: Durability,
+    /// How the server takes a submission (`SAS_INGESTION`).
+    #[arg(long, value_enum, default_value_t = Ingestion::Direct)]
+    ingestion: Ingestion,
+    /// Runs the drone delivery with its two checks in parallel
+    /// (`drone-delivery-parallel`) instead of the straight one.
+    #[arg(long)]
+    parallel: bool,
+    /// Runs the drone delivery written in the Amazon States Language
+    /// (`drone-delivery-asl`, with `--services apart`).
+    #[arg(long, conflicts_with = "parallel")]
+    asl: bool,
+    /// Runs the drone delivery written in the Amazon States Language with HTTP
+    /// Tasks (`drone-delivery-asl-http`, with `--services apart`).
+    #[arg(long, conflicts_with_all = ["parallel", "asl"])]
+    asl_http: bool,
+    /// Milliseconds added to every call of every mock service (a remote service's
+    /// own time, which parallel steps overlap).
+    #[arg(long, default_value_t = 0)]
+    service_latency_ms: u64,
+    /// The remote services the steps call.
+    #[arg(long, value_enum, default_value_t = Services::Builtin)]
+    services: Services,
+    /// How a client asks for a task and its end.
+    #[arg(long, value_enum, default_value_t = Mode::Attach)]
+    mode: Mode,
+}
+
+impl LoadOptions {
+    fn load(&self) -> Load {
+        Load {
+            tasks: self.tasks,
+            concurrency: self.concurrency,
+            warmup: self.warmup,
+            workflow: match (self.parallel, self.asl, self.asl_http) {
+                (true, ..) => "drone-delivery-parallel",
+                (_, true, _) => DRONE_ASL,
+                (.., true) => DRONE_ASL_HTTP,
+                _ => DRONE,
+            },
+            service_latency_ms: self.service_latency_ms,
+            services: self.services,
+            mode: self.mode,
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let command = Args::parse().command;
     let runtime = match command {
@@ -337,39 +386,28 @@ fn main() -> anyhow::Result<()> {
 
 async fn benchmark(command: Benchmark) -> anyhow::Result<()> {
     match command {
-        Benchmark::Run {
-            tasks,
-            concurrency,
-            warmup,
-            durability,
-            ingestion,
-            parallel,
-            asl,
-            asl_http,
-            service_latency_ms,
-            services,
-            mode,
-            under,
-        } => {
-            let load = Load {
-                tasks,
-                concurrency,
-                warmup,
-                workflow: match (parallel, asl, asl_http) {
-                    (true, ..) => "drone-delivery-parallel",
-                    (_, true, _) => DRONE_ASL,
-                    (.., true) => DRONE_ASL_HTTP,
-                    _ => DRONE,
-                },
-                service_latency_ms,
-                services,
-                mode,
+        Benchmark::Run { load, under } => {
+            let launch = Launch {
+                under: &under,
+                build: None,
             };
-            println!(
-                "{}",
-                measure(load, durability, ingestion, &under).await?.line
-            );
+            let measured = measure(load.load(), load.durability, load.ingestion, launch).await?;
+            println!("{}", measured.line);
             Ok(())
+        }
+        Benchmark::Pairs {
+            load,
+            baseline,
+            pairs: count,
+        } => {
+            pairs(
+                &load.load(),
+                load.durability,
+                load.ingestion,
+                &baseline,
+                count,
+            )
+            .await
         }
         Benchmark::Ingest {
             rates,

@@ -7,7 +7,7 @@ use sas_tools::Ingestion;
 use serde_json::{Value, json};
 
 use super::burst::epoch_millis;
-use super::server::{Durability, Server, tool_workflows};
+use super::server::{Durability, Launch, Server, tool_workflows};
 use super::stats::quantile;
 
 /// `n` in base 36: 10,000 ids in at most three characters each.
@@ -72,7 +72,7 @@ pub(super) async fn map(parcels: usize, by_id: bool, durability: Durability) -> 
     let server = Server::start_with(
         durability,
         Ingestion::Direct,
-        &[],
+        Launch::default(),
         Some(&tool_workflows()),
         None,
         None,

@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use super::server::{
-    AGENTS, DRONE_ASL, DRONE_ASL_HTTP, Durability, RemoteService, STEPS, Server, Services,
+    AGENTS, DRONE_ASL, DRONE_ASL_HTTP, Durability, Launch, RemoteService, STEPS, Server, Services,
     cpu_seconds_of, delivery_at, host_ticks, tool_workflows,
 };
 use super::stats::{number_in, quantile};
@@ -197,7 +197,7 @@ pub(super) async fn measure(
     load: Load,
     durability: Durability,
     ingestion: Ingestion,
-    under: &[String],
+    launch: Launch<'_>,
 ) -> anyhow::Result<Measured> {
     let Load {
         tasks,
@@ -224,7 +224,7 @@ pub(super) async fn measure(
     let server = Server::start_with(
         durability,
         ingestion,
-        under,
+        launch,
         Some(&tool_workflows()),
         settings.as_deref(),
         remote.as_ref().map(|remote| remote.url.as_str()),

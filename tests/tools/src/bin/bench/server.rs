@@ -155,9 +155,35 @@ pub(super) struct Server {
     _data: tempfile::TempDir,
 }
 
+/// How the server is started: which build of `sas-local` (this checkout's, built by
+/// cargo beside the bench, or another), and under which command, its words (`strace`,
+/// `valgrind --tool=callgrind`), if any.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Launch<'a> {
+    pub(super) under: &'a [String],
+    pub(super) build: Option<&'a std::path::Path>,
+}
+
+impl Launch<'_> {
+    /// The `sas-local` it starts.
+    pub(super) fn binary(&self) -> std::path::PathBuf {
+        self.build.map_or_else(
+            || sas_tests::function_binary("sas-local"),
+            std::path::Path::to_path_buf,
+        )
+    }
+}
+
 impl Server {
     pub(super) fn start(durability: Durability) -> anyhow::Result<Self> {
-        Self::start_with(durability, Ingestion::Direct, &[], None, None, None)
+        Self::start_with(
+            durability,
+            Ingestion::Direct,
+            Launch::default(),
+            None,
+            None,
+            None,
+        )
     }
 
     /// The server, with the workflows of `workflows` (`SAS_WORKFLOWS_DIR`) beside the
@@ -166,14 +192,14 @@ impl Server {
     pub(super) fn start_with(
         durability: Durability,
         ingestion: Ingestion,
-        under: &[String],
+        launch: Launch,
         workflows: Option<&std::path::Path>,
         services: Option<&str>,
         lambda: Option<&str>,
     ) -> anyhow::Result<Self> {
-        let binary = sas_tests::function_binary("sas-local");
+        let binary = launch.binary();
         let data = tempfile::tempdir()?;
-        let mut command = match under.split_first() {
+        let mut command = match launch.under.split_first() {
             Some((program, arguments)) => {
                 let mut command = Command::new(program);
                 command.args(arguments).arg(&binary);
@@ -215,7 +241,7 @@ impl Server {
             child,
             api,
             mock,
-            graceful: !under.is_empty(),
+            graceful: !launch.under.is_empty(),
             _data: data,
         })
     }
