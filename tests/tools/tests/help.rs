@@ -1,7 +1,8 @@
 //! Each tool prints its usage for `--help` and exits 0; a bad option gets clap's
-//! error and a non-zero exit, not a panic. And `bench flush`, which needs no server,
-//! run through its output.
+//! error and a non-zero exit, not a panic. And, through their output, `bench flush`,
+//! which needs no server, and `bench pairs`, two builds of the local server in turn.
 
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn run(binary: &str, args: &[&str]) -> Output {
@@ -9,6 +10,18 @@ fn run(binary: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"))
+}
+
+/// What `bench` with `args` printed, once it succeeded.
+fn bench_stdout(args: &[&str]) -> String {
+    let output = run(env!("CARGO_BIN_EXE_bench"), args);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 /// Runs `binary` with `args` and checks that it prints its usage, naming `options`.
@@ -55,24 +68,15 @@ fn git(args: &[&str]) -> String {
 
 #[test]
 fn bench_flush_prints_each_placements_flushes_and_their_medians() {
-    let output = run(
-        env!("CARGO_BIN_EXE_bench"),
-        &[
-            "flush",
-            "--bytes",
-            "3000",
-            "--flushes",
-            "4",
-            "--rounds",
-            "2",
-        ],
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = bench_stdout(&[
+        "flush",
+        "--bytes",
+        "3000",
+        "--flushes",
+        "4",
+        "--rounds",
+        "2",
+    ]);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1 + 2 * 4 + 1 + 4, "{stdout}");
     assert_provenance(lines[0], "bench flush --bytes 3000 --flushes 4 --rounds 2");
@@ -91,6 +95,81 @@ fn bench_flush_prints_each_placements_flushes_and_their_medians() {
 }
 
 #[test]
+fn bench_pairs_runs_both_builds_in_turn_and_compares_each_figure() {
+    // The baseline is this build under another name: what matters here is which runs,
+    // in what order, and the report. A first run has cargo build the server.
+    bench_stdout(&["run", "--tasks", "1", "--concurrency", "1", "--warmup", "0"]);
+    let sas_local = PathBuf::from(env!("CARGO_BIN_EXE_bench")).with_file_name("sas-local");
+    let copy = tempfile::tempdir().expect("a directory");
+    let baseline = copy.path().join("sas-local-before");
+    std::fs::copy(sas_local, &baseline).expect("the server copied");
+    let baseline = baseline.to_str().expect("a path in UTF-8");
+    let args = [
+        "pairs",
+        "--baseline",
+        baseline,
+        "--pairs",
+        "2",
+        "--tasks",
+        "10",
+        "--concurrency",
+        "2",
+        "--warmup",
+        "0",
+    ];
+    let stdout = bench_stdout(&args);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2 + 4 + 1 + 4, "{stdout}");
+    assert_provenance(lines[0], &format!("bench {}", args.join(" ")));
+    assert!(
+        lines[1].ends_with(&format!(" baseline={baseline}")),
+        "{}",
+        lines[1]
+    );
+    let runs: Vec<&str> = (lines[2..6].iter())
+        .map(|line| line.split(" engine=").next().unwrap_or_default())
+        .collect();
+    let order = [
+        "pair=1 build=this",
+        "pair=1 build=baseline",
+        "pair=2 build=baseline",
+        "pair=2 build=this",
+    ];
+    assert_eq!(runs, order, "{stdout}");
+    for line in &lines[2..6] {
+        assert!(line.contains(" completed=10 errors=0 "), "{line}");
+    }
+    let heading = "# this build over the baseline, the median of 2 pairs' ratios:";
+    assert_eq!(lines[6], heading);
+    let figures = ["tasks_per_s", "p50_ms", "p99_ms", "server_cpu_s"];
+    for (line, figure) in lines[7..].iter().zip(figures) {
+        let (name, rest) = line.split_once(": ").expect("a figure's line");
+        assert_eq!(name, figure);
+        let (ratio, pairs) = rest.split_once("x, higher in ").expect("a ratio");
+        assert!(ratio.parse::<f64>().is_ok_and(|r| r > 0.0), "{line}");
+        assert!(pairs.ends_with(" of 2 pairs"), "{line}");
+    }
+}
+
+#[test]
+fn bench_pairs_names_a_baseline_that_is_not_there() {
+    let args = [
+        "pairs",
+        "--baseline",
+        "/nonexistent/sas-local",
+        "--pairs",
+        "1",
+    ];
+    let output = run(env!("CARGO_BIN_EXE_bench"), &args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("no build of sas-local at /nonexistent/sas-local"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bench_prints_its_usage() {
     let bench = env!("CARGO_BIN_EXE_bench");
     assert_help(
@@ -98,6 +177,7 @@ fn bench_prints_its_usage() {
         &["--help"],
         &[
             "run",
+            "pairs",
             "ingest",
             "sweep",
             "flush",
@@ -110,6 +190,17 @@ fn bench_prints_its_usage() {
         bench,
         &["run", "--help"],
         &["--tasks", "--concurrency", "--warmup", "--durability"],
+    );
+    assert_help(
+        bench,
+        &["pairs", "--help"],
+        &[
+            "--baseline",
+            "--pairs",
+            "--tasks",
+            "--concurrency",
+            "--asl-http",
+        ],
     );
     assert_help(bench, &["ingest", "--help"], &["--rates", "--seconds"]);
     assert_help(
