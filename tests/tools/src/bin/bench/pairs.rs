@@ -17,37 +17,13 @@ use super::stats::median;
 /// The figures compared, as the run's line names them.
 const FIGURES: [&str; 4] = ["tasks_per_s", "p50_ms", "p99_ms", "server_cpu_s"];
 
-/// The two builds, as each line names them.
-#[derive(Clone, Copy)]
-enum Build {
-    This,
-    Baseline,
-}
+/// The two builds, as each line names them, in the order a pair's figures keep them.
+const BUILDS: [&str; 2] = ["this", "baseline"];
 
-impl Build {
-    fn name(self) -> &'static str {
-        match self {
-            Self::This => "this",
-            Self::Baseline => "baseline",
-        }
-    }
-
-    /// Its place in a pair's figures: this build's first.
-    fn slot(self) -> usize {
-        match self {
-            Self::This => 0,
-            Self::Baseline => 1,
-        }
-    }
-}
-
-/// The builds in the order pair `pair` (from 1) runs them: this one first in odd pairs.
-fn order(pair: usize) -> [Build; 2] {
-    if pair % 2 == 1 {
-        [Build::This, Build::Baseline]
-    } else {
-        [Build::Baseline, Build::This]
-    }
+/// The builds (their places in [`BUILDS`]) in the order pair `pair` (from 1) runs
+/// them: this one first in odd pairs.
+fn order(pair: usize) -> [usize; 2] {
+    if pair % 2 == 1 { [0, 1] } else { [1, 0] }
 }
 
 /// Of pairs of figures (this build's, the baseline's): the median of their ratios,
@@ -73,6 +49,7 @@ pub(super) async fn pairs(
     );
     println!("{}", sas_tools::provenance());
     println!("# this={} baseline={}", this.display(), baseline.display());
+    let binaries = [this.as_path(), baseline];
     let mut runs: Vec<[Option<Measured>; 2]> = Vec::with_capacity(count);
     for pair in 1..=count {
         let mut measured = [None, None];
@@ -80,16 +57,14 @@ pub(super) async fn pairs(
             settle().await;
             let launch = Launch {
                 under: &[],
-                build: Some(match build {
-                    Build::This => &this,
-                    Build::Baseline => baseline,
-                }),
+                build: Some(binaries[build]),
             };
+            let name = BUILDS[build];
             let run = measure(*load, durability, ingestion, launch)
                 .await
-                .with_context(|| format!("pair {pair}, {}", build.name()))?;
-            println!("pair={pair} build={} {}", build.name(), run.line);
-            measured[build.slot()] = Some(run);
+                .with_context(|| format!("pair {pair}, {name}"))?;
+            println!("pair={pair} build={name} {}", run.line);
+            measured[build] = Some(run);
         }
         runs.push(measured);
     }
@@ -118,11 +93,11 @@ mod tests {
 
     #[test]
     fn pairs_alternate_which_build_goes_first() {
-        let firsts: Vec<&str> = (1..=4).map(|pair| order(pair)[0].name()).collect();
+        let firsts: Vec<&str> = (1..=4).map(|pair| BUILDS[order(pair)[0]]).collect();
         assert_eq!(firsts, ["this", "baseline", "this", "baseline"]);
         for pair in 1..=4 {
             let [first, second] = order(pair);
-            assert_ne!(first.name(), second.name());
+            assert_ne!(first, second);
         }
     }
 
