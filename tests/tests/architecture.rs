@@ -143,8 +143,13 @@ fn each_adapter_crate_brings_only_its_own_service() {
     );
     assert_free_of(
         "sas-http-remote",
-        &[&not_aws[..], &SQLITE[..], &["sas-lambda", "sas-aws"]].concat(),
-        "the HTTP remote is reqwest alone",
+        &[
+            &not_aws[..],
+            &SQLITE[..],
+            &["reqwest", "sas-lambda", "sas-aws"],
+        ]
+        .concat(),
+        "the HTTP remote is hyper's client alone, with no layer above it",
     );
     assert_free_of(
         "sas-testkit",

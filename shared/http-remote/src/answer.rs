@@ -4,6 +4,9 @@
 
 use std::time::{Duration, SystemTime};
 
+use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Incoming};
 use serde_json::Value;
 use tracing::warn;
 
@@ -13,24 +16,29 @@ use sas_domain::limits::MAX_STEP_OUTPUT;
 /// How much of a body a log line quotes.
 const LOGGED_BODY: usize = 512;
 
+/// What a service answered: its status and headers, and its body as far as it was
+/// read.
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Result<Vec<u8>, BodyError>,
+}
+
 /// Why a body could not be read whole.
 pub(crate) enum BodyError {
     /// Longer than the limit.
     TooLarge,
     /// The connection failed while reading it.
-    Read(reqwest::Error),
+    Read(hyper::Error),
 }
 
 /// What the service's answer to `request` makes of the call: the step's output, or
 /// why there is none.
-pub(crate) async fn read_answer(
-    request: &RemoteRequest,
-    response: reqwest::Response,
-) -> Result<Value, RemoteError> {
+pub(crate) fn read_answer(request: &RemoteRequest, answer: Answer) -> Result<Value, RemoteError> {
     let service = request.service.as_str();
-    let status = response.status();
-    let asked_wait = retry_after(response.headers(), SystemTime::now());
-    let body = match read_body(response, MAX_STEP_OUTPUT).await {
+    let status = answer.status;
+    let asked_wait = retry_after(&answer.headers, SystemTime::now());
+    let body = match answer.body {
         Ok(body) => body,
         Err(BodyError::TooLarge) if status.is_success() => {
             warn!(service, key = %request.idempotency_key, %status, "answer over the size of a step's output");
@@ -78,20 +86,16 @@ pub(crate) async fn read_answer(
 }
 
 /// Reads a body, up to `limit` bytes.
-pub(crate) async fn read_body(
-    mut response: reqwest::Response,
-    limit: usize,
-) -> Result<Vec<u8>, BodyError> {
-    let declared = response.content_length().unwrap_or(0);
+pub(crate) async fn read_body(mut incoming: Incoming, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let declared = incoming.size_hint().exact().unwrap_or(0);
     if usize::try_from(declared).map_or(true, |n| n > limit) {
         return Err(BodyError::TooLarge);
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| BodyError::Read(e.without_url()))?
-    {
+    while let Some(frame) = incoming.frame().await {
+        let Ok(chunk) = frame.map_err(BodyError::Read)?.into_data() else {
+            continue;
+        };
         if body.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge);
         }
@@ -107,9 +111,9 @@ fn quoted(body: &[u8]) -> String {
 
 /// The wait a `Retry-After` header asks for: delay-seconds, or an HTTP date (a date
 /// past is no wait).
-fn retry_after(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<Duration> {
+fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let value = headers
-        .get(reqwest::header::RETRY_AFTER)?
+        .get(http::header::RETRY_AFTER)?
         .to_str()
         .ok()?
         .trim();

@@ -8,8 +8,10 @@
 
 use std::borrow::Cow;
 
+use http::Uri;
 use serde_json::{Value, json};
 use tracing::warn;
+use url::Url;
 
 use sas_core::ports::{RemoteError, RemoteRequest};
 use sas_domain::limits::MAX_STEP_OUTPUT;
@@ -17,7 +19,7 @@ use sas_domain::machine::{HttpRequest, ServiceAnswer};
 use sas_domain::services::Service;
 
 use crate::HttpRemote;
-use crate::answer::{BodyError, read_body};
+use crate::answer::{Answer, BodyError};
 use crate::request::Outgoing;
 
 impl HttpRemote {
@@ -26,7 +28,7 @@ impl HttpRemote {
     pub(crate) fn http_invoke(
         &self,
         request: &RemoteRequest,
-    ) -> Result<(&str, Cow<'_, Service>, reqwest::Url, Outgoing), RemoteError> {
+    ) -> Result<(&str, Cow<'_, Service>, Uri, Outgoing), RemoteError> {
         let asked: HttpRequest =
             serde_json::from_str(request.payload.as_str()).map_err(|error| {
                 refused("States.Runtime", &format!("http:invoke's request: {error}"))
@@ -40,19 +42,21 @@ impl HttpRemote {
                 "the ApiEndpoint is at none of the deployment's services",
             ));
         };
-        let mut url = reqwest::Url::parse(&asked.endpoint)
+        let mut url = Url::parse(&asked.endpoint)
             .map_err(|error| refused("States.Runtime", &format!("the ApiEndpoint: {error}")))?;
         if !asked.query.is_empty() {
             url.query_pairs_mut().extend_pairs(&asked.query);
         }
-        let method = reqwest::Method::from_bytes(asked.method.as_bytes())
+        let uri = Uri::try_from(url.as_str())
+            .map_err(|error| refused("States.Runtime", &format!("the ApiEndpoint: {error}")))?;
+        let method = http::Method::from_bytes(asked.method.as_bytes())
             .map_err(|error| refused("States.Runtime", &error.to_string()))?;
         let outgoing = Outgoing {
             method,
             headers: asked.headers.into_iter().collect(),
-            body: asked.body.unwrap_or_default().into_bytes(),
+            body: asked.body.unwrap_or_default().into(),
         };
-        Ok((name, service, url, outgoing))
+        Ok((name, service, uri, outgoing))
     }
 }
 
@@ -62,20 +66,17 @@ fn refused(error: &str, cause: &str) -> RemoteError {
 }
 
 /// The answer, whatever its status: its status, reason, headers and body's text.
-pub(crate) async fn read_answer(
-    request: &RemoteRequest,
-    response: reqwest::Response,
-) -> Result<Value, RemoteError> {
-    let status = response.status();
-    let headers = response
-        .headers()
+pub(crate) fn read_answer(request: &RemoteRequest, answer: Answer) -> Result<Value, RemoteError> {
+    let status = answer.status;
+    let headers = answer
+        .headers
         .iter()
         .map(|(name, value)| {
             let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
             (name.as_str().to_owned(), value)
         })
         .collect();
-    let bytes = match read_body(response, MAX_STEP_OUTPUT).await {
+    let bytes = match answer.body {
         Ok(bytes) => bytes,
         Err(BodyError::TooLarge) => {
             return Err(RemoteError::Unusable(format!(

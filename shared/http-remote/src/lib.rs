@@ -13,7 +13,7 @@
 //! errors say what happened in words a caller may see; the URLs and the bodies go to
 //! the log.
 //!
-//! Implements `sas-core`'s [`RemoteCall`] port with reqwest; depends on nothing else
+//! Implements `sas-core`'s [`RemoteCall`] port with hyper's client; depends on nothing else
 //! of the project's, and only the agent function and the local process link it.
 //!
 //! Here: [`HttpRemote`] and the services it calls; `request` (a call's request,
@@ -28,8 +28,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
+use http::{StatusCode, Uri};
 use serde_json::Value;
 use tracing::{info, warn};
+use url::Url;
 
 use sas_core::ports::{Credentials, RemoteCall, RemoteError, RemoteRequest};
 use sas_domain::services::{Directory, SecretRef, Service};
@@ -59,14 +61,14 @@ pub struct HttpRemote {
     /// Built at the first call, once however many calls come at once (the root
     /// certificates' load is a cold start's largest CPU cost): a function that makes
     /// no call does not pay for its TLS set-up.
-    client: Mutex<Option<reqwest::Client>>,
+    client: Mutex<Option<request::Client>>,
     directory: Directory,
     credentials: Arc<dyn Credentials>,
     /// Secrets read, with when.
     cached: Mutex<HashMap<SecretRef, (String, Instant)>>,
     /// The URLs called, parsed: parsing the text again at every call was a tenth of
     /// the call's instructions.
-    urls: Mutex<HashMap<String, reqwest::Url>>,
+    urls: Mutex<HashMap<String, Uri>>,
 }
 
 impl HttpRemote {
@@ -90,16 +92,21 @@ impl HttpRemote {
 
     /// `path` at the service's base URL `base`, parsed once while fewer than
     /// [`PARSED_URLS`] are kept.
-    fn url(&self, service: &str, base: &str, path: &str) -> Result<reqwest::Url, RemoteError> {
+    fn url(&self, service: &str, base: &str, path: &str) -> Result<Uri, RemoteError> {
         let text = format!("{}{path}", base.trim_end_matches('/'));
         let mut urls = self.urls.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(url) = urls.get(&text) {
             return Ok(url.clone());
         }
-        let url = reqwest::Url::parse(&text).map_err(|error| {
-            warn!(service, %error, "a service's URL does not parse");
-            RemoteError::Transient(format!("service '{service}' failed the request"))
-        })?;
+        // Parsed as a URL (which escapes what a path made from a task's input may
+        // hold), then as the request's URI.
+        let url = Url::parse(&text)
+            .map_err(|error| error.to_string())
+            .and_then(|url| Uri::try_from(url.as_str()).map_err(|error| error.to_string()))
+            .map_err(|error| {
+                warn!(service, %error, "a service's URL does not parse");
+                RemoteError::Transient(format!("service '{service}' failed the request"))
+            })?;
         if urls.len() < PARSED_URLS {
             urls.insert(text, url.clone());
         }
@@ -153,11 +160,11 @@ impl HttpRemote {
             Some(credential) => Some(self.secret(service, credential, false).await?),
             None => None,
         };
-        let mut response = self
+        let mut answer = self
             .send(request, &outgoing, &settings, &url, secret.as_deref())
             .await?;
-        if let (reqwest::StatusCode::UNAUTHORIZED, Some(credential), Some(used)) =
-            (response.status(), &settings.credential, &secret)
+        if let (StatusCode::UNAUTHORIZED, Some(credential), Some(used)) =
+            (answer.status, &settings.credential, &secret)
         {
             let current = self.secret(service, credential, true).await?;
             if current != *used {
@@ -165,12 +172,12 @@ impl HttpRemote {
                     service,
                     "the credential was refused and has changed: calling with the new one"
                 );
-                response = (self.send(request, &outgoing, &settings, &url, Some(&current))).await?;
+                answer = (self.send(request, &outgoing, &settings, &url, Some(&current))).await?;
             }
         }
         if invoked {
-            return invoke::read_answer(request, response).await;
+            return invoke::read_answer(request, answer);
         }
-        read_answer(request, response).await
+        read_answer(request, answer)
     }
 }

@@ -2,15 +2,24 @@
 //! credential and its signature, sent by a client built at the first call.
 
 use std::sync::PoisonError;
+use std::time::Duration;
 
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Uri};
+use http_body_util::Full;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tracing::warn;
 
 use sas_core::ports::{Chain, RemoteError, RemoteRequest, Unsigned};
+use sas_domain::limits::MAX_STEP_OUTPUT;
 use sas_domain::messages::Method;
 use sas_domain::services::Service;
 use sas_domain::trace::TraceContext;
 
 use crate::HttpRemote;
+use crate::answer::{Answer, read_body};
 
 /// The payload's media type.
 const JSON: &str = "application/json";
@@ -21,11 +30,19 @@ const CONTENT_TYPE: &str = "content-type";
 /// The header that carries the idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
+/// How long a connection to a service is kept open while no call uses it.
+const IDLE_CONNECTION: Duration = Duration::from_secs(90);
+
+/// The client the calls share: hyper's, pooling its connections by host, over TLS
+/// where a URL asks for it.
+pub(crate) type Client =
+    hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// What a call sends: its method, headers beside the service's, and body.
 pub(crate) struct Outgoing {
-    pub method: reqwest::Method,
+    pub method: http::Method,
     pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    pub body: Bytes,
 }
 
 impl Outgoing {
@@ -34,110 +51,196 @@ impl Outgoing {
         Self {
             method: http_method(request.method),
             headers: vec![(CONTENT_TYPE.to_owned(), JSON.to_owned())],
-            body: request.payload.as_str().as_bytes().to_vec(),
+            body: Bytes::copy_from_slice(request.payload.as_str().as_bytes()),
+        }
+    }
+}
+
+/// Why a request could not be sent, in words without its URL.
+enum Failure {
+    /// A header's name or value is not valid HTTP.
+    Header,
+    /// No connection could be made.
+    Connect(hyper_util::client::legacy::Error),
+    /// The connection failed before the whole answer came.
+    Request(hyper_util::client::legacy::Error),
+    /// The service's own timeout passed first.
+    Timeout,
+}
+
+impl Failure {
+    /// The call's error, in words without its URL; logged with its cause.
+    fn into_error(self, request: &RemoteRequest) -> RemoteError {
+        let (name, key) = (request.service.as_str(), &request.idempotency_key);
+        let said = match &self {
+            Self::Header => "has a header that is not valid HTTP",
+            Self::Connect(_) => "could not be reached",
+            Self::Request(_) => "failed the request",
+            Self::Timeout => "did not answer in time",
+        };
+        match &self {
+            Self::Connect(error) | Self::Request(error) => {
+                warn!(service = name, %key, error = %Chain(error), "remote call failed");
+            }
+            Self::Header | Self::Timeout => {
+                warn!(service = name, %key, "remote call failed: {said}");
+            }
+        }
+        match self {
+            Self::Header => RemoteError::Permanent(format!("the call of service '{name}' {said}")),
+            _ => RemoteError::Transient(format!("service '{name}' {said}")),
         }
     }
 }
 
 impl HttpRemote {
     /// Sends `outgoing` for `request`, with the service's headers, `secret` in its
-    /// credential's header, and signed when the service asks for SigV4.
+    /// credential's header, and signed when the service asks for SigV4; reads what the
+    /// service answers, its body up to a step output's limit.
     pub(crate) async fn send(
         &self,
         request: &RemoteRequest,
         outgoing: &Outgoing,
         service: &Service,
-        url: &reqwest::Url,
+        uri: &Uri,
         secret: Option<&str>,
-    ) -> Result<reqwest::Response, RemoteError> {
-        let name = request.service.as_str();
-        let method = outgoing.method.clone();
-        let body = outgoing.body.clone();
-        let mut builder = self
-            .client()?
-            .request(method.clone(), url.clone())
-            .header(IDEMPOTENCY_KEY, &request.idempotency_key);
+    ) -> Result<Answer, RemoteError> {
+        let mut headers: Vec<(&str, &str)> = vec![(IDEMPOTENCY_KEY, &request.idempotency_key)];
+        headers.extend(
+            outgoing
+                .headers
+                .iter()
+                .map(|(h, v)| (h.as_str(), v.as_str())),
+        );
+        // The service's spans join the task's trace, under this attempt's span.
+        let trace: Vec<_> = request
+            .trace
+            .iter()
+            .flat_map(TraceContext::headers)
+            .collect();
+        headers.extend(trace.iter().map(|(h, v)| (*h, v.as_str())));
+        headers.extend(
+            service
+                .headers
+                .iter()
+                .map(|(h, v)| (h.as_str(), v.as_str())),
+        );
+        let credential = match (&service.credential, secret) {
+            (Some(credential), Some(secret)) => {
+                Some((credential.header.as_str(), credential.header_value(secret)))
+            }
+            _ => None,
+        };
+        headers.extend(credential.as_ref().map(|(h, v)| (*h, v.as_str())));
+        let signature = match &service.sigv4 {
+            Some(signing) => self.signature(request, outgoing, signing, uri).await?,
+            None => Vec::new(),
+        };
+        headers.extend(signature.iter().map(|(h, v)| (h.as_str(), v.as_str())));
+        let client = self.client()?;
+        let sent = Self::exchange(&client, outgoing, uri, &headers);
         // The call's own timeout bounds every request it sends (`HttpRemote::call`); a
         // service's shorter one bounds each request here. A timer at the same deadline
         // would be one more registered and cancelled at every call.
-        if let Some(timeout) = service.timeout.filter(|t| *t < request.timeout) {
-            builder = builder.timeout(timeout);
-        }
-        for (header, value) in &outgoing.headers {
-            builder = builder.header(header, value);
-        }
-        // The service's spans join the task's trace, under this attempt's span.
-        for (header, value) in request.trace.iter().flat_map(TraceContext::headers) {
-            builder = builder.header(header, value);
-        }
-        for (header, value) in &service.headers {
-            builder = builder.header(header, value);
-        }
-        if let (Some(credential), Some(secret)) = (&service.credential, secret) {
-            builder = builder.header(&credential.header, credential.header_value(secret));
-        }
-        if let Some(signing) = &service.sigv4 {
-            let signed: Vec<(&str, &str)> = (outgoing.headers.iter())
-                .map(|(name, value)| (name.as_str(), value.as_str()))
-                .collect();
-            let unsigned = Unsigned {
-                method: method.as_str(),
-                url: url.as_str(),
-                headers: &signed,
-                body: &body,
-            };
-            let signature = self
-                .credentials
-                .sign(signing, unsigned)
+        let answer = match service.timeout.filter(|t| *t < request.timeout) {
+            Some(timeout) => tokio::time::timeout(timeout, sent)
                 .await
-                .map_err(|error| {
-                    warn!(service = name, error = %Chain(&error), "a call could not be signed");
-                    RemoteError::Transient(format!(
-                        "service '{name}': its call could not be signed"
-                    ))
-                })?;
-            for (header, value) in signature {
-                builder = builder.header(header, value);
-            }
+                .unwrap_or(Err(Failure::Timeout)),
+            None => sent.await,
+        };
+        answer.map_err(|failure| failure.into_error(request))
+    }
+
+    /// One request and its answer, the body read up to a step output's limit.
+    async fn exchange(
+        client: &Client,
+        outgoing: &Outgoing,
+        uri: &Uri,
+        headers: &[(&str, &str)],
+    ) -> Result<Answer, Failure> {
+        let mut built = http::Request::builder()
+            .method(outgoing.method.clone())
+            .uri(uri.clone());
+        for (header, value) in headers {
+            let header = HeaderName::try_from(*header).map_err(|_| Failure::Header)?;
+            let value = HeaderValue::try_from(*value).map_err(|_| Failure::Header)?;
+            built = built.header(header, value);
         }
-        let builder = builder.body(body);
-        builder.send().await.map_err(|error| {
-            let error = error.without_url();
-            warn!(service = name, key = %request.idempotency_key, %error, "remote call failed");
-            RemoteError::Transient(format!("service '{name}' {}", failure(&error)))
+        let built = (built.body(Full::new(outgoing.body.clone()))).map_err(|_| Failure::Header)?;
+        let response = client.request(built).await.map_err(|error| {
+            if error.is_connect() {
+                Failure::Connect(error)
+            } else {
+                Failure::Request(error)
+            }
+        })?;
+        let (parts, body) = response.into_parts();
+        Ok(Answer {
+            status: parts.status,
+            headers: parts.headers,
+            body: read_body(body, MAX_STEP_OUTPUT).await,
         })
     }
 
-    fn client(&self) -> Result<reqwest::Client, RemoteError> {
+    /// The SigV4 signature of the call, as headers.
+    async fn signature(
+        &self,
+        request: &RemoteRequest,
+        outgoing: &Outgoing,
+        signing: &sas_domain::services::SigV4,
+        uri: &Uri,
+    ) -> Result<Vec<(String, String)>, RemoteError> {
+        let name = request.service.as_str();
+        let signed: Vec<(&str, &str)> = (outgoing.headers.iter())
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let url = uri.to_string();
+        let unsigned = Unsigned {
+            method: outgoing.method.as_str(),
+            url: &url,
+            headers: &signed,
+            body: &outgoing.body,
+        };
+        self.credentials
+            .sign(signing, unsigned)
+            .await
+            .map_err(|error| {
+                warn!(service = name, error = %Chain(&error), "a call could not be signed");
+                RemoteError::Transient(format!("service '{name}': its call could not be signed"))
+            })
+    }
+
+    /// The client, built at the first call (reading the system's root certificates).
+    fn client(&self) -> Result<Client, RemoteError> {
         let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(client) = &*client {
             return Ok(client.clone());
         }
-        let built = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| RemoteError::Transient(format!("cannot build the HTTP client: {e}")))?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        // A call's request is written whole at once: nothing to gain from Nagle's
+        // wait, which held the next small write back under load.
+        http.set_nodelay(true);
+        let connector = HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| RemoteError::Transient(format!("cannot build the HTTP client: {e}")))?
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let built = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(IDLE_CONNECTION)
+            .build(connector);
         *client = Some(built.clone());
         Ok(built)
     }
 }
 
-fn http_method(method: Method) -> reqwest::Method {
+fn http_method(method: Method) -> http::Method {
     match method {
-        Method::Post => reqwest::Method::POST,
-        Method::Put => reqwest::Method::PUT,
-        Method::Patch => reqwest::Method::PATCH,
-        Method::Delete => reqwest::Method::DELETE,
-    }
-}
-
-/// What a failed request was, in words without its URL.
-fn failure(error: &reqwest::Error) -> &'static str {
-    if error.is_timeout() {
-        "did not answer in time"
-    } else if error.is_connect() {
-        "could not be reached"
-    } else {
-        "failed the request"
+        Method::Post => http::Method::POST,
+        Method::Put => http::Method::PUT,
+        Method::Patch => http::Method::PATCH,
+        Method::Delete => http::Method::DELETE,
     }
 }

@@ -2,17 +2,20 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use sas_core::ports::RemoteError;
+use sas_core::ports::{RemoteCall, RemoteError};
 use sas_domain::messages::Method;
+use sas_domain::services::Service;
 
 use crate::{HttpRemote, LocalCredentials, PARSED_URLS};
 
-use super::{answer, call_with};
+use super::{answer, call_with, request, serve};
 
 #[test]
 fn urls_are_kept_parsed_up_to_a_bound_and_one_that_does_not_parse_is_not_named() {
@@ -21,7 +24,10 @@ fn urls_are_kept_parsed_up_to_a_bound_and_one_that_does_not_parse_is_not_named()
         let url = remote
             .url("svc", "http://127.0.0.1:9/base/", &format!("/orders/{i}"))
             .expect("parses");
-        assert_eq!(url.as_str(), format!("http://127.0.0.1:9/base/orders/{i}"));
+        assert_eq!(
+            url.to_string(),
+            format!("http://127.0.0.1:9/base/orders/{i}")
+        );
     }
     assert_eq!(remote.urls.lock().expect("lock").len(), PARSED_URLS);
     let kept = remote
@@ -55,4 +61,70 @@ async fn a_step_is_called_with_its_method() {
             "{request}"
         );
     }
+}
+
+/// A remote with the one service `svc` at `url`, as `shape` sets it.
+fn remote_of(url: &str, shape: impl FnOnce(&mut Service)) -> HttpRemote {
+    let mut service = Service::at(url);
+    shape(&mut service);
+    HttpRemote::new(
+        HashMap::from([("svc".to_owned(), service)]),
+        None,
+        Arc::new(LocalCredentials),
+    )
+}
+
+/// A service's own timeout, shorter than the call's, bounds its request and the
+/// answer's body: a service that sends its headers and then nothing more has not
+/// answered.
+#[tokio::test]
+async fn a_service_that_answers_no_sooner_than_its_own_timeout_did_not_answer_in_time() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0; 65_536];
+                let _ = socket.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{\"a\"";
+                let _ = socket.write_all(head.as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            });
+        }
+    });
+    let remote = remote_of(&url, |s| s.timeout = Some(Duration::from_millis(200)));
+    let started = Instant::now();
+    let error = remote
+        .call(&request(Method::Post, &json!({"a": 1})))
+        .await
+        .expect_err("no whole answer");
+    assert!(
+        matches!(&error, RemoteError::Transient(m) if m == "service 'svc' did not answer in time"),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "bounded by the service's timeout"
+    );
+}
+
+/// A header that is not valid HTTP (a service's, here with a line break) is the
+/// call's own fault: refused for good, and nothing is sent.
+#[tokio::test]
+async fn a_header_that_is_not_valid_http_refuses_the_call_and_sends_nothing() {
+    let (url, hits) = serve(answer("200 OK", "", b"{}")).await;
+    let remote = remote_of(&url, |s| {
+        s.headers
+            .insert("x-tenant".into(), "a\r\nx-admin: 1".into());
+    });
+    let error = remote
+        .call(&request(Method::Post, &json!({"a": 1})))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&error, RemoteError::Permanent(m)
+            if m == "the call of service 'svc' has a header that is not valid HTTP"),
+        "{error:?}"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing sent");
 }
