@@ -15,7 +15,7 @@ use tracing::warn;
 use sas_core::ports::{Chain, RemoteError, RemoteRequest, Unsigned};
 use sas_domain::limits::MAX_STEP_OUTPUT;
 use sas_domain::messages::Method;
-use sas_domain::services::Service;
+use sas_domain::services::{Service, SigV4};
 use sas_domain::trace::TraceContext;
 
 use crate::HttpRemote;
@@ -62,7 +62,8 @@ enum Failure {
     Header,
     /// No connection could be made.
     Connect(hyper_util::client::legacy::Error),
-    /// The connection failed before the whole answer came.
+    /// The request failed before the answer's status and headers came (a body cut
+    /// off after them is the answer's own, [`crate::answer::BodyError`]).
     Request(hyper_util::client::legacy::Error),
     /// The service's own timeout passed first.
     Timeout,
@@ -187,7 +188,7 @@ impl HttpRemote {
         &self,
         request: &RemoteRequest,
         outgoing: &Outgoing,
-        signing: &sas_domain::services::SigV4,
+        signing: &SigV4,
         uri: &Uri,
     ) -> Result<Vec<(String, String)>, RemoteError> {
         let name = request.service.as_str();
