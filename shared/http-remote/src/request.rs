@@ -54,6 +54,11 @@ impl Outgoing {
             body: Bytes::copy_from_slice(request.payload.as_str().as_bytes()),
         }
     }
+
+    /// Its own headers, as text.
+    fn header_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        (self.headers.iter()).map(|(name, value)| (name.as_str(), value.as_str()))
+    }
 }
 
 /// Why a request could not be sent, in words without its URL.
@@ -107,12 +112,7 @@ impl HttpRemote {
         secret: Option<&str>,
     ) -> Result<Answer, RemoteError> {
         let mut headers: Vec<(&str, &str)> = vec![(IDEMPOTENCY_KEY, &request.idempotency_key)];
-        headers.extend(
-            outgoing
-                .headers
-                .iter()
-                .map(|(h, v)| (h.as_str(), v.as_str())),
-        );
+        headers.extend(outgoing.header_pairs());
         // The service's spans join the task's trace, under this attempt's span.
         let trace: Vec<_> = request
             .trace
@@ -139,7 +139,7 @@ impl HttpRemote {
         };
         headers.extend(signature.iter().map(|(h, v)| (h.as_str(), v.as_str())));
         let client = self.client()?;
-        let sent = Self::exchange(&client, outgoing, uri, &headers);
+        let sent = exchange(&client, outgoing, uri, &headers);
         // The call's own timeout bounds every request it sends (`HttpRemote::call`); a
         // service's shorter one bounds each request here. A timer at the same deadline
         // would be one more registered and cancelled at every call.
@@ -152,37 +152,6 @@ impl HttpRemote {
         answer.map_err(|failure| failure.into_error(request))
     }
 
-    /// One request and its answer, the body read up to a step output's limit.
-    async fn exchange(
-        client: &Client,
-        outgoing: &Outgoing,
-        uri: &Uri,
-        headers: &[(&str, &str)],
-    ) -> Result<Answer, Failure> {
-        let mut built = http::Request::builder()
-            .method(outgoing.method.clone())
-            .uri(uri.clone());
-        for (header, value) in headers {
-            let header = HeaderName::try_from(*header).map_err(|_| Failure::Header)?;
-            let value = HeaderValue::try_from(*value).map_err(|_| Failure::Header)?;
-            built = built.header(header, value);
-        }
-        let built = (built.body(Full::new(outgoing.body.clone()))).map_err(|_| Failure::Header)?;
-        let response = client.request(built).await.map_err(|error| {
-            if error.is_connect() {
-                Failure::Connect(error)
-            } else {
-                Failure::Request(error)
-            }
-        })?;
-        let (parts, body) = response.into_parts();
-        Ok(Answer {
-            status: parts.status,
-            headers: parts.headers,
-            body: read_body(body, MAX_STEP_OUTPUT).await,
-        })
-    }
-
     /// The SigV4 signature of the call, as headers.
     async fn signature(
         &self,
@@ -192,9 +161,7 @@ impl HttpRemote {
         uri: &Uri,
     ) -> Result<Vec<(String, String)>, RemoteError> {
         let name = request.service.as_str();
-        let signed: Vec<(&str, &str)> = (outgoing.headers.iter())
-            .map(|(name, value)| (name.as_str(), value.as_str()))
-            .collect();
+        let signed: Vec<(&str, &str)> = outgoing.header_pairs().collect();
         let url = uri.to_string();
         let unsigned = Unsigned {
             method: outgoing.method.as_str(),
@@ -235,6 +202,37 @@ impl HttpRemote {
         *client = Some(built.clone());
         Ok(built)
     }
+}
+
+/// One request and its answer, the body read up to a step output's limit.
+async fn exchange(
+    client: &Client,
+    outgoing: &Outgoing,
+    uri: &Uri,
+    headers: &[(&str, &str)],
+) -> Result<Answer, Failure> {
+    let mut built = http::Request::builder()
+        .method(outgoing.method.clone())
+        .uri(uri.clone());
+    for (header, value) in headers {
+        let header = HeaderName::try_from(*header).map_err(|_| Failure::Header)?;
+        let value = HeaderValue::try_from(*value).map_err(|_| Failure::Header)?;
+        built = built.header(header, value);
+    }
+    let built = (built.body(Full::new(outgoing.body.clone()))).map_err(|_| Failure::Header)?;
+    let response = client.request(built).await.map_err(|error| {
+        if error.is_connect() {
+            Failure::Connect(error)
+        } else {
+            Failure::Request(error)
+        }
+    })?;
+    let (parts, body) = response.into_parts();
+    Ok(Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: read_body(body, MAX_STEP_OUTPUT).await,
+    })
 }
 
 fn http_method(method: Method) -> http::Method {
