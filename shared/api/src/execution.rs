@@ -80,7 +80,7 @@ pub(crate) async fn execution(
         .collect();
     let view = ExecutionView {
         id: text.to_owned(),
-        workflow: task.workflow.name.clone(),
+        workflow: task.workflow.name.to_string(),
         version: task.workflow.version,
         status: run.status,
         graph: graph(machine, &events),

@@ -46,7 +46,7 @@ pub(crate) async fn submit(
         return Ok(submitted);
     };
     let ended = app.wait_final(&id, wait).await.is_ok_and(|task| {
-        task.is_some_and(|task| task.state.is_final() && task.fingerprint == fingerprint)
+        task.is_some_and(|task| task.state.is_final() && *task.fingerprint == *fingerprint)
     });
     if !ended {
         return Ok(submitted);
@@ -314,12 +314,12 @@ pub(crate) async fn children(
     let names = || {
         with_children
             .iter()
-            .map(|s| s.name.as_str())
+            .map(|s| &*s.name)
             .collect::<Vec<_>>()
             .join(", ")
     };
     let found = match step {
-        Some(name) => with_children.iter().find(|s| s.name == name),
+        Some(name) => with_children.iter().find(|s| *s.name == *name),
         None if with_children.len() == 1 => with_children.first(),
         None => None,
     };

@@ -1,6 +1,7 @@
 //! Identifiers that cannot hold an invalid value.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -76,7 +77,7 @@ macro_rules! identifier {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
         #[serde(try_from = "String")]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         /// Written as its text, borrowed: serde's `into` would copy it at each write.
         impl Serialize for $name {
@@ -94,7 +95,7 @@ macro_rules! identifier {
             pub fn parse(value: impl Into<String>) -> Result<Self, InvalidId> {
                 let value = value.into();
                 $validate(&value, $max)?;
-                Ok(Self(value))
+                Ok(Self(value.into()))
             }
 
             /// The identifier as text.
@@ -113,7 +114,7 @@ macro_rules! identifier {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.0.to_string()
             }
         }
 
@@ -162,14 +163,14 @@ impl TaskId {
     /// A new random identifier, for a submission that did not name one.
     #[must_use]
     pub fn generate() -> Self {
-        Self(uuid::Uuid::new_v4().simple().to_string())
+        Self(uuid::Uuid::new_v4().simple().to_string().into())
     }
 
     /// The id `owner` stores its task `local` under. `local` is the client's id; an
     /// id scoped already is scoped again from its client's part.
     #[must_use]
     pub fn scoped(owner: &Owner, local: &Self) -> Self {
-        Self(format!("{}.{}", owner.tag(), local.local()))
+        Self(format!("{}.{}", owner.tag(), local.local()).into())
     }
 
     /// Whether the id is scoped to an owner (it came from [`TaskId::scoped`]).
@@ -189,9 +190,7 @@ impl TaskId {
     /// starts children has a name fit for an id ([`crate::workflow`] checks it).
     #[must_use]
     pub fn child(&self, step: &str, item: u32) -> Self {
-        Self(format!(
-            "{self}{CHILD_SEPARATOR}{step}{CHILD_SEPARATOR}{item}"
-        ))
+        Self(format!("{self}{CHILD_SEPARATOR}{step}{CHILD_SEPARATOR}{item}").into())
     }
 
     /// Whether it is a child task's id ([`TaskId::child`]): no client may name one.
@@ -203,7 +202,7 @@ impl TaskId {
     /// The id as its owner names it, without the owner's tag.
     #[must_use]
     pub fn to_local(&self) -> Self {
-        Self(self.local().to_owned())
+        Self(self.local().into())
     }
 }
 

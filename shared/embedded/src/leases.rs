@@ -9,11 +9,12 @@
 //! (flagged `leased`, under a partial index), and kept from then on by the writes of
 //! this process, the only one that writes the database, once each is committed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use foldhash::HashMap;
 use rusqlite::{Connection, OptionalExtension, params};
 use sas_core::ports::{
     Expired, ExpiredCursor, LeaseIndex, LeaseKey, ShardProgress, StoreError, Unreadable,

@@ -34,12 +34,13 @@
 //! `listing`, `leases`, `gates`, `cursor_key`, `workflows`), `queues` (queues,
 //! consumer, alerts), and `payloads` (the values stored apart, in a directory). Depends on `sas-core` and SQLite only.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use rusqlite::{Connection, params};
 use tokio::sync::{Notify, oneshot};
 
@@ -300,7 +301,7 @@ impl Embedded {
             readers: Arc::new(readers),
             next_reader: AtomicUsize::new(0),
             clock,
-            wakers: Mutex::new(HashMap::new()),
+            wakers: Mutex::new(HashMap::default()),
             durability,
             queues,
             last_message_id,

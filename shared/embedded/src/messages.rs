@@ -1,6 +1,8 @@
 //! The message index: the queues' messages in memory, beside their rows.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 
 use sas_domain::trace::TraceContext;
 

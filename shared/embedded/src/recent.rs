@@ -8,9 +8,11 @@
 //! after any answer (a conflict's, say) or any message published after it is never
 //! older than one of SQLite would be. What is not here is read from SQLite.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
+use foldhash::HashMap;
+use sas_domain::ids::TaskId;
 use sas_domain::task::{Order, Task};
 
 /// Tasks kept at most (the oldest written first out): several times the tasks in
@@ -24,8 +26,8 @@ pub(crate) struct Recent {
 
 #[derive(Default)]
 struct Kept {
-    tasks: HashMap<String, (Task, Option<Order>)>,
-    arrivals: VecDeque<String>,
+    tasks: HashMap<TaskId, (Task, Option<Order>)>,
+    arrivals: VecDeque<TaskId>,
 }
 
 impl Recent {
@@ -33,7 +35,7 @@ impl Recent {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn task(&self, id: &str) -> Option<Task> {
+    pub(crate) fn task(&self, id: &TaskId) -> Option<Task> {
         self.kept().tasks.get(id).map(|(task, _)| task.clone())
     }
 
@@ -41,13 +43,13 @@ impl Recent {
     /// attributes: its write then leaves their rows as they are.
     pub(crate) fn attributes_kept(&self, task: &Task) -> bool {
         let kept = self.kept();
-        kept.tasks.get(task.id.as_str()).is_some_and(|(before, _)| {
+        kept.tasks.get(&task.id).is_some_and(|(before, _)| {
             before.version + 1 == task.version && before.attributes == task.attributes
         })
     }
 
     /// The task with its order data, if both are here.
-    pub(crate) fn task_with_order(&self, id: &str) -> Option<(Task, Order)> {
+    pub(crate) fn task_with_order(&self, id: &TaskId) -> Option<(Task, Order)> {
         let kept = self.kept();
         let (task, order) = kept.tasks.get(id)?;
         Some((task.clone(), order.clone()?))
@@ -57,7 +59,7 @@ impl Recent {
     /// version than the one kept changes nothing.
     pub(crate) fn put(&self, task: Task, order: Option<Order>) {
         let mut kept = self.kept();
-        let id = task.id.to_string();
+        let id = task.id.clone();
         if let Some((current, current_order)) = kept.tasks.get_mut(&id) {
             if current.version < task.version {
                 *current = task;

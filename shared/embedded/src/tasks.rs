@@ -161,7 +161,7 @@ impl TaskStore for Embedded {
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
-        if let Some(task) = self.recent.task(id.as_str()) {
+        if let Some(task) = self.recent.task(id) {
             return Ok(Some(task));
         }
         let id = id.to_string();
@@ -169,7 +169,7 @@ impl TaskStore for Embedded {
     }
 
     async fn task_with_order(&self, id: &TaskId) -> Result<Option<(Task, Order)>, StoreError> {
-        if let Some(both) = self.recent.task_with_order(id.as_str()) {
+        if let Some(both) = self.recent.task_with_order(id) {
             return Ok(Some(both));
         }
         let id = id.clone();

@@ -65,10 +65,10 @@ pub struct HttpRemote {
     directory: Directory,
     credentials: Arc<dyn Credentials>,
     /// Secrets read, with when.
-    cached: Mutex<HashMap<SecretRef, (String, Instant)>>,
+    cached: Mutex<foldhash::HashMap<SecretRef, (String, Instant)>>,
     /// The URLs called, parsed: parsing the text again at every call was a tenth of
     /// the call's instructions.
-    urls: Mutex<HashMap<String, Uri>>,
+    urls: Mutex<foldhash::HashMap<String, Uri>>,
 }
 
 impl HttpRemote {
@@ -85,8 +85,8 @@ impl HttpRemote {
             client: Mutex::new(None),
             directory: Directory { services, fallback },
             credentials,
-            cached: Mutex::new(HashMap::new()),
-            urls: Mutex::new(HashMap::new()),
+            cached: Mutex::new(foldhash::HashMap::default()),
+            urls: Mutex::new(foldhash::HashMap::default()),
         }
     }
 

@@ -286,7 +286,7 @@ impl super::Sim {
                 ));
             }
         }
-        if !succeeded || task.workflow.name != MACHINE {
+        if !succeeded || &*task.workflow.name != MACHINE {
             return;
         }
         for (state, visits) in &run.visits {

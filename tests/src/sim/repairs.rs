@@ -52,7 +52,7 @@ impl Sim {
                         (call.agent.clone(), key),
                         Applied {
                             task: member.id.to_string(),
-                            step: step.name.clone(),
+                            step: step.name.to_string(),
                             compensation: true,
                         },
                     );
@@ -167,7 +167,7 @@ impl Sim {
             return;
         };
         let on_it: Vec<Task> = (self.memory.tasks().into_iter())
-            .filter(|t| t.workflow.name == MOVED && t.workflow.version == before.version)
+            .filter(|t| &*t.workflow.name == MOVED && t.workflow.version == before.version)
             .collect();
         let Some(task) = on_it.get(self.world.below(on_it.len())).cloned() else {
             return;

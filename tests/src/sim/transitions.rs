@@ -197,7 +197,7 @@ impl FaultyStore {
                     .after
                     .iter()
                     .filter(|&&before| !new.steps[before].is_settled())
-                    .map(|&before| new.steps[before].name.as_str())
+                    .map(|&before| &*new.steps[before].name)
                     .collect();
                 if !waiting.is_empty() {
                     self.world.violation(format!(
@@ -229,7 +229,7 @@ impl FaultyStore {
             if sent(StepState::Compensating) {
                 // A repair undoes the steps it runs again, and no other.
                 let rewinding = &new.rewind;
-                if !rewinding.is_empty() && !rewinding.contains(&is.name) {
+                if !rewinding.is_empty() && !rewinding.iter().any(|name| **name == *is.name) {
                     self.world.violation(format!(
                         "task {} undid {}, which its repair keeps",
                         new.id, is.name
@@ -241,14 +241,15 @@ impl FaultyStore {
                     .zip(&workflow.steps)
                     .filter(|(other, definition)| {
                         other.done_order > is.done_order
-                            && (rewinding.is_empty() || rewinding.contains(&other.name))
+                            && (rewinding.is_empty()
+                                || rewinding.iter().any(|name| **name == *other.name))
                             && definition.can_be_undone()
                             && matches!(
                                 other.state,
                                 StepState::Processed | StepState::TimedOut | StepState::Unusable
                             )
                     })
-                    .map(|(other, _)| other.name.as_str())
+                    .map(|(other, _)| &*other.name)
                     .collect();
                 if !later.is_empty() {
                     self.world.violation(format!(

@@ -259,7 +259,7 @@ async fn a_task_created_claimed_carries_itself_in_its_first_request() {
         .expect("drone-delivery");
     let submit = SchedulerMessage::Submit(Buffered {
         workflow: WorkflowRef {
-            name: drone.name.clone(),
+            name: drone.name.as_str().into(),
             version: drone.version,
         },
         submission: Submission::new(TaskId::parse("buffered").expect("id"), delivery_input()),

@@ -175,7 +175,7 @@ async fn read_named(
     };
     let found = found.map_err(|e| of_execution(e.into()))?;
     match found {
-        Some((task, order)) if task.workflow.name == *machine => {
+        Some((task, order)) if *task.workflow.name == **machine => {
             Ok((task, order, (*name).to_owned()))
         }
         _ => Err(missing()),

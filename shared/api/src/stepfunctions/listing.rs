@@ -50,7 +50,7 @@ impl Wanted<'_> {
                 .version(number)
                 .is_some_and(|version| version.revision == task.workflow.version)
         };
-        task.workflow.name == self.machine
+        *task.workflow.name == *self.machine
             && task.is_execution()
             && !(self.unscoped && task.owner.is_some())
             && match self.qualifier {

@@ -109,7 +109,7 @@ impl DynamoStore {
         item.insert("FailureCount".into(), n(task.failure_count));
         item.insert("created_at".into(), n(task.created_at.0));
         if let Some(locked_by) = &task.locked_by {
-            item.insert("LockedBy".into(), s(locked_by.clone()));
+            item.insert("LockedBy".into(), s(locked_by.to_string()));
         }
         if let Some(complete_by) = task.complete_by {
             item.insert("CompleteBy".into(), n(complete_by.0));

@@ -168,7 +168,7 @@ impl App {
             return Ok(None);
         };
         let reference = WorkflowRef {
-            name: name.to_owned(),
+            name: name.into(),
             version: version.revision,
         };
         match self.workflow(&reference).await {

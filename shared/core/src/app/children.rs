@@ -49,7 +49,7 @@ impl App {
             }
         };
         self.workflow(&WorkflowRef {
-            name: of.workflow.clone(),
+            name: of.workflow.as_str().into(),
             version,
         })
         .await

@@ -165,8 +165,8 @@ impl App {
         for ended in ended_operations(task, next) {
             let step = &next.steps[ended.index];
             let dimensions = [
-                ("Workflow", next.workflow.name.as_str()),
-                ("Step", step.name.as_str()),
+                ("Workflow", &*next.workflow.name),
+                ("Step", &*step.name),
                 ("Outcome", step.state.as_str()),
             ];
             let duration = ended.start.until(ended.end);
@@ -221,7 +221,7 @@ impl App {
                 }
             }
             None => file.ok_or_else(|| {
-                TaskError::UnknownWorkflow(reference.name.clone(), reference.version)
+                TaskError::UnknownWorkflow(reference.name.to_string(), reference.version)
             })?,
         };
         self.checked

@@ -9,7 +9,7 @@
 //! `schedules` keeps schedules and starts their runs, `uploads` takes the large
 //! values callers name by reference, and `effects` writes each decision and carries out its effects, for all of them.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -171,6 +171,10 @@ impl Ports {
 /// Whether a submission may be created claimed now ([`App::with_submissions_claimed`]).
 type ClaimsNow = Box<dyn Fn() -> bool + Send + Sync>;
 
+/// A workflow's name and version: its name shared with the tasks that name it, so
+/// that a transition's lookup copies nothing.
+type WorkflowKey = (Arc<str>, u32);
+
 /// Submission, scheduler, supervisor and operator actions over the ports.
 pub struct App {
     store: Arc<dyn StateStore>,
@@ -201,7 +205,7 @@ pub struct App {
     /// Held while a definition is stored, one at a time ([`App::store_workflow`]).
     storing: tokio::sync::Mutex<()>,
     /// The definitions tasks run, by name and version, as checked against the store.
-    checked: Mutex<HashMap<(String, u32), Arc<Workflow>>>,
+    checked: Mutex<HashMap<WorkflowKey, Arc<Workflow>>>,
     /// The names this process has found registered at run time ([`definitions`]):
     /// their current version is read from the store, another process's to change.
     registered: Mutex<HashSet<String>>,
@@ -285,13 +289,13 @@ impl App {
             workflows,
             names,
             instance,
-            finished: Mutex::new(HashMap::new()),
+            finished: Mutex::new(HashMap::default()),
             waits: tokio::sync::Semaphore::new(reading::MAX_WAITS),
-            accepted: Mutex::new(HashMap::new()),
-            stored: Mutex::new(HashSet::new()),
+            accepted: Mutex::new(HashMap::default()),
+            stored: Mutex::new(HashSet::default()),
             storing: tokio::sync::Mutex::new(()),
-            checked: Mutex::new(HashMap::new()),
-            registered: Mutex::new(HashSet::new()),
+            checked: Mutex::new(HashMap::default()),
+            registered: Mutex::new(HashSet::default()),
             gate_locks: flow::GateLocks::default(),
             task_locks: locks::Striped::default(),
             seal: tokio::sync::OnceCell::new(),

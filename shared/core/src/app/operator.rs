@@ -94,7 +94,7 @@ impl Filter {
             && self
                 .workflow
                 .as_ref()
-                .is_none_or(|w| *w == task.workflow.name)
+                .is_none_or(|w| **w == *task.workflow.name)
             && self.version.is_none_or(|v| v == task.workflow.version)
             && self.created_after.is_none_or(|at| task.created_at >= at)
             && self.created_before.is_none_or(|at| task.created_at < at)
@@ -107,7 +107,7 @@ impl Filter {
                 (task.owner.as_ref()).is_some_and(|o| o.as_str() == owner.as_str())
             })
             && (self.step.as_ref())
-                .is_none_or(|name| (task.steps.iter()).any(|s| s.name == *name && stopped_at(s)))
+                .is_none_or(|name| (task.steps.iter()).any(|s| *s.name == **name && stopped_at(s)))
             && super::search::has_attributes(task, &self.attributes)
     }
 }

@@ -127,7 +127,7 @@ impl App {
             return self.named_definition(&spec.workflow).await;
         };
         let reference = WorkflowRef {
-            name: spec.workflow.clone(),
+            name: spec.workflow.as_str().into(),
             version,
         };
         match self.workflow(&reference).await {

@@ -72,7 +72,7 @@ impl Search {
             && self
                 .workflow
                 .as_ref()
-                .is_none_or(|w| *w == task.workflow.name)
+                .is_none_or(|w| **w == *task.workflow.name)
             && self.version.is_none_or(|v| v == task.workflow.version)
             && self.state.is_none_or(|s| s == task.state)
             && self.created_from.is_none_or(|from| task.created_at >= from)

@@ -236,7 +236,7 @@ impl App {
         submission.pinned = self.store_pinned(&definition).await?;
         let buffered = Buffered {
             workflow: WorkflowRef {
-                name: definition.name.clone(),
+                name: definition.name.as_str().into(),
                 version: definition.version,
             },
             submission,
@@ -338,7 +338,7 @@ impl App {
             }
             Err(StoreError::Conflict) => {
                 let existing = self.tasks.task(&id).await?.ok_or(StoreError::Conflict)?;
-                if existing.fingerprint != fingerprint {
+                if *existing.fingerprint != *fingerprint {
                     return Err(SubmitError::Conflict(id));
                 }
                 if existing.version == 1 && existing.state == TaskState::Pending {

@@ -3,7 +3,6 @@
 //! past the step's complete-by time; and answers only while that time has not passed.
 //! The agent function runs it on the agent-request queue.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -79,7 +78,7 @@ pub struct StepCaller {
     clock: Arc<dyn Clock>,
     responses: QueueName,
     breaker_settings: BreakerSettings,
-    breakers: Mutex<HashMap<String, CircuitBreaker>>,
+    breakers: Mutex<foldhash::HashMap<String, CircuitBreaker>>,
     random: Mutex<fastrand::Rng>,
     /// Where requests and answers too large for a message are kept, if anywhere.
     payloads: Option<Arc<dyn Payloads>>,
@@ -109,7 +108,7 @@ impl StepCaller {
             clock,
             responses,
             breaker_settings,
-            breakers: Mutex::new(HashMap::new()),
+            breakers: Mutex::new(foldhash::HashMap::default()),
             random: Mutex::new(fastrand::Rng::with_seed(seed)),
             payloads: None,
             spans: None,
@@ -312,6 +311,10 @@ impl StepCaller {
 
     fn breaker<T>(&self, service: &str, f: impl FnOnce(&mut CircuitBreaker) -> T) -> T {
         let mut breakers = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        // Looked up by its name before one is made for it: no name copied a call.
+        if let Some(breaker) = breakers.get_mut(service) {
+            return f(breaker);
+        }
         let breaker = breakers
             .entry(service.to_owned())
             .or_insert_with(|| CircuitBreaker::new(self.breaker_settings));

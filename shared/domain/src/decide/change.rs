@@ -225,12 +225,12 @@ impl Change {
                 .steps
                 .iter()
                 .filter(|s| s.state == StepState::CompensationFailed)
-                .map(|s| s.name.clone())
+                .map(|s| s.name.to_string())
                 .collect();
             self.raise(Alert {
                 task_id: self.task.id.clone(),
                 run: self.task.run,
-                workflow: self.task.workflow.name.clone(),
+                workflow: self.task.workflow.name.to_string(),
                 reason: self.task.error.clone().unwrap_or_default(),
                 compensation_failed,
                 not_undone: self.task.not_undone.clone(),
@@ -264,6 +264,6 @@ pub(crate) fn not_undone(task: &Task, workflow: &Workflow) -> Vec<String> {
         .iter()
         .zip(&workflow.steps)
         .filter(|(step, definition)| left_in_place(step, definition))
-        .map(|(step, _)| step.name.clone())
+        .map(|(step, _)| step.name.to_string())
         .collect()
 }

@@ -138,7 +138,7 @@ pub fn callback_waits(task: &Task) -> Vec<CallbackWait> {
         .enumerate()
         .filter_map(|(index, step)| match step.waiting {
             Some(Waiting::Callback { until, after_call }) => Some(CallbackWait {
-                step: step.name.clone(),
+                step: step.name.to_string(),
                 token: Token::issue(task, index, after_call)?,
                 until,
             }),

@@ -194,7 +194,7 @@ fn plan(
     };
     let mut carried: Vec<Option<usize>> = vec![None; to.steps.len()];
     for (index, step) in task.steps.iter().enumerate() {
-        let name = step.name.as_str();
+        let name = &*step.name;
         let target = moving.renamed.get(name).map_or(name, String::as_str);
         let Some(place) = to.step_index(target) else {
             if started(step) {
@@ -277,7 +277,7 @@ fn plan(
     let steps = (to.steps.iter().zip(&carried))
         .map(|(definition, carried)| match carried {
             Some(index) => Step {
-                name: definition.name.clone(),
+                name: definition.name.as_str().into(),
                 ..task.steps[*index].clone()
             },
             None => {

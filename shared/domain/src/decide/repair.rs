@@ -84,7 +84,7 @@ struct Planned {
 impl Planned {
     /// What becomes of each step, by name.
     fn plan(&self, task: &Task) -> RepairPlan {
-        let name = |index: &usize| task.steps[*index].name.clone();
+        let name = |index: &usize| task.steps[*index].name.to_string();
         let names = |indices: &[usize]| indices.iter().map(name).collect();
         RepairPlan {
             kept: names(&self.kept),
@@ -199,7 +199,7 @@ pub fn repair(
         step.key_run = key_run;
     }
     change.task.rewind = (planned.undo_first.iter())
-        .map(|&index| task.steps[index].name.clone())
+        .map(|&index| task.steps[index].name.to_string())
         .collect();
     change.set_state(match change.task.rewind.is_empty() {
         true => TaskState::Pending,
@@ -336,7 +336,7 @@ fn check_repairable(task: &Task, repair: &Repair) -> Result<(), Refused> {
         return Err(Refused::NotRepairable(task.state));
     }
     if let Some(index) = task.running_steps().next() {
-        return Err(Refused::StillRunning(task.steps[index].name.clone()));
+        return Err(Refused::StillRunning(task.steps[index].name.to_string()));
     }
     let size = limits::json_size(&json!([&repair.input, &repair.outputs]));
     if size > MAX_PATCH {
@@ -416,7 +416,7 @@ fn plan(
                 StepState::Compensated | StepState::CompensationFailed
             );
             if after_from[index] || undone {
-                return Err(Refused::RunsAgain(step.name.clone()));
+                return Err(Refused::RunsAgain(step.name.to_string()));
             }
             output_patched[index] = step.output.as_deref() != Some(output);
             continue;
@@ -452,7 +452,7 @@ fn plan(
             planned.undo_first.push(index);
         } else if left_in_place(step, definition) {
             if by_patches {
-                changed_in_place.push(step.name.clone());
+                changed_in_place.push(step.name.to_string());
             } else {
                 planned.same_key.push(index);
             }
@@ -476,7 +476,7 @@ impl Change {
     pub(crate) fn rewind_failed(&mut self) -> bool {
         let failed = (self.task.rewind.iter()).find(|name| {
             (self.task.steps.iter())
-                .any(|s| s.name == **name && s.state == StepState::CompensationFailed)
+                .any(|s| *s.name == **name && s.state == StepState::CompensationFailed)
         });
         let Some(name) = failed.cloned() else {
             return false;
@@ -491,7 +491,7 @@ impl Change {
     /// new run's keys, and the task runs on.
     pub(crate) fn rewound(&mut self, workflow: &Workflow, order: &Order) {
         for name in std::mem::take(&mut self.task.rewind) {
-            if let Some(step) = self.task.steps.iter_mut().find(|s| s.name == name) {
+            if let Some(step) = self.task.steps.iter_mut().find(|s| *s.name == name) {
                 *step = Step::new(&name);
             }
         }

@@ -79,7 +79,7 @@ impl Change {
                     .enumerate()
                     .filter(|(i, s)| {
                         undoable(s, &workflow.steps[*i])
-                            && (rewind.is_empty() || rewind.contains(&s.name))
+                            && (rewind.is_empty() || rewind.iter().any(|name| **name == *s.name))
                     })
                     .max_by_key(|(i, s)| (s.done_order, *i))
                     .map(|(i, _)| i);
@@ -220,7 +220,7 @@ pub fn on_run(
         && change.due(workflow).is_empty()
         && task.steps.iter().any(|s| s.retry_at.is_some());
     if claimable && !early {
-        change.task.locked_by = Some(instance.to_owned());
+        change.task.locked_by = Some(instance.into());
         change.advance(workflow, order);
         return change.done(Verdict::Claimed);
     }
@@ -288,7 +288,7 @@ impl Change {
 pub(crate) fn results(task: &Task) -> Results<'_> {
     task.steps
         .iter()
-        .filter_map(|s| Some((s.name.as_str(), s.output.as_deref()?)))
+        .filter_map(|s| Some((&*s.name, s.output.as_deref()?)))
         .collect()
 }
 

@@ -34,10 +34,10 @@ fn create(
         version: 0,
         write_id: 0,
         workflow: WorkflowRef {
-            name: workflow.name.clone(),
+            name: workflow.name.as_str().into(),
             version: workflow.version,
         },
-        fingerprint: submission.fingerprint(&workflow.name),
+        fingerprint: submission.fingerprint(&workflow.name).into(),
         notify: submission.notify.clone(),
         owner: submission.owner.clone(),
         parent: submission.parent.clone(),

@@ -277,7 +277,7 @@ fn check_wait(
     if waits {
         Ok(())
     } else {
-        Err(Refused::NotWaiting(step.name.clone()))
+        Err(Refused::NotWaiting(step.name.to_string()))
     }
 }
 
@@ -351,7 +351,7 @@ pub fn on_heartbeat(
     let callback = (workflow.steps[step].callback())
         .map(|callback| crate::machine::visit_callback(task, callback));
     let Some(callback) = callback.filter(|c| c.heartbeat.is_some()) else {
-        return Err(Refused::NoHeartbeat(task.steps[step].name.clone()));
+        return Err(Refused::NoHeartbeat(task.steps[step].name.to_string()));
     };
     // A heartbeat while the call is still out says nothing the call's own lease does not.
     let Some(Waiting::Callback { until, .. }) = task.steps[step].waiting else {

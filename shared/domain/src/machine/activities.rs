@@ -98,7 +98,7 @@ pub fn offer(task: &Task) -> Option<Offer<'_>> {
 /// The step of `state` while it waits for its callback.
 fn waiting_step<'a>(task: &'a Task, state: &str) -> Option<&'a Step> {
     task.steps.iter().find(|step| {
-        step.name == state
+        *step.name == *state
             && step.state == StepState::Processing
             && matches!(step.waiting, Some(Waiting::Callback { .. }))
     })
@@ -163,7 +163,7 @@ pub fn given(task: &Task) -> Option<ActivityTask> {
     };
     let state = run.state.as_deref()?;
     waiting_step(task, state)?;
-    let index = task.steps.iter().position(|step| step.name == state)?;
+    let index = task.steps.iter().position(|step| *step.name == *state)?;
     Some(ActivityTask {
         token: Token::issue(task, index, false)?,
         input: input.to_string(),

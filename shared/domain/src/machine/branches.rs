@@ -372,7 +372,7 @@ impl Change {
                 },
             ),
             None => (
-                task.workflow.name.clone(),
+                task.workflow.name.to_string(),
                 Some(ChildVersion::Pinned(task.workflow.version)),
                 BranchScope {
                     round,

@@ -276,7 +276,7 @@ impl Change {
             start_time: self.task.created_at.to_rfc3339(),
             redrive_count: u64::from(self.task.run.saturating_sub(1)),
             machine_id: super::machine_arn(workflow),
-            machine_name: workflow.clone(),
+            machine_name: workflow.to_string(),
         };
         let retry_count = run.map(|run| run.retries.iter().sum()).unwrap_or(0);
         let entered = self.now.to_rfc3339();
@@ -285,7 +285,7 @@ impl Change {
                 self.task
                     .steps
                     .iter()
-                    .position(|step| step.name == state.name)
+                    .position(|step| *step.name == *state.name)
             })
             .flatten()
             .and_then(|index| Token::issue(&self.task, index, true));

@@ -15,6 +15,7 @@ pub use requests::{Caller, RefusedSubmission, RepairNote, Request, Resubmission}
 pub use step::{Children, Step, StepState, Waiting};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -80,7 +81,7 @@ impl TaskState {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub struct WorkflowRef {
     /// The workflow's name.
-    pub name: String,
+    pub name: Arc<str>,
     /// The version the task runs on: the one it started with, unless an operator
     /// moved it onto another.
     pub version: u32,
@@ -120,7 +121,7 @@ pub struct Task {
     /// The workflow it runs.
     pub workflow: WorkflowRef,
     /// A digest of the submission, to tell a repeated submission from a different one.
-    pub fingerprint: String,
+    pub fingerprint: Arc<str>,
     /// The caller's queue for status messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<QueueName>,
@@ -138,7 +139,7 @@ pub struct Task {
     pub state: TaskState,
     /// The scheduler instance that claimed the task; `None` while it waits for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub locked_by: Option<String>,
+    pub locked_by: Option<Arc<str>>,
     /// The lease: the soonest of when its steps out must be done by and when a
     /// scheduler must have picked it up (or a retry it waits for). `None` once the
     /// task is final; the supervisor sweeps tasks whose lease expired.

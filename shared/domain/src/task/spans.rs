@@ -176,7 +176,7 @@ fn expiries(before: &Task, after: &Task) -> Vec<FinishedSpan> {
         } = &event.what
         {
             let (step, attempt) = (*step, *attempt);
-            let name = after.steps.get(step).map_or("", |s| s.name.as_str());
+            let name = after.steps.get(step).map_or("", |s| &*s.name);
             let expired = before.operation_span(step);
             let began = before.steps.get(step).and_then(|s| s.started_at);
             if let (Some(_), Some(start)) = (retry_at, began) {
@@ -359,7 +359,7 @@ fn task_attributes(task: &Task) -> Vec<(&'static str, SpanValue)> {
 
 fn step_attributes(task: &Task, index: usize, attempt: u32) -> Vec<(&'static str, SpanValue)> {
     let mut attributes = task_attributes(task);
-    let name = task.steps.get(index).map_or("", |s| s.name.as_str());
+    let name = task.steps.get(index).map_or("", |s| &*s.name);
     attributes.push(("sas.step.name", text(name)));
     attributes.push((
         "sas.step.index",

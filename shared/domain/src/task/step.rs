@@ -63,7 +63,7 @@ impl StepState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     /// The step's name in the workflow.
-    pub name: String,
+    pub name: Arc<str>,
     /// Where the step is.
     pub state: StepState,
     /// Times the step (or its compensation) was sent to an agent; a response
@@ -200,7 +200,7 @@ impl Step {
     #[must_use]
     pub fn new(name: &str) -> Self {
         Self {
-            name: name.to_owned(),
+            name: name.into(),
             state: StepState::Pending,
             attempt: 0,
             complete_by: None,

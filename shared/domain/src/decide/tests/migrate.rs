@@ -201,10 +201,7 @@ fn a_failed_task_moved_to_a_version_with_a_renamed_step_runs_it_on_resubmission(
         .next
         .expect("written");
     assert_eq!(
-        task.steps
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>(),
+        task.steps.iter().map(|s| &*s.name).collect::<Vec<_>>(),
         ["check-account", "book-package", "schedule-drone"]
     );
     let task = resubmit(&task, &to, &order, again(), Timestamp(2))

@@ -146,7 +146,7 @@ impl Change {
             task_id: task.id.clone(),
             run: task.run,
             step: index,
-            step_name: step.name.clone(),
+            step_name: step.name.to_string(),
             attempt,
             operation,
             agent: call.agent.clone(),

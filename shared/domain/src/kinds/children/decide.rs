@@ -290,7 +290,7 @@ impl Change {
         ChildrenOf {
             parent: self.task.id.clone(),
             step: index,
-            step_name: self.task.steps[index].name.clone(),
+            step_name: self.task.steps[index].name.to_string(),
             run: self.task.run,
             workflow: spec.workflow.clone(),
             version: (self.task.pinned.get(&spec.workflow).copied()).map(ChildVersion::Pinned),
@@ -515,7 +515,7 @@ pub fn never_started(
     let (task, order, _) = submit(workflow, submission, now);
     let mut change = Change::of(&task, now);
     change.task.error = Some("stopped by its parent before it started".into());
-    change.task.fingerprint = String::new();
+    change.task.fingerprint = "".into();
     change.task.complete_by = None;
     change.task.deadline = None;
     change.task.state = TaskState::Error;

@@ -63,7 +63,7 @@ fn a_sync_task_waits_for_the_executions_end_and_is_given_its_description() {
         &parent("arn:aws:states:::states:startExecution.sync"),
         json!({"n": 21}),
     );
-    assert_eq!(child.workflow.name, "child");
+    assert_eq!(&*child.workflow.name, "child");
     assert!(child.id.as_str().starts_with("t1~Start-"), "{}", child.id);
     assert_eq!(output["Status"], json!("SUCCEEDED"));
     assert_eq!(output["Output"], json!("{\"n\":42}"), "as text: {output}");

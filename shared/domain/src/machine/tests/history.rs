@@ -291,7 +291,12 @@ fn a_tasks_answer_is_kept_by_the_history_not_by_its_step_once_its_state_is_left(
         Timestamp(10),
     );
     let task = left.next.as_ref().expect("written");
-    let step = |name: &str| task.steps.iter().find(|s| s.name == name).expect("a step");
+    let step = |name: &str| {
+        task.steps
+            .iter()
+            .find(|s| *s.name == *name)
+            .expect("a step")
+    };
     assert_eq!(
         step("First").output,
         None,
