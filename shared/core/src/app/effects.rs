@@ -66,14 +66,36 @@ impl App {
     /// [`App::transition`], deciding first from `carried` (a task and its order as
     /// a write left them, given back sealed with an agent's response: [`sealed`]),
     /// when given, rather than from a read: as stale as a read may be, and no more.
+    /// Boxed: a transition's future, copied whole where it is boxed, would otherwise
+    /// hold room for it several times over.
     ///
     /// [`sealed`]: super::sealed
     pub(super) async fn transition_from<E>(
         &self,
         id: &TaskId,
-        mut carried: Option<(Task, Order)>,
+        carried: Option<Box<(Task, Order)>>,
         decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
     ) -> Result<Option<(Verdict, Option<Task>)>, E>
+    where
+        E: From<TaskError>,
+    {
+        // Carried out apart from the decision's write, so that the task read and the
+        // decision are not kept across its sends: an answer's future, boxed and
+        // copied at each step, is the larger by them.
+        match self.written(id, carried, decide).await? {
+            Some(written) => Ok(Some(self.carry_out(written).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The decision on the task `id` written: [`App::transition_from`] but for its
+    /// effects. `None` when there is no such task.
+    async fn written<E>(
+        &self,
+        id: &TaskId,
+        mut carried: Option<Box<(Task, Order)>>,
+        decide: impl Fn(&Task, &Workflow, &Order, Timestamp) -> Result<Decision, E>,
+    ) -> Result<Option<Written>, E>
     where
         E: From<TaskError>,
     {
@@ -90,7 +112,7 @@ impl App {
                 }
             };
             let read = match carried.take() {
-                Some(carried) if !consistent => Ok(Some(carried)),
+                Some(carried) if !consistent => Ok(Some(*carried)),
                 _ if consistent => self.tasks.task_with_order(id).await,
                 _ => self.tasks.task_with_order_eventually_consistent(id).await,
             };
@@ -149,7 +171,7 @@ impl App {
                 if let Some(next) = &written.next {
                     self.tell_ended(Some(&task), next);
                 }
-                return Ok(Some(self.carry_out(written).await?));
+                return Ok(Some(written));
             }
             consistent = true;
             // Lost a race: the winners go first.
@@ -294,8 +316,11 @@ impl App {
         self.metrics
             .count("Decisions", ("Verdict", written.verdict.as_str()), 1);
         self.send(written.unsent).await?;
-        let trace = written.next.as_ref().map(Task::run_trace);
-        self.perform_best_effort(written.best_effort, trace).await;
+        if !written.best_effort.is_empty() {
+            // Boxed: most writes have none, and their futures stay small without it.
+            let trace = written.next.as_ref().map(Task::run_trace);
+            Box::pin(self.perform_best_effort(written.best_effort, trace)).await;
+        }
         Ok((written.verdict, written.next))
     }
 

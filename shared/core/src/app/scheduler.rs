@@ -178,7 +178,9 @@ impl App {
     /// task's decision.
     async fn handle(&self, message: &SchedulerMessage) -> Result<Handled, HandleError> {
         let task_id = match message {
-            SchedulerMessage::Submit(buffered) => return self.ingest(buffered).await,
+            // Boxed: its future is as large as a transition's, which every other
+            // message's future would otherwise hold room for too.
+            SchedulerMessage::Submit(buffered) => return Box::pin(self.ingest(buffered)).await,
             SchedulerMessage::Run { task_id } | SchedulerMessage::Deadline { task_id, .. } => {
                 task_id
             }
@@ -204,7 +206,7 @@ impl App {
             SchedulerMessage::Response(AgentResponse {
                 sealed_task: Some(sealed),
                 ..
-            }) => self.opened_task(task_id, sealed).await,
+            }) => self.opened_task(task_id, sealed).await.map(Box::new),
             _ => None,
         };
         let written = self
