@@ -588,10 +588,11 @@ impl TaskStore for Offloading {
 
     async fn update_and_send(
         &self,
-        task: &Task,
+        task: Cow<'_, Task>,
         outbox: Vec<Outgoing>,
     ) -> Result<Vec<Outgoing>, StoreError> {
-        let task = self.stored_task(task).await?;
-        self.inner.update_and_send(&task, outbox).await
+        // Its copy with its large values stored apart is the store's to keep.
+        let task = self.stored_task(&task).await?;
+        self.inner.update_and_send(Cow::Owned(task), outbox).await
     }
 }

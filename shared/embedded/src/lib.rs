@@ -34,6 +34,7 @@
 //! `listing`, `leases`, `gates`, `cursor_key`, `workflows`), `queues` (queues,
 //! consumer, alerts), and `payloads` (the values stored apart, in a directory). Depends on `sas-core` and SQLite only.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -394,7 +395,7 @@ impl Embedded {
     async fn write_keeping<T, F>(
         &self,
         work: F,
-        task: &Task,
+        task: Cow<'_, Task>,
         order: Option<&Order>,
     ) -> Result<T, StoreError>
     where
@@ -402,7 +403,7 @@ impl Embedded {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let (recent, leases) = (Arc::clone(&self.recent), Arc::clone(&self.leases));
-        let (task, order) = (task.clone(), order.cloned());
+        let (task, order) = (task.into_owned(), order.cloned());
         self.write_then(work, move |_| {
             leases.set(task.id.as_str(), lease(&task));
             recent.put(task, order);

@@ -1,6 +1,8 @@
 //! The tasks and their order data ([`TaskStore`]): a row each, replaced on condition
 //! of its version, with the messages a decision sends in the same transaction.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -157,7 +159,8 @@ impl TaskStore for Embedded {
             attributes.write(c, &id)?;
             events.write(c, &id)
         };
-        self.write_keeping(work, task, Some(order)).await
+        self.write_keeping(work, Cow::Borrowed(task), Some(order))
+            .await
     }
 
     async fn task(&self, id: &TaskId) -> Result<Option<Task>, StoreError> {
@@ -200,7 +203,9 @@ impl TaskStore for Embedded {
     }
 
     async fn update(&self, task: &Task) -> Result<(), StoreError> {
-        self.update_and_send(task, Vec::new()).await.map(drop)
+        self.update_and_send(Cow::Borrowed(task), Vec::new())
+            .await
+            .map(drop)
     }
 
     async fn update_with_order(&self, task: &Task, order: &Order) -> Result<(), StoreError> {
@@ -223,15 +228,16 @@ impl TaskStore for Embedded {
             .map(drop)
             .map_err(unavailable)
         };
-        self.write_keeping(work, task, Some(order)).await
+        self.write_keeping(work, Cow::Borrowed(task), Some(order))
+            .await
     }
 
     async fn update_and_send(
         &self,
-        task: &Task,
+        task: Cow<'_, Task>,
         outbox: Vec<Outgoing>,
     ) -> Result<Vec<Outgoing>, StoreError> {
-        let replacement = Replacement::of(task, &self.recent)?;
+        let replacement = Replacement::of(&task, &self.recent)?;
         let rows = self.rows(outbox.iter().map(|o| (&o.queue, &o.message)));
         let now = self.clock.now().0;
         let work = move |c: &Connection| {

@@ -2,6 +2,7 @@
 //! conflict), then its effects performed: messages sent, notifications and alerts
 //! delivered and marked so.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -280,7 +281,11 @@ impl App {
                         .update_with_order(next, order)
                         .await
                         .map(|()| required.clone()),
-                    None => self.tasks.update_and_send(next, required.clone()).await,
+                    None => {
+                        self.tasks
+                            .update_and_send(Cow::Borrowed(next), required.clone())
+                            .await
+                    }
                 };
                 let unsent = match written {
                     Ok(unsent) => unsent,
@@ -316,11 +321,8 @@ impl App {
         self.metrics
             .count("Decisions", ("Verdict", written.verdict.as_str()), 1);
         self.send(written.unsent).await?;
-        if !written.best_effort.is_empty() {
-            // Boxed: most writes have none, and their futures stay small without it.
-            let trace = written.next.as_ref().map(Task::run_trace);
-            Box::pin(self.perform_best_effort(written.best_effort, trace)).await;
-        }
+        let task = written.next.as_ref();
+        self.perform_best_effort(written.best_effort, task).await;
         Ok((written.verdict, written.next))
     }
 
@@ -429,8 +431,7 @@ impl App {
     ) -> Result<(), QueueError> {
         let (required, best_effort) = self.split(effects, sealed, Some(task));
         self.send(required).await?;
-        self.perform_best_effort(best_effort, Some(task.run_trace()))
-            .await;
+        self.perform_best_effort(best_effort, Some(task)).await;
         Ok(())
     }
 
@@ -498,10 +499,20 @@ impl App {
         Ok(())
     }
 
+    /// [`App::deliver`] for the effects there are, in the trace of the run of `task`
+    /// as written: most writes have none, and then neither the trace is derived nor
+    /// do the futures of the writes that await this hold room for its delivery.
+    async fn perform_best_effort(&self, effects: Vec<Effect>, task: Option<&Task>) {
+        if !effects.is_empty() {
+            let trace = task.map(Task::run_trace);
+            Box::pin(self.deliver(effects, trace)).await;
+        }
+    }
+
     /// Sends the notifications and raises the alerts of a decision written, then
     /// clears from their tasks those known delivered. The notifications come from
     /// the span `trace` names: the task's run.
-    async fn perform_best_effort(&self, effects: Vec<Effect>, trace: Option<TraceContext>) {
+    async fn deliver(&self, effects: Vec<Effect>, trace: Option<TraceContext>) {
         let mut sent: BTreeMap<TaskId, Vec<(QueueName, u64)>> = BTreeMap::new();
         for effect in effects {
             match effect {

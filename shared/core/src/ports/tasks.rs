@@ -1,6 +1,8 @@
 //! The state store's tasks: each with its order data, created, read and replaced on
 //! condition of its version.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 
 use sas_domain::ids::TaskId;
@@ -67,16 +69,17 @@ pub trait TaskStore: Send + Sync {
     /// decision requires. A store that keeps the queues too writes both in one
     /// transaction (a transactional outbox) and returns nothing; the others write the
     /// task and return the messages, for the caller to send (a crash between the two
-    /// is covered by the task's lease).
+    /// is covered by the task's lease). `task` may be given owned, for a store that
+    /// keeps what it writes to take rather than copy.
     ///
     /// # Errors
     /// [`StoreError::Conflict`] as [`TaskStore::update`]; then nothing is sent.
     async fn update_and_send(
         &self,
-        task: &Task,
+        task: Cow<'_, Task>,
         outbox: Vec<Outgoing>,
     ) -> Result<Vec<Outgoing>, StoreError> {
-        self.update(task).await?;
+        self.update(&task).await?;
         Ok(outbox)
     }
 }
