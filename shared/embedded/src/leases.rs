@@ -33,8 +33,9 @@ pub(crate) struct Leases(Mutex<Order>);
 
 #[derive(Default)]
 struct Order {
-    by_end: BTreeSet<(i64, String)>,
-    of_task: HashMap<String, i64>,
+    /// Keyed by the tasks' ids as the tasks hold them, shared: a write copies none.
+    by_end: BTreeSet<(i64, TaskId)>,
+    of_task: HashMap<TaskId, i64>,
 }
 
 impl Leases {
@@ -53,6 +54,7 @@ impl Leases {
                 .map_err(unavailable)?;
             for row in rows {
                 let (id, end): (String, Option<i64>) = row.map_err(unavailable)?;
+                let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
                 leases.set(&id, end);
             }
             Ok::<_, StoreError>(())
@@ -71,31 +73,33 @@ impl Leases {
     }
 
     /// Keeps a task's lease as committed: its end, or none.
-    pub(crate) fn set(&self, id: &str, end: Option<i64>) {
+    pub(crate) fn set(&self, id: &TaskId, end: Option<i64>) {
         let mut order = self.order();
         let Order { by_end, of_task } = &mut *order;
         let before = match end {
-            Some(end) => of_task.insert(id.to_owned(), end),
+            Some(end) => of_task.insert(id.clone(), end),
             None => of_task.remove(id),
         };
         if let Some(before) = before {
-            by_end.remove(&(before, id.to_owned()));
+            by_end.remove(&(before, id.clone()));
         }
         if let Some(end) = end {
-            by_end.insert((end, id.to_owned()));
+            by_end.insert((end, id.clone()));
         }
     }
 
-    /// Up to `limit` leases ended by `now`, after the lease `after` in their order.
+    /// Up to `limit` leases ended by `now`, after the lease `after` in their order
+    /// (`None`: from the first).
     pub(crate) fn ended(
         &self,
         now: i64,
-        after: &(i64, String),
+        after: Option<(i64, TaskId)>,
         limit: usize,
-    ) -> Vec<(i64, String)> {
+    ) -> Vec<(i64, TaskId)> {
+        let from = after.map_or(Unbounded, Excluded);
         self.order()
             .by_end
-            .range((Excluded(after.clone()), Unbounded))
+            .range((from, Unbounded))
             .take_while(|(end, _)| *end <= now)
             .take(limit)
             .cloned()
@@ -146,18 +150,17 @@ impl LeaseIndex for Embedded {
         limit: usize,
         from: &ExpiredCursor,
     ) -> Result<Expired, StoreError> {
-        let (after_expires, after_id) = match from.progress(0) {
-            ShardProgress::Unread => (i64::MIN, String::new()),
-            ShardProgress::After(key) => (key.expires, key.task.to_string()),
+        let after = match from.progress(0) {
+            ShardProgress::Unread => None,
+            ShardProgress::After(key) => Some((key.expires, key.task.clone())),
             ShardProgress::Done => return Ok(Expired::default()),
         };
-        let ended = self.leases.ended(now.0, &(after_expires, after_id), limit);
+        let ended = self.leases.ended(now.0, after, limit);
         let page_is_full = ended.len() == limit;
         self.read(move |c| {
             let mut expired = Expired::default();
             let mut last = None;
             for (end, id) in ended {
-                let id = TaskId::parse(id).map_err(|e| StoreError::Corrupt(e.into()))?;
                 last = Some(LeaseKey {
                     expires: end,
                     task: id.clone(),
@@ -200,7 +203,7 @@ impl LeaseIndex for Embedded {
     async fn quarantine(&self, record: &Unreadable) -> Result<(), StoreError> {
         let id = record.id.to_string();
         let version = record.version.and_then(|v| i64::try_from(v).ok());
-        let (leases, quarantined) = (Arc::clone(&self.leases), id.clone());
+        let (leases, quarantined) = (Arc::clone(&self.leases), record.id.clone());
         let work = move |c: &Connection| {
             execute(
                 c,

@@ -405,7 +405,7 @@ impl Embedded {
         let (recent, leases) = (Arc::clone(&self.recent), Arc::clone(&self.leases));
         let (task, order) = (task.into_owned(), order.cloned());
         self.write_then(work, move |_| {
-            leases.set(task.id.as_str(), lease(&task));
+            leases.set(&task.id, lease(&task));
             recent.put(task, order);
         })
         .await

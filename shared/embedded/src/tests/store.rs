@@ -93,7 +93,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
     );
     // The record replaced by hand, the lease kept (or given back after a quarantine).
     let rewrite = |record: Value| {
-        let store = &store;
+        let (store, b) = (&store, &b);
         async move {
             let written = store
                 .write(move |c| {
@@ -105,7 +105,7 @@ async fn only_expired_leases_are_swept_and_lists_page() {
                     .map_err(unavailable)
                 })
                 .await;
-            store.leases.set("b", lease_end);
+            store.leases.set(b, lease_end);
             written
         }
     };
