@@ -125,8 +125,8 @@ pub struct Depth {
 
 /// The embedded backend. Writes go to one writer thread, which commits every
 /// write waiting at the time in one transaction (group commit: one fsync for many
-/// writers), each in a savepoint of its own so that one failing write does not undo
-/// the others; reads go to their own connections, concurrently. A write waited for
+/// writers), where a write that fails (having written nothing) does not undo the
+/// others; reads go to their own connections, concurrently. A write waited for
 /// while no other is, and no commit under way, is committed by its caller on its
 /// own thread, blocking it for the commit as the hand-off would have: a lone step
 /// (a task at a time) then wakes no thread for its commit, and its thread had
@@ -431,7 +431,7 @@ impl Embedded {
         let alone = taken.is_alone();
         let job: Job = Box::new(move |transaction: Option<&Transaction<'_>>| {
             let outcome = match transaction {
-                Some(transaction) => transaction.in_savepoint(work),
+                Some(transaction) => transaction.run(work),
                 None => Err(unavailable("no transaction could begin")),
             };
             Box::new(move |committed: bool| {

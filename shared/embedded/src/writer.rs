@@ -60,13 +60,14 @@ pub(crate) fn query_row<T>(
     c.prepare_cached(sql)?.query_row(params, read)
 }
 
-/// The writer's open transaction, whose writes each run in a savepoint of their own.
+/// The writer's open transaction. A write that fails having written nothing leaves it
+/// as it was, so that the others in it commit; one that fails after writing breaks it.
 /// Dropped before its commit (a write panicked), it is rolled back.
 pub(crate) struct Transaction<'c> {
     connection: &'c Connection,
-    /// Whether it can no longer commit what its writers are told: a savepoint could
-    /// not be closed (rolled back or released), so it holds writes whose writers are
-    /// told they failed; or SQLite rolled it back itself (a full disk, an I/O error).
+    /// Whether it can no longer commit what its writers are told: a write failed
+    /// after writing, so it holds rows whose writer is told it failed; or SQLite
+    /// rolled it back itself (a full disk, an I/O error).
     broken: Cell<bool>,
     /// Whether it is still to be committed or rolled back.
     open: bool,
@@ -96,11 +97,16 @@ impl<'c> Transaction<'c> {
         self.broken.get()
     }
 
-    /// Runs `work` in a savepoint of its own, so that its failure undoes its writes
-    /// only, not the others' in the transaction. Refused once the transaction is
-    /// broken: where SQLite rolled it back, the savepoint would begin a transaction
-    /// of its own, committed at its release.
-    pub(crate) fn in_savepoint<T>(
+    /// Runs `work` in the transaction. Every write fails, if it does, before it
+    /// writes (a conditional write that finds another version changes no row), and
+    /// leaves the transaction to the others; SQLite's count of the rows changed tells
+    /// one that failed after writing (an error of SQLite's, or a bug), which breaks
+    /// the transaction: its writers are all told it failed. A savepoint a write
+    /// would undo that alone, but it costs every write two statements and a copy of
+    /// each page it changes (4% of a step's instructions, `BENCHMARKS.md`). Refused
+    /// once the transaction is broken: where SQLite rolled it back, the write would
+    /// be committed on its own.
+    pub(crate) fn run<T>(
         &self,
         work: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -109,17 +115,11 @@ impl<'c> Transaction<'c> {
             self.broken.set(true);
             return Err(unavailable("the transaction was rolled back"));
         }
-        execute(c, "SAVEPOINT write", []).map_err(unavailable)?;
+        let changes = c.total_changes();
         let result = work(c);
-        let closed = match result {
-            Ok(_) => execute(c, "RELEASE write", []),
-            Err(_) => {
-                execute(c, "ROLLBACK TO write", []).and_then(|_| execute(c, "RELEASE write", []))
-            }
-        };
-        if let Err(error) = closed {
+        if c.is_autocommit() || (result.is_err() && c.total_changes() != changes) {
             self.broken.set(true);
-            return Err(unavailable(error));
+            return result.and(Err(unavailable("the transaction was rolled back")));
         }
         result
     }
@@ -169,7 +169,7 @@ impl DeferredWrites {
             let Some(write) = writes.next() else {
                 return;
             };
-            if let Err(error) = transaction.in_savepoint(write) {
+            if let Err(error) = transaction.run(write) {
                 tracing::error!(error = %Chain(&error), "a write answered before its commit failed");
             }
         }
@@ -288,7 +288,7 @@ mod tests {
     ) -> Job {
         let told = Arc::clone(told);
         Box::new(move |transaction| {
-            let outcome = transaction.map(|transaction| transaction.in_savepoint(work));
+            let outcome = transaction.map(|transaction| transaction.run(work));
             Box::new(move |committed| {
                 let written = committed && matches!(outcome, Some(Ok(())));
                 told.lock().expect("told").push((name, written));
@@ -339,26 +339,58 @@ mod tests {
     }
 
     #[test]
-    fn a_write_whose_savepoint_cannot_be_rolled_back_fails_its_whole_commit() {
+    fn a_write_that_fails_having_written_nothing_leaves_the_others_to_commit() {
         let dir = tempfile::tempdir().expect("dir");
         let c = database(&dir);
         let told = Told::default();
-        // The second write closes its savepoint itself, then fails: its savepoint can
-        // no longer be rolled back, and what it wrote stays in the transaction.
+        // A conditional write that finds another version, and a statement SQLite
+        // refuses (and undoes) itself: neither changed a row.
         let batch = vec![
             job("first", &told, |c| insert(c, "first")),
-            job("second", &told, |c| {
-                insert(c, "second")?;
-                execute(c, "RELEASE write", []).map_err(unavailable)?;
+            job("conflict", &told, |c| {
+                let updated = execute(c, "UPDATE names SET name = 'x' WHERE name = 'none'", [])
+                    .map_err(unavailable)?;
+                assert_eq!(updated, 0);
                 Err(StoreError::Conflict)
             }),
+            job("refused", &told, |c| insert(c, "first")),
+            job("last", &told, |c| insert(c, "last")),
         ];
 
         committed(&dir, &c, batch, &told);
 
         assert_eq!(
             *told.lock().expect("told"),
-            [("first", false), ("second", false)]
+            [
+                ("first", true),
+                ("conflict", false),
+                ("refused", false),
+                ("last", true)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_write_that_fails_after_writing_fails_its_whole_commit() {
+        let dir = tempfile::tempdir().expect("dir");
+        let c = database(&dir);
+        let told = Told::default();
+        // The second write fails after its insert: what it wrote cannot be undone
+        // alone, and the writes after it are refused.
+        let batch = vec![
+            job("first", &told, |c| insert(c, "first")),
+            job("second", &told, |c| {
+                insert(c, "second")?;
+                Err(StoreError::Conflict)
+            }),
+            job("third", &told, |c| insert(c, "third")),
+        ];
+
+        committed(&dir, &c, batch, &told);
+
+        assert_eq!(
+            *told.lock().expect("told"),
+            [("first", false), ("second", false), ("third", false)]
         );
     }
 
@@ -368,7 +400,7 @@ mod tests {
         let c = database(&dir);
         let told = Told::default();
         // As SQLite does on a full disk or an I/O error: the transaction is gone, and
-        // a savepoint after it would begin (and commit) one of its own.
+        // a write after it would be committed on its own.
         let batch = vec![
             job("first", &told, |c| {
                 insert(c, "first")?;
