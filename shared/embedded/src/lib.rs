@@ -37,7 +37,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ use sas_domain::task::{Order, Task};
 
 use crate::leases::{Leases, flag_leases};
 use crate::messages::{Message, Messages};
-use crate::queues::{Row, add_message_traces, drop_autoincrement, last_message_id, load_messages};
+use crate::queues::{MessageIds, Row, add_message_traces, drop_autoincrement, load_messages};
 use crate::recent::Recent;
 use crate::schema::{SCHEMA, decode_rows, millis, unavailable};
 use crate::tasks::lease;
@@ -150,9 +150,8 @@ pub struct Embedded {
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
     durability: Durability,
     queues: Mutex<Messages>,
-    /// Message ids are given here, not by SQLite: an id made receivable before its
-    /// commit stays unique even if the commit fails and SQLite would give it again.
-    last_message_id: AtomicI64,
+    /// Message ids are given here, not by SQLite, and the writer keeps them reserved.
+    message_ids: Arc<MessageIds>,
     /// The tasks written lately, as committed.
     recent: Arc<Recent>,
     /// The leases the supervisor sweeps, as committed.
@@ -276,16 +275,17 @@ impl Embedded {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let queues = Mutex::new(load_messages(&connection, clock.now().0)?);
-        let last_message_id = AtomicI64::new(last_message_id(&connection)?);
+        let message_ids = Arc::new(MessageIds::load(&connection)?);
         let leases = Arc::new(Leases::load(&connection)?);
         let (writer, jobs) = mpsc::channel();
         let deferred = Arc::new(DeferredWrites::default());
         let writes = Arc::clone(&deferred);
+        let ids = Arc::clone(&message_ids);
         let connection = Arc::new(Mutex::new(connection));
         let writers = Arc::clone(&connection);
         let writer_thread = std::thread::Builder::new()
             .name("sas-embedded-writer".into())
-            .spawn(move || write_loop(&writers, jobs, &writes))
+            .spawn(move || write_loop(&writers, jobs, &writes, &ids))
             .map_err(unavailable)?;
         let (checkpoints, stop) = mpsc::channel();
         let checkpoint_thread = std::thread::Builder::new()
@@ -305,7 +305,7 @@ impl Embedded {
             wakers: Mutex::new(HashMap::default()),
             durability,
             queues,
-            last_message_id,
+            message_ids,
             recent: Arc::default(),
             leases,
             deferred,
@@ -320,7 +320,7 @@ impl Embedded {
         let now = self.clock.now().0;
         messages
             .map(|(queue, m)| {
-                let id = self.last_message_id.fetch_add(1, Ordering::Relaxed) + 1;
+                let id = self.message_ids.next();
                 (
                     id,
                     (
@@ -474,7 +474,7 @@ impl Embedded {
         let Ok(connection) = self.connection.try_lock() else {
             return Some(job);
         };
-        commit(&connection, &self.deferred, vec![job]);
+        commit(&connection, &self.deferred, &self.message_ids, vec![job]);
         None
     }
 

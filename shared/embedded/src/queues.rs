@@ -1,5 +1,6 @@
 //! The queues and consumer ports, and the alerts, over the message rows.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,7 +22,8 @@ use crate::{Embedded, QueueSettings, Received};
 /// A message as a row: its queue, its body, when it becomes visible.
 pub(crate) type Row = (String, String, i64, Option<TraceContext>);
 
-/// Inserts messages' rows, under the ids they were given; returns them.
+/// Inserts messages' rows, under the ids they were given ([`MessageIds`]); returns
+/// them.
 pub(crate) fn insert_messages(
     c: &Connection,
     rows: Vec<(i64, Row)>,
@@ -46,33 +48,77 @@ pub(crate) fn insert_messages(
             ])
             .map_err(unavailable)?;
     }
-    if let Some(highest) = rows.iter().map(|(id, _)| *id).max() {
-        reserve_message_ids(c, highest)?;
-    }
     Ok(rows)
 }
 
 /// Message ids reserved at a time: the reservation is written once in so many ids.
 const RESERVED_IDS: i64 = 4096;
 
-/// Keeps the message ids reserved above `highest`, in the transaction that writes it:
-/// after a restart ids start above the reservation, so none is given again, not even
-/// one whose message was deleted (a receipt held across the restart deletes no other
-/// message). This replaces `AUTOINCREMENT`, which wrote its `sqlite_sequence` row, a
-/// page of WAL, at every commit that sent a message.
-fn reserve_message_ids(c: &Connection, highest: i64) -> Result<(), StoreError> {
-    execute(
-        c,
-        "INSERT INTO counters (name, value) VALUES ('message_ids', ?1 + ?2)
-             ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value < ?1",
-        [highest, RESERVED_IDS],
-    )
-    .map(drop)
-    .map_err(unavailable)
+/// The ids the store gives messages, and their reservation in the database
+/// (`counters`), which is kept above every id given: after a restart ids start above
+/// it, so none is given again, not even one whose message was deleted (a receipt held
+/// across the restart deletes no other message). This replaces `AUTOINCREMENT`, which
+/// wrote its `sqlite_sequence` row, a page of WAL, at every commit that sent a
+/// message; and the writer raises it in the transaction it commits, not each write
+/// that inserts messages, which made a statement of it at every send.
+#[derive(Debug, Default)]
+pub(crate) struct MessageIds {
+    /// The last id given.
+    given: AtomicI64,
+    /// The reservation as committed.
+    reserved: AtomicI64,
+}
+
+impl MessageIds {
+    /// The ids given and reserved as the database has them.
+    pub(crate) fn load(c: &Connection) -> Result<Self, StoreError> {
+        let reserved: Option<i64> = query_row(
+            c,
+            "SELECT value FROM counters WHERE name = 'message_ids'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
+        Ok(Self {
+            given: AtomicI64::new(last_message_id(c)?),
+            reserved: AtomicI64::new(reserved.unwrap_or(0)),
+        })
+    }
+
+    /// A new id. An id made receivable before its commit stays unique even if the
+    /// commit fails and SQLite would give it again.
+    pub(crate) fn next(&self) -> i64 {
+        self.given.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// In the transaction about to commit, raises the reservation above the ids
+    /// given, if they reached it: every message the transaction inserts has an id
+    /// given before. The reservation to keep once it has committed.
+    pub(crate) fn reserve(&self, c: &Connection) -> Result<Option<i64>, StoreError> {
+        let given = self.given.load(Ordering::Relaxed);
+        if given <= self.reserved.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let reserved = given + RESERVED_IDS;
+        execute(
+            c,
+            "INSERT INTO counters (name, value) VALUES ('message_ids', ?1)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value WHERE value < ?1",
+            [reserved],
+        )
+        .map_err(unavailable)?;
+        Ok(Some(reserved))
+    }
+
+    /// Keeps the reservation a transaction committed.
+    pub(crate) fn committed(&self, reserved: i64) {
+        self.reserved.fetch_max(reserved, Ordering::Relaxed);
+    }
 }
 
 /// The last message id that may have been given: the highest in the table or reserved.
-pub(crate) fn last_message_id(c: &Connection) -> Result<i64, StoreError> {
+fn last_message_id(c: &Connection) -> Result<i64, StoreError> {
     query_row(
         c,
         "SELECT MAX(COALESCE((SELECT MAX(id) FROM messages), 0),

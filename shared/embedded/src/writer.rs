@@ -10,6 +10,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use sas_core::ports::{Chain, StoreError};
 
+use crate::queues::MessageIds;
 use crate::schema::unavailable;
 
 /// A write someone waits for: runs in the writer's transaction (given `None` when
@@ -196,6 +197,7 @@ pub(crate) fn write_loop(
     connection: &Mutex<Connection>,
     jobs: mpsc::Receiver<Job>,
     deferred: &DeferredWrites,
+    ids: &MessageIds,
 ) {
     loop {
         let mut batch = Vec::new();
@@ -205,7 +207,7 @@ pub(crate) fn write_loop(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 if !deferred.is_empty() {
-                    commit(&lock(connection), deferred, Vec::new());
+                    commit(&lock(connection), deferred, ids, Vec::new());
                 }
                 return;
             }
@@ -216,7 +218,7 @@ pub(crate) fn write_loop(
                 Err(_) => break,
             }
         }
-        commit(&lock(connection), deferred, batch);
+        commit(&lock(connection), deferred, ids, batch);
     }
 }
 
@@ -238,9 +240,15 @@ pub(crate) fn checkpoint_loop(connection: &Connection, stop: &mpsc::Receiver<()>
 }
 
 /// Writes `batch`, each after the deferred writes made before it, in one
-/// transaction; commits it and answers each. When no transaction can begin, the
-/// batch writes nothing and is refused, and the deferred writes wait for the next.
-pub(crate) fn commit(connection: &Connection, deferred: &DeferredWrites, batch: Vec<Job>) {
+/// transaction, with the message ids' reservation where the ids given reached it;
+/// commits it and answers each. When no transaction can begin, the batch writes
+/// nothing and is refused, and the deferred writes wait for the next.
+pub(crate) fn commit(
+    connection: &Connection,
+    deferred: &DeferredWrites,
+    ids: &MessageIds,
+    batch: Vec<Job>,
+) {
     let transaction = Transaction::begin(connection);
     let answers: Vec<_> = batch
         .into_iter()
@@ -253,7 +261,19 @@ pub(crate) fn commit(connection: &Connection, deferred: &DeferredWrites, batch: 
         .collect();
     let committed = transaction.is_some_and(|transaction| {
         deferred.write_all(&transaction);
-        transaction.commit()
+        // No commit is made whose messages' ids might be above the reservation.
+        let reserved = (transaction.run(|c| ids.reserve(c)))
+            .inspect_err(|error| {
+                tracing::error!(error = %Chain(error), "the message ids could not be reserved");
+                transaction.broken.set(true);
+            })
+            .ok()
+            .flatten();
+        let committed = transaction.commit();
+        if let (true, Some(reserved)) = (committed, reserved) {
+            ids.committed(reserved);
+        }
+        committed
     });
     for answer in answers {
         answer(committed);
@@ -334,7 +354,7 @@ mod tests {
 
     /// Commits `batch` on `c`, and checks that every writer is told what is stored.
     fn committed(dir: &tempfile::TempDir, c: &Connection, batch: Vec<Job>, told: &Told) {
-        commit(c, &DeferredWrites::default(), batch);
+        commit(c, &DeferredWrites::default(), &MessageIds::default(), batch);
         told_as_stored(dir, told);
     }
 
@@ -448,7 +468,12 @@ mod tests {
             panic!("a write's bug");
         })];
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            commit(&c, &DeferredWrites::default(), panicking);
+            commit(
+                &c,
+                &DeferredWrites::default(),
+                &MessageIds::default(),
+                panicking,
+            );
         }));
         assert!(panicked.is_err());
 
@@ -477,6 +502,7 @@ mod tests {
         commit(
             &c,
             &deferred,
+            &MessageIds::default(),
             vec![job("next", &told, |c| insert(c, "next"))],
         );
 

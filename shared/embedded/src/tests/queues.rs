@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sas_core::ports::{Consumer, DeadLetters, OutgoingMessage, Queues};
+use sas_core::ports::{Consumer, DeadLetters, OutgoingMessage, Queues, StoreError};
 use sas_domain::ids::QueueName;
 use sas_domain::time::Timestamp;
 use sas_testkit::ManualClock;
 
+use crate::queues::MessageIds;
+use crate::writer::{DeferredWrites, Job, commit};
 use crate::{Depth, Embedded, QueueSettings};
 
 use super::{committed_count, fresh, open, receive_now, send_now};
@@ -187,6 +189,70 @@ async fn a_message_id_is_never_given_again_not_even_once_its_message_is_deleted(
     drop(store);
     let next = committed_count(&dir, "SELECT MAX(id) FROM messages");
     assert!(next > highest, "{next} after {highest}");
+}
+
+/// The commits keep the ids' reservation above every id given, raising it as the ids
+/// reach it (once in 4,096).
+#[tokio::test]
+async fn the_message_ids_reservation_stays_above_every_id_given() {
+    let (dir, store) = fresh();
+    let queue = QueueName::parse("q").expect("name");
+    let message = OutgoingMessage {
+        body: "m".into(),
+        delay: Duration::ZERO,
+        trace: None,
+    };
+    for _ in 0..45 {
+        store
+            .send(&queue, &vec![message.clone(); 100])
+            .await
+            .expect("sent");
+    }
+    drop(store);
+    let reserved = committed_count(
+        &dir,
+        "SELECT value FROM counters WHERE name = 'message_ids'",
+    );
+    let highest = committed_count(&dir, "SELECT MAX(id) FROM messages");
+    assert_eq!(highest, 4_500);
+    assert!(
+        reserved >= highest && reserved > 4_096,
+        "{reserved} for {highest}"
+    );
+}
+
+/// A reservation whose commit failed is not taken as made: the next commit makes it.
+#[test]
+fn a_reservation_whose_commit_failed_is_made_by_the_next() {
+    let dir = tempfile::tempdir().expect("dir");
+    let c = crate::connect(&dir.path().join("sas.db")).expect("connection");
+    c.execute_batch(crate::schema::SCHEMA).expect("schema");
+    let ids = MessageIds::load(&c).expect("ids");
+    assert_eq!(ids.next(), 1);
+    let reservation = |c: &rusqlite::Connection| -> Option<i64> {
+        c.query_row(
+            "SELECT value FROM counters WHERE name = 'message_ids'",
+            [],
+            |row| row.get(0),
+        )
+        .ok()
+    };
+    // A write that fails after writing: the whole commit fails, the reservation with it.
+    let failing: Job = Box::new(|transaction| {
+        let _ = transaction.map(|transaction| {
+            transaction.run(|c| {
+                crate::writer::execute(c, "INSERT INTO counters (name, value) VALUES ('x', 1)", [])
+                    .map_err(crate::schema::unavailable)?;
+                Err::<(), _>(StoreError::Conflict)
+            })
+        });
+        Box::new(|_| ())
+    });
+    commit(&c, &DeferredWrites::default(), &ids, vec![failing]);
+    assert_eq!(reservation(&c), None);
+
+    commit(&c, &DeferredWrites::default(), &ids, Vec::new());
+    assert_eq!(reservation(&c), Some(1 + 4_096));
 }
 
 #[tokio::test]
