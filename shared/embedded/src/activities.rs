@@ -9,8 +9,7 @@ use sas_core::ports::StoreError;
 use sas_domain::machine::activities;
 use sas_domain::task::Task;
 
-use crate::schema::unavailable;
-use crate::writer::execute;
+use crate::schema::{execute, unavailable};
 
 /// What a task's write does to its row in `activity_offers`.
 pub(crate) enum OfferRow {

@@ -8,8 +8,7 @@ use sas_core::ports::StoreError;
 use sas_domain::task::Task;
 use sas_domain::workflow::attribute_text;
 
-use crate::schema::unavailable;
-use crate::writer::execute;
+use crate::schema::{execute, unavailable};
 
 /// What a task's write does to its rows.
 pub(crate) struct AttributeRows {

@@ -6,8 +6,7 @@ use async_trait::async_trait;
 use sas_core::ports::{CursorKey, CursorKeyStore, StoreError};
 
 use crate::Embedded;
-use crate::schema::unavailable;
-use crate::writer::{execute, query_row};
+use crate::schema::{execute, query_row, unavailable};
 
 #[async_trait]
 impl CursorKeyStore for Embedded {

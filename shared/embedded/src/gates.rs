@@ -8,8 +8,7 @@ use sas_core::ports::{GateStore, StoreError};
 use sas_domain::flow::{Gate, Waiter};
 
 use crate::Embedded;
-use crate::schema::{decode, encode, unavailable};
-use crate::writer::{execute, query_row};
+use crate::schema::{decode, encode, execute, query_row, unavailable};
 
 #[async_trait]
 impl GateStore for Embedded {

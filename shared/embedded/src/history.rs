@@ -19,8 +19,7 @@ use sas_domain::machine::history::HistoryEvent;
 use sas_domain::task::Task;
 
 use crate::Embedded;
-use crate::schema::{Compressed, Stored, Vocabulary, decode, unavailable};
-use crate::writer::{execute, query_row};
+use crate::schema::{Compressed, Stored, Vocabulary, decode, execute, query_row, unavailable};
 
 /// The history events a task's write made, encoded before the writer's turn: the id
 /// of the last, and all of them.

@@ -24,8 +24,7 @@ use sas_domain::task::TaskState;
 use sas_domain::time::Timestamp;
 
 use crate::Embedded;
-use crate::schema::{Stored, unavailable};
-use crate::writer::{execute, query_row};
+use crate::schema::{Stored, execute, query_row, unavailable};
 
 /// The tasks that have a lease, in the order of its end, and each one's.
 #[derive(Default)]

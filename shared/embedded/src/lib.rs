@@ -55,12 +55,12 @@ use crate::leases::{Leases, flag_leases};
 use crate::messages::{Message, Messages};
 use crate::queues::{MessageIds, Row, add_message_traces, drop_autoincrement, load_messages};
 use crate::recent::Recent;
-use crate::schema::{SCHEMA, decode_rows, millis, unavailable};
+use crate::schema::{SCHEMA, decode_rows, execute, millis, unavailable};
 use crate::tasks::lease;
 use crate::workflows::add_registration_details;
 use crate::writer::{
     DeferredWrites, Job, READERS, STATEMENTS, Transaction, WRITER_CHECKPOINT_PAGES,
-    checkpoint_loop, commit, execute, write_loop,
+    checkpoint_loop, commit, write_loop,
 };
 
 /// What a commit waits for.

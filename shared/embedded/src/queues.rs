@@ -15,8 +15,9 @@ use sas_domain::messages::Alert;
 use sas_domain::trace::TraceContext;
 
 use crate::messages::{Message, Messages};
-use crate::schema::{Compressed, SCHEMA, Stored, Vocabulary, encode, unavailable};
-use crate::writer::{execute, query_row};
+use crate::schema::{
+    Compressed, SCHEMA, Stored, Vocabulary, encode, execute, query_row, unavailable,
+};
 use crate::{Embedded, QueueSettings, Received};
 
 /// A message as a row: its queue, its body, when it becomes visible.

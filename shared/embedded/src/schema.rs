@@ -1,4 +1,5 @@
-//! The database's tables, and how values go in and out of them.
+//! The database's tables, how values go in and out of them, and the statement cache
+//! every connection reads and writes through.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -69,6 +70,26 @@ CREATE INDEX IF NOT EXISTS task_attributes_of ON task_attributes(task_id);
 CREATE TABLE IF NOT EXISTS alerts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, task_id TEXT NOT NULL, raised_at INTEGER NOT NULL, alert TEXT NOT NULL);
 ";
+
+/// Runs `sql` through the connection's statement cache: parsed once per connection,
+/// not at every call.
+pub(crate) fn execute(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    c.prepare_cached(sql)?.execute(params)
+}
+
+/// Reads one row with `sql`, through the connection's statement cache.
+pub(crate) fn query_row<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    c.prepare_cached(sql)?.query_row(params, read)
+}
 
 pub(crate) fn unavailable(error: impl Into<Cause>) -> StoreError {
     StoreError::Unavailable(error.into())

@@ -16,8 +16,9 @@ use crate::attributes::AttributeRows;
 use crate::history::EventRows;
 use crate::queues::insert_messages;
 use crate::recent::Recent;
-use crate::schema::{Compressed, Stored, Vocabulary, decode, encode, unavailable};
-use crate::writer::{execute, query_row};
+use crate::schema::{
+    Compressed, Stored, Vocabulary, decode, encode, execute, query_row, unavailable,
+};
 
 pub(crate) fn read_task(c: &Connection, id: &str) -> Result<Option<Task>, StoreError> {
     let record: Option<Stored> =

@@ -8,8 +8,7 @@ use sas_domain::time::Timestamp;
 use sas_domain::workflow::Workflow;
 
 use crate::Embedded;
-use crate::schema::unavailable;
-use crate::writer::{execute, query_row};
+use crate::schema::{execute, query_row, unavailable};
 
 #[async_trait]
 impl WorkflowStore for Embedded {

@@ -1,6 +1,6 @@
-//! The writer thread, which commits every write waiting in one transaction; the
+//! The writer thread, which commits every write waiting in one transaction; and the
 //! checkpointer thread, which copies committed pages into the database off the
-//! commits' path; and the statement cache every connection reads and writes through.
+//! commits' path.
 
 use std::cell::Cell;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use sas_core::ports::{Chain, StoreError};
 
 use crate::queues::MessageIds;
-use crate::schema::unavailable;
+use crate::schema::{execute, unavailable};
 
 /// A write someone waits for: runs in the writer's transaction (given `None` when
 /// none could begin, it writes nothing), and returns what to do once the transaction
@@ -40,26 +40,6 @@ pub(crate) const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// it grow to 10 MB first, every commit's flush then also the file's growth (110-130
 /// µs against 50-75 on this disk; 331-388 tasks/s at concurrency 1 against 307-330).
 pub(crate) const WRITER_CHECKPOINT_PAGES: u32 = 1_000;
-
-/// Runs `sql` through the connection's statement cache: parsed once per connection,
-/// not at every call.
-pub(crate) fn execute(
-    c: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> rusqlite::Result<usize> {
-    c.prepare_cached(sql)?.execute(params)
-}
-
-/// Reads one row with `sql`, through the connection's statement cache.
-pub(crate) fn query_row<T>(
-    c: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-    read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-) -> rusqlite::Result<T> {
-    c.prepare_cached(sql)?.query_row(params, read)
-}
 
 /// The writer's open transaction. A write that fails having written nothing leaves it
 /// as it was, so that the others in it commit; one that fails after writing breaks it.

@@ -12,9 +12,9 @@ use sas_testkit::ManualClock;
 
 use crate::Embedded;
 use crate::schema::{
-    Compressed, DICTIONARY, STATE_MACHINE_DICTIONARY, Stored, Vocabulary, encode, unavailable,
+    Compressed, DICTIONARY, STATE_MACHINE_DICTIONARY, Stored, Vocabulary, encode, execute,
+    unavailable,
 };
-use crate::writer::execute;
 
 use super::{fresh, new_task, open, send_now};
 

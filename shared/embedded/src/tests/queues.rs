@@ -241,7 +241,7 @@ fn a_reservation_whose_commit_failed_is_made_by_the_next() {
     let failing: Job = Box::new(|transaction| {
         let _ = transaction.map(|transaction| {
             transaction.run(|c| {
-                crate::writer::execute(c, "INSERT INTO counters (name, value) VALUES ('x', 1)", [])
+                crate::schema::execute(c, "INSERT INTO counters (name, value) VALUES ('x', 1)", [])
                     .map_err(crate::schema::unavailable)?;
                 Err::<(), _>(StoreError::Conflict)
             })

@@ -16,8 +16,7 @@ use sas_domain::time::Timestamp;
 use sas_testkit::ManualClock;
 
 use crate::Embedded;
-use crate::schema::{encode, unavailable};
-use crate::writer::execute;
+use crate::schema::{encode, execute, unavailable};
 
 use super::{committed_count, create_tasks, fresh, new_task, open};
 
