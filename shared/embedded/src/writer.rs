@@ -241,14 +241,19 @@ pub(crate) fn commit(
         .collect();
     let committed = transaction.is_some_and(|transaction| {
         deferred.write_all(&transaction);
-        // No commit is made whose messages' ids might be above the reservation.
-        let reserved = (transaction.run(|c| ids.reserve(c)))
-            .inspect_err(|error| {
-                tracing::error!(error = %Chain(error), "the message ids could not be reserved");
-                transaction.broken.set(true);
-            })
-            .ok()
-            .flatten();
+        // No commit is made whose messages' ids might be above the reservation (a
+        // broken transaction is not committed at all).
+        let reserved = if transaction.is_broken() {
+            None
+        } else {
+            (transaction.run(|c| ids.reserve(c)))
+                .inspect_err(|error| {
+                    tracing::error!(error = %Chain(error), "the message ids could not be reserved");
+                    transaction.broken.set(true);
+                })
+                .ok()
+                .flatten()
+        };
         let committed = transaction.commit();
         if let (true, Some(reserved)) = (committed, reserved) {
             ids.committed(reserved);
