@@ -71,19 +71,20 @@ pub(crate) struct MessageIds {
 }
 
 impl MessageIds {
-    /// The ids given and reserved as the database has them.
+    /// The ids given and reserved as the database has them: the last id that may
+    /// have been given is the highest in the table or reserved.
     pub(crate) fn load(c: &Connection) -> Result<Self, StoreError> {
-        let reserved: Option<i64> = query_row(
+        let (highest, reserved): (i64, i64) = query_row(
             c,
-            "SELECT value FROM counters WHERE name = 'message_ids'",
+            "SELECT COALESCE((SELECT MAX(id) FROM messages), 0),
+                    COALESCE((SELECT value FROM counters WHERE name = 'message_ids'), 0)",
             [],
-            |row| row.get(0),
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )
-        .optional()
         .map_err(unavailable)?;
         Ok(Self {
-            given: AtomicI64::new(last_message_id(c)?),
-            reserved: AtomicI64::new(reserved.unwrap_or(0)),
+            given: AtomicI64::new(highest.max(reserved)),
+            reserved: AtomicI64::new(reserved),
         })
     }
 
@@ -116,18 +117,6 @@ impl MessageIds {
     pub(crate) fn committed(&self, reserved: i64) {
         self.reserved.fetch_max(reserved, Ordering::Relaxed);
     }
-}
-
-/// The last message id that may have been given: the highest in the table or reserved.
-fn last_message_id(c: &Connection) -> Result<i64, StoreError> {
-    query_row(
-        c,
-        "SELECT MAX(COALESCE((SELECT MAX(id) FROM messages), 0),
-                    COALESCE((SELECT value FROM counters WHERE name = 'message_ids'), 0))",
-        [],
-        |row| row.get(0),
-    )
-    .map_err(unavailable)
 }
 
 /// Rebuilds a messages table an earlier version made with `AUTOINCREMENT` without it,
