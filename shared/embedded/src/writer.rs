@@ -82,9 +82,9 @@ impl<'c> Transaction<'c> {
     /// writes (a conditional write that finds another version changes no row), and
     /// leaves the transaction to the others; SQLite's count of the rows changed tells
     /// one that failed after writing (an error of SQLite's, or a bug), which breaks
-    /// the transaction: its writers are all told it failed. A savepoint a write
-    /// would undo that alone, but costs every write two statements and a copy of
-    /// each page it changes (3.7% of a drone delivery's instructions,
+    /// the transaction: its writers are all told it failed. A savepoint around each
+    /// write would undo that alone, but costs every write two statements and a copy
+    /// of each page it changes (3.7% of a drone delivery's instructions,
     /// `BENCHMARKS.md`). Refused once the transaction is broken: where SQLite rolled
     /// it back, the write would be committed on its own.
     pub(crate) fn run<T>(
