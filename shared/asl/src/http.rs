@@ -83,7 +83,7 @@ pub fn request(arguments: &Value) -> Result<Request, Failure> {
             headers
                 .entry("content-type".to_owned())
                 .or_insert_with(|| "application/json".to_owned());
-            Some(body.to_string())
+            Some(crate::json_text(body))
         }
     };
     Ok(Request {

@@ -39,7 +39,7 @@ pub fn request(target: &Target, arguments: &Value) -> Result<Request, Failure> {
     match target {
         Target::LambdaFunction { function } => Ok(Request {
             function: function.clone(),
-            payload: arguments.to_string().into_bytes(),
+            payload: crate::json_text(arguments).into_bytes(),
             log_tail: false,
         }),
         Target::LambdaInvoke => {
@@ -52,7 +52,7 @@ pub fn request(target: &Target, arguments: &Value) -> Result<Request, Failure> {
             let payload = match arguments.get("Payload") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::String(text)) => text.clone().into_bytes(),
-                Some(payload) => payload.to_string().into_bytes(),
+                Some(payload) => crate::json_text(payload).into_bytes(),
             };
             Ok(Request {
                 function: function.to_owned(),

@@ -38,6 +38,16 @@ impl Failure {
     }
 }
 
+/// `value`'s JSON text, written straight to bytes: `Value`'s `Display` (`to_string`)
+/// goes through the formatter a piece at a time, at about twice the instructions.
+///
+/// # Panics
+///
+/// Never: a JSON value's keys are strings and its numbers finite.
+pub(crate) fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).expect("a JSON value serializes")
+}
+
 /// A Task's `arguments` as the request of `resource` (`sqs:sendMessage`) reads them:
 /// an object of the fields `known` alone, else refused as Step Functions refuses them.
 pub(crate) fn request_fields<'a>(

@@ -28,7 +28,7 @@ pub fn request(action: &Action, arguments: &Value) -> Result<Value, Failure> {
 /// where it is not text already.
 fn as_text(value: &mut Value, path: &[&str]) {
     match (path, value) {
-        ([], value) if !value.is_string() => *value = Value::String(value.to_string()),
+        ([], value) if !value.is_string() => *value = Value::String(crate::json_text(value)),
         (["*", rest @ ..], Value::Array(items)) => {
             for item in items {
                 as_text(item, rest);
@@ -83,7 +83,7 @@ pub fn task_result(resource: &Resource, answer: Answer) -> Result<Value, Failure
         json!({"RequestId": request_id}),
     );
     let result = Value::Object(result);
-    if result.to_string().len() > RESULT_LIMIT_BYTES {
+    if crate::json_text(&result).len() > RESULT_LIMIT_BYTES {
         return Err(crate::lambda::too_large(resource));
     }
     Ok(result)
