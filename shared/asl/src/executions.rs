@@ -104,7 +104,7 @@ pub fn ended(pattern: Pattern, described: &Described) -> Result<Value, Failure> 
     // `.sync:2` gives the input and output as JSON, `.sync` as their text.
     let data = |value: &Value| match pattern {
         Pattern::Sync2 => value.clone(),
-        _ => Value::String(value.to_string()),
+        _ => Value::String(crate::json_text(value)),
     };
     let mut fields = Map::new();
     let mut put = |name: &str, value: Value| {

@@ -112,7 +112,7 @@ fn pairs(value: Option<&Value>, field: &str) -> Result<Vec<(String, String)>, Fa
 fn text_of(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
-        other => other.to_string(),
+        other => crate::json_text(other),
     }
 }
 
@@ -204,7 +204,7 @@ pub fn task_result(answer: Answer) -> Result<Value, Failure> {
     } else {
         Err(Failure::new(
             format!("States.Http.StatusCode.{}", answer.status),
-            result.to_string(),
+            crate::json_text(&result),
         ))
     }
 }

@@ -76,7 +76,7 @@ pub fn task_result(target: &Target, resource: &str, answer: Answer) -> Result<Va
             .to_owned();
         // The service integration quotes the payload re-encoded; a function's ARN, as sent.
         let cause = match (target, parsed) {
-            (Target::LambdaInvoke, Some(parsed)) => parsed.to_string(),
+            (Target::LambdaInvoke, Some(parsed)) => crate::json_text(&parsed),
             _ => text.into_owned(),
         };
         return Err(Failure::new(error, cause));

@@ -44,7 +44,7 @@ fn dispatch(function: Function, args: &[Value], literal_template: Option<&str>) 
     match (function, args) {
         (F::Format, [template, values @ ..]) => format(template, values, literal_template),
         (F::StringToJson, [Value::String(text)]) => string_to_json(text),
-        (F::JsonToString, [value]) => serde_json::to_string(value).ok().map(Value::String),
+        (F::JsonToString, [value]) => Some(Value::String(crate::json_text(value))),
         (F::Array, items) => Some(Value::Array(items.to_vec())),
         (F::ArrayPartition, [Value::Array(items), size]) => {
             let size = usize::try_from(truncated(size)?)
@@ -181,7 +181,7 @@ fn display(value: &Value) -> String {
                 .collect();
             format!("{{{}}}", fields.join(", "))
         }
-        other => other.to_string(),
+        other => crate::json_text(other),
     }
 }
 
@@ -200,7 +200,7 @@ fn canonical(value: &Value) -> String {
             let items: Vec<String> = items.iter().map(canonical).collect();
             format!("[{}]", items.join(","))
         }
-        other => other.to_string(),
+        other => crate::json_text(other),
     }
 }
 

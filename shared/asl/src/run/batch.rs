@@ -43,11 +43,11 @@ pub fn batches(
         fields.insert("Items".to_owned(), Value::Array(items));
         Value::Object(fields)
     };
-    let empty = batch(Vec::new()).to_string().len();
+    let empty = crate::json_text(&batch(Vec::new())).len();
     let mut batches = Vec::new();
     let (mut items, mut bytes) = (Vec::new(), empty);
     for input in inputs {
-        let size = input.to_string().len();
+        let size = crate::json_text(&input).len();
         if empty + size > max_bytes {
             return Err(Failure::runtime(format!(
                 "An item of {size} bytes does not fit a batch of at most {max_bytes} bytes (MaxInputBytesPerBatch)"

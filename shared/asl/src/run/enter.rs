@@ -118,7 +118,7 @@ fn arguments_of(visit: &Visit, effective: &Value) -> Result<Value, Failure> {
 fn as_text(value: Value) -> String {
     match value {
         Value::String(text) => text,
-        other => other.to_string(),
+        other => crate::json_text(&other),
     }
 }
 

@@ -143,7 +143,7 @@ impl Trial {
     /// A stage's value, kept as `inspectionData` writes it: JSON text.
     fn inspect(&mut self, stage: &str, value: &Value) {
         self.inspection
-            .insert(stage.to_owned(), Value::String(value.to_string()));
+            .insert(stage.to_owned(), Value::String(crate::json_text(value)));
     }
 
     /// JSONPath's stages after the work: its result selected, then placed.

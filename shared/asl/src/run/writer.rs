@@ -92,8 +92,8 @@ pub fn export(
         if !results.is_empty() {
             let key = format!("{folder}{status}_0.json");
             let body = match writer.output_type {
-                OutputType::Json => Value::Array(results).to_string(),
-                OutputType::JsonLines => (results.iter().map(Value::to_string))
+                OutputType::Json => crate::json_text(&Value::Array(results)),
+                OutputType::JsonLines => (results.iter().map(crate::json_text))
                     .collect::<Vec<_>>()
                     .join("\n"),
             };
@@ -107,7 +107,9 @@ pub fn export(
         "MapRunArn": run.arn,
         "ResultFiles": files,
     });
-    objects.push(json!({"Key": format!("{folder}manifest.json"), "Body": manifest.to_string()}));
+    objects.push(
+        json!({"Key": format!("{folder}manifest.json"), "Body": crate::json_text(&manifest)}),
+    );
     Ok(json!({"Bucket": bucket, "MapRunArn": run.arn, "Objects": objects}))
 }
 
@@ -149,7 +151,7 @@ fn shape(transformation: Transformation, run: &MapRun, child: &Child, results: &
 fn described(run: &MapRun, child: &Child) -> Value {
     let mut described = json!({
         "ExecutionArn": child.execution_arn,
-        "Input": child.input.to_string(),
+        "Input": crate::json_text(child.input),
         "InputDetails": {"Included": true},
         "Name": child.name,
         "RedriveCount": 0,
@@ -163,7 +165,7 @@ fn described(run: &MapRun, child: &Child) -> Value {
             }
         }
     } else {
-        described["Output"] = Value::String(child.output.to_string());
+        described["Output"] = Value::String(crate::json_text(child.output));
         described["OutputDetails"] = json!({"Included": true});
     }
     for (field, date) in [
