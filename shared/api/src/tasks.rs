@@ -1,5 +1,6 @@
 //! A caller's task routes: submit (one or a batch), read (and wait), list.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sas_core::app::{App, Submitted};
@@ -40,8 +41,8 @@ pub(crate) async fn submit(
     submission.trace = request.trace.context();
     let id = submission.id.clone();
     // Only a submission that waits compares its task's request with its own.
-    let fingerprint = (!wait.is_zero()).then(|| submission.fingerprint(&workflow));
-    let submitted = answer(app, scope, &workflow, submission).await?;
+    let (submitted, fingerprint) =
+        answer_and_digest(app, scope, &workflow, submission, !wait.is_zero()).await?;
     let Some(fingerprint) = fingerprint else {
         return Ok(submitted);
     };
@@ -66,13 +67,29 @@ pub(crate) async fn answer(
     workflow: &str,
     submission: Submission,
 ) -> Result<ApiResponse, ApiError> {
+    let (answer, _) = answer_and_digest(app, scope, workflow, submission, false).await?;
+    Ok(answer)
+}
+
+/// [`answer`], and, where `digest` asks, the digest of the request
+/// ([`Submission::fingerprint`]): taken from the task where one was created or found
+/// (a task found is one the same request created), rather than worked out again.
+async fn answer_and_digest(
+    app: &App,
+    scope: Scope<'_>,
+    workflow: &str,
+    submission: Submission,
+    digest: bool,
+) -> Result<(ApiResponse, Option<Arc<str>>), ApiError> {
     if app.buffers_submissions() {
+        let fingerprint = digest.then(|| submission.fingerprint(workflow).into());
         let buffered = app.accept(workflow, submission).await?;
-        return Ok(accepted(scope, &buffered));
+        return Ok((accepted(scope, &buffered), fingerprint));
     }
     let (Submitted::Created(task) | Submitted::Replayed(task)) =
         app.submit(workflow, submission).await?;
-    Ok(ApiResponse::accepted(&task, scope.view()))
+    let fingerprint = digest.then(|| task.fingerprint.clone());
+    Ok((ApiResponse::accepted(&task, scope.view()), fingerprint))
 }
 
 /// The workflow a submission names, and the submission, under the caller's scope.

@@ -307,7 +307,6 @@ impl App {
     ) -> Result<Submitted, SubmitError> {
         let claim = creation != Creation::Unclaimed;
         let workflow = &definition.name;
-        let fingerprint = submission.fingerprint(workflow);
         let id = submission.id.clone();
         let now = self.clock.now();
         let (task, order, effects) = if claim {
@@ -338,7 +337,8 @@ impl App {
             }
             Err(StoreError::Conflict) => {
                 let existing = self.tasks.task(&id).await?.ok_or(StoreError::Conflict)?;
-                if *existing.fingerprint != *fingerprint {
+                // The new task's digest is the submission's ([`Task::fingerprint`]).
+                if existing.fingerprint != task.fingerprint {
                     return Err(SubmitError::Conflict(id));
                 }
                 if existing.version == 1 && existing.state == TaskState::Pending {
