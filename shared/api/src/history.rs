@@ -140,7 +140,7 @@ pub enum HappenedView {
 
 impl EventView {
     pub(crate) fn of(event: &Event) -> Self {
-        let what = match event.what.clone() {
+        let what = match event.what().clone() {
             Happened::Sent {
                 step,
                 operation,
@@ -212,7 +212,7 @@ impl EventView {
             Happened::Resumed { by } => HappenedView::Resumed { by },
         };
         Self {
-            at: event.at.to_rfc3339(),
+            at: event.at().to_rfc3339(),
             what,
         }
     }

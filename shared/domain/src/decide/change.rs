@@ -127,7 +127,7 @@ impl Change {
         if history.len() >= MAX_HISTORY {
             history.remove(0);
         }
-        history.push(Event { at: self.now, what });
+        history.push(Event::new(self.now, what));
     }
 
     /// A step failed for good (its call, or its lease's end past its supervisor's

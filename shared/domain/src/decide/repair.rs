@@ -301,14 +301,14 @@ fn repair_execution(
     if next.history.len() >= MAX_HISTORY {
         next.history.remove(0);
     }
-    next.history.push(Event {
-        at: now,
-        what: Happened::Repaired {
+    next.history.push(Event::new(
+        now,
+        Happened::Repaired {
             run: next.run,
             by,
             reason,
         },
-    });
+    ));
     next.resubmissions.pop();
     next.resubmissions.push(resubmission.clone());
     // The redrive told the caller; its notifications say it was this repair.

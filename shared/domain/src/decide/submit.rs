@@ -159,7 +159,7 @@ pub fn creation_again(
 fn unmoved_since_created(created: &Task, stored: &Task) -> bool {
     let mut work = stored.clone();
     work.history
-        .retain(|event| !matches!(event.what, Happened::Refused));
+        .retain(|event| !matches!(event.what(), Happened::Refused));
     let refusals = stored.history.len() - work.history.len();
     if refusals > 0 {
         work.refused.clear();

@@ -1,7 +1,10 @@
 //! A task's history: the last events that happened to it, each with when and who.
 
+use std::sync::{Arc, OnceLock};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::messages::Operation;
 use crate::time::Timestamp;
@@ -11,14 +14,84 @@ use super::{Caller, TaskState};
 /// The most events a task keeps in its history; older ones are dropped.
 pub const MAX_HISTORY: usize = 64;
 
-/// Something that happened to a task, and when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Something that happened to a task, and when. Never changed once made, so that its
+/// JSON, written by the first write of the task that keeps it, is kept with it and
+/// shared by the task's copies: every later write of the task copies it rather than
+/// encodes it again (a drone delivery's record is written six times, its history
+/// growing at each).
+#[derive(Clone, Deserialize)]
+#[serde(from = "Fields<Happened>")]
 pub struct Event {
-    /// When.
-    pub at: Timestamp,
-    /// What.
+    at: Timestamp,
+    what: Happened,
+    json: Arc<OnceLock<Box<RawValue>>>,
+}
+
+/// An event's fields, as its JSON holds them.
+#[derive(Serialize, Deserialize)]
+struct Fields<W> {
+    at: Timestamp,
     #[serde(flatten)]
-    pub what: Happened,
+    what: W,
+}
+
+impl Event {
+    /// `what` happened `at`.
+    #[must_use]
+    pub fn new(at: Timestamp, what: Happened) -> Self {
+        Self {
+            at,
+            what,
+            json: Arc::default(),
+        }
+    }
+
+    /// When.
+    #[must_use]
+    pub fn at(&self) -> Timestamp {
+        self.at
+    }
+
+    /// What.
+    #[must_use]
+    pub fn what(&self) -> &Happened {
+        &self.what
+    }
+}
+
+impl From<Fields<Happened>> for Event {
+    fn from(Fields { at, what }: Fields<Happened>) -> Self {
+        Self::new(at, what)
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let json = self.json.get_or_init(|| {
+            crate::to_raw_json(&Fields {
+                at: self.at,
+                what: &self.what,
+            })
+        });
+        json.serialize(serializer)
+    }
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, &self.what) == (other.at, &other.what)
+    }
+}
+
+impl Eq for Event {}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (f.debug_struct("Event"))
+            .field("at", &self.at)
+            .field("what", &self.what)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What happened to a task.
@@ -172,5 +245,38 @@ impl Actor {
             Self::Operator => "an operator",
             Self::Parent => "its parent task",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_written_as_its_fields_every_time_and_read_back() {
+        let event = Event::new(
+            Timestamp(1_000),
+            Happened::Sent {
+                step: 2,
+                operation: Operation::Call,
+                attempt: 1,
+                complete_by: Timestamp(31_000),
+            },
+        );
+        let copy = event.clone();
+        let expected =
+            r#"{"at":1000,"event":"sent","step":2,"operation":"call","attempt":1,"complete_by":31000}"#;
+        // The first write makes its JSON; the next, and a copy's, give what it kept.
+        assert_eq!(crate::to_json(&event), expected);
+        assert_eq!(crate::to_json(&event), expected);
+        assert_eq!(crate::to_json(&copy), expected);
+        let read: Event = serde_json::from_str(expected).expect("an event");
+        assert_eq!(read, event);
+        assert_eq!(crate::to_json(&read), expected);
+        assert_eq!(
+            serde_json::to_value(&[&event]).expect("a value"),
+            serde_json::json!([{"at": 1000, "event": "sent", "step": 2, "operation": "call",
+                "attempt": 1, "complete_by": 31000}]),
+        );
     }
 }

@@ -173,7 +173,7 @@ fn expiries(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             operation,
             attempt,
             retry_at,
-        } = &event.what
+        } = event.what()
         {
             let (step, attempt) = (*step, *attempt);
             let name = after.steps.get(step).map_or("", |s| &*s.name);
@@ -190,7 +190,7 @@ fn expiries(before: &Task, after: &Task) -> Vec<FinishedSpan> {
                     name: format!("{verb} {name}"),
                     span_id: expired,
                     start,
-                    end: event.at.max(start),
+                    end: event.at().max(start),
                     failed: true,
                     attributes,
                     ..in_run(after)
@@ -198,10 +198,10 @@ fn expiries(before: &Task, after: &Task) -> Vec<FinishedSpan> {
             }
             spans.push(FinishedSpan {
                 name: format!("recover {name}"),
-                span_id: recovery_span(expired, event.at),
+                span_id: recovery_span(expired, event.at()),
                 parent: Some(expired),
-                start: event.at,
-                end: event.at,
+                start: event.at(),
+                end: event.at(),
                 attributes: step_attributes(after, step, attempt),
                 ..in_run(after)
             });
@@ -320,8 +320,8 @@ fn run_ended(task: &Task) -> FinishedSpan {
     let events = task
         .history
         .iter()
-        .filter(|event| event.at >= start)
-        .map(|event| (event_name(event), event.at))
+        .filter(|event| event.at() >= start)
+        .map(|event| (event_name(event), event.at()))
         .collect();
     let mut attributes = task_attributes(task);
     attributes.push(("sas.task.state", text(task.state.as_str())));
@@ -372,7 +372,7 @@ fn step_attributes(task: &Task, index: usize, attempt: u32) -> Vec<(&'static str
 /// An event's name: its `event` tag (`sent`, `answered`, `state`, ...), and for a
 /// state, the state.
 fn event_name(event: &Event) -> String {
-    match &event.what {
+    match event.what() {
         super::Happened::State { state } => format!("state {}", state.as_str()),
         what => serde_json::to_value(what)
             .ok()

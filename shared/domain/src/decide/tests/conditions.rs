@@ -18,7 +18,7 @@ fn a_step_whose_condition_does_not_hold_is_skipped_and_the_next_goes_on() {
     assert!(
         task.history
             .iter()
-            .any(|e| e.what == Happened::Skipped { step: 1 })
+            .any(|e| *e.what() == Happened::Skipped { step: 1 })
     );
 }
 

@@ -70,7 +70,7 @@ fn a_running_task_moves_on_and_runs_the_new_versions_added_step_in_its_turn() {
     let task = decision.next.expect("written");
     assert_eq!(task.workflow.version, 2);
     assert!(task.history.iter().any(|e| matches!(
-        e.what,
+        e.what(),
         crate::task::Happened::Moved {
             from_version: 1,
             to_version: 2,

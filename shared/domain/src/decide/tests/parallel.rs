@@ -239,7 +239,7 @@ fn a_call_due_for_a_retry_as_another_branch_gives_up_is_undone_not_retried() {
     let announced: Vec<_> = task
         .history
         .iter()
-        .filter_map(|e| match e.what {
+        .filter_map(|e| match *e.what() {
             Happened::Expired { step, retry_at, .. } => Some((step, retry_at)),
             _ => None,
         })

@@ -131,7 +131,7 @@ fn a_patched_drop_off_runs_again_what_reads_it_and_keeps_the_check() {
     assert!(
         task.history
             .iter()
-            .any(|e| matches!(e.what, crate::task::Happened::Repaired { run: 2, .. }))
+            .any(|e| matches!(e.what(), crate::task::Happened::Repaired { run: 2, .. }))
     );
     let (task, sent) = run(&task, &workflow, &order, package_id);
     assert_eq!(task.state, TaskState::Processed);
