@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::flow::CallRef;
 use crate::limits::MAX_DELAY;
 use crate::messages::{Alert, ChildEnded};
-use crate::task::{Event, Happened, MAX_HISTORY, Step, StepState, Task, TaskState};
+use crate::task::{Happened, Step, StepState, Task, TaskState};
 use crate::time::Timestamp;
 use crate::workflow::Workflow;
 
@@ -123,11 +123,7 @@ impl Change {
 
     /// Adds `what` to the task's history, as of now.
     pub(crate) fn log(&mut self, what: Happened) {
-        let history = &mut self.task.history;
-        if history.len() >= MAX_HISTORY {
-            history.remove(0);
-        }
-        history.push(Event::new(self.now, what));
+        self.task.log(self.now, what);
     }
 
     /// A step failed for good (its call, or its lease's end past its supervisor's

@@ -17,8 +17,7 @@ use crate::kinds::Reads;
 use crate::limits;
 use crate::machine;
 use crate::task::{
-    Event, Happened, MAX_HISTORY, Order, RepairNote, Request, Resubmission, Step, StepState, Task,
-    TaskState,
+    Happened, Order, RepairNote, Request, Resubmission, Step, StepState, Task, TaskState,
 };
 use crate::time::Timestamp;
 use crate::workflow::{Results, StepDefinition, Workflow};
@@ -298,17 +297,8 @@ fn repair_execution(
     };
     let (by, reason) = (repair.request.by, repair.reason.clone());
     let resubmission = noted(repair, next.run, false, plan.run_again);
-    if next.history.len() >= MAX_HISTORY {
-        next.history.remove(0);
-    }
-    next.history.push(Event::new(
-        now,
-        Happened::Repaired {
-            run: next.run,
-            by,
-            reason,
-        },
-    ));
+    let run = next.run;
+    next.log(now, Happened::Repaired { run, by, reason });
     next.resubmissions.pop();
     next.resubmissions.push(resubmission.clone());
     // The redrive told the caller; its notifications say it was this repair.

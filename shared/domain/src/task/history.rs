@@ -59,6 +59,16 @@ impl Event {
     }
 }
 
+impl super::Task {
+    /// Adds `what`, as of `at`, to its history, which keeps the last [`MAX_HISTORY`].
+    pub(crate) fn log(&mut self, at: Timestamp, what: Happened) {
+        if self.history.len() >= MAX_HISTORY {
+            self.history.remove(0);
+        }
+        self.history.push(Event::new(at, what));
+    }
+}
+
 impl From<Fields<Happened>> for Event {
     fn from(Fields { at, what }: Fields<Happened>) -> Self {
         Self::new(at, what)
@@ -264,8 +274,7 @@ mod tests {
             },
         );
         let copy = event.clone();
-        let expected =
-            r#"{"at":1000,"event":"sent","step":2,"operation":"call","attempt":1,"complete_by":31000}"#;
+        let expected = r#"{"at":1000,"event":"sent","step":2,"operation":"call","attempt":1,"complete_by":31000}"#;
         // The first write makes its JSON; the next, and a copy's, give what it kept.
         assert_eq!(crate::to_json(&event), expected);
         assert_eq!(crate::to_json(&event), expected);
