@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(read, event);
         assert_eq!(crate::to_json(&read), expected);
         assert_eq!(
-            serde_json::to_value(&[&event]).expect("a value"),
+            serde_json::to_value([&event]).expect("a value"),
             serde_json::json!([{"at": 1000, "event": "sent", "step": 2, "operation": "call",
                 "attempt": 1, "complete_by": 31000}]),
         );
